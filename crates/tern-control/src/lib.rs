@@ -1,0 +1,1 @@
+//! Control interfaces: the simple_switch_CLI runtime command language.

@@ -1,0 +1,1 @@
+//! Hash algorithms and checksums as simple_switch registers them.

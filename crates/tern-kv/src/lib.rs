@@ -1,0 +1,1 @@
+//! In-network key-value caching suite: wire protocol, storage servers, clients, workloads.

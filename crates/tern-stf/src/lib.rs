@@ -1,0 +1,1 @@
+//! p4c's STF packet-test format: parser and runner.
