@@ -1,0 +1,1213 @@
+//! Packet-time execution: parser, checksums, actions, tables, pipelines, deparser.
+//!
+//! Everything here works on resolved indices from [`crate::compile`]; nothing looks a name up.
+
+use std::collections::HashSet;
+
+use crate::compile::*;
+use crate::expr::{
+    self, eval_bool, eval_data, eval_header, eval_union, lookahead_slot, Cx, RegArray, Value,
+};
+use crate::externs::Meter;
+use crate::hash;
+use crate::layout::{bits_to_slot, slot_to_bits, FieldLoc, Phv};
+use crate::table::{EntryAction, EntryStore, Profile};
+use tern_model::{KeyElem, MatchKind, MeterType};
+use tern_runtime::CounterValue;
+
+/// Per-packet registers the program cannot read (`simple-switch.md` §2.7).
+#[derive(Clone, Debug, Default)]
+pub struct PktRegs {
+    /// `(session, field list id)` of the last clone call.
+    pub clone: Option<(u32, i64)>,
+    pub resubmit: i64,
+    pub recirculate: i64,
+    pub digest: Option<i64>,
+    pub truncate: Option<u32>,
+    pub exit: bool,
+}
+
+/// One packet instance in flight.
+#[derive(Clone, Debug)]
+pub struct Pkt {
+    pub phv: Phv,
+    /// The bytes the parser ran on.
+    pub data: Vec<u8>,
+    /// First unparsed byte of `data`.
+    pub payload_off: usize,
+    /// Length counters and meters see.
+    pub ingress_len: u32,
+    /// The packet-length register (`add_header` / `remove_header` adjust it).
+    pub length_reg: u32,
+    pub ingress_port: u32,
+    pub regs: PktRegs,
+    pub enq_ts: u64,
+}
+
+/// Mutable state of the externs an action can touch.
+#[derive(Clone, Debug, Default)]
+pub struct ExternState {
+    pub regs: Vec<RegArray>,
+    pub counters: Vec<Vec<CounterValue>>,
+    pub meters: Vec<Vec<Meter>>,
+    pub vsets: Vec<HashSet<Vec<u8>>>,
+    pub rng: u64,
+    pub rr: Vec<u64>,
+    pub now_us: u64,
+    pub log: Vec<String>,
+    scratch: Vec<u8>,
+}
+
+/// Table state: entries plus the default entry.
+#[derive(Clone, Debug, Default)]
+pub struct TableState {
+    pub store: EntryStore,
+    pub default: Option<EntryAction>,
+}
+
+/// All mutable state of a program instance.
+#[derive(Clone, Debug, Default)]
+pub struct State {
+    pub tables: Vec<TableState>,
+    pub profiles: Vec<Profile>,
+    pub ext: ExternState,
+}
+
+impl ExternState {
+    fn next_rand(&mut self) -> u64 {
+        // xorshift64*: deterministic for a given seed.
+        let mut x = self.rng;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.rng = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+}
+
+/// A fault during execution: the packet is dropped (BMv2 would abort).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fault(pub String);
+
+type XR<T> = Result<T, Fault>;
+
+fn fault(m: &str) -> Fault {
+    Fault(m.to_string())
+}
+
+/// Store a value into a field slot (truncating/wrapping/saturating).
+#[inline]
+pub fn store_field(phv: &mut Phv, f: &FieldLoc, v: &Value) {
+    if f.is_valid_bit {
+        return;
+    }
+    let s = &mut phv.bytes[f.off as usize..(f.off + f.nbytes) as usize];
+    v.store(f.width, f.signed, f.saturating, s);
+}
+
+fn store_u64(phv: &mut Phv, f: &Option<FieldLoc>, v: u64) {
+    if let Some(f) = f {
+        store_field(phv, f, &Value::Small(v as i128));
+    }
+}
+
+fn read_u64(phv: &Phv, f: &Option<FieldLoc>) -> u64 {
+    match f {
+        Some(f) if f.width <= 64 => phv.read_u64(f),
+        Some(f) => {
+            let s = phv.slot(f);
+            s[s.len().saturating_sub(8)..]
+                .iter()
+                .fold(0u64, |a, b| (a << 8) | *b as u64)
+        }
+        None => 0,
+    }
+}
+
+impl Engine {
+    fn cx<'a>(
+        &'a self,
+        phv: &'a Phv,
+        locals: &'a [Vec<u8>],
+        ext: &'a ExternState,
+        pkt: &'a [u8],
+        cursor: usize,
+    ) -> Cx<'a> {
+        Cx {
+            layout: &self.layout,
+            phv,
+            locals,
+            regs: &ext.regs,
+            pkt,
+            cursor,
+        }
+    }
+
+    /// Standard-metadata accessors.
+    pub fn set_std(&self, phv: &mut Phv, f: fn(&Std) -> &Option<FieldLoc>, v: u64) {
+        store_u64(phv, f(&self.std), v);
+    }
+    pub fn get_std(&self, phv: &Phv, f: fn(&Std) -> &Option<FieldLoc>) -> u64 {
+        read_u64(phv, f(&self.std))
+    }
+
+    /// Header wire size in bytes (fixed part plus current VL width).
+    pub fn header_bytes(&self, phv: &Phv, h: u32) -> u32 {
+        let hl = &self.layout.headers[h as usize];
+        (hl.fixed_bits + phv.vl_width[h as usize]).div_ceil(8)
+    }
+
+    fn set_valid(&self, phv: &mut Phv, h: u32) {
+        phv.valid[h as usize] = true;
+        if let Some(u) = self.layout.headers[h as usize].union {
+            for m in &self.layout.unions[u as usize] {
+                if *m != h {
+                    phv.valid[*m as usize] = false;
+                }
+            }
+        }
+    }
+
+    // ------------------------------------------------------------------ parser
+
+    fn extract_into(
+        &self,
+        pkt: &mut Pkt,
+        cursor: &mut usize,
+        h: u32,
+        vl_bits: Option<u32>,
+    ) -> Result<(), i64> {
+        let hl = &self.layout.headers[h as usize];
+        let vl = vl_bits.unwrap_or(0);
+        if let Some(max) = hl.fields.iter().find(|f| f.is_vl).map(|f| f.width) {
+            if vl > max {
+                return Err(self.errors.header_too_short);
+            }
+        }
+        let total_bits = hl.fixed_bits + vl;
+        let nbytes = total_bits.div_ceil(8) as usize;
+        if *cursor + nbytes > pkt.data.len() {
+            return Err(self.errors.packet_too_short);
+        }
+        let src = &pkt.data[*cursor..*cursor + nbytes];
+        let mut bit = 0usize;
+        for f in &hl.fields {
+            let w = if f.is_vl { vl } else { f.width } as usize;
+            let dst = &mut pkt.phv.bytes[f.off as usize..(f.off + f.nbytes) as usize];
+            if f.is_vl {
+                dst.fill(0);
+                let n = w.div_ceil(8);
+                let len = dst.len();
+                bits_to_slot(src, bit, w, &mut dst[len - n..]);
+            } else {
+                bits_to_slot(src, bit, w, dst);
+            }
+            bit += w;
+        }
+        pkt.phv.vl_width[h as usize] = vl;
+        self.set_valid(&mut pkt.phv, h);
+        *cursor += nbytes;
+        Ok(())
+    }
+
+    fn extract_target(
+        &self,
+        pkt: &mut Pkt,
+        cursor: &mut usize,
+        t: ETarget,
+        vl: Option<u32>,
+    ) -> Result<(), i64> {
+        match t {
+            ETarget::Header(h) => self.extract_into(pkt, cursor, h, vl),
+            ETarget::Stack(s) => {
+                let next = pkt.phv.stack_next[s as usize] as usize;
+                let Some(&h) = self.layout.stacks[s as usize].get(next) else {
+                    return Err(self.errors.stack_out_of_bounds);
+                };
+                self.extract_into(pkt, cursor, h, vl)?;
+                pkt.phv.stack_next[s as usize] += 1;
+                Ok(())
+            }
+            ETarget::UnionStack(s, m) => {
+                let next = pkt.phv.union_stack_next[s as usize] as usize;
+                let Some(&u) = self.layout.union_stacks[s as usize].get(next) else {
+                    return Err(self.errors.stack_out_of_bounds);
+                };
+                let h = self.layout.unions[u as usize][m as usize];
+                self.extract_into(pkt, cursor, h, vl)?;
+                pkt.phv.union_stack_next[s as usize] += 1;
+                Ok(())
+            }
+        }
+    }
+
+    fn transition_key(&self, pkt: &Pkt, cursor: usize, key: &[KeyElem], out: &mut Vec<u8>) {
+        out.clear();
+        let phv = &pkt.phv;
+        let push_field = |out: &mut Vec<u8>, f: &FieldLoc| {
+            if f.is_valid_bit {
+                out.push(phv.valid[f.header as usize] as u8);
+            } else {
+                out.extend_from_slice(phv.slot(f));
+            }
+        };
+        for k in key {
+            match *k {
+                KeyElem::Field(f) => push_field(out, &self.layout.field(f)),
+                KeyElem::StackField { stack, field } => {
+                    let next = phv.stack_next[stack as usize];
+                    let hs = &self.layout.stacks[stack as usize];
+                    let h = hs[(next as usize)
+                        .saturating_sub(1)
+                        .min(hs.len().saturating_sub(1))];
+                    push_field(
+                        out,
+                        &self.layout.field(tern_model::FieldRef { header: h, field }),
+                    );
+                }
+                KeyElem::UnionStackField {
+                    stack,
+                    member,
+                    field,
+                } => {
+                    let next = phv.union_stack_next[stack as usize];
+                    let us = &self.layout.union_stacks[stack as usize];
+                    let u = us[(next as usize)
+                        .saturating_sub(1)
+                        .min(us.len().saturating_sub(1))];
+                    let h = self.layout.unions[u as usize][member as usize];
+                    push_field(
+                        out,
+                        &self.layout.field(tern_model::FieldRef { header: h, field }),
+                    );
+                }
+                KeyElem::Lookahead { offset, width } => {
+                    let n = width.div_ceil(8) as usize;
+                    let start = out.len();
+                    out.resize(start + n, 0);
+                    lookahead_slot(&pkt.data, cursor, offset, width, &mut out[start..]);
+                }
+            }
+        }
+    }
+
+    /// Run the parser; returns the error code (NoError on success).
+    pub fn parse(&self, st: &mut State, pkt: &mut Pkt) -> i64 {
+        let mut cursor = 0usize;
+        let Some(p) = &self.parser else {
+            pkt.payload_off = 0;
+            return self.errors.no_error;
+        };
+        let mut key = Vec::new();
+        let mut state = p.init;
+        let mut steps = 0;
+        let mut err = self.errors.no_error;
+        'states: while let Some(si) = state {
+            steps += 1;
+            if steps > 100_000 {
+                break;
+            }
+            let s = &p.states[si as usize];
+            for op in &s.ops {
+                let r: Result<(), i64> = match op {
+                    POp::Extract(t) => {
+                        let vl = match t {
+                            ETarget::Header(h) => self.vl_from_length_exp(pkt, *h),
+                            _ => None,
+                        };
+                        self.extract_target(pkt, &mut cursor, *t, vl)
+                    }
+                    POp::ExtractVl(t, e) => {
+                        let cx = self.cx(&pkt.phv, &[], &st.ext, &pkt.data, cursor);
+                        match eval_data(e, &cx) {
+                            Ok(v) => {
+                                let bits = v.to_i64_sat();
+                                if bits < 0 || bits % 8 != 0 {
+                                    Err(self.errors.invalid_argument)
+                                } else {
+                                    self.extract_target(
+                                        pkt,
+                                        &mut cursor,
+                                        *t,
+                                        Some(bits.min(u32::MAX as i64) as u32),
+                                    )
+                                }
+                            }
+                            Err(_) => Err(self.errors.invalid_argument),
+                        }
+                    }
+                    POp::Set(dst, e) => {
+                        let cx = self.cx(&pkt.phv, &[], &st.ext, &pkt.data, cursor);
+                        let needs = lookahead_need(e, cursor);
+                        if needs > pkt.data.len() {
+                            Err(self.errors.packet_too_short)
+                        } else {
+                            match eval_data(e, &cx) {
+                                Ok(v) => {
+                                    store_field(&mut pkt.phv, dst, &v);
+                                    Ok(())
+                                }
+                                Err(_) => Ok(()),
+                            }
+                        }
+                    }
+                    POp::Verify(c, e) => {
+                        let cx = self.cx(&pkt.phv, &[], &st.ext, &pkt.data, cursor);
+                        match eval_bool(c, &cx) {
+                            Ok(true) => Ok(()),
+                            _ => Err(eval_data(e, &cx)
+                                .map(|v| v.to_i64_sat())
+                                .unwrap_or(self.errors.invalid_argument)),
+                        }
+                    }
+                    POp::Shift(n) => {
+                        if cursor + *n as usize > pkt.data.len() {
+                            Err(self.errors.packet_too_short)
+                        } else {
+                            cursor += *n as usize;
+                            Ok(())
+                        }
+                    }
+                    POp::Advance(e) => {
+                        let cx = self.cx(&pkt.phv, &[], &st.ext, &pkt.data, cursor);
+                        match eval_data(e, &cx) {
+                            Ok(v) => {
+                                let bits = v.to_i64_sat();
+                                if bits < 0 || bits % 8 != 0 {
+                                    Err(self.errors.invalid_argument)
+                                } else if cursor + (bits / 8) as usize > pkt.data.len() {
+                                    Err(self.errors.packet_too_short)
+                                } else {
+                                    cursor += (bits / 8) as usize;
+                                    Ok(())
+                                }
+                            }
+                            Err(_) => Err(self.errors.invalid_argument),
+                        }
+                    }
+                    POp::Primitive(instrs) => {
+                        let _ = self.run_instrs(st, pkt, instrs, &[]);
+                        Ok(())
+                    }
+                };
+                if let Err(code) = r {
+                    err = code;
+                    break 'states;
+                }
+            }
+            self.transition_key(pkt, cursor, &s.key, &mut key);
+            let mut next = None;
+            let mut default = None;
+            let mut matched = false;
+            for (m, n) in &s.transitions {
+                let hit = match m {
+                    PMatch::Default => {
+                        if default.is_none() {
+                            default = Some(*n);
+                        }
+                        false
+                    }
+                    PMatch::Value { value, mask } => match mask {
+                        None => key == *value,
+                        Some(mask) => key
+                            .iter()
+                            .zip(value)
+                            .zip(mask)
+                            .all(|((k, v), m)| k & m == v & m),
+                    },
+                    PMatch::Vset { vset, mask } => {
+                        let k: Vec<u8> = match mask {
+                            None => key.clone(),
+                            Some(m) => {
+                                let off = key.len().saturating_sub(m.len());
+                                key[off..].iter().zip(m).map(|(a, b)| a & b).collect()
+                            }
+                        };
+                        st.ext
+                            .vsets
+                            .get(*vset as usize)
+                            .is_some_and(|s| s.contains(&k))
+                    }
+                };
+                if hit {
+                    next = *n;
+                    matched = true;
+                    break;
+                }
+            }
+            if !matched {
+                next = default.flatten();
+            }
+            state = next;
+        }
+        pkt.payload_off = cursor;
+        err
+    }
+
+    fn vl_from_length_exp(&self, pkt: &Pkt, h: u32) -> Option<u32> {
+        let hl = &self.layout.headers[h as usize];
+        hl.vl_field?;
+        // A VL header with `length_exp`: the loader guarantees it exists; the expression gives
+        // the VL field width in bits. It reads fields already in the PHV.
+        let ht = &self.prog.header_types[self.prog.headers[h as usize].header_type as usize];
+        let e = ht.length_exp.as_ref()?;
+        let ce = crate::compile::compile_free_expr(self, e)?;
+        let ext = ExternState::default();
+        let cx = self.cx(&pkt.phv, &[], &ext, &pkt.data, 0);
+        eval_data(&ce, &cx)
+            .ok()
+            .map(|v| v.to_i64_sat().max(0) as u32)
+    }
+
+    // ------------------------------------------------------------------ checksums and hashes
+
+    /// Compute a calculation over the packet.
+    pub fn compute_calc(
+        &self,
+        ext: &mut ExternState,
+        pkt: &Pkt,
+        calc: &CCalc,
+        rr_slot: usize,
+    ) -> u64 {
+        let mut buf = std::mem::take(&mut ext.scratch);
+        buf.clear();
+        let mut bits = 0usize;
+        let push_bits = |buf: &mut Vec<u8>, bits: &mut usize, slot: &[u8], w: usize| {
+            let need = (*bits + w).div_ceil(8);
+            if buf.len() < need {
+                buf.resize(need, 0);
+            }
+            slot_to_bits(slot, w, buf, *bits);
+            *bits += w;
+        };
+        for i in &calc.inputs {
+            match i {
+                CInput::Field(f) => {
+                    if !pkt.phv.valid[f.header as usize] && !f.is_valid_bit {
+                        continue;
+                    }
+                    if f.is_valid_bit {
+                        push_bits(
+                            &mut buf,
+                            &mut bits,
+                            &[pkt.phv.valid[f.header as usize] as u8],
+                            1,
+                        );
+                    } else {
+                        let w = if f.is_vl {
+                            pkt.phv.vl_width[f.header as usize]
+                        } else {
+                            f.width
+                        } as usize;
+                        let s = pkt.phv.slot(f);
+                        let n = w.div_ceil(8);
+                        push_bits(&mut buf, &mut bits, &s[s.len() - n..], w);
+                    }
+                }
+                CInput::Const { value, bitwidth } => {
+                    push_bits(&mut buf, &mut bits, value, *bitwidth as usize)
+                }
+                CInput::Header(h) => {
+                    if !pkt.phv.valid[*h as usize] {
+                        continue;
+                    }
+                    for f in &self.layout.headers[*h as usize].fields {
+                        let w = if f.is_vl {
+                            pkt.phv.vl_width[*h as usize]
+                        } else {
+                            f.width
+                        } as usize;
+                        let s = pkt.phv.slot(f);
+                        let n = w.div_ceil(8);
+                        push_bits(&mut buf, &mut bits, &s[s.len() - n..], w);
+                    }
+                }
+                CInput::Payload => {
+                    let n = bits.div_ceil(8);
+                    buf.truncate(n);
+                    buf.extend_from_slice(&pkt.data[pkt.payload_off.min(pkt.data.len())..]);
+                    bits = buf.len() * 8;
+                }
+            }
+        }
+        if ext.rr.len() <= rr_slot {
+            ext.rr.resize(rr_slot + 1, 0);
+        }
+        let mut rr = ext.rr[rr_slot];
+        let v = hash::compute(&calc.algo, &buf, &mut rr);
+        ext.rr[rr_slot] = rr;
+        ext.scratch = buf;
+        v
+    }
+
+    fn checksum_value(&self, ext: &mut ExternState, pkt: &Pkt, c: &CChecksum) -> u64 {
+        if c.ipv4 {
+            let h = c.target.header;
+            let mut bytes = vec![0u8; self.header_bytes(&pkt.phv, h) as usize];
+            let mut bit = 0;
+            for f in &self.layout.headers[h as usize].fields {
+                slot_to_bits(pkt.phv.slot(f), f.width as usize, &mut bytes, bit);
+                bit += f.width as usize;
+            }
+            if bytes.len() >= 12 {
+                bytes[10] = 0;
+                bytes[11] = 0;
+            }
+            return hash::csum16(&bytes);
+        }
+        match c.calc {
+            Some(ci) => self.compute_calc(ext, pkt, &self.calcs[ci as usize], 1_000 + ci as usize),
+            None => 0,
+        }
+    }
+
+    fn checksum_cond(&self, ext: &ExternState, pkt: &Pkt, c: &CChecksum) -> bool {
+        match &c.cond {
+            None => true,
+            Some(e) => eval_bool(e, &self.cx(&pkt.phv, &[], ext, &pkt.data, 0)).unwrap_or(false),
+        }
+    }
+
+    /// Verify checksums after parsing; true if any failed.
+    pub fn verify_checksums(&self, ext: &mut ExternState, pkt: &Pkt) -> bool {
+        let mut bad = false;
+        for c in &self.checksums {
+            if !c.verify
+                || !pkt.phv.valid[c.target.header as usize]
+                || !self.checksum_cond(ext, pkt, c)
+            {
+                continue;
+            }
+            let v = self.checksum_value(ext, pkt, c);
+            let mask = if c.target.width >= 64 {
+                u64::MAX
+            } else {
+                (1u64 << c.target.width) - 1
+            };
+            if v & mask != pkt.phv.read_u64(&c.target) {
+                bad = true;
+            }
+        }
+        bad
+    }
+
+    /// Update checksums (start of deparse).
+    pub fn update_checksums(&self, ext: &mut ExternState, pkt: &mut Pkt) {
+        for c in &self.checksums {
+            if !c.update || !self.checksum_cond(ext, pkt, c) {
+                continue;
+            }
+            let v = self.checksum_value(ext, pkt, c);
+            store_field(&mut pkt.phv, &c.target, &Value::Small(v as i128));
+        }
+    }
+
+    // ------------------------------------------------------------------ deparser
+
+    /// Emit the valid headers in deparser order, then the payload.
+    pub fn deparse(&self, st: &mut State, pkt: &mut Pkt, out: &mut Vec<u8>) {
+        self.update_checksums(&mut st.ext, pkt);
+        out.clear();
+        if let Some((order, prims)) = &self.deparser {
+            if !prims.is_empty() {
+                let _ = self.run_instrs(st, pkt, prims, &[]);
+            }
+            for &h in order {
+                if !pkt.phv.valid[h as usize] {
+                    continue;
+                }
+                let n = self.header_bytes(&pkt.phv, h) as usize;
+                let start = out.len();
+                out.resize(start + n, 0);
+                let mut bit = start * 8;
+                for f in &self.layout.headers[h as usize].fields {
+                    let w = if f.is_vl {
+                        pkt.phv.vl_width[h as usize]
+                    } else {
+                        f.width
+                    } as usize;
+                    let s = pkt.phv.slot(f);
+                    let nb = w.div_ceil(8);
+                    slot_to_bits(&s[s.len() - nb..], w, out, bit);
+                    bit += w;
+                }
+            }
+        }
+        out.extend_from_slice(&pkt.data[pkt.payload_off.min(pkt.data.len())..]);
+    }
+
+    // ------------------------------------------------------------------ actions
+
+    fn lval_loc(
+        &self,
+        pkt: &Pkt,
+        ext: &ExternState,
+        locals: &[Vec<u8>],
+        l: &LVal,
+    ) -> XR<Option<FieldLoc>> {
+        Ok(Some(match l {
+            LVal::Field(f) => *f,
+            LVal::StackField { stack, field } => {
+                let next = pkt.phv.stack_next[*stack as usize];
+                if next == 0 {
+                    return Err(fault("stack_field on an empty stack"));
+                }
+                let h = self.layout.stacks[*stack as usize][next as usize - 1];
+                self.layout.headers[h as usize].fields[*field as usize]
+            }
+            LVal::Dyn { header, field } => {
+                let h = eval_header(header, &self.cx(&pkt.phv, locals, ext, &pkt.data, 0))
+                    .map_err(fault)?;
+                match self.layout.headers[h as usize].fields.get(*field as usize) {
+                    Some(f) => *f,
+                    None => return Err(fault("field offset out of range")),
+                }
+            }
+            LVal::Register { .. } => return Ok(None),
+        }))
+    }
+
+    fn assign(
+        &self,
+        ext: &mut ExternState,
+        pkt: &mut Pkt,
+        locals: &[Vec<u8>],
+        dst: &LVal,
+        v: &Value,
+    ) -> XR<()> {
+        match self.lval_loc(pkt, ext, locals, dst)? {
+            Some(f) => store_field(&mut pkt.phv, &f, v),
+            None => {
+                if let LVal::Register { array, index } = dst {
+                    let idx = eval_data(index, &self.cx(&pkt.phv, locals, ext, &pkt.data, 0))
+                        .map_err(fault)?
+                        .to_i64_sat();
+                    let r = &mut ext.regs[*array as usize];
+                    if idx >= 0 && (idx as u64) < r.size as u64 {
+                        let w = r.width;
+                        v.store(w, false, false, r.cell_mut(idx as u32));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn copy_header(&self, phv: &mut Phv, dst: u32, src: u32) {
+        if dst == src {
+            return;
+        }
+        let (d, s) = (
+            &self.layout.headers[dst as usize],
+            &self.layout.headers[src as usize],
+        );
+        if phv.valid[src as usize] {
+            let n = d.slot_bytes.min(s.slot_bytes) as usize;
+            phv.bytes
+                .copy_within(s.off as usize..s.off as usize + n, d.off as usize);
+            phv.vl_width[dst as usize] = phv.vl_width[src as usize];
+            self.set_valid(phv, dst);
+        } else {
+            phv.valid[dst as usize] = false;
+        }
+    }
+
+    fn copy_union(&self, phv: &mut Phv, dst: u32, src: u32) {
+        let (d, s) = (
+            self.layout.unions[dst as usize].clone(),
+            &self.layout.unions[src as usize],
+        );
+        for (dh, sh) in d.iter().zip(s) {
+            self.copy_header(phv, *dh, *sh);
+        }
+        if !s.iter().any(|h| phv.valid[*h as usize]) {
+            for h in &d {
+                phv.valid[*h as usize] = false;
+            }
+        }
+    }
+
+    fn stack_elems(&self, s: StackRef) -> Vec<u32> {
+        match s {
+            StackRef::Headers(s) => self.layout.stacks[s as usize].clone(),
+            StackRef::Unions(s) => self.layout.union_stacks[s as usize].clone(),
+        }
+    }
+
+    fn move_elem(&self, phv: &mut Phv, s: StackRef, dst: u32, src: u32) {
+        match s {
+            StackRef::Headers(_) => self.copy_header(phv, dst, src),
+            StackRef::Unions(_) => self.copy_union(phv, dst, src),
+        }
+    }
+
+    fn invalidate_elem(&self, phv: &mut Phv, s: StackRef, e: u32) {
+        match s {
+            StackRef::Headers(_) => phv.valid[e as usize] = false,
+            StackRef::Unions(_) => {
+                for h in &self.layout.unions[e as usize] {
+                    phv.valid[*h as usize] = false;
+                }
+            }
+        }
+    }
+
+    fn next_of(phv: &mut Phv, s: StackRef) -> &mut u32 {
+        match s {
+            StackRef::Headers(i) => &mut phv.stack_next[i as usize],
+            StackRef::Unions(i) => &mut phv.union_stack_next[i as usize],
+        }
+    }
+
+    /// Run an instruction list (an action body).
+    pub fn run_instrs(
+        &self,
+        st: &mut State,
+        pkt: &mut Pkt,
+        instrs: &[Instr],
+        locals: &[Vec<u8>],
+    ) -> XR<()> {
+        let ext = &mut st.ext;
+        let mut pc = 0usize;
+        let mut steps = 0u32;
+        while pc < instrs.len() {
+            steps += 1;
+            if steps > 1_000_000 {
+                return Err(fault("action does not terminate"));
+            }
+            let ins = &instrs[pc];
+            pc += 1;
+            macro_rules! cx {
+                () => {
+                    self.cx(&pkt.phv, locals, ext, &pkt.data, 0)
+                };
+            }
+            macro_rules! data {
+                ($e:expr) => {
+                    eval_data($e, &cx!()).map_err(fault)?
+                };
+            }
+            match ins {
+                Instr::Assign { dst, src } => {
+                    let v = data!(src);
+                    self.assign(ext, pkt, locals, dst, &v)?;
+                }
+                Instr::AssignVl { dst, src } => {
+                    let n = dst.nbytes.min(src.nbytes) as usize;
+                    let (s0, d0) = (
+                        src.off as usize + src.nbytes as usize - n,
+                        dst.off as usize + dst.nbytes as usize - n,
+                    );
+                    pkt.phv.bytes.copy_within(s0..s0 + n, d0);
+                    pkt.phv.vl_width[dst.header as usize] = pkt.phv.vl_width[src.header as usize];
+                }
+                Instr::AssignHeader { dst, src } => {
+                    let d = eval_header(dst, &cx!()).map_err(fault)?;
+                    let s = eval_header(src, &cx!()).map_err(fault)?;
+                    self.copy_header(&mut pkt.phv, d, s);
+                }
+                Instr::AssignUnion { dst, src } => {
+                    let d = eval_union(dst, &cx!()).map_err(fault)?;
+                    let s = eval_union(src, &cx!()).map_err(fault)?;
+                    self.copy_union(&mut pkt.phv, d, s);
+                }
+                Instr::AssignStack { dst, src } => {
+                    let (d, s) = (self.stack_elems(*dst), self.stack_elems(*src));
+                    for (de, se) in d.iter().zip(&s) {
+                        self.move_elem(&mut pkt.phv, *dst, *de, *se);
+                    }
+                    let n = *Self::next_of(&mut pkt.phv, *src);
+                    *Self::next_of(&mut pkt.phv, *dst) = n;
+                }
+                Instr::Push { stack, count } => {
+                    let n = data!(count).to_i64_sat().max(0) as usize;
+                    let el = self.stack_elems(*stack);
+                    let size = el.len();
+                    for i in (0..size).rev() {
+                        if i >= n {
+                            self.move_elem(&mut pkt.phv, *stack, el[i], el[i - n]);
+                        } else {
+                            self.invalidate_elem(&mut pkt.phv, *stack, el[i]);
+                        }
+                    }
+                    let next = Self::next_of(&mut pkt.phv, *stack);
+                    *next = (*next as usize + n).min(size) as u32;
+                }
+                Instr::Pop { stack, count } => {
+                    let n = data!(count).to_i64_sat().max(0) as usize;
+                    let el = self.stack_elems(*stack);
+                    let size = el.len();
+                    for i in 0..size {
+                        if i + n < size {
+                            self.move_elem(&mut pkt.phv, *stack, el[i], el[i + n]);
+                        } else {
+                            self.invalidate_elem(&mut pkt.phv, *stack, el[i]);
+                        }
+                    }
+                    let next = Self::next_of(&mut pkt.phv, *stack);
+                    *next = (*next as usize).saturating_sub(n) as u32;
+                }
+                Instr::Jump(t) => pc = *t,
+                Instr::JumpIfZero { value, target } => {
+                    if data!(value).is_zero() {
+                        pc = *target;
+                    }
+                }
+                Instr::Exit => pkt.regs.exit = true,
+                Instr::Assert { value, what, info } => {
+                    if data!(value).is_zero() {
+                        return Err(Fault(format!("{what}: {info}")));
+                    }
+                }
+                Instr::LogMsg { fmt, args } => {
+                    let mut vals = Vec::with_capacity(args.len());
+                    for a in args {
+                        vals.push(data!(a).to_big().to_string());
+                    }
+                    let msg = format_log(fmt, &vals);
+                    if ext.log.len() < 10_000 {
+                        ext.log.push(msg);
+                    }
+                }
+                Instr::RngUniform { dst, lo, hi } => {
+                    let (lo, hi) = (data!(lo).low_u64(), data!(hi).low_u64());
+                    if lo <= hi {
+                        let span = hi - lo;
+                        let r = ext.next_rand();
+                        let v = if span == u64::MAX {
+                            r
+                        } else {
+                            lo + r % (span + 1)
+                        };
+                        self.assign(ext, pkt, locals, dst, &Value::Small(v as i128))?;
+                    }
+                }
+                Instr::Drop {
+                    egress_spec,
+                    mcast_grp,
+                } => {
+                    store_u64(&mut pkt.phv, egress_spec, self.drop_port as u64);
+                    store_u64(&mut pkt.phv, mcast_grp, 0);
+                }
+                Instr::GenerateDigest { list } => pkt.regs.digest = Some(data!(list).to_i64_sat()),
+                Instr::AddHeader { header, zero } => {
+                    let h = eval_header(header, &cx!()).map_err(fault)?;
+                    if !pkt.phv.valid[h as usize] {
+                        if *zero {
+                            let hl = &self.layout.headers[h as usize];
+                            pkt.phv.bytes[hl.off as usize..(hl.off + hl.slot_bytes) as usize]
+                                .fill(0);
+                            pkt.phv.vl_width[h as usize] = 0;
+                        }
+                        self.set_valid(&mut pkt.phv, h);
+                        pkt.length_reg += self.header_bytes(&pkt.phv, h);
+                    }
+                }
+                Instr::RemoveHeader { header } => {
+                    let h = eval_header(header, &cx!()).map_err(fault)?;
+                    if pkt.phv.valid[h as usize] {
+                        pkt.length_reg = pkt
+                            .length_reg
+                            .saturating_sub(self.header_bytes(&pkt.phv, h));
+                        pkt.phv.valid[h as usize] = false;
+                    }
+                }
+                Instr::Clone {
+                    session,
+                    field_list,
+                    ..
+                } => {
+                    let s = (data!(session).low_u64() & 0x7fff) as u32;
+                    let fl = data!(field_list).to_i64_sat();
+                    pkt.regs.clone = Some((s, fl));
+                }
+                Instr::Resubmit { field_list } => {
+                    pkt.regs.resubmit = data!(field_list).to_i64_sat()
+                }
+                Instr::Recirculate { field_list } => {
+                    pkt.regs.recirculate = data!(field_list).to_i64_sat()
+                }
+                Instr::HashOffset {
+                    dst,
+                    base,
+                    calc,
+                    size,
+                } => {
+                    let b = data!(base);
+                    let sz = data!(size).low_u64().max(1);
+                    let h =
+                        self.compute_calc(ext, pkt, &self.calcs[*calc as usize], *calc as usize);
+                    let v = Value::Big(b.to_big() + num_bigint::BigInt::from(h % sz));
+                    self.assign(ext, pkt, locals, dst, &v)?;
+                }
+                Instr::NoOp => {}
+                Instr::ExecuteMeter { meter, index, dst } => {
+                    let idx = data!(index).to_i64_sat();
+                    let units = match self.prog.meter_arrays[*meter as usize].meter_type {
+                        MeterType::Bytes => pkt.ingress_len as u64,
+                        MeterType::Packets => 1,
+                    };
+                    let now = ext.now_us;
+                    let color = match ext.meters[*meter as usize].get_mut(idx.max(0) as usize) {
+                        Some(m) if idx >= 0 => m.execute(units, now),
+                        _ => continue,
+                    };
+                    self.assign(ext, pkt, locals, dst, &Value::Small(color as i128))?;
+                }
+                Instr::Count { counter, index } => {
+                    let idx = data!(index).to_i64_sat();
+                    if let Some(c) = ext.counters[*counter as usize].get_mut(idx.max(0) as usize) {
+                        if idx >= 0 {
+                            c.packets += 1;
+                            c.bytes += pkt.ingress_len as u64;
+                        }
+                    }
+                }
+                Instr::RegisterRead { dst, array, index } => {
+                    let idx = data!(index).to_i64_sat();
+                    let r = &ext.regs[*array as usize];
+                    if idx < 0 || idx as u64 >= r.size as u64 {
+                        continue;
+                    }
+                    let v = match expr::Num::from_slot(r.cell(idx as u32), r.width, false) {
+                        Ok(v) => Value::Small(v),
+                        Err(_) => Value::Big(num_bigint::BigInt::from_bytes_be(
+                            num_bigint::Sign::Plus,
+                            r.cell(idx as u32),
+                        )),
+                    };
+                    self.assign(ext, pkt, locals, dst, &v)?;
+                }
+                Instr::RegisterWrite {
+                    array,
+                    index,
+                    value,
+                } => {
+                    let idx = data!(index).to_i64_sat();
+                    let v = data!(value);
+                    let r = &mut ext.regs[*array as usize];
+                    if idx >= 0 && (idx as u64) < r.size as u64 {
+                        let w = r.width;
+                        v.store(w, false, false, r.cell_mut(idx as u32));
+                    }
+                }
+                Instr::Truncate { len } => {
+                    let l = data!(len).low_u64().min(u32::MAX as u64) as u32;
+                    pkt.regs.truncate = Some(pkt.regs.truncate.map_or(l, |t| t.min(l)));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    // ------------------------------------------------------------------ tables and pipelines
+
+    fn build_key(&self, t: &CTable, phv: &Phv, key: &mut Vec<u8>) {
+        key.clear();
+        for (kf, src) in t.spec.fields.iter().zip(&t.srcs) {
+            let start = key.len();
+            match src {
+                KeySrc::Valid(h) => key.push(phv.valid[*h as usize] as u8),
+                KeySrc::Field(f) => {
+                    if f.is_valid_bit {
+                        key.push(phv.valid[f.header as usize] as u8);
+                    } else if phv.valid[f.header as usize] {
+                        key.extend_from_slice(phv.slot(f));
+                    } else {
+                        key.resize(start + f.nbytes as usize, 0);
+                    }
+                }
+            }
+            if let Some(m) = &kf.static_mask {
+                for (k, m) in key[start..].iter_mut().zip(m) {
+                    *k &= m;
+                }
+            }
+        }
+    }
+
+    fn selector_pick(&self, st: &mut State, pkt: &Pkt, prof: u32, members: &[u32]) -> Option<u32> {
+        if members.is_empty() {
+            return None;
+        }
+        let h = match &self.profiles[prof as usize].selector {
+            Some(sel) => self.compute_calc(&mut st.ext, pkt, sel, 2_000 + prof as usize),
+            None => 0,
+        };
+        Some(members[(h % members.len() as u64) as usize])
+    }
+
+    /// Resolve an entry action to (action, data) and run it; returns the action run.
+    fn run_entry_action(
+        &self,
+        st: &mut State,
+        pkt: &mut Pkt,
+        t: &CTable,
+        ea: &EntryAction,
+    ) -> XR<Option<u32>> {
+        let (action, data) = match ea {
+            EntryAction::Action { action, data } => (*action, data.clone()),
+            EntryAction::Member(m) => {
+                let Some(p) = t.profile else { return Ok(None) };
+                match st.profiles[p as usize].member(*m) {
+                    Ok((a, d)) => (*a, d.clone()),
+                    Err(_) => return Ok(None),
+                }
+            }
+            EntryAction::Group(g) => {
+                let Some(p) = t.profile else { return Ok(None) };
+                let members = match st.profiles[p as usize].group(*g) {
+                    Ok(m) => m.clone(),
+                    Err(_) => return Ok(None),
+                };
+                let Some(m) = self.selector_pick(st, pkt, p, &members) else {
+                    return Ok(None);
+                };
+                match st.profiles[p as usize].member(m) {
+                    Ok((a, d)) => (*a, d.clone()),
+                    Err(_) => return Ok(None),
+                }
+            }
+        };
+        self.run_instrs(st, pkt, &self.actions[action as usize].instrs, &data)?;
+        Ok(Some(action))
+    }
+
+    fn apply_table(
+        &self,
+        st: &mut State,
+        pkt: &mut Pkt,
+        ti: u32,
+        key: &mut Vec<u8>,
+    ) -> XR<Option<GNode>> {
+        let t = &self.tables[ti as usize];
+        self.build_key(t, &pkt.phv, key);
+        let ts = &mut st.tables[ti as usize];
+        let hit = if t.spec.fields.is_empty() {
+            None
+        } else {
+            ts.store.lookup(&t.spec, key)
+        };
+        match hit {
+            Some(idx) => {
+                let now = st.ext.now_us;
+                let (ea, color) = {
+                    let Some(e) = ts.store.slots[idx as usize].as_mut() else {
+                        return Ok(None);
+                    };
+                    if t.with_counters {
+                        e.counter.packets += 1;
+                        e.counter.bytes += pkt.ingress_len as u64;
+                    }
+                    let color = t.direct_meter.map(|(m, f)| {
+                        let units = match self.prog.meter_arrays[m as usize].meter_type {
+                            MeterType::Bytes => pkt.ingress_len as u64,
+                            MeterType::Packets => 1,
+                        };
+                        (e.meter.execute(units, now), f)
+                    });
+                    (e.action.clone(), color)
+                };
+                if let Some((c, f)) = color {
+                    store_field(&mut pkt.phv, &f, &Value::Small(c as i128));
+                }
+                let ran = self.run_entry_action(st, pkt, t, &ea)?;
+                Ok(match (&t.hit_miss, ran) {
+                    (Some((h, _)), _) => *h,
+                    (None, Some(a)) => t.per_action.get(&a).copied().flatten(),
+                    (None, None) => t.base_default_next,
+                })
+            }
+            None => match ts.default.clone() {
+                Some(ea) => {
+                    let ran = self.run_entry_action(st, pkt, t, &ea)?;
+                    Ok(match (&t.hit_miss, ran) {
+                        (Some((_, m)), _) => *m,
+                        (None, Some(a)) => t.per_action.get(&a).copied().flatten(),
+                        (None, None) => t.base_default_next,
+                    })
+                }
+                None => Ok(match &t.hit_miss {
+                    Some((_, m)) => *m,
+                    None => t.base_default_next,
+                }),
+            },
+        }
+    }
+
+    /// Run a pipeline from its first node.
+    pub fn run_pipeline(&self, st: &mut State, pkt: &mut Pkt, init: Option<GNode>) -> XR<()> {
+        let mut key = Vec::with_capacity(64);
+        let mut node = init;
+        let mut steps = 0;
+        while let Some(n) = node {
+            if pkt.regs.exit {
+                break;
+            }
+            steps += 1;
+            if steps > 100_000 {
+                return Err(fault("control flow does not terminate"));
+            }
+            node = match n {
+                GNode::Table(t) => self.apply_table(st, pkt, t, &mut key)?,
+                GNode::Cond(c) => {
+                    let cond = &self.conds[c as usize];
+                    let v = eval_bool(&cond.expr, &self.cx(&pkt.phv, &[], &st.ext, &pkt.data, 0))
+                        .map_err(fault)?;
+                    if v {
+                        cond.t
+                    } else {
+                        cond.f
+                    }
+                }
+                GNode::Call(c) => {
+                    let (a, next) = self.calls[c as usize];
+                    self.run_instrs(st, pkt, &self.actions[a as usize].instrs, &[])?;
+                    next
+                }
+            };
+        }
+        Ok(())
+    }
+
+    /// Is this table's key built only from exact fields (for const entry conversion)?
+    pub fn key_kinds(&self, t: u32) -> Vec<MatchKind> {
+        self.tables[t as usize]
+            .spec
+            .fields
+            .iter()
+            .map(|f| f.kind)
+            .collect()
+    }
+}
+
+fn lookahead_need(e: &expr::CExpr, cursor: usize) -> usize {
+    match e {
+        expr::CExpr::Lookahead { offset, width } => {
+            (cursor * 8 + *offset as usize + *width as usize).div_ceil(8)
+        }
+        _ => 0,
+    }
+}
+
+/// `log_msg` formatting: `{}` takes the next value, `\{` and `\}` are literal braces.
+pub fn format_log(fmt: &str, vals: &[String]) -> String {
+    let mut out = String::with_capacity(fmt.len());
+    let mut it = vals.iter();
+    let mut chars = fmt.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if matches!(chars.peek(), Some('{') | Some('}')) => {
+                if let Some(n) = chars.next() {
+                    out.push(n);
+                }
+            }
+            '{' if chars.peek() == Some(&'}') => {
+                chars.next();
+                out.push_str(it.next().map(String::as_str).unwrap_or("{}"));
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}

@@ -1,0 +1,238 @@
+//! Hash algorithms used by calculations, checksums and selectors.
+//!
+//! Stopgap: `tern-hash` is meant to own these; until its API exists this module computes the
+//! algorithms simple_switch programs use (Internet checksum, the CRC family through one generic
+//! bit-wise CRC, identity, xor16/32, hash_ex, round-robin). Algorithms it does not compute
+//! (xxh64/bmv2_hash, toeplitz) return 0 and are listed in the crate report.
+
+/// A resolved algorithm.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Algo {
+    Csum16,
+    Crc {
+        width: u32,
+        poly: u64,
+        init: u64,
+        xorout: u64,
+        reflect: bool,
+    },
+    Identity,
+    Xor16,
+    Xor32,
+    HashEx,
+    RoundRobin,
+    Unsupported(String),
+}
+
+fn crc(width: u32, poly: u64, init: u64, xorout: u64, reflect: bool) -> Algo {
+    Algo::Crc {
+        width,
+        poly,
+        init,
+        xorout,
+        reflect,
+    }
+}
+
+/// Resolve an algorithm name (already validated by the loader).
+pub fn resolve(name: &str) -> Algo {
+    match name {
+        "csum16" | "cksum16" => Algo::Csum16,
+        "crc16" | "crc16_custom" | "crc_16" => crc(16, 0x8005, 0, 0, true),
+        "crc32" | "crc32_custom" | "crc_32" => crc(32, 0x04C1_1DB7, 0xFFFF_FFFF, 0xFFFF_FFFF, true),
+        "crcCCITT" | "crc_ccitt_false" => crc(16, 0x1021, 0xFFFF, 0, false),
+        "crc8_custom" | "crc_8" => crc(8, 0x07, 0, 0, false),
+        "crc64_custom" | "crc_64" => crc(64, 0x1B, 0, 0, true),
+        "crc_8_darc" => crc(8, 0x39, 0, 0, true),
+        "crc_8_i_code" => crc(8, 0x1d, 0xfd, 0, false),
+        "crc_8_itu" => crc(8, 0x07, 0, 0x55, false),
+        "crc_8_maxim" => crc(8, 0x31, 0, 0, true),
+        "crc_8_rohc" => crc(8, 0x07, 0xff, 0, true),
+        "crc_8_wcdma" => crc(8, 0x9b, 0, 0, true),
+        "crc_16_buypass" => crc(16, 0x8005, 0, 0, false),
+        "crc_16_dds_110" => crc(16, 0x8005, 0x800d, 0, false),
+        "crc_16_dect" => crc(16, 0x0589, 0, 1, false),
+        "crc_16_dnp" => crc(16, 0x3d65, 0, 0xffff, true),
+        "crc_16_en_13757" => crc(16, 0x3d65, 0, 0xffff, false),
+        "crc_16_genibus" => crc(16, 0x1021, 0xffff, 0xffff, false),
+        "crc_16_maxim" => crc(16, 0x8005, 0, 0xffff, true),
+        "crc_16_mcrf4xx" => crc(16, 0x1021, 0xffff, 0, true),
+        "crc_16_riello" => crc(16, 0x1021, 0xb2aa, 0, true),
+        "crc_16_t10_dif" => crc(16, 0x8bb7, 0, 0, false),
+        "crc_16_teledisk" => crc(16, 0xa097, 0, 0, false),
+        "crc_16_usb" => crc(16, 0x8005, 0xffff, 0xffff, true),
+        "x_25" => crc(16, 0x1021, 0xffff, 0xffff, true),
+        "xmodem" => crc(16, 0x1021, 0, 0, false),
+        "modbus" => crc(16, 0x8005, 0xffff, 0, true),
+        "kermit" => crc(16, 0x1021, 0, 0, true),
+        "crc_aug_ccitt" => crc(16, 0x1021, 0x1d0f, 0, false),
+        "crc_32_bzip2" => crc(32, 0x04c11db7, 0xffffffff, 0xffffffff, false),
+        "crc_32c" => crc(32, 0x1edc6f41, 0xffffffff, 0xffffffff, true),
+        "crc_32d" => crc(32, 0xa833982b, 0xffffffff, 0xffffffff, true),
+        "crc_32_mpeg" => crc(32, 0x04c11db7, 0xffffffff, 0, false),
+        "posix" => crc(32, 0x04c11db7, 0, 0xffffffff, false),
+        "crc_32q" => crc(32, 0x814141ab, 0, 0, false),
+        "jamcrc" => crc(32, 0x04c11db7, 0xffffffff, 0, true),
+        "xfer" => crc(32, 0xaf, 0, 0, false),
+        "crc_64_we" => crc(64, 0x42f0e1eba9ea3693, u64::MAX, u64::MAX, false),
+        "crc_64_jones" => crc(64, 0xad93d23594c935a9, u64::MAX, 0, true),
+        "identity" => Algo::Identity,
+        "xor16" => Algo::Xor16,
+        "xor32" => Algo::Xor32,
+        "hash_ex" => Algo::HashEx,
+        "round_robin" | "round_robin_consistent" => Algo::RoundRobin,
+        other => parametric(other).unwrap_or_else(|| Algo::Unsupported(other.to_string())),
+    }
+}
+
+fn parametric(name: &str) -> Option<Algo> {
+    let toks: Vec<&str> = name.split('_').collect();
+    let hex = |s: &str| u128::from_str_radix(s.strip_prefix("0x")?, 16).ok();
+    if toks.first() != Some(&"poly") {
+        return None;
+    }
+    let p = hex(toks.get(1)?)?;
+    let width = 127 - p.leading_zeros();
+    let mut a = Algo::Crc {
+        width,
+        poly: (p & ((1u128 << width) - 1)) as u64,
+        init: 0,
+        xorout: 0,
+        reflect: true,
+    };
+    let mut i = 2;
+    while i < toks.len() {
+        if let Algo::Crc {
+            init,
+            xorout,
+            reflect,
+            ..
+        } = &mut a
+        {
+            match toks[i] {
+                "init" => *init = hex(toks.get(i + 1)?)? as u64,
+                "xout" => *xorout = hex(toks.get(i + 1)?)? as u64,
+                "not" => *reflect = false,
+                _ => return None,
+            }
+        }
+        i += 2;
+    }
+    Some(a)
+}
+
+fn generic_crc(data: &[u8], width: u32, poly: u64, init: u64, xorout: u64, reflect: bool) -> u64 {
+    let mask = if width == 64 {
+        u64::MAX
+    } else {
+        (1u64 << width) - 1
+    };
+    let top = 1u64 << (width - 1);
+    let mut r = init & mask;
+    for &b in data {
+        let b = if reflect { b.reverse_bits() } else { b };
+        for i in (0..8).rev() {
+            let bit = (b >> i) & 1 == 1;
+            let t = (r & top != 0) ^ bit;
+            r = (r << 1) & mask;
+            if t {
+                r ^= poly;
+            }
+        }
+    }
+    if reflect {
+        r = r.reverse_bits() >> (64 - width);
+    }
+    (r ^ xorout) & mask
+}
+
+/// RFC 1071 Internet checksum.
+pub fn csum16(data: &[u8]) -> u64 {
+    let mut sum: u64 = 0;
+    let mut chunks = data.chunks_exact(2);
+    for c in &mut chunks {
+        sum += u16::from_be_bytes([c[0], c[1]]) as u64;
+    }
+    if let [last] = chunks.remainder() {
+        sum += (*last as u64) << 8;
+    }
+    while sum >> 16 != 0 {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    (!sum) & 0xffff
+}
+
+/// Compute `algo` over `data`; `rr` is the algorithm's round-robin counter.
+pub fn compute(algo: &Algo, data: &[u8], rr: &mut u64) -> u64 {
+    match algo {
+        Algo::Csum16 => csum16(data),
+        Algo::Crc {
+            width,
+            poly,
+            init,
+            xorout,
+            reflect,
+        } => generic_crc(data, *width, *poly, *init, *xorout, *reflect),
+        Algo::Identity => data.iter().take(8).fold(0u64, |a, b| (a << 8) | *b as u64),
+        Algo::Xor16 => data.chunks(2).fold(0u64, |a, c| {
+            a ^ ((c[0] as u64) << 8 | c.get(1).copied().unwrap_or(0) as u64)
+        }),
+        Algo::Xor32 => data.chunks(4).fold(0u64, |a, c| {
+            let mut w = [0u8; 4];
+            w[..c.len()].copy_from_slice(c);
+            a ^ u32::from_be_bytes(w) as u64
+        }),
+        Algo::HashEx => {
+            let mut h: u32 = 2166136261;
+            for &b in data {
+                h = (h ^ (b as i8 as i32 as u32)).wrapping_mul(16777619);
+            }
+            h = h.wrapping_add(h << 13);
+            h ^= h >> 7;
+            h = h.wrapping_add(h << 3);
+            h ^= h >> 17;
+            h = h.wrapping_add(h << 5);
+            h as u64
+        }
+        Algo::RoundRobin => {
+            let v = *rr;
+            *rr += 1;
+            v
+        }
+        Algo::Unsupported(_) => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn check_values() {
+        let d = b"123456789";
+        let mut rr = 0;
+        assert_eq!(compute(&resolve("crc16"), d, &mut rr), 0xBB3D);
+        assert_eq!(compute(&resolve("crc32"), d, &mut rr), 0xCBF43926);
+        assert_eq!(compute(&resolve("crcCCITT"), d, &mut rr), 0x29B1);
+        assert_eq!(compute(&resolve("crc_32c"), d, &mut rr), 0xE3069283);
+        assert_eq!(
+            compute(
+                &resolve("poly_0x11021_init_0xffff_xout_0x0_not_rev"),
+                d,
+                &mut rr
+            ),
+            0x29B1
+        );
+        assert_eq!(compute(&resolve("crc_8"), d, &mut rr), 0xF4);
+        assert_eq!(
+            compute(&resolve("crc_64_we"), d, &mut rr),
+            0x62EC59E3F1A4F00A
+        );
+        // RFC 1071 example header.
+        let ip = [
+            0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0, 0, 0xc0, 0xa8, 0x00,
+            0x01, 0xc0, 0xa8, 0x00, 0xc7,
+        ];
+        assert_eq!(csum16(&ip), 0xb861);
+    }
+}

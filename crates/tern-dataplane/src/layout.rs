@@ -1,0 +1,294 @@
+//! The per-packet header vector (PHV): its load-time layout and the packet-time storage.
+//!
+//! Every field of every header instance gets a byte-aligned slot of `ceil(width/8)` bytes,
+//! big-endian, right-aligned (the value in the low bits). That is exactly BMv2's table-key
+//! format for one field, so building a key is a copy. A header's fields are contiguous, so
+//! copying a header is one `copy_within`. Validity is one byte per header; stacks keep their
+//! `next` counter. Variable-length fields get a slot of the header's maximum size.
+
+use tern_model::{FieldRef, FieldWidth, Program, VALID_FIELD};
+
+/// Where a field lives in the PHV and how it is stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FieldLoc {
+    /// Byte offset of the slot.
+    pub off: u32,
+    /// Slot size in bytes.
+    pub nbytes: u32,
+    /// Width in bits (for VL fields: the maximum width).
+    pub width: u32,
+    pub signed: bool,
+    pub saturating: bool,
+    /// Owning header instance.
+    pub header: u32,
+    /// `$valid$`: the slot is the header's validity byte.
+    pub is_valid_bit: bool,
+    /// A variable-length field (its current width is in [`Phv::vl_width`]).
+    pub is_vl: bool,
+}
+
+/// Layout of one header instance.
+#[derive(Clone, Debug)]
+pub struct HeaderLayout {
+    pub name: String,
+    /// First byte of the header's field slots.
+    pub off: u32,
+    /// Total slot bytes.
+    pub slot_bytes: u32,
+    /// Fields in declaration order.
+    pub fields: Vec<FieldLoc>,
+    /// Fixed wire size in bits (VL field excluded).
+    pub fixed_bits: u32,
+    pub metadata: bool,
+    /// Index of the VL field, if any.
+    pub vl_field: Option<u32>,
+    /// Union this header belongs to, if any.
+    pub union: Option<u32>,
+}
+
+/// The whole PHV layout.
+#[derive(Clone, Debug)]
+pub struct Layout {
+    pub headers: Vec<HeaderLayout>,
+    pub total_bytes: u32,
+    /// Header instances of each stack, in index order.
+    pub stacks: Vec<Vec<u32>>,
+    /// Header instances of each union, in member order.
+    pub unions: Vec<Vec<u32>>,
+    /// Unions of each union stack.
+    pub union_stacks: Vec<Vec<u32>>,
+}
+
+impl Layout {
+    /// Lay out every header of the program.
+    pub fn new(p: &Program) -> Layout {
+        let mut headers = Vec::with_capacity(p.headers.len());
+        let mut off = 0u32;
+        for (hi, h) in p.headers.iter().enumerate() {
+            let ht = &p.header_types[h.header_type as usize];
+            let start = off;
+            let mut fields = Vec::with_capacity(ht.fields.len());
+            let fixed_bits = ht.fixed_bits();
+            for f in &ht.fields {
+                let (width, is_vl) = match f.width {
+                    FieldWidth::Fixed(w) => (w, false),
+                    FieldWidth::Variable => {
+                        let max = if ht.max_length > 0 {
+                            (ht.max_length * 8).saturating_sub(fixed_bits)
+                        } else {
+                            // No bound given: allow up to 256 bytes (documented limit).
+                            2048
+                        };
+                        (max, true)
+                    }
+                };
+                let nbytes = width.div_ceil(8);
+                fields.push(FieldLoc {
+                    off,
+                    nbytes,
+                    width,
+                    signed: f.signed,
+                    saturating: f.saturating,
+                    header: hi as u32,
+                    is_valid_bit: false,
+                    is_vl,
+                });
+                off += nbytes;
+            }
+            headers.push(HeaderLayout {
+                name: h.name.clone(),
+                off: start,
+                slot_bytes: off - start,
+                fields,
+                fixed_bits,
+                metadata: h.metadata,
+                vl_field: ht.vl_field().map(|x| x as u32),
+                union: None,
+            });
+        }
+        let unions: Vec<Vec<u32>> = p.header_unions.iter().map(|u| u.headers.clone()).collect();
+        for (ui, u) in unions.iter().enumerate() {
+            for h in u {
+                headers[*h as usize].union = Some(ui as u32);
+            }
+        }
+        Layout {
+            headers,
+            total_bytes: off,
+            stacks: p.header_stacks.iter().map(|s| s.headers.clone()).collect(),
+            unions,
+            union_stacks: p
+                .header_union_stacks
+                .iter()
+                .map(|s| s.unions.clone())
+                .collect(),
+        }
+    }
+
+    /// The location of a field reference.
+    pub fn field(&self, f: FieldRef) -> FieldLoc {
+        let h = &self.headers[f.header as usize];
+        if f.field == VALID_FIELD {
+            return FieldLoc {
+                off: 0,
+                nbytes: 1,
+                width: 1,
+                signed: false,
+                saturating: false,
+                header: f.header,
+                is_valid_bit: true,
+                is_vl: false,
+            };
+        }
+        h.fields[f.field as usize]
+    }
+}
+
+/// The packet-time header vector.
+#[derive(Clone, Debug)]
+pub struct Phv {
+    pub bytes: Vec<u8>,
+    pub valid: Vec<bool>,
+    pub stack_next: Vec<u32>,
+    pub union_stack_next: Vec<u32>,
+    /// Current width in bits of each header's VL field (0 if none).
+    pub vl_width: Vec<u32>,
+}
+
+impl Phv {
+    /// A PHV for `layout`: all zero, metadata valid, other headers invalid.
+    pub fn new(layout: &Layout) -> Phv {
+        let mut p = Phv {
+            bytes: vec![0; layout.total_bytes as usize],
+            valid: vec![false; layout.headers.len()],
+            stack_next: vec![0; layout.stacks.len()],
+            union_stack_next: vec![0; layout.union_stacks.len()],
+            vl_width: vec![0; layout.headers.len()],
+        };
+        p.reset(layout);
+        p
+    }
+
+    /// Reset for a new packet: metadata zeroed and valid, other headers invalid (their stale
+    /// field values are kept, as BMv2 does; nothing reads them while invalid).
+    pub fn reset(&mut self, layout: &Layout) {
+        for (i, h) in layout.headers.iter().enumerate() {
+            if h.metadata {
+                self.bytes[h.off as usize..(h.off + h.slot_bytes) as usize].fill(0);
+                self.valid[i] = true;
+            } else {
+                self.valid[i] = false;
+            }
+            self.vl_width[i] = 0;
+        }
+        self.stack_next.fill(0);
+        self.union_stack_next.fill(0);
+    }
+
+    /// Zero every metadata header (clone/resubmit/recirculate reset).
+    pub fn reset_metadata(&mut self, layout: &Layout) {
+        for h in &layout.headers {
+            if h.metadata {
+                self.bytes[h.off as usize..(h.off + h.slot_bytes) as usize].fill(0);
+            }
+        }
+    }
+
+    /// The slot bytes of a (non-`$valid$`) field.
+    #[inline]
+    pub fn slot(&self, f: &FieldLoc) -> &[u8] {
+        &self.bytes[f.off as usize..(f.off + f.nbytes) as usize]
+    }
+
+    /// Read a field of at most 64 bits as an unsigned value (`$valid$` included).
+    #[inline]
+    pub fn read_u64(&self, f: &FieldLoc) -> u64 {
+        if f.is_valid_bit {
+            return self.valid[f.header as usize] as u64;
+        }
+        let mut v = 0u64;
+        for b in self.slot(f) {
+            v = (v << 8) | *b as u64;
+        }
+        v
+    }
+
+    /// Write the low `width` bits of `v` (unsigned wrap) into a field of at most 64 bits.
+    #[inline]
+    pub fn write_u64(&mut self, f: &FieldLoc, v: u64) {
+        if f.is_valid_bit {
+            // `$valid$` is read-only in BMv2; writes are ignored.
+            return;
+        }
+        let v = if f.width >= 64 {
+            v
+        } else {
+            v & ((1u64 << f.width) - 1)
+        };
+        let n = f.nbytes as usize;
+        let off = f.off as usize;
+        for i in 0..n {
+            self.bytes[off + n - 1 - i] = (v >> (8 * i)) as u8;
+        }
+    }
+}
+
+/// Copy `width` bits starting at bit `src_bit` of `src` into the low bits of the byte slot
+/// `dst` (big-endian, right-aligned, `dst.len() == ceil(width/8)`).
+pub fn bits_to_slot(src: &[u8], src_bit: usize, width: usize, dst: &mut [u8]) {
+    if src_bit.is_multiple_of(8) && width.is_multiple_of(8) {
+        let s = src_bit / 8;
+        dst.copy_from_slice(&src[s..s + width / 8]);
+        return;
+    }
+    dst.fill(0);
+    let pad = dst.len() * 8 - width;
+    for i in 0..width {
+        let sb = src_bit + i;
+        let bit = (src[sb / 8] >> (7 - sb % 8)) & 1;
+        if bit != 0 {
+            let db = pad + i;
+            dst[db / 8] |= 1 << (7 - db % 8);
+        }
+    }
+}
+
+/// Write the low `width` bits of a right-aligned slot into `dst` at bit `dst_bit`.
+pub fn slot_to_bits(slot: &[u8], width: usize, dst: &mut [u8], dst_bit: usize) {
+    if dst_bit.is_multiple_of(8) && width.is_multiple_of(8) {
+        let d = dst_bit / 8;
+        dst[d..d + width / 8].copy_from_slice(&slot[slot.len() - width / 8..]);
+        return;
+    }
+    let pad = slot.len() * 8 - width;
+    for i in 0..width {
+        let sb = pad + i;
+        let bit = (slot[sb / 8] >> (7 - sb % 8)) & 1;
+        let db = dst_bit + i;
+        if bit != 0 {
+            dst[db / 8] |= 1 << (7 - db % 8);
+        } else {
+            dst[db / 8] &= !(1 << (7 - db % 8));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bit_copies_round_trip() {
+        let src = [0b1010_1100, 0b0101_0011];
+        let mut slot = [0u8; 2];
+        bits_to_slot(&src, 3, 9, &mut slot);
+        assert_eq!(u16::from_be_bytes(slot), 0b0_1100_0101);
+        let mut dst = [0u8; 2];
+        slot_to_bits(&slot, 9, &mut dst, 3);
+        assert_eq!(dst[0] & 0b0001_1111, src[0] & 0b0001_1111);
+        assert_eq!(dst[1] & 0b1111_0000, src[1] & 0b1111_0000);
+        let mut s2 = [0u8; 1];
+        bits_to_slot(&src, 8, 8, &mut s2);
+        assert_eq!(s2[0], src[1]);
+    }
+}

@@ -1,0 +1,1758 @@
+//! The v1model switch: one program instance with its state, the packet flow of simple_switch
+//! (`simple-switch.md` §2) in deterministic run-to-completion mode, and the
+//! [`tern_runtime::Runtime`] control surface.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use crate::compile::{CompileError, Engine, FlElem, Std};
+use crate::exec::{Pkt, PktRegs, State, TableState};
+use crate::expr::RegArray;
+use crate::externs::{Meter, Pre};
+use crate::hash::Algo;
+use crate::layout::{FieldLoc, Phv};
+use crate::table::{EntryAction, EntryStore, Profile};
+use tern_model::{ConstKey, LoadError, MatchKind, TableType};
+use tern_runtime::*;
+
+/// Options of a switch instance (simple_switch's command-line knobs that affect semantics).
+#[derive(Clone, Debug)]
+pub struct SwitchOptions {
+    /// `--drop-port` (511).
+    pub drop_port: u32,
+    /// `--enable-swap`.
+    pub enable_swap: bool,
+    /// `--device-id`.
+    pub device_id: u64,
+    /// `--thrift-port` (reported by `switch_info`).
+    pub thrift_port: u32,
+    /// Seed of the random generator (`modify_field_rng_uniform`).
+    pub seed: u64,
+    /// Upper bound on packet instances one input may spawn (recirculation loops).
+    pub max_instances_per_packet: usize,
+}
+
+impl Default for SwitchOptions {
+    fn default() -> Self {
+        SwitchOptions {
+            drop_port: 511,
+            enable_swap: false,
+            device_id: 0,
+            thrift_port: 9090,
+            seed: 0x9E37_79B9_7F4A_7C15,
+            max_instances_per_packet: 10_000,
+        }
+    }
+}
+
+/// Why a JSON cannot be run.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SwitchError {
+    /// The loader rejected the JSON.
+    #[error("{0}")]
+    Load(#[from] LoadError),
+    /// simple_switch's required-field check.
+    #[error("Field {0} is required by switch target but is not defined")]
+    MissingField(String),
+    /// A table initializer (const entries / default entry) is invalid.
+    #[error("{0}")]
+    Init(String),
+    /// The engine cannot run a construct.
+    #[error("{0}")]
+    Compile(#[from] CompileError),
+}
+
+/// A loaded program with its state.
+#[derive(Debug)]
+struct Instance {
+    engine: Engine,
+    state: State,
+    json: String,
+    /// Const-entry tables.
+    immutable: Vec<bool>,
+}
+
+fn action_bytes(v: &tern_model::Int, width: u32) -> Vec<u8> {
+    v.to_bytes(width)
+}
+
+fn norm_data(widths: &[u32], data: &[Vec<u8>]) -> Result<Vec<Vec<u8>>, TableError> {
+    if widths.len() != data.len() {
+        return Err(TableError::BAD_ACTION_DATA);
+    }
+    Ok(widths
+        .iter()
+        .zip(data)
+        .map(|(w, d)| {
+            let n = w.div_ceil(8) as usize;
+            let mut out = vec![0u8; n];
+            for i in 0..n.min(d.len()) {
+                out[n - 1 - i] = d[d.len() - 1 - i];
+            }
+            let extra = n as u32 * 8 - w;
+            if extra > 0 && n > 0 {
+                out[0] &= 0xff >> extra;
+            }
+            out
+        })
+        .collect())
+}
+
+impl Instance {
+    fn new(json: &str, opts: &SwitchOptions) -> Result<Instance, SwitchError> {
+        let prog = tern_model::load(json)?;
+        if let Some(f) = prog.missing_required_field() {
+            return Err(SwitchError::MissingField(f.to_string()));
+        }
+        let mut engine = Engine::compile(prog)?;
+        engine.drop_port = opts.drop_port;
+        let p = &engine.prog;
+        let mut state = State {
+            tables: engine
+                .tables
+                .iter()
+                .map(|t| TableState {
+                    store: EntryStore::new(t.max_size),
+                    default: None,
+                })
+                .collect(),
+            profiles: vec![Profile::default(); engine.profiles.len()],
+            ..State::default()
+        };
+        state.ext.regs = p
+            .register_arrays
+            .iter()
+            .map(|r| RegArray::new(r.bitwidth, r.size))
+            .collect();
+        state.ext.counters = p
+            .counter_arrays
+            .iter()
+            .map(|c| vec![CounterValue::default(); if c.is_direct { 0 } else { c.size as usize }])
+            .collect();
+        state.ext.meters = p
+            .meter_arrays
+            .iter()
+            .map(|m| vec![Meter::default(); if m.is_direct { 0 } else { m.size as usize }])
+            .collect();
+        state.ext.vsets = vec![Default::default(); p.parse_vsets.len()];
+        state.ext.rng = opts.seed | 1;
+        let mut inst = Instance {
+            engine,
+            state,
+            json: json.to_string(),
+            immutable: Vec::new(),
+        };
+        inst.immutable = inst
+            .engine
+            .tables
+            .iter()
+            .map(|t| t.const_entries.is_some())
+            .collect();
+        for ti in 0..inst.engine.tables.len() {
+            inst.reset_default(ti);
+            inst.add_const_entries(ti)?;
+        }
+        Ok(inst)
+    }
+
+    fn reset_default(&mut self, ti: usize) {
+        let t = &self.engine.tables[ti];
+        self.state.tables[ti].default = t.default_entry.as_ref().map(|d| {
+            let widths = &self.engine.actions[d.action as usize].param_widths;
+            EntryAction::Action {
+                action: d.action,
+                data: d
+                    .action_data
+                    .iter()
+                    .zip(widths)
+                    .map(|(v, w)| action_bytes(v, *w))
+                    .collect(),
+            }
+        });
+    }
+
+    fn add_const_entries(&mut self, ti: usize) -> Result<(), SwitchError> {
+        let t = &self.engine.tables[ti];
+        let Some(entries) = &t.const_entries else {
+            return Ok(());
+        };
+        let store = &mut self.state.tables[ti].store;
+        store.max_size = store.max_size.max(entries.len() as u32);
+        for e in entries {
+            let params: Vec<MatchParam> = e
+                .key
+                .iter()
+                .map(|k| match k {
+                    ConstKey::Exact(v) => MatchParam::Exact(v.clone()),
+                    ConstKey::Lpm(v, l) => MatchParam::Lpm {
+                        key: v.clone(),
+                        prefix_len: *l,
+                    },
+                    ConstKey::Ternary(v, m) => MatchParam::Ternary {
+                        key: v.clone(),
+                        mask: m.clone(),
+                    },
+                    ConstKey::Range(s, e) => MatchParam::Range {
+                        start: s.clone(),
+                        end: e.clone(),
+                    },
+                    ConstKey::Valid(b) => MatchParam::Valid(*b),
+                })
+                .collect();
+            let widths = &self.engine.actions[e.action as usize].param_widths;
+            let data = e
+                .action_data
+                .iter()
+                .zip(widths)
+                .map(|(v, w)| action_bytes(v, *w))
+                .collect();
+            match store.add(
+                &t.spec,
+                &params,
+                e.priority,
+                EntryAction::Action {
+                    action: e.action,
+                    data,
+                },
+            ) {
+                Ok(_) => {}
+                Err(TableError::DUPLICATE_ENTRY) => {
+                    return Err(SwitchError::Init(
+                        "Duplicate entries in table initializer".into(),
+                    ))
+                }
+                Err(_) => {
+                    return Err(SwitchError::Init(
+                        "Error when adding table entry, match key is malformed".into(),
+                    ))
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn table(&self, name: &str) -> RtResult<usize> {
+        self.engine
+            .table_by_name
+            .get(name)
+            .map(|t| *t as usize)
+            .ok_or(TableError::INVALID_TABLE_NAME.into())
+    }
+
+    fn table_action(&self, ti: usize, name: &str) -> RtResult<u32> {
+        self.engine.tables[ti]
+            .actions
+            .iter()
+            .copied()
+            .find(|a| self.engine.actions[*a as usize].name == name)
+            .ok_or(TableError::INVALID_ACTION_NAME.into())
+    }
+
+    fn profile(&self, name: &str) -> RtResult<usize> {
+        self.engine
+            .profile_by_name
+            .get(name)
+            .map(|p| *p as usize)
+            .ok_or(TableError::INVALID_ACTION_PROFILE_NAME.into())
+    }
+
+    fn profile_action(&self, pi: usize, name: &str) -> RtResult<u32> {
+        // Actions of any table using this profile.
+        self.engine
+            .tables
+            .iter()
+            .filter(|t| t.profile == Some(pi as u32))
+            .flat_map(|t| t.actions.iter().copied())
+            .find(|a| self.engine.actions[*a as usize].name == name)
+            .ok_or(TableError::INVALID_ACTION_NAME.into())
+    }
+
+    fn to_action_entry(&self, ea: &EntryAction) -> ActionEntry {
+        match ea {
+            EntryAction::Action { action, data } => ActionEntry::Action {
+                name: self.engine.actions[*action as usize].name.clone(),
+                data: data.clone(),
+            },
+            EntryAction::Member(m) => ActionEntry::Member(*m),
+            EntryAction::Group(g) => ActionEntry::Group(*g),
+        }
+    }
+
+    fn entry_of(&self, ti: usize, h: EntryHandle) -> RtResult<TableEntry> {
+        let e = self.state.tables[ti].store.get(h)?;
+        Ok(TableEntry {
+            match_key: e.params.clone(),
+            priority: if self.engine.tables[ti].spec.has_priority() {
+                e.priority
+            } else {
+                -1
+            },
+            handle: h,
+            action: self.to_action_entry(&e.action),
+            life: e.timeout_ms.map(|t| EntryLife {
+                timeout_ms: t,
+                time_since_hit_ms: 0,
+            }),
+        })
+    }
+
+    fn check_mutable(&self, ti: usize) -> RtResult<()> {
+        if self.immutable[ti] {
+            return Err(TableError::IMMUTABLE_TABLE_ENTRIES.into());
+        }
+        Ok(())
+    }
+
+    fn want_type(&self, ti: usize, ty: TableType) -> RtResult<()> {
+        if self.engine.tables[ti].table_type != ty {
+            return Err(TableError::WRONG_TABLE_TYPE.into());
+        }
+        Ok(())
+    }
+
+    fn add_entry(
+        &mut self,
+        ti: usize,
+        key: &[MatchParam],
+        prio: Option<i32>,
+        ea: EntryAction,
+    ) -> RtResult<EntryHandle> {
+        self.check_mutable(ti)?;
+        let spec = &self.engine.tables[ti].spec;
+        Ok(self.state.tables[ti]
+            .store
+            .add(spec, key, prio.unwrap_or(0), ea)?)
+    }
+
+    fn member_ok(&self, ti: usize, m: MemberHandle) -> RtResult<()> {
+        let p = self.engine.tables[ti]
+            .profile
+            .ok_or(TableError::WRONG_TABLE_TYPE)?;
+        self.state.profiles[p as usize].member(m)?;
+        Ok(())
+    }
+
+    fn group_ok(&self, ti: usize, g: GroupHandle) -> RtResult<()> {
+        let p = self.engine.tables[ti]
+            .profile
+            .ok_or(TableError::WRONG_TABLE_TYPE)?;
+        self.state.profiles[p as usize].group(g)?;
+        Ok(())
+    }
+
+    fn counter(&self, name: &str) -> RtResult<usize> {
+        self.engine
+            .prog
+            .counter_arrays
+            .iter()
+            .position(|c| c.name == name && !c.is_direct)
+            .ok_or(CounterError::INVALID_COUNTER_NAME.into())
+    }
+
+    fn meter(&self, name: &str) -> RtResult<usize> {
+        self.engine
+            .prog
+            .meter_arrays
+            .iter()
+            .position(|c| c.name == name && !c.is_direct)
+            .ok_or(MeterError::INVALID_METER_NAME.into())
+    }
+
+    fn register(&self, name: &str) -> RtResult<usize> {
+        self.engine
+            .prog
+            .register_arrays
+            .iter()
+            .position(|c| c.name == name)
+            .ok_or(RegisterError::INVALID_REGISTER_NAME.into())
+    }
+
+    fn vset(&self, name: &str) -> RtResult<usize> {
+        self.engine
+            .prog
+            .parse_vsets
+            .iter()
+            .position(|c| c.name == name)
+            .ok_or(ParseVSetError::INVALID_PARSE_VSET_NAME.into())
+    }
+
+    fn check_rates(&self, rate_count: u32, rates: &[MeterRate]) -> RtResult<()> {
+        if rates.len() != rate_count as usize {
+            return Err(MeterError::BAD_RATES_LIST.into());
+        }
+        Ok(())
+    }
+}
+
+/// A packet instance waiting in the deterministic scheduler.
+enum Job {
+    Ingress(Pkt),
+    Egress(Pkt, u32),
+}
+
+/// A simple_switch-compatible device running one program.
+///
+/// Create it with [`Switch::from_json`]; drive it with [`Runtime`] (control) and
+/// [`PacketPath`] (packets).
+pub struct Switch {
+    live: Instance,
+    pending: Option<Instance>,
+    opts: SwitchOptions,
+    start: Instant,
+    pre: Pre,
+    mirroring: HashMap<u32, MirroringSession>,
+    digests: Vec<Digest>,
+    ports: BTreeMap<Port, (String, Option<String>)>,
+    jobs: VecDeque<Job>,
+    replicas: Vec<(Port, u32)>,
+    deparse_buf: Vec<u8>,
+}
+
+impl std::fmt::Debug for Switch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Switch")
+            .field("opts", &self.opts)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Switch {
+    /// Load a BMv2 JSON and build a switch, as `simple_switch <json>` does (same accept/reject
+    /// decisions; the error's `Display` is BMv2's message, prefixed by the JSON path for
+    /// loader errors).
+    pub fn from_json(json: &str, opts: SwitchOptions) -> Result<Switch, SwitchError> {
+        let live = Instance::new(json, &opts)?;
+        Ok(Switch {
+            live,
+            pending: None,
+            opts,
+            start: Instant::now(),
+            pre: Pre::default(),
+            mirroring: HashMap::new(),
+            digests: Vec::new(),
+            ports: BTreeMap::new(),
+            jobs: VecDeque::new(),
+            replicas: Vec::new(),
+            deparse_buf: Vec::new(),
+        })
+    }
+
+    /// The loaded program model.
+    pub fn program(&self) -> &tern_model::Program {
+        &self.live.engine.prog
+    }
+
+    /// `log_msg` output so far (oldest first), cleared by the call.
+    pub fn take_log(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.live.state.ext.log)
+    }
+
+    fn now_us(&self) -> u64 {
+        self.start.elapsed().as_micros() as u64
+    }
+
+    fn ctl(&self) -> &Instance {
+        self.pending.as_ref().unwrap_or(&self.live)
+    }
+
+    fn ctl_mut(&mut self) -> &mut Instance {
+        self.pending.as_mut().unwrap_or(&mut self.live)
+    }
+}
+
+// ---------------------------------------------------------------------- packet flow
+
+fn copy_field_list(eng: &Engine, id: i64, src: &Phv, dst: &mut Phv) {
+    if let Some(list) = eng.field_lists.get(&id) {
+        for FlElem::Field(f) in list {
+            copy_field(f, src, dst);
+        }
+    }
+}
+
+fn copy_field(f: &FieldLoc, src: &Phv, dst: &mut Phv) {
+    if f.is_valid_bit {
+        return;
+    }
+    let r = f.off as usize..(f.off + f.nbytes) as usize;
+    dst.bytes[r.clone()].copy_from_slice(&src.bytes[r]);
+}
+
+fn set(eng: &Engine, phv: &mut Phv, f: fn(&Std) -> &Option<FieldLoc>, v: u64) {
+    eng.set_std(phv, f, v);
+}
+
+fn fresh_pkt(eng: &Engine, data: Vec<u8>, port: u32) -> Pkt {
+    let len = data.len() as u32;
+    Pkt {
+        phv: Phv::new(&eng.layout),
+        data,
+        payload_off: 0,
+        ingress_len: len,
+        length_reg: len,
+        ingress_port: port,
+        regs: PktRegs::default(),
+        enq_ts: 0,
+    }
+}
+
+struct Flow<'a> {
+    eng: &'a Engine,
+    st: &'a mut State,
+    pre: &'a Pre,
+    mirroring: &'a HashMap<u32, MirroringSession>,
+    digests: &'a mut Vec<Digest>,
+    jobs: &'a mut VecDeque<Job>,
+    replicas: &'a mut Vec<(Port, u32)>,
+    buf: &'a mut Vec<u8>,
+    out: &'a mut Vec<OutputPacket>,
+    now: u64,
+}
+
+impl Flow<'_> {
+    fn qdepth(&self, port: u32) -> u64 {
+        self.jobs
+            .iter()
+            .filter(|j| matches!(j, Job::Egress(_, p) if *p == port))
+            .count() as u64
+    }
+
+    fn enqueue(&mut self, mut pkt: Pkt, port: u32) {
+        if let Some([ts, qd, _, _]) = self.eng.std.queueing {
+            let depth = self.qdepth(port);
+            crate::exec::store_field(
+                &mut pkt.phv,
+                &ts,
+                &crate::expr::Value::Small(self.now as i128),
+            );
+            crate::exec::store_field(&mut pkt.phv, &qd, &crate::expr::Value::Small(depth as i128));
+        }
+        pkt.enq_ts = self.now;
+        self.jobs.push_back(Job::Egress(pkt, port));
+    }
+
+    /// Send a clone copy to a mirroring session's port and/or group.
+    fn mirror(&mut self, pkt: Pkt, session: &MirroringSession) {
+        if let Some(mgid) = session.mgid {
+            self.replicas.clear();
+            self.pre.replicate(mgid, self.replicas);
+            let reps = std::mem::take(self.replicas);
+            for (port, rid) in &reps {
+                let mut c = pkt.clone();
+                set(self.eng, &mut c.phv, |s| &s.egress_rid, *rid as u64);
+                self.enqueue(c, *port);
+            }
+            *self.replicas = reps;
+        }
+        if let Some(port) = session.port {
+            self.enqueue(pkt, port);
+        }
+    }
+
+    fn parse_and_verify(&mut self, pkt: &mut Pkt) {
+        for (i, h) in self.eng.layout.headers.iter().enumerate() {
+            if !h.metadata {
+                pkt.phv.valid[i] = false;
+            }
+        }
+        pkt.phv.stack_next.fill(0);
+        pkt.phv.union_stack_next.fill(0);
+        let err = self.eng.parse(self.st, pkt);
+        let bad = self.eng.verify_checksums(&mut self.st.ext, pkt);
+        set(self.eng, &mut pkt.phv, |s| &s.parser_error, err as u64);
+        set(self.eng, &mut pkt.phv, |s| &s.checksum_error, bad as u64);
+    }
+
+    fn ingress(&mut self, mut pkt: Pkt) {
+        let eng = self.eng;
+        self.parse_and_verify(&mut pkt);
+        if let Some(init) = eng.ingress {
+            if eng.run_pipeline(self.st, &mut pkt, init).is_err() {
+                return;
+            }
+        }
+        pkt.regs.exit = false;
+
+        // 1. I2E clone.
+        if let Some((session, fl)) = pkt.regs.clone.take() {
+            if let Some(ms) = self.mirroring.get(&session).copied() {
+                let mut c = fresh_pkt(eng, pkt.data.clone(), pkt.ingress_port);
+                c.ingress_len = pkt.ingress_len;
+                c.length_reg = pkt.ingress_len;
+                set(
+                    eng,
+                    &mut c.phv,
+                    |s| &s.ingress_port,
+                    pkt.ingress_port as u64,
+                );
+                self.parse_and_verify(&mut c);
+                c.phv.reset_metadata(&eng.layout);
+                copy_field_list(eng, fl, &pkt.phv, &mut c.phv);
+                set(eng, &mut c.phv, |s| &s.instance_type, 1);
+                self.mirror(c, &ms);
+            }
+        }
+        // 2. Digest.
+        if let Some(id) = pkt.regs.digest.take() {
+            if let Some((li, fields)) = eng.learn_lists.get(&id) {
+                let l = &eng.prog.learn_lists[*li];
+                self.digests.push(Digest {
+                    list_id: l.id as i32,
+                    list_name: l.name.clone(),
+                    fields: fields
+                        .iter()
+                        .map(|f| {
+                            if f.is_valid_bit {
+                                vec![pkt.phv.valid[f.header as usize] as u8]
+                            } else {
+                                pkt.phv.slot(f).to_vec()
+                            }
+                        })
+                        .collect(),
+                });
+            }
+        }
+        // 3. Resubmit.
+        if pkt.regs.resubmit != 0 {
+            let mut r = fresh_pkt(eng, pkt.data.clone(), pkt.ingress_port);
+            r.ingress_len = pkt.ingress_len;
+            r.length_reg = pkt.ingress_len;
+            copy_field_list(eng, pkt.regs.resubmit, &pkt.phv, &mut r.phv);
+            set(eng, &mut r.phv, |s| &s.instance_type, 6);
+            set(
+                eng,
+                &mut r.phv,
+                |s| &s.packet_length,
+                pkt.ingress_len as u64,
+            );
+            self.jobs.push_back(Job::Ingress(r));
+            return;
+        }
+        // 4. Multicast.
+        let mgid = eng.get_std(&pkt.phv, |s| &s.mcast_grp);
+        if mgid != 0 {
+            set(eng, &mut pkt.phv, |s| &s.instance_type, 5);
+            self.replicas.clear();
+            self.pre.replicate(mgid as u32, self.replicas);
+            let reps = std::mem::take(self.replicas);
+            for (port, rid) in &reps {
+                let mut c = pkt.clone();
+                set(eng, &mut c.phv, |s| &s.egress_rid, *rid as u64);
+                self.enqueue(c, *port);
+            }
+            *self.replicas = reps;
+            return;
+        }
+        // 5. Drop. 6. Unicast.
+        let spec = eng.get_std(&pkt.phv, |s| &s.egress_spec);
+        if spec == eng.drop_port as u64 {
+            return;
+        }
+        set(eng, &mut pkt.phv, |s| &s.instance_type, 0);
+        self.enqueue(pkt, spec as u32);
+    }
+
+    fn egress(&mut self, mut pkt: Pkt, port: u32) {
+        let eng = self.eng;
+        set(eng, &mut pkt.phv, |s| &s.egress_ts, self.now);
+        if let Some([_, _, dt, dq]) = eng.std.queueing {
+            let depth = self.qdepth(port);
+            crate::exec::store_field(
+                &mut pkt.phv,
+                &dt,
+                &crate::expr::Value::Small(self.now.saturating_sub(pkt.enq_ts) as i128),
+            );
+            crate::exec::store_field(&mut pkt.phv, &dq, &crate::expr::Value::Small(depth as i128));
+            set(eng, &mut pkt.phv, |s| &s.qid, 0);
+        }
+        set(eng, &mut pkt.phv, |s| &s.egress_port, port as u64);
+        set(
+            eng,
+            &mut pkt.phv,
+            |s| &s.egress_spec,
+            eng.drop_port as u64 + 1,
+        );
+        set(
+            eng,
+            &mut pkt.phv,
+            |s| &s.packet_length,
+            pkt.length_reg as u64,
+        );
+        if let Some(init) = eng.egress {
+            if eng.run_pipeline(self.st, &mut pkt, init).is_err() {
+                return;
+            }
+        }
+        pkt.regs.exit = false;
+
+        // 1. E2E clone.
+        if let Some((session, fl)) = pkt.regs.clone.take() {
+            if let Some(ms) = self.mirroring.get(&session).copied() {
+                let mut c = pkt.clone();
+                c.regs = PktRegs::default();
+                c.phv.reset_metadata(&eng.layout);
+                copy_field_list(eng, fl, &pkt.phv, &mut c.phv);
+                set(eng, &mut c.phv, |s| &s.instance_type, 2);
+                self.mirror(c, &ms);
+            }
+        }
+        // 2. Drop.
+        if eng.get_std(&pkt.phv, |s| &s.egress_spec) == eng.drop_port as u64 {
+            return;
+        }
+        // 3. Deparse.
+        eng.deparse(self.st, &mut pkt, self.buf);
+        let mut bytes = self.buf.clone();
+        // 4. Recirculate.
+        if pkt.regs.recirculate != 0 {
+            let mut r = fresh_pkt(eng, bytes, pkt.ingress_port);
+            if let Some(t) = pkt.regs.truncate {
+                r.data.truncate(t as usize);
+            }
+            let len = r.data.len() as u32;
+            r.ingress_len = len;
+            r.length_reg = len;
+            copy_field_list(eng, pkt.regs.recirculate, &pkt.phv, &mut r.phv);
+            set(eng, &mut r.phv, |s| &s.instance_type, 4);
+            set(eng, &mut r.phv, |s| &s.packet_length, len as u64);
+            self.jobs.push_back(Job::Ingress(r));
+            return;
+        }
+        // 5. Transmit.
+        if let Some(t) = pkt.regs.truncate {
+            bytes.truncate(t as usize);
+        }
+        self.out.push(OutputPacket { port, data: bytes });
+    }
+}
+
+impl PacketPath for Switch {
+    fn process_packet(&mut self, port: Port, data: &[u8], out: &mut Vec<OutputPacket>) {
+        let now = self.now_us();
+        let inst = &mut self.live;
+        inst.state.ext.now_us = now;
+        let eng = &inst.engine;
+        let mut pkt = fresh_pkt(eng, data.to_vec(), port);
+        set(eng, &mut pkt.phv, |s| &s.ingress_port, port as u64);
+        set(eng, &mut pkt.phv, |s| &s.packet_length, data.len() as u64);
+        set(eng, &mut pkt.phv, |s| &s.instance_type, 0);
+        set(eng, &mut pkt.phv, |s| &s.ingress_ts, now);
+        self.jobs.clear();
+        self.jobs.push_back(Job::Ingress(pkt));
+        let mut flow = Flow {
+            eng,
+            st: &mut inst.state,
+            pre: &self.pre,
+            mirroring: &self.mirroring,
+            digests: &mut self.digests,
+            jobs: &mut self.jobs,
+            replicas: &mut self.replicas,
+            buf: &mut self.deparse_buf,
+            out,
+            now,
+        };
+        let mut budget = self.opts.max_instances_per_packet;
+        while let Some(job) = flow.jobs.pop_front() {
+            if budget == 0 {
+                flow.jobs.clear();
+                break;
+            }
+            budget -= 1;
+            match job {
+                Job::Ingress(p) => flow.ingress(p),
+                Job::Egress(p, port) => flow.egress(p, port),
+            }
+        }
+    }
+
+    fn take_digests(&mut self) -> Vec<Digest> {
+        std::mem::take(&mut self.digests)
+    }
+}
+
+// ---------------------------------------------------------------------- control plane
+
+impl Runtime for Switch {
+    fn get_config(&self) -> String {
+        self.live.json.clone()
+    }
+
+    fn get_config_md5(&self) -> [u8; 16] {
+        use md5::{Digest as _, Md5};
+        let d = Md5::digest(self.live.json.as_bytes());
+        let mut out = [0u8; 16];
+        out.copy_from_slice(&d);
+        out
+    }
+
+    fn load_new_config(&mut self, json: &str) -> RtResult<()> {
+        if !self.opts.enable_swap {
+            return Err(SwapError::CONFIG_SWAP_DISABLED.into());
+        }
+        if self.pending.is_some() {
+            return Err(SwapError::ONGOING_SWAP.into());
+        }
+        // BMv2 has no swap error code for a bad JSON; NO_ONGOING_SWAP says "nothing staged".
+        let inst = Instance::new(json, &self.opts).map_err(|_| SwapError::NO_ONGOING_SWAP)?;
+        self.pending = Some(inst);
+        Ok(())
+    }
+
+    fn swap_configs(&mut self) -> RtResult<()> {
+        if !self.opts.enable_swap {
+            return Err(SwapError::CONFIG_SWAP_DISABLED.into());
+        }
+        match self.pending.take() {
+            Some(p) => {
+                self.live = p;
+                Ok(())
+            }
+            None => Err(SwapError::NO_ONGOING_SWAP.into()),
+        }
+    }
+
+    fn reset_state(&mut self) {
+        let json = self.live.json.clone();
+        if let Ok(inst) = Instance::new(&json, &self.opts) {
+            self.live = inst;
+        }
+        self.pending = None;
+        self.pre = Pre::default();
+        self.mirroring.clear();
+        self.digests.clear();
+    }
+
+    fn serialize_state(&self) -> String {
+        let i = self.ctl();
+        let mut s = String::new();
+        for (t, ts) in i.engine.tables.iter().zip(&i.state.tables) {
+            s.push_str(&format!("table {} entries {}\n", t.name, ts.store.len()));
+        }
+        for (r, ra) in i.engine.prog.register_arrays.iter().zip(&i.state.ext.regs) {
+            s.push_str(&format!(
+                "register {} {}\n",
+                r.name,
+                ra.cells
+                    .iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect::<String>()
+            ));
+        }
+        s
+    }
+
+    fn switch_info(&self) -> SwitchInfo {
+        SwitchInfo {
+            device_id: self.opts.device_id,
+            thrift_port: self.opts.thrift_port,
+            ..Default::default()
+        }
+    }
+
+    fn get_id_from_name(&self, kind: ResourceType, name: &str) -> RtResult<i32> {
+        let p = &self.ctl().engine.prog;
+        let id = match kind {
+            ResourceType::MatchTable => p
+                .pipelines
+                .iter()
+                .flat_map(|pl| &pl.tables)
+                .find(|t| t.name == name)
+                .map(|t| t.id),
+            ResourceType::ActionProfile => p
+                .pipelines
+                .iter()
+                .flat_map(|pl| &pl.action_profiles)
+                .find(|t| t.name == name)
+                .map(|t| t.id),
+            ResourceType::Counter => p
+                .counter_arrays
+                .iter()
+                .find(|t| t.name == name)
+                .map(|t| t.id),
+            ResourceType::Meter => p.meter_arrays.iter().find(|t| t.name == name).map(|t| t.id),
+            ResourceType::Register => p
+                .register_arrays
+                .iter()
+                .find(|t| t.name == name)
+                .map(|t| t.id),
+            ResourceType::LearningList => {
+                p.learn_lists.iter().find(|t| t.name == name).map(|t| t.id)
+            }
+        };
+        id.map(|i| i as i32)
+            .ok_or(IdLookupError::INVALID_RESOURCE_NAME.into())
+    }
+
+    fn mt_get_num_entries(&self, table: &str) -> RtResult<u64> {
+        let i = self.ctl();
+        Ok(i.state.tables[i.table(table)?].store.len() as u64)
+    }
+
+    fn mt_clear_entries(&mut self, table: &str, reset_default_entry: bool) -> RtResult<()> {
+        let i = self.ctl_mut();
+        let ti = i.table(table)?;
+        i.check_mutable(ti)?;
+        i.state.tables[ti].store.clear();
+        if reset_default_entry {
+            i.reset_default(ti);
+        }
+        Ok(())
+    }
+
+    fn mt_add_entry(
+        &mut self,
+        table: &str,
+        key: &[MatchParam],
+        action: &str,
+        data: &[Vec<u8>],
+        priority: Option<i32>,
+    ) -> RtResult<EntryHandle> {
+        let i = self.ctl_mut();
+        let ti = i.table(table)?;
+        i.want_type(ti, TableType::Simple)?;
+        let a = i.table_action(ti, action)?;
+        let data = norm_data(&i.engine.actions[a as usize].param_widths, data)?;
+        i.add_entry(ti, key, priority, EntryAction::Action { action: a, data })
+    }
+
+    fn mt_set_default_action(
+        &mut self,
+        table: &str,
+        action: &str,
+        data: &[Vec<u8>],
+    ) -> RtResult<()> {
+        let i = self.ctl_mut();
+        let ti = i.table(table)?;
+        i.want_type(ti, TableType::Simple)?;
+        let a = i.table_action(ti, action)?;
+        if let Some(d) = &i.engine.tables[ti].default_entry {
+            if d.action_entry_const {
+                return Err(TableError::DEFAULT_ENTRY_IS_CONST.into());
+            }
+            if d.action_const && d.action != a {
+                return Err(TableError::DEFAULT_ACTION_IS_CONST.into());
+            }
+        }
+        let data = norm_data(&i.engine.actions[a as usize].param_widths, data)?;
+        i.state.tables[ti].default = Some(EntryAction::Action { action: a, data });
+        Ok(())
+    }
+
+    fn mt_reset_default_entry(&mut self, table: &str) -> RtResult<()> {
+        let i = self.ctl_mut();
+        let ti = i.table(table)?;
+        i.want_type(ti, TableType::Simple)?;
+        if i.engine.tables[ti]
+            .default_entry
+            .as_ref()
+            .is_some_and(|d| d.action_entry_const)
+        {
+            return Err(TableError::DEFAULT_ENTRY_IS_CONST.into());
+        }
+        i.reset_default(ti);
+        Ok(())
+    }
+
+    fn mt_delete_entry(&mut self, table: &str, handle: EntryHandle) -> RtResult<()> {
+        let i = self.ctl_mut();
+        let ti = i.table(table)?;
+        i.want_type(ti, TableType::Simple)?;
+        i.check_mutable(ti)?;
+        i.state.tables[ti].store.delete(handle)?;
+        Ok(())
+    }
+
+    fn mt_modify_entry(
+        &mut self,
+        table: &str,
+        handle: EntryHandle,
+        action: &str,
+        data: &[Vec<u8>],
+    ) -> RtResult<()> {
+        let i = self.ctl_mut();
+        let ti = i.table(table)?;
+        i.want_type(ti, TableType::Simple)?;
+        i.check_mutable(ti)?;
+        let a = i.table_action(ti, action)?;
+        let data = norm_data(&i.engine.actions[a as usize].param_widths, data)?;
+        i.state.tables[ti].store.get_mut(handle)?.action = EntryAction::Action { action: a, data };
+        Ok(())
+    }
+
+    fn mt_set_entry_ttl(
+        &mut self,
+        table: &str,
+        handle: EntryHandle,
+        timeout_ms: u32,
+    ) -> RtResult<()> {
+        let i = self.ctl_mut();
+        let ti = i.table(table)?;
+        if !i.engine.tables[ti].support_timeout {
+            return Err(TableError::AGEING_DISABLED.into());
+        }
+        i.state.tables[ti].store.get_mut(handle)?.timeout_ms = Some(timeout_ms);
+        Ok(())
+    }
+
+    fn mt_indirect_add_entry(
+        &mut self,
+        table: &str,
+        key: &[MatchParam],
+        member: MemberHandle,
+        priority: Option<i32>,
+    ) -> RtResult<EntryHandle> {
+        let i = self.ctl_mut();
+        let ti = i.table(table)?;
+        if i.engine.tables[ti].table_type == TableType::Simple {
+            return Err(TableError::WRONG_TABLE_TYPE.into());
+        }
+        i.member_ok(ti, member)?;
+        i.add_entry(ti, key, priority, EntryAction::Member(member))
+    }
+
+    fn mt_indirect_modify_entry(
+        &mut self,
+        table: &str,
+        handle: EntryHandle,
+        member: MemberHandle,
+    ) -> RtResult<()> {
+        let i = self.ctl_mut();
+        let ti = i.table(table)?;
+        if i.engine.tables[ti].table_type == TableType::Simple {
+            return Err(TableError::WRONG_TABLE_TYPE.into());
+        }
+        i.member_ok(ti, member)?;
+        i.state.tables[ti].store.get_mut(handle)?.action = EntryAction::Member(member);
+        Ok(())
+    }
+
+    fn mt_indirect_delete_entry(&mut self, table: &str, handle: EntryHandle) -> RtResult<()> {
+        let i = self.ctl_mut();
+        let ti = i.table(table)?;
+        if i.engine.tables[ti].table_type == TableType::Simple {
+            return Err(TableError::WRONG_TABLE_TYPE.into());
+        }
+        i.state.tables[ti].store.delete(handle)?;
+        Ok(())
+    }
+
+    fn mt_indirect_set_default_member(
+        &mut self,
+        table: &str,
+        member: MemberHandle,
+    ) -> RtResult<()> {
+        let i = self.ctl_mut();
+        let ti = i.table(table)?;
+        if i.engine.tables[ti].table_type == TableType::Simple {
+            return Err(TableError::WRONG_TABLE_TYPE.into());
+        }
+        i.member_ok(ti, member)?;
+        i.state.tables[ti].default = Some(EntryAction::Member(member));
+        Ok(())
+    }
+
+    fn mt_indirect_reset_default_entry(&mut self, table: &str) -> RtResult<()> {
+        let i = self.ctl_mut();
+        let ti = i.table(table)?;
+        if i.engine.tables[ti].table_type == TableType::Simple {
+            return Err(TableError::WRONG_TABLE_TYPE.into());
+        }
+        i.state.tables[ti].default = None;
+        Ok(())
+    }
+
+    fn mt_indirect_ws_add_entry(
+        &mut self,
+        table: &str,
+        key: &[MatchParam],
+        group: GroupHandle,
+        priority: Option<i32>,
+    ) -> RtResult<EntryHandle> {
+        let i = self.ctl_mut();
+        let ti = i.table(table)?;
+        i.want_type(ti, TableType::IndirectWs)?;
+        i.group_ok(ti, group)?;
+        i.add_entry(ti, key, priority, EntryAction::Group(group))
+    }
+
+    fn mt_indirect_ws_modify_entry(
+        &mut self,
+        table: &str,
+        handle: EntryHandle,
+        group: GroupHandle,
+    ) -> RtResult<()> {
+        let i = self.ctl_mut();
+        let ti = i.table(table)?;
+        i.want_type(ti, TableType::IndirectWs)?;
+        i.group_ok(ti, group)?;
+        i.state.tables[ti].store.get_mut(handle)?.action = EntryAction::Group(group);
+        Ok(())
+    }
+
+    fn mt_indirect_ws_set_default_group(
+        &mut self,
+        table: &str,
+        group: GroupHandle,
+    ) -> RtResult<()> {
+        let i = self.ctl_mut();
+        let ti = i.table(table)?;
+        i.want_type(ti, TableType::IndirectWs)?;
+        i.group_ok(ti, group)?;
+        i.state.tables[ti].default = Some(EntryAction::Group(group));
+        Ok(())
+    }
+
+    fn mt_read_counter(&self, table: &str, handle: EntryHandle) -> RtResult<CounterValue> {
+        let i = self.ctl();
+        let ti = i.table(table)?;
+        if !i.engine.tables[ti].with_counters {
+            return Err(TableError::COUNTERS_DISABLED.into());
+        }
+        Ok(i.state.tables[ti].store.get(handle)?.counter)
+    }
+
+    fn mt_reset_counters(&mut self, table: &str) -> RtResult<()> {
+        let i = self.ctl_mut();
+        let ti = i.table(table)?;
+        if !i.engine.tables[ti].with_counters {
+            return Err(TableError::COUNTERS_DISABLED.into());
+        }
+        for e in i.state.tables[ti].store.slots.iter_mut().flatten() {
+            e.counter = CounterValue::default();
+        }
+        Ok(())
+    }
+
+    fn mt_write_counter(
+        &mut self,
+        table: &str,
+        handle: EntryHandle,
+        value: CounterValue,
+    ) -> RtResult<()> {
+        let i = self.ctl_mut();
+        let ti = i.table(table)?;
+        if !i.engine.tables[ti].with_counters {
+            return Err(TableError::COUNTERS_DISABLED.into());
+        }
+        i.state.tables[ti].store.get_mut(handle)?.counter = value;
+        Ok(())
+    }
+
+    fn mt_set_meter_rates(
+        &mut self,
+        table: &str,
+        handle: EntryHandle,
+        rates: &[MeterRate],
+    ) -> RtResult<()> {
+        let now = self.now_us();
+        let i = self.ctl_mut();
+        let ti = i.table(table)?;
+        let Some((m, _)) = i.engine.tables[ti].direct_meter else {
+            return Err(TableError::METERS_DISABLED.into());
+        };
+        if rates.len() != i.engine.prog.meter_arrays[m as usize].rate_count as usize {
+            return Err(TableError::INVALID_METER_OPERATION.into());
+        }
+        i.state.tables[ti]
+            .store
+            .get_mut(handle)?
+            .meter
+            .set_rates(rates, now)
+            .map_err(|_| TableError::INVALID_METER_OPERATION)?;
+        Ok(())
+    }
+
+    fn mt_get_meter_rates(&self, table: &str, handle: EntryHandle) -> RtResult<Vec<MeterRate>> {
+        let i = self.ctl();
+        let ti = i.table(table)?;
+        if i.engine.tables[ti].direct_meter.is_none() {
+            return Err(TableError::METERS_DISABLED.into());
+        }
+        Ok(i.state.tables[ti].store.get(handle)?.meter.rates().to_vec())
+    }
+
+    fn mt_get_entries(&self, table: &str) -> RtResult<Vec<TableEntry>> {
+        let i = self.ctl();
+        let ti = i.table(table)?;
+        let store = &i.state.tables[ti].store;
+        let mut out = Vec::with_capacity(store.len());
+        for (idx, s) in store.slots.iter().enumerate() {
+            if s.is_some() {
+                out.push(i.entry_of(ti, store.handle_of(idx as u32))?);
+            }
+        }
+        Ok(out)
+    }
+
+    fn mt_get_entry(&self, table: &str, handle: EntryHandle) -> RtResult<TableEntry> {
+        let i = self.ctl();
+        i.entry_of(i.table(table)?, handle)
+    }
+
+    fn mt_get_default_entry(&self, table: &str) -> RtResult<ActionEntry> {
+        let i = self.ctl();
+        let ti = i.table(table)?;
+        Ok(match &i.state.tables[ti].default {
+            None => ActionEntry::None,
+            Some(ea) => i.to_action_entry(ea),
+        })
+    }
+
+    fn mt_get_entry_from_key(
+        &self,
+        table: &str,
+        key: &[MatchParam],
+        priority: Option<i32>,
+    ) -> RtResult<TableEntry> {
+        let i = self.ctl();
+        let ti = i.table(table)?;
+        let spec = &i.engine.tables[ti].spec;
+        let (v, m, r, _, _) = crate::table::normalize(spec, key)?;
+        let store = &i.state.tables[ti].store;
+        let idx = store
+            .find(spec, &v, &m, &r, priority.unwrap_or(0))
+            .ok_or(TableError::BAD_MATCH_KEY)?;
+        i.entry_of(ti, store.handle_of(idx))
+    }
+
+    fn act_prof_add_member(
+        &mut self,
+        prof: &str,
+        action: &str,
+        data: &[Vec<u8>],
+    ) -> RtResult<MemberHandle> {
+        let i = self.ctl_mut();
+        let pi = i.profile(prof)?;
+        let a = i.profile_action(pi, action)?;
+        let data = norm_data(&i.engine.actions[a as usize].param_widths, data)?;
+        Ok(i.state.profiles[pi].add_member(a, data))
+    }
+
+    fn act_prof_delete_member(&mut self, prof: &str, member: MemberHandle) -> RtResult<()> {
+        let i = self.ctl_mut();
+        let pi = i.profile(prof)?;
+        i.state.profiles[pi].member(member)?;
+        let used_by_entries = i.engine.tables.iter().zip(&i.state.tables).any(|(t, ts)| {
+            t.profile == Some(pi as u32)
+                && (ts
+                    .store
+                    .slots
+                    .iter()
+                    .flatten()
+                    .any(|e| e.action == EntryAction::Member(member))
+                    || ts.default == Some(EntryAction::Member(member)))
+        });
+        let in_group = i.state.profiles[pi]
+            .groups
+            .iter()
+            .flatten()
+            .any(|g| g.contains(&member));
+        if used_by_entries || in_group {
+            return Err(TableError::MBR_STILL_USED.into());
+        }
+        i.state.profiles[pi].members[member as usize] = None;
+        Ok(())
+    }
+
+    fn act_prof_modify_member(
+        &mut self,
+        prof: &str,
+        member: MemberHandle,
+        action: &str,
+        data: &[Vec<u8>],
+    ) -> RtResult<()> {
+        let i = self.ctl_mut();
+        let pi = i.profile(prof)?;
+        i.state.profiles[pi].member(member)?;
+        let a = i.profile_action(pi, action)?;
+        let data = norm_data(&i.engine.actions[a as usize].param_widths, data)?;
+        i.state.profiles[pi].members[member as usize] = Some((a, data));
+        Ok(())
+    }
+
+    fn act_prof_create_group(&mut self, prof: &str) -> RtResult<GroupHandle> {
+        let i = self.ctl_mut();
+        let pi = i.profile(prof)?;
+        if i.engine.profiles[pi].selector.is_none() {
+            return Err(TableError::NO_ACTION_PROFILE_SELECTION.into());
+        }
+        Ok(i.state.profiles[pi].create_group())
+    }
+
+    fn act_prof_delete_group(&mut self, prof: &str, group: GroupHandle) -> RtResult<()> {
+        let i = self.ctl_mut();
+        let pi = i.profile(prof)?;
+        i.state.profiles[pi].group(group)?;
+        let used = i.engine.tables.iter().zip(&i.state.tables).any(|(t, ts)| {
+            t.profile == Some(pi as u32)
+                && (ts
+                    .store
+                    .slots
+                    .iter()
+                    .flatten()
+                    .any(|e| e.action == EntryAction::Group(group))
+                    || ts.default == Some(EntryAction::Group(group)))
+        });
+        if used {
+            return Err(TableError::GRP_STILL_USED.into());
+        }
+        i.state.profiles[pi].groups[group as usize] = None;
+        Ok(())
+    }
+
+    fn act_prof_add_member_to_group(
+        &mut self,
+        prof: &str,
+        member: MemberHandle,
+        group: GroupHandle,
+    ) -> RtResult<()> {
+        let i = self.ctl_mut();
+        let pi = i.profile(prof)?;
+        let p = &mut i.state.profiles[pi];
+        p.member(member)?;
+        p.group(group)?;
+        let Some(Some(g)) = p.groups.get_mut(group as usize) else {
+            return Err(TableError::INVALID_GRP_HANDLE.into());
+        };
+        if g.contains(&member) {
+            return Err(TableError::MBR_ALREADY_IN_GRP.into());
+        }
+        g.push(member);
+        g.sort_unstable();
+        Ok(())
+    }
+
+    fn act_prof_remove_member_from_group(
+        &mut self,
+        prof: &str,
+        member: MemberHandle,
+        group: GroupHandle,
+    ) -> RtResult<()> {
+        let i = self.ctl_mut();
+        let pi = i.profile(prof)?;
+        let p = &mut i.state.profiles[pi];
+        p.member(member)?;
+        let Some(Some(g)) = p.groups.get_mut(group as usize) else {
+            return Err(TableError::INVALID_GRP_HANDLE.into());
+        };
+        let Some(pos) = g.iter().position(|m| *m == member) else {
+            return Err(TableError::MBR_NOT_IN_GRP.into());
+        };
+        g.remove(pos);
+        Ok(())
+    }
+
+    fn act_prof_get_members(&self, prof: &str) -> RtResult<Vec<ProfileMember>> {
+        let i = self.ctl();
+        let pi = i.profile(prof)?;
+        Ok(i.state.profiles[pi]
+            .members
+            .iter()
+            .enumerate()
+            .filter_map(|(h, m)| {
+                m.as_ref().map(|(a, d)| ProfileMember {
+                    handle: h as u32,
+                    action: i.engine.actions[*a as usize].name.clone(),
+                    data: d.clone(),
+                })
+            })
+            .collect())
+    }
+
+    fn act_prof_get_member(&self, prof: &str, member: MemberHandle) -> RtResult<ProfileMember> {
+        let i = self.ctl();
+        let pi = i.profile(prof)?;
+        let (a, d) = i.state.profiles[pi].member(member)?;
+        Ok(ProfileMember {
+            handle: member,
+            action: i.engine.actions[*a as usize].name.clone(),
+            data: d.clone(),
+        })
+    }
+
+    fn act_prof_get_groups(&self, prof: &str) -> RtResult<Vec<ProfileGroup>> {
+        let i = self.ctl();
+        let pi = i.profile(prof)?;
+        Ok(i.state.profiles[pi]
+            .groups
+            .iter()
+            .enumerate()
+            .filter_map(|(h, g)| {
+                g.as_ref().map(|m| ProfileGroup {
+                    handle: h as u32,
+                    members: m.clone(),
+                })
+            })
+            .collect())
+    }
+
+    fn act_prof_get_group(&self, prof: &str, group: GroupHandle) -> RtResult<ProfileGroup> {
+        let i = self.ctl();
+        let pi = i.profile(prof)?;
+        Ok(ProfileGroup {
+            handle: group,
+            members: i.state.profiles[pi].group(group)?.clone(),
+        })
+    }
+
+    fn counter_read(&self, counter: &str, index: u32) -> RtResult<CounterValue> {
+        let i = self.ctl();
+        let c = i.counter(counter)?;
+        i.state.ext.counters[c]
+            .get(index as usize)
+            .copied()
+            .ok_or(CounterError::INVALID_INDEX.into())
+    }
+
+    fn counter_reset_all(&mut self, counter: &str) -> RtResult<()> {
+        let i = self.ctl_mut();
+        let c = i.counter(counter)?;
+        i.state.ext.counters[c].fill(CounterValue::default());
+        Ok(())
+    }
+
+    fn counter_write(&mut self, counter: &str, index: u32, value: CounterValue) -> RtResult<()> {
+        let i = self.ctl_mut();
+        let c = i.counter(counter)?;
+        *i.state.ext.counters[c]
+            .get_mut(index as usize)
+            .ok_or(CounterError::INVALID_INDEX)? = value;
+        Ok(())
+    }
+
+    fn meter_array_set_rates(&mut self, meter: &str, rates: &[MeterRate]) -> RtResult<()> {
+        let now = self.now_us();
+        let i = self.ctl_mut();
+        let m = i.meter(meter)?;
+        i.check_rates(i.engine.prog.meter_arrays[m].rate_count, rates)?;
+        for cell in &mut i.state.ext.meters[m] {
+            cell.set_rates(rates, now)?;
+        }
+        Ok(())
+    }
+
+    fn meter_set_rates(&mut self, meter: &str, index: u32, rates: &[MeterRate]) -> RtResult<()> {
+        let now = self.now_us();
+        let i = self.ctl_mut();
+        let m = i.meter(meter)?;
+        if index as usize >= i.state.ext.meters[m].len() {
+            return Err(MeterError::INVALID_INDEX.into());
+        }
+        i.check_rates(i.engine.prog.meter_arrays[m].rate_count, rates)?;
+        i.state.ext.meters[m][index as usize].set_rates(rates, now)?;
+        Ok(())
+    }
+
+    fn meter_get_rates(&self, meter: &str, index: u32) -> RtResult<Vec<MeterRate>> {
+        let i = self.ctl();
+        let m = i.meter(meter)?;
+        Ok(i.state.ext.meters[m]
+            .get(index as usize)
+            .ok_or(MeterError::INVALID_INDEX)?
+            .rates()
+            .to_vec())
+    }
+
+    fn register_read(&self, register: &str, index: u32) -> RtResult<u64> {
+        let i = self.ctl();
+        let r = &i.state.ext.regs[i.register(register)?];
+        if index >= r.size {
+            return Err(RegisterError::INVALID_INDEX.into());
+        }
+        let c = r.cell(index);
+        Ok(c[c.len().saturating_sub(8)..]
+            .iter()
+            .fold(0u64, |a, b| (a << 8) | *b as u64))
+    }
+
+    fn register_read_all(&self, register: &str) -> RtResult<Vec<u64>> {
+        let i = self.ctl();
+        let size = i.state.ext.regs[i.register(register)?].size;
+        (0..size).map(|x| self.register_read(register, x)).collect()
+    }
+
+    fn register_write(&mut self, register: &str, index: u32, value: u64) -> RtResult<()> {
+        self.register_write_range(register, index, index, value)
+    }
+
+    fn register_write_range(
+        &mut self,
+        register: &str,
+        start: u32,
+        end: u32,
+        value: u64,
+    ) -> RtResult<()> {
+        let i = self.ctl_mut();
+        let ri = i.register(register)?;
+        let r = &mut i.state.ext.regs[ri];
+        if start > end || end >= r.size {
+            return Err(RegisterError::INVALID_INDEX.into());
+        }
+        let w = r.width;
+        for x in start..=end {
+            crate::expr::Value::Small(value as i128).store(w, false, false, r.cell_mut(x));
+        }
+        Ok(())
+    }
+
+    fn register_reset(&mut self, register: &str) -> RtResult<()> {
+        let i = self.ctl_mut();
+        let ri = i.register(register)?;
+        i.state.ext.regs[ri].cells.fill(0);
+        Ok(())
+    }
+
+    fn parse_vset_add(&mut self, vset: &str, value: &[u8]) -> RtResult<()> {
+        let i = self.ctl_mut();
+        let v = i.vset(vset)?;
+        let n = i.engine.prog.parse_vsets[v].compressed_bitwidth.div_ceil(8) as usize;
+        if value.len() != n {
+            return Err(ParseVSetError::ERROR.into());
+        }
+        i.state.ext.vsets[v].insert(value.to_vec());
+        Ok(())
+    }
+
+    fn parse_vset_remove(&mut self, vset: &str, value: &[u8]) -> RtResult<()> {
+        let i = self.ctl_mut();
+        let v = i.vset(vset)?;
+        i.state.ext.vsets[v].remove(value);
+        Ok(())
+    }
+
+    fn parse_vset_get(&self, vset: &str) -> RtResult<Vec<Vec<u8>>> {
+        let i = self.ctl();
+        let v = i.vset(vset)?;
+        let mut out: Vec<Vec<u8>> = i.state.ext.vsets[v].iter().cloned().collect();
+        out.sort();
+        Ok(out)
+    }
+
+    fn parse_vset_clear(&mut self, vset: &str) -> RtResult<()> {
+        let i = self.ctl_mut();
+        let v = i.vset(vset)?;
+        i.state.ext.vsets[v].clear();
+        Ok(())
+    }
+
+    fn learning_ack(&mut self, list_id: i32, _buffer_id: i64, _sample_ids: &[i32]) -> RtResult<()> {
+        self.learn_list_ok(list_id)
+    }
+
+    fn learning_ack_buffer(&mut self, list_id: i32, _buffer_id: i64) -> RtResult<()> {
+        self.learn_list_ok(list_id)
+    }
+
+    fn learning_set_timeout(&mut self, list_id: i32, _timeout_ms: u32) -> RtResult<()> {
+        self.learn_list_ok(list_id)
+    }
+
+    fn learning_set_buffer_size(&mut self, list_id: i32, _nb_samples: u32) -> RtResult<()> {
+        self.learn_list_ok(list_id)
+    }
+
+    fn set_crc16_custom_parameters(&mut self, calc: &str, config: CrcConfig) -> RtResult<()> {
+        self.set_custom_crc(calc, "crc16_custom", 16, config)
+    }
+
+    fn set_crc32_custom_parameters(&mut self, calc: &str, config: CrcConfig) -> RtResult<()> {
+        self.set_custom_crc(calc, "crc32_custom", 32, config)
+    }
+
+    fn set_toeplitz_hash_key(&mut self, calc: &str, key: &[u8]) -> RtResult<()> {
+        let i = self.ctl();
+        let c = i
+            .engine
+            .prog
+            .calculations
+            .iter()
+            .find(|c| c.name == calc)
+            .ok_or(ToeplitzError::INVALID_CALCULATION_NAME)?;
+        if c.algo != "toeplitz" {
+            return Err(ToeplitzError::WRONG_TYPE_CALCULATION.into());
+        }
+        if key.is_empty() || !key.len().is_multiple_of(4) {
+            return Err(ToeplitzError::INVALID_KEY.into());
+        }
+        Ok(())
+    }
+
+    fn dev_mgr_add_port(
+        &mut self,
+        iface_name: &str,
+        port: Port,
+        pcap_path: Option<&str>,
+    ) -> RtResult<()> {
+        if self.ports.contains_key(&port) || self.ports.values().any(|(n, _)| n == iface_name) {
+            return Err(DevMgrError::ERROR.into());
+        }
+        self.ports.insert(
+            port,
+            (iface_name.to_string(), pcap_path.map(str::to_string)),
+        );
+        Ok(())
+    }
+
+    fn dev_mgr_remove_port(&mut self, port: Port) -> RtResult<()> {
+        self.ports
+            .remove(&port)
+            .map(|_| ())
+            .ok_or(DevMgrError::ERROR.into())
+    }
+
+    fn dev_mgr_show_ports(&self) -> RtResult<Vec<PortInfo>> {
+        Ok(self
+            .ports
+            .iter()
+            .map(|(p, (n, _))| PortInfo {
+                port: *p,
+                iface_name: n.clone(),
+                is_up: true,
+                extra: Vec::new(),
+            })
+            .collect())
+    }
+
+    fn mc_mgrp_create(&mut self, mgid: u32) -> RtResult<u32> {
+        if self.pre.groups.len() >= 4096 && !self.pre.groups.contains_key(&mgid) {
+            return Err(McError::TABLE_FULL.into());
+        }
+        Ok(self.pre.mgrp_create(mgid))
+    }
+
+    fn mc_mgrp_destroy(&mut self, mgrp_handle: u32) -> RtResult<()> {
+        Ok(self.pre.mgrp_destroy(mgrp_handle)?)
+    }
+
+    fn mc_node_create(&mut self, rid: u32, ports: &[Port], lags: &[u16]) -> RtResult<NodeHandle> {
+        Ok(self.pre.node_create(rid, ports, lags)?)
+    }
+
+    fn mc_node_associate(&mut self, mgrp_handle: u32, node: NodeHandle) -> RtResult<()> {
+        Ok(self.pre.node_associate(mgrp_handle, node)?)
+    }
+
+    fn mc_node_dissociate(&mut self, mgrp_handle: u32, node: NodeHandle) -> RtResult<()> {
+        Ok(self.pre.node_dissociate(mgrp_handle, node)?)
+    }
+
+    fn mc_node_destroy(&mut self, node: NodeHandle) -> RtResult<()> {
+        Ok(self.pre.node_destroy(node)?)
+    }
+
+    fn mc_node_update(&mut self, node: NodeHandle, ports: &[Port], lags: &[u16]) -> RtResult<()> {
+        Ok(self.pre.node_update(node, ports, lags)?)
+    }
+
+    fn mc_set_lag_membership(&mut self, lag: u16, ports: &[Port]) -> RtResult<()> {
+        self.pre.set_lag_membership(lag, ports);
+        Ok(())
+    }
+
+    fn mc_get_entries(&self) -> RtResult<String> {
+        Ok(self.pre.dump_json())
+    }
+
+    fn mirroring_session_add(&mut self, id: u32, session: MirroringSession) -> RtResult<()> {
+        if id > 32767 {
+            return Err(MirroringError::SESSION_NOT_FOUND.into());
+        }
+        self.mirroring.insert(id, session);
+        Ok(())
+    }
+
+    fn mirroring_session_delete(&mut self, id: u32) -> RtResult<()> {
+        self.mirroring
+            .remove(&id)
+            .map(|_| ())
+            .ok_or(MirroringError::SESSION_NOT_FOUND.into())
+    }
+
+    fn mirroring_session_get(&self, id: u32) -> RtResult<MirroringSession> {
+        self.mirroring
+            .get(&id)
+            .copied()
+            .ok_or(MirroringError::SESSION_NOT_FOUND.into())
+    }
+
+    fn set_egress_queue_depth(
+        &mut self,
+        _port: Option<Port>,
+        _priority: Option<u32>,
+        _depth_pkts: u32,
+    ) -> RtResult<()> {
+        // Deterministic mode runs each packet to completion: queues never fill.
+        Ok(())
+    }
+
+    fn set_egress_queue_rate(
+        &mut self,
+        _port: Option<Port>,
+        _priority: Option<u32>,
+        _rate_pps: u64,
+    ) -> RtResult<()> {
+        Ok(())
+    }
+
+    fn get_time_elapsed_us(&self) -> u64 {
+        self.now_us()
+    }
+
+    fn get_time_since_epoch_us(&self) -> u64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_micros() as u64)
+            .unwrap_or(0)
+    }
+}
+
+impl Switch {
+    fn learn_list_ok(&self, list_id: i32) -> RtResult<()> {
+        if self
+            .ctl()
+            .engine
+            .prog
+            .learn_lists
+            .iter()
+            .any(|l| l.id == list_id as i64)
+        {
+            Ok(())
+        } else {
+            Err(LearnError::INVALID_LIST_ID.into())
+        }
+    }
+
+    fn set_custom_crc(&mut self, calc: &str, want: &str, width: u32, c: CrcConfig) -> RtResult<()> {
+        let i = self.ctl_mut();
+        let Some(ci) = i
+            .engine
+            .prog
+            .calculations
+            .iter()
+            .position(|x| x.name == calc)
+        else {
+            return Err(CrcError::INVALID_CALCULATION_NAME.into());
+        };
+        if i.engine.prog.calculations[ci].algo != want {
+            return Err(CrcError::WRONG_TYPE_CALCULATION.into());
+        }
+        let mask = if width == 32 { u32::MAX } else { 0xffff };
+        i.engine.calcs[ci].algo = Algo::Crc {
+            width,
+            poly: (c.polynomial & mask) as u64,
+            init: (c.initial_remainder & mask) as u64,
+            xorout: (c.final_xor_value & mask) as u64,
+            reflect: c.data_reflected,
+        };
+        Ok(())
+    }
+}
+
+/// Match kinds of a table's key fields (for tools).
+pub fn table_key_kinds(sw: &Switch, table: &str) -> Option<Vec<MatchKind>> {
+    let i = sw.ctl();
+    i.engine
+        .table_by_name
+        .get(table)
+        .map(|t| i.engine.key_kinds(*t))
+}

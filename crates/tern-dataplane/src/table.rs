@@ -1,0 +1,607 @@
+//! Match-table state: entries with BMv2's handle rules, key normalization and validation
+//! (`bmv2-json.md` §7.6), lookup, and action profiles (members and groups).
+//!
+//! Lookup structures: exact tables use a hash map on the packed key bytes; the other kinds
+//! scan their entries with BMv2's ranking rules (longest prefix; lowest priority value, then
+//! lowest index). `tern-match` is meant to replace the scan with real structures behind the
+//! same `EntryStore` interface.
+
+use std::collections::HashMap;
+use tern_model::MatchKind;
+use tern_runtime::{CounterValue, EntryHandle, MatchParam, TableError};
+
+use crate::externs::Meter;
+
+/// One key field of a table: where its bytes sit in the packed key.
+#[derive(Clone, Debug)]
+pub struct KeyField {
+    pub kind: MatchKind,
+    pub off: u32,
+    pub nbytes: u32,
+    pub width: u32,
+    pub static_mask: Option<Vec<u8>>,
+}
+
+/// A table's key layout.
+#[derive(Clone, Debug)]
+pub struct KeySpec {
+    pub fields: Vec<KeyField>,
+    pub total: u32,
+    /// Table-level match type (selects ranking).
+    pub table_kind: MatchKind,
+}
+
+impl KeySpec {
+    /// Exact tables use the hash map.
+    pub fn is_exact(&self) -> bool {
+        self.table_kind == MatchKind::Exact
+            && self
+                .fields
+                .iter()
+                .all(|f| matches!(f.kind, MatchKind::Exact | MatchKind::Valid))
+    }
+    /// Ternary and range tables carry priorities.
+    pub fn has_priority(&self) -> bool {
+        matches!(self.table_kind, MatchKind::Ternary | MatchKind::Range)
+    }
+}
+
+/// What an entry runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EntryAction {
+    Action { action: u32, data: Vec<Vec<u8>> },
+    Member(u32),
+    Group(u32),
+}
+
+/// A stored entry.
+#[derive(Clone, Debug)]
+pub struct Entry {
+    pub value: Vec<u8>,
+    pub mask: Vec<u8>,
+    /// `(offset, nbytes, start, end)` of each range field.
+    pub ranges: Vec<(u32, u32, Vec<u8>, Vec<u8>)>,
+    pub prefix: u32,
+    pub priority: i32,
+    /// The normalized params, for read-back.
+    pub params: Vec<MatchParam>,
+    pub action: EntryAction,
+    pub counter: CounterValue,
+    pub meter: Meter,
+    pub timeout_ms: Option<u32>,
+}
+
+impl Entry {
+    #[inline]
+    fn matches(&self, key: &[u8]) -> bool {
+        if key.len() != self.value.len() {
+            return false;
+        }
+        if key
+            .iter()
+            .zip(&self.mask)
+            .zip(&self.value)
+            .any(|((k, m), v)| k & m != *v)
+        {
+            return false;
+        }
+        self.ranges.iter().all(|(off, n, s, e)| {
+            let k = &key[*off as usize..(*off + *n) as usize];
+            k >= s.as_slice() && k <= e.as_slice()
+        })
+    }
+}
+
+/// Normalized key: value, mask, ranges, prefix length, params.
+type Normalized = (
+    Vec<u8>,
+    Vec<u8>,
+    Vec<(u32, u32, Vec<u8>, Vec<u8>)>,
+    u32,
+    Vec<MatchParam>,
+);
+
+fn clear_top(width: u32, b: &mut [u8]) {
+    let extra = b.len() as u32 * 8 - width;
+    if extra > 0 && !b.is_empty() {
+        b[0] &= 0xffu8 >> extra;
+    }
+}
+
+fn prefix_mask(width: u32, nbytes: u32, plen: u32) -> Vec<u8> {
+    let mut m = vec![0u8; nbytes as usize];
+    let pad = nbytes * 8 - width;
+    for i in 0..plen {
+        let b = pad + i;
+        m[(b / 8) as usize] |= 1 << (7 - b % 8);
+    }
+    m
+}
+
+/// Validate and normalize control-plane match params against a key spec.
+pub fn normalize(spec: &KeySpec, params: &[MatchParam]) -> Result<Normalized, TableError> {
+    if params.len() != spec.fields.len() {
+        return Err(TableError::BAD_MATCH_KEY);
+    }
+    let n = spec.total as usize;
+    let mut value = vec![0u8; n];
+    let mut mask = vec![0u8; n];
+    let mut ranges = Vec::new();
+    let mut prefix = 0;
+    let mut out = Vec::with_capacity(params.len());
+    for (f, p) in spec.fields.iter().zip(params) {
+        let (o, nb) = (f.off as usize, f.nbytes as usize);
+        let ones = {
+            let mut m = vec![0xffu8; nb];
+            clear_top(f.width, &mut m);
+            m
+        };
+        let (v, m) = match (f.kind, p) {
+            (MatchKind::Exact, MatchParam::Exact(k)) => {
+                if k.len() != nb {
+                    return Err(TableError::BAD_MATCH_KEY);
+                }
+                let mut k = k.clone();
+                clear_top(f.width, &mut k);
+                out.push(MatchParam::Exact(k.clone()));
+                (k, ones)
+            }
+            (MatchKind::Valid, MatchParam::Valid(b)) => {
+                out.push(MatchParam::Valid(*b));
+                (vec![*b as u8], vec![1])
+            }
+            (MatchKind::Lpm, MatchParam::Lpm { key, prefix_len }) => {
+                if key.len() != nb || *prefix_len > f.width {
+                    return Err(TableError::BAD_MATCH_KEY);
+                }
+                let m = prefix_mask(f.width, f.nbytes, *prefix_len);
+                let k: Vec<u8> = key.iter().zip(&m).map(|(a, b)| a & b).collect();
+                prefix = *prefix_len;
+                out.push(MatchParam::Lpm {
+                    key: k.clone(),
+                    prefix_len: *prefix_len,
+                });
+                (k, m)
+            }
+            (MatchKind::Ternary, MatchParam::Ternary { key, mask: m }) => {
+                if key.len() != nb || m.len() != nb {
+                    return Err(TableError::BAD_MATCH_KEY);
+                }
+                let mut m = m.clone();
+                clear_top(f.width, &mut m);
+                let k: Vec<u8> = key.iter().zip(&m).map(|(a, b)| a & b).collect();
+                out.push(MatchParam::Ternary {
+                    key: k.clone(),
+                    mask: m.clone(),
+                });
+                (k, m)
+            }
+            (MatchKind::Range, MatchParam::Range { start, end }) => {
+                if start.len() != nb || end.len() != nb {
+                    return Err(TableError::BAD_MATCH_KEY);
+                }
+                let (mut s, mut e) = (start.clone(), end.clone());
+                clear_top(f.width, &mut s);
+                clear_top(f.width, &mut e);
+                if s > e {
+                    return Err(TableError::BAD_MATCH_KEY);
+                }
+                out.push(MatchParam::Range {
+                    start: s.clone(),
+                    end: e.clone(),
+                });
+                ranges.push((f.off, f.nbytes, s, e));
+                (vec![0; nb], vec![0; nb])
+            }
+            _ => return Err(TableError::BAD_MATCH_KEY),
+        };
+        value[o..o + nb].copy_from_slice(&v);
+        mask[o..o + nb].copy_from_slice(&m);
+        if let Some(sm) = &f.static_mask {
+            for i in 0..nb {
+                value[o + i] &= sm[i];
+                mask[o + i] &= sm[i];
+            }
+        }
+    }
+    Ok((value, mask, ranges, prefix, out))
+}
+
+/// The entries of one table.
+#[derive(Clone, Debug, Default)]
+pub struct EntryStore {
+    pub slots: Vec<Option<Entry>>,
+    versions: Vec<u8>,
+    count: usize,
+    exact: HashMap<Vec<u8>, u32>,
+    pub max_size: u32,
+}
+
+impl EntryStore {
+    pub fn new(max_size: u32) -> EntryStore {
+        EntryStore {
+            max_size,
+            ..Default::default()
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    pub fn clear(&mut self) {
+        for (i, s) in self.slots.iter_mut().enumerate() {
+            if s.take().is_some() {
+                self.versions[i] = self.versions[i].wrapping_add(1);
+            }
+        }
+        self.exact.clear();
+        self.count = 0;
+    }
+
+    fn handle(&self, idx: u32) -> EntryHandle {
+        ((self.versions[idx as usize] as u32) << 24) | idx
+    }
+
+    /// Resolve a handle to a slot index (`INVALID_HANDLE` / `EXPIRED_HANDLE`).
+    pub fn index(&self, h: EntryHandle) -> Result<u32, TableError> {
+        let idx = h & 0xff_ffff;
+        let ver = (h >> 24) as u8;
+        match self.slots.get(idx as usize) {
+            Some(Some(_)) if self.versions[idx as usize] == ver => Ok(idx),
+            Some(Some(_)) => Err(TableError::EXPIRED_HANDLE),
+            _ => Err(TableError::INVALID_HANDLE),
+        }
+    }
+
+    pub fn get(&self, h: EntryHandle) -> Result<&Entry, TableError> {
+        let i = self.index(h)?;
+        self.slots[i as usize]
+            .as_ref()
+            .ok_or(TableError::INVALID_HANDLE)
+    }
+
+    pub fn get_mut(&mut self, h: EntryHandle) -> Result<&mut Entry, TableError> {
+        let i = self.index(h)?;
+        self.slots[i as usize]
+            .as_mut()
+            .ok_or(TableError::INVALID_HANDLE)
+    }
+
+    /// Find an entry with exactly this normalized key (and priority for priority tables).
+    pub fn find(
+        &self,
+        spec: &KeySpec,
+        value: &[u8],
+        mask: &[u8],
+        ranges: &[(u32, u32, Vec<u8>, Vec<u8>)],
+        priority: i32,
+    ) -> Option<u32> {
+        if spec.is_exact() {
+            return self.exact.get(value).copied();
+        }
+        self.slots
+            .iter()
+            .position(|s| {
+                s.as_ref().is_some_and(|e| {
+                    e.value == value
+                        && e.mask == mask
+                        && e.ranges == ranges
+                        && (!spec.has_priority() || e.priority == priority)
+                })
+            })
+            .map(|x| x as u32)
+    }
+
+    /// Add an entry; returns its handle.
+    pub fn add(
+        &mut self,
+        spec: &KeySpec,
+        params: &[MatchParam],
+        priority: i32,
+        action: EntryAction,
+    ) -> Result<EntryHandle, TableError> {
+        if spec.fields.is_empty() {
+            return Err(TableError::NO_TABLE_KEY);
+        }
+        let (value, mask, ranges, prefix, params) = normalize(spec, params)?;
+        if self.find(spec, &value, &mask, &ranges, priority).is_some() {
+            return Err(TableError::DUPLICATE_ENTRY);
+        }
+        if self.count as u64 >= self.max_size as u64 {
+            return Err(TableError::TABLE_FULL);
+        }
+        let idx = match self.slots.iter().position(|s| s.is_none()) {
+            Some(i) => i,
+            None => {
+                self.slots.push(None);
+                self.versions.push(0);
+                self.slots.len() - 1
+            }
+        };
+        if spec.is_exact() {
+            self.exact.insert(value.clone(), idx as u32);
+        }
+        let priority = if spec.has_priority() { priority } else { -1 };
+        self.slots[idx] = Some(Entry {
+            value,
+            mask,
+            ranges,
+            prefix,
+            priority,
+            params,
+            action,
+            counter: CounterValue::default(),
+            meter: Meter::default(),
+            timeout_ms: None,
+        });
+        self.count += 1;
+        Ok(self.handle(idx as u32))
+    }
+
+    pub fn delete(&mut self, h: EntryHandle) -> Result<Entry, TableError> {
+        let i = self.index(h)? as usize;
+        let e = self.slots[i].take().ok_or(TableError::INVALID_HANDLE)?;
+        self.exact.remove(&e.value);
+        self.versions[i] = self.versions[i].wrapping_add(1);
+        self.count -= 1;
+        Ok(e)
+    }
+
+    /// The handle of slot `i`.
+    pub fn handle_of(&self, i: u32) -> EntryHandle {
+        self.handle(i)
+    }
+
+    /// Look up a packed key; returns the slot index of the winning entry.
+    pub fn lookup(&self, spec: &KeySpec, key: &[u8]) -> Option<u32> {
+        if self.count == 0 {
+            return None;
+        }
+        if spec.is_exact() {
+            return self.exact.get(key).copied();
+        }
+        let mut best: Option<(u32, &Entry)> = None;
+        for (i, s) in self.slots.iter().enumerate() {
+            let Some(e) = s else { continue };
+            if !e.matches(key) {
+                continue;
+            }
+            let better = match best {
+                None => true,
+                Some((_, b)) => {
+                    if spec.table_kind == MatchKind::Lpm {
+                        e.prefix > b.prefix
+                    } else {
+                        e.priority < b.priority
+                    }
+                }
+            };
+            if better {
+                best = Some((i as u32, e));
+            }
+        }
+        best.map(|(i, _)| i)
+    }
+}
+
+/// An action profile's members and groups.
+#[derive(Clone, Debug, Default)]
+pub struct Profile {
+    pub members: Vec<Option<(u32, Vec<Vec<u8>>)>>,
+    /// Uses of each member by entries, defaults and groups.
+    pub member_refs: Vec<u32>,
+    pub groups: Vec<Option<Vec<u32>>>,
+    pub group_refs: Vec<u32>,
+}
+
+impl Profile {
+    pub fn add_member(&mut self, action: u32, data: Vec<Vec<u8>>) -> u32 {
+        let idx = match self.members.iter().position(|m| m.is_none()) {
+            Some(i) => i,
+            None => {
+                self.members.push(None);
+                self.member_refs.push(0);
+                self.members.len() - 1
+            }
+        };
+        self.members[idx] = Some((action, data));
+        self.member_refs[idx] = 0;
+        idx as u32
+    }
+
+    pub fn member(&self, m: u32) -> Result<&(u32, Vec<Vec<u8>>), TableError> {
+        self.members
+            .get(m as usize)
+            .and_then(|x| x.as_ref())
+            .ok_or(TableError::INVALID_MBR_HANDLE)
+    }
+
+    pub fn group(&self, g: u32) -> Result<&Vec<u32>, TableError> {
+        self.groups
+            .get(g as usize)
+            .and_then(|x| x.as_ref())
+            .ok_or(TableError::INVALID_GRP_HANDLE)
+    }
+
+    pub fn create_group(&mut self) -> u32 {
+        let idx = match self.groups.iter().position(|m| m.is_none()) {
+            Some(i) => i,
+            None => {
+                self.groups.push(None);
+                self.group_refs.push(0);
+                self.groups.len() - 1
+            }
+        };
+        self.groups[idx] = Some(Vec::new());
+        self.group_refs[idx] = 0;
+        idx as u32
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(kind: MatchKind, width: u32) -> KeySpec {
+        let nbytes = width.div_ceil(8);
+        KeySpec {
+            fields: vec![KeyField {
+                kind,
+                off: 0,
+                nbytes,
+                width,
+                static_mask: None,
+            }],
+            total: nbytes,
+            table_kind: kind,
+        }
+    }
+
+    fn act(a: u32) -> EntryAction {
+        EntryAction::Action {
+            action: a,
+            data: vec![],
+        }
+    }
+
+    #[test]
+    fn handles_versions_and_reuse() {
+        let s = spec(MatchKind::Exact, 9);
+        let mut t = EntryStore::new(2);
+        let h0 = t
+            .add(&s, &[MatchParam::Exact(vec![0xff, 0x01])], 0, act(0))
+            .unwrap();
+        assert_eq!(h0, 0);
+        // Bits above the width are cleared: 0xff01 -> 0x0101.
+        assert_eq!(t.lookup(&s, &[0x01, 0x01]), Some(0));
+        assert_eq!(
+            t.add(&s, &[MatchParam::Exact(vec![0x01, 0x01])], 0, act(1)),
+            Err(TableError::DUPLICATE_ENTRY)
+        );
+        let h1 = t
+            .add(&s, &[MatchParam::Exact(vec![0, 2])], 0, act(1))
+            .unwrap();
+        assert_eq!(h1, 1);
+        assert_eq!(
+            t.add(&s, &[MatchParam::Exact(vec![0, 3])], 0, act(1)),
+            Err(TableError::TABLE_FULL)
+        );
+        t.delete(h0).unwrap();
+        assert_eq!(t.delete(h0).unwrap_err(), TableError::INVALID_HANDLE);
+        let h2 = t
+            .add(&s, &[MatchParam::Exact(vec![0, 3])], 0, act(1))
+            .unwrap();
+        assert_eq!(h2, 1 << 24);
+        assert_eq!(t.get(h0).unwrap_err(), TableError::EXPIRED_HANDLE);
+        assert_eq!(
+            t.add(&s, &[MatchParam::Exact(vec![3])], 0, act(1)),
+            Err(TableError::BAD_MATCH_KEY)
+        );
+    }
+
+    #[test]
+    fn lpm_longest_prefix_and_ternary_priority() {
+        let s = spec(MatchKind::Lpm, 32);
+        let mut t = EntryStore::new(10);
+        t.add(
+            &s,
+            &[MatchParam::Lpm {
+                key: vec![10, 0, 0, 0],
+                prefix_len: 8,
+            }],
+            0,
+            act(0),
+        )
+        .unwrap();
+        t.add(
+            &s,
+            &[MatchParam::Lpm {
+                key: vec![10, 0, 1, 0],
+                prefix_len: 24,
+            }],
+            0,
+            act(1),
+        )
+        .unwrap();
+        assert_eq!(t.lookup(&s, &[10, 0, 1, 5]), Some(1));
+        assert_eq!(t.lookup(&s, &[10, 9, 1, 5]), Some(0));
+        assert_eq!(t.lookup(&s, &[11, 0, 1, 5]), None);
+        assert!(t
+            .add(
+                &s,
+                &[MatchParam::Lpm {
+                    key: vec![10, 0, 0, 0],
+                    prefix_len: 33
+                }],
+                0,
+                act(0)
+            )
+            .is_err());
+
+        let s = spec(MatchKind::Ternary, 8);
+        let mut t = EntryStore::new(10);
+        t.add(
+            &s,
+            &[MatchParam::Ternary {
+                key: vec![0],
+                mask: vec![0],
+            }],
+            5,
+            act(0),
+        )
+        .unwrap();
+        t.add(
+            &s,
+            &[MatchParam::Ternary {
+                key: vec![7],
+                mask: vec![0xff],
+            }],
+            3,
+            act(1),
+        )
+        .unwrap();
+        // Same key and mask, different priority: allowed.
+        t.add(
+            &s,
+            &[MatchParam::Ternary {
+                key: vec![7],
+                mask: vec![0xff],
+            }],
+            1,
+            act(2),
+        )
+        .unwrap();
+        assert_eq!(t.lookup(&s, &[7]), Some(2));
+        assert_eq!(t.lookup(&s, &[8]), Some(0));
+        let s = spec(MatchKind::Range, 16);
+        let mut t = EntryStore::new(10);
+        t.add(
+            &s,
+            &[MatchParam::Range {
+                start: vec![0, 10],
+                end: vec![0, 20],
+            }],
+            1,
+            act(0),
+        )
+        .unwrap();
+        assert_eq!(t.lookup(&s, &[0, 15]), Some(0));
+        assert_eq!(t.lookup(&s, &[0, 21]), None);
+        assert!(t
+            .add(
+                &s,
+                &[MatchParam::Range {
+                    start: vec![0, 30],
+                    end: vec![0, 20]
+                }],
+                1,
+                act(0)
+            )
+            .is_err());
+    }
+}

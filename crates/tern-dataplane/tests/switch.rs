@@ -1,0 +1,540 @@
+//! End-to-end tests of the engine on BMv2's own fixtures: load acceptance, simple_router, and
+//! the simple_switch packet scenarios of `fixtures/bmv2/MANIFEST.md` §5.
+
+use std::path::{Path, PathBuf};
+use tern_dataplane::{Switch, SwitchOptions};
+use tern_runtime::{MatchParam, MirroringSession, OutputPacket, PacketPath, Runtime};
+
+fn fixtures() -> Option<PathBuf> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/bmv2");
+    if p.is_dir() {
+        Some(p)
+    } else {
+        println!("skipping: {} not found", p.display());
+        None
+    }
+}
+
+fn load(rel: &str) -> Option<Switch> {
+    let dir = fixtures()?;
+    let text = std::fs::read_to_string(dir.join(rel)).unwrap();
+    Some(
+        Switch::from_json(&text, SwitchOptions::default()).unwrap_or_else(|e| panic!("{rel}: {e}")),
+    )
+}
+
+fn json_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            json_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "json") {
+            out.push(p);
+        }
+    }
+}
+
+fn run(sw: &mut Switch, port: u32, data: &[u8]) -> Vec<OutputPacket> {
+    let mut out = Vec::new();
+    sw.process_packet(port, data, &mut out);
+    out
+}
+
+fn hex(s: &str) -> Vec<u8> {
+    let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+fn ex(b: &[u8]) -> MatchParam {
+    MatchParam::Exact(b.to_vec())
+}
+
+#[test]
+fn fixtures_load_or_are_rejected_like_simple_switch() {
+    let Some(dir) = fixtures() else { return };
+    let mut files = Vec::new();
+    json_files(&dir, &mut files);
+    assert_eq!(files.len(), 41);
+    let required =
+        "Field standard_metadata.egress_port is required by switch target but is not defined";
+    let rejected: &[(&str, &str)] = &[
+        ("tests/testdata/empty_config.json", required),
+        ("tests/testdata/config_options.json", required),
+        ("tests/testdata/one_header.json", required),
+        ("tests/testdata/logging.json", required),
+        (
+            "targets/pna_nic/tests/testdata/pna-demo-L2-one-table.json",
+            required,
+        ),
+        (
+            "tests/testdata/one_extern.json",
+            "/extern_instances/0: Invalid reference to extern type 'DummyExtern'",
+        ),
+    ];
+    let mut loaded = 0;
+    for f in &files {
+        let rel = f.strip_prefix(&dir).unwrap().to_string_lossy().to_string();
+        let text = std::fs::read_to_string(f).unwrap();
+        let r = Switch::from_json(&text, SwitchOptions::default());
+        match rejected.iter().find(|(n, _)| *n == rel) {
+            Some((_, msg)) => assert_eq!(r.unwrap_err().to_string(), *msg, "{rel}"),
+            None => {
+                r.unwrap_or_else(|e| panic!("{rel}: {e}"));
+                loaded += 1;
+            }
+        }
+    }
+    assert_eq!(loaded, 35);
+}
+
+fn udp_frame(dst_ip: [u8; 4], ttl: u8) -> Vec<u8> {
+    let mut f = hex("000400000000 000000000001 0800");
+    let mut ip = vec![0x45, 0, 0, 50, 0, 0, 0, 0, ttl, 17, 0, 0, 10, 0, 0, 1];
+    ip.extend_from_slice(&dst_ip);
+    let c = tern_dataplane::hash::csum16(&ip);
+    ip[10] = (c >> 8) as u8;
+    ip[11] = c as u8;
+    f.extend_from_slice(&ip);
+    f.resize(64, 0xab);
+    f
+}
+
+#[test]
+fn simple_router_forwards_with_commands_txt_entries() {
+    let Some(mut sw) = load("targets/simple_router/simple_router.json") else {
+        return;
+    };
+    let frame = udp_frame([10, 0, 1, 10], 64);
+    // Without entries: the first table misses with no default, the pipeline ends, port 0.
+    let out = run(&mut sw, 1, &frame);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].port, 0);
+    assert_eq!(out[0].data, frame);
+
+    for t in ["send_frame", "forward", "ipv4_lpm"] {
+        sw.mt_set_default_action(t, "_drop", &[]).unwrap();
+    }
+    assert_eq!(
+        sw.mt_add_entry(
+            "send_frame",
+            &[ex(&[0, 1])],
+            "rewrite_mac",
+            &[hex("00aabb000000")],
+            None
+        )
+        .unwrap(),
+        0
+    );
+    assert_eq!(
+        sw.mt_add_entry(
+            "send_frame",
+            &[ex(&[0, 2])],
+            "rewrite_mac",
+            &[hex("00aabb000001")],
+            None
+        )
+        .unwrap(),
+        1
+    );
+    sw.mt_add_entry(
+        "forward",
+        &[ex(&[10, 0, 0, 10])],
+        "set_dmac",
+        &[hex("000400000000")],
+        None,
+    )
+    .unwrap();
+    sw.mt_add_entry(
+        "forward",
+        &[ex(&[10, 0, 1, 10])],
+        "set_dmac",
+        &[hex("000400000001")],
+        None,
+    )
+    .unwrap();
+    let lpm = |ip: [u8; 4]| MatchParam::Lpm {
+        key: ip.to_vec(),
+        prefix_len: 32,
+    };
+    sw.mt_add_entry(
+        "ipv4_lpm",
+        &[lpm([10, 0, 0, 10])],
+        "set_nhop",
+        &[vec![10, 0, 0, 10], vec![0, 1]],
+        None,
+    )
+    .unwrap();
+    sw.mt_add_entry(
+        "ipv4_lpm",
+        &[lpm([10, 0, 1, 10])],
+        "set_nhop",
+        &[vec![10, 0, 1, 10], vec![0, 2]],
+        None,
+    )
+    .unwrap();
+    assert_eq!(sw.mt_get_num_entries("ipv4_lpm").unwrap(), 2);
+
+    let out = run(&mut sw, 1, &frame);
+    assert_eq!(out.len(), 1, "{out:?}");
+    let o = &out[0];
+    assert_eq!(o.port, 2);
+    assert_eq!(o.data.len(), 64);
+    assert_eq!(&o.data[0..6], &hex("000400000001")[..]);
+    assert_eq!(&o.data[6..12], &hex("00aabb000001")[..]);
+    assert_eq!(o.data[14 + 8], 63, "TTL decremented");
+    let expected = udp_frame([10, 0, 1, 10], 63);
+    assert_eq!(
+        &o.data[14..34],
+        &expected[14..34],
+        "IPv4 checksum recomputed"
+    );
+    assert_eq!(&o.data[34..], &frame[34..], "payload untouched");
+
+    // Unknown destination: ipv4_lpm default _drop.
+    assert!(run(&mut sw, 1, &udp_frame([10, 0, 9, 9], 64)).is_empty());
+    // Other direction.
+    let out = run(&mut sw, 2, &udp_frame([10, 0, 0, 10], 64));
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].port, 1);
+    assert_eq!(&out[0].data[6..12], &hex("00aabb000000")[..]);
+
+    // Control-plane errors are BMv2's.
+    let e = sw
+        .mt_add_entry(
+            "forward",
+            &[ex(&[10, 0, 0, 10])],
+            "set_dmac",
+            &[hex("000400000000")],
+            None,
+        )
+        .unwrap_err();
+    assert_eq!(e.to_string(), "Invalid table operation (DUPLICATE_ENTRY)");
+    let e = sw
+        .mt_add_entry("nope", &[], "set_dmac", &[], None)
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "Invalid table operation (INVALID_TABLE_NAME)"
+    );
+    let e = sw
+        .mt_add_entry(
+            "forward",
+            &[ex(&[10, 0, 0, 11])],
+            "rewrite_mac",
+            &[hex("000400000000")],
+            None,
+        )
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "Invalid table operation (INVALID_ACTION_NAME)"
+    );
+    let e = sw
+        .mt_add_entry(
+            "forward",
+            &[ex(&[10, 0, 0])],
+            "set_dmac",
+            &[hex("000400000000")],
+            None,
+        )
+        .unwrap_err();
+    assert_eq!(e.to_string(), "Invalid table operation (BAD_MATCH_KEY)");
+    sw.mt_delete_entry("send_frame", 0).unwrap();
+    let e = sw.mt_delete_entry("send_frame", 0).unwrap_err();
+    assert_eq!(e.to_string(), "Invalid table operation (INVALID_HANDLE)");
+    assert_eq!(
+        sw.mt_add_entry(
+            "send_frame",
+            &[ex(&[0, 1])],
+            "rewrite_mac",
+            &[hex("00aabb000000")],
+            None
+        )
+        .unwrap(),
+        1 << 24
+    );
+    assert_eq!(
+        sw.mt_get_entry("send_frame", 0).unwrap_err().to_string(),
+        "Invalid table operation (EXPIRED_HANDLE)"
+    );
+}
+
+/// packet_redirect.json set-up common to every scenario (MANIFEST §5.1).
+fn redirect() -> Option<Switch> {
+    let mut sw = load("targets/simple_switch/tests/testdata/packet_redirect.json")?;
+    sw.mt_set_default_action("t_ingress_1", "_nop", &[])
+        .unwrap();
+    sw.mt_set_default_action("t_ingress_2", "_nop", &[])
+        .unwrap();
+    sw.mt_set_default_action("t_egress", "_nop", &[]).unwrap();
+    sw.mt_set_default_action("t_exit", "set_hdr", &[]).unwrap();
+    Some(sw)
+}
+
+fn sorted(mut v: Vec<OutputPacket>) -> Vec<(u32, Vec<u8>)> {
+    v.sort_by(|a, b| (a.port, &a.data).cmp(&(b.port, &b.data)));
+    v.into_iter().map(|o| (o.port, o.data)).collect()
+}
+
+fn set_port(sw: &mut Switch, f1: u8, meta: u8, port: u8) {
+    sw.mt_add_entry(
+        "t_ingress_1",
+        &[ex(&[f1]), ex(&[meta])],
+        "_set_port",
+        &[vec![0, port]],
+        None,
+    )
+    .unwrap();
+}
+
+fn tern(v: u8, m: u8) -> MatchParam {
+    MatchParam::Ternary {
+        key: vec![v],
+        mask: vec![m],
+    }
+}
+
+fn it(v: u32, m: u32) -> MatchParam {
+    MatchParam::Ternary {
+        key: v.to_be_bytes().to_vec(),
+        mask: m.to_be_bytes().to_vec(),
+    }
+}
+
+#[test]
+fn packet_redirect_baseline_and_exit() {
+    let Some(mut sw) = redirect() else { return };
+    set_port(&mut sw, 1, 0, 2);
+    assert_eq!(
+        sorted(run(&mut sw, 1, &hex("01000000"))),
+        vec![(2, hex("0102"))]
+    );
+    sw.mt_add_entry("t_ingress_1", &[ex(&[7]), ex(&[0])], "_exit", &[], None)
+        .unwrap();
+    assert_eq!(
+        sorted(run(&mut sw, 1, &hex("07000000"))),
+        vec![(0, hex("0704 0000"))]
+    );
+}
+
+#[test]
+fn packet_redirect_multicast() {
+    let Some(mut sw) = redirect() else { return };
+    sw.mt_add_entry(
+        "t_ingress_1",
+        &[ex(&[2]), ex(&[0])],
+        "_multicast",
+        &[vec![0, 1]],
+        None,
+    )
+    .unwrap();
+    sw.mc_mgrp_create(1).unwrap();
+    let n1 = sw.mc_node_create(1, &[1], &[]).unwrap();
+    let n2 = sw.mc_node_create(2, &[2], &[]).unwrap();
+    sw.mc_node_associate(1, n1).unwrap();
+    sw.mc_node_associate(1, n2).unwrap();
+    assert_eq!(
+        sorted(run(&mut sw, 1, &hex("02000000"))),
+        vec![(1, hex("0202")), (2, hex("0202"))]
+    );
+}
+
+#[test]
+fn packet_redirect_clone_i2e() {
+    let Some(mut sw) = redirect() else { return };
+    set_port(&mut sw, 3, 0, 2);
+    sw.mt_add_entry(
+        "t_ingress_2",
+        &[ex(&[3]), it(0, 0)],
+        "_clone_i2e",
+        &[vec![0, 0, 0, 1]],
+        Some(1),
+    )
+    .unwrap();
+    // Unconfigured session: no clone.
+    assert_eq!(
+        sorted(run(&mut sw, 1, &hex("03000000"))),
+        vec![(2, hex("0302"))]
+    );
+    sw.mirroring_session_add(
+        1,
+        MirroringSession {
+            port: Some(3),
+            mgid: None,
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        sorted(run(&mut sw, 1, &hex("03000000"))),
+        vec![(2, hex("0302")), (3, hex("03040000"))]
+    );
+    // Session with a port and a group.
+    sw.mc_mgrp_create(1).unwrap();
+    let n = sw.mc_node_create(0, &[4], &[]).unwrap();
+    sw.mc_node_associate(1, n).unwrap();
+    sw.mirroring_session_add(
+        1,
+        MirroringSession {
+            port: Some(3),
+            mgid: Some(1),
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        sorted(run(&mut sw, 1, &hex("03000000"))),
+        vec![(2, hex("0302")), (3, hex("03040000")), (4, hex("03040000"))]
+    );
+}
+
+#[test]
+fn packet_redirect_clone_e2e() {
+    let Some(mut sw) = redirect() else { return };
+    set_port(&mut sw, 4, 0, 2);
+    sw.mt_add_entry(
+        "t_egress",
+        &[ex(&[4]), it(0, 0xffff_ffff), tern(0, 0xff)],
+        "_clone_e2e",
+        &[vec![0, 0, 0, 1]],
+        Some(1),
+    )
+    .unwrap();
+    sw.mirroring_session_add(
+        1,
+        MirroringSession {
+            port: Some(3),
+            mgid: None,
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        sorted(run(&mut sw, 1, &hex("04000000"))),
+        vec![(2, hex("0402")), (3, hex("0402"))]
+    );
+    sw.mc_mgrp_create(1).unwrap();
+    let n = sw.mc_node_create(0, &[4], &[]).unwrap();
+    sw.mc_node_associate(1, n).unwrap();
+    sw.mirroring_session_add(
+        1,
+        MirroringSession {
+            port: Some(3),
+            mgid: Some(1),
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        sorted(run(&mut sw, 1, &hex("04000000"))),
+        vec![(2, hex("0402")), (3, hex("0402")), (4, hex("0402"))]
+    );
+}
+
+#[test]
+fn packet_redirect_resubmit() {
+    let Some(mut sw) = redirect() else { return };
+    set_port(&mut sw, 5, 0, 2);
+    set_port(&mut sw, 5, 1, 3);
+    sw.mt_add_entry(
+        "t_ingress_2",
+        &[ex(&[5]), it(0, 0xffff_ffff)],
+        "_resubmit",
+        &[],
+        Some(1),
+    )
+    .unwrap();
+    assert_eq!(
+        sorted(run(&mut sw, 1, &hex("05000000"))),
+        vec![(3, hex("0502"))]
+    );
+}
+
+#[test]
+fn packet_redirect_recirculate() {
+    let Some(mut sw) = redirect() else { return };
+    set_port(&mut sw, 6, 0, 2);
+    set_port(&mut sw, 6, 1, 3);
+    sw.mt_add_entry(
+        "t_egress",
+        &[ex(&[6]), it(0, 0xffff_ffff), tern(0, 0xff)],
+        "_recirculate",
+        &[],
+        Some(1),
+    )
+    .unwrap();
+    assert_eq!(
+        sorted(run(&mut sw, 1, &hex("060000000000"))),
+        vec![(3, hex("0602"))]
+    );
+}
+
+#[test]
+fn parser_error_reaches_ingress() {
+    let Some(mut sw) = load("targets/simple_switch/tests/testdata/parser_error.json") else {
+        return;
+    };
+    assert_eq!(
+        sorted(run(&mut sw, 1, &hex("00000000"))),
+        vec![(1, hex("00000000"))]
+    );
+    assert_eq!(
+        sorted(run(&mut sw, 1, &hex("0000"))),
+        vec![(1, hex("00000001 0000"))]
+    );
+    assert_eq!(
+        sorted(run(&mut sw, 1, &hex("000000ab"))),
+        vec![(1, hex("00000002"))]
+    );
+}
+
+#[test]
+fn recirc_preserves_standard_metadata() {
+    let Some(mut sw) = load("targets/simple_switch/tests/testdata/recirc.json") else {
+        return;
+    };
+    assert_eq!(sorted(run(&mut sw, 1, &hex("00"))), vec![(1, hex("01ab"))]);
+}
+
+#[test]
+fn truncate_cuts_the_emitted_packet() {
+    let Some(mut sw) = load("targets/simple_switch/tests/testdata/truncate.json") else {
+        return;
+    };
+    sw.mt_add_entry(
+        "t_ingress",
+        &[ex(&[1])],
+        "_truncate",
+        &[vec![0, 0, 0, 32], vec![0, 2]],
+        None,
+    )
+    .unwrap();
+    let mut pkt = vec![1u8];
+    pkt.extend(std::iter::repeat_n(0xab, 127));
+    let out = run(&mut sw, 1, &pkt);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].port, 2);
+    assert_eq!(out[0].data, pkt[..32].to_vec());
+}
+
+#[test]
+fn queueing_metadata_is_written() {
+    let Some(mut sw) = load("targets/simple_switch/tests/testdata/queueing.json") else {
+        return;
+    };
+    sw.mt_set_default_action("t_ingress", "set_port", &[vec![0, 2]])
+        .unwrap();
+    sw.mt_set_default_action("t_egress", "copy_queueing_data", &[])
+        .unwrap();
+    let mut pkt = vec![0u8; 256];
+    pkt[0] = 1;
+    let out = run(&mut sw, 1, &pkt);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].port, 2);
+    assert_eq!(out[0].data.len(), 273);
+    // queueing_hdr: enq_timestamp 48, enq_qdepth 24, deq_timedelta 32, deq_qdepth 24, qid 8.
+    let q = &out[0].data[2..19];
+    assert_eq!(&q[6..9], &[0, 0, 0], "enq_qdepth");
+    assert_eq!(&q[13..16], &[0, 0, 0], "deq_qdepth");
+    assert_eq!(q[16], 0, "qid");
+    assert_eq!(&out[0].data[19..], &pkt[2..]);
+}
