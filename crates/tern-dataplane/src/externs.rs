@@ -228,43 +228,41 @@ impl Pre {
         }
     }
 
-    /// `bm_mc_get_entries`-style JSON dump.
+    /// `bm_mc_get_entries` JSON: `mgrps`, `l1_handles`, `l2_handles`, `lags`.
     pub fn dump_json(&self) -> String {
-        let mut s = String::from("{\"mgrps\":[");
-        for (i, (g, nodes)) in self.groups.iter().enumerate() {
-            if i > 0 {
-                s.push(',');
-            }
-            let l1: Vec<String> = nodes.iter().map(|n| n.to_string()).collect();
-            s.push_str(&format!("{{\"id\":{g},\"l1_handles\":[{}]}}", l1.join(",")));
-        }
-        s.push_str("],\"l1_handles\":[");
-        let mut first = true;
-        for (h, n) in self.nodes.iter().enumerate() {
-            let Some(n) = n else { continue };
-            if !first {
-                s.push(',');
-            }
-            first = false;
-            let ports: Vec<String> = n.ports.iter().map(|p| p.to_string()).collect();
-            let lags: Vec<String> = n.lags.iter().map(|p| p.to_string()).collect();
-            s.push_str(&format!(
-                "{{\"handle\":{h},\"rid\":{},\"l2_handle\":{h},\"ports\":[{}],\"lags\":[{}]}}",
-                n.rid,
-                ports.join(","),
-                lags.join(",")
-            ));
-        }
-        s.push_str("],\"lags\":[");
-        for (i, (l, ports)) in self.lags.iter().enumerate() {
-            if i > 0 {
-                s.push(',');
-            }
-            let p: Vec<String> = ports.iter().map(|p| p.to_string()).collect();
-            s.push_str(&format!("{{\"id\":{l},\"ports\":[{}]}}", p.join(",")));
-        }
-        s.push_str("]}");
-        s
+        let list = |v: &mut dyn Iterator<Item = String>| v.collect::<Vec<_>>().join(",");
+        let mgrps = list(&mut self.groups.iter().map(|(g, nodes)| {
+            format!(
+                "{{\"id\":{g},\"l1_handles\":[{}]}}",
+                list(&mut nodes.iter().map(|n| n.to_string()))
+            )
+        }));
+        let live = || {
+            self.nodes
+                .iter()
+                .enumerate()
+                .filter_map(|(h, n)| n.as_ref().map(|n| (h, n)))
+        };
+        let l1 = list(
+            &mut live()
+                .map(|(h, n)| format!("{{\"handle\":{h},\"rid\":{},\"l2_handle\":{h}}}", n.rid)),
+        );
+        let l2 = list(&mut live().map(|(h, n)| {
+            format!(
+                "{{\"handle\":{h},\"ports\":[{}],\"lags\":[{}]}}",
+                list(&mut n.ports.iter().map(|p| p.to_string())),
+                list(&mut n.lags.iter().map(|p| p.to_string()))
+            )
+        }));
+        let lags = list(&mut self.lags.iter().map(|(l, ports)| {
+            format!(
+                "{{\"id\":{l},\"ports\":[{}]}}",
+                list(&mut ports.iter().map(|p| p.to_string()))
+            )
+        }));
+        format!(
+            "{{\"mgrps\":[{mgrps}],\"l1_handles\":[{l1}],\"l2_handles\":[{l2}],\"lags\":[{lags}]}}"
+        )
     }
 }
 
@@ -309,5 +307,10 @@ mod tests {
         p.replicate(1, &mut out);
         assert_eq!(out, vec![(1, 7), (5, 7)]);
         assert_eq!(p.node_create(0, &[], &[]).unwrap(), 1);
+        let j = p.dump_json();
+        assert_eq!(
+            j,
+            "{\"mgrps\":[{\"id\":1,\"l1_handles\":[0]}],\"l1_handles\":[{\"handle\":0,\"rid\":7,\"l2_handle\":0},{\"handle\":1,\"rid\":0,\"l2_handle\":1}],\"l2_handles\":[{\"handle\":0,\"ports\":[1,5],\"lags\":[]},{\"handle\":1,\"ports\":[],\"lags\":[]}],\"lags\":[{\"id\":3,\"ports\":[10,11,12]}]}"
+        );
     }
 }

@@ -376,6 +376,24 @@ impl Instance {
             .ok_or(ParseVSetError::INVALID_PARSE_VSET_NAME.into())
     }
 
+    /// A value-set value as `ceil(bitwidth/8)` bytes; extra leading zero bytes (sent by the
+    /// stock CLI) are accepted, bits above the width are an error.
+    fn vset_value(&self, v: usize, value: &[u8]) -> RtResult<Vec<u8>> {
+        let bw = self.engine.prog.parse_vsets[v].compressed_bitwidth;
+        let n = bw.div_ceil(8) as usize;
+        let extra = value.len().saturating_sub(n);
+        if value[..extra].iter().any(|b| *b != 0) {
+            return Err(ParseVSetError::ERROR.into());
+        }
+        let mut out = vec![0u8; n];
+        let tail = &value[extra..];
+        out[n - tail.len()..].copy_from_slice(tail);
+        if n > 0 && bw % 8 != 0 && out[0] >> (bw % 8) != 0 {
+            return Err(ParseVSetError::ERROR.into());
+        }
+        Ok(out)
+    }
+
     fn check_rates(&self, rate_count: u32, rates: &[MeterRate]) -> RtResult<()> {
         if rates.len() != rate_count as usize {
             return Err(MeterError::BAD_RATES_LIST.into());
@@ -1505,18 +1523,16 @@ impl Runtime for Switch {
     fn parse_vset_add(&mut self, vset: &str, value: &[u8]) -> RtResult<()> {
         let i = self.ctl_mut();
         let v = i.vset(vset)?;
-        let n = i.engine.prog.parse_vsets[v].compressed_bitwidth.div_ceil(8) as usize;
-        if value.len() != n {
-            return Err(ParseVSetError::ERROR.into());
-        }
-        i.state.ext.vsets[v].insert(value.to_vec());
+        let value = i.vset_value(v, value)?;
+        i.state.ext.vsets[v].insert(value);
         Ok(())
     }
 
     fn parse_vset_remove(&mut self, vset: &str, value: &[u8]) -> RtResult<()> {
         let i = self.ctl_mut();
         let v = i.vset(vset)?;
-        i.state.ext.vsets[v].remove(value);
+        let value = i.vset_value(v, value)?;
+        i.state.ext.vsets[v].remove(&value);
         Ok(())
     }
 

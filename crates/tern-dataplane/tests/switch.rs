@@ -538,3 +538,278 @@ fn queueing_metadata_is_written() {
     assert_eq!(q[16], 0, "qid");
     assert_eq!(&out[0].data[19..], &pkt[2..]);
 }
+
+#[test]
+fn indexed_counters_meters_registers() {
+    let Some(mut sw) = load("targets/simple_switch/tests/CLI_tests/testdata/indirect_res.json")
+    else {
+        return;
+    };
+    use tern_runtime::{CounterValue, MeterRate};
+    assert_eq!(
+        sw.counter_read("my_indirect_counter", 0).unwrap(),
+        CounterValue::default()
+    );
+    assert_eq!(
+        sw.counter_read("my_indirect_counter", 16)
+            .unwrap_err()
+            .to_string(),
+        "Invalid counter operation (INVALID_INDEX)"
+    );
+    let r = |u, b| MeterRate {
+        units_per_micros: u,
+        burst_size: b,
+    };
+    sw.meter_set_rates("my_indirect_meter", 0, &[r(1.0, 1), r(2.0, 1)])
+        .unwrap();
+    assert_eq!(
+        sw.meter_set_rates("my_indirect_meter", 16, &[r(1.0, 1), r(2.0, 1)])
+            .unwrap_err()
+            .to_string(),
+        "Invalid meter operation (INVALID_INDEX)"
+    );
+    assert_eq!(
+        sw.meter_set_rates("my_indirect_meter", 0, &[r(2.0, 1), r(1.0, 1)])
+            .unwrap_err()
+            .to_string(),
+        "Invalid meter operation (INVALID_INFO_RATE_VALUE)"
+    );
+    assert_eq!(
+        sw.meter_get_rates("my_indirect_meter", 0).unwrap(),
+        vec![r(1.0, 1), r(2.0, 1)]
+    );
+    assert_eq!(
+        sw.register_read("my_register", 16).unwrap_err().to_string(),
+        "Invalid register operation (INVALID_INDEX)"
+    );
+    sw.register_write("my_register", 0, 1).unwrap();
+    assert_eq!(sw.register_read("my_register", 0).unwrap(), 1);
+    sw.register_write("my_register", 2, 0x1_0000_0005).unwrap();
+    assert_eq!(
+        sw.register_read("my_register", 2).unwrap(),
+        5,
+        "truncated to 32 bits"
+    );
+
+    // The keyless table's default action counts, meters and writes register cell 1.
+    sw.mt_set_default_action("m_table", "m_action", &[])
+        .unwrap();
+    run(&mut sw, 0, &[0u8; 20]);
+    run(&mut sw, 0, &[0u8; 30]);
+    assert_eq!(
+        sw.counter_read("my_indirect_counter", 1).unwrap(),
+        CounterValue {
+            bytes: 50,
+            packets: 2
+        }
+    );
+    assert_eq!(sw.register_read("my_register", 1).unwrap(), 0xab);
+    assert_eq!(sw.register_read_all("my_register").unwrap().len(), 16);
+    sw.counter_reset_all("my_indirect_counter").unwrap();
+    assert_eq!(
+        sw.counter_read("my_indirect_counter", 1).unwrap(),
+        CounterValue::default()
+    );
+}
+
+#[test]
+fn header_stack_extract_and_pop() {
+    let Some(mut sw) = load("tests/testdata/header_stack.json") else {
+        return;
+    };
+    sw.mt_set_default_action("t1", "a1", &[vec![0xbe, 0xef]])
+        .unwrap();
+    // hdr[1].f1 := 0xbeef, then pop 1: hdr[0] <- hdr[1], hdr[1] invalid.
+    let out = run(&mut sw, 0, &hex("0001 0002 0003 0004 ffff"));
+    assert_eq!(sorted(out), vec![(0, hex("beef 0004 ffff"))]);
+}
+
+#[test]
+fn direct_counter_counts_hits() {
+    let Some(mut sw) = load("targets/simple_switch_grpc/tests/testdata/counter.json") else {
+        return;
+    };
+    use tern_runtime::CounterValue;
+    let h = sw
+        .mt_add_entry(
+            "t_redirect",
+            &[ex(&[0, 0, 0, 10])],
+            "port_redirect",
+            &[],
+            None,
+        )
+        .unwrap();
+    let out = run(&mut sw, 3, &[7u8; 10]);
+    assert_eq!(sorted(out), vec![(3, vec![7u8; 10])]);
+    run(&mut sw, 3, &[7u8; 11]); // miss: not counted
+    assert_eq!(
+        sw.mt_read_counter("t_redirect", h).unwrap(),
+        CounterValue {
+            bytes: 10,
+            packets: 1
+        }
+    );
+    sw.mt_write_counter(
+        "t_redirect",
+        h,
+        CounterValue {
+            bytes: 1,
+            packets: 2,
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        sw.mt_read_counter("t_redirect", h).unwrap(),
+        CounterValue {
+            bytes: 1,
+            packets: 2
+        }
+    );
+    assert_eq!(
+        sw.counter_read("cntr", 0).unwrap_err().to_string(),
+        "Invalid counter operation (INVALID_COUNTER_NAME)"
+    );
+}
+
+#[test]
+fn config_swap() {
+    let Some(dir) = fixtures() else { return };
+    let j1 = std::fs::read_to_string(dir.join("targets/simple_switch/tests/testdata/swap_1.json"))
+        .unwrap();
+    let j2 = std::fs::read_to_string(dir.join("targets/simple_switch/tests/testdata/swap_2.json"))
+        .unwrap();
+    let mut sw = Switch::from_json(&j1, SwitchOptions::default()).unwrap();
+    assert_eq!(
+        sw.load_new_config(&j2).unwrap_err().to_string(),
+        "Invalid swap operation (CONFIG_SWAP_DISABLED)"
+    );
+    let mut sw2 = Switch::from_json(
+        &j1,
+        SwitchOptions {
+            enable_swap: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        sw.swap_configs().unwrap_err().to_string(),
+        "Invalid swap operation (CONFIG_SWAP_DISABLED)"
+    );
+    let sw = &mut sw2;
+    sw.mt_set_default_action("t_ingress_1", "a11", &[]).unwrap();
+    sw.mt_add_entry("t_ingress_1", &[ex(&[0xab])], "a12", &[], None)
+        .unwrap();
+    assert_eq!(run(sw, 0, &hex("0000"))[0].port, 1);
+    assert_eq!(run(sw, 0, &hex("ab00"))[0].port, 2);
+    assert_eq!(
+        sw.swap_configs().unwrap_err().to_string(),
+        "Invalid swap operation (NO_ONGOING_SWAP)"
+    );
+    sw.load_new_config(&j2).unwrap();
+    assert_eq!(
+        sw.load_new_config(&j2).unwrap_err().to_string(),
+        "Invalid swap operation (ONGOING_SWAP)"
+    );
+    // Control operations address the pending config; traffic still follows the old one.
+    sw.mt_set_default_action("t_ingress_2", "a21", &[]).unwrap();
+    sw.mt_add_entry("t_ingress_2", &[ex(&[0xcd])], "a22", &[], None)
+        .unwrap();
+    assert_eq!(run(sw, 0, &hex("ab00"))[0].port, 2);
+    sw.swap_configs().unwrap();
+    assert_eq!(run(sw, 0, &hex("00000000"))[0].port, 3);
+    assert_eq!(run(sw, 0, &hex("cd000000"))[0].port, 4);
+    assert_eq!(sw.get_config(), j2);
+}
+
+#[test]
+fn l2_switch_digest_on_simple_switch() {
+    let Some(mut sw) = load("targets/l2_switch/l2_switch.json") else {
+        return;
+    };
+    sw.mt_set_default_action("smac", "mac_learn", &[]).unwrap();
+    sw.mt_set_default_action("dmac", "broadcast", &[]).unwrap();
+    let frame = hex("ffffffffffff 0000000000aa 0800 00000000");
+    let out = run(&mut sw, 3, &frame);
+    // On simple_switch l2_switch never sets egress_spec or mcast_grp: port 0.
+    assert_eq!(sorted(out), vec![(0, frame.clone())]);
+    let d = sw.take_digests();
+    assert_eq!(d.len(), 1);
+    assert_eq!(d[0].list_name, "mac_learn_digest");
+    assert_eq!(d[0].fields, vec![hex("0000000000aa"), vec![0, 3]]);
+    assert!(sw.take_digests().is_empty());
+}
+
+#[test]
+fn ecmp_indirect_ws_selects_group_members() {
+    let Some(mut sw) = load("targets/simple_switch/tests/CLI_tests/testdata/ecmp.json") else {
+        return;
+    };
+    let prof = "ecmp_action_profile";
+    let m0 = sw
+        .act_prof_add_member(prof, "set_nhop", &[vec![10, 0, 0, 1], vec![0, 1]])
+        .unwrap();
+    let m1 = sw
+        .act_prof_add_member(prof, "set_nhop", &[vec![10, 0, 0, 2], vec![0, 2]])
+        .unwrap();
+    assert_eq!((m0, m1), (0, 1));
+    let g = sw.act_prof_create_group(prof).unwrap();
+    sw.act_prof_add_member_to_group(prof, m1, g).unwrap();
+    sw.act_prof_add_member_to_group(prof, m0, g).unwrap();
+    assert_eq!(
+        sw.act_prof_add_member_to_group(prof, m0, g)
+            .unwrap_err()
+            .to_string(),
+        "Invalid table operation (MBR_ALREADY_IN_GRP)"
+    );
+    assert_eq!(sw.act_prof_get_group(prof, g).unwrap().members, vec![0, 1]);
+    let key = [MatchParam::Lpm {
+        key: vec![10, 0, 0, 0],
+        prefix_len: 8,
+    }];
+    let e = sw
+        .mt_add_entry("ecmp_group", &key, "set_nhop", &[], None)
+        .unwrap_err();
+    assert_eq!(e.to_string(), "Invalid table operation (WRONG_TABLE_TYPE)");
+    let h = sw
+        .mt_indirect_ws_add_entry("ecmp_group", &key, g, None)
+        .unwrap();
+    assert_eq!(
+        sw.act_prof_delete_member(prof, m0).unwrap_err().to_string(),
+        "Invalid table operation (MBR_STILL_USED)"
+    );
+    sw.mt_set_default_action("forward", "_drop", &[]).unwrap();
+    sw.mt_add_entry(
+        "forward",
+        &[ex(&[10, 0, 0, 1])],
+        "set_dmac",
+        &[hex("000000000001")],
+        None,
+    )
+    .unwrap();
+    sw.mt_add_entry(
+        "forward",
+        &[ex(&[10, 0, 0, 2])],
+        "set_dmac",
+        &[hex("000000000002")],
+        None,
+    )
+    .unwrap();
+    let entry = sw.mt_get_entry("ecmp_group", h).unwrap();
+    assert_eq!(entry.action, tern_runtime::ActionEntry::Group(g));
+    // Different flows spread over both members; the same flow always takes the same one.
+    let mut ports = std::collections::BTreeSet::new();
+    for sport in 0..32u8 {
+        let mut f = hex("000000000000 000000000009 0800");
+        f.extend_from_slice(&[
+            0x45, 0, 0, 40, 0, 0, 0, 0, 64, 6, 0, 0, 10, 1, 1, 1, 10, 0, 0, 99,
+        ]);
+        f.extend_from_slice(&[0, sport, 0, 80]);
+        f.extend_from_slice(&[0u8; 16]);
+        let a = run(&mut sw, 1, &f);
+        let b = run(&mut sw, 1, &f);
+        assert_eq!(a, b);
+        assert_eq!(a.len(), 1);
+        ports.insert(a[0].port);
+    }
+    assert_eq!(ports, [1u32, 2].into_iter().collect());
+}
