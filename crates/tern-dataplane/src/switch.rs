@@ -388,7 +388,7 @@ impl Instance {
         let mut out = vec![0u8; n];
         let tail = &value[extra..];
         out[n - tail.len()..].copy_from_slice(tail);
-        if n > 0 && bw % 8 != 0 && out[0] >> (bw % 8) != 0 {
+        if n > 0 && !bw.is_multiple_of(8) && out[0] >> (bw % 8) != 0 {
             return Err(ParseVSetError::ERROR.into());
         }
         Ok(out)
