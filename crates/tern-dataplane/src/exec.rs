@@ -71,6 +71,8 @@ pub struct State {
     pub tables: Vec<TableState>,
     pub profiles: Vec<Profile>,
     pub ext: ExternState,
+    /// Reused table-key buffer (no per-packet allocation).
+    pub key_buf: Vec<u8>,
 }
 
 impl ExternState {
@@ -293,12 +295,18 @@ impl Engine {
 
     /// Run the parser; returns the error code (NoError on success).
     pub fn parse(&self, st: &mut State, pkt: &mut Pkt) -> i64 {
-        let mut cursor = 0usize;
         let Some(p) = &self.parser else {
             pkt.payload_off = 0;
             return self.errors.no_error;
         };
-        let mut key = Vec::new();
+        let mut key = std::mem::take(&mut st.key_buf);
+        let err = self.parse_states(st, pkt, p, &mut key);
+        st.key_buf = key;
+        err
+    }
+
+    fn parse_states(&self, st: &mut State, pkt: &mut Pkt, p: &CParser, key: &mut Vec<u8>) -> i64 {
+        let mut cursor = 0usize;
         let mut state = p.init;
         let mut steps = 0;
         let mut err = self.errors.no_error;
@@ -386,7 +394,7 @@ impl Engine {
                         }
                     }
                     POp::Primitive(instrs) => {
-                        let _ = self.run_instrs(st, pkt, instrs, &[]);
+                        let _ = self.run_instrs(&mut st.ext, pkt, instrs, &[]);
                         Ok(())
                     }
                 };
@@ -395,7 +403,7 @@ impl Engine {
                     break 'states;
                 }
             }
-            self.transition_key(pkt, cursor, &s.key, &mut key);
+            self.transition_key(pkt, cursor, &s.key, key);
             let mut next = None;
             let mut default = None;
             let mut matched = false;
@@ -408,7 +416,7 @@ impl Engine {
                         false
                     }
                     PMatch::Value { value, mask } => match mask {
-                        None => key == *value,
+                        None => *key == *value,
                         Some(mask) => key
                             .iter()
                             .zip(value)
@@ -610,7 +618,7 @@ impl Engine {
         out.clear();
         if let Some((order, prims)) = &self.deparser {
             if !prims.is_empty() {
-                let _ = self.run_instrs(st, pkt, prims, &[]);
+                let _ = self.run_instrs(&mut st.ext, pkt, prims, &[]);
             }
             for &h in order {
                 if !pkt.phv.valid[h as usize] {
@@ -762,12 +770,11 @@ impl Engine {
     /// Run an instruction list (an action body).
     pub fn run_instrs(
         &self,
-        st: &mut State,
+        ext: &mut ExternState,
         pkt: &mut Pkt,
         instrs: &[Instr],
         locals: &[Vec<u8>],
     ) -> XR<()> {
-        let ext = &mut st.ext;
         let mut pc = 0usize;
         let mut steps = 0u32;
         while pc < instrs.len() {
@@ -1026,50 +1033,57 @@ impl Engine {
         }
     }
 
-    fn selector_pick(&self, st: &mut State, pkt: &Pkt, prof: u32, members: &[u32]) -> Option<u32> {
+    fn selector_pick(
+        &self,
+        ext: &mut ExternState,
+        pkt: &Pkt,
+        prof: u32,
+        members: &[u32],
+    ) -> Option<u32> {
         if members.is_empty() {
             return None;
         }
         let h = match &self.profiles[prof as usize].selector {
-            Some(sel) => self.compute_calc(&mut st.ext, pkt, sel, 2_000 + prof as usize),
+            Some(sel) => self.compute_calc(ext, pkt, sel, 2_000 + prof as usize),
             None => 0,
         };
         Some(members[(h % members.len() as u64) as usize])
     }
 
     /// Resolve an entry action to (action, data) and run it; returns the action run.
+    /// Borrows the entry in place: no copy of the action data.
     fn run_entry_action(
         &self,
-        st: &mut State,
+        ext: &mut ExternState,
+        profiles: &[Profile],
         pkt: &mut Pkt,
         t: &CTable,
         ea: &EntryAction,
     ) -> XR<Option<u32>> {
-        let (action, data) = match ea {
-            EntryAction::Action { action, data } => (*action, data.clone()),
+        let (action, data): (u32, &[Vec<u8>]) = match ea {
+            EntryAction::Action { action, data } => (*action, data),
             EntryAction::Member(m) => {
                 let Some(p) = t.profile else { return Ok(None) };
-                match st.profiles[p as usize].member(*m) {
-                    Ok((a, d)) => (*a, d.clone()),
+                match profiles[p as usize].member(*m) {
+                    Ok((a, d)) => (*a, d),
                     Err(_) => return Ok(None),
                 }
             }
             EntryAction::Group(g) => {
                 let Some(p) = t.profile else { return Ok(None) };
-                let members = match st.profiles[p as usize].group(*g) {
-                    Ok(m) => m.clone(),
-                    Err(_) => return Ok(None),
-                };
-                let Some(m) = self.selector_pick(st, pkt, p, &members) else {
+                let Ok(members) = profiles[p as usize].group(*g) else {
                     return Ok(None);
                 };
-                match st.profiles[p as usize].member(m) {
-                    Ok((a, d)) => (*a, d.clone()),
+                let Some(m) = self.selector_pick(ext, pkt, p, members) else {
+                    return Ok(None);
+                };
+                match profiles[p as usize].member(m) {
+                    Ok((a, d)) => (*a, d),
                     Err(_) => return Ok(None),
                 }
             }
         };
-        self.run_instrs(st, pkt, &self.actions[action as usize].instrs, &data)?;
+        self.run_instrs(ext, pkt, &self.actions[action as usize].instrs, data)?;
         Ok(Some(action))
     }
 
@@ -1082,7 +1096,13 @@ impl Engine {
     ) -> XR<Option<GNode>> {
         let t = &self.tables[ti as usize];
         self.build_key(t, &pkt.phv, key);
-        let ts = &mut st.tables[ti as usize];
+        let State {
+            tables,
+            profiles,
+            ext,
+            ..
+        } = st;
+        let ts = &mut tables[ti as usize];
         let hit = if t.spec.fields.is_empty() {
             None
         } else {
@@ -1090,37 +1110,32 @@ impl Engine {
         };
         match hit {
             Some(idx) => {
-                let now = st.ext.now_us;
-                let (ea, color) = {
-                    let Some(e) = ts.store.slots[idx as usize].as_mut() else {
-                        return Ok(None);
-                    };
-                    if t.with_counters {
-                        e.counter.packets += 1;
-                        e.counter.bytes += pkt.ingress_len as u64;
-                    }
-                    let color = t.direct_meter.map(|(m, f)| {
-                        let units = match self.prog.meter_arrays[m as usize].meter_type {
-                            MeterType::Bytes => pkt.ingress_len as u64,
-                            MeterType::Packets => 1,
-                        };
-                        (e.meter.execute(units, now), f)
-                    });
-                    (e.action.clone(), color)
+                let now = ext.now_us;
+                let Some(e) = ts.store.slots[idx as usize].as_mut() else {
+                    return Ok(None);
                 };
-                if let Some((c, f)) = color {
+                if t.with_counters {
+                    e.counter.packets += 1;
+                    e.counter.bytes += pkt.ingress_len as u64;
+                }
+                if let Some((m, f)) = t.direct_meter {
+                    let units = match self.prog.meter_arrays[m as usize].meter_type {
+                        MeterType::Bytes => pkt.ingress_len as u64,
+                        MeterType::Packets => 1,
+                    };
+                    let c = e.meter.execute(units, now);
                     store_field(&mut pkt.phv, &f, &Value::Small(c as i128));
                 }
-                let ran = self.run_entry_action(st, pkt, t, &ea)?;
+                let ran = self.run_entry_action(ext, profiles, pkt, t, &e.action)?;
                 Ok(match (&t.hit_miss, ran) {
                     (Some((h, _)), _) => *h,
                     (None, Some(a)) => t.per_action.get(&a).copied().flatten(),
                     (None, None) => t.base_default_next,
                 })
             }
-            None => match ts.default.clone() {
+            None => match &ts.default {
                 Some(ea) => {
-                    let ran = self.run_entry_action(st, pkt, t, &ea)?;
+                    let ran = self.run_entry_action(ext, profiles, pkt, t, ea)?;
                     Ok(match (&t.hit_miss, ran) {
                         (Some((_, m)), _) => *m,
                         (None, Some(a)) => t.per_action.get(&a).copied().flatten(),
@@ -1137,7 +1152,19 @@ impl Engine {
 
     /// Run a pipeline from its first node.
     pub fn run_pipeline(&self, st: &mut State, pkt: &mut Pkt, init: Option<GNode>) -> XR<()> {
-        let mut key = Vec::with_capacity(64);
+        let mut key = std::mem::take(&mut st.key_buf);
+        let r = self.run_nodes(st, pkt, init, &mut key);
+        st.key_buf = key;
+        r
+    }
+
+    fn run_nodes(
+        &self,
+        st: &mut State,
+        pkt: &mut Pkt,
+        init: Option<GNode>,
+        key: &mut Vec<u8>,
+    ) -> XR<()> {
         let mut node = init;
         let mut steps = 0;
         while let Some(n) = node {
@@ -1149,7 +1176,7 @@ impl Engine {
                 return Err(fault("control flow does not terminate"));
             }
             node = match n {
-                GNode::Table(t) => self.apply_table(st, pkt, t, &mut key)?,
+                GNode::Table(t) => self.apply_table(st, pkt, t, key)?,
                 GNode::Cond(c) => {
                     let cond = &self.conds[c as usize];
                     let v = eval_bool(&cond.expr, &self.cx(&pkt.phv, &[], &st.ext, &pkt.data, 0))
@@ -1162,7 +1189,7 @@ impl Engine {
                 }
                 GNode::Call(c) => {
                     let (a, next) = self.calls[c as usize];
-                    self.run_instrs(st, pkt, &self.actions[a as usize].instrs, &[])?;
+                    self.run_instrs(&mut st.ext, pkt, &self.actions[a as usize].instrs, &[])?;
                     next
                 }
             };
