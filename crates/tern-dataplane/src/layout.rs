@@ -241,6 +241,22 @@ pub fn bits_to_slot(src: &[u8], src_bit: usize, width: usize, dst: &mut [u8]) {
         dst.copy_from_slice(&src[s..s + width / 8]);
         return;
     }
+    if width <= 56 {
+        // Fast path: one 64-bit window.
+        let (b0, shift) = (src_bit / 8, src_bit % 8);
+        let span = (shift + width).div_ceil(8);
+        let mut v = 0u64;
+        for b in &src[b0..b0 + span] {
+            v = (v << 8) | *b as u64;
+        }
+        let v = (v >> (span * 8 - shift - width)) & ((1u64 << width) - 1);
+        let n = dst.len();
+        for (i, d) in dst.iter_mut().enumerate() {
+            let sh = 8 * (n - 1 - i);
+            *d = if sh < 64 { (v >> sh) as u8 } else { 0 };
+        }
+        return;
+    }
     dst.fill(0);
     let pad = dst.len() * 8 - width;
     for i in 0..width {
@@ -258,6 +274,25 @@ pub fn slot_to_bits(slot: &[u8], width: usize, dst: &mut [u8], dst_bit: usize) {
     if dst_bit.is_multiple_of(8) && width.is_multiple_of(8) {
         let d = dst_bit / 8;
         dst[d..d + width / 8].copy_from_slice(&slot[slot.len() - width / 8..]);
+        return;
+    }
+    if width <= 56 {
+        let mut v = 0u64;
+        for b in &slot[slot.len().saturating_sub(8)..] {
+            v = (v << 8) | *b as u64;
+        }
+        let mask = (1u64 << width) - 1;
+        let (b0, shift) = (dst_bit / 8, dst_bit % 8);
+        let span = (shift + width).div_ceil(8);
+        let mut cur = 0u64;
+        for b in &dst[b0..b0 + span] {
+            cur = (cur << 8) | *b as u64;
+        }
+        let sh = span * 8 - shift - width;
+        cur = (cur & !(mask << sh)) | ((v & mask) << sh);
+        for (i, d) in dst[b0..b0 + span].iter_mut().enumerate() {
+            *d = (cur >> (8 * (span - 1 - i))) as u8;
+        }
         return;
     }
     let pad = slot.len() * 8 - width;
@@ -287,6 +322,36 @@ mod tests {
         slot_to_bits(&slot, 9, &mut dst, 3);
         assert_eq!(dst[0] & 0b0001_1111, src[0] & 0b0001_1111);
         assert_eq!(dst[1] & 0b1111_0000, src[1] & 0b1111_0000);
+        // Fast and slow paths agree.
+        for w in [1usize, 3, 9, 13, 31, 56, 57, 63] {
+            for off in [0usize, 1, 5, 7] {
+                let src: Vec<u8> = (0..12u8)
+                    .map(|i| i.wrapping_mul(37).wrapping_add(11))
+                    .collect();
+                let n = w.div_ceil(8);
+                let mut a = vec![0u8; n];
+                bits_to_slot(&src, off, w, &mut a);
+                let mut slow = vec![0u8; n];
+                for i in 0..w {
+                    let sb = off + i;
+                    if (src[sb / 8] >> (7 - sb % 8)) & 1 == 1 {
+                        let db = n * 8 - w + i;
+                        slow[db / 8] |= 1 << (7 - db % 8);
+                    }
+                }
+                assert_eq!(a, slow, "w={w} off={off}");
+                let mut back = vec![0x5au8; 12];
+                slot_to_bits(&a, w, &mut back, off);
+                for i in 0..w {
+                    let b = off + i;
+                    assert_eq!(
+                        (back[b / 8] >> (7 - b % 8)) & 1,
+                        (src[b / 8] >> (7 - b % 8)) & 1
+                    );
+                }
+                assert_eq!(back[11], 0x5a);
+            }
+        }
         let mut s2 = [0u8; 1];
         bits_to_slot(&src, 8, 8, &mut s2);
         assert_eq!(s2[0], src[1]);
