@@ -424,6 +424,8 @@ pub struct Switch {
     jobs: VecDeque<Job>,
     replicas: Vec<(Port, u32)>,
     deparse_buf: Vec<u8>,
+    /// Recycled packet instances (their buffers are reused: no per-packet allocation).
+    pool: Vec<Pkt>,
 }
 
 impl std::fmt::Debug for Switch {
@@ -452,6 +454,7 @@ impl Switch {
             jobs: VecDeque::new(),
             replicas: Vec::new(),
             deparse_buf: Vec::new(),
+            pool: Vec::new(),
         })
     }
 
@@ -500,20 +503,6 @@ fn set(eng: &Engine, phv: &mut Phv, f: fn(&Std) -> &Option<FieldLoc>, v: u64) {
     eng.set_std(phv, f, v);
 }
 
-fn fresh_pkt(eng: &Engine, data: Vec<u8>, port: u32) -> Pkt {
-    let len = data.len() as u32;
-    Pkt {
-        phv: Phv::new(&eng.layout),
-        data,
-        payload_off: 0,
-        ingress_len: len,
-        length_reg: len,
-        ingress_port: port,
-        regs: PktRegs::default(),
-        enq_ts: 0,
-    }
-}
-
 struct Flow<'a> {
     eng: &'a Engine,
     st: &'a mut State,
@@ -524,10 +513,69 @@ struct Flow<'a> {
     replicas: &'a mut Vec<(Port, u32)>,
     buf: &'a mut Vec<u8>,
     out: &'a mut Vec<OutputPacket>,
+    pool: &'a mut Vec<Pkt>,
     now: u64,
 }
 
 impl Flow<'_> {
+    /// A new packet instance over `data`: fresh PHV (metadata zero, headers invalid).
+    fn new_pkt(&mut self, data: &[u8], port: u32) -> Pkt {
+        let len = data.len() as u32;
+        let mut p = match self.pool.pop() {
+            Some(mut p) => {
+                p.phv.reset(&self.eng.layout);
+                p.data.clear();
+                p.data.extend_from_slice(data);
+                p.payload_off = 0;
+                p.regs = PktRegs::default();
+                p.enq_ts = 0;
+                p
+            }
+            None => Pkt {
+                phv: Phv::new(&self.eng.layout),
+                data: data.to_vec(),
+                payload_off: 0,
+                ingress_len: len,
+                length_reg: len,
+                ingress_port: port,
+                regs: PktRegs::default(),
+                enq_ts: 0,
+            },
+        };
+        p.ingress_len = len;
+        p.length_reg = len;
+        p.ingress_port = port;
+        p
+    }
+
+    /// A full copy of `src` (headers, metadata, registers), reusing pooled buffers.
+    fn dup(&mut self, src: &Pkt) -> Pkt {
+        match self.pool.pop() {
+            Some(mut p) => {
+                p.phv.bytes.clone_from(&src.phv.bytes);
+                p.phv.valid.clone_from(&src.phv.valid);
+                p.phv.stack_next.clone_from(&src.phv.stack_next);
+                p.phv.union_stack_next.clone_from(&src.phv.union_stack_next);
+                p.phv.vl_width.clone_from(&src.phv.vl_width);
+                p.data.clone_from(&src.data);
+                p.payload_off = src.payload_off;
+                p.ingress_len = src.ingress_len;
+                p.length_reg = src.length_reg;
+                p.ingress_port = src.ingress_port;
+                p.regs = src.regs.clone();
+                p.enq_ts = src.enq_ts;
+                p
+            }
+            None => src.clone(),
+        }
+    }
+
+    fn recycle(&mut self, p: Pkt) {
+        if self.pool.len() < 64 {
+            self.pool.push(p);
+        }
+    }
+
     fn qdepth(&self, port: u32) -> u64 {
         self.jobs
             .iter()
@@ -556,14 +604,15 @@ impl Flow<'_> {
             self.pre.replicate(mgid, self.replicas);
             let reps = std::mem::take(self.replicas);
             for (port, rid) in &reps {
-                let mut c = pkt.clone();
+                let mut c = self.dup(&pkt);
                 set(self.eng, &mut c.phv, |s| &s.egress_rid, *rid as u64);
                 self.enqueue(c, *port);
             }
             *self.replicas = reps;
         }
-        if let Some(port) = session.port {
-            self.enqueue(pkt, port);
+        match session.port {
+            Some(port) => self.enqueue(pkt, port),
+            None => self.recycle(pkt),
         }
     }
 
@@ -586,6 +635,7 @@ impl Flow<'_> {
         self.parse_and_verify(&mut pkt);
         if let Some(init) = eng.ingress {
             if eng.run_pipeline(self.st, &mut pkt, init).is_err() {
+                self.recycle(pkt);
                 return;
             }
         }
@@ -594,7 +644,7 @@ impl Flow<'_> {
         // 1. I2E clone.
         if let Some((session, fl)) = pkt.regs.clone.take() {
             if let Some(ms) = self.mirroring.get(&session).copied() {
-                let mut c = fresh_pkt(eng, pkt.data.clone(), pkt.ingress_port);
+                let mut c = self.new_pkt(&pkt.data, pkt.ingress_port);
                 c.ingress_len = pkt.ingress_len;
                 c.length_reg = pkt.ingress_len;
                 set(
@@ -632,7 +682,7 @@ impl Flow<'_> {
         }
         // 3. Resubmit.
         if pkt.regs.resubmit != 0 {
-            let mut r = fresh_pkt(eng, pkt.data.clone(), pkt.ingress_port);
+            let mut r = self.new_pkt(&pkt.data, pkt.ingress_port);
             r.ingress_len = pkt.ingress_len;
             r.length_reg = pkt.ingress_len;
             copy_field_list(eng, pkt.regs.resubmit, &pkt.phv, &mut r.phv);
@@ -644,6 +694,7 @@ impl Flow<'_> {
                 pkt.ingress_len as u64,
             );
             self.jobs.push_back(Job::Ingress(r));
+            self.recycle(pkt);
             return;
         }
         // 4. Multicast.
@@ -654,16 +705,18 @@ impl Flow<'_> {
             self.pre.replicate(mgid as u32, self.replicas);
             let reps = std::mem::take(self.replicas);
             for (port, rid) in &reps {
-                let mut c = pkt.clone();
+                let mut c = self.dup(&pkt);
                 set(eng, &mut c.phv, |s| &s.egress_rid, *rid as u64);
                 self.enqueue(c, *port);
             }
             *self.replicas = reps;
+            self.recycle(pkt);
             return;
         }
         // 5. Drop. 6. Unicast.
         let spec = eng.get_std(&pkt.phv, |s| &s.egress_spec);
         if spec == eng.drop_port as u64 {
+            self.recycle(pkt);
             return;
         }
         set(eng, &mut pkt.phv, |s| &s.instance_type, 0);
@@ -698,6 +751,7 @@ impl Flow<'_> {
         );
         if let Some(init) = eng.egress {
             if eng.run_pipeline(self.st, &mut pkt, init).is_err() {
+                self.recycle(pkt);
                 return;
             }
         }
@@ -706,7 +760,7 @@ impl Flow<'_> {
         // 1. E2E clone.
         if let Some((session, fl)) = pkt.regs.clone.take() {
             if let Some(ms) = self.mirroring.get(&session).copied() {
-                let mut c = pkt.clone();
+                let mut c = self.dup(&pkt);
                 c.regs = PktRegs::default();
                 c.phv.reset_metadata(&eng.layout);
                 copy_field_list(eng, fl, &pkt.phv, &mut c.phv);
@@ -716,17 +770,19 @@ impl Flow<'_> {
         }
         // 2. Drop.
         if eng.get_std(&pkt.phv, |s| &s.egress_spec) == eng.drop_port as u64 {
+            self.recycle(pkt);
             return;
         }
         // 3. Deparse.
-        eng.deparse(self.st, &mut pkt, self.buf);
-        let mut bytes = self.buf.clone();
+        let mut bytes = std::mem::take(self.buf);
+        eng.deparse(self.st, &mut pkt, &mut bytes);
+        if let Some(t) = pkt.regs.truncate {
+            bytes.truncate(t as usize);
+        }
         // 4. Recirculate.
         if pkt.regs.recirculate != 0 {
-            let mut r = fresh_pkt(eng, bytes, pkt.ingress_port);
-            if let Some(t) = pkt.regs.truncate {
-                r.data.truncate(t as usize);
-            }
+            let mut r = self.new_pkt(&bytes, pkt.ingress_port);
+            *self.buf = bytes;
             let len = r.data.len() as u32;
             r.ingress_len = len;
             r.length_reg = len;
@@ -734,13 +790,16 @@ impl Flow<'_> {
             set(eng, &mut r.phv, |s| &s.instance_type, 4);
             set(eng, &mut r.phv, |s| &s.packet_length, len as u64);
             self.jobs.push_back(Job::Ingress(r));
+            self.recycle(pkt);
             return;
         }
         // 5. Transmit.
-        if let Some(t) = pkt.regs.truncate {
-            bytes.truncate(t as usize);
-        }
-        self.out.push(OutputPacket { port, data: bytes });
+        self.out.push(OutputPacket {
+            port,
+            data: bytes[..].to_vec(),
+        });
+        *self.buf = bytes;
+        self.recycle(pkt);
     }
 }
 
@@ -750,13 +809,7 @@ impl PacketPath for Switch {
         let inst = &mut self.live;
         inst.state.ext.now_us = now;
         let eng = &inst.engine;
-        let mut pkt = fresh_pkt(eng, data.to_vec(), port);
-        set(eng, &mut pkt.phv, |s| &s.ingress_port, port as u64);
-        set(eng, &mut pkt.phv, |s| &s.packet_length, data.len() as u64);
-        set(eng, &mut pkt.phv, |s| &s.instance_type, 0);
-        set(eng, &mut pkt.phv, |s| &s.ingress_ts, now);
         self.jobs.clear();
-        self.jobs.push_back(Job::Ingress(pkt));
         let mut flow = Flow {
             eng,
             st: &mut inst.state,
@@ -767,8 +820,15 @@ impl PacketPath for Switch {
             replicas: &mut self.replicas,
             buf: &mut self.deparse_buf,
             out,
+            pool: &mut self.pool,
             now,
         };
+        let mut pkt = flow.new_pkt(data, port);
+        set(eng, &mut pkt.phv, |s| &s.ingress_port, port as u64);
+        set(eng, &mut pkt.phv, |s| &s.packet_length, data.len() as u64);
+        set(eng, &mut pkt.phv, |s| &s.instance_type, 0);
+        set(eng, &mut pkt.phv, |s| &s.ingress_ts, now);
+        flow.jobs.push_back(Job::Ingress(pkt));
         let mut budget = self.opts.max_instances_per_packet;
         while let Some(job) = flow.jobs.pop_front() {
             if budget == 0 {
@@ -823,6 +883,7 @@ impl Runtime for Switch {
         match self.pending.take() {
             Some(p) => {
                 self.live = p;
+                self.pool.clear();
                 Ok(())
             }
             None => Err(SwapError::NO_ONGOING_SWAP.into()),
@@ -835,6 +896,7 @@ impl Runtime for Switch {
             self.live = inst;
         }
         self.pending = None;
+        self.pool.clear();
         self.pre = Pre::default();
         self.mirroring.clear();
         self.digests.clear();
