@@ -896,3 +896,50 @@ fn expression_semantics_and_jumps() {
         "Invalid table operation (DEFAULT_ENTRY_IS_CONST)"
     );
 }
+
+#[test]
+fn switch_is_send() {
+    fn assert_send<T: Send>() {}
+    assert_send::<Switch>();
+}
+
+const CSUM_PROGRAM: &str = r#"{
+  "header_types": [
+    {"name": "standard_metadata_t", "id": 0, "fields": [["ingress_port", 9], ["packet_length", 32], ["egress_spec", 9], ["egress_port", 9], ["instance_type", 32], ["checksum_error", 1], ["_pad", 4]]},
+    {"name": "h_t", "id": 1, "fields": [["a", 16], ["c", 16]]}
+  ],
+  "headers": [
+    {"name": "standard_metadata", "id": 0, "header_type": "standard_metadata_t", "metadata": true},
+    {"name": "h", "id": 1, "header_type": "h_t", "metadata": false}
+  ],
+  "parsers": [{"name": "parser", "id": 0, "init_state": "start", "parse_states": [
+    {"name": "start", "id": 0, "parser_ops": [{"op": "extract", "parameters": [{"type": "regular", "value": "h"}]}],
+     "transition_key": [], "transitions": [{"type": "default", "value": null, "mask": null, "next_state": null}]}]}],
+  "deparsers": [{"name": "deparser", "id": 0, "order": ["h"]}],
+  "calculations": [{"name": "calc", "id": 0, "algo": "csum16", "input": [{"type": "field", "value": ["h", "a"]}]}],
+  "checksums": [{"name": "ck", "id": 0, "target": ["h", "c"], "type": "generic", "calculation": "calc", "verify": true, "update": false, "if_cond": null}],
+  "actions": [{"name": "act", "id": 0, "runtime_data": [], "primitives": [
+    {"op": "assign", "parameters": [{"type": "field", "value": ["standard_metadata", "egress_spec"]},
+      {"type": "expression", "value": {"op": "+", "left": {"type": "field", "value": ["standard_metadata", "checksum_error"]}, "right": {"type": "hexstr", "value": "0x1"}}}]}]}],
+  "pipelines": [
+    {"name": "ingress", "id": 0, "init_table": "t", "action_profiles": [], "conditionals": [],
+     "tables": [{"name": "t", "id": 0, "match_type": "exact", "type": "simple", "key": [], "actions": ["act"],
+       "next_tables": {"act": null}, "max_size": 1, "with_counters": false, "support_timeout": false, "direct_meters": null,
+       "default_entry": {"action_id": 0, "action_const": false, "action_data": [], "action_entry_const": false}}]},
+    {"name": "egress", "id": 1, "init_table": null, "action_profiles": [], "tables": [], "conditionals": []}
+  ]
+}"#;
+
+#[test]
+fn checksum_error_is_reported_not_dropped() {
+    let mut sw = Switch::from_json(CSUM_PROGRAM, SwitchOptions::default()).unwrap();
+    // csum16(0x1234) = !0x1234 = 0xedcb.
+    assert_eq!(
+        sorted(run(&mut sw, 0, &hex("1234 edcb"))),
+        vec![(1, hex("1234 edcb"))]
+    );
+    assert_eq!(
+        sorted(run(&mut sw, 0, &hex("1234 edcc"))),
+        vec![(2, hex("1234 edcc"))]
+    );
+}
