@@ -109,7 +109,12 @@ pub fn store_field(phv: &mut Phv, f: &FieldLoc, v: &Value) {
 
 fn store_u64(phv: &mut Phv, f: &Option<FieldLoc>, v: u64) {
     if let Some(f) = f {
-        store_field(phv, f, &Value::Small(v as i128));
+        if f.width <= 64 && !f.saturating && !f.is_vl {
+            // Unsigned and signed stores wrap identically to the low `width` bits.
+            phv.write_u64(f, v);
+        } else {
+            store_field(phv, f, &Value::Small(v as i128));
+        }
     }
 }
 

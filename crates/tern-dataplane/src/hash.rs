@@ -20,6 +20,7 @@ pub enum Algo {
     Xor16,
     Xor32,
     HashEx,
+    Xxh64,
     RoundRobin,
     Unsupported(String),
 }
@@ -80,6 +81,7 @@ pub fn resolve(name: &str) -> Algo {
         "xor16" => Algo::Xor16,
         "xor32" => Algo::Xor32,
         "hash_ex" => Algo::HashEx,
+        "xxh64" | "bmv2_hash" => Algo::Xxh64,
         "round_robin" | "round_robin_consistent" => Algo::RoundRobin,
         other => parametric(other).unwrap_or_else(|| Algo::Unsupported(other.to_string())),
     }
@@ -146,6 +148,80 @@ fn generic_crc(data: &[u8], width: u32, poly: u64, init: u64, xorout: u64, refle
     (r ^ xorout) & mask
 }
 
+const P1: u64 = 0x9E37_79B1_85EB_CA87;
+const P2: u64 = 0xC2B2_AE3D_27D4_EB4F;
+const P3: u64 = 0x1656_67B1_9E37_79F9;
+const P4: u64 = 0x85EB_CA77_C2B2_AE63;
+const P5: u64 = 0x27D4_EB2F_1656_67C5;
+
+fn xx_round(acc: u64, input: u64) -> u64 {
+    acc.wrapping_add(input.wrapping_mul(P2))
+        .rotate_left(31)
+        .wrapping_mul(P1)
+}
+
+fn xx_merge(h: u64, v: u64) -> u64 {
+    (h ^ xx_round(0, v)).wrapping_mul(P1).wrapping_add(P4)
+}
+
+fn le64(b: &[u8]) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&b[..8]);
+    u64::from_le_bytes(w)
+}
+
+/// xxHash64 (the algorithm behind `xxh64` and `bmv2_hash`).
+pub fn xxh64(data: &[u8], seed: u64) -> u64 {
+    let len = data.len();
+    let mut rest = data;
+    let mut h = if len >= 32 {
+        let mut v = [
+            seed.wrapping_add(P1).wrapping_add(P2),
+            seed.wrapping_add(P2),
+            seed,
+            seed.wrapping_sub(P1),
+        ];
+        while rest.len() >= 32 {
+            for (i, acc) in v.iter_mut().enumerate() {
+                *acc = xx_round(*acc, le64(&rest[i * 8..]));
+            }
+            rest = &rest[32..];
+        }
+        let mut h = v[0]
+            .rotate_left(1)
+            .wrapping_add(v[1].rotate_left(7))
+            .wrapping_add(v[2].rotate_left(12))
+            .wrapping_add(v[3].rotate_left(18));
+        for x in v {
+            h = xx_merge(h, x);
+        }
+        h
+    } else {
+        seed.wrapping_add(P5)
+    };
+    h = h.wrapping_add(len as u64);
+    while rest.len() >= 8 {
+        h ^= xx_round(0, le64(rest));
+        h = h.rotate_left(27).wrapping_mul(P1).wrapping_add(P4);
+        rest = &rest[8..];
+    }
+    if rest.len() >= 4 {
+        let w = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as u64;
+        h ^= w.wrapping_mul(P1);
+        h = h.rotate_left(23).wrapping_mul(P2).wrapping_add(P3);
+        rest = &rest[4..];
+    }
+    for b in rest {
+        h ^= (*b as u64).wrapping_mul(P5);
+        h = h.rotate_left(11).wrapping_mul(P1);
+    }
+    h ^= h >> 33;
+    h = h.wrapping_mul(P2);
+    h ^= h >> 29;
+    h = h.wrapping_mul(P3);
+    h ^ (h >> 32)
+}
+
 /// RFC 1071 Internet checksum.
 pub fn csum16(data: &[u8]) -> u64 {
     let mut sum: u64 = 0;
@@ -194,6 +270,7 @@ pub fn compute(algo: &Algo, data: &[u8], rr: &mut u64) -> u64 {
             h = h.wrapping_add(h << 5);
             h as u64
         }
+        Algo::Xxh64 => xxh64(data, 0),
         Algo::RoundRobin => {
             let v = *rr;
             *rr += 1;
@@ -227,6 +304,12 @@ mod tests {
         assert_eq!(
             compute(&resolve("crc_64_we"), d, &mut rr),
             0x62EC59E3F1A4F00A
+        );
+        assert_eq!(xxh64(b"", 0), 0xEF46_DB37_51D8_E999);
+        assert_eq!(xxh64(b"abc", 0), 0x44BC_2CF5_AD77_0999);
+        assert_eq!(
+            xxh64(b"Nobody inspects the spammish repetition", 0),
+            0xFBCE_A83C_8A37_8BF1
         );
         // RFC 1071 example header.
         let ip = [

@@ -7,10 +7,39 @@
 //! same `EntryStore` interface.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use tern_model::MatchKind;
 use tern_runtime::{CounterValue, EntryHandle, MatchParam, TableError};
 
 use crate::externs::Meter;
+
+/// A fast non-cryptographic hasher for packed keys (FxHash's multiply-rotate over 8-byte
+/// words). Keys come from packets, but the table is not exposed to algorithmic-complexity
+/// attacks any more than BMv2's own unordered_map with std::hash.
+#[derive(Default, Clone, Copy)]
+pub struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let w = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+            self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        }
+        let mut tail = 0u64;
+        for (i, b) in chunks.remainder().iter().enumerate() {
+            tail |= (*b as u64) << (8 * i);
+        }
+        self.0 = (self.0.rotate_left(5) ^ tail).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type KeyMap = HashMap<Vec<u8>, u32, BuildHasherDefault<KeyHasher>>;
 
 /// One key field of a table: where its bytes sit in the packed key.
 #[derive(Clone, Debug)]
@@ -213,7 +242,7 @@ pub struct EntryStore {
     pub slots: Vec<Option<Entry>>,
     versions: Vec<u8>,
     count: usize,
-    exact: HashMap<Vec<u8>, u32>,
+    exact: KeyMap,
     pub max_size: u32,
 }
 
