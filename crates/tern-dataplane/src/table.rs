@@ -186,8 +186,12 @@ pub fn normalize(spec: &KeySpec, params: &[MatchParam]) -> Result<Normalized, Ta
                 let m = prefix_mask(f.width, f.nbytes, *prefix_len);
                 let k: Vec<u8> = key.iter().zip(&m).map(|(a, b)| a & b).collect();
                 prefix = *prefix_len;
+                // BMv2 reads LPM keys back as given (only the excess first-byte bits
+                // cleared): its `table_dump` shows `0a000001/12`.
+                let mut given = key.clone();
+                clear_top(f.width, &mut given);
                 out.push(MatchParam::Lpm {
-                    key: k.clone(),
+                    key: given,
                     prefix_len: *prefix_len,
                 });
                 (k, m)

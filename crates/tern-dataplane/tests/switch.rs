@@ -943,3 +943,67 @@ fn checksum_error_is_reported_not_dropped() {
         vec![(2, hex("1234 edcc"))]
     );
 }
+
+#[test]
+fn table_dump_golden_sequence_on_ecmp() {
+    // The Runtime calls behind BMv2's CLI golden test `table_dump` (MANIFEST §4).
+    let Some(mut sw) = load("targets/simple_switch/tests/CLI_tests/testdata/ecmp.json") else {
+        return;
+    };
+    use tern_runtime::ActionEntry;
+    let prof = "ecmp_action_profile";
+    assert_eq!(sw.mt_get_num_entries("ecmp_group").unwrap(), 0);
+    assert_eq!(sw.act_prof_create_group(prof).unwrap(), 0);
+    assert_eq!(
+        sw.act_prof_add_member(prof, "set_nhop", &[vec![10, 0, 0, 1], vec![0, 1]])
+            .unwrap(),
+        0
+    );
+    let k12 = [MatchParam::Lpm {
+        key: vec![10, 0, 0, 1],
+        prefix_len: 12,
+    }];
+    assert_eq!(
+        sw.mt_indirect_add_entry("ecmp_group", &k12, 0, None)
+            .unwrap(),
+        0
+    );
+    sw.act_prof_add_member_to_group(prof, 0, 0).unwrap();
+    let k32 = [MatchParam::Lpm {
+        key: vec![10, 0, 1, 1],
+        prefix_len: 32,
+    }];
+    assert_eq!(
+        sw.mt_indirect_ws_add_entry("ecmp_group", &k32, 0, None)
+            .unwrap(),
+        1
+    );
+    let entries = sw.mt_get_entries("ecmp_group").unwrap();
+    assert_eq!(entries.len(), 2);
+    assert_eq!(
+        entries[0].match_key,
+        k12.to_vec(),
+        "LPM keys read back as given"
+    );
+    assert_eq!(entries[0].priority, -1);
+    assert_eq!(entries[0].action, ActionEntry::Member(0));
+    assert_eq!(entries[1].action, ActionEntry::Group(0));
+    assert_eq!(
+        sw.mt_get_default_entry("ecmp_group").unwrap(),
+        ActionEntry::None
+    );
+    let m = sw.act_prof_get_member(prof, 0).unwrap();
+    assert_eq!(
+        (m.action.as_str(), m.data),
+        ("set_nhop", vec![vec![10, 0, 0, 1], vec![0, 1]])
+    );
+    assert_eq!(sw.act_prof_get_group(prof, 0).unwrap().members, vec![0]);
+    assert_eq!(
+        sw.mt_get_entry_from_key("ecmp_group", &k12, None)
+            .unwrap()
+            .handle,
+        0
+    );
+    sw.mt_clear_entries("ecmp_group", false).unwrap();
+    assert_eq!(sw.mt_get_num_entries("ecmp_group").unwrap(), 0);
+}
