@@ -1119,6 +1119,9 @@ impl Engine {
                 let Some(e) = ts.store.slots[idx as usize].as_mut() else {
                     return Ok(None);
                 };
+                if t.support_timeout {
+                    e.last_hit_us = now;
+                }
                 if t.with_counters {
                     e.counter.packets += 1;
                     e.counter.bytes += pkt.ingress_len as u64;

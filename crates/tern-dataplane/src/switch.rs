@@ -30,6 +30,9 @@ pub struct SwitchOptions {
     pub seed: u64,
     /// Upper bound on packet instances one input may spawn (recirculation loops).
     pub max_instances_per_packet: usize,
+    /// `--priority-queues` (1): packets whose `intrinsic_metadata.priority` is not below it
+    /// are dropped at enqueue, as in BMv2.
+    pub priority_queues: u32,
 }
 
 impl Default for SwitchOptions {
@@ -41,6 +44,7 @@ impl Default for SwitchOptions {
             thrift_port: 9090,
             seed: 0x9E37_79B9_7F4A_7C15,
             max_instances_per_packet: 10_000,
+            priority_queues: 1,
         }
     }
 }
@@ -278,7 +282,7 @@ impl Instance {
         }
     }
 
-    fn entry_of(&self, ti: usize, h: EntryHandle) -> RtResult<TableEntry> {
+    fn entry_of(&self, ti: usize, h: EntryHandle, now_us: u64) -> RtResult<TableEntry> {
         let e = self.state.tables[ti].store.get(h)?;
         Ok(TableEntry {
             match_key: e.params.clone(),
@@ -291,7 +295,7 @@ impl Instance {
             action: self.to_action_entry(&e.action),
             life: e.timeout_ms.map(|t| EntryLife {
                 timeout_ms: t,
-                time_since_hit_ms: 0,
+                time_since_hit_ms: (now_us.saturating_sub(e.last_hit_us) / 1000) as u32,
             }),
         })
     }
@@ -514,6 +518,7 @@ struct Flow<'a> {
     buf: &'a mut Vec<u8>,
     out: &'a mut Vec<OutputPacket>,
     pool: &'a mut Vec<Pkt>,
+    priority_queues: u32,
     now: u64,
 }
 
@@ -584,6 +589,11 @@ impl Flow<'_> {
     }
 
     fn enqueue(&mut self, mut pkt: Pkt, port: u32) {
+        // Priority ≥ the number of priority queues: BMv2 drops the packet (with an error log).
+        if self.eng.get_std(&pkt.phv, |s| &s.priority) >= self.priority_queues as u64 {
+            self.recycle(pkt);
+            return;
+        }
         if let Some([ts, qd, _, _]) = self.eng.std.queueing {
             let depth = self.qdepth(port);
             crate::exec::store_field(
@@ -737,7 +747,8 @@ impl Flow<'_> {
                 &crate::expr::Value::Small(self.now.saturating_sub(pkt.enq_ts) as i128),
             );
             crate::exec::store_field(&mut pkt.phv, &dq, &crate::expr::Value::Small(depth as i128));
-            set(eng, &mut pkt.phv, |s| &s.qid, 0);
+            let prio = eng.get_std(&pkt.phv, |s| &s.priority);
+            set(eng, &mut pkt.phv, |s| &s.qid, prio);
         }
         set(eng, &mut pkt.phv, |s| &s.egress_port, port as u64);
         set(
@@ -824,6 +835,7 @@ impl PacketPath for Switch {
             buf: &mut self.deparse_buf,
             out,
             pool: &mut self.pool,
+            priority_queues: self.opts.priority_queues.max(1),
             now,
         };
         let mut pkt = flow.new_pkt(data, port);
@@ -1255,13 +1267,14 @@ impl Runtime for Switch {
     }
 
     fn mt_get_entries(&self, table: &str) -> RtResult<Vec<TableEntry>> {
+        let now = self.now_us();
         let i = self.ctl();
         let ti = i.table(table)?;
         let store = &i.state.tables[ti].store;
         let mut out = Vec::with_capacity(store.len());
         for (idx, s) in store.slots.iter().enumerate() {
             if s.is_some() {
-                out.push(i.entry_of(ti, store.handle_of(idx as u32))?);
+                out.push(i.entry_of(ti, store.handle_of(idx as u32), now)?);
             }
         }
         Ok(out)
@@ -1269,7 +1282,7 @@ impl Runtime for Switch {
 
     fn mt_get_entry(&self, table: &str, handle: EntryHandle) -> RtResult<TableEntry> {
         let i = self.ctl();
-        i.entry_of(i.table(table)?, handle)
+        i.entry_of(i.table(table)?, handle, self.now_us())
     }
 
     fn mt_get_default_entry(&self, table: &str) -> RtResult<ActionEntry> {
@@ -1295,7 +1308,7 @@ impl Runtime for Switch {
         let idx = store
             .find(spec, &v, &m, &r, priority.unwrap_or(0))
             .ok_or(TableError::BAD_MATCH_KEY)?;
-        i.entry_of(ti, store.handle_of(idx))
+        i.entry_of(ti, store.handle_of(idx), self.now_us())
     }
 
     fn act_prof_add_member(

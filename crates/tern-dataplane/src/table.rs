@@ -98,6 +98,8 @@ pub struct Entry {
     pub counter: CounterValue,
     pub meter: Meter,
     pub timeout_ms: Option<u32>,
+    /// Time of the last hit (µs since switch start), for ageing read-back.
+    pub last_hit_us: u64,
 }
 
 impl Entry {
@@ -371,6 +373,7 @@ impl EntryStore {
             counter: CounterValue::default(),
             meter: Meter::default(),
             timeout_ms: None,
+            last_hit_us: 0,
         });
         self.count += 1;
         Ok(self.handle(idx as u32))

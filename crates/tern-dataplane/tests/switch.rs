@@ -1007,3 +1007,35 @@ fn table_dump_golden_sequence_on_ecmp() {
     sw.mt_clear_entries("ecmp_group", false).unwrap();
     assert_eq!(sw.mt_get_num_entries("ecmp_group").unwrap(), 0);
 }
+
+#[test]
+fn entry_ttl_needs_support_timeout() {
+    let Some(mut sw) = load("targets/simple_switch_grpc/tests/testdata/digest.json") else {
+        return;
+    };
+    let h = sw
+        .mt_add_entry(
+            "ingress.smac",
+            &[ex(&hex("0000000000aa"))],
+            "NoAction",
+            &[],
+            None,
+        )
+        .unwrap();
+    assert_eq!(sw.mt_get_entry("ingress.smac", h).unwrap().life, None);
+    sw.mt_set_entry_ttl("ingress.smac", h, 500).unwrap();
+    let life = sw.mt_get_entry("ingress.smac", h).unwrap().life.unwrap();
+    assert_eq!(life.timeout_ms, 500);
+    let Some(mut r) = load("targets/simple_router/simple_router.json") else {
+        return;
+    };
+    let h = r
+        .mt_add_entry("forward", &[ex(&[10, 0, 0, 1])], "_drop", &[], None)
+        .unwrap();
+    assert_eq!(
+        r.mt_set_entry_ttl("forward", h, 500)
+            .unwrap_err()
+            .to_string(),
+        "Invalid table operation (AGEING_DISABLED)"
+    );
+}
