@@ -47,9 +47,27 @@ pub enum StackRef {
     Unions(u32),
 }
 
+/// Source of a specialized ≤ 64-bit store.
+#[derive(Clone, Copy, Debug)]
+pub enum FastSrc {
+    /// An unsigned field of at most 64 bits.
+    Field(FieldLoc),
+    /// Action parameter `i` (at most 64 bits wide).
+    Local(u32),
+    /// A constant, as its low 64 bits (two's complement).
+    Const(u64),
+}
+
 /// A compiled primitive.
 #[derive(Clone, Debug)]
 pub enum Instr {
+    /// `dst = src (+ add)` for a non-saturating destination of at most 64 bits: wrapping
+    /// arithmetic on the low 64 bits equals BMv2's unbounded arithmetic truncated on store.
+    SetU64 {
+        dst: FieldLoc,
+        src: FastSrc,
+        add: u64,
+    },
     Assign {
         dst: LVal,
         src: CExpr,
@@ -685,7 +703,7 @@ impl Cx<'_> {
     fn primitives(&self, prims: &[Primitive], widths: &[u32], std: &Std) -> R<Vec<Instr>> {
         let out = prims
             .iter()
-            .map(|p| self.primitive(p, widths, std))
+            .map(|p| self.primitive(p, widths, std).map(specialize))
             .collect::<R<Vec<_>>>()?;
         for i in &out {
             if let Instr::Jump(t) | Instr::JumpIfZero { target: t, .. } = i {
@@ -716,6 +734,59 @@ impl Cx<'_> {
                 .collect(),
         }
     }
+}
+
+/// A ≤ 64-bit operand that can be read as a plain `u64` (value = its unsigned reading).
+fn fast_src(e: &CExpr) -> Option<FastSrc> {
+    match e {
+        CExpr::Field(f) if !f.signed && !f.is_vl && !f.is_valid_bit && f.width <= 64 => {
+            Some(FastSrc::Field(*f))
+        }
+        CExpr::Local(i, w) if *w <= 64 => Some(FastSrc::Local(*i)),
+        CExpr::Const(c) => c.small.map(|v| FastSrc::Const(v as u64)),
+        _ => None,
+    }
+}
+
+/// Peephole: turn the common assignment shapes into [`Instr::SetU64`].
+fn specialize(i: Instr) -> Instr {
+    let Instr::Assign {
+        dst: LVal::Field(d),
+        src,
+    } = &i
+    else {
+        return i;
+    };
+    if d.saturating || d.is_vl || d.is_valid_bit || d.width > 64 {
+        return i;
+    }
+    if let Some(s) = fast_src(src) {
+        return Instr::SetU64 {
+            dst: *d,
+            src: s,
+            add: 0,
+        };
+    }
+    if let CExpr::Op {
+        op: op @ (Op::Add | Op::Sub),
+        l: Some(l),
+        r: Some(r),
+        c: None,
+    } = src
+    {
+        if let (Some(s), CExpr::Const(c)) = (fast_src(l), r.as_ref()) {
+            if let Some(v) = c.small {
+                let v = v as u64;
+                let add = if *op == Op::Add { v } else { v.wrapping_neg() };
+                return Instr::SetU64 {
+                    dst: *d,
+                    src: s,
+                    add,
+                };
+            }
+        }
+    }
+    i
 }
 
 fn const_usize(a: &Arg) -> R<usize> {

@@ -800,6 +800,17 @@ impl Engine {
                 };
             }
             match ins {
+                Instr::SetU64 { dst, src, add } => {
+                    let v = match src {
+                        FastSrc::Field(f) => pkt.phv.read_u64(f),
+                        FastSrc::Local(i) => match locals.get(*i as usize) {
+                            Some(b) => b.iter().fold(0u64, |a, x| (a << 8) | *x as u64),
+                            None => return Err(fault("action parameter out of range")),
+                        },
+                        FastSrc::Const(c) => *c,
+                    };
+                    pkt.phv.write_u64(dst, v.wrapping_add(*add));
+                }
                 Instr::Assign { dst, src } => {
                     let v = data!(src);
                     self.assign(ext, pkt, locals, dst, &v)?;
