@@ -196,6 +196,13 @@ impl Engine {
         if *cursor + nbytes > pkt.data.len() {
             return Err(self.errors.packet_too_short);
         }
+        if hl.packed {
+            let o = hl.off as usize;
+            pkt.phv.bytes[o..o + nbytes].copy_from_slice(&pkt.data[*cursor..*cursor + nbytes]);
+            self.set_valid(&mut pkt.phv, h);
+            *cursor += nbytes;
+            return Ok(());
+        }
         let src = &pkt.data[*cursor..*cursor + nbytes];
         let mut bit = 0usize;
         for f in &hl.fields {
@@ -630,6 +637,12 @@ impl Engine {
                     continue;
                 }
                 let n = self.header_bytes(&pkt.phv, h) as usize;
+                let hl = &self.layout.headers[h as usize];
+                if hl.packed {
+                    let o = hl.off as usize;
+                    out.extend_from_slice(&pkt.phv.bytes[o..o + n]);
+                    continue;
+                }
                 let start = out.len();
                 out.resize(start + n, 0);
                 let mut bit = start * 8;

@@ -44,6 +44,9 @@ pub struct HeaderLayout {
     pub vl_field: Option<u32>,
     /// Union this header belongs to, if any.
     pub union: Option<u32>,
+    /// Every field is a whole number of bytes (no VL field): the wire bytes are exactly the
+    /// slot bytes, so extract and emit are one copy.
+    pub packed: bool,
 }
 
 /// The whole PHV layout.
@@ -103,6 +106,10 @@ impl Layout {
                 fixed_bits,
                 metadata: h.metadata,
                 vl_field: ht.vl_field().map(|x| x as u32),
+                packed: ht
+                    .fields
+                    .iter()
+                    .all(|f| matches!(f.width, FieldWidth::Fixed(w) if w % 8 == 0)),
                 union: None,
             });
         }
