@@ -271,6 +271,9 @@ impl Engine {
                 KeyElem::StackField { stack, field } => {
                     let next = phv.stack_next[stack as usize];
                     let hs = &self.layout.stacks[stack as usize];
+                    if hs.is_empty() {
+                        continue;
+                    }
                     let h = hs[(next as usize)
                         .saturating_sub(1)
                         .min(hs.len().saturating_sub(1))];
@@ -286,6 +289,9 @@ impl Engine {
                 } => {
                     let next = phv.union_stack_next[stack as usize];
                     let us = &self.layout.union_stacks[stack as usize];
+                    if us.is_empty() {
+                        continue;
+                    }
                     let u = us[(next as usize)
                         .saturating_sub(1)
                         .min(us.len().saturating_sub(1))];

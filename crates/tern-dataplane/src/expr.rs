@@ -104,7 +104,7 @@ impl Num for i128 {
     }
     #[inline]
     fn from_slot(b: &[u8], width: u32, signed: bool) -> ER<Self> {
-        if width > 127 {
+        if width > 127 || (signed && width > 126) {
             return Err(EvalError::Overflow);
         }
         let mut v: u128 = 0;
@@ -193,7 +193,15 @@ impl Num for i128 {
     }
     fn store(&self, width: u32, signed: bool, saturating: bool, out: &mut [u8]) {
         let mut v = *self;
-        if saturating && width < 127 {
+        if width == 0 {
+            out.fill(0);
+            return;
+        }
+        if saturating && width >= 127 {
+            BigInt::from(v).store(width, signed, saturating, out);
+            return;
+        }
+        if saturating {
             let (lo, hi) = if signed {
                 (-(1i128 << (width - 1)), (1i128 << (width - 1)) - 1)
             } else {
@@ -526,6 +534,9 @@ pub fn eval<N: Num>(e: &CExpr, cx: &Cx) -> ER<Val<N>> {
             Val::Data(read_field(cx.phv, &f)?)
         }
         CExpr::Lookahead { offset, width } => {
+            if *width > 4096 {
+                return Err(EvalError::Fault("lookahead wider than 4096 bits"));
+            }
             let mut buf = [0u8; 513];
             let n = (*width as usize).div_ceil(8).min(513);
             lookahead_slot(cx.pkt, cx.cursor, *offset, *width, &mut buf[..n]);

@@ -1039,3 +1039,38 @@ fn entry_ttl_needs_support_timeout() {
         "Invalid table operation (AGEING_DISABLED)"
     );
 }
+
+#[test]
+fn arbitrary_packets_never_panic_on_any_fixture() {
+    let Some(dir) = fixtures() else { return };
+    let mut files = Vec::new();
+    json_files(&dir, &mut files);
+    let mut seed = 0x1234_5678_9abc_def0u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let mut loaded = 0;
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        let Ok(mut sw) = Switch::from_json(&text, SwitchOptions::default()) else {
+            continue;
+        };
+        loaded += 1;
+        for len in 0..96usize {
+            let pkt: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+            let mut out = Vec::new();
+            sw.process_packet((next() % 8) as u32, &pkt, &mut out);
+            for o in &out {
+                assert!(
+                    o.data.len() <= len + 512,
+                    "{}: output grew beyond the headroom",
+                    f.display()
+                );
+            }
+        }
+    }
+    assert_eq!(loaded, 35);
+}

@@ -75,6 +75,25 @@ fn as_u32(v: &Value, path: &str) -> R<u32> {
     }
 }
 
+/// Largest bit width tern accepts for a field, register, parameter, constant or lookahead
+/// (a resource bound; BMv2 has none but no real program comes near it).
+pub const MAX_WIDTH: u32 = 1 << 16;
+
+fn as_width(v: &Value, path: &str) -> R<u32> {
+    let w = as_u32(v, path)?;
+    if w > MAX_WIDTH {
+        return err(
+            path,
+            format!("bit width {w} exceeds tern's limit of {MAX_WIDTH}"),
+        );
+    }
+    Ok(w)
+}
+
+fn req_width(o: &Value, k: &str, path: &str) -> R<u32> {
+    as_width(req(o, k, path)?, &at(path, k))
+}
+
 fn req_int(o: &Value, k: &str, path: &str) -> R<i64> {
     as_int(req(o, k, path)?, &at(path, k))
 }
@@ -455,7 +474,7 @@ impl Loader {
                 let fname = as_str(&a[0], &p)?.to_string();
                 let width = match &a[1] {
                     Value::String(s) if s == "*" => FieldWidth::Variable,
-                    v => FieldWidth::Fixed(as_u32(v, &at(&p, 1))?),
+                    v => FieldWidth::Fixed(as_width(v, &at(&p, 1))?),
                 };
                 let signed = match a.get(2) {
                     Some(Value::Bool(b)) => *b,
@@ -772,7 +791,7 @@ impl Loader {
             let path = at("/parse_vsets", i);
             let (name, id) = name_id(v, &path)?;
             u.check(&name, id, &path)?;
-            let compressed_bitwidth = req_u32(v, "compressed_bitwidth", &path)?;
+            let compressed_bitwidth = req_width(v, "compressed_bitwidth", &path)?;
             self.n.vsets.insert(name.clone(), i as u32);
             self.p.parse_vsets.push(ParseVset {
                 name,
@@ -868,7 +887,7 @@ impl Loader {
                 }
                 Expr::Lookahead {
                     offset: as_u32(&a[0], &vp)?,
-                    width: as_u32(&a[1], &vp)?,
+                    width: as_width(&a[1], &vp)?,
                 }
             }
             "expression" => self.expr_body_or_tv(val, &vp, None)?,
@@ -1301,7 +1320,7 @@ impl Loader {
                 if a.len() != 2 {
                     return err(&vp, "lookahead must be [offset, bitwidth]");
                 }
-                let (offset, width) = (as_u32(&a[0], &vp)?, as_u32(&a[1], &vp)?);
+                let (offset, width) = (as_u32(&a[0], &vp)?, as_width(&a[1], &vp)?);
                 (KeyElem::Lookahead { offset, width }, bytes(width))
             }
             other => return err(path, format!("invalid transition key type '{other}'")),
@@ -1484,7 +1503,7 @@ impl Loader {
                         CalcInput::Field(self.field_ref(req(x, "value", &p)?, &at(&p, "value"))?)
                     }
                     "hexstr" => {
-                        let bitwidth = req_u32(x, "bitwidth", &p)?;
+                        let bitwidth = req_width(x, "bitwidth", &p)?;
                         let v = value_int(req(x, "value", &p)?, &at(&p, "value"))?;
                         CalcInput::Const {
                             value: v.to_bytes(bitwidth),
@@ -1595,7 +1614,7 @@ impl Loader {
             let (name, id) = name_id(r, &path)?;
             u.check(&name, id, &path)?;
             let size = req_u32(r, "size", &path)?;
-            let bitwidth = req_u32(r, "bitwidth", &path)?;
+            let bitwidth = req_width(r, "bitwidth", &path)?;
             self.n.registers.insert(name.clone(), i as u32);
             self.p.register_arrays.push(RegisterArray {
                 name,
@@ -1618,7 +1637,7 @@ impl Loader {
                 let p = at(&at(&path, "runtime_data"), j);
                 runtime_data.push((
                     req_str(r, "name", &p)?.to_string(),
-                    req_u32(r, "bitwidth", &p)?,
+                    req_width(r, "bitwidth", &p)?,
                 ));
             }
             let mut primitives = Vec::new();
@@ -2269,7 +2288,7 @@ impl Loader {
                         self.field_ref(req(e, "value", &p)?, &at(&p, "value"))?,
                     ),
                     "hexstr" => {
-                        let bitwidth = req_u32(e, "bitwidth", &p)?;
+                        let bitwidth = req_width(e, "bitwidth", &p)?;
                         let v = value_int(req(e, "value", &p)?, &at(&p, "value"))?;
                         FieldListElem::Const {
                             value: v.to_bytes(bitwidth),
