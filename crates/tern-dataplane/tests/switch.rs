@@ -1074,3 +1074,106 @@ fn arbitrary_packets_never_panic_on_any_fixture() {
     }
     assert_eq!(loaded, 35);
 }
+
+/// Unions, union assignment, stack push, stack expressions, header equality.
+const UNION_PROGRAM: &str = r#"{
+  "header_types": [
+    {"name": "standard_metadata_t", "id": 0, "fields": [["ingress_port", 9], ["packet_length", 32], ["egress_spec", 9], ["egress_port", 9], ["instance_type", 32], ["_pad", 5]]},
+    {"name": "A", "id": 1, "fields": [["x", 8]]},
+    {"name": "B", "id": 2, "fields": [["y", 16]]}
+  ],
+  "headers": [
+    {"name": "standard_metadata", "id": 0, "header_type": "standard_metadata_t", "metadata": true},
+    {"name": "a0", "id": 1, "header_type": "A", "metadata": false},
+    {"name": "b0", "id": 2, "header_type": "B", "metadata": false},
+    {"name": "a1", "id": 3, "header_type": "A", "metadata": false},
+    {"name": "b1", "id": 4, "header_type": "B", "metadata": false},
+    {"name": "s0", "id": 5, "header_type": "A", "metadata": false},
+    {"name": "s1", "id": 6, "header_type": "A", "metadata": false},
+    {"name": "s2", "id": 7, "header_type": "A", "metadata": false}
+  ],
+  "header_stacks": [{"name": "st", "id": 0, "header_type": "A", "header_ids": [5, 6, 7]}],
+  "header_union_types": [{"name": "U", "id": 0, "headers": [["a", "A"], ["b", "B"]]}],
+  "header_unions": [{"name": "u0", "id": 0, "union_type": "U", "header_ids": [1, 2]}, {"name": "u1", "id": 1, "union_type": "U", "header_ids": [3, 4]}],
+  "parsers": [{"name": "parser", "id": 0, "init_state": "start", "parse_states": [
+    {"name": "start", "id": 0, "parser_ops": [
+      {"op": "extract", "parameters": [{"type": "regular", "value": "a0"}]},
+      {"op": "extract", "parameters": [{"type": "regular", "value": "b0"}]},
+      {"op": "extract", "parameters": [{"type": "stack", "value": "st"}]},
+      {"op": "extract", "parameters": [{"type": "stack", "value": "st"}]}],
+     "transition_key": [], "transitions": []}]}],
+  "deparsers": [{"name": "deparser", "id": 0, "order": ["a0", "b0", "s0", "s1", "s2", "a1", "b1"]}],
+  "actions": [{"name": "act", "id": 0, "runtime_data": [], "primitives": [
+    {"op": "assign_union", "parameters": [{"type": "header_union", "value": "u1"}, {"type": "header_union", "value": "u0"}]},
+    {"op": "push", "parameters": [{"type": "header_stack", "value": "st"}, {"type": "hexstr", "value": "0x1"}]},
+    {"op": "add_header", "parameters": [{"type": "header", "value": "s0"}]},
+    {"op": "assign", "parameters": [{"type": "field", "value": ["s0", "x"]},
+      {"type": "expression", "value": {"op": "last_stack_index", "left": null, "right": {"type": "header_stack", "value": "st"}}}]},
+    {"op": "assign", "parameters": [{"type": "field", "value": ["standard_metadata", "egress_spec"]}, {"type": "hexstr", "value": "0x1"}]}
+  ]}],
+  "pipelines": [
+    {"name": "ingress", "id": 0, "init_table": "c", "action_profiles": [],
+     "tables": [{"name": "t", "id": 0, "match_type": "exact", "type": "simple", "key": [], "actions": ["act"],
+       "next_tables": {"act": null}, "max_size": 1, "with_counters": false, "support_timeout": false, "direct_meters": null,
+       "default_entry": {"action_id": 0, "action_const": false, "action_data": [], "action_entry_const": false}}],
+     "conditionals": [{"name": "c", "id": 0, "true_next": "t", "false_next": null, "expression": {"type": "expression", "value":
+       {"op": "and",
+        "left": {"type": "expression", "value": {"op": "valid_union", "left": null, "right": {"type": "header_union", "value": "u0"}}},
+        "right": {"type": "expression", "value": {"op": "not", "left": null, "right": {"type": "expression", "value":
+          {"op": "==", "left": {"type": "header", "value": "a0"}, "right": {"type": "header", "value": "a1"}}}}}}}}]},
+    {"name": "egress", "id": 1, "init_table": null, "action_profiles": [], "tables": [], "conditionals": []}
+  ]
+}"#;
+
+#[test]
+fn unions_and_stacks() {
+    let mut sw = Switch::from_json(UNION_PROGRAM, SwitchOptions::default()).unwrap();
+    // b0 extracted after a0 invalidates a0 (same union); stack holds 44, 55.
+    let out = run(&mut sw, 0, &hex("11 2233 44 55 ee"));
+    assert_eq!(sorted(out), vec![(1, hex("2233 02 44 55 2233 ee"))]);
+}
+
+#[test]
+fn direct_meter_rates_per_entry() {
+    let Some(mut sw) = load("targets/simple_switch_grpc/tests/testdata/meter.json") else {
+        return;
+    };
+    use tern_runtime::MeterRate;
+    let t = "ingress.t_redirect";
+    let h = sw
+        .mt_add_entry(t, &[ex(&[0, 1])], "ingress.port_redirect", &[], None)
+        .unwrap();
+    let r = |u, b| MeterRate {
+        units_per_micros: u,
+        burst_size: b,
+    };
+    assert_eq!(sw.mt_get_meter_rates(t, h).unwrap(), vec![]);
+    sw.mt_set_meter_rates(t, h, &[r(0.5, 10), r(1.0, 20)])
+        .unwrap();
+    assert_eq!(
+        sw.mt_get_meter_rates(t, h).unwrap(),
+        vec![r(0.5, 10), r(1.0, 20)]
+    );
+    assert_eq!(
+        sw.mt_set_meter_rates(t, h, &[r(0.5, 10)])
+            .unwrap_err()
+            .to_string(),
+        "Invalid table operation (INVALID_METER_OPERATION)"
+    );
+    assert_eq!(
+        sorted(run(&mut sw, 1, &[1, 2, 3])),
+        vec![(1, vec![1, 2, 3])]
+    );
+    let Some(mut r2) = load("targets/simple_router/simple_router.json") else {
+        return;
+    };
+    let h = r2
+        .mt_add_entry("forward", &[ex(&[10, 0, 0, 1])], "_drop", &[], None)
+        .unwrap();
+    assert_eq!(
+        r2.mt_set_meter_rates("forward", h, &[r(0.5, 10), r(1.0, 20)])
+            .unwrap_err()
+            .to_string(),
+        "Invalid table operation (METERS_DISABLED)"
+    );
+}
