@@ -22,6 +22,8 @@ pub enum Algo {
     HashEx,
     Xxh64,
     RoundRobin,
+    /// Toeplitz (RSS) hash with its run-time key (default: 4 zero bytes).
+    Toeplitz(Vec<u8>),
     Unsupported(String),
 }
 
@@ -83,6 +85,7 @@ pub fn resolve(name: &str) -> Algo {
         "hash_ex" => Algo::HashEx,
         "xxh64" | "bmv2_hash" => Algo::Xxh64,
         "round_robin" | "round_robin_consistent" => Algo::RoundRobin,
+        "toeplitz" => Algo::Toeplitz(vec![0; 4]),
         other => parametric(other).unwrap_or_else(|| Algo::Unsupported(other.to_string())),
     }
 }
@@ -222,6 +225,26 @@ pub fn xxh64(data: &[u8], seed: u64) -> u64 {
     h ^ (h >> 32)
 }
 
+/// Toeplitz hash: for every set input bit i (MSB first), XOR in the 32 key bits starting at
+/// bit i; key bits past the end of the key read as zero.
+pub fn toeplitz(key: &[u8], data: &[u8]) -> u64 {
+    let key_bit = |b: usize| -> u32 {
+        key.get(b / 8)
+            .map_or(0, |k| ((k >> (7 - b % 8)) & 1) as u32)
+    };
+    let mut window: u32 = (0..32).fold(0, |w, b| (w << 1) | key_bit(b));
+    let mut result = 0u32;
+    for (i, byte) in data.iter().enumerate() {
+        for j in 0..8 {
+            if (byte >> (7 - j)) & 1 == 1 {
+                result ^= window;
+            }
+            window = (window << 1) | key_bit(i * 8 + j + 32);
+        }
+    }
+    result as u64
+}
+
 /// RFC 1071 Internet checksum.
 pub fn csum16(data: &[u8]) -> u64 {
     let mut sum: u64 = 0;
@@ -276,6 +299,7 @@ pub fn compute(algo: &Algo, data: &[u8], rr: &mut u64) -> u64 {
             *rr += 1;
             v
         }
+        Algo::Toeplitz(key) => toeplitz(key, data),
         Algo::Unsupported(_) => 0,
     }
 }
@@ -306,6 +330,17 @@ mod tests {
             0x62EC59E3F1A4F00A
         );
         assert_eq!(xxh64(b"", 0), 0xEF46_DB37_51D8_E999);
+        // Microsoft's RSS verification suite: 66.9.149.187 -> 161.142.100.80 (IPv4 only).
+        let key = [
+            0x6d, 0x5a, 0x56, 0xda, 0x25, 0x5b, 0x0e, 0xc2, 0x41, 0x67, 0x25, 0x3d, 0x43, 0xa3,
+            0x8f, 0xb0, 0xd0, 0xca, 0x2b, 0xcb, 0xae, 0x7b, 0x30, 0xb4, 0x77, 0xcb, 0x2d, 0xa3,
+            0x80, 0x30, 0xf2, 0x0c, 0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac, 0x01, 0xfa,
+        ];
+        assert_eq!(
+            toeplitz(&key, &[66, 9, 149, 187, 161, 142, 100, 80]),
+            0x323e_8fc2
+        );
+        assert_eq!(toeplitz(&[0; 4], b"anything"), 0);
         assert_eq!(xxh64(b"abc", 0), 0x44BC_2CF5_AD77_0999);
         assert_eq!(
             xxh64(b"Nobody inspects the spammish repetition", 0),

@@ -1668,6 +1668,16 @@ impl Runtime for Switch {
         if key.is_empty() || !key.len().is_multiple_of(4) {
             return Err(ToeplitzError::INVALID_KEY.into());
         }
+        let i = self.ctl_mut();
+        if let Some(ci) = i
+            .engine
+            .prog
+            .calculations
+            .iter()
+            .position(|c| c.name == calc)
+        {
+            i.engine.calcs[ci].algo = Algo::Toeplitz(key.to_vec());
+        }
         Ok(())
     }
 
