@@ -55,6 +55,8 @@ pub struct ExternState {
     pub rr: Vec<u64>,
     pub now_us: u64,
     pub log: Vec<String>,
+    /// `round_robin_consistent`: the value each (calculation, input) got first.
+    pub rr_seen: std::collections::HashMap<(usize, Vec<u8>), u64>,
     scratch: Vec<u8>,
 }
 
@@ -560,7 +562,19 @@ impl Engine {
             ext.rr.resize(rr_slot + 1, 0);
         }
         let mut rr = ext.rr[rr_slot];
-        let v = hash::compute(&calc.algo, &buf, &mut rr);
+        let v = if calc.algo == hash::Algo::RoundRobinConsistent {
+            match ext.rr_seen.get(&(rr_slot, buf.clone())) {
+                Some(v) => *v,
+                None => {
+                    let v = rr;
+                    rr += 1;
+                    ext.rr_seen.insert((rr_slot, buf.clone()), v);
+                    v
+                }
+            }
+        } else {
+            hash::compute(&calc.algo, &buf, &mut rr)
+        };
         ext.rr[rr_slot] = rr;
         ext.scratch = buf;
         v

@@ -22,6 +22,9 @@ pub enum Algo {
     HashEx,
     Xxh64,
     RoundRobin,
+    /// Like round robin, but an input always gets the value it got first (the state lives in
+    /// the caller, see `exec::ExternState::rr_seen`).
+    RoundRobinConsistent,
     /// Toeplitz (RSS) hash with its run-time key (default: 4 zero bytes).
     Toeplitz(Vec<u8>),
     Unsupported(String),
@@ -84,7 +87,8 @@ pub fn resolve(name: &str) -> Algo {
         "xor32" => Algo::Xor32,
         "hash_ex" => Algo::HashEx,
         "xxh64" | "bmv2_hash" => Algo::Xxh64,
-        "round_robin" | "round_robin_consistent" => Algo::RoundRobin,
+        "round_robin" => Algo::RoundRobin,
+        "round_robin_consistent" => Algo::RoundRobinConsistent,
         "toeplitz" => Algo::Toeplitz(vec![0; 4]),
         other => parametric(other).unwrap_or_else(|| Algo::Unsupported(other.to_string())),
     }
@@ -294,7 +298,7 @@ pub fn compute(algo: &Algo, data: &[u8], rr: &mut u64) -> u64 {
             h as u64
         }
         Algo::Xxh64 => xxh64(data, 0),
-        Algo::RoundRobin => {
+        Algo::RoundRobin | Algo::RoundRobinConsistent => {
             let v = *rr;
             *rr += 1;
             v
