@@ -8,15 +8,20 @@
 //! (see `shared/reference/bmv2-json.md`); every error carries the JSON pointer of the offending
 //! object, e.g. `/pipelines/0/tables/3/key/1`.
 //!
+//! [`to_json`] writes a program back out (format 2.23); `load(&to_json(&p))` gives `p` back
+//! (apart from `version`).
+//!
 //! What the loader does **not** check: the target-specific required fields of simple_switch
 //! (`standard_metadata.egress_port` …). That is the target's business
 //! ([`Program::missing_required_field`] helps).
 
 mod hex;
 mod load;
+mod write;
 
 pub use hex::{parse_byte_string, parse_value, Int};
-pub use load::load;
+pub use load::{known_hash_algorithm, load, MAX_WIDTH};
+pub use write::to_json;
 
 use std::fmt;
 

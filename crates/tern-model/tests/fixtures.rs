@@ -63,3 +63,26 @@ fn simple_router_is_resolved() {
     let f = p.field_by_name("ipv4", "ttl").unwrap();
     assert_eq!(p.field_width(f), 8);
 }
+
+#[test]
+fn every_fixture_round_trips_through_to_json() {
+    let Some(dir) = fixtures() else { return };
+    let mut files = Vec::new();
+    json_files(&dir, &mut files);
+    let mut n = 0;
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        let Ok(mut p) = tern_model::load(&text) else {
+            continue;
+        };
+        let written = tern_model::to_json(&p);
+        let mut q = tern_model::load(&written)
+            .unwrap_or_else(|e| panic!("{}: {e}\n{written}", f.display()));
+        assert_eq!(q.version, Some((2, 23)));
+        p.version = None;
+        q.version = None;
+        assert_eq!(p, q, "{}", f.display());
+        n += 1;
+    }
+    assert_eq!(n, 40);
+}
