@@ -427,7 +427,6 @@ pub struct Switch {
     ports: BTreeMap<Port, (String, Option<String>)>,
     jobs: VecDeque<Job>,
     replicas: Vec<(Port, u32)>,
-    deparse_buf: Vec<u8>,
     /// Recycled packet instances (their buffers are reused: no per-packet allocation).
     pool: Vec<Pkt>,
 }
@@ -457,7 +456,6 @@ impl Switch {
             ports: BTreeMap::new(),
             jobs: VecDeque::new(),
             replicas: Vec::new(),
-            deparse_buf: Vec::new(),
             pool: Vec::new(),
         })
     }
@@ -515,7 +513,6 @@ struct Flow<'a> {
     digests: &'a mut Vec<Digest>,
     jobs: &'a mut VecDeque<Job>,
     replicas: &'a mut Vec<(Port, u32)>,
-    buf: &'a mut Vec<u8>,
     out: &'a mut Vec<OutputPacket>,
     pool: &'a mut Vec<Pkt>,
     priority_queues: u32,
@@ -788,7 +785,8 @@ impl Flow<'_> {
             return;
         }
         // 3. Deparse.
-        let mut bytes = std::mem::take(self.buf);
+        // Deparse straight into the output buffer: the transmitted frame is never copied again.
+        let mut bytes = Vec::with_capacity(pkt.data.len() + 64);
         eng.deparse(self.st, &mut pkt, &mut bytes);
         if let Some(t) = pkt.regs.truncate {
             bytes.truncate(t as usize);
@@ -796,7 +794,6 @@ impl Flow<'_> {
         // 4. Recirculate.
         if pkt.regs.recirculate != 0 {
             let mut r = self.new_pkt(&bytes, pkt.ingress_port);
-            *self.buf = bytes;
             let len = r.data.len() as u32;
             r.ingress_len = len;
             r.length_reg = len;
@@ -808,11 +805,7 @@ impl Flow<'_> {
             return;
         }
         // 5. Transmit.
-        self.out.push(OutputPacket {
-            port,
-            data: bytes[..].to_vec(),
-        });
-        *self.buf = bytes;
+        self.out.push(OutputPacket { port, data: bytes });
         self.recycle(pkt);
     }
 }
@@ -832,7 +825,6 @@ impl PacketPath for Switch {
             digests: &mut self.digests,
             jobs: &mut self.jobs,
             replicas: &mut self.replicas,
-            buf: &mut self.deparse_buf,
             out,
             pool: &mut self.pool,
             priority_queues: self.opts.priority_queues.max(1),
