@@ -205,6 +205,33 @@ impl Engine {
             *cursor += nbytes;
             return Ok(());
         }
+        if vl == 0 && hl.fields.iter().all(|f| f.width <= 56) {
+            // Fast path: every field read through one 64-bit window over a padded copy.
+            let mut win = [0u8; 72];
+            if nbytes + 8 <= win.len() {
+                win[..nbytes].copy_from_slice(&pkt.data[*cursor..*cursor + nbytes]);
+                let mut bit = 0usize;
+                for f in &hl.fields {
+                    let w = f.width as usize;
+                    let (b0, sh) = (bit / 8, bit % 8);
+                    let mut x = [0u8; 8];
+                    x.copy_from_slice(&win[b0..b0 + 8]);
+                    let v = if w == 0 {
+                        0
+                    } else {
+                        (u64::from_be_bytes(x) << sh) >> (64 - w)
+                    };
+                    let n = f.nbytes as usize;
+                    let o = f.off as usize;
+                    pkt.phv.bytes[o..o + n].copy_from_slice(&v.to_be_bytes()[8 - n..]);
+                    bit += w;
+                }
+                pkt.phv.vl_width[h as usize] = 0;
+                self.set_valid(&mut pkt.phv, h);
+                *cursor += nbytes;
+                return Ok(());
+            }
+        }
         let src = &pkt.data[*cursor..*cursor + nbytes];
         let mut bit = 0usize;
         for f in &hl.fields {
@@ -664,6 +691,27 @@ impl Engine {
                     continue;
                 }
                 let start = out.len();
+                if pkt.phv.vl_width[h as usize] == 0 && hl.fields.iter().all(|f| f.width <= 56) {
+                    // Fast path: OR every field into a 64-bit window of a zeroed area (8 bytes
+                    // of slack, trimmed afterwards).
+                    out.resize(start + n + 8, 0);
+                    let mut bit = 0usize;
+                    for f in &hl.fields {
+                        let w = f.width as usize;
+                        if w == 0 {
+                            continue;
+                        }
+                        let v = pkt.phv.read_u64(f) & (u64::MAX >> (64 - w));
+                        let (b0, sh) = (start + bit / 8, bit % 8);
+                        let mut x = [0u8; 8];
+                        x.copy_from_slice(&out[b0..b0 + 8]);
+                        let cur = u64::from_be_bytes(x) | (v << (64 - w - sh));
+                        out[b0..b0 + 8].copy_from_slice(&cur.to_be_bytes());
+                        bit += w;
+                    }
+                    out.truncate(start + n);
+                    continue;
+                }
                 out.resize(start + n, 0);
                 let mut bit = start * 8;
                 for f in &self.layout.headers[h as usize].fields {
