@@ -470,19 +470,15 @@ impl Engine {
                             .zip(mask)
                             .all(|((k, v), m)| k & m == v & m),
                     },
-                    PMatch::Vset { vset, mask } => {
-                        let k: Vec<u8> = match mask {
-                            None => key.clone(),
-                            Some(m) => {
-                                let off = key.len().saturating_sub(m.len());
-                                key[off..].iter().zip(m).map(|(a, b)| a & b).collect()
-                            }
-                        };
-                        st.ext
-                            .vsets
-                            .get(*vset as usize)
-                            .is_some_and(|s| s.contains(&k))
-                    }
+                    PMatch::Vset { vset, mask } => match (st.ext.vsets.get(*vset as usize), mask) {
+                        (None, _) => false,
+                        (Some(set), None) => set.contains(key.as_slice()),
+                        (Some(set), Some(m)) => {
+                            let off = key.len().saturating_sub(m.len());
+                            let k: Vec<u8> = key[off..].iter().zip(m).map(|(a, b)| a & b).collect();
+                            set.contains(&k)
+                        }
+                    },
                 };
                 if hit {
                     next = *n;
@@ -1041,7 +1037,11 @@ impl Engine {
                     let sz = data!(size).low_u64().max(1);
                     let h =
                         self.compute_calc(ext, pkt, &self.calcs[*calc as usize], *calc as usize);
-                    let v = Value::Big(b.to_big() + num_bigint::BigInt::from(h % sz));
+                    let off = (h % sz) as i128;
+                    let v = match b {
+                        Value::Small(x) if x.checked_add(off).is_some() => Value::Small(x + off),
+                        b => Value::Big(b.to_big() + num_bigint::BigInt::from(off)),
+                    };
                     self.assign(ext, pkt, locals, dst, &v)?;
                 }
                 Instr::NoOp => {}

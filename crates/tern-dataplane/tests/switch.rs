@@ -1177,3 +1177,77 @@ fn direct_meter_rates_per_entry() {
         "Invalid table operation (METERS_DISABLED)"
     );
 }
+
+const VSET_PROGRAM: &str = r#"{
+  "header_types": [
+    {"name": "standard_metadata_t", "id": 0, "fields": [["ingress_port", 9], ["packet_length", 32], ["egress_spec", 9], ["egress_port", 9], ["instance_type", 32], ["_pad", 5]]},
+    {"name": "h_t", "id": 1, "fields": [["a", 8]]}
+  ],
+  "headers": [
+    {"name": "standard_metadata", "id": 0, "header_type": "standard_metadata_t", "metadata": true},
+    {"name": "h", "id": 1, "header_type": "h_t", "metadata": false},
+    {"name": "x", "id": 2, "header_type": "h_t", "metadata": false}
+  ],
+  "parse_vsets": [{"name": "pv", "id": 0, "compressed_bitwidth": 8}],
+  "parsers": [{"name": "parser", "id": 0, "init_state": "start", "parse_states": [
+    {"name": "start", "id": 0, "parser_ops": [{"op": "extract", "parameters": [{"type": "regular", "value": "h"}]}],
+     "transition_key": [{"type": "field", "value": ["h", "a"]}],
+     "transitions": [{"type": "parse_vset", "value": "pv", "mask": null, "next_state": "px"},
+                     {"type": "default", "value": null, "mask": null, "next_state": null}]},
+    {"name": "px", "id": 1, "parser_ops": [{"op": "extract", "parameters": [{"type": "regular", "value": "x"}]}],
+     "transition_key": [], "transitions": []}]}],
+  "deparsers": [{"name": "deparser", "id": 0, "order": ["h", "x"]}],
+  "actions": [{"name": "to", "id": 0, "runtime_data": [{"name": "p", "bitwidth": 9}], "primitives": [
+    {"op": "assign", "parameters": [{"type": "field", "value": ["standard_metadata", "egress_spec"]}, {"type": "runtime_data", "value": 0}]}]}],
+  "pipelines": [
+    {"name": "ingress", "id": 0, "init_table": "c", "action_profiles": [],
+     "tables": [
+       {"name": "t1", "id": 0, "match_type": "exact", "type": "simple", "key": [], "actions": ["to"], "next_tables": {"to": null},
+        "max_size": 1, "with_counters": false, "support_timeout": false, "direct_meters": null,
+        "default_entry": {"action_id": 0, "action_const": true, "action_data": ["0x1"], "action_entry_const": true}},
+       {"name": "t2", "id": 1, "match_type": "exact", "type": "simple", "key": [], "actions": ["to"], "next_tables": {"to": null},
+        "max_size": 1, "with_counters": false, "support_timeout": false, "direct_meters": null,
+        "default_entry": {"action_id": 0, "action_const": true, "action_data": ["0x2"], "action_entry_const": true}}],
+     "conditionals": [{"name": "c", "id": 0, "true_next": "t1", "false_next": "t2",
+       "expression": {"type": "expression", "value": {"op": "d2b", "left": null, "right": {"type": "field", "value": ["x", "$valid$"]}}}}]},
+    {"name": "egress", "id": 1, "init_table": null, "action_profiles": [], "tables": [], "conditionals": []}
+  ]
+}"#;
+
+#[test]
+fn parser_value_sets_are_runtime_configured() {
+    let mut sw = Switch::from_json(VSET_PROGRAM, SwitchOptions::default()).unwrap();
+    assert_eq!(
+        sorted(run(&mut sw, 0, &hex("07 ff"))),
+        vec![(2, hex("07 ff"))]
+    );
+    // The stock CLI sends one extra leading zero byte: accepted.
+    sw.parse_vset_add("pv", &[0, 7]).unwrap();
+    assert_eq!(sw.parse_vset_get("pv").unwrap(), vec![vec![7]]);
+    assert_eq!(
+        sorted(run(&mut sw, 0, &hex("07 ff"))),
+        vec![(1, hex("07 ff"))]
+    );
+    assert_eq!(
+        sorted(run(&mut sw, 0, &hex("08 ff"))),
+        vec![(2, hex("08 ff"))]
+    );
+    // Extracting x needs one more byte: PacketTooShort, x stays invalid.
+    assert_eq!(sorted(run(&mut sw, 0, &hex("07"))), vec![(2, hex("07"))]);
+    assert_eq!(
+        sw.parse_vset_add("pv", &[1, 7]).unwrap_err().to_string(),
+        "Invalid parser value set operation (ERROR)"
+    );
+    assert_eq!(
+        sw.parse_vset_add("nope", &[7]).unwrap_err().to_string(),
+        "Invalid parser value set operation (INVALID_PARSE_VSET_NAME)"
+    );
+    sw.parse_vset_remove("pv", &[7]).unwrap();
+    assert_eq!(
+        sorted(run(&mut sw, 0, &hex("07 ff"))),
+        vec![(2, hex("07 ff"))]
+    );
+    sw.parse_vset_add("pv", &[7]).unwrap();
+    sw.parse_vset_clear("pv").unwrap();
+    assert!(sw.parse_vset_get("pv").unwrap().is_empty());
+}
