@@ -1251,3 +1251,63 @@ fn parser_value_sets_are_runtime_configured() {
     sw.parse_vset_clear("pv").unwrap();
     assert!(sw.parse_vset_get("pv").unwrap().is_empty());
 }
+
+const VL_PROGRAM: &str = r#"{
+  "header_types": [
+    {"name": "standard_metadata_t", "id": 0, "fields": [["ingress_port", 9], ["packet_length", 32], ["egress_spec", 9], ["egress_port", 9], ["instance_type", 32], ["_pad", 5]]},
+    {"name": "a_t", "id": 1, "fields": [["len", 8]]},
+    {"name": "v_t", "id": 2, "fields": [["data", "*"]], "max_length": 4}
+  ],
+  "headers": [
+    {"name": "standard_metadata", "id": 0, "header_type": "standard_metadata_t", "metadata": true},
+    {"name": "a", "id": 1, "header_type": "a_t", "metadata": false},
+    {"name": "v", "id": 2, "header_type": "v_t", "metadata": false}
+  ],
+  "parsers": [{"name": "parser", "id": 0, "init_state": "start", "parse_states": [
+    {"name": "start", "id": 0, "parser_ops": [
+      {"op": "extract", "parameters": [{"type": "regular", "value": "a"}]},
+      {"op": "extract_VL", "parameters": [{"type": "regular", "value": "v"},
+        {"type": "expression", "value": {"op": "*", "left": {"type": "field", "value": ["a", "len"]}, "right": {"type": "hexstr", "value": "0x8"}}}]}],
+     "transition_key": [], "transitions": []}]}],
+  "deparsers": [{"name": "deparser", "id": 0, "order": ["a", "v"]}],
+  "actions": [{"name": "act", "id": 0, "runtime_data": [], "primitives": [
+    {"op": "log_msg", "parameters": [{"type": "string", "value": "len={} \\{x\\}"}, {"type": "parameters_vector", "value": [{"type": "field", "value": ["a", "len"]}]}]},
+    {"op": "assert", "parameters": [{"type": "expression", "value": {"op": "b2d", "left": null, "right": {"type": "expression", "value":
+      {"op": "!=", "left": {"type": "field", "value": ["a", "len"]}, "right": {"type": "hexstr", "value": "0x3"}}}}}]},
+    {"op": "assign", "parameters": [{"type": "field", "value": ["standard_metadata", "egress_spec"]}, {"type": "hexstr", "value": "0x1"}]}]}],
+  "pipelines": [
+    {"name": "ingress", "id": 0, "init_table": "t", "action_profiles": [], "conditionals": [],
+     "tables": [{"name": "t", "id": 0, "match_type": "exact", "type": "simple", "key": [], "actions": ["act"], "next_tables": {"act": null},
+        "max_size": 1, "with_counters": false, "support_timeout": false, "direct_meters": null,
+        "default_entry": {"action_id": 0, "action_const": true, "action_data": [], "action_entry_const": true}}]},
+    {"name": "egress", "id": 1, "init_table": null, "action_profiles": [], "tables": [], "conditionals": []}
+  ]
+}"#;
+
+#[test]
+fn varbit_extract_assert_and_log() {
+    let mut sw = Switch::from_json(VL_PROGRAM, SwitchOptions::default()).unwrap();
+    assert_eq!(
+        sorted(run(&mut sw, 0, &hex("02 aabb cc"))),
+        vec![(1, hex("02 aabb cc"))]
+    );
+    assert_eq!(
+        sorted(run(&mut sw, 0, &hex("00 cc"))),
+        vec![(1, hex("00 cc"))]
+    );
+    // 5 bytes exceed max_length (HeaderTooShort); 2 bytes missing (PacketTooShort): v stays
+    // invalid and the bytes are payload.
+    assert_eq!(
+        sorted(run(&mut sw, 0, &hex("05 aabb"))),
+        vec![(1, hex("05 aabb"))]
+    );
+    assert_eq!(
+        sorted(run(&mut sw, 0, &hex("02 aa"))),
+        vec![(1, hex("02 aa"))]
+    );
+    // A failed assert drops the packet (BMv2 aborts the process).
+    assert!(run(&mut sw, 0, &hex("03 aabbcc")).is_empty());
+    let log = sw.take_log();
+    assert_eq!(log.first().map(String::as_str), Some("len=2 {x}"));
+    assert_eq!(log.len(), 5);
+}
