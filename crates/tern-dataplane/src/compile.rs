@@ -245,6 +245,17 @@ pub enum KeySrc {
     Valid(u32),
 }
 
+impl CTable {
+    /// The next node after running action `a` (per-action shape).
+    #[inline]
+    pub fn next_after(&self, a: u32) -> Option<GNode> {
+        self.per_action
+            .iter()
+            .find(|(x, _)| *x == a)
+            .and_then(|(_, n)| *n)
+    }
+}
+
 /// A compiled table.
 #[derive(Clone, Debug)]
 pub struct CTable {
@@ -256,8 +267,8 @@ pub struct CTable {
     pub key_names: Vec<String>,
     /// `(hit, miss)` in the hit/miss shape.
     pub hit_miss: Option<(Option<GNode>, Option<GNode>)>,
-    /// Per action index (global action id → next).
-    pub per_action: HashMap<u32, Option<GNode>>,
+    /// Next node per action (global action index, next); a short list scanned linearly.
+    pub per_action: Vec<(u32, Option<GNode>)>,
     pub base_default_next: Option<GNode>,
     pub max_size: u32,
     pub with_counters: bool,
@@ -995,9 +1006,7 @@ impl Engine {
                     off += nbytes;
                 }
                 let (hit_miss, per_action) = match &t.next_tables {
-                    NextTables::HitMiss { hit, miss } => {
-                        (Some((g(*hit), g(*miss))), HashMap::new())
-                    }
+                    NextTables::HitMiss { hit, miss } => (Some((g(*hit), g(*miss))), Vec::new()),
                     NextTables::PerAction(v) => (
                         None,
                         t.actions.iter().zip(v).map(|(a, n)| (*a, g(*n))).collect(),

@@ -1229,7 +1229,7 @@ impl Engine {
                 let ran = self.run_entry_action(ext, profiles, pkt, t, &e.action)?;
                 Ok(match (&t.hit_miss, ran) {
                     (Some((h, _)), _) => *h,
-                    (None, Some(a)) => t.per_action.get(&a).copied().flatten(),
+                    (None, Some(a)) => t.next_after(a),
                     (None, None) => t.base_default_next,
                 })
             }
@@ -1238,7 +1238,7 @@ impl Engine {
                     let ran = self.run_entry_action(ext, profiles, pkt, t, ea)?;
                     Ok(match (&t.hit_miss, ran) {
                         (Some((_, m)), _) => *m,
-                        (None, Some(a)) => t.per_action.get(&a).copied().flatten(),
+                        (None, Some(a)) => t.next_after(a),
                         (None, None) => t.base_default_next,
                     })
                 }
