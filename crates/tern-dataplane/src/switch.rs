@@ -465,6 +465,29 @@ impl Switch {
         &self.live.engine.prog
     }
 
+    /// Entries whose ageing timeout has elapsed since their last hit (tables with
+    /// `support_timeout`), as `(table, handle)`: what BMv2's 1-second ageing sweep notifies.
+    /// The control plane polls this; the entries are not removed.
+    pub fn aged_entries(&self) -> Vec<(String, EntryHandle)> {
+        let now = self.now_us();
+        let i = &self.live;
+        let mut out = Vec::new();
+        for (t, ts) in i.engine.tables.iter().zip(&i.state.tables) {
+            if !t.support_timeout {
+                continue;
+            }
+            for (idx, e) in ts.store.slots.iter().enumerate() {
+                let Some(e) = e else { continue };
+                if let Some(ttl) = e.timeout_ms {
+                    if now.saturating_sub(e.last_hit_us) >= ttl as u64 * 1000 {
+                        out.push((t.name.clone(), ts.store.handle_of(idx as u32)));
+                    }
+                }
+            }
+        }
+        out
+    }
+
     /// `log_msg` output so far (oldest first), cleared by the call.
     pub fn take_log(&mut self) -> Vec<String> {
         std::mem::take(&mut self.live.state.ext.log)
@@ -478,8 +501,13 @@ impl Switch {
         self.pending.as_ref().unwrap_or(&self.live)
     }
 
+    /// The instance control operations address; its clock is brought up to date so that
+    /// entries added now start their ageing now.
     fn ctl_mut(&mut self) -> &mut Instance {
-        self.pending.as_mut().unwrap_or(&mut self.live)
+        let now = self.now_us();
+        let i = self.pending.as_mut().unwrap_or(&mut self.live);
+        i.state.ext.now_us = now;
+        i
     }
 }
 

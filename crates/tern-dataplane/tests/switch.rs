@@ -1311,3 +1311,32 @@ fn varbit_extract_assert_and_log() {
     assert_eq!(log.first().map(String::as_str), Some("len=2 {x}"));
     assert_eq!(log.len(), 5);
 }
+
+#[test]
+fn aged_entries_are_reported_after_their_ttl() {
+    let Some(mut sw) = load("targets/simple_switch_grpc/tests/testdata/digest.json") else {
+        return;
+    };
+    let h = sw
+        .mt_add_entry(
+            "ingress.smac",
+            &[ex(&hex("0000000000aa"))],
+            "NoAction",
+            &[],
+            None,
+        )
+        .unwrap();
+    let h2 = sw
+        .mt_add_entry(
+            "ingress.smac",
+            &[ex(&hex("0000000000bb"))],
+            "NoAction",
+            &[],
+            None,
+        )
+        .unwrap();
+    sw.mt_set_entry_ttl("ingress.smac", h, 1).unwrap();
+    sw.mt_set_entry_ttl("ingress.smac", h2, 60_000).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    assert_eq!(sw.aged_entries(), vec![("ingress.smac".to_string(), h)]);
+}
