@@ -698,3 +698,504 @@ pub fn number_to_u64(n: &StfNumber) -> Option<u64> {
     };
     u64::from_str_radix(&n.digits, radix).ok()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(line: &str) -> Command {
+        let s = parse(line, "t.stf").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(s.commands.len(), 1, "{line}");
+        s.commands.into_iter().next().unwrap().command
+    }
+
+    fn err(text: &str) -> StfError {
+        match parse(text, "t.stf") {
+            Ok(s) => panic!("{text:?} parsed: {s:?}"),
+            Err(e) => e,
+        }
+    }
+
+    fn num(radix: Radix, digits: &str, line: u32, column: u32) -> StfNumber {
+        StfNumber {
+            radix,
+            digits: digits.to_string(),
+            pos: Pos { line, column },
+        }
+    }
+
+    #[test]
+    fn add_with_priority_keys_action_and_id() {
+        let c =
+            one("add acl 20 type:0x0800 src:0x0a0000** permit(port:2, mac:00:aa:bb:00:00:01) = e1");
+        let Command::Add {
+            table,
+            priority,
+            keys,
+            action,
+            entry_id,
+        } = c
+        else {
+            panic!("{c:?}")
+        };
+        assert_eq!(table, "acl");
+        assert_eq!(priority, Some(20));
+        assert_eq!(keys.len(), 2);
+        assert_eq!(keys[0].name, "type");
+        assert_eq!(keys[0].value, num(Radix::Hex, "0800", 1, 17));
+        assert_eq!(keys[1].name, "src");
+        assert_eq!(keys[1].value, num(Radix::Hex, "0a0000**", 1, 28));
+        assert_eq!(action.name, "permit");
+        assert_eq!(
+            action.pos,
+            Pos {
+                line: 1,
+                column: 39
+            }
+        );
+        assert_eq!(action.params.len(), 2);
+        assert_eq!(action.params[0].name, "port");
+        assert_eq!(action.params[0].value, "2");
+        assert_eq!(action.params[1].value, "00:aa:bb:00:00:01");
+        assert_eq!(entry_id.as_deref(), Some("e1"));
+    }
+
+    #[test]
+    fn add_names_binary_decimal_stack_and_quoted() {
+        let c = one(r#"ADD "my table" hdr.vlan[1].vid:0b1**0 tags$1.tci:42 ingress.a()"#);
+        let Command::Add {
+            table,
+            priority,
+            keys,
+            action,
+            entry_id,
+        } = c
+        else {
+            panic!()
+        };
+        assert_eq!(table, "my table");
+        assert_eq!(priority, None);
+        assert_eq!(keys[0].name, "hdr.vlan[1].vid");
+        assert_eq!(keys[0].value.radix, Radix::Bin);
+        assert_eq!(keys[0].value.digits, "1**0");
+        assert_eq!(keys[1].name, "tags$1.tci");
+        assert_eq!(keys[1].value.radix, Radix::Dec);
+        assert_eq!(keys[1].value.digits, "42");
+        assert_eq!(action.name, "ingress.a");
+        assert!(action.params.is_empty());
+        assert_eq!(entry_id, None);
+    }
+
+    #[test]
+    fn setdefault_packet_expect() {
+        assert_eq!(
+            one("setdefault ipv4_route drop_it()"),
+            Command::SetDefault {
+                table: "ipv4_route".into(),
+                action: ActionCall {
+                    name: "drop_it".into(),
+                    params: vec![],
+                    pos: Pos {
+                        line: 1,
+                        column: 23
+                    }
+                }
+            }
+        );
+        assert_eq!(
+            one("packet 3 0a 0B\tcD e f"),
+            Command::Packet {
+                port: 3,
+                data: vec![0x0a, 0x0b, 0xcd, 0xef]
+            }
+        );
+        assert_eq!(
+            one("expect 12 00 0a** * b $"),
+            Command::Expect {
+                port: 12,
+                pattern: Some(ExpectPattern {
+                    nibbles: "000A***B".into(),
+                    exact_length: true
+                })
+            }
+        );
+        assert_eq!(
+            one("Expect 1 ab"),
+            Command::Expect {
+                port: 1,
+                pattern: Some(ExpectPattern {
+                    nibbles: "AB".into(),
+                    exact_length: false
+                })
+            }
+        );
+        assert_eq!(
+            one("expect 4"),
+            Command::Expect {
+                port: 4,
+                pattern: None
+            }
+        );
+        assert_eq!(
+            one("expect 4 $"),
+            Command::Expect {
+                port: 4,
+                pattern: Some(ExpectPattern {
+                    nibbles: String::new(),
+                    exact_length: true
+                })
+            }
+        );
+    }
+
+    #[test]
+    fn simple_commands() {
+        assert_eq!(one("wait"), Command::Wait);
+        assert_eq!(one("WAIT # pause"), Command::Wait);
+        assert_eq!(one("remove all"), Command::RemoveAll);
+        assert_eq!(one("no_packet"), Command::NoPacket);
+        assert_eq!(
+            one("check_counter cnt(e1) packets == 3"),
+            Command::CheckCounter {
+                counter: "cnt".into(),
+                id: "e1".into(),
+                check: Some(CounterCheck {
+                    unit: CounterUnit::Packets,
+                    op: CmpOp::Eq,
+                    value: 3
+                })
+            }
+        );
+        for (op, want) in [
+            ("!=", CmpOp::Ne),
+            ("<", CmpOp::Lt),
+            ("<=", CmpOp::Le),
+            (">", CmpOp::Gt),
+            (">=", CmpOp::Ge),
+        ] {
+            let c = one(&format!("check_counter c(0) bytes {op} 0x10"));
+            assert_eq!(
+                c,
+                Command::CheckCounter {
+                    counter: "c".into(),
+                    id: "0".into(),
+                    check: Some(CounterCheck {
+                        unit: CounterUnit::Bytes,
+                        op: want,
+                        value: 16
+                    })
+                }
+            );
+        }
+        assert_eq!(
+            one("check_counter c(7)"),
+            Command::CheckCounter {
+                counter: "c".into(),
+                id: "7".into(),
+                check: None
+            }
+        );
+    }
+
+    #[test]
+    fn pass_through_commands() {
+        assert_eq!(
+            one("mirroring_add 5 3"),
+            Command::MirroringAdd {
+                session: 5,
+                port: 3
+            }
+        );
+        assert_eq!(
+            one("mirroring_add_mc 5 0x10"),
+            Command::MirroringAddMc {
+                session: 5,
+                mgid: 16
+            }
+        );
+        assert_eq!(
+            one("mirroring_delete 5"),
+            Command::MirroringDelete { session: 5 }
+        );
+        assert_eq!(one("mirroring_get 5"), Command::MirroringGet { session: 5 });
+        assert_eq!(one("mc_mgrp_create 7"), Command::McMgrpCreate { mgid: 7 });
+        assert_eq!(
+            one("mc_node_create 100 4 5"),
+            Command::McNodeCreate {
+                rid: 100,
+                ports: vec![4, 5]
+            }
+        );
+        assert_eq!(
+            one("mc_node_update 0 1"),
+            Command::McNodeUpdate {
+                node: 0,
+                ports: vec![1]
+            }
+        );
+        assert_eq!(
+            one("mc_node_associate 7 0"),
+            Command::McNodeAssociate { mgid: 7, node: 0 }
+        );
+        assert_eq!(
+            one("counter_read ingress.c 3"),
+            Command::CounterRead {
+                counter: "ingress.c".into(),
+                index: 3
+            }
+        );
+        assert_eq!(
+            one("counter_write c 3 10 1000"),
+            Command::CounterWrite {
+                counter: "c".into(),
+                index: 3,
+                packets: 10,
+                bytes: 1000
+            }
+        );
+        assert_eq!(
+            one("register_read r 1"),
+            Command::RegisterRead {
+                register: "r".into(),
+                index: Some(1)
+            }
+        );
+        assert_eq!(
+            one("register_read r"),
+            Command::RegisterRead {
+                register: "r".into(),
+                index: None
+            }
+        );
+        assert_eq!(
+            one("register_write r 1 99"),
+            Command::RegisterWrite {
+                register: "r".into(),
+                index: 1,
+                value: 99
+            }
+        );
+        assert_eq!(
+            one("register_reset r"),
+            Command::RegisterReset {
+                register: "r".into()
+            }
+        );
+        assert_eq!(
+            one("meter_get_rates m 2"),
+            Command::MeterGetRates {
+                meter: "m".into(),
+                index: 2
+            }
+        );
+        assert_eq!(
+            one("meter_set_rates m 2 0.5:10 1:20"),
+            Command::MeterSetRates {
+                meter: "m".into(),
+                index: 2,
+                rates: vec![
+                    RatePair {
+                        rate: 0.5,
+                        burst: 10
+                    },
+                    RatePair {
+                        rate: 1.0,
+                        burst: 20
+                    }
+                ]
+            }
+        );
+        assert_eq!(
+            one("meter_array_set_rates m 0.000001:1"),
+            Command::MeterArraySetRates {
+                meter: "m".into(),
+                rates: vec![RatePair {
+                    rate: 0.000001,
+                    burst: 1
+                }]
+            }
+        );
+    }
+
+    #[test]
+    fn blank_lines_comments_crlf_and_positions() {
+        let s = parse(
+            "# header\r\n\r\n   \n  wait # trailing\r\npacket 1 00\r\n",
+            "f.stf",
+        )
+        .unwrap();
+        assert_eq!(s.file, "f.stf");
+        assert_eq!(s.commands.len(), 2);
+        assert_eq!(s.commands[0].pos, Pos { line: 4, column: 3 });
+        assert_eq!(s.commands[1].pos, Pos { line: 5, column: 1 });
+        assert_eq!(s.commands[0].command.keyword(), "wait");
+    }
+
+    #[test]
+    fn errors_carry_file_line_column() {
+        let e = err("wait\nfrobnicate 1 2");
+        assert_eq!((e.line, e.column), (2, 1));
+        assert!(e.message.contains("unknown command 'frobnicate'"), "{e}");
+        assert_eq!(e.to_string(), "t.stf:2:1: unknown command 'frobnicate'");
+
+        let e = err("packet 1 abc");
+        assert_eq!((e.line, e.column), (1, 13));
+        assert!(e.message.contains("odd number of hex digits"), "{e}");
+
+        let e = err("packet 1 ab # comment");
+        assert_eq!((e.line, e.column), (1, 13));
+        assert!(e.message.contains("invalid packet data"), "{e}");
+
+        let e = err("packet 1 a*");
+        assert_eq!(e.column, 11);
+        assert!(e.message.contains("only allowed in expect"), "{e}");
+
+        let e = err("expect 1 ab $ cd");
+        assert_eq!(e.column, 15);
+        assert!(e.message.contains("after the final '$'"), "{e}");
+
+        let e = err("expect 1 ag");
+        assert_eq!(e.column, 11);
+        assert!(e.message.contains("'g' is not a hex digit"), "{e}");
+
+        let e = err("packet x 00");
+        assert_eq!(e.column, 8);
+        assert!(e.message.contains("expected a port number"), "{e}");
+
+        let e = err("add t k:0x1g a()");
+        assert_eq!(e.column, 12);
+        assert!(e.message.contains("invalid hex digit 'g'"), "{e}");
+
+        let e = err("add t k:1 a(p:1");
+        assert_eq!(e.column, 16);
+        assert!(e.message.contains("expected ')' or ','"), "{e}");
+
+        let e = err("add t k:1");
+        assert_eq!(e.column, 10);
+        assert!(e.message.contains("expected a key"), "{e}");
+
+        let e = err("add t k 1 a()");
+        assert_eq!(e.column, 9);
+        assert!(
+            e.message.contains("':' (key) or '(' (action) after 'k'"),
+            "{e}"
+        );
+
+        let e = err("add t k:1 a() extra");
+        assert_eq!(e.column, 15);
+        assert!(e.message.contains("end of line"), "{e}");
+
+        let e = err("add t 0x10 k:1 a()");
+        assert_eq!(e.column, 7);
+        assert!(e.message.contains("decimal"), "{e}");
+
+        let e = err("setdefault t a(p)");
+        assert_eq!(e.column, 17);
+        assert!(e.message.contains("':'"), "{e}");
+
+        let e = err("remove some");
+        assert_eq!(e.column, 8);
+
+        let e = err("mirroring_add 1");
+        assert_eq!(e.column, 16);
+        assert!(e.message.contains("port number"), "{e}");
+
+        let e = err("mc_mgrp_create 99999999999");
+        assert_eq!(e.column, 16);
+        assert!(e.message.contains("does not fit 32 bits"), "{e}");
+
+        let e = err("meter_set_rates m 0 x:1");
+        assert!(e.message.contains("meter rate"), "{e}");
+
+        let e = err("check_counter c(1) packets ~ 3");
+        assert!(e.message.contains("comparison operator"), "{e}");
+
+        let e = err("add \"unterminated k:1 a()");
+        assert_eq!(e.column, 5);
+        assert!(e.message.contains("unterminated"), "{e}");
+
+        let e = err("add t h[x].f:1 a()");
+        assert!(e.message.contains("decimal index"), "{e}");
+
+        let e = err("12 packet");
+        assert_eq!(e.column, 1);
+        assert!(e.message.contains("command keyword"), "{e}");
+    }
+
+    /// A tiny deterministic generator (xorshift64*), so the fuzz loops need no dependency.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        }
+    }
+
+    fn check_no_panic(text: &str) {
+        match parse(text, "fuzz") {
+            Ok(s) => {
+                for c in &s.commands {
+                    assert!(c.pos.line >= 1 && c.pos.column >= 1);
+                }
+            }
+            Err(e) => {
+                let lines = text.split('\n').count() as u32;
+                assert!(e.line >= 1 && e.line <= lines, "{e} for {text:?}");
+                assert!(e.column >= 1, "{e}");
+                assert!(!e.message.is_empty());
+            }
+        }
+    }
+
+    #[test]
+    fn random_bytes_never_panic() {
+        let mut rng = Rng(0x1234_5678_9abc_def1);
+        for _ in 0..3000 {
+            let len = (rng.next() % 200) as usize;
+            let bytes: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+            check_no_panic(&String::from_utf8_lossy(&bytes));
+        }
+    }
+
+    #[test]
+    fn mutated_valid_lines_never_panic() {
+        let seeds = [
+            "add acl 20 type:0x0800 src:0x0a0000** permit(port:2, mac:00:aa:bb:00:00:01) = e1",
+            "setdefault \"t\" a(x:1)",
+            "expect 12 00 0a** * b $",
+            "packet 3 0a0b",
+            "check_counter cnt(e1) packets <= 3",
+            "meter_set_rates m 2 0.5:10 1:20",
+            "mc_node_create 100 4 5",
+            "add t h[1].f$:0b1* tags$1.tci:42 ingress.a()",
+        ];
+        let alphabet: Vec<char> = " \t:()[]\"*$#.,=<>!0123456789abcdefxXbB_añ\r"
+            .chars()
+            .collect();
+        let mut rng = Rng(42);
+        for _ in 0..20000 {
+            let seed = seeds[(rng.next() % seeds.len() as u64) as usize];
+            let mut chars: Vec<char> = seed.chars().collect();
+            for _ in 0..=(rng.next() % 4) {
+                let i = (rng.next() % (chars.len() as u64 + 1)) as usize;
+                let c = alphabet[(rng.next() % alphabet.len() as u64) as usize];
+                match rng.next() % 3 {
+                    0 if i < chars.len() => chars[i] = c,
+                    1 if i < chars.len() => {
+                        chars.remove(i);
+                    }
+                    _ => chars.insert(i, c),
+                }
+            }
+            let cut = (rng.next() % (chars.len() as u64 + 1)) as usize;
+            let text: String = if rng.next() % 4 == 0 {
+                chars[..cut].iter().collect()
+            } else {
+                chars.iter().collect()
+            };
+            check_no_panic(&text);
+        }
+    }
+}
