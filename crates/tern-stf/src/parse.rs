@@ -1190,7 +1190,7 @@ mod tests {
                 }
             }
             let cut = (rng.next() % (chars.len() as u64 + 1)) as usize;
-            let text: String = if rng.next() % 4 == 0 {
+            let text: String = if rng.next() & 3 == 0 {
                 chars[..cut].iter().collect()
             } else {
                 chars.iter().collect()
