@@ -575,3 +575,276 @@ pub fn translate_setdefault(
     let data = action_data(program, a, action)?;
     Ok((t.name.clone(), aname.to_string(), data))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ast::{Command, StfScript};
+
+    fn program() -> Program {
+        tern_model::load(include_str!("../tests/data/toy.json")).expect("toy.json loads")
+    }
+
+    fn add_line(p: &Program, line: &str) -> Result<AddEntry, String> {
+        let s: StfScript = crate::parse(line, "t.stf").unwrap_or_else(|e| panic!("{e}"));
+        match &s.commands[0].command {
+            Command::Add {
+                table,
+                priority,
+                keys,
+                action,
+                ..
+            } => translate_add(p, table, *priority, keys, action),
+            c => panic!("{c:?}"),
+        }
+    }
+
+    fn tern(key: &[u8], mask: &[u8]) -> MatchParam {
+        MatchParam::Ternary {
+            key: key.to_vec(),
+            mask: mask.to_vec(),
+        }
+    }
+
+    #[test]
+    fn ternary_add_matches_the_reference_example() {
+        let p = program();
+        let e = add_line(&p, "add acl 20 type:0x0800 src:0x0a0000** permit(port:2)").unwrap();
+        assert_eq!(e.table, "ingress.acl");
+        assert_eq!(e.action, "ingress.permit");
+        assert_eq!(
+            e.key,
+            vec![
+                MatchParam::Exact(vec![0x08, 0x00]),
+                tern(&[0x0a, 0, 0, 0], &[0xff, 0xff, 0xff, 0x00]),
+                MatchParam::Valid(false),
+            ]
+        );
+        assert_eq!(e.data, vec![vec![0x00, 0x02]]);
+        assert_eq!(e.priority, Some(9980));
+    }
+
+    #[test]
+    fn ternary_masks_follow_written_digits() {
+        let p = program();
+        let e = add_line(&p, "add acl 1 src:0x1 drop_it()").unwrap();
+        assert_eq!(e.key[1], tern(&[0, 0, 0, 1], &[0, 0, 0, 0x0f]));
+        let e = add_line(&p, "add acl 1 src:0b1**0 drop_it()").unwrap();
+        assert_eq!(e.key[1], tern(&[0, 0, 0, 0b1000], &[0, 0, 0, 0b1001]));
+        // Not mentioned: exact 0, ternary 0&&&0, valid false.
+        assert_eq!(e.key[0], MatchParam::Exact(vec![0, 0]));
+        let e = add_line(&p, "add acl 1 type:1 drop_it()").unwrap();
+        assert_eq!(e.key[1], tern(&[0; 4], &[0; 4]));
+        let err = add_line(&p, "add acl 1 src:10 drop_it()").unwrap_err();
+        assert!(err.contains("needs a hex or binary value"), "{err}");
+        let err = add_line(&p, "add acl 1 src:0x123456789 drop_it()").unwrap_err();
+        assert!(err.contains("too large"), "{err}");
+        let err = add_line(&p, "add acl 1 src:0x000000000 drop_it()").unwrap_err();
+        assert!(err.contains("mask"), "{err}");
+    }
+
+    #[test]
+    fn priority_convention() {
+        let p = program();
+        assert_eq!(
+            add_line(&p, "add acl 1 drop_it()").unwrap().priority,
+            Some(9999)
+        );
+        assert_eq!(
+            add_line(&p, "add acl 300 drop_it()").unwrap().priority,
+            Some(9700)
+        );
+        let err = add_line(&p, "add acl type:1 drop_it()").unwrap_err();
+        assert!(err.contains("needs a priority"), "{err}");
+        // Dropped for non-ternary tables.
+        let e = add_line(&p, "add ipv4_route 7 dst:0x0a01**** drop_it()").unwrap();
+        assert_eq!(e.priority, None);
+    }
+
+    #[test]
+    fn lpm_lengths_and_params() {
+        let p = program();
+        let e = add_line(
+            &p,
+            "add ipv4_route dst:0x0a01**** tags$1.tci:5 set_nexthop(mac:00:00:00:00:00:03, ip:10.1.0.1, port:0x1ff)",
+        )
+        .unwrap();
+        assert_eq!(e.table, "ingress.ipv4_route");
+        assert_eq!(
+            e.key,
+            vec![
+                MatchParam::Lpm {
+                    key: vec![0x0a, 0x01, 0, 0],
+                    prefix_len: 16
+                },
+                MatchParam::Exact(vec![0, 5]),
+            ]
+        );
+        // runtime_data order, whatever the written order.
+        assert_eq!(
+            e.data,
+            vec![vec![0x01, 0xff], vec![0, 0, 0, 0, 0, 3], vec![10, 1, 0, 1]]
+        );
+        let e = add_line(&p, "add route dst:0xc0a80101 drop_it()").unwrap();
+        assert_eq!(
+            e.key[0],
+            MatchParam::Lpm {
+                key: vec![0xc0, 0xa8, 1, 1],
+                prefix_len: 32
+            }
+        );
+        let e = add_line(&p, "add route dst:0b101* drop_it()").unwrap();
+        assert_eq!(
+            e.key[0],
+            MatchParam::Lpm {
+                key: vec![0, 0, 0, 0b1010],
+                prefix_len: 3
+            }
+        );
+        // A decimal value is re-spelled as hex first: 10 -> 0xa -> /4.
+        let e = add_line(&p, "add route dst:10 drop_it()").unwrap();
+        assert_eq!(
+            e.key[0],
+            MatchParam::Lpm {
+                key: vec![0, 0, 0, 10],
+                prefix_len: 4
+            }
+        );
+        let err = add_line(&p, "add route dst:0x0a*1 drop_it()").unwrap_err();
+        assert!(err.contains("at the end"), "{err}");
+    }
+
+    #[test]
+    fn key_name_rules() {
+        let p = program();
+        let t = resolve_table(&p, "acl").unwrap();
+        assert_eq!(resolve_key(t, "eth.type"), Ok(0));
+        assert_eq!(resolve_key(t, "type"), Ok(0));
+        assert_eq!(resolve_key(t, "hdr.ipv4.src"), Ok(1));
+        assert_eq!(resolve_key(t, "ipv4.src"), Ok(1));
+        assert_eq!(resolve_key(t, "ipv4"), Ok(2));
+        assert_eq!(resolve_key(t, "ipv4.valid"), Ok(2));
+        assert_eq!(resolve_key(t, "valid"), Ok(2));
+        assert!(
+            resolve_key(t, "pv4.src").is_err(),
+            "suffixes are dot-aligned"
+        );
+        let err = resolve_key(t, "nope").unwrap_err();
+        assert!(
+            err.contains("has no key 'nope'") && err.contains("eth.type"),
+            "{err}"
+        );
+        let r = resolve_table(&p, "ipv4_route").unwrap();
+        assert_eq!(resolve_key(r, "tags$1.tci"), Ok(1));
+        assert_eq!(resolve_key(r, "tags[1].tci"), Ok(1));
+        assert!(resolve_key(r, "tags$0.tci").is_err());
+        let e = add_line(&p, "add acl 1 ipv4.valid:1 drop_it()").unwrap();
+        assert_eq!(e.key[2], MatchParam::Valid(true));
+        let err = add_line(&p, "add acl 1 type:1 eth.type:2 drop_it()").unwrap_err();
+        assert!(err.contains("given twice"), "{err}");
+        let err = add_line(&p, "add acl 1 type:0x0** drop_it()").unwrap_err();
+        assert!(err.contains("'*' digits are not allowed"), "{err}");
+    }
+
+    #[test]
+    fn table_and_action_resolution() {
+        let p = program();
+        assert_eq!(
+            resolve_table(&p, "ingress.acl").unwrap().name,
+            "ingress.acl"
+        );
+        // Plain string suffix, not dot-aligned.
+        assert_eq!(resolve_table(&p, "cl").unwrap().name, "ingress.acl");
+        assert!(resolve_table(&p, "nope").unwrap_err().contains("no table"));
+        let err = add_line(&p, "add ranged type:1 drop_it()").unwrap_err();
+        assert!(err.contains("Unexpected key type"), "{err}");
+        let t = resolve_table(&p, "acl").unwrap();
+        assert_eq!(resolve_action(&p, t, "ingress.drop_it"), Ok(2));
+        assert_eq!(resolve_action(&p, t, "all"), Ok(3));
+        let err = resolve_action(&p, t, "t").unwrap_err();
+        assert!(err.contains("ambiguous"), "{err}");
+        let err = resolve_action(&p, t, "set_nexthop").unwrap_err();
+        assert!(err.contains("has no action"), "{err}");
+    }
+
+    #[test]
+    fn action_parameter_errors() {
+        let p = program();
+        let err = add_line(&p, "add route dst:0x0a set_nexthop(port:1, mac:0)").unwrap_err();
+        assert!(err.contains("needs parameter 'ip'"), "{err}");
+        let err = add_line(&p, "add acl 1 permit(port:1, prt:2)").unwrap_err();
+        assert!(err.contains("no parameter 'prt'"), "{err}");
+        let err = add_line(&p, "add acl 1 permit(port:1, port:2)").unwrap_err();
+        assert!(err.contains("given twice"), "{err}");
+        let err = add_line(&p, "add acl 1 permit(port:70000)").unwrap_err();
+        assert!(err.contains("too large"), "{err}");
+    }
+
+    #[test]
+    fn cli_value_syntax() {
+        assert_eq!(parse_cli_value("10.1.0.1", 32), Ok(vec![10, 1, 0, 1]));
+        assert!(parse_cli_value("10.1.0", 32).unwrap_err().contains("IPv4"));
+        assert_eq!(
+            parse_cli_value("00:AA:bb:0:00:01", 48),
+            Ok(vec![0, 0xaa, 0xbb, 0, 0, 1])
+        );
+        assert!(parse_cli_value("00:aa", 48).unwrap_err().contains("MAC"));
+        assert_eq!(
+            parse_cli_value("::1", 128).map(|v| v[15]),
+            Ok(1),
+            "IPv6 text"
+        );
+        assert_eq!(parse_cli_value("0x1ff", 9), Ok(vec![1, 0xff]));
+        assert_eq!(
+            parse_cli_value("512", 9),
+            Ok(vec![2, 0]),
+            "byte width, not bit width"
+        );
+        assert!(parse_cli_value("65536", 9)
+            .unwrap_err()
+            .contains("too large"));
+        assert_eq!(parse_cli_value("-1", 16), Ok(vec![0, 0]));
+        assert_eq!(parse_cli_value("0o17", 8), Ok(vec![15]));
+        assert_eq!(parse_cli_value("0b101", 8), Ok(vec![5]));
+        assert_eq!(parse_cli_value("1_000", 16), Ok(vec![0x03, 0xe8]));
+        assert_eq!(parse_cli_value("0", 8), Ok(vec![0]));
+        assert!(parse_cli_value("010", 8).is_err());
+        assert!(parse_cli_value("abc", 8)
+            .unwrap_err()
+            .contains("could not cast"));
+        assert!(parse_cli_value("", 8).is_err());
+        assert_eq!(
+            parse_cli_value("340282366920938463463374607431768211455", 128),
+            Ok(vec![0xff; 16])
+        );
+    }
+
+    #[test]
+    fn setdefault_uses_cli_component_suffixes() {
+        let p = program();
+        let call = |name: &str| ActionCall {
+            name: name.into(),
+            params: vec![],
+            pos: Default::default(),
+        };
+        let (t, a, d) = translate_setdefault(&p, "ipv4_route", &call("drop_it")).unwrap();
+        assert_eq!(
+            (t.as_str(), a.as_str(), d.len()),
+            ("ingress.ipv4_route", "ingress.drop_it", 0)
+        );
+        assert!(translate_setdefault(&p, "route", &call("drop_it"))
+            .unwrap_err()
+            .contains("Invalid table name (route)"));
+        assert!(translate_setdefault(&p, "acl", &call("set_nexthop"))
+            .unwrap_err()
+            .contains("has no action"));
+    }
+
+    #[test]
+    fn stack_dollar_rewrite() {
+        assert_eq!(rewrite_stack_dollar("tags$1.tci"), "tags[1].tci");
+        assert_eq!(rewrite_stack_dollar("a.b$12"), "a.b[12]");
+        assert_eq!(rewrite_stack_dollar("ipv4.$valid$"), "ipv4.$valid$");
+        assert_eq!(rewrite_stack_dollar("x$1y"), "x$1y");
+    }
+}
