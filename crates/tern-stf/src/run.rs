@@ -339,3 +339,63 @@ where
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pat(n: &str, exact: bool) -> ExpectPattern {
+        ExpectPattern {
+            nibbles: n.to_string(),
+            exact_length: exact,
+        }
+    }
+
+    #[test]
+    fn prefix_match_without_dollar() {
+        assert_eq!(compare(&pat("0102", false), &[1, 2, 3]), Outcome::Met);
+        assert_eq!(compare(&pat("0102", false), &[1, 2]), Outcome::Met);
+        assert_eq!(compare(&pat("", false), &[9]), Outcome::Met);
+    }
+
+    #[test]
+    fn dollar_requires_exact_length() {
+        assert_eq!(compare(&pat("0102", true), &[1, 2]), Outcome::Met);
+        assert_eq!(compare(&pat("0102", true), &[1, 2, 3]), Outcome::TooLong);
+        assert_eq!(compare(&pat("", true), &[]), Outcome::Met);
+    }
+
+    #[test]
+    fn shorter_frame_fails() {
+        assert_eq!(compare(&pat("010203", false), &[1, 2]), Outcome::TooShort);
+        // Odd-length patterns compare nibble by nibble.
+        assert_eq!(compare(&pat("010", false), &[1]), Outcome::TooShort);
+        assert_eq!(compare(&pat("010", false), &[1, 0x0f]), Outcome::Met);
+        assert_eq!(compare(&pat("010", true), &[1, 0x0f]), Outcome::TooLong);
+    }
+
+    #[test]
+    fn wildcards_and_first_difference() {
+        assert_eq!(compare(&pat("0*0*", true), &[0x0a, 0x0b]), Outcome::Met);
+        assert_eq!(compare(&pat("****", true), &[0xff, 0xee]), Outcome::Met);
+        assert_eq!(
+            compare(&pat("0*0C", true), &[0x0a, 0x0b]),
+            Outcome::Mismatch { nibble: 3 }
+        );
+        assert_eq!(
+            compare(&pat("AB", false), &[0xab]),
+            Outcome::Met,
+            "received hex is upper-cased like the pattern"
+        );
+        assert_eq!(
+            compare(&pat("1B", false), &[0xab]),
+            Outcome::Mismatch { nibble: 0 }
+        );
+    }
+
+    #[test]
+    fn hex_is_upper_case() {
+        assert_eq!(hex_upper(&[0xab, 0x01]), "AB01");
+        assert_eq!(hex_upper(&[]), "");
+    }
+}

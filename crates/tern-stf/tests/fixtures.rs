@@ -278,3 +278,117 @@ fn unknown_table_is_an_error_with_position() {
         "{r}"
     );
 }
+
+fn run_text(json: &str, text: &str) -> StfReport {
+    let s = tern_stf::parse(text, "inline.stf").unwrap_or_else(|e| panic!("{e}"));
+    let mut sw = switch(json);
+    let program = sw.program().clone();
+    tern_stf::run(&s, &mut sw, &program)
+}
+
+/// A command the switch rejects (duplicate entry) is only a warning, as with p4c's CLI; the
+/// first entry stays in effect.
+#[test]
+fn rejected_command_is_a_warning_not_a_failure() {
+    let base = std::fs::read_to_string(format!("{STF_DIR}packet_redirect_baseline.stf")).unwrap();
+    let text = base.replace(
+        "expect 2",
+        "add t_ingress_1 hdrA.f1:0x01 metaA.f1:0x00 _set_port(port:3)\nexpect 2",
+    );
+    let r = run_text(PACKET_REDIRECT, &text);
+    assert!(r.passed(), "{r}");
+    assert_eq!(r.warnings.len(), 1, "{r}");
+    assert!(
+        r.warnings[0].message.contains("DUPLICATE_ENTRY"),
+        "{}",
+        r.warnings[0].message
+    );
+}
+
+/// `wait`, `remove all`, `check_counter` and `= id` are ignored as in p4c.
+#[test]
+fn ignored_commands_do_not_change_the_verdict() {
+    let base = std::fs::read_to_string(format!("{STF_DIR}packet_redirect_baseline.stf")).unwrap();
+    let text = base.replace("_set_port(port:2)", "_set_port(port:2) = e1")
+        + "wait\nremove all\ncheck_counter cnt(e1) packets == 12345\n";
+    let r = run_text(PACKET_REDIRECT, &text);
+    assert!(r.passed(), "{r}");
+    assert_eq!(
+        r.notes
+            .iter()
+            .filter(|n| n.message.contains("ignored"))
+            .count(),
+        3
+    );
+}
+
+/// A bare `expect <port>` and `no_packet` fail, as they do with p4c's BMv2 runner.
+#[test]
+fn bare_expect_and_no_packet_fail() {
+    let base = std::fs::read_to_string(format!("{STF_DIR}packet_redirect_baseline.stf")).unwrap();
+    let r = run_text(
+        PACKET_REDIRECT,
+        &base.replace("expect 2 01 02 $", "expect 2"),
+    );
+    assert!(!r.passed());
+    assert_eq!(r.expectations[0].outcome, Outcome::Bare);
+    let r = run_text(PACKET_REDIRECT, &(base + "no_packet\n"));
+    assert!(!r.passed());
+    assert_eq!(r.errors.len(), 1);
+    assert_eq!(r.errors[0].command, "no_packet");
+}
+
+/// Pass-through counter, register and meter commands reach the switch (dot-suffix names).
+#[test]
+fn pass_through_externs() {
+    let json = "targets/simple_switch/tests/CLI_tests/testdata/indirect_res.json";
+    let r = run_text(
+        json,
+        "register_write my_register 1 99\nregister_read my_register 1\nregister_reset my_register\n\
+         register_read my_register 1\ncounter_write my_indirect_counter 2 5 500\n\
+         counter_read my_indirect_counter 2\nmeter_set_rates my_indirect_meter 0 0.5:10 1:20\n\
+         meter_get_rates my_indirect_meter 0\nregister_read my_register 16\ncounter_read nope 0\n",
+    );
+    assert!(r.passed(), "{r}");
+    let notes: Vec<&str> = r.notes.iter().map(|n| n.message.as_str()).collect();
+    assert!(notes.contains(&"my_register[1]= 99"), "{notes:?}");
+    assert!(notes.contains(&"my_register[1]= 0"), "{notes:?}");
+    assert!(
+        notes.contains(&"my_indirect_counter[2]= (500 bytes, 5 packets)"),
+        "{notes:?}"
+    );
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("0: info rate = 0.5, burst size = 10")),
+        "{notes:?}"
+    );
+    let warnings: Vec<&str> = r.warnings.iter().map(|n| n.message.as_str()).collect();
+    assert_eq!(
+        warnings,
+        vec![
+            "rejected: Invalid register operation (INVALID_INDEX)",
+            "rejected: Invalid counter name (nope)"
+        ]
+    );
+}
+
+/// Expectations may precede their packet; each port's list is consumed in file order.
+#[test]
+fn per_port_order_across_packets() {
+    let text = "setdefault t_ingress_1 _nop()\nsetdefault t_ingress_2 _nop()\n\
+                setdefault t_egress _nop()\nsetdefault t_exit set_hdr()\n\
+                add t_ingress_1 hdrA.f1:0x01 metaA.f1:0x00 _set_port(port:2)\n\
+                add t_ingress_1 hdrA.f1:0x02 metaA.f1:0x00 _set_port(port:2)\n\
+                expect 2 0102\nexpect 2 02 03 ff $\npacket 1 01000000\npacket 1 02000000 ff\n";
+    let r = run_text(PACKET_REDIRECT, text);
+    assert!(r.passed(), "{r}");
+    // Swapping the two expectations makes both fail.
+    let swapped = text.replace(
+        "expect 2 0102\nexpect 2 02 03 ff $",
+        "expect 2 02 03 ff $\nexpect 2 0102",
+    );
+    let r = run_text(PACKET_REDIRECT, &swapped);
+    assert!(!r.passed());
+    assert_eq!(r.met_count(), 0);
+}

@@ -59,3 +59,58 @@ fn run_one(json: &str, path: &PathBuf, name: &str, verbose: bool) -> anyhow::Res
     print!("{}", report.render(verbose));
     Ok(report.passed())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FIXTURES: &str = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../shared/fixtures/bmv2/"
+    );
+    const STF_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/stf/");
+
+    fn args(json: &str, stf: &[&str]) -> TestArgs {
+        TestArgs {
+            json: PathBuf::from(format!("{FIXTURES}{json}")),
+            stf: stf.iter().map(PathBuf::from).collect(),
+            verbose: false,
+        }
+    }
+
+    fn tmp(name: &str, text: &str) -> String {
+        let p = std::env::temp_dir().join(format!("tern-cmd-test-{}-{name}", std::process::id()));
+        std::fs::write(&p, text).unwrap();
+        p.display().to_string()
+    }
+
+    #[test]
+    fn passing_files_exit_zero() {
+        let a = args(
+            "targets/simple_switch/tests/testdata/parser_error.json",
+            &[&format!("{STF_DIR}parser_error.stf")],
+        );
+        assert_eq!(run(a).unwrap(), ExitCode::SUCCESS);
+    }
+
+    #[test]
+    fn failing_or_unparsable_files_exit_non_zero() {
+        let json = "targets/simple_switch/tests/testdata/parser_error.json";
+        let wrong = tmp("wrong.stf", "expect 1 00000001 $\npacket 1 00000000\n");
+        assert_eq!(run(args(json, &[&wrong])).unwrap(), ExitCode::FAILURE);
+        let bad = tmp("bad.stf", "packet 1 0\n");
+        assert_eq!(run(args(json, &[&bad])).unwrap(), ExitCode::FAILURE);
+        let ok = format!("{STF_DIR}parser_error.stf");
+        assert_eq!(run(args(json, &[&ok, &wrong])).unwrap(), ExitCode::FAILURE);
+        let missing = run(args(json, &["/nonexistent/x.stf"])).unwrap();
+        assert_eq!(missing, ExitCode::FAILURE);
+    }
+
+    #[test]
+    fn bad_program_is_an_error_naming_the_file() {
+        let e = run(args("tests/testdata/empty_config.json", &["x.stf"])).unwrap_err();
+        let msg = format!("{e:#}");
+        assert!(msg.contains("empty_config.json"), "{msg}");
+        assert!(msg.contains("standard_metadata.egress_port"), "{msg}");
+    }
+}
