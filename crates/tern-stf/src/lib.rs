@@ -12,7 +12,7 @@ pub mod translate;
 pub use ast::*;
 pub use parse::{number_to_u64, parse};
 pub use report::{Expectation, Issue, Outcome, StfReport, Unexpected};
-pub use run::{compare, hex_upper, run};
+pub use run::{compare, hex_upper, run, run_with_options, RunOptions};
 
 use std::fmt;
 

@@ -1,10 +1,10 @@
 //! The STF runner (`stf.md` §5): executes a parsed script against a switch one command at a
 //! time, each packet to completion, then applies p4c's per-port comparison rule.
 
-use crate::ast::{Command, ExpectPattern, Pos, StfScript};
+use crate::ast::{CmpOp, Command, CounterCheck, CounterUnit, ExpectPattern, Pos, StfScript};
 use crate::report::{Expectation, Issue, Outcome, StfReport, Unexpected};
 use crate::translate::{cli_resolve, translate_add, translate_setdefault};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use tern_model::Program;
 use tern_runtime::{CounterValue, MeterRate, MirroringSession, OutputPacket, PacketPath, Runtime};
 
@@ -32,16 +32,41 @@ pub fn compare(pattern: &ExpectPattern, frame: &[u8]) -> Outcome {
     }
 }
 
-/// Run `script` against `sw`, whose loaded program is `program`.
+/// Runner options beyond p4c's behaviour.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RunOptions {
+    /// Evaluate `check_counter` lines (p4c's BMv2 runner ignores them). A failed check is an
+    /// error; the counter is named like the runtime CLI names it, and the value in
+    /// parentheses is an index (indexed counters) or an `= <id>` entry label or entry handle
+    /// (direct counters).
+    pub strict_counters: bool,
+}
+
+/// Run `script` against `sw`, whose loaded program is `program`, with p4c's semantics.
 ///
 /// Control commands run in file order; every `packet` is processed to completion before the
-/// next command. Runtime errors of control commands are recorded as notes (p4c only prints
-/// them); lines p4c's runner cannot translate (unknown names, missing parameters, …) are
-/// errors and fail the test.
+/// next command. Runtime errors of control commands are recorded as warnings (p4c only
+/// prints them); lines p4c's runner cannot translate (unknown names, missing parameters, …)
+/// are errors and fail the test.
 pub fn run<S>(script: &StfScript, sw: &mut S, program: &Program) -> StfReport
 where
     S: Runtime + PacketPath + ?Sized,
 {
+    run_with_options(script, sw, program, RunOptions::default())
+}
+
+/// [`run`] with [`RunOptions`].
+pub fn run_with_options<S>(
+    script: &StfScript,
+    sw: &mut S,
+    program: &Program,
+    options: RunOptions,
+) -> StfReport
+where
+    S: Runtime + PacketPath + ?Sized,
+{
+    // `= <id>` labels of successful adds: label -> (table, handle).
+    let mut labels: HashMap<String, (String, u32)> = HashMap::new();
     let mut report = StfReport {
         file: script.file.clone(),
         ..Default::default()
@@ -109,14 +134,19 @@ where
                 priority,
                 keys,
                 action,
-                ..
+                entry_id,
             } => match translate_add(program, table, *priority, keys, action) {
                 Err(e) => error(&mut report, e),
                 Ok(e) => match sw.mt_add_entry(&e.table, &e.key, &e.action, &e.data, e.priority) {
-                    Ok(h) => note(
-                        &mut report,
-                        format!("{} -> {}: entry handle {h}", e.table, e.action),
-                    ),
+                    Ok(h) => {
+                        if let Some(id) = entry_id {
+                            labels.insert(id.clone(), (e.table.clone(), h));
+                        }
+                        note(
+                            &mut report,
+                            format!("{} -> {}: entry handle {h}", e.table, e.action),
+                        )
+                    }
                     Err(err) => note(&mut report, format!("rejected: {err}")),
                 },
             },
@@ -134,6 +164,12 @@ where
                 "no_packet cannot be executed (p4c's BMv2 runner fails on it)".to_string(),
             ),
             Command::Wait | Command::RemoveAll => note(&mut report, "ignored".to_string()),
+            Command::CheckCounter { counter, id, check } if options.strict_counters => {
+                match check_counter(sw, program, &labels, counter, id, check.as_ref()) {
+                    Ok(msg) => note(&mut report, msg),
+                    Err(e) => error(&mut report, e),
+                }
+            }
             Command::CheckCounter { counter, id, .. } => note(
                 &mut report,
                 format!("check_counter {counter}({id}) ignored, as in p4c's BMv2 runner"),
@@ -181,6 +217,93 @@ where
         }
     }
     report
+}
+
+/// Read a counter cell for `check_counter` and apply its comparison.
+fn check_counter<S>(
+    sw: &mut S,
+    program: &Program,
+    labels: &HashMap<String, (String, u32)>,
+    counter: &str,
+    id: &str,
+    check: Option<&CounterCheck>,
+) -> Result<String, String>
+where
+    S: Runtime + PacketPath + ?Sized,
+{
+    let full = cli_resolve(
+        program.counter_arrays.iter().map(|c| c.name.as_str()),
+        counter,
+        "counter",
+    )?;
+    let c = program
+        .counter_arrays
+        .iter()
+        .find(|c| c.name == full)
+        .ok_or_else(|| format!("Invalid counter name ({counter})"))?;
+    let number = || int_literal(id);
+    let value = match c.binding.as_deref().filter(|_| c.is_direct) {
+        Some(table) => {
+            let handle = match labels.get(id) {
+                Some((t, h)) if t == table => *h,
+                Some((t, _)) => {
+                    return Err(format!(
+                        "entry '{id}' belongs to table {t}, not to {table} (counter {full})"
+                    ))
+                }
+                None => number().ok_or_else(|| {
+                    format!("'{id}' is neither an entry label (= id) nor an entry handle")
+                })?,
+            };
+            sw.mt_read_counter(table, handle)
+                .map_err(|e| e.to_string())?
+        }
+        None => {
+            let index = number().ok_or_else(|| format!("'{id}' is not a counter index"))?;
+            sw.counter_read(full, index).map_err(|e| e.to_string())?
+        }
+    };
+    let shown = format!(
+        "{counter}({id}) = {} packets, {} bytes",
+        value.packets, value.bytes
+    );
+    let Some(chk) = check else {
+        return Ok(shown);
+    };
+    let got = match chk.unit {
+        CounterUnit::Packets => value.packets,
+        CounterUnit::Bytes => value.bytes,
+    };
+    let ok = match chk.op {
+        CmpOp::Eq => got == chk.value,
+        CmpOp::Ne => got != chk.value,
+        CmpOp::Lt => got < chk.value,
+        CmpOp::Le => got <= chk.value,
+        CmpOp::Gt => got > chk.value,
+        CmpOp::Ge => got >= chk.value,
+    };
+    let unit = match chk.unit {
+        CounterUnit::Packets => "packets",
+        CounterUnit::Bytes => "bytes",
+    };
+    let what = format!("{unit} {} {}", chk.op.as_str(), chk.value);
+    if ok {
+        Ok(format!("{shown}: {what} holds"))
+    } else {
+        Err(format!("counter check failed: {shown}; expected {what}"))
+    }
+}
+
+/// A decimal, `0x` or `0b` integer that fits 32 bits.
+fn int_literal(s: &str) -> Option<u32> {
+    let l = s.to_ascii_lowercase();
+    if let Some(h) = l.strip_prefix("0x") {
+        u32::from_str_radix(h, 16).ok()
+    } else if let Some(b) = l.strip_prefix("0b") {
+        u32::from_str_radix(b, 2).ok()
+    } else {
+        l.parse().ok()
+    }
 }
 
 fn rates(r: &[crate::ast::RatePair]) -> Vec<MeterRate> {

@@ -392,3 +392,79 @@ fn per_port_order_across_packets() {
     assert!(!r.passed());
     assert_eq!(r.met_count(), 0);
 }
+
+const GRPC: &str = "targets/simple_switch_grpc/tests/testdata/";
+
+#[test]
+fn ternary_larger_stf_priority_wins() {
+    let r = run(&format!("{GRPC}ternary.json"), "ternary_priority.stf");
+    assert_pass(&r, 3, 0);
+}
+
+/// Reversing the priorities changes which entry wins (the priority really is sent).
+#[test]
+fn ternary_priority_reversed_changes_the_winner() {
+    let text = std::fs::read_to_string(format!("{STF_DIR}ternary_priority.stf"))
+        .unwrap()
+        .replace("add ter 10", "add ter 30");
+    let r = run_text(&format!("{GRPC}ternary.json"), &text);
+    assert!(!r.passed());
+    // 0a01 now goes to port 1: the port-2 expectation misses it and port 1 gets an extra frame.
+    assert_eq!(r.unexpected.len(), 1, "{r}");
+    assert_eq!(r.unexpected[0].port, 1);
+}
+
+fn strict(json: &str, text: &str) -> StfReport {
+    let s = tern_stf::parse(text, "strict.stf").unwrap_or_else(|e| panic!("{e}"));
+    let mut sw = switch(json);
+    let program = sw.program().clone();
+    let opts = tern_stf::RunOptions {
+        strict_counters: true,
+    };
+    tern_stf::run_with_options(&s, &mut sw, &program, opts)
+}
+
+#[test]
+fn direct_counter_checks() {
+    let json = format!("{GRPC}counter.json");
+    let text = std::fs::read_to_string(format!("{STF_DIR}counter_direct.stf")).unwrap();
+    // p4c semantics: ignored.
+    assert_pass(&run_text(&json, &text), 3, 0);
+    // strict: evaluated and true.
+    let r = strict(&json, &text);
+    assert!(r.passed(), "{r}");
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.message == "cntr(e1) = 2 packets, 12 bytes: packets == 2 holds"),
+        "{r}"
+    );
+    // strict and false: a failure naming the line.
+    let r = strict(&json, &text.replace("packets == 2", "packets == 3"));
+    assert!(!r.passed());
+    assert_eq!(r.errors.len(), 1, "{r}");
+    assert_eq!(r.errors[0].pos.line, 12);
+    assert!(r.errors[0].message.contains("expected packets == 3"), "{r}");
+    // unknown label
+    let r = strict(&json, &text.replace("cntr(e1) bytes", "cntr(e9) bytes"));
+    assert!(!r.passed());
+    assert!(r.errors[0].message.contains("'e9'"), "{r}");
+}
+
+#[test]
+fn indexed_counter_checks() {
+    let json = "targets/simple_switch/tests/CLI_tests/testdata/indirect_res.json";
+    let text = "setdefault m_table m_action()\npacket 1 000102030405\npacket 1 0001\n\
+                check_counter my_indirect_counter(1) packets == 2\n\
+                check_counter my_indirect_counter(1) bytes == 8\n\
+                check_counter my_indirect_counter(0) packets == 0\n\
+                register_read my_register 1\n";
+    let r = strict(json, text);
+    assert!(r.passed(), "{r}");
+    assert!(
+        r.notes.iter().any(|n| n.message == "my_register[1]= 171"),
+        "{r}"
+    );
+    let r = strict(json, &text.replace("bytes == 8", "bytes < 8"));
+    assert!(!r.passed());
+}
