@@ -468,3 +468,125 @@ fn indexed_counter_checks() {
     let r = strict(json, &text.replace("bytes == 8", "bytes < 8"));
     assert!(!r.passed());
 }
+
+/// A tiny deterministic generator (xorshift64*).
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn pick<'a>(&mut self, v: &[&'a str]) -> &'a str {
+        v[(self.next() % v.len() as u64) as usize]
+    }
+    fn hex(&mut self, nibbles: usize) -> String {
+        (0..nibbles)
+            .map(|_| char::from_digit((self.next() % 16) as u32, 16).unwrap())
+            .collect()
+    }
+}
+
+/// Random but well-formed scripts (names from the program, random values, packets, odd
+/// ports) run against the real data plane: the runner must never panic and every
+/// expectation must get an outcome.
+#[test]
+fn random_scripts_never_panic() {
+    let tables = [
+        "t_ingress_1",
+        "t_ingress_2",
+        "t_egress",
+        "t_exit",
+        "nope",
+        "t_",
+    ];
+    let keys = [
+        "hdrA.f1",
+        "metaA.f1",
+        "instance_type",
+        "f2",
+        "hdrA.f2",
+        "zz",
+    ];
+    let actions = [
+        "_nop()",
+        "_set_port(port:2)",
+        "_set_port(port:511)",
+        "_set_port(port:0x1ff)",
+        "_multicast(mgrp:1)",
+        "_multicast(mgrp:15)",
+        "_exit()",
+        "_resubmit()",
+        "_recirculate()",
+        "_clone_i2e(mirror_id:1)",
+        "_clone_e2e(mirror_id:2)",
+        "set_hdr()",
+        "_set_port()",
+        "_set_port(port:99999)",
+    ];
+    let mut rng = Rng(7);
+    for round in 0..300 {
+        let mut text = String::new();
+        for _ in 0..(5 + rng.next() % 25) {
+            let line = match rng.next() % 12 {
+                0 | 1 => {
+                    let mut l = format!("add {}", rng.pick(&tables));
+                    if rng.next() % 3 != 0 {
+                        l += &format!(" {}", rng.next() % 40);
+                    }
+                    for _ in 0..(rng.next() % 4) {
+                        let v = match rng.next() % 4 {
+                            0 => {
+                                let n = 1 + (rng.next() % 3) as usize;
+                                format!("0x{}", rng.hex(n))
+                            }
+                            1 => format!("{}", rng.next() % 300),
+                            2 => format!("0x{}**", rng.hex(1)),
+                            _ => format!("0b{}", rng.next() % 2),
+                        };
+                        l += &format!(" {}:{v}", rng.pick(&keys));
+                    }
+                    format!("{l} {}", rng.pick(&actions))
+                }
+                2 => format!("setdefault {} {}", rng.pick(&tables), rng.pick(&actions)),
+                3 => format!("mirroring_add {} {}", rng.next() % 4, rng.next() % 8),
+                4 => format!("mirroring_add_mc {} {}", rng.next() % 4, rng.next() % 4),
+                5 => format!("mc_mgrp_create {}", rng.next() % 4),
+                6 => format!(
+                    "mc_node_create {} {} {}",
+                    rng.next() % 4,
+                    rng.next() % 8,
+                    rng.next() % 600
+                ),
+                7 => format!("mc_node_associate {} {}", rng.next() % 4, rng.next() % 4),
+                8 => {
+                    let port = rng.next() % 5;
+                    let n = (rng.next() % 10) as usize;
+                    let data = rng.hex(n);
+                    let exact = if rng.next() % 2 == 0 { " $" } else { "" };
+                    format!("expect {port} {data}{exact}")
+                }
+                _ => {
+                    let port = rng.next() % 5;
+                    let n = 2 * (1 + rng.next() % 12) as usize;
+                    format!("packet {port} {}", rng.hex(n))
+                }
+            };
+            text.push_str(&line);
+            text.push('\n');
+        }
+        let s = tern_stf::parse(&text, "random.stf")
+            .unwrap_or_else(|e| panic!("round {round}: generated text must parse: {e}\n{text}"));
+        let n_expect = s
+            .commands
+            .iter()
+            .filter(|c| matches!(c.command, tern_stf::Command::Expect { .. }))
+            .count();
+        let mut sw = switch(PACKET_REDIRECT);
+        let program = sw.program().clone();
+        let r = tern_stf::run(&s, &mut sw, &program);
+        assert_eq!(r.expectations.len(), n_expect, "round {round}\n{text}\n{r}");
+        let _ = r.to_string();
+    }
+}
