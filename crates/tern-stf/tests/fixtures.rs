@@ -532,7 +532,7 @@ fn random_scripts_never_panic() {
             let line = match rng.next() % 12 {
                 0 | 1 => {
                     let mut l = format!("add {}", rng.pick(&tables));
-                    if rng.next() % 3 != 0 {
+                    if rng.next() % 3 < 2 {
                         l += &format!(" {}", rng.next() % 40);
                     }
                     for _ in 0..(rng.next() % 4) {
@@ -564,7 +564,7 @@ fn random_scripts_never_panic() {
                     let port = rng.next() % 5;
                     let n = (rng.next() % 10) as usize;
                     let data = rng.hex(n);
-                    let exact = if rng.next() % 2 == 0 { " $" } else { "" };
+                    let exact = if rng.next() & 1 == 0 { " $" } else { "" };
                     format!("expect {port} {data}{exact}")
                 }
                 _ => {
