@@ -590,3 +590,18 @@ fn random_scripts_never_panic() {
         let _ = r.to_string();
     }
 }
+
+/// The same program in the legacy JSON form (transitions without `type`) behaves the same.
+#[test]
+fn simple_router_legacy_json_forwarding() {
+    let r = run("mininet/simple_router.json", "simple_router.stf");
+    assert_pass(&r, 2, 0);
+}
+
+/// serialize.json is simple_router plus a direct meter on ipv4_lpm (unconfigured meters
+/// mark green): forwarding is unchanged.
+#[test]
+fn simple_router_with_direct_meter_forwarding() {
+    let r = run("tests/testdata/serialize.json", "simple_router.stf");
+    assert_pass(&r, 2, 0);
+}
