@@ -136,7 +136,11 @@ where
                 action,
                 entry_id,
             } => match translate_add(program, table, *priority, keys, action) {
-                Err(e) => error(&mut report, e),
+                Err(e) => report.errors.push(Issue {
+                    pos: e.pos.unwrap_or(pos),
+                    command: kw,
+                    message: e.message,
+                }),
                 Ok(e) => match sw.mt_add_entry(&e.table, &e.key, &e.action, &e.data, e.priority) {
                     Ok(h) => {
                         if let Some(id) = entry_id {
@@ -152,7 +156,11 @@ where
             },
             Command::SetDefault { table, action } => {
                 match translate_setdefault(program, table, action) {
-                    Err(e) => note(&mut report, format!("rejected: {e}")),
+                    Err(e) => report.warnings.push(Issue {
+                        pos: e.pos.unwrap_or(pos),
+                        command: kw,
+                        message: format!("rejected: {}", e.message),
+                    }),
                     Ok((t, a, data)) => match sw.mt_set_default_action(&t, &a, &data) {
                         Ok(()) => note(&mut report, format!("default of {t} is {a}")),
                         Err(err) => note(&mut report, format!("rejected: {err}")),

@@ -605,3 +605,32 @@ fn simple_router_with_direct_meter_forwarding() {
     let r = run("tests/testdata/serialize.json", "simple_router.stf");
     assert_pass(&r, 2, 0);
 }
+
+/// Translation errors point at the key, value or parameter at fault.
+#[test]
+fn translation_errors_point_at_the_culprit() {
+    let r = run_text(
+        PACKET_REDIRECT,
+        "add t_ingress_1 hdrA.f1:1 zz:2 _nop()\n\
+         add t_ingress_2 3 hdrA.f1:0x1 instance_type:12 _nop()\n\
+         add t_ingress_1 hdrA.f1:1 _set_port(port:1.2.3)\n\
+         add t_ingress_1 hdrA.f1:1 _sett_port(port:1)\n",
+    );
+    let at: Vec<(u32, u32)> = r
+        .errors
+        .iter()
+        .map(|e| (e.pos.line, e.pos.column))
+        .collect();
+    assert_eq!(at, vec![(1, 27), (2, 45), (3, 37), (4, 27)], "{r}");
+    assert!(r.errors[0].message.contains("no key 'zz'"), "{r}");
+    assert!(
+        r.errors[1].message.contains("needs a hex or binary value"),
+        "{r}"
+    );
+    assert!(r.errors[2].message.contains("could not cast"), "{r}");
+    assert!(
+        r.errors[3].message.contains("has no action '_sett_port'"),
+        "{r}"
+    );
+    assert!(r.to_string().contains("inline.stf:2:45: add:"), "{r}");
+}
