@@ -128,7 +128,7 @@ fn mutated_json_is_rejected_or_loaded_never_a_panic() {
         println!("skipping: fixtures not found");
         return;
     }
-    let mut rng = Rng(0x7E57_0F_7E4E);
+    let mut rng = Rng(0x007E_570F_7E4E);
     let mut outcomes = (0usize, 0usize);
     let mut panics = Vec::new();
     for f in &files {
@@ -193,7 +193,7 @@ fn random_packets_through_every_fixture() {
         println!("skipping: fixtures not found");
         return;
     }
-    let mut rng = Rng(0xBAD_9AC4E7);
+    let mut rng = Rng(0x0BAD_9AC4_E7);
     let mut loaded = 0;
     let mut failures = Vec::new();
     for f in &files {
