@@ -193,7 +193,7 @@ fn random_packets_through_every_fixture() {
         println!("skipping: fixtures not found");
         return;
     }
-    let mut rng = Rng(0x0BAD_9AC4_E7);
+    let mut rng = Rng(0x000B_AD9A_C4E7);
     let mut loaded = 0;
     let mut failures = Vec::new();
     for f in &files {
