@@ -3,7 +3,8 @@
 //! (`--pcap DIR`: a copy of every port's traffic in `DIR/NAME_in.pcap` / `DIR/NAME_out.pcap`).
 
 use crate::pcap::{PcapError, PcapReader, PcapWriter, WriterConfig};
-use std::collections::BTreeMap;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
 use std::fs::File;
 use std::io::{BufReader, BufWriter};
 use std::path::{Path, PathBuf};
@@ -210,13 +211,19 @@ impl FilePorts {
             let w = create_writer(&path, out_cfg)?;
             outputs.insert(s.port, (path, w));
         }
-        let mut inputs = Vec::new();
+        // Open every input before reading any header: with FIFOs the writer may open them all
+        // (in ascending port order) before it writes anything.
+        let mut opened = Vec::new();
         for s in &specs {
             let path = port_file(base, &s.name, "in");
             let f = File::open(&path).map_err(|source| PortError::Io {
                 path: path.clone(),
                 source,
             })?;
+            opened.push((s.port, path, f));
+        }
+        let mut inputs = Vec::new();
+        for (port, path, f) in opened {
             let reader =
                 PcapReader::new(BufReader::with_capacity(1 << 16, f)).map_err(|source| {
                     PortError::Pcap {
@@ -225,7 +232,7 @@ impl FilePorts {
                     }
                 })?;
             inputs.push(FileInput {
-                port: s.port,
+                port,
                 path,
                 reader,
                 head: None,
@@ -317,7 +324,8 @@ pub type MemFrame = (Port, u64, Vec<u8>);
 #[derive(Debug, Default)]
 pub struct MemPorts {
     specs: Vec<PortSpec>,
-    input: Vec<(u64, Port, u64, Vec<u8>)>,
+    /// Min-heap on (timestamp, port, push order).
+    input: BinaryHeap<Reverse<(u64, Port, u64, Vec<u8>)>>,
     seq: u64,
     sent: Vec<MemFrame>,
 }
@@ -337,7 +345,8 @@ impl MemPorts {
         if !self.specs.iter().any(|s| s.port == port) {
             return false;
         }
-        self.input.push((ts_ns, port, self.seq, data.to_vec()));
+        self.input
+            .push(Reverse((ts_ns, port, self.seq, data.to_vec())));
         self.seq += 1;
         true
     }
@@ -354,13 +363,9 @@ impl PortIo for MemPorts {
     }
 
     fn recv(&mut self, buf: &mut Vec<u8>) -> Result<Option<RxMeta>, PortError> {
-        let Some(i) = (0..self.input.len()).min_by_key(|&i| {
-            let (ts, port, seq, _) = &self.input[i];
-            (*ts, *port, *seq)
-        }) else {
+        let Some(Reverse((ts_ns, port, _, data))) = self.input.pop() else {
             return Ok(None);
         };
-        let (ts_ns, port, _, data) = self.input.swap_remove(i);
         buf.clear();
         buf.extend_from_slice(&data);
         Ok(Some(RxMeta { port, ts_ns }))

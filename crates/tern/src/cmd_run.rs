@@ -530,3 +530,82 @@ fn replay(
     }
     Ok((st, start.elapsed()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_target(opts: &[&str]) -> anyhow::Result<SwitchOptions> {
+        switch_options(&RunArgs {
+            target_options: opts.iter().map(|s| s.to_string()).collect(),
+            ..RunArgs::default()
+        })
+    }
+
+    #[test]
+    fn target_options_after_double_dash() {
+        let o =
+            with_target(&["--drop-port", "64", "--priority-queues=8", "--enable-swap"]).unwrap();
+        assert_eq!(
+            (o.drop_port, o.priority_queues, o.enable_swap),
+            (64, 8, true)
+        );
+        let o = with_target(&[]).unwrap();
+        assert_eq!(
+            (o.drop_port, o.priority_queues, o.enable_swap),
+            (511, 1, false)
+        );
+        for (bad, want) in [
+            (&["--drop-port"][..], "needs a value"),
+            (&["--priority-queues", "0"][..], "at least 1"),
+            (&["--max-mc-groups", "0"][..], "between 1 and"),
+            (&["--drop-port=99999999999"][..], "too large"),
+            (&["--nope"][..], "unknown target option '--nope'"),
+        ] {
+            let e = with_target(bad).unwrap_err().to_string();
+            assert!(e.contains(want), "{bad:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn json_after_valueless_use_files_or_pcap_is_the_program() {
+        let mut a = RunArgs {
+            use_files: Some("prog.json".into()),
+            ..RunArgs::default()
+        };
+        assert_eq!(fix_optional_values(&mut a).unwrap(), 0);
+        assert_eq!(a.json, Some(PathBuf::from("prog.json")));
+        let mut a = RunArgs {
+            use_files: Some("3".into()),
+            pcap: Some("p.json".into()),
+            ..RunArgs::default()
+        };
+        assert_eq!(fix_optional_values(&mut a).unwrap(), 3);
+        assert_eq!(a.json, Some(PathBuf::from("p.json")));
+        assert_eq!(a.pcap, Some(PathBuf::from(".")));
+        let mut a = RunArgs {
+            use_files: Some("x".into()),
+            ..RunArgs::default()
+        };
+        assert!(fix_optional_values(&mut a).is_err());
+    }
+
+    #[test]
+    fn log_lines_have_simple_switch_prefixes() {
+        assert_eq!(hex(&[0xde, 0xad, 0xbe, 0xef], 3), "deadbe");
+        assert!(Level::Trace < Level::Debug && Level::Error < Level::Off);
+        let mut l = Logger {
+            level: Level::Info,
+            console: false,
+            file: None,
+            flush: false,
+            deterministic: true,
+            thread: 1,
+            line: String::new(),
+        };
+        assert!(!l.on(Level::Debug) && l.on(Level::Warn));
+        l.log(Level::Info, Some((4, 3_723_004_000_000)), "hi")
+            .unwrap();
+        assert_eq!(l.line, "[01:02:03.004] [bmv2] [I] [4.0] [cxt 0] hi\n");
+    }
+}

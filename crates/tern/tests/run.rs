@@ -431,3 +431,100 @@ fn corrupt_input_and_bad_options_are_clear_errors() {
         assert!(err.contains(want), "{args:?}: {err}");
     }
 }
+
+/// Wait for a child, killing it after `secs` seconds (a hung run fails instead of hanging).
+fn wait_with_timeout(mut child: std::process::Child, secs: u64) -> Output {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let o = child.wait_with_output().unwrap();
+            panic!("tern run did not finish: stderr {}", text(&o.stderr));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn fifo_inputs_opened_in_port_order_like_p4c_stf_runner() {
+    use std::io::Write;
+    let d = tmpdir("fifo");
+    std::fs::write(d.join("prog.json"), loopback_json()).unwrap();
+    for n in ["pcap0_in.pcap", "pcap1_in.pcap"] {
+        let st = Command::new("mkfifo").arg(d.join(n)).status().unwrap();
+        assert!(st.success(), "mkfifo");
+    }
+    let child = Command::new(env!("CARGO_BIN_EXE_tern"))
+        .current_dir(&d)
+        .args([
+            "run",
+            "--use-files",
+            "0",
+            "--deterministic",
+            "-i",
+            "0@pcap0",
+        ])
+        .args(["-i", "1@pcap1", "prog.json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Open both writers first (ascending port order), then write, then close.
+    let mut f0 = std::fs::OpenOptions::new()
+        .write(true)
+        .open(d.join("pcap0_in.pcap"))
+        .unwrap();
+    let mut f1 = std::fs::OpenOptions::new()
+        .write(true)
+        .open(d.join("pcap1_in.pcap"))
+        .unwrap();
+    let in0 = vec![(7, 0, frame(1, 64)), (9, 0, frame(2, 65))];
+    let in1 = vec![(8, 0, frame(3, 66))];
+    f0.write_all(&pcap_bytes(65535, 1, &in0)).unwrap();
+    f1.write_all(&pcap_bytes(65535, 1, &in1)).unwrap();
+    drop(f0);
+    drop(f1);
+    let o = wait_with_timeout(child, 60);
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("3 packets in, 3 out"), "{err}");
+    assert_eq!(
+        std::fs::read(d.join("pcap0_out.pcap")).unwrap(),
+        pcap_bytes(0, 0, &in0)
+    );
+    assert_eq!(
+        std::fs::read(d.join("pcap1_out.pcap")).unwrap(),
+        pcap_bytes(0, 0, &in1)
+    );
+}
+
+#[test]
+fn use_files_n_waits_n_seconds_before_replay() {
+    let d = tmpdir("wait");
+    std::fs::write(d.join("prog.json"), loopback_json()).unwrap();
+    std::fs::write(
+        d.join("w_in.pcap"),
+        pcap_bytes(0, 1, &[(1, 0, frame(1, 60))]),
+    )
+    .unwrap();
+    let t = std::time::Instant::now();
+    let o = tern(&d, &["--use-files", "1", "-i", "0@w", "prog.json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(t.elapsed() >= std::time::Duration::from_secs(1));
+    // Output file exists from the start; the packet is written after the wait with a
+    // wall-clock timestamp (no --deterministic).
+    let out = read_frames(&d.join("w_out.pcap"));
+    assert_eq!(out.len(), 1);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    assert!(
+        out[0].0 <= now && now - out[0].0 < 120_000_000_000,
+        "{}",
+        out[0].0
+    );
+}
