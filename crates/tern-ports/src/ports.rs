@@ -319,13 +319,16 @@ impl PortIo for FilePorts {
 /// A frame in a [`MemPorts`] queue: port, timestamp (ns), bytes.
 pub type MemFrame = (Port, u64, Vec<u8>);
 
+/// A queued [`MemPorts`] input: timestamp, port, push order, bytes.
+type Queued = (u64, Port, u64, Vec<u8>);
+
 /// In-memory ports for tests: inputs are queued with [`MemPorts::push_input`], outputs are
 /// collected in [`MemPorts::sent`].
 #[derive(Debug, Default)]
 pub struct MemPorts {
     specs: Vec<PortSpec>,
     /// Min-heap on (timestamp, port, push order).
-    input: BinaryHeap<Reverse<(u64, Port, u64, Vec<u8>)>>,
+    input: BinaryHeap<Reverse<Queued>>,
     seq: u64,
     sent: Vec<MemFrame>,
 }
