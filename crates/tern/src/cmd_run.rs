@@ -8,8 +8,9 @@
 //! File mode has no real time, so these choices are made (and documented in `--help`):
 //! * `--use-files N` sleeps N seconds after start-up (commands applied, control server
 //!   started), then replays every input as fast as possible, like simple_switch;
-//! * unlike simple_switch, the process exits once every input is exhausted (outputs are
-//!   flushed after each packet either way);
+//! * unlike simple_switch, the process exits once every input is exhausted unless a control
+//!   server was started (then it keeps serving until killed, as simple_switch does); outputs
+//!   are flushed after each packet either way;
 //! * output record timestamps are the wall clock at write time, or with `--deterministic` the
 //!   timestamp of the input packet that produced them (byte-identical output across runs; log
 //!   lines then show packet time and no thread id).
@@ -413,7 +414,7 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
     if let Some(cmds) = &args.commands {
         apply_commands(&sw, cmds)?;
     }
-    let _control = start_control_server(&sw, &args)?;
+    let control = start_control_server(&sw, &args)?;
     if wait > 0 {
         std::thread::sleep(Duration::from_secs(wait));
     }
@@ -429,6 +430,14 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
          {:.3} s, {:.0} pps",
         s.rx, s.tx, s.dropped, s.discarded, s.digests, secs, pps
     );
+    if let Some(server) = control {
+        // Like simple_switch, keep serving the control plane after the inputs are exhausted
+        // (until the process is killed or the server stops).
+        eprintln!("tern run: inputs exhausted; control server still running");
+        server
+            .join()
+            .map_err(|_| anyhow::anyhow!("the control server thread panicked"))?;
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -478,7 +487,16 @@ fn replay(
         for l in &lines {
             log.log(Level::Info, pkt, l)?;
         }
+        // HOOK (lead wires it): digests belong to the control plane's learning listener;
+        // until one exists they are counted and discarded.
         st.digests += digests.len() as u64;
+        if !digests.is_empty() && log.on(Level::Debug) {
+            log.log(
+                Level::Debug,
+                pkt,
+                &format!("{} digest(s) generated (no listener)", digests.len()),
+            )?;
+        }
         if out.is_empty() {
             st.dropped += 1;
             if log.on(Level::Debug) {
