@@ -316,12 +316,22 @@ impl<R: Read> PcapReader<R> {
     }
 
     /// Fill the internal buffer with `len` bytes.
+    /// The buffer grows only as bytes arrive, so a corrupt length cannot make the reader
+    /// allocate more than the file holds.
     fn read_into_buf(&mut self, len: usize, what: &str) -> Result<(), PcapError> {
-        let mut buf = std::mem::take(&mut self.buf);
-        buf.resize(len, 0);
-        let res = self.read_exact_at(&mut buf, what);
-        self.buf = buf;
-        res
+        let at = self.offset;
+        self.buf.clear();
+        let res = (&mut self.r).take(len as u64).read_to_end(&mut self.buf);
+        let n = self.buf.len();
+        self.offset += n as u64;
+        res.map_err(|source| PcapError::Io { offset: at, source })?;
+        if n < len {
+            return Err(PcapError::format(
+                at,
+                format!("truncated {what}: expected {len} bytes, file ends after {n}"),
+            ));
+        }
+        Ok(())
     }
 
     fn read_classic_header(&mut self) -> Result<(), PcapError> {
