@@ -57,6 +57,30 @@ impl Level {
     }
 }
 
+/// simple_switch's logging options (boxed in [`RunArgs`] to keep it small).
+#[derive(clap::Args, Default, Debug)]
+pub struct LogArgs {
+    /// Log to stdout.
+    #[arg(long)]
+    pub log_console: bool,
+
+    /// Log to this file.
+    #[arg(long, value_name = "PATH")]
+    pub log_file: Option<PathBuf>,
+
+    /// Flush the log file after every line.
+    #[arg(long)]
+    pub log_flush: bool,
+
+    /// Lowest level logged when logging is enabled.
+    #[arg(short = 'L', long, value_enum, value_name = "LEVEL")]
+    pub log_level: Option<Level>,
+
+    /// Log the first N bytes of every received and sent packet (info level).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub dump_packet_data: usize,
+}
+
 #[derive(clap::Args, Default, Debug)]
 #[command(
     after_help = "File mode: inputs are replayed as fast as possible in timestamp order \
@@ -82,25 +106,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "DIR", num_args = 0..=1, default_missing_value = ".")]
     pub pcap: Option<PathBuf>,
 
-    /// Log to stdout.
-    #[arg(long)]
-    pub log_console: bool,
-
-    /// Log to this file.
-    #[arg(long, value_name = "PATH")]
-    pub log_file: Option<PathBuf>,
-
-    /// Flush the log file after every line.
-    #[arg(long)]
-    pub log_flush: bool,
-
-    /// Lowest level logged when logging is enabled.
-    #[arg(short = 'L', long, value_enum, value_name = "LEVEL")]
-    pub log_level: Option<Level>,
-
-    /// Log the first N bytes of every received and sent packet (info level).
-    #[arg(long, value_name = "N", default_value_t = 0)]
-    pub dump_packet_data: usize,
+    /// Logging options.
+    #[command(flatten)]
+    pub log: Box<LogArgs>,
 
     /// Drop port (511); also accepted as a target option after `--`.
     #[arg(long, value_name = "P")]
@@ -121,6 +129,14 @@ pub struct RunArgs {
     /// Output timestamps from the input packets instead of the wall clock.
     #[arg(long)]
     pub deterministic: bool,
+
+    /// Print the BMv2 JSON format version this switch implements (2.24) and exit.
+    #[arg(long)]
+    pub json_version: bool,
+
+    /// Most ports that may be attached (512).
+    #[arg(long, value_name = "N", default_value_t = 512)]
+    pub max_port_count: u32,
 
     /// simple_switch target options (after `--`).
     #[arg(last = true, value_name = "TARGET OPTIONS")]
@@ -198,7 +214,8 @@ struct Logger {
 }
 
 impl Logger {
-    fn new(args: &RunArgs) -> anyhow::Result<Logger> {
+    fn new(run: &RunArgs) -> anyhow::Result<Logger> {
+        let args = &run.log;
         let file = match &args.log_file {
             Some(p) => {
                 let f = std::fs::File::create(p)
@@ -217,7 +234,7 @@ impl Logger {
             console: args.log_console,
             file,
             flush: args.log_flush,
-            deterministic: args.deterministic,
+            deterministic: run.deterministic,
             thread: std::process::id(),
             line: String::new(),
         })
@@ -352,6 +369,10 @@ fn fix_optional_values(args: &mut RunArgs) -> anyhow::Result<u64> {
 }
 
 pub fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
+    if args.json_version {
+        println!("2.24");
+        return Ok(ExitCode::SUCCESS);
+    }
     let wait = fix_optional_values(&mut args)?;
     let Some(json_path) = args.json.clone() else {
         eprintln!("Error: please specify an input JSON configuration file");
@@ -363,6 +384,14 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
         .iter()
         .map(|a| PortSpec::parse(a))
         .collect::<Result<Vec<_>, _>>()?;
+    // 0 (the `Default` of these arguments) means no limit.
+    if args.max_port_count != 0 && specs.len() > args.max_port_count as usize {
+        anyhow::bail!(
+            "{} interfaces given but --max-port-count is {}",
+            specs.len(),
+            args.max_port_count
+        );
+    }
     if args.use_files.is_none() && !specs.is_empty() {
         anyhow::bail!(
             "live interfaces are not supported yet: add --use-files to use {} as pcap files",
@@ -451,7 +480,7 @@ fn replay(
     let mut st = Stats::default();
     let mut buf = Vec::with_capacity(2048);
     let mut out: Vec<OutputPacket> = Vec::new();
-    let dump = args.dump_packet_data;
+    let dump = args.log.dump_packet_data;
     let start = Instant::now();
     while let Some(m) = ports.recv(&mut buf)? {
         let id = st.rx;
@@ -558,6 +587,17 @@ mod tests {
             target_options: opts.iter().map(|s| s.to_string()).collect(),
             ..RunArgs::default()
         })
+    }
+
+    /// `main.rs` holds `RunArgs` unboxed in its subcommand enum: clippy's
+    /// `large_enum_variant` fires past a 200-byte difference, so keep a margin.
+    #[test]
+    fn run_args_stay_small() {
+        let n = std::mem::size_of::<RunArgs>();
+        assert!(
+            n <= 184,
+            "RunArgs is {n} bytes: box more options (see LogArgs)"
+        );
     }
 
     #[test]

@@ -382,6 +382,9 @@ fn rejected_json_exits_1_with_simple_switch_message_on_stdout() {
         assert_eq!(o.status.code(), Some(1), "{file}");
         assert!(text(&o.stdout).contains(msg), "{file}: {}", text(&o.stdout));
     }
+    let o = tern(&d, &["--json-version"]);
+    assert!(o.status.success());
+    assert_eq!(text(&o.stdout), "2.24\n");
     // Missing JSON argument.
     let o = tern(&d, &["--use-files", "0"]);
     assert_eq!(o.status.code(), Some(1));
