@@ -318,8 +318,21 @@ fn hex(data: &[u8], max: usize) -> String {
 /// HOOK (lead wires it): apply a file of runtime commands (simple_switch_CLI language, from
 /// `tern-control`) to the switch before any packet is replayed.
 fn apply_commands(sw: &Arc<Mutex<Switch>>, path: &Path) -> anyhow::Result<()> {
-    let _ = (sw, path);
-    anyhow::bail!("--commands: runtime command language not wired yet")
+    use anyhow::Context;
+    let file = std::fs::File::open(path)
+        .with_context(|| format!("--commands: cannot open {}", path.display()))?;
+    let mut guard = sw
+        .lock()
+        .map_err(|_| anyhow::anyhow!("switch lock poisoned"))?;
+    let mut cli = tern_control::Cli::new(guard.program());
+    let stdout = std::io::stdout();
+    cli.run_script(
+        &mut *guard,
+        &mut std::io::BufReader::new(file),
+        &mut stdout.lock(),
+    )
+    .with_context(|| format!("--commands: reading {}", path.display()))?;
+    Ok(())
 }
 
 /// HOOK (lead wires it): start the control server (Thrift on `--thrift-port`) on its own

@@ -424,8 +424,8 @@ fn corrupt_input_and_bad_options_are_clear_errors() {
             "--use-files: 'soon'",
         ),
         (
-            vec!["--use-files", "0", "--commands", "cmds.txt", "prog.json"],
-            "--commands: runtime command language not wired yet",
+            vec!["--use-files", "0", "--commands", "nope.txt", "prog.json"],
+            "--commands: cannot open nope.txt",
         ),
     ] {
         let o = tern(&d, &args);
@@ -530,4 +530,63 @@ fn use_files_n_waits_n_seconds_before_replay() {
         "{}",
         out[0].0
     );
+}
+
+/// `--commands` applies simple_switch_CLI commands before traffic: simple_router with BMv2's
+/// own commands.txt forwards 10.0.1.10 to port 2 with the MACs rewritten and TTL decremented.
+#[test]
+fn commands_file_installs_routes_before_traffic() {
+    let d = tmpdir("commands");
+    std::fs::copy(
+        format!("{BMV2}/targets/simple_router/simple_router.json"),
+        d.join("prog.json"),
+    )
+    .unwrap();
+    std::fs::copy(
+        format!("{BMV2}/targets/simple_router/commands.txt"),
+        d.join("cmds.txt"),
+    )
+    .unwrap();
+    let mut frame = vec![0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 8, 0];
+    frame.extend_from_slice(&[
+        0x45, 0, 0, 50, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 1, 10,
+    ]);
+    frame.resize(64, 0);
+    std::fs::write(
+        d.join("p1_in.pcap"),
+        pcap_bytes(65535, 1, &[(1, 0, frame.clone())]),
+    )
+    .unwrap();
+    std::fs::write(d.join("p2_in.pcap"), pcap_bytes(65535, 1, &[])).unwrap();
+    let o = tern(
+        &d,
+        &[
+            "--use-files",
+            "0",
+            "-i",
+            "1@p1",
+            "-i",
+            "2@p2",
+            "--commands",
+            "cmds.txt",
+            "prog.json",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(
+        out.contains("Entry has been added with handle 0"),
+        "CLI output missing: {out}"
+    );
+    let got = read_frames(&d.join("p2_out.pcap"));
+    assert_eq!(got.len(), 1, "one frame on port 2");
+    let f = &got[0].1;
+    assert_eq!(&f[0..6], &[0, 4, 0, 0, 0, 1], "dst MAC from forward");
+    assert_eq!(
+        &f[6..12],
+        &[0, 0xaa, 0xbb, 0, 0, 1],
+        "src MAC from send_frame"
+    );
+    assert_eq!(f[22], 63, "TTL decremented");
+    assert!(read_frames(&d.join("p1_out.pcap")).is_empty());
 }
