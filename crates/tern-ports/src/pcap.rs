@@ -32,12 +32,12 @@ pub const MAX_RECORD: u32 = 64 * 1024 * 1024;
 #[derive(Debug, thiserror::Error)]
 pub enum PcapError {
     /// The underlying reader or writer failed.
-    #[error("I/O error at byte offset {offset}: {source}")]
+    #[error("I/O error at byte offset {offset}: {error}")]
     Io {
         /// Byte offset where the operation started.
         offset: u64,
         /// The I/O error.
-        source: io::Error,
+        error: io::Error,
     },
     /// The bytes are not a valid pcap / pcapng file.
     #[error("at byte offset {offset}: {msg}")]
@@ -213,7 +213,7 @@ impl<R: Read> PcapReader<R> {
     pub fn new(mut r: R) -> Result<PcapReader<R>, PcapError> {
         let mut magic = [0u8; 4];
         let n =
-            read_full(&mut r, &mut magic).map_err(|source| PcapError::Io { offset: 0, source })?;
+            read_full(&mut r, &mut magic).map_err(|error| PcapError::Io { offset: 0, error })?;
         if n == 0 {
             return Err(PcapError::format(
                 0,
@@ -291,10 +291,10 @@ impl<R: Read> PcapReader<R> {
         self.offset
     }
 
-    fn io(&self, source: io::Error) -> PcapError {
+    fn io(&self, error: io::Error) -> PcapError {
         PcapError::Io {
             offset: self.offset,
-            source,
+            error,
         }
     }
 
@@ -324,7 +324,7 @@ impl<R: Read> PcapReader<R> {
         let res = (&mut self.r).take(len as u64).read_to_end(&mut self.buf);
         let n = self.buf.len();
         self.offset += n as u64;
-        res.map_err(|source| PcapError::Io { offset: at, source })?;
+        res.map_err(|error| PcapError::Io { offset: at, error })?;
         if n < len {
             return Err(PcapError::format(
                 at,

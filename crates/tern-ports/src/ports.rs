@@ -33,20 +33,20 @@ pub enum PortError {
         path: PathBuf,
     },
     /// A file cannot be opened, created or written.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {error}", path.display())]
     Io {
         /// The file.
         path: PathBuf,
         /// The error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// An input file is not a valid pcap / pcapng file.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {error}", path.display())]
     Pcap {
         /// The file.
         path: PathBuf,
         /// The error (with its byte offset).
-        source: PcapError,
+        error: PcapError,
     },
     /// A capture file would overwrite one of the port files.
     #[error("--pcap would overwrite {}: choose another capture directory", path.display())]
@@ -152,10 +152,10 @@ impl FileInput {
                 self.head = Some(p.ts_ns);
             }
             Ok(None) => self.done = true,
-            Err(source) => {
+            Err(error) => {
                 return Err(PortError::Pcap {
                     path: self.path.clone(),
-                    source,
+                    error,
                 })
             }
         }
@@ -216,19 +216,19 @@ impl FilePorts {
         let mut opened = Vec::new();
         for s in &specs {
             let path = port_file(base, &s.name, "in");
-            let f = File::open(&path).map_err(|source| PortError::Io {
+            let f = File::open(&path).map_err(|error| PortError::Io {
                 path: path.clone(),
-                source,
+                error,
             })?;
             opened.push((s.port, path, f));
         }
         let mut inputs = Vec::new();
         for (port, path, f) in opened {
             let reader =
-                PcapReader::new(BufReader::with_capacity(1 << 16, f)).map_err(|source| {
+                PcapReader::new(BufReader::with_capacity(1 << 16, f)).map_err(|error| {
                     PortError::Pcap {
                         path: path.clone(),
-                        source,
+                        error,
                     }
                 })?;
             inputs.push(FileInput {
@@ -256,9 +256,9 @@ impl FilePorts {
 }
 
 fn create_writer(path: &Path, cfg: WriterConfig) -> Result<PcapWriter<BufWriter<File>>, PortError> {
-    let io = |source| PortError::Io {
+    let io = |error| PortError::Io {
         path: path.to_path_buf(),
-        source,
+        error,
     };
     let f = File::create(path).map_err(io)?;
     PcapWriter::new(BufWriter::new(f), cfg).map_err(io)
@@ -297,19 +297,18 @@ impl PortIo for FilePorts {
         let Some((path, w)) = self.outputs.get_mut(&port) else {
             return Ok(false);
         };
-        w.write_packet(ts_ns, data)
-            .map_err(|source| PortError::Io {
-                path: path.clone(),
-                source,
-            })?;
+        w.write_packet(ts_ns, data).map_err(|error| PortError::Io {
+            path: path.clone(),
+            error,
+        })?;
         Ok(true)
     }
 
     fn flush(&mut self) -> Result<(), PortError> {
         for (path, w) in self.outputs.values_mut() {
-            w.flush().map_err(|source| PortError::Io {
+            w.flush().map_err(|error| PortError::Io {
                 path: path.clone(),
-                source,
+                error,
             })?;
         }
         Ok(())
@@ -447,9 +446,9 @@ impl<P: PortIo> Capture<P> {
 
 fn cap_write(w: &mut CaptureWriter, ts_ns: u64, data: &[u8]) -> Result<(), PortError> {
     w.1.write_packet(ts_ns, data)
-        .map_err(|source| PortError::Io {
+        .map_err(|error| PortError::Io {
             path: w.0.clone(),
-            source,
+            error,
         })
 }
 
@@ -482,9 +481,9 @@ impl<P: PortIo> PortIo for Capture<P> {
         self.inner.flush()?;
         for (a, b) in self.writers.values_mut() {
             for w in [a, b] {
-                w.1.flush().map_err(|source| PortError::Io {
+                w.1.flush().map_err(|error| PortError::Io {
                     path: w.0.clone(),
-                    source,
+                    error,
                 })?;
             }
         }
