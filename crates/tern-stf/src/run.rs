@@ -6,7 +6,7 @@ use crate::report::{Expectation, Issue, Outcome, StfReport, Unexpected};
 use crate::translate::{cli_resolve, translate_add, translate_setdefault};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use tern_model::Program;
-use tern_runtime::{CounterValue, MeterRate, MirroringSession, OutputPacket, PacketPath, Runtime};
+use tern_runtime::{OutputPacket, PacketPath, Runtime};
 
 /// Upper-case hex of a byte string.
 pub fn hex_upper(data: &[u8]) -> String {
@@ -50,7 +50,7 @@ pub struct RunOptions {
 /// are errors and fail the test.
 pub fn run<S>(script: &StfScript, sw: &mut S, program: &Program) -> StfReport
 where
-    S: Runtime + PacketPath + ?Sized,
+    S: Runtime + PacketPath,
 {
     run_with_options(script, sw, program, RunOptions::default())
 }
@@ -63,8 +63,10 @@ pub fn run_with_options<S>(
     options: RunOptions,
 ) -> StfReport
 where
-    S: Runtime + PacketPath + ?Sized,
+    S: Runtime + PacketPath,
 {
+    // Pass-through commands go through the runtime CLI interpreter, as p4c forwards them.
+    let mut cli = tern_control::Cli::new(program);
     // `= <id>` labels of successful adds: label -> (table, handle).
     let mut labels: HashMap<String, (String, u32)> = HashMap::new();
     let mut report = StfReport {
@@ -186,13 +188,20 @@ where
                 &mut report,
                 format!("mc_node_update {node} ignored (p4c's runner does not forward it)"),
             ),
-            other => {
-                let msg = match pass_through(other, sw, program) {
-                    Ok(m) => m,
-                    Err(e) => format!("rejected: {e}"),
-                };
-                note(&mut report, msg);
-            }
+            other => match cli_line(other) {
+                Some(line) => {
+                    let out = cli.execute(&mut *sw, &line);
+                    let text = out.trim_end().replace('\n', " | ");
+                    if cli_output_is_error(&out) {
+                        note(&mut report, format!("rejected: {text}"));
+                    } else if text.is_empty() {
+                        note(&mut report, "done".to_string());
+                    } else {
+                        note(&mut report, text);
+                    }
+                }
+                None => note(&mut report, "not executed".to_string()),
+            },
         }
     }
     for port in attached {
@@ -237,7 +246,7 @@ fn check_counter<S>(
     check: Option<&CounterCheck>,
 ) -> Result<String, String>
 where
-    S: Runtime + PacketPath + ?Sized,
+    S: Runtime + PacketPath,
 {
     let full = cli_resolve(
         program.counter_arrays.iter().map(|c| c.name.as_str()),
@@ -314,161 +323,69 @@ fn int_literal(s: &str) -> Option<u32> {
     }
 }
 
-fn rates(r: &[crate::ast::RatePair]) -> Vec<MeterRate> {
-    r.iter()
-        .map(|p| MeterRate {
-            units_per_micros: p.rate,
-            burst_size: p.burst,
-        })
-        .collect()
-}
-
-/// The BMv2 pass-through commands, as simple_switch_CLI would execute them.
-fn pass_through<S>(cmd: &Command, sw: &mut S, program: &Program) -> Result<String, String>
-where
-    S: Runtime + PacketPath + ?Sized,
-{
-    let e = |e: tern_runtime::RuntimeError| e.to_string();
-    let counters = || program.counter_arrays.iter().map(|c| c.name.as_str());
-    let meters = || program.meter_arrays.iter().map(|c| c.name.as_str());
-    let registers = || program.register_arrays.iter().map(|c| c.name.as_str());
-    match cmd {
-        Command::MirroringAdd { session, port } => {
-            let s = MirroringSession {
-                port: Some(*port),
-                mgid: None,
-            };
-            sw.mirroring_session_add(*session, s).map_err(e)?;
-            Ok(format!("session {session} -> port {port}"))
-        }
+/// The simple_switch_CLI line p4c's runner forwards for a pass-through command.
+fn cli_line(cmd: &Command) -> Option<String> {
+    let rates = |r: &[crate::ast::RatePair]| {
+        r.iter()
+            .map(|p| format!("{}:{}", p.rate, p.burst))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let ports = |p: &[u32]| p.iter().map(u32::to_string).collect::<Vec<_>>().join(" ");
+    Some(match cmd {
+        Command::MirroringAdd { session, port } => format!("mirroring_add {session} {port}"),
         Command::MirroringAddMc { session, mgid } => {
-            let s = MirroringSession {
-                port: None,
-                mgid: Some(*mgid),
-            };
-            sw.mirroring_session_add(*session, s).map_err(e)?;
-            Ok(format!("session {session} -> multicast group {mgid}"))
+            format!("mirroring_add_mc {session} {mgid}")
         }
-        Command::MirroringDelete { session } => {
-            sw.mirroring_session_delete(*session).map_err(e)?;
-            Ok(format!("session {session} deleted"))
-        }
-        Command::MirroringGet { session } => {
-            let s = sw.mirroring_session_get(*session).map_err(e)?;
-            Ok(format!("session {session}: {s:?}"))
-        }
-        Command::McMgrpCreate { mgid } => {
-            sw.mc_mgrp_create(*mgid).map_err(e)?;
-            Ok(format!("multicast group {mgid} created"))
-        }
-        Command::McNodeCreate { rid, ports } => {
-            let h = sw.mc_node_create(*rid, ports, &[]).map_err(e)?;
-            Ok(format!("node was created with handle {h}"))
-        }
-        Command::McNodeAssociate { mgid, node } => {
-            sw.mc_node_associate(*mgid, *node).map_err(e)?;
-            Ok(format!("node {node} associated to group {mgid}"))
-        }
-        Command::CounterRead { counter, index } => {
-            let full = cli_resolve(counters(), counter, "counter")?;
-            let c = program.counter_arrays.iter().find(|c| c.name == full);
-            let v = match c.and_then(|c| c.binding.as_deref().filter(|_| c.is_direct)) {
-                Some(table) => sw.mt_read_counter(table, *index).map_err(e)?,
-                None => sw.counter_read(full, *index).map_err(e)?,
-            };
-            Ok(format!(
-                "{counter}[{index}]= ({} bytes, {} packets)",
-                v.bytes, v.packets
-            ))
-        }
+        Command::MirroringDelete { session } => format!("mirroring_delete {session}"),
+        Command::MirroringGet { session } => format!("mirroring_get {session}"),
+        Command::McMgrpCreate { mgid } => format!("mc_mgrp_create {mgid}"),
+        Command::McNodeCreate { rid, ports: p } => format!("mc_node_create {rid} {}", ports(p)),
+        Command::McNodeAssociate { mgid, node } => format!("mc_node_associate {mgid} {node}"),
+        Command::CounterRead { counter, index } => format!("counter_read {counter} {index}"),
         Command::CounterWrite {
             counter,
             index,
             packets,
             bytes,
-        } => {
-            let full = cli_resolve(counters(), counter, "counter")?;
-            let c = program.counter_arrays.iter().find(|c| c.name == full);
-            let v = CounterValue {
-                bytes: *bytes,
-                packets: *packets,
-            };
-            match c.and_then(|c| c.binding.as_deref().filter(|_| c.is_direct)) {
-                Some(table) => sw.mt_write_counter(table, *index, v).map_err(e)?,
-                None => sw.counter_write(full, *index, v).map_err(e)?,
-            }
-            Ok(format!("{counter}[{index}] has been updated"))
-        }
-        Command::RegisterRead { register, index } => {
-            let full = cli_resolve(registers(), register, "register")?;
-            match index {
-                Some(i) => {
-                    let v = sw.register_read(full, *i).map_err(e)?;
-                    Ok(format!("{register}[{i}]= {v}"))
-                }
-                None => {
-                    let v = sw.register_read_all(full).map_err(e)?;
-                    let s: Vec<String> = v.iter().map(u64::to_string).collect();
-                    Ok(format!("{register}= {}", s.join(", ")))
-                }
-            }
-        }
+        } => format!("counter_write {counter} {index} {packets} {bytes}"),
+        Command::RegisterRead {
+            register,
+            index: Some(i),
+        } => format!("register_read {register} {i}"),
+        Command::RegisterRead {
+            register,
+            index: None,
+        } => format!("register_read {register}"),
         Command::RegisterWrite {
             register,
             index,
             value,
-        } => {
-            let full = cli_resolve(registers(), register, "register")?;
-            sw.register_write(full, *index, *value).map_err(e)?;
-            Ok(format!("{register}[{index}] := {value}"))
-        }
-        Command::RegisterReset { register } => {
-            let full = cli_resolve(registers(), register, "register")?;
-            sw.register_reset(full).map_err(e)?;
-            Ok(format!("{register} reset"))
-        }
-        Command::MeterGetRates { meter, index } => {
-            let full = cli_resolve(meters(), meter, "meter")?;
-            let m = program.meter_arrays.iter().find(|m| m.name == full);
-            let v = match m.and_then(|m| m.binding.as_deref().filter(|_| m.is_direct)) {
-                Some(table) => sw.mt_get_meter_rates(table, *index).map_err(e)?,
-                None => sw.meter_get_rates(full, *index).map_err(e)?,
-            };
-            let s: Vec<String> = v
-                .iter()
-                .enumerate()
-                .map(|(k, r)| {
-                    format!(
-                        "{k}: info rate = {}, burst size = {}",
-                        r.units_per_micros, r.burst_size
-                    )
-                })
-                .collect();
-            Ok(s.join("; "))
-        }
+        } => format!("register_write {register} {index} {value}"),
+        Command::RegisterReset { register } => format!("register_reset {register}"),
+        Command::MeterGetRates { meter, index } => format!("meter_get_rates {meter} {index}"),
         Command::MeterSetRates {
             meter,
             index,
             rates: r,
-        } => {
-            let full = cli_resolve(meters(), meter, "meter")?;
-            let m = program.meter_arrays.iter().find(|m| m.name == full);
-            match m.and_then(|m| m.binding.as_deref().filter(|_| m.is_direct)) {
-                Some(table) => sw.mt_set_meter_rates(table, *index, &rates(r)).map_err(e)?,
-                None => sw.meter_set_rates(full, *index, &rates(r)).map_err(e)?,
-            }
-            Ok(format!("{meter}[{index}] rates set"))
-        }
+        } => format!("meter_set_rates {meter} {index} {}", rates(r)),
         Command::MeterArraySetRates { meter, rates: r } => {
-            let full = cli_resolve(meters(), meter, "meter")?;
-            sw.meter_array_set_rates(full, &rates(r)).map_err(e)?;
-            Ok(format!("{meter} rates set"))
+            format!("meter_array_set_rates {meter} {}", rates(r))
         }
-        other => Err(format!(
-            "'{}' is not a pass-through command",
-            other.keyword()
-        )),
-    }
+        _ => return None,
+    })
+}
+
+/// Whether simple_switch_CLI output reports an error.
+fn cli_output_is_error(out: &str) -> bool {
+    out.lines().any(|l| {
+        let l = l.trim_start();
+        l.starts_with("Error")
+            || l.starts_with("Invalid")
+            || l.starts_with("*** Unknown syntax")
+            || l.contains("is not a valid")
+            || l.starts_with("Found duplicate")
+    })
 }
 
 #[cfg(test)]

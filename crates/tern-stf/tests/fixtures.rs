@@ -347,7 +347,8 @@ fn pass_through_externs() {
         "register_write my_register 1 99\nregister_read my_register 1\nregister_reset my_register\n\
          register_read my_register 1\ncounter_write my_indirect_counter 2 5 500\n\
          counter_read my_indirect_counter 2\nmeter_set_rates my_indirect_meter 0 0.5:10 1:20\n\
-         meter_get_rates my_indirect_meter 0\nregister_read my_register 16\ncounter_read nope 0\n",
+         meter_get_rates my_indirect_meter 0\nregister_read my_register 16\ncounter_read nope 0\n\
+         meter_set_rates my_indirect_meter 0 0.5:10\n",
     );
     assert!(r.passed(), "{r}");
     let notes: Vec<&str> = r.notes.iter().map(|n| n.message.as_str()).collect();
@@ -368,7 +369,8 @@ fn pass_through_externs() {
         warnings,
         vec![
             "rejected: Invalid register operation (INVALID_INDEX)",
-            "rejected: Invalid counter name (nope)"
+            "rejected: Error: Invalid counter name (nope)",
+            "rejected: Error: Invalid number of rates, expected 2 but got 1",
         ]
     );
 }
