@@ -45,9 +45,10 @@ pub struct RunOptions {
 /// Run `script` against `sw`, whose loaded program is `program`, with p4c's semantics.
 ///
 /// Control commands run in file order; every `packet` is processed to completion before the
-/// next command. Runtime errors of control commands are recorded as warnings (p4c only
-/// prints them); lines p4c's runner cannot translate (unknown names, missing parameters, …)
-/// are errors and fail the test.
+/// next command. What `simple_switch_CLI` would reject (switch errors, values it cannot
+/// parse) is recorded as a warning: p4c only prints those. Lines p4c's runner itself cannot
+/// translate (unknown table/action/key/parameter names, a missing parameter or priority, a
+/// decimal ternary value, a range table, `no_packet`) are errors and fail the test.
 pub fn run<S>(script: &StfScript, sw: &mut S, program: &Program) -> StfReport
 where
     S: Runtime + PacketPath,
@@ -138,6 +139,11 @@ where
                 action,
                 entry_id,
             } => match translate_add(program, table, *priority, keys, action) {
+                Err(e) if e.cli_side => report.warnings.push(Issue {
+                    pos: e.pos.unwrap_or(pos),
+                    command: kw,
+                    message: format!("rejected: {}", e.message),
+                }),
                 Err(e) => report.errors.push(Issue {
                     pos: e.pos.unwrap_or(pos),
                     command: kw,

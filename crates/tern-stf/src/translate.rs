@@ -28,11 +28,27 @@ pub struct AddEntry {
 pub struct TranslateError {
     pub pos: Option<Pos>,
     pub message: String,
+    /// The error is one p4c's runner leaves to `simple_switch_CLI` (a value it cannot parse):
+    /// the CLI prints it and the test goes on, so it is not a failure by itself.
+    pub cli_side: bool,
 }
 
 impl From<String> for TranslateError {
     fn from(message: String) -> Self {
-        TranslateError { pos: None, message }
+        TranslateError {
+            pos: None,
+            message,
+            cli_side: false,
+        }
+    }
+}
+
+impl TranslateError {
+    fn cli(self) -> TranslateError {
+        TranslateError {
+            cli_side: true,
+            ..self
+        }
     }
 }
 
@@ -46,6 +62,7 @@ fn at(pos: Pos) -> impl Fn(String) -> TranslateError {
     move |message| TranslateError {
         pos: Some(pos),
         message,
+        cli_side: false,
     }
 }
 
@@ -480,7 +497,7 @@ pub fn action_data(
         let bw = act.runtime_data[i].1;
         data[i] = Some(
             parse_cli_value(&p.value, bw)
-                .map_err(|e| at(p.pos)(format!("parameter '{}': {e}", p.name)))?,
+                .map_err(|e| at(p.pos)(format!("parameter '{}': {e}", p.name)).cli())?,
         );
     }
     data.into_iter()
@@ -527,7 +544,15 @@ pub fn translate_add(
         let bits = key_width(program, &k.target);
         key.push(match g {
             Some(kv) => {
-                encode_key(k.match_kind, bits, &kv.value, &k.name).map_err(at(kv.value.pos))?
+                if k.match_kind == MatchKind::Ternary && kv.value.radix == Radix::Dec {
+                    return Err(at(kv.value.pos)(format!(
+                        "ternary key '{}' needs a hex or binary value, got decimal '{}'",
+                        k.name,
+                        kv.value.text()
+                    )));
+                }
+                encode_key(k.match_kind, bits, &kv.value, &k.name)
+                    .map_err(|e| at(kv.value.pos)(e).cli())?
             }
             None => default_key(k.match_kind, bits),
         });
