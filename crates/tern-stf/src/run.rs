@@ -164,6 +164,11 @@ where
             },
             Command::SetDefault { table, action } => {
                 match translate_setdefault(program, table, action) {
+                    Err(e) if !e.cli_side => report.errors.push(Issue {
+                        pos: e.pos.unwrap_or(pos),
+                        command: kw,
+                        message: e.message,
+                    }),
                     Err(e) => report.warnings.push(Issue {
                         pos: e.pos.unwrap_or(pos),
                         command: kw,
