@@ -120,16 +120,33 @@ where
             Command::Packet { port, data } => {
                 out.clear();
                 sw.process_packet(*port, data, &mut out);
-                let _ = sw.take_digests();
+                let digests = sw.take_digests().len();
                 report.packets_sent += 1;
+                let mut what: Vec<String> = Vec::new();
                 for o in out.drain(..) {
                     report.frames_out += 1;
                     if attached.contains(&o.port) {
+                        what.push(format!("port {}: {}", o.port, hex_upper(&o.data)));
                         received.entry(o.port).or_default().push(o.data);
                     } else {
+                        what.push(format!("port {} (not attached, discarded)", o.port));
                         report.discarded += 1;
                     }
                 }
+                if what.is_empty() {
+                    what.push("no frame out".to_string());
+                }
+                if digests > 0 {
+                    what.push(format!("{digests} digest(s)"));
+                }
+                note(
+                    &mut report,
+                    format!(
+                        "{} bytes in on port {port} -> {}",
+                        data.len(),
+                        what.join("; ")
+                    ),
+                );
             }
             Command::Expect { .. } => {}
             Command::Add {
