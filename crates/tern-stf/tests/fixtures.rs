@@ -645,3 +645,20 @@ fn translation_errors_point_at_the_culprit() {
     assert!(r.warnings[0].message.contains("could not cast"), "{r}");
     assert!(r.warnings[1].message.contains("too large"), "{r}");
 }
+
+/// simple-switch.md §10.6: `egress_spec` 511 drops. A file of only `packet` lines asserts
+/// silence on its ports; the runner's counters show nothing left anywhere.
+#[test]
+fn drop_port_emits_nothing() {
+    let base = std::fs::read_to_string(format!("{STF_DIR}packet_redirect_baseline.stf")).unwrap();
+    let text = base
+        .replace("_set_port(port:2)", "_set_port(port:511)")
+        .replace("expect 2 01 02 $\n", "");
+    let r = run_text(PACKET_REDIRECT, &text);
+    assert!(r.passed(), "{r}");
+    assert_eq!((r.packets_sent, r.frames_out), (1, 0), "{r}");
+    // The same file with port 2 still expected fails: the frame never comes.
+    let r = run_text(PACKET_REDIRECT, &(text + "expect 2 0102\n"));
+    assert!(!r.passed());
+    assert_eq!(r.expectations[0].outcome, Outcome::Missing);
+}
