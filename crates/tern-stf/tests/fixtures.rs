@@ -662,3 +662,33 @@ fn drop_port_emits_nothing() {
     assert!(!r.passed());
     assert_eq!(r.expectations[0].outcome, Outcome::Missing);
 }
+
+/// MANIFEST §5.5: config swap. The STF runner drives each phase on the same switch; the swap
+/// itself goes through the runtime API (STF has no command for it).
+#[test]
+fn config_swap_phases() {
+    let dir = format!("{FIXTURES}targets/simple_switch/tests/testdata/");
+    let j1 = std::fs::read_to_string(format!("{dir}swap_1.json")).unwrap();
+    let j2 = std::fs::read_to_string(format!("{dir}swap_2.json")).unwrap();
+    let opts = SwitchOptions {
+        enable_swap: true,
+        ..SwitchOptions::default()
+    };
+    let mut sw = Switch::from_json(&j1, opts).unwrap();
+    let p1 = sw.program().clone();
+    let p2 = tern_model::load(&j2).unwrap();
+    let r = tern_stf::run(&script("swap_1.stf"), &mut sw, &p1);
+    assert_pass(&r, 2, 0);
+    sw.load_new_config(&j2).unwrap();
+    // Staged only: traffic follows swap_1 (step 2).
+    let traffic = "expect 1 0000 $\npacket 0 0000\nexpect 2 ab00 $\npacket 0 ab00\n";
+    let s = tern_stf::parse(traffic, "staged.stf").unwrap();
+    assert_pass(&tern_stf::run(&s, &mut sw, &p1), 2, 0);
+    // Configure the staged program (step 3).
+    let r = tern_stf::run(&script("swap_2_pending.stf"), &mut sw, &p2);
+    assert_pass(&r, 3, 0);
+    assert!(r.warnings.is_empty(), "{r}");
+    sw.swap_configs().unwrap();
+    let r = tern_stf::run(&script("swap_2_live.stf"), &mut sw, &p2);
+    assert_pass(&r, 2, 0);
+}
