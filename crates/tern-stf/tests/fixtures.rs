@@ -692,3 +692,24 @@ fn config_swap_phases() {
     let r = tern_stf::run(&script("swap_2_live.stf"), &mut sw, &p2);
     assert_pass(&r, 2, 0);
 }
+
+/// `add` on an indirect (action-selector) table: the CLI's `table_add` is refused by the
+/// switch, which p4c only prints; a direct table of the same program still works.
+#[test]
+fn add_on_indirect_table_is_rejected_not_fatal() {
+    let json = "targets/simple_switch/tests/CLI_tests/testdata/ecmp.json";
+    let r = run_text(
+        json,
+        "add ecmp_group dstAddr:0x0a000001 set_nhop(nhop_ipv4:10.0.0.1, port:1)\n\
+         add forward nhop_ipv4:0x0a000001 set_dmac(dmac:00:00:00:00:00:01)\n",
+    );
+    assert!(r.passed(), "{r}");
+    assert_eq!(r.warnings.len(), 1, "{r}");
+    assert_eq!(r.warnings[0].pos.line, 1);
+    assert!(
+        r.warnings[0]
+            .message
+            .starts_with("rejected: Invalid table operation"),
+        "{r}"
+    );
+}
