@@ -5,6 +5,8 @@
 pub mod ast;
 pub mod diag;
 pub mod lexer;
+pub mod lower;
+pub mod p4info;
 pub mod parser;
 pub mod preproc;
 
@@ -63,5 +65,58 @@ mod tests {
         let s = d.to_string();
         assert!(s.starts_with("x.p4:3:1: error: expected `;`"), "{s}");
         assert!(s.contains("}\n^\n"), "{s}");
+    }
+}
+
+/// The result of a successful compilation.
+#[derive(Clone, Debug)]
+pub struct Compiled {
+    /// The program model (what the JSON says).
+    pub program: tern_model::Program,
+    /// BMv2 JSON text.
+    pub json: String,
+    /// P4Info in protobuf text format.
+    pub p4info: String,
+}
+
+/// Compile P4-16 source text for v1model. `name` labels diagnostics (and locates quoted
+/// includes).
+pub fn compile_str(src: &str, name: &str, opts: &Options) -> Result<Compiled, Diagnostics> {
+    let (decls, sources) = parse_str(src, name, opts)?;
+    let fail = |errors: Vec<Diagnostic>, sources: Sources| Diagnostics { errors, sources };
+    let (program, extra) = match lower::Lower::new(decls).run() {
+        Ok(x) => x,
+        Err(errors) => return Err(fail(errors, sources)),
+    };
+    let json = tern_model::to_json(&program);
+    if let Err(e) = tern_model::load(&json) {
+        return Err(fail(
+            vec![Diagnostic::new(
+                Pos::default(),
+                format!("internal error: the generated BMv2 JSON does not load: {e}"),
+            )],
+            sources,
+        ));
+    }
+    let p4info = p4info::write(&program, &extra);
+    Ok(Compiled {
+        program,
+        json,
+        p4info,
+    })
+}
+
+/// Compile a P4 file from disk.
+pub fn compile_file(path: &std::path::Path, opts: &Options) -> Result<Compiled, Diagnostics> {
+    let name = path.display().to_string();
+    match std::fs::read_to_string(path) {
+        Ok(src) => compile_str(&src, &name, opts),
+        Err(e) => Err(Diagnostics {
+            errors: vec![Diagnostic::new(
+                Pos::default(),
+                format!("cannot read `{name}`: {e}"),
+            )],
+            sources: Sources::default(),
+        }),
     }
 }
