@@ -109,7 +109,8 @@ enum Val {
     Default,
     Mask(Box<Val>, Box<Val>),
     Range(Box<Val>, Box<Val>),
-    Lookahead(u32),
+    /// `lookahead`: bit offset, width and the header type when a whole header is looked at.
+    Lookahead(u32, u32, Option<String>),
 }
 
 /// An extern instance (counter, register, …).
@@ -754,9 +755,9 @@ impl Lower {
                     Ok((m::Expr::Local(i), t))
                 }
             }
-            Val::Lookahead(w) => Ok((
+            Val::Lookahead(o, w, _) => Ok((
                 m::Expr::Lookahead {
-                    offset: 0,
+                    offset: o,
                     width: w,
                 },
                 Ty::Bit(w),
@@ -827,7 +828,7 @@ impl Lower {
             Val::Const(_, t) | Val::Rv(_, t) => Some(t.clone()),
             Val::Place(Place::Field(_, t)) | Val::Place(Place::Param(_, t)) => Some(t.clone()),
             Val::Place(Place::Header(_, h)) => Some(Ty::Header(h.clone())),
-            Val::Lookahead(w) => Some(Ty::Bit(*w)),
+            Val::Lookahead(_, w, _) => Some(Ty::Bit(*w)),
             _ => None,
         }
     }
@@ -1011,6 +1012,18 @@ impl Lower {
                     )),
                     None => err(pos, format!("header `{ht}` has no field `{name}`")),
                 }
+            }
+            Val::Lookahead(o, _, Some(ht)) => {
+                let fields = self.headers.get(&ht).cloned().unwrap_or_default();
+                let mut off = o;
+                for (n, t, _) in &fields {
+                    let w = t.width().unwrap_or(0);
+                    if n == name {
+                        return Ok(Val::Lookahead(off, w, None));
+                    }
+                    off += w;
+                }
+                err(pos, format!("header `{ht}` has no field `{name}`"))
             }
             Val::Place(Place::Enum(en)) => {
                 let (w, ms) = self.enums.get(&en).cloned().unwrap_or((None, Vec::new()));

@@ -118,3 +118,80 @@ fn basic_p4info_names_the_table_and_actions() {
     assert!(c.p4info.contains("match_type: LPM"));
     assert!(c.p4info.contains("name: \"MyIngress.ipv4_forward\""));
 }
+
+#[test]
+fn basic_tunnel_forwards_by_tunnel_id() {
+    let mut sw = switch("basic_tunnel.p4");
+    sw.mt_add_entry(
+        "MyIngress.myTunnel_exact",
+        &[MatchParam::Exact(vec![0x00, 0x02])],
+        "MyIngress.myTunnel_forward",
+        &[vec![0x00, 0x05]],
+        None,
+    )
+    .unwrap();
+    // Tunnel packet: proto_id 0x0800, dst_id 2, then an IPv4 header.
+    let mut pkt = hex("000000000001 000000000002 1212 0800 0002");
+    pkt.extend_from_slice(&ipv4_packet([10, 0, 3, 3], 9, b"")[14..]);
+    let out = run(&mut sw, 1, &pkt);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].port, 5);
+    assert_eq!(
+        out[0].data, pkt,
+        "tunnel forwarding leaves the packet unchanged"
+    );
+    // Unknown tunnel id: dropped by the default action.
+    let mut other = pkt.clone();
+    other[17] = 9;
+    assert!(run(&mut sw, 1, &other).is_empty());
+    // Plain IPv4 without a route: dropped.
+    assert!(run(&mut sw, 1, &ipv4_packet([10, 0, 3, 3], 9, b"")).is_empty());
+}
+
+fn calc_packet(op: u8, a: u32, b: u32) -> Vec<u8> {
+    let mut p = hex("0000000000aa 0000000000bb 1234 50 34 01");
+    p.push(op);
+    p.extend_from_slice(&a.to_be_bytes());
+    p.extend_from_slice(&b.to_be_bytes());
+    p.extend_from_slice(&[0xee; 4]);
+    p
+}
+
+#[test]
+fn calc_computes_with_const_entries() {
+    let mut sw = switch("calc.p4");
+    for (op, a, b, want) in [
+        (b'+', 7u32, 5u32, 12u32),
+        (b'-', 5, 7, 5u32.wrapping_sub(7)),
+        (b'&', 0xf0f0, 0xff00, 0xf000),
+        (b'|', 0xf0f0, 0x0f00, 0xfff0),
+        (b'^', 0xffff, 0x00ff, 0xff00),
+    ] {
+        let out = run(&mut sw, 4, &calc_packet(op, a, b));
+        assert_eq!(out.len(), 1, "op {}", op as char);
+        assert_eq!(out[0].port, 4, "sent back to the ingress port");
+        let o = &out[0].data;
+        assert_eq!(&o[0..6], &hex("0000000000bb")[..], "MACs swapped");
+        assert_eq!(&o[6..12], &hex("0000000000aa")[..]);
+        assert_eq!(
+            u32::from_be_bytes([o[26], o[27], o[28], o[29]]),
+            want,
+            "op {}",
+            op as char
+        );
+    }
+    // Unknown operator and a bad version are dropped.
+    assert!(run(&mut sw, 4, &calc_packet(b'*', 1, 2)).is_empty());
+    let mut bad = calc_packet(b'+', 1, 2);
+    bad[16] = 2;
+    assert!(run(&mut sw, 4, &bad).is_empty());
+    // The const entries make the table immutable.
+    let e = sw.mt_add_entry(
+        "MyIngress.calculate",
+        &[MatchParam::Exact(vec![b'*'])],
+        "MyIngress.operation_add",
+        &[],
+        None,
+    );
+    assert!(e.is_err());
+}

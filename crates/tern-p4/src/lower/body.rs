@@ -476,6 +476,10 @@ impl Lower {
                     );
                 };
                 let t = self.ty(t)?;
+                let hname = match &t {
+                    Ty::Header(h) => Some(h.clone()),
+                    _ => None,
+                };
                 let w = match &t {
                     Ty::Bit(w) => *w,
                     Ty::Header(h) => self
@@ -490,7 +494,7 @@ impl Lower {
                         )
                     }
                 };
-                Ok(Some(Val::Lookahead(w)))
+                Ok(Some(Val::Lookahead(0, w, hname)))
             }
             ("emit", Mode::Deparser) => {
                 Self::nargs(args, 1, "emit", pos)?;

@@ -479,9 +479,9 @@ impl Lower {
                             key.push(m::KeyElem::Field(f));
                             widths.push(w);
                         }
-                        Val::Lookahead(w) => {
+                        Val::Lookahead(o, w, _) => {
                             key.push(m::KeyElem::Lookahead {
-                                offset: 0,
+                                offset: o,
                                 width: w,
                             });
                             widths.push(w);
