@@ -195,3 +195,81 @@ fn calc_computes_with_const_entries() {
     );
     assert!(e.is_err());
 }
+
+fn ecn_switch(defines: &[&str]) -> Switch {
+    let opts = tern_p4::Options {
+        include_dirs: vec![],
+        defines: defines.iter().map(|s| s.to_string()).collect(),
+    };
+    let c = tern_p4::compile_file(std::path::Path::new(&tutorial("ecn.p4")), &opts)
+        .unwrap_or_else(|d| panic!("{d}"));
+    let mut sw = Switch::from_json(&c.json, SwitchOptions::default()).unwrap();
+    sw.mt_add_entry(
+        "MyIngress.ipv4_lpm",
+        &[MatchParam::Lpm {
+            key: vec![10, 0, 0, 0],
+            prefix_len: 8,
+        }],
+        "MyIngress.ipv4_forward",
+        &[hex("0a0a0a0a0a0a"), vec![0x00, 0x03]],
+        None,
+    )
+    .unwrap();
+    sw
+}
+
+#[test]
+fn ecn_marks_only_above_the_threshold() {
+    let mut pkt = ipv4_packet([10, 1, 1, 1], 20, b"data");
+    pkt[15] = 0x01; // ECT(1)
+    let c = ipv4_checksum(&pkt[14..34]);
+    pkt[24..26].copy_from_slice(&c.to_be_bytes());
+
+    // Default threshold (10): the queue is empty, nothing is marked.
+    let mut sw = ecn_switch(&[]);
+    let out = run(&mut sw, 1, &pkt);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].data[15] & 3, 1);
+
+    // -D ECN_THRESHOLD=0: every ECN-capable packet is marked; the checksum follows.
+    let mut sw = ecn_switch(&["ECN_THRESHOLD=0"]);
+    let out = run(&mut sw, 1, &pkt);
+    assert_eq!(out.len(), 1);
+    let o = &out[0].data;
+    assert_eq!(o[15] & 3, 3, "marked CE");
+    assert_eq!(o[22], 19);
+    assert_eq!(
+        u16::from_be_bytes([o[24], o[25]]),
+        ipv4_checksum(&o[14..34])
+    );
+
+    // Not ECN-capable (ecn 0): never marked.
+    let mut plain = pkt.clone();
+    plain[15] = 0;
+    let out = run(&mut sw, 1, &plain);
+    assert_eq!(out[0].data[15] & 3, 0);
+}
+
+#[test]
+fn source_routing_pops_hops() {
+    let mut sw = switch("source_routing.p4");
+    // Two hops: port 2 then port 3 (bottom of stack), then IPv4.
+    let mut pkt = hex("000000000001 000000000002 1234 0002 8003");
+    pkt.extend_from_slice(&ipv4_packet([10, 0, 0, 1], 30, b"")[14..]);
+    let out = run(&mut sw, 1, &pkt);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].port, 2);
+    let mut want = hex("000000000001 000000000002 1234 8003");
+    want.extend_from_slice(&pkt[18..]);
+    want[16 + 8] = 29; // every hop decrements the TTL
+    assert_eq!(out[0].data, want, "first hop popped");
+    // Second switch: last hop; EtherType becomes IPv4.
+    let out = run(&mut sw, 1, &want);
+    assert_eq!(out[0].port, 3);
+    let o = &out[0].data;
+    assert_eq!(&o[12..14], &[0x08, 0x00]);
+    assert_eq!(o[14 + 8], 28);
+    assert_eq!(o.len(), want.len() - 2);
+    // No source route: dropped.
+    assert!(run(&mut sw, 1, &ipv4_packet([10, 0, 0, 1], 30, b"")).is_empty());
+}
