@@ -273,3 +273,107 @@ fn source_routing_pops_hops() {
     // No source route: dropped.
     assert!(run(&mut sw, 1, &ipv4_packet([10, 0, 0, 1], 30, b"")).is_empty());
 }
+
+fn tcp_packet(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16, flags: u8) -> Vec<u8> {
+    let mut p = hex("000000000001 000000000002 0800");
+    let mut ip = hex("45 00 0028 0001 0000 40 06 0000");
+    ip.extend_from_slice(&src);
+    ip.extend_from_slice(&dst);
+    let c = ipv4_checksum(&ip);
+    ip[10..12].copy_from_slice(&c.to_be_bytes());
+    p.extend(ip);
+    p.extend_from_slice(&sport.to_be_bytes());
+    p.extend_from_slice(&dport.to_be_bytes());
+    p.extend_from_slice(&hex("00000001 00000000 50"));
+    p.push(flags);
+    p.extend_from_slice(&hex("ffff 0000 0000"));
+    p
+}
+
+#[test]
+fn firewall_admits_only_established_flows() {
+    let mut sw = switch("firewall.p4");
+    for (net, port) in [([10, 0, 1, 0], 1u8), ([10, 0, 2, 0], 2u8)] {
+        sw.mt_add_entry(
+            "MyIngress.ipv4_lpm",
+            &[MatchParam::Lpm {
+                key: net.to_vec(),
+                prefix_len: 24,
+            }],
+            "MyIngress.ipv4_forward",
+            &[hex("00000000aaaa"), vec![0, port]],
+            None,
+        )
+        .unwrap();
+    }
+    let ports = |i: u8, e: u8| [MatchParam::Exact(vec![0, i]), MatchParam::Exact(vec![0, e])];
+    sw.mt_add_entry(
+        "MyIngress.check_ports",
+        &ports(1, 2),
+        "MyIngress.set_direction",
+        &[vec![0]],
+        None,
+    )
+    .unwrap();
+    sw.mt_add_entry(
+        "MyIngress.check_ports",
+        &ports(2, 1),
+        "MyIngress.set_direction",
+        &[vec![1]],
+        None,
+    )
+    .unwrap();
+    let inside = [10, 0, 1, 1];
+    let outside = [10, 0, 2, 2];
+    // An unsolicited inbound packet is dropped.
+    let inbound = tcp_packet(outside, inside, 80, 5555, 0x12);
+    assert!(run(&mut sw, 2, &inbound).is_empty());
+    // Outbound SYN goes out and records the flow.
+    let out = run(&mut sw, 1, &tcp_packet(inside, outside, 5555, 80, 0x02));
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].port, 2);
+    // Now the reply is admitted.
+    let out = run(&mut sw, 2, &inbound);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].port, 1);
+    // A reply for another flow is still dropped.
+    assert!(run(&mut sw, 2, &tcp_packet(outside, inside, 81, 5555, 0x12)).is_empty());
+    // The filter bits were set through the registers.
+    let bits: u64 = sw
+        .register_read_all("MyIngress.bloom_filter_1")
+        .unwrap()
+        .iter()
+        .sum();
+    assert_eq!(bits, 1);
+}
+
+#[test]
+fn multicast_replicates_except_to_the_ingress_port() {
+    let mut sw = switch("multicast.p4");
+    let g = sw.mc_mgrp_create(1).unwrap();
+    let n = sw.mc_node_create(7, &[1, 2, 3], &[]).unwrap();
+    sw.mc_node_associate(g, n).unwrap();
+    sw.mt_add_entry(
+        "MyIngress.mac_lookup",
+        &[MatchParam::Exact(hex("000000000002"))],
+        "MyIngress.mac_forward",
+        &[vec![0, 2]],
+        None,
+    )
+    .unwrap();
+    let bcast = hex("ffffffffffff 000000000101 0800 0102");
+    let mut out = run(&mut sw, 1, &bcast);
+    out.sort_by_key(|o| o.port);
+    let ports: Vec<u32> = out.iter().map(|o| o.port).collect();
+    assert_eq!(ports, vec![2, 3]);
+    for o in &out {
+        assert_eq!(o.data[11], 7, "rid stamped into the source MAC");
+        assert_eq!(&o.data[..11], &bcast[..11]);
+    }
+    // Unicast.
+    let uni = hex("000000000002 000000000101 0800");
+    let out = run(&mut sw, 1, &uni);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].port, 2);
+    assert_eq!(out[0].data, uni);
+}
