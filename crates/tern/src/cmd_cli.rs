@@ -1,10 +1,132 @@
-//! `tern cli`: placeholder until its owner wires it.
+//! `tern cli`: the simple_switch_CLI runtime command language, against a program loaded
+//! in-process or, with `--connect`, against a running switch's control port.
 
+use std::io::{self, BufRead, BufReader, IsTerminal, Write};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-#[derive(clap::Args, Default)]
-pub struct CliArgs {}
+use anyhow::{bail, Context};
+use tern_control::remote::Client;
+use tern_control::{Cli, PreType};
+use tern_dataplane::{Switch, SwitchOptions};
 
-pub fn run(_args: CliArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`tern cli` is not wired yet")
+#[derive(clap::Args, Default)]
+pub struct CliArgs {
+    /// BMv2 JSON program to load in-process.
+    #[arg(value_name = "PROG_JSON", required_unless_present = "connect")]
+    pub json: Option<PathBuf>,
+    /// Read commands from FILE instead of stdin.
+    #[arg(long, value_name = "FILE")]
+    pub commands: Option<PathBuf>,
+    /// Drive a running switch's control port (e.g. 127.0.0.1:9090) instead of a local program.
+    #[arg(long, value_name = "ADDR", conflicts_with = "json")]
+    pub connect: Option<String>,
+    /// Packet replication engine: None, SimplePre or SimplePreLAG (default, as simple_switch_CLI).
+    #[arg(long, value_name = "TYPE")]
+    pub pre: Option<String>,
+    /// Allow `load_new_config_file` / `swap_configs` (simple_switch --enable-swap).
+    #[arg(long)]
+    pub enable_swap: bool,
+}
+
+const PROMPT: &str = "RuntimeCmd: ";
+
+/// Where one command's output goes.
+trait Session {
+    fn run(&mut self, line: &str) -> anyhow::Result<String>;
+}
+
+struct Local {
+    sw: Switch,
+    cli: Cli,
+}
+
+impl Session for Local {
+    fn run(&mut self, line: &str) -> anyhow::Result<String> {
+        let out = self.cli.execute(&mut self.sw, line);
+        let err = self.cli.take_stderr();
+        if !err.is_empty() {
+            eprint!("{err}");
+        }
+        Ok(out)
+    }
+}
+
+struct Remote(Client);
+
+impl Session for Remote {
+    fn run(&mut self, line: &str) -> anyhow::Result<String> {
+        self.0
+            .execute(line)
+            .context("lost the connection to the switch")
+    }
+}
+
+pub fn run(args: CliArgs) -> anyhow::Result<ExitCode> {
+    let pre = match &args.pre {
+        Some(p) => p.parse::<PreType>().map_err(anyhow::Error::msg)?,
+        None => PreType::SimplePreLag,
+    };
+    let mut session: Box<dyn Session> = match (&args.connect, &args.json) {
+        (Some(addr), _) => match Client::connect(addr.as_str()) {
+            Ok(c) => Box::new(Remote(c)),
+            Err(e) => bail!(
+                "could not connect to the switch at {addr}: {e}\n\
+                 Make sure the switch is running and that you have the right port"
+            ),
+        },
+        (None, Some(path)) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            let opts = SwitchOptions {
+                enable_swap: args.enable_swap,
+                ..SwitchOptions::default()
+            };
+            let sw = Switch::from_json(&text, opts)
+                .with_context(|| format!("cannot load {}", path.display()))?;
+            let cli = Cli::new(sw.program()).with_pre(pre);
+            Box::new(Local { sw, cli })
+        }
+        (None, None) => bail!("give a program JSON or --connect ADDR"),
+    };
+
+    let interactive = args.commands.is_none() && io::stdin().is_terminal();
+    let mut input: Box<dyn BufRead> = match &args.commands {
+        Some(path) => Box::new(BufReader::new(
+            std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?,
+        )),
+        None => Box::new(io::stdin().lock()),
+    };
+    let stdout = io::stdout();
+    let mut out = stdout.lock();
+    if interactive {
+        writeln!(out, "Control utility for runtime P4 table manipulation")?;
+    }
+    let mut buf = Vec::new();
+    loop {
+        if interactive {
+            write!(out, "{PROMPT}")?;
+            out.flush()?;
+        }
+        buf.clear();
+        if input.read_until(b'\n', &mut buf)? == 0 {
+            if interactive {
+                writeln!(out)?;
+            }
+            break;
+        }
+        let line = String::from_utf8_lossy(&buf);
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        if line == "EOF" {
+            writeln!(out)?;
+            break;
+        }
+        let text = session.run(line)?;
+        out.write_all(text.as_bytes())?;
+        out.flush()?;
+    }
+    Ok(ExitCode::SUCCESS)
 }
