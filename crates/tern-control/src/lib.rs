@@ -120,7 +120,7 @@ pub(crate) const COMMANDS: &[(&str, &str)] = &[
     ("register_reset", "Reset all the cells in the register array to 0: register_reset <name>"),
     ("register_write", "Write register value: register_write <name> <index> <value>"),
     ("reset_state", "Reset all state in the switch (table entries, registers, ...), but P4 config is preserved: reset_state"),
-    ("serialize_state", "Serialize the switch state and dumps it to stdout or a file: serialize_state [<file_name>]"),
+    ("serialize_state", "Serialize the switch state and dumps it to user-specified file: serialize_state <file_name>"),
     ("set_crc16_parameters", "Change the parameters for a custom crc16 hash: set_crc16_parameters <name> <polynomial> <initial remainder> <final xor value> <reflect data?> <reflect remainder?>"),
     ("set_crc32_parameters", "Change the parameters for a custom crc32 hash: set_crc32_parameters <name> <polynomial> <initial remainder> <final xor value> <reflect data?> <reflect remainder?>"),
     ("set_queue_depth", "Set depth of one / all egress queue(s): set_queue_depth <nb_pkts> [<egress_port> [<priority>]]"),

@@ -63,11 +63,27 @@ impl Session for Remote {
 }
 
 pub fn run(args: CliArgs) -> anyhow::Result<ExitCode> {
+    let mut session = open_session(&args)?;
+    let interactive = args.commands.is_none() && io::stdin().is_terminal();
+    let mut input: Box<dyn BufRead> = match &args.commands {
+        Some(path) => Box::new(BufReader::new(
+            std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?,
+        )),
+        None => Box::new(io::stdin().lock()),
+    };
+    let stdout = io::stdout();
+    let mut out = stdout.lock();
+    drive(session.as_mut(), &mut input, &mut out, interactive)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Load the program (or connect to the switch) named by the arguments.
+fn open_session(args: &CliArgs) -> anyhow::Result<Box<dyn Session>> {
     let pre = match &args.pre {
         Some(p) => p.parse::<PreType>().map_err(anyhow::Error::msg)?,
         None => PreType::SimplePreLag,
     };
-    let mut session: Box<dyn Session> = match (&args.connect, &args.json) {
+    Ok(match (&args.connect, &args.json) {
         (Some(addr), _) => match Client::connect(addr.as_str()) {
             Ok(c) => Box::new(Remote(c)),
             Err(e) => bail!(
@@ -88,17 +104,17 @@ pub fn run(args: CliArgs) -> anyhow::Result<ExitCode> {
             Box::new(Local { sw, cli })
         }
         (None, None) => bail!("give a program JSON or --connect ADDR"),
-    };
+    })
+}
 
-    let interactive = args.commands.is_none() && io::stdin().is_terminal();
-    let mut input: Box<dyn BufRead> = match &args.commands {
-        Some(path) => Box::new(BufReader::new(
-            std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?,
-        )),
-        None => Box::new(io::stdin().lock()),
-    };
-    let stdout = io::stdout();
-    let mut out = stdout.lock();
+/// The read–execute–print loop: the prompt and banner only when interactive; blank lines and
+/// `#` comments skipped; `EOF` ends the session with an empty line, as in the stock CLI.
+fn drive(
+    session: &mut dyn Session,
+    input: &mut dyn BufRead,
+    out: &mut dyn Write,
+    interactive: bool,
+) -> anyhow::Result<()> {
     if interactive {
         writeln!(out, "Control utility for runtime P4 table manipulation")?;
     }
@@ -113,7 +129,7 @@ pub fn run(args: CliArgs) -> anyhow::Result<ExitCode> {
             if interactive {
                 writeln!(out)?;
             }
-            break;
+            return Ok(());
         }
         let line = String::from_utf8_lossy(&buf);
         let line = line.trim();
@@ -122,11 +138,80 @@ pub fn run(args: CliArgs) -> anyhow::Result<ExitCode> {
         }
         if line == "EOF" {
             writeln!(out)?;
-            break;
+            return Ok(());
         }
         let text = session.run(line)?;
         out.write_all(text.as_bytes())?;
         out.flush()?;
     }
-    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FIX: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/fixtures/bmv2");
+
+    fn args(json: &str) -> CliArgs {
+        CliArgs {
+            json: Some(PathBuf::from(format!("{FIX}/{json}"))),
+            ..CliArgs::default()
+        }
+    }
+
+    #[test]
+    fn runs_a_script_in_process() {
+        let mut s = open_session(&args("targets/l2_switch/l2_switch.json")).unwrap();
+        let input = "# comment\n\nmc_mgrp_create 1\nmc_node_create 0 1 2\nEOF\nmc_dump\n";
+        let mut out = Vec::new();
+        drive(s.as_mut(), &mut input.as_bytes(), &mut out, false).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "Creating multicast group 1\n\
+             Creating node with rid 0 , port map 110 and lag map \n\
+             node was created with handle 0\n\n"
+        );
+    }
+
+    #[test]
+    fn interactive_mode_prompts() {
+        let mut s = open_session(&args("targets/l2_switch/l2_switch.json")).unwrap();
+        let mut out = Vec::new();
+        drive(s.as_mut(), &mut "greet\n".as_bytes(), &mut out, true).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "Control utility for runtime P4 table manipulation\n\
+             RuntimeCmd: hello\nRuntimeCmd: \n"
+        );
+    }
+
+    #[test]
+    fn plain_pre_option() {
+        let mut a = args("targets/l2_switch/l2_switch.json");
+        a.pre = Some("SimplePre".into());
+        let mut s = open_session(&a).unwrap();
+        assert_eq!(
+            s.run("mc_node_create 0 1").unwrap(),
+            "Creating node with rid 0 and with port map 10\nnode was created with handle 0\n"
+        );
+        a.pre = Some("Bogus".into());
+        let e = open_session(&a).err().unwrap().to_string();
+        assert!(e.contains("invalid PRE type 'Bogus'"), "{e}");
+    }
+
+    #[test]
+    fn load_errors_are_clear() {
+        let e = open_session(&args("does/not/exist.json")).err().unwrap();
+        assert!(format!("{e:#}").contains("cannot read"), "{e:#}");
+        let e = open_session(&args("tests/testdata/one_header.json"))
+            .err()
+            .unwrap();
+        let msg = format!("{e:#}");
+        assert!(
+            msg.contains("cannot load") && msg.contains("standard_metadata.egress_port"),
+            "{msg}"
+        );
+        let e = open_session(&CliArgs::default()).err().unwrap();
+        assert!(e.to_string().contains("--connect"), "{e}");
+    }
 }
