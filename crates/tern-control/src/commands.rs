@@ -821,13 +821,14 @@ impl Cli {
                     exactly(a, 2)?;
                     let i = int_arg(a[1], "index")?;
                     let idx = to_u32(i, RegisterError::INVALID_INDEX)?;
-                    let v = rt.register_read(&r, idx)?;
+                    // The Thrift value is an i64: print it the way the stock CLI sees it.
+                    let v = rt.register_read(&r, idx)? as i64;
                     outln!(o, "{}[{i}]= {v}", a[0]);
                 } else {
                     self.stderr
                         .push_str("register index omitted, reading entire array\n");
                     let vs = rt.register_read_all(&r)?;
-                    let vs: Vec<String> = vs.iter().map(|v| v.to_string()).collect();
+                    let vs: Vec<String> = vs.iter().map(|v| (*v as i64).to_string()).collect();
                     outln!(o, "{}= {}", a[0], vs.join(", "));
                 }
                 Ok(())

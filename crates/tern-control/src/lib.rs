@@ -91,7 +91,7 @@ pub(crate) const COMMANDS: &[(&str, &str)] = &[
     ("counter_write", "Write counter value: counter_write <name> <index> <packets> <bytes>"),
     ("get_time_elapsed", "Get time elapsed (in microseconds) since the switch started: get_time_elapsed"),
     ("get_time_since_epoch", "Get time elapsed (in microseconds) since the switch clock's epoch: get_time_since_epoch"),
-    ("greet", "Print a greeting: greet"),
+    ("greet", ""),
     ("help", "List available commands with \"help\" or detailed help with \"help cmd\"."),
     ("load_new_config_file", "Load new json config: load_new_config_file <path to .json file>"),
     ("mc_dump", "Dump entries in multicast engine: mc_dump"),
@@ -269,19 +269,39 @@ impl Cli {
         Ok(n)
     }
 
-    /// `help` with no topic: the Python `cmd` module's topic listing.
+    /// `help [topic]`: the Python `cmd` module's topic listing, or one command's help.
     pub fn help_text(topic: Option<&str>) -> String {
         match topic {
-            Some(t) => match COMMANDS.iter().find(|(n, _)| *n == t) {
+            Some(t) => match COMMANDS.iter().find(|(n, d)| *n == t && !d.is_empty()) {
                 Some((_, doc)) => format!("{doc}\n"),
                 None => format!("*** No help on {t}\n"),
             },
             None => {
-                let header = "Documented commands (type help <topic>):";
-                let mut s = format!("\n{header}\n{}\n", "=".repeat(header.len()));
-                let names: Vec<&str> = COMMANDS.iter().map(|(n, _)| *n).collect();
-                s.push_str(&columnize(&names, 79));
-                s.push('\n');
+                let mut documented: Vec<&str> = COMMANDS
+                    .iter()
+                    .filter(|(_, d)| !d.is_empty())
+                    .map(|(n, _)| *n)
+                    .collect();
+                documented.sort_unstable();
+                let mut undocumented: Vec<&str> = COMMANDS
+                    .iter()
+                    .filter(|(_, d)| d.is_empty())
+                    .map(|(n, _)| *n)
+                    .chain(std::iter::once("EOF"))
+                    .collect();
+                undocumented.sort_unstable();
+                let mut s = String::from("\n");
+                for (header, names) in [
+                    ("Documented commands (type help <topic>):", documented),
+                    ("Undocumented commands:", undocumented),
+                ] {
+                    s.push_str(header);
+                    s.push('\n');
+                    s.push_str(&"=".repeat(header.len()));
+                    s.push('\n');
+                    s.push_str(&columnize(&names, 79));
+                    s.push('\n');
+                }
                 s
             }
         }

@@ -494,3 +494,38 @@ fn fuzz_random_lines_never_panic() {
         assert!(out.is_empty() || out.ends_with('\n'), "{line:?} -> {out:?}");
     }
 }
+
+/// Names resolve by unique dot-suffix; a suffix shared by two tables resolves to neither.
+#[test]
+fn dot_suffix_resolution_and_ambiguity() {
+    let text = std::fs::read_to_string(format!("{FIX}/{GRPC}/ternary.json")).unwrap();
+    let mut j: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let tables = j["pipelines"][0]["tables"].as_array_mut().unwrap();
+    let mut twin = tables[0].clone();
+    twin["name"] = "other.ter".into();
+    twin["id"] = 1000.into();
+    tables.push(twin);
+    let text = serde_json::to_string(&j).unwrap();
+    let mut sw = Switch::from_json(&text, SwitchOptions::default()).expect("load twin");
+    let mut cli = Cli::new(&tern_model::load(&text).unwrap());
+    assert_eq!(
+        cli.execute(&mut sw, "table_num_entries ter"),
+        "Error: Invalid table name (ter)\n"
+    );
+    assert_eq!(cli.execute(&mut sw, "table_num_entries ingress.ter"), "0\n");
+    assert_eq!(cli.execute(&mut sw, "table_num_entries other.ter"), "0\n");
+    // Whole components only: `er` is not a suffix of `ingress.ter`.
+    assert_eq!(
+        cli.execute(&mut sw, "table_num_entries er"),
+        "Error: Invalid table name (er)\n"
+    );
+    // Actions resolve by suffix too, and are echoed as typed.
+    let out = cli.execute(&mut sw, "table_add other.ter send_1 1&&&1 => 3");
+    assert!(out.contains("action:              send_1\n"), "{out}");
+    assert!(
+        out.ends_with("Entry has been added with handle 0\n"),
+        "{out}"
+    );
+    assert_eq!(sw.mt_get_num_entries("other.ter").unwrap(), 1);
+    assert_eq!(sw.mt_get_num_entries("ingress.ter").unwrap(), 0);
+}

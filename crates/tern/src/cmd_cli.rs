@@ -214,4 +214,38 @@ mod tests {
         let e = open_session(&CliArgs::default()).err().unwrap();
         assert!(e.to_string().contains("--connect"), "{e}");
     }
+
+    #[test]
+    fn connect_drives_a_served_switch() {
+        let text =
+            std::fs::read_to_string(format!("{FIX}/targets/l2_switch/l2_switch.json")).unwrap();
+        let sw = Switch::from_json(&text, SwitchOptions::default()).unwrap();
+        let program = sw.program().clone();
+        let sw = std::sync::Arc::new(std::sync::Mutex::new(sw));
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let served = std::sync::Arc::clone(&sw);
+        std::thread::spawn(move || tern_control::remote::serve(listener, served, program));
+        let a = CliArgs {
+            connect: Some(addr.to_string()),
+            ..CliArgs::default()
+        };
+        let mut s = open_session(&a).unwrap();
+        let mut out = Vec::new();
+        let input = "table_set_default dmac broadcast\ntable_num_entries dmac\n";
+        drive(s.as_mut(), &mut input.as_bytes(), &mut out, false).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "Setting default action of dmac\naction:              broadcast\n\
+             runtime data:        \n0\n"
+        );
+        // The change is visible to any other session on the same switch.
+        let mut other = Client::connect(addr).unwrap();
+        let dump = other.execute("table_dump dmac").unwrap();
+        assert!(
+            dump.ends_with("Dumping default entry\nAction entry: broadcast - \n==========\n"),
+            "{dump}"
+        );
+        drop(sw);
+    }
 }
