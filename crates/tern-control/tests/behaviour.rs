@@ -433,11 +433,20 @@ fn bad_inputs_table() {
     assert_eq!(ecmp.mt_get_num_entries("ecmp_group").unwrap(), 0);
 }
 
+/// Every command except those that write files named by their argument.
+fn fuzzable_commands() -> Vec<&'static str> {
+    Cli::command_names()
+        .iter()
+        .copied()
+        .filter(|c| !matches!(*c, "write_config_to_file" | "serialize_state"))
+        .collect()
+}
+
 /// Random lines built from command names, resource names and value-ish tokens never panic.
 #[test]
 fn fuzz_random_lines_never_panic() {
     let (mut sw, mut cli) = setup(&format!("{CLI_T}/ecmp.json"));
-    let names = Cli::command_names();
+    let names = fuzzable_commands();
     let tokens = [
         "ecmp_group",
         "ipv4_lpm",
@@ -528,4 +537,49 @@ fn dot_suffix_resolution_and_ambiguity() {
     );
     assert_eq!(sw.mt_get_num_entries("other.ter").unwrap(), 1);
     assert_eq!(sw.mt_get_num_entries("ingress.ter").unwrap(), 0);
+}
+
+/// Random lines against programs with ternary keys, direct meters/counters, value sets and
+/// timeouts, under every PRE type, never panic (in the CLI or the switch behind it).
+#[test]
+fn fuzz_many_programs_never_panic() {
+    let programs = [
+        format!("{GRPC}/ternary.json"),
+        format!("{GRPC}/meter.json"),
+        format!("{GRPC}/counter.json"),
+        format!("{GRPC}/digest.json"),
+        "tests/testdata/parse_vset.json".to_string(),
+        format!("{CLI_T}/indirect_res.json"),
+        format!("{CLI_T}/table_dump_extra.json"),
+    ];
+    let tokens = [
+        "0", "1", "2", "-1", "7", "65535", "4294967295", "4294967296", "0x1ff", "0xffff&&&0xff00",
+        "0&&&0", "5->1", "1->5", "10.0.0.1/33", "10.0.0.1/0", "::/200", "1e308:1", "nan:1",
+        "-1:5", "1:-5", "0.5:1", "inf:4294967295", "=>", "|", "ter", "ingress.ter", "send_1",
+        "mtr", "cntr", "t_redirect", "port_redirect", "smac", "pv1", "pv2", "my_register",
+        "my_indirect_counter", "my_indirect_meter", "empty_key", "_nop", "NoAction", "0x",
+        "99999999999999999999999999999999999999", "\u{0}", "\u{202e}", "1_000",
+    ];
+    let pres = [PreType::SimplePreLag, PreType::SimplePre, PreType::None];
+    let names = fuzzable_commands();
+    let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for (i, prog) in programs.iter().enumerate() {
+        let (mut sw, cli) = setup(prog);
+        let mut cli = cli.with_pre(pres[i % pres.len()]);
+        for _ in 0..4_000 {
+            let mut line = names[(next() % names.len() as u64) as usize].to_string();
+            for _ in 0..(next() % 8) {
+                line.push(' ');
+                line.push_str(tokens[(next() % tokens.len() as u64) as usize]);
+            }
+            let out = cli.execute(&mut sw, &line);
+            assert!(out.is_empty() || out.ends_with('\n'), "{line:?} -> {out:?}");
+        }
+    }
 }
