@@ -622,3 +622,115 @@ fn fuzz_many_programs_never_panic() {
         }
     }
 }
+
+/// The whole action-profile life cycle through the CLI, and the legacy forms' refusal of
+/// shared profiles.
+#[test]
+fn indirect_table_lifecycle() {
+    let (mut sw, mut cli) = setup(&format!("{CLI_T}/ecmp.json"));
+    let mut run = |line: &str| cli.execute(&mut sw, line);
+    assert_eq!(
+        run("act_prof_create_member ecmp_action_profile set_nhop 10.0.0.1 1"),
+        "Member has been created with handle 0\n"
+    );
+    assert_eq!(
+        run("act_prof_create_member ecmp_action_profile set_nhop 10.0.0.2 2"),
+        "Member has been created with handle 1\n"
+    );
+    assert_eq!(
+        run("act_prof_modify_member ecmp_action_profile set_nhop 1 => 0.0.0.0 3"),
+        ""
+    );
+    assert_eq!(
+        run("act_prof_dump_member ecmp_action_profile 1"),
+        "Dumping member 1\nAction entry: set_nhop - 00, 03\n"
+    );
+    assert_eq!(
+        run("act_prof_create_group ecmp_action_profile"),
+        "Group has been created with handle 0\n"
+    );
+    assert_eq!(
+        run("act_prof_add_member_to_group ecmp_action_profile 0 0"),
+        ""
+    );
+    assert_eq!(
+        run("act_prof_add_member_to_group ecmp_action_profile 1 0"),
+        ""
+    );
+    assert_eq!(
+        run("act_prof_add_member_to_group ecmp_action_profile 1 0"),
+        "Invalid table operation (MBR_ALREADY_IN_GRP)\n"
+    );
+    assert_eq!(
+        run("act_prof_dump ecmp_action_profile"),
+        "==========\nMEMBERS\n**********\nDumping member 0\nAction entry: set_nhop - 0a000001, 01\n\
+         **********\nDumping member 1\nAction entry: set_nhop - 00, 03\n==========\nGROUPS\n\
+         **********\nDumping group 0\nMembers: [0, 1]\n"
+    );
+    assert_eq!(
+        run("act_prof_remove_member_from_group ecmp_action_profile 1 0"),
+        ""
+    );
+    assert_eq!(
+        run("act_prof_dump_group ecmp_action_profile 0"),
+        "Dumping group 0\nMembers: [0]\n"
+    );
+    assert_eq!(run("table_indirect_set_default ecmp_group 1"), "");
+    assert!(run("table_dump ecmp_group")
+        .ends_with("Dumping default entry\nIndex: member(1)\n==========\n"));
+    assert_eq!(
+        run("table_indirect_set_default_with_group ecmp_group 0"),
+        ""
+    );
+    assert!(run("table_dump ecmp_group")
+        .ends_with("Dumping default entry\nIndex: group(0)\n==========\n"));
+    assert_eq!(run("table_indirect_reset_default ecmp_group"), "");
+    assert!(run("table_dump ecmp_group").ends_with("Dumping default entry\nEMPTY\n==========\n"));
+    assert_eq!(
+        run("table_indirect_add ecmp_group 10.1.0.0/16 => 1"),
+        "Adding entry to indirect match table ecmp_group\nEntry has been added with handle 0\n"
+    );
+    assert_eq!(
+        run("act_prof_delete_member ecmp_action_profile 1"),
+        "Invalid table operation (MBR_STILL_USED)\n"
+    );
+    assert_eq!(
+        run("table_indirect_delete ecmp_group 0"),
+        "Deleting entry 0 from ecmp_group\n"
+    );
+    assert_eq!(run("act_prof_delete_member ecmp_action_profile 1"), "");
+    assert_eq!(run("act_prof_delete_group ecmp_action_profile 0"), "");
+    assert_eq!(
+        run("table_indirect_delete forward 0"),
+        "Error: Cannot run this command on non-indirect table\n"
+    );
+
+    // Two tables sharing one profile: the legacy forms refuse, the act_prof_* forms work.
+    let text = std::fs::read_to_string(format!("{FIX}/{CLI_T}/ecmp.json")).unwrap();
+    let mut j: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let tables = j["pipelines"][0]["tables"].as_array_mut().unwrap();
+    let idx = tables
+        .iter()
+        .position(|t| t["name"] == "ecmp_group")
+        .unwrap();
+    let mut twin = tables[idx].clone();
+    twin["name"] = "ecmp_group2".into();
+    twin["id"] = 1000.into();
+    tables.push(twin);
+    let text = serde_json::to_string(&j).unwrap();
+    let mut sw = Switch::from_json(&text, SwitchOptions::default()).expect("load shared");
+    let mut cli = Cli::new(&tern_model::load(&text).unwrap());
+    assert_eq!(
+        cli.execute(&mut sw, "table_indirect_create_group ecmp_group2"),
+        "Error: Legacy command does not work with shared action profiles\n"
+    );
+    assert_eq!(
+        cli.execute(&mut sw, "act_prof_create_group ecmp_action_profile"),
+        "Group has been created with handle 0\n"
+    );
+    // table_dump_group is not strictly deprecated: it works on shared profiles.
+    assert_eq!(
+        cli.execute(&mut sw, "table_dump_group ecmp_group2 0"),
+        "Dumping group 0\nMembers: []\n"
+    );
+}
