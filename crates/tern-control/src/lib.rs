@@ -169,6 +169,7 @@ pub struct Cli {
     pub(crate) names: Names,
     pub(crate) pre: PreType,
     pub(crate) stderr: String,
+    failed: bool,
 }
 
 impl Cli {
@@ -178,6 +179,7 @@ impl Cli {
             names: Names::new(program),
             pre: PreType::SimplePreLag,
             stderr: String::new(),
+            failed: false,
         }
     }
 
@@ -207,9 +209,16 @@ impl Cli {
         std::mem::take(&mut self.stderr)
     }
 
+    /// Whether the last [`Cli::execute`] failed (an error was printed: bad input, unknown
+    /// command or a switch exception). The stock CLI exits 0 regardless; scripts may care.
+    pub fn last_command_failed(&self) -> bool {
+        self.failed
+    }
+
     /// Run one command line; returns exactly what the stock CLI prints on stdout for it.
     /// `EOF` returns a single newline (the CLI then exits).
     pub fn execute(&mut self, rt: &mut dyn Runtime, line: &str) -> String {
+        self.failed = false;
         let line = line.trim();
         if line.is_empty() {
             return String::new();
@@ -228,11 +237,13 @@ impl Cli {
             (&line[..end], line[end..].trim())
         };
         if cmd.is_empty() || !COMMANDS.iter().any(|(n, _)| *n == cmd) {
+            self.failed = true;
             return format!("*** Unknown syntax: {line}\n");
         }
         let args: Vec<&str> = arg.split_whitespace().collect();
         let mut out = String::new();
         if let Err(e) = self.dispatch(rt, cmd, &args, &mut out) {
+            self.failed = true;
             let _ = writeln!(out, "{e}");
         }
         out

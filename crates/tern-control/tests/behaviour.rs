@@ -429,6 +429,12 @@ fn bad_inputs_table() {
         };
         assert_eq!(&got, want, "input: {}", &input[..input.len().min(80)]);
     }
+    router_cli.execute(&mut router, "table_num_entries ipv4_lpm");
+    assert!(!router_cli.last_command_failed());
+    router_cli.execute(&mut router, "table_num_entries nope");
+    assert!(router_cli.last_command_failed());
+    router_cli.execute(&mut router, "frobnicate");
+    assert!(router_cli.last_command_failed());
     assert_eq!(router.mt_get_num_entries("ipv4_lpm").unwrap(), 0);
     assert_eq!(ecmp.mt_get_num_entries("ecmp_group").unwrap(), 0);
 }
