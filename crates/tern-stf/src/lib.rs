@@ -1,7 +1,10 @@
 //! p4c's STF packet-test format (`shared/reference/stf.md`): a parser ([`parse`]) that turns
 //! STF text into typed commands with positions, and a runner ([`run`]) that executes them
 //! against any [`tern_runtime::Runtime`] + [`tern_runtime::PacketPath`] and applies p4c's
-//! per-port comparison rule, producing an [`StfReport`].
+//! per-port comparison rule, producing an [`StfReport`]. `add` and `setdefault` are translated
+//! here (p4c's name and key rules, [`translate`]); the BMv2 pass-through commands
+//! (`mirroring_*`, `mc_*`, `counter_*`, `register_*`, `meter_*`) go through `tern-control`'s
+//! runtime CLI interpreter, as p4c forwards them to `simple_switch_CLI`.
 
 pub mod ast;
 mod parse;
@@ -12,7 +15,7 @@ pub mod translate;
 pub use ast::*;
 pub use parse::{number_to_u64, parse};
 pub use report::{Expectation, Issue, Outcome, StfReport, Unexpected};
-pub use run::{compare, hex_upper, run};
+pub use run::{compare, hex_upper, run, run_with_options, RunOptions};
 
 use std::fmt;
 

@@ -16,6 +16,9 @@ pub struct TestArgs {
     /// Also list met expectations, accepted commands and ignored lines.
     #[arg(short, long)]
     pub verbose: bool,
+    /// Evaluate `check_counter` lines (p4c's BMv2 runner ignores them).
+    #[arg(long)]
+    pub strict_counters: bool,
 }
 
 pub fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
@@ -28,7 +31,10 @@ pub fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
     let (mut passed, mut failed) = (0usize, 0usize);
     for path in &args.stf {
         let name = path.display().to_string();
-        let outcome = run_one(&json, path, &name, args.verbose);
+        let options = tern_stf::RunOptions {
+            strict_counters: args.strict_counters,
+        };
+        let outcome = run_one(&json, path, &name, args.verbose, options);
         match outcome {
             Ok(true) => passed += 1,
             Ok(false) => failed += 1,
@@ -49,13 +55,19 @@ pub fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Run one STF file; `Ok(passed)`, or an error for unreadable or unparsable files.
-fn run_one(json: &str, path: &PathBuf, name: &str, verbose: bool) -> anyhow::Result<bool> {
+fn run_one(
+    json: &str,
+    path: &PathBuf,
+    name: &str,
+    verbose: bool,
+    options: tern_stf::RunOptions,
+) -> anyhow::Result<bool> {
     let text = std::fs::read_to_string(path).with_context(|| format!("{name}: cannot read"))?;
     let script = tern_stf::parse(&text, name)?;
     let mut sw = Switch::from_json(json, SwitchOptions::default())
         .map_err(|e| anyhow::anyhow!("cannot load program: {e}"))?;
     let program = sw.program().clone();
-    let report = tern_stf::run(&script, &mut sw, &program);
+    let report = tern_stf::run_with_options(&script, &mut sw, &program, options);
     print!("{}", report.render(verbose));
     Ok(report.passed())
 }
@@ -75,6 +87,7 @@ mod tests {
             json: PathBuf::from(format!("{FIXTURES}{json}")),
             stf: stf.iter().map(PathBuf::from).collect(),
             verbose: false,
+            strict_counters: false,
         }
     }
 
@@ -104,6 +117,20 @@ mod tests {
         assert_eq!(run(args(json, &[&ok, &wrong])).unwrap(), ExitCode::FAILURE);
         let missing = run(args(json, &["/nonexistent/x.stf"])).unwrap();
         assert_eq!(missing, ExitCode::FAILURE);
+    }
+
+    #[test]
+    fn strict_counters_flag() {
+        let json = "targets/simple_switch_grpc/tests/testdata/counter.json";
+        let wrong = tmp(
+            "cnt.stf",
+            "add t_redirect packet_length:2 port_redirect() = e\nexpect 1 0000 $\npacket 1 0000\n\
+             check_counter cntr(e) packets == 5\n",
+        );
+        assert_eq!(run(args(json, &[&wrong])).unwrap(), ExitCode::SUCCESS);
+        let mut a = args(json, &[&wrong]);
+        a.strict_counters = true;
+        assert_eq!(run(a).unwrap(), ExitCode::FAILURE);
     }
 
     #[test]
