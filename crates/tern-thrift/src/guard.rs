@@ -41,6 +41,7 @@ impl Limits {
 pub(crate) struct GuardedInput<T: TReadTransport> {
     inner: TBinaryInputProtocol<T>,
     limits: Limits,
+    failed: bool,
 }
 
 fn invalid(kind: ProtocolErrorKind, message: String) -> thrift::Error {
@@ -52,7 +53,21 @@ impl<T: TReadTransport> GuardedInput<T> {
         GuardedInput {
             inner: TBinaryInputProtocol::new(transport, true),
             limits,
+            failed: false,
         }
+    }
+
+    /// Whether any read has failed: the stream is then out of step and must be dropped,
+    /// even if the processor turned the failure into an exception reply.
+    pub(crate) fn failed(&self) -> bool {
+        self.failed
+    }
+
+    fn track<V>(&mut self, r: thrift::Result<V>) -> thrift::Result<V> {
+        if r.is_err() {
+            self.failed = true;
+        }
+        r
     }
 
     fn check_len(&self, declared: i32, what: &str, max: usize) -> thrift::Result<usize> {
@@ -75,8 +90,8 @@ impl<T: TReadTransport> GuardedInput<T> {
     }
 }
 
-impl<T: TReadTransport> TInputProtocol for GuardedInput<T> {
-    fn read_message_begin(&mut self) -> thrift::Result<TMessageIdentifier> {
+impl<T: TReadTransport> GuardedInput<T> {
+    fn raw_message_begin(&mut self) -> thrift::Result<TMessageIdentifier> {
         let header = self.inner.read_i32()? as u32;
         if header & 0xffff_0000 != 0x8001_0000 {
             return Err(invalid(
@@ -85,29 +100,29 @@ impl<T: TReadTransport> TInputProtocol for GuardedInput<T> {
             ));
         }
         let message_type = TMessageType::try_from((header & 0xff) as u8)?;
-        let name = self.read_string()?;
+        let name = self.raw_string()?;
         let sequence_number = self.inner.read_i32()?;
         Ok(TMessageIdentifier::new(name, message_type, sequence_number))
     }
-    fn read_message_end(&mut self) -> thrift::Result<()> {
+    fn raw_message_end(&mut self) -> thrift::Result<()> {
         self.inner.read_message_end()
     }
-    fn read_struct_begin(&mut self) -> thrift::Result<Option<TStructIdentifier>> {
+    fn raw_struct_begin(&mut self) -> thrift::Result<Option<TStructIdentifier>> {
         self.inner.read_struct_begin()
     }
-    fn read_struct_end(&mut self) -> thrift::Result<()> {
+    fn raw_struct_end(&mut self) -> thrift::Result<()> {
         self.inner.read_struct_end()
     }
-    fn read_field_begin(&mut self) -> thrift::Result<TFieldIdentifier> {
+    fn raw_field_begin(&mut self) -> thrift::Result<TFieldIdentifier> {
         self.inner.read_field_begin()
     }
-    fn read_field_end(&mut self) -> thrift::Result<()> {
+    fn raw_field_end(&mut self) -> thrift::Result<()> {
         self.inner.read_field_end()
     }
-    fn read_bool(&mut self) -> thrift::Result<bool> {
+    fn raw_bool(&mut self) -> thrift::Result<bool> {
         self.inner.read_bool()
     }
-    fn read_bytes(&mut self) -> thrift::Result<Vec<u8>> {
+    fn raw_bytes(&mut self) -> thrift::Result<Vec<u8>> {
         let declared = self.inner.read_i32()?;
         let n = self.check_len(declared, "string/binary", self.limits.max_bytes)?;
         let mut buf = Vec::new();
@@ -125,23 +140,23 @@ impl<T: TReadTransport> TInputProtocol for GuardedInput<T> {
         }
         Ok(buf)
     }
-    fn read_i8(&mut self) -> thrift::Result<i8> {
+    fn raw_i8(&mut self) -> thrift::Result<i8> {
         self.inner.read_i8()
     }
-    fn read_i16(&mut self) -> thrift::Result<i16> {
+    fn raw_i16(&mut self) -> thrift::Result<i16> {
         self.inner.read_i16()
     }
-    fn read_i32(&mut self) -> thrift::Result<i32> {
+    fn raw_i32(&mut self) -> thrift::Result<i32> {
         self.inner.read_i32()
     }
-    fn read_i64(&mut self) -> thrift::Result<i64> {
+    fn raw_i64(&mut self) -> thrift::Result<i64> {
         self.inner.read_i64()
     }
-    fn read_double(&mut self) -> thrift::Result<f64> {
+    fn raw_double(&mut self) -> thrift::Result<f64> {
         self.inner.read_double()
     }
-    fn read_string(&mut self) -> thrift::Result<String> {
-        let bytes = self.read_bytes()?;
+    fn raw_string(&mut self) -> thrift::Result<String> {
+        let bytes = self.raw_bytes()?;
         String::from_utf8(bytes).map_err(|e| {
             invalid(
                 ProtocolErrorKind::InvalidData,
@@ -149,32 +164,119 @@ impl<T: TReadTransport> TInputProtocol for GuardedInput<T> {
             )
         })
     }
-    fn read_list_begin(&mut self) -> thrift::Result<TListIdentifier> {
+    fn raw_list_begin(&mut self) -> thrift::Result<TListIdentifier> {
         let id = self.inner.read_list_begin()?;
         self.check_elems(id.size, "list")?;
         Ok(id)
     }
-    fn read_list_end(&mut self) -> thrift::Result<()> {
+    fn raw_list_end(&mut self) -> thrift::Result<()> {
         self.inner.read_list_end()
     }
-    fn read_set_begin(&mut self) -> thrift::Result<TSetIdentifier> {
+    fn raw_set_begin(&mut self) -> thrift::Result<TSetIdentifier> {
         let id = self.inner.read_set_begin()?;
         self.check_elems(id.size, "set")?;
         Ok(id)
     }
-    fn read_set_end(&mut self) -> thrift::Result<()> {
+    fn raw_set_end(&mut self) -> thrift::Result<()> {
         self.inner.read_set_end()
     }
-    fn read_map_begin(&mut self) -> thrift::Result<TMapIdentifier> {
+    fn raw_map_begin(&mut self) -> thrift::Result<TMapIdentifier> {
         let id = self.inner.read_map_begin()?;
         self.check_elems(id.size, "map")?;
         Ok(id)
     }
-    fn read_map_end(&mut self) -> thrift::Result<()> {
+    fn raw_map_end(&mut self) -> thrift::Result<()> {
         self.inner.read_map_end()
     }
-    fn read_byte(&mut self) -> thrift::Result<u8> {
+    fn raw_byte(&mut self) -> thrift::Result<u8> {
         self.inner.read_byte()
+    }
+}
+
+impl<T: TReadTransport> TInputProtocol for GuardedInput<T> {
+    fn read_message_begin(&mut self) -> thrift::Result<TMessageIdentifier> {
+        let r = self.raw_message_begin();
+        self.track(r)
+    }
+    fn read_message_end(&mut self) -> thrift::Result<()> {
+        let r = self.raw_message_end();
+        self.track(r)
+    }
+    fn read_struct_begin(&mut self) -> thrift::Result<Option<TStructIdentifier>> {
+        let r = self.raw_struct_begin();
+        self.track(r)
+    }
+    fn read_struct_end(&mut self) -> thrift::Result<()> {
+        let r = self.raw_struct_end();
+        self.track(r)
+    }
+    fn read_field_begin(&mut self) -> thrift::Result<TFieldIdentifier> {
+        let r = self.raw_field_begin();
+        self.track(r)
+    }
+    fn read_field_end(&mut self) -> thrift::Result<()> {
+        let r = self.raw_field_end();
+        self.track(r)
+    }
+    fn read_bool(&mut self) -> thrift::Result<bool> {
+        let r = self.raw_bool();
+        self.track(r)
+    }
+    fn read_bytes(&mut self) -> thrift::Result<Vec<u8>> {
+        let r = self.raw_bytes();
+        self.track(r)
+    }
+    fn read_i8(&mut self) -> thrift::Result<i8> {
+        let r = self.raw_i8();
+        self.track(r)
+    }
+    fn read_i16(&mut self) -> thrift::Result<i16> {
+        let r = self.raw_i16();
+        self.track(r)
+    }
+    fn read_i32(&mut self) -> thrift::Result<i32> {
+        let r = self.raw_i32();
+        self.track(r)
+    }
+    fn read_i64(&mut self) -> thrift::Result<i64> {
+        let r = self.raw_i64();
+        self.track(r)
+    }
+    fn read_double(&mut self) -> thrift::Result<f64> {
+        let r = self.raw_double();
+        self.track(r)
+    }
+    fn read_string(&mut self) -> thrift::Result<String> {
+        let r = self.raw_string();
+        self.track(r)
+    }
+    fn read_list_begin(&mut self) -> thrift::Result<TListIdentifier> {
+        let r = self.raw_list_begin();
+        self.track(r)
+    }
+    fn read_list_end(&mut self) -> thrift::Result<()> {
+        let r = self.raw_list_end();
+        self.track(r)
+    }
+    fn read_set_begin(&mut self) -> thrift::Result<TSetIdentifier> {
+        let r = self.raw_set_begin();
+        self.track(r)
+    }
+    fn read_set_end(&mut self) -> thrift::Result<()> {
+        let r = self.raw_set_end();
+        self.track(r)
+    }
+    fn read_map_begin(&mut self) -> thrift::Result<TMapIdentifier> {
+        let r = self.raw_map_begin();
+        self.track(r)
+    }
+    fn read_map_end(&mut self) -> thrift::Result<()> {
+        let r = self.raw_map_end();
+        self.track(r)
+    }
+    fn read_byte(&mut self) -> thrift::Result<u8> {
+        let r = self.raw_byte();
+        self.track(r)
     }
 }
 

@@ -1116,7 +1116,13 @@ fn connection(stream: TcpStream, mux: &Mux) {
     let mut i = GuardedInput::new(TBufferedReadTransport::new(read_half), Limits::SERVER);
     let mut o = TBinaryOutputProtocol::new(TBufferedWriteTransport::new(write_half), true);
     // Malformed input, a closed socket or a panic ends the loop: this connection only.
-    while let Ok(Ok(())) = catch_unwind(AssertUnwindSafe(|| mux.process(&mut i, &mut o))) {}
+    // A read that failed part-way leaves the stream out of step, even when the processor
+    // answered it with an exception: close then too.
+    while let Ok(Ok(())) = catch_unwind(AssertUnwindSafe(|| mux.process(&mut i, &mut o))) {
+        if i.failed() {
+            break;
+        }
+    }
     let _ = stream.shutdown(std::net::Shutdown::Both);
 }
 
