@@ -412,3 +412,210 @@ impl MatchTable {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn k<'a>(value: &'a [u8], mask: &'a [u8], plen: u32, prio: i32) -> EntryKey<'a> {
+        EntryKey {
+            value,
+            mask,
+            ranges: &[],
+            prefix_len: plen,
+            priority: prio,
+        }
+    }
+
+    fn ipv4() -> MatchTable {
+        MatchTable::new(Layout {
+            kind: Kind::Lpm,
+            key_len: 4,
+            lpm: Some(LpmField {
+                off: 0,
+                nbytes: 4,
+                width: 32,
+            }),
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn lpm_longest_prefix_default_route_and_delete_refill() {
+        let mut t = ipv4();
+        let ones = [0xff; 4];
+        t.insert(0, &k(&[0, 0, 0, 0], &[0; 4], 0, 0)).unwrap();
+        t.insert(1, &k(&[10, 0, 0, 0], &[255, 0, 0, 0], 8, 0))
+            .unwrap();
+        t.insert(2, &k(&[10, 1, 0, 0], &[255, 255, 0, 0], 16, 0))
+            .unwrap();
+        t.insert(3, &k(&[10, 1, 2, 3], &ones, 32, 0)).unwrap();
+        t.insert(4, &k(&[10, 1, 2, 0], &[255, 255, 255, 0], 24, 0))
+            .unwrap();
+        assert_eq!(t.lookup(&[10, 1, 2, 3]), Some(3));
+        assert_eq!(t.lookup(&[10, 1, 2, 4]), Some(4));
+        assert_eq!(t.lookup(&[10, 1, 9, 9]), Some(2));
+        assert_eq!(t.lookup(&[10, 9, 9, 9]), Some(1));
+        assert_eq!(t.lookup(&[11, 0, 0, 0]), Some(0));
+        assert_eq!(t.lookup(&[10, 1, 2]), None, "short key");
+        // Deleting the /24 hands its slots back to the /16 (same node depth range).
+        t.delete(4).unwrap();
+        assert_eq!(t.lookup(&[10, 1, 2, 4]), Some(2));
+        assert_eq!(t.lookup(&[10, 1, 2, 3]), Some(3));
+        t.delete(2).unwrap();
+        assert_eq!(t.lookup(&[10, 1, 2, 4]), Some(1));
+        assert_eq!(
+            t.insert(9, &k(&[10, 1, 2, 3], &ones, 32, 0)),
+            Err(MatchError::Duplicate { existing: 3 })
+        );
+        assert_eq!(
+            t.insert(3, &k(&[10, 1, 2, 7], &ones, 32, 0)),
+            Err(MatchError::HandleInUse(3))
+        );
+        assert_eq!(
+            t.insert(5, &k(&[10, 1, 2, 7], &ones, 33, 0)),
+            Err(MatchError::PrefixTooLong {
+                prefix_len: 33,
+                width: 32
+            })
+        );
+        for h in [0, 1, 3] {
+            t.delete(h).unwrap();
+        }
+        assert_eq!(t.delete(3), Err(MatchError::UnknownHandle(3)));
+        assert!(t.is_empty());
+        assert_eq!(t.lookup(&[10, 1, 2, 3]), None);
+        match &t.engine {
+            Engine::Lpm8(l) => assert_eq!(l.node_count(), 1, "child nodes freed"),
+            _ => panic!("4-byte lpm uses the inline trie"),
+        }
+    }
+
+    #[test]
+    fn lpm_rejects_a_different_exact_mask() {
+        let mut t = MatchTable::new(Layout {
+            kind: Kind::Lpm,
+            key_len: 2,
+            lpm: Some(LpmField {
+                off: 1,
+                nbytes: 1,
+                width: 8,
+            }),
+        })
+        .unwrap();
+        t.insert(0, &k(&[1, 0x80], &[0xff, 0x80], 1, 0)).unwrap();
+        assert_eq!(
+            t.insert(1, &k(&[1, 0x80], &[0x0f, 0x80], 1, 0)),
+            Err(MatchError::MaskMismatch { byte: 0 })
+        );
+        assert_eq!(t.lookup(&[1, 0xc0]), Some(0));
+        assert_eq!(t.lookup(&[2, 0xc0]), None);
+    }
+
+    #[test]
+    fn ternary_priority_then_handle_and_same_key_different_priority() {
+        let mut t = MatchTable::new(Layout {
+            kind: Kind::Ternary,
+            key_len: 1,
+            lpm: None,
+        })
+        .unwrap();
+        t.insert(5, &k(&[0], &[0], 0, 3)).unwrap();
+        t.insert(2, &k(&[7], &[0xff], 0, 3)).unwrap();
+        t.insert(1, &k(&[7], &[0xff], 0, 1)).unwrap();
+        assert_eq!(t.lookup(&[7]), Some(1));
+        t.delete(1).unwrap();
+        // Equal priority 3: the smaller handle wins across tuples.
+        assert_eq!(t.lookup(&[7]), Some(2));
+        t.insert(0, &k(&[0], &[0xf0], 0, 3)).unwrap();
+        assert_eq!(t.lookup(&[7]), Some(0));
+        assert_eq!(t.lookup(&[0x17]), Some(5));
+        assert_eq!(
+            t.insert(8, &k(&[7], &[0xff], 0, 3)),
+            Err(MatchError::Duplicate { existing: 2 })
+        );
+        // modify moves an entry to a new priority; a clash leaves it unchanged.
+        t.modify(5, &k(&[0], &[0], 0, -1)).unwrap();
+        assert_eq!(t.lookup(&[7]), Some(5));
+        assert_eq!(
+            t.modify(5, &k(&[7], &[0xff], 0, 3)),
+            Err(MatchError::Duplicate { existing: 2 })
+        );
+        assert_eq!(t.lookup(&[7]), Some(5));
+        assert_eq!(
+            t.modify(6, &k(&[7], &[0xff], 0, 3)),
+            Err(MatchError::UnknownHandle(6))
+        );
+        t.clear();
+        assert_eq!(t.lookup(&[7]), None);
+    }
+
+    #[test]
+    fn bad_lengths_and_layouts_are_errors_not_panics() {
+        let mut t = ipv4();
+        let e = t.insert(0, &k(&[1, 2], &[0xff, 0xff], 8, 0)).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "entry value has 2 bytes, the table key has 4"
+        );
+        let bad = MatchTable::new(Layout {
+            kind: Kind::Lpm,
+            key_len: 4,
+            lpm: Some(LpmField {
+                off: 2,
+                nbytes: 4,
+                width: 32,
+            }),
+        });
+        assert!(matches!(bad, Err(MatchError::BadLayout(_))));
+        let mut r = MatchTable::new(Layout {
+            kind: Kind::Range,
+            key_len: 2,
+            lpm: None,
+        })
+        .unwrap();
+        let ranges = [(0u32, 2u32, vec![0, 9], vec![0, 3])];
+        let e = r
+            .insert(
+                0,
+                &EntryKey {
+                    value: &[0, 0],
+                    mask: &[0, 0],
+                    ranges: &ranges,
+                    prefix_len: 0,
+                    priority: 0,
+                },
+            )
+            .unwrap_err();
+        assert_eq!(e.to_string(), "range field #0: start is above end");
+    }
+
+    #[test]
+    fn exact_engine_picks_inline_or_boxed_keys() {
+        for n in [3usize, 12, 40] {
+            let mut t = MatchTable::new(Layout {
+                kind: Kind::Exact,
+                key_len: n,
+                lpm: None,
+            })
+            .unwrap();
+            let ones = vec![0xff; n];
+            for h in 0..100u32 {
+                let mut v = vec![0u8; n];
+                v[n - 1] = h as u8;
+                v[0] = 0x80;
+                t.insert(h, &k(&v, &ones, 0, 0)).unwrap();
+            }
+            let mut v = vec![0u8; n];
+            v[n - 1] = 42;
+            v[0] = 0x80;
+            assert_eq!(t.lookup(&v), Some(42));
+            v[0] = 0;
+            assert_eq!(t.lookup(&v), None);
+            t.delete(42).unwrap();
+            v[0] = 0x80;
+            assert_eq!(t.lookup(&v), None);
+            assert!(t.bytes_per_entry() > 4.0);
+        }
+    }
+}
