@@ -2,7 +2,9 @@
 //! in front of the LPM field, so an entry is one bit prefix: all exact bits, the field's
 //! padding bits, then `prefix_len` bits. Root stride 16 bits (8 for one-byte keys), 8 below;
 //! controlled prefix expansion with the expanded prefix's length kept per slot, so inserts and
-//! deletes touch one node. A `(length, prefix)` hash map holds the entries for duplicate checks
+//! deletes touch one node. Below the root, a node starts *sparse* (a short list of unexpanded
+//! prefixes and child links, scanned) and becomes a dense 256-slot array once it holds more
+//! than [`SPARSE_MAX`] items, which bounds memory for scattered long prefixes. A `(length, prefix)` hash map holds the entries for duplicate checks
 //! and for refilling slots on delete. Lookups walk at most `key_len - 1` nodes, allocation-free.
 
 use crate::key::{map_bytes, FxMap, PackedKey};
@@ -16,8 +18,24 @@ struct Slot {
     child: u32,
 }
 
+/// Items a sparse node holds before it is expanded into a dense one.
+pub const SPARSE_MAX: usize = 12;
+
+/// An item of a sparse node: a prefix (`rel` = its length in the node, 1..=8) or a child
+/// link (`rel` = 0, `bits` = the slot index).
+#[derive(Clone, Copy, Debug)]
+struct Item {
+    bits: u8,
+    rel: u8,
+    /// handle + 1, or child node index + 1 for a link.
+    val: u32,
+}
+
 #[derive(Clone, Debug)]
 struct Node {
+    /// Sparse nodes keep `items` (and empty `slots`/`lens`); dense nodes the reverse.
+    sparse: bool,
+    items: Vec<Item>,
     slots: Box<[Slot]>,
     /// Length of the stored prefix relative to the node depth (1..=stride).
     lens: Box<[u8]>,
@@ -29,8 +47,10 @@ struct Node {
 }
 
 impl Node {
-    fn new(stride: u32, parent: u32, parent_idx: u32) -> Node {
+    fn dense(stride: u32, parent: u32, parent_idx: u32) -> Node {
         Node {
+            sparse: false,
+            items: Vec::new(),
             slots: vec![Slot::default(); 1 << stride].into(),
             lens: vec![0; 1 << stride].into(),
             used: 0,
@@ -38,6 +58,66 @@ impl Node {
             parent,
             parent_idx,
         }
+    }
+
+    fn sparse(parent: u32, parent_idx: u32) -> Node {
+        Node {
+            sparse: true,
+            items: Vec::with_capacity(1),
+            slots: Box::new([]),
+            lens: Box::new([]),
+            used: 0,
+            stride: 8,
+            parent,
+            parent_idx,
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        if self.sparse {
+            self.items.is_empty()
+        } else {
+            self.used == 0
+        }
+    }
+
+    /// Child node index + 1 under slot `idx` (0: none).
+    fn child(&self, idx: usize) -> u32 {
+        if self.sparse {
+            self.items
+                .iter()
+                .find(|it| it.rel == 0 && it.bits as usize == idx)
+                .map_or(0, |it| it.val)
+        } else {
+            self.slots[idx].child
+        }
+    }
+
+    /// Expand a sparse node that outgrew [`SPARSE_MAX`] into 256 slots.
+    fn densify(&mut self) {
+        let mut items = std::mem::take(&mut self.items);
+        items.sort_by_key(|it| it.rel);
+        let mut d = Node::dense(self.stride, self.parent, self.parent_idx);
+        for it in items {
+            if it.rel == 0 {
+                let s = &mut d.slots[it.bits as usize];
+                if s.val == 0 {
+                    d.used += 1;
+                }
+                s.child = it.val;
+            } else {
+                let base = it.bits as usize;
+                for i in base..base + (1usize << (8 - it.rel)) {
+                    let s = &mut d.slots[i];
+                    if s.val == 0 && s.child == 0 {
+                        d.used += 1;
+                    }
+                    s.val = it.val;
+                    d.lens[i] = it.rel;
+                }
+            }
+        }
+        *self = d;
     }
 }
 
@@ -155,14 +235,14 @@ impl<K: PackedKey> LpmTable<K> {
         (bits, r)
     }
 
-    fn alloc(&mut self, stride: u32, parent: u32, parent_idx: u32) -> u32 {
+    fn alloc(&mut self, node: Node) -> u32 {
         match self.free_nodes.pop() {
             Some(i) => {
-                self.nodes[i as usize] = Node::new(stride, parent, parent_idx);
+                self.nodes[i as usize] = node;
                 i
             }
             None => {
-                self.nodes.push(Node::new(stride, parent, parent_idx));
+                self.nodes.push(node);
                 self.nodes.len() as u32 - 1
             }
         }
@@ -199,7 +279,7 @@ impl<K: PackedKey> LpmTable<K> {
         }
         if self.nodes.is_empty() {
             let stride = if self.key_len >= 2 { 16 } else { 8 };
-            self.alloc(stride, 0, 0);
+            self.alloc(Node::dense(stride, 0, 0));
         }
         let (mut ni, mut d) = (0usize, 0u32);
         loop {
@@ -208,20 +288,42 @@ impl<K: PackedKey> LpmTable<K> {
                 break;
             }
             let idx = index(&r, d, s);
-            if self.nodes[ni].slots[idx].child == 0 {
-                let c = self.alloc(8, ni as u32, idx as u32);
+            if self.nodes[ni].child(idx) == 0 {
+                let c = self.alloc(Node::sparse(ni as u32, idx as u32));
                 let n = &mut self.nodes[ni];
-                if n.slots[idx].val == 0 {
-                    n.used += 1;
+                if n.sparse {
+                    n.items.push(Item {
+                        bits: idx as u8,
+                        rel: 0,
+                        val: c + 1,
+                    });
+                    if n.items.len() > SPARSE_MAX {
+                        n.densify();
+                    }
+                } else {
+                    if n.slots[idx].val == 0 {
+                        n.used += 1;
+                    }
+                    n.slots[idx].child = c + 1;
                 }
-                n.slots[idx].child = c + 1;
             }
-            ni = self.nodes[ni].slots[idx].child as usize - 1;
+            ni = self.nodes[ni].child(idx) as usize - 1;
             d += s;
         }
         let n = &mut self.nodes[ni];
         let rel = bits - d;
         let base = index(&r, d, n.stride);
+        if n.sparse {
+            n.items.push(Item {
+                bits: base as u8,
+                rel: rel as u8,
+                val: h + 1,
+            });
+            if n.items.len() > SPARSE_MAX {
+                n.densify();
+            }
+            return Ok(());
+        }
         for i in base..base + (1usize << (n.stride - rel)) {
             let slot = &mut n.slots[i];
             if slot.val == 0 || (n.lens[i] as u32) < rel {
@@ -249,13 +351,42 @@ impl<K: PackedKey> LpmTable<K> {
             if bits <= d + s {
                 break;
             }
-            ni = self.nodes[ni].slots[index(&r, d, s)].child as usize - 1;
+            ni = self.nodes[ni].child(index(&r, d, s)) as usize - 1;
             d += s;
         }
+        if self.nodes[ni].sparse {
+            let n = &mut self.nodes[ni];
+            n.items.retain(|it| it.rel == 0 || it.val != h + 1);
+        } else {
+            self.delete_dense(ni, d, bits, &r, h);
+        }
+        while ni != 0 && self.nodes[ni].is_empty() {
+            let (p, pi) = (
+                self.nodes[ni].parent as usize,
+                self.nodes[ni].parent_idx as usize,
+            );
+            self.nodes[ni] = Node::sparse(0, 0);
+            self.free_nodes.push(ni as u32);
+            let pn = &mut self.nodes[p];
+            if pn.sparse {
+                pn.items.retain(|it| it.rel != 0 || it.bits as usize != pi);
+            } else {
+                pn.slots[pi].child = 0;
+                if pn.slots[pi].val == 0 {
+                    pn.used -= 1;
+                }
+            }
+            ni = p;
+        }
+        Ok(())
+    }
+
+    /// Remove handle `h` (prefix `r` of `bits` bits) from dense node `ni` at depth `d`.
+    fn delete_dense(&mut self, ni: usize, d: u32, bits: u32, r: &[u8], h: u32) {
         // The longest remaining prefix of this entry stored in the same node takes its slots.
         let mut repl = None;
         for l in (d + 1..bits).rev() {
-            let mut r2 = r.clone();
+            let mut r2 = r.to_vec();
             truncate(&mut r2, l);
             if let Some(&h2) = self.prefixes.get(&(l, K::from_bytes(&r2))) {
                 repl = Some((h2, l - d));
@@ -263,7 +394,7 @@ impl<K: PackedKey> LpmTable<K> {
             }
         }
         let n = &mut self.nodes[ni];
-        let base = index(&r, d, n.stride);
+        let base = index(r, d, n.stride);
         for i in base..base + (1usize << (n.stride - (bits - d))) {
             let slot = &mut n.slots[i];
             if slot.val != h + 1 {
@@ -283,28 +414,6 @@ impl<K: PackedKey> LpmTable<K> {
                 }
             }
         }
-        while ni != 0 && self.nodes[ni].used == 0 {
-            let (p, pi) = (
-                self.nodes[ni].parent as usize,
-                self.nodes[ni].parent_idx as usize,
-            );
-            self.nodes[ni] = Node {
-                slots: Box::new([]),
-                lens: Box::new([]),
-                used: 0,
-                stride: 0,
-                parent: 0,
-                parent_idx: 0,
-            };
-            self.free_nodes.push(ni as u32);
-            let pn = &mut self.nodes[p];
-            pn.slots[pi].child = 0;
-            if pn.slots[pi].val == 0 {
-                pn.used -= 1;
-            }
-            ni = p;
-        }
-        Ok(())
     }
 
     pub fn contains(&self, h: u32) -> bool {
@@ -328,20 +437,38 @@ impl<K: PackedKey> LpmTable<K> {
         if let Some(mut n) = self.nodes.first() {
             let mut d = 0usize;
             loop {
-                let idx = if n.stride == 16 {
-                    self.kb(key, d) << 8 | self.kb(key, d + 1)
+                let next;
+                if n.sparse {
+                    let idx = self.kb(key, d);
+                    let (mut child, mut br) = (0, 0);
+                    for it in &n.items {
+                        if it.rel == 0 {
+                            if it.bits as usize == idx {
+                                child = it.val;
+                            }
+                        } else if it.rel > br && (idx ^ it.bits as usize) >> (8 - it.rel) == 0 {
+                            br = it.rel;
+                            best = it.val;
+                        }
+                    }
+                    next = child;
                 } else {
-                    self.kb(key, d)
-                };
-                let s = n.slots[idx];
-                if s.val != 0 {
-                    best = s.val;
+                    let idx = if n.stride == 16 {
+                        self.kb(key, d) << 8 | self.kb(key, d + 1)
+                    } else {
+                        self.kb(key, d)
+                    };
+                    let s = n.slots[idx];
+                    if s.val != 0 {
+                        best = s.val;
+                    }
+                    next = s.child;
                 }
-                if s.child == 0 {
+                if next == 0 {
                     break;
                 }
                 d += (n.stride / 8) as usize;
-                n = &self.nodes[s.child as usize - 1];
+                n = &self.nodes[next as usize - 1];
             }
         }
         best.checked_sub(1)
@@ -368,7 +495,7 @@ impl<K: PackedKey> LpmTable<K> {
         let nodes: usize = self
             .nodes
             .iter()
-            .map(|n| std::mem::size_of::<Node>() + n.slots.len() * 9)
+            .map(|n| std::mem::size_of::<Node>() + n.slots.len() * 9 + n.items.capacity() * 8)
             .sum();
         let heap: usize = self.prefixes.keys().map(|(_, k)| 2 * k.heap_bytes()).sum();
         nodes + map_bytes(&self.prefixes) + self.recs.bytes() + heap

@@ -196,9 +196,13 @@ fn exact_matches_scan_for_inline_and_wide_keys() {
 
 /// LPM layouts: (key_len, lpm field, non-LPM field masks as (offset, mask)).
 fn lpm_case(seed: u64, n: usize, f: LpmField, exact: Vec<(usize, Vec<u8>)>) {
+    lpm_case_bases(seed, n, f, exact, 6)
+}
+
+fn lpm_case_bases(seed: u64, n: usize, f: LpmField, exact: Vec<(usize, Vec<u8>)>, nbases: usize) {
     let mut rng = Rng(seed);
     // Few base addresses and exact values: heavy prefix overlap.
-    let bases: Vec<Vec<u8>> = (0..6).map(|_| rng.bytes(f.nbytes)).collect();
+    let bases: Vec<Vec<u8>> = (0..nbases).map(|_| rng.bytes(f.nbytes)).collect();
     let mut table_mask = vec![0u8; n];
     for (off, m) in &exact {
         table_mask[*off..*off + m.len()].copy_from_slice(m);
@@ -267,6 +271,33 @@ fn lpm_matches_scan_pure_32_bit() {
             width: 32,
         },
         vec![],
+    );
+}
+
+#[test]
+fn lpm_matches_scan_scattered_prefixes_sparse_and_dense_nodes() {
+    // Many distinct bases: most nodes below the root stay sparse, some densify.
+    lpm_case_bases(
+        16,
+        4,
+        LpmField {
+            off: 0,
+            nbytes: 4,
+            width: 32,
+        },
+        vec![],
+        300,
+    );
+    lpm_case_bases(
+        17,
+        5,
+        LpmField {
+            off: 0,
+            nbytes: 5,
+            width: 40,
+        },
+        vec![],
+        40,
     );
 }
 
