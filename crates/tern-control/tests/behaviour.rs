@@ -740,3 +740,35 @@ fn indirect_table_lifecycle() {
         "Dumping group 0\nMembers: []\n"
     );
 }
+
+/// `load_new_config_file` stages a JSON on the switch and re-reads it locally; after
+/// `swap_configs` the new program's names are the ones that resolve.
+#[test]
+fn load_and_swap_config() {
+    let text = std::fs::read_to_string(format!("{FIX}/{CLI_T}/ecmp.json")).unwrap();
+    let opts = SwitchOptions {
+        enable_swap: true,
+        ..SwitchOptions::default()
+    };
+    let mut sw = Switch::from_json(&text, opts).unwrap();
+    let mut cli = Cli::new(&tern_model::load(&text).unwrap());
+    let new = format!("{FIX}/{GRPC}/ternary.json");
+    assert_eq!(
+        cli.execute(&mut sw, &format!("load_new_config_file {new}")),
+        "Loading new Json config\n"
+    );
+    assert_eq!(cli.execute(&mut sw, "swap_configs"), "Swapping configs\n");
+    assert_eq!(cli.execute(&mut sw, "table_num_entries ter"), "0\n");
+    assert_eq!(
+        cli.execute(&mut sw, "table_num_entries ecmp_group"),
+        "Error: Invalid table name (ecmp_group)\n"
+    );
+    // A file that is not JSON is refused before reaching the switch.
+    let junk = std::env::temp_dir().join(format!("tern-control-junk-{}.json", std::process::id()));
+    std::fs::write(&junk, "not json").unwrap();
+    assert_eq!(
+        cli.execute(&mut sw, &format!("load_new_config_file {}", junk.display())),
+        "Loading new Json config\nError: Not a valid JSON file\n"
+    );
+    let _ = std::fs::remove_file(&junk);
+}
