@@ -13,7 +13,8 @@
 //!   are flushed after each packet either way;
 //! * output record timestamps are the wall clock at write time, or with `--deterministic` the
 //!   timestamp of the input packet that produced them (byte-identical output across runs; log
-//!   lines then show packet time and no thread id).
+//!   lines then show packet time and no thread id; the switch clock, which timestamps, meters
+//!   and entry ageing read, is the input packet's timestamp too).
 
 use anyhow::Context as _;
 use std::fmt::Write as _;
@@ -523,6 +524,10 @@ fn replay(
             let mut s = sw
                 .lock()
                 .map_err(|_| anyhow::anyhow!("switch state poisoned by a panic"))?;
+            if args.deterministic {
+                // The switch clock follows packet time: timestamps, meters and ageing repeat.
+                s.set_clock_us(Some(m.ts_ns / 1000));
+            }
             s.process_packet(m.port, &buf, &mut out);
             (s.take_log(), s.take_digests())
         };
