@@ -220,7 +220,7 @@ where
                 Some(line) => {
                     let out = cli.execute(&mut *sw, &line);
                     let text = out.trim_end().replace('\n', " | ");
-                    if cli_output_is_error(&out) {
+                    if cli.last_command_failed() {
                         note(&mut report, format!("rejected: {text}"));
                     } else if text.is_empty() {
                         note(&mut report, "done".to_string());
@@ -401,18 +401,6 @@ fn cli_line(cmd: &Command) -> Option<String> {
             format!("meter_array_set_rates {meter} {}", rates(r))
         }
         _ => return None,
-    })
-}
-
-/// Whether simple_switch_CLI output reports an error.
-fn cli_output_is_error(out: &str) -> bool {
-    out.lines().any(|l| {
-        let l = l.trim_start();
-        l.starts_with("Error")
-            || l.starts_with("Invalid")
-            || l.starts_with("*** Unknown syntax")
-            || l.contains("is not a valid")
-            || l.starts_with("Found duplicate")
     })
 }
 
