@@ -51,3 +51,38 @@ fn basic_script_fails_on_the_calculator() {
         "ipv4_lpm does not exist in calc.p4: {r}"
     );
 }
+
+#[test]
+fn multicast_flood_and_unicast() {
+    let r = run("multicast.p4", "multicast.stf");
+    assert!(r.passed(), "{r}");
+    assert_eq!(
+        (r.expectations.len(), r.packets_sent, r.discarded),
+        (3, 4, 0),
+        "{r}"
+    );
+    assert!(r.warnings.is_empty(), "{r}");
+}
+
+#[test]
+fn source_routing_two_hops() {
+    let r = run("source_routing.p4", "source_routing.stf");
+    assert!(r.passed(), "{r}");
+    assert_eq!(
+        (r.expectations.len(), r.packets_sent, r.discarded),
+        (2, 3, 0),
+        "{r}"
+    );
+}
+
+#[test]
+fn basic_tunnel_and_ipv4() {
+    let r = run("basic_tunnel.p4", "basic_tunnel.stf");
+    assert!(r.passed(), "{r}");
+    assert_eq!(
+        (r.expectations.len(), r.packets_sent, r.discarded),
+        (2, 4, 0),
+        "{r}"
+    );
+    assert!(r.warnings.is_empty(), "{r}");
+}
