@@ -7,8 +7,16 @@ use tern_stf::StfReport;
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../");
 
 fn run(p4: &str, stf: &str) -> StfReport {
+    run_defs(p4, &[], stf)
+}
+
+fn run_defs(p4: &str, defines: &[&str], stf: &str) -> StfReport {
     let path = std::path::PathBuf::from(format!("{ROOT}p4/tutorials/{p4}"));
-    let compiled = tern_p4::compile_file(&path, &tern_p4::Options::default())
+    let opts = tern_p4::Options {
+        include_dirs: vec![],
+        defines: defines.iter().map(|d| d.to_string()).collect(),
+    };
+    let compiled = tern_p4::compile_file(&path, &opts)
         .unwrap_or_else(|d| panic!("{p4} does not compile:\n{d}"));
     let mut sw = Switch::from_json(&compiled.json, SwitchOptions::default())
         .unwrap_or_else(|e| panic!("{p4}: {e}"));
@@ -85,4 +93,18 @@ fn basic_tunnel_and_ipv4() {
         "{r}"
     );
     assert!(r.warnings.is_empty(), "{r}");
+}
+
+#[test]
+fn ecn_marking_follows_the_threshold() {
+    let r = run("ecn.p4", "ecn_below_threshold.stf");
+    assert!(r.passed(), "{r}");
+    assert_eq!(r.expectations.len(), 4);
+    let r = run_defs("ecn.p4", &["ECN_THRESHOLD=0"], "ecn_marked.stf");
+    assert!(r.passed(), "{r}");
+    assert_eq!(r.expectations.len(), 4);
+    // Without the define, the ECN-capable packets are not marked: three expectations fail.
+    let r = run("ecn.p4", "ecn_marked.stf");
+    assert!(!r.passed());
+    assert_eq!(r.met_count(), 1, "{r}");
 }

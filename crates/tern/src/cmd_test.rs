@@ -21,12 +21,22 @@ pub struct TestArgs {
     /// Evaluate `check_counter` lines (p4c's BMv2 runner ignores them).
     #[arg(long)]
     pub strict_counters: bool,
+    /// For a `.p4` program: add a directory to the include search path.
+    #[arg(short = 'I', value_name = "DIR")]
+    pub include: Vec<PathBuf>,
+    /// For a `.p4` program: define a preprocessor macro, NAME or NAME=VALUE.
+    #[arg(short = 'D', value_name = "NAME[=VALUE]")]
+    pub define: Vec<String>,
 }
 
 pub fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
     let json_name = args.json.display().to_string();
     let json = if args.json.extension().is_some_and(|e| e == "p4") {
-        match tern_p4::compile_file(&args.json, &tern_p4::Options::default()) {
+        let opts = tern_p4::Options {
+            include_dirs: args.include.clone(),
+            defines: args.define.clone(),
+        };
+        match tern_p4::compile_file(&args.json, &opts) {
             Ok(c) => c.json,
             Err(d) => anyhow::bail!("{json_name}: compilation failed\n{d}"),
         }
@@ -97,6 +107,8 @@ mod tests {
             stf: stf.iter().map(PathBuf::from).collect(),
             verbose: false,
             strict_counters: false,
+            include: vec![],
+            define: vec![],
         }
     }
 
@@ -150,14 +162,29 @@ mod tests {
             stf: vec![PathBuf::from(format!("{STF_DIR}basic.stf"))],
             verbose: false,
             strict_counters: false,
+            include: vec![],
+            define: vec![],
         };
         assert_eq!(run(a).unwrap(), ExitCode::SUCCESS);
+        let ecn = |define: Vec<String>| TestArgs {
+            json: PathBuf::from(format!("{root}p4/tutorials/ecn.p4")),
+            stf: vec![PathBuf::from(format!("{STF_DIR}ecn_marked.stf"))],
+            verbose: false,
+            strict_counters: false,
+            include: vec![],
+            define,
+        };
+        assert_eq!(run(ecn(vec![])).unwrap(), ExitCode::FAILURE);
+        let marked = ecn(vec!["ECN_THRESHOLD=0".into()]);
+        assert_eq!(run(marked).unwrap(), ExitCode::SUCCESS);
         let bad = tmp("bad.p4", "header h { bit<8> a }\n");
         let e = run(TestArgs {
             json: PathBuf::from(&bad),
             stf: vec![PathBuf::from(format!("{STF_DIR}basic.stf"))],
             verbose: false,
             strict_counters: false,
+            include: vec![],
+            define: vec![],
         })
         .unwrap_err();
         let msg = format!("{e:#}");
