@@ -108,3 +108,15 @@ fn ecn_marking_follows_the_threshold() {
     assert!(!r.passed());
     assert_eq!(r.met_count(), 1, "{r}");
 }
+
+#[test]
+fn firewall_bloom_filter() {
+    let r = run("firewall.p4", "firewall.stf");
+    assert!(r.passed(), "{r}");
+    assert_eq!(
+        (r.expectations.len(), r.packets_sent, r.discarded),
+        (3, 6, 0),
+        "{r}"
+    );
+    assert!(r.warnings.is_empty(), "{r}");
+}
