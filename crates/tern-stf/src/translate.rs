@@ -174,16 +174,14 @@ pub fn resolve_key(table: &Table, stf_name: &str) -> Result<usize, String> {
     }
     let dotted = format!(".{name}");
     let dotted_dollar = format!(".{name}$");
-    if let Some(i) = names
-        .iter()
-        .position(|n| n.ends_with(&dotted) || n.ends_with(&dotted_dollar))
-    {
+    if let Some(i) = names.iter().position(|n| {
+        n.ends_with(&dotted)
+            || n.ends_with(&dotted_dollar)
+            || (name == "valid" && n.ends_with(".$valid$"))
+    }) {
         return Ok(i);
     }
     if name == "valid" {
-        if let Some(i) = names.iter().position(|n| n.ends_with(".$valid$")) {
-            return Ok(i);
-        }
         if let Some(i) = find("$valid$") {
             return Ok(i);
         }
