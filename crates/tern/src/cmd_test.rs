@@ -1,4 +1,5 @@
-//! `tern test prog.json tests.stf...`: runs p4c STF packet tests against a BMv2 JSON program,
+//! `tern test prog.{json,p4} tests.stf...`: runs p4c STF packet tests against a program (BMv2
+//! JSON, or P4-16 compiled first),
 //! one fresh switch per STF file, and reports PASS/FAIL per file with the mismatch details.
 
 use anyhow::Context;
@@ -8,7 +9,8 @@ use tern_dataplane::{Switch, SwitchOptions};
 
 #[derive(clap::Args, Default)]
 pub struct TestArgs {
-    /// The program: a BMv2 JSON file (as produced by p4c-bm2-ss).
+    /// The program: a BMv2 JSON file (as produced by p4c-bm2-ss), or a P4-16 source file
+    /// (`.p4`), compiled first with tern's compiler as p4c's test runner does.
     pub json: PathBuf,
     /// One or more STF files; each runs on a freshly loaded switch.
     #[arg(required = true)]
@@ -23,8 +25,14 @@ pub struct TestArgs {
 
 pub fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
     let json_name = args.json.display().to_string();
-    let json = std::fs::read_to_string(&args.json)
-        .with_context(|| format!("cannot read program {json_name}"))?;
+    let json = if args.json.extension().is_some_and(|e| e == "p4") {
+        tern_p4::compile_file(&args.json, &tern_p4::Options::default())
+            .map_err(|d| anyhow::anyhow!("{d}"))?
+            .json
+    } else {
+        std::fs::read_to_string(&args.json)
+            .with_context(|| format!("cannot read program {json_name}"))?
+    };
     // Load once up front so a bad program is reported once, before any STF file.
     Switch::from_json(&json, SwitchOptions::default())
         .map_err(|e| anyhow::anyhow!("{json_name}: cannot load program: {e}"))?;
