@@ -5,6 +5,19 @@
 //! here (p4c's name and key rules, [`translate`]); the BMv2 pass-through commands
 //! (`mirroring_*`, `mc_*`, `counter_*`, `register_*`, `meter_*`) go through `tern-control`'s
 //! runtime CLI interpreter, as p4c forwards them to `simple_switch_CLI`.
+//!
+//! ```
+//! let json = std::fs::read_to_string(concat!(
+//!     env!("CARGO_MANIFEST_DIR"),
+//!     "/../../../shared/fixtures/bmv2/targets/simple_switch/tests/testdata/recirc.json"
+//! ))
+//! .unwrap();
+//! let mut sw = tern_dataplane::Switch::from_json(&json, Default::default()).unwrap();
+//! let program = sw.program().clone();
+//! let script = tern_stf::parse("expect 1 01 ab $\npacket 1 00\n", "recirc.stf").unwrap();
+//! let report = tern_stf::run(&script, &mut sw, &program);
+//! assert!(report.passed(), "{report}");
+//! ```
 
 pub mod ast;
 mod parse;

@@ -120,16 +120,33 @@ where
             Command::Packet { port, data } => {
                 out.clear();
                 sw.process_packet(*port, data, &mut out);
-                let _ = sw.take_digests();
+                let digests = sw.take_digests().len();
                 report.packets_sent += 1;
+                let mut what: Vec<String> = Vec::new();
                 for o in out.drain(..) {
                     report.frames_out += 1;
                     if attached.contains(&o.port) {
+                        what.push(format!("port {}: {}", o.port, hex_upper(&o.data)));
                         received.entry(o.port).or_default().push(o.data);
                     } else {
+                        what.push(format!("port {} (not attached, discarded)", o.port));
                         report.discarded += 1;
                     }
                 }
+                if what.is_empty() {
+                    what.push("no frame out".to_string());
+                }
+                if digests > 0 {
+                    what.push(format!("{digests} digest(s)"));
+                }
+                note(
+                    &mut report,
+                    format!(
+                        "{} bytes in on port {port} -> {}",
+                        data.len(),
+                        what.join("; ")
+                    ),
+                );
             }
             Command::Expect { .. } => {}
             Command::Add {
@@ -164,6 +181,11 @@ where
             },
             Command::SetDefault { table, action } => {
                 match translate_setdefault(program, table, action) {
+                    Err(e) if !e.cli_side => report.errors.push(Issue {
+                        pos: e.pos.unwrap_or(pos),
+                        command: kw,
+                        message: e.message,
+                    }),
                     Err(e) => report.warnings.push(Issue {
                         pos: e.pos.unwrap_or(pos),
                         command: kw,
@@ -198,7 +220,7 @@ where
                 Some(line) => {
                     let out = cli.execute(&mut *sw, &line);
                     let text = out.trim_end().replace('\n', " | ");
-                    if cli_output_is_error(&out) {
+                    if cli.last_command_failed() {
                         note(&mut report, format!("rejected: {text}"));
                     } else if text.is_empty() {
                         note(&mut report, "done".to_string());
@@ -379,18 +401,6 @@ fn cli_line(cmd: &Command) -> Option<String> {
             format!("meter_array_set_rates {meter} {}", rates(r))
         }
         _ => return None,
-    })
-}
-
-/// Whether simple_switch_CLI output reports an error.
-fn cli_output_is_error(out: &str) -> bool {
-    out.lines().any(|l| {
-        let l = l.trim_start();
-        l.starts_with("Error")
-            || l.starts_with("Invalid")
-            || l.starts_with("*** Unknown syntax")
-            || l.contains("is not a valid")
-            || l.starts_with("Found duplicate")
     })
 }
 

@@ -551,8 +551,31 @@ pub fn translate_add(
                         kv.value.text()
                     )));
                 }
-                encode_key(k.match_kind, bits, &kv.value, &k.name)
-                    .map_err(|e| at(kv.value.pos)(e).cli())?
+                match (kv.prefix_len, k.match_kind) {
+                    (None, _) => encode_key(k.match_kind, bits, &kv.value, &k.name)
+                        .map_err(|e| at(kv.value.pos)(e).cli())?,
+                    (Some(len), MatchKind::Lpm) => {
+                        let mut v = kv.value.clone();
+                        v.digits = v.digits.replace('*', "0");
+                        let key = match encode_key(MatchKind::Lpm, bits, &v, &k.name)
+                            .map_err(|e| at(kv.value.pos)(e).cli())?
+                        {
+                            MatchParam::Lpm { key, .. } => key,
+                            _ => vec![0; bits.div_ceil(8) as usize],
+                        };
+                        MatchParam::Lpm {
+                            key,
+                            prefix_len: len,
+                        }
+                    }
+                    (Some(_), kind) => {
+                        return Err(at(kv.value.pos)(format!(
+                            "'/<len>' is only meaningful for lpm keys; '{}' is {kind}",
+                            k.name
+                        ))
+                        .cli())
+                    }
+                }
             }
             None => default_key(k.match_kind, bits),
         });
@@ -598,16 +621,24 @@ pub fn cli_resolve<'a>(
     }
 }
 
-/// `setdefault`: CLI name resolution of table and action, data in declaration order.
+/// `setdefault`: p4c's runner resolves the table and action with its own rules (an error
+/// there fails the test) and checks the parameter names, then hands the names *as written* to
+/// the CLI, which resolves them by dot-suffix (an error there is only printed: `cli_side`).
 pub fn translate_setdefault(
     program: &Program,
     table: &str,
     action: &ActionCall,
 ) -> Result<(String, String, Vec<Vec<u8>>), TranslateError> {
-    let tname = cli_resolve(tables(program).map(|t| t.name.as_str()), table, "table")?;
+    let runner_table = resolve_table(program, table)?;
+    let runner_action =
+        resolve_action(program, runner_table, &action.name).map_err(at(action.pos))?;
+    let data = action_data(program, runner_action, action)?;
+    let cli = |e: String| TranslateError::from(e).cli();
+    let tname =
+        cli_resolve(tables(program).map(|t| t.name.as_str()), table, "table").map_err(cli)?;
     let t = tables(program)
         .find(|t| t.name == tname)
-        .ok_or_else(|| format!("Invalid table name ({table})"))?;
+        .ok_or_else(|| cli(format!("Invalid table name ({table})")))?;
     let aname = cli_resolve(
         program.actions.iter().map(|a| a.name.as_str()),
         &action.name,
@@ -624,14 +655,17 @@ pub fn translate_setdefault(
             "action",
         )
     })
-    .map_err(at(action.pos))?;
-    let a = t
-        .actions
-        .iter()
-        .map(|&a| a as usize)
-        .find(|&a| program.actions.get(a).is_some_and(|x| x.name == aname))
-        .ok_or_else(|| at(action.pos)(format!("Table {} has no action {}", t.name, action.name)))?;
-    let data = action_data(program, a, action)?;
+    .map_err(|e| at(action.pos)(e).cli())?;
+    if !t.actions.iter().any(|&a| {
+        program
+            .actions
+            .get(a as usize)
+            .is_some_and(|x| x.name == aname)
+    }) {
+        return Err(
+            at(action.pos)(format!("Table {} has no action {}", t.name, action.name)).cli(),
+        );
+    }
     Ok((t.name.clone(), aname.to_string(), data))
 }
 
@@ -769,6 +803,16 @@ mod tests {
                 prefix_len: 4
             }
         );
+        let e = add_line(&p, "add route dst:0x0a000000/8 drop_it()").unwrap();
+        assert_eq!(
+            e.key[0],
+            MatchParam::Lpm {
+                key: vec![0x0a, 0, 0, 0],
+                prefix_len: 8
+            }
+        );
+        let err = add_line(&p, "add route tci:1/8 drop_it()").unwrap_err();
+        assert!(err.contains("only meaningful for lpm"), "{err}");
         let err = add_line(&p, "add route dst:0x0a*1 drop_it()").unwrap_err();
         assert!(err.contains("at the end"), "{err}");
     }
@@ -887,16 +931,30 @@ mod tests {
             pos: Default::default(),
         };
         let (t, a, d) = translate_setdefault(&p, "ipv4_route", &call("drop_it")).unwrap();
-        let msg = |r: Result<_, TranslateError>| r.unwrap_err().message;
+        let msg = |r: Result<_, TranslateError>| {
+            let e = r.unwrap_err();
+            (e.cli_side, e.message)
+        };
         assert_eq!(
             (t.as_str(), a.as_str(), d.len()),
             ("ingress.ipv4_route", "ingress.drop_it", 0)
         );
-        assert!(msg(translate_setdefault(&p, "route", &call("drop_it")))
-            .contains("Invalid table name (route)"));
-        assert!(
-            msg(translate_setdefault(&p, "acl", &call("set_nexthop"))).contains("has no action")
-        );
+        // The runner finds "route" (string suffix), the CLI does not (component suffix).
+        let (cli_side, m) = msg(translate_setdefault(&p, "route", &call("drop_it")));
+        assert!(cli_side && m.contains("Invalid table name (route)"), "{m}");
+        // Unknown to the runner: a failure, not a CLI rejection.
+        let (cli_side, m) = msg(translate_setdefault(&p, "nope", &call("drop_it")));
+        assert!(!cli_side && m.contains("no table"), "{m}");
+        let (cli_side, m) = msg(translate_setdefault(&p, "acl", &call("set_nexthop")));
+        assert!(!cli_side && m.contains("has no action"), "{m}");
+        let mut c = call("permit");
+        c.params.push(crate::ast::ParamValue {
+            name: "prt".into(),
+            value: "1".into(),
+            pos: Default::default(),
+        });
+        let (cli_side, m) = msg(translate_setdefault(&p, "acl", &c));
+        assert!(!cli_side && m.contains("no parameter 'prt'"), "{m}");
     }
 
     #[test]

@@ -1,6 +1,6 @@
-//! `tern test prog.{json,p4} tests.stf...`: runs p4c STF packet tests against a program (BMv2
-//! JSON, or P4-16 compiled first),
-//! one fresh switch per STF file, and reports PASS/FAIL per file with the mismatch details.
+//! `tern test prog.json tests.stf...`: runs p4c STF packet tests against a BMv2 JSON program
+//! (or a `.p4` source compiled first), one fresh switch per STF file, and reports PASS/FAIL
+//! per file with the mismatch details.
 
 use anyhow::Context;
 use std::path::PathBuf;
@@ -9,8 +9,8 @@ use tern_dataplane::{Switch, SwitchOptions};
 
 #[derive(clap::Args, Default)]
 pub struct TestArgs {
-    /// The program: a BMv2 JSON file (as produced by p4c-bm2-ss), or a P4-16 source file
-    /// (`.p4`), compiled first with tern's compiler as p4c's test runner does.
+    /// The program: a BMv2 JSON file (as produced by p4c-bm2-ss), or a P4-16 source (`.p4`),
+    /// which is first compiled with tern's compiler (as p4c's run-bmv2-test compiles first).
     pub json: PathBuf,
     /// One or more STF files; each runs on a freshly loaded switch.
     #[arg(required = true)]
@@ -26,9 +26,10 @@ pub struct TestArgs {
 pub fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
     let json_name = args.json.display().to_string();
     let json = if args.json.extension().is_some_and(|e| e == "p4") {
-        tern_p4::compile_file(&args.json, &tern_p4::Options::default())
-            .map_err(|d| anyhow::anyhow!("{d}"))?
-            .json
+        match tern_p4::compile_file(&args.json, &tern_p4::Options::default()) {
+            Ok(c) => c.json,
+            Err(d) => anyhow::bail!("{json_name}: compilation failed\n{d}"),
+        }
     } else {
         std::fs::read_to_string(&args.json)
             .with_context(|| format!("cannot read program {json_name}"))?
@@ -139,6 +140,31 @@ mod tests {
         let mut a = args(json, &[&wrong]);
         a.strict_counters = true;
         assert_eq!(run(a).unwrap(), ExitCode::FAILURE);
+    }
+
+    #[test]
+    fn p4_source_is_compiled_first() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../");
+        let a = TestArgs {
+            json: PathBuf::from(format!("{root}p4/tutorials/basic.p4")),
+            stf: vec![PathBuf::from(format!("{STF_DIR}basic.stf"))],
+            verbose: false,
+            strict_counters: false,
+        };
+        assert_eq!(run(a).unwrap(), ExitCode::SUCCESS);
+        let bad = tmp("bad.p4", "header h { bit<8> a }\n");
+        let e = run(TestArgs {
+            json: PathBuf::from(&bad),
+            stf: vec![PathBuf::from(format!("{STF_DIR}basic.stf"))],
+            verbose: false,
+            strict_counters: false,
+        })
+        .unwrap_err();
+        let msg = format!("{e:#}");
+        assert!(
+            msg.contains("compilation failed") && msg.contains("bad.p4"),
+            "{msg}"
+        );
     }
 
     #[test]
