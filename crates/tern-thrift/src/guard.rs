@@ -17,21 +17,21 @@ use thrift::{ProtocolError, ProtocolErrorKind};
 
 /// Upper bounds on what one peer message may declare.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Limits {
+pub(crate) struct Limits {
     /// Longest string or binary value, in bytes.
-    pub max_bytes: usize,
+    pub(crate) max_bytes: usize,
     /// Most elements in one list, set or map.
-    pub max_elements: usize,
+    pub(crate) max_elements: usize,
 }
 
 impl Limits {
     /// What the server accepts from a client: a 64 MiB config, a million list elements.
-    pub const SERVER: Limits = Limits {
+    pub(crate) const SERVER: Limits = Limits {
         max_bytes: 64 << 20,
         max_elements: 1 << 20,
     };
     /// What the client accepts from a server (large table dumps).
-    pub const CLIENT: Limits = Limits {
+    pub(crate) const CLIENT: Limits = Limits {
         max_bytes: 256 << 20,
         max_elements: 1 << 24,
     };
