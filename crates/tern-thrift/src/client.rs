@@ -978,3 +978,22 @@ impl ThriftRuntime {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thrift_runtime_can_move_between_threads_and_be_shared() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<ThriftRuntime>();
+    }
+
+    #[test]
+    fn connect_to_a_closed_port_is_an_io_error() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        drop(l);
+        assert!(ThriftRuntime::connect(addr).is_err());
+    }
+}

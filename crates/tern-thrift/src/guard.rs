@@ -17,21 +17,21 @@ use thrift::{ProtocolError, ProtocolErrorKind};
 
 /// Upper bounds on what one peer message may declare.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Limits {
+pub(crate) struct Limits {
     /// Longest string or binary value, in bytes.
-    pub max_bytes: usize,
+    pub(crate) max_bytes: usize,
     /// Most elements in one list, set or map.
-    pub max_elements: usize,
+    pub(crate) max_elements: usize,
 }
 
 impl Limits {
     /// What the server accepts from a client: a 64 MiB config, a million list elements.
-    pub const SERVER: Limits = Limits {
+    pub(crate) const SERVER: Limits = Limits {
         max_bytes: 64 << 20,
         max_elements: 1 << 20,
     };
     /// What the client accepts from a server (large table dumps).
-    pub const CLIENT: Limits = Limits {
+    pub(crate) const CLIENT: Limits = Limits {
         max_bytes: 256 << 20,
         max_elements: 1 << 24,
     };
@@ -92,17 +92,35 @@ impl<T: TReadTransport> GuardedInput<T> {
 
 impl<T: TReadTransport> GuardedInput<T> {
     fn raw_message_begin(&mut self) -> thrift::Result<TMessageIdentifier> {
-        let header = self.inner.read_i32()? as u32;
-        if header & 0xffff_0000 != 0x8001_0000 {
-            return Err(invalid(
-                ProtocolErrorKind::BadVersion,
-                format!("message header {header:#010x} is not strict binary protocol version 1"),
-            ));
+        let header = self.inner.read_i32()?;
+        if header < 0 {
+            // Strict form: version word, then name and sequence number.
+            let word = header as u32;
+            if word & 0xffff_0000 != 0x8001_0000 {
+                return Err(invalid(
+                    ProtocolErrorKind::BadVersion,
+                    format!("message header {word:#010x} is not binary protocol version 1"),
+                ));
+            }
+            let message_type = TMessageType::try_from((word & 0xff) as u8)?;
+            let name = self.raw_string()?;
+            let sequence_number = self.inner.read_i32()?;
+            Ok(TMessageIdentifier::new(name, message_type, sequence_number))
+        } else {
+            // Old (non-strict) form, which BMv2's C++ server also accepts: the header is the
+            // name's length, then the name, a type byte and the sequence number.
+            let n = self.check_len(header, "message name", self.limits.max_bytes)?;
+            let name = self.read_exactly(n)?;
+            let name = String::from_utf8(name).map_err(|e| {
+                invalid(
+                    ProtocolErrorKind::InvalidData,
+                    format!("message name is not UTF-8: {e}"),
+                )
+            })?;
+            let message_type = TMessageType::try_from(self.inner.read_byte()?)?;
+            let sequence_number = self.inner.read_i32()?;
+            Ok(TMessageIdentifier::new(name, message_type, sequence_number))
         }
-        let message_type = TMessageType::try_from((header & 0xff) as u8)?;
-        let name = self.raw_string()?;
-        let sequence_number = self.inner.read_i32()?;
-        Ok(TMessageIdentifier::new(name, message_type, sequence_number))
     }
     fn raw_message_end(&mut self) -> thrift::Result<()> {
         self.inner.read_message_end()
@@ -125,6 +143,10 @@ impl<T: TReadTransport> GuardedInput<T> {
     fn raw_bytes(&mut self) -> thrift::Result<Vec<u8>> {
         let declared = self.inner.read_i32()?;
         let n = self.check_len(declared, "string/binary", self.limits.max_bytes)?;
+        self.read_exactly(n)
+    }
+    /// Exactly `n` bytes, read incrementally (nothing is reserved up front).
+    fn read_exactly(&mut self, n: usize) -> thrift::Result<Vec<u8>> {
         let mut buf = Vec::new();
         (&mut self.inner.transport)
             .take(n as u64)
@@ -323,13 +345,21 @@ mod tests {
     }
 
     #[test]
-    fn non_strict_or_bad_version_header_is_refused() {
-        let err = input(&[0, 0, 0, 4, b'x']).read_message_begin().unwrap_err();
-        assert!(format!("{err:?}").contains("strict"), "{err:?}");
-        let mut ok = vec![0x80, 0x01, 0x00, 0x01, 0, 0, 0, 1, b'f', 0, 0, 0, 7];
-        let id = input(&ok).read_message_begin().unwrap();
+    fn strict_and_old_style_headers_are_read_and_bad_versions_refused() {
+        let mut strict = vec![0x80, 0x01, 0x00, 0x01, 0, 0, 0, 1, b'f', 0, 0, 0, 7];
+        let id = input(&strict).read_message_begin().unwrap();
         assert_eq!((id.name.as_str(), id.sequence_number), ("f", 7));
-        ok[3] = 9; // message type 9 does not exist
-        assert!(input(&ok).read_message_begin().is_err());
+        assert_eq!(id.message_type, TMessageType::Call);
+        strict[3] = 9; // message type 9 does not exist
+        assert!(input(&strict).read_message_begin().is_err());
+        let err = input(&[0x80, 0x02, 0, 1]).read_message_begin().unwrap_err();
+        assert!(format!("{err:?}").contains("version 1"), "{err:?}");
+        // Non-strict: name length, name, type byte, sequence number.
+        let old = [0, 0, 0, 2, b'h', b'i', 1, 0, 0, 0, 9];
+        let id = input(&old).read_message_begin().unwrap();
+        assert_eq!((id.name.as_str(), id.sequence_number), ("hi", 9));
+        // "GET " read as a name length is far beyond the limit.
+        let err = input(b"GET / HTTP/1.1").read_message_begin().unwrap_err();
+        assert!(format!("{err:?}").contains("exceeds the limit"), "{err:?}");
     }
 }

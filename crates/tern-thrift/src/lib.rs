@@ -17,5 +17,4 @@ mod guard;
 mod server;
 
 pub use client::{PreService, ThriftRuntime};
-pub use guard::Limits;
 pub use server::{serve, spawn};
