@@ -119,9 +119,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub device_id: u64,
 
-    /// Thrift port (reported by switch_info; the control server is not started yet).
-    #[arg(long, value_name = "P", default_value_t = 9090)]
-    pub thrift_port: u32,
+    /// Serve BMv2's Thrift runtime API on this port (simple_switch_CLI, `tern cli
+    /// --thrift-port`). With `--use-files` the server starts only when this option is given,
+    /// and the run then keeps serving after the inputs end, as simple_switch does; without it
+    /// the run exits when the inputs are exhausted. switch_info reports 9090 by default.
+    #[arg(long, value_name = "P")]
+    pub thrift_port: Option<u32>,
 
     /// Runtime commands (simple_switch_CLI language) applied before packets are replayed.
     #[arg(long, value_name = "FILE")]
@@ -148,7 +151,7 @@ pub struct RunArgs {
 fn switch_options(args: &RunArgs) -> anyhow::Result<SwitchOptions> {
     let mut o = SwitchOptions {
         device_id: args.device_id,
-        thrift_port: args.thrift_port,
+        thrift_port: args.thrift_port.unwrap_or(9090),
         ..SwitchOptions::default()
     };
     if let Some(p) = args.drop_port {
@@ -336,15 +339,26 @@ fn apply_commands(sw: &Arc<Mutex<Switch>>, path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// HOOK (lead wires it): start the control server (Thrift on `--thrift-port`) on its own
-/// thread, sharing the switch. Called after `--commands` and before the `--use-files` wait,
+/// Start the control server (BMv2's Thrift API on `--thrift-port`) on its own thread, sharing
+/// the switch. Called after `--commands` and before the `--use-files` wait,
 /// so a controller can install entries during the wait. Returns the thread if one started.
 pub fn start_control_server(
     sw: &Arc<Mutex<Switch>>,
     args: &RunArgs,
 ) -> anyhow::Result<Option<std::thread::JoinHandle<()>>> {
-    let _ = (sw, args.thrift_port);
-    Ok(None)
+    let Some(port) = args.thrift_port else {
+        return Ok(None);
+    };
+    let port = u16::try_from(port).context("--thrift-port must be below 65536")?;
+    let listener = std::net::TcpListener::bind(("0.0.0.0", port)).with_context(|| {
+        format!("cannot start the Thrift server on port {port} (is another switch running?)")
+    })?;
+    let sw = Arc::clone(sw);
+    Ok(Some(std::thread::spawn(move || {
+        if let Err(e) = tern_thrift::serve(listener, sw) {
+            eprintln!("Thrift server stopped: {e}");
+        }
+    })))
 }
 
 /// Counters printed in the summary.
