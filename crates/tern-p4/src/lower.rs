@@ -892,7 +892,8 @@ impl Lower {
                 }
                 let rw = hi - lo + 1;
                 if let Val::Const(c, _) = bv {
-                    return Ok(Val::Const(wrap(c >> lo, &Ty::Bit(rw)), Ty::Bit(rw)));
+                    let sh = c.checked_shr(lo).unwrap_or(if c < 0 { -1 } else { 0 });
+                    return Ok(Val::Const(wrap(sh, &Ty::Bit(rw)), Ty::Bit(rw)));
                 }
                 let sh = if lo > 0 {
                     op(m::Op::Shr, Some(be), Some(cnst(lo as i128)))
@@ -1085,7 +1086,7 @@ impl Lower {
         if let Val::Const(c, t) = &v {
             return Ok(match o {
                 "!" if *t == Ty::Bool => Val::Const((*c == 0) as i128, Ty::Bool),
-                "-" if t.is_numeric() => Val::Const(wrap(-c, t), t.clone()),
+                "-" if t.is_numeric() => Val::Const(wrap(c.wrapping_neg(), t), t.clone()),
                 "~" if matches!(t, Ty::Bit(_) | Ty::Int(_)) => Val::Const(wrap(!c, t), t.clone()),
                 _ => {
                     return err(
@@ -1232,7 +1233,11 @@ impl Lower {
                     if b == 0 {
                         return err(r.pos, "division by zero");
                     }
-                    arith(if o == "/" { a / b } else { a % b })
+                    arith(if o == "/" {
+                        a.wrapping_div(b)
+                    } else {
+                        a.wrapping_rem(b)
+                    })
                 }
                 "&" => arith(a & b),
                 "|" => arith(a | b),
@@ -1244,7 +1249,11 @@ impl Lower {
                 "<=" => cmp(a <= b),
                 ">=" => cmp(a >= b),
                 "|+|" | "|-|" => {
-                    let v = if o == "|+|" { a + b } else { a - b };
+                    let v = if o == "|+|" {
+                        a.saturating_add(b)
+                    } else {
+                        a.saturating_sub(b)
+                    };
                     let v = match t {
                         Ty::Bit(w) if w < 127 => v.clamp(0, (1i128 << w) - 1),
                         Ty::Int(w) if w < 127 => {

@@ -146,12 +146,22 @@ impl<'t> Parser<'t> {
         self.depth = self.depth.saturating_sub(1);
     }
 
-    /// Skip to the end of the broken declaration.
+    /// Skip to the end of the broken declaration (brace depth counted from its start).
     fn recover(&mut self, start: usize) {
+        let mut level: i32 = 0;
+        for t in &self.toks[start..self.i.min(self.toks.len())] {
+            match t.tok {
+                Tok::P("{") => level += 1,
+                Tok::P("}") => level -= 1,
+                _ => {}
+            }
+        }
         if self.i == start {
             self.i += 1;
+            if matches!(self.toks.get(start).map(|t| &t.tok), Some(Tok::P("{"))) {
+                level += 1;
+            }
         }
-        let mut level = 0i32;
         while !self.at_eof() {
             if self.is_p("{") {
                 level += 1;
@@ -159,14 +169,12 @@ impl<'t> Parser<'t> {
                 level -= 1;
                 if level <= 0 {
                     self.i += 1;
-                    if level == 0 {
-                        return;
-                    }
-                    level = 0;
-                    continue;
+                    self.depth = 0;
+                    return;
                 }
             } else if self.is_p(";") && level <= 0 {
                 self.i += 1;
+                self.depth = 0;
                 return;
             }
             self.i += 1;

@@ -1745,7 +1745,7 @@ impl Lower {
                     let a = cst(self, *a)?;
                     let mk = cst(self, *mk)?;
                     let ones = mk.count_ones();
-                    if mk != wrap(!((1i128 << (*w - ones.min(*w))) - 1), &t) {
+                    if *w < 127 && mk != wrap(!((1i128 << (*w - ones.min(*w))) - 1), &t) {
                         return err(x.pos, "lpm masks must be a contiguous prefix");
                     }
                     m::ConstKey::Lpm(b(a & mk), ones)
