@@ -1647,6 +1647,22 @@ impl Lower {
                 for (i, e) in es.iter().enumerate() {
                     out.push(self.const_entry(e, &keys, &actions, i)?);
                 }
+                // Explicit priorities follow P4's rule (the largest value wins); entries without
+                // one continue from the previous entry. BMv2's smallest value wins, so invert.
+                if es.iter().any(|e| e.priority.is_some()) {
+                    let mut p4: Vec<i64> = Vec::new();
+                    for (i, e) in es.iter().enumerate() {
+                        let v = match &e.priority {
+                            Some(_) => out[i].priority as i64,
+                            None => p4.last().map(|p| p - 1).unwrap_or(es.len() as i64),
+                        };
+                        p4.push(v);
+                    }
+                    let max = p4.iter().copied().max().unwrap_or(0);
+                    for (o, p) in out.iter_mut().zip(p4) {
+                        o.priority = (max + 1 - p).clamp(1, i32::MAX as i64) as i32;
+                    }
+                }
                 meta.has_const_entries = true;
                 Some(out)
             }
