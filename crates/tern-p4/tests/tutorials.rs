@@ -377,3 +377,67 @@ fn multicast_replicates_except_to_the_ingress_port() {
     assert_eq!(out[0].port, 2);
     assert_eq!(out[0].data, uni);
 }
+
+/// CRC-16/ARC (BMv2's `crc16`).
+fn crc16(data: &[u8]) -> u16 {
+    let mut crc: u16 = 0;
+    for b in data {
+        crc ^= *b as u16;
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 { (crc >> 1) ^ 0xa001 } else { crc >> 1 };
+        }
+    }
+    crc
+}
+
+#[test]
+fn load_balance_hashes_the_five_tuple() {
+    let mut sw = switch("load_balance.p4");
+    sw.mt_add_entry(
+        "MyIngress.ecmp_group",
+        &[MatchParam::Lpm {
+            key: vec![10, 0, 0, 1],
+            prefix_len: 32,
+        }],
+        "MyIngress.set_ecmp_select",
+        &[vec![0, 0], vec![0, 0, 0, 2]],
+        None,
+    )
+    .unwrap();
+    for (sel, port, ip) in [(0u8, 2u8, [10, 0, 2, 2]), (1, 3, [10, 0, 3, 3])] {
+        sw.mt_add_entry(
+            "MyIngress.ecmp_nhop",
+            &[MatchParam::Exact(vec![0, sel])],
+            "MyIngress.set_nhop",
+            &[hex("00000000aa00"), ip.to_vec(), vec![0, port]],
+            None,
+        )
+        .unwrap();
+        sw.mt_add_entry(
+            "MyEgress.send_frame",
+            &[MatchParam::Exact(vec![0, port])],
+            "MyEgress.rewrite_mac",
+            &[vec![0, 0, 0, 0, 0xbb, port]],
+            None,
+        )
+        .unwrap();
+    }
+    let mut seen = [false; 2];
+    for sport in 1000u16..1016 {
+        let pkt = tcp_packet([10, 0, 1, 1], [10, 0, 0, 1], sport, 80, 0x10);
+        let mut t = vec![10, 0, 1, 1, 10, 0, 0, 1, 6];
+        t.extend_from_slice(&sport.to_be_bytes());
+        t.extend_from_slice(&80u16.to_be_bytes());
+        let sel = (crc16(&t) % 2) as usize;
+        seen[sel] = true;
+        let out = run(&mut sw, 1, &pkt);
+        assert_eq!(out.len(), 1);
+        let port = [2u32, 3][sel];
+        assert_eq!(out[0].port, port, "sport {sport}");
+        let o = &out[0].data;
+        assert_eq!(&o[6..12], &[0, 0, 0, 0, 0xbb, port as u8], "egress rewrote the source MAC");
+        assert_eq!(&o[30..34], &[[10, 0, 2, 2], [10, 0, 3, 3]][sel], "new destination IP");
+        assert_eq!(u16::from_be_bytes([o[24], o[25]]), ipv4_checksum(&o[14..34]));
+    }
+    assert!(seen[0] && seen[1], "both paths used");
+}
