@@ -441,3 +441,48 @@ fn load_balance_hashes_the_five_tuple() {
     }
     assert!(seen[0] && seen[1], "both paths used");
 }
+
+#[test]
+fn mri_pushes_a_trace_record_per_hop() {
+    let mut sw = switch("mri.p4");
+    sw.mt_add_entry(
+        "MyIngress.ipv4_lpm",
+        &[MatchParam::Lpm {
+            key: vec![10, 0, 0, 0],
+            prefix_len: 8,
+        }],
+        "MyIngress.ipv4_forward",
+        &[hex("000000000003"), vec![0, 3]],
+        None,
+    )
+    .unwrap();
+    sw.mt_set_default_action("MyEgress.swtrace", "MyEgress.add_swtrace", &[vec![0, 0, 0, 7]])
+        .unwrap();
+    // IPv4 with ihl 6: option 31 (length 4) + MRI count 0, then a UDP-ish payload.
+    let mut p = hex("000000000001 000000000002 0800");
+    let mut ip = hex("46 00 0000 0001 0000 40 11 0000 0a000101 0a000202 1f04 0000");
+    let payload = b"payload!";
+    let total = (ip.len() + payload.len()) as u16;
+    ip[2..4].copy_from_slice(&total.to_be_bytes());
+    p.extend(ip);
+    p.extend_from_slice(payload);
+    let out = run(&mut sw, 1, &p);
+    assert_eq!(out.len(), 1);
+    let o = &out[0].data;
+    assert_eq!(o.len(), p.len() + 8);
+    assert_eq!(o[14] & 0x0f, 8, "ihl grew by 2 words");
+    assert_eq!(u16::from_be_bytes([o[16], o[17]]), total + 8);
+    assert_eq!(o[35], 12, "option length");
+    assert_eq!(u16::from_be_bytes([o[36], o[37]]), 1, "count");
+    assert_eq!(&o[38..46], &[0, 0, 0, 7, 0, 0, 0, 0], "swid 7, qdepth 0");
+    assert_eq!(&o[46..], payload);
+    // A second hop pushes in front of the first record.
+    sw.mt_set_default_action("MyEgress.swtrace", "MyEgress.add_swtrace", &[vec![0, 0, 0, 9]])
+        .unwrap();
+    let out2 = run(&mut sw, 1, o);
+    let o2 = &out2[0].data;
+    assert_eq!(u16::from_be_bytes([o2[36], o2[37]]), 2);
+    assert_eq!(&o2[38..42], &[0, 0, 0, 9]);
+    assert_eq!(&o2[46..50], &[0, 0, 0, 7]);
+    assert_eq!(&o2[54..], payload);
+}
