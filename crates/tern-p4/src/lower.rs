@@ -94,6 +94,8 @@ enum Place {
     Function(String),
     Packet,
     ValueSet(u32),
+    /// A control instantiated inside another: (control type, instance name).
+    Control(String, String),
     Enum(String),
     ErrorNs,
 }

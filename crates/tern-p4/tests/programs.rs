@@ -229,3 +229,45 @@ fn meter_selector_and_hash() {
     assert_eq!(a, val(&run(&mut sw, 2, &t_packet(10, 0x31, 0))[0]));
     assert_ne!(a, b);
 }
+
+#[test]
+fn subcontrols_have_their_own_tables() {
+    let mut sw = switch("subcontrol.p4");
+    let p = vec![0xaa; 6]
+        .into_iter()
+        .chain(vec![0xbb; 6])
+        .chain([0x12, 0x34])
+        .collect::<Vec<u8>>();
+    // No entries: both misses, hits = 0; the copy header carries hits in dst.
+    let out = run(&mut sw, 1, &p);
+    assert_eq!(out[0].port, 2);
+    assert_eq!(out[0].data.len(), 28);
+    assert_eq!(&out[0].data[14..20], &[0, 0, 0, 0, 0, 0]);
+    sw.mt_add_entry(
+        "I.first.t",
+        &[MatchParam::Exact(vec![0x12, 0x34])],
+        "I.first.set_src",
+        &[],
+        None,
+    )
+    .unwrap();
+    let out = run(&mut sw, 1, &p);
+    assert_eq!(&out[0].data[6..12], &[0x11; 6]);
+    assert_eq!(out[0].data[19], 1);
+    sw.mt_add_entry(
+        "I.second.t",
+        &[MatchParam::Exact(vec![0x12, 0x34])],
+        "I.second.set_src",
+        &[],
+        None,
+    )
+    .unwrap();
+    let out = run(&mut sw, 1, &p);
+    assert_eq!(&out[0].data[6..12], &[0x22; 6], "second instance ran last");
+    assert_eq!(out[0].data[19], 2, "both hit");
+    assert_eq!(
+        &out[0].data[20..26],
+        &[0x22; 6],
+        "copied header keeps the rewritten src"
+    );
+}

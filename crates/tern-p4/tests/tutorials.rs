@@ -384,7 +384,11 @@ fn crc16(data: &[u8]) -> u16 {
     for b in data {
         crc ^= *b as u16;
         for _ in 0..8 {
-            crc = if crc & 1 != 0 { (crc >> 1) ^ 0xa001 } else { crc >> 1 };
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0xa001
+            } else {
+                crc >> 1
+            };
         }
     }
     crc
@@ -435,9 +439,20 @@ fn load_balance_hashes_the_five_tuple() {
         let port = [2u32, 3][sel];
         assert_eq!(out[0].port, port, "sport {sport}");
         let o = &out[0].data;
-        assert_eq!(&o[6..12], &[0, 0, 0, 0, 0xbb, port as u8], "egress rewrote the source MAC");
-        assert_eq!(&o[30..34], &[[10, 0, 2, 2], [10, 0, 3, 3]][sel], "new destination IP");
-        assert_eq!(u16::from_be_bytes([o[24], o[25]]), ipv4_checksum(&o[14..34]));
+        assert_eq!(
+            &o[6..12],
+            &[0, 0, 0, 0, 0xbb, port as u8],
+            "egress rewrote the source MAC"
+        );
+        assert_eq!(
+            &o[30..34],
+            &[[10, 0, 2, 2], [10, 0, 3, 3]][sel],
+            "new destination IP"
+        );
+        assert_eq!(
+            u16::from_be_bytes([o[24], o[25]]),
+            ipv4_checksum(&o[14..34])
+        );
     }
     assert!(seen[0] && seen[1], "both paths used");
 }
@@ -456,8 +471,12 @@ fn mri_pushes_a_trace_record_per_hop() {
         None,
     )
     .unwrap();
-    sw.mt_set_default_action("MyEgress.swtrace", "MyEgress.add_swtrace", &[vec![0, 0, 0, 7]])
-        .unwrap();
+    sw.mt_set_default_action(
+        "MyEgress.swtrace",
+        "MyEgress.add_swtrace",
+        &[vec![0, 0, 0, 7]],
+    )
+    .unwrap();
     // IPv4 with ihl 6: option 31 (length 4) + MRI count 0, then a UDP-ish payload.
     let mut p = hex("000000000001 000000000002 0800");
     let mut ip = hex("46 00 0000 0001 0000 40 11 0000 0a000101 0a000202 1f04 0000");
@@ -477,8 +496,12 @@ fn mri_pushes_a_trace_record_per_hop() {
     assert_eq!(&o[38..46], &[0, 0, 0, 7, 0, 0, 0, 0], "swid 7, qdepth 0");
     assert_eq!(&o[46..], payload);
     // A second hop pushes in front of the first record.
-    sw.mt_set_default_action("MyEgress.swtrace", "MyEgress.add_swtrace", &[vec![0, 0, 0, 9]])
-        .unwrap();
+    sw.mt_set_default_action(
+        "MyEgress.swtrace",
+        "MyEgress.add_swtrace",
+        &[vec![0, 0, 0, 9]],
+    )
+    .unwrap();
     let out2 = run(&mut sw, 1, o);
     let o2 = &out2[0].data;
     assert_eq!(u16::from_be_bytes([o2[36], o2[37]]), 2);

@@ -699,6 +699,20 @@ impl Lower {
         let TypeRef::Named(kind, targs, _) = ty else {
             return err(d.pos, "cannot instantiate this type");
         };
+        if let Some(cd) = self.find_decl(kind) {
+            if matches!(cd.kind, DeclKind::Control { .. }) {
+                if !args.is_empty() {
+                    return err(
+                        d.pos,
+                        "constructor arguments for controls are not supported",
+                    );
+                }
+                self.scope
+                    .set(name, Val::Place(Place::Control(kind.clone(), name.clone())));
+                return Ok(());
+            }
+            return err(d.pos, "sub-parsers are not supported yet");
+        }
         let qn = self.qualify(name, &d.annotations);
         let mut elem = None;
         let index = match kind.as_str() {
@@ -894,7 +908,23 @@ impl Lower {
         )?;
         self.mode = Mode::Action;
         self.cur.clear();
+        let init_prims = self.control_locals(locals, name);
+        let items = self.items(apply);
+        self.scope.pop();
+        let mut items = items?;
+        if !init_prims.is_empty() {
+            items.insert(0, Item::Prims(init_prims));
+        }
+        let init = self.link(items, None);
+        self.prog.pipelines[self.pipeline].init = init;
+        Ok(())
+    }
+
+    /// Declare a control's local actions, tables, instances and variables; returns the
+    /// primitives that initialize the variables.
+    fn control_locals(&mut self, locals: &[Decl], name: &str) -> Vec<m::Primitive> {
         let mut init_prims = Vec::new();
+        let saved = std::mem::take(&mut self.cur);
         for l in locals {
             let r = match &l.kind {
                 DeclKind::Action { name: an, .. } => {
@@ -906,7 +936,7 @@ impl Lower {
                         tn.clone(),
                         TableInfo {
                             decl: l.clone(),
-                            control: name.clone(),
+                            control: name.to_string(),
                             node: None,
                         },
                     );
@@ -925,15 +955,99 @@ impl Lower {
                 self.diags.push(e);
             }
         }
-        let items = self.items(apply);
-        self.scope.pop();
-        let mut items = items?;
-        if !init_prims.is_empty() {
-            items.insert(0, Item::Prims(init_prims));
+        self.cur = saved;
+        init_prims
+    }
+
+    fn subcontrol_of(&self, e: &Expr) -> Option<(String, String, Vec<Expr>)> {
+        if let ExprKind::Call(c, _, a) = &e.kind {
+            if let ExprKind::Member(t, m) = &c.kind {
+                if m == "apply" {
+                    if let ExprKind::Name(n) = &t.kind {
+                        if let Some(Val::Place(Place::Control(ct, inst))) = self.scope.get(n) {
+                            return Some((ct.clone(), inst.clone(), a.clone()));
+                        }
+                    }
+                }
+            }
         }
-        let init = self.link(items, None);
-        self.prog.pipelines[self.pipeline].init = init;
-        Ok(())
+        None
+    }
+
+    /// Inline `inst.apply(args)` of a control instantiated inside the current one.
+    fn apply_subcontrol(
+        &mut self,
+        ctl: &str,
+        inst: &str,
+        args: &[Expr],
+        pos: Pos,
+        out: &mut Vec<Item>,
+    ) -> R<()> {
+        let Some(d) = self.find_decl(ctl) else {
+            return err(pos, format!("`{ctl}` is not a control"));
+        };
+        let DeclKind::Control {
+            params,
+            locals,
+            apply,
+            ..
+        } = &d.kind
+        else {
+            return err(pos, format!("`{ctl}` is not a control"));
+        };
+        if args.len() != params.len() {
+            return err(
+                pos,
+                format!(
+                    "control `{ctl}` expects {} argument(s) but got {}",
+                    params.len(),
+                    args.len()
+                ),
+            );
+        }
+        if self.inline_depth > 8 {
+            return err(pos, "controls nested too deeply");
+        }
+        let mut binds = Vec::new();
+        for (p, a) in params.iter().zip(args) {
+            let t = self.ty(&p.ty)?;
+            let v = self.expr(a)?;
+            let v = self.convert(v, &t, a.pos)?;
+            let bound = match (p.dir, v) {
+                (_, v @ Val::Place(_)) => v,
+                (Some("out") | Some("inout"), _) => {
+                    return err(
+                        a.pos,
+                        format!("argument for `{}` must be an l-value", p.name),
+                    )
+                }
+                (_, v @ Val::Const(..)) => v,
+                (_, v) => {
+                    let tmp = self.alloc(&p.name, &t, a.pos, false)?;
+                    self.assign_val(&tmp, v, a.pos)?;
+                    Val::Place(tmp)
+                }
+            };
+            binds.push((p.name.clone(), bound));
+        }
+        let outer = format!("{}.{inst}", self.control_name);
+        let saved_name = std::mem::replace(&mut self.control_name, outer.clone());
+        let saved_actions = std::mem::take(&mut self.local_actions);
+        let saved_tables = std::mem::take(&mut self.tables);
+        self.scope.push();
+        for (n, v) in binds {
+            self.scope.set(&n, v);
+        }
+        self.inline_depth += 1;
+        let mut init = self.control_locals(locals, &outer);
+        self.cur.append(&mut init);
+        let r = self.items_into(apply, out);
+        self.inline_depth -= 1;
+        self.scope.pop();
+        self.control_name = saved_name;
+        self.local_actions = saved_actions;
+        self.tables = saved_tables;
+        r
     }
 
     fn table_of_apply(&self, e: &Expr) -> Option<String> {
@@ -980,6 +1094,10 @@ impl Lower {
     fn items_into(&mut self, ss: &[Stmt], out: &mut Vec<Item>) -> R<()> {
         for s in ss {
             match &s.kind {
+                StmtKind::Call(e) if self.subcontrol_of(e).is_some() => {
+                    let (ct, inst, args) = self.subcontrol_of(e).unwrap_or_default();
+                    self.apply_subcontrol(&ct, &inst, &args, s.pos, out)?;
+                }
                 StmtKind::Call(e) if self.table_of_apply(e).is_some() => {
                     let t = self.table_of_apply(e).unwrap_or_default();
                     self.flush_items(out, s.pos);
