@@ -509,3 +509,89 @@ fn mri_pushes_a_trace_record_per_hop() {
     assert_eq!(&o2[46..50], &[0, 0, 0, 7]);
     assert_eq!(&o2[54..], payload);
 }
+
+#[test]
+fn qos_marks_dscp_by_protocol() {
+    let mut sw = switch("qos.p4");
+    sw.mt_add_entry(
+        "MyIngress.ipv4_lpm",
+        &[MatchParam::Lpm {
+            key: vec![10, 0, 0, 0],
+            prefix_len: 8,
+        }],
+        "MyIngress.ipv4_forward",
+        &[hex("000000000009"), vec![0, 4]],
+        None,
+    )
+    .unwrap();
+    let mut udp = ipv4_packet([10, 0, 0, 9], 10, b"u");
+    udp[15] = 0x02; // ECN bits set, DSCP 0
+    let o = &run(&mut sw, 1, &udp)[0].data;
+    assert_eq!(o[15], (46 << 2) | 2, "EF, ECN kept");
+    assert_eq!(
+        u16::from_be_bytes([o[24], o[25]]),
+        ipv4_checksum(&o[14..34])
+    );
+    let tcp = tcp_packet([10, 0, 0, 1], [10, 0, 0, 9], 1, 2, 0x10);
+    let o = &run(&mut sw, 1, &tcp)[0].data;
+    assert_eq!(o[15] >> 2, 26, "AF31");
+}
+
+#[test]
+fn p4runtime_tunnels_and_counts() {
+    let mut sw = switch("p4runtime.p4");
+    sw.mt_add_entry(
+        "MyIngress.ipv4_lpm",
+        &[MatchParam::Lpm {
+            key: vec![10, 0, 2, 2],
+            prefix_len: 32,
+        }],
+        "MyIngress.myTunnel_ingress",
+        &[vec![0, 100]],
+        None,
+    )
+    .unwrap();
+    sw.mt_add_entry(
+        "MyIngress.myTunnel_exact",
+        &[MatchParam::Exact(vec![0, 100])],
+        "MyIngress.myTunnel_forward",
+        &[vec![0, 2]],
+        None,
+    )
+    .unwrap();
+    let pkt = ipv4_packet([10, 0, 2, 2], 64, b"hi");
+    let out = run(&mut sw, 1, &pkt);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].port, 2);
+    let o = &out[0].data;
+    assert_eq!(
+        &o[12..18],
+        &[0x12, 0x12, 0x08, 0x00, 0, 100],
+        "encapsulated"
+    );
+    assert_eq!(&o[18..], &pkt[14..]);
+    assert_eq!(
+        sw.counter_read("MyIngress.ingressTunnelCounter", 100)
+            .unwrap()
+            .packets,
+        1
+    );
+    // At the last hop the tunnel is removed.
+    sw.mt_modify_entry(
+        "MyIngress.myTunnel_exact",
+        0,
+        "MyIngress.myTunnel_egress",
+        &[hex("0000000000ee"), vec![0, 7]],
+    )
+    .unwrap();
+    let out = run(&mut sw, 3, o);
+    assert_eq!(out[0].port, 7);
+    assert_eq!(&out[0].data[..6], &hex("0000000000ee")[..]);
+    assert_eq!(&out[0].data[12..], &pkt[12..], "decapsulated");
+    assert_eq!(
+        sw.counter_read("MyIngress.egressTunnelCounter", 100)
+            .unwrap()
+            .packets,
+        1
+    );
+}
