@@ -595,3 +595,49 @@ fn p4runtime_tunnels_and_counts() {
         1
     );
 }
+
+#[test]
+fn link_monitor_probe_collects_port_bytes() {
+    let mut sw = switch("link_monitor.p4");
+    sw.mt_add_entry(
+        "MyIngress.ipv4_lpm",
+        &[MatchParam::Lpm {
+            key: vec![10, 0, 0, 0],
+            prefix_len: 8,
+        }],
+        "MyIngress.ipv4_forward",
+        &[hex("000000000002"), vec![0, 2]],
+        None,
+    )
+    .unwrap();
+    sw.mt_set_default_action("MyEgress.swid", "MyEgress.set_swid", &[vec![5]])
+        .unwrap();
+    let data = ipv4_packet([10, 0, 0, 2], 64, &[0u8; 26]);
+    assert_eq!(run(&mut sw, 1, &data)[0].port, 2);
+    assert_eq!(
+        sw.register_read("MyEgress.byte_cnt_reg", 2).unwrap(),
+        data.len() as u64
+    );
+    let probe = hex("ffffffffffff 000000000001 0812 00 02 03");
+    let out = run(&mut sw, 1, &probe);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].port, 2);
+    let o = &out[0].data;
+    assert_eq!(o.len(), probe.len() + 18);
+    assert_eq!(o[14], 1, "hop count");
+    assert_eq!(o[15], 0x80 | 5, "bos and swid");
+    assert_eq!(o[16], 2, "egress port");
+    let bytes = u32::from_be_bytes([o[17], o[18], o[19], o[20]]);
+    assert_eq!(
+        bytes as usize,
+        data.len() + probe.len(),
+        "bytes since the last probe"
+    );
+    assert_eq!(&o[21..27], &[0; 6], "no earlier probe");
+    assert_eq!(&o[33..], &[2, 3], "forwarding hops kept");
+    assert_eq!(
+        sw.register_read("MyEgress.byte_cnt_reg", 2).unwrap(),
+        0,
+        "reset by the probe"
+    );
+}
