@@ -168,6 +168,8 @@ pub struct Extra {
     pub counter_units: HashMap<String, String>,
     pub digest_types: Vec<(String, Vec<(String, u32)>)>,
     pub value_sets: Vec<(String, u32, u32)>,
+    /// `@controller_header("packet_in"/"packet_out")` headers: name and `(field, width)`.
+    pub controller_headers: Vec<(String, Vec<(String, u32)>)>,
 }
 
 struct Scope {
@@ -506,6 +508,13 @@ impl Lower {
                             format!("header field `{n}` has type {} (headers hold bit<W>, int<W>, varbit<W>, bool or serializable enums)", t.name()),
                         );
                     }
+                }
+                if let Some(ch) = annotation_str(&d.annotations, "controller_header") {
+                    let fields = f
+                        .iter()
+                        .map(|(n, t, _)| (n.clone(), t.width().unwrap_or(0)))
+                        .collect();
+                    self.extra.controller_headers.push((ch, fields));
                 }
                 self.headers.insert(name.clone(), f);
             }

@@ -278,6 +278,26 @@ pub fn write(p: &m::Program, extra: &Extra) -> String {
         }
         out.push_str("    }\n  }\n}\n");
     }
+    let ch_ids = allocate_ids(
+        0x04,
+        &extra
+            .controller_headers
+            .iter()
+            .map(|c| c.0.clone())
+            .collect::<Vec<_>>(),
+    );
+    for (n, fields) in &extra.controller_headers {
+        out.push_str("controller_packet_metadata {\n");
+        let _ = writeln!(out, "  preamble {{\n    id: {}\n    name: \"{n}\"\n    alias: \"{n}\"\n    annotations: \"@controller_header(\\\"{n}\\\")\"\n  }}", ch_ids[n]);
+        for (i, (f, w)) in fields.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "  metadata {{\n    id: {}\n    name: \"{f}\"\n    bitwidth: {w}\n  }}",
+                i + 1
+            );
+        }
+        out.push_str("}\n");
+    }
     for (n, w, size) in &extra.value_sets {
         out.push_str("value_sets {\n");
         preamble(&mut out, vset_ids[n], n);

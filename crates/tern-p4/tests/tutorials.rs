@@ -641,3 +641,49 @@ fn link_monitor_probe_collects_port_bytes() {
         "reset by the probe"
     );
 }
+
+#[test]
+fn flowcache_misses_go_to_the_controller() {
+    let c = compile("flowcache.p4");
+    assert!(
+        c.json.contains("\"support_timeout\": true") || c.json.contains("\"support_timeout\":true")
+    );
+    assert!(
+        c.p4info.contains("controller_packet_metadata"),
+        "{}",
+        c.p4info
+    );
+    assert!(c.p4info.contains("name: \"ingress_port\""));
+    assert!(c.p4info.contains("idle_timeout_behavior: NOTIFY_CONTROL"));
+    let mut sw = Switch::from_json(&c.json, SwitchOptions::default()).unwrap();
+    let pkt = ipv4_packet([10, 0, 0, 2], 64, b"abc");
+    // Miss: to the CPU port with packet_in (ingress port 3 in 9 bits, then 7 pad bits).
+    let out = run(&mut sw, 3, &pkt);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].port, 255);
+    assert_eq!(&out[0].data[..2], &[0x01, 0x80]);
+    assert_eq!(&out[0].data[2..], &pkt[..]);
+    // packet_out from the controller: sent where it says, header removed.
+    let mut po = vec![0x02, 0x00]; // egress port 4
+    po.extend_from_slice(&pkt);
+    let out = run(&mut sw, 255, &po);
+    assert_eq!(out[0].port, 4);
+    assert_eq!(out[0].data, pkt);
+    // After the controller installs the flow, packets are forwarded directly.
+    sw.mt_add_entry(
+        "MyIngress.flow_cache",
+        &[
+            MatchParam::Exact(vec![0x11]),
+            MatchParam::Exact(vec![10, 0, 0, 1]),
+            MatchParam::Exact(vec![10, 0, 0, 2]),
+        ],
+        "MyIngress.cached_action",
+        &[vec![0, 6], hex("00000000cccc")],
+        None,
+    )
+    .unwrap();
+    let out = run(&mut sw, 3, &pkt);
+    assert_eq!(out[0].port, 6);
+    assert_eq!(&out[0].data[..6], &hex("00000000cccc")[..]);
+    assert_eq!(out[0].data[22], 63);
+}
