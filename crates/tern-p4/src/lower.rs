@@ -314,6 +314,29 @@ fn prim(opname: &str, params: Vec<m::Arg>) -> m::Primitive {
     }
 }
 
+/// Rebuild an access chain with the index node at `at` replaced by the constant `k`.
+pub(crate) fn replace_index(e: &Expr, at: Pos, k: usize) -> Expr {
+    let kind = match &e.kind {
+        ExprKind::Index(b, i) if e.pos == at => ExprKind::Index(
+            b.clone(),
+            Box::new(Expr {
+                kind: ExprKind::Int(k as u128, None),
+                pos: i.pos,
+            }),
+        ),
+        ExprKind::Index(b, i) => ExprKind::Index(Box::new(replace_index(b, at, k)), i.clone()),
+        ExprKind::Member(b, n) => ExprKind::Member(Box::new(replace_index(b, at, k)), n.clone()),
+        ExprKind::Slice(b, h, l) => {
+            ExprKind::Slice(Box::new(replace_index(b, at, k)), h.clone(), l.clone())
+        }
+        ExprKind::Call(c, t, a) => {
+            ExprKind::Call(Box::new(replace_index(c, at, k)), t.clone(), a.clone())
+        }
+        other => other.clone(),
+    };
+    Expr { kind, pos: e.pos }
+}
+
 /// Source text of a simple expression (for key names).
 pub fn expr_text(e: &Expr) -> String {
     match &e.kind {
@@ -847,6 +870,14 @@ impl Lower {
     /// Lower an expression.
     fn expr(&mut self, e: &Expr) -> R<Val> {
         let pos = e.pos;
+        if matches!(
+            e.kind,
+            ExprKind::Member(..) | ExprKind::Slice(..) | ExprKind::Call(..) | ExprKind::Index(..)
+        ) {
+            if let Some((at, base, idx)) = self.dyn_index_in_chain(e)? {
+                return self.expand_read(e, at, &base, &idx);
+            }
+        }
         match &e.kind {
             ExprKind::Int(v, w) => {
                 let v = *v as i128;
@@ -964,6 +995,77 @@ impl Lower {
             ExprKind::Range(a, b) => {
                 Ok(Val::Range(Box::new(self.expr(a)?), Box::new(self.expr(b)?)))
             }
+        }
+    }
+
+    /// The first header-stack index in the access chain of `e` that is not a compile-time
+    /// constant: (position of the index expression node, stack expression, index).
+    pub(super) fn dyn_index_in_chain(&mut self, e: &Expr) -> R<Option<(Pos, Expr, Expr)>> {
+        let mut cur = e;
+        let mut found = None;
+        loop {
+            match &cur.kind {
+                ExprKind::Member(b, _) | ExprKind::Slice(b, _, _) => cur = b,
+                ExprKind::Call(c, _, _) => cur = c,
+                ExprKind::Index(b, i) => {
+                    let saved = self.cur.len();
+                    let c = matches!(self.expr(i), Ok(Val::Const(..)));
+                    self.cur.truncate(saved);
+                    if !c {
+                        found = Some((cur.pos, (**b).clone(), (**i).clone()));
+                    }
+                    cur = b;
+                }
+                _ => return Ok(found),
+            }
+        }
+    }
+
+    /// Number of elements of a header stack expression, and the index copied into a temporary.
+    pub(super) fn dyn_index_setup(&mut self, base: &Expr, idx: &Expr) -> R<(usize, m::FieldRef)> {
+        let n = match self.expr(base)? {
+            Val::Place(Place::Stack { headers, .. }) => headers.len(),
+            _ => return err(base.pos, "only header stacks can be indexed"),
+        };
+        let iv = self.expr(idx)?;
+        let (ie, it) = self.data(iv, idx.pos)?;
+        let t = match it {
+            Ty::Bit(_) | Ty::Int(_) => it,
+            _ => Ty::Bit(32),
+        };
+        let tmp = self.new_scalar("index", &t);
+        self.cur
+            .push(prim("assign", vec![m::Arg::Field(tmp), to_arg(ie)]));
+        Ok((n, tmp))
+    }
+
+    fn expand_read(&mut self, e: &Expr, at: Pos, base: &Expr, idx: &Expr) -> R<Val> {
+        let (n, tmp) = self.dyn_index_setup(base, idx)?;
+        let mut chain: Option<(m::Expr, Ty)> = None;
+        for k in (0..n).rev() {
+            let v = replace_index(e, at, k);
+            let val = self.expr(&v)?;
+            let (ve, vt) = self.rv(val, e.pos)?;
+            chain = Some(match chain {
+                None => (ve, vt),
+                Some((rest, _)) => (
+                    m::Expr::Op {
+                        op: m::Op::Ternary,
+                        left: Some(Box::new(ve)),
+                        right: Some(Box::new(rest)),
+                        cond: Some(Box::new(op(
+                            m::Op::Eq,
+                            Some(m::Expr::Field(tmp)),
+                            Some(cnst(k as i128)),
+                        ))),
+                    },
+                    vt,
+                ),
+            });
+        }
+        match chain {
+            Some((e, t)) => Ok(Val::Rv(e, t)),
+            None => err(e.pos, "empty header stack"),
         }
     }
 
@@ -1133,7 +1235,77 @@ impl Lower {
 
     fn binary(&mut self, o: &str, l: &Expr, r: &Expr, pos: Pos) -> R<Val> {
         let lv = self.expr(l)?;
+        if (o == "&&" || o == "||") && self.mode == body::Mode::Action {
+            // Short-circuit: if the right side has side effects, evaluate it only when needed.
+            let mark = self.cur.len();
+            let probe = self.expr(r);
+            if self.cur.len() != mark && !matches!(lv, Val::Const(..)) {
+                self.cur.truncate(mark);
+                let _ = probe;
+                let a = self.boolean(lv, l.pos)?;
+                let t = self.new_scalar("sc", &Ty::Bool);
+                self.cur.push(prim(
+                    "assign",
+                    vec![
+                        m::Arg::Field(t),
+                        m::Arg::Expr(op(m::Op::B2D, None, Some(a))),
+                    ],
+                ));
+                let test = if o == "&&" {
+                    op(m::Op::D2B, None, Some(m::Expr::Field(t)))
+                } else {
+                    op(
+                        m::Op::LNot,
+                        None,
+                        Some(op(m::Op::D2B, None, Some(m::Expr::Field(t)))),
+                    )
+                };
+                let jz = self.jump_if_zero_pub(test);
+                let rv = self.expr(r)?;
+                let b = self.boolean(rv, r.pos)?;
+                self.cur.push(prim(
+                    "assign",
+                    vec![
+                        m::Arg::Field(t),
+                        m::Arg::Expr(op(m::Op::B2D, None, Some(b))),
+                    ],
+                ));
+                let end = self.cur.len();
+                self.patch_jump_pub(jz, end);
+                return Ok(Val::Place(Place::Field(t, Ty::Bool)));
+            }
+            let rv = probe?;
+            return self.binary_vals(o, lv, rv, l, r, pos);
+        }
         let rv = self.expr(r)?;
+        self.binary_vals(o, lv, rv, l, r, pos)
+    }
+
+    fn binary_vals(&mut self, o: &str, lv: Val, rv: Val, l: &Expr, r: &Expr, pos: Pos) -> R<Val> {
+        if matches!(o, "==" | "!=") {
+            if let (Val::Place(Place::Struct(a, af)), Val::Place(Place::Struct(b, bf))) = (&lv, &rv)
+            {
+                if a != b {
+                    return err(pos, format!("cannot compare a `{a}` with a `{b}`"));
+                }
+                let mut acc: Option<m::Expr> = None;
+                for ((_, x), (_, y)) in af.clone().into_iter().zip(bf.clone()) {
+                    let e = self.binary_vals("==", Val::Place(x), Val::Place(y), l, r, pos)?;
+                    let e = self.boolean(e, pos)?;
+                    acc = Some(match acc {
+                        Some(a) => op(m::Op::LAnd, Some(a), Some(e)),
+                        None => e,
+                    });
+                }
+                let e = acc.unwrap_or(m::Expr::Bool(true));
+                let e = if o == "!=" {
+                    op(m::Op::LNot, None, Some(e))
+                } else {
+                    e
+                };
+                return Ok(Val::Rv(e, Ty::Bool));
+            }
+        }
         match o {
             "&&" | "||" => {
                 if let (Val::Const(a, _), Val::Const(b, _)) = (&lv, &rv) {

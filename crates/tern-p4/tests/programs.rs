@@ -271,3 +271,40 @@ fn subcontrols_have_their_own_tables() {
         "copied header keeps the rewritten src"
     );
 }
+
+/// mode, idx, items → (out, calls, items after).
+fn sem(sw: &mut Switch, mode: u8, idx: u8, items: [u8; 4]) -> (u8, u8, Vec<u8>) {
+    let mut p = vec![0u8; 12];
+    p.extend_from_slice(&[0x12, 0x34, mode, idx, 0, 0]);
+    p.extend_from_slice(&items);
+    let out = run(sw, 2, &p);
+    assert_eq!(out.len(), 1, "mode {mode}");
+    let o = &out[0].data;
+    (o[16], o[17], o[18..22].to_vec())
+}
+
+#[test]
+fn semantics_corner_cases() {
+    let mut sw = switch("semantics.p4");
+    let (out, _, items) = sem(&mut sw, 1, 2, [10, 11, 12, 13]);
+    assert_eq!(out, 12, "run-time index read");
+    assert_eq!(items, vec![10, 11, 12, 0xaa], "run-time index write");
+    // && with idx == 0: bump runs once; || with idx == 0: bump skipped.
+    let (out, calls, _) = sem(&mut sw, 2, 0, [0; 4]);
+    assert_eq!((out, calls), (3, 1));
+    // idx != 0: && skips bump; || runs it (returns false).
+    let (out, calls, _) = sem(&mut sw, 2, 5, [0; 4]);
+    assert_eq!((out, calls), (0, 1));
+    let (out, calls, _) = sem(&mut sw, 3, 0, [0; 4]);
+    assert_eq!(
+        (out, calls),
+        (0x51, 0),
+        "exit stops the action and the pipeline"
+    );
+    assert_eq!(sem(&mut sw, 4, 9, [0; 4]).0, 0x88, "miss stored in a bool");
+    sw.mt_add_entry("I.t", &[MatchParam::Exact(vec![9])], "I.noop", &[], None)
+        .unwrap();
+    assert_eq!(sem(&mut sw, 4, 9, [0; 4]).0, 0x77, "hit stored in a bool");
+    assert_eq!(sem(&mut sw, 5, 7, [7, 0, 0, 0]).0, 0xee, "struct equality");
+    assert_eq!(sem(&mut sw, 5, 7, [8, 0, 0, 0]).0, 0);
+}

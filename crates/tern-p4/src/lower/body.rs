@@ -888,6 +888,14 @@ impl Lower {
         at
     }
 
+    pub(super) fn jump_if_zero_pub(&mut self, cond: m::Expr) -> usize {
+        self.jump_if_zero(cond)
+    }
+
+    pub(super) fn patch_jump_pub(&mut self, at: usize, target: usize) {
+        self.patch_jump(at, target)
+    }
+
     fn jump(&mut self) -> usize {
         let at = self.cur.len();
         self.emit(prim("_jump", vec![m::Arg::Const(int_of(0))]));
@@ -895,6 +903,47 @@ impl Lower {
     }
 
     pub(super) fn stmt(&mut self, s: &Stmt) -> R<()> {
+        // A write through a run-time header stack index: one guarded copy per element.
+        let target = match &s.kind {
+            StmtKind::Assign(l, _) => Some(l),
+            StmtKind::Call(e) => Some(e),
+            _ => None,
+        };
+        if let Some(t) = target {
+            if let Some((at, base, idx)) = self.dyn_index_in_chain(t)? {
+                if self.mode != Mode::Action {
+                    return err(
+                        s.pos,
+                        "run-time header stack indices are only supported in controls",
+                    );
+                }
+                let (n, tmp) = self.dyn_index_setup(&base, &idx)?;
+                let mut ends = Vec::new();
+                for k in 0..n {
+                    let kind = match &s.kind {
+                        StmtKind::Assign(l, r) => {
+                            StmtKind::Assign(replace_index(l, at, k), r.clone())
+                        }
+                        StmtKind::Call(e) => StmtKind::Call(replace_index(e, at, k)),
+                        other => other.clone(),
+                    };
+                    let jz = self.jump_if_zero(op(
+                        m::Op::Eq,
+                        Some(m::Expr::Field(tmp)),
+                        Some(cnst(k as i128)),
+                    ));
+                    self.stmt(&Stmt { kind, pos: s.pos })?;
+                    ends.push(self.jump());
+                    let here = self.cur.len();
+                    self.patch_jump(jz, here);
+                }
+                let end = self.cur.len();
+                for j in ends {
+                    self.patch_jump(j, end);
+                }
+                return Ok(());
+            }
+        }
         match &s.kind {
             StmtKind::Assign(l, r) => self.assign(l, r, s.pos),
             StmtKind::Call(e) => {

@@ -909,7 +909,9 @@ impl Lower {
         self.mode = Mode::Action;
         self.cur.clear();
         let init_prims = self.control_locals(locals, name);
+        self.return_jumps = vec![Vec::new()];
         let items = self.items(apply);
+        self.return_jumps.clear();
         self.scope.pop();
         let mut items = items?;
         if !init_prims.is_empty() {
@@ -1077,6 +1079,14 @@ impl Lower {
     }
 
     fn flush_items(&mut self, out: &mut Vec<Item>, _pos: Pos) {
+        // `exit` inside inlined actions jumps to the end of the group's hidden action.
+        if let Some(frame) = self.return_jumps.first_mut() {
+            let jumps = std::mem::take(frame);
+            let end = self.cur.len();
+            for j in jumps {
+                self.patch_jump_pub(j, end);
+            }
+        }
         if !self.cur.is_empty() {
             out.push(Item::Prims(std::mem::take(&mut self.cur)));
         }
@@ -1106,6 +1116,58 @@ impl Lower {
                         out.push(Item::Prims(pre));
                     }
                     out.push(Item::Apply(ti));
+                }
+                StmtKind::Assign(l, r) if self.hit_test(r).is_some() => {
+                    let (t, hit) = self.hit_test(r).unwrap_or_default();
+                    self.flush_items(out, s.pos);
+                    let (ti, pre) = self.apply_table(&t, s.pos)?;
+                    if !pre.is_empty() {
+                        out.push(Item::Prims(pre));
+                    }
+                    let set = |v: bool| Stmt {
+                        kind: StmtKind::Assign(
+                            l.clone(),
+                            Expr {
+                                kind: ExprKind::Bool(v),
+                                pos: r.pos,
+                            },
+                        ),
+                        pos: s.pos,
+                    };
+                    let ai = self.items(&[set(true)])?;
+                    let bi = self.items(&[set(false)])?;
+                    out.push(Item::IfHit(ti, hit, ai, bi));
+                }
+                StmtKind::Var(d) if matches!(&d.kind, DeclKind::Var { init: Some(i), .. } if self.hit_test(i).is_some()) =>
+                {
+                    let DeclKind::Var { ty, name, init } = &d.kind else {
+                        continue;
+                    };
+                    let init = init.clone().unwrap_or(Expr {
+                        kind: ExprKind::Bool(false),
+                        pos: d.pos,
+                    });
+                    let decl = Decl {
+                        annotations: vec![],
+                        kind: DeclKind::Var {
+                            ty: ty.clone(),
+                            name: name.clone(),
+                            init: None,
+                        },
+                        pos: d.pos,
+                    };
+                    self.local_decl(&decl)?;
+                    let assign = Stmt {
+                        kind: StmtKind::Assign(
+                            Expr {
+                                kind: ExprKind::Name(name.clone()),
+                                pos: d.pos,
+                            },
+                            init,
+                        ),
+                        pos: s.pos,
+                    };
+                    self.items_into(std::slice::from_ref(&assign), out)?;
                 }
                 StmtKind::If(c, a, b) => {
                     if let Some((t, hit)) = self.hit_test(c) {
