@@ -94,6 +94,8 @@ enum Place {
     Function(String),
     Packet,
     ValueSet(u32),
+    /// A header union instance: index, type name and its member headers.
+    Union(u32, String, Vec<(String, Place)>),
     /// A control instantiated inside another: (control type, instance name).
     Control(String, String),
     Enum(String),
@@ -735,7 +737,51 @@ impl Lower {
             Ty::Bit(_) | Ty::Int(_) | Ty::Bool | Ty::Error | Ty::Enum(..) => {
                 Place::Field(self.new_scalar(path, t), t.clone())
             }
-            Ty::Union(_) => return err(pos, "header unions are not supported yet"),
+            Ty::Union(u) => {
+                let members = self.unions.get(u).cloned().unwrap_or_default();
+                let mut places = Vec::new();
+                let mut hs = Vec::new();
+                let mut mtypes = Vec::new();
+                for (n, mt, _) in &members {
+                    let Ty::Header(h) = mt else {
+                        return err(
+                            pos,
+                            format!("header union `{u}` member `{n}` is not a header"),
+                        );
+                    };
+                    let hi = self.new_header(&format!("{path}.{n}"), h, false);
+                    let ht = self.header_type(h);
+                    mtypes.push((n.clone(), ht));
+                    hs.push(hi);
+                    places.push((n.clone(), Place::Header(hi, h.clone())));
+                }
+                let ut = match self
+                    .prog
+                    .header_union_types
+                    .iter()
+                    .position(|t| t.name == *u)
+                {
+                    Some(i) => i as u32,
+                    None => {
+                        let i = self.prog.header_union_types.len() as u32;
+                        self.prog.header_union_types.push(m::UnionType {
+                            name: u.clone(),
+                            id: i as i64,
+                            members: mtypes,
+                        });
+                        i
+                    }
+                };
+                let name = self.unique(path);
+                let idx = self.prog.header_unions.len() as u32;
+                self.prog.header_unions.push(m::HeaderUnion {
+                    name,
+                    id: idx as i64,
+                    union_type: ut,
+                    headers: hs,
+                });
+                Place::Union(idx, u.clone(), places)
+            }
             t => return err(pos, format!("cannot declare storage of type {}", t.name())),
         })
     }
@@ -1078,6 +1124,13 @@ impl Lower {
                 .map(|(_, p)| Val::Place(p.clone()))
                 .ok_or_else(|| {
                     Diagnostic::new(pos, format!("struct `{sname}` has no field `{name}`"))
+                }),
+            Val::Place(Place::Union(_, un, members)) => members
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, p)| Val::Place(p.clone()))
+                .ok_or_else(|| {
+                    Diagnostic::new(pos, format!("header union `{un}` has no member `{name}`"))
                 }),
             Val::Place(Place::Header(h, ht)) => {
                 let fields = self.headers.get(&ht).cloned().unwrap_or_default();

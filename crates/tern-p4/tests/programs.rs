@@ -308,3 +308,40 @@ fn semantics_corner_cases() {
     assert_eq!(sem(&mut sw, 5, 7, [7, 0, 0, 0]).0, 0xee, "struct equality");
     assert_eq!(sem(&mut sw, 5, 7, [8, 0, 0, 0]).0, 0);
 }
+
+#[test]
+fn parser_ifs_ranges_varbit_advance_unions() {
+    let mut sw = switch("parser.p4");
+    let pkt = |kind: u8, opts: &[u8], rest: &[u8]| {
+        let mut p = vec![0u8; 12];
+        p.extend_from_slice(&[0xff, 0xff, kind, opts.len() as u8]);
+        p.extend_from_slice(opts);
+        p.extend_from_slice(rest);
+        p
+    };
+    // kind 5, two option bytes: options kept, union member a parsed and incremented.
+    let out = run(&mut sw, 0, &pkt(5, &[0xaa, 0xbb], &[0x00, 0x07, 0x99]));
+    let o = &out[0].data;
+    assert_eq!(&o[12..14], &[0, 1], "if branch taken (options present)");
+    assert_eq!(o[11], 0x55, "union valid");
+    assert_eq!(&o[16..18], &[0xaa, 0xbb], "varbit options re-emitted");
+    assert_eq!(
+        &o[18..],
+        &[0x00, 0x08, 0x99],
+        "a.x incremented, payload kept"
+    );
+    // kind 12, no options: else branch; member b parsed, a untouched.
+    let out = run(&mut sw, 0, &pkt(12, &[], &[1, 2, 3, 4, 5]));
+    let o = &out[0].data;
+    assert_eq!(&o[12..14], &[0, 2]);
+    assert_eq!(o[11], 0x55);
+    assert_eq!(&o[16..], &[1, 2, 3, 4, 5]);
+    // kind 0xf3: advance skips two bytes, which disappear from the output.
+    let out = run(&mut sw, 0, &pkt(0xf3, &[], &[9, 9, 7, 7]));
+    let o = &out[0].data;
+    assert_eq!(o[11], 0, "no union member");
+    assert_eq!(&o[16..], &[7, 7]);
+    // kind 0x30: default, nothing else parsed.
+    let out = run(&mut sw, 0, &pkt(0x30, &[], &[1, 2]));
+    assert_eq!(&out[0].data[16..], &[1, 2]);
+}

@@ -409,6 +409,21 @@ impl Lower {
                 }
                 _ => err(pos, format!("headers have no method `{method}`")),
             },
+            Val::Place(Place::Union(u, _, members)) => match method {
+                "isValid" => Ok(Some(Val::Rv(
+                    op(m::Op::ValidUnion, None, Some(m::Expr::Union(u))),
+                    Ty::Bool,
+                ))),
+                "setInvalid" => {
+                    for (_, p) in members {
+                        if let Place::Header(h, _) = p {
+                            self.emit(prim("remove_header", vec![m::Arg::Header(h)]));
+                        }
+                    }
+                    Ok(None)
+                }
+                _ => err(pos, format!("header unions have no method `{method}`")),
+            },
             Val::Place(Place::Stack { stack, .. }) => match method {
                 "push_front" | "pop_front" => {
                     Self::nargs(args, 1, method, pos)?;
@@ -510,6 +525,11 @@ impl Lower {
         match v {
             Val::Place(Place::Header(h, _)) => self.deparse_order.push(h),
             Val::Place(Place::Stack { headers, .. }) => self.deparse_order.extend(headers),
+            Val::Place(Place::Union(_, _, members)) => {
+                for (_, p) in members {
+                    self.emit_order(Val::Place(p), pos)?;
+                }
+            }
             Val::Place(Place::Struct(_, fields)) => {
                 for (_, p) in fields {
                     if !matches!(p, Place::Field(..)) {

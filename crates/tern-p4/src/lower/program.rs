@@ -15,6 +15,126 @@ const CORE_ERRORS: [&str; 7] = [
     "ParserInvalidArgument",
 ];
 
+/// Parser states may contain `if` statements; BMv2 parsers branch only at transitions, so a
+/// state `S { pre; if (c) A else B; rest; transition T }` becomes `S { pre; v = c; select(v) }`,
+/// `S_t { A }`, `S_f { B }` and `S_j { rest; transition T }`.
+fn split_parser_ifs(states: &[State]) -> Vec<State> {
+    fn flatten(body: &[Stmt], out: &mut Vec<Stmt>) {
+        for s in body {
+            match &s.kind {
+                StmtKind::Block(b) => flatten(b, out),
+                _ => out.push(s.clone()),
+            }
+        }
+    }
+    let mut out = Vec::new();
+    let mut work: std::collections::VecDeque<State> = states.iter().cloned().collect();
+    let mut k = 0usize;
+    while let Some(mut st) = work.pop_front() {
+        let mut body = Vec::new();
+        flatten(&st.body, &mut body);
+        let Some(i) = body.iter().position(|s| matches!(s.kind, StmtKind::If(..))) else {
+            st.body = body;
+            out.push(st);
+            continue;
+        };
+        let rest = body.split_off(i + 1);
+        let Some(Stmt {
+            kind: StmtKind::If(c, a, b),
+            pos,
+        }) = body.pop()
+        else {
+            continue;
+        };
+        let var = format!("__if{k}");
+        let (tn, fname, jn) = (
+            format!("{}_if{k}_true", st.name),
+            format!("{}_if{k}_false", st.name),
+            format!("{}_if{k}_join", st.name),
+        );
+        k += 1;
+        let one = |p: Pos| Expr {
+            kind: ExprKind::Int(1, None),
+            pos: p,
+        };
+        body.push(Stmt {
+            kind: StmtKind::Var(Decl {
+                annotations: vec![],
+                kind: DeclKind::Var {
+                    ty: TypeRef::Bit(Box::new(one(pos))),
+                    name: var.clone(),
+                    init: Some(Expr {
+                        kind: ExprKind::Cast(TypeRef::Bit(Box::new(one(pos))), Box::new(c.clone())),
+                        pos: c.pos,
+                    }),
+                },
+                pos,
+            }),
+            pos,
+        });
+        let head = State {
+            annotations: st.annotations.clone(),
+            name: st.name.clone(),
+            body,
+            transition: Some(Transition::Select(
+                vec![Expr {
+                    kind: ExprKind::Name(var),
+                    pos,
+                }],
+                vec![
+                    (one(pos), tn.clone(), pos),
+                    (
+                        Expr {
+                            kind: ExprKind::Default,
+                            pos,
+                        },
+                        fname.clone(),
+                        pos,
+                    ),
+                ],
+            )),
+            pos: st.pos,
+        };
+        let branch = |name: String, s: Option<Stmt>| State {
+            annotations: vec![],
+            name,
+            body: s.into_iter().collect(),
+            transition: Some(Transition::Direct(jn.clone(), pos)),
+            pos,
+        };
+        let t = branch(tn, Some((*a).clone()));
+        let f = branch(fname, b.map(|b| *b));
+        let j = State {
+            annotations: vec![],
+            name: jn.clone(),
+            body: rest,
+            transition: st.transition.clone(),
+            pos,
+        };
+        out.push(head);
+        work.push_front(j);
+        work.push_front(f);
+        work.push_front(t);
+    }
+    out
+}
+
+/// Cover `[lo, hi]` (width `w` ≤ 64) with value/mask prefix blocks.
+fn range_to_masks(lo: i128, hi: i128, w: u32) -> Vec<(i128, Option<i128>)> {
+    let full: i128 = (1i128 << w) - 1;
+    let (mut lo, hi) = (lo.clamp(0, full), hi.clamp(0, full));
+    let mut out = Vec::new();
+    while lo <= hi && out.len() < 4096 {
+        let mut size: i128 = 1;
+        while size < (1i128 << w) && lo % (size * 2) == 0 && lo + size * 2 - 1 <= hi {
+            size *= 2;
+        }
+        out.push((lo, Some(full & !(size - 1))));
+        lo += size;
+    }
+    out
+}
+
 fn ann_name(anns: &[Annotation]) -> Option<String> {
     annotation_str(anns, "name")
 }
@@ -343,6 +463,8 @@ impl Lower {
                 }
             }
         }
+        let states = split_parser_ifs(states);
+        let states = &states;
         let mut pstates: Vec<m::ParseState> = Vec::new();
         let mut index: HashMap<String, u32> = HashMap::new();
         for s in states {
@@ -367,7 +489,6 @@ impl Lower {
         };
         let mut reject_states: HashMap<String, u32> = HashMap::new();
         for s in states {
-            self.scope.push();
             self.cur.clear();
             self.parser_ops.clear();
             if s.name == "start" {
@@ -376,7 +497,6 @@ impl Lower {
             let r = self.stmts(&s.body);
             self.flush_parser();
             let r = r.and_then(|_| self.transition(s, &index, &mut pstates, &mut reject_states));
-            self.scope.pop();
             if let Err(e) = r {
                 self.diags.push(e);
             }
@@ -530,18 +650,19 @@ impl Lower {
                         });
                         continue;
                     }
-                    let mut value = Vec::new();
-                    let mut mask = Vec::new();
+                    // Per key element: the (value, mask) alternatives (ranges expand into
+                    // several prefix masks); the case matches their cartesian product.
+                    let mut alts: Vec<Vec<(i128, Option<i128>)>> = Vec::new();
                     let mut masked = false;
                     let mut vset = None;
                     let mut all_default = true;
                     for (e, w) in elems.iter().zip(&widths) {
                         let v = self.expr(e)?;
                         let t = Ty::Bit(*w);
-                        let (val, msk) = match v {
+                        let a: Vec<(i128, Option<i128>)> = match v {
                             Val::Default => {
                                 masked = true;
-                                (0, Some(0))
+                                vec![(0, Some(0))]
                             }
                             Val::Mask(a, b) => {
                                 masked = true;
@@ -549,7 +670,7 @@ impl Lower {
                                 let a = self.convert(*a, &t, e.pos)?;
                                 let b = self.convert(*b, &t, e.pos)?;
                                 match (a, b) {
-                                    (Val::Const(a, _), Val::Const(b, _)) => (a & b, Some(b)),
+                                    (Val::Const(a, _), Val::Const(b, _)) => vec![(a & b, Some(b))],
                                     _ => return err(e.pos, "select masks must be constants"),
                                 }
                             }
@@ -561,15 +682,25 @@ impl Lower {
                                     );
                                 }
                                 vset = Some(vs);
-                                (0, None)
+                                vec![(0, None)]
                             }
-                            Val::Range(..) => {
-                                return err(e.pos, "ranges in select cases are not supported yet")
+                            Val::Range(lo, hi) => {
+                                masked = true;
+                                all_default = false;
+                                let lo = self.convert(*lo, &t, e.pos)?;
+                                let hi = self.convert(*hi, &t, e.pos)?;
+                                let (Val::Const(lo, _), Val::Const(hi, _)) = (lo, hi) else {
+                                    return err(e.pos, "select ranges must be constants");
+                                };
+                                if *w > 64 {
+                                    return err(e.pos, "select ranges are supported up to 64 bits");
+                                }
+                                range_to_masks(lo, hi, *w)
                             }
                             v => {
                                 all_default = false;
                                 match self.convert(v, &t, e.pos)? {
-                                    Val::Const(c, _) => (c, None),
+                                    Val::Const(c, _) => vec![(c, None)],
                                     _ => {
                                         return err(
                                             e.pos,
@@ -579,27 +710,63 @@ impl Lower {
                                 }
                             }
                         };
-                        value.extend(int_of(wrap(val, &t)).to_bytes(*w));
-                        match msk {
-                            Some(mv) => mask.extend(int_of(wrap(mv, &t)).to_bytes(*w)),
-                            None => mask.extend(mask_int(*w).to_bytes(*w)),
+                        alts.push(a);
+                    }
+                    if let Some(vs) = vset {
+                        transitions.push(m::Transition {
+                            matcher: m::TransitionMatch::Vset {
+                                vset: vs,
+                                mask: None,
+                            },
+                            next,
+                        });
+                        continue;
+                    }
+                    if all_default && masked {
+                        has_default = true;
+                        transitions.push(m::Transition {
+                            matcher: m::TransitionMatch::Default,
+                            next,
+                        });
+                        continue;
+                    }
+                    let mut combos: Vec<Vec<(i128, Option<i128>)>> = vec![vec![]];
+                    for a in &alts {
+                        let mut nc = Vec::new();
+                        for c in &combos {
+                            for x in a {
+                                let mut c2 = c.clone();
+                                c2.push(*x);
+                                nc.push(c2);
+                            }
+                        }
+                        combos = nc;
+                        if combos.len() > 4096 {
+                            return err(
+                                ks.pos,
+                                "this select case expands into too many transitions",
+                            );
                         }
                     }
-                    let matcher = if let Some(vs) = vset {
-                        m::TransitionMatch::Vset {
-                            vset: vs,
-                            mask: None,
+                    for c in combos {
+                        let mut value = Vec::new();
+                        let mut mask = Vec::new();
+                        for ((val, msk), w) in c.iter().zip(&widths) {
+                            let t = Ty::Bit(*w);
+                            value.extend(int_of(wrap(*val, &t)).to_bytes(*w));
+                            match msk {
+                                Some(mv) => mask.extend(int_of(wrap(*mv, &t)).to_bytes(*w)),
+                                None => mask.extend(mask_int(*w).to_bytes(*w)),
+                            }
                         }
-                    } else if all_default && masked {
-                        has_default = true;
-                        m::TransitionMatch::Default
-                    } else {
-                        m::TransitionMatch::Value {
-                            value,
-                            mask: if masked { Some(mask) } else { None },
-                        }
-                    };
-                    transitions.push(m::Transition { matcher, next });
+                        transitions.push(m::Transition {
+                            matcher: m::TransitionMatch::Value {
+                                value,
+                                mask: if masked { Some(mask) } else { None },
+                            },
+                            next,
+                        });
+                    }
                 }
                 if !has_default {
                     let r = self.reject_state("NoMatch", pstates, rejects);
