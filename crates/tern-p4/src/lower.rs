@@ -1336,6 +1336,34 @@ impl Lower {
 
     fn binary_vals(&mut self, o: &str, lv: Val, rv: Val, l: &Expr, r: &Expr, pos: Pos) -> R<Val> {
         if matches!(o, "==" | "!=") {
+            if let (
+                Val::Place(Place::Stack { headers: ah, .. }),
+                Val::Place(Place::Stack { headers: bh, .. }),
+            ) = (&lv, &rv)
+            {
+                if ah.len() != bh.len() {
+                    return err(pos, "cannot compare header stacks of different sizes");
+                }
+                let mut acc: Option<m::Expr> = None;
+                for (x, y) in ah.iter().zip(bh) {
+                    let e = op(
+                        m::Op::Eq,
+                        Some(m::Expr::Header(*x)),
+                        Some(m::Expr::Header(*y)),
+                    );
+                    acc = Some(match acc {
+                        Some(a) => op(m::Op::LAnd, Some(a), Some(e)),
+                        None => e,
+                    });
+                }
+                let e = acc.unwrap_or(m::Expr::Bool(true));
+                let e = if o == "!=" {
+                    op(m::Op::LNot, None, Some(e))
+                } else {
+                    e
+                };
+                return Ok(Val::Rv(e, Ty::Bool));
+            }
             if let (Val::Place(Place::Struct(a, af)), Val::Place(Place::Struct(b, bf))) = (&lv, &rv)
             {
                 if a != b {
@@ -1514,7 +1542,8 @@ impl Lower {
         let (le, lt) = self.data(lv, l.pos)?;
         let (re, _) = self.data(rv, r.pos)?;
         let numeric = matches!(lt, Ty::Bit(_) | Ty::Int(_) | Ty::InfInt);
-        let cmp_ok = numeric || matches!(lt, Ty::Enum(..) | Ty::Error | Ty::Header(_));
+        let cmp_ok =
+            numeric || matches!(lt, Ty::Enum(..) | Ty::Error | Ty::Header(_) | Ty::Varbit(_));
         let (mo, is_cmp, needs_fix) = match o {
             "+" => (m::Op::Add, false, true),
             "-" => (m::Op::Sub, false, true),

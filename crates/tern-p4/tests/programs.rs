@@ -345,3 +345,31 @@ fn parser_ifs_ranges_varbit_advance_unions() {
     let out = run(&mut sw, 0, &pkt(0x30, &[], &[1, 2]));
     assert_eq!(&out[0].data[16..], &[1, 2]);
 }
+
+#[test]
+fn equality_of_fields_headers_and_stacks() {
+    let mut sw = switch("equality.p4");
+    let flags = |sw: &mut Switch, recs: [[u8; 5]; 3]| {
+        let p: Vec<u8> = recs.concat();
+        let out = run(sw, 0, &p);
+        let o = &out[0].data;
+        assert_eq!(&o[16..], &[0x61, 0x62, 0x63], "initializer-built header");
+        o[15]
+    };
+    assert_eq!(
+        flags(&mut sw, [[1, 2, 3, 4, 5], [1, 2, 3, 4, 5], [1, 2, 3, 4, 5]]),
+        15
+    );
+    assert_eq!(
+        flags(&mut sw, [[1, 2, 3, 4, 5], [1, 2, 3, 4, 6], [1, 2, 3, 4, 6]]),
+        1
+    );
+    assert_eq!(
+        flags(&mut sw, [[1, 2, 3, 4, 5], [2, 2, 3, 4, 5], [1, 2, 3, 4, 5]]),
+        2
+    );
+    assert_eq!(
+        flags(&mut sw, [[1, 2, 3, 4, 5], [1, 2, 3, 4, 5], [9, 2, 3, 4, 5]]),
+        7
+    );
+}
