@@ -91,6 +91,15 @@ pub enum StmtKind {
     Exit,
     Return(Option<Expr>),
     Empty,
+    /// `for (init; cond; update) body` (a `for (x in a .. b)` loop is desugared into this).
+    For {
+        init: Vec<Stmt>,
+        cond: Option<Expr>,
+        update: Vec<Stmt>,
+        body: Box<Stmt>,
+    },
+    Break,
+    Continue,
 }
 
 /// One `switch` case.

@@ -232,6 +232,8 @@ pub struct Lower {
     return_jumps: Vec<Vec<usize>>,
     inline_depth: usize,
     cur: Vec<m::Primitive>,
+    /// Open loops: (break jumps, continue jumps).
+    loops: Vec<(Vec<usize>, Vec<usize>)>,
     mode: body::Mode,
     parser_ops: Vec<m::ParserOp>,
     deparse_order: Vec<u32>,
@@ -396,6 +398,7 @@ impl Lower {
             return_jumps: Vec::new(),
             inline_depth: 0,
             cur: Vec::new(),
+            loops: Vec::new(),
             mode: body::Mode::Action,
             parser_ops: Vec::new(),
             deparse_order: Vec::new(),

@@ -373,3 +373,21 @@ fn equality_of_fields_headers_and_stacks() {
         7
     );
 }
+
+#[test]
+fn for_loops_with_break_and_continue() {
+    let mut sw = switch("loops.p4");
+    for n in [0u8, 1, 2, 5, 12] {
+        let out = run(&mut sw, 0, &[n, 0, 0, 0, 0, 0, 0]);
+        let o = &out[0].data;
+        let sum: u16 = (1..=n as u16).sum();
+        assert_eq!(u16::from_be_bytes([o[1], o[2]]), sum, "sum n={n}");
+        assert_eq!(
+            u16::from_be_bytes([o[3], o[4]]),
+            (n as u16) * (n as u16),
+            "square n={n}"
+        );
+        assert_eq!(o[5], n.min(3), "break n={n}");
+        assert_eq!(o[6], 1 + 3 + 5 + 7 + 9, "continue");
+    }
+}

@@ -278,7 +278,8 @@ impl Lower {
                 let dv = self.expr(&args[0])?;
                 let (f, t) = self.field_of(&dv, args[0].pos)?;
                 let algo = self.algo_name(&args[1])?;
-                let base = self.arg_data(&args[2], Some(&t))?;
+                let _ = &t;
+                let base = self.arg_data(&args[2], None)?;
                 let data = self.expr(&args[3])?;
                 let mut inputs = Vec::new();
                 self.flatten(data, args[3].pos, &mut inputs)?;
@@ -1057,6 +1058,70 @@ impl Lower {
                 let end = self.cur.len();
                 for j in end_jumps {
                     self.patch_jump(j, end);
+                }
+                Ok(())
+            }
+            StmtKind::For {
+                init,
+                cond,
+                update,
+                body,
+            } => {
+                if self.mode != Mode::Action {
+                    return err(
+                        s.pos,
+                        "`for` loops are only supported in actions and controls",
+                    );
+                }
+                self.scope.push();
+                let r = (|| {
+                    for i in init {
+                        self.stmt(i)?;
+                    }
+                    let start = self.cur.len();
+                    let jz = match cond {
+                        Some(c) => {
+                            let cv = self.expr(c)?;
+                            let ce = self.boolean(cv, c.pos)?;
+                            Some(self.jump_if_zero(ce))
+                        }
+                        None => None,
+                    };
+                    self.loops.push((Vec::new(), Vec::new()));
+                    let rb = self.stmt(body);
+                    let (breaks, conts) = self.loops.pop().unwrap_or_default();
+                    rb?;
+                    let update_at = self.cur.len();
+                    for u in update {
+                        self.stmt(u)?;
+                    }
+                    self.emit(prim("_jump", vec![m::Arg::Const(int_of(start as i128))]));
+                    let end = self.cur.len();
+                    if let Some(j) = jz {
+                        self.patch_jump(j, end);
+                    }
+                    for b in breaks {
+                        self.patch_jump(b, end);
+                    }
+                    for c in conts {
+                        self.patch_jump(c, update_at);
+                    }
+                    Ok(())
+                })();
+                self.scope.pop();
+                r
+            }
+            StmtKind::Break | StmtKind::Continue => {
+                if self.loops.is_empty() {
+                    return err(s.pos, "`break`/`continue` outside a loop");
+                }
+                let j = self.jump();
+                if let Some((b, c)) = self.loops.last_mut() {
+                    if matches!(s.kind, StmtKind::Break) {
+                        b.push(j);
+                    } else {
+                        c.push(j);
+                    }
                 }
                 Ok(())
             }
