@@ -236,3 +236,15 @@ fn fuzz_mutated_and_random_sources_never_panic() {
         assert!(r.is_ok(), "panic on input #{i}:\n{src}");
     }
 }
+
+#[test]
+fn several_type_errors_in_one_apply_block() {
+    let src = with_ingress_body(
+        "        hdr.ipv4.ttl = true;\n        hdr.ipv4.nosuch = 1;\n        ipv4_lpm.apply();",
+    );
+    let d = compile_str(&src, "t.p4", &Options::default()).unwrap_err();
+    assert_eq!(d.errors.len(), 2, "{d}");
+    let text = d.to_string();
+    assert!(text.contains("expected bit<8>, found bool"), "{text}");
+    assert!(text.contains("has no field `nosuch`"), "{text}");
+}

@@ -125,6 +125,30 @@ impl Lower {
         }
     }
 
+    /// A field list made of the fields of a data argument (older clone3/resubmit forms).
+    fn data_field_list(&mut self, a: &Expr) -> R<i64> {
+        let v = self.expr(a)?;
+        let mut inputs = Vec::new();
+        self.flatten(v, a.pos, &mut inputs)?;
+        let mut elements = Vec::new();
+        for i in inputs {
+            match i {
+                m::CalcInput::Field(f) => elements.push(m::FieldListElem::Field(f)),
+                m::CalcInput::Const { value, bitwidth } => {
+                    elements.push(m::FieldListElem::Const { value, bitwidth })
+                }
+                _ => return err(a.pos, "preserved data must consist of fields"),
+            }
+        }
+        let id = self.prog.field_lists.len() as i64 + 1;
+        self.prog.field_lists.push(m::FieldList {
+            name: format!("fl_{id}"),
+            id,
+            elements,
+        });
+        Ok(id)
+    }
+
     fn field_list_id(&mut self, idx: i128) -> i64 {
         if let Some(id) = self.field_list_ids.get(&idx) {
             return *id;
@@ -185,9 +209,11 @@ impl Lower {
         let std = m::Arg::Header(self.std_header);
         match fname.as_str() {
             "mark_to_drop" => {
-                Self::nargs(args, 1, "mark_to_drop", pos)?;
-                let h = match self.expr(&args[0])? {
-                    Val::Place(Place::Header(h, _)) => m::Arg::Header(h),
+                if args.len() > 1 {
+                    return err(pos, "mark_to_drop expects (standard_metadata)");
+                }
+                let h = match args.first().map(|a| self.expr(a)).transpose()? {
+                    Some(Val::Place(Place::Header(h, _))) => m::Arg::Header(h),
                     _ => std,
                 };
                 self.emit(prim("mark_to_drop", vec![h]));
@@ -202,7 +228,11 @@ impl Lower {
                     Self::nargs(args, 3, fname, pos)?;
                     let idx = self.const_arg(&args[2], "the field list index")?;
                     self.field_list_id(idx)
+                } else if fname == "clone3" {
+                    Self::nargs(args, 3, fname, pos)?;
+                    self.data_field_list(&args[2])?
                 } else {
+                    Self::nargs(args, 2, fname, pos)?;
                     0
                 };
                 let opn = if kind == 0 {
@@ -222,6 +252,28 @@ impl Lower {
                     "recirculate"
                 };
                 self.emit(prim(opn, vec![m::Arg::Const(int_of(id as i128))]));
+            }
+            "resubmit" | "recirculate" => {
+                // The older v1model forms that take the data to preserve.
+                if args.len() > 1 {
+                    return err(pos, format!("{fname} expects at most one argument"));
+                }
+                let id = match args.first() {
+                    Some(a) => self.data_field_list(a)?,
+                    None => 0,
+                };
+                let id = if id == 0 {
+                    let id = self.prog.field_lists.len() as i64 + 1;
+                    self.prog.field_lists.push(m::FieldList {
+                        name: format!("fl_{id}"),
+                        id,
+                        elements: vec![],
+                    });
+                    id
+                } else {
+                    id
+                };
+                self.emit(prim(fname, vec![m::Arg::Const(int_of(id as i128))]));
             }
             "truncate" => {
                 Self::nargs(args, 1, fname, pos)?;

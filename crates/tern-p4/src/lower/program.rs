@@ -1467,7 +1467,12 @@ impl Lower {
                     self.scope.pop();
                     r?;
                 }
-                _ => self.stmt(s)?,
+                _ => {
+                    // Report the error and keep going so one run shows several problems.
+                    if let Err(e) = self.stmt(s) {
+                        self.diags.push(e);
+                    }
+                }
             }
         }
         self.flush_items(out, Pos::default());
