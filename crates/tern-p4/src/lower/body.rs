@@ -786,9 +786,20 @@ impl Lower {
     pub(super) fn assign_val(&mut self, dst: &Place, v: Val, pos: Pos) -> R<()> {
         match dst {
             Place::Field(f, t) => {
-                let v = self.convert(v, t, pos)?;
+                // Widening an unsigned (or signed) value into a wider field of the same
+                // signedness is accepted: BMv2 stores the value unchanged.
+                let widening = matches!(
+                    (self.val_ty(&v), t),
+                    (Some(Ty::Bit(a)), Ty::Bit(b)) | (Some(Ty::Int(a)), Ty::Int(b)) if a < *b
+                ) && !matches!(v, Val::Const(..));
+                let v = if widening {
+                    v
+                } else {
+                    self.convert(v, t, pos)?
+                };
                 if let Some(vt) = self.val_ty(&v) {
                     let ok = vt == *t
+                        || widening
                         || matches!((&vt, t), (Ty::Enum(_, Some(a)), Ty::Bit(b)) | (Ty::Bit(a), Ty::Enum(_, Some(b))) if a == b);
                     if !ok {
                         return err(
