@@ -191,8 +191,21 @@ fn fuzz_mutated_and_random_sources_never_panic() {
         "action",
         ".",
     ];
-    let bytes = BASIC.as_bytes();
-    for i in 0..400 {
+    let seeds = [
+        BASIC,
+        include_str!("../../../p4/tests/ops.p4"),
+        include_str!("../../../p4/tests/externs.p4"),
+        include_str!("../../../p4/tests/parser.p4"),
+        include_str!("../../../p4/tests/semantics.p4"),
+        include_str!("../../../p4/tutorials/mri.p4"),
+    ];
+    let n: usize = std::env::var("TERN_FUZZ_ITERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(400);
+    for i in 0..n {
+        let seed = seeds[rng.below(seeds.len())];
+        let bytes = seed.as_bytes();
         let src = match i % 4 {
             0 => {
                 // Delete a random span.
@@ -204,7 +217,7 @@ fn fuzz_mutated_and_random_sources_never_panic() {
             }
             1 => {
                 // Insert random tokens.
-                let mut s = BASIC.to_string();
+                let mut s = seed.to_string();
                 for _ in 0..3 {
                     let mut at = rng.below(s.len());
                     while !s.is_char_boundary(at) {
@@ -223,7 +236,7 @@ fn fuzz_mutated_and_random_sources_never_panic() {
             }
             _ => {
                 // Swap two lines.
-                let mut lines: Vec<&str> = BASIC.lines().collect();
+                let mut lines: Vec<&str> = seed.lines().collect();
                 let a = rng.below(lines.len());
                 let b = rng.below(lines.len());
                 lines.swap(a, b);
