@@ -170,6 +170,8 @@ pub struct Extra {
     pub counter_units: HashMap<String, String>,
     pub digest_types: Vec<(String, Vec<(String, u32)>)>,
     pub value_sets: Vec<(String, u32, u32)>,
+    /// `@id(N)` annotations: P4Info name → N.
+    pub id_overrides: HashMap<String, u32>,
     /// `@controller_header("packet_in"/"packet_out")` headers: name and `(field, width)`.
     pub controller_headers: Vec<(String, Vec<(String, u32)>)>,
 }

@@ -851,6 +851,16 @@ impl Lower {
 
     // ------------------------------------------------------------ pipelines
 
+    fn note_id(&mut self, name: &str, anns: &[Annotation]) {
+        if let Some(a) = annotation(anns, "id") {
+            if let Some(ExprKind::Int(v, _)) = a.args.first().map(|e| &e.kind) {
+                self.extra
+                    .id_overrides
+                    .insert(name.to_string(), (*v & 0xff_ffff) as u32);
+            }
+        }
+    }
+
     fn qualify(&self, local: &str, anns: &[Annotation]) -> String {
         match ann_name(anns) {
             Some(n) if n.starts_with('.') => n[1..].to_string(),
@@ -881,6 +891,7 @@ impl Lower {
             return err(d.pos, "sub-parsers are not supported yet");
         }
         let qn = self.qualify(name, &d.annotations);
+        self.note_id(&qn, &d.annotations);
         let mut elem = None;
         let index = match kind.as_str() {
             "counter" | "direct_counter" => {
@@ -1692,6 +1703,7 @@ impl Lower {
         self.mode = saved_mode;
         self.return_jumps = saved_jumps;
         res?;
+        self.note_id(&qn, &d.annotations);
         let idx = self.new_action(qn, rd, prims, false);
         self.action_index.insert(key, idx);
         Ok(idx)
@@ -1760,6 +1772,7 @@ impl Lower {
             return err(pos, "not a table");
         };
         let qn = self.qualify(tname, &decl.annotations);
+        self.note_id(&qn, &decl.annotations);
         let mut meta = TableMeta {
             name: qn.clone(),
             size: 1024,
