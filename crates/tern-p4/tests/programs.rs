@@ -391,3 +391,27 @@ fn for_loops_with_break_and_continue() {
         assert_eq!(o[6], 1 + 3 + 5 + 7 + 9, "continue");
     }
 }
+
+#[test]
+fn subparsers_are_inlined() {
+    let mut sw = switch("subparser.p4");
+    let mut p = vec![0u8; 12];
+    p.extend_from_slice(&[0x99, 0x99, 1, 0xa1, 0, 0xb2, 0xcc]);
+    let o = &run(&mut sw, 0, &p)[0].data;
+    assert_eq!(o[5], 2, "two tags counted through the out parameter");
+    assert_eq!(
+        &o[12..14],
+        &[0x88, 0x88],
+        "the caller's state continues after the call"
+    );
+    assert_eq!(&o[14..], &p[14..]);
+    let mut q = vec![0u8; 12];
+    q.extend_from_slice(&[0x99, 0x99, 0, 0xa1, 0xcc]);
+    let o = &run(&mut sw, 0, &q)[0].data;
+    assert_eq!(o[5], 1);
+    assert_eq!(&o[14..], &q[14..]);
+    let mut r = vec![0u8; 12];
+    r.extend_from_slice(&[0x08, 0x00, 7]);
+    let o = &run(&mut sw, 0, &r)[0].data;
+    assert_eq!((o[5], o[12]), (0, 0x08));
+}

@@ -426,6 +426,7 @@ impl Lower {
         self.cur.clear();
         self.parser_ops.clear();
         let mut init_ops = Vec::new();
+        let mut subs: HashMap<String, Decl> = HashMap::new();
         for l in locals {
             match &l.kind {
                 DeclKind::ValueSet { ty, size, name: vn } => {
@@ -455,6 +456,19 @@ impl Lower {
                     self.extra.value_sets.push((qn, w, n));
                     self.scope.set(vn, Val::Place(Place::ValueSet(idx)));
                 }
+                DeclKind::Instance {
+                    ty: TypeRef::Named(k, _, _),
+                    name: inst,
+                    ..
+                } if matches!(
+                    self.find_decl(k).map(|d| d.kind),
+                    Some(DeclKind::Parser { .. })
+                ) =>
+                {
+                    if let Some(sd) = self.find_decl(k) {
+                        subs.insert(inst.clone(), sd);
+                    }
+                }
                 DeclKind::Instance { .. } => self.instance(l, name)?,
                 _ => {
                     self.local_decl(l)?;
@@ -463,7 +477,14 @@ impl Lower {
                 }
             }
         }
-        let states = split_parser_ifs(states);
+        let with_env = self.expand_subparsers(states, &subs)?;
+        let mut states_env: Vec<(State, Option<HashMap<String, Val>>)> = Vec::new();
+        for (st, env) in with_env {
+            for s2 in split_parser_ifs(std::slice::from_ref(&st)) {
+                states_env.push((s2, env.clone()));
+            }
+        }
+        let states: Vec<State> = states_env.iter().map(|(s, _)| s.clone()).collect();
         let states = &states;
         let mut pstates: Vec<m::ParseState> = Vec::new();
         let mut index: HashMap<String, u32> = HashMap::new();
@@ -488,15 +509,21 @@ impl Lower {
             return err(d.pos, format!("parser `{name}` has no `start` state"));
         };
         let mut reject_states: HashMap<String, u32> = HashMap::new();
-        for s in states {
+        for (s, env) in &states_env {
             self.cur.clear();
             self.parser_ops.clear();
             if s.name == "start" {
                 self.parser_ops.append(&mut init_ops.clone());
             }
+            if let Some(e) = env {
+                self.scope.vars.push(e.clone());
+            }
             let r = self.stmts(&s.body);
             self.flush_parser();
             let r = r.and_then(|_| self.transition(s, &index, &mut pstates, &mut reject_states));
+            if env.is_some() {
+                self.scope.pop();
+            }
             if let Err(e) = r {
                 self.diags.push(e);
             }
@@ -509,6 +536,152 @@ impl Lower {
             states: pstates,
         });
         Ok(())
+    }
+
+    /// Inline sub-parser calls `inst.apply(args)`: the calling state ends with a transition into
+    /// the sub-parser's (renamed) states, whose `accept` continues in a new state holding the
+    /// rest of the caller. Each state comes with the scope its names resolve in.
+    fn expand_subparsers(
+        &mut self,
+        states: &[State],
+        subs: &HashMap<String, Decl>,
+    ) -> R<Vec<(State, Option<HashMap<String, Val>>)>> {
+        type Env = Option<HashMap<String, Val>>;
+        let mut work: std::collections::VecDeque<(State, Env, usize)> =
+            states.iter().map(|s| (s.clone(), None, 0)).collect();
+        let mut out = Vec::new();
+        let call_of = |st: &Stmt| -> Option<(String, Vec<Expr>)> {
+            if let StmtKind::Call(e) = &st.kind {
+                if let ExprKind::Call(c, _, a) = &e.kind {
+                    if let ExprKind::Member(t, m) = &c.kind {
+                        if let ExprKind::Name(n) = &t.kind {
+                            if m == "apply" && subs.contains_key(n) {
+                                return Some((n.clone(), a.clone()));
+                            }
+                        }
+                    }
+                }
+            }
+            None
+        };
+        while let Some((st, env, depth)) = work.pop_front() {
+            let Some(i) = st.body.iter().position(|x| call_of(x).is_some()) else {
+                out.push((st, env));
+                continue;
+            };
+            if depth > 4 || out.len() + work.len() > 4096 {
+                return err(st.pos, "sub-parsers nested too deeply");
+            }
+            let (inst, args) = call_of(&st.body[i]).unwrap_or_default();
+            let call_pos = st.body[i].pos;
+            let Some(sub) = subs.get(&inst) else {
+                continue;
+            };
+            let DeclKind::Parser {
+                params,
+                locals,
+                states: sstates,
+                ..
+            } = &sub.kind
+            else {
+                continue;
+            };
+            if params.len() != args.len() {
+                return err(
+                    call_pos,
+                    format!(
+                        "parser `{inst}` expects {} argument(s) but got {}",
+                        params.len(),
+                        args.len()
+                    ),
+                );
+            }
+            if let Some(e) = &env {
+                self.scope.vars.push(e.clone());
+            }
+            let mut vals = Vec::new();
+            let mut res = Ok(());
+            for a in &args {
+                match self.expr(a) {
+                    Ok(v) => vals.push(v),
+                    Err(e) => {
+                        res = Err(e);
+                        break;
+                    }
+                }
+            }
+            if env.is_some() {
+                self.scope.pop();
+            }
+            res?;
+            self.scope.push();
+            for (p, v) in params.iter().zip(vals) {
+                self.scope.set(&p.name, v);
+            }
+            let before = self.cur.len();
+            for l in locals {
+                if let Err(e) = self.local_decl(l) {
+                    self.scope.pop();
+                    return Err(e);
+                }
+            }
+            let sub_env = self.scope.vars.pop().unwrap_or_default();
+            if self.cur.len() != before {
+                self.cur.truncate(before);
+                return err(
+                    call_pos,
+                    "initialized local variables in sub-parsers are not supported",
+                );
+            }
+            let prefix = format!("{}_{inst}", st.name);
+            let cont = format!("{}_after_{inst}", st.name);
+            let rename = |n: &str| match n {
+                "accept" => cont.clone(),
+                "reject" => "reject".to_string(),
+                other => format!("{prefix}_{other}"),
+            };
+            let mut body = st.body.clone();
+            let rest = body.split_off(i + 1);
+            body.pop();
+            out.push((
+                State {
+                    annotations: st.annotations.clone(),
+                    name: st.name.clone(),
+                    body,
+                    transition: Some(Transition::Direct(format!("{prefix}_start"), call_pos)),
+                    pos: st.pos,
+                },
+                env.clone(),
+            ));
+            work.push_front((
+                State {
+                    annotations: vec![],
+                    name: cont.clone(),
+                    body: rest,
+                    transition: st.transition.clone(),
+                    pos: call_pos,
+                },
+                env,
+                depth,
+            ));
+            for ss in sstates {
+                let mut ns = ss.clone();
+                ns.name = format!("{prefix}_{}", ss.name);
+                ns.transition = match &ss.transition {
+                    Some(Transition::Direct(n, p)) => Some(Transition::Direct(rename(n), *p)),
+                    Some(Transition::Select(k, cases)) => Some(Transition::Select(
+                        k.clone(),
+                        cases
+                            .iter()
+                            .map(|(e, n, p)| (e.clone(), rename(n), *p))
+                            .collect(),
+                    )),
+                    None => None,
+                };
+                work.push_back((ns, Some(sub_env.clone()), depth + 1));
+            }
+        }
+        Ok(out)
     }
 
     fn reject_state(
