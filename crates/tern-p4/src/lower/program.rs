@@ -5,6 +5,9 @@
 use super::body::Mode;
 use super::*;
 
+/// The scope a (sub-parser) state's names resolve in; `None` = the parser's own scope.
+type StateEnv = Option<HashMap<String, Val>>;
+
 const CORE_ERRORS: [&str; 7] = [
     "NoError",
     "PacketTooShort",
@@ -478,7 +481,7 @@ impl Lower {
             }
         }
         let with_env = self.expand_subparsers(states, &subs)?;
-        let mut states_env: Vec<(State, Option<HashMap<String, Val>>)> = Vec::new();
+        let mut states_env: Vec<(State, StateEnv)> = Vec::new();
         for (st, env) in with_env {
             for s2 in split_parser_ifs(std::slice::from_ref(&st)) {
                 states_env.push((s2, env.clone()));
@@ -545,8 +548,8 @@ impl Lower {
         &mut self,
         states: &[State],
         subs: &HashMap<String, Decl>,
-    ) -> R<Vec<(State, Option<HashMap<String, Val>>)>> {
-        type Env = Option<HashMap<String, Val>>;
+    ) -> R<Vec<(State, StateEnv)>> {
+        type Env = StateEnv;
         let mut work: std::collections::VecDeque<(State, Env, usize)> =
             states.iter().map(|s| (s.clone(), None, 0)).collect();
         let mut out = Vec::new();
