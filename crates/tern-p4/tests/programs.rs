@@ -415,3 +415,26 @@ fn subparsers_are_inlined() {
     let o = &run(&mut sw, 0, &r)[0].data;
     assert_eq!((o[5], o[12]), (0, 0x08));
 }
+
+#[test]
+fn syntax_grab_bag_compiles_and_runs() {
+    let mut sw = switch("syntax.p4");
+    // h = a 1, b 0, s 0, w 0x000f; one stack element.
+    let p = [1u8, 0x0f, 0, 0x00, 0x0f, 7, 7, 7, 7, 7];
+    let out = run(&mut sw, 0, &p);
+    assert_eq!(out.len(), 1);
+    let o = &out[0].data;
+    // The enum switch (meta.e = E.A) sets a = 1 before t; the const entry
+    // (1, 0x0f &&& 0x0f, true) runs b1(3), which exits before the action_run arm.
+    assert_eq!(o[0], 1);
+    assert_eq!(o[1], 3);
+    assert_eq!(&o[5..], &[7; 5]);
+    assert_eq!(o[2] as i8, 95, "-5 |+| 100 saturates only at 127");
+    assert_eq!(u16::from_be_bytes([o[3], o[4]]), 0xff00 << 1 & 0xffff);
+    // b[3:0] not 0xf: no entry matches, the default c1 runs and its arm sets b = 9;
+    // then the stack push moves the parsed element two slots down (same bytes out).
+    let p = [1u8, 0x0e, 0, 0x00, 0x0e, 7, 7, 7, 7, 7];
+    let o = &run(&mut sw, 0, &p)[0].data;
+    assert_eq!((o[0], o[1]), (1, 9));
+    assert_eq!(&o[5..], &[7; 5]);
+}

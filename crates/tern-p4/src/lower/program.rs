@@ -2288,6 +2288,9 @@ impl Lower {
             let t = Ty::Bit(*w);
             let v = self.expr(x)?;
             let cst = |s: &mut Self, v: Val| -> R<i128> {
+                if let Val::Const(c, Ty::Bool) = v {
+                    return Ok(c);
+                }
                 match s.convert(v, &t, x.pos)? {
                     Val::Const(c, _) => Ok(wrap(c, &t)),
                     _ => err(x.pos, "entry keys must be compile-time constants"),
@@ -2296,6 +2299,9 @@ impl Lower {
             let b = |v: i128| int_of(v).to_bytes(*w);
             let full = mask_int(*w).to_bytes(*w);
             let ck = match (k.match_kind, v) {
+                (m::MatchKind::Exact | m::MatchKind::Valid, Val::Default) => {
+                    return err(x.pos, "an exact key cannot be a wildcard (`_` or default)")
+                }
                 (m::MatchKind::Exact, v) => m::ConstKey::Exact(b(cst(self, v)?)),
                 (m::MatchKind::Lpm, Val::Default) => m::ConstKey::Lpm(b(0), 0),
                 (m::MatchKind::Lpm, Val::Mask(a, mk)) => {
