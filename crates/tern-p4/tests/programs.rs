@@ -430,7 +430,11 @@ fn syntax_grab_bag_compiles_and_runs() {
     assert_eq!(o[1], 3);
     assert_eq!(&o[5..], &[7; 5]);
     assert_eq!(o[2] as i8, 95, "-5 |+| 100 saturates only at 127");
-    assert_eq!(u16::from_be_bytes([o[3], o[4]]), 0xff00 << 1 & 0xffff);
+    assert_eq!(
+        u16::from_be_bytes([o[3], o[4]]),
+        0xfe00,
+        "(0xff ++ 0x00) << 1"
+    );
     // b[3:0] not 0xf: no entry matches, the default c1 runs and its arm sets b = 9;
     // then the stack push moves the parsed element two slots down (same bytes out).
     let p = [1u8, 0x0e, 0, 0x00, 0x0e, 7, 7, 7, 7, 7];
