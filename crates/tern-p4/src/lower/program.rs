@@ -2046,7 +2046,18 @@ impl Lower {
                         }
                     }
                 }
-                TableProp::Entries { entries, .. } => entries_ast = Some(entries.clone()),
+                TableProp::Entries { entries, .. } => {
+                    // `@priority(N)` is another spelling of `priority = N :`.
+                    let mut es = entries.clone();
+                    for e in &mut es {
+                        if e.priority.is_none() {
+                            if let Some(a) = annotation(&e.annotations, "priority") {
+                                e.priority = a.args.first().cloned();
+                            }
+                        }
+                    }
+                    entries_ast = Some(es);
+                }
                 TableProp::Value {
                     name,
                     is_const,
