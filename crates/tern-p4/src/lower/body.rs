@@ -95,6 +95,17 @@ impl Lower {
         Ok(())
     }
 
+    /// Width of a field, also for scalars not yet written into the program.
+    fn prog_field_width(&self, f: m::FieldRef) -> u32 {
+        if f.header == 0 {
+            return match self.scalar_fields.get(f.field as usize).map(|d| d.width) {
+                Some(m::FieldWidth::Fixed(w)) => w,
+                _ => 32,
+            };
+        }
+        self.prog.field_width(f).max(1)
+    }
+
     fn calculation(&mut self, algo: &str, inputs: Vec<m::CalcInput>) -> u32 {
         let name = self.unique("calc");
         let idx = self.prog.calculations.len() as u32;
@@ -354,15 +365,38 @@ impl Lower {
                 };
                 let mut inputs = Vec::new();
                 self.flatten(data, args[1].pos, &mut inputs)?;
+                // Like p4c, copy the data into temporaries at the call: BMv2 reads the learn
+                // list's fields only at the end of ingress. Calls with the same data type share
+                // one learn list (and its temporaries).
+                let existing = self
+                    .learn_by_type
+                    .get(&tname)
+                    .and_then(|id| self.prog.learn_lists.iter().find(|l| l.id == *id))
+                    .map(|l| (l.id, l.elements.clone()));
                 let mut elements = Vec::new();
-                for i in inputs {
+                for (k, i) in inputs.into_iter().enumerate() {
                     match i {
-                        m::CalcInput::Field(f) => elements.push(f),
+                        m::CalcInput::Field(f) => {
+                            let t = match existing.as_ref().and_then(|(_, e)| e.get(k)) {
+                                Some(t) => *t,
+                                None => {
+                                    let w = self.prog_field_width(f);
+                                    self.new_scalar("digest_tmp", &Ty::Bit(w))
+                                }
+                            };
+                            self.emit(prim("assign", vec![m::Arg::Field(t), m::Arg::Field(f)]));
+                            elements.push(t)
+                        }
                         _ => return err(args[1].pos, "digest data must consist of fields"),
                     }
                 }
-                let id = match self.learn_by_type.get(&tname) {
-                    Some(id) => *id,
+                let id = match existing {
+                    Some((id, e)) => {
+                        if e.len() != elements.len() {
+                            return err(args[1].pos, format!("digest data of type `{tname}` has a different shape than an earlier digest of that type"));
+                        }
+                        id
+                    }
                     None => {
                         let id = self.prog.learn_lists.len() as i64 + 1;
                         self.prog.learn_lists.push(m::LearnList {
