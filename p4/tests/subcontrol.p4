@@ -1,6 +1,7 @@
 /* subcontrol.p4 — controls instantiated and applied inside the ingress (two instances of the
  * same control get their own tables), header assignment, local header variables and
- * apply().hit on a sub-control's table. Written for tern. */
+ * apply().hit on a sub-control's table, and `return` inside a sub-control (which only leaves the
+ * sub-control). Written for tern. */
 #include <core.p4>
 #include <v1model.p4>
 
@@ -37,6 +38,9 @@ control Rewrite(inout ethernet_t e, inout bit<8> hits, in bit<48> mac) {
         default_action = NoAction();
     }
     apply {
+        if (e.etherType == 0xdead) {
+            return;
+        }
         if (t.apply().hit) {
             hits = hits + 1;
         }

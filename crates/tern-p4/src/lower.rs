@@ -138,6 +138,8 @@ enum Item {
     IfHit(u32, bool, Vec<Item>, Vec<Item>),
     Switch(u32, Vec<(Vec<u32>, Vec<Item>)>, Option<Vec<Item>>),
     Return,
+    /// An inlined sub-control: `return` inside it continues after it.
+    Sub(Vec<Item>),
 }
 
 struct TableInfo {

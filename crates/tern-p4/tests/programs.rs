@@ -270,6 +270,17 @@ fn subcontrols_have_their_own_tables() {
         &[0x22; 6],
         "copied header keeps the rewritten src"
     );
+    // `return` in the sub-control skips its table but not the caller's remaining statements.
+    let mut q = p.clone();
+    q[12..14].copy_from_slice(&[0xde, 0xad]);
+    let out = run(&mut sw, 1, &q);
+    assert_eq!(&out[0].data[6..12], &[0xbb; 6], "no rewrite");
+    assert_eq!(
+        out[0].data.len(),
+        28,
+        "the caller still built the copy header"
+    );
+    assert_eq!(out[0].data[19], 0);
 }
 
 /// mode, idx, items → (out, calls, items after).

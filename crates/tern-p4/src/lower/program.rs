@@ -1271,7 +1271,7 @@ impl Lower {
         if !init_prims.is_empty() {
             items.insert(0, Item::Prims(init_prims));
         }
-        let init = self.link(items, None);
+        let init = self.link(items, None, None);
         self.prog.pipelines[self.pipeline].init = init;
         Ok(())
     }
@@ -1397,7 +1397,9 @@ impl Lower {
         self.inline_depth += 1;
         let mut init = self.control_locals(locals, &outer);
         self.cur.append(&mut init);
-        let r = self.items_into(apply, out);
+        let mut sub = Vec::new();
+        let r = self.items_into(apply, &mut sub);
+        out.push(Item::Sub(sub));
         self.inline_depth -= 1;
         self.scope.pop();
         self.control_name = saved_name;
@@ -1667,12 +1669,18 @@ impl Lower {
     }
 
     /// Link items backwards into pipeline nodes; returns the entry node.
-    fn link(&mut self, items: Vec<Item>, mut next: Option<m::Node>) -> Option<m::Node> {
+    fn link(
+        &mut self,
+        items: Vec<Item>,
+        mut next: Option<m::Node>,
+        ret: Option<m::Node>,
+    ) -> Option<m::Node> {
         for it in items.into_iter().rev() {
             next = match it {
                 Item::Prims(p) => Some(self.hidden_table(p, next)),
                 Item::Exit(p) => Some(self.hidden_table(p, None)),
-                Item::Return => None,
+                Item::Return => ret,
+                Item::Sub(inner) => self.link(inner, next, next),
                 Item::Apply(t) => {
                     let tb = &mut self.prog.pipelines[self.pipeline].tables[t as usize];
                     tb.next_tables = m::NextTables::PerAction(vec![next; tb.actions.len()]);
@@ -1680,8 +1688,8 @@ impl Lower {
                     Some(m::Node::Table(t))
                 }
                 Item::IfHit(t, hit, a, b) => {
-                    let an = self.link(a, next);
-                    let bn = self.link(b, next);
+                    let an = self.link(a, next, ret);
+                    let bn = self.link(b, next, ret);
                     let (h, mi) = if hit { (an, bn) } else { (bn, an) };
                     let tb = &mut self.prog.pipelines[self.pipeline].tables[t as usize];
                     tb.next_tables = m::NextTables::HitMiss { hit: h, miss: mi };
@@ -1690,7 +1698,7 @@ impl Lower {
                 }
                 Item::Switch(t, arms, default) => {
                     let dn = match default {
-                        Some(d) => self.link(d, next),
+                        Some(d) => self.link(d, next, ret),
                         None => next,
                     };
                     let acts = self.prog.pipelines[self.pipeline].tables[t as usize]
@@ -1698,7 +1706,7 @@ impl Lower {
                         .clone();
                     let mut per = vec![dn; acts.len()];
                     for (labels, items) in arms {
-                        let n = self.link(items, next);
+                        let n = self.link(items, next, ret);
                         for l in labels {
                             for (i, a) in acts.iter().enumerate() {
                                 if *a == l {
@@ -1713,8 +1721,8 @@ impl Lower {
                     Some(m::Node::Table(t))
                 }
                 Item::If(c, a, b) => {
-                    let an = self.link(a, next);
-                    let bn = self.link(b, next);
+                    let an = self.link(a, next, ret);
+                    let bn = self.link(b, next, ret);
                     let name = self.unique("node");
                     let pl = &mut self.prog.pipelines[self.pipeline];
                     let idx = pl.conditionals.len() as u32;
