@@ -62,11 +62,21 @@ control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) 
     meter(4, MeterType.packets) m;
     register<bit<16>>(16) last_val;
     action_selector(HashAlgorithm.crc16, 32w64, 32w16) sel;
+    direct_meter<bit<32>>(MeterType.packets) dm;
 
     action set_tag(bit<8> tag) {
         meta.tag = tag;
     }
     action count_hit() {
+    }
+    action read_color() {
+        dm.read(meta.color);
+    }
+    table metered {
+        key = { hdr.t.key : exact; }
+        actions = { read_color; NoAction; }
+        meters = dm;
+        default_action = NoAction();
     }
     action port_out(bit<9> p) {
         sm.egress_spec = p;
@@ -159,6 +169,11 @@ control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) 
             10: {
                 hash(meta.hash_out, HashAlgorithm.crc16, 16w0, { hdr.t.key }, 16w0xffff);
                 hdr.t.val = meta.hash_out;
+            }
+            11: {
+                meta.color = 7;
+                metered.apply();
+                hdr.t.val = (bit<16>)meta.color;
             }
         }
     }

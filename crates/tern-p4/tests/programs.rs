@@ -228,6 +228,17 @@ fn meter_selector_and_hash() {
     let b = val(&run(&mut sw, 2, &t_packet(10, 0x32, 0))[0]);
     assert_eq!(a, val(&run(&mut sw, 2, &t_packet(10, 0x31, 0))[0]));
     assert_ne!(a, b);
+    // Direct meter: a hit reads the (unconfigured, green) color; a miss leaves the value.
+    sw.mt_add_entry(
+        "I.metered",
+        &[MatchParam::Exact(vec![1])],
+        "I.read_color",
+        &[],
+        None,
+    )
+    .unwrap();
+    assert_eq!(val(&run(&mut sw, 2, &t_packet(11, 1, 0))[0]), 0);
+    assert_eq!(val(&run(&mut sw, 2, &t_packet(11, 2, 0))[0]), 7);
 }
 
 #[test]

@@ -344,6 +344,15 @@ impl Lower {
                 self.diags.push(e);
             }
         }
+        // A direct meter that is never read still needs a result field in BMv2 JSON.
+        for i in 0..self.prog.meter_arrays.len() {
+            if self.prog.meter_arrays[i].is_direct
+                && self.prog.meter_arrays[i].result_target.is_none()
+            {
+                let f = self.new_scalar("meter_color", &Ty::Bit(32));
+                self.prog.meter_arrays[i].result_target = Some(f);
+            }
+        }
         // Scalars' fields, errors.
         self.prog.header_types[0].fields = std::mem::take(&mut self.scalar_fields);
         let total: u32 = self.prog.header_types[0]
