@@ -2,7 +2,7 @@
  * Covers run-time header stack indices (read and write), short-circuit && / || whose right
  * side has side effects, exit inside an action called from the apply block (the rest of the
  * action and of the pipeline is skipped), apply().hit stored in a variable, struct equality
- * and functions with inout parameters. */
+ * functions with inout parameters and header size methods. */
 #include <core.p4>
 #include <v1model.p4>
 
@@ -93,6 +93,8 @@ control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) 
             } else {
                 hdr.sel.out = 0x88;
             }
+        } else if (hdr.sel.mode == 6) {
+            hdr.sel.out = (bit<8>)hdr.sel.minSizeInBytes() + (bit<8>)hdr.items[0].minSizeInBits();
         } else if (hdr.sel.mode == 5) {
             meta.p.a = hdr.sel.idx;
             meta.q.a = hdr.items[0].v;

@@ -329,6 +329,11 @@ fn semantics_corner_cases() {
     assert_eq!(sem(&mut sw, 4, 9, [0; 4]).0, 0x77, "hit stored in a bool");
     assert_eq!(sem(&mut sw, 5, 7, [7, 0, 0, 0]).0, 0xee, "struct equality");
     assert_eq!(sem(&mut sw, 5, 7, [8, 0, 0, 0]).0, 0);
+    assert_eq!(
+        sem(&mut sw, 6, 0, [0; 4]).0,
+        4 + 8,
+        "minSizeInBytes + minSizeInBits"
+    );
 }
 
 #[test]

@@ -481,6 +481,34 @@ impl Lower {
         opos: Pos,
     ) -> R<Option<Val>> {
         match ov {
+            Val::Place(Place::Header(_, ht))
+                if matches!(
+                    method,
+                    "minSizeInBits" | "minSizeInBytes" | "maxSizeInBits" | "maxSizeInBytes"
+                ) =>
+            {
+                let fields = self.headers.get(&ht).cloned().unwrap_or_default();
+                let max = method.starts_with("max");
+                let bits: u32 = fields
+                    .iter()
+                    .map(|(_, t, _)| match t {
+                        Ty::Varbit(w) => {
+                            if max {
+                                *w
+                            } else {
+                                0
+                            }
+                        }
+                        t => t.width().unwrap_or(0),
+                    })
+                    .sum();
+                let v = if method.ends_with("Bytes") {
+                    bits.div_ceil(8)
+                } else {
+                    bits
+                };
+                Ok(Some(Val::Const(v as i128, Ty::InfInt)))
+            }
             Val::Place(Place::Header(h, _)) => match method {
                 "isValid" => Ok(Some(Val::Rv(
                     op(m::Op::Valid, None, Some(m::Expr::Header(h))),
