@@ -28,6 +28,15 @@ pub fn run(args: CompileArgs) -> anyhow::Result<ExitCode> {
         include_dirs: args.include.clone(),
         defines: args.define.clone(),
     };
+    if let Some(p) = &args.p4runtime_files {
+        let ext = p.extension().and_then(|e| e.to_str()).unwrap_or("");
+        if matches!(ext, "json" | "bin" | "pb") {
+            anyhow::bail!(
+                "--p4runtime-files {}: only the P4Info text format is supported (use a .txt or .txtpb name)",
+                p.display()
+            );
+        }
+    }
     let compiled = match tern_p4::compile_file(&args.source, &opts) {
         Ok(c) => c,
         Err(d) => {
