@@ -1379,6 +1379,12 @@ impl Lower {
             let v = self.expr(a)?;
             let v = self.convert(v, &t, a.pos)?;
             let bound = match (p.dir, v) {
+                // `in` scalars are copied (copy-in), everything else is bound by reference.
+                (None | Some("in"), Val::Place(Place::Field(f, ft))) => {
+                    let tmp = self.alloc(&p.name, &t, a.pos, false)?;
+                    self.assign_val(&tmp, Val::Place(Place::Field(f, ft)), a.pos)?;
+                    Val::Place(tmp)
+                }
                 (_, v @ Val::Place(_)) => v,
                 (Some("out") | Some("inout"), _) => {
                     return err(
