@@ -2,7 +2,7 @@
  * Covers run-time header stack indices (read and write), short-circuit && / || whose right
  * side has side effects, exit inside an action called from the apply block (the rest of the
  * action and of the pipeline is skipped), apply().hit stored in a variable, struct equality
- * functions with inout parameters and header size methods. */
+ * functions with inout parameters and header size methods, tuple variables. */
 #include <core.p4>
 #include <v1model.p4>
 
@@ -93,6 +93,9 @@ control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) 
             } else {
                 hdr.sel.out = 0x88;
             }
+        } else if (hdr.sel.mode == 7) {
+            tuple<bit<8>, bit<8>> tp = { hdr.sel.idx, 8w5 };
+            hdr.sel.out = tp[0] + tp[1];
         } else if (hdr.sel.mode == 6) {
             hdr.sel.out = (bit<8>)hdr.sel.minSizeInBytes() + (bit<8>)hdr.items[0].minSizeInBits();
         } else if (hdr.sel.mode == 5) {

@@ -744,6 +744,16 @@ impl Lower {
             Ty::Bit(_) | Ty::Int(_) | Ty::Bool | Ty::Error | Ty::Enum(..) => {
                 Place::Field(self.new_scalar(path, t), t.clone())
             }
+            Ty::Tuple(elems) => {
+                let mut v = Vec::new();
+                for (i, et) in elems.iter().enumerate() {
+                    v.push((
+                        i.to_string(),
+                        self.alloc(&format!("{path}.{i}"), et, pos, meta)?,
+                    ));
+                }
+                Place::Struct(t.name(), v)
+            }
             Ty::Union(u) => {
                 let members = self.unions.get(u).cloned().unwrap_or_default();
                 let mut places = Vec::new();
@@ -965,6 +975,14 @@ impl Lower {
                     }
                     (Val::Place(Place::Stack { .. }), _) => {
                         err(pos, "header stack indices must be compile-time constants")
+                    }
+                    (Val::Place(Place::Struct(n, fields)), Val::Const(i, _))
+                        if n.starts_with("tuple<") =>
+                    {
+                        match fields.get(i as usize) {
+                            Some((_, p)) if i >= 0 => Ok(Val::Place(p.clone())),
+                            _ => err(pos, format!("tuple index {i} is out of range")),
+                        }
                     }
                     _ => err(pos, "only header stacks can be indexed"),
                 }
