@@ -2,7 +2,7 @@
  * Covers run-time header stack indices (read and write), short-circuit && / || whose right
  * side has side effects, exit inside an action called from the apply block (the rest of the
  * action and of the pipeline is skipped), apply().hit stored in a variable, struct equality
- * functions with inout parameters and header size methods, tuple variables. */
+ * functions with inout parameters and header size methods, tuple variables and named struct initializers. */
 #include <core.p4>
 #include <v1model.p4>
 
@@ -99,7 +99,7 @@ control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) 
         } else if (hdr.sel.mode == 6) {
             hdr.sel.out = (bit<8>)hdr.sel.minSizeInBytes() + (bit<8>)hdr.items[0].minSizeInBits();
         } else if (hdr.sel.mode == 5) {
-            meta.p.a = hdr.sel.idx;
+            meta.p = { b = 8w0, a = hdr.sel.idx };
             meta.q.a = hdr.items[0].v;
             if (meta.p == meta.q) {
                 hdr.sel.out = 0xee;

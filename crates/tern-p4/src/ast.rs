@@ -50,6 +50,8 @@ pub enum ExprKind {
     Ternary(Box<Expr>, Box<Expr>, Box<Expr>),
     Cast(TypeRef, Box<Expr>),
     List(Vec<Expr>),
+    /// A struct/header initializer with field names: `{ a = 1, b = 2 }`.
+    NamedList(Vec<(String, Expr)>),
     /// `a &&& b`
     Mask(Box<Expr>, Box<Expr>),
     /// `a .. b`

@@ -110,6 +110,8 @@ enum Val {
     Place(Place),
     Str(String),
     List(Vec<Val>),
+    /// A named initializer `{ f = v, ... }`.
+    Named(Vec<(String, Val)>),
     Default,
     Mask(Box<Val>, Box<Val>),
     Range(Box<Val>, Box<Val>),
@@ -903,7 +905,11 @@ impl Lower {
             (Val::Const(c, Ty::Enum(_, Some(w))), Ty::Bit(tw)) if w == tw => {
                 Ok(Val::Const(*c, t.clone()))
             }
-            (Val::List(_), _) | (Val::Place(_), _) | (Val::Default, _) | (Val::Str(_), _) => Ok(v),
+            (Val::List(_), _)
+            | (Val::Named(_), _)
+            | (Val::Place(_), _)
+            | (Val::Default, _)
+            | (Val::Str(_), _) => Ok(v),
             _ => {
                 let vt = self.val_ty(&v);
                 match (&vt, t) {
@@ -1061,6 +1067,13 @@ impl Lower {
                     v.push(self.expr(i)?);
                 }
                 Ok(Val::List(v))
+            }
+            ExprKind::NamedList(items) => {
+                let mut v = Vec::new();
+                for (n, i) in items {
+                    v.push((n.clone(), self.expr(i)?));
+                }
+                Ok(Val::Named(v))
             }
             ExprKind::Mask(a, b) => Ok(Val::Mask(Box::new(self.expr(a)?), Box::new(self.expr(b)?))),
             ExprKind::Range(a, b) => {
@@ -1631,7 +1644,7 @@ impl Lower {
                 _ => return err(pos, format!("cannot cast {} to {}", ft.name(), t.name())),
             });
         }
-        if let Val::List(_) = v {
+        if let Val::List(_) | Val::Named(_) = v {
             return Ok(v);
         }
         let (e, ft) = self.rv(v, pos)?;

@@ -1442,10 +1442,12 @@ impl<'t> Parser<'t> {
             Tok::P("{") => {
                 self.i += 1;
                 let mut v = Vec::new();
+                let mut names = Vec::new();
                 while !self.is_p("}") {
-                    // struct initializers `{ f = e }` are taken positionally
-                    if matches!(self.tok(), Tok::Ident(_)) && self.is_p_at(1, "=") {
+                    // struct initializers `{ f = e, ... }` keep their field names
+                    if let (Tok::Ident(n), true) = (self.tok().clone(), self.is_p_at(1, "=")) {
                         self.i += 2;
+                        names.push(n);
                     }
                     v.push(self.expr()?);
                     if !self.eat_p(",") {
@@ -1453,7 +1455,11 @@ impl<'t> Parser<'t> {
                     }
                 }
                 self.expect_p("}")?;
-                ExprKind::List(v)
+                if !names.is_empty() && names.len() == v.len() {
+                    ExprKind::NamedList(names.into_iter().zip(v).collect())
+                } else {
+                    ExprKind::List(v)
+                }
             }
             _ => return self.err("an expression"),
         };

@@ -63,6 +63,11 @@ impl Lower {
                     self.flatten(i, pos, out)?;
                 }
             }
+            Val::Named(items) => {
+                for (_, i) in items {
+                    self.flatten(i, pos, out)?;
+                }
+            }
             Val::Place(Place::Struct(_, fields)) => {
                 for (_, p) in fields {
                     self.flatten(Val::Place(p), pos, out)?;
@@ -911,6 +916,23 @@ impl Lower {
                         self.assign_val(&p, it, pos)?;
                     }
                 }
+                Val::Named(items) => {
+                    let fields = self.headers.get(ht).cloned().unwrap_or_default();
+                    self.emit(prim("add_header", vec![m::Arg::Header(*h)]));
+                    for (n, it) in items {
+                        let Some(i) = fields.iter().position(|(f, _, _)| *f == n) else {
+                            return err(pos, format!("header `{ht}` has no field `{n}`"));
+                        };
+                        let p = Place::Field(
+                            m::FieldRef {
+                                header: *h,
+                                field: i as u32,
+                            },
+                            fields[i].1.clone(),
+                        );
+                        self.assign_val(&p, it, pos)?;
+                    }
+                }
                 Val::Default => {}
                 _ => return err(pos, format!("cannot assign this value to a `{ht}` header")),
             },
@@ -936,6 +958,14 @@ impl Lower {
                     }
                     for ((_, d), s) in fields.iter().zip(items) {
                         self.assign_val(d, s, pos)?;
+                    }
+                }
+                Val::Named(items) => {
+                    for (n, it) in items {
+                        let Some((_, d)) = fields.iter().find(|(f, _)| *f == n) else {
+                            return err(pos, format!("struct `{sn}` has no field `{n}`"));
+                        };
+                        self.assign_val(d, it, pos)?;
                     }
                 }
                 _ => return err(pos, format!("cannot assign this value to a `{sn}`")),
