@@ -261,3 +261,17 @@ fn several_type_errors_in_one_apply_block() {
     assert!(text.contains("expected bit<8>, found bool"), "{text}");
     assert!(text.contains("has no field `nosuch`"), "{text}");
 }
+
+#[test]
+fn unsupported_hash_algorithm_is_reported_at_the_call() {
+    let src = BASIC.replace("HashAlgorithm.csum16", "HashAlgorithm.random");
+    let (loc, text) = errors(&src);
+    assert!(
+        text.contains("hash algorithm `random` is not supported"),
+        "{text}"
+    );
+    assert_eq!(
+        loc,
+        format!("t.p4:{}:13", line_of(&src, "HashAlgorithm.random"))
+    );
+}

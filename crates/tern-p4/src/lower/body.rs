@@ -132,6 +132,12 @@ impl Lower {
                     .find(|(_, x)| *x == v)
                     .map(|(n, _)| n.clone())
                     .unwrap_or_default();
+                if !m::known_hash_algorithm(&n) {
+                    return err(
+                        e.pos,
+                        format!("hash algorithm `{n}` is not supported by the BMv2 target"),
+                    );
+                }
                 Ok(n)
             }
             _ => err(
