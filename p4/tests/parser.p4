@@ -1,5 +1,5 @@
 /* parser.p4 — parser features: if statements inside states, select on ranges and masks,
- * variable-length extraction, advance, and a header union. Written for tern.
+ * variable-length extraction, advance, a header union and a validity-guarded emit. Written for tern.
  * Layout after Ethernet: v (kind, len), then `len` bytes of options, then depending on kind:
  * 0..9 a 16-bit `a` member, 10..19 a 32-bit `b` member of the union, 0xf? skips 2 bytes. */
 #include <core.p4>
@@ -95,7 +95,12 @@ control E(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) 
 control CC(inout headers hdr, inout metadata meta) { apply { } }
 control D(packet_out pkt, in headers hdr) {
     apply {
-        pkt.emit(hdr);
+        pkt.emit(hdr.eth);
+        pkt.emit(hdr.v);
+        if (hdr.opt.isValid()) {
+            pkt.emit(hdr.opt);
+        }
+        pkt.emit(hdr.u);
     }
 }
 

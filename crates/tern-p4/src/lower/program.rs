@@ -138,6 +138,44 @@ fn range_to_masks(lo: i128, hi: i128, w: u32) -> Vec<(i128, Option<i128>)> {
     out
 }
 
+/// In a deparser, `if (X.isValid()) { pkt.emit(X); }` means the same as `pkt.emit(X);` (BMv2
+/// emits only valid headers), so such guards are dropped; other conditionals stay (and are
+/// reported as unsupported).
+fn strip_validity_guards(body: &[Stmt]) -> Vec<Stmt> {
+    fn guard_of(c: &Expr) -> Option<&Expr> {
+        match &c.kind {
+            ExprKind::Call(f, _, a) if a.is_empty() => match &f.kind {
+                ExprKind::Member(x, m) if m == "isValid" => Some(x),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+    fn emits_only(s: &Stmt, x: &Expr) -> bool {
+        match &s.kind {
+            StmtKind::Block(b) => b.len() == 1 && emits_only(&b[0], x),
+            StmtKind::Call(e) => match &e.kind {
+                ExprKind::Call(f, _, a) => {
+                    matches!(&f.kind, ExprKind::Member(_, m) if m == "emit")
+                        && a.len() == 1
+                        && expr_text(&a[0]) == expr_text(x)
+                }
+                _ => false,
+            },
+            _ => false,
+        }
+    }
+    body.iter()
+        .map(|s| match &s.kind {
+            StmtKind::If(c, t, None) => match guard_of(c) {
+                Some(x) if emits_only(t, x) => (**t).clone(),
+                _ => s.clone(),
+            },
+            _ => s.clone(),
+        })
+        .collect()
+}
+
 fn ann_name(anns: &[Annotation]) -> Option<String> {
     annotation_str(anns, "name")
 }
@@ -992,7 +1030,8 @@ impl Lower {
         for l in locals {
             self.local_decl(l)?;
         }
-        let r = self.stmts(apply);
+        let apply = strip_validity_guards(apply);
+        let r = self.stmts(&apply);
         self.scope.pop();
         r?;
         if !self.cur.is_empty() {
