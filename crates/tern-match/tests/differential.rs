@@ -472,3 +472,53 @@ fn range_matches_scan() {
         30,
     );
 }
+
+#[test]
+fn range_mass_deletes_compact_tombstones_and_keep_ranking() {
+    let layout = Layout {
+        kind: Kind::Range,
+        key_len: 2,
+        lpm: None,
+    };
+    let mut fast = MatchTable::new(layout.clone()).unwrap();
+    let mut slow = MatchTable::new_scan(layout);
+    let mut rng = Rng(31);
+    for h in 0..2000u32 {
+        let a = rng.below(60_000) as u16;
+        let b = a.saturating_add(rng.below(5000) as u16);
+        let ranges = [(
+            0u32,
+            2u32,
+            a.to_be_bytes().to_vec(),
+            b.to_be_bytes().to_vec(),
+        )];
+        let k = EntryKey {
+            value: &[0, 0],
+            mask: &[0, 0],
+            ranges: &ranges,
+            prefix_len: 0,
+            priority: rng.below(50) as i32,
+        };
+        assert_eq!(fast.insert(h, &k), slow.insert(h, &k));
+    }
+    let check = |fast: &MatchTable, slow: &MatchTable, rng: &mut Rng| {
+        for _ in 0..3000 {
+            let k = (rng.below(65536) as u16).to_be_bytes();
+            assert_eq!(fast.lookup(&k), slow.lookup(&k), "key {k:?}");
+        }
+    };
+    check(&fast, &slow, &mut rng);
+    // Delete 90% in random order (tombstones, then compaction), checking along the way.
+    let mut order: Vec<u32> = (0..2000).collect();
+    for i in (1..order.len()).rev() {
+        order.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    for (i, h) in order.iter().take(1800).enumerate() {
+        assert_eq!(fast.delete(*h), slow.delete(*h));
+        if i % 600 == 0 {
+            check(&fast, &slow, &mut rng);
+        }
+    }
+    assert_eq!(fast.len(), 200);
+    check(&fast, &slow, &mut rng);
+}
