@@ -2,7 +2,7 @@
 //! record each) kept in a main array sorted by (priority, handle), scanned in order so the
 //! first match wins and the scan stops there, plus a small unsorted delta of recent inserts
 //! that is scanned in full and merged into the main array once it outgrows
-//! `64 + 2·√n`. Deletes in the main array leave tombstones, compacted when they reach half.
+//! `64 + 4·√n`. Deletes in the main array leave tombstones, compacted when they reach half.
 
 use crate::{EntryKey, MatchError, RangeSpec, Slots};
 
@@ -107,43 +107,44 @@ impl RangeTable {
         self.delta_data.extend_from_slice(&rec);
         self.recs.set(h, (k.priority, Place::Delta));
         self.len += 1;
-        let limit = 64 + 2 * (self.len as f64).sqrt() as usize;
+        let limit = 64 + 4 * (self.len as f64).sqrt() as usize;
         if self.delta.len() > limit {
             self.rebuild();
         }
         Ok(())
     }
 
-    /// Merge the delta into the main array and drop tombstones.
+    /// Merge the (sorted) delta into the main array and drop tombstones: one linear pass.
     fn rebuild(&mut self) {
         let s = self.stride;
-        let mut all: Vec<(i32, u32, usize, bool)> = Vec::with_capacity(self.len);
-        for (i, &(p, h)) in self.main.iter().enumerate() {
-            if !self.dead[i] {
-                all.push((p, h, i, true));
-            }
-        }
-        for (i, &(p, h)) in self.delta.iter().enumerate() {
-            all.push((p, h, i, false));
-        }
-        all.sort_unstable_by_key(|x| (x.0, x.1));
-        let mut data = Vec::with_capacity(all.len() * s);
-        for &(_, _, i, in_main) in &all {
-            let src = if in_main {
-                &self.main_data
-            } else {
-                &self.delta_data
+        let mut d: Vec<usize> = (0..self.delta.len()).collect();
+        d.sort_unstable_by_key(|&i| self.delta[i]);
+        let n = self.len;
+        let (mut main, mut data) = (Vec::with_capacity(n), Vec::with_capacity(n * s));
+        let (mut i, mut j) = (0, 0);
+        while i < self.main.len() || j < d.len() {
+            let take_main = match (self.main.get(i), d.get(j)) {
+                (Some(m), Some(&dj)) => *m < self.delta[dj],
+                (Some(_), None) => true,
+                _ => false,
             };
-            data.extend_from_slice(&src[i * s..(i + 1) * s]);
-        }
-        for &(_, h, _, _) in &all {
-            if let Some(p) = self.recs.get(h).map(|r| r.0) {
-                self.recs.set(h, (p, Place::Main));
+            if take_main {
+                if !self.dead[i] {
+                    main.push(self.main[i]);
+                    data.extend_from_slice(&self.main_data[i * s..(i + 1) * s]);
+                }
+                i += 1;
+            } else {
+                let x = self.delta[d[j]];
+                main.push(x);
+                data.extend_from_slice(&self.delta_data[d[j] * s..(d[j] + 1) * s]);
+                self.recs.set(x.1, (x.0, Place::Main));
+                j += 1;
             }
         }
-        self.main = all.iter().map(|x| (x.0, x.1)).collect();
+        self.dead = vec![false; main.len()];
+        self.main = main;
         self.main_data = data;
-        self.dead = vec![false; self.main.len()];
         self.ndead = 0;
         self.delta.clear();
         self.delta_data.clear();
