@@ -7,16 +7,18 @@
 //!
 //! Stages: [`layout`] (PHV layout), [`expr`] (expressions), [`compile`] (model → engine),
 //! [`exec`] (parser, actions, tables, pipelines, deparser), [`table`] (entries and lookup),
-//! [`externs`] (meters, multicast PRE), [`hash`] (hash algorithms), [`switch`] (packet flow
+//! [`externs`] (meters, multicast PRE), [`hash`] (hash algorithms, from `tern-hash`), [`switch`] (packet flow
 //! and control plane).
 
 pub mod compile;
 pub mod exec;
 pub mod expr;
 pub mod externs;
-pub mod hash;
 pub mod layout;
 pub mod switch;
 pub mod table;
+
+/// The hash algorithms (re-exported from `tern-hash`).
+pub use tern_hash as hash;
 
 pub use switch::{Switch, SwitchError, SwitchOptions};

@@ -229,105 +229,10 @@ fn primitive_arity(op: &str) -> Option<usize> {
     })
 }
 
-/// Is `name` a hash algorithm simple_switch knows (`bmv2-json.md` §8.2)?
+/// Is `name` a hash algorithm simple_switch knows (`bmv2-json.md` §8.2)? `tern-hash` owns the
+/// list, so what loads is exactly what the engine can compute.
 pub fn known_hash_algorithm(name: &str) -> bool {
-    const REGISTERED: &[&str] = &[
-        "xxh64",
-        "crc16",
-        "crc32",
-        "crcCCITT",
-        "csum16",
-        "cksum16",
-        "identity",
-        "round_robin",
-        "round_robin_consistent",
-        "xor16",
-        "xor32",
-        "toeplitz",
-        "crc8_custom",
-        "crc16_custom",
-        "crc32_custom",
-        "crc64_custom",
-        "hash_ex",
-        "bmv2_hash",
-    ];
-    const NAMED: &[&str] = &[
-        "crc_8",
-        "crc_8_darc",
-        "crc_8_i_code",
-        "crc_8_itu",
-        "crc_8_maxim",
-        "crc_8_rohc",
-        "crc_8_wcdma",
-        "crc_16",
-        "crc_16_buypass",
-        "crc_16_dds_110",
-        "crc_16_dect",
-        "crc_16_dnp",
-        "crc_16_en_13757",
-        "crc_16_genibus",
-        "crc_16_maxim",
-        "crc_16_mcrf4xx",
-        "crc_16_riello",
-        "crc_16_t10_dif",
-        "crc_16_teledisk",
-        "crc_16_usb",
-        "x_25",
-        "xmodem",
-        "modbus",
-        "kermit",
-        "crc_ccitt_false",
-        "crc_aug_ccitt",
-        "crc_32",
-        "crc_32_bzip2",
-        "crc_32c",
-        "crc_32d",
-        "crc_32_mpeg",
-        "posix",
-        "crc_32q",
-        "jamcrc",
-        "xfer",
-        "crc_64",
-        "crc_64_we",
-        "crc_64_jones",
-    ];
-    if REGISTERED.contains(&name) || NAMED.contains(&name) {
-        return true;
-    }
-    parametric_crc_ok(name)
-}
-
-fn parametric_crc_ok(name: &str) -> bool {
-    let toks: Vec<&str> = name.split('_').collect();
-    let mut i = 0;
-    let mut width = 0;
-    let hexok = |s: &str| {
-        s.strip_prefix("0x")
-            .is_some_and(|h| !h.is_empty() && h.bytes().all(|c| c.is_ascii_hexdigit()))
-    };
-    if toks.len() < 2 || toks[0] != "poly" {
-        return false;
-    }
-    let p = toks[1];
-    if !hexok(p) {
-        return false;
-    }
-    let digits = p[2..].trim_start_matches('0');
-    if let Some(rest) = digits.strip_prefix('1') {
-        width = rest.len() * 4;
-    }
-    if ![8, 16, 32, 64].contains(&width) {
-        return false;
-    }
-    i += 2;
-    while i < toks.len() {
-        match toks[i] {
-            "init" | "xout" if i + 1 < toks.len() && hexok(toks[i + 1]) => i += 2,
-            "not" if i + 1 < toks.len() && toks[i + 1] == "rev" => i += 2,
-            _ => return false,
-        }
-    }
-    true
+    tern_hash::is_known(name)
 }
 
 #[derive(Default)]

@@ -1,1 +1,11 @@
-//! Packet I/O: pcap files (simple_switch --use-files compatible) and in-memory ports.
+//! Packet I/O: pcap files (simple_switch `--use-files` compatible) and in-memory ports.
+//!
+//! [`pcap`] reads classic pcap (both byte orders, µs and ns) and pcapng, and writes classic
+//! pcap; [`ports`] defines the [`PortIo`] port-set abstraction with [`FilePorts`],
+//! [`MemPorts`] and the `--pcap` [`Capture`] wrapper.
+
+pub mod pcap;
+pub mod ports;
+
+pub use pcap::{PcapError, PcapReader, PcapWriter, WriterConfig};
+pub use ports::{Capture, FilePorts, MemPorts, PortError, PortIo, PortSpec, RxMeta};

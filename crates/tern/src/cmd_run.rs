@@ -1,10 +1,687 @@
-//! `tern run`: placeholder until its owner wires it.
+//! `tern run`: a program with pcap-file ports, as `simple_switch --use-files` runs it.
+//!
+//! Owns the command line (simple_switch's options, target options after `--`), the run loop
+//! (inputs merged in timestamp order, each packet processed to completion, outputs written),
+//! simple_switch-like logging, the end-of-run summary, and the hooks where the runtime command
+//! language (`--commands`) and a control server are wired in.
+//!
+//! File mode has no real time, so these choices are made (and documented in `--help`):
+//! * `--use-files N` sleeps N seconds after start-up (commands applied, control server
+//!   started), then replays every input as fast as possible, like simple_switch;
+//! * unlike simple_switch, the process exits once every input is exhausted unless a control
+//!   server was started (then it keeps serving until killed, as simple_switch does); outputs
+//!   are flushed after each packet either way;
+//! * output record timestamps are the wall clock at write time, or with `--deterministic` the
+//!   timestamp of the input packet that produced them (byte-identical output across runs; log
+//!   lines then show packet time and no thread id; the switch clock, which timestamps, meters
+//!   and entry ageing read, is the input packet's timestamp too).
 
+use anyhow::Context as _;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tern_dataplane::{Switch, SwitchOptions};
+use tern_ports::{Capture, FilePorts, PortIo, PortSpec};
+use tern_runtime::{OutputPacket, PacketPath};
 
-#[derive(clap::Args, Default)]
-pub struct RunArgs {}
+/// Log levels of simple_switch's `-L`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    /// Everything (default when logging is enabled).
+    #[default]
+    Trace,
+    /// Per-packet progress.
+    Debug,
+    /// `log_msg` output and start-up messages.
+    Info,
+    /// Warnings.
+    Warn,
+    /// Errors.
+    Error,
+    /// Nothing.
+    Off,
+}
 
-pub fn run(_args: RunArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`tern run` is not wired yet")
+impl Level {
+    fn letter(self) -> char {
+        match self {
+            Level::Trace => 'T',
+            Level::Debug => 'D',
+            Level::Info => 'I',
+            Level::Warn => 'W',
+            Level::Error => 'E',
+            Level::Off => 'O',
+        }
+    }
+}
+
+/// simple_switch's logging options (boxed in [`RunArgs`] to keep it small).
+#[derive(clap::Args, Default, Debug)]
+pub struct LogArgs {
+    /// Log to stdout.
+    #[arg(long)]
+    pub log_console: bool,
+
+    /// Log to this file.
+    #[arg(long, value_name = "PATH")]
+    pub log_file: Option<PathBuf>,
+
+    /// Flush the log file after every line.
+    #[arg(long)]
+    pub log_flush: bool,
+
+    /// Lowest level logged when logging is enabled.
+    #[arg(short = 'L', long, value_enum, value_name = "LEVEL")]
+    pub log_level: Option<Level>,
+
+    /// Log the first N bytes of every received and sent packet (info level).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub dump_packet_data: usize,
+}
+
+#[derive(clap::Args, Default, Debug)]
+#[command(
+    after_help = "File mode: inputs are replayed as fast as possible in timestamp order \
+    (ties: lower port first) after the --use-files wait; the run ends when every input is \
+    exhausted and prints a summary on stderr. Target options go after `--` as with \
+    simple_switch: --drop-port N, --priority-queues N, --enable-swap."
+)]
+pub struct RunArgs {
+    /// The BMv2 JSON program.
+    #[arg(value_name = "JSON")]
+    pub json: Option<PathBuf>,
+
+    /// Attach NAME as port PORT (repeatable). With --use-files: read NAME_in.pcap, write
+    /// NAME_out.pcap.
+    #[arg(short = 'i', long = "interface", value_name = "PORT@NAME")]
+    pub interfaces: Vec<String>,
+
+    /// Ports are pcap files; wait N seconds (default 0) before replaying the inputs.
+    #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "0")]
+    pub use_files: Option<String>,
+
+    /// Also write every port's traffic to DIR/NAME_in.pcap and DIR/NAME_out.pcap.
+    #[arg(long, value_name = "DIR", num_args = 0..=1, default_missing_value = ".")]
+    pub pcap: Option<PathBuf>,
+
+    /// Logging options.
+    #[command(flatten)]
+    pub log: Box<LogArgs>,
+
+    /// Drop port (511); also accepted as a target option after `--`.
+    #[arg(long, value_name = "P")]
+    pub drop_port: Option<u32>,
+
+    /// Device id.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub device_id: u64,
+
+    /// Thrift port (reported by switch_info; the control server is not started yet).
+    #[arg(long, value_name = "P", default_value_t = 9090)]
+    pub thrift_port: u32,
+
+    /// Runtime commands (simple_switch_CLI language) applied before packets are replayed.
+    #[arg(long, value_name = "FILE")]
+    pub commands: Option<PathBuf>,
+
+    /// Output timestamps from the input packets instead of the wall clock.
+    #[arg(long)]
+    pub deterministic: bool,
+
+    /// Print the BMv2 JSON format version this switch implements (2.24) and exit.
+    #[arg(long)]
+    pub json_version: bool,
+
+    /// Most ports that may be attached (512).
+    #[arg(long, value_name = "N", default_value_t = 512)]
+    pub max_port_count: u32,
+
+    /// simple_switch target options (after `--`).
+    #[arg(last = true, value_name = "TARGET OPTIONS")]
+    pub target_options: Vec<String>,
+}
+
+/// Switch options from the command line, including target options after `--`.
+fn switch_options(args: &RunArgs) -> anyhow::Result<SwitchOptions> {
+    let mut o = SwitchOptions {
+        device_id: args.device_id,
+        thrift_port: args.thrift_port,
+        ..SwitchOptions::default()
+    };
+    if let Some(p) = args.drop_port {
+        o.drop_port = p;
+    }
+    let mut it = args.target_options.iter();
+    while let Some(opt) = it.next() {
+        let (name, inline) = match opt.split_once('=') {
+            Some((n, v)) => (n, Some(v.to_string())),
+            None => (opt.as_str(), None),
+        };
+        let mut value = |what: &str| -> anyhow::Result<u64> {
+            let v = match &inline {
+                Some(v) => v.clone(),
+                None => it
+                    .next()
+                    .cloned()
+                    .with_context(|| format!("target option {name} needs a value ({what})"))?,
+            };
+            v.parse::<u64>()
+                .with_context(|| format!("target option {name}: '{v}' is not a valid {what}"))
+        };
+        match name {
+            "--drop-port" => {
+                o.drop_port = u32::try_from(value("port number")?)
+                    .context("target option --drop-port: port number too large")?
+            }
+            "--priority-queues" => {
+                let n = value("queue count")?;
+                anyhow::ensure!(
+                    (1..=u32::MAX as u64).contains(&n),
+                    "target option --priority-queues must be at least 1"
+                );
+                o.priority_queues = n as u32;
+            }
+            "--enable-swap" => o.enable_swap = true,
+            "--max-mc-groups" | "--max-l1-entries" | "--max-l2-entries" => {
+                let n = value("size")?;
+                anyhow::ensure!(
+                    (1..=i32::MAX as u64).contains(&n),
+                    "target option {name} must be between 1 and {}",
+                    i32::MAX
+                );
+                eprintln!("tern run: note: target option {name} is accepted and ignored");
+            }
+            other => anyhow::bail!(
+                "unknown target option '{other}' (known: --drop-port N, --priority-queues N, \
+                 --enable-swap, --max-mc-groups N, --max-l1-entries N, --max-l2-entries N)"
+            ),
+        }
+    }
+    Ok(o)
+}
+
+/// simple_switch-like logger: `[HH:MM:SS.mmm] [bmv2] [L] [thread T] [ID.0] [cxt 0] message`.
+struct Logger {
+    level: Level,
+    console: bool,
+    file: Option<(PathBuf, std::io::BufWriter<std::fs::File>)>,
+    flush: bool,
+    deterministic: bool,
+    thread: u32,
+    line: String,
+}
+
+impl Logger {
+    fn new(run: &RunArgs) -> anyhow::Result<Logger> {
+        let args = &run.log;
+        let file = match &args.log_file {
+            Some(p) => {
+                let f = std::fs::File::create(p)
+                    .with_context(|| format!("--log-file: cannot create {}", p.display()))?;
+                Some((p.clone(), std::io::BufWriter::new(f)))
+            }
+            None => None,
+        };
+        let enabled = args.log_console || file.is_some();
+        Ok(Logger {
+            level: if enabled {
+                args.log_level.unwrap_or_default()
+            } else {
+                Level::Off
+            },
+            console: args.log_console,
+            file,
+            flush: args.log_flush,
+            deterministic: run.deterministic,
+            thread: std::process::id(),
+            line: String::new(),
+        })
+    }
+
+    fn on(&self, level: Level) -> bool {
+        level >= self.level && self.level != Level::Off
+    }
+
+    /// Log `msg` at `level`; `pkt` is (packet id, packet timestamp) for per-packet lines.
+    fn log(&mut self, level: Level, pkt: Option<(u64, u64)>, msg: &str) -> anyhow::Result<()> {
+        if !self.on(level) {
+            return Ok(());
+        }
+        let now_ns = if self.deterministic {
+            pkt.map_or(0, |(_, ts)| ts)
+        } else {
+            wall_ns()
+        };
+        let ms = (now_ns / 1_000_000) % 86_400_000;
+        let line = &mut self.line;
+        line.clear();
+        let _ = write!(
+            line,
+            "[{:02}:{:02}:{:02}.{:03}] [bmv2] [{}] ",
+            ms / 3_600_000,
+            ms / 60_000 % 60,
+            ms / 1000 % 60,
+            ms % 1000,
+            level.letter()
+        );
+        if !self.deterministic {
+            let _ = write!(line, "[thread {}] ", self.thread);
+        }
+        if let Some((id, _)) = pkt {
+            let _ = write!(line, "[{id}.0] [cxt 0] ");
+        }
+        line.push_str(msg);
+        line.push('\n');
+        if self.console {
+            std::io::stdout()
+                .write_all(line.as_bytes())
+                .context("writing the console log")?;
+        }
+        if let Some((path, f)) = &mut self.file {
+            f.write_all(line.as_bytes())
+                .and_then(|_| if self.flush { f.flush() } else { Ok(()) })
+                .with_context(|| format!("writing the log file {}", path.display()))?;
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self) -> anyhow::Result<()> {
+        if let Some((path, f)) = &mut self.file {
+            f.flush()
+                .with_context(|| format!("writing the log file {}", path.display()))?;
+        }
+        if self.console {
+            std::io::stdout()
+                .flush()
+                .context("writing the console log")?;
+        }
+        Ok(())
+    }
+}
+
+fn wall_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+fn hex(data: &[u8], max: usize) -> String {
+    let mut s = String::with_capacity(data.len().min(max) * 2);
+    for b in &data[..data.len().min(max)] {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+/// HOOK (lead wires it): apply a file of runtime commands (simple_switch_CLI language, from
+/// `tern-control`) to the switch before any packet is replayed.
+fn apply_commands(sw: &Arc<Mutex<Switch>>, path: &Path) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let file = std::fs::File::open(path)
+        .with_context(|| format!("--commands: cannot open {}", path.display()))?;
+    let mut guard = sw
+        .lock()
+        .map_err(|_| anyhow::anyhow!("switch lock poisoned"))?;
+    let mut cli = tern_control::Cli::new(guard.program());
+    let stdout = std::io::stdout();
+    cli.run_script(
+        &mut *guard,
+        &mut std::io::BufReader::new(file),
+        &mut stdout.lock(),
+    )
+    .with_context(|| format!("--commands: reading {}", path.display()))?;
+    Ok(())
+}
+
+/// HOOK (lead wires it): start the control server (Thrift on `--thrift-port`) on its own
+/// thread, sharing the switch. Called after `--commands` and before the `--use-files` wait,
+/// so a controller can install entries during the wait. Returns the thread if one started.
+pub fn start_control_server(
+    sw: &Arc<Mutex<Switch>>,
+    args: &RunArgs,
+) -> anyhow::Result<Option<std::thread::JoinHandle<()>>> {
+    let _ = (sw, args.thrift_port);
+    Ok(None)
+}
+
+/// Counters printed in the summary.
+#[derive(Default, Debug)]
+struct Stats {
+    rx: u64,
+    tx: u64,
+    /// Input packets that produced no output.
+    dropped: u64,
+    /// Output frames for ports with no file.
+    discarded: u64,
+    digests: u64,
+}
+
+/// `--use-files [N]` and `--pcap [DIR]` take optional values, so a JSON placed right after
+/// them is taken as their value: give it back to the positional argument.
+fn fix_optional_values(args: &mut RunArgs) -> anyhow::Result<u64> {
+    let mut wait = 0;
+    if let Some(v) = args.use_files.clone() {
+        match v.parse::<u64>() {
+            Ok(n) => wait = n,
+            Err(_) if args.json.is_none() && v.ends_with(".json") => {
+                args.json = Some(PathBuf::from(v));
+                args.use_files = Some("0".into());
+            }
+            Err(_) => anyhow::bail!("--use-files: '{v}' is not a number of seconds"),
+        }
+    }
+    if let Some(p) = args.pcap.clone() {
+        if args.json.is_none() && p.extension().is_some_and(|e| e == "json") {
+            args.json = Some(p);
+            args.pcap = Some(PathBuf::from("."));
+        }
+    }
+    Ok(wait)
+}
+
+pub fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
+    if args.json_version {
+        println!("2.24");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let wait = fix_optional_values(&mut args)?;
+    let Some(json_path) = args.json.clone() else {
+        eprintln!("Error: please specify an input JSON configuration file");
+        eprintln!("Usage: tern run [OPTIONS] <JSON> [-- <TARGET OPTIONS>] (see tern run --help)");
+        return Ok(ExitCode::from(1));
+    };
+    let specs = args
+        .interfaces
+        .iter()
+        .map(|a| PortSpec::parse(a))
+        .collect::<Result<Vec<_>, _>>()?;
+    // 0 (the `Default` of these arguments) means no limit.
+    if args.max_port_count != 0 && specs.len() > args.max_port_count as usize {
+        anyhow::bail!(
+            "{} interfaces given but --max-port-count is {}",
+            specs.len(),
+            args.max_port_count
+        );
+    }
+    if args.use_files.is_none() && !specs.is_empty() {
+        anyhow::bail!(
+            "live interfaces are not supported yet: add --use-files to use {} as pcap files",
+            specs
+                .iter()
+                .map(|s| format!("{}_in.pcap/{}_out.pcap", s.name, s.name))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    let opts = switch_options(&args)?;
+    let json = std::fs::read_to_string(&json_path)
+        .with_context(|| format!("cannot read JSON {}", json_path.display()))?;
+    let sw = match Switch::from_json(&json, opts) {
+        Ok(sw) => sw,
+        Err(e) => {
+            // simple_switch prints the reason on stdout and exits 1.
+            println!("{e}");
+            return Ok(ExitCode::from(1));
+        }
+    };
+    let sw = Arc::new(Mutex::new(sw));
+    let mut log = Logger::new(&args)?;
+
+    // Ports: every input must exist before anything else happens (simple_switch exits 1).
+    let files = match FilePorts::open(Path::new(""), &specs) {
+        Ok(f) => f,
+        Err(e @ tern_ports::PortError::MissingInput { .. }) => {
+            eprintln!("tern run: {e}");
+            return Ok(ExitCode::from(1));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    for s in files.ports() {
+        log.log(
+            Level::Info,
+            None,
+            &format!("Adding interface {} as port {} (files)", s.name, s.port),
+        )?;
+    }
+    let mut ports: Box<dyn PortIo> = match &args.pcap {
+        Some(dir) => {
+            let avoid = files.files();
+            Box::new(Capture::new(files, dir, &avoid)?)
+        }
+        None => Box::new(files),
+    };
+
+    if let Some(cmds) = &args.commands {
+        apply_commands(&sw, cmds)?;
+    }
+    let control = start_control_server(&sw, &args)?;
+    if wait > 0 {
+        std::thread::sleep(Duration::from_secs(wait));
+    }
+
+    let stats = replay(&sw, ports.as_mut(), &mut log, &args)?;
+    ports.flush()?;
+    log.finish()?;
+    let secs = stats.1.as_secs_f64();
+    let s = stats.0;
+    let pps = if secs > 0.0 { s.rx as f64 / secs } else { 0.0 };
+    eprintln!(
+        "tern run: {} packets in, {} out, {} dropped, {} discarded (no port), {} digests, \
+         {:.3} s, {:.0} pps",
+        s.rx, s.tx, s.dropped, s.discarded, s.digests, secs, pps
+    );
+    if let Some(server) = control {
+        // Like simple_switch, keep serving the control plane after the inputs are exhausted
+        // (until the process is killed or the server stops).
+        eprintln!("tern run: inputs exhausted; control server still running");
+        server
+            .join()
+            .map_err(|_| anyhow::anyhow!("the control server thread panicked"))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Process every input packet to completion; returns the counters and the time spent.
+fn replay(
+    sw: &Arc<Mutex<Switch>>,
+    ports: &mut dyn PortIo,
+    log: &mut Logger,
+    args: &RunArgs,
+) -> anyhow::Result<(Stats, Duration)> {
+    let mut st = Stats::default();
+    let mut buf = Vec::with_capacity(2048);
+    let mut out: Vec<OutputPacket> = Vec::new();
+    let dump = args.log.dump_packet_data;
+    let start = Instant::now();
+    while let Some(m) = ports.recv(&mut buf)? {
+        let id = st.rx;
+        st.rx += 1;
+        let pkt = Some((id, m.ts_ns));
+        if log.on(Level::Debug) {
+            log.log(
+                Level::Debug,
+                pkt,
+                &format!("Processing packet received on port {}", m.port),
+            )?;
+        }
+        if dump > 0 && log.on(Level::Info) {
+            log.log(
+                Level::Info,
+                pkt,
+                &format!(
+                    "Packet data received on port {} ({} bytes): {}",
+                    m.port,
+                    buf.len(),
+                    hex(&buf, dump)
+                ),
+            )?;
+        }
+        out.clear();
+        let (lines, digests) = {
+            let mut s = sw
+                .lock()
+                .map_err(|_| anyhow::anyhow!("switch state poisoned by a panic"))?;
+            if args.deterministic {
+                // The switch clock follows packet time: timestamps, meters and ageing repeat.
+                s.set_clock_us(Some(m.ts_ns / 1000));
+            }
+            s.process_packet(m.port, &buf, &mut out);
+            (s.take_log(), s.take_digests())
+        };
+        for l in &lines {
+            log.log(Level::Info, pkt, l)?;
+        }
+        // HOOK (lead wires it): digests belong to the control plane's learning listener;
+        // until one exists they are counted and discarded.
+        st.digests += digests.len() as u64;
+        if !digests.is_empty() && log.on(Level::Debug) {
+            log.log(
+                Level::Debug,
+                pkt,
+                &format!("{} digest(s) generated (no listener)", digests.len()),
+            )?;
+        }
+        if out.is_empty() {
+            st.dropped += 1;
+            if log.on(Level::Debug) {
+                log.log(Level::Debug, pkt, "Packet dropped (no output)")?;
+            }
+        }
+        for o in &out {
+            let ts = if args.deterministic {
+                m.ts_ns
+            } else {
+                wall_ns()
+            };
+            if log.on(Level::Debug) {
+                log.log(
+                    Level::Debug,
+                    pkt,
+                    &format!(
+                        "Transmitting packet of size {} out of port {}",
+                        o.data.len(),
+                        o.port
+                    ),
+                )?;
+            }
+            if ports.send(o.port, ts, &o.data)? {
+                st.tx += 1;
+                if dump > 0 && log.on(Level::Info) {
+                    log.log(
+                        Level::Info,
+                        pkt,
+                        &format!(
+                            "Packet data sent on port {} ({} bytes): {}",
+                            o.port,
+                            o.data.len(),
+                            hex(&o.data, dump)
+                        ),
+                    )?;
+                }
+            } else {
+                st.discarded += 1;
+                if log.on(Level::Debug) {
+                    log.log(
+                        Level::Debug,
+                        pkt,
+                        &format!("Port {} has no file: packet discarded", o.port),
+                    )?;
+                }
+            }
+        }
+    }
+    Ok((st, start.elapsed()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_target(opts: &[&str]) -> anyhow::Result<SwitchOptions> {
+        switch_options(&RunArgs {
+            target_options: opts.iter().map(|s| s.to_string()).collect(),
+            ..RunArgs::default()
+        })
+    }
+
+    /// `main.rs` holds `RunArgs` unboxed in its subcommand enum: clippy's
+    /// `large_enum_variant` fires past a 200-byte difference, so keep a margin.
+    #[test]
+    fn run_args_stay_small() {
+        let n = std::mem::size_of::<RunArgs>();
+        assert!(
+            n <= 184,
+            "RunArgs is {n} bytes: box more options (see LogArgs)"
+        );
+    }
+
+    #[test]
+    fn target_options_after_double_dash() {
+        let o =
+            with_target(&["--drop-port", "64", "--priority-queues=8", "--enable-swap"]).unwrap();
+        assert_eq!(
+            (o.drop_port, o.priority_queues, o.enable_swap),
+            (64, 8, true)
+        );
+        let o = with_target(&[]).unwrap();
+        assert_eq!(
+            (o.drop_port, o.priority_queues, o.enable_swap),
+            (511, 1, false)
+        );
+        for (bad, want) in [
+            (&["--drop-port"][..], "needs a value"),
+            (&["--priority-queues", "0"][..], "at least 1"),
+            (&["--max-mc-groups", "0"][..], "between 1 and"),
+            (&["--drop-port=99999999999"][..], "too large"),
+            (&["--nope"][..], "unknown target option '--nope'"),
+        ] {
+            let e = with_target(bad).unwrap_err().to_string();
+            assert!(e.contains(want), "{bad:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn json_after_valueless_use_files_or_pcap_is_the_program() {
+        let mut a = RunArgs {
+            use_files: Some("prog.json".into()),
+            ..RunArgs::default()
+        };
+        assert_eq!(fix_optional_values(&mut a).unwrap(), 0);
+        assert_eq!(a.json, Some(PathBuf::from("prog.json")));
+        let mut a = RunArgs {
+            use_files: Some("3".into()),
+            pcap: Some("p.json".into()),
+            ..RunArgs::default()
+        };
+        assert_eq!(fix_optional_values(&mut a).unwrap(), 3);
+        assert_eq!(a.json, Some(PathBuf::from("p.json")));
+        assert_eq!(a.pcap, Some(PathBuf::from(".")));
+        let mut a = RunArgs {
+            use_files: Some("x".into()),
+            ..RunArgs::default()
+        };
+        assert!(fix_optional_values(&mut a).is_err());
+    }
+
+    #[test]
+    fn log_lines_have_simple_switch_prefixes() {
+        assert_eq!(hex(&[0xde, 0xad, 0xbe, 0xef], 3), "deadbe");
+        assert!(Level::Trace < Level::Debug && Level::Error < Level::Off);
+        let mut l = Logger {
+            level: Level::Info,
+            console: false,
+            file: None,
+            flush: false,
+            deterministic: true,
+            thread: 1,
+            line: String::new(),
+        };
+        assert!(!l.on(Level::Debug) && l.on(Level::Warn));
+        l.log(Level::Info, Some((4, 3_723_004_000_000)), "hi")
+            .unwrap();
+        assert_eq!(l.line, "[01:02:03.004] [bmv2] [I] [4.0] [cxt 0] hi\n");
+    }
 }

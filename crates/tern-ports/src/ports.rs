@@ -1,0 +1,492 @@
+//! Port sets: the [`PortIo`] trait a switch loop drives, with [`FilePorts`] (pcap files exactly
+//! as simple_switch `--use-files`), [`MemPorts`] (in memory, for tests) and [`Capture`]
+//! (`--pcap DIR`: a copy of every port's traffic in `DIR/NAME_in.pcap` / `DIR/NAME_out.pcap`).
+
+use crate::pcap::{PcapError, PcapReader, PcapWriter, WriterConfig};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+use std::fs::File;
+use std::io::{BufReader, BufWriter};
+use std::path::{Path, PathBuf};
+use tern_runtime::Port;
+
+/// Why a port set cannot be opened or used.
+#[derive(Debug, thiserror::Error)]
+pub enum PortError {
+    /// A `-i` argument is not `P@NAME`.
+    #[error("bad interface '{arg}': {why}")]
+    BadSpec {
+        /// The argument as given.
+        arg: String,
+        /// What is wrong.
+        why: String,
+    },
+    /// Two interfaces use the same port number.
+    #[error("port {0} is attached twice")]
+    DuplicatePort(Port),
+    /// An input file does not exist.
+    #[error("input file {} for port {port} does not exist", path.display())]
+    MissingInput {
+        /// The port.
+        port: Port,
+        /// The missing file.
+        path: PathBuf,
+    },
+    /// A file cannot be opened, created or written.
+    #[error("{}: {error}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        error: std::io::Error,
+    },
+    /// An input file is not a valid pcap / pcapng file.
+    #[error("{}: {error}", path.display())]
+    Pcap {
+        /// The file.
+        path: PathBuf,
+        /// The error (with its byte offset).
+        error: PcapError,
+    },
+    /// A capture file would overwrite one of the port files.
+    #[error("--pcap would overwrite {}: choose another capture directory", path.display())]
+    CaptureClobbers {
+        /// The file that would be overwritten.
+        path: PathBuf,
+    },
+}
+
+/// One attached port: number and name (`-i P@NAME`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PortSpec {
+    /// Port number.
+    pub port: Port,
+    /// Interface or file-name stem.
+    pub name: String,
+}
+
+impl PortSpec {
+    /// Parse simple_switch's `-i P@NAME`: `@` is required, `P` must be an integer port number
+    /// and `NAME` must not be empty.
+    pub fn parse(arg: &str) -> Result<PortSpec, PortError> {
+        let bad = |why: &str| PortError::BadSpec {
+            arg: arg.to_string(),
+            why: why.to_string(),
+        };
+        let (p, name) = arg
+            .split_once('@')
+            .ok_or_else(|| bad("expected PORT@NAME ('@' is missing)"))?;
+        let port: Port = p
+            .trim()
+            .parse()
+            .map_err(|_| bad(&format!("port number '{p}' is not a non-negative integer")))?;
+        if name.is_empty() {
+            return Err(bad("the name after '@' is empty"));
+        }
+        Ok(PortSpec {
+            port,
+            name: name.to_string(),
+        })
+    }
+}
+
+/// Sort specs by port number and reject duplicates.
+fn sorted_specs(specs: &[PortSpec]) -> Result<Vec<PortSpec>, PortError> {
+    let mut v = specs.to_vec();
+    v.sort_by_key(|s| s.port);
+    for w in v.windows(2) {
+        if w[0].port == w[1].port {
+            return Err(PortError::DuplicatePort(w[0].port));
+        }
+    }
+    Ok(v)
+}
+
+/// Metadata of a received packet (the bytes go to the caller's buffer).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RxMeta {
+    /// Port the packet arrived on.
+    pub port: Port,
+    /// Its timestamp (nanoseconds since the epoch).
+    pub ts_ns: u64,
+}
+
+/// A set of ports a switch loop reads from and writes to.
+pub trait PortIo {
+    /// The attached ports, ascending by number.
+    fn ports(&self) -> &[PortSpec];
+
+    /// The next input packet of all ports merged in timestamp order (ties: lower port first),
+    /// copied into `buf` (cleared first); `None` when every input is exhausted.
+    fn recv(&mut self, buf: &mut Vec<u8>) -> Result<Option<RxMeta>, PortError>;
+
+    /// Send a frame out of `port` with record timestamp `ts_ns`. Returns `false` (frame
+    /// discarded, as simple_switch does) when no such port is attached.
+    fn send(&mut self, port: Port, ts_ns: u64, data: &[u8]) -> Result<bool, PortError>;
+
+    /// Flush every output.
+    fn flush(&mut self) -> Result<(), PortError> {
+        Ok(())
+    }
+}
+
+struct FileInput {
+    port: Port,
+    path: PathBuf,
+    reader: PcapReader<BufReader<File>>,
+    /// Buffered next packet: (timestamp, bytes).
+    head: Option<u64>,
+    head_buf: Vec<u8>,
+    done: bool,
+}
+
+impl FileInput {
+    fn load_head(&mut self) -> Result<(), PortError> {
+        if self.head.is_some() || self.done {
+            return Ok(());
+        }
+        match self.reader.next_packet() {
+            Ok(Some(p)) => {
+                self.head_buf.clear();
+                self.head_buf.extend_from_slice(p.data);
+                self.head = Some(p.ts_ns);
+            }
+            Ok(None) => self.done = true,
+            Err(error) => {
+                return Err(PortError::Pcap {
+                    path: self.path.clone(),
+                    error,
+                })
+            }
+        }
+        Ok(())
+    }
+}
+
+/// simple_switch `--use-files`: port P named NAME reads `NAME_in.pcap` and writes
+/// `NAME_out.pcap` (paths relative to the base directory, normally the working directory).
+pub struct FilePorts {
+    specs: Vec<PortSpec>,
+    inputs: Vec<FileInput>,
+    outputs: BTreeMap<Port, (PathBuf, PcapWriter<BufWriter<File>>)>,
+}
+
+impl std::fmt::Debug for FilePorts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FilePorts")
+            .field("specs", &self.specs)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `NAME_in.pcap` / `NAME_out.pcap` of a port, relative to `base`.
+pub fn port_file(base: &Path, name: &str, dir: &str) -> PathBuf {
+    base.join(format!("{name}_{dir}.pcap"))
+}
+
+impl FilePorts {
+    /// Open the ports: every input must exist (checked before anything is created); each
+    /// output is created (header only, simple_switch's format: [`WriterConfig::bmv2`]); then
+    /// the inputs are opened in ascending port order (they may be FIFOs).
+    pub fn open(base: &Path, specs: &[PortSpec]) -> Result<FilePorts, PortError> {
+        Self::open_with(base, specs, WriterConfig::bmv2())
+    }
+
+    /// [`FilePorts::open`] with another output format.
+    pub fn open_with(
+        base: &Path,
+        specs: &[PortSpec],
+        out_cfg: WriterConfig,
+    ) -> Result<FilePorts, PortError> {
+        let specs = sorted_specs(specs)?;
+        for s in &specs {
+            let path = port_file(base, &s.name, "in");
+            if !path.exists() {
+                return Err(PortError::MissingInput { port: s.port, path });
+            }
+        }
+        let mut outputs = BTreeMap::new();
+        for s in &specs {
+            let path = port_file(base, &s.name, "out");
+            let w = create_writer(&path, out_cfg)?;
+            outputs.insert(s.port, (path, w));
+        }
+        // Open every input before reading any header: with FIFOs the writer may open them all
+        // (in ascending port order) before it writes anything.
+        let mut opened = Vec::new();
+        for s in &specs {
+            let path = port_file(base, &s.name, "in");
+            let f = File::open(&path).map_err(|error| PortError::Io {
+                path: path.clone(),
+                error,
+            })?;
+            opened.push((s.port, path, f));
+        }
+        let mut inputs = Vec::new();
+        for (port, path, f) in opened {
+            let reader =
+                PcapReader::new(BufReader::with_capacity(1 << 16, f)).map_err(|error| {
+                    PortError::Pcap {
+                        path: path.clone(),
+                        error,
+                    }
+                })?;
+            inputs.push(FileInput {
+                port,
+                path,
+                reader,
+                head: None,
+                head_buf: Vec::new(),
+                done: false,
+            });
+        }
+        Ok(FilePorts {
+            specs,
+            inputs,
+            outputs,
+        })
+    }
+
+    /// Every file this port set reads or writes.
+    pub fn files(&self) -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = self.inputs.iter().map(|i| i.path.clone()).collect();
+        v.extend(self.outputs.values().map(|(p, _)| p.clone()));
+        v
+    }
+}
+
+fn create_writer(path: &Path, cfg: WriterConfig) -> Result<PcapWriter<BufWriter<File>>, PortError> {
+    let io = |error| PortError::Io {
+        path: path.to_path_buf(),
+        error,
+    };
+    let f = File::create(path).map_err(io)?;
+    PcapWriter::new(BufWriter::new(f), cfg).map_err(io)
+}
+
+impl PortIo for FilePorts {
+    fn ports(&self) -> &[PortSpec] {
+        &self.specs
+    }
+
+    fn recv(&mut self, buf: &mut Vec<u8>) -> Result<Option<RxMeta>, PortError> {
+        let mut best: Option<(u64, usize)> = None;
+        for (i, inp) in self.inputs.iter_mut().enumerate() {
+            inp.load_head()?;
+            if let Some(ts) = inp.head {
+                // Inputs are in ascending port order, so `<` keeps the lower port on ties.
+                if best.is_none_or(|(b, _)| ts < b) {
+                    best = Some((ts, i));
+                }
+            }
+        }
+        let Some((ts_ns, i)) = best else {
+            return Ok(None);
+        };
+        let inp = &mut self.inputs[i];
+        inp.head = None;
+        // Hand the bytes over by swapping buffers: both are reused, nothing is allocated.
+        std::mem::swap(buf, &mut inp.head_buf);
+        Ok(Some(RxMeta {
+            port: inp.port,
+            ts_ns,
+        }))
+    }
+
+    fn send(&mut self, port: Port, ts_ns: u64, data: &[u8]) -> Result<bool, PortError> {
+        let Some((path, w)) = self.outputs.get_mut(&port) else {
+            return Ok(false);
+        };
+        w.write_packet(ts_ns, data).map_err(|error| PortError::Io {
+            path: path.clone(),
+            error,
+        })?;
+        Ok(true)
+    }
+
+    fn flush(&mut self) -> Result<(), PortError> {
+        for (path, w) in self.outputs.values_mut() {
+            w.flush().map_err(|error| PortError::Io {
+                path: path.clone(),
+                error,
+            })?;
+        }
+        Ok(())
+    }
+}
+
+/// A frame in a [`MemPorts`] queue: port, timestamp (ns), bytes.
+pub type MemFrame = (Port, u64, Vec<u8>);
+
+/// A queued [`MemPorts`] input: timestamp, port, push order, bytes.
+type Queued = (u64, Port, u64, Vec<u8>);
+
+/// In-memory ports for tests: inputs are queued with [`MemPorts::push_input`], outputs are
+/// collected in [`MemPorts::sent`].
+#[derive(Debug, Default)]
+pub struct MemPorts {
+    specs: Vec<PortSpec>,
+    /// Min-heap on (timestamp, port, push order).
+    input: BinaryHeap<Reverse<Queued>>,
+    seq: u64,
+    sent: Vec<MemFrame>,
+}
+
+impl MemPorts {
+    /// Ports with these numbers and names.
+    pub fn new(specs: &[PortSpec]) -> Result<MemPorts, PortError> {
+        Ok(MemPorts {
+            specs: sorted_specs(specs)?,
+            ..MemPorts::default()
+        })
+    }
+
+    /// Queue an input frame (delivered in timestamp order, then port order, then push order).
+    /// Frames for ports that are not attached are refused (`false`).
+    pub fn push_input(&mut self, port: Port, ts_ns: u64, data: &[u8]) -> bool {
+        if !self.specs.iter().any(|s| s.port == port) {
+            return false;
+        }
+        self.input
+            .push(Reverse((ts_ns, port, self.seq, data.to_vec())));
+        self.seq += 1;
+        true
+    }
+
+    /// Frames sent so far, in order.
+    pub fn sent(&self) -> &[MemFrame] {
+        &self.sent
+    }
+}
+
+impl PortIo for MemPorts {
+    fn ports(&self) -> &[PortSpec] {
+        &self.specs
+    }
+
+    fn recv(&mut self, buf: &mut Vec<u8>) -> Result<Option<RxMeta>, PortError> {
+        let Some(Reverse((ts_ns, port, _, data))) = self.input.pop() else {
+            return Ok(None);
+        };
+        buf.clear();
+        buf.extend_from_slice(&data);
+        Ok(Some(RxMeta { port, ts_ns }))
+    }
+
+    fn send(&mut self, port: Port, ts_ns: u64, data: &[u8]) -> Result<bool, PortError> {
+        if !self.specs.iter().any(|s| s.port == port) {
+            return Ok(false);
+        }
+        self.sent.push((port, ts_ns, data.to_vec()));
+        Ok(true)
+    }
+}
+
+type CaptureWriter = (PathBuf, PcapWriter<BufWriter<File>>);
+
+/// `--pcap DIR`: wraps a port set and writes a copy of every received frame to
+/// `DIR/NAME_in.pcap` and of every sent frame to `DIR/NAME_out.pcap` (Ethernet link type).
+pub struct Capture<P> {
+    inner: P,
+    writers: BTreeMap<Port, (CaptureWriter, CaptureWriter)>,
+}
+
+impl<P> std::fmt::Debug for Capture<P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Capture")
+            .field("ports", &self.writers.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The absolute form of `p` (its directory canonicalized), for clobber checks.
+fn resolve(p: &Path) -> PathBuf {
+    let parent = match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let dir = parent
+        .canonicalize()
+        .unwrap_or_else(|_| parent.to_path_buf());
+    match p.file_name() {
+        Some(n) => dir.join(n),
+        None => dir,
+    }
+}
+
+impl<P: PortIo> Capture<P> {
+    /// Create the capture files in `dir` for every port of `inner`. `avoid` lists files the
+    /// port set itself uses: a capture file that is one of them is refused.
+    pub fn new(inner: P, dir: &Path, avoid: &[PathBuf]) -> Result<Capture<P>, PortError> {
+        let avoid: Vec<PathBuf> = avoid.iter().map(|p| resolve(p)).collect();
+        let mut writers = BTreeMap::new();
+        let specs = inner.ports().to_vec();
+        for s in &specs {
+            let mut pair = Vec::with_capacity(2);
+            for d in ["in", "out"] {
+                let path = port_file(dir, &s.name, d);
+                if avoid.contains(&resolve(&path)) {
+                    return Err(PortError::CaptureClobbers { path });
+                }
+                let w = create_writer(&path, WriterConfig::ethernet())?;
+                pair.push((path, w));
+            }
+            let out = pair.pop().expect("two writers");
+            let inp = pair.pop().expect("two writers");
+            writers.insert(s.port, (inp, out));
+        }
+        Ok(Capture { inner, writers })
+    }
+
+    /// The wrapped port set.
+    pub fn inner(&self) -> &P {
+        &self.inner
+    }
+}
+
+fn cap_write(w: &mut CaptureWriter, ts_ns: u64, data: &[u8]) -> Result<(), PortError> {
+    w.1.write_packet(ts_ns, data)
+        .map_err(|error| PortError::Io {
+            path: w.0.clone(),
+            error,
+        })
+}
+
+impl<P: PortIo> PortIo for Capture<P> {
+    fn ports(&self) -> &[PortSpec] {
+        self.inner.ports()
+    }
+
+    fn recv(&mut self, buf: &mut Vec<u8>) -> Result<Option<RxMeta>, PortError> {
+        let m = self.inner.recv(buf)?;
+        if let Some(m) = m {
+            if let Some((inp, _)) = self.writers.get_mut(&m.port) {
+                cap_write(inp, m.ts_ns, buf)?;
+            }
+        }
+        Ok(m)
+    }
+
+    fn send(&mut self, port: Port, ts_ns: u64, data: &[u8]) -> Result<bool, PortError> {
+        let sent = self.inner.send(port, ts_ns, data)?;
+        if sent {
+            if let Some((_, out)) = self.writers.get_mut(&port) {
+                cap_write(out, ts_ns, data)?;
+            }
+        }
+        Ok(sent)
+    }
+
+    fn flush(&mut self) -> Result<(), PortError> {
+        self.inner.flush()?;
+        for (a, b) in self.writers.values_mut() {
+            for w in [a, b] {
+                w.1.flush().map_err(|error| PortError::Io {
+                    path: w.0.clone(),
+                    error,
+                })?;
+            }
+        }
+        Ok(())
+    }
+}
