@@ -48,6 +48,36 @@ pub enum PortError {
         /// The error (with its byte offset).
         error: PcapError,
     },
+    /// A live interface does not exist.
+    #[error(
+        "interface '{name}' (port {port}) does not exist: check `ip link`, or add --use-files \
+         to use {name}_in.pcap / {name}_out.pcap"
+    )]
+    NoInterface {
+        /// The port.
+        port: Port,
+        /// The interface name as given.
+        name: String,
+    },
+    /// Opening a live interface needs privileges.
+    #[error(
+        "opening interface '{name}' needs root or CAP_NET_RAW: run as root, or grant the \
+         binary `setcap cap_net_raw,cap_net_admin+ep <path to tern>`"
+    )]
+    NotPermitted {
+        /// The interface.
+        name: String,
+    },
+    /// A system call on a live interface failed.
+    #[error("interface '{name}': {what}: {error}")]
+    Os {
+        /// The interface(s).
+        name: String,
+        /// What was being done.
+        what: &'static str,
+        /// The error.
+        error: std::io::Error,
+    },
     /// A capture file would overwrite one of the port files.
     #[error("--pcap would overwrite {}: choose another capture directory", path.display())]
     CaptureClobbers {
