@@ -49,15 +49,21 @@ for side in gen sink; do
 done
 sink_rx() { ip netns exec tb-sink cat /sys/class/net/tbs1/statistics/rx_packets; }
 
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 measure() { # $1 = label; the switch is already running as $SW
   sleep 1
+  local s0; s0=$(sink_rx); local c0; c0=$(cpu_ticks "$SW")
   ip netns exec tb-gen taskset -c 0 "$GEN" tbg1 "$SECS" 2>"$WORK/gen.err" &
   local g=$!
   sleep 1.5; local a; a=$(sink_rx); local t0; t0=$(date +%s.%N)
   sleep $((SECS - 3)); local b; b=$(sink_rx); local t1; t1=$(date +%s.%N)
   wait $g
+  sleep 0.5
+  local s1; s1=$(sink_rx); local c1; c1=$(cpu_ticks "$SW"); local hz; hz=$(getconf CLK_TCK)
   kill -TERM "$SW"; wait "$SW" 2>/dev/null || true; SW=
-  python3 -c "print('%-12s %.3f Mpps' % ('$1', ($b - $a) / ($t1 - $t0) / 1e6))"
+  # Rate at the sink over the steady window; switch CPU time per forwarded frame over the run
+  # (less sensitive to other load on the machine than the rate).
+  python3 -c "print('%-12s %.3f Mpps   %.2f us CPU/frame' % ('$1', ($b - $a) / ($t1 - $t0) / 1e6, ($c1 - $c0) / $hz * 1e6 / max(1, $s1 - $s0)))"
   sed 's/^/    /' "$WORK/gen.err"; sed 's/^/    /' "$WORK/sw.err" | grep -v '^    $' | tail -2
 }
 

@@ -575,6 +575,10 @@ fn replay(
     let mut buf = Vec::with_capacity(2048);
     let mut out: Vec<OutputPacket> = Vec::new();
     let dump = args.log.dump_packet_data;
+    // Output timestamps are the wall clock where they are recorded (pcap files); live
+    // interfaces without --pcap ignore them, so the clock is not read per packet there.
+    let live_only = args.use_files.is_none() && args.pcap.is_none();
+    let wall_out = !args.deterministic && !live_only;
     let start = Instant::now();
     while let Some(m) = ports.recv(&mut buf)? {
         let id = st.rx;
@@ -627,11 +631,7 @@ fn replay(
             }
         }
         for o in &out {
-            let ts = if args.deterministic {
-                m.ts_ns
-            } else {
-                wall_ns()
-            };
+            let ts = if wall_out { wall_ns() } else { m.ts_ns };
             if log.on(Level::Debug) {
                 log.log(
                     Level::Debug,
