@@ -257,8 +257,12 @@ fn two_hosts_ping_and_udp_through_simple_router() {
 
     let d = tmpdir("router");
     let log = d.join("switch.err");
+    let cap = d.join("cap");
+    std::fs::create_dir_all(&cap).unwrap();
     let child = Command::new(TERN)
         .args(["run", "-i", &format!("1@{if1}"), "-i", &format!("2@{if2}")])
+        .arg("--pcap")
+        .arg(&cap)
         .arg("--commands")
         .arg(format!("{BMV2}/targets/simple_router/commands.txt"))
         .arg(format!("{BMV2}/targets/simple_router/simple_router.json"))
@@ -359,6 +363,26 @@ fn two_hosts_ping_and_udp_through_simple_router() {
     // 3 echo requests + 3 replies + >= 1 datagram + >= 1 echo back.
     assert!(n >= 2, "{summary}");
     eprintln!("switch: {err}");
+    // --pcap recorded the traffic of both live interfaces: the UDP payload went in on port 1
+    // and out of port 2 (with the router's MACs).
+    let frames = |f: String| -> Vec<Vec<u8>> {
+        let bytes = std::fs::read(cap.join(&f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+        let mut r = tern_ports::PcapReader::new(&bytes[..]).unwrap();
+        let mut v = Vec::new();
+        while let Some(p) = r.next_packet().unwrap() {
+            v.push(p.data.to_vec());
+        }
+        v
+    };
+    let has_payload = |v: &[Vec<u8>]| {
+        v.iter()
+            .any(|f| f.windows(payload.len()).any(|w| w == payload.as_bytes()))
+    };
+    let in1 = frames(format!("{if1}_in.pcap"));
+    let out2 = frames(format!("{if2}_out.pcap"));
+    assert!(has_payload(&in1), "{} frames in on port 1", in1.len());
+    assert!(has_payload(&out2), "{} frames out of port 2", out2.len());
+    assert!(out2.iter().all(|f| f[6..12] == [0, 0xaa, 0xbb, 0, 0, 1]));
     assert!(
         err.contains("checksums completed"),
         "interface counters missing: {err}"
@@ -376,6 +400,26 @@ fn missing_interface_exits_non_zero_naming_it() {
     let err = text(&o.stderr);
     assert!(
         err.contains("interface 'tern-nope0' (port 1) does not exist"),
+        "{err}"
+    );
+}
+
+#[test]
+fn unprivileged_user_is_told_the_fix() {
+    if !is_root() || !on_path("setpriv") {
+        eprintln!("skipping: needs root and setpriv to run tern as an unprivileged user");
+        return;
+    }
+    let json = format!("{BMV2}/targets/simple_router/simple_router.json");
+    let o = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", TERN])
+        .args(["run", "-i", "1@lo", &json])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("opening interface 'lo' needs root or CAP_NET_RAW") && err.contains("setcap"),
         "{err}"
     );
 }
