@@ -78,6 +78,8 @@ pub struct LiveStats {
     pub tx: u64,
     /// Frames the kernel refused to send (e.g. larger than the MTU, interface down).
     pub tx_errors: u64,
+    /// Socket errors reported while waiting (e.g. an interface went down or was deleted).
+    pub iface_errors: u64,
 }
 
 /// The process-wide flag set by SIGINT / SIGTERM once [`install_stop_signals`] ran.
@@ -439,6 +441,23 @@ impl Iface {
         }
     }
 
+    /// Read (and so clear) the socket's pending error.
+    fn take_error(&self) -> i32 {
+        let mut err: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: `err`/`len` are valid for writes of an int and its length.
+        unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_ERROR,
+                (&mut err as *mut libc::c_int).cast(),
+                &mut len,
+            );
+        }
+        err
+    }
+
     /// Send every queued frame with `sendmmsg` (frames the kernel refuses are counted and
     /// dropped, as a NIC would drop them).
     fn flush_tx(&mut self, st: &mut LiveStats) -> Result<(), PortError> {
@@ -630,6 +649,16 @@ impl PortIo for LivePorts {
                     self.cfg.poll_ms,
                 )
             };
+            if rc > 0 {
+                for (i, p) in fds.iter().enumerate() {
+                    if p.revents & libc::POLLERR != 0 {
+                        // E.g. ENETDOWN when the interface goes down or is deleted: reading
+                        // SO_ERROR clears it, so poll blocks again instead of spinning.
+                        self.ifaces[i].take_error();
+                        self.stats.iface_errors += 1;
+                    }
+                }
+            }
             if rc < 0 {
                 let e = io::Error::last_os_error();
                 if e.raw_os_error() != Some(libc::EINTR) {
@@ -899,10 +928,24 @@ mod tests {
         ));
     }
 
-    /// Frames sent on one end of a veth pair arrive on the other through the ring (root only;
-    /// skipped elsewhere).
-    #[test]
-    fn veth_pair_round_trip_when_root() {
+    fn ip(args: &[&str]) -> bool {
+        std::process::Command::new("ip")
+            .args(args)
+            .output()
+            .is_ok_and(|o| o.status.success())
+    }
+
+    /// Deletes a veth pair on drop (even on panic).
+    struct Del(String);
+    impl Drop for Del {
+        fn drop(&mut self) {
+            let _ = ip(&["link", "del", &self.0]);
+        }
+    }
+
+    /// A fresh veth pair (up, IPv6 off) named after the process and `tag`, or `None` (with a
+    /// "skipping" message) without root or `ip`.
+    fn veth_pair(tag: &str) -> Option<(String, String, Del)> {
         let is_root = std::fs::read_to_string("/proc/self/status")
             .ok()
             .and_then(|s| {
@@ -911,31 +954,68 @@ mod tests {
                     .map(|l| l.split_whitespace().nth(1) == Some("0"))
             })
             .unwrap_or(false);
-        let a = format!("tpa{}", std::process::id() % 100000);
-        let b = format!("tpb{}", std::process::id() % 100000);
-        let ip = |args: &[&str]| {
-            std::process::Command::new("ip")
-                .args(args)
-                .output()
-                .is_ok_and(|o| o.status.success())
-        };
+        let a = format!("tp{tag}a{}", std::process::id() % 100000);
+        let b = format!("tp{tag}b{}", std::process::id() % 100000);
         if !is_root || !ip(&["link", "add", &a, "type", "veth", "peer", "name", &b]) {
             eprintln!("skipping: needs root and `ip` to create a veth pair");
-            return;
+            return None;
         }
-        struct Del(String);
-        impl Drop for Del {
-            fn drop(&mut self) {
-                let _ = std::process::Command::new("ip")
-                    .args(["link", "del", &self.0])
-                    .output();
-            }
-        }
-        let _del = Del(a.clone());
+        let del = Del(a.clone());
         for n in [&a, &b] {
             assert!(ip(&["link", "set", n, "up"]));
             let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{n}/disable_ipv6"), "1");
         }
+        Some((a, b, del))
+    }
+
+    /// CPU time of the calling thread (ns).
+    fn thread_cpu_ns() -> u64 {
+        std::fs::read_to_string("/proc/thread-self/schedstat")
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// An interface deleted under a running port set makes its socket report an error once:
+    /// `recv` keeps blocking in poll (no spinning) and still stops on the flag.
+    #[test]
+    fn deleted_interface_does_not_make_recv_spin() {
+        let Some((a, b, del)) = veth_pair("d") else {
+            return;
+        };
+        let specs = [PortSpec { port: 1, name: a }, PortSpec { port: 2, name: b }];
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut p = LivePorts::open(&specs, LiveConfig::default(), stop.clone()).unwrap();
+        drop(del);
+        {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(1000));
+                stop.store(true, Ordering::Relaxed);
+            });
+        }
+        let cpu0 = thread_cpu_ns();
+        let t0 = std::time::Instant::now();
+        let mut buf = Vec::new();
+        while p.recv(&mut buf).unwrap().is_some() {}
+        let wall = t0.elapsed();
+        let cpu = thread_cpu_ns() - cpu0;
+        assert!(wall >= std::time::Duration::from_millis(900), "{wall:?}");
+        assert!(cpu < 200_000_000, "recv spun: {cpu} ns of CPU in {wall:?}");
+        assert!(p.stats().iface_errors >= 1, "{:?}", p.stats());
+        // Sending to the vanished interface is counted, not fatal.
+        assert!(p.send(1, 0, &[0u8; 60]).unwrap());
+        p.flush().unwrap();
+        assert_eq!(p.stats().tx_errors, 1);
+    }
+
+    /// Frames sent on one end of a veth pair arrive on the other through the ring (root only;
+    /// skipped elsewhere).
+    #[test]
+    fn veth_pair_round_trip_when_root() {
+        let Some((a, b, _del)) = veth_pair("r") else {
+            return;
+        };
         let specs = [
             PortSpec {
                 port: 1,

@@ -558,8 +558,12 @@ fn run_live(
     summary(&stats);
     eprintln!(
         "tern run: interfaces: {} frames sent, {} send errors, {} checksums completed, \
-         {} too long for the ring",
-        live_stats.tx, live_stats.tx_errors, live_stats.csum_completed, live_stats.truncated
+         {} too long for the ring, {} interface errors",
+        live_stats.tx,
+        live_stats.tx_errors,
+        live_stats.csum_completed,
+        live_stats.truncated,
+        live_stats.iface_errors
     );
     Ok(ExitCode::SUCCESS)
 }
