@@ -1,4 +1,5 @@
-//! Port sets: the [`PortIo`] trait a switch loop drives, with [`FilePorts`] (pcap files exactly
+//! Port sets: the [`PortIo`] trait a switch loop drives (also implemented by the live
+//! [`crate::afpacket::LivePorts`]), with [`FilePorts`] (pcap files exactly
 //! as simple_switch `--use-files`), [`MemPorts`] (in memory, for tests) and [`Capture`]
 //! (`--pcap DIR`: a copy of every port's traffic in `DIR/NAME_in.pcap` / `DIR/NAME_out.pcap`).
 
@@ -147,7 +148,9 @@ pub trait PortIo {
     fn ports(&self) -> &[PortSpec];
 
     /// The next input packet of all ports merged in timestamp order (ties: lower port first),
-    /// copied into `buf` (cleared first); `None` when every input is exhausted.
+    /// copied into `buf` (cleared first); `None` when every input is exhausted. Live ports
+    /// ([`crate::afpacket::LivePorts`]) block until a frame arrives and return frames in
+    /// arrival order (round robin across interfaces); for them `None` means "stopped".
     fn recv(&mut self, buf: &mut Vec<u8>) -> Result<Option<RxMeta>, PortError>;
 
     /// Send a frame out of `port` with record timestamp `ts_ns`. Returns `false` (frame
