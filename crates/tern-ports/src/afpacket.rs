@@ -3,7 +3,9 @@
 //! retire timeout, `poll()` with a timeout rather than busy spinning) and transmitting in
 //! batches with `sendmmsg`. Interfaces are put in promiscuous mode and the switch's own
 //! outgoing frames are ignored. Also owns the SIGINT/SIGTERM stop flag ([`install_stop_signals`])
-//! a live run ends on, and the completion of offloaded TCP/UDP checksums ([`complete_checksum`]).
+//! a live run ends on. Received frames are given back their original bytes: VLAN tags the
+//! kernel moved into metadata are reinserted ([`insert_vlan_tag`]) and TCP/UDP checksums left
+//! to offload are completed ([`complete_checksum`]).
 //!
 //! `unsafe` is confined to the libc calls and the ring accessors of this module, each with a
 //! `// SAFETY:` comment.
@@ -32,6 +34,8 @@ const H_SNAPLEN: usize = 12;
 const H_LEN: usize = 16;
 const H_STATUS: usize = 20;
 const H_MAC: usize = 24;
+const H_VLAN_TCI: usize = 32;
+const H_VLAN_TPID: usize = 36;
 /// Offset of `sll_pkttype` in the `sockaddr_ll` after the header.
 const SLL_PKTTYPE: usize = TPACKET3_HDRLEN + 10;
 
@@ -432,6 +436,16 @@ impl Iface {
             }
             let sec = r.u32_at(off + H_SEC).unwrap_or(0) as u64;
             let nsec = r.u32_at(off + H_NSEC).unwrap_or(0) as u64;
+            if status & libc::TP_STATUS_VLAN_VALID != 0 {
+                // The kernel took the outer VLAN tag off into metadata: put it back, as
+                // libpcap does for simple_switch, so the program parses the frame as sent.
+                let tci = r.u32_at(off + H_VLAN_TCI).unwrap_or(0) as u16;
+                let tpid = match r.u16_at(off + H_VLAN_TPID) {
+                    Some(t) if status & libc::TP_STATUS_VLAN_TPID_VALID != 0 && t != 0 => t,
+                    _ => 0x8100,
+                };
+                insert_vlan_tag(buf, tpid, tci);
+            }
             if status & libc::TP_STATUS_CSUMNOTREADY != 0 && complete_checksum(buf) {
                 st.csum_completed += 1;
             }
@@ -700,6 +714,17 @@ impl PortIo for LivePorts {
     }
 }
 
+/// Insert an 802.1Q/802.1ad tag (`tpid`, `tci`) after the two MAC addresses of `frame`
+/// (frames shorter than 12 bytes are left alone).
+pub fn insert_vlan_tag(frame: &mut Vec<u8>, tpid: u16, tci: u16) {
+    if frame.len() < 12 {
+        return;
+    }
+    let [a, b] = tpid.to_be_bytes();
+    let [c, d] = tci.to_be_bytes();
+    frame.splice(12..12, [a, b, c, d]);
+}
+
 /// Ones'-complement sum of `data` (big-endian 16-bit words, odd byte padded) added to `acc`.
 fn csum_add(mut acc: u32, data: &[u8]) -> u32 {
     let mut chunks = data.chunks_exact(2);
@@ -887,6 +912,18 @@ mod tests {
     }
 
     #[test]
+    fn vlan_tag_goes_back_after_the_macs() {
+        let mut f: Vec<u8> = (0..20).collect();
+        insert_vlan_tag(&mut f, 0x8100, 0x1234);
+        assert_eq!(&f[..12], &(0..12).collect::<Vec<u8>>()[..]);
+        assert_eq!(&f[12..16], &[0x81, 0x00, 0x12, 0x34]);
+        assert_eq!(&f[16..], &(12..20).collect::<Vec<u8>>()[..]);
+        let mut short = vec![1, 2, 3];
+        insert_vlan_tag(&mut short, 0x8100, 1);
+        assert_eq!(short, vec![1, 2, 3]);
+    }
+
+    #[test]
     fn leaves_other_frames_alone() {
         let (mut f, ip) = udp4_frame(b"x", false);
         f[ip + 9] = 1; // ICMP
@@ -1036,6 +1073,14 @@ mod tests {
                 0x02, 0, 0, 0, 0, 0xbb, 0x02, 0, 0, 0, 0, 0xaa, 0x88, 0xb5, k,
             ];
             f.resize(60 + k as usize, k);
+            // Every third frame VLAN-tagged (the receiving kernel strips the tag into metadata;
+            // it must come back), one of them double-tagged.
+            if k % 3 == 0 {
+                insert_vlan_tag(&mut f, 0x8100, 0x2000 | k as u16);
+            }
+            if k == 30 {
+                insert_vlan_tag(&mut f, 0x88a8, 7);
+            }
             assert!(p.send(1, 0, &f).unwrap());
             frames.push(f);
         }
@@ -1052,8 +1097,12 @@ mod tests {
             });
         }
         while let Some(m) = p.recv(&mut buf).unwrap() {
-            // Only our test frames (ethertype 0x88b5), never our own sends on port 1.
-            if buf.get(12..14) == Some(&[0x88, 0xb5]) {
+            // Only our test frames (ethertype 0x88b5 after any tags), never our own sends.
+            let mut et = 12;
+            while matches!(buf.get(et..et + 2), Some([0x81, 0x00] | [0x88, 0xa8])) {
+                et += 4;
+            }
+            if buf.get(et..et + 2) == Some(&[0x88, 0xb5]) {
                 assert_eq!(m.port, 2, "outgoing frame seen as input");
                 got.push(buf.clone());
                 if got.len() == frames.len() {
