@@ -103,8 +103,8 @@ pub struct RunArgs {
     #[arg(value_name = "JSON")]
     pub json: Option<PathBuf>,
 
-    /// Attach NAME as port PORT (repeatable). With --use-files: read NAME_in.pcap, write
-    /// NAME_out.pcap.
+    /// Attach NAME as port PORT (repeatable): a network interface, or with --use-files the
+    /// files NAME_in.pcap (read) and NAME_out.pcap (written).
     #[arg(short = 'i', long = "interface", value_name = "PORT@NAME")]
     pub interfaces: Vec<String>,
 
