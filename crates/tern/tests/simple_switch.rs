@@ -64,6 +64,8 @@ fn invoked_as_simple_switch_runs_use_files_like_tern_run() {
         .collect();
     std::fs::write(d.join("p0_in.pcap"), pcap(&frames)).unwrap();
     // simple_switch's own syntax, as p4c's STF runner writes it (JSON last, -i repeated).
+    // Without --thrift-port the file run ends when the inputs do (with it, it keeps serving
+    // the control plane, as thrift_e2e.rs checks).
     let o = ss(
         &d,
         &link,
@@ -73,8 +75,6 @@ fn invoked_as_simple_switch_runs_use_files_like_tern_run() {
             "--log-flush",
             "--use-files",
             "0",
-            "--thrift-port",
-            "9191",
             "--device-id",
             "3",
             "-i",
