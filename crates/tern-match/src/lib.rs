@@ -257,7 +257,7 @@ impl MatchTable {
     pub fn new(layout: Layout) -> Result<MatchTable, MatchError> {
         let n = layout.key_len;
         if let Some(f) = layout.lpm {
-            if f.off + f.nbytes > n || f.width as usize > f.nbytes * 8 || f.nbytes == 0 {
+            if f.off + f.nbytes > n || f.width == 0 || f.nbytes != (f.width as usize).div_ceil(8) {
                 return Err(MatchError::BadLayout(format!(
                     "LPM field (offset {}, {} bytes, {} bits) does not fit a {n}-byte key",
                     f.off, f.nbytes, f.width
