@@ -2,12 +2,11 @@
 //!
 //! [`Cli`] interprets the text commands of BMv2's `runtime_CLI.py` / `simple_switch_CLI`
 //! (`shared/reference/runtime-cli.md`) against any [`tern_runtime::Runtime`] and returns
-//! exactly what the stock CLI prints. [`remote`] carries commands to a running switch over a
-//! local TCP connection.
+//! exactly what the stock CLI prints: a switch in-process, or a remote one through
+//! `tern_thrift::ThriftRuntime` (BMv2's own wire protocol), so there is one control path.
 
 mod commands;
 pub mod names;
-pub mod remote;
 pub mod value;
 
 use std::fmt::Write as _;

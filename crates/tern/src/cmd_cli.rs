@@ -1,26 +1,33 @@
 //! `tern cli`: the simple_switch_CLI runtime command language, against a program loaded
-//! in-process or, with `--connect`, against a running switch's control port.
+//! in-process or against a running switch over BMv2's Thrift API (`--thrift-port`, as
+//! simple_switch_CLI; the program is downloaded from the switch with `bm_get_config`).
 
 use std::io::{self, BufRead, BufReader, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
-use tern_control::remote::Client;
 use tern_control::{Cli, PreType};
 use tern_dataplane::{Switch, SwitchOptions};
 
 #[derive(clap::Args, Default)]
 pub struct CliArgs {
     /// BMv2 JSON program to load in-process.
-    #[arg(value_name = "PROG_JSON", required_unless_present = "connect")]
+    #[arg(value_name = "PROG_JSON")]
     pub json: Option<PathBuf>,
     /// Read commands from FILE instead of stdin.
     #[arg(long, value_name = "FILE")]
     pub commands: Option<PathBuf>,
-    /// Drive a running switch's control port (e.g. 127.0.0.1:9090) instead of a local program.
-    #[arg(long, value_name = "ADDR", conflicts_with = "json")]
+    /// Drive a running switch over Thrift at ADDR (e.g. 127.0.0.1:9090) instead of a local
+    /// program.
+    #[arg(long, value_name = "ADDR", conflicts_with_all = ["json", "thrift_port"])]
     pub connect: Option<String>,
+    /// Drive a running switch's Thrift server on this port (simple_switch_CLI's option).
+    #[arg(long, value_name = "PORT", conflicts_with = "json")]
+    pub thrift_port: Option<u16>,
+    /// Host of the Thrift server (with --thrift-port).
+    #[arg(long, value_name = "IP", default_value = "127.0.0.1")]
+    pub thrift_ip: String,
     /// Packet replication engine: None, SimplePre or SimplePreLAG (default, as simple_switch_CLI).
     #[arg(long, value_name = "TYPE")]
     pub pre: Option<String>,
@@ -52,14 +59,49 @@ impl Session for Local {
     }
 }
 
-struct Remote(Client);
+/// A switch reached over BMv2's Thrift API: the same command interpreter, over the wire.
+struct Remote {
+    rt: tern_thrift::ThriftRuntime,
+    cli: Cli,
+}
 
 impl Session for Remote {
     fn run(&mut self, line: &str) -> anyhow::Result<String> {
-        self.0
-            .execute(line)
-            .context("lost the connection to the switch")
+        let out = self.cli.execute(&mut self.rt, line);
+        let err = self.cli.take_stderr();
+        if !err.is_empty() {
+            eprint!("{err}");
+        }
+        // Failures that are not BMv2 errors (connection lost, a call BMv2's API cannot
+        // express) are explained on stderr; the command's own output says what failed.
+        if let Some(e) = self.rt.last_error() {
+            eprintln!("tern cli: {e}");
+        }
+        Ok(out)
     }
+}
+
+/// Connect to a switch's Thrift server and download its program, as simple_switch_CLI does.
+fn connect(addr: &str, pre: PreType) -> anyhow::Result<Remote> {
+    use tern_runtime::Runtime as _;
+    let service = match pre {
+        PreType::SimplePre | PreType::None => tern_thrift::PreService::Plain,
+        PreType::SimplePreLag => tern_thrift::PreService::Lag,
+    };
+    let rt = tern_thrift::ThriftRuntime::connect_with(addr, service).with_context(|| {
+        format!(
+            "could not connect to the switch at {addr}\n\
+             Make sure the switch is running and that you have the right port"
+        )
+    })?;
+    let json = rt.get_config();
+    if let Some(e) = rt.last_error() {
+        bail!("could not read the program from the switch at {addr}: {e}");
+    }
+    let program = tern_model::load(&json)
+        .with_context(|| format!("the switch at {addr} sent a program tern cannot read"))?;
+    let cli = Cli::new(&program).with_pre(pre);
+    Ok(Remote { rt, cli })
 }
 
 pub fn run(args: CliArgs) -> anyhow::Result<ExitCode> {
@@ -83,14 +125,13 @@ fn open_session(args: &CliArgs) -> anyhow::Result<Box<dyn Session>> {
         Some(p) => p.parse::<PreType>().map_err(anyhow::Error::msg)?,
         None => PreType::SimplePreLag,
     };
-    Ok(match (&args.connect, &args.json) {
-        (Some(addr), _) => match Client::connect(addr.as_str()) {
-            Ok(c) => Box::new(Remote(c)),
-            Err(e) => bail!(
-                "could not connect to the switch at {addr}: {e}\n\
-                 Make sure the switch is running and that you have the right port"
-            ),
-        },
+    let addr = match (&args.connect, args.thrift_port) {
+        (Some(a), _) => Some(a.clone()),
+        (None, Some(port)) => Some(format!("{}:{port}", args.thrift_ip)),
+        (None, None) => None,
+    };
+    Ok(match (addr, &args.json) {
+        (Some(addr), _) => Box::new(connect(&addr, pre)?),
         (None, Some(path)) => {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("cannot read {}", path.display()))?;
@@ -103,7 +144,7 @@ fn open_session(args: &CliArgs) -> anyhow::Result<Box<dyn Session>> {
             let cli = Cli::new(sw.program()).with_pre(pre);
             Box::new(Local { sw, cli })
         }
-        (None, None) => bail!("give a program JSON or --connect ADDR"),
+        (None, None) => bail!("give a program JSON, or --thrift-port PORT / --connect ADDR"),
     })
 }
 
@@ -220,14 +261,12 @@ mod tests {
         let text =
             std::fs::read_to_string(format!("{FIX}/targets/l2_switch/l2_switch.json")).unwrap();
         let sw = Switch::from_json(&text, SwitchOptions::default()).unwrap();
-        let program = sw.program().clone();
         let sw = std::sync::Arc::new(std::sync::Mutex::new(sw));
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        let served = std::sync::Arc::clone(&sw);
-        std::thread::spawn(move || tern_control::remote::serve(listener, served, program));
+        let (addr, _server) =
+            tern_thrift::spawn("127.0.0.1:0", std::sync::Arc::clone(&sw)).unwrap();
         let a = CliArgs {
-            connect: Some(addr.to_string()),
+            thrift_port: Some(addr.port()),
+            thrift_ip: "127.0.0.1".into(),
             ..CliArgs::default()
         };
         let mut s = open_session(&a).unwrap();
@@ -240,8 +279,12 @@ mod tests {
              runtime data:        \n0\n"
         );
         // The change is visible to any other session on the same switch.
-        let mut other = Client::connect(addr).unwrap();
-        let dump = other.execute("table_dump dmac").unwrap();
+        let mut other = open_session(&CliArgs {
+            connect: Some(addr.to_string()),
+            ..CliArgs::default()
+        })
+        .unwrap();
+        let dump = other.run("table_dump dmac").unwrap();
         assert!(
             dump.ends_with("Dumping default entry\nAction entry: broadcast - \n==========\n"),
             "{dump}"
