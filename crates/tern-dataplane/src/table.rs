@@ -750,4 +750,141 @@ mod tests {
         let c = t.add(&s, &[lpm(9, 8)], 0, act(0)).unwrap();
         assert_eq!(c & 0xff_ffff, 0);
     }
+
+    /// The ranking the store had before tern-match: scan every slot, longest prefix for lpm
+    /// tables, else lowest priority, ties to the lowest slot.
+    fn scan_lookup(t: &EntryStore, spec: &KeySpec, key: &[u8]) -> Option<u32> {
+        let mut best: Option<(u32, &Entry)> = None;
+        for (i, e) in t.slots.iter().enumerate() {
+            let Some(e) = e else { continue };
+            if !tern_match::entry_matches(&e.value, &e.mask, &e.ranges, key) {
+                continue;
+            }
+            let better = best.is_none_or(|(_, b)| {
+                if spec.table_kind == MatchKind::Lpm {
+                    e.prefix > b.prefix
+                } else {
+                    e.priority < b.priority
+                }
+            });
+            if better {
+                best = Some((i as u32, e));
+            }
+        }
+        best.map(|(i, _)| i)
+    }
+
+    #[test]
+    fn store_lookups_equal_the_old_scan_for_mixed_keys() {
+        let seed = std::cell::Cell::new(0x2545_f491_4f6c_dd1du64);
+        let rnd = || {
+            let mut x = seed.get();
+            x ^= x >> 12;
+            x ^= x << 25;
+            x ^= x >> 27;
+            seed.set(x);
+            x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        };
+        let mk = |table_kind, fields: Vec<KeyField>| KeySpec {
+            total: fields.iter().map(|f| f.off + f.nbytes).max().unwrap(),
+            fields,
+            table_kind,
+        };
+        let valid = KeyField {
+            kind: MatchKind::Valid,
+            off: 6,
+            nbytes: 1,
+            width: 1,
+            static_mask: None,
+        };
+        let specs = [
+            mk(
+                MatchKind::Lpm,
+                vec![
+                    field(MatchKind::Exact, 0, 9),
+                    field(MatchKind::Lpm, 2, 32),
+                    valid,
+                ],
+            ),
+            mk(
+                MatchKind::Ternary,
+                vec![
+                    field(MatchKind::Exact, 0, 8),
+                    field(MatchKind::Ternary, 1, 16),
+                    field(MatchKind::Lpm, 3, 24),
+                ],
+            ),
+            mk(
+                MatchKind::Range,
+                vec![
+                    field(MatchKind::Range, 0, 16),
+                    field(MatchKind::Ternary, 2, 8),
+                ],
+            ),
+        ];
+        for spec in &specs {
+            let mut t = EntryStore::new(100_000);
+            let mut handles = Vec::new();
+            // Small value spaces: overlaps, duplicates and equal priorities are common.
+            let small = |n: u32| -> Vec<u8> {
+                let mut v: Vec<u8> = (0..n).map(|_| rnd() as u8 & 0x3).collect();
+                if let Some(b) = v.first_mut() {
+                    *b &= 0x1;
+                }
+                v
+            };
+            for _ in 0..1500 {
+                let params: Vec<MatchParam> = spec
+                    .fields
+                    .iter()
+                    .map(|f| match f.kind {
+                        MatchKind::Exact => MatchParam::Exact(small(f.nbytes)),
+                        MatchKind::Valid => MatchParam::Valid(small(1)[0] == 1),
+                        MatchKind::Lpm => MatchParam::Lpm {
+                            key: small(f.nbytes),
+                            prefix_len: (small(1)[0] as u32 * 7 + small(1)[0] as u32)
+                                % (f.width + 1),
+                        },
+                        MatchKind::Ternary => MatchParam::Ternary {
+                            key: small(f.nbytes),
+                            mask: small(f.nbytes).iter().map(|b| b * 0x55).collect(),
+                        },
+                        MatchKind::Range => {
+                            let a = (rnd() % 8) as u16;
+                            let b = a + (rnd() % 4) as u16;
+                            MatchParam::Range {
+                                start: a.to_be_bytes().to_vec(),
+                                end: b.to_be_bytes().to_vec(),
+                            }
+                        }
+                    })
+                    .collect();
+                if let Ok(h) = t.add(spec, &params, (rnd() % 4) as i32, act(0)) {
+                    handles.push(h);
+                }
+            }
+            for h in handles.iter().step_by(3) {
+                t.delete(*h).unwrap();
+            }
+            assert!(
+                t.len() > 50,
+                "{:?}: only {} entries",
+                spec.table_kind,
+                t.len()
+            );
+            let mut hits = 0;
+            for _ in 0..4000 {
+                let key = small(spec.total);
+                let got = t.lookup(spec, &key);
+                assert_eq!(
+                    got,
+                    scan_lookup(&t, spec, &key),
+                    "{:?} key {key:?}",
+                    spec.table_kind
+                );
+                hits += got.is_some() as u32;
+            }
+            assert!(hits > 200, "{:?}: {hits} hits", spec.table_kind);
+        }
+    }
 }

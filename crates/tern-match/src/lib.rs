@@ -12,8 +12,8 @@
 //!
 //! Ranking (`bmv2-json.md` §7.6): lpm → longest prefix; ternary/range → numerically smallest
 //! priority, ties to the smallest handle (BMv2's "smallest internal index"). Handles are small
-//! dense integers chosen by the caller (table slot indexes); per-handle records grow with the
-//! largest handle used.
+//! dense integers (≤ [`MAX_HANDLE`]) chosen by the caller (table slot indexes); per-handle
+//! records grow with the largest handle used.
 
 pub mod exact;
 pub mod key;
@@ -101,7 +101,12 @@ pub enum MatchError {
     HandleInUse(u32),
     /// No entry under this handle.
     UnknownHandle(u32),
+    /// Handles index per-handle arrays and must not exceed [`MAX_HANDLE`].
+    HandleTooLarge(u32),
 }
+
+/// Largest handle accepted (BMv2 handles carry a 24-bit index).
+pub const MAX_HANDLE: u32 = (1 << 24) - 1;
 
 impl fmt::Display for MatchError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -129,6 +134,9 @@ impl fmt::Display for MatchError {
             }
             MatchError::HandleInUse(h) => write!(f, "handle {h} already holds an entry"),
             MatchError::UnknownHandle(h) => write!(f, "no entry with handle {h}"),
+            MatchError::HandleTooLarge(h) => {
+                write!(f, "handle {h} exceeds the largest handle {MAX_HANDLE}")
+            }
         }
     }
 }
@@ -249,7 +257,7 @@ impl MatchTable {
     pub fn new(layout: Layout) -> Result<MatchTable, MatchError> {
         let n = layout.key_len;
         if let Some(f) = layout.lpm {
-            if f.off + f.nbytes > n || f.width as usize > f.nbytes * 8 || f.nbytes == 0 {
+            if f.off + f.nbytes > n || f.width == 0 || f.nbytes != (f.width as usize).div_ceil(8) {
                 return Err(MatchError::BadLayout(format!(
                     "LPM field (offset {}, {} bytes, {} bits) does not fit a {n}-byte key",
                     f.off, f.nbytes, f.width
@@ -341,6 +349,9 @@ impl MatchTable {
 
     /// Add an entry under `handle`.
     pub fn insert(&mut self, handle: u32, k: &EntryKey) -> Result<(), MatchError> {
+        if handle > MAX_HANDLE {
+            return Err(MatchError::HandleTooLarge(handle));
+        }
         self.validate(k)?;
         each!(&mut self.engine, t => t.insert(handle, k))
     }
@@ -588,6 +599,11 @@ mod tests {
             )
             .unwrap_err();
         assert_eq!(e.to_string(), "range field #0: start is above end");
+        let e = t
+            .insert(u32::MAX, &k(&[1, 2, 3, 4], &[0xff; 4], 32, 0))
+            .unwrap_err();
+        assert_eq!(e, MatchError::HandleTooLarge(u32::MAX));
+        assert!(t.is_empty());
     }
 
     #[test]

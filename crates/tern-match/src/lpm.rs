@@ -263,9 +263,6 @@ impl<K: PackedKey> LpmTable<K> {
             return Err(MatchError::Duplicate { existing: e });
         }
         self.recs.check_free(h)?;
-        if h == u32::MAX {
-            return Err(MatchError::BadLayout("handle u32::MAX is reserved".into()));
-        }
         if self.exact_mask.is_none() {
             let m: Vec<u8> = (0..self.key_len)
                 .map(|i| if self.in_lpm(i) { 0xff } else { k.mask[i] })

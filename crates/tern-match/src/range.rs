@@ -69,6 +69,8 @@ impl RangeTable {
             r.extend_from_slice(s);
             r.extend_from_slice(e);
         }
+        // Zero-length records (empty key, no ranges) get one padding byte.
+        r.resize(self.stride, 0);
         r
     }
 
@@ -99,8 +101,9 @@ impl RangeTable {
         if self.fields.is_none() {
             self.fields = Some(Self::fields_of(k.ranges));
             self.key_len = k.value.len();
-            self.stride =
-                2 * self.key_len + k.ranges.iter().map(|r| 2 * r.1 as usize).sum::<usize>();
+            self.stride = (2 * self.key_len
+                + k.ranges.iter().map(|r| 2 * r.1 as usize).sum::<usize>())
+            .max(1);
         }
         let rec = self.encode(k);
         self.delta.push((k.priority, h));
