@@ -350,18 +350,21 @@ impl Cli {
                 Ok(())
             }
             "show_tables" => {
+                exactly(a, 0)?;
                 for t in self.names.tables.values() {
                     outln!(o, "{}", table_str(t));
                 }
                 Ok(())
             }
             "show_actions" => {
+                exactly(a, 0)?;
                 for a in self.names.actions.values() {
                     outln!(o, "{}", action_str(a));
                 }
                 Ok(())
             }
             "show_pvs" => {
+                exactly(a, 0)?;
                 for v in self.names.vsets.values() {
                     outln!(
                         o,
@@ -818,13 +821,14 @@ impl Cli {
                     exactly(a, 2)?;
                     let i = int_arg(a[1], "index")?;
                     let idx = to_u32(i, RegisterError::INVALID_INDEX)?;
-                    let v = rt.register_read(&r, idx)?;
+                    // The Thrift value is an i64: print it the way the stock CLI sees it.
+                    let v = rt.register_read(&r, idx)? as i64;
                     outln!(o, "{}[{i}]= {v}", a[0]);
                 } else {
                     self.stderr
                         .push_str("register index omitted, reading entire array\n");
                     let vs = rt.register_read_all(&r)?;
-                    let vs: Vec<String> = vs.iter().map(|v| v.to_string()).collect();
+                    let vs: Vec<String> = vs.iter().map(|v| (*v as i64).to_string()).collect();
                     outln!(o, "{}= {}", a[0], vs.join(", "));
                 }
                 Ok(())
@@ -1038,15 +1042,10 @@ impl Cli {
                 Ok(())
             }
             "set_queue_depth" | "set_queue_rate" => {
+                // Extra arguments after the priority are ignored, as in BMv2.
                 at_least(a, 1)?;
-                if a.len() > 3 {
-                    return ui(format!(
-                        "Wrong number of args, expected at most 3 but got {}",
-                        a.len()
-                    ));
-                }
                 let depth = cmd == "set_queue_depth";
-                let v = parse_int(a[0], if depth { "depth_pkts" } else { "rate_pps" })?;
+                let v = parse_int(a[0], if depth { "nb_pkts" } else { "rate_pps" })?;
                 let port = match a.get(1) {
                     Some(p) => Some(parse_int(p, "egress_port")?),
                     None => None,
@@ -1064,7 +1063,7 @@ impl Cli {
                     .map(|p| u32::try_from(p).map_err(|_| bad("priority")))
                     .transpose()?;
                 if depth {
-                    let d = u32::try_from(v).map_err(|_| bad("depth_pkts"))?;
+                    let d = u32::try_from(v).map_err(|_| bad("nb_pkts"))?;
                     rt.set_egress_queue_depth(port, prio, d)?;
                 } else {
                     let r = u64::try_from(v).map_err(|_| bad("rate_pps"))?;
@@ -1081,6 +1080,7 @@ impl Cli {
                 Ok(())
             }
             "switch_info" => {
+                exactly(a, 0)?;
                 let info = rt.switch_info();
                 let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "None".into());
                 let rows = [
@@ -1229,20 +1229,8 @@ impl Cli {
                 write_file(a[0], &rt.get_config())
             }
             "serialize_state" => {
-                if a.len() > 1 {
-                    return ui(format!(
-                        "Wrong number of args, expected at most 1 but got {}",
-                        a.len()
-                    ));
-                }
-                let s = rt.serialize_state();
-                match a.first() {
-                    Some(p) => write_file(p, &s),
-                    None => {
-                        outln!(o, "{s}");
-                        Ok(())
-                    }
-                }
+                exactly(a, 1)?;
+                write_file(a[0], &rt.serialize_state())
             }
             "reset_state" => {
                 exactly(a, 0)?;

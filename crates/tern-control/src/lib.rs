@@ -2,12 +2,11 @@
 //!
 //! [`Cli`] interprets the text commands of BMv2's `runtime_CLI.py` / `simple_switch_CLI`
 //! (`shared/reference/runtime-cli.md`) against any [`tern_runtime::Runtime`] and returns
-//! exactly what the stock CLI prints. [`remote`] carries commands to a running switch over a
-//! local TCP connection.
+//! exactly what the stock CLI prints: a switch in-process, or a remote one through
+//! `tern_thrift::ThriftRuntime` (BMv2's own wire protocol), so there is one control path.
 
 mod commands;
 pub mod names;
-pub mod remote;
 pub mod value;
 
 use std::fmt::Write as _;
@@ -91,7 +90,7 @@ pub(crate) const COMMANDS: &[(&str, &str)] = &[
     ("counter_write", "Write counter value: counter_write <name> <index> <packets> <bytes>"),
     ("get_time_elapsed", "Get time elapsed (in microseconds) since the switch started: get_time_elapsed"),
     ("get_time_since_epoch", "Get time elapsed (in microseconds) since the switch clock's epoch: get_time_since_epoch"),
-    ("greet", "Print a greeting: greet"),
+    ("greet", ""),
     ("help", "List available commands with \"help\" or detailed help with \"help cmd\"."),
     ("load_new_config_file", "Load new json config: load_new_config_file <path to .json file>"),
     ("mc_dump", "Dump entries in multicast engine: mc_dump"),
@@ -120,7 +119,7 @@ pub(crate) const COMMANDS: &[(&str, &str)] = &[
     ("register_reset", "Reset all the cells in the register array to 0: register_reset <name>"),
     ("register_write", "Write register value: register_write <name> <index> <value>"),
     ("reset_state", "Reset all state in the switch (table entries, registers, ...), but P4 config is preserved: reset_state"),
-    ("serialize_state", "Serialize the switch state and dumps it to stdout or a file: serialize_state [<file_name>]"),
+    ("serialize_state", "Serialize the switch state and dumps it to user-specified file: serialize_state <file_name>"),
     ("set_crc16_parameters", "Change the parameters for a custom crc16 hash: set_crc16_parameters <name> <polynomial> <initial remainder> <final xor value> <reflect data?> <reflect remainder?>"),
     ("set_crc32_parameters", "Change the parameters for a custom crc32 hash: set_crc32_parameters <name> <polynomial> <initial remainder> <final xor value> <reflect data?> <reflect remainder?>"),
     ("set_queue_depth", "Set depth of one / all egress queue(s): set_queue_depth <nb_pkts> [<egress_port> [<priority>]]"),
@@ -169,6 +168,7 @@ pub struct Cli {
     pub(crate) names: Names,
     pub(crate) pre: PreType,
     pub(crate) stderr: String,
+    failed: bool,
 }
 
 impl Cli {
@@ -178,6 +178,7 @@ impl Cli {
             names: Names::new(program),
             pre: PreType::SimplePreLag,
             stderr: String::new(),
+            failed: false,
         }
     }
 
@@ -207,9 +208,16 @@ impl Cli {
         std::mem::take(&mut self.stderr)
     }
 
+    /// Whether the last [`Cli::execute`] failed (an error was printed: bad input, unknown
+    /// command or a switch exception). The stock CLI exits 0 regardless; scripts may care.
+    pub fn last_command_failed(&self) -> bool {
+        self.failed
+    }
+
     /// Run one command line; returns exactly what the stock CLI prints on stdout for it.
     /// `EOF` returns a single newline (the CLI then exits).
     pub fn execute(&mut self, rt: &mut dyn Runtime, line: &str) -> String {
+        self.failed = false;
         let line = line.trim();
         if line.is_empty() {
             return String::new();
@@ -228,11 +236,13 @@ impl Cli {
             (&line[..end], line[end..].trim())
         };
         if cmd.is_empty() || !COMMANDS.iter().any(|(n, _)| *n == cmd) {
+            self.failed = true;
             return format!("*** Unknown syntax: {line}\n");
         }
         let args: Vec<&str> = arg.split_whitespace().collect();
         let mut out = String::new();
         if let Err(e) = self.dispatch(rt, cmd, &args, &mut out) {
+            self.failed = true;
             let _ = writeln!(out, "{e}");
         }
         out
@@ -269,19 +279,39 @@ impl Cli {
         Ok(n)
     }
 
-    /// `help` with no topic: the Python `cmd` module's topic listing.
+    /// `help [topic]`: the Python `cmd` module's topic listing, or one command's help.
     pub fn help_text(topic: Option<&str>) -> String {
         match topic {
-            Some(t) => match COMMANDS.iter().find(|(n, _)| *n == t) {
+            Some(t) => match COMMANDS.iter().find(|(n, d)| *n == t && !d.is_empty()) {
                 Some((_, doc)) => format!("{doc}\n"),
                 None => format!("*** No help on {t}\n"),
             },
             None => {
-                let header = "Documented commands (type help <topic>):";
-                let mut s = format!("\n{header}\n{}\n", "=".repeat(header.len()));
-                let names: Vec<&str> = COMMANDS.iter().map(|(n, _)| *n).collect();
-                s.push_str(&columnize(&names, 79));
-                s.push('\n');
+                let mut documented: Vec<&str> = COMMANDS
+                    .iter()
+                    .filter(|(_, d)| !d.is_empty())
+                    .map(|(n, _)| *n)
+                    .collect();
+                documented.sort_unstable();
+                let mut undocumented: Vec<&str> = COMMANDS
+                    .iter()
+                    .filter(|(_, d)| d.is_empty())
+                    .map(|(n, _)| *n)
+                    .chain(std::iter::once("EOF"))
+                    .collect();
+                undocumented.sort_unstable();
+                let mut s = String::from("\n");
+                for (header, names) in [
+                    ("Documented commands (type help <topic>):", documented),
+                    ("Undocumented commands:", undocumented),
+                ] {
+                    s.push_str(header);
+                    s.push('\n');
+                    s.push_str(&"=".repeat(header.len()));
+                    s.push('\n');
+                    s.push_str(&columnize(&names, 79));
+                    s.push('\n');
+                }
                 s
             }
         }

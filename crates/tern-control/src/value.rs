@@ -448,3 +448,68 @@ mod tests {
         assert_eq!(center("status", 9), " status  ");
     }
 }
+
+#[cfg(test)]
+mod key_tests {
+    use super::*;
+
+    fn keys() -> Vec<(String, MatchKind, u32)> {
+        vec![
+            ("h.a".into(), MatchKind::Exact, 16),
+            ("h.b".into(), MatchKind::Lpm, 32),
+            ("h.c".into(), MatchKind::Ternary, 8),
+            ("h_valid".into(), MatchKind::Valid, 1),
+            ("h.d".into(), MatchKind::Range, 16),
+        ]
+    }
+
+    #[test]
+    fn every_key_kind_parses_and_renders() {
+        let k = parse_match_key(
+            &keys(),
+            &["0x102", "10.1.0.0/16", "5&&&0xf", "1", "10->0x20"],
+        )
+        .unwrap();
+        let echo: Vec<String> = k.iter().map(match_param_echo).collect();
+        assert_eq!(
+            echo,
+            [
+                "EXACT-01:02",
+                "LPM-0a:01:00:00/16",
+                "TERNARY-05 &&& 0f",
+                "VALID-",
+                "RANGE-00:0a -> 00:20"
+            ]
+        );
+        let dump: Vec<(&str, String)> = k.iter().map(match_param_dump).collect();
+        assert_eq!(dump[0], ("EXACT", "0102".to_string()));
+        assert_eq!(dump[1], ("LPM", "0a010000/16".to_string()));
+        assert_eq!(dump[2], ("TERNARY", "05 &&& 0f".to_string()));
+        assert_eq!(dump[3], ("VALID", "01".to_string()));
+        assert_eq!(dump[4], ("RANGE", "000a -> 0020".to_string()));
+    }
+
+    #[test]
+    fn key_errors() {
+        let ks = keys();
+        let one = |i: usize, f: &str| parse_match_key(&ks[i..=i], &[f]).unwrap_err();
+        assert_eq!(one(4, "5->1"), "start is less than end in expression 5->1");
+        assert_eq!(
+            one(4, "5"),
+            "Invalid range value 5, use '->' to separate range start and range end"
+        );
+        assert_eq!(
+            one(1, "1/2/3"),
+            "Invalid LPM value 1/2/3, use '/' to separate prefix and length"
+        );
+        assert_eq!(
+            one(2, "1&&&2&&&3"),
+            "Invalid ternary value 1&&&2&&&3, use '&&&' to separate key and mask"
+        );
+        assert_eq!(one(3, "x"), "Invalid valid value x, use 0 or 1");
+        assert_eq!(
+            one(0, "0x10000"),
+            "Error while parsing 0x10000 - Parameter is too large"
+        );
+    }
+}

@@ -10,7 +10,7 @@ use crate::expr::{
 };
 use crate::externs::Meter;
 use crate::hash;
-use crate::layout::{bits_to_slot, slot_to_bits, FieldLoc, Phv};
+use crate::layout::{bits_to_slot, slot_to_bits, BitPacker, FieldLoc, Phv};
 use crate::table::{EntryAction, EntryStore, Profile};
 use tern_model::{KeyElem, MatchKind, MeterType};
 use tern_runtime::CounterValue;
@@ -522,42 +522,22 @@ impl Engine {
     ) -> u64 {
         let mut buf = std::mem::take(&mut ext.scratch);
         buf.clear();
-        let mut bits = 0usize;
-        let push_bits = |buf: &mut Vec<u8>, bits: &mut usize, slot: &[u8], w: usize| {
-            let need = (*bits + w).div_ceil(8);
-            if buf.len() < need {
-                buf.resize(need, 0);
-            }
-            slot_to_bits(slot, w, buf, *bits);
-            *bits += w;
-        };
+        let mut packer = BitPacker::new(&mut buf);
         for i in &calc.inputs {
             match i {
                 CInput::Field(f) => {
-                    if !pkt.phv.valid[f.header as usize] && !f.is_valid_bit {
-                        continue;
-                    }
                     if f.is_valid_bit {
-                        push_bits(
-                            &mut buf,
-                            &mut bits,
-                            &[pkt.phv.valid[f.header as usize] as u8],
-                            1,
-                        );
-                    } else {
+                        packer.push(pkt.phv.valid[f.header as usize] as u64, 1);
+                    } else if pkt.phv.valid[f.header as usize] {
                         let w = if f.is_vl {
                             pkt.phv.vl_width[f.header as usize]
                         } else {
                             f.width
-                        } as usize;
-                        let s = pkt.phv.slot(f);
-                        let n = w.div_ceil(8);
-                        push_bits(&mut buf, &mut bits, &s[s.len() - n..], w);
+                        };
+                        packer.push_slot(pkt.phv.slot(f), w);
                     }
                 }
-                CInput::Const { value, bitwidth } => {
-                    push_bits(&mut buf, &mut bits, value, *bitwidth as usize)
-                }
+                CInput::Const { value, bitwidth } => packer.push_slot(value, *bitwidth),
                 CInput::Header(h) => {
                     if !pkt.phv.valid[*h as usize] {
                         continue;
@@ -567,20 +547,17 @@ impl Engine {
                             pkt.phv.vl_width[*h as usize]
                         } else {
                             f.width
-                        } as usize;
-                        let s = pkt.phv.slot(f);
-                        let n = w.div_ceil(8);
-                        push_bits(&mut buf, &mut bits, &s[s.len() - n..], w);
+                        };
+                        packer.push_slot(pkt.phv.slot(f), w);
                     }
                 }
                 CInput::Payload => {
-                    let n = bits.div_ceil(8);
-                    buf.truncate(n);
-                    buf.extend_from_slice(&pkt.data[pkt.payload_off.min(pkt.data.len())..]);
-                    bits = buf.len() * 8;
+                    // The payload starts on a byte boundary: pad, then append.
+                    packer.align_and_extend(&pkt.data[pkt.payload_off.min(pkt.data.len())..]);
                 }
             }
         }
+        packer.finish();
         if ext.rr.len() <= rr_slot {
             ext.rr.resize(rr_slot + 1, 0);
         }
@@ -606,17 +583,20 @@ impl Engine {
     fn checksum_value(&self, ext: &mut ExternState, pkt: &Pkt, c: &CChecksum) -> u64 {
         if c.ipv4 {
             let h = c.target.header;
-            let mut bytes = vec![0u8; self.header_bytes(&pkt.phv, h) as usize];
-            let mut bit = 0;
+            let mut bytes = std::mem::take(&mut ext.scratch);
+            bytes.clear();
+            let mut packer = BitPacker::new(&mut bytes);
             for f in &self.layout.headers[h as usize].fields {
-                slot_to_bits(pkt.phv.slot(f), f.width as usize, &mut bytes, bit);
-                bit += f.width as usize;
+                packer.push_slot(pkt.phv.slot(f), f.width);
             }
+            packer.finish();
             if bytes.len() >= 12 {
                 bytes[10] = 0;
                 bytes[11] = 0;
             }
-            return hash::csum16(&bytes);
+            let v = hash::csum16(&bytes);
+            ext.scratch = bytes;
+            return v;
         }
         match c.calc {
             Some(ci) => self.compute_calc(ext, pkt, &self.calcs[ci as usize], 1_000 + ci as usize),

@@ -323,9 +323,11 @@ impl Instance {
     ) -> RtResult<EntryHandle> {
         self.check_mutable(ti)?;
         let spec = &self.engine.tables[ti].spec;
-        Ok(self.state.tables[ti]
-            .store
-            .add(spec, key, prio.unwrap_or(0), ea)?)
+        let store = &mut self.state.tables[ti].store;
+        let h = store.add(spec, key, prio.unwrap_or(0), ea)?;
+        // As in BMv2, a new entry's idle timer starts when it is added.
+        store.get_mut(h)?.last_hit_us = self.state.ext.now_us;
+        Ok(h)
     }
 
     fn member_ok(&self, ti: usize, m: MemberHandle) -> RtResult<()> {
@@ -429,6 +431,8 @@ pub struct Switch {
     replicas: Vec<(Port, u32)>,
     /// Recycled packet instances (their buffers are reused: no per-packet allocation).
     pool: Vec<Pkt>,
+    /// A fixed clock (microseconds since start) for deterministic runs; `None` = real time.
+    clock_us: Option<u64>,
 }
 
 impl std::fmt::Debug for Switch {
@@ -457,6 +461,7 @@ impl Switch {
             jobs: VecDeque::new(),
             replicas: Vec::new(),
             pool: Vec::new(),
+            clock_us: None,
         })
     }
 
@@ -493,8 +498,16 @@ impl Switch {
         std::mem::take(&mut self.live.state.ext.log)
     }
 
+    /// Fix the switch clock (microseconds since the switch started) for deterministic runs:
+    /// timestamps (`ingress_global_timestamp`, meters, entry ageing) read this value until the
+    /// next call. `None` returns to real time.
+    pub fn set_clock_us(&mut self, now_us: Option<u64>) {
+        self.clock_us = now_us;
+    }
+
     fn now_us(&self) -> u64 {
-        self.start.elapsed().as_micros() as u64
+        self.clock_us
+            .unwrap_or_else(|| self.start.elapsed().as_micros() as u64)
     }
 
     fn ctl(&self) -> &Instance {

@@ -1,13 +1,16 @@
 //! Match-table state: entries with BMv2's handle rules, key normalization and validation
 //! (`bmv2-json.md` §7.6), lookup, and action profiles (members and groups).
 //!
-//! Lookup structures: exact tables use a hash map on the packed key bytes; the other kinds
-//! scan their entries with BMv2's ranking rules (longest prefix; lowest priority value, then
-//! lowest index). `tern-match` is meant to replace the scan with real structures behind the
-//! same `EntryStore` interface.
+//! Lookup structures come from `tern-match`, chosen per table from its key layout
+//! ([`engine_for`]): exact → hash map on the packed key; lpm → multibit trie; ternary →
+//! tuple-space search; range → (priority, index)-ordered scan; irregular layouts → linear
+//! scan. All rank as BMv2 does (longest prefix; lowest priority value, then lowest index).
+//! Slot indexes are the engines' handles; free slots are reused lowest first.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::hash::Hasher;
+use tern_match::{EntryKey, Kind, Layout, LpmField, MatchError, MatchTable};
 use tern_model::MatchKind;
 use tern_runtime::{CounterValue, EntryHandle, MatchParam, TableError};
 
@@ -38,8 +41,6 @@ impl Hasher for KeyHasher {
         self.0
     }
 }
-
-type KeyMap = HashMap<Vec<u8>, u32, BuildHasherDefault<KeyHasher>>;
 
 /// One key field of a table: where its bytes sit in the packed key.
 #[derive(Clone, Debug)]
@@ -100,27 +101,6 @@ pub struct Entry {
     pub timeout_ms: Option<u32>,
     /// Time of the last hit (µs since switch start), for ageing read-back.
     pub last_hit_us: u64,
-}
-
-impl Entry {
-    #[inline]
-    fn matches(&self, key: &[u8]) -> bool {
-        if key.len() != self.value.len() {
-            return false;
-        }
-        if key
-            .iter()
-            .zip(&self.mask)
-            .zip(&self.value)
-            .any(|((k, m), v)| k & m != *v)
-        {
-            return false;
-        }
-        self.ranges.iter().all(|(off, n, s, e)| {
-            let k = &key[*off as usize..(*off + *n) as usize];
-            k >= s.as_slice() && k <= e.as_slice()
-        })
-    }
 }
 
 /// Normalized key: value, mask, ranges, prefix length, params.
@@ -242,13 +222,72 @@ pub fn normalize(spec: &KeySpec, params: &[MatchParam]) -> Result<Normalized, Ta
     Ok((value, mask, ranges, prefix, out))
 }
 
+/// The `tern-match` engine for a table's key layout: the structured engine of the table's
+/// match kind where the layout fits it, a linear scan with the same ranking otherwise (e.g. an
+/// lpm table with a ternary key, or a static mask on the LPM field).
+pub fn engine_for(spec: &KeySpec) -> MatchTable {
+    let fields = &spec.fields;
+    let only = |ks: &[MatchKind]| fields.iter().all(|f| ks.contains(&f.kind));
+    let layout = |kind, lpm| Layout {
+        kind,
+        key_len: spec.total as usize,
+        lpm,
+    };
+    let structured = match spec.table_kind {
+        MatchKind::Exact if only(&[MatchKind::Exact, MatchKind::Valid]) => {
+            MatchTable::new(layout(Kind::Exact, None))
+        }
+        MatchKind::Lpm if only(&[MatchKind::Exact, MatchKind::Valid, MatchKind::Lpm]) => {
+            let lpms: Vec<&KeyField> = fields.iter().filter(|f| f.kind == MatchKind::Lpm).collect();
+            match lpms.as_slice() {
+                [] => MatchTable::new(layout(Kind::Lpm, None)),
+                [f] if f.static_mask.is_none() => MatchTable::new(layout(
+                    Kind::Lpm,
+                    Some(LpmField {
+                        off: f.off as usize,
+                        nbytes: f.nbytes as usize,
+                        width: f.width,
+                    }),
+                )),
+                _ => Err(MatchError::BadLayout("not a single plain LPM field".into())),
+            }
+        }
+        MatchKind::Ternary if !fields.iter().any(|f| f.kind == MatchKind::Range) => {
+            MatchTable::new(layout(Kind::Ternary, None))
+        }
+        MatchKind::Ternary | MatchKind::Range => MatchTable::new(layout(Kind::Range, None)),
+        _ => Err(MatchError::BadLayout("irregular".into())),
+    };
+    structured.unwrap_or_else(|_| {
+        let kind = match spec.table_kind {
+            MatchKind::Lpm => Kind::Lpm,
+            MatchKind::Exact => Kind::Exact,
+            MatchKind::Range => Kind::Range,
+            _ => Kind::Ternary,
+        };
+        MatchTable::new_scan(layout(kind, None))
+    })
+}
+
+/// Prefix length encoded by an lpm-field mask (the number of set bits).
+fn prefix_from_mask(spec: &KeySpec, mask: &[u8]) -> u32 {
+    spec.fields
+        .iter()
+        .find(|f| f.kind == MatchKind::Lpm)
+        .and_then(|f| mask.get(f.off as usize..(f.off + f.nbytes) as usize))
+        .map_or(0, |m| m.iter().map(|b| b.count_ones()).sum())
+}
+
 /// The entries of one table.
 #[derive(Clone, Debug, Default)]
 pub struct EntryStore {
     pub slots: Vec<Option<Entry>>,
     versions: Vec<u8>,
     count: usize,
-    exact: KeyMap,
+    /// Free slot indexes below `slots.len()`, lowest first.
+    free: BinaryHeap<Reverse<u32>>,
+    /// Built from the key spec on the first add.
+    engine: Option<MatchTable>,
     pub max_size: u32,
 }
 
@@ -274,8 +313,16 @@ impl EntryStore {
                 self.versions[i] = self.versions[i].wrapping_add(1);
             }
         }
-        self.exact.clear();
+        if let Some(e) = &mut self.engine {
+            e.clear();
+        }
+        self.free = (0..self.slots.len() as u32).map(Reverse).collect();
         self.count = 0;
+    }
+
+    /// The lookup engine in use (`None` until the first entry is added).
+    pub fn engine(&self) -> Option<&MatchTable> {
+        self.engine.as_ref()
     }
 
     fn handle(&self, idx: u32) -> EntryHandle {
@@ -316,20 +363,13 @@ impl EntryStore {
         ranges: &[(u32, u32, Vec<u8>, Vec<u8>)],
         priority: i32,
     ) -> Option<u32> {
-        if spec.is_exact() {
-            return self.exact.get(value).copied();
-        }
-        self.slots
-            .iter()
-            .position(|s| {
-                s.as_ref().is_some_and(|e| {
-                    e.value == value
-                        && e.mask == mask
-                        && e.ranges == ranges
-                        && (!spec.has_priority() || e.priority == priority)
-                })
-            })
-            .map(|x| x as u32)
+        self.engine.as_ref()?.find(&EntryKey {
+            value,
+            mask,
+            ranges,
+            prefix_len: prefix_from_mask(spec, mask),
+            priority,
+        })
     }
 
     /// Add an entry; returns its handle.
@@ -344,22 +384,37 @@ impl EntryStore {
             return Err(TableError::NO_TABLE_KEY);
         }
         let (value, mask, ranges, prefix, params) = normalize(spec, params)?;
-        if self.find(spec, &value, &mask, &ranges, priority).is_some() {
+        let engine = self.engine.get_or_insert_with(|| engine_for(spec));
+        let key = EntryKey {
+            value: &value,
+            mask: &mask,
+            ranges: &ranges,
+            prefix_len: prefix,
+            priority,
+        };
+        if engine.find(&key).is_some() {
             return Err(TableError::DUPLICATE_ENTRY);
         }
         if self.count as u64 >= self.max_size as u64 {
             return Err(TableError::TABLE_FULL);
         }
-        let idx = match self.slots.iter().position(|s| s.is_none()) {
-            Some(i) => i,
-            None => {
-                self.slots.push(None);
-                self.versions.push(0);
-                self.slots.len() - 1
-            }
+        let idx = match self.free.peek() {
+            Some(&Reverse(i)) => i as usize,
+            None => self.slots.len(),
         };
-        if spec.is_exact() {
-            self.exact.insert(value.clone(), idx as u32);
+        if idx > 0xff_ffff {
+            return Err(TableError::TABLE_FULL);
+        }
+        match engine.insert(idx as u32, &key) {
+            Ok(()) => {}
+            Err(MatchError::Duplicate { .. }) => return Err(TableError::DUPLICATE_ENTRY),
+            Err(_) => return Err(TableError::BAD_MATCH_KEY),
+        }
+        if idx == self.slots.len() {
+            self.slots.push(None);
+            self.versions.push(0);
+        } else {
+            self.free.pop();
         }
         let priority = if spec.has_priority() { priority } else { -1 };
         self.slots[idx] = Some(Entry {
@@ -382,7 +437,11 @@ impl EntryStore {
     pub fn delete(&mut self, h: EntryHandle) -> Result<Entry, TableError> {
         let i = self.index(h)? as usize;
         let e = self.slots[i].take().ok_or(TableError::INVALID_HANDLE)?;
-        self.exact.remove(&e.value);
+        if let Some(engine) = &mut self.engine {
+            // The slot and the engine hold the same entries; a miss here cannot happen.
+            let _ = engine.delete(i as u32);
+        }
+        self.free.push(Reverse(i as u32));
         self.versions[i] = self.versions[i].wrapping_add(1);
         self.count -= 1;
         Ok(e)
@@ -394,34 +453,12 @@ impl EntryStore {
     }
 
     /// Look up a packed key; returns the slot index of the winning entry.
-    pub fn lookup(&self, spec: &KeySpec, key: &[u8]) -> Option<u32> {
+    #[inline]
+    pub fn lookup(&self, _spec: &KeySpec, key: &[u8]) -> Option<u32> {
         if self.count == 0 {
             return None;
         }
-        if spec.is_exact() {
-            return self.exact.get(key).copied();
-        }
-        let mut best: Option<(u32, &Entry)> = None;
-        for (i, s) in self.slots.iter().enumerate() {
-            let Some(e) = s else { continue };
-            if !e.matches(key) {
-                continue;
-            }
-            let better = match best {
-                None => true,
-                Some((_, b)) => {
-                    if spec.table_kind == MatchKind::Lpm {
-                        e.prefix > b.prefix
-                    } else {
-                        e.priority < b.priority
-                    }
-                }
-            };
-            if better {
-                best = Some((i as u32, e));
-            }
-        }
-        best.map(|(i, _)| i)
+        self.engine.as_ref()?.lookup(key)
     }
 }
 
@@ -639,5 +676,78 @@ mod tests {
                 act(0)
             )
             .is_err());
+    }
+
+    fn field(kind: MatchKind, off: u32, width: u32) -> KeyField {
+        KeyField {
+            kind,
+            off,
+            nbytes: width.div_ceil(8),
+            width,
+            static_mask: None,
+        }
+    }
+
+    #[test]
+    fn engine_choice_follows_the_key_layout() {
+        let spec = |table_kind, fields: Vec<KeyField>| KeySpec {
+            total: fields.iter().map(|f| f.off + f.nbytes).max().unwrap_or(0),
+            fields,
+            table_kind,
+        };
+        let name = |s: &KeySpec| engine_for(s).engine_name();
+        let e = field(MatchKind::Exact, 0, 9);
+        let l = field(MatchKind::Lpm, 2, 32);
+        let t = field(MatchKind::Ternary, 2, 32);
+        let r = field(MatchKind::Range, 2, 16);
+        assert_eq!(name(&spec(MatchKind::Exact, vec![e.clone()])), "exact-hash");
+        assert_eq!(
+            name(&spec(MatchKind::Lpm, vec![e.clone(), l.clone()])),
+            "lpm-multibit-trie"
+        );
+        assert_eq!(
+            name(&spec(MatchKind::Ternary, vec![e.clone(), t.clone()])),
+            "ternary-tuple-space"
+        );
+        assert_eq!(
+            name(&spec(MatchKind::Range, vec![e.clone(), r])),
+            "range-sorted-scan"
+        );
+        // An lpm table with a ternary key or a static mask on the LPM field: scan.
+        assert_eq!(
+            name(&spec(MatchKind::Lpm, vec![e.clone(), t])),
+            "linear-scan"
+        );
+        let mut masked = l;
+        masked.static_mask = Some(vec![0xff, 0xff, 0, 0]);
+        assert_eq!(name(&spec(MatchKind::Lpm, vec![e, masked])), "linear-scan");
+    }
+
+    #[test]
+    fn freed_slots_are_reused_lowest_first_and_find_sees_lpm_entries() {
+        let s = spec(MatchKind::Lpm, 16);
+        let mut t = EntryStore::new(100);
+        let lpm = |a: u8, p: u32| MatchParam::Lpm {
+            key: vec![a, 0],
+            prefix_len: p,
+        };
+        let hs: Vec<EntryHandle> = (0..5)
+            .map(|i| t.add(&s, &[lpm(i, 8)], 0, act(i as u32)).unwrap())
+            .collect();
+        t.delete(hs[3]).unwrap();
+        t.delete(hs[1]).unwrap();
+        let a = t.add(&s, &[lpm(9, 8)], 0, act(0)).unwrap();
+        let b = t.add(&s, &[lpm(10, 8)], 0, act(0)).unwrap();
+        assert_eq!((a & 0xff_ffff, b & 0xff_ffff), (1, 3));
+        assert_eq!(t.lookup(&s, &[9, 77]), Some(1));
+        assert_eq!(t.lookup(&s, &[3, 77]), None);
+        let (v, m, r, _, _) = normalize(&s, &[lpm(10, 8)]).unwrap();
+        assert_eq!(t.find(&s, &v, &m, &r, 0), Some(3));
+        let (v, m, r, _, _) = normalize(&s, &[lpm(10, 9)]).unwrap();
+        assert_eq!(t.find(&s, &v, &m, &r, 0), None);
+        t.clear();
+        assert_eq!(t.lookup(&s, &[9, 77]), None);
+        let c = t.add(&s, &[lpm(9, 8)], 0, act(0)).unwrap();
+        assert_eq!(c & 0xff_ffff, 0);
     }
 }

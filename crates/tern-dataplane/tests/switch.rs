@@ -1340,3 +1340,28 @@ fn aged_entries_are_reported_after_their_ttl() {
     std::thread::sleep(std::time::Duration::from_millis(5));
     assert_eq!(sw.aged_entries(), vec![("ingress.smac".to_string(), h)]);
 }
+
+#[test]
+fn fixed_clock_makes_ageing_deterministic() {
+    let Some(mut sw) = load("targets/simple_switch_grpc/tests/testdata/digest.json") else {
+        return;
+    };
+    sw.set_clock_us(Some(1_000));
+    let h = sw
+        .mt_add_entry(
+            "ingress.smac",
+            &[ex(&hex("0000000000aa"))],
+            "NoAction",
+            &[],
+            None,
+        )
+        .unwrap();
+    sw.mt_set_entry_ttl("ingress.smac", h, 10).unwrap();
+    // 9.999 ms later: not aged; 10 ms later: aged. Real time plays no part.
+    sw.set_clock_us(Some(10_999));
+    assert!(sw.aged_entries().is_empty());
+    sw.set_clock_us(Some(11_000));
+    assert_eq!(sw.aged_entries(), vec![("ingress.smac".to_string(), h)]);
+    let e = sw.mt_get_entry("ingress.smac", h).unwrap();
+    assert_eq!(e.life.map(|l| l.time_since_hit_ms), Some(10));
+}

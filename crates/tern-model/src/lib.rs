@@ -26,14 +26,26 @@ pub use write::to_json;
 use std::fmt;
 
 /// A load failure: where (a JSON pointer) and what.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{path}: {message}")]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LoadError {
     /// JSON pointer of the offending value, e.g. `/pipelines/0/tables/3/key/1` (empty = root).
     pub path: String,
     /// BMv2's message for the problem.
     pub message: String,
 }
+
+impl fmt::Display for LoadError {
+    /// `path: message`, or just the message when the problem is the document itself.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.path.is_empty() {
+            f.write_str(&self.message)
+        } else {
+            write!(f, "{}: {}", self.path, self.message)
+        }
+    }
+}
+
+impl std::error::Error for LoadError {}
 
 /// Index of the hidden `$valid$` field in [`FieldRef::field`].
 pub const VALID_FIELD: u32 = u32::MAX;

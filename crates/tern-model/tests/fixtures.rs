@@ -242,3 +242,12 @@ fn control_node_names_are_global_and_lpm_is_unique() {
     assert_eq!(e.message, "No field 'zz' can be found in header type 'h_t'");
     assert_eq!(e.path, "/pipelines/0/tables/0/key/0/target");
 }
+
+#[test]
+fn syntax_errors_name_line_and_column_without_an_empty_path() {
+    let e = tern_model::load("{\n  \"headers\": [,]\n}").unwrap_err();
+    let msg = e.to_string();
+    assert!(e.path.is_empty());
+    assert!(!msg.starts_with(':'), "{msg}");
+    assert!(msg.contains("line 2"), "{msg}");
+}

@@ -49,11 +49,13 @@ impl StfNumber {
     }
 }
 
-/// `<name>:<value>` of an `add` line.
+/// `<name>:<value>[/<len>]` of an `add` line.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KeyValue {
     pub name: String,
     pub value: StfNumber,
+    /// An explicit `/<len>` after the value (lpm keys only).
+    pub prefix_len: Option<u32>,
     pub pos: Pos,
 }
 

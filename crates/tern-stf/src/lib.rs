@@ -1,7 +1,23 @@
 //! p4c's STF packet-test format (`shared/reference/stf.md`): a parser ([`parse`]) that turns
 //! STF text into typed commands with positions, and a runner ([`run`]) that executes them
 //! against any [`tern_runtime::Runtime`] + [`tern_runtime::PacketPath`] and applies p4c's
-//! per-port comparison rule, producing an [`StfReport`].
+//! per-port comparison rule, producing an [`StfReport`]. `add` and `setdefault` are translated
+//! here (p4c's name and key rules, [`translate`]); the BMv2 pass-through commands
+//! (`mirroring_*`, `mc_*`, `counter_*`, `register_*`, `meter_*`) go through `tern-control`'s
+//! runtime CLI interpreter, as p4c forwards them to `simple_switch_CLI`.
+//!
+//! ```
+//! let json = std::fs::read_to_string(concat!(
+//!     env!("CARGO_MANIFEST_DIR"),
+//!     "/../../../shared/fixtures/bmv2/targets/simple_switch/tests/testdata/recirc.json"
+//! ))
+//! .unwrap();
+//! let mut sw = tern_dataplane::Switch::from_json(&json, Default::default()).unwrap();
+//! let program = sw.program().clone();
+//! let script = tern_stf::parse("expect 1 01 ab $\npacket 1 00\n", "recirc.stf").unwrap();
+//! let report = tern_stf::run(&script, &mut sw, &program);
+//! assert!(report.passed(), "{report}");
+//! ```
 
 pub mod ast;
 mod parse;
@@ -12,7 +28,7 @@ pub mod translate;
 pub use ast::*;
 pub use parse::{number_to_u64, parse};
 pub use report::{Expectation, Issue, Outcome, StfReport, Unexpected};
-pub use run::{compare, hex_upper, run};
+pub use run::{compare, hex_upper, run, run_with_options, RunOptions};
 
 use std::fmt;
 

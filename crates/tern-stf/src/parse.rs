@@ -370,7 +370,27 @@ impl Cursor<'_> {
                 Some(':') => {
                     self.at += 1;
                     let value = self.number(&format!("a value for key '{name}'"))?;
-                    keys.push(KeyValue { name, value, pos });
+                    let prefix_len = if self.peek() == Some('/') {
+                        self.at += 1;
+                        if !matches!(self.peek(), Some(c) if c.is_ascii_digit()) {
+                            return Err(self.expected("a decimal prefix length after '/'"));
+                        }
+                        let n = self.number("a prefix length")?;
+                        if n.radix != Radix::Dec {
+                            return Err(self.err_at(n.pos, "a prefix length must be decimal"));
+                        }
+                        Some(n.digits.parse::<u32>().map_err(|_| {
+                            self.err_at(n.pos, "prefix length does not fit 32 bits")
+                        })?)
+                    } else {
+                        None
+                    };
+                    keys.push(KeyValue {
+                        name,
+                        value,
+                        prefix_len,
+                        pos,
+                    });
                 }
                 Some('(') => {
                     self.at += 1;
@@ -781,9 +801,24 @@ mod tests {
         assert_eq!(keys[1].name, "tags$1.tci");
         assert_eq!(keys[1].value.radix, Radix::Dec);
         assert_eq!(keys[1].value.digits, "42");
+        assert_eq!(keys[1].prefix_len, None);
         assert_eq!(action.name, "ingress.a");
         assert!(action.params.is_empty());
         assert_eq!(entry_id, None);
+    }
+
+    #[test]
+    fn lpm_value_with_explicit_length() {
+        let Command::Add { keys, .. } = one("add r dst:0x0a000000/8 a()") else {
+            panic!()
+        };
+        assert_eq!(keys[0].value.digits, "0a000000");
+        assert_eq!(keys[0].prefix_len, Some(8));
+        let e = err("add r dst:0x0a/ a()");
+        assert_eq!(e.column, 16);
+        assert!(e.message.contains("prefix length"), "{e}");
+        let e = err("add r dst:0x0a/0x8 a()");
+        assert_eq!(e.column, 16);
     }
 
     #[test]

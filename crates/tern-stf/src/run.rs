@@ -1,12 +1,12 @@
 //! The STF runner (`stf.md` §5): executes a parsed script against a switch one command at a
 //! time, each packet to completion, then applies p4c's per-port comparison rule.
 
-use crate::ast::{Command, ExpectPattern, Pos, StfScript};
+use crate::ast::{CmpOp, Command, CounterCheck, CounterUnit, ExpectPattern, Pos, StfScript};
 use crate::report::{Expectation, Issue, Outcome, StfReport, Unexpected};
 use crate::translate::{cli_resolve, translate_add, translate_setdefault};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use tern_model::Program;
-use tern_runtime::{CounterValue, MeterRate, MirroringSession, OutputPacket, PacketPath, Runtime};
+use tern_runtime::{OutputPacket, PacketPath, Runtime};
 
 /// Upper-case hex of a byte string.
 pub fn hex_upper(data: &[u8]) -> String {
@@ -32,16 +32,44 @@ pub fn compare(pattern: &ExpectPattern, frame: &[u8]) -> Outcome {
     }
 }
 
-/// Run `script` against `sw`, whose loaded program is `program`.
+/// Runner options beyond p4c's behaviour.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RunOptions {
+    /// Evaluate `check_counter` lines (p4c's BMv2 runner ignores them). A failed check is an
+    /// error; the counter is named like the runtime CLI names it, and the value in
+    /// parentheses is an index (indexed counters) or an `= <id>` entry label or entry handle
+    /// (direct counters).
+    pub strict_counters: bool,
+}
+
+/// Run `script` against `sw`, whose loaded program is `program`, with p4c's semantics.
 ///
 /// Control commands run in file order; every `packet` is processed to completion before the
-/// next command. Runtime errors of control commands are recorded as notes (p4c only prints
-/// them); lines p4c's runner cannot translate (unknown names, missing parameters, …) are
-/// errors and fail the test.
+/// next command. What `simple_switch_CLI` would reject (switch errors, values it cannot
+/// parse) is recorded as a warning: p4c only prints those. Lines p4c's runner itself cannot
+/// translate (unknown table/action/key/parameter names, a missing parameter or priority, a
+/// decimal ternary value, a range table, `no_packet`) are errors and fail the test.
 pub fn run<S>(script: &StfScript, sw: &mut S, program: &Program) -> StfReport
 where
-    S: Runtime + PacketPath + ?Sized,
+    S: Runtime + PacketPath,
 {
+    run_with_options(script, sw, program, RunOptions::default())
+}
+
+/// [`run`] with [`RunOptions`].
+pub fn run_with_options<S>(
+    script: &StfScript,
+    sw: &mut S,
+    program: &Program,
+    options: RunOptions,
+) -> StfReport
+where
+    S: Runtime + PacketPath,
+{
+    // Pass-through commands go through the runtime CLI interpreter, as p4c forwards them.
+    let mut cli = tern_control::Cli::new(program);
+    // `= <id>` labels of successful adds: label -> (table, handle).
+    let mut labels: HashMap<String, (String, u32)> = HashMap::new();
     let mut report = StfReport {
         file: script.file.clone(),
         ..Default::default()
@@ -92,16 +120,33 @@ where
             Command::Packet { port, data } => {
                 out.clear();
                 sw.process_packet(*port, data, &mut out);
-                let _ = sw.take_digests();
+                let digests = sw.take_digests().len();
                 report.packets_sent += 1;
+                let mut what: Vec<String> = Vec::new();
                 for o in out.drain(..) {
                     report.frames_out += 1;
                     if attached.contains(&o.port) {
+                        what.push(format!("port {}: {}", o.port, hex_upper(&o.data)));
                         received.entry(o.port).or_default().push(o.data);
                     } else {
+                        what.push(format!("port {} (not attached, discarded)", o.port));
                         report.discarded += 1;
                     }
                 }
+                if what.is_empty() {
+                    what.push("no frame out".to_string());
+                }
+                if digests > 0 {
+                    what.push(format!("{digests} digest(s)"));
+                }
+                note(
+                    &mut report,
+                    format!(
+                        "{} bytes in on port {port} -> {}",
+                        data.len(),
+                        what.join("; ")
+                    ),
+                );
             }
             Command::Expect { .. } => {}
             Command::Add {
@@ -109,20 +154,43 @@ where
                 priority,
                 keys,
                 action,
-                ..
+                entry_id,
             } => match translate_add(program, table, *priority, keys, action) {
-                Err(e) => error(&mut report, e),
+                Err(e) if e.cli_side => report.warnings.push(Issue {
+                    pos: e.pos.unwrap_or(pos),
+                    command: kw,
+                    message: format!("rejected: {}", e.message),
+                }),
+                Err(e) => report.errors.push(Issue {
+                    pos: e.pos.unwrap_or(pos),
+                    command: kw,
+                    message: e.message,
+                }),
                 Ok(e) => match sw.mt_add_entry(&e.table, &e.key, &e.action, &e.data, e.priority) {
-                    Ok(h) => note(
-                        &mut report,
-                        format!("{} -> {}: entry handle {h}", e.table, e.action),
-                    ),
+                    Ok(h) => {
+                        if let Some(id) = entry_id {
+                            labels.insert(id.clone(), (e.table.clone(), h));
+                        }
+                        note(
+                            &mut report,
+                            format!("{} -> {}: entry handle {h}", e.table, e.action),
+                        )
+                    }
                     Err(err) => note(&mut report, format!("rejected: {err}")),
                 },
             },
             Command::SetDefault { table, action } => {
                 match translate_setdefault(program, table, action) {
-                    Err(e) => note(&mut report, format!("rejected: {e}")),
+                    Err(e) if !e.cli_side => report.errors.push(Issue {
+                        pos: e.pos.unwrap_or(pos),
+                        command: kw,
+                        message: e.message,
+                    }),
+                    Err(e) => report.warnings.push(Issue {
+                        pos: e.pos.unwrap_or(pos),
+                        command: kw,
+                        message: format!("rejected: {}", e.message),
+                    }),
                     Ok((t, a, data)) => match sw.mt_set_default_action(&t, &a, &data) {
                         Ok(()) => note(&mut report, format!("default of {t} is {a}")),
                         Err(err) => note(&mut report, format!("rejected: {err}")),
@@ -134,6 +202,12 @@ where
                 "no_packet cannot be executed (p4c's BMv2 runner fails on it)".to_string(),
             ),
             Command::Wait | Command::RemoveAll => note(&mut report, "ignored".to_string()),
+            Command::CheckCounter { counter, id, check } if options.strict_counters => {
+                match check_counter(sw, program, &labels, counter, id, check.as_ref()) {
+                    Ok(msg) => note(&mut report, msg),
+                    Err(e) => error(&mut report, e),
+                }
+            }
             Command::CheckCounter { counter, id, .. } => note(
                 &mut report,
                 format!("check_counter {counter}({id}) ignored, as in p4c's BMv2 runner"),
@@ -142,13 +216,20 @@ where
                 &mut report,
                 format!("mc_node_update {node} ignored (p4c's runner does not forward it)"),
             ),
-            other => {
-                let msg = match pass_through(other, sw, program) {
-                    Ok(m) => m,
-                    Err(e) => format!("rejected: {e}"),
-                };
-                note(&mut report, msg);
-            }
+            other => match cli_line(other) {
+                Some(line) => {
+                    let out = cli.execute(&mut *sw, &line);
+                    let text = out.trim_end().replace('\n', " | ");
+                    if cli.last_command_failed() {
+                        note(&mut report, format!("rejected: {text}"));
+                    } else if text.is_empty() {
+                        note(&mut report, "done".to_string());
+                    } else {
+                        note(&mut report, text);
+                    }
+                }
+                None => note(&mut report, "not executed".to_string()),
+            },
         }
     }
     for port in attached {
@@ -183,161 +264,144 @@ where
     report
 }
 
-fn rates(r: &[crate::ast::RatePair]) -> Vec<MeterRate> {
-    r.iter()
-        .map(|p| MeterRate {
-            units_per_micros: p.rate,
-            burst_size: p.burst,
-        })
-        .collect()
+/// Read a counter cell for `check_counter` and apply its comparison.
+fn check_counter<S>(
+    sw: &mut S,
+    program: &Program,
+    labels: &HashMap<String, (String, u32)>,
+    counter: &str,
+    id: &str,
+    check: Option<&CounterCheck>,
+) -> Result<String, String>
+where
+    S: Runtime + PacketPath,
+{
+    let full = cli_resolve(
+        program.counter_arrays.iter().map(|c| c.name.as_str()),
+        counter,
+        "counter",
+    )?;
+    let c = program
+        .counter_arrays
+        .iter()
+        .find(|c| c.name == full)
+        .ok_or_else(|| format!("Invalid counter name ({counter})"))?;
+    let number = || int_literal(id);
+    let value = match c.binding.as_deref().filter(|_| c.is_direct) {
+        Some(table) => {
+            let handle = match labels.get(id) {
+                Some((t, h)) if t == table => *h,
+                Some((t, _)) => {
+                    return Err(format!(
+                        "entry '{id}' belongs to table {t}, not to {table} (counter {full})"
+                    ))
+                }
+                None => number().ok_or_else(|| {
+                    format!("'{id}' is neither an entry label (= id) nor an entry handle")
+                })?,
+            };
+            sw.mt_read_counter(table, handle)
+                .map_err(|e| e.to_string())?
+        }
+        None => {
+            let index = number().ok_or_else(|| format!("'{id}' is not a counter index"))?;
+            sw.counter_read(full, index).map_err(|e| e.to_string())?
+        }
+    };
+    let shown = format!(
+        "{counter}({id}) = {} packets, {} bytes",
+        value.packets, value.bytes
+    );
+    let Some(chk) = check else {
+        return Ok(shown);
+    };
+    let got = match chk.unit {
+        CounterUnit::Packets => value.packets,
+        CounterUnit::Bytes => value.bytes,
+    };
+    let ok = match chk.op {
+        CmpOp::Eq => got == chk.value,
+        CmpOp::Ne => got != chk.value,
+        CmpOp::Lt => got < chk.value,
+        CmpOp::Le => got <= chk.value,
+        CmpOp::Gt => got > chk.value,
+        CmpOp::Ge => got >= chk.value,
+    };
+    let unit = match chk.unit {
+        CounterUnit::Packets => "packets",
+        CounterUnit::Bytes => "bytes",
+    };
+    let what = format!("{unit} {} {}", chk.op.as_str(), chk.value);
+    if ok {
+        Ok(format!("{shown}: {what} holds"))
+    } else {
+        Err(format!("counter check failed: {shown}; expected {what}"))
+    }
 }
 
-/// The BMv2 pass-through commands, as simple_switch_CLI would execute them.
-fn pass_through<S>(cmd: &Command, sw: &mut S, program: &Program) -> Result<String, String>
-where
-    S: Runtime + PacketPath + ?Sized,
-{
-    let e = |e: tern_runtime::RuntimeError| e.to_string();
-    let counters = || program.counter_arrays.iter().map(|c| c.name.as_str());
-    let meters = || program.meter_arrays.iter().map(|c| c.name.as_str());
-    let registers = || program.register_arrays.iter().map(|c| c.name.as_str());
-    match cmd {
-        Command::MirroringAdd { session, port } => {
-            let s = MirroringSession {
-                port: Some(*port),
-                mgid: None,
-            };
-            sw.mirroring_session_add(*session, s).map_err(e)?;
-            Ok(format!("session {session} -> port {port}"))
-        }
+/// A decimal, `0x` or `0b` integer that fits 32 bits.
+fn int_literal(s: &str) -> Option<u32> {
+    let l = s.to_ascii_lowercase();
+    if let Some(h) = l.strip_prefix("0x") {
+        u32::from_str_radix(h, 16).ok()
+    } else if let Some(b) = l.strip_prefix("0b") {
+        u32::from_str_radix(b, 2).ok()
+    } else {
+        l.parse().ok()
+    }
+}
+
+/// The simple_switch_CLI line p4c's runner forwards for a pass-through command.
+fn cli_line(cmd: &Command) -> Option<String> {
+    let rates = |r: &[crate::ast::RatePair]| {
+        r.iter()
+            .map(|p| format!("{}:{}", p.rate, p.burst))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let ports = |p: &[u32]| p.iter().map(u32::to_string).collect::<Vec<_>>().join(" ");
+    Some(match cmd {
+        Command::MirroringAdd { session, port } => format!("mirroring_add {session} {port}"),
         Command::MirroringAddMc { session, mgid } => {
-            let s = MirroringSession {
-                port: None,
-                mgid: Some(*mgid),
-            };
-            sw.mirroring_session_add(*session, s).map_err(e)?;
-            Ok(format!("session {session} -> multicast group {mgid}"))
+            format!("mirroring_add_mc {session} {mgid}")
         }
-        Command::MirroringDelete { session } => {
-            sw.mirroring_session_delete(*session).map_err(e)?;
-            Ok(format!("session {session} deleted"))
-        }
-        Command::MirroringGet { session } => {
-            let s = sw.mirroring_session_get(*session).map_err(e)?;
-            Ok(format!("session {session}: {s:?}"))
-        }
-        Command::McMgrpCreate { mgid } => {
-            sw.mc_mgrp_create(*mgid).map_err(e)?;
-            Ok(format!("multicast group {mgid} created"))
-        }
-        Command::McNodeCreate { rid, ports } => {
-            let h = sw.mc_node_create(*rid, ports, &[]).map_err(e)?;
-            Ok(format!("node was created with handle {h}"))
-        }
-        Command::McNodeAssociate { mgid, node } => {
-            sw.mc_node_associate(*mgid, *node).map_err(e)?;
-            Ok(format!("node {node} associated to group {mgid}"))
-        }
-        Command::CounterRead { counter, index } => {
-            let full = cli_resolve(counters(), counter, "counter")?;
-            let c = program.counter_arrays.iter().find(|c| c.name == full);
-            let v = match c.and_then(|c| c.binding.as_deref().filter(|_| c.is_direct)) {
-                Some(table) => sw.mt_read_counter(table, *index).map_err(e)?,
-                None => sw.counter_read(full, *index).map_err(e)?,
-            };
-            Ok(format!(
-                "{counter}[{index}]= ({} bytes, {} packets)",
-                v.bytes, v.packets
-            ))
-        }
+        Command::MirroringDelete { session } => format!("mirroring_delete {session}"),
+        Command::MirroringGet { session } => format!("mirroring_get {session}"),
+        Command::McMgrpCreate { mgid } => format!("mc_mgrp_create {mgid}"),
+        Command::McNodeCreate { rid, ports: p } => format!("mc_node_create {rid} {}", ports(p)),
+        Command::McNodeAssociate { mgid, node } => format!("mc_node_associate {mgid} {node}"),
+        Command::CounterRead { counter, index } => format!("counter_read {counter} {index}"),
         Command::CounterWrite {
             counter,
             index,
             packets,
             bytes,
-        } => {
-            let full = cli_resolve(counters(), counter, "counter")?;
-            let c = program.counter_arrays.iter().find(|c| c.name == full);
-            let v = CounterValue {
-                bytes: *bytes,
-                packets: *packets,
-            };
-            match c.and_then(|c| c.binding.as_deref().filter(|_| c.is_direct)) {
-                Some(table) => sw.mt_write_counter(table, *index, v).map_err(e)?,
-                None => sw.counter_write(full, *index, v).map_err(e)?,
-            }
-            Ok(format!("{counter}[{index}] has been updated"))
-        }
-        Command::RegisterRead { register, index } => {
-            let full = cli_resolve(registers(), register, "register")?;
-            match index {
-                Some(i) => {
-                    let v = sw.register_read(full, *i).map_err(e)?;
-                    Ok(format!("{register}[{i}]= {v}"))
-                }
-                None => {
-                    let v = sw.register_read_all(full).map_err(e)?;
-                    let s: Vec<String> = v.iter().map(u64::to_string).collect();
-                    Ok(format!("{register}= {}", s.join(", ")))
-                }
-            }
-        }
+        } => format!("counter_write {counter} {index} {packets} {bytes}"),
+        Command::RegisterRead {
+            register,
+            index: Some(i),
+        } => format!("register_read {register} {i}"),
+        Command::RegisterRead {
+            register,
+            index: None,
+        } => format!("register_read {register}"),
         Command::RegisterWrite {
             register,
             index,
             value,
-        } => {
-            let full = cli_resolve(registers(), register, "register")?;
-            sw.register_write(full, *index, *value).map_err(e)?;
-            Ok(format!("{register}[{index}] := {value}"))
-        }
-        Command::RegisterReset { register } => {
-            let full = cli_resolve(registers(), register, "register")?;
-            sw.register_reset(full).map_err(e)?;
-            Ok(format!("{register} reset"))
-        }
-        Command::MeterGetRates { meter, index } => {
-            let full = cli_resolve(meters(), meter, "meter")?;
-            let m = program.meter_arrays.iter().find(|m| m.name == full);
-            let v = match m.and_then(|m| m.binding.as_deref().filter(|_| m.is_direct)) {
-                Some(table) => sw.mt_get_meter_rates(table, *index).map_err(e)?,
-                None => sw.meter_get_rates(full, *index).map_err(e)?,
-            };
-            let s: Vec<String> = v
-                .iter()
-                .enumerate()
-                .map(|(k, r)| {
-                    format!(
-                        "{k}: info rate = {}, burst size = {}",
-                        r.units_per_micros, r.burst_size
-                    )
-                })
-                .collect();
-            Ok(s.join("; "))
-        }
+        } => format!("register_write {register} {index} {value}"),
+        Command::RegisterReset { register } => format!("register_reset {register}"),
+        Command::MeterGetRates { meter, index } => format!("meter_get_rates {meter} {index}"),
         Command::MeterSetRates {
             meter,
             index,
             rates: r,
-        } => {
-            let full = cli_resolve(meters(), meter, "meter")?;
-            let m = program.meter_arrays.iter().find(|m| m.name == full);
-            match m.and_then(|m| m.binding.as_deref().filter(|_| m.is_direct)) {
-                Some(table) => sw.mt_set_meter_rates(table, *index, &rates(r)).map_err(e)?,
-                None => sw.meter_set_rates(full, *index, &rates(r)).map_err(e)?,
-            }
-            Ok(format!("{meter}[{index}] rates set"))
-        }
+        } => format!("meter_set_rates {meter} {index} {}", rates(r)),
         Command::MeterArraySetRates { meter, rates: r } => {
-            let full = cli_resolve(meters(), meter, "meter")?;
-            sw.meter_array_set_rates(full, &rates(r)).map_err(e)?;
-            Ok(format!("{meter} rates set"))
+            format!("meter_array_set_rates {meter} {}", rates(r))
         }
-        other => Err(format!(
-            "'{}' is not a pass-through command",
-            other.keyword()
-        )),
-    }
+        _ => return None,
+    })
 }
 
 #[cfg(test)]

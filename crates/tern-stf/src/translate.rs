@@ -2,7 +2,8 @@
 //! resolution, key encodings per match kind, the priority convention, and the runtime CLI's
 //! value syntax for action parameters and pass-through object names.
 
-use crate::ast::{ActionCall, KeyValue, Radix, StfNumber};
+use crate::ast::{ActionCall, KeyValue, Pos, Radix, StfNumber};
+use std::fmt;
 use tern_model::{KeyTarget, MatchKind, Program, Table};
 use tern_runtime::MatchParam;
 
@@ -19,6 +20,50 @@ pub struct AddEntry {
     pub data: Vec<Vec<u8>>,
     /// BMv2 priority (`10000 - stf priority`), only for ternary tables.
     pub priority: Option<i32>,
+}
+
+/// Why an `add`/`setdefault` line cannot be translated, with the position of the part at
+/// fault (a key, the action, a parameter) when there is one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TranslateError {
+    pub pos: Option<Pos>,
+    pub message: String,
+    /// The error is one p4c's runner leaves to `simple_switch_CLI` (a value it cannot parse):
+    /// the CLI prints it and the test goes on, so it is not a failure by itself.
+    pub cli_side: bool,
+}
+
+impl From<String> for TranslateError {
+    fn from(message: String) -> Self {
+        TranslateError {
+            pos: None,
+            message,
+            cli_side: false,
+        }
+    }
+}
+
+impl TranslateError {
+    fn cli(self) -> TranslateError {
+        TranslateError {
+            cli_side: true,
+            ..self
+        }
+    }
+}
+
+impl fmt::Display for TranslateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+fn at(pos: Pos) -> impl Fn(String) -> TranslateError {
+    move |message| TranslateError {
+        pos: Some(pos),
+        message,
+        cli_side: false,
+    }
 }
 
 /// Tables the runner knows: those of the first two pipelines, as p4c's runner reads them.
@@ -129,16 +174,14 @@ pub fn resolve_key(table: &Table, stf_name: &str) -> Result<usize, String> {
     }
     let dotted = format!(".{name}");
     let dotted_dollar = format!(".{name}$");
-    if let Some(i) = names
-        .iter()
-        .position(|n| n.ends_with(&dotted) || n.ends_with(&dotted_dollar))
-    {
+    if let Some(i) = names.iter().position(|n| {
+        n.ends_with(&dotted)
+            || n.ends_with(&dotted_dollar)
+            || (name == "valid" && n.ends_with(".$valid$"))
+    }) {
         return Ok(i);
     }
     if name == "valid" {
-        if let Some(i) = names.iter().position(|n| n.ends_with(".$valid$")) {
-            return Ok(i);
-        }
         if let Some(i) = find("$valid$") {
             return Ok(i);
         }
@@ -421,7 +464,7 @@ pub fn action_data(
     program: &Program,
     action: usize,
     call: &ActionCall,
-) -> Result<Vec<Vec<u8>>, String> {
+) -> Result<Vec<Vec<u8>>, TranslateError> {
     let act = &program.actions[action];
     let mut data: Vec<Option<Vec<u8>>> = vec![None; act.runtime_data.len()];
     for p in &call.params {
@@ -444,23 +487,25 @@ pub fn action_data(
                             .join(", ")
                     }
                 )
-            })?;
+            })
+            .map_err(at(p.pos))?;
         if data[i].is_some() {
-            return Err(format!("parameter '{}' given twice", p.name));
+            return Err(at(p.pos)(format!("parameter '{}' given twice", p.name)));
         }
         let bw = act.runtime_data[i].1;
         data[i] = Some(
-            parse_cli_value(&p.value, bw).map_err(|e| format!("parameter '{}': {e}", p.name))?,
+            parse_cli_value(&p.value, bw)
+                .map_err(|e| at(p.pos)(format!("parameter '{}': {e}", p.name)).cli())?,
         );
     }
     data.into_iter()
         .enumerate()
         .map(|(i, d)| {
             d.ok_or_else(|| {
-                format!(
+                at(call.pos)(format!(
                     "action '{}' needs parameter '{}'",
                     act.name, act.runtime_data[i].0
-                )
+                ))
             })
         })
         .collect()
@@ -473,21 +518,22 @@ pub fn translate_add(
     priority: Option<u32>,
     keys: &[KeyValue],
     action: &ActionCall,
-) -> Result<AddEntry, String> {
+) -> Result<AddEntry, TranslateError> {
     let t = resolve_table(program, table)?;
     if t.key.iter().any(|k| k.match_kind == MatchKind::Range) {
         return Err(format!(
             "Unexpected key type: table '{}' has a range key and cannot be used with add",
             t.name
-        ));
+        )
+        .into());
     }
-    let a = resolve_action(program, t, &action.name)?;
+    let a = resolve_action(program, t, &action.name).map_err(at(action.pos))?;
     let data = action_data(program, a, action)?;
     let mut given: Vec<Option<&KeyValue>> = vec![None; t.key.len()];
     for kv in keys {
-        let i = resolve_key(t, &kv.name)?;
+        let i = resolve_key(t, &kv.name).map_err(at(kv.pos))?;
         if given[i].is_some() {
-            return Err(format!("key '{}' given twice", t.key[i].name));
+            return Err(at(kv.pos)(format!("key '{}' given twice", t.key[i].name)));
         }
         given[i] = Some(kv);
     }
@@ -495,7 +541,40 @@ pub fn translate_add(
     for (k, g) in t.key.iter().zip(&given) {
         let bits = key_width(program, &k.target);
         key.push(match g {
-            Some(kv) => encode_key(k.match_kind, bits, &kv.value, &k.name)?,
+            Some(kv) => {
+                if k.match_kind == MatchKind::Ternary && kv.value.radix == Radix::Dec {
+                    return Err(at(kv.value.pos)(format!(
+                        "ternary key '{}' needs a hex or binary value, got decimal '{}'",
+                        k.name,
+                        kv.value.text()
+                    )));
+                }
+                match (kv.prefix_len, k.match_kind) {
+                    (None, _) => encode_key(k.match_kind, bits, &kv.value, &k.name)
+                        .map_err(|e| at(kv.value.pos)(e).cli())?,
+                    (Some(len), MatchKind::Lpm) => {
+                        let mut v = kv.value.clone();
+                        v.digits = v.digits.replace('*', "0");
+                        let key = match encode_key(MatchKind::Lpm, bits, &v, &k.name)
+                            .map_err(|e| at(kv.value.pos)(e).cli())?
+                        {
+                            MatchParam::Lpm { key, .. } => key,
+                            _ => vec![0; bits.div_ceil(8) as usize],
+                        };
+                        MatchParam::Lpm {
+                            key,
+                            prefix_len: len,
+                        }
+                    }
+                    (Some(_), kind) => {
+                        return Err(at(kv.value.pos)(format!(
+                            "'/<len>' is only meaningful for lpm keys; '{}' is {kind}",
+                            k.name
+                        ))
+                        .cli())
+                    }
+                }
+            }
             None => default_key(k.match_kind, bits),
         });
     }
@@ -540,16 +619,24 @@ pub fn cli_resolve<'a>(
     }
 }
 
-/// `setdefault`: CLI name resolution of table and action, data in declaration order.
+/// `setdefault`: p4c's runner resolves the table and action with its own rules (an error
+/// there fails the test) and checks the parameter names, then hands the names *as written* to
+/// the CLI, which resolves them by dot-suffix (an error there is only printed: `cli_side`).
 pub fn translate_setdefault(
     program: &Program,
     table: &str,
     action: &ActionCall,
-) -> Result<(String, String, Vec<Vec<u8>>), String> {
-    let tname = cli_resolve(tables(program).map(|t| t.name.as_str()), table, "table")?;
+) -> Result<(String, String, Vec<Vec<u8>>), TranslateError> {
+    let runner_table = resolve_table(program, table)?;
+    let runner_action =
+        resolve_action(program, runner_table, &action.name).map_err(at(action.pos))?;
+    let data = action_data(program, runner_action, action)?;
+    let cli = |e: String| TranslateError::from(e).cli();
+    let tname =
+        cli_resolve(tables(program).map(|t| t.name.as_str()), table, "table").map_err(cli)?;
     let t = tables(program)
         .find(|t| t.name == tname)
-        .ok_or_else(|| format!("Invalid table name ({table})"))?;
+        .ok_or_else(|| cli(format!("Invalid table name ({table})")))?;
     let aname = cli_resolve(
         program.actions.iter().map(|a| a.name.as_str()),
         &action.name,
@@ -565,14 +652,18 @@ pub fn translate_setdefault(
             &action.name,
             "action",
         )
-    })?;
-    let a = t
-        .actions
-        .iter()
-        .map(|&a| a as usize)
-        .find(|&a| program.actions.get(a).is_some_and(|x| x.name == aname))
-        .ok_or_else(|| format!("Table {} has no action {}", t.name, action.name))?;
-    let data = action_data(program, a, action)?;
+    })
+    .map_err(|e| at(action.pos)(e).cli())?;
+    if !t.actions.iter().any(|&a| {
+        program
+            .actions
+            .get(a as usize)
+            .is_some_and(|x| x.name == aname)
+    }) {
+        return Err(
+            at(action.pos)(format!("Table {} has no action {}", t.name, action.name)).cli(),
+        );
+    }
     Ok((t.name.clone(), aname.to_string(), data))
 }
 
@@ -594,7 +685,7 @@ mod tests {
                 keys,
                 action,
                 ..
-            } => translate_add(p, table, *priority, keys, action),
+            } => translate_add(p, table, *priority, keys, action).map_err(|e| e.message),
             c => panic!("{c:?}"),
         }
     }
@@ -710,6 +801,16 @@ mod tests {
                 prefix_len: 4
             }
         );
+        let e = add_line(&p, "add route dst:0x0a000000/8 drop_it()").unwrap();
+        assert_eq!(
+            e.key[0],
+            MatchParam::Lpm {
+                key: vec![0x0a, 0, 0, 0],
+                prefix_len: 8
+            }
+        );
+        let err = add_line(&p, "add route tci:1/8 drop_it()").unwrap_err();
+        assert!(err.contains("only meaningful for lpm"), "{err}");
         let err = add_line(&p, "add route dst:0x0a*1 drop_it()").unwrap_err();
         assert!(err.contains("at the end"), "{err}");
     }
@@ -828,16 +929,30 @@ mod tests {
             pos: Default::default(),
         };
         let (t, a, d) = translate_setdefault(&p, "ipv4_route", &call("drop_it")).unwrap();
+        let msg = |r: Result<_, TranslateError>| {
+            let e = r.unwrap_err();
+            (e.cli_side, e.message)
+        };
         assert_eq!(
             (t.as_str(), a.as_str(), d.len()),
             ("ingress.ipv4_route", "ingress.drop_it", 0)
         );
-        assert!(translate_setdefault(&p, "route", &call("drop_it"))
-            .unwrap_err()
-            .contains("Invalid table name (route)"));
-        assert!(translate_setdefault(&p, "acl", &call("set_nexthop"))
-            .unwrap_err()
-            .contains("has no action"));
+        // The runner finds "route" (string suffix), the CLI does not (component suffix).
+        let (cli_side, m) = msg(translate_setdefault(&p, "route", &call("drop_it")));
+        assert!(cli_side && m.contains("Invalid table name (route)"), "{m}");
+        // Unknown to the runner: a failure, not a CLI rejection.
+        let (cli_side, m) = msg(translate_setdefault(&p, "nope", &call("drop_it")));
+        assert!(!cli_side && m.contains("no table"), "{m}");
+        let (cli_side, m) = msg(translate_setdefault(&p, "acl", &call("set_nexthop")));
+        assert!(!cli_side && m.contains("has no action"), "{m}");
+        let mut c = call("permit");
+        c.params.push(crate::ast::ParamValue {
+            name: "prt".into(),
+            value: "1".into(),
+            pos: Default::default(),
+        });
+        let (cli_side, m) = msg(translate_setdefault(&p, "acl", &c));
+        assert!(!cli_side && m.contains("no parameter 'prt'"), "{m}");
     }
 
     #[test]

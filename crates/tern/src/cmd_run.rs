@@ -15,7 +15,8 @@
 //!   are flushed after each packet either way;
 //! * output record timestamps are the wall clock at write time, or with `--deterministic` the
 //!   timestamp of the input packet that produced them (byte-identical output across runs; log
-//!   lines then show packet time and no thread id).
+//!   lines then show packet time and no thread id; the switch clock, which timestamps, meters
+//!   and entry ageing read, is the input packet's timestamp too).
 
 use anyhow::Context as _;
 use std::fmt::Write as _;
@@ -128,9 +129,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub device_id: u64,
 
-    /// Thrift port (reported by switch_info; the control server is not started yet).
-    #[arg(long, value_name = "P", default_value_t = 9090)]
-    pub thrift_port: u32,
+    /// Serve BMv2's Thrift runtime API on this port (simple_switch_CLI, `tern cli
+    /// --thrift-port`). With `--use-files` the server starts only when this option is given,
+    /// and the run then keeps serving after the inputs end, as simple_switch does; without it
+    /// the run exits when the inputs are exhausted. switch_info reports 9090 by default.
+    #[arg(long, value_name = "P")]
+    pub thrift_port: Option<u32>,
 
     /// Runtime commands (simple_switch_CLI language) applied before packets are replayed.
     #[arg(long, value_name = "FILE")]
@@ -161,7 +165,7 @@ pub struct RunArgs {
 fn switch_options(args: &RunArgs) -> anyhow::Result<SwitchOptions> {
     let mut o = SwitchOptions {
         device_id: args.device_id,
-        thrift_port: args.thrift_port,
+        thrift_port: args.thrift_port.unwrap_or(9090),
         ..SwitchOptions::default()
     };
     if let Some(p) = args.drop_port {
@@ -349,15 +353,26 @@ fn apply_commands(sw: &Arc<Mutex<Switch>>, path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// HOOK (lead wires it): start the control server (Thrift on `--thrift-port`) on its own
-/// thread, sharing the switch. Called after `--commands` and before the `--use-files` wait,
+/// Start the control server (BMv2's Thrift API on `--thrift-port`) on its own thread, sharing
+/// the switch. Called after `--commands` and before the `--use-files` wait,
 /// so a controller can install entries during the wait. Returns the thread if one started.
 pub fn start_control_server(
     sw: &Arc<Mutex<Switch>>,
     args: &RunArgs,
 ) -> anyhow::Result<Option<std::thread::JoinHandle<()>>> {
-    let _ = (sw, args.thrift_port);
-    Ok(None)
+    let Some(port) = args.thrift_port else {
+        return Ok(None);
+    };
+    let port = u16::try_from(port).context("--thrift-port must be below 65536")?;
+    let listener = std::net::TcpListener::bind(("0.0.0.0", port)).with_context(|| {
+        format!("cannot start the Thrift server on port {port} (is another switch running?)")
+    })?;
+    let sw = Arc::clone(sw);
+    Ok(Some(std::thread::spawn(move || {
+        if let Err(e) = tern_thrift::serve(listener, sw) {
+            eprintln!("Thrift server stopped: {e}");
+        }
+    })))
 }
 
 /// Counters printed in the summary.
@@ -612,6 +627,10 @@ fn replay(
             let mut s = sw
                 .lock()
                 .map_err(|_| anyhow::anyhow!("switch state poisoned by a panic"))?;
+            if args.deterministic {
+                // The switch clock follows packet time: timestamps, meters and ageing repeat.
+                s.set_clock_us(Some(m.ts_ns / 1000));
+            }
             s.process_packet(m.port, &buf, &mut out);
             (s.take_log(), s.take_digests())
         };

@@ -1,5 +1,6 @@
-//! `tern test prog.json tests.stf...`: runs p4c STF packet tests against a BMv2 JSON program,
-//! one fresh switch per STF file, and reports PASS/FAIL per file with the mismatch details.
+//! `tern test prog.json tests.stf...`: runs p4c STF packet tests against a BMv2 JSON program
+//! (or a `.p4` source compiled first), one fresh switch per STF file, and reports PASS/FAIL
+//! per file with the mismatch details.
 
 use anyhow::Context;
 use std::path::PathBuf;
@@ -8,7 +9,8 @@ use tern_dataplane::{Switch, SwitchOptions};
 
 #[derive(clap::Args, Default)]
 pub struct TestArgs {
-    /// The program: a BMv2 JSON file (as produced by p4c-bm2-ss).
+    /// The program: a BMv2 JSON file (as produced by p4c-bm2-ss), or a P4-16 source (`.p4`),
+    /// which is first compiled with tern's compiler (as p4c's run-bmv2-test compiles first).
     pub json: PathBuf,
     /// One or more STF files; each runs on a freshly loaded switch.
     #[arg(required = true)]
@@ -16,19 +18,42 @@ pub struct TestArgs {
     /// Also list met expectations, accepted commands and ignored lines.
     #[arg(short, long)]
     pub verbose: bool,
+    /// Evaluate `check_counter` lines (p4c's BMv2 runner ignores them).
+    #[arg(long)]
+    pub strict_counters: bool,
+    /// For a `.p4` program: add a directory to the include search path.
+    #[arg(short = 'I', value_name = "DIR")]
+    pub include: Vec<PathBuf>,
+    /// For a `.p4` program: define a preprocessor macro, NAME or NAME=VALUE.
+    #[arg(short = 'D', value_name = "NAME[=VALUE]")]
+    pub define: Vec<String>,
 }
 
 pub fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
     let json_name = args.json.display().to_string();
-    let json = std::fs::read_to_string(&args.json)
-        .with_context(|| format!("cannot read program {json_name}"))?;
+    let json = if args.json.extension().is_some_and(|e| e == "p4") {
+        let opts = tern_p4::Options {
+            include_dirs: args.include.clone(),
+            defines: args.define.clone(),
+        };
+        match tern_p4::compile_file(&args.json, &opts) {
+            Ok(c) => c.json,
+            Err(d) => anyhow::bail!("{json_name}: compilation failed\n{d}"),
+        }
+    } else {
+        std::fs::read_to_string(&args.json)
+            .with_context(|| format!("cannot read program {json_name}"))?
+    };
     // Load once up front so a bad program is reported once, before any STF file.
     Switch::from_json(&json, SwitchOptions::default())
         .map_err(|e| anyhow::anyhow!("{json_name}: cannot load program: {e}"))?;
     let (mut passed, mut failed) = (0usize, 0usize);
     for path in &args.stf {
         let name = path.display().to_string();
-        let outcome = run_one(&json, path, &name, args.verbose);
+        let options = tern_stf::RunOptions {
+            strict_counters: args.strict_counters,
+        };
+        let outcome = run_one(&json, path, &name, args.verbose, options);
         match outcome {
             Ok(true) => passed += 1,
             Ok(false) => failed += 1,
@@ -49,13 +74,19 @@ pub fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Run one STF file; `Ok(passed)`, or an error for unreadable or unparsable files.
-fn run_one(json: &str, path: &PathBuf, name: &str, verbose: bool) -> anyhow::Result<bool> {
+fn run_one(
+    json: &str,
+    path: &PathBuf,
+    name: &str,
+    verbose: bool,
+    options: tern_stf::RunOptions,
+) -> anyhow::Result<bool> {
     let text = std::fs::read_to_string(path).with_context(|| format!("{name}: cannot read"))?;
     let script = tern_stf::parse(&text, name)?;
     let mut sw = Switch::from_json(json, SwitchOptions::default())
         .map_err(|e| anyhow::anyhow!("cannot load program: {e}"))?;
     let program = sw.program().clone();
-    let report = tern_stf::run(&script, &mut sw, &program);
+    let report = tern_stf::run_with_options(&script, &mut sw, &program, options);
     print!("{}", report.render(verbose));
     Ok(report.passed())
 }
@@ -75,6 +106,9 @@ mod tests {
             json: PathBuf::from(format!("{FIXTURES}{json}")),
             stf: stf.iter().map(PathBuf::from).collect(),
             verbose: false,
+            strict_counters: false,
+            include: vec![],
+            define: vec![],
         }
     }
 
@@ -104,6 +138,60 @@ mod tests {
         assert_eq!(run(args(json, &[&ok, &wrong])).unwrap(), ExitCode::FAILURE);
         let missing = run(args(json, &["/nonexistent/x.stf"])).unwrap();
         assert_eq!(missing, ExitCode::FAILURE);
+    }
+
+    #[test]
+    fn strict_counters_flag() {
+        let json = "targets/simple_switch_grpc/tests/testdata/counter.json";
+        let wrong = tmp(
+            "cnt.stf",
+            "add t_redirect packet_length:2 port_redirect() = e\nexpect 1 0000 $\npacket 1 0000\n\
+             check_counter cntr(e) packets == 5\n",
+        );
+        assert_eq!(run(args(json, &[&wrong])).unwrap(), ExitCode::SUCCESS);
+        let mut a = args(json, &[&wrong]);
+        a.strict_counters = true;
+        assert_eq!(run(a).unwrap(), ExitCode::FAILURE);
+    }
+
+    #[test]
+    fn p4_source_is_compiled_first() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../");
+        let a = TestArgs {
+            json: PathBuf::from(format!("{root}p4/tutorials/basic.p4")),
+            stf: vec![PathBuf::from(format!("{STF_DIR}basic.stf"))],
+            verbose: false,
+            strict_counters: false,
+            include: vec![],
+            define: vec![],
+        };
+        assert_eq!(run(a).unwrap(), ExitCode::SUCCESS);
+        let ecn = |define: Vec<String>| TestArgs {
+            json: PathBuf::from(format!("{root}p4/tutorials/ecn.p4")),
+            stf: vec![PathBuf::from(format!("{STF_DIR}ecn_marked.stf"))],
+            verbose: false,
+            strict_counters: false,
+            include: vec![],
+            define,
+        };
+        assert_eq!(run(ecn(vec![])).unwrap(), ExitCode::FAILURE);
+        let marked = ecn(vec!["ECN_THRESHOLD=0".into()]);
+        assert_eq!(run(marked).unwrap(), ExitCode::SUCCESS);
+        let bad = tmp("bad.p4", "header h { bit<8> a }\n");
+        let e = run(TestArgs {
+            json: PathBuf::from(&bad),
+            stf: vec![PathBuf::from(format!("{STF_DIR}basic.stf"))],
+            verbose: false,
+            strict_counters: false,
+            include: vec![],
+            define: vec![],
+        })
+        .unwrap_err();
+        let msg = format!("{e:#}");
+        assert!(
+            msg.contains("compilation failed") && msg.contains("bad.p4"),
+            "{msg}"
+        );
     }
 
     #[test]

@@ -63,7 +63,8 @@ fn invoked_as_simple_switch_runs_use_files_like_tern_run() {
         })
         .collect();
     std::fs::write(d.join("p0_in.pcap"), pcap(&frames)).unwrap();
-    // simple_switch's own syntax, as p4c's STF runner writes it (JSON last, -i repeated).
+    // simple_switch's own syntax, as p4c's STF runner writes it (JSON last, -i repeated; no
+    // --thrift-port, so the run ends with its inputs).
     let o = ss(
         &d,
         &link,
@@ -73,8 +74,6 @@ fn invoked_as_simple_switch_runs_use_files_like_tern_run() {
             "--log-flush",
             "--use-files",
             "0",
-            "--thrift-port",
-            "9191",
             "--device-id",
             "3",
             "-i",

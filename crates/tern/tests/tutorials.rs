@@ -1,0 +1,71 @@
+//! The tutorial programs in `p4/tutorials/` pass their STF packet tests (`tests/stf/X.stf` for
+//! `p4/tutorials/X.p4`) through the `tern` binary: `tern test p4/tutorials/X.p4 tests/stf/X.stf`,
+//! the way p4c's test runner pairs a program with its STF file. (`tern-stf`'s own tests check
+//! the same files through the library with exact expectation counts.)
+
+use std::path::Path;
+use std::process::Command;
+
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+
+#[test]
+fn every_tutorial_stf_passes() {
+    let stf_dir = Path::new(ROOT).join("tests/stf");
+    let tutorial = |p: &Path| {
+        let stem = p.file_stem().unwrap().to_string_lossy().into_owned();
+        Path::new(ROOT)
+            .join(format!("p4/tutorials/{stem}.p4"))
+            .exists()
+    };
+    let mut stfs: Vec<_> = std::fs::read_dir(&stf_dir)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "stf") && tutorial(p))
+        .collect();
+    stfs.sort();
+    assert!(stfs.len() >= 4, "only {} tutorial STF files", stfs.len());
+    let mut failures = Vec::new();
+    for stf in &stfs {
+        let name = stf.file_stem().unwrap().to_string_lossy().into_owned();
+        let p4 = Path::new(ROOT).join(format!("p4/tutorials/{name}.p4"));
+        assert!(
+            p4.exists(),
+            "{} has no program {}",
+            stf.display(),
+            p4.display()
+        );
+        let o = Command::new(env!("CARGO_BIN_EXE_tern"))
+            .arg("test")
+            .arg(&p4)
+            .arg(stf)
+            .output()
+            .unwrap();
+        if !o.status.success() {
+            failures.push(format!(
+                "{name}:\n{}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn a_wrong_expectation_fails_the_run() {
+    let stf = Path::new(ROOT).join("tests/stf/basic.stf");
+    let text = std::fs::read_to_string(&stf).unwrap();
+    // Expect the routed packet on the wrong port.
+    let broken = text.replacen("expect 2 ", "expect 1 ", 1);
+    assert_ne!(broken, text);
+    let tmp = std::env::temp_dir().join(format!("tern-tut-{}.stf", std::process::id()));
+    std::fs::write(&tmp, broken).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_tern"))
+        .arg("test")
+        .arg(Path::new(ROOT).join("p4/tutorials/basic.p4"))
+        .arg(&tmp)
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stdout).contains("FAIL"));
+}
