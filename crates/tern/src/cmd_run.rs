@@ -83,6 +83,11 @@ pub struct LogArgs {
     /// Log the first N bytes of every received and sent packet (info level).
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub dump_packet_data: usize,
+
+    /// simple_switch's nanomsg event log: accepted (Mininet's P4Switch always passes it) with a
+    /// warning; no events are published.
+    #[arg(long, value_name = "ADDR")]
+    pub nanolog: Option<String>,
 }
 
 #[derive(clap::Args, Default, Debug)]
@@ -426,6 +431,12 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let wait = fix_optional_values(&mut args)?;
+    if let Some(addr) = &args.log.nanolog {
+        eprintln!(
+            "tern run: warning: --nanolog {addr}: the nanomsg event log is not supported; \
+             no events are published"
+        );
+    }
     let Some(json_path) = args.json.clone() else {
         eprintln!("Error: please specify an input JSON configuration file");
         eprintln!("Usage: tern run [OPTIONS] <JSON> [-- <TARGET OPTIONS>] (see tern run --help)");
