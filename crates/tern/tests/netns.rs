@@ -445,3 +445,28 @@ fn unprivileged_user_is_told_the_fix() {
         "{err}"
     );
 }
+
+/// Mininet (Debian's package) with tern as the P4 switch class through the `simple_switch`
+/// symlink: `pingall` over simple_router configured via Thrift (scripts/mininet-demo.py).
+#[test]
+fn mininet_pingall_with_tern_as_simple_switch() {
+    let has_mininet = Command::new("/usr/bin/python3")
+        .args(["-c", "import mininet.net"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !is_root() || !has_mininet {
+        eprintln!("skipping: needs root and Debian's mininet (apt-get install mininet)");
+        return;
+    }
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/mininet-demo.py");
+    let child = Command::new("/usr/bin/python3")
+        .args([script, TERN])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let o = wait_with_timeout(child, 120);
+    let all = format!("{}{}", text(&o.stdout), text(&o.stderr));
+    assert!(o.status.success(), "{all}");
+    assert!(all.contains("Results: 0% dropped (2/2 received)"), "{all}");
+}
