@@ -83,6 +83,11 @@ pub struct LogArgs {
     /// Log the first N bytes of every received and sent packet (info level).
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub dump_packet_data: usize,
+
+    /// simple_switch's nanomsg event log: accepted (Mininet's P4Switch always passes it) with a
+    /// warning; no events are published.
+    #[arg(long, value_name = "ADDR")]
+    pub nanolog: Option<String>,
 }
 
 #[derive(clap::Args, Default, Debug)]
@@ -132,7 +137,8 @@ pub struct RunArgs {
     /// Serve BMv2's Thrift runtime API on this port (simple_switch_CLI, `tern cli
     /// --thrift-port`). With `--use-files` the server starts only when this option is given,
     /// and the run then keeps serving after the inputs end, as simple_switch does; without it
-    /// the run exits when the inputs are exhausted. switch_info reports 9090 by default.
+    /// the run exits when the inputs are exhausted. On live interfaces the server always runs,
+    /// on 9090 by default (a busy 9090 is only a warning). switch_info reports 9090 by default.
     #[arg(long, value_name = "P")]
     pub thrift_port: Option<u32>,
 
@@ -360,19 +366,24 @@ pub fn start_control_server(
     sw: &Arc<Mutex<Switch>>,
     args: &RunArgs,
 ) -> anyhow::Result<Option<std::thread::JoinHandle<()>>> {
-    let Some(port) = args.thrift_port else {
-        return Ok(None);
-    };
+    match args.thrift_port {
+        Some(port) => serve_thrift(sw, port).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// Bind `port` and serve BMv2's Thrift API on a new thread.
+fn serve_thrift(sw: &Arc<Mutex<Switch>>, port: u32) -> anyhow::Result<std::thread::JoinHandle<()>> {
     let port = u16::try_from(port).context("--thrift-port must be below 65536")?;
     let listener = std::net::TcpListener::bind(("0.0.0.0", port)).with_context(|| {
         format!("cannot start the Thrift server on port {port} (is another switch running?)")
     })?;
     let sw = Arc::clone(sw);
-    Ok(Some(std::thread::spawn(move || {
+    Ok(std::thread::spawn(move || {
         if let Err(e) = tern_thrift::serve(listener, sw) {
             eprintln!("Thrift server stopped: {e}");
         }
-    })))
+    }))
 }
 
 /// Counters printed in the summary.
@@ -420,6 +431,12 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let wait = fix_optional_values(&mut args)?;
+    if let Some(addr) = &args.log.nanolog {
+        eprintln!(
+            "tern run: warning: --nanolog {addr}: the nanomsg event log is not supported; \
+             no events are published"
+        );
+    }
     let Some(json_path) = args.json.clone() else {
         eprintln!("Error: please specify an input JSON configuration file");
         eprintln!("Usage: tern run [OPTIONS] <JSON> [-- <TARGET OPTIONS>] (see tern run --help)");
@@ -545,8 +562,19 @@ fn run_live(
     if let Some(cmds) = &args.commands {
         apply_commands(sw, cmds)?;
     }
-    // The control server thread (once wired) keeps serving until the process exits.
-    let _control = start_control_server(sw, args)?;
+    // Like simple_switch on interfaces, serve the Thrift API on 9090 unless told otherwise;
+    // a busy default port is a warning (another switch may own it), an explicit one an error.
+    // The server thread ends with the process.
+    let _control = match args.thrift_port {
+        Some(p) => Some(serve_thrift(sw, p)?),
+        None => match serve_thrift(sw, 9090) {
+            Ok(h) => Some(h),
+            Err(e) => {
+                eprintln!("tern run: warning: {e:#}; running without a control server");
+                None
+            }
+        },
+    };
     eprintln!(
         "tern run: switching on {} (Ctrl-C or SIGTERM to stop)",
         specs

@@ -58,7 +58,6 @@ struct SimpleSwitchCli {
 const UNSUPPORTED: &[&str] = &[
     "--no-p4",
     "--packet-in",
-    "--nanolog",
     "--notifications-addr",
     "--restore-state",
     "--log-file-max-size",

@@ -1,6 +1,6 @@
 //! `tern run` on live interfaces: two network namespaces (hosts h1, h2) joined through veth
-//! pairs to a tern switch running BMv2's simple_router in the root namespace; ping and a UDP
-//! exchange must cross it. Needs root and `ip` (skipped with a message otherwise). Also the
+//! pairs to a tern switch running BMv2's simple_router in the root namespace, configured through
+//! its Thrift API (`tern cli --thrift-port`); ping and a UDP exchange must cross it. Needs root and `ip` (skipped with a message otherwise). Also the
 //! error for an interface that does not exist (runs anywhere).
 
 use std::path::{Path, PathBuf};
@@ -52,6 +52,15 @@ fn ip(args: &[&str]) {
         args.join(" "),
         text(&o.stderr)
     );
+}
+
+/// A TCP port that was free a moment ago (for the switch's Thrift server).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// Wait for a child, killing it after `secs` seconds.
@@ -259,12 +268,12 @@ fn two_hosts_ping_and_udp_through_simple_router() {
     let log = d.join("switch.err");
     let cap = d.join("cap");
     std::fs::create_dir_all(&cap).unwrap();
+    let port = free_port();
     let child = Command::new(TERN)
         .args(["run", "-i", &format!("1@{if1}"), "-i", &format!("2@{if2}")])
         .arg("--pcap")
         .arg(&cap)
-        .arg("--commands")
-        .arg(format!("{BMV2}/targets/simple_router/commands.txt"))
+        .args(["--thrift-port", &port.to_string()])
         .arg(format!("{BMV2}/targets/simple_router/simple_router.json"))
         .stdout(std::fs::File::create(d.join("switch.out")).unwrap())
         .stderr(std::fs::File::create(&log).unwrap())
@@ -289,6 +298,19 @@ fn two_hosts_ping_and_udp_through_simple_router() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+    // The routes, next hops and MACs go in through the Thrift API, as a controller would.
+    let cli = Command::new(TERN)
+        .args(["cli", "--thrift-port", &port.to_string(), "--commands"])
+        .arg(format!("{BMV2}/targets/simple_router/commands.txt"))
+        .output()
+        .unwrap();
+    let out = text(&cli.stdout);
+    assert!(cli.status.success(), "tern cli: {out}{}", text(&cli.stderr));
+    assert_eq!(
+        out.matches("Entry has been added with handle").count(),
+        6,
+        "{out}"
+    );
 
     if on_path("ping") {
         let o = Command::new("ip")
@@ -422,4 +444,29 @@ fn unprivileged_user_is_told_the_fix() {
         err.contains("opening interface 'lo' needs root or CAP_NET_RAW") && err.contains("setcap"),
         "{err}"
     );
+}
+
+/// Mininet (Debian's package) with tern as the P4 switch class through the `simple_switch`
+/// symlink: `pingall` over simple_router configured via Thrift (scripts/mininet-demo.py).
+#[test]
+fn mininet_pingall_with_tern_as_simple_switch() {
+    let has_mininet = Command::new("/usr/bin/python3")
+        .args(["-c", "import mininet.net"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !is_root() || !has_mininet {
+        eprintln!("skipping: needs root and Debian's mininet (apt-get install mininet)");
+        return;
+    }
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/mininet-demo.py");
+    let child = Command::new("/usr/bin/python3")
+        .args([script, TERN])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let o = wait_with_timeout(child, 120);
+    let all = format!("{}{}", text(&o.stdout), text(&o.stderr));
+    assert!(o.status.success(), "{all}");
+    assert!(all.contains("Results: 0% dropped (2/2 received)"), "{all}");
 }
