@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use crate::expr::{CExpr, Const};
+use crate::expr::{CExpr, Const, FastBool};
 use crate::hash::{self, Algo};
 use crate::layout::{FieldLoc, Layout};
 use crate::table::{KeyField, KeySpec};
@@ -284,6 +284,8 @@ pub struct CTable {
 #[derive(Clone, Debug)]
 pub struct CCond {
     pub expr: CExpr,
+    /// The `u64` form of `expr`, when it has one (see [`FastBool`]).
+    pub fast: Option<FastBool>,
     pub t: Option<GNode>,
     pub f: Option<GNode>,
 }
@@ -314,6 +316,8 @@ pub struct CChecksum {
     pub update: bool,
     pub verify: bool,
     pub cond: Option<CExpr>,
+    /// The `u64` form of `cond`, when it has one.
+    pub fast_cond: Option<FastBool>,
 }
 
 /// A compiled action profile.
@@ -1049,8 +1053,10 @@ impl Engine {
                 });
             }
             for c in &pl.conditionals {
+                let expr = cx.expr(&c.expr, &[])?;
                 conds.push(CCond {
-                    expr: cx.expr(&c.expr, &[])?,
+                    fast: FastBool::compile(&expr),
+                    expr,
                     t: g(c.true_next),
                     f: g(c.false_next),
                 });
@@ -1069,16 +1075,18 @@ impl Engine {
             .checksums
             .iter()
             .map(|c| {
+                let cond = match &c.if_cond {
+                    Some(e) => Some(cx.expr(e, &[])?),
+                    None => None,
+                };
                 Ok(CChecksum {
+                    fast_cond: cond.as_ref().and_then(FastBool::compile),
                     target: cx.field(c.target),
                     ipv4: c.checksum_type == ChecksumType::Ipv4,
                     calc: c.calculation,
                     update: c.update,
                     verify: c.verify,
-                    cond: match &c.if_cond {
-                        Some(e) => Some(cx.expr(e, &[])?),
-                        None => None,
-                    },
+                    cond,
                 })
             })
             .collect::<R<Vec<_>>>()?;

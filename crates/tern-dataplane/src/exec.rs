@@ -605,6 +605,9 @@ impl Engine {
     }
 
     fn checksum_cond(&self, ext: &ExternState, pkt: &Pkt, c: &CChecksum) -> bool {
+        if let Some(f) = &c.fast_cond {
+            return f.eval(&pkt.phv);
+        }
         match &c.cond {
             None => true,
             Some(e) => eval_bool(e, &self.cx(&pkt.phv, &[], ext, &pkt.data, 0)).unwrap_or(false),
@@ -1259,8 +1262,12 @@ impl Engine {
                 GNode::Table(t) => self.apply_table(st, pkt, t, key)?,
                 GNode::Cond(c) => {
                     let cond = &self.conds[c as usize];
-                    let v = eval_bool(&cond.expr, &self.cx(&pkt.phv, &[], &st.ext, &pkt.data, 0))
-                        .map_err(fault)?;
+                    let v = if let Some(f) = &cond.fast {
+                        f.eval(&pkt.phv)
+                    } else {
+                        eval_bool(&cond.expr, &self.cx(&pkt.phv, &[], &st.ext, &pkt.data, 0))
+                            .map_err(fault)?
+                    };
                     if v {
                         cond.t
                     } else {

@@ -60,6 +60,10 @@ pub struct Layout {
     pub unions: Vec<Vec<u32>>,
     /// Unions of each union stack.
     pub union_stacks: Vec<Vec<u32>>,
+    /// Byte ranges of the metadata slots, adjacent ranges merged (what a reset zeroes).
+    pub metadata_ranges: Vec<(u32, u32)>,
+    /// Validity after a reset: true for metadata headers, false for the others.
+    pub valid_template: Vec<bool>,
 }
 
 impl Layout {
@@ -119,7 +123,18 @@ impl Layout {
                 headers[*h as usize].union = Some(ui as u32);
             }
         }
+        let mut metadata_ranges: Vec<(u32, u32)> = Vec::new();
+        for h in headers.iter().filter(|h| h.metadata && h.slot_bytes > 0) {
+            let end = h.off + h.slot_bytes;
+            match metadata_ranges.last_mut() {
+                Some(r) if r.1 == h.off => r.1 = end,
+                _ => metadata_ranges.push((h.off, end)),
+            }
+        }
+        let valid_template = headers.iter().map(|h| h.metadata).collect();
         Layout {
+            metadata_ranges,
+            valid_template,
             headers,
             total_bytes: off,
             stacks: p.header_stacks.iter().map(|s| s.headers.clone()).collect(),
@@ -179,25 +194,25 @@ impl Phv {
     /// Reset for a new packet: metadata zeroed and valid, other headers invalid (their stale
     /// field values are kept, as BMv2 does; nothing reads them while invalid).
     pub fn reset(&mut self, layout: &Layout) {
-        for (i, h) in layout.headers.iter().enumerate() {
-            if h.metadata {
-                self.bytes[h.off as usize..(h.off + h.slot_bytes) as usize].fill(0);
-                self.valid[i] = true;
-            } else {
-                self.valid[i] = false;
-            }
-            self.vl_width[i] = 0;
-        }
+        self.reset_metadata(layout);
+        self.valid.copy_from_slice(&layout.valid_template);
+        self.vl_width.fill(0);
         self.stack_next.fill(0);
         self.union_stack_next.fill(0);
     }
 
-    /// Zero every metadata header (clone/resubmit/recirculate reset).
+    /// Zero every metadata header (clone/resubmit/recirculate reset): one fill per run of
+    /// adjacent metadata slots, precomputed by [`Layout::new`].
     pub fn reset_metadata(&mut self, layout: &Layout) {
-        for h in &layout.headers {
-            if h.metadata {
-                self.bytes[h.off as usize..(h.off + h.slot_bytes) as usize].fill(0);
-            }
+        for &(a, b) in &layout.metadata_ranges {
+            self.bytes[a as usize..b as usize].fill(0);
+        }
+    }
+
+    /// Invalidate every non-metadata header (start of a parse); metadata validity is kept.
+    pub fn invalidate_headers(&mut self, layout: &Layout) {
+        for (v, m) in self.valid.iter_mut().zip(&layout.valid_template) {
+            *v &= *m;
         }
     }
 
@@ -365,13 +380,14 @@ mod tests {
     }
 }
 
-/// Packs bit fields most-significant bit first into a byte vector, through a 64-bit
-/// accumulator (the byte-at-a-time read-modify-write of [`slot_to_bits`] costs several times
-/// more for the short fields hash and checksum inputs are made of).
+/// Packs bit fields most-significant bit first into a byte vector, through a 128-bit
+/// accumulator flushed eight bytes at a time (the byte-at-a-time read-modify-write of
+/// [`slot_to_bits`] costs several times more for the short fields hash and checksum inputs are
+/// made of).
 pub struct BitPacker<'a> {
     out: &'a mut Vec<u8>,
-    acc: u64,
-    /// Bits waiting in `acc` (always < 8 between calls).
+    acc: u128,
+    /// Bits waiting in `acc` (always < 64 between calls).
     n: u32,
 }
 
@@ -381,20 +397,22 @@ impl<'a> BitPacker<'a> {
         BitPacker { out, acc: 0, n: 0 }
     }
 
-    /// Append the low `w` (≤ 56) bits of `v`.
+    /// Append the low `w` (≤ 64) bits of `v`.
     #[inline]
     pub fn push(&mut self, v: u64, w: u32) {
-        debug_assert!(w <= 56);
+        debug_assert!(w <= 64);
         if w == 0 {
             return;
         }
-        self.acc = (self.acc << w) | (v & ((1u64 << w) - 1));
+        let v = if w >= 64 { v } else { v & ((1u64 << w) - 1) };
+        self.acc = (self.acc << w) | v as u128;
         self.n += w;
-        while self.n >= 8 {
-            self.n -= 8;
-            self.out.push((self.acc >> self.n) as u8);
+        if self.n >= 64 {
+            self.n -= 64;
+            self.out
+                .extend_from_slice(&((self.acc >> self.n) as u64).to_be_bytes());
+            self.acc &= (1u128 << self.n) - 1;
         }
-        self.acc &= (1u64 << self.n) - 1;
     }
 
     /// Append a `w`-bit value stored right-aligned, big-endian, in `slot` (a PHV slot or a
@@ -403,37 +421,53 @@ impl<'a> BitPacker<'a> {
     pub fn push_slot(&mut self, slot: &[u8], w: u32) {
         let nb = w.div_ceil(8) as usize;
         let s = &slot[slot.len() - nb.min(slot.len())..];
-        if w <= 56 {
+        if w <= 64 {
             let v = s.iter().fold(0u64, |v, b| (v << 8) | *b as u64);
             self.push(v, w);
             return;
         }
         let first = w - 8 * (nb as u32 - 1);
         self.push(s[0] as u64, first);
+        let rest = &s[1..];
         if self.n == 0 {
-            self.out.extend_from_slice(&s[1..]);
-        } else {
-            for b in &s[1..] {
-                self.push(*b as u64, 8);
-            }
+            self.out.extend_from_slice(rest);
+            return;
         }
+        let mut chunks = rest.chunks_exact(8);
+        for c in &mut chunks {
+            let mut x = [0u8; 8];
+            x.copy_from_slice(c);
+            self.push(u64::from_be_bytes(x), 64);
+        }
+        for b in chunks.remainder() {
+            self.push(*b as u64, 8);
+        }
+    }
+
+    /// Write out the pending bits, padded with zero bits on the right to a byte boundary.
+    fn flush_padded(&mut self) {
+        if self.n == 0 {
+            return;
+        }
+        let pad = (8 - self.n % 8) % 8;
+        let acc = self.acc << pad;
+        let nbytes = (self.n + pad) / 8;
+        for i in (0..nbytes).rev() {
+            self.out.push((acc >> (8 * i)) as u8);
+        }
+        self.acc = 0;
+        self.n = 0;
     }
 
     /// Pad to a byte boundary with zero bits, then append `bytes`.
     pub fn align_and_extend(&mut self, bytes: &[u8]) {
-        if self.n > 0 {
-            self.out.push((self.acc << (8 - self.n)) as u8);
-            self.acc = 0;
-            self.n = 0;
-        }
+        self.flush_padded();
         self.out.extend_from_slice(bytes);
     }
 
     /// Flush a partial last byte (padded with zero bits on the right).
-    pub fn finish(self) {
-        if self.n > 0 {
-            self.out.push((self.acc << (8 - self.n)) as u8);
-        }
+    pub fn finish(mut self) {
+        self.flush_padded();
     }
 }
 
@@ -473,6 +507,11 @@ mod bit_packer_tests {
             let mut p = BitPacker::new(&mut got);
             for (s, w) in &fields {
                 p.push_slot(s, *w);
+            }
+            if next() % 2 == 0 {
+                let tail: Vec<u8> = (0..next() % 20).map(|_| next() as u8).collect();
+                p.align_and_extend(&tail);
+                want.extend_from_slice(&tail);
             }
             p.finish();
             assert_eq!(got, want, "fields {fields:?}");

@@ -665,11 +665,7 @@ impl Flow<'_> {
     }
 
     fn parse_and_verify(&mut self, pkt: &mut Pkt) {
-        for (i, h) in self.eng.layout.headers.iter().enumerate() {
-            if !h.metadata {
-                pkt.phv.valid[i] = false;
-            }
-        }
+        pkt.phv.invalidate_headers(&self.eng.layout);
         pkt.phv.stack_next.fill(0);
         pkt.phv.union_stack_next.fill(0);
         let err = self.eng.parse(self.st, pkt);
