@@ -294,9 +294,51 @@ pub struct CCond {
 #[derive(Clone, Debug)]
 pub enum CInput {
     Field(FieldLoc),
-    Const { value: Vec<u8>, bitwidth: u32 },
+    Const {
+        value: Vec<u8>,
+        bitwidth: u32,
+    },
     Header(u32),
     Payload,
+    /// Consecutive inputs that are fixed-width fields (≤ 64 bits) of one header, fused at load
+    /// time: one validity test, then [`BitPacker::push_fields`](crate::layout::BitPacker).
+    Fields {
+        header: u32,
+        fields: Vec<FieldLoc>,
+    },
+}
+
+/// Fuse runs of plain fields of one header (and whole headers without wide or
+/// variable-length fields) into [`CInput::Fields`]. Skipping happens per header in both forms
+/// (an invalid header's fields are left out), so the packed bytes are the same.
+pub fn fuse_inputs(inputs: Vec<CInput>, layout: &crate::layout::Layout) -> Vec<CInput> {
+    let plain = |f: &FieldLoc| f.width <= 64 && !f.is_vl && !f.is_valid_bit;
+    let mut out: Vec<CInput> = Vec::with_capacity(inputs.len());
+    for i in inputs {
+        let (h, fs) = match &i {
+            CInput::Field(f) if plain(f) => (f.header, vec![*f]),
+            CInput::Header(h)
+                if layout
+                    .headers
+                    .get(*h as usize)
+                    .is_some_and(|hl| hl.fields.iter().all(plain)) =>
+            {
+                (*h, layout.headers[*h as usize].fields.clone())
+            }
+            _ => {
+                out.push(i);
+                continue;
+            }
+        };
+        match out.last_mut() {
+            Some(CInput::Fields { header, fields }) if *header == h => fields.extend(fs),
+            _ => out.push(CInput::Fields {
+                header: h,
+                fields: fs,
+            }),
+        }
+    }
+    out
 }
 
 /// A compiled calculation.
@@ -731,22 +773,23 @@ impl Cx<'_> {
     }
 
     fn calc(&self, c: &Calculation) -> CCalc {
+        let inputs = c
+            .input
+            .iter()
+            .map(|i| match i {
+                CalcInput::Field(f) => CInput::Field(self.field(*f)),
+                CalcInput::Const { value, bitwidth } => CInput::Const {
+                    value: value.clone(),
+                    bitwidth: *bitwidth,
+                },
+                CalcInput::Header(h) => CInput::Header(*h),
+                CalcInput::Payload => CInput::Payload,
+            })
+            .collect();
         CCalc {
             name: c.name.clone(),
             algo: hash::resolve(&c.algo),
-            inputs: c
-                .input
-                .iter()
-                .map(|i| match i {
-                    CalcInput::Field(f) => CInput::Field(self.field(*f)),
-                    CalcInput::Const { value, bitwidth } => CInput::Const {
-                        value: value.clone(),
-                        bitwidth: *bitwidth,
-                    },
-                    CalcInput::Header(h) => CInput::Header(*h),
-                    CalcInput::Payload => CInput::Payload,
-                })
-                .collect(),
+            inputs: fuse_inputs(inputs, self.layout),
         }
     }
 }
@@ -967,11 +1010,13 @@ impl Engine {
                     selector: ap.selector.as_ref().map(|s| CCalc {
                         name: ap.name.clone(),
                         algo: hash::resolve(&s.algo),
-                        inputs: s
-                            .input
-                            .iter()
-                            .map(|f| CInput::Field(cx.field(*f)))
-                            .collect(),
+                        inputs: fuse_inputs(
+                            s.input
+                                .iter()
+                                .map(|f| CInput::Field(cx.field(*f)))
+                                .collect(),
+                            &layout,
+                        ),
                     }),
                 });
             }

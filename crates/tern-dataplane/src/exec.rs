@@ -551,6 +551,11 @@ impl Engine {
                         packer.push_slot(pkt.phv.slot(f), w);
                     }
                 }
+                CInput::Fields { header, fields } => {
+                    if pkt.phv.valid[*header as usize] {
+                        packer.push_fields(&pkt.phv.bytes, fields);
+                    }
+                }
                 CInput::Payload => {
                     // The payload starts on a byte boundary: pad, then append.
                     packer.align_and_extend(&pkt.data[pkt.payload_off.min(pkt.data.len())..]);
@@ -586,8 +591,13 @@ impl Engine {
             let mut bytes = std::mem::take(&mut ext.scratch);
             bytes.clear();
             let mut packer = BitPacker::new(&mut bytes);
-            for f in &self.layout.headers[h as usize].fields {
-                packer.push_slot(pkt.phv.slot(f), f.width);
+            let fields = &self.layout.headers[h as usize].fields;
+            if fields.iter().all(|f| f.width <= 64 && !f.is_vl) {
+                packer.push_fields(&pkt.phv.bytes, fields);
+            } else {
+                for f in fields {
+                    packer.push_slot(pkt.phv.slot(f), f.width);
+                }
             }
             packer.finish();
             if bytes.len() >= 12 {
