@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use crate::expr::{CExpr, Const, FastBool};
 use crate::hash::{self, Algo};
-use crate::layout::{FieldLoc, Layout};
+use crate::layout::{FieldLoc, Layout, Phv};
 use crate::table::{KeyField, KeySpec};
 use tern_model::*;
 
@@ -58,6 +58,99 @@ pub enum FastSrc {
     Const(u64),
 }
 
+/// Low-bit-preserving operators of a [`FastExpr`] (bit `k` of the result depends only on bits
+/// `0..=k` of the operands).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FastBin {
+    Add,
+    Sub,
+    Mul,
+    And,
+    Or,
+    Xor,
+}
+
+/// An expression evaluated in wrapping `u64` arithmetic. Every operator is low-bit-preserving
+/// and every leaf is exact in its low 64 bits, so the low 64 bits equal those of BMv2's
+/// unbounded result: storing into a field of at most 64 bits gives the same value.
+#[derive(Clone, Debug)]
+pub enum FastExpr {
+    Src(FastSrc),
+    Bin(FastBin, Box<FastExpr>, Box<FastExpr>),
+    /// Shift left by a constant amount.
+    Shl(Box<FastExpr>, u32),
+}
+
+impl FastExpr {
+    /// The fast form of an expression, if it has one.
+    pub fn compile(e: &CExpr) -> Option<FastExpr> {
+        if let Some(s) = fast_src(e) {
+            return Some(FastExpr::Src(s));
+        }
+        let CExpr::Op {
+            op,
+            l: Some(l),
+            r: Some(r),
+            c: None,
+        } = e
+        else {
+            return None;
+        };
+        let bin = match op {
+            Op::Add => FastBin::Add,
+            Op::Sub => FastBin::Sub,
+            Op::Mul => FastBin::Mul,
+            Op::And => FastBin::And,
+            Op::Or => FastBin::Or,
+            Op::Xor => FastBin::Xor,
+            Op::Shl => {
+                let CExpr::Const(c) = r.as_ref() else {
+                    return None;
+                };
+                let n = c.small.filter(|v| (0..=u32::MAX as i128).contains(v))?;
+                return Some(FastExpr::Shl(Box::new(FastExpr::compile(l)?), n as u32));
+            }
+            _ => return None,
+        };
+        Some(FastExpr::Bin(
+            bin,
+            Box::new(FastExpr::compile(l)?),
+            Box::new(FastExpr::compile(r)?),
+        ))
+    }
+
+    /// Evaluate (low 64 bits); fails only on an action parameter index out of range.
+    pub fn eval(&self, phv: &Phv, locals: &[Vec<u8>]) -> Result<u64, &'static str> {
+        Ok(match self {
+            FastExpr::Src(FastSrc::Field(f)) => phv.read_u64(f),
+            FastExpr::Src(FastSrc::Local(i)) => match locals.get(*i as usize) {
+                Some(b) => b.iter().fold(0u64, |a, x| (a << 8) | *x as u64),
+                None => return Err("action parameter out of range"),
+            },
+            FastExpr::Src(FastSrc::Const(c)) => *c,
+            FastExpr::Shl(a, n) => {
+                let v = a.eval(phv, locals)?;
+                if *n >= 64 {
+                    0
+                } else {
+                    v << n
+                }
+            }
+            FastExpr::Bin(op, a, b) => {
+                let (x, y) = (a.eval(phv, locals)?, b.eval(phv, locals)?);
+                match op {
+                    FastBin::Add => x.wrapping_add(y),
+                    FastBin::Sub => x.wrapping_sub(y),
+                    FastBin::Mul => x.wrapping_mul(y),
+                    FastBin::And => x & y,
+                    FastBin::Or => x | y,
+                    FastBin::Xor => x ^ y,
+                }
+            }
+        })
+    }
+}
+
 /// A compiled primitive.
 #[derive(Clone, Debug)]
 pub enum Instr {
@@ -67,6 +160,11 @@ pub enum Instr {
         dst: FieldLoc,
         src: FastSrc,
         add: u64,
+    },
+    /// `dst = expr` for the same destinations, with a [`FastExpr`] source.
+    SetExpr {
+        dst: FieldLoc,
+        expr: FastExpr,
     },
     Assign {
         dst: LVal,
@@ -844,7 +942,10 @@ fn specialize(i: Instr) -> Instr {
             }
         }
     }
-    i
+    match FastExpr::compile(src) {
+        Some(expr) => Instr::SetExpr { dst: *d, expr },
+        None => i,
+    }
 }
 
 fn const_usize(a: &Arg) -> R<usize> {
@@ -1180,5 +1281,145 @@ impl Engine {
             drop_port: 511,
             prog,
         })
+    }
+}
+
+#[cfg(test)]
+mod fast_expr_tests {
+    use super::*;
+    use crate::expr::{eval_data, Cx};
+    use num_bigint::BigInt;
+
+    fn field(off: u32, width: u32) -> FieldLoc {
+        FieldLoc {
+            off,
+            nbytes: width.div_ceil(8),
+            width,
+            signed: false,
+            saturating: false,
+            header: 0,
+            is_valid_bit: false,
+            is_vl: false,
+        }
+    }
+
+    /// Random trees of + - * & | ^ << over fields, action parameters and constants (negative
+    /// ones included), stored into fields of 1..=64 bits: the wrapping-u64 form stores exactly
+    /// what the generic unbounded evaluator stores.
+    #[test]
+    fn fast_expressions_store_what_eval_stores() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        // Source fields: widths 8, 16, 32, 48, 64, 9 at consecutive offsets.
+        let widths = [8u32, 16, 32, 48, 64, 9];
+        let mut srcs = Vec::new();
+        let mut off = 0;
+        for w in widths {
+            srcs.push(field(off, w));
+            off += w.div_ceil(8);
+        }
+        let dst_off = off;
+        let layout = Layout {
+            headers: Vec::new(),
+            total_bytes: dst_off + 8,
+            stacks: Vec::new(),
+            unions: Vec::new(),
+            union_stacks: Vec::new(),
+            metadata_ranges: Vec::new(),
+            valid_template: Vec::new(),
+        };
+        fn tree(next: &mut dyn FnMut() -> u64, srcs: &[FieldLoc], depth: u32) -> CExpr {
+            let n = next();
+            if depth == 0 || n % 3 == 0 {
+                return match n / 3 % 3 {
+                    0 => CExpr::Field(srcs[(n / 9 % srcs.len() as u64) as usize]),
+                    1 => CExpr::Local((n / 9 % 2) as u32, 32),
+                    _ => {
+                        let v = (next() as i64 as i128) >> (next() % 64);
+                        CExpr::Const(Const {
+                            small: Some(v),
+                            big: BigInt::from(v),
+                        })
+                    }
+                };
+            }
+            let ops = [Op::Add, Op::Sub, Op::Mul, Op::And, Op::Or, Op::Xor, Op::Shl];
+            let op = ops[(n / 3 % 7) as usize];
+            let r = if op == Op::Shl {
+                let v = (next() % 70) as i128;
+                CExpr::Const(Const {
+                    small: Some(v),
+                    big: BigInt::from(v),
+                })
+            } else {
+                tree(next, srcs, depth - 1)
+            };
+            CExpr::Op {
+                op,
+                l: Some(Box::new(tree(next, srcs, depth - 1))),
+                r: Some(Box::new(r)),
+                c: None,
+            }
+        }
+        for _ in 0..3000 {
+            let e = tree(&mut next, &srcs, 4);
+            let fast = FastExpr::compile(&e).expect("all operators have a fast form");
+            let mut bytes: Vec<u8> = (0..dst_off + 8).map(|_| next() as u8).collect();
+            for f in &srcs {
+                // Keep every source within its width.
+                let top = f.off as usize;
+                let extra = f.nbytes * 8 - f.width;
+                bytes[top] &= 0xffu8 >> extra;
+            }
+            let phv = Phv {
+                bytes,
+                valid: vec![true],
+                stack_next: Vec::new(),
+                union_stack_next: Vec::new(),
+                vl_width: vec![0],
+            };
+            let locals = vec![
+                (next() as u32).to_be_bytes().to_vec(),
+                (next() as u32).to_be_bytes().to_vec(),
+            ];
+            let cx = Cx {
+                layout: &layout,
+                phv: &phv,
+                locals: &locals,
+                regs: &[],
+                pkt: &[],
+                cursor: 0,
+            };
+            let dst = field(dst_off, 1 + (next() % 64) as u32);
+            let want = eval_data(&e, &cx).expect("eval");
+            let mut a = phv.clone();
+            crate::exec::store_field(&mut a, &dst, &want);
+            let mut b = phv.clone();
+            b.write_u64(&dst, fast.eval(&phv, &locals).expect("fast eval"));
+            assert_eq!(a.bytes, b.bytes, "{e:?} into {} bits", dst.width);
+        }
+    }
+
+    /// Right shifts, comparisons and signed fields keep the generic path.
+    #[test]
+    fn non_low_bit_operators_have_no_fast_form() {
+        let f = CExpr::Field(field(0, 8));
+        let op = |op| CExpr::Op {
+            op,
+            l: Some(Box::new(f.clone())),
+            r: Some(Box::new(f.clone())),
+            c: None,
+        };
+        for o in [Op::Shr, Op::Div, Op::Mod, Op::Gt] {
+            assert!(FastExpr::compile(&op(o)).is_none(), "{o:?}");
+        }
+        let mut s = field(0, 8);
+        s.signed = true;
+        assert!(FastExpr::compile(&CExpr::Field(s)).is_none());
     }
 }

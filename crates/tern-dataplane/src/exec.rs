@@ -881,6 +881,10 @@ impl Engine {
                     };
                     pkt.phv.write_u64(dst, v.wrapping_add(*add));
                 }
+                Instr::SetExpr { dst, expr } => {
+                    let v = expr.eval(&pkt.phv, locals).map_err(fault)?;
+                    pkt.phv.write_u64(dst, v);
+                }
                 Instr::Assign { dst, src } => {
                     let v = data!(src);
                     self.assign(ext, pkt, locals, dst, &v)?;
