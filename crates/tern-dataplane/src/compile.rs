@@ -1335,7 +1335,7 @@ mod fast_expr_tests {
         };
         fn tree(next: &mut dyn FnMut() -> u64, srcs: &[FieldLoc], depth: u32) -> CExpr {
             let n = next();
-            if depth == 0 || n % 3 == 0 {
+            if depth == 0 || n.is_multiple_of(3) {
                 return match n / 3 % 3 {
                     0 => CExpr::Field(srcs[(n / 9 % srcs.len() as u64) as usize]),
                     1 => CExpr::Local((n / 9 % 2) as u32, 32),
