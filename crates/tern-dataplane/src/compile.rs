@@ -70,6 +70,21 @@ pub enum FastBin {
     Xor,
 }
 
+impl FastBin {
+    /// The operator in wrapping `u64` arithmetic.
+    #[inline]
+    pub fn apply(self, x: u64, y: u64) -> u64 {
+        match self {
+            FastBin::Add => x.wrapping_add(y),
+            FastBin::Sub => x.wrapping_sub(y),
+            FastBin::Mul => x.wrapping_mul(y),
+            FastBin::And => x & y,
+            FastBin::Or => x | y,
+            FastBin::Xor => x ^ y,
+        }
+    }
+}
+
 /// An expression evaluated in wrapping `u64` arithmetic. Every operator is low-bit-preserving
 /// and every leaf is exact in its low 64 bits, so the low 64 bits equal those of BMv2's
 /// unbounded result: storing into a field of at most 64 bits gives the same value.
@@ -136,17 +151,7 @@ impl FastExpr {
                     v << n
                 }
             }
-            FastExpr::Bin(op, a, b) => {
-                let (x, y) = (a.eval(phv, locals)?, b.eval(phv, locals)?);
-                match op {
-                    FastBin::Add => x.wrapping_add(y),
-                    FastBin::Sub => x.wrapping_sub(y),
-                    FastBin::Mul => x.wrapping_mul(y),
-                    FastBin::And => x & y,
-                    FastBin::Or => x | y,
-                    FastBin::Xor => x ^ y,
-                }
-            }
+            FastExpr::Bin(op, a, b) => op.apply(a.eval(phv, locals)?, b.eval(phv, locals)?),
         })
     }
 }
@@ -160,6 +165,13 @@ pub enum Instr {
         dst: FieldLoc,
         src: FastSrc,
         add: u64,
+    },
+    /// `dst = a op b` for the same destinations (two plain operands, wrapping `u64`).
+    SetBin {
+        dst: FieldLoc,
+        op: FastBin,
+        a: FastSrc,
+        b: FastSrc,
     },
     /// `dst = expr` for the same destinations, with a [`FastExpr`] source.
     SetExpr {
@@ -916,6 +928,7 @@ fn specialize(i: Instr) -> Instr {
     if d.saturating || d.is_vl || d.is_valid_bit || d.width > 64 {
         return i;
     }
+    let src = strip_mask(src, d.width);
     if let Some(s) = fast_src(src) {
         return Instr::SetU64 {
             dst: *d,
@@ -943,9 +956,42 @@ fn specialize(i: Instr) -> Instr {
         }
     }
     match FastExpr::compile(src) {
+        Some(FastExpr::Bin(op, a, b)) => match (*a, *b) {
+            (FastExpr::Src(a), FastExpr::Src(b)) => Instr::SetBin { dst: *d, op, a, b },
+            (a, b) => Instr::SetExpr {
+                dst: *d,
+                expr: FastExpr::Bin(op, Box::new(a), Box::new(b)),
+            },
+        },
         Some(expr) => Instr::SetExpr { dst: *d, expr },
         None => i,
     }
+}
+
+/// `x & c` stored into a `width`-bit field stores the low bits of `x` when `c` has all of the
+/// low `width` bits set (the usual `& 0xff..` p4c wraps around arithmetic): drop the mask.
+fn strip_mask(e: &CExpr, width: u32) -> &CExpr {
+    let low = if width >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << width) - 1
+    };
+    if let CExpr::Op {
+        op: Op::And,
+        l: Some(l),
+        r: Some(r),
+        c: None,
+    } = e
+    {
+        let full = |c: &CExpr| matches!(c, CExpr::Const(Const { small: Some(v), .. }) if (*v as u64) & low == low);
+        if full(r) {
+            return l;
+        }
+        if full(l) {
+            return r;
+        }
+    }
+    e
 }
 
 fn const_usize(a: &Arg) -> R<usize> {
@@ -1403,6 +1449,54 @@ mod fast_expr_tests {
             b.write_u64(&dst, fast.eval(&phv, &locals).expect("fast eval"));
             assert_eq!(a.bytes, b.bytes, "{e:?} into {} bits", dst.width);
         }
+    }
+
+    /// p4c's `(x + y) & 0xff..` into a field no wider than the mask becomes one `SetBin`;
+    /// a mask narrower than the destination is kept (it changes the stored value).
+    #[test]
+    fn masks_covering_the_destination_are_dropped() {
+        let k = |v: i128| {
+            CExpr::Const(Const {
+                small: Some(v),
+                big: BigInt::from(v),
+            })
+        };
+        let sum = CExpr::Op {
+            op: Op::Add,
+            l: Some(Box::new(CExpr::Field(field(0, 32)))),
+            r: Some(Box::new(CExpr::Local(0, 32))),
+            c: None,
+        };
+        let masked = |m: i128| CExpr::Op {
+            op: Op::And,
+            l: Some(Box::new(sum.clone())),
+            r: Some(Box::new(k(m))),
+            c: None,
+        };
+        let assign = |w: u32, m: i128| {
+            specialize(Instr::Assign {
+                dst: LVal::Field(field(8, w)),
+                src: masked(m),
+            })
+        };
+        assert!(matches!(
+            assign(32, 0xffff_ffff),
+            Instr::SetBin {
+                op: FastBin::Add,
+                a: FastSrc::Field(_),
+                b: FastSrc::Local(0),
+                ..
+            }
+        ));
+        assert!(matches!(assign(16, 0xffff_ffff), Instr::SetBin { .. }));
+        // 0xff into a 16-bit field: the mask is an operation of its own.
+        assert!(matches!(
+            assign(16, 0xff),
+            Instr::SetExpr {
+                expr: FastExpr::Bin(FastBin::And, _, _),
+                ..
+            }
+        ));
     }
 
     /// Right shifts, comparisons and signed fields keep the generic path.

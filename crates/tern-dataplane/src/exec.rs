@@ -881,6 +881,20 @@ impl Engine {
                     };
                     pkt.phv.write_u64(dst, v.wrapping_add(*add));
                 }
+                Instr::SetBin { dst, op, a, b } => {
+                    let get = |s: &FastSrc| -> XR<u64> {
+                        Ok(match s {
+                            FastSrc::Field(f) => pkt.phv.read_u64(f),
+                            FastSrc::Local(i) => match locals.get(*i as usize) {
+                                Some(b) => b.iter().fold(0u64, |a, x| (a << 8) | *x as u64),
+                                None => return Err(fault("action parameter out of range")),
+                            },
+                            FastSrc::Const(c) => *c,
+                        })
+                    };
+                    let v = op.apply(get(a)?, get(b)?);
+                    pkt.phv.write_u64(dst, v);
+                }
                 Instr::SetExpr { dst, expr } => {
                     let v = expr.eval(&pkt.phv, locals).map_err(fault)?;
                     pkt.phv.write_u64(dst, v);
