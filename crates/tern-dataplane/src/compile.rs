@@ -139,7 +139,7 @@ impl FastExpr {
         Ok(match self {
             FastExpr::Src(FastSrc::Field(f)) => phv.read_u64(f),
             FastExpr::Src(FastSrc::Local(i)) => match locals.get(*i as usize) {
-                Some(b) => b.iter().fold(0u64, |a, x| (a << 8) | *x as u64),
+                Some(b) => crate::layout::be_read(b),
                 None => return Err("action parameter out of range"),
             },
             FastExpr::Src(FastSrc::Const(c)) => *c,

@@ -874,7 +874,7 @@ impl Engine {
                     let v = match src {
                         FastSrc::Field(f) => pkt.phv.read_u64(f),
                         FastSrc::Local(i) => match locals.get(*i as usize) {
-                            Some(b) => b.iter().fold(0u64, |a, x| (a << 8) | *x as u64),
+                            Some(b) => crate::layout::be_read(b),
                             None => return Err(fault("action parameter out of range")),
                         },
                         FastSrc::Const(c) => *c,
@@ -886,7 +886,7 @@ impl Engine {
                         Ok(match s {
                             FastSrc::Field(f) => pkt.phv.read_u64(f),
                             FastSrc::Local(i) => match locals.get(*i as usize) {
-                                Some(b) => b.iter().fold(0u64, |a, x| (a << 8) | *x as u64),
+                                Some(b) => crate::layout::be_read(b),
                                 None => return Err(fault("action parameter out of range")),
                             },
                             FastSrc::Const(c) => *c,

@@ -228,11 +228,7 @@ impl Phv {
         if f.is_valid_bit {
             return self.valid[f.header as usize] as u64;
         }
-        let mut v = 0u64;
-        for b in self.slot(f) {
-            v = (v << 8) | *b as u64;
-        }
-        v
+        be_read(self.slot(f))
     }
 
     /// Write the low `width` bits of `v` (unsigned wrap) into a field of at most 64 bits.
@@ -247,10 +243,38 @@ impl Phv {
         } else {
             v & ((1u64 << f.width) - 1)
         };
-        let n = f.nbytes as usize;
         let off = f.off as usize;
-        for i in 0..n {
-            self.bytes[off + n - 1 - i] = (v >> (8 * i)) as u8;
+        be_write(&mut self.bytes[off..off + f.nbytes as usize], v);
+    }
+}
+
+/// A big-endian slot of at most 8 bytes as a `u64` (the usual sizes without a loop).
+#[inline]
+pub fn be_read(s: &[u8]) -> u64 {
+    match *s {
+        [a] => a as u64,
+        [a, b] => u16::from_be_bytes([a, b]) as u64,
+        [a, b, c, d] => u32::from_be_bytes([a, b, c, d]) as u64,
+        [a, b, c, d, e, f] => u64::from_be_bytes([0, 0, a, b, c, d, e, f]),
+        _ => s.iter().fold(0u64, |v, b| (v << 8) | *b as u64),
+    }
+}
+
+/// Write the low bytes of `v` big-endian into `dst` (at most 8 bytes; longer slots get zeros
+/// in front).
+#[inline]
+pub fn be_write(dst: &mut [u8], v: u64) {
+    let b = v.to_be_bytes();
+    match dst.len() {
+        1 => dst[0] = b[7],
+        2 => dst.copy_from_slice(&b[6..]),
+        4 => dst.copy_from_slice(&b[4..]),
+        6 => dst.copy_from_slice(&b[2..]),
+        8 => dst.copy_from_slice(&b),
+        _ => {
+            for (i, d) in dst.iter_mut().rev().enumerate() {
+                *d = if i < 8 { b[7 - i] } else { 0 };
+            }
         }
     }
 }
@@ -507,6 +531,35 @@ impl<'a> BitPacker<'a> {
 #[cfg(test)]
 mod bit_packer_tests {
     use super::*;
+
+    /// `be_read`/`be_write` agree with a byte-at-a-time big-endian reading for every size.
+    #[test]
+    fn be_read_write_round_trip() {
+        let v = 0x0123_4567_89ab_cdefu64;
+        for n in 1..=10usize {
+            let mut slot = vec![0xeeu8; n];
+            be_write(&mut slot, v);
+            let want: Vec<u8> = (0..n)
+                .map(|i| {
+                    let k = n - 1 - i;
+                    if k < 8 {
+                        (v >> (8 * k)) as u8
+                    } else {
+                        0
+                    }
+                })
+                .collect();
+            assert_eq!(slot, want, "{n} bytes");
+            if n <= 8 {
+                let low = if n == 8 {
+                    v
+                } else {
+                    v & ((1u64 << (8 * n)) - 1)
+                };
+                assert_eq!(be_read(&slot), low, "{n} bytes");
+            }
+        }
+    }
 
     /// The packer agrees with the bit-at-a-time reference for every width mix.
     #[test]
