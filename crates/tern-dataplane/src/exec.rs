@@ -221,9 +221,8 @@ impl Engine {
                     } else {
                         (u64::from_be_bytes(x) << sh) >> (64 - w)
                     };
-                    let n = f.nbytes as usize;
                     let o = f.off as usize;
-                    pkt.phv.bytes[o..o + n].copy_from_slice(&v.to_be_bytes()[8 - n..]);
+                    crate::layout::be_write(&mut pkt.phv.bytes[o..o + f.nbytes as usize], v);
                     bit += w;
                 }
                 pkt.phv.vl_width[h as usize] = 0;
