@@ -137,12 +137,7 @@ impl FastExpr {
     /// Evaluate (low 64 bits); fails only on an action parameter index out of range.
     pub fn eval(&self, phv: &Phv, locals: &[Vec<u8>]) -> Result<u64, &'static str> {
         Ok(match self {
-            FastExpr::Src(FastSrc::Field(f)) => phv.read_u64(f),
-            FastExpr::Src(FastSrc::Local(i)) => match locals.get(*i as usize) {
-                Some(b) => crate::layout::be_read(b),
-                None => return Err("action parameter out of range"),
-            },
-            FastExpr::Src(FastSrc::Const(c)) => *c,
+            FastExpr::Src(s) => s.get(phv, locals).ok_or("action parameter out of range")?,
             FastExpr::Shl(a, n) => {
                 let v = a.eval(phv, locals)?;
                 if *n >= 64 {
@@ -153,6 +148,18 @@ impl FastExpr {
             }
             FastExpr::Bin(op, a, b) => op.apply(a.eval(phv, locals)?, b.eval(phv, locals)?),
         })
+    }
+}
+
+impl FastSrc {
+    /// The operand's value (`None`: action parameter index out of range).
+    #[inline(always)]
+    pub fn get(&self, phv: &Phv, locals: &[Vec<u8>]) -> Option<u64> {
+        match self {
+            FastSrc::Field(f) => Some(phv.read_u64(f)),
+            FastSrc::Local(i) => locals.get(*i as usize).map(|b| crate::layout::be_read(b)),
+            FastSrc::Const(c) => Some(*c),
+        }
     }
 }
 

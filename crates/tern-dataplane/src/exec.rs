@@ -881,18 +881,10 @@ impl Engine {
                     pkt.phv.write_u64(dst, v.wrapping_add(*add));
                 }
                 Instr::SetBin { dst, op, a, b } => {
-                    let get = |s: &FastSrc| -> XR<u64> {
-                        Ok(match s {
-                            FastSrc::Field(f) => pkt.phv.read_u64(f),
-                            FastSrc::Local(i) => match locals.get(*i as usize) {
-                                Some(b) => crate::layout::be_read(b),
-                                None => return Err(fault("action parameter out of range")),
-                            },
-                            FastSrc::Const(c) => *c,
-                        })
-                    };
-                    let v = op.apply(get(a)?, get(b)?);
-                    pkt.phv.write_u64(dst, v);
+                    match (a.get(&pkt.phv, locals), b.get(&pkt.phv, locals)) {
+                        (Some(x), Some(y)) => pkt.phv.write_u64(dst, op.apply(x, y)),
+                        _ => return Err(fault("action parameter out of range")),
+                    }
                 }
                 Instr::SetExpr { dst, expr } => {
                     let v = expr.eval(&pkt.phv, locals).map_err(fault)?;
