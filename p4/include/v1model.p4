@@ -131,6 +131,10 @@ extern void resubmit_preserving_field_list(bit<8> index);
 extern void recirculate_preserving_field_list(bit<8> index);
 extern void clone_preserving_field_list(in CloneType type, in bit<32> session, bit<8> index);
 extern void truncate(in bit<32> length);
+/* Older forms kept for existing programs. */
+extern void resubmit<T>(in T data);
+extern void recirculate<T>(in T data);
+extern void clone3<T>(in CloneType type, in bit<32> session, in T data);
 extern void assert(in bool check);
 extern void assume(in bool check);
 extern void log_msg(string msg);

@@ -1,6 +1,7 @@
 //! LPM engine: a multibit trie over the packed key with the non-LPM (exact/valid) bytes moved
 //! in front of the LPM field, so an entry is one bit prefix: all exact bits, the field's
-//! padding bits, then `prefix_len` bits. Root stride 16 bits (8 for one-byte keys), 8 below;
+//! padding bits, then `prefix_len` bits. Root stride 8 bits, rebuilt as 16 bits once the
+//! table reaches [`WIDE_ROOT_AT`] entries (keys of ≥ 2 bytes); 8 below;
 //! controlled prefix expansion with the expanded prefix's length kept per slot, so inserts and
 //! deletes touch one node. Below the root, a node starts *sparse* (a short list of unexpanded
 //! prefixes and child links, scanned) and becomes a dense 256-slot array once it holds more
@@ -17,6 +18,9 @@ struct Slot {
     /// child node index + 1 (0: none).
     child: u32,
 }
+
+/// Entries at which a table's 8-bit root is rebuilt as a 16-bit one (≈ 576 KB).
+pub const WIDE_ROOT_AT: usize = 4096;
 
 /// Items a sparse node holds before it is expanded into a dense one.
 pub const SPARSE_MAX: usize = 12;
@@ -134,6 +138,8 @@ pub struct LpmTable<K: PackedKey> {
     lpm: Option<LpmField>,
     /// Mask of the non-LPM bytes, fixed by the first entry.
     exact_mask: Option<Box<[u8]>>,
+    /// The root has a 16-bit stride (else 8).
+    root16: bool,
     nodes: Vec<Node>,
     free_nodes: Vec<u32>,
     /// handle + 1 of the zero-length prefix.
@@ -187,6 +193,7 @@ impl<K: PackedKey> LpmTable<K> {
             base_bits,
             lpm,
             exact_mask: None,
+            root16: false,
             nodes: Vec::new(),
             free_nodes: Vec::new(),
             default: 0,
@@ -273,12 +280,37 @@ impl<K: PackedKey> LpmTable<K> {
         }
         self.prefixes.insert((bits, pk.clone()), h);
         self.recs.set(h, (bits, pk));
+        self.trie_insert(h, bits, &r);
+        if !self.root16 && self.key_len >= 2 && self.prefixes.len() >= WIDE_ROOT_AT {
+            self.rebuild_wide_root();
+        }
+        Ok(())
+    }
+
+    /// Rebuild the trie with a 16-bit root once the table is large enough to pay for it.
+    fn rebuild_wide_root(&mut self) {
+        self.root16 = true;
+        self.nodes.clear();
+        self.free_nodes.clear();
+        self.default = 0;
+        let all: Vec<(u32, u32, Vec<u8>)> = self
+            .recs
+            .iter()
+            .map(|(h, (bits, pk))| (h, *bits, pk.to_bytes(self.key_len)))
+            .collect();
+        for (h, bits, r) in all {
+            self.trie_insert(h, bits, &r);
+        }
+    }
+
+    /// Put handle `h` (prefix `r` of `bits` bits) into the trie.
+    fn trie_insert(&mut self, h: u32, bits: u32, r: &[u8]) {
         if bits == 0 {
             self.default = h + 1;
-            return Ok(());
+            return;
         }
         if self.nodes.is_empty() {
-            let stride = if self.key_len >= 2 { 16 } else { 8 };
+            let stride = if self.root16 { 16 } else { 8 };
             self.alloc(Node::dense(stride, 0, 0));
         }
         let (mut ni, mut d) = (0usize, 0u32);
@@ -287,7 +319,7 @@ impl<K: PackedKey> LpmTable<K> {
             if bits <= d + s {
                 break;
             }
-            let idx = index(&r, d, s);
+            let idx = index(r, d, s);
             if self.nodes[ni].child(idx) == 0 {
                 let c = self.alloc(Node::sparse(ni as u32, idx as u32));
                 let n = &mut self.nodes[ni];
@@ -312,7 +344,7 @@ impl<K: PackedKey> LpmTable<K> {
         }
         let n = &mut self.nodes[ni];
         let rel = bits - d;
-        let base = index(&r, d, n.stride);
+        let base = index(r, d, n.stride);
         if n.sparse {
             n.items.push(Item {
                 bits: base as u8,
@@ -322,7 +354,7 @@ impl<K: PackedKey> LpmTable<K> {
             if n.items.len() > SPARSE_MAX {
                 n.densify();
             }
-            return Ok(());
+            return;
         }
         for i in base..base + (1usize << (n.stride - rel)) {
             let slot = &mut n.slots[i];
@@ -334,7 +366,6 @@ impl<K: PackedKey> LpmTable<K> {
                 n.lens[i] = rel as u8;
             }
         }
-        Ok(())
     }
 
     pub fn delete(&mut self, h: u32) -> Result<(), MatchError> {

@@ -472,3 +472,107 @@ fn range_matches_scan() {
         30,
     );
 }
+
+#[test]
+fn range_mass_deletes_compact_tombstones_and_keep_ranking() {
+    let layout = Layout {
+        kind: Kind::Range,
+        key_len: 2,
+        lpm: None,
+    };
+    let mut fast = MatchTable::new(layout.clone()).unwrap();
+    let mut slow = MatchTable::new_scan(layout);
+    let mut rng = Rng(31);
+    for h in 0..2000u32 {
+        let a = rng.below(60_000) as u16;
+        let b = a.saturating_add(rng.below(5000) as u16);
+        let ranges = [(
+            0u32,
+            2u32,
+            a.to_be_bytes().to_vec(),
+            b.to_be_bytes().to_vec(),
+        )];
+        let k = EntryKey {
+            value: &[0, 0],
+            mask: &[0, 0],
+            ranges: &ranges,
+            prefix_len: 0,
+            priority: rng.below(50) as i32,
+        };
+        assert_eq!(fast.insert(h, &k), slow.insert(h, &k));
+    }
+    let check = |fast: &MatchTable, slow: &MatchTable, rng: &mut Rng| {
+        for _ in 0..3000 {
+            let k = (rng.below(65536) as u16).to_be_bytes();
+            assert_eq!(fast.lookup(&k), slow.lookup(&k), "key {k:?}");
+        }
+    };
+    check(&fast, &slow, &mut rng);
+    // Delete 90% in random order (tombstones, then compaction), checking along the way.
+    let mut order: Vec<u32> = (0..2000).collect();
+    for i in (1..order.len()).rev() {
+        order.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    for (i, h) in order.iter().take(1800).enumerate() {
+        assert_eq!(fast.delete(*h), slow.delete(*h));
+        if i % 600 == 0 {
+            check(&fast, &slow, &mut rng);
+        }
+    }
+    assert_eq!(fast.len(), 200);
+    check(&fast, &slow, &mut rng);
+}
+
+#[test]
+fn lpm_root_rebuilt_wide_at_4096_entries_keeps_results() {
+    let layout = Layout {
+        kind: Kind::Lpm,
+        key_len: 4,
+        lpm: Some(LpmField {
+            off: 0,
+            nbytes: 4,
+            width: 32,
+        }),
+    };
+    let mut fast = MatchTable::new(layout.clone()).unwrap();
+    let mut slow = MatchTable::new_scan(layout);
+    let mut rng = Rng(40);
+    let mut h = 0u32;
+    let mut krng = Rng(41);
+    let mut check = |fast: &MatchTable, slow: &MatchTable, ents: &[Ent]| {
+        for _ in 0..2000 {
+            let rng = &mut krng;
+            let k = match pick(rng, ents) {
+                Some(e) => near(rng, e, 4),
+                None => rng.bytes(4),
+            };
+            assert_eq!(fast.lookup(&k), slow.lookup(&k), "key {k:?}");
+        }
+    };
+    let mut ents = Vec::new();
+    while fast.len() < 6000 {
+        let plen = [0u32, 4, 8, 12, 16, 20, 24, 28, 32][rng.below(9) as usize];
+        let m = prefix_mask(4, 32, plen);
+        let e = Ent {
+            value: and(&rng.bytes(4), &m),
+            mask: m,
+            ranges: vec![],
+            prefix_len: plen,
+            priority: 0,
+        };
+        let r = fast.insert(h, &e.key());
+        assert_eq!(r, slow.insert(h, &e.key()));
+        if r.is_ok() {
+            ents.push(e);
+            h += 1;
+        }
+        if fast.len() == 4095 {
+            check(&fast, &slow, &ents);
+        }
+    }
+    check(&fast, &slow, &ents);
+    for d in (0..h).step_by(2) {
+        assert_eq!(fast.delete(d), slow.delete(d));
+    }
+    check(&fast, &slow, &ents);
+}

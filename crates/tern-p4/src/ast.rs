@@ -50,6 +50,8 @@ pub enum ExprKind {
     Ternary(Box<Expr>, Box<Expr>, Box<Expr>),
     Cast(TypeRef, Box<Expr>),
     List(Vec<Expr>),
+    /// A struct/header initializer with field names: `{ a = 1, b = 2 }`.
+    NamedList(Vec<(String, Expr)>),
     /// `a &&& b`
     Mask(Box<Expr>, Box<Expr>),
     /// `a .. b`
@@ -91,6 +93,15 @@ pub enum StmtKind {
     Exit,
     Return(Option<Expr>),
     Empty,
+    /// `for (init; cond; update) body` (a `for (x in a .. b)` loop is desugared into this).
+    For {
+        init: Vec<Stmt>,
+        cond: Option<Expr>,
+        update: Vec<Stmt>,
+        body: Box<Stmt>,
+    },
+    Break,
+    Continue,
 }
 
 /// One `switch` case.

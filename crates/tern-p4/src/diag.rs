@@ -78,6 +78,14 @@ impl Diagnostics {
 impl fmt::Display for Diagnostics {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for d in &self.errors {
+            if self.sources.files.get(d.pos.file as usize).is_none() {
+                writeln!(f, "error: {}", d.message)?;
+                continue;
+            }
+            if d.pos.line == 0 {
+                writeln!(f, "{}: error: {}", self.sources.name(d.pos.file), d.message)?;
+                continue;
+            }
             writeln!(
                 f,
                 "{}:{}:{}: error: {}",

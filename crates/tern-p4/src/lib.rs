@@ -1,6 +1,25 @@
 //! tern-p4: a P4-16 compiler for the v1model architecture. Source text goes through tern's own
-//! preprocessor, lexer and parser, then a checker/lowering pass produces a
-//! [`tern_model::Program`] (BMv2 JSON) and a P4Info text file.
+//! preprocessor ([`preproc`]), lexer ([`lexer`]) and parser ([`parser`]), then a
+//! checker/lowering pass ([`lower`]) produces a [`tern_model::Program`] (BMv2 JSON, written with
+//! `tern_model::to_json`) and a P4Info text file ([`p4info`]).
+//!
+//! One call compiles a program; errors come back as [`Diagnostics`] that render as
+//! `file:line:col: error: …` with the source line and a caret:
+//!
+//! ```
+//! let src = std::fs::read_to_string(concat!(
+//!     env!("CARGO_MANIFEST_DIR"),
+//!     "/../../p4/tutorials/basic.p4"
+//! ))
+//! .unwrap();
+//! let c = tern_p4::compile_str(&src, "basic.p4", &tern_p4::Options::default()).unwrap();
+//! assert!(c.json.contains("MyIngress.ipv4_lpm"));
+//! assert!(c.p4info.contains("MyIngress.ipv4_forward"));
+//!
+//! let bad = src.replace("hdr.ipv4.ttl - 1", "hdr.ipv4.ttl - true");
+//! let err = tern_p4::compile_str(&bad, "basic.p4", &tern_p4::Options::default()).unwrap_err();
+//! assert!(err.to_string().starts_with("basic.p4:"));
+//! ```
 
 pub mod ast;
 pub mod diag;

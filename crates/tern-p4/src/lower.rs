@@ -94,6 +94,10 @@ enum Place {
     Function(String),
     Packet,
     ValueSet(u32),
+    /// A header union instance: index, type name and its member headers.
+    Union(u32, String, Vec<(String, Place)>),
+    /// A control instantiated inside another: (control type, instance name).
+    Control(String, String),
     Enum(String),
     ErrorNs,
 }
@@ -106,6 +110,8 @@ enum Val {
     Place(Place),
     Str(String),
     List(Vec<Val>),
+    /// A named initializer `{ f = v, ... }`.
+    Named(Vec<(String, Val)>),
     Default,
     Mask(Box<Val>, Box<Val>),
     Range(Box<Val>, Box<Val>),
@@ -134,6 +140,8 @@ enum Item {
     IfHit(u32, bool, Vec<Item>, Vec<Item>),
     Switch(u32, Vec<(Vec<u32>, Vec<Item>)>, Option<Vec<Item>>),
     Return,
+    /// An inlined sub-control: `return` inside it continues after it.
+    Sub(Vec<Item>),
 }
 
 struct TableInfo {
@@ -166,6 +174,10 @@ pub struct Extra {
     pub counter_units: HashMap<String, String>,
     pub digest_types: Vec<(String, Vec<(String, u32)>)>,
     pub value_sets: Vec<(String, u32, u32)>,
+    /// `@id(N)` annotations: P4Info name → N.
+    pub id_overrides: HashMap<String, u32>,
+    /// `@controller_header("packet_in"/"packet_out")` headers: name and `(field, width)`.
+    pub controller_headers: Vec<(String, Vec<(String, u32)>)>,
 }
 
 struct Scope {
@@ -226,6 +238,8 @@ pub struct Lower {
     return_jumps: Vec<Vec<usize>>,
     inline_depth: usize,
     cur: Vec<m::Primitive>,
+    /// Open loops: (break jumps, continue jumps).
+    loops: Vec<(Vec<usize>, Vec<usize>)>,
     mode: body::Mode,
     parser_ops: Vec<m::ParserOp>,
     deparse_order: Vec<u32>,
@@ -310,6 +324,29 @@ fn prim(opname: &str, params: Vec<m::Arg>) -> m::Primitive {
     }
 }
 
+/// Rebuild an access chain with the index node at `at` replaced by the constant `k`.
+pub(crate) fn replace_index(e: &Expr, at: Pos, k: usize) -> Expr {
+    let kind = match &e.kind {
+        ExprKind::Index(b, i) if e.pos == at => ExprKind::Index(
+            b.clone(),
+            Box::new(Expr {
+                kind: ExprKind::Int(k as u128, None),
+                pos: i.pos,
+            }),
+        ),
+        ExprKind::Index(b, i) => ExprKind::Index(Box::new(replace_index(b, at, k)), i.clone()),
+        ExprKind::Member(b, n) => ExprKind::Member(Box::new(replace_index(b, at, k)), n.clone()),
+        ExprKind::Slice(b, h, l) => {
+            ExprKind::Slice(Box::new(replace_index(b, at, k)), h.clone(), l.clone())
+        }
+        ExprKind::Call(c, t, a) => {
+            ExprKind::Call(Box::new(replace_index(c, at, k)), t.clone(), a.clone())
+        }
+        other => other.clone(),
+    };
+    Expr { kind, pos: e.pos }
+}
+
 /// Source text of a simple expression (for key names).
 pub fn expr_text(e: &Expr) -> String {
     match &e.kind {
@@ -367,6 +404,7 @@ impl Lower {
             return_jumps: Vec::new(),
             inline_depth: 0,
             cur: Vec::new(),
+            loops: Vec::new(),
             mode: body::Mode::Action,
             parser_ops: Vec::new(),
             deparse_order: Vec::new(),
@@ -504,6 +542,13 @@ impl Lower {
                             format!("header field `{n}` has type {} (headers hold bit<W>, int<W>, varbit<W>, bool or serializable enums)", t.name()),
                         );
                     }
+                }
+                if let Some(ch) = annotation_str(&d.annotations, "controller_header") {
+                    let fields = f
+                        .iter()
+                        .map(|(n, t, _)| (n.clone(), t.width().unwrap_or(0)))
+                        .collect();
+                    self.extra.controller_headers.push((ch, fields));
                 }
                 self.headers.insert(name.clone(), f);
             }
@@ -701,7 +746,61 @@ impl Lower {
             Ty::Bit(_) | Ty::Int(_) | Ty::Bool | Ty::Error | Ty::Enum(..) => {
                 Place::Field(self.new_scalar(path, t), t.clone())
             }
-            Ty::Union(_) => return err(pos, "header unions are not supported yet"),
+            Ty::Tuple(elems) => {
+                let mut v = Vec::new();
+                for (i, et) in elems.iter().enumerate() {
+                    v.push((
+                        i.to_string(),
+                        self.alloc(&format!("{path}.{i}"), et, pos, meta)?,
+                    ));
+                }
+                Place::Struct(t.name(), v)
+            }
+            Ty::Union(u) => {
+                let members = self.unions.get(u).cloned().unwrap_or_default();
+                let mut places = Vec::new();
+                let mut hs = Vec::new();
+                let mut mtypes = Vec::new();
+                for (n, mt, _) in &members {
+                    let Ty::Header(h) = mt else {
+                        return err(
+                            pos,
+                            format!("header union `{u}` member `{n}` is not a header"),
+                        );
+                    };
+                    let hi = self.new_header(&format!("{path}.{n}"), h, false);
+                    let ht = self.header_type(h);
+                    mtypes.push((n.clone(), ht));
+                    hs.push(hi);
+                    places.push((n.clone(), Place::Header(hi, h.clone())));
+                }
+                let ut = match self
+                    .prog
+                    .header_union_types
+                    .iter()
+                    .position(|t| t.name == *u)
+                {
+                    Some(i) => i as u32,
+                    None => {
+                        let i = self.prog.header_union_types.len() as u32;
+                        self.prog.header_union_types.push(m::UnionType {
+                            name: u.clone(),
+                            id: i as i64,
+                            members: mtypes,
+                        });
+                        i
+                    }
+                };
+                let name = self.unique(path);
+                let idx = self.prog.header_unions.len() as u32;
+                self.prog.header_unions.push(m::HeaderUnion {
+                    name,
+                    id: idx as i64,
+                    union_type: ut,
+                    headers: hs,
+                });
+                Place::Union(idx, u.clone(), places)
+            }
             t => return err(pos, format!("cannot declare storage of type {}", t.name())),
         })
     }
@@ -806,7 +905,11 @@ impl Lower {
             (Val::Const(c, Ty::Enum(_, Some(w))), Ty::Bit(tw)) if w == tw => {
                 Ok(Val::Const(*c, t.clone()))
             }
-            (Val::List(_), _) | (Val::Place(_), _) | (Val::Default, _) | (Val::Str(_), _) => Ok(v),
+            (Val::List(_), _)
+            | (Val::Named(_), _)
+            | (Val::Place(_), _)
+            | (Val::Default, _)
+            | (Val::Str(_), _) => Ok(v),
             _ => {
                 let vt = self.val_ty(&v);
                 match (&vt, t) {
@@ -836,6 +939,14 @@ impl Lower {
     /// Lower an expression.
     fn expr(&mut self, e: &Expr) -> R<Val> {
         let pos = e.pos;
+        if matches!(
+            e.kind,
+            ExprKind::Member(..) | ExprKind::Slice(..) | ExprKind::Call(..) | ExprKind::Index(..)
+        ) {
+            if let Some((at, base, idx)) = self.dyn_index_in_chain(e)? {
+                return self.expand_read(e, at, &base, &idx);
+            }
+        }
         match &e.kind {
             ExprKind::Int(v, w) => {
                 let v = *v as i128;
@@ -871,6 +982,14 @@ impl Lower {
                     (Val::Place(Place::Stack { .. }), _) => {
                         err(pos, "header stack indices must be compile-time constants")
                     }
+                    (Val::Place(Place::Struct(n, fields)), Val::Const(i, _))
+                        if n.starts_with("tuple<") =>
+                    {
+                        match fields.get(i as usize) {
+                            Some((_, p)) if i >= 0 => Ok(Val::Place(p.clone())),
+                            _ => err(pos, format!("tuple index {i} is out of range")),
+                        }
+                    }
                     _ => err(pos, "only header stacks can be indexed"),
                 }
             }
@@ -892,7 +1011,8 @@ impl Lower {
                 }
                 let rw = hi - lo + 1;
                 if let Val::Const(c, _) = bv {
-                    return Ok(Val::Const(wrap(c >> lo, &Ty::Bit(rw)), Ty::Bit(rw)));
+                    let sh = c.checked_shr(lo).unwrap_or(if c < 0 { -1 } else { 0 });
+                    return Ok(Val::Const(wrap(sh, &Ty::Bit(rw)), Ty::Bit(rw)));
                 }
                 let sh = if lo > 0 {
                     op(m::Op::Shr, Some(be), Some(cnst(lo as i128)))
@@ -948,10 +1068,88 @@ impl Lower {
                 }
                 Ok(Val::List(v))
             }
+            ExprKind::NamedList(items) => {
+                let mut v = Vec::new();
+                for (n, i) in items {
+                    v.push((n.clone(), self.expr(i)?));
+                }
+                Ok(Val::Named(v))
+            }
             ExprKind::Mask(a, b) => Ok(Val::Mask(Box::new(self.expr(a)?), Box::new(self.expr(b)?))),
             ExprKind::Range(a, b) => {
                 Ok(Val::Range(Box::new(self.expr(a)?), Box::new(self.expr(b)?)))
             }
+        }
+    }
+
+    /// The first header-stack index in the access chain of `e` that is not a compile-time
+    /// constant: (position of the index expression node, stack expression, index).
+    pub(super) fn dyn_index_in_chain(&mut self, e: &Expr) -> R<Option<(Pos, Expr, Expr)>> {
+        let mut cur = e;
+        let mut found = None;
+        loop {
+            match &cur.kind {
+                ExprKind::Member(b, _) | ExprKind::Slice(b, _, _) => cur = b,
+                ExprKind::Call(c, _, _) => cur = c,
+                ExprKind::Index(b, i) => {
+                    let saved = self.cur.len();
+                    let c = matches!(self.expr(i), Ok(Val::Const(..)));
+                    self.cur.truncate(saved);
+                    if !c {
+                        found = Some((cur.pos, (**b).clone(), (**i).clone()));
+                    }
+                    cur = b;
+                }
+                _ => return Ok(found),
+            }
+        }
+    }
+
+    /// Number of elements of a header stack expression, and the index copied into a temporary.
+    pub(super) fn dyn_index_setup(&mut self, base: &Expr, idx: &Expr) -> R<(usize, m::FieldRef)> {
+        let n = match self.expr(base)? {
+            Val::Place(Place::Stack { headers, .. }) => headers.len(),
+            _ => return err(base.pos, "only header stacks can be indexed"),
+        };
+        let iv = self.expr(idx)?;
+        let (ie, it) = self.data(iv, idx.pos)?;
+        let t = match it {
+            Ty::Bit(_) | Ty::Int(_) => it,
+            _ => Ty::Bit(32),
+        };
+        let tmp = self.new_scalar("index", &t);
+        self.cur
+            .push(prim("assign", vec![m::Arg::Field(tmp), to_arg(ie)]));
+        Ok((n, tmp))
+    }
+
+    fn expand_read(&mut self, e: &Expr, at: Pos, base: &Expr, idx: &Expr) -> R<Val> {
+        let (n, tmp) = self.dyn_index_setup(base, idx)?;
+        let mut chain: Option<(m::Expr, Ty)> = None;
+        for k in (0..n).rev() {
+            let v = replace_index(e, at, k);
+            let val = self.expr(&v)?;
+            let (ve, vt) = self.rv(val, e.pos)?;
+            chain = Some(match chain {
+                None => (ve, vt),
+                Some((rest, _)) => (
+                    m::Expr::Op {
+                        op: m::Op::Ternary,
+                        left: Some(Box::new(ve)),
+                        right: Some(Box::new(rest)),
+                        cond: Some(Box::new(op(
+                            m::Op::Eq,
+                            Some(m::Expr::Field(tmp)),
+                            Some(cnst(k as i128)),
+                        ))),
+                    },
+                    vt,
+                ),
+            });
+        }
+        match chain {
+            Some((e, t)) => Ok(Val::Rv(e, t)),
+            None => err(e.pos, "empty header stack"),
         }
     }
 
@@ -964,6 +1162,13 @@ impl Lower {
                 .map(|(_, p)| Val::Place(p.clone()))
                 .ok_or_else(|| {
                     Diagnostic::new(pos, format!("struct `{sname}` has no field `{name}`"))
+                }),
+            Val::Place(Place::Union(_, un, members)) => members
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, p)| Val::Place(p.clone()))
+                .ok_or_else(|| {
+                    Diagnostic::new(pos, format!("header union `{un}` has no member `{name}`"))
                 }),
             Val::Place(Place::Header(h, ht)) => {
                 let fields = self.headers.get(&ht).cloned().unwrap_or_default();
@@ -1085,7 +1290,7 @@ impl Lower {
         if let Val::Const(c, t) = &v {
             return Ok(match o {
                 "!" if *t == Ty::Bool => Val::Const((*c == 0) as i128, Ty::Bool),
-                "-" if t.is_numeric() => Val::Const(wrap(-c, t), t.clone()),
+                "-" if t.is_numeric() => Val::Const(wrap(c.wrapping_neg(), t), t.clone()),
                 "~" if matches!(t, Ty::Bit(_) | Ty::Int(_)) => Val::Const(wrap(!c, t), t.clone()),
                 _ => {
                     return err(
@@ -1121,7 +1326,105 @@ impl Lower {
 
     fn binary(&mut self, o: &str, l: &Expr, r: &Expr, pos: Pos) -> R<Val> {
         let lv = self.expr(l)?;
+        if (o == "&&" || o == "||") && self.mode == body::Mode::Action {
+            // Short-circuit: if the right side has side effects, evaluate it only when needed.
+            let mark = self.cur.len();
+            let probe = self.expr(r);
+            if self.cur.len() != mark && !matches!(lv, Val::Const(..)) {
+                self.cur.truncate(mark);
+                let _ = probe;
+                let a = self.boolean(lv, l.pos)?;
+                let t = self.new_scalar("sc", &Ty::Bool);
+                self.cur.push(prim(
+                    "assign",
+                    vec![
+                        m::Arg::Field(t),
+                        m::Arg::Expr(op(m::Op::B2D, None, Some(a))),
+                    ],
+                ));
+                let test = if o == "&&" {
+                    op(m::Op::D2B, None, Some(m::Expr::Field(t)))
+                } else {
+                    op(
+                        m::Op::LNot,
+                        None,
+                        Some(op(m::Op::D2B, None, Some(m::Expr::Field(t)))),
+                    )
+                };
+                let jz = self.jump_if_zero_pub(test);
+                let rv = self.expr(r)?;
+                let b = self.boolean(rv, r.pos)?;
+                self.cur.push(prim(
+                    "assign",
+                    vec![
+                        m::Arg::Field(t),
+                        m::Arg::Expr(op(m::Op::B2D, None, Some(b))),
+                    ],
+                ));
+                let end = self.cur.len();
+                self.patch_jump_pub(jz, end);
+                return Ok(Val::Place(Place::Field(t, Ty::Bool)));
+            }
+            let rv = probe?;
+            return self.binary_vals(o, lv, rv, l, r, pos);
+        }
         let rv = self.expr(r)?;
+        self.binary_vals(o, lv, rv, l, r, pos)
+    }
+
+    fn binary_vals(&mut self, o: &str, lv: Val, rv: Val, l: &Expr, r: &Expr, pos: Pos) -> R<Val> {
+        if matches!(o, "==" | "!=") {
+            if let (
+                Val::Place(Place::Stack { headers: ah, .. }),
+                Val::Place(Place::Stack { headers: bh, .. }),
+            ) = (&lv, &rv)
+            {
+                if ah.len() != bh.len() {
+                    return err(pos, "cannot compare header stacks of different sizes");
+                }
+                let mut acc: Option<m::Expr> = None;
+                for (x, y) in ah.iter().zip(bh) {
+                    let e = op(
+                        m::Op::Eq,
+                        Some(m::Expr::Header(*x)),
+                        Some(m::Expr::Header(*y)),
+                    );
+                    acc = Some(match acc {
+                        Some(a) => op(m::Op::LAnd, Some(a), Some(e)),
+                        None => e,
+                    });
+                }
+                let e = acc.unwrap_or(m::Expr::Bool(true));
+                let e = if o == "!=" {
+                    op(m::Op::LNot, None, Some(e))
+                } else {
+                    e
+                };
+                return Ok(Val::Rv(e, Ty::Bool));
+            }
+            if let (Val::Place(Place::Struct(a, af)), Val::Place(Place::Struct(b, bf))) = (&lv, &rv)
+            {
+                if a != b {
+                    return err(pos, format!("cannot compare a `{a}` with a `{b}`"));
+                }
+                let mut acc: Option<m::Expr> = None;
+                for ((_, x), (_, y)) in af.clone().into_iter().zip(bf.clone()) {
+                    let e = self.binary_vals("==", Val::Place(x), Val::Place(y), l, r, pos)?;
+                    let e = self.boolean(e, pos)?;
+                    acc = Some(match acc {
+                        Some(a) => op(m::Op::LAnd, Some(a), Some(e)),
+                        None => e,
+                    });
+                }
+                let e = acc.unwrap_or(m::Expr::Bool(true));
+                let e = if o == "!=" {
+                    op(m::Op::LNot, None, Some(e))
+                } else {
+                    e
+                };
+                return Ok(Val::Rv(e, Ty::Bool));
+            }
+        }
         match o {
             "&&" | "||" => {
                 if let (Val::Const(a, _), Val::Const(b, _)) = (&lv, &rv) {
@@ -1232,7 +1535,11 @@ impl Lower {
                     if b == 0 {
                         return err(r.pos, "division by zero");
                     }
-                    arith(if o == "/" { a / b } else { a % b })
+                    arith(if o == "/" {
+                        a.wrapping_div(b)
+                    } else {
+                        a.wrapping_rem(b)
+                    })
                 }
                 "&" => arith(a & b),
                 "|" => arith(a | b),
@@ -1244,7 +1551,11 @@ impl Lower {
                 "<=" => cmp(a <= b),
                 ">=" => cmp(a >= b),
                 "|+|" | "|-|" => {
-                    let v = if o == "|+|" { a + b } else { a - b };
+                    let v = if o == "|+|" {
+                        a.saturating_add(b)
+                    } else {
+                        a.saturating_sub(b)
+                    };
                     let v = match t {
                         Ty::Bit(w) if w < 127 => v.clamp(0, (1i128 << w) - 1),
                         Ty::Int(w) if w < 127 => {
@@ -1269,7 +1580,8 @@ impl Lower {
         let (le, lt) = self.data(lv, l.pos)?;
         let (re, _) = self.data(rv, r.pos)?;
         let numeric = matches!(lt, Ty::Bit(_) | Ty::Int(_) | Ty::InfInt);
-        let cmp_ok = numeric || matches!(lt, Ty::Enum(..) | Ty::Error | Ty::Header(_));
+        let cmp_ok =
+            numeric || matches!(lt, Ty::Enum(..) | Ty::Error | Ty::Header(_) | Ty::Varbit(_));
         let (mo, is_cmp, needs_fix) = match o {
             "+" => (m::Op::Add, false, true),
             "-" => (m::Op::Sub, false, true),
@@ -1332,7 +1644,7 @@ impl Lower {
                 _ => return err(pos, format!("cannot cast {} to {}", ft.name(), t.name())),
             });
         }
-        if let Val::List(_) = v {
+        if let Val::List(_) | Val::Named(_) = v {
             return Ok(v);
         }
         let (e, ft) = self.rv(v, pos)?;

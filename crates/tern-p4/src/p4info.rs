@@ -3,7 +3,7 @@
 //! resolved by linear probing in sorted-name order.
 
 use crate::lower::Extra;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write;
 use tern_model as m;
 
@@ -23,12 +23,31 @@ pub fn jenkins(name: &str) -> u32 {
 
 /// Allocate ids for names of one kind (`prefix` = entity kind byte).
 pub fn allocate_ids(prefix: u8, names: &[String]) -> BTreeMap<String, u32> {
+    allocate_ids_with(prefix, names, &HashMap::new())
+}
+
+/// Allocate ids, honouring `@id` overrides first (the kind prefix is still OR-ed in).
+pub fn allocate_ids_with(
+    prefix: u8,
+    names: &[String],
+    overrides: &HashMap<String, u32>,
+) -> BTreeMap<String, u32> {
     let mut sorted: Vec<&String> = names.iter().collect();
     sorted.sort();
     sorted.dedup();
     let mut used = HashSet::new();
     let mut out = BTreeMap::new();
+    for n in &sorted {
+        if let Some(v) = overrides.get(*n) {
+            let id = ((prefix as u32) << 24) | (v & 0xff_ffff);
+            used.insert(id);
+            out.insert((*n).clone(), id);
+        }
+    }
     for n in sorted {
+        if out.contains_key(n) {
+            continue;
+        }
         let mut h = jenkins(n) & 0xff_ffff;
         loop {
             let id = ((prefix as u32) << 24) | h;
@@ -57,12 +76,13 @@ fn preamble(out: &mut String, id: u32, name: &str) {
 /// Write the P4Info text for a program.
 pub fn write(p: &m::Program, extra: &Extra) -> String {
     let mut out = String::from("pkg_info {\n  arch: \"v1model\"\n}\n");
+    let ids = |p: u8, n: &[String]| allocate_ids_with(p, n, &extra.id_overrides);
     let visible: Vec<usize> = (0..p.actions.len())
         .filter(|i| !extra.action_hidden.get(*i).copied().unwrap_or(false))
         .collect();
     let action_names: Vec<String> = visible.iter().map(|i| p.actions[*i].name.clone()).collect();
-    let action_ids = allocate_ids(0x01, &action_names);
-    let table_ids = allocate_ids(
+    let action_ids = ids(0x01, &action_names);
+    let table_ids = ids(
         0x02,
         &extra
             .tables
@@ -75,7 +95,7 @@ pub fn write(p: &m::Program, extra: &Extra) -> String {
         .iter()
         .flat_map(|pl| &pl.action_profiles)
         .collect();
-    let profile_ids = allocate_ids(
+    let profile_ids = ids(
         0x11,
         &profiles.iter().map(|a| a.name.clone()).collect::<Vec<_>>(),
     );
@@ -85,37 +105,37 @@ pub fn write(p: &m::Program, extra: &Extra) -> String {
         p.counter_arrays.iter().filter(|c| c.is_direct).collect();
     let meters: Vec<&m::MeterArray> = p.meter_arrays.iter().filter(|c| !c.is_direct).collect();
     let dmeters: Vec<&m::MeterArray> = p.meter_arrays.iter().filter(|c| c.is_direct).collect();
-    let counter_ids = allocate_ids(
+    let counter_ids = ids(
         0x12,
         &counters.iter().map(|c| c.name.clone()).collect::<Vec<_>>(),
     );
-    let dcounter_ids = allocate_ids(
+    let dcounter_ids = ids(
         0x13,
         &dcounters.iter().map(|c| c.name.clone()).collect::<Vec<_>>(),
     );
-    let meter_ids = allocate_ids(
+    let meter_ids = ids(
         0x14,
         &meters.iter().map(|c| c.name.clone()).collect::<Vec<_>>(),
     );
-    let dmeter_ids = allocate_ids(
+    let dmeter_ids = ids(
         0x15,
         &dmeters.iter().map(|c| c.name.clone()).collect::<Vec<_>>(),
     );
-    let register_ids = allocate_ids(
+    let register_ids = ids(
         0x16,
         &p.register_arrays
             .iter()
             .map(|c| c.name.clone())
             .collect::<Vec<_>>(),
     );
-    let digest_ids = allocate_ids(
+    let digest_ids = ids(
         0x17,
         &p.learn_lists
             .iter()
             .map(|c| c.name.clone())
             .collect::<Vec<_>>(),
     );
-    let vset_ids = allocate_ids(
+    let vset_ids = ids(
         0x03,
         &extra
             .value_sets
@@ -278,6 +298,26 @@ pub fn write(p: &m::Program, extra: &Extra) -> String {
         }
         out.push_str("    }\n  }\n}\n");
     }
+    let ch_ids = ids(
+        0x04,
+        &extra
+            .controller_headers
+            .iter()
+            .map(|c| c.0.clone())
+            .collect::<Vec<_>>(),
+    );
+    for (n, fields) in &extra.controller_headers {
+        out.push_str("controller_packet_metadata {\n");
+        let _ = writeln!(out, "  preamble {{\n    id: {}\n    name: \"{n}\"\n    alias: \"{n}\"\n    annotations: \"@controller_header(\\\"{n}\\\")\"\n  }}", ch_ids[n]);
+        for (i, (f, w)) in fields.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "  metadata {{\n    id: {}\n    name: \"{f}\"\n    bitwidth: {w}\n  }}",
+                i + 1
+            );
+        }
+        out.push_str("}\n");
+    }
     for (n, w, size) in &extra.value_sets {
         out.push_str("value_sets {\n");
         preamble(&mut out, vset_ids[n], n);
@@ -303,6 +343,15 @@ mod tests {
         assert_eq!(a["NoAction"], 21257015);
         let d = allocate_ids(0x17, &["L2_digest".to_string()]);
         assert_eq!(d["L2_digest"], 386370872);
+    }
+
+    #[test]
+    fn id_annotations_override_the_hash() {
+        let mut o = HashMap::new();
+        o.insert("t".to_string(), 5u32);
+        let ids = allocate_ids_with(0x02, &["t".to_string(), "u".to_string()], &o);
+        assert_eq!(ids["t"], 0x0200_0005);
+        assert_eq!(ids["u"], 0x0200_0000 | (jenkins("u") & 0xff_ffff));
     }
 
     #[test]

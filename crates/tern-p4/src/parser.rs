@@ -146,12 +146,22 @@ impl<'t> Parser<'t> {
         self.depth = self.depth.saturating_sub(1);
     }
 
-    /// Skip to the end of the broken declaration.
+    /// Skip to the end of the broken declaration (brace depth counted from its start).
     fn recover(&mut self, start: usize) {
+        let mut level: i32 = 0;
+        for t in &self.toks[start..self.i.min(self.toks.len())] {
+            match t.tok {
+                Tok::P("{") => level += 1,
+                Tok::P("}") => level -= 1,
+                _ => {}
+            }
+        }
         if self.i == start {
             self.i += 1;
+            if matches!(self.toks.get(start).map(|t| &t.tok), Some(Tok::P("{"))) {
+                level += 1;
+            }
         }
-        let mut level = 0i32;
         while !self.at_eof() {
             if self.is_p("{") {
                 level += 1;
@@ -159,14 +169,12 @@ impl<'t> Parser<'t> {
                 level -= 1;
                 if level <= 0 {
                     self.i += 1;
-                    if level == 0 {
-                        return;
-                    }
-                    level = 0;
-                    continue;
+                    self.depth = 0;
+                    return;
                 }
             } else if self.is_p(";") && level <= 0 {
                 self.i += 1;
+                self.depth = 0;
                 return;
             }
             self.i += 1;
@@ -991,6 +999,119 @@ impl<'t> Parser<'t> {
                 });
             }
             StmtKind::Switch(e, cases)
+        } else if self.eat_kw("for") {
+            self.expect_p("(")?;
+            // `for (T x in lo .. hi)` or `for (x in lo .. hi)`
+            let save = self.i;
+            let mut ty = None;
+            if self.is_type_start()
+                && (matches!(self.tok_at(1), Tok::Ident(_)) || self.is_p_at(1, "<"))
+            {
+                match self.ty() {
+                    Ok(t)
+                        if matches!(self.tok(), Tok::Ident(_))
+                            && matches!(self.tok_at(1), Tok::Ident(k) if k == "in") =>
+                    {
+                        ty = Some(t)
+                    }
+                    _ => self.i = save,
+                }
+            }
+            if matches!(self.tok(), Tok::Ident(_))
+                && matches!(self.tok_at(1), Tok::Ident(k) if k == "in")
+            {
+                let vpos = self.pos();
+                let var = self.ident()?;
+                self.i += 1; // in
+                let lo = self.binary(0)?;
+                self.expect_p("..")?;
+                let hi = self.binary(0)?;
+                self.expect_p(")")?;
+                let body = self.stmt()?;
+                let name = |n: &str| Expr {
+                    kind: ExprKind::Name(n.to_string()),
+                    pos: vpos,
+                };
+                let init = match ty {
+                    Some(t) => Stmt {
+                        kind: StmtKind::Var(Decl {
+                            annotations: vec![],
+                            kind: DeclKind::Var {
+                                ty: t,
+                                name: var.clone(),
+                                init: Some(lo),
+                            },
+                            pos: vpos,
+                        }),
+                        pos: vpos,
+                    },
+                    None => Stmt {
+                        kind: StmtKind::Assign(name(&var), lo),
+                        pos: vpos,
+                    },
+                };
+                let cond = Expr {
+                    kind: ExprKind::Binary("<=", Box::new(name(&var)), Box::new(hi)),
+                    pos: vpos,
+                };
+                let one = Expr {
+                    kind: ExprKind::Int(1, None),
+                    pos: vpos,
+                };
+                let update = Stmt {
+                    kind: StmtKind::Assign(
+                        name(&var),
+                        Expr {
+                            kind: ExprKind::Binary("+", Box::new(name(&var)), Box::new(one)),
+                            pos: vpos,
+                        },
+                    ),
+                    pos: vpos,
+                };
+                StmtKind::For {
+                    init: vec![init],
+                    cond: Some(cond),
+                    update: vec![update],
+                    body: Box::new(body),
+                }
+            } else {
+                self.i = save;
+                let mut init = Vec::new();
+                while !self.is_p(";") {
+                    init.push(self.simple_stmt()?);
+                    if !self.eat_p(",") {
+                        break;
+                    }
+                }
+                self.expect_p(";")?;
+                let cond = if self.is_p(";") {
+                    None
+                } else {
+                    Some(self.expr()?)
+                };
+                self.expect_p(";")?;
+                let mut update = Vec::new();
+                while !self.is_p(")") {
+                    update.push(self.simple_stmt()?);
+                    if !self.eat_p(",") {
+                        break;
+                    }
+                }
+                self.expect_p(")")?;
+                let body = self.stmt()?;
+                StmtKind::For {
+                    init,
+                    cond,
+                    update,
+                    body: Box::new(body),
+                }
+            }
+        } else if self.eat_kw("break") {
+            self.expect_p(";")?;
+            StmtKind::Break
+        } else if self.eat_kw("continue") {
+            self.expect_p(";")?;
+            StmtKind::Continue
         } else if self.eat_kw("exit") {
             self.expect_p(";")?;
             StmtKind::Exit
@@ -1029,6 +1150,38 @@ impl<'t> Parser<'t> {
                 self.expect_p(";")?;
                 StmtKind::Call(lhs)
             }
+        };
+        Ok(Stmt { kind, pos })
+    }
+
+    /// A declaration with initializer or an assignment/call, without the trailing `;`
+    /// (the clauses of a `for`).
+    fn simple_stmt(&mut self) -> R<Stmt> {
+        let pos = self.pos();
+        if self.is_type_start() && (matches!(self.tok_at(1), Tok::Ident(_)) || self.is_p_at(1, "<"))
+        {
+            let ty = self.ty()?;
+            let name = self.name()?;
+            self.expect_p("=")?;
+            let init = self.expr()?;
+            return Ok(Stmt {
+                kind: StmtKind::Var(Decl {
+                    annotations: vec![],
+                    kind: DeclKind::Var {
+                        ty,
+                        name,
+                        init: Some(init),
+                    },
+                    pos,
+                }),
+                pos,
+            });
+        }
+        let lhs = self.expr()?;
+        let kind = if self.eat_p("=") {
+            StmtKind::Assign(lhs, self.expr()?)
+        } else {
+            StmtKind::Call(lhs)
         };
         Ok(Stmt { kind, pos })
     }
@@ -1289,10 +1442,12 @@ impl<'t> Parser<'t> {
             Tok::P("{") => {
                 self.i += 1;
                 let mut v = Vec::new();
+                let mut names = Vec::new();
                 while !self.is_p("}") {
-                    // struct initializers `{ f = e }` are taken positionally
-                    if matches!(self.tok(), Tok::Ident(_)) && self.is_p_at(1, "=") {
+                    // struct initializers `{ f = e, ... }` keep their field names
+                    if let (Tok::Ident(n), true) = (self.tok().clone(), self.is_p_at(1, "=")) {
                         self.i += 2;
+                        names.push(n);
                     }
                     v.push(self.expr()?);
                     if !self.eat_p(",") {
@@ -1300,7 +1455,11 @@ impl<'t> Parser<'t> {
                     }
                 }
                 self.expect_p("}")?;
-                ExprKind::List(v)
+                if !names.is_empty() && names.len() == v.len() {
+                    ExprKind::NamedList(names.into_iter().zip(v).collect())
+                } else {
+                    ExprKind::List(v)
+                }
             }
             _ => return self.err("an expression"),
         };

@@ -377,3 +377,313 @@ fn multicast_replicates_except_to_the_ingress_port() {
     assert_eq!(out[0].port, 2);
     assert_eq!(out[0].data, uni);
 }
+
+/// CRC-16/ARC (BMv2's `crc16`).
+fn crc16(data: &[u8]) -> u16 {
+    let mut crc: u16 = 0;
+    for b in data {
+        crc ^= *b as u16;
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0xa001
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    crc
+}
+
+#[test]
+fn load_balance_hashes_the_five_tuple() {
+    let mut sw = switch("load_balance.p4");
+    sw.mt_add_entry(
+        "MyIngress.ecmp_group",
+        &[MatchParam::Lpm {
+            key: vec![10, 0, 0, 1],
+            prefix_len: 32,
+        }],
+        "MyIngress.set_ecmp_select",
+        &[vec![0, 0], vec![0, 0, 0, 2]],
+        None,
+    )
+    .unwrap();
+    for (sel, port, ip) in [(0u8, 2u8, [10, 0, 2, 2]), (1, 3, [10, 0, 3, 3])] {
+        sw.mt_add_entry(
+            "MyIngress.ecmp_nhop",
+            &[MatchParam::Exact(vec![0, sel])],
+            "MyIngress.set_nhop",
+            &[hex("00000000aa00"), ip.to_vec(), vec![0, port]],
+            None,
+        )
+        .unwrap();
+        sw.mt_add_entry(
+            "MyEgress.send_frame",
+            &[MatchParam::Exact(vec![0, port])],
+            "MyEgress.rewrite_mac",
+            &[vec![0, 0, 0, 0, 0xbb, port]],
+            None,
+        )
+        .unwrap();
+    }
+    let mut seen = [false; 2];
+    for sport in 1000u16..1016 {
+        let pkt = tcp_packet([10, 0, 1, 1], [10, 0, 0, 1], sport, 80, 0x10);
+        let mut t = vec![10, 0, 1, 1, 10, 0, 0, 1, 6];
+        t.extend_from_slice(&sport.to_be_bytes());
+        t.extend_from_slice(&80u16.to_be_bytes());
+        let sel = (crc16(&t) % 2) as usize;
+        seen[sel] = true;
+        let out = run(&mut sw, 1, &pkt);
+        assert_eq!(out.len(), 1);
+        let port = [2u32, 3][sel];
+        assert_eq!(out[0].port, port, "sport {sport}");
+        let o = &out[0].data;
+        assert_eq!(
+            &o[6..12],
+            &[0, 0, 0, 0, 0xbb, port as u8],
+            "egress rewrote the source MAC"
+        );
+        assert_eq!(
+            &o[30..34],
+            &[[10, 0, 2, 2], [10, 0, 3, 3]][sel],
+            "new destination IP"
+        );
+        assert_eq!(
+            u16::from_be_bytes([o[24], o[25]]),
+            ipv4_checksum(&o[14..34])
+        );
+    }
+    assert!(seen[0] && seen[1], "both paths used");
+}
+
+#[test]
+fn mri_pushes_a_trace_record_per_hop() {
+    let mut sw = switch("mri.p4");
+    sw.mt_add_entry(
+        "MyIngress.ipv4_lpm",
+        &[MatchParam::Lpm {
+            key: vec![10, 0, 0, 0],
+            prefix_len: 8,
+        }],
+        "MyIngress.ipv4_forward",
+        &[hex("000000000003"), vec![0, 3]],
+        None,
+    )
+    .unwrap();
+    sw.mt_set_default_action(
+        "MyEgress.swtrace",
+        "MyEgress.add_swtrace",
+        &[vec![0, 0, 0, 7]],
+    )
+    .unwrap();
+    // IPv4 with ihl 6: option 31 (length 4) + MRI count 0, then a UDP-ish payload.
+    let mut p = hex("000000000001 000000000002 0800");
+    let mut ip = hex("46 00 0000 0001 0000 40 11 0000 0a000101 0a000202 1f04 0000");
+    let payload = b"payload!";
+    let total = (ip.len() + payload.len()) as u16;
+    ip[2..4].copy_from_slice(&total.to_be_bytes());
+    p.extend(ip);
+    p.extend_from_slice(payload);
+    let out = run(&mut sw, 1, &p);
+    assert_eq!(out.len(), 1);
+    let o = &out[0].data;
+    assert_eq!(o.len(), p.len() + 8);
+    assert_eq!(o[14] & 0x0f, 8, "ihl grew by 2 words");
+    assert_eq!(u16::from_be_bytes([o[16], o[17]]), total + 8);
+    assert_eq!(o[35], 12, "option length");
+    assert_eq!(u16::from_be_bytes([o[36], o[37]]), 1, "count");
+    assert_eq!(&o[38..46], &[0, 0, 0, 7, 0, 0, 0, 0], "swid 7, qdepth 0");
+    assert_eq!(&o[46..], payload);
+    // A second hop pushes in front of the first record.
+    sw.mt_set_default_action(
+        "MyEgress.swtrace",
+        "MyEgress.add_swtrace",
+        &[vec![0, 0, 0, 9]],
+    )
+    .unwrap();
+    let out2 = run(&mut sw, 1, o);
+    let o2 = &out2[0].data;
+    assert_eq!(u16::from_be_bytes([o2[36], o2[37]]), 2);
+    assert_eq!(&o2[38..42], &[0, 0, 0, 9]);
+    assert_eq!(&o2[46..50], &[0, 0, 0, 7]);
+    assert_eq!(&o2[54..], payload);
+}
+
+#[test]
+fn qos_marks_dscp_by_protocol() {
+    let mut sw = switch("qos.p4");
+    sw.mt_add_entry(
+        "MyIngress.ipv4_lpm",
+        &[MatchParam::Lpm {
+            key: vec![10, 0, 0, 0],
+            prefix_len: 8,
+        }],
+        "MyIngress.ipv4_forward",
+        &[hex("000000000009"), vec![0, 4]],
+        None,
+    )
+    .unwrap();
+    let mut udp = ipv4_packet([10, 0, 0, 9], 10, b"u");
+    udp[15] = 0x02; // ECN bits set, DSCP 0
+    let o = &run(&mut sw, 1, &udp)[0].data;
+    assert_eq!(o[15], (46 << 2) | 2, "EF, ECN kept");
+    assert_eq!(
+        u16::from_be_bytes([o[24], o[25]]),
+        ipv4_checksum(&o[14..34])
+    );
+    let tcp = tcp_packet([10, 0, 0, 1], [10, 0, 0, 9], 1, 2, 0x10);
+    let o = &run(&mut sw, 1, &tcp)[0].data;
+    assert_eq!(o[15] >> 2, 26, "AF31");
+}
+
+#[test]
+fn p4runtime_tunnels_and_counts() {
+    let mut sw = switch("p4runtime.p4");
+    sw.mt_add_entry(
+        "MyIngress.ipv4_lpm",
+        &[MatchParam::Lpm {
+            key: vec![10, 0, 2, 2],
+            prefix_len: 32,
+        }],
+        "MyIngress.myTunnel_ingress",
+        &[vec![0, 100]],
+        None,
+    )
+    .unwrap();
+    sw.mt_add_entry(
+        "MyIngress.myTunnel_exact",
+        &[MatchParam::Exact(vec![0, 100])],
+        "MyIngress.myTunnel_forward",
+        &[vec![0, 2]],
+        None,
+    )
+    .unwrap();
+    let pkt = ipv4_packet([10, 0, 2, 2], 64, b"hi");
+    let out = run(&mut sw, 1, &pkt);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].port, 2);
+    let o = &out[0].data;
+    assert_eq!(
+        &o[12..18],
+        &[0x12, 0x12, 0x08, 0x00, 0, 100],
+        "encapsulated"
+    );
+    assert_eq!(&o[18..], &pkt[14..]);
+    assert_eq!(
+        sw.counter_read("MyIngress.ingressTunnelCounter", 100)
+            .unwrap()
+            .packets,
+        1
+    );
+    // At the last hop the tunnel is removed.
+    sw.mt_modify_entry(
+        "MyIngress.myTunnel_exact",
+        0,
+        "MyIngress.myTunnel_egress",
+        &[hex("0000000000ee"), vec![0, 7]],
+    )
+    .unwrap();
+    let out = run(&mut sw, 3, o);
+    assert_eq!(out[0].port, 7);
+    assert_eq!(&out[0].data[..6], &hex("0000000000ee")[..]);
+    assert_eq!(&out[0].data[12..], &pkt[12..], "decapsulated");
+    assert_eq!(
+        sw.counter_read("MyIngress.egressTunnelCounter", 100)
+            .unwrap()
+            .packets,
+        1
+    );
+}
+
+#[test]
+fn link_monitor_probe_collects_port_bytes() {
+    let mut sw = switch("link_monitor.p4");
+    sw.mt_add_entry(
+        "MyIngress.ipv4_lpm",
+        &[MatchParam::Lpm {
+            key: vec![10, 0, 0, 0],
+            prefix_len: 8,
+        }],
+        "MyIngress.ipv4_forward",
+        &[hex("000000000002"), vec![0, 2]],
+        None,
+    )
+    .unwrap();
+    sw.mt_set_default_action("MyEgress.swid", "MyEgress.set_swid", &[vec![5]])
+        .unwrap();
+    let data = ipv4_packet([10, 0, 0, 2], 64, &[0u8; 26]);
+    assert_eq!(run(&mut sw, 1, &data)[0].port, 2);
+    assert_eq!(
+        sw.register_read("MyEgress.byte_cnt_reg", 2).unwrap(),
+        data.len() as u64
+    );
+    let probe = hex("ffffffffffff 000000000001 0812 00 02 03");
+    let out = run(&mut sw, 1, &probe);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].port, 2);
+    let o = &out[0].data;
+    assert_eq!(o.len(), probe.len() + 18);
+    assert_eq!(o[14], 1, "hop count");
+    assert_eq!(o[15], 0x80 | 5, "bos and swid");
+    assert_eq!(o[16], 2, "egress port");
+    let bytes = u32::from_be_bytes([o[17], o[18], o[19], o[20]]);
+    assert_eq!(
+        bytes as usize,
+        data.len() + probe.len(),
+        "bytes since the last probe"
+    );
+    assert_eq!(&o[21..27], &[0; 6], "no earlier probe");
+    assert_eq!(&o[33..], &[2, 3], "forwarding hops kept");
+    assert_eq!(
+        sw.register_read("MyEgress.byte_cnt_reg", 2).unwrap(),
+        0,
+        "reset by the probe"
+    );
+}
+
+#[test]
+fn flowcache_misses_go_to_the_controller() {
+    let c = compile("flowcache.p4");
+    assert!(
+        c.json.contains("\"support_timeout\": true") || c.json.contains("\"support_timeout\":true")
+    );
+    assert!(
+        c.p4info.contains("controller_packet_metadata"),
+        "{}",
+        c.p4info
+    );
+    assert!(c.p4info.contains("name: \"ingress_port\""));
+    assert!(c.p4info.contains("idle_timeout_behavior: NOTIFY_CONTROL"));
+    let mut sw = Switch::from_json(&c.json, SwitchOptions::default()).unwrap();
+    let pkt = ipv4_packet([10, 0, 0, 2], 64, b"abc");
+    // Miss: to the CPU port with packet_in (ingress port 3 in 9 bits, then 7 pad bits).
+    let out = run(&mut sw, 3, &pkt);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].port, 255);
+    assert_eq!(&out[0].data[..2], &[0x01, 0x80]);
+    assert_eq!(&out[0].data[2..], &pkt[..]);
+    // packet_out from the controller: sent where it says, header removed.
+    let mut po = vec![0x02, 0x00]; // egress port 4
+    po.extend_from_slice(&pkt);
+    let out = run(&mut sw, 255, &po);
+    assert_eq!(out[0].port, 4);
+    assert_eq!(out[0].data, pkt);
+    // After the controller installs the flow, packets are forwarded directly.
+    sw.mt_add_entry(
+        "MyIngress.flow_cache",
+        &[
+            MatchParam::Exact(vec![0x11]),
+            MatchParam::Exact(vec![10, 0, 0, 1]),
+            MatchParam::Exact(vec![10, 0, 0, 2]),
+        ],
+        "MyIngress.cached_action",
+        &[vec![0, 6], hex("00000000cccc")],
+        None,
+    )
+    .unwrap();
+    let out = run(&mut sw, 3, &pkt);
+    assert_eq!(out[0].port, 6);
+    assert_eq!(&out[0].data[..6], &hex("00000000cccc")[..]);
+    assert_eq!(out[0].data[22], 63);
+}

@@ -1,4 +1,5 @@
-//! Port sets: the [`PortIo`] trait a switch loop drives, with [`FilePorts`] (pcap files exactly
+//! Port sets: the [`PortIo`] trait a switch loop drives (also implemented by the live
+//! [`crate::afpacket::LivePorts`]), with [`FilePorts`] (pcap files exactly
 //! as simple_switch `--use-files`), [`MemPorts`] (in memory, for tests) and [`Capture`]
 //! (`--pcap DIR`: a copy of every port's traffic in `DIR/NAME_in.pcap` / `DIR/NAME_out.pcap`).
 
@@ -47,6 +48,36 @@ pub enum PortError {
         path: PathBuf,
         /// The error (with its byte offset).
         error: PcapError,
+    },
+    /// A live interface does not exist.
+    #[error(
+        "interface '{name}' (port {port}) does not exist: check `ip link`, or add --use-files \
+         to use {name}_in.pcap / {name}_out.pcap"
+    )]
+    NoInterface {
+        /// The port.
+        port: Port,
+        /// The interface name as given.
+        name: String,
+    },
+    /// Opening a live interface needs privileges.
+    #[error(
+        "opening interface '{name}' needs root or CAP_NET_RAW: run as root, or grant the \
+         binary `setcap cap_net_raw,cap_net_admin+ep <path to tern>`"
+    )]
+    NotPermitted {
+        /// The interface.
+        name: String,
+    },
+    /// A system call on a live interface failed.
+    #[error("interface '{name}': {what}: {error}")]
+    Os {
+        /// The interface(s).
+        name: String,
+        /// What was being done.
+        what: &'static str,
+        /// The error.
+        error: std::io::Error,
     },
     /// A capture file would overwrite one of the port files.
     #[error("--pcap would overwrite {}: choose another capture directory", path.display())]
@@ -117,7 +148,9 @@ pub trait PortIo {
     fn ports(&self) -> &[PortSpec];
 
     /// The next input packet of all ports merged in timestamp order (ties: lower port first),
-    /// copied into `buf` (cleared first); `None` when every input is exhausted.
+    /// copied into `buf` (cleared first); `None` when every input is exhausted. Live ports
+    /// ([`crate::afpacket::LivePorts`]) block until a frame arrives and return frames in
+    /// arrival order (round robin across interfaces); for them `None` means "stopped".
     fn recv(&mut self, buf: &mut Vec<u8>) -> Result<Option<RxMeta>, PortError>;
 
     /// Send a frame out of `port` with record timestamp `ts_ns`. Returns `false` (frame

@@ -12,9 +12,12 @@ pub struct CompileArgs {
     /// Where to write the BMv2 JSON (default: the source name with `.json`).
     #[arg(short = 'o', long = "output")]
     pub output: Option<PathBuf>,
-    /// Write P4Info (protobuf text format) to this file.
-    #[arg(long = "p4runtime-files")]
+    /// Write P4Info (protobuf text format) to this file (`--p4runtime-file` also works).
+    #[arg(long = "p4runtime-files", visible_alias = "p4runtime-file")]
     pub p4runtime_files: Option<PathBuf>,
+    /// P4Info format for `--p4runtime-file`: only `text` is supported.
+    #[arg(long = "p4runtime-format", value_name = "FORMAT")]
+    pub p4runtime_format: Option<String>,
     /// Add a directory to the include search path.
     #[arg(short = 'I', value_name = "DIR")]
     pub include: Vec<PathBuf>,
@@ -28,6 +31,20 @@ pub fn run(args: CompileArgs) -> anyhow::Result<ExitCode> {
         include_dirs: args.include.clone(),
         defines: args.define.clone(),
     };
+    if let Some(f) = &args.p4runtime_format {
+        if f != "text" {
+            anyhow::bail!("--p4runtime-format {f}: only `text` is supported");
+        }
+    }
+    if let Some(p) = &args.p4runtime_files {
+        let ext = p.extension().and_then(|e| e.to_str()).unwrap_or("");
+        if matches!(ext, "json" | "bin" | "pb") {
+            anyhow::bail!(
+                "--p4runtime-files {}: only the P4Info text format is supported (use a .txt or .txtpb name)",
+                p.display()
+            );
+        }
+    }
     let compiled = match tern_p4::compile_file(&args.source, &opts) {
         Ok(c) => c,
         Err(d) => {

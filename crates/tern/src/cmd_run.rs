@@ -1,7 +1,9 @@
-//! `tern run`: a program with pcap-file ports, as `simple_switch --use-files` runs it.
+//! `tern run`: a program with pcap-file ports (as `simple_switch --use-files` runs it) or live
+//! interfaces (AF_PACKET, as `simple_switch -i P@IFACE` runs it, until SIGINT/SIGTERM).
 //!
-//! Owns the command line (simple_switch's options, target options after `--`), the run loop
-//! (inputs merged in timestamp order, each packet processed to completion, outputs written),
+//! Owns the command line (simple_switch's options, target options after `--`; the same
+//! arguments serve the `simple_switch` drop-in entry point), the run loop (inputs merged in
+//! timestamp order or as they arrive, each packet processed to completion, outputs written),
 //! simple_switch-like logging, the end-of-run summary, and the hooks where the runtime command
 //! language (`--commands`) and a control server are wired in.
 //!
@@ -24,7 +26,8 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tern_dataplane::{Switch, SwitchOptions};
-use tern_ports::{Capture, FilePorts, PortIo, PortSpec};
+use tern_ports::afpacket::install_stop_signals;
+use tern_ports::{Capture, FilePorts, LiveConfig, LivePorts, PortIo, PortSpec};
 use tern_runtime::{OutputPacket, PacketPath};
 
 /// Log levels of simple_switch's `-L`.
@@ -87,15 +90,22 @@ pub struct LogArgs {
     after_help = "File mode: inputs are replayed as fast as possible in timestamp order \
     (ties: lower port first) after the --use-files wait; the run ends when every input is \
     exhausted and prints a summary on stderr. Target options go after `--` as with \
-    simple_switch: --drop-port N, --priority-queues N, --enable-swap."
+    simple_switch: --drop-port N, --priority-queues N, --enable-swap.\n\n\
+    Live mode (-i P@IFACE without --use-files): each interface is opened with an AF_PACKET \
+    socket (TPACKET_V3 ring, promiscuous; needs root or CAP_NET_RAW) and the switch runs until \
+    SIGINT/SIGTERM, then prints the summary. Frames larger than the MTU (e.g. TCP with TSO/GRO \
+    on the hosts' veths) cannot be sent: disable those offloads with ethtool -K.\n\n\
+    Drop-in: the same binary behaves as simple_switch when invoked under that name: \
+    `ln -s $(which tern) ~/bin/simple_switch` (with ~/bin on PATH) makes Mininet topologies, \
+    p4c's STF runner and scripts written for simple_switch run tern unchanged."
 )]
 pub struct RunArgs {
     /// The BMv2 JSON program.
     #[arg(value_name = "JSON")]
     pub json: Option<PathBuf>,
 
-    /// Attach NAME as port PORT (repeatable). With --use-files: read NAME_in.pcap, write
-    /// NAME_out.pcap.
+    /// Attach NAME as port PORT (repeatable): a network interface, or with --use-files the
+    /// files NAME_in.pcap (read) and NAME_out.pcap (written).
     #[arg(short = 'i', long = "interface", value_name = "PORT@NAME")]
     pub interfaces: Vec<String>,
 
@@ -137,6 +147,10 @@ pub struct RunArgs {
     /// Print the BMv2 JSON format version this switch implements (2.24) and exit.
     #[arg(long)]
     pub json_version: bool,
+
+    /// Print the version and exit (simple_switch's -v).
+    #[arg(short = 'v', long = "version")]
+    pub print_version: bool,
 
     /// Most ports that may be attached (512).
     #[arg(long, value_name = "N", default_value_t = 512)]
@@ -401,6 +415,10 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
         println!("2.24");
         return Ok(ExitCode::SUCCESS);
     }
+    if args.print_version {
+        println!("tern {} (simple_switch drop-in)", env!("CARGO_PKG_VERSION"));
+        return Ok(ExitCode::SUCCESS);
+    }
     let wait = fix_optional_values(&mut args)?;
     let Some(json_path) = args.json.clone() else {
         eprintln!("Error: please specify an input JSON configuration file");
@@ -420,16 +438,7 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
             args.max_port_count
         );
     }
-    if args.use_files.is_none() && !specs.is_empty() {
-        anyhow::bail!(
-            "live interfaces are not supported yet: add --use-files to use {} as pcap files",
-            specs
-                .iter()
-                .map(|s| format!("{}_in.pcap/{}_out.pcap", s.name, s.name))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-    }
+    let live = args.use_files.is_none() && !specs.is_empty();
     let opts = switch_options(&args)?;
     let json = std::fs::read_to_string(&json_path)
         .with_context(|| format!("cannot read JSON {}", json_path.display()))?;
@@ -443,6 +452,9 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
     };
     let sw = Arc::new(Mutex::new(sw));
     let mut log = Logger::new(&args)?;
+    if live {
+        return run_live(&sw, &specs, &mut log, &args);
+    }
 
     // Ports: every input must exist before anything else happens (simple_switch exits 1).
     let files = match FilePorts::open(Path::new(""), &specs) {
@@ -479,14 +491,7 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
     let stats = replay(&sw, ports.as_mut(), &mut log, &args)?;
     ports.flush()?;
     log.finish()?;
-    let secs = stats.1.as_secs_f64();
-    let s = stats.0;
-    let pps = if secs > 0.0 { s.rx as f64 / secs } else { 0.0 };
-    eprintln!(
-        "tern run: {} packets in, {} out, {} dropped, {} discarded (no port), {} digests, \
-         {:.3} s, {:.0} pps",
-        s.rx, s.tx, s.dropped, s.discarded, s.digests, secs, pps
-    );
+    summary(&stats);
     if let Some(server) = control {
         // Like simple_switch, keep serving the control plane after the inputs are exhausted
         // (until the process is killed or the server stops).
@@ -495,6 +500,86 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
             .join()
             .map_err(|_| anyhow::anyhow!("the control server thread panicked"))?;
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn summary((s, time): &(Stats, Duration)) {
+    let secs = time.as_secs_f64();
+    let pps = if secs > 0.0 { s.rx as f64 / secs } else { 0.0 };
+    eprintln!(
+        "tern run: {} packets in, {} out, {} dropped, {} discarded (no port), {} digests, \
+         {:.3} s, {:.0} pps",
+        s.rx, s.tx, s.dropped, s.discarded, s.digests, secs, pps
+    );
+}
+
+/// Live mode: open the interfaces, apply `--commands`, start the control server, then switch
+/// packets until SIGINT/SIGTERM and print the summary.
+fn run_live(
+    sw: &Arc<Mutex<Switch>>,
+    specs: &[PortSpec],
+    log: &mut Logger,
+    args: &RunArgs,
+) -> anyhow::Result<ExitCode> {
+    install_stop_signals().context("installing the SIGINT/SIGTERM handlers")?;
+    let live = match LivePorts::open(specs, LiveConfig::default(), Arc::default()) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("tern run: {e}");
+            return Ok(ExitCode::from(1));
+        }
+    };
+    for s in live.ports() {
+        log.log(
+            Level::Info,
+            None,
+            &format!("Adding interface {} as port {}", s.name, s.port),
+        )?;
+    }
+    for name in live.down_interfaces() {
+        eprintln!(
+            "tern run: warning: interface '{name}' is down and receives nothing \
+             (ip link set {name} up)"
+        );
+    }
+    if let Some(cmds) = &args.commands {
+        apply_commands(sw, cmds)?;
+    }
+    // The control server thread (once wired) keeps serving until the process exits.
+    let _control = start_control_server(sw, args)?;
+    eprintln!(
+        "tern run: switching on {} (Ctrl-C or SIGTERM to stop)",
+        specs
+            .iter()
+            .map(|s| format!("{}@{}", s.port, s.name))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let (stats, live_stats) = match &args.pcap {
+        Some(dir) => {
+            let mut ports = Capture::new(live, dir, &[])?;
+            let st = replay(sw, &mut ports, log, args)?;
+            ports.flush()?;
+            (st, ports.inner().stats())
+        }
+        None => {
+            let mut ports = live;
+            let st = replay(sw, &mut ports, log, args)?;
+            ports.flush()?;
+            (st, ports.stats())
+        }
+    };
+    log.finish()?;
+    summary(&stats);
+    eprintln!(
+        "tern run: interfaces: {} frames sent, {} send errors, {} checksums completed, \
+         {} too long for the ring, {} interface errors",
+        live_stats.tx,
+        live_stats.tx_errors,
+        live_stats.csum_completed,
+        live_stats.truncated,
+        live_stats.iface_errors
+    );
     Ok(ExitCode::SUCCESS)
 }
 
@@ -509,6 +594,10 @@ fn replay(
     let mut buf = Vec::with_capacity(2048);
     let mut out: Vec<OutputPacket> = Vec::new();
     let dump = args.log.dump_packet_data;
+    // Output timestamps are the wall clock where they are recorded (pcap files); live
+    // interfaces without --pcap ignore them, so the clock is not read per packet there.
+    let live_only = args.use_files.is_none() && args.pcap.is_none();
+    let wall_out = !args.deterministic && !live_only;
     let start = Instant::now();
     while let Some(m) = ports.recv(&mut buf)? {
         let id = st.rx;
@@ -565,11 +654,7 @@ fn replay(
             }
         }
         for o in &out {
-            let ts = if args.deterministic {
-                m.ts_ns
-            } else {
-                wall_ns()
-            };
+            let ts = if wall_out { wall_ns() } else { m.ts_ns };
             if log.on(Level::Debug) {
                 log.log(
                     Level::Debug,
@@ -601,7 +686,7 @@ fn replay(
                     log.log(
                         Level::Debug,
                         pkt,
-                        &format!("Port {} has no file: packet discarded", o.port),
+                        &format!("Port {} is not attached: packet discarded", o.port),
                     )?;
                 }
             }

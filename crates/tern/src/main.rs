@@ -2,6 +2,8 @@
 //!
 //! Each subcommand lives in its own module and only wires crates together: the work is done in
 //! the library crates (`tern-dataplane`, `tern-p4`, `tern-stf`, `tern-control`, ...).
+//! Invoked under the name `simple_switch` (a symlink), the binary parses simple_switch's own
+//! command line and runs it as `tern run` does.
 
 mod cmd_cli;
 mod cmd_compile;
@@ -28,7 +30,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run a program with pcap-file ports (simple_switch --use-files semantics).
+    /// Run a program on pcap-file ports (--use-files) or live interfaces, like simple_switch.
     Run(cmd_run::RunArgs),
     /// Run p4c STF packet tests against a program; exits non-zero on failure.
     Test(cmd_test::TestArgs),
@@ -40,8 +42,93 @@ enum Command {
     Demo(cmd_demo::DemoArgs),
 }
 
+/// simple_switch's command line (`simple_switch [options] <JSON> [-- <target options>]`).
+#[derive(Parser)]
+#[command(
+    name = "simple_switch",
+    about = "tern as a drop-in simple_switch (BMv2): same options, same behaviour",
+    disable_version_flag = true
+)]
+struct SimpleSwitchCli {
+    #[command(flatten)]
+    run: cmd_run::RunArgs,
+}
+
+/// simple_switch options tern does not implement: refused by name rather than misparsed.
+const UNSUPPORTED: &[&str] = &[
+    "--no-p4",
+    "--packet-in",
+    "--nanolog",
+    "--notifications-addr",
+    "--restore-state",
+    "--log-file-max-size",
+    "--log-file-max-files",
+    "--debugger",
+    "--debugger-addr",
+];
+
+/// The first option in `args` (before any `--`) that simple_switch has and tern does not.
+fn unsupported_option(args: &[std::ffi::OsString]) -> Option<&'static str> {
+    args.iter()
+        .map(|a| a.to_string_lossy())
+        .take_while(|a| a != "--")
+        .find_map(|a| {
+            UNSUPPORTED
+                .iter()
+                .find(|u| a == **u || a.starts_with(&format!("{u}=")))
+                .copied()
+        })
+}
+
+/// The `simple_switch` entry point: exit status 1 on bad options, like simple_switch.
+fn simple_switch_main(argv: Vec<std::ffi::OsString>) -> ExitCode {
+    if let Some(opt) = unsupported_option(argv.get(1..).unwrap_or(&[])) {
+        eprintln!(
+            "Error while parsing command line arguments\n\
+             simple_switch option {opt} is not supported by tern (see simple_switch --help)"
+        );
+        return ExitCode::from(1);
+    }
+    let cli = match SimpleSwitchCli::try_parse_from(&argv) {
+        Ok(c) => c,
+        Err(e) if !e.use_stderr() => {
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("Error while parsing command line arguments\n{e}");
+            return ExitCode::from(1);
+        }
+    };
+    report(cmd_run::run(cli.run))
+}
+
+fn report(result: anyhow::Result<ExitCode>) -> ExitCode {
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let invoked_as = argv
+        .first()
+        .and_then(|a| std::path::Path::new(a).file_name())
+        .map(|n| n.to_string_lossy().into_owned());
+    if invoked_as.as_deref() == Some("simple_switch") {
+        return simple_switch_main(argv);
+    }
+    if argv.get(1).is_some_and(|a| a == "run") {
+        if let Some(opt) = unsupported_option(&argv[2..]) {
+            eprintln!("error: simple_switch option {opt} is not supported by tern");
+            return ExitCode::FAILURE;
+        }
+    }
+    let cli = Cli::parse_from(argv);
     let result = match cli.command {
         Some(Command::Run(a)) => cmd_run::run(a),
         Some(Command::Test(a)) => cmd_test::run(a),
@@ -50,11 +137,5 @@ fn main() -> ExitCode {
         Some(Command::Demo(a)) => cmd_demo::run(a),
         None => cmd_demo::run(cmd_demo::DemoArgs::default()),
     };
-    match result {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    report(result)
 }

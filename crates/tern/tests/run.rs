@@ -413,7 +413,7 @@ fn corrupt_input_and_bad_options_are_clear_errors() {
         ),
         (
             vec!["-i", "0@x", "prog.json"],
-            "live interfaces are not supported",
+            "interface 'x' (port 0) does not exist",
         ),
         (
             vec!["--use-files", "0", "prog.json", "--", "--bogus"],

@@ -63,6 +63,11 @@ impl Lower {
                     self.flatten(i, pos, out)?;
                 }
             }
+            Val::Named(items) => {
+                for (_, i) in items {
+                    self.flatten(i, pos, out)?;
+                }
+            }
             Val::Place(Place::Struct(_, fields)) => {
                 for (_, p) in fields {
                     self.flatten(Val::Place(p), pos, out)?;
@@ -95,6 +100,17 @@ impl Lower {
         Ok(())
     }
 
+    /// Width of a field, also for scalars not yet written into the program.
+    fn prog_field_width(&self, f: m::FieldRef) -> u32 {
+        if f.header == 0 {
+            return match self.scalar_fields.get(f.field as usize).map(|d| d.width) {
+                Some(m::FieldWidth::Fixed(w)) => w,
+                _ => 32,
+            };
+        }
+        self.prog.field_width(f).max(1)
+    }
+
     fn calculation(&mut self, algo: &str, inputs: Vec<m::CalcInput>) -> u32 {
         let name = self.unique("calc");
         let idx = self.prog.calculations.len() as u32;
@@ -116,6 +132,12 @@ impl Lower {
                     .find(|(_, x)| *x == v)
                     .map(|(n, _)| n.clone())
                     .unwrap_or_default();
+                if !m::known_hash_algorithm(&n) {
+                    return err(
+                        e.pos,
+                        format!("hash algorithm `{n}` is not supported by the BMv2 target"),
+                    );
+                }
                 Ok(n)
             }
             _ => err(
@@ -123,6 +145,30 @@ impl Lower {
                 "expected a HashAlgorithm constant (e.g. HashAlgorithm.crc16)",
             ),
         }
+    }
+
+    /// A field list made of the fields of a data argument (older clone3/resubmit forms).
+    fn data_field_list(&mut self, a: &Expr) -> R<i64> {
+        let v = self.expr(a)?;
+        let mut inputs = Vec::new();
+        self.flatten(v, a.pos, &mut inputs)?;
+        let mut elements = Vec::new();
+        for i in inputs {
+            match i {
+                m::CalcInput::Field(f) => elements.push(m::FieldListElem::Field(f)),
+                m::CalcInput::Const { value, bitwidth } => {
+                    elements.push(m::FieldListElem::Const { value, bitwidth })
+                }
+                _ => return err(a.pos, "preserved data must consist of fields"),
+            }
+        }
+        let id = self.prog.field_lists.len() as i64 + 1;
+        self.prog.field_lists.push(m::FieldList {
+            name: format!("fl_{id}"),
+            id,
+            elements,
+        });
+        Ok(id)
     }
 
     fn field_list_id(&mut self, idx: i128) -> i64 {
@@ -185,9 +231,11 @@ impl Lower {
         let std = m::Arg::Header(self.std_header);
         match fname.as_str() {
             "mark_to_drop" => {
-                Self::nargs(args, 1, "mark_to_drop", pos)?;
-                let h = match self.expr(&args[0])? {
-                    Val::Place(Place::Header(h, _)) => m::Arg::Header(h),
+                if args.len() > 1 {
+                    return err(pos, "mark_to_drop expects (standard_metadata)");
+                }
+                let h = match args.first().map(|a| self.expr(a)).transpose()? {
+                    Some(Val::Place(Place::Header(h, _))) => m::Arg::Header(h),
                     _ => std,
                 };
                 self.emit(prim("mark_to_drop", vec![h]));
@@ -202,7 +250,11 @@ impl Lower {
                     Self::nargs(args, 3, fname, pos)?;
                     let idx = self.const_arg(&args[2], "the field list index")?;
                     self.field_list_id(idx)
+                } else if fname == "clone3" {
+                    Self::nargs(args, 3, fname, pos)?;
+                    self.data_field_list(&args[2])?
                 } else {
+                    Self::nargs(args, 2, fname, pos)?;
                     0
                 };
                 let opn = if kind == 0 {
@@ -222,6 +274,28 @@ impl Lower {
                     "recirculate"
                 };
                 self.emit(prim(opn, vec![m::Arg::Const(int_of(id as i128))]));
+            }
+            "resubmit" | "recirculate" => {
+                // The older v1model forms that take the data to preserve.
+                if args.len() > 1 {
+                    return err(pos, format!("{fname} expects at most one argument"));
+                }
+                let id = match args.first() {
+                    Some(a) => self.data_field_list(a)?,
+                    None => 0,
+                };
+                let id = if id == 0 {
+                    let id = self.prog.field_lists.len() as i64 + 1;
+                    self.prog.field_lists.push(m::FieldList {
+                        name: format!("fl_{id}"),
+                        id,
+                        elements: vec![],
+                    });
+                    id
+                } else {
+                    id
+                };
+                self.emit(prim(fname, vec![m::Arg::Const(int_of(id as i128))]));
             }
             "truncate" => {
                 Self::nargs(args, 1, fname, pos)?;
@@ -278,7 +352,8 @@ impl Lower {
                 let dv = self.expr(&args[0])?;
                 let (f, t) = self.field_of(&dv, args[0].pos)?;
                 let algo = self.algo_name(&args[1])?;
-                let base = self.arg_data(&args[2], Some(&t))?;
+                let _ = &t;
+                let base = self.arg_data(&args[2], None)?;
                 let data = self.expr(&args[3])?;
                 let mut inputs = Vec::new();
                 self.flatten(data, args[3].pos, &mut inputs)?;
@@ -301,15 +376,38 @@ impl Lower {
                 };
                 let mut inputs = Vec::new();
                 self.flatten(data, args[1].pos, &mut inputs)?;
+                // Like p4c, copy the data into temporaries at the call: BMv2 reads the learn
+                // list's fields only at the end of ingress. Calls with the same data type share
+                // one learn list (and its temporaries).
+                let existing = self
+                    .learn_by_type
+                    .get(&tname)
+                    .and_then(|id| self.prog.learn_lists.iter().find(|l| l.id == *id))
+                    .map(|l| (l.id, l.elements.clone()));
                 let mut elements = Vec::new();
-                for i in inputs {
+                for (k, i) in inputs.into_iter().enumerate() {
                     match i {
-                        m::CalcInput::Field(f) => elements.push(f),
+                        m::CalcInput::Field(f) => {
+                            let t = match existing.as_ref().and_then(|(_, e)| e.get(k)) {
+                                Some(t) => *t,
+                                None => {
+                                    let w = self.prog_field_width(f);
+                                    self.new_scalar("digest_tmp", &Ty::Bit(w))
+                                }
+                            };
+                            self.emit(prim("assign", vec![m::Arg::Field(t), m::Arg::Field(f)]));
+                            elements.push(t)
+                        }
                         _ => return err(args[1].pos, "digest data must consist of fields"),
                     }
                 }
-                let id = match self.learn_by_type.get(&tname) {
-                    Some(id) => *id,
+                let id = match existing {
+                    Some((id, e)) => {
+                        if e.len() != elements.len() {
+                            return err(args[1].pos, format!("digest data of type `{tname}` has a different shape than an earlier digest of that type"));
+                        }
+                        id
+                    }
                     None => {
                         let id = self.prog.learn_lists.len() as i64 + 1;
                         self.prog.learn_lists.push(m::LearnList {
@@ -394,6 +492,34 @@ impl Lower {
         opos: Pos,
     ) -> R<Option<Val>> {
         match ov {
+            Val::Place(Place::Header(_, ht))
+                if matches!(
+                    method,
+                    "minSizeInBits" | "minSizeInBytes" | "maxSizeInBits" | "maxSizeInBytes"
+                ) =>
+            {
+                let fields = self.headers.get(&ht).cloned().unwrap_or_default();
+                let max = method.starts_with("max");
+                let bits: u32 = fields
+                    .iter()
+                    .map(|(_, t, _)| match t {
+                        Ty::Varbit(w) => {
+                            if max {
+                                *w
+                            } else {
+                                0
+                            }
+                        }
+                        t => t.width().unwrap_or(0),
+                    })
+                    .sum();
+                let v = if method.ends_with("Bytes") {
+                    bits.div_ceil(8)
+                } else {
+                    bits
+                };
+                Ok(Some(Val::Const(v as i128, Ty::InfInt)))
+            }
             Val::Place(Place::Header(h, _)) => match method {
                 "isValid" => Ok(Some(Val::Rv(
                     op(m::Op::Valid, None, Some(m::Expr::Header(h))),
@@ -408,6 +534,21 @@ impl Lower {
                     Ok(None)
                 }
                 _ => err(pos, format!("headers have no method `{method}`")),
+            },
+            Val::Place(Place::Union(u, _, members)) => match method {
+                "isValid" => Ok(Some(Val::Rv(
+                    op(m::Op::ValidUnion, None, Some(m::Expr::Union(u))),
+                    Ty::Bool,
+                ))),
+                "setInvalid" => {
+                    for (_, p) in members {
+                        if let Place::Header(h, _) = p {
+                            self.emit(prim("remove_header", vec![m::Arg::Header(h)]));
+                        }
+                    }
+                    Ok(None)
+                }
+                _ => err(pos, format!("header unions have no method `{method}`")),
             },
             Val::Place(Place::Stack { stack, .. }) => match method {
                 "push_front" | "pop_front" => {
@@ -510,6 +651,11 @@ impl Lower {
         match v {
             Val::Place(Place::Header(h, _)) => self.deparse_order.push(h),
             Val::Place(Place::Stack { headers, .. }) => self.deparse_order.extend(headers),
+            Val::Place(Place::Union(_, _, members)) => {
+                for (_, p) in members {
+                    self.emit_order(Val::Place(p), pos)?;
+                }
+            }
             Val::Place(Place::Struct(_, fields)) => {
                 for (_, p) in fields {
                     if !matches!(p, Place::Field(..)) {
@@ -713,9 +859,20 @@ impl Lower {
     pub(super) fn assign_val(&mut self, dst: &Place, v: Val, pos: Pos) -> R<()> {
         match dst {
             Place::Field(f, t) => {
-                let v = self.convert(v, t, pos)?;
+                // Widening an unsigned (or signed) value into a wider field of the same
+                // signedness is accepted: BMv2 stores the value unchanged.
+                let widening = matches!(
+                    (self.val_ty(&v), t),
+                    (Some(Ty::Bit(a)), Ty::Bit(b)) | (Some(Ty::Int(a)), Ty::Int(b)) if a < *b
+                ) && !matches!(v, Val::Const(..));
+                let v = if widening {
+                    v
+                } else {
+                    self.convert(v, t, pos)?
+                };
                 if let Some(vt) = self.val_ty(&v) {
                     let ok = vt == *t
+                        || widening
                         || matches!((&vt, t), (Ty::Enum(_, Some(a)), Ty::Bit(b)) | (Ty::Bit(a), Ty::Enum(_, Some(b))) if a == b);
                     if !ok {
                         return err(
@@ -765,6 +922,23 @@ impl Lower {
                         self.assign_val(&p, it, pos)?;
                     }
                 }
+                Val::Named(items) => {
+                    let fields = self.headers.get(ht).cloned().unwrap_or_default();
+                    self.emit(prim("add_header", vec![m::Arg::Header(*h)]));
+                    for (n, it) in items {
+                        let Some(i) = fields.iter().position(|(f, _, _)| *f == n) else {
+                            return err(pos, format!("header `{ht}` has no field `{n}`"));
+                        };
+                        let p = Place::Field(
+                            m::FieldRef {
+                                header: *h,
+                                field: i as u32,
+                            },
+                            fields[i].1.clone(),
+                        );
+                        self.assign_val(&p, it, pos)?;
+                    }
+                }
                 Val::Default => {}
                 _ => return err(pos, format!("cannot assign this value to a `{ht}` header")),
             },
@@ -790,6 +964,14 @@ impl Lower {
                     }
                     for ((_, d), s) in fields.iter().zip(items) {
                         self.assign_val(d, s, pos)?;
+                    }
+                }
+                Val::Named(items) => {
+                    for (n, it) in items {
+                        let Some((_, d)) = fields.iter().find(|(f, _)| *f == n) else {
+                            return err(pos, format!("struct `{sn}` has no field `{n}`"));
+                        };
+                        self.assign_val(d, it, pos)?;
                     }
                 }
                 _ => return err(pos, format!("cannot assign this value to a `{sn}`")),
@@ -888,6 +1070,14 @@ impl Lower {
         at
     }
 
+    pub(super) fn jump_if_zero_pub(&mut self, cond: m::Expr) -> usize {
+        self.jump_if_zero(cond)
+    }
+
+    pub(super) fn patch_jump_pub(&mut self, at: usize, target: usize) {
+        self.patch_jump(at, target)
+    }
+
     fn jump(&mut self) -> usize {
         let at = self.cur.len();
         self.emit(prim("_jump", vec![m::Arg::Const(int_of(0))]));
@@ -895,6 +1085,47 @@ impl Lower {
     }
 
     pub(super) fn stmt(&mut self, s: &Stmt) -> R<()> {
+        // A write through a run-time header stack index: one guarded copy per element.
+        let target = match &s.kind {
+            StmtKind::Assign(l, _) => Some(l),
+            StmtKind::Call(e) => Some(e),
+            _ => None,
+        };
+        if let Some(t) = target {
+            if let Some((at, base, idx)) = self.dyn_index_in_chain(t)? {
+                if self.mode != Mode::Action {
+                    return err(
+                        s.pos,
+                        "run-time header stack indices are only supported in controls",
+                    );
+                }
+                let (n, tmp) = self.dyn_index_setup(&base, &idx)?;
+                let mut ends = Vec::new();
+                for k in 0..n {
+                    let kind = match &s.kind {
+                        StmtKind::Assign(l, r) => {
+                            StmtKind::Assign(replace_index(l, at, k), r.clone())
+                        }
+                        StmtKind::Call(e) => StmtKind::Call(replace_index(e, at, k)),
+                        other => other.clone(),
+                    };
+                    let jz = self.jump_if_zero(op(
+                        m::Op::Eq,
+                        Some(m::Expr::Field(tmp)),
+                        Some(cnst(k as i128)),
+                    ));
+                    self.stmt(&Stmt { kind, pos: s.pos })?;
+                    ends.push(self.jump());
+                    let here = self.cur.len();
+                    self.patch_jump(jz, here);
+                }
+                let end = self.cur.len();
+                for j in ends {
+                    self.patch_jump(j, end);
+                }
+                return Ok(());
+            }
+        }
         match &s.kind {
             StmtKind::Assign(l, r) => self.assign(l, r, s.pos),
             StmtKind::Call(e) => {
@@ -988,6 +1219,70 @@ impl Lower {
                 let end = self.cur.len();
                 for j in end_jumps {
                     self.patch_jump(j, end);
+                }
+                Ok(())
+            }
+            StmtKind::For {
+                init,
+                cond,
+                update,
+                body,
+            } => {
+                if self.mode != Mode::Action {
+                    return err(
+                        s.pos,
+                        "`for` loops are only supported in actions and controls",
+                    );
+                }
+                self.scope.push();
+                let r = (|| {
+                    for i in init {
+                        self.stmt(i)?;
+                    }
+                    let start = self.cur.len();
+                    let jz = match cond {
+                        Some(c) => {
+                            let cv = self.expr(c)?;
+                            let ce = self.boolean(cv, c.pos)?;
+                            Some(self.jump_if_zero(ce))
+                        }
+                        None => None,
+                    };
+                    self.loops.push((Vec::new(), Vec::new()));
+                    let rb = self.stmt(body);
+                    let (breaks, conts) = self.loops.pop().unwrap_or_default();
+                    rb?;
+                    let update_at = self.cur.len();
+                    for u in update {
+                        self.stmt(u)?;
+                    }
+                    self.emit(prim("_jump", vec![m::Arg::Const(int_of(start as i128))]));
+                    let end = self.cur.len();
+                    if let Some(j) = jz {
+                        self.patch_jump(j, end);
+                    }
+                    for b in breaks {
+                        self.patch_jump(b, end);
+                    }
+                    for c in conts {
+                        self.patch_jump(c, update_at);
+                    }
+                    Ok(())
+                })();
+                self.scope.pop();
+                r
+            }
+            StmtKind::Break | StmtKind::Continue => {
+                if self.loops.is_empty() {
+                    return err(s.pos, "`break`/`continue` outside a loop");
+                }
+                let j = self.jump();
+                if let Some((b, c)) = self.loops.last_mut() {
+                    if matches!(s.kind, StmtKind::Break) {
+                        b.push(j);
+                    } else {
+                        c.push(j);
+                    }
                 }
                 Ok(())
             }

@@ -5,6 +5,9 @@
 use super::body::Mode;
 use super::*;
 
+/// The scope a (sub-parser) state's names resolve in; `None` = the parser's own scope.
+type StateEnv = Option<HashMap<String, Val>>;
+
 const CORE_ERRORS: [&str; 7] = [
     "NoError",
     "PacketTooShort",
@@ -14,6 +17,164 @@ const CORE_ERRORS: [&str; 7] = [
     "ParserTimeout",
     "ParserInvalidArgument",
 ];
+
+/// Parser states may contain `if` statements; BMv2 parsers branch only at transitions, so a
+/// state `S { pre; if (c) A else B; rest; transition T }` becomes `S { pre; v = c; select(v) }`,
+/// `S_t { A }`, `S_f { B }` and `S_j { rest; transition T }`.
+fn split_parser_ifs(states: &[State]) -> Vec<State> {
+    fn flatten(body: &[Stmt], out: &mut Vec<Stmt>) {
+        for s in body {
+            match &s.kind {
+                StmtKind::Block(b) => flatten(b, out),
+                _ => out.push(s.clone()),
+            }
+        }
+    }
+    let mut out = Vec::new();
+    let mut work: std::collections::VecDeque<State> = states.iter().cloned().collect();
+    let mut k = 0usize;
+    while let Some(mut st) = work.pop_front() {
+        let mut body = Vec::new();
+        flatten(&st.body, &mut body);
+        let Some(i) = body.iter().position(|s| matches!(s.kind, StmtKind::If(..))) else {
+            st.body = body;
+            out.push(st);
+            continue;
+        };
+        let rest = body.split_off(i + 1);
+        let Some(Stmt {
+            kind: StmtKind::If(c, a, b),
+            pos,
+        }) = body.pop()
+        else {
+            continue;
+        };
+        let var = format!("__if{k}");
+        let (tn, fname, jn) = (
+            format!("{}_if{k}_true", st.name),
+            format!("{}_if{k}_false", st.name),
+            format!("{}_if{k}_join", st.name),
+        );
+        k += 1;
+        let one = |p: Pos| Expr {
+            kind: ExprKind::Int(1, None),
+            pos: p,
+        };
+        body.push(Stmt {
+            kind: StmtKind::Var(Decl {
+                annotations: vec![],
+                kind: DeclKind::Var {
+                    ty: TypeRef::Bit(Box::new(one(pos))),
+                    name: var.clone(),
+                    init: Some(Expr {
+                        kind: ExprKind::Cast(TypeRef::Bit(Box::new(one(pos))), Box::new(c.clone())),
+                        pos: c.pos,
+                    }),
+                },
+                pos,
+            }),
+            pos,
+        });
+        let head = State {
+            annotations: st.annotations.clone(),
+            name: st.name.clone(),
+            body,
+            transition: Some(Transition::Select(
+                vec![Expr {
+                    kind: ExprKind::Name(var),
+                    pos,
+                }],
+                vec![
+                    (one(pos), tn.clone(), pos),
+                    (
+                        Expr {
+                            kind: ExprKind::Default,
+                            pos,
+                        },
+                        fname.clone(),
+                        pos,
+                    ),
+                ],
+            )),
+            pos: st.pos,
+        };
+        let branch = |name: String, s: Option<Stmt>| State {
+            annotations: vec![],
+            name,
+            body: s.into_iter().collect(),
+            transition: Some(Transition::Direct(jn.clone(), pos)),
+            pos,
+        };
+        let t = branch(tn, Some((*a).clone()));
+        let f = branch(fname, b.map(|b| *b));
+        let j = State {
+            annotations: vec![],
+            name: jn.clone(),
+            body: rest,
+            transition: st.transition.clone(),
+            pos,
+        };
+        out.push(head);
+        work.push_front(j);
+        work.push_front(f);
+        work.push_front(t);
+    }
+    out
+}
+
+/// Cover `[lo, hi]` (width `w` ≤ 64) with value/mask prefix blocks.
+fn range_to_masks(lo: i128, hi: i128, w: u32) -> Vec<(i128, Option<i128>)> {
+    let full: i128 = (1i128 << w) - 1;
+    let (mut lo, hi) = (lo.clamp(0, full), hi.clamp(0, full));
+    let mut out = Vec::new();
+    while lo <= hi && out.len() < 4096 {
+        let mut size: i128 = 1;
+        while size < (1i128 << w) && lo % (size * 2) == 0 && lo + size * 2 - 1 <= hi {
+            size *= 2;
+        }
+        out.push((lo, Some(full & !(size - 1))));
+        lo += size;
+    }
+    out
+}
+
+/// In a deparser, `if (X.isValid()) { pkt.emit(X); }` means the same as `pkt.emit(X);` (BMv2
+/// emits only valid headers), so such guards are dropped; other conditionals stay (and are
+/// reported as unsupported).
+fn strip_validity_guards(body: &[Stmt]) -> Vec<Stmt> {
+    fn guard_of(c: &Expr) -> Option<&Expr> {
+        match &c.kind {
+            ExprKind::Call(f, _, a) if a.is_empty() => match &f.kind {
+                ExprKind::Member(x, m) if m == "isValid" => Some(x),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+    fn emits_only(s: &Stmt, x: &Expr) -> bool {
+        match &s.kind {
+            StmtKind::Block(b) => b.len() == 1 && emits_only(&b[0], x),
+            StmtKind::Call(e) => match &e.kind {
+                ExprKind::Call(f, _, a) => {
+                    matches!(&f.kind, ExprKind::Member(_, m) if m == "emit")
+                        && a.len() == 1
+                        && expr_text(&a[0]) == expr_text(x)
+                }
+                _ => false,
+            },
+            _ => false,
+        }
+    }
+    body.iter()
+        .map(|s| match &s.kind {
+            StmtKind::If(c, t, None) => match guard_of(c) {
+                Some(x) if emits_only(t, x) => (**t).clone(),
+                _ => s.clone(),
+            },
+            _ => s.clone(),
+        })
+        .collect()
+}
 
 fn ann_name(anns: &[Annotation]) -> Option<String> {
     annotation_str(anns, "name")
@@ -221,6 +382,15 @@ impl Lower {
                 self.diags.push(e);
             }
         }
+        // A direct meter that is never read still needs a result field in BMv2 JSON.
+        for i in 0..self.prog.meter_arrays.len() {
+            if self.prog.meter_arrays[i].is_direct
+                && self.prog.meter_arrays[i].result_target.is_none()
+            {
+                let f = self.new_scalar("meter_color", &Ty::Bit(32));
+                self.prog.meter_arrays[i].result_target = Some(f);
+            }
+        }
         // Scalars' fields, errors.
         self.prog.header_types[0].fields = std::mem::take(&mut self.scalar_fields);
         let total: u32 = self.prog.header_types[0]
@@ -306,6 +476,7 @@ impl Lower {
         self.cur.clear();
         self.parser_ops.clear();
         let mut init_ops = Vec::new();
+        let mut subs: HashMap<String, Decl> = HashMap::new();
         for l in locals {
             match &l.kind {
                 DeclKind::ValueSet { ty, size, name: vn } => {
@@ -335,6 +506,19 @@ impl Lower {
                     self.extra.value_sets.push((qn, w, n));
                     self.scope.set(vn, Val::Place(Place::ValueSet(idx)));
                 }
+                DeclKind::Instance {
+                    ty: TypeRef::Named(k, _, _),
+                    name: inst,
+                    ..
+                } if matches!(
+                    self.find_decl(k).map(|d| d.kind),
+                    Some(DeclKind::Parser { .. })
+                ) =>
+                {
+                    if let Some(sd) = self.find_decl(k) {
+                        subs.insert(inst.clone(), sd);
+                    }
+                }
                 DeclKind::Instance { .. } => self.instance(l, name)?,
                 _ => {
                     self.local_decl(l)?;
@@ -343,6 +527,15 @@ impl Lower {
                 }
             }
         }
+        let with_env = self.expand_subparsers(states, &subs)?;
+        let mut states_env: Vec<(State, StateEnv)> = Vec::new();
+        for (st, env) in with_env {
+            for s2 in split_parser_ifs(std::slice::from_ref(&st)) {
+                states_env.push((s2, env.clone()));
+            }
+        }
+        let states: Vec<State> = states_env.iter().map(|(s, _)| s.clone()).collect();
+        let states = &states;
         let mut pstates: Vec<m::ParseState> = Vec::new();
         let mut index: HashMap<String, u32> = HashMap::new();
         for s in states {
@@ -366,17 +559,21 @@ impl Lower {
             return err(d.pos, format!("parser `{name}` has no `start` state"));
         };
         let mut reject_states: HashMap<String, u32> = HashMap::new();
-        for s in states {
-            self.scope.push();
+        for (s, env) in &states_env {
             self.cur.clear();
             self.parser_ops.clear();
             if s.name == "start" {
                 self.parser_ops.append(&mut init_ops.clone());
             }
+            if let Some(e) = env {
+                self.scope.vars.push(e.clone());
+            }
             let r = self.stmts(&s.body);
             self.flush_parser();
             let r = r.and_then(|_| self.transition(s, &index, &mut pstates, &mut reject_states));
-            self.scope.pop();
+            if env.is_some() {
+                self.scope.pop();
+            }
             if let Err(e) = r {
                 self.diags.push(e);
             }
@@ -389,6 +586,152 @@ impl Lower {
             states: pstates,
         });
         Ok(())
+    }
+
+    /// Inline sub-parser calls `inst.apply(args)`: the calling state ends with a transition into
+    /// the sub-parser's (renamed) states, whose `accept` continues in a new state holding the
+    /// rest of the caller. Each state comes with the scope its names resolve in.
+    fn expand_subparsers(
+        &mut self,
+        states: &[State],
+        subs: &HashMap<String, Decl>,
+    ) -> R<Vec<(State, StateEnv)>> {
+        type Env = StateEnv;
+        let mut work: std::collections::VecDeque<(State, Env, usize)> =
+            states.iter().map(|s| (s.clone(), None, 0)).collect();
+        let mut out = Vec::new();
+        let call_of = |st: &Stmt| -> Option<(String, Vec<Expr>)> {
+            if let StmtKind::Call(e) = &st.kind {
+                if let ExprKind::Call(c, _, a) = &e.kind {
+                    if let ExprKind::Member(t, m) = &c.kind {
+                        if let ExprKind::Name(n) = &t.kind {
+                            if m == "apply" && subs.contains_key(n) {
+                                return Some((n.clone(), a.clone()));
+                            }
+                        }
+                    }
+                }
+            }
+            None
+        };
+        while let Some((st, env, depth)) = work.pop_front() {
+            let Some(i) = st.body.iter().position(|x| call_of(x).is_some()) else {
+                out.push((st, env));
+                continue;
+            };
+            if depth > 4 || out.len() + work.len() > 4096 {
+                return err(st.pos, "sub-parsers nested too deeply");
+            }
+            let (inst, args) = call_of(&st.body[i]).unwrap_or_default();
+            let call_pos = st.body[i].pos;
+            let Some(sub) = subs.get(&inst) else {
+                continue;
+            };
+            let DeclKind::Parser {
+                params,
+                locals,
+                states: sstates,
+                ..
+            } = &sub.kind
+            else {
+                continue;
+            };
+            if params.len() != args.len() {
+                return err(
+                    call_pos,
+                    format!(
+                        "parser `{inst}` expects {} argument(s) but got {}",
+                        params.len(),
+                        args.len()
+                    ),
+                );
+            }
+            if let Some(e) = &env {
+                self.scope.vars.push(e.clone());
+            }
+            let mut vals = Vec::new();
+            let mut res = Ok(());
+            for a in &args {
+                match self.expr(a) {
+                    Ok(v) => vals.push(v),
+                    Err(e) => {
+                        res = Err(e);
+                        break;
+                    }
+                }
+            }
+            if env.is_some() {
+                self.scope.pop();
+            }
+            res?;
+            self.scope.push();
+            for (p, v) in params.iter().zip(vals) {
+                self.scope.set(&p.name, v);
+            }
+            let before = self.cur.len();
+            for l in locals {
+                if let Err(e) = self.local_decl(l) {
+                    self.scope.pop();
+                    return Err(e);
+                }
+            }
+            let sub_env = self.scope.vars.pop().unwrap_or_default();
+            if self.cur.len() != before {
+                self.cur.truncate(before);
+                return err(
+                    call_pos,
+                    "initialized local variables in sub-parsers are not supported",
+                );
+            }
+            let prefix = format!("{}_{inst}", st.name);
+            let cont = format!("{}_after_{inst}", st.name);
+            let rename = |n: &str| match n {
+                "accept" => cont.clone(),
+                "reject" => "reject".to_string(),
+                other => format!("{prefix}_{other}"),
+            };
+            let mut body = st.body.clone();
+            let rest = body.split_off(i + 1);
+            body.pop();
+            out.push((
+                State {
+                    annotations: st.annotations.clone(),
+                    name: st.name.clone(),
+                    body,
+                    transition: Some(Transition::Direct(format!("{prefix}_start"), call_pos)),
+                    pos: st.pos,
+                },
+                env.clone(),
+            ));
+            work.push_front((
+                State {
+                    annotations: vec![],
+                    name: cont.clone(),
+                    body: rest,
+                    transition: st.transition.clone(),
+                    pos: call_pos,
+                },
+                env,
+                depth,
+            ));
+            for ss in sstates {
+                let mut ns = ss.clone();
+                ns.name = format!("{prefix}_{}", ss.name);
+                ns.transition = match &ss.transition {
+                    Some(Transition::Direct(n, p)) => Some(Transition::Direct(rename(n), *p)),
+                    Some(Transition::Select(k, cases)) => Some(Transition::Select(
+                        k.clone(),
+                        cases
+                            .iter()
+                            .map(|(e, n, p)| (e.clone(), rename(n), *p))
+                            .collect(),
+                    )),
+                    None => None,
+                };
+                work.push_back((ns, Some(sub_env.clone()), depth + 1));
+            }
+        }
+        Ok(out)
     }
 
     fn reject_state(
@@ -530,18 +873,19 @@ impl Lower {
                         });
                         continue;
                     }
-                    let mut value = Vec::new();
-                    let mut mask = Vec::new();
+                    // Per key element: the (value, mask) alternatives (ranges expand into
+                    // several prefix masks); the case matches their cartesian product.
+                    let mut alts: Vec<Vec<(i128, Option<i128>)>> = Vec::new();
                     let mut masked = false;
                     let mut vset = None;
                     let mut all_default = true;
                     for (e, w) in elems.iter().zip(&widths) {
                         let v = self.expr(e)?;
                         let t = Ty::Bit(*w);
-                        let (val, msk) = match v {
+                        let a: Vec<(i128, Option<i128>)> = match v {
                             Val::Default => {
                                 masked = true;
-                                (0, Some(0))
+                                vec![(0, Some(0))]
                             }
                             Val::Mask(a, b) => {
                                 masked = true;
@@ -549,7 +893,7 @@ impl Lower {
                                 let a = self.convert(*a, &t, e.pos)?;
                                 let b = self.convert(*b, &t, e.pos)?;
                                 match (a, b) {
-                                    (Val::Const(a, _), Val::Const(b, _)) => (a & b, Some(b)),
+                                    (Val::Const(a, _), Val::Const(b, _)) => vec![(a & b, Some(b))],
                                     _ => return err(e.pos, "select masks must be constants"),
                                 }
                             }
@@ -561,15 +905,25 @@ impl Lower {
                                     );
                                 }
                                 vset = Some(vs);
-                                (0, None)
+                                vec![(0, None)]
                             }
-                            Val::Range(..) => {
-                                return err(e.pos, "ranges in select cases are not supported yet")
+                            Val::Range(lo, hi) => {
+                                masked = true;
+                                all_default = false;
+                                let lo = self.convert(*lo, &t, e.pos)?;
+                                let hi = self.convert(*hi, &t, e.pos)?;
+                                let (Val::Const(lo, _), Val::Const(hi, _)) = (lo, hi) else {
+                                    return err(e.pos, "select ranges must be constants");
+                                };
+                                if *w > 64 {
+                                    return err(e.pos, "select ranges are supported up to 64 bits");
+                                }
+                                range_to_masks(lo, hi, *w)
                             }
                             v => {
                                 all_default = false;
                                 match self.convert(v, &t, e.pos)? {
-                                    Val::Const(c, _) => (c, None),
+                                    Val::Const(c, _) => vec![(c, None)],
                                     _ => {
                                         return err(
                                             e.pos,
@@ -579,27 +933,63 @@ impl Lower {
                                 }
                             }
                         };
-                        value.extend(int_of(wrap(val, &t)).to_bytes(*w));
-                        match msk {
-                            Some(mv) => mask.extend(int_of(wrap(mv, &t)).to_bytes(*w)),
-                            None => mask.extend(mask_int(*w).to_bytes(*w)),
+                        alts.push(a);
+                    }
+                    if let Some(vs) = vset {
+                        transitions.push(m::Transition {
+                            matcher: m::TransitionMatch::Vset {
+                                vset: vs,
+                                mask: None,
+                            },
+                            next,
+                        });
+                        continue;
+                    }
+                    if all_default && masked {
+                        has_default = true;
+                        transitions.push(m::Transition {
+                            matcher: m::TransitionMatch::Default,
+                            next,
+                        });
+                        continue;
+                    }
+                    let mut combos: Vec<Vec<(i128, Option<i128>)>> = vec![vec![]];
+                    for a in &alts {
+                        let mut nc = Vec::new();
+                        for c in &combos {
+                            for x in a {
+                                let mut c2 = c.clone();
+                                c2.push(*x);
+                                nc.push(c2);
+                            }
+                        }
+                        combos = nc;
+                        if combos.len() > 4096 {
+                            return err(
+                                ks.pos,
+                                "this select case expands into too many transitions",
+                            );
                         }
                     }
-                    let matcher = if let Some(vs) = vset {
-                        m::TransitionMatch::Vset {
-                            vset: vs,
-                            mask: None,
+                    for c in combos {
+                        let mut value = Vec::new();
+                        let mut mask = Vec::new();
+                        for ((val, msk), w) in c.iter().zip(&widths) {
+                            let t = Ty::Bit(*w);
+                            value.extend(int_of(wrap(*val, &t)).to_bytes(*w));
+                            match msk {
+                                Some(mv) => mask.extend(int_of(wrap(*mv, &t)).to_bytes(*w)),
+                                None => mask.extend(mask_int(*w).to_bytes(*w)),
+                            }
                         }
-                    } else if all_default && masked {
-                        has_default = true;
-                        m::TransitionMatch::Default
-                    } else {
-                        m::TransitionMatch::Value {
-                            value,
-                            mask: if masked { Some(mask) } else { None },
-                        }
-                    };
-                    transitions.push(m::Transition { matcher, next });
+                        transitions.push(m::Transition {
+                            matcher: m::TransitionMatch::Value {
+                                value,
+                                mask: if masked { Some(mask) } else { None },
+                            },
+                            next,
+                        });
+                    }
                 }
                 if !has_default {
                     let r = self.reject_state("NoMatch", pstates, rejects);
@@ -640,7 +1030,8 @@ impl Lower {
         for l in locals {
             self.local_decl(l)?;
         }
-        let r = self.stmts(apply);
+        let apply = strip_validity_guards(apply);
+        let r = self.stmts(&apply);
         self.scope.pop();
         r?;
         if !self.cur.is_empty() {
@@ -684,6 +1075,16 @@ impl Lower {
 
     // ------------------------------------------------------------ pipelines
 
+    fn note_id(&mut self, name: &str, anns: &[Annotation]) {
+        if let Some(a) = annotation(anns, "id") {
+            if let Some(ExprKind::Int(v, _)) = a.args.first().map(|e| &e.kind) {
+                self.extra
+                    .id_overrides
+                    .insert(name.to_string(), (*v & 0xff_ffff) as u32);
+            }
+        }
+    }
+
     fn qualify(&self, local: &str, anns: &[Annotation]) -> String {
         match ann_name(anns) {
             Some(n) if n.starts_with('.') => n[1..].to_string(),
@@ -699,7 +1100,22 @@ impl Lower {
         let TypeRef::Named(kind, targs, _) = ty else {
             return err(d.pos, "cannot instantiate this type");
         };
+        if let Some(cd) = self.find_decl(kind) {
+            if matches!(cd.kind, DeclKind::Control { .. }) {
+                if !args.is_empty() {
+                    return err(
+                        d.pos,
+                        "constructor arguments for controls are not supported",
+                    );
+                }
+                self.scope
+                    .set(name, Val::Place(Place::Control(kind.clone(), name.clone())));
+                return Ok(());
+            }
+            return err(d.pos, "sub-parsers are not supported yet");
+        }
         let qn = self.qualify(name, &d.annotations);
+        self.note_id(&qn, &d.annotations);
         let mut elem = None;
         let index = match kind.as_str() {
             "counter" | "direct_counter" => {
@@ -894,7 +1310,25 @@ impl Lower {
         )?;
         self.mode = Mode::Action;
         self.cur.clear();
+        let init_prims = self.control_locals(locals, name);
+        self.return_jumps = vec![Vec::new()];
+        let items = self.items(apply);
+        self.return_jumps.clear();
+        self.scope.pop();
+        let mut items = items?;
+        if !init_prims.is_empty() {
+            items.insert(0, Item::Prims(init_prims));
+        }
+        let init = self.link(items, None, None);
+        self.prog.pipelines[self.pipeline].init = init;
+        Ok(())
+    }
+
+    /// Declare a control's local actions, tables, instances and variables; returns the
+    /// primitives that initialize the variables.
+    fn control_locals(&mut self, locals: &[Decl], name: &str) -> Vec<m::Primitive> {
         let mut init_prims = Vec::new();
+        let saved = std::mem::take(&mut self.cur);
         for l in locals {
             let r = match &l.kind {
                 DeclKind::Action { name: an, .. } => {
@@ -906,7 +1340,7 @@ impl Lower {
                         tn.clone(),
                         TableInfo {
                             decl: l.clone(),
-                            control: name.clone(),
+                            control: name.to_string(),
                             node: None,
                         },
                     );
@@ -925,15 +1359,107 @@ impl Lower {
                 self.diags.push(e);
             }
         }
-        let items = self.items(apply);
-        self.scope.pop();
-        let mut items = items?;
-        if !init_prims.is_empty() {
-            items.insert(0, Item::Prims(init_prims));
+        self.cur = saved;
+        init_prims
+    }
+
+    fn subcontrol_of(&self, e: &Expr) -> Option<(String, String, Vec<Expr>)> {
+        if let ExprKind::Call(c, _, a) = &e.kind {
+            if let ExprKind::Member(t, m) = &c.kind {
+                if m == "apply" {
+                    if let ExprKind::Name(n) = &t.kind {
+                        if let Some(Val::Place(Place::Control(ct, inst))) = self.scope.get(n) {
+                            return Some((ct.clone(), inst.clone(), a.clone()));
+                        }
+                    }
+                }
+            }
         }
-        let init = self.link(items, None);
-        self.prog.pipelines[self.pipeline].init = init;
-        Ok(())
+        None
+    }
+
+    /// Inline `inst.apply(args)` of a control instantiated inside the current one.
+    fn apply_subcontrol(
+        &mut self,
+        ctl: &str,
+        inst: &str,
+        args: &[Expr],
+        pos: Pos,
+        out: &mut Vec<Item>,
+    ) -> R<()> {
+        let Some(d) = self.find_decl(ctl) else {
+            return err(pos, format!("`{ctl}` is not a control"));
+        };
+        let DeclKind::Control {
+            params,
+            locals,
+            apply,
+            ..
+        } = &d.kind
+        else {
+            return err(pos, format!("`{ctl}` is not a control"));
+        };
+        if args.len() != params.len() {
+            return err(
+                pos,
+                format!(
+                    "control `{ctl}` expects {} argument(s) but got {}",
+                    params.len(),
+                    args.len()
+                ),
+            );
+        }
+        if self.inline_depth > 8 {
+            return err(pos, "controls nested too deeply");
+        }
+        let mut binds = Vec::new();
+        for (p, a) in params.iter().zip(args) {
+            let t = self.ty(&p.ty)?;
+            let v = self.expr(a)?;
+            let v = self.convert(v, &t, a.pos)?;
+            let bound = match (p.dir, v) {
+                // `in` scalars are copied (copy-in), everything else is bound by reference.
+                (None | Some("in"), Val::Place(Place::Field(f, ft))) => {
+                    let tmp = self.alloc(&p.name, &t, a.pos, false)?;
+                    self.assign_val(&tmp, Val::Place(Place::Field(f, ft)), a.pos)?;
+                    Val::Place(tmp)
+                }
+                (_, v @ Val::Place(_)) => v,
+                (Some("out") | Some("inout"), _) => {
+                    return err(
+                        a.pos,
+                        format!("argument for `{}` must be an l-value", p.name),
+                    )
+                }
+                (_, v @ Val::Const(..)) => v,
+                (_, v) => {
+                    let tmp = self.alloc(&p.name, &t, a.pos, false)?;
+                    self.assign_val(&tmp, v, a.pos)?;
+                    Val::Place(tmp)
+                }
+            };
+            binds.push((p.name.clone(), bound));
+        }
+        let outer = format!("{}.{inst}", self.control_name);
+        let saved_name = std::mem::replace(&mut self.control_name, outer.clone());
+        let saved_actions = std::mem::take(&mut self.local_actions);
+        let saved_tables = std::mem::take(&mut self.tables);
+        self.scope.push();
+        for (n, v) in binds {
+            self.scope.set(&n, v);
+        }
+        self.inline_depth += 1;
+        let mut init = self.control_locals(locals, &outer);
+        self.cur.append(&mut init);
+        let mut sub = Vec::new();
+        let r = self.items_into(apply, &mut sub);
+        out.push(Item::Sub(sub));
+        self.inline_depth -= 1;
+        self.scope.pop();
+        self.control_name = saved_name;
+        self.local_actions = saved_actions;
+        self.tables = saved_tables;
+        r
     }
 
     fn table_of_apply(&self, e: &Expr) -> Option<String> {
@@ -963,6 +1489,14 @@ impl Lower {
     }
 
     fn flush_items(&mut self, out: &mut Vec<Item>, _pos: Pos) {
+        // `exit` inside inlined actions jumps to the end of the group's hidden action.
+        if let Some(frame) = self.return_jumps.first_mut() {
+            let jumps = std::mem::take(frame);
+            let end = self.cur.len();
+            for j in jumps {
+                self.patch_jump_pub(j, end);
+            }
+        }
         if !self.cur.is_empty() {
             out.push(Item::Prims(std::mem::take(&mut self.cur)));
         }
@@ -980,6 +1514,10 @@ impl Lower {
     fn items_into(&mut self, ss: &[Stmt], out: &mut Vec<Item>) -> R<()> {
         for s in ss {
             match &s.kind {
+                StmtKind::Call(e) if self.subcontrol_of(e).is_some() => {
+                    let (ct, inst, args) = self.subcontrol_of(e).unwrap_or_default();
+                    self.apply_subcontrol(&ct, &inst, &args, s.pos, out)?;
+                }
                 StmtKind::Call(e) if self.table_of_apply(e).is_some() => {
                     let t = self.table_of_apply(e).unwrap_or_default();
                     self.flush_items(out, s.pos);
@@ -988,6 +1526,58 @@ impl Lower {
                         out.push(Item::Prims(pre));
                     }
                     out.push(Item::Apply(ti));
+                }
+                StmtKind::Assign(l, r) if self.hit_test(r).is_some() => {
+                    let (t, hit) = self.hit_test(r).unwrap_or_default();
+                    self.flush_items(out, s.pos);
+                    let (ti, pre) = self.apply_table(&t, s.pos)?;
+                    if !pre.is_empty() {
+                        out.push(Item::Prims(pre));
+                    }
+                    let set = |v: bool| Stmt {
+                        kind: StmtKind::Assign(
+                            l.clone(),
+                            Expr {
+                                kind: ExprKind::Bool(v),
+                                pos: r.pos,
+                            },
+                        ),
+                        pos: s.pos,
+                    };
+                    let ai = self.items(&[set(true)])?;
+                    let bi = self.items(&[set(false)])?;
+                    out.push(Item::IfHit(ti, hit, ai, bi));
+                }
+                StmtKind::Var(d) if matches!(&d.kind, DeclKind::Var { init: Some(i), .. } if self.hit_test(i).is_some()) =>
+                {
+                    let DeclKind::Var { ty, name, init } = &d.kind else {
+                        continue;
+                    };
+                    let init = init.clone().unwrap_or(Expr {
+                        kind: ExprKind::Bool(false),
+                        pos: d.pos,
+                    });
+                    let decl = Decl {
+                        annotations: vec![],
+                        kind: DeclKind::Var {
+                            ty: ty.clone(),
+                            name: name.clone(),
+                            init: None,
+                        },
+                        pos: d.pos,
+                    };
+                    self.local_decl(&decl)?;
+                    let assign = Stmt {
+                        kind: StmtKind::Assign(
+                            Expr {
+                                kind: ExprKind::Name(name.clone()),
+                                pos: d.pos,
+                            },
+                            init,
+                        ),
+                        pos: s.pos,
+                    };
+                    self.items_into(std::slice::from_ref(&assign), out)?;
                 }
                 StmtKind::If(c, a, b) => {
                     if let Some((t, hit)) = self.hit_test(c) {
@@ -1120,7 +1710,12 @@ impl Lower {
                     self.scope.pop();
                     r?;
                 }
-                _ => self.stmt(s)?,
+                _ => {
+                    // Report the error and keep going so one run shows several problems.
+                    if let Err(e) = self.stmt(s) {
+                        self.diags.push(e);
+                    }
+                }
             }
         }
         self.flush_items(out, Pos::default());
@@ -1128,12 +1723,18 @@ impl Lower {
     }
 
     /// Link items backwards into pipeline nodes; returns the entry node.
-    fn link(&mut self, items: Vec<Item>, mut next: Option<m::Node>) -> Option<m::Node> {
+    fn link(
+        &mut self,
+        items: Vec<Item>,
+        mut next: Option<m::Node>,
+        ret: Option<m::Node>,
+    ) -> Option<m::Node> {
         for it in items.into_iter().rev() {
             next = match it {
                 Item::Prims(p) => Some(self.hidden_table(p, next)),
                 Item::Exit(p) => Some(self.hidden_table(p, None)),
-                Item::Return => None,
+                Item::Return => ret,
+                Item::Sub(inner) => self.link(inner, next, next),
                 Item::Apply(t) => {
                     let tb = &mut self.prog.pipelines[self.pipeline].tables[t as usize];
                     tb.next_tables = m::NextTables::PerAction(vec![next; tb.actions.len()]);
@@ -1141,8 +1742,8 @@ impl Lower {
                     Some(m::Node::Table(t))
                 }
                 Item::IfHit(t, hit, a, b) => {
-                    let an = self.link(a, next);
-                    let bn = self.link(b, next);
+                    let an = self.link(a, next, ret);
+                    let bn = self.link(b, next, ret);
                     let (h, mi) = if hit { (an, bn) } else { (bn, an) };
                     let tb = &mut self.prog.pipelines[self.pipeline].tables[t as usize];
                     tb.next_tables = m::NextTables::HitMiss { hit: h, miss: mi };
@@ -1151,7 +1752,7 @@ impl Lower {
                 }
                 Item::Switch(t, arms, default) => {
                     let dn = match default {
-                        Some(d) => self.link(d, next),
+                        Some(d) => self.link(d, next, ret),
                         None => next,
                     };
                     let acts = self.prog.pipelines[self.pipeline].tables[t as usize]
@@ -1159,7 +1760,7 @@ impl Lower {
                         .clone();
                     let mut per = vec![dn; acts.len()];
                     for (labels, items) in arms {
-                        let n = self.link(items, next);
+                        let n = self.link(items, next, ret);
                         for l in labels {
                             for (i, a) in acts.iter().enumerate() {
                                 if *a == l {
@@ -1174,8 +1775,8 @@ impl Lower {
                     Some(m::Node::Table(t))
                 }
                 Item::If(c, a, b) => {
-                    let an = self.link(a, next);
-                    let bn = self.link(b, next);
+                    let an = self.link(a, next, ret);
+                    let bn = self.link(b, next, ret);
                     let name = self.unique("node");
                     let pl = &mut self.prog.pipelines[self.pipeline];
                     let idx = pl.conditionals.len() as u32;
@@ -1340,6 +1941,7 @@ impl Lower {
         self.mode = saved_mode;
         self.return_jumps = saved_jumps;
         res?;
+        self.note_id(&qn, &d.annotations);
         let idx = self.new_action(qn, rd, prims, false);
         self.action_index.insert(key, idx);
         Ok(idx)
@@ -1408,6 +2010,7 @@ impl Lower {
             return err(pos, "not a table");
         };
         let qn = self.qualify(tname, &decl.annotations);
+        self.note_id(&qn, &decl.annotations);
         let mut meta = TableMeta {
             name: qn.clone(),
             size: 1024,
@@ -1505,7 +2108,18 @@ impl Lower {
                         }
                     }
                 }
-                TableProp::Entries { entries, .. } => entries_ast = Some(entries.clone()),
+                TableProp::Entries { entries, .. } => {
+                    // `@priority(N)` is another spelling of `priority = N :`.
+                    let mut es = entries.clone();
+                    for e in &mut es {
+                        if e.priority.is_none() {
+                            if let Some(a) = annotation(&e.annotations, "priority") {
+                                e.priority = a.args.first().cloned();
+                            }
+                        }
+                    }
+                    entries_ast = Some(es);
+                }
                 TableProp::Value {
                     name,
                     is_const,
@@ -1647,6 +2261,22 @@ impl Lower {
                 for (i, e) in es.iter().enumerate() {
                     out.push(self.const_entry(e, &keys, &actions, i)?);
                 }
+                // Explicit priorities follow P4's rule (the largest value wins); entries without
+                // one continue from the previous entry. BMv2's smallest value wins, so invert.
+                if es.iter().any(|e| e.priority.is_some()) {
+                    let mut p4: Vec<i64> = Vec::new();
+                    for (i, e) in es.iter().enumerate() {
+                        let v = match &e.priority {
+                            Some(_) => out[i].priority as i64,
+                            None => p4.last().map(|p| p - 1).unwrap_or(es.len() as i64),
+                        };
+                        p4.push(v);
+                    }
+                    let max = p4.iter().copied().max().unwrap_or(0);
+                    for (o, p) in out.iter_mut().zip(p4) {
+                        o.priority = (max + 1 - p).clamp(1, i32::MAX as i64) as i32;
+                    }
+                }
                 meta.has_const_entries = true;
                 Some(out)
             }
@@ -1731,6 +2361,9 @@ impl Lower {
             let t = Ty::Bit(*w);
             let v = self.expr(x)?;
             let cst = |s: &mut Self, v: Val| -> R<i128> {
+                if let Val::Const(c, Ty::Bool) = v {
+                    return Ok(c);
+                }
                 match s.convert(v, &t, x.pos)? {
                     Val::Const(c, _) => Ok(wrap(c, &t)),
                     _ => err(x.pos, "entry keys must be compile-time constants"),
@@ -1739,13 +2372,16 @@ impl Lower {
             let b = |v: i128| int_of(v).to_bytes(*w);
             let full = mask_int(*w).to_bytes(*w);
             let ck = match (k.match_kind, v) {
+                (m::MatchKind::Exact | m::MatchKind::Valid, Val::Default) => {
+                    return err(x.pos, "an exact key cannot be a wildcard (`_` or default)")
+                }
                 (m::MatchKind::Exact, v) => m::ConstKey::Exact(b(cst(self, v)?)),
                 (m::MatchKind::Lpm, Val::Default) => m::ConstKey::Lpm(b(0), 0),
                 (m::MatchKind::Lpm, Val::Mask(a, mk)) => {
                     let a = cst(self, *a)?;
                     let mk = cst(self, *mk)?;
                     let ones = mk.count_ones();
-                    if mk != wrap(!((1i128 << (*w - ones.min(*w))) - 1), &t) {
+                    if *w < 127 && mk != wrap(!((1i128 << (*w - ones.min(*w))) - 1), &t) {
                         return err(x.pos, "lpm masks must be a contiguous prefix");
                     }
                     m::ConstKey::Lpm(b(a & mk), ones)

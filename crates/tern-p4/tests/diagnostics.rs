@@ -1,0 +1,277 @@
+//! Compile-error tests (exact locations and messages) and a loop-fuzz test: random and mutated
+//! sources must give diagnostics, never a panic.
+
+use tern_p4::{compile_str, Options};
+
+const BASIC: &str = include_str!("../../../p4/tutorials/basic.p4");
+
+fn errors(src: &str) -> (String, String) {
+    match compile_str(src, "t.p4", &Options::default()) {
+        Ok(_) => panic!("expected a compile error"),
+        Err(d) => (d.first_location(), d.to_string()),
+    }
+}
+
+fn with_ingress_body(body: &str) -> String {
+    BASIC.replace(
+        "        if (hdr.ipv4.isValid()) {\n            ipv4_lpm.apply();\n        }",
+        body,
+    )
+}
+
+fn line_of(src: &str, needle: &str) -> usize {
+    src.lines()
+        .position(|l| l.contains(needle))
+        .expect("needle")
+        + 1
+}
+
+#[test]
+fn syntax_error_location_and_caret() {
+    let src = BASIC.replace("bit<16>   etherType;", "bit<16>   etherType");
+    let (loc, text) = errors(&src);
+    let l = line_of(&src, "bit<16>   etherType") + 1;
+    assert_eq!(loc, format!("t.p4:{l}:1"));
+    assert!(text.contains("error: expected `;`, found `}`"), "{text}");
+    assert!(text.contains("\n^\n"), "caret under the column: {text}");
+}
+
+#[test]
+fn type_mismatch_is_reported_where_it_happens() {
+    let src = with_ingress_body("        hdr.ipv4.ttl = hdr.ethernet.dstAddr;");
+    let (loc, text) = errors(&src);
+    let l = line_of(&src, "hdr.ipv4.ttl = hdr.ethernet.dstAddr");
+    assert_eq!(loc, format!("t.p4:{l}:9"));
+    assert!(
+        text.contains("cannot assign a value of type bit<48> to a bit<8>"),
+        "{text}"
+    );
+}
+
+#[test]
+fn undeclared_names_and_fields() {
+    let src = with_ingress_body("        hdr.ipv4.nosuch = 1;");
+    let (_, text) = errors(&src);
+    assert!(
+        text.contains("header `ipv4_t` has no field `nosuch`"),
+        "{text}"
+    );
+    let src = with_ingress_body("        foo = 1;");
+    let (loc, text) = errors(&src);
+    assert!(text.contains("`foo` is not declared"), "{text}");
+    assert_eq!(loc, format!("t.p4:{}:9", line_of(&src, "foo = 1;")));
+    let src = with_ingress_body("        nosuch_table.apply();");
+    let (_, text) = errors(&src);
+    assert!(text.contains("`nosuch_table` is not declared"), "{text}");
+}
+
+#[test]
+fn table_errors() {
+    let src = BASIC.replace("default_action = drop();", "default_action = nothere();");
+    let (_, text) = errors(&src);
+    assert!(text.contains("action `nothere` is not declared"), "{text}");
+    let src = BASIC.replace("hdr.ipv4.dstAddr: lpm;", "hdr.ipv4.dstAddr: fuzzy;");
+    let (_, text) = errors(&src);
+    assert!(text.contains("unknown match kind `fuzzy`"), "{text}");
+    let src = with_ingress_body("        ipv4_lpm.apply();\n        ipv4_lpm.apply();");
+    let (_, text) = errors(&src);
+    assert!(text.contains("applied more than once"), "{text}");
+}
+
+#[test]
+fn parser_errors() {
+    let src = BASIC.replace("TYPE_IPV4: parse_ipv4;", "TYPE_IPV4: parse_ipv6;");
+    let (loc, text) = errors(&src);
+    assert!(
+        text.contains("parser state `parse_ipv6` is not declared"),
+        "{text}"
+    );
+    let l = line_of(&src, "TYPE_IPV4: parse_ipv6;");
+    assert_eq!(loc, format!("t.p4:{l}:24"));
+}
+
+#[test]
+fn preprocessor_errors_point_into_the_file() {
+    let src = format!("{BASIC}\n#if 1\n");
+    let (loc, text) = errors(&src);
+    assert!(text.contains("unterminated #if"), "{text}");
+    assert_eq!(loc, format!("t.p4:{}:1", BASIC.lines().count() + 2));
+    let (_, text) = errors("#include \"missing.p4\"\n");
+    assert!(
+        text.contains("cannot find include file `missing.p4`"),
+        "{text}"
+    );
+    let (_, text) = errors("#error stop here\n");
+    assert!(text.contains("#error stop here"), "{text}");
+}
+
+#[test]
+fn several_errors_per_run() {
+    let src = "header a { bit<8> x }\nheader b { bit<8> y }\nstruct c { bit<8> z; }\n";
+    let d = compile_str(src, "m.p4", &Options::default()).unwrap_err();
+    assert!(d.errors.len() >= 2, "{d}");
+}
+
+#[test]
+fn no_main_is_an_error() {
+    let (_, text) = errors("#include <v1model.p4>\n");
+    assert!(text.contains("no `main` package instance"), "{text}");
+}
+
+/// A tiny deterministic generator (xorshift).
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+#[test]
+fn fuzz_mutated_and_random_sources_never_panic() {
+    let mut rng = Rng(0x9e3779b97f4a7c15);
+    let pieces = [
+        "{",
+        "}",
+        "(",
+        ")",
+        "<",
+        ">",
+        ";",
+        "=",
+        "bit<8>",
+        "header",
+        "struct",
+        "control",
+        "parser",
+        "state",
+        "transition",
+        "select",
+        "apply",
+        "table",
+        "key",
+        "actions",
+        "#if",
+        "#define X",
+        "#endif",
+        "\n",
+        "0x",
+        "8w",
+        "..",
+        "&&&",
+        "@name(",
+        "\"",
+        "/*",
+        "hdr.ipv4",
+        "[",
+        "]",
+        ":",
+        ",",
+        "++",
+        ">>",
+        "-",
+        "!",
+        "default",
+        "if",
+        "else",
+        "switch",
+        "exit",
+        "return",
+        "1",
+        "4294967296999",
+        "int<2>",
+        "varbit<8>",
+        "error",
+        "extern",
+        "action",
+        ".",
+    ];
+    let seeds = [
+        BASIC,
+        include_str!("../../../p4/tests/ops.p4"),
+        include_str!("../../../p4/tests/externs.p4"),
+        include_str!("../../../p4/tests/parser.p4"),
+        include_str!("../../../p4/tests/semantics.p4"),
+        include_str!("../../../p4/tutorials/mri.p4"),
+    ];
+    let n: usize = std::env::var("TERN_FUZZ_ITERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(400);
+    for i in 0..n {
+        let seed = seeds[rng.below(seeds.len())];
+        let bytes = seed.as_bytes();
+        let src = match i % 4 {
+            0 => {
+                // Delete a random span.
+                let a = rng.below(bytes.len());
+                let b = (a + rng.below(40)).min(bytes.len());
+                let mut v = bytes[..a].to_vec();
+                v.extend_from_slice(&bytes[b..]);
+                String::from_utf8_lossy(&v).into_owned()
+            }
+            1 => {
+                // Insert random tokens.
+                let mut s = seed.to_string();
+                for _ in 0..3 {
+                    let mut at = rng.below(s.len());
+                    while !s.is_char_boundary(at) {
+                        at -= 1;
+                    }
+                    s.insert_str(at, pieces[rng.below(pieces.len())]);
+                }
+                s
+            }
+            2 => {
+                // Random token soup.
+                (0..rng.below(200))
+                    .map(|_| pieces[rng.below(pieces.len())])
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            }
+            _ => {
+                // Swap two lines.
+                let mut lines: Vec<&str> = seed.lines().collect();
+                let a = rng.below(lines.len());
+                let b = rng.below(lines.len());
+                lines.swap(a, b);
+                lines.join("\n")
+            }
+        };
+        let r = std::panic::catch_unwind(|| {
+            let _ = compile_str(&src, "fuzz.p4", &Options::default()).map_err(|d| d.to_string());
+        });
+        assert!(r.is_ok(), "panic on input #{i}:\n{src}");
+    }
+}
+
+#[test]
+fn several_type_errors_in_one_apply_block() {
+    let src = with_ingress_body(
+        "        hdr.ipv4.ttl = true;\n        hdr.ipv4.nosuch = 1;\n        ipv4_lpm.apply();",
+    );
+    let d = compile_str(&src, "t.p4", &Options::default()).unwrap_err();
+    assert_eq!(d.errors.len(), 2, "{d}");
+    let text = d.to_string();
+    assert!(text.contains("expected bit<8>, found bool"), "{text}");
+    assert!(text.contains("has no field `nosuch`"), "{text}");
+}
+
+#[test]
+fn unsupported_hash_algorithm_is_reported_at_the_call() {
+    let src = BASIC.replace("HashAlgorithm.csum16", "HashAlgorithm.random");
+    let (loc, text) = errors(&src);
+    assert!(
+        text.contains("hash algorithm `random` is not supported"),
+        "{text}"
+    );
+    assert_eq!(
+        loc,
+        format!("t.p4:{}:13", line_of(&src, "HashAlgorithm.random"))
+    );
+}
