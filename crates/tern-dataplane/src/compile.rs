@@ -4,9 +4,9 @@
 
 use std::collections::HashMap;
 
-use crate::expr::{CExpr, Const};
+use crate::expr::{CExpr, Const, FastBool};
 use crate::hash::{self, Algo};
-use crate::layout::{FieldLoc, Layout};
+use crate::layout::{FieldLoc, Layout, Phv};
 use crate::table::{KeyField, KeySpec};
 use tern_model::*;
 
@@ -58,6 +58,111 @@ pub enum FastSrc {
     Const(u64),
 }
 
+/// Low-bit-preserving operators of a [`FastExpr`] (bit `k` of the result depends only on bits
+/// `0..=k` of the operands).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FastBin {
+    Add,
+    Sub,
+    Mul,
+    And,
+    Or,
+    Xor,
+}
+
+impl FastBin {
+    /// The operator in wrapping `u64` arithmetic.
+    #[inline]
+    pub fn apply(self, x: u64, y: u64) -> u64 {
+        match self {
+            FastBin::Add => x.wrapping_add(y),
+            FastBin::Sub => x.wrapping_sub(y),
+            FastBin::Mul => x.wrapping_mul(y),
+            FastBin::And => x & y,
+            FastBin::Or => x | y,
+            FastBin::Xor => x ^ y,
+        }
+    }
+}
+
+/// An expression evaluated in wrapping `u64` arithmetic. Every operator is low-bit-preserving
+/// and every leaf is exact in its low 64 bits, so the low 64 bits equal those of BMv2's
+/// unbounded result: storing into a field of at most 64 bits gives the same value.
+#[derive(Clone, Debug)]
+pub enum FastExpr {
+    Src(FastSrc),
+    Bin(FastBin, Box<FastExpr>, Box<FastExpr>),
+    /// Shift left by a constant amount.
+    Shl(Box<FastExpr>, u32),
+}
+
+impl FastExpr {
+    /// The fast form of an expression, if it has one.
+    pub fn compile(e: &CExpr) -> Option<FastExpr> {
+        if let Some(s) = fast_src(e) {
+            return Some(FastExpr::Src(s));
+        }
+        let CExpr::Op {
+            op,
+            l: Some(l),
+            r: Some(r),
+            c: None,
+        } = e
+        else {
+            return None;
+        };
+        let bin = match op {
+            Op::Add => FastBin::Add,
+            Op::Sub => FastBin::Sub,
+            Op::Mul => FastBin::Mul,
+            Op::And => FastBin::And,
+            Op::Or => FastBin::Or,
+            Op::Xor => FastBin::Xor,
+            Op::Shl => {
+                let CExpr::Const(c) = r.as_ref() else {
+                    return None;
+                };
+                let n = c.small.filter(|v| (0..=u32::MAX as i128).contains(v))?;
+                return Some(FastExpr::Shl(Box::new(FastExpr::compile(l)?), n as u32));
+            }
+            _ => return None,
+        };
+        Some(FastExpr::Bin(
+            bin,
+            Box::new(FastExpr::compile(l)?),
+            Box::new(FastExpr::compile(r)?),
+        ))
+    }
+
+    /// Evaluate (low 64 bits); fails only on an action parameter index out of range.
+    pub fn eval(&self, phv: &Phv, locals: &[Vec<u8>]) -> Result<u64, &'static str> {
+        Ok(match self {
+            FastExpr::Src(s) => s.get(phv, locals).ok_or("action parameter out of range")?,
+            FastExpr::Shl(a, n) => {
+                let v = a.eval(phv, locals)?;
+                if *n >= 64 {
+                    0
+                } else {
+                    v << n
+                }
+            }
+            FastExpr::Bin(op, a, b) => op.apply(a.eval(phv, locals)?, b.eval(phv, locals)?),
+        })
+    }
+}
+
+impl FastSrc {
+    /// The operand's value (`None`: action parameter index out of range).
+    #[inline(always)]
+    pub fn get(&self, phv: &Phv, locals: &[Vec<u8>]) -> Option<u64> {
+        match self {
+            FastSrc::Field(f) => Some(phv.read_u64(f)),
+            FastSrc::Local(i) => locals.get(*i as usize).map(|b| crate::layout::be_read(b)),
+            FastSrc::Const(c) => Some(*c),
+        }
+    }
+}
+
 /// A compiled primitive.
 #[derive(Clone, Debug)]
 pub enum Instr {
@@ -67,6 +172,18 @@ pub enum Instr {
         dst: FieldLoc,
         src: FastSrc,
         add: u64,
+    },
+    /// `dst = a op b` for the same destinations (two plain operands, wrapping `u64`).
+    SetBin {
+        dst: FieldLoc,
+        op: FastBin,
+        a: FastSrc,
+        b: FastSrc,
+    },
+    /// `dst = expr` for the same destinations, with a [`FastExpr`] source.
+    SetExpr {
+        dst: FieldLoc,
+        expr: FastExpr,
     },
     Assign {
         dst: LVal,
@@ -284,6 +401,8 @@ pub struct CTable {
 #[derive(Clone, Debug)]
 pub struct CCond {
     pub expr: CExpr,
+    /// The `u64` form of `expr`, when it has one (see [`FastBool`]).
+    pub fast: Option<FastBool>,
     pub t: Option<GNode>,
     pub f: Option<GNode>,
 }
@@ -292,9 +411,51 @@ pub struct CCond {
 #[derive(Clone, Debug)]
 pub enum CInput {
     Field(FieldLoc),
-    Const { value: Vec<u8>, bitwidth: u32 },
+    Const {
+        value: Vec<u8>,
+        bitwidth: u32,
+    },
     Header(u32),
     Payload,
+    /// Consecutive inputs that are fixed-width fields (≤ 64 bits) of one header, fused at load
+    /// time: one validity test, then [`BitPacker::push_fields`](crate::layout::BitPacker).
+    Fields {
+        header: u32,
+        fields: Vec<FieldLoc>,
+    },
+}
+
+/// Fuse runs of plain fields of one header (and whole headers without wide or
+/// variable-length fields) into [`CInput::Fields`]. Skipping happens per header in both forms
+/// (an invalid header's fields are left out), so the packed bytes are the same.
+pub fn fuse_inputs(inputs: Vec<CInput>, layout: &crate::layout::Layout) -> Vec<CInput> {
+    let plain = |f: &FieldLoc| f.width <= 64 && !f.is_vl && !f.is_valid_bit;
+    let mut out: Vec<CInput> = Vec::with_capacity(inputs.len());
+    for i in inputs {
+        let (h, fs) = match &i {
+            CInput::Field(f) if plain(f) => (f.header, vec![*f]),
+            CInput::Header(h)
+                if layout
+                    .headers
+                    .get(*h as usize)
+                    .is_some_and(|hl| hl.fields.iter().all(plain)) =>
+            {
+                (*h, layout.headers[*h as usize].fields.clone())
+            }
+            _ => {
+                out.push(i);
+                continue;
+            }
+        };
+        match out.last_mut() {
+            Some(CInput::Fields { header, fields }) if *header == h => fields.extend(fs),
+            _ => out.push(CInput::Fields {
+                header: h,
+                fields: fs,
+            }),
+        }
+    }
+    out
 }
 
 /// A compiled calculation.
@@ -314,6 +475,8 @@ pub struct CChecksum {
     pub update: bool,
     pub verify: bool,
     pub cond: Option<CExpr>,
+    /// The `u64` form of `cond`, when it has one.
+    pub fast_cond: Option<FastBool>,
 }
 
 /// A compiled action profile.
@@ -727,22 +890,23 @@ impl Cx<'_> {
     }
 
     fn calc(&self, c: &Calculation) -> CCalc {
+        let inputs = c
+            .input
+            .iter()
+            .map(|i| match i {
+                CalcInput::Field(f) => CInput::Field(self.field(*f)),
+                CalcInput::Const { value, bitwidth } => CInput::Const {
+                    value: value.clone(),
+                    bitwidth: *bitwidth,
+                },
+                CalcInput::Header(h) => CInput::Header(*h),
+                CalcInput::Payload => CInput::Payload,
+            })
+            .collect();
         CCalc {
             name: c.name.clone(),
             algo: hash::resolve(&c.algo),
-            inputs: c
-                .input
-                .iter()
-                .map(|i| match i {
-                    CalcInput::Field(f) => CInput::Field(self.field(*f)),
-                    CalcInput::Const { value, bitwidth } => CInput::Const {
-                        value: value.clone(),
-                        bitwidth: *bitwidth,
-                    },
-                    CalcInput::Header(h) => CInput::Header(*h),
-                    CalcInput::Payload => CInput::Payload,
-                })
-                .collect(),
+            inputs: fuse_inputs(inputs, self.layout),
         }
     }
 }
@@ -771,6 +935,7 @@ fn specialize(i: Instr) -> Instr {
     if d.saturating || d.is_vl || d.is_valid_bit || d.width > 64 {
         return i;
     }
+    let src = strip_mask(src, d.width);
     if let Some(s) = fast_src(src) {
         return Instr::SetU64 {
             dst: *d,
@@ -797,7 +962,43 @@ fn specialize(i: Instr) -> Instr {
             }
         }
     }
-    i
+    match FastExpr::compile(src) {
+        Some(FastExpr::Bin(op, a, b)) => match (*a, *b) {
+            (FastExpr::Src(a), FastExpr::Src(b)) => Instr::SetBin { dst: *d, op, a, b },
+            (a, b) => Instr::SetExpr {
+                dst: *d,
+                expr: FastExpr::Bin(op, Box::new(a), Box::new(b)),
+            },
+        },
+        Some(expr) => Instr::SetExpr { dst: *d, expr },
+        None => i,
+    }
+}
+
+/// `x & c` stored into a `width`-bit field stores the low bits of `x` when `c` has all of the
+/// low `width` bits set (the usual `& 0xff..` p4c wraps around arithmetic): drop the mask.
+fn strip_mask(e: &CExpr, width: u32) -> &CExpr {
+    let low = if width >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << width) - 1
+    };
+    if let CExpr::Op {
+        op: Op::And,
+        l: Some(l),
+        r: Some(r),
+        c: None,
+    } = e
+    {
+        let full = |c: &CExpr| matches!(c, CExpr::Const(Const { small: Some(v), .. }) if (*v as u64) & low == low);
+        if full(r) {
+            return l;
+        }
+        if full(l) {
+            return r;
+        }
+    }
+    e
 }
 
 fn const_usize(a: &Arg) -> R<usize> {
@@ -963,11 +1164,13 @@ impl Engine {
                     selector: ap.selector.as_ref().map(|s| CCalc {
                         name: ap.name.clone(),
                         algo: hash::resolve(&s.algo),
-                        inputs: s
-                            .input
-                            .iter()
-                            .map(|f| CInput::Field(cx.field(*f)))
-                            .collect(),
+                        inputs: fuse_inputs(
+                            s.input
+                                .iter()
+                                .map(|f| CInput::Field(cx.field(*f)))
+                                .collect(),
+                            &layout,
+                        ),
                     }),
                 });
             }
@@ -1049,8 +1252,10 @@ impl Engine {
                 });
             }
             for c in &pl.conditionals {
+                let expr = cx.expr(&c.expr, &[])?;
                 conds.push(CCond {
-                    expr: cx.expr(&c.expr, &[])?,
+                    fast: FastBool::compile(&expr),
+                    expr,
                     t: g(c.true_next),
                     f: g(c.false_next),
                 });
@@ -1069,16 +1274,18 @@ impl Engine {
             .checksums
             .iter()
             .map(|c| {
+                let cond = match &c.if_cond {
+                    Some(e) => Some(cx.expr(e, &[])?),
+                    None => None,
+                };
                 Ok(CChecksum {
+                    fast_cond: cond.as_ref().and_then(FastBool::compile),
                     target: cx.field(c.target),
                     ipv4: c.checksum_type == ChecksumType::Ipv4,
                     calc: c.calculation,
                     update: c.update,
                     verify: c.verify,
-                    cond: match &c.if_cond {
-                        Some(e) => Some(cx.expr(e, &[])?),
-                        None => None,
-                    },
+                    cond,
                 })
             })
             .collect::<R<Vec<_>>>()?;
@@ -1127,5 +1334,193 @@ impl Engine {
             drop_port: 511,
             prog,
         })
+    }
+}
+
+#[cfg(test)]
+mod fast_expr_tests {
+    use super::*;
+    use crate::expr::{eval_data, Cx};
+    use num_bigint::BigInt;
+
+    fn field(off: u32, width: u32) -> FieldLoc {
+        FieldLoc {
+            off,
+            nbytes: width.div_ceil(8),
+            width,
+            signed: false,
+            saturating: false,
+            header: 0,
+            is_valid_bit: false,
+            is_vl: false,
+        }
+    }
+
+    /// Random trees of + - * & | ^ << over fields, action parameters and constants (negative
+    /// ones included), stored into fields of 1..=64 bits: the wrapping-u64 form stores exactly
+    /// what the generic unbounded evaluator stores.
+    #[test]
+    fn fast_expressions_store_what_eval_stores() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        // Source fields: widths 8, 16, 32, 48, 64, 9 at consecutive offsets.
+        let widths = [8u32, 16, 32, 48, 64, 9];
+        let mut srcs = Vec::new();
+        let mut off = 0;
+        for w in widths {
+            srcs.push(field(off, w));
+            off += w.div_ceil(8);
+        }
+        let dst_off = off;
+        let layout = Layout {
+            headers: Vec::new(),
+            total_bytes: dst_off + 8,
+            stacks: Vec::new(),
+            unions: Vec::new(),
+            union_stacks: Vec::new(),
+            metadata_ranges: Vec::new(),
+            valid_template: Vec::new(),
+        };
+        fn tree(next: &mut dyn FnMut() -> u64, srcs: &[FieldLoc], depth: u32) -> CExpr {
+            let n = next();
+            if depth == 0 || n.is_multiple_of(3) {
+                return match n / 3 % 3 {
+                    0 => CExpr::Field(srcs[(n / 9 % srcs.len() as u64) as usize]),
+                    1 => CExpr::Local((n / 9 % 2) as u32, 32),
+                    _ => {
+                        let v = (next() as i64 as i128) >> (next() % 64);
+                        CExpr::Const(Const {
+                            small: Some(v),
+                            big: BigInt::from(v),
+                        })
+                    }
+                };
+            }
+            let ops = [Op::Add, Op::Sub, Op::Mul, Op::And, Op::Or, Op::Xor, Op::Shl];
+            let op = ops[(n / 3 % 7) as usize];
+            let r = if op == Op::Shl {
+                let v = (next() % 70) as i128;
+                CExpr::Const(Const {
+                    small: Some(v),
+                    big: BigInt::from(v),
+                })
+            } else {
+                tree(next, srcs, depth - 1)
+            };
+            CExpr::Op {
+                op,
+                l: Some(Box::new(tree(next, srcs, depth - 1))),
+                r: Some(Box::new(r)),
+                c: None,
+            }
+        }
+        for _ in 0..3000 {
+            let e = tree(&mut next, &srcs, 4);
+            let fast = FastExpr::compile(&e).expect("all operators have a fast form");
+            let mut bytes: Vec<u8> = (0..dst_off + 8).map(|_| next() as u8).collect();
+            for f in &srcs {
+                // Keep every source within its width.
+                let top = f.off as usize;
+                let extra = f.nbytes * 8 - f.width;
+                bytes[top] &= 0xffu8 >> extra;
+            }
+            let phv = Phv {
+                bytes,
+                valid: vec![true],
+                stack_next: Vec::new(),
+                union_stack_next: Vec::new(),
+                vl_width: vec![0],
+            };
+            let locals = vec![
+                (next() as u32).to_be_bytes().to_vec(),
+                (next() as u32).to_be_bytes().to_vec(),
+            ];
+            let cx = Cx {
+                layout: &layout,
+                phv: &phv,
+                locals: &locals,
+                regs: &[],
+                pkt: &[],
+                cursor: 0,
+            };
+            let dst = field(dst_off, 1 + (next() % 64) as u32);
+            let want = eval_data(&e, &cx).expect("eval");
+            let mut a = phv.clone();
+            crate::exec::store_field(&mut a, &dst, &want);
+            let mut b = phv.clone();
+            b.write_u64(&dst, fast.eval(&phv, &locals).expect("fast eval"));
+            assert_eq!(a.bytes, b.bytes, "{e:?} into {} bits", dst.width);
+        }
+    }
+
+    /// p4c's `(x + y) & 0xff..` into a field no wider than the mask becomes one `SetBin`;
+    /// a mask narrower than the destination is kept (it changes the stored value).
+    #[test]
+    fn masks_covering_the_destination_are_dropped() {
+        let k = |v: i128| {
+            CExpr::Const(Const {
+                small: Some(v),
+                big: BigInt::from(v),
+            })
+        };
+        let sum = CExpr::Op {
+            op: Op::Add,
+            l: Some(Box::new(CExpr::Field(field(0, 32)))),
+            r: Some(Box::new(CExpr::Local(0, 32))),
+            c: None,
+        };
+        let masked = |m: i128| CExpr::Op {
+            op: Op::And,
+            l: Some(Box::new(sum.clone())),
+            r: Some(Box::new(k(m))),
+            c: None,
+        };
+        let assign = |w: u32, m: i128| {
+            specialize(Instr::Assign {
+                dst: LVal::Field(field(8, w)),
+                src: masked(m),
+            })
+        };
+        assert!(matches!(
+            assign(32, 0xffff_ffff),
+            Instr::SetBin {
+                op: FastBin::Add,
+                a: FastSrc::Field(_),
+                b: FastSrc::Local(0),
+                ..
+            }
+        ));
+        assert!(matches!(assign(16, 0xffff_ffff), Instr::SetBin { .. }));
+        // 0xff into a 16-bit field: the mask is an operation of its own.
+        assert!(matches!(
+            assign(16, 0xff),
+            Instr::SetExpr {
+                expr: FastExpr::Bin(FastBin::And, _, _),
+                ..
+            }
+        ));
+    }
+
+    /// Right shifts, comparisons and signed fields keep the generic path.
+    #[test]
+    fn non_low_bit_operators_have_no_fast_form() {
+        let f = CExpr::Field(field(0, 8));
+        let op = |op| CExpr::Op {
+            op,
+            l: Some(Box::new(f.clone())),
+            r: Some(Box::new(f.clone())),
+            c: None,
+        };
+        for o in [Op::Shr, Op::Div, Op::Mod, Op::Gt] {
+            assert!(FastExpr::compile(&op(o)).is_none(), "{o:?}");
+        }
+        let mut s = field(0, 8);
+        s.signed = true;
+        assert!(FastExpr::compile(&CExpr::Field(s)).is_none());
     }
 }

@@ -221,9 +221,8 @@ impl Engine {
                     } else {
                         (u64::from_be_bytes(x) << sh) >> (64 - w)
                     };
-                    let n = f.nbytes as usize;
                     let o = f.off as usize;
-                    pkt.phv.bytes[o..o + n].copy_from_slice(&v.to_be_bytes()[8 - n..]);
+                    crate::layout::be_write(&mut pkt.phv.bytes[o..o + f.nbytes as usize], v);
                     bit += w;
                 }
                 pkt.phv.vl_width[h as usize] = 0;
@@ -551,6 +550,11 @@ impl Engine {
                         packer.push_slot(pkt.phv.slot(f), w);
                     }
                 }
+                CInput::Fields { header, fields } => {
+                    if pkt.phv.valid[*header as usize] {
+                        packer.push_fields(&pkt.phv.bytes, fields);
+                    }
+                }
                 CInput::Payload => {
                     // The payload starts on a byte boundary: pad, then append.
                     packer.align_and_extend(&pkt.data[pkt.payload_off.min(pkt.data.len())..]);
@@ -586,8 +590,13 @@ impl Engine {
             let mut bytes = std::mem::take(&mut ext.scratch);
             bytes.clear();
             let mut packer = BitPacker::new(&mut bytes);
-            for f in &self.layout.headers[h as usize].fields {
-                packer.push_slot(pkt.phv.slot(f), f.width);
+            let fields = &self.layout.headers[h as usize].fields;
+            if fields.iter().all(|f| f.width <= 64 && !f.is_vl) {
+                packer.push_fields(&pkt.phv.bytes, fields);
+            } else {
+                for f in fields {
+                    packer.push_slot(pkt.phv.slot(f), f.width);
+                }
             }
             packer.finish();
             if bytes.len() >= 12 {
@@ -605,6 +614,9 @@ impl Engine {
     }
 
     fn checksum_cond(&self, ext: &ExternState, pkt: &Pkt, c: &CChecksum) -> bool {
+        if let Some(f) = &c.fast_cond {
+            return f.eval(&pkt.phv);
+        }
         match &c.cond {
             None => true,
             Some(e) => eval_bool(e, &self.cx(&pkt.phv, &[], ext, &pkt.data, 0)).unwrap_or(false),
@@ -861,12 +873,22 @@ impl Engine {
                     let v = match src {
                         FastSrc::Field(f) => pkt.phv.read_u64(f),
                         FastSrc::Local(i) => match locals.get(*i as usize) {
-                            Some(b) => b.iter().fold(0u64, |a, x| (a << 8) | *x as u64),
+                            Some(b) => crate::layout::be_read(b),
                             None => return Err(fault("action parameter out of range")),
                         },
                         FastSrc::Const(c) => *c,
                     };
                     pkt.phv.write_u64(dst, v.wrapping_add(*add));
+                }
+                Instr::SetBin { dst, op, a, b } => {
+                    match (a.get(&pkt.phv, locals), b.get(&pkt.phv, locals)) {
+                        (Some(x), Some(y)) => pkt.phv.write_u64(dst, op.apply(x, y)),
+                        _ => return Err(fault("action parameter out of range")),
+                    }
+                }
+                Instr::SetExpr { dst, expr } => {
+                    let v = expr.eval(&pkt.phv, locals).map_err(fault)?;
+                    pkt.phv.write_u64(dst, v);
                 }
                 Instr::Assign { dst, src } => {
                     let v = data!(src);
@@ -1259,8 +1281,12 @@ impl Engine {
                 GNode::Table(t) => self.apply_table(st, pkt, t, key)?,
                 GNode::Cond(c) => {
                     let cond = &self.conds[c as usize];
-                    let v = eval_bool(&cond.expr, &self.cx(&pkt.phv, &[], &st.ext, &pkt.data, 0))
-                        .map_err(fault)?;
+                    let v = if let Some(f) = &cond.fast {
+                        f.eval(&pkt.phv)
+                    } else {
+                        eval_bool(&cond.expr, &self.cx(&pkt.phv, &[], &st.ext, &pkt.data, 0))
+                            .map_err(fault)?
+                    };
                     if v {
                         cond.t
                     } else {

@@ -836,3 +836,231 @@ mod tests {
         assert_eq!(sat(&-5i128, 8, false), Ok(0));
     }
 }
+
+// ---------------------------------------------------------------------- fast conditions
+
+/// A ≤ 64-bit unsigned operand of a [`FastBool`].
+#[derive(Clone, Copy, Debug)]
+pub enum FastVal {
+    /// An unsigned, fixed-width field of at most 64 bits (`$valid$` included).
+    Field(FieldLoc),
+    Const(u64),
+}
+
+impl FastVal {
+    fn compile(e: &CExpr) -> Option<FastVal> {
+        match e {
+            CExpr::Field(f) if !f.signed && !f.is_vl && f.width <= 64 => Some(FastVal::Field(*f)),
+            CExpr::Const(c) => match c.small {
+                Some(s) if (0..=u64::MAX as i128).contains(&s) => Some(FastVal::Const(s as u64)),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    #[inline]
+    fn get(&self, phv: &Phv) -> u64 {
+        match self {
+            FastVal::Field(f) => phv.read_u64(f),
+            FastVal::Const(c) => *c,
+        }
+    }
+}
+
+/// A condition compiled at load time to plain `u64` work: validity tests and comparisons of
+/// unsigned fields of at most 64 bits with each other or with constants, combined with
+/// `and`/`or`/`not`. These cannot overflow or fault, so the result equals [`eval_bool`]'s
+/// (which evaluates through `i128` and the generic operator table).
+#[derive(Clone, Debug)]
+pub enum FastBool {
+    Const(bool),
+    Valid(u32),
+    /// `l op r` with `op` one of `==`, `!=`, `>`, `>=`, `<`, `<=`.
+    Cmp(Op, FastVal, FastVal),
+    NonZero(FastVal),
+    And(Box<FastBool>, Box<FastBool>),
+    Or(Box<FastBool>, Box<FastBool>),
+    Not(Box<FastBool>),
+}
+
+impl FastBool {
+    /// The fast form of a boolean expression, if it has one.
+    pub fn compile(e: &CExpr) -> Option<FastBool> {
+        let sub = |x: &Option<Box<CExpr>>| x.as_deref().and_then(FastBool::compile).map(Box::new);
+        match e {
+            CExpr::Bool(b) => Some(FastBool::Const(*b)),
+            CExpr::Field(_) => FastVal::compile(e).map(FastBool::NonZero),
+            CExpr::Op { op, l, r, .. } => match op {
+                Op::Valid => match r.as_deref().or(l.as_deref()) {
+                    Some(CExpr::Header(h)) => Some(FastBool::Valid(*h)),
+                    _ => None,
+                },
+                Op::Eq | Op::Ne | Op::Gt | Op::Ge | Op::Lt | Op::Le => {
+                    let a = FastVal::compile(l.as_deref()?)?;
+                    let b = FastVal::compile(r.as_deref()?)?;
+                    Some(FastBool::Cmp(*op, a, b))
+                }
+                Op::LAnd => Some(FastBool::And(sub(l)?, sub(r)?)),
+                Op::LOr => Some(FastBool::Or(sub(l)?, sub(r)?)),
+                Op::LNot => Some(FastBool::Not(sub(r)?)),
+                Op::D2B => FastVal::compile(r.as_deref()?).map(FastBool::NonZero),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// Evaluate over a PHV.
+    pub fn eval(&self, phv: &Phv) -> bool {
+        match self {
+            FastBool::Const(b) => *b,
+            FastBool::Valid(h) => phv.valid[*h as usize],
+            FastBool::Cmp(op, l, r) => {
+                let (a, b) = (l.get(phv), r.get(phv));
+                match op {
+                    Op::Eq => a == b,
+                    Op::Ne => a != b,
+                    Op::Gt => a > b,
+                    Op::Ge => a >= b,
+                    Op::Lt => a < b,
+                    _ => a <= b,
+                }
+            }
+            FastBool::NonZero(v) => v.get(phv) != 0,
+            FastBool::And(a, b) => a.eval(phv) && b.eval(phv),
+            FastBool::Or(a, b) => a.eval(phv) || b.eval(phv),
+            FastBool::Not(a) => !a.eval(phv),
+        }
+    }
+}
+
+#[cfg(test)]
+mod fast_bool_tests {
+    use super::*;
+
+    fn field(off: u32, width: u32, header: u32) -> FieldLoc {
+        FieldLoc {
+            off,
+            nbytes: width.div_ceil(8),
+            width,
+            signed: false,
+            saturating: false,
+            header,
+            is_valid_bit: false,
+            is_vl: false,
+        }
+    }
+
+    fn op(op: Op, l: Option<CExpr>, r: Option<CExpr>) -> CExpr {
+        CExpr::Op {
+            op,
+            l: l.map(Box::new),
+            r: r.map(Box::new),
+            c: None,
+        }
+    }
+
+    fn konst(v: i128) -> CExpr {
+        CExpr::Const(Const {
+            small: Some(v),
+            big: BigInt::from(v),
+        })
+    }
+
+    /// Random conditions over random PHVs: the fast form agrees with the generic evaluator.
+    #[test]
+    fn fast_conditions_agree_with_eval_bool() {
+        let layout = Layout {
+            headers: Vec::new(),
+            total_bytes: 16,
+            stacks: Vec::new(),
+            unions: Vec::new(),
+            union_stacks: Vec::new(),
+            metadata_ranges: Vec::new(),
+            valid_template: Vec::new(),
+        };
+        // ttl: 8 bits at 0 (header 0); addr: 32 bits at 1 (header 0); port: 9 bits at 5 (header 1).
+        let fields = [field(0, 8, 0), field(1, 32, 0), field(5, 9, 1)];
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let ops = [Op::Eq, Op::Ne, Op::Gt, Op::Ge, Op::Lt, Op::Le];
+        let mut compiled = 0;
+        for _ in 0..3000 {
+            let leaf = |n: u64| -> CExpr {
+                match n % 4 {
+                    0 => CExpr::Field(fields[(n / 4 % 3) as usize]),
+                    1 => konst((n >> 8) as i128 % 300),
+                    2 => op(Op::Valid, None, Some(CExpr::Header((n / 4 % 2) as u32))),
+                    _ => op(
+                        Op::D2B,
+                        None,
+                        Some(CExpr::Field(fields[(n / 4 % 3) as usize])),
+                    ),
+                }
+            };
+            let (a, b, c, d) = (next(), next(), next(), next());
+            let cmp1 = op(
+                ops[(a % 6) as usize],
+                Some(CExpr::Field(fields[(b % 3) as usize])),
+                Some(if c % 2 == 0 {
+                    konst((d % 300) as i128)
+                } else {
+                    CExpr::Field(fields[(d % 3) as usize])
+                }),
+            );
+            let other = leaf(next());
+            let e = match next() % 4 {
+                0 => op(Op::LAnd, Some(cmp1), Some(other)),
+                1 => op(Op::LOr, Some(other), Some(cmp1)),
+                2 => op(Op::LNot, None, Some(cmp1)),
+                _ => cmp1,
+            };
+            let mut phv = Phv {
+                bytes: (0..16).map(|_| (next() % 4) as u8).collect(),
+                valid: vec![next() % 2 == 0, next() % 2 == 0],
+                stack_next: Vec::new(),
+                union_stack_next: Vec::new(),
+                vl_width: vec![0, 0],
+            };
+            phv.bytes[5] &= 1;
+            let cx = Cx {
+                layout: &layout,
+                phv: &phv,
+                locals: &[],
+                regs: &[],
+                pkt: &[],
+                cursor: 0,
+            };
+            let want = eval_bool(&e, &cx);
+            match FastBool::compile(&e) {
+                Some(f) => {
+                    compiled += 1;
+                    assert_eq!(Ok(f.eval(&phv)), want, "{e:?} over {phv:?}");
+                }
+                // Only data used as a boolean operand of and/or/not lacks a fast form.
+                None => assert!(!matches!(e, CExpr::Op { op: Op::Eq, .. })),
+            }
+        }
+        assert!(
+            compiled > 1500,
+            "only {compiled} conditions had a fast form"
+        );
+    }
+
+    /// Signed fields and wide constants keep the generic path.
+    #[test]
+    fn signed_and_wide_operands_have_no_fast_form() {
+        let mut f = field(0, 8, 0);
+        f.signed = true;
+        let e = op(Op::Gt, Some(CExpr::Field(f)), Some(konst(0)));
+        assert!(FastBool::compile(&e).is_none());
+        let e = op(Op::Eq, Some(CExpr::Field(field(0, 8, 0))), Some(konst(-1)));
+        assert!(FastBool::compile(&e).is_none());
+    }
+}

@@ -60,6 +60,10 @@ pub struct Layout {
     pub unions: Vec<Vec<u32>>,
     /// Unions of each union stack.
     pub union_stacks: Vec<Vec<u32>>,
+    /// Byte ranges of the metadata slots, adjacent ranges merged (what a reset zeroes).
+    pub metadata_ranges: Vec<(u32, u32)>,
+    /// Validity after a reset: true for metadata headers, false for the others.
+    pub valid_template: Vec<bool>,
 }
 
 impl Layout {
@@ -119,7 +123,18 @@ impl Layout {
                 headers[*h as usize].union = Some(ui as u32);
             }
         }
+        let mut metadata_ranges: Vec<(u32, u32)> = Vec::new();
+        for h in headers.iter().filter(|h| h.metadata && h.slot_bytes > 0) {
+            let end = h.off + h.slot_bytes;
+            match metadata_ranges.last_mut() {
+                Some(r) if r.1 == h.off => r.1 = end,
+                _ => metadata_ranges.push((h.off, end)),
+            }
+        }
+        let valid_template = headers.iter().map(|h| h.metadata).collect();
         Layout {
+            metadata_ranges,
+            valid_template,
             headers,
             total_bytes: off,
             stacks: p.header_stacks.iter().map(|s| s.headers.clone()).collect(),
@@ -179,25 +194,25 @@ impl Phv {
     /// Reset for a new packet: metadata zeroed and valid, other headers invalid (their stale
     /// field values are kept, as BMv2 does; nothing reads them while invalid).
     pub fn reset(&mut self, layout: &Layout) {
-        for (i, h) in layout.headers.iter().enumerate() {
-            if h.metadata {
-                self.bytes[h.off as usize..(h.off + h.slot_bytes) as usize].fill(0);
-                self.valid[i] = true;
-            } else {
-                self.valid[i] = false;
-            }
-            self.vl_width[i] = 0;
-        }
+        self.reset_metadata(layout);
+        self.valid.copy_from_slice(&layout.valid_template);
+        self.vl_width.fill(0);
         self.stack_next.fill(0);
         self.union_stack_next.fill(0);
     }
 
-    /// Zero every metadata header (clone/resubmit/recirculate reset).
+    /// Zero every metadata header (clone/resubmit/recirculate reset): one fill per run of
+    /// adjacent metadata slots, precomputed by [`Layout::new`].
     pub fn reset_metadata(&mut self, layout: &Layout) {
-        for h in &layout.headers {
-            if h.metadata {
-                self.bytes[h.off as usize..(h.off + h.slot_bytes) as usize].fill(0);
-            }
+        for &(a, b) in &layout.metadata_ranges {
+            self.bytes[a as usize..b as usize].fill(0);
+        }
+    }
+
+    /// Invalidate every non-metadata header (start of a parse); metadata validity is kept.
+    pub fn invalidate_headers(&mut self, layout: &Layout) {
+        for (v, m) in self.valid.iter_mut().zip(&layout.valid_template) {
+            *v &= *m;
         }
     }
 
@@ -213,11 +228,7 @@ impl Phv {
         if f.is_valid_bit {
             return self.valid[f.header as usize] as u64;
         }
-        let mut v = 0u64;
-        for b in self.slot(f) {
-            v = (v << 8) | *b as u64;
-        }
-        v
+        be_read(self.slot(f))
     }
 
     /// Write the low `width` bits of `v` (unsigned wrap) into a field of at most 64 bits.
@@ -232,10 +243,38 @@ impl Phv {
         } else {
             v & ((1u64 << f.width) - 1)
         };
-        let n = f.nbytes as usize;
         let off = f.off as usize;
-        for i in 0..n {
-            self.bytes[off + n - 1 - i] = (v >> (8 * i)) as u8;
+        be_write(&mut self.bytes[off..off + f.nbytes as usize], v);
+    }
+}
+
+/// A big-endian slot of at most 8 bytes as a `u64` (the usual sizes without a loop).
+#[inline]
+pub fn be_read(s: &[u8]) -> u64 {
+    match *s {
+        [a] => a as u64,
+        [a, b] => u16::from_be_bytes([a, b]) as u64,
+        [a, b, c, d] => u32::from_be_bytes([a, b, c, d]) as u64,
+        [a, b, c, d, e, f] => u64::from_be_bytes([0, 0, a, b, c, d, e, f]),
+        _ => s.iter().fold(0u64, |v, b| (v << 8) | *b as u64),
+    }
+}
+
+/// Write the low bytes of `v` big-endian into `dst` (at most 8 bytes; longer slots get zeros
+/// in front).
+#[inline]
+pub fn be_write(dst: &mut [u8], v: u64) {
+    let b = v.to_be_bytes();
+    match dst.len() {
+        1 => dst[0] = b[7],
+        2 => dst.copy_from_slice(&b[6..]),
+        4 => dst.copy_from_slice(&b[4..]),
+        6 => dst.copy_from_slice(&b[2..]),
+        8 => dst.copy_from_slice(&b),
+        _ => {
+            for (i, d) in dst.iter_mut().rev().enumerate() {
+                *d = if i < 8 { b[7 - i] } else { 0 };
+            }
         }
     }
 }
@@ -365,13 +404,14 @@ mod tests {
     }
 }
 
-/// Packs bit fields most-significant bit first into a byte vector, through a 64-bit
-/// accumulator (the byte-at-a-time read-modify-write of [`slot_to_bits`] costs several times
-/// more for the short fields hash and checksum inputs are made of).
+/// Packs bit fields most-significant bit first into a byte vector, through a 128-bit
+/// accumulator flushed eight bytes at a time (the byte-at-a-time read-modify-write of
+/// [`slot_to_bits`] costs several times more for the short fields hash and checksum inputs are
+/// made of).
 pub struct BitPacker<'a> {
     out: &'a mut Vec<u8>,
-    acc: u64,
-    /// Bits waiting in `acc` (always < 8 between calls).
+    acc: u128,
+    /// Bits waiting in `acc` (always < 64 between calls).
     n: u32,
 }
 
@@ -381,20 +421,22 @@ impl<'a> BitPacker<'a> {
         BitPacker { out, acc: 0, n: 0 }
     }
 
-    /// Append the low `w` (≤ 56) bits of `v`.
+    /// Append the low `w` (≤ 64) bits of `v`.
     #[inline]
     pub fn push(&mut self, v: u64, w: u32) {
-        debug_assert!(w <= 56);
+        debug_assert!(w <= 64);
         if w == 0 {
             return;
         }
-        self.acc = (self.acc << w) | (v & ((1u64 << w) - 1));
+        let v = if w >= 64 { v } else { v & ((1u64 << w) - 1) };
+        self.acc = (self.acc << w) | v as u128;
         self.n += w;
-        while self.n >= 8 {
-            self.n -= 8;
-            self.out.push((self.acc >> self.n) as u8);
+        if self.n >= 64 {
+            self.n -= 64;
+            self.out
+                .extend_from_slice(&((self.acc >> self.n) as u64).to_be_bytes());
+            self.acc &= (1u128 << self.n) - 1;
         }
-        self.acc &= (1u64 << self.n) - 1;
     }
 
     /// Append a `w`-bit value stored right-aligned, big-endian, in `slot` (a PHV slot or a
@@ -403,43 +445,121 @@ impl<'a> BitPacker<'a> {
     pub fn push_slot(&mut self, slot: &[u8], w: u32) {
         let nb = w.div_ceil(8) as usize;
         let s = &slot[slot.len() - nb.min(slot.len())..];
-        if w <= 56 {
+        if w <= 64 {
             let v = s.iter().fold(0u64, |v, b| (v << 8) | *b as u64);
             self.push(v, w);
             return;
         }
         let first = w - 8 * (nb as u32 - 1);
         self.push(s[0] as u64, first);
+        let rest = &s[1..];
         if self.n == 0 {
-            self.out.extend_from_slice(&s[1..]);
-        } else {
-            for b in &s[1..] {
-                self.push(*b as u64, 8);
+            self.out.extend_from_slice(rest);
+            return;
+        }
+        let mut chunks = rest.chunks_exact(8);
+        for c in &mut chunks {
+            let mut x = [0u8; 8];
+            x.copy_from_slice(c);
+            self.push(u64::from_be_bytes(x), 64);
+        }
+        for b in chunks.remainder() {
+            self.push(*b as u64, 8);
+        }
+    }
+
+    /// Append fixed-width fields of at most 64 bits each, read from their PHV slots in
+    /// `bytes` (one header's run of calculation inputs: no per-field call or slice walk).
+    #[inline]
+    pub fn push_fields(&mut self, bytes: &[u8], fields: &[FieldLoc]) {
+        let (mut acc, mut n) = (self.acc, self.n);
+        for f in fields {
+            debug_assert!(f.width <= 64 && !f.is_vl && !f.is_valid_bit);
+            let o = f.off as usize;
+            let v = match f.nbytes {
+                1 => bytes[o] as u64,
+                2 => u16::from_be_bytes([bytes[o], bytes[o + 1]]) as u64,
+                4 => {
+                    u32::from_be_bytes([bytes[o], bytes[o + 1], bytes[o + 2], bytes[o + 3]]) as u64
+                }
+                k => bytes[o..o + k as usize]
+                    .iter()
+                    .fold(0u64, |v, b| (v << 8) | *b as u64),
+            };
+            let w = f.width;
+            let v = if w >= 64 { v } else { v & ((1u64 << w) - 1) };
+            acc = (acc << w) | v as u128;
+            n += w;
+            if n >= 64 {
+                n -= 64;
+                self.out
+                    .extend_from_slice(&((acc >> n) as u64).to_be_bytes());
+                acc &= (1u128 << n) - 1;
             }
         }
+        self.acc = acc;
+        self.n = n;
+    }
+
+    /// Write out the pending bits, padded with zero bits on the right to a byte boundary.
+    fn flush_padded(&mut self) {
+        if self.n == 0 {
+            return;
+        }
+        let pad = (8 - self.n % 8) % 8;
+        let acc = self.acc << pad;
+        let nbytes = (self.n + pad) / 8;
+        for i in (0..nbytes).rev() {
+            self.out.push((acc >> (8 * i)) as u8);
+        }
+        self.acc = 0;
+        self.n = 0;
     }
 
     /// Pad to a byte boundary with zero bits, then append `bytes`.
     pub fn align_and_extend(&mut self, bytes: &[u8]) {
-        if self.n > 0 {
-            self.out.push((self.acc << (8 - self.n)) as u8);
-            self.acc = 0;
-            self.n = 0;
-        }
+        self.flush_padded();
         self.out.extend_from_slice(bytes);
     }
 
     /// Flush a partial last byte (padded with zero bits on the right).
-    pub fn finish(self) {
-        if self.n > 0 {
-            self.out.push((self.acc << (8 - self.n)) as u8);
-        }
+    pub fn finish(mut self) {
+        self.flush_padded();
     }
 }
 
 #[cfg(test)]
 mod bit_packer_tests {
     use super::*;
+
+    /// `be_read`/`be_write` agree with a byte-at-a-time big-endian reading for every size.
+    #[test]
+    fn be_read_write_round_trip() {
+        let v = 0x0123_4567_89ab_cdefu64;
+        for n in 1..=10usize {
+            let mut slot = vec![0xeeu8; n];
+            be_write(&mut slot, v);
+            let want: Vec<u8> = (0..n)
+                .map(|i| {
+                    let k = n - 1 - i;
+                    if k < 8 {
+                        (v >> (8 * k)) as u8
+                    } else {
+                        0
+                    }
+                })
+                .collect();
+            assert_eq!(slot, want, "{n} bytes");
+            if n <= 8 {
+                let low = if n == 8 {
+                    v
+                } else {
+                    v & ((1u64 << (8 * n)) - 1)
+                };
+                assert_eq!(be_read(&slot), low, "{n} bytes");
+            }
+        }
+    }
 
     /// The packer agrees with the bit-at-a-time reference for every width mix.
     #[test]
@@ -471,8 +591,33 @@ mod bit_packer_tests {
             }
             let mut got = Vec::new();
             let mut p = BitPacker::new(&mut got);
+            // Fields of at most 64 bits also go through `push_fields`, as one run.
+            let mut phv = Vec::new();
+            let mut locs = Vec::new();
             for (s, w) in &fields {
+                if *w <= 64 && next() % 3 != 0 {
+                    locs.push(FieldLoc {
+                        off: phv.len() as u32,
+                        nbytes: s.len() as u32,
+                        width: *w,
+                        signed: false,
+                        saturating: false,
+                        header: 0,
+                        is_valid_bit: false,
+                        is_vl: false,
+                    });
+                    phv.extend_from_slice(s);
+                    continue;
+                }
+                p.push_fields(&phv, &locs);
+                locs.clear();
                 p.push_slot(s, *w);
+            }
+            p.push_fields(&phv, &locs);
+            if next() % 2 == 0 {
+                let tail: Vec<u8> = (0..next() % 20).map(|_| next() as u8).collect();
+                p.align_and_extend(&tail);
+                want.extend_from_slice(&tail);
             }
             p.finish();
             assert_eq!(got, want, "fields {fields:?}");

@@ -431,6 +431,9 @@ pub struct Switch {
     replicas: Vec<(Port, u32)>,
     /// Recycled packet instances (their buffers are reused: no per-packet allocation).
     pool: Vec<Pkt>,
+    /// Output buffers handed back by [`Switch::recycle_outputs`], reused for transmitted
+    /// frames.
+    spare: Vec<Vec<u8>>,
     /// A fixed clock (microseconds since start) for deterministic runs; `None` = real time.
     clock_us: Option<u64>,
 }
@@ -461,6 +464,7 @@ impl Switch {
             jobs: VecDeque::new(),
             replicas: Vec::new(),
             pool: Vec::new(),
+            spare: Vec::new(),
             clock_us: None,
         })
     }
@@ -556,6 +560,7 @@ struct Flow<'a> {
     replicas: &'a mut Vec<(Port, u32)>,
     out: &'a mut Vec<OutputPacket>,
     pool: &'a mut Vec<Pkt>,
+    spare: &'a mut Vec<Vec<u8>>,
     priority_queues: u32,
     now: u64,
 }
@@ -665,11 +670,7 @@ impl Flow<'_> {
     }
 
     fn parse_and_verify(&mut self, pkt: &mut Pkt) {
-        for (i, h) in self.eng.layout.headers.iter().enumerate() {
-            if !h.metadata {
-                pkt.phv.valid[i] = false;
-            }
-        }
+        pkt.phv.invalidate_headers(&self.eng.layout);
         pkt.phv.stack_next.fill(0);
         pkt.phv.union_stack_next.fill(0);
         let err = self.eng.parse(self.st, pkt);
@@ -827,7 +828,8 @@ impl Flow<'_> {
         }
         // 3. Deparse.
         // Deparse straight into the output buffer: the transmitted frame is never copied again.
-        let mut bytes = Vec::with_capacity(pkt.data.len() + 64);
+        let mut bytes = self.spare.pop().unwrap_or_default();
+        bytes.reserve(pkt.data.len() + 64);
         eng.deparse(self.st, &mut pkt, &mut bytes);
         if let Some(t) = pkt.regs.truncate {
             bytes.truncate(t as usize);
@@ -851,9 +853,31 @@ impl Flow<'_> {
     }
 }
 
-impl PacketPath for Switch {
-    fn process_packet(&mut self, port: Port, data: &[u8], out: &mut Vec<OutputPacket>) {
+impl Switch {
+    /// Process a batch of packets in order, exactly as that many [`PacketPath::process_packet`]
+    /// calls would (outputs appended to `out` in order), except that the clock is read once
+    /// for the whole batch: every packet of a batch gets the same ingress timestamp.
+    ///
+    /// Give `out`'s frames back with [`Switch::recycle_outputs`] once they are transmitted:
+    /// the fast path then reuses their buffers and allocates nothing per packet.
+    pub fn process_batch(&mut self, pkts: &[(Port, &[u8])], out: &mut Vec<OutputPacket>) {
         let now = self.now_us();
+        for (port, data) in pkts {
+            self.process_at(now, *port, data, out);
+        }
+    }
+
+    /// Take the frames of `out` (emptying it) and keep their buffers for reuse by the next
+    /// transmitted packets (up to a bounded number; the rest are freed).
+    pub fn recycle_outputs(&mut self, out: &mut Vec<OutputPacket>) {
+        for o in out.drain(..) {
+            if self.spare.len() < MAX_SPARE {
+                self.spare.push(o.data);
+            }
+        }
+    }
+
+    fn process_at(&mut self, now: u64, port: Port, data: &[u8], out: &mut Vec<OutputPacket>) {
         let inst = &mut self.live;
         inst.state.ext.now_us = now;
         let eng = &inst.engine;
@@ -868,6 +892,7 @@ impl PacketPath for Switch {
             replicas: &mut self.replicas,
             out,
             pool: &mut self.pool,
+            spare: &mut self.spare,
             priority_queues: self.opts.priority_queues.max(1),
             now,
         };
@@ -889,6 +914,16 @@ impl PacketPath for Switch {
                 Job::Egress(p, port) => flow.egress(p, port),
             }
         }
+    }
+}
+
+/// Output buffers kept for reuse by [`Switch::recycle_outputs`].
+const MAX_SPARE: usize = 4096;
+
+impl PacketPath for Switch {
+    fn process_packet(&mut self, port: Port, data: &[u8], out: &mut Vec<OutputPacket>) {
+        let now = self.now_us();
+        self.process_at(now, port, data, out);
     }
 
     fn take_digests(&mut self) -> Vec<Digest> {

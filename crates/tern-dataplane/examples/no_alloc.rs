@@ -1,0 +1,111 @@
+//! The fast path allocates nothing per packet: simple_router (with its `commands.txt`
+//! entries) runs batches of forwarded, missed and non-IPv4 packets under dhat's counting
+//! allocator, and the number of heap blocks allocated after warm-up must stay zero.
+//!
+//! `cargo run --release -p tern-dataplane --example no_alloc` prints the counts;
+//! `cargo test -p tern-dataplane --example no_alloc` asserts them.
+
+use tern_dataplane::{Switch, SwitchOptions};
+use tern_runtime::{MatchParam, OutputPacket, Runtime};
+
+#[global_allocator]
+static ALLOC: dhat::Alloc = dhat::Alloc;
+
+const ROUTER: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../../shared/fixtures/bmv2/targets/simple_router/simple_router.json"
+);
+
+fn switch() -> Switch {
+    let json = std::fs::read_to_string(ROUTER).expect("simple_router fixture");
+    let mut sw = Switch::from_json(&json, SwitchOptions::default()).expect("load simple_router");
+    for t in ["send_frame", "forward", "ipv4_lpm"] {
+        sw.mt_set_default_action(t, "_drop", &[]).expect("default");
+    }
+    let ex = |b: &[u8]| MatchParam::Exact(b.to_vec());
+    sw.mt_add_entry(
+        "send_frame",
+        &[ex(&[0, 2])],
+        "rewrite_mac",
+        &[vec![0, 0xaa, 0xbb, 0, 0, 1]],
+        None,
+    )
+    .expect("send_frame entry");
+    sw.mt_add_entry(
+        "forward",
+        &[ex(&[10, 0, 1, 10])],
+        "set_dmac",
+        &[vec![0, 4, 0, 0, 0, 1]],
+        None,
+    )
+    .expect("forward entry");
+    let lpm = MatchParam::Lpm {
+        key: vec![10, 0, 1, 0],
+        prefix_len: 24,
+    };
+    sw.mt_add_entry(
+        "ipv4_lpm",
+        &[lpm],
+        "set_nhop",
+        &[vec![10, 0, 1, 10], vec![0, 2]],
+        None,
+    )
+    .expect("lpm entry");
+    sw
+}
+
+/// 64-byte frames: routed (10.0.1.x), unrouted (10.9.0.1), and ARP (not IPv4).
+fn frames() -> Vec<Vec<u8>> {
+    let ipv4 = |dst: [u8; 4]| {
+        let mut f = vec![0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 8, 0];
+        f.extend_from_slice(&[0x45, 0, 0, 50, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1]);
+        f.extend_from_slice(&dst);
+        f.resize(64, 0);
+        f
+    };
+    let mut arp = ipv4([0; 4]);
+    arp[12..14].copy_from_slice(&[8, 6]);
+    vec![
+        ipv4([10, 0, 1, 10]),
+        ipv4([10, 0, 1, 77]),
+        ipv4([10, 9, 0, 1]),
+        arp,
+    ]
+}
+
+/// (heap blocks allocated while processing `n` packets after warm-up, packets sent).
+fn measure(n: usize) -> (u64, usize) {
+    let mut sw = switch();
+    let frames = frames();
+    let batch: Vec<(u32, &[u8])> = (0..32)
+        .map(|i| (1, frames[i % frames.len()].as_slice()))
+        .collect();
+    let mut out: Vec<OutputPacket> = Vec::with_capacity(64);
+    for _ in 0..8 {
+        sw.process_batch(&batch, &mut out);
+        sw.recycle_outputs(&mut out);
+    }
+    let before = dhat::HeapStats::get().total_blocks;
+    let mut sent = 0;
+    for _ in 0..n / batch.len() {
+        sw.process_batch(&batch, &mut out);
+        sent += out.len();
+        sw.recycle_outputs(&mut out);
+    }
+    (dhat::HeapStats::get().total_blocks - before, sent)
+}
+
+fn main() {
+    let _prof = dhat::Profiler::builder().testing().build();
+    let (blocks, sent) = measure(100_000);
+    println!("100000 packets ({sent} forwarded): {blocks} heap blocks allocated");
+}
+
+#[test]
+fn fast_path_does_not_allocate() {
+    let _prof = dhat::Profiler::builder().testing().build();
+    let (blocks, sent) = measure(20_000);
+    // Half the frames are routed to port 2 (the LPM hit); the others are dropped.
+    assert_eq!(sent, 10_000);
+    assert_eq!(blocks, 0, "{blocks} heap blocks allocated on the fast path");
+}

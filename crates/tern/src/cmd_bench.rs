@@ -1,0 +1,543 @@
+//! `tern bench`: in-memory throughput, latency and memory of a program on one core.
+//!
+//! Owns: loading the program (P4-16 through tern's compiler, or BMv2 JSON), generating table
+//! entries and traffic that match each other, the timed runs, and the report (stdout, or JSON
+//! with `--json`). Entries go through [`tern_runtime::Runtime`] like any control plane's;
+//! packets go through [`Switch::process_batch`], with output buffers recycled.
+//!
+//! Entries and traffic are derived from the same flow numbers: flow `k` has destination
+//! `10.r.r.h` (route `r = k mod routes`, host `h`), source `172.x.x.x`, UDP ports and MACs
+//! derived from `k`. A table key field is filled from the flow by its name (`dstAddr`,
+//! `srcAddr`, `dstPort`, `srcPort`, `protocol`, `etherType`, `ingress_port`; other fields get
+//! the entry number); LPM tables get one /24 per route, other tables one entry per flow (up to
+//! the table size). The action installed is the table's first action not named like a drop.
+
+use anyhow::Context as _;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+use tern_dataplane::{Switch, SwitchOptions};
+use tern_model::{KeyTarget, MatchKind, Program};
+use tern_runtime::{MatchParam, OutputPacket, PacketPath, Runtime};
+
+/// The built-in program: the L3 router of `p4/bench/`.
+const L3_ROUTER: &str = include_str!("../../../p4/bench/l3_router.p4");
+
+#[derive(clap::Args, Debug)]
+pub struct BenchArgs {
+    /// Program: a P4-16 file (compiled with tern's compiler) or a BMv2 JSON file.
+    /// Default: the built-in L3 router (p4/bench/l3_router.p4).
+    #[arg(value_name = "PROG.p4|PROG.json")]
+    pub program: Option<PathBuf>,
+    /// Routes installed in each LPM table (one /24 each).
+    #[arg(long, default_value_t = 1000)]
+    pub routes: u32,
+    /// Distinct flows in the traffic (and entries in each non-LPM table).
+    #[arg(long, default_value_t = 1024)]
+    pub flows: u32,
+    /// Packets per timed run.
+    #[arg(long, default_value_t = 2_000_000)]
+    pub packets: u64,
+    /// Frame size in bytes (without FCS; at least 42).
+    #[arg(long, default_value_t = 60)]
+    pub size: usize,
+    /// Packets per batch handed to the switch.
+    #[arg(long, default_value_t = 32)]
+    pub batch: usize,
+    /// Timed runs (the report gives min / median / max).
+    #[arg(long, default_value_t = 3)]
+    pub runs: u32,
+    /// Also write the results as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+/// One flow's header values.
+struct Flow {
+    dst_ip: u32,
+    src_ip: u32,
+    dst_mac: u64,
+    src_mac: u64,
+    sport: u16,
+    dport: u16,
+}
+
+fn flow(k: u32, routes: u32) -> Flow {
+    let r = k % routes.max(1);
+    let host = 1 + (k / routes.max(1)) % 254;
+    Flow {
+        dst_ip: (10 << 24) | ((r & 0xffff) << 8) | host,
+        src_ip: (172 << 24) | ((16 + ((k >> 16) & 15)) << 16) | (k & 0xffff),
+        dst_mac: 0x02ff_0000_0000 | k as u64,
+        src_mac: 0x0200_0000_0000 | k as u64,
+        sport: 1024 + (k % 60_000) as u16,
+        dport: 5000 + (k % 60_000) as u16,
+    }
+}
+
+/// `v` as a big-endian slot of `width` bits.
+fn bytes_of(v: u64, width: u32) -> Vec<u8> {
+    let n = width.div_ceil(8).max(1) as usize;
+    let v = if width >= 64 {
+        v
+    } else {
+        v & ((1u64 << width) - 1)
+    };
+    let mut out = vec![0u8; n];
+    for (i, b) in out.iter_mut().rev().enumerate().take(8) {
+        *b = (v >> (8 * i)) as u8;
+    }
+    out
+}
+
+/// The value a key field takes for flow `f` (entry number `i`), chosen by the field's name.
+fn key_value(name: &str, width: u32, f: &Flow, i: u32) -> u64 {
+    let last = name.rsplit('.').next().unwrap_or(name);
+    match (last, width) {
+        ("dstAddr", 48) => f.dst_mac,
+        ("srcAddr", 48) => f.src_mac,
+        ("dstAddr", _) => f.dst_ip as u64,
+        ("srcAddr", _) => f.src_ip as u64,
+        ("dstPort", _) => f.dport as u64,
+        ("srcPort", _) => f.sport as u64,
+        ("protocol", _) => 17,
+        ("etherType", _) => 0x0800,
+        ("ingress_port", _) => 0,
+        _ => i as u64,
+    }
+}
+
+/// Action parameter values for entry `i`: ports spread over 1..=4, everything else `i + 1`.
+fn param_value(name: &str, width: u32, i: u32) -> Vec<u8> {
+    if name.contains("port") && width <= 16 {
+        bytes_of(1 + (i % 4) as u64, width)
+    } else if width == 48 {
+        bytes_of(0x0200_00aa_0000 | i as u64, width)
+    } else {
+        bytes_of(i as u64 + 1, width)
+    }
+}
+
+/// Install entries in every table of the program; returns (entries installed, failures,
+/// first failure).
+fn install(sw: &mut Switch, prog: &Program, args: &BenchArgs) -> (u64, u64, Option<String>) {
+    let (mut ok, mut failed, mut first) = (0u64, 0u64, None);
+    for pl in &prog.pipelines {
+        for t in &pl.tables {
+            if t.key.is_empty() || t.entries.is_some() || t.action_profile.is_some() {
+                continue;
+            }
+            let Some(&ai) = t
+                .actions
+                .iter()
+                .find(|a| {
+                    let n = prog.actions[**a as usize].name.to_ascii_lowercase();
+                    !n.contains("drop") && !n.contains("deny") && !n.ends_with("noaction")
+                })
+                .or(t.actions.first())
+            else {
+                continue;
+            };
+            let action = &prog.actions[ai as usize];
+            let is_lpm = t.key.iter().any(|k| k.match_kind == MatchKind::Lpm);
+            let prio = t
+                .key
+                .iter()
+                .any(|k| matches!(k.match_kind, MatchKind::Ternary | MatchKind::Range));
+            let mut count = if is_lpm { args.routes } else { args.flows };
+            if t.max_size > 0 {
+                count = count.min(t.max_size);
+            }
+            for i in 0..count {
+                let f = flow(i, args.routes);
+                let key: Vec<MatchParam> = t
+                    .key
+                    .iter()
+                    .map(|k| match k.target {
+                        KeyTarget::Valid(_) => MatchParam::Valid(true),
+                        KeyTarget::Field(fr) => {
+                            let w = prog.field_width(fr);
+                            let v = bytes_of(key_value(&prog.field_name(fr), w, &f, i), w);
+                            match k.match_kind {
+                                MatchKind::Lpm => {
+                                    let mut v = v;
+                                    let len = w.min(24);
+                                    for (j, b) in v.iter_mut().enumerate() {
+                                        let keep = len.saturating_sub(8 * j as u32).min(8);
+                                        *b &= (0xff00u16 >> keep) as u8;
+                                    }
+                                    MatchParam::Lpm {
+                                        key: v,
+                                        prefix_len: len,
+                                    }
+                                }
+                                MatchKind::Ternary => MatchParam::Ternary {
+                                    mask: vec![0xff; v.len()],
+                                    key: v,
+                                },
+                                MatchKind::Range => MatchParam::Range {
+                                    start: v.clone(),
+                                    end: v,
+                                },
+                                _ => MatchParam::Exact(v),
+                            }
+                        }
+                    })
+                    .collect();
+                let data: Vec<Vec<u8>> = action
+                    .runtime_data
+                    .iter()
+                    .map(|(n, w)| param_value(n, *w, i))
+                    .collect();
+                let priority = prio.then_some(i as i32 + 1);
+                match sw.mt_add_entry(&t.name, &key, &action.name, &data, priority) {
+                    Ok(_) => ok += 1,
+                    Err(e) => {
+                        failed += 1;
+                        first.get_or_insert_with(|| format!("table {}: {e}", t.name));
+                    }
+                }
+            }
+        }
+    }
+    (ok, failed, first)
+}
+
+/// An Ethernet/IPv4/UDP frame of `size` bytes for flow `f`, with a valid IPv4 checksum.
+fn frame(f: &Flow, size: usize) -> Vec<u8> {
+    let mut b = vec![0u8; size.max(42)];
+    b[0..6].copy_from_slice(&f.dst_mac.to_be_bytes()[2..]);
+    b[6..12].copy_from_slice(&f.src_mac.to_be_bytes()[2..]);
+    b[12..14].copy_from_slice(&[0x08, 0x00]);
+    let total = (b.len() - 14) as u16;
+    let ip = &mut b[14..34];
+    ip[0] = 0x45;
+    ip[2..4].copy_from_slice(&total.to_be_bytes());
+    ip[8] = 64;
+    ip[9] = 17;
+    ip[12..16].copy_from_slice(&f.src_ip.to_be_bytes());
+    ip[16..20].copy_from_slice(&f.dst_ip.to_be_bytes());
+    let mut s: u32 = ip
+        .chunks(2)
+        .map(|c| u16::from_be_bytes([c[0], c[1]]) as u32)
+        .sum();
+    while s > 0xffff {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    ip[10..12].copy_from_slice(&(!(s as u16)).to_be_bytes());
+    b[34..36].copy_from_slice(&f.sport.to_be_bytes());
+    b[36..38].copy_from_slice(&f.dport.to_be_bytes());
+    b[38..40].copy_from_slice(&(total - 20).to_be_bytes());
+    b
+}
+
+/// Resident and peak memory (kB) from /proc/self/status, if readable.
+fn memory_kb() -> (Option<u64>, Option<u64>) {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let get = |k: &str| {
+        s.lines()
+            .find(|l| l.starts_with(k))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+    };
+    (get("VmRSS:"), get("VmHWM:"))
+}
+
+fn load(args: &BenchArgs) -> anyhow::Result<(String, String)> {
+    let Some(p) = &args.program else {
+        let c = tern_p4::compile_str(L3_ROUTER, "p4/bench/l3_router.p4", &Default::default())
+            .map_err(|d| anyhow::anyhow!("{d}"))?;
+        return Ok(("p4/bench/l3_router.p4 (built in)".into(), c.json));
+    };
+    let name = p.display().to_string();
+    if p.extension().is_some_and(|e| e == "json") {
+        let json = std::fs::read_to_string(p).with_context(|| format!("reading {name}"))?;
+        return Ok((name, json));
+    }
+    let c = tern_p4::compile_file(p, &Default::default()).map_err(|d| anyhow::anyhow!("{d}"))?;
+    Ok((name, c.json))
+}
+
+fn percentile(sorted: &[u64], p: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
+    anyhow::ensure!(
+        args.size >= 42,
+        "--size {} is below 42 bytes (Ethernet+IPv4+UDP)",
+        args.size
+    );
+    anyhow::ensure!(args.flows >= 1, "--flows must be at least 1");
+    anyhow::ensure!(args.routes >= 1, "--routes must be at least 1");
+    anyhow::ensure!(args.batch >= 1, "--batch must be at least 1");
+    anyhow::ensure!(args.runs >= 1, "--runs must be at least 1");
+    let (rss0, _) = memory_kb();
+
+    let (name, json) = load(&args)?;
+    let t = Instant::now();
+    let mut sw = Switch::from_json(&json, SwitchOptions::default())
+        .with_context(|| format!("loading {name}"))?;
+    let load_ms = t.elapsed().as_secs_f64() * 1e3;
+    let prog = sw.program().clone();
+    let tables: usize = prog.pipelines.iter().map(|p| p.tables.len()).sum();
+    let (rss_loaded, _) = memory_kb();
+
+    eprintln!("installing entries ...");
+    let t = Instant::now();
+    let (entries, failed, first_err) = install(&mut sw, &prog, &args);
+    let install_s = t.elapsed().as_secs_f64();
+    if let Some(e) = &first_err {
+        eprintln!("warning: {failed} entries were refused; first: {e}");
+    }
+    let (rss_entries, _) = memory_kb();
+
+    let frames: Vec<Vec<u8>> = (0..args.flows)
+        .map(|k| frame(&flow(k, args.routes), args.size))
+        .collect();
+    let mut out: Vec<OutputPacket> = Vec::with_capacity(args.batch * 2);
+
+    // Correctness / warm-up pass: every flow once.
+    let mut forwarded = 0u64;
+    for f in &frames {
+        sw.process_packet(0, f, &mut out);
+        forwarded += out.len() as u64;
+        sw.recycle_outputs(&mut out);
+    }
+
+    // Timed runs.
+    let batches: Vec<Vec<(u32, &[u8])>> = frames
+        .chunks(args.batch)
+        .map(|c| c.iter().map(|f| (0u32, f.as_slice())).collect())
+        .collect();
+    let mut mpps = Vec::new();
+    let mut sent_total = 0u64;
+    for run in 0..args.runs {
+        let (mut done, mut sent) = (0u64, 0u64);
+        let mut bi = 0usize;
+        let mut last = Instant::now();
+        let t = Instant::now();
+        while done < args.packets {
+            let b = &batches[bi];
+            bi = (bi + 1) % batches.len();
+            sw.process_batch(b, &mut out);
+            sent += out.len() as u64;
+            sw.recycle_outputs(&mut out);
+            done += b.len() as u64;
+            if done % (1 << 20) < b.len() as u64 && last.elapsed().as_secs() >= 2 {
+                eprintln!("  run {}: {done} / {} packets", run + 1, args.packets);
+                last = Instant::now();
+            }
+        }
+        let dt = t.elapsed().as_secs_f64();
+        mpps.push(done as f64 / dt / 1e6);
+        sent_total += sent;
+        eprintln!("  run {}: {:.2} Mpps", run + 1, done as f64 / dt / 1e6);
+    }
+    let mut sorted = mpps.clone();
+    sorted.sort_by(|a, b| a.total_cmp(b));
+    let median = sorted[sorted.len() / 2];
+
+    // Latency: each packet timed on its own (includes one clock read, measured below).
+    let samples = args.packets.min(200_000) as usize;
+    let mut lat = Vec::with_capacity(samples);
+    for i in 0..samples {
+        let f = &frames[i % frames.len()];
+        let t = Instant::now();
+        sw.process_packet(0, f, &mut out);
+        lat.push(t.elapsed().as_nanos() as u64);
+        sw.recycle_outputs(&mut out);
+    }
+    lat.sort_unstable();
+    let mut clock = Vec::with_capacity(10_000);
+    for _ in 0..10_000 {
+        let t = Instant::now();
+        clock.push(t.elapsed().as_nanos() as u64);
+    }
+    clock.sort_unstable();
+    let clock_ns = percentile(&clock, 0.5);
+    let (rss_end, hwm) = memory_kb();
+
+    let pct = [0.5, 0.9, 0.99, 0.999];
+    let lats: Vec<u64> = pct.iter().map(|p| percentile(&lat, *p)).collect();
+    let kb = |v: Option<u64>| v.map_or("?".to_string(), |v| format!("{v} kB"));
+    println!("tern bench: {name}");
+    println!(
+        "  program: {tables} tables, loaded in {load_ms:.1} ms; {entries} entries installed in {:.2} s{}",
+        install_s,
+        if failed > 0 {
+            format!(" ({failed} refused)")
+        } else {
+            String::new()
+        }
+    );
+    println!(
+        "  traffic: {} flows, {} routes, {}-byte frames, batches of {}; {} of {} flows forwarded",
+        args.flows, args.routes, args.size, args.batch, forwarded, args.flows
+    );
+    println!(
+        "  throughput (1 core, {} runs x {} packets): median {:.2} Mpps = {:.0} ns/packet (min {:.2}, max {:.2} Mpps); {:.1}% of packets sent",
+        args.runs,
+        args.packets,
+        median,
+        1e3 / median,
+        sorted[0],
+        sorted[sorted.len() - 1],
+        100.0 * sent_total as f64 / (args.packets * args.runs as u64) as f64
+    );
+    println!(
+        "  latency per packet (single packets, {samples} samples, clock read ~{clock_ns} ns included): p50 {} ns, p90 {} ns, p99 {} ns, p99.9 {} ns, max {} ns",
+        lats[0],
+        lats[1],
+        lats[2],
+        lats[3],
+        lat.last().copied().unwrap_or(0)
+    );
+    println!(
+        "  memory: RSS {} at start, {} loaded, {} with entries, {} at end (peak {})",
+        kb(rss0),
+        kb(rss_loaded),
+        kb(rss_entries),
+        kb(rss_end),
+        kb(hwm)
+    );
+    println!(
+        "  per-stage breakdown: not timed in-process (a clock read costs ~{clock_ns} ns); profile with valgrind --tool=callgrind (see bench/RESULTS.md)"
+    );
+
+    if let Some(path) = &args.json {
+        let mut j = String::new();
+        let opt = |v: Option<u64>| v.map_or("null".to_string(), |v| v.to_string());
+        let _ = write!(
+            j,
+            "{{\"program\":{:?},\"tables\":{tables},\"entries\":{entries},\"entries_refused\":{failed},\
+             \"flows\":{},\"routes\":{},\"size\":{},\"batch\":{},\"packets_per_run\":{},\
+             \"flows_forwarded\":{forwarded},\"mpps\":[{}],\"mpps_median\":{median:.4},\
+             \"ns_per_packet\":{:.2},\"latency_ns\":{{\"p50\":{},\"p90\":{},\"p99\":{},\"p999\":{},\"max\":{}}},\
+             \"clock_read_ns\":{clock_ns},\"rss_kb\":{{\"start\":{},\"loaded\":{},\"entries\":{},\"end\":{},\"peak\":{}}}}}",
+            name,
+            args.flows,
+            args.routes,
+            args.size,
+            args.batch,
+            args.packets,
+            mpps.iter()
+                .map(|m| format!("{m:.4}"))
+                .collect::<Vec<_>>()
+                .join(","),
+            1e3 / median,
+            lats[0],
+            lats[1],
+            lats[2],
+            lats[3],
+            lat.last().copied().unwrap_or(0),
+            opt(rss0),
+            opt(rss_loaded),
+            opt(rss_entries),
+            opt(rss_end),
+            opt(hwm)
+        );
+        j.push('\n');
+        std::fs::write(path, j).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(program: Option<PathBuf>) -> BenchArgs {
+        BenchArgs {
+            program,
+            routes: 16,
+            flows: 64,
+            packets: 2_000,
+            size: 60,
+            batch: 8,
+            runs: 1,
+            json: None,
+        }
+    }
+
+    /// The generated frames are valid IPv4 (checksum over the header folds to zero).
+    #[test]
+    fn frames_have_valid_checksums() {
+        for k in [0, 1, 999, 70_000] {
+            let f = frame(&flow(k, 1000), 60);
+            assert_eq!(f.len(), 60);
+            let s: u32 = f[14..34]
+                .chunks(2)
+                .map(|c| u16::from_be_bytes([c[0], c[1]]) as u32)
+                .sum();
+            assert_eq!((s & 0xffff) + (s >> 16), 0xffff, "flow {k}");
+        }
+    }
+
+    fn bench_program(file: &str) -> (Switch, Program, BenchArgs) {
+        let path =
+            PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../p4/bench/")).join(file);
+        let a = args(Some(path));
+        let (_, json) = load(&a).expect("compile");
+        let sw = Switch::from_json(&json, SwitchOptions::default()).expect("load");
+        let prog = sw.program().clone();
+        (sw, prog, a)
+    }
+
+    /// Every bench program takes all its generated entries, and every flow is forwarded to the
+    /// port its route names, with the TTL decremented.
+    #[test]
+    fn bench_programs_forward_every_flow() {
+        for (file, min_tables) in [
+            ("l3_router.p4", 1),
+            ("l2l3_acl_nat.p4", 5),
+            ("pipeline20.p4", 21),
+        ] {
+            let (mut sw, prog, a) = bench_program(file);
+            let tables: usize = prog.pipelines.iter().map(|p| p.tables.len()).sum();
+            assert!(tables >= min_tables, "{file}: {tables} tables");
+            let (ok, failed, first) = install(&mut sw, &prog, &a);
+            assert_eq!(failed, 0, "{file}: {first:?}");
+            assert!(ok >= a.routes as u64, "{file}: {ok} entries");
+            let mut out = Vec::new();
+            for k in 0..a.flows {
+                let f = frame(&flow(k, a.routes), 60);
+                sw.process_packet(0, &f, &mut out);
+                assert_eq!(out.len(), 1, "{file}: flow {k} not forwarded");
+                let o = out.pop().expect("one packet");
+                let route = k % a.routes;
+                assert_eq!(o.port, 1 + route % 4, "{file}: flow {k}");
+                assert_eq!(o.data[22], 63, "{file}: flow {k} TTL");
+            }
+        }
+    }
+
+    /// A full (small) run of the command with a JSON report.
+    #[test]
+    fn run_writes_json() {
+        let dir = std::env::temp_dir().join(format!("tern-bench-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("tmp dir");
+        let j = dir.join("r.json");
+        let mut a = args(None);
+        a.json = Some(j.clone());
+        assert_eq!(run(a).expect("run"), ExitCode::SUCCESS);
+        let text = std::fs::read_to_string(&j).expect("json written");
+        assert!(text.contains("\"flows_forwarded\":64"), "{text}");
+        assert!(text.contains("\"mpps_median\":"), "{text}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Bad arguments are refused with a message naming the option.
+    #[test]
+    fn bad_size_is_refused() {
+        let mut a = args(None);
+        a.size = 20;
+        let e = run(a).expect_err("size 20");
+        assert!(e.to_string().contains("--size 20"), "{e}");
+    }
+}
