@@ -1,0 +1,668 @@
+//! The P4Runtime gRPC service: pipeline config, arbitration, packet I/O, digests, and the
+//! Write/Read entity translation onto `tern_runtime::Runtime` calls of a shared `Switch`.
+
+#![allow(clippy::result_large_err)]
+
+use crate::entities;
+
+use crate::proto::google::rpc as grpc;
+use crate::proto::p4::config::v1 as cfg;
+use crate::proto::p4::v1 as p4;
+use crate::proto::p4::v1::p4_runtime_server::{P4Runtime, P4RuntimeServer};
+use prost::Message;
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use tern_dataplane::{Switch, SwitchOptions};
+use tern_runtime::{Digest, OutputPacket, PacketPath};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::{Stream, StreamExt};
+use tonic::{Code, Request, Response, Status};
+
+/// The P4Runtime API version this server speaks.
+pub const API_VERSION: &str = "1.4.1";
+/// `p4.v1.Error.space` of errors reported by tern.
+pub const ERROR_SPACE: &str = "ALL-tern-p4org";
+
+/// Server options.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// The P4Runtime device id this switch answers to (requests for other ids are rejected).
+    pub device_id: u64,
+    /// The CPU port: packet-out is injected there, outputs to it become packet-in.
+    pub cpu_port: Option<u32>,
+    /// A pipeline known at start-up (P4Info + BMv2 JSON), so clients can connect without
+    /// pushing one.
+    pub initial: Option<(cfg::P4Info, String)>,
+    /// Options for switches created by SetForwardingPipelineConfig.
+    pub switch_options: SwitchOptions,
+}
+
+/// The committed forwarding pipeline.
+#[derive(Clone, Debug)]
+pub(crate) struct Pipeline {
+    pub p4info: cfg::P4Info,
+    pub json: Vec<u8>,
+    pub cookie: Option<p4::forwarding_pipeline_config::Cookie>,
+}
+
+struct Client {
+    id: u64,
+    election: Option<u128>,
+    tx: mpsc::Sender<Result<p4::StreamMessageResponse, Status>>,
+}
+
+/// Entity state that BMv2 does not keep in P4Runtime terms (controller-chosen ids).
+#[derive(Default)]
+pub(crate) struct PreState {
+    /// multicast group id → (BMv2 group handle, node handles, replicas).
+    pub groups: HashMap<u32, (u32, Vec<u32>, Vec<p4::Replica>)>,
+    /// clone session id → the entry as written (and the internal group it uses, if any).
+    pub clones: HashMap<u32, (p4::CloneSessionEntry, Option<u32>)>,
+    /// digest id → configuration.
+    pub digests: HashMap<u32, p4::digest_entry::Config>,
+    /// (action profile id, member id) → BMv2 member handle.
+    pub members: HashMap<(u32, u32), u32>,
+    /// (action profile id, group id) → (BMv2 group handle, members).
+    pub groups_ap: HashMap<(u32, u32), (u32, Vec<u32>)>,
+}
+
+pub(crate) struct Inner {
+    pub sw: Arc<Mutex<Switch>>,
+    pub pipeline: Option<Pipeline>,
+    saved: Option<Pipeline>,
+    clients: Vec<Client>,
+    next_client: u64,
+    next_list_id: u64,
+    pub pre: PreState,
+}
+
+/// Handle on a running server's state: lets a packet loop that owns real ports deliver CPU-port
+/// outputs and digests to the controller.
+#[derive(Clone)]
+pub struct Handle {
+    inner: Arc<Mutex<Inner>>,
+    opts: Arc<Options>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Handle {
+    /// Create the service state around a shared switch.
+    pub fn new(sw: Arc<Mutex<Switch>>, opts: Options) -> Result<Handle, String> {
+        let mut pipeline = None;
+        if let Some((p4info, json)) = &opts.initial {
+            entities::check_p4info_matches(p4info, lock(&sw).program())?;
+            pipeline = Some(Pipeline {
+                p4info: p4info.clone(),
+                json: json.clone().into_bytes(),
+                cookie: None,
+            });
+        }
+        Ok(Handle {
+            inner: Arc::new(Mutex::new(Inner {
+                sw,
+                pipeline,
+                saved: None,
+                clients: Vec::new(),
+                next_client: 1,
+                next_list_id: 1,
+                pre: PreState::default(),
+            })),
+            opts: Arc::new(opts),
+        })
+    }
+
+    /// The gRPC service to add to a tonic server.
+    pub fn service(&self) -> P4RuntimeServer<Service> {
+        P4RuntimeServer::new(Service { h: self.clone() })
+            .max_decoding_message_size(64 << 20)
+            .max_encoding_message_size(64 << 20)
+    }
+
+    /// Deliver packets the switch produced: outputs to the CPU port become packet-in messages
+    /// to the primary client; other outputs are returned.
+    pub fn deliver_outputs(&self, outs: Vec<OutputPacket>) -> Vec<OutputPacket> {
+        let mut rest = Vec::new();
+        let inner = lock(&self.inner);
+        for o in outs {
+            if Some(o.port) == self.opts.cpu_port {
+                if let Some(p) = &inner.pipeline {
+                    let pin = entities::packet_in(&p.p4info, &o.data);
+                    send_primary(
+                        &inner,
+                        p4::StreamMessageResponse {
+                            update: Some(p4::stream_message_response::Update::Packet(pin)),
+                        },
+                    );
+                }
+            } else {
+                rest.push(o);
+            }
+        }
+        rest
+    }
+
+    /// Deliver digests to the primary client as DigestList messages (only digests a controller
+    /// configured with a DigestEntry are sent).
+    pub fn deliver_digests(&self, digests: Vec<Digest>) {
+        let mut inner = lock(&self.inner);
+        let Some(p) = inner.pipeline.clone() else {
+            return;
+        };
+        let mut lists: Vec<(u32, Vec<p4::P4Data>)> = Vec::new();
+        for d in digests {
+            let Some(info) = p
+                .p4info
+                .digests
+                .iter()
+                .find(|x| x.preamble.as_ref().map(|p| p.name.as_str()) == Some(&d.list_name))
+            else {
+                continue;
+            };
+            let id = info.preamble.as_ref().map(|p| p.id).unwrap_or(0);
+            let Some(conf) = inner.pre.digests.get(&id) else {
+                continue;
+            };
+            let max = conf.max_list_size.max(1) as usize;
+            let data = entities::digest_data(info, &d.fields);
+            match lists.iter_mut().find(|(i, l)| *i == id && l.len() < max) {
+                Some((_, l)) => l.push(data),
+                None => lists.push((id, vec![data])),
+            }
+        }
+        for (digest_id, data) in lists {
+            let list_id = inner.next_list_id;
+            inner.next_list_id += 1;
+            let ts = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as i64)
+                .unwrap_or(0);
+            send_primary(
+                &inner,
+                p4::StreamMessageResponse {
+                    update: Some(p4::stream_message_response::Update::Digest(
+                        p4::DigestList {
+                            digest_id,
+                            list_id,
+                            data,
+                            timestamp: ts,
+                        },
+                    )),
+                },
+            );
+        }
+    }
+
+    /// Inject a packet into the switch on `port` and deliver what comes out (CPU port → packet-in,
+    /// digests → digest lists). Returns outputs to other ports.
+    pub fn inject(&self, port: u32, data: &[u8]) -> Vec<OutputPacket> {
+        let (outs, digests) = {
+            let sw = lock(&self.inner).sw.clone();
+            let mut sw = lock(&sw);
+            let mut outs = Vec::new();
+            sw.process_packet(port, data, &mut outs);
+            (outs, sw.take_digests())
+        };
+        let rest = self.deliver_outputs(outs);
+        self.deliver_digests(digests);
+        rest
+    }
+}
+
+fn primary(inner: &Inner) -> Option<&Client> {
+    inner
+        .clients
+        .iter()
+        .filter(|c| c.election.is_some())
+        .max_by_key(|c| c.election)
+}
+
+fn send_primary(inner: &Inner, msg: p4::StreamMessageResponse) {
+    if let Some(c) = primary(inner) {
+        let _ = c.tx.try_send(Ok(msg));
+    }
+}
+
+fn u128_of(e: &Option<p4::Uint128>) -> Option<u128> {
+    e.as_ref()
+        .map(|e| (u128::from(e.high) << 64) | u128::from(e.low))
+}
+
+fn to_uint128(v: u128) -> p4::Uint128 {
+    p4::Uint128 {
+        high: (v >> 64) as u64,
+        low: v as u64,
+    }
+}
+
+/// Tell every arbitrated client who is primary.
+fn announce(inner: &Inner, device_id: u64) {
+    let prim = primary(inner).map(|c| (c.id, c.election));
+    for c in &inner.clients {
+        if c.election.is_none() {
+            continue;
+        }
+        let is_primary = prim.map(|p| p.0) == Some(c.id);
+        let status = grpc::Status {
+            code: if is_primary {
+                Code::Ok as i32
+            } else {
+                Code::AlreadyExists as i32
+            },
+            message: if is_primary {
+                "Is primary".into()
+            } else {
+                "Is backup".into()
+            },
+            details: vec![],
+        };
+        let msg = p4::StreamMessageResponse {
+            update: Some(p4::stream_message_response::Update::Arbitration(
+                p4::MasterArbitrationUpdate {
+                    device_id,
+                    role: None,
+                    election_id: prim.and_then(|p| p.1).map(to_uint128),
+                    status: Some(status),
+                },
+            )),
+        };
+        let _ = c.tx.try_send(Ok(msg));
+    }
+}
+
+/// The tonic service.
+pub struct Service {
+    h: Handle,
+}
+
+impl Service {
+    fn check_device(&self, device_id: u64) -> Result<(), Status> {
+        if device_id != self.h.opts.device_id {
+            return Err(Status::not_found(format!(
+                "Invalid device id {device_id} (this switch is device {})",
+                self.h.opts.device_id
+            )));
+        }
+        Ok(())
+    }
+
+    /// PI's rule: with arbitrated streams, the request's election id must be the primary's; with
+    /// none, only requests without an election id are accepted.
+    fn check_primary(inner: &Inner, election: &Option<p4::Uint128>) -> Result<(), Status> {
+        let req = u128_of(election).filter(|v| *v != 0);
+        match primary(inner) {
+            Some(p) if p.election == Some(req.unwrap_or(0)) => Ok(()),
+            None if req.is_none() => Ok(()),
+            _ => Err(Status::permission_denied("Not primary")),
+        }
+    }
+}
+
+fn write_error(results: &[Result<(), Status>]) -> Status {
+    let details = results
+        .iter()
+        .map(|r| {
+            let e = match r {
+                Ok(()) => p4::Error {
+                    canonical_code: 0,
+                    ..Default::default()
+                },
+                Err(s) => p4::Error {
+                    canonical_code: s.code() as i32,
+                    message: s.message().to_string(),
+                    space: ERROR_SPACE.into(),
+                    code: 0,
+                    details: None,
+                },
+            };
+            prost_types::Any {
+                type_url: "type.googleapis.com/p4.v1.Error".into(),
+                value: e.encode_to_vec(),
+            }
+        })
+        .collect();
+    let failed = results.iter().filter(|r| r.is_err()).count();
+    let msg = format!(
+        "Write failure: {failed} of {} updates failed",
+        results.len()
+    );
+    let st = grpc::Status {
+        code: Code::Unknown as i32,
+        message: msg.clone(),
+        details,
+    };
+    Status::with_details(Code::Unknown, msg, st.encode_to_vec().into())
+}
+
+type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl P4Runtime for Service {
+    async fn write(
+        &self,
+        req: Request<p4::WriteRequest>,
+    ) -> Result<Response<p4::WriteResponse>, Status> {
+        let req = req.into_inner();
+        self.check_device(req.device_id)?;
+        if req.atomicity != p4::write_request::Atomicity::ContinueOnError as i32 {
+            return Err(Status::unimplemented(
+                "Only CONTINUE_ON_ERROR atomicity is supported",
+            ));
+        }
+        let mut inner = lock(&self.h.inner);
+        Self::check_primary(&inner, &req.election_id)?;
+        if inner.pipeline.is_none() {
+            return Err(no_pipeline());
+        }
+        let mut results = Vec::with_capacity(req.updates.len());
+        for u in &req.updates {
+            results.push(entities::apply_update(&mut inner, u));
+        }
+        if results.iter().any(|r| r.is_err()) {
+            return Err(write_error(&results));
+        }
+        Ok(Response::new(p4::WriteResponse {}))
+    }
+
+    type ReadStream = BoxStream<p4::ReadResponse>;
+
+    async fn read(
+        &self,
+        req: Request<p4::ReadRequest>,
+    ) -> Result<Response<Self::ReadStream>, Status> {
+        let req = req.into_inner();
+        self.check_device(req.device_id)?;
+        let inner = lock(&self.h.inner);
+        if inner.pipeline.is_none() {
+            return Err(no_pipeline());
+        }
+        let mut out = Vec::new();
+        for e in &req.entities {
+            entities::read_entity(&inner, e, &mut out)?;
+        }
+        let resp = p4::ReadResponse { entities: out };
+        Ok(Response::new(Box::pin(tokio_stream::once(Ok(resp)))))
+    }
+
+    async fn set_forwarding_pipeline_config(
+        &self,
+        req: Request<p4::SetForwardingPipelineConfigRequest>,
+    ) -> Result<Response<p4::SetForwardingPipelineConfigResponse>, Status> {
+        use p4::set_forwarding_pipeline_config_request::Action as A;
+        let req = req.into_inner();
+        self.check_device(req.device_id)?;
+        let action = A::try_from(req.action).unwrap_or(A::Unspecified);
+        let mut inner = lock(&self.h.inner);
+        Self::check_primary(&inner, &req.election_id)?;
+        let verify =
+            |config: &Option<p4::ForwardingPipelineConfig>| -> Result<(Pipeline, Switch), Status> {
+                let c = config
+                    .as_ref()
+                    .ok_or_else(|| Status::invalid_argument("Missing config"))?;
+                let p4info = c
+                    .p4info
+                    .clone()
+                    .ok_or_else(|| Status::invalid_argument("Missing P4Info in config"))?;
+                let json = std::str::from_utf8(&c.p4_device_config).map_err(|_| {
+                    Status::invalid_argument("p4_device_config is not a UTF-8 BMv2 JSON")
+                })?;
+                let sw =
+                    Switch::from_json(json, self.h.opts.switch_options.clone()).map_err(|e| {
+                        Status::invalid_argument(format!(
+                            "Invalid BMv2 JSON in p4_device_config: {e}"
+                        ))
+                    })?;
+                entities::check_p4info_matches(&p4info, sw.program())
+                    .map_err(Status::invalid_argument)?;
+                Ok((
+                    Pipeline {
+                        p4info,
+                        json: c.p4_device_config.clone(),
+                        cookie: c.cookie,
+                    },
+                    sw,
+                ))
+            };
+        match action {
+            A::Verify => {
+                verify(&req.config)?;
+            }
+            A::VerifyAndSave => {
+                let (p, _) = verify(&req.config)?;
+                inner.saved = Some(p);
+            }
+            A::VerifyAndCommit | A::ReconcileAndCommit => {
+                let (p, sw) = verify(&req.config)?;
+                let same = inner.pipeline.as_ref().map(|c| &c.json) == Some(&p.json);
+                if !(action == A::ReconcileAndCommit && same) {
+                    *lock(&inner.sw) = sw;
+                    inner.pre = PreState::default();
+                }
+                inner.pipeline = Some(p);
+            }
+            A::Commit => {
+                let p = inner.saved.take().ok_or_else(|| {
+                    Status::failed_precondition("COMMIT without a saved config (VERIFY_AND_SAVE)")
+                })?;
+                let json = String::from_utf8_lossy(&p.json).into_owned();
+                let sw = Switch::from_json(&json, self.h.opts.switch_options.clone())
+                    .map_err(|e| Status::invalid_argument(e.to_string()))?;
+                *lock(&inner.sw) = sw;
+                inner.pre = PreState::default();
+                inner.pipeline = Some(p);
+            }
+            A::Unspecified => {
+                return Err(Status::invalid_argument(
+                    "Unspecified pipeline config action",
+                ))
+            }
+        }
+        Ok(Response::new(p4::SetForwardingPipelineConfigResponse {}))
+    }
+
+    async fn get_forwarding_pipeline_config(
+        &self,
+        req: Request<p4::GetForwardingPipelineConfigRequest>,
+    ) -> Result<Response<p4::GetForwardingPipelineConfigResponse>, Status> {
+        use p4::get_forwarding_pipeline_config_request::ResponseType as R;
+        let req = req.into_inner();
+        self.check_device(req.device_id)?;
+        let inner = lock(&self.h.inner);
+        let p = inner.pipeline.as_ref().ok_or_else(no_pipeline)?;
+        let rt = R::try_from(req.response_type)
+            .map_err(|_| Status::invalid_argument("Invalid response_type"))?;
+        let config = p4::ForwardingPipelineConfig {
+            p4info: matches!(rt, R::All | R::P4infoAndCookie).then(|| p.p4info.clone()),
+            p4_device_config: if matches!(rt, R::All | R::DeviceConfigAndCookie) {
+                p.json.clone()
+            } else {
+                Vec::new()
+            },
+            cookie: p.cookie,
+        };
+        Ok(Response::new(p4::GetForwardingPipelineConfigResponse {
+            config: Some(config),
+        }))
+    }
+
+    type StreamChannelStream = ReceiverStream<Result<p4::StreamMessageResponse, Status>>;
+
+    async fn stream_channel(
+        &self,
+        req: Request<tonic::Streaming<p4::StreamMessageRequest>>,
+    ) -> Result<Response<Self::StreamChannelStream>, Status> {
+        let mut inbound = req.into_inner();
+        let (tx, rx) = mpsc::channel(1024);
+        let h = self.h.clone();
+        let id = {
+            let mut inner = lock(&h.inner);
+            let id = inner.next_client;
+            inner.next_client += 1;
+            inner.clients.push(Client {
+                id,
+                election: None,
+                tx: tx.clone(),
+            });
+            id
+        };
+        tokio::spawn(async move {
+            while let Some(msg) = inbound.next().await {
+                let Ok(msg) = msg else { break };
+                if let Err(st) = handle_stream_msg(&h, id, msg, &tx) {
+                    let _ = tx.send(Err(st)).await;
+                    break;
+                }
+            }
+            let mut inner = lock(&h.inner);
+            let was_primary = primary(&inner).map(|c| c.id) == Some(id);
+            inner.clients.retain(|c| c.id != id);
+            if was_primary {
+                announce(&inner, h.opts.device_id);
+            }
+        });
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+
+    async fn capabilities(
+        &self,
+        _req: Request<p4::CapabilitiesRequest>,
+    ) -> Result<Response<p4::CapabilitiesResponse>, Status> {
+        Ok(Response::new(p4::CapabilitiesResponse {
+            p4runtime_api_version: API_VERSION.into(),
+        }))
+    }
+}
+
+fn no_pipeline() -> Status {
+    Status::failed_precondition("No forwarding pipeline config set for this device")
+}
+
+fn stream_error(
+    code: Code,
+    message: String,
+    details: p4::stream_error::Details,
+) -> p4::StreamMessageResponse {
+    p4::StreamMessageResponse {
+        update: Some(p4::stream_message_response::Update::Error(
+            p4::StreamError {
+                canonical_code: code as i32,
+                message,
+                space: ERROR_SPACE.into(),
+                code: 0,
+                details: Some(details),
+            },
+        )),
+    }
+}
+
+fn handle_stream_msg(
+    h: &Handle,
+    id: u64,
+    msg: p4::StreamMessageRequest,
+    tx: &mpsc::Sender<Result<p4::StreamMessageResponse, Status>>,
+) -> Result<(), Status> {
+    use p4::stream_message_request::Update as U;
+    match msg.update {
+        Some(U::Arbitration(a)) => {
+            if a.device_id != h.opts.device_id {
+                return Err(Status::not_found(format!(
+                    "Invalid device id {} (this switch is device {})",
+                    a.device_id, h.opts.device_id
+                )));
+            }
+            let election = u128_of(&a.election_id).unwrap_or(0);
+            let mut inner = lock(&h.inner);
+            if inner
+                .clients
+                .iter()
+                .any(|c| c.id != id && c.election == Some(election))
+            {
+                return Err(Status::invalid_argument(format!(
+                    "Election id {election} is already used by another client"
+                )));
+            }
+            if let Some(c) = inner.clients.iter_mut().find(|c| c.id == id) {
+                c.election = Some(election);
+            }
+            announce(&inner, h.opts.device_id);
+        }
+        Some(U::Packet(po)) => {
+            let not_primary = {
+                let inner = lock(&h.inner);
+                primary(&inner).map(|c| c.id) != Some(id)
+            };
+            let frame = {
+                let inner = lock(&h.inner);
+                match (&inner.pipeline, h.opts.cpu_port) {
+                    (None, _) => {
+                        Err("No forwarding pipeline config set for this device".to_string())
+                    }
+                    (_, None) => Err("No CPU port configured (--cpu-port)".to_string()),
+                    (Some(p), Some(_)) if not_primary => {
+                        let _ = p;
+                        Err("Not primary".to_string())
+                    }
+                    (Some(p), Some(_)) => entities::packet_out_frame(&p.p4info, &po),
+                }
+            };
+            match frame {
+                Ok(frame) => {
+                    let port = h.opts.cpu_port.unwrap_or(0);
+                    let _ = h.inject(port, &frame);
+                }
+                Err(m) => {
+                    let _ = tx.try_send(Ok(stream_error(
+                        Code::InvalidArgument,
+                        m,
+                        p4::stream_error::Details::PacketOut(p4::PacketOutError {
+                            packet_out: Some(po),
+                        }),
+                    )));
+                }
+            }
+        }
+        Some(U::DigestAck(_)) => {
+            // Lists are not held back for acks (no duplicate suppression): nothing to release.
+        }
+        Some(U::Other(_)) | None => {
+            let _ = tx.try_send(Ok(stream_error(
+                Code::Unimplemented,
+                "Unsupported stream message".into(),
+                p4::stream_error::Details::Other(p4::StreamOtherError { other: None }),
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Serve P4Runtime on `addr` until the future is dropped or the listener fails.
+pub async fn serve_async(
+    addr: std::net::SocketAddr,
+    sw: Arc<Mutex<Switch>>,
+    opts: Options,
+) -> Result<(), String> {
+    let h = Handle::new(sw, opts)?;
+    tonic::transport::Server::builder()
+        .add_service(h.service())
+        .serve(addr)
+        .await
+        .map_err(|e| format!("gRPC server on {addr}: {e}"))
+}
+
+/// Blocking wrapper around [`serve_async`] (builds its own tokio runtime).
+pub fn serve(
+    addr: std::net::SocketAddr,
+    sw: Arc<Mutex<Switch>>,
+    opts: Options,
+) -> Result<(), String> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("tokio runtime: {e}"))?;
+    rt.block_on(serve_async(addr, sw, opts))
+}
