@@ -1,0 +1,1214 @@
+//! End-to-end tests: a tonic P4Runtime client talks to the tern-p4rt server over loopback.
+
+use prost::Message;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tern_dataplane::{Switch, SwitchOptions};
+use tern_p4rt::p4info::parse_p4info_text;
+use tern_p4rt::proto::google::rpc;
+use tern_p4rt::proto::p4::config::v1 as cfg;
+use tern_p4rt::proto::p4::v1 as p4;
+use tern_p4rt::proto::p4::v1::p4_runtime_client::P4RuntimeClient;
+use tern_p4rt::{Handle, Options};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
+use tokio_stream::StreamExt;
+use tonic::transport::Channel;
+use tonic::Code;
+
+const TESTDATA: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../../shared/fixtures/bmv2/targets/simple_switch_grpc/tests/testdata"
+);
+
+fn fixture(name: &str) -> String {
+    std::fs::read_to_string(format!("{TESTDATA}/{name}")).expect("fixture")
+}
+
+fn p4info(name: &str) -> cfg::P4Info {
+    parse_p4info_text(&fixture(&format!("{name}.proto.txt"))).expect("p4info")
+}
+
+struct Env {
+    client: P4RuntimeClient<Channel>,
+    handle: Handle,
+}
+
+async fn start(cpu_port: Option<u32>) -> Env {
+    let json = fixture("ternary.json");
+    let sw = Arc::new(Mutex::new(
+        Switch::from_json(&json, SwitchOptions::default()).unwrap(),
+    ));
+    let handle = Handle::new(
+        sw,
+        Options {
+            device_id: 0,
+            cpu_port,
+            initial: None,
+            switch_options: SwitchOptions::default(),
+        },
+    )
+    .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let svc = handle.service();
+    tokio::spawn(async move {
+        tonic::transport::Server::builder()
+            .add_service(svc)
+            .serve_with_incoming(TcpListenerStream::new(listener))
+            .await
+            .unwrap();
+    });
+    let client = P4RuntimeClient::connect(format!("http://{addr}"))
+        .await
+        .unwrap();
+    Env { client, handle }
+}
+
+fn eid(low: u64) -> Option<p4::Uint128> {
+    Some(p4::Uint128 { high: 0, low })
+}
+
+struct Stream {
+    tx: mpsc::Sender<p4::StreamMessageRequest>,
+    rx: tonic::Streaming<p4::StreamMessageResponse>,
+}
+
+impl Stream {
+    async fn open(
+        client: &mut P4RuntimeClient<Channel>,
+        election: u64,
+    ) -> (Stream, p4::MasterArbitrationUpdate) {
+        let (tx, rx) = mpsc::channel(16);
+        let resp = client
+            .stream_channel(ReceiverStream::new(rx))
+            .await
+            .unwrap();
+        let mut s = Stream {
+            tx,
+            rx: resp.into_inner(),
+        };
+        s.send(p4::stream_message_request::Update::Arbitration(
+            p4::MasterArbitrationUpdate {
+                device_id: 0,
+                election_id: eid(election),
+                ..Default::default()
+            },
+        ))
+        .await;
+        let a = s.arbitration().await;
+        (s, a)
+    }
+    async fn send(&self, u: p4::stream_message_request::Update) {
+        self.tx
+            .send(p4::StreamMessageRequest { update: Some(u) })
+            .await
+            .unwrap();
+    }
+    async fn next(&mut self) -> p4::stream_message_response::Update {
+        let m = tokio::time::timeout(Duration::from_secs(5), self.rx.next())
+            .await
+            .expect("stream message in time")
+            .expect("stream open")
+            .expect("stream ok");
+        m.update.unwrap()
+    }
+    async fn arbitration(&mut self) -> p4::MasterArbitrationUpdate {
+        match self.next().await {
+            p4::stream_message_response::Update::Arbitration(a) => a,
+            other => panic!("expected arbitration, got {other:?}"),
+        }
+    }
+}
+
+async fn set_pipeline(
+    c: &mut P4RuntimeClient<Channel>,
+    name: &str,
+    election: u64,
+) -> Result<(), tonic::Status> {
+    c.set_forwarding_pipeline_config(p4::SetForwardingPipelineConfigRequest {
+        device_id: 0,
+        election_id: eid(election),
+        action: p4::set_forwarding_pipeline_config_request::Action::VerifyAndCommit as i32,
+        config: Some(p4::ForwardingPipelineConfig {
+            p4info: Some(p4info(name)),
+            p4_device_config: fixture(&format!("{name}.json")).into_bytes(),
+            cookie: Some(p4::forwarding_pipeline_config::Cookie { cookie: 42 }),
+        }),
+        ..Default::default()
+    })
+    .await
+    .map(|_| ())
+}
+
+fn te(
+    table_id: u32,
+    matches: Vec<p4::FieldMatch>,
+    action_id: u32,
+    params: Vec<(u32, Vec<u8>)>,
+    priority: i32,
+) -> p4::TableEntry {
+    p4::TableEntry {
+        table_id,
+        r#match: matches,
+        action: Some(p4::TableAction {
+            r#type: Some(p4::table_action::Type::Action(p4::Action {
+                action_id,
+                params: params
+                    .into_iter()
+                    .map(|(param_id, value)| p4::action::Param { param_id, value })
+                    .collect(),
+            })),
+        }),
+        priority,
+        ..Default::default()
+    }
+}
+
+fn ternary(field_id: u32, value: &[u8], mask: &[u8]) -> p4::FieldMatch {
+    p4::FieldMatch {
+        field_id,
+        field_match_type: Some(p4::field_match::FieldMatchType::Ternary(
+            p4::field_match::Ternary {
+                value: value.to_vec(),
+                mask: mask.to_vec(),
+            },
+        )),
+    }
+}
+
+fn exact(field_id: u32, value: &[u8]) -> p4::FieldMatch {
+    p4::FieldMatch {
+        field_id,
+        field_match_type: Some(p4::field_match::FieldMatchType::Exact(
+            p4::field_match::Exact {
+                value: value.to_vec(),
+            },
+        )),
+    }
+}
+
+fn lpm(field_id: u32, value: &[u8], prefix_len: i32) -> p4::FieldMatch {
+    p4::FieldMatch {
+        field_id,
+        field_match_type: Some(p4::field_match::FieldMatchType::Lpm(p4::field_match::Lpm {
+            value: value.to_vec(),
+            prefix_len,
+        })),
+    }
+}
+
+fn upd(ty: p4::update::Type, e: p4::entity::Entity) -> p4::Update {
+    p4::Update {
+        r#type: ty as i32,
+        entity: Some(p4::Entity { entity: Some(e) }),
+    }
+}
+
+async fn write(
+    c: &mut P4RuntimeClient<Channel>,
+    election: u64,
+    updates: Vec<p4::Update>,
+) -> Result<(), tonic::Status> {
+    c.write(p4::WriteRequest {
+        device_id: 0,
+        election_id: eid(election),
+        updates,
+        ..Default::default()
+    })
+    .await
+    .map(|_| ())
+}
+
+async fn read(
+    c: &mut P4RuntimeClient<Channel>,
+    e: p4::entity::Entity,
+) -> Result<Vec<p4::entity::Entity>, tonic::Status> {
+    let mut s = c
+        .read(p4::ReadRequest {
+            device_id: 0,
+            entities: vec![p4::Entity { entity: Some(e) }],
+            ..Default::default()
+        })
+        .await?
+        .into_inner();
+    let mut out = Vec::new();
+    while let Some(r) = s.next().await {
+        out.extend(r?.entities.into_iter().filter_map(|e| e.entity));
+    }
+    Ok(out)
+}
+
+/// The per-update `p4.v1.Error` codes of a failed Write.
+fn write_errors(st: &tonic::Status) -> Vec<i32> {
+    assert_eq!(st.code(), Code::Unknown, "{st:?}");
+    let s = rpc::Status::decode(st.details()).expect("google.rpc.Status in details");
+    s.details
+        .iter()
+        .map(|a| {
+            assert_eq!(a.type_url, "type.googleapis.com/p4.v1.Error");
+            p4::Error::decode(a.value.as_slice())
+                .unwrap()
+                .canonical_code
+        })
+        .collect()
+}
+
+fn table_id(info: &cfg::P4Info, name: &str) -> u32 {
+    info.tables
+        .iter()
+        .find(|t| t.preamble.as_ref().unwrap().name == name)
+        .unwrap()
+        .preamble
+        .as_ref()
+        .unwrap()
+        .id
+}
+
+fn action_id(info: &cfg::P4Info, name: &str) -> u32 {
+    info.actions
+        .iter()
+        .find(|t| t.preamble.as_ref().unwrap().name == name)
+        .unwrap()
+        .preamble
+        .as_ref()
+        .unwrap()
+        .id
+}
+
+#[tokio::test]
+async fn pipeline_config_set_get_and_capabilities() {
+    let mut env = start(None).await;
+    let c = &mut env.client;
+    let caps = c
+        .capabilities(p4::CapabilitiesRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(caps.p4runtime_api_version, "1.4.1");
+    let err = c
+        .get_forwarding_pipeline_config(p4::GetForwardingPipelineConfigRequest {
+            device_id: 0,
+            response_type: 0,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    let (_s, a) = Stream::open(c, 1).await;
+    assert_eq!(a.status.unwrap().code, 0, "single client is primary");
+    set_pipeline(c, "ternary", 1).await.unwrap();
+    let got = c
+        .get_forwarding_pipeline_config(p4::GetForwardingPipelineConfigRequest {
+            device_id: 0,
+            response_type: p4::get_forwarding_pipeline_config_request::ResponseType::P4infoAndCookie
+                as i32,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .config
+        .unwrap();
+    assert_eq!(got.p4info.unwrap(), p4info("ternary"));
+    assert!(got.p4_device_config.is_empty());
+    assert_eq!(got.cookie.unwrap().cookie, 42);
+    // A JSON that does not parse, and a P4Info naming tables the JSON lacks, are rejected.
+    let bad = c
+        .set_forwarding_pipeline_config(p4::SetForwardingPipelineConfigRequest {
+            device_id: 0,
+            election_id: eid(1),
+            action: p4::set_forwarding_pipeline_config_request::Action::Verify as i32,
+            config: Some(p4::ForwardingPipelineConfig {
+                p4info: Some(p4info("ternary")),
+                p4_device_config: b"{not json".to_vec(),
+                cookie: None,
+            }),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(bad.code(), Code::InvalidArgument);
+    let bad = c
+        .set_forwarding_pipeline_config(p4::SetForwardingPipelineConfigRequest {
+            device_id: 0,
+            election_id: eid(1),
+            action: p4::set_forwarding_pipeline_config_request::Action::VerifyAndCommit as i32,
+            config: Some(p4::ForwardingPipelineConfig {
+                p4info: Some(p4info("simple_router")),
+                p4_device_config: fixture("ternary.json").into_bytes(),
+                cookie: None,
+            }),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(bad.code(), Code::InvalidArgument);
+    assert!(
+        bad.message().contains("not in the BMv2 JSON"),
+        "{}",
+        bad.message()
+    );
+    // VERIFY_AND_SAVE + COMMIT switches the program.
+    let mut req = p4::SetForwardingPipelineConfigRequest {
+        device_id: 0,
+        election_id: eid(1),
+        action: p4::set_forwarding_pipeline_config_request::Action::VerifyAndSave as i32,
+        config: Some(p4::ForwardingPipelineConfig {
+            p4info: Some(p4info("simple_router")),
+            p4_device_config: fixture("simple_router.json").into_bytes(),
+            cookie: None,
+        }),
+        ..Default::default()
+    };
+    c.set_forwarding_pipeline_config(req.clone()).await.unwrap();
+    req.action = p4::set_forwarding_pipeline_config_request::Action::Commit as i32;
+    req.config = None;
+    c.set_forwarding_pipeline_config(req).await.unwrap();
+    let got = c
+        .get_forwarding_pipeline_config(p4::GetForwardingPipelineConfigRequest {
+            device_id: 0,
+            response_type: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .config
+        .unwrap();
+    assert_eq!(
+        got.p4_device_config,
+        fixture("simple_router.json").into_bytes()
+    );
+    // Wrong device id.
+    let err = c
+        .get_forwarding_pipeline_config(p4::GetForwardingPipelineConfigRequest {
+            device_id: 7,
+            response_type: 0,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::NotFound);
+}
+
+#[tokio::test]
+async fn ternary_entries_priorities_and_errors() {
+    use p4::entity::Entity as E;
+    use p4::update::Type as T;
+    let mut env = start(None).await;
+    let c = &mut env.client;
+    let (_s, _) = Stream::open(c, 1).await;
+    set_pipeline(c, "ternary", 1).await.unwrap();
+    let info = p4info("ternary");
+    let t = table_id(&info, "ingress.ter");
+    let (s1, s2) = (
+        action_id(&info, "ingress.send_1"),
+        action_id(&info, "ingress.send_2"),
+    );
+    // Zero-padded value (4 bytes for a 16-bit field? the field width decides; use 2 bytes padded to 3).
+    let low = te(
+        t,
+        vec![ternary(1, &[0, 0x11, 0x00], &[0xff, 0x00])],
+        s1,
+        vec![],
+        10,
+    );
+    let high = te(
+        t,
+        vec![ternary(1, &[0x11, 0x22], &[0xff, 0xff])],
+        s2,
+        vec![],
+        20,
+    );
+    write(
+        c,
+        1,
+        vec![
+            upd(T::Insert, E::TableEntry(low.clone())),
+            upd(T::Insert, E::TableEntry(high.clone())),
+        ],
+    )
+    .await
+    .unwrap();
+    // The data plane honours P4Runtime priorities (larger wins): 0x1122 → send_2 (port 2).
+    let pkt = [0x11u8, 0x22, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    let outs = env.handle.inject(0, &pkt);
+    assert_eq!(outs.iter().map(|o| o.port).collect::<Vec<_>>(), vec![2]);
+    let outs = env
+        .handle
+        .inject(0, &[0x11u8, 0x33, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    assert_eq!(outs.iter().map(|o| o.port).collect::<Vec<_>>(), vec![1]);
+    // Read back: canonical byte strings, P4Runtime priorities.
+    let mut got = read(
+        c,
+        E::TableEntry(p4::TableEntry {
+            table_id: t,
+            ..Default::default()
+        }),
+    )
+    .await
+    .unwrap();
+    got.sort_by_key(|e| match e {
+        E::TableEntry(t) => t.priority,
+        _ => 0,
+    });
+    let want_low = te(
+        t,
+        vec![ternary(1, &[0x11, 0x00], &[0xff, 0x00])],
+        s1,
+        vec![],
+        10,
+    );
+    assert_eq!(
+        got,
+        vec![E::TableEntry(want_low.clone()), E::TableEntry(high.clone())]
+    );
+    // Duplicate insert + missing priority in one batch: one p4.v1.Error per update, in order.
+    let mut nop = high.clone();
+    nop.priority = 0;
+    let other = te(
+        t,
+        vec![ternary(1, &[0x01, 0x00], &[0xff, 0x00])],
+        s1,
+        vec![],
+        5,
+    );
+    let err = write(
+        c,
+        1,
+        vec![
+            upd(T::Insert, E::TableEntry(high.clone())),
+            upd(T::Insert, E::TableEntry(nop)),
+            upd(T::Insert, E::TableEntry(other.clone())),
+        ],
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(
+        write_errors(&err),
+        vec![Code::AlreadyExists as i32, Code::InvalidArgument as i32, 0]
+    );
+    // Value bits outside the mask, value too wide, unknown table, unknown action.
+    let bad = vec![
+        upd(
+            T::Insert,
+            E::TableEntry(te(
+                t,
+                vec![ternary(1, &[0x11, 0x11], &[0xff, 0x00])],
+                s1,
+                vec![],
+                3,
+            )),
+        ),
+        upd(
+            T::Insert,
+            E::TableEntry(te(
+                t,
+                vec![ternary(1, &[1, 0, 0], &[0xff, 0xff])],
+                s1,
+                vec![],
+                3,
+            )),
+        ),
+        upd(T::Insert, E::TableEntry(te(12345, vec![], s1, vec![], 3))),
+        upd(
+            T::Insert,
+            E::TableEntry(te(t, vec![ternary(1, &[2, 0], &[0xff, 0])], 999, vec![], 3)),
+        ),
+    ];
+    let err = write(c, 1, bad).await.unwrap_err();
+    assert_eq!(write_errors(&err), vec![Code::InvalidArgument as i32; 4]);
+    // Modify changes the action; delete removes; deleting again is NOT_FOUND.
+    let mut m = want_low.clone();
+    m.action = high.action.clone();
+    write(c, 1, vec![upd(T::Modify, E::TableEntry(m))])
+        .await
+        .unwrap();
+    let outs = env
+        .handle
+        .inject(0, &[0x11u8, 0x33, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    assert_eq!(outs.iter().map(|o| o.port).collect::<Vec<_>>(), vec![2]);
+    write(
+        c,
+        1,
+        vec![
+            upd(T::Delete, E::TableEntry(want_low.clone())),
+            upd(T::Delete, E::TableEntry(other)),
+        ],
+    )
+    .await
+    .unwrap();
+    let err = write(c, 1, vec![upd(T::Delete, E::TableEntry(want_low))])
+        .await
+        .unwrap_err();
+    assert_eq!(write_errors(&err), vec![Code::NotFound as i32]);
+    let got = read(
+        c,
+        E::TableEntry(p4::TableEntry {
+            table_id: 0,
+            ..Default::default()
+        }),
+    )
+    .await
+    .unwrap();
+    assert_eq!(got, vec![E::TableEntry(high)]);
+    // Default action: modify then read back.
+    let mut d = te(t, vec![], s2, vec![], 0);
+    d.is_default_action = true;
+    write(c, 1, vec![upd(T::Modify, E::TableEntry(d.clone()))])
+        .await
+        .unwrap();
+    let got = read(
+        c,
+        E::TableEntry(p4::TableEntry {
+            table_id: t,
+            is_default_action: true,
+            ..Default::default()
+        }),
+    )
+    .await
+    .unwrap();
+    assert_eq!(got, vec![E::TableEntry(d.clone())]);
+    let outs = env
+        .handle
+        .inject(0, &[0x99u8, 0x99, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    assert_eq!(outs.iter().map(|o| o.port).collect::<Vec<_>>(), vec![2]);
+    let err = write(c, 1, vec![upd(T::Insert, E::TableEntry(d))])
+        .await
+        .unwrap_err();
+    assert_eq!(write_errors(&err), vec![Code::InvalidArgument as i32]);
+}
+
+#[tokio::test]
+async fn exact_and_lpm_entries_simple_router() {
+    use p4::entity::Entity as E;
+    use p4::update::Type as T;
+    let mut env = start(None).await;
+    let c = &mut env.client;
+    // No stream and no election id: accepted (PI's leniency for PTF runners).
+    set_pipeline(c, "simple_router", 0).await.unwrap();
+    let info = p4info("simple_router");
+    let lpm_t = table_id(&info, "ipv4_lpm");
+    let set_nhop = action_id(&info, "set_nhop");
+    let fwd = table_id(&info, "forward");
+    let set_dmac = action_id(&info, "set_dmac");
+    let e1 = te(
+        lpm_t,
+        vec![lpm(1, &[10, 0, 0, 0], 8)],
+        set_nhop,
+        vec![(1, vec![10, 0, 0, 1]), (2, vec![0, 3])],
+        0,
+    );
+    let e2 = te(
+        fwd,
+        vec![exact(1, &[10, 0, 0, 1])],
+        set_dmac,
+        vec![(1, vec![0, 0, 0, 0, 0, 0, 0xaa])],
+        0,
+    );
+    write(
+        c,
+        0,
+        vec![
+            upd(T::Insert, E::TableEntry(e1)),
+            upd(T::Insert, E::TableEntry(e2)),
+        ],
+    )
+    .await
+    .unwrap();
+    let got = read(
+        c,
+        E::TableEntry(p4::TableEntry {
+            table_id: lpm_t,
+            ..Default::default()
+        }),
+    )
+    .await
+    .unwrap();
+    let want = te(
+        lpm_t,
+        vec![lpm(1, &[10, 0, 0, 0], 8)],
+        set_nhop,
+        vec![(1, vec![10, 0, 0, 1]), (2, vec![3])],
+        0,
+    );
+    assert_eq!(got, vec![E::TableEntry(want)]);
+    let got = read(
+        c,
+        E::TableEntry(p4::TableEntry {
+            table_id: fwd,
+            ..Default::default()
+        }),
+    )
+    .await
+    .unwrap();
+    let want = te(
+        fwd,
+        vec![exact(1, &[10, 0, 0, 1])],
+        set_dmac,
+        vec![(1, vec![0xaa])],
+        0,
+    );
+    assert_eq!(got, vec![E::TableEntry(want)]);
+    // LPM value with bits beyond the prefix, non-zero priority on an exact table, missing param.
+    let bad = vec![
+        upd(
+            T::Insert,
+            E::TableEntry(te(
+                lpm_t,
+                vec![lpm(1, &[10, 0, 0, 1], 8)],
+                set_nhop,
+                vec![(1, vec![1]), (2, vec![1])],
+                0,
+            )),
+        ),
+        upd(
+            T::Insert,
+            E::TableEntry(te(
+                fwd,
+                vec![exact(1, &[1])],
+                set_dmac,
+                vec![(1, vec![1])],
+                7,
+            )),
+        ),
+        upd(
+            T::Insert,
+            E::TableEntry(te(fwd, vec![exact(1, &[2])], set_dmac, vec![], 0)),
+        ),
+    ];
+    let err = write(c, 0, bad).await.unwrap_err();
+    assert_eq!(write_errors(&err), vec![Code::InvalidArgument as i32; 3]);
+    // Once a client arbitrates, requests without its election id are refused.
+    let (_s, _) = Stream::open(c, 5).await;
+    let err = write(c, 0, vec![]).await.unwrap_err();
+    assert_eq!(err.code(), Code::PermissionDenied);
+}
+
+#[tokio::test]
+async fn direct_counter_counts_packets() {
+    use p4::entity::Entity as E;
+    use p4::update::Type as T;
+    let mut env = start(None).await;
+    let c = &mut env.client;
+    set_pipeline(c, "counter", 0).await.unwrap();
+    let info = p4info("counter");
+    let t = table_id(&info, "t_redirect");
+    let a = action_id(&info, "port_redirect");
+    let pkt = vec![0u8; 60];
+    let e = te(t, vec![exact(1, &[60])], a, vec![], 0);
+    write(c, 0, vec![upd(T::Insert, E::TableEntry(e.clone()))])
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        let outs = env.handle.inject(4, &pkt);
+        assert_eq!(outs.len(), 1);
+        assert_eq!(outs[0].port, 4);
+    }
+    let got = read(
+        c,
+        E::DirectCounterEntry(p4::DirectCounterEntry {
+            table_entry: Some(p4::TableEntry {
+                table_id: t,
+                ..Default::default()
+            }),
+            data: None,
+        }),
+    )
+    .await
+    .unwrap();
+    let E::DirectCounterEntry(d) = &got[0] else {
+        panic!("{got:?}")
+    };
+    assert_eq!(got.len(), 1);
+    assert_eq!(
+        d.data,
+        Some(p4::CounterData {
+            byte_count: 180,
+            packet_count: 3
+        })
+    );
+    // counter_data on a table-entry read, then MODIFY resets it.
+    let mut f = p4::TableEntry {
+        table_id: t,
+        ..Default::default()
+    };
+    f.counter_data = Some(p4::CounterData::default());
+    let got = read(c, E::TableEntry(f.clone())).await.unwrap();
+    let E::TableEntry(r) = &got[0] else { panic!() };
+    assert_eq!(r.counter_data.unwrap().packet_count, 3);
+    write(
+        c,
+        0,
+        vec![upd(
+            T::Modify,
+            E::DirectCounterEntry(p4::DirectCounterEntry {
+                table_entry: Some(e),
+                data: Some(p4::CounterData::default()),
+            }),
+        )],
+    )
+    .await
+    .unwrap();
+    let got = read(c, E::TableEntry(f)).await.unwrap();
+    let E::TableEntry(r) = &got[0] else { panic!() };
+    assert_eq!(r.counter_data.unwrap(), p4::CounterData::default());
+}
+
+#[tokio::test]
+async fn multicast_groups_and_clone_sessions() {
+    use p4::entity::Entity as E;
+    use p4::packet_replication_engine_entry::Type as P;
+    use p4::update::Type as T;
+    let mut env = start(None).await;
+    let c = &mut env.client;
+    set_pipeline(c, "ternary", 0).await.unwrap();
+    let rep = |port: u32, instance: u32| p4::Replica {
+        port_kind: Some(p4::replica::PortKind::EgressPort(port)),
+        instance,
+    };
+    let mg = |id: u32, r: Vec<p4::Replica>| {
+        E::PacketReplicationEngineEntry(p4::PacketReplicationEngineEntry {
+            r#type: Some(P::MulticastGroupEntry(p4::MulticastGroupEntry {
+                multicast_group_id: id,
+                replicas: r,
+                metadata: vec![],
+            })),
+        })
+    };
+    write(
+        c,
+        0,
+        vec![upd(T::Insert, mg(1, vec![rep(1, 1), rep(2, 1), rep(3, 2)]))],
+    )
+    .await
+    .unwrap();
+    let err = write(c, 0, vec![upd(T::Insert, mg(1, vec![rep(1, 1)]))])
+        .await
+        .unwrap_err();
+    assert_eq!(write_errors(&err), vec![Code::AlreadyExists as i32]);
+    write(c, 0, vec![upd(T::Modify, mg(1, vec![rep(5, 1)]))])
+        .await
+        .unwrap();
+    write(c, 0, vec![upd(T::Insert, mg(2, vec![rep(6, 0)]))])
+        .await
+        .unwrap();
+    let got = read(c, mg(0, vec![])).await.unwrap();
+    assert_eq!(got, vec![mg(1, vec![rep(5, 1)]), mg(2, vec![rep(6, 0)])]);
+    write(c, 0, vec![upd(T::Delete, mg(2, vec![]))])
+        .await
+        .unwrap();
+    let err = write(c, 0, vec![upd(T::Delete, mg(2, vec![]))])
+        .await
+        .unwrap_err();
+    assert_eq!(write_errors(&err), vec![Code::NotFound as i32]);
+    let cs = |id: u32, r: Vec<p4::Replica>| {
+        E::PacketReplicationEngineEntry(p4::PacketReplicationEngineEntry {
+            r#type: Some(P::CloneSessionEntry(p4::CloneSessionEntry {
+                session_id: id,
+                replicas: r,
+                class_of_service: 0,
+                packet_length_bytes: 0,
+            })),
+        })
+    };
+    write(
+        c,
+        0,
+        vec![
+            upd(T::Insert, cs(5, vec![rep(7, 1)])),
+            upd(T::Insert, cs(6, vec![rep(1, 1), rep(2, 1)])),
+        ],
+    )
+    .await
+    .unwrap();
+    let got = read(c, cs(0, vec![])).await.unwrap();
+    assert_eq!(
+        got,
+        vec![cs(5, vec![rep(7, 1)]), cs(6, vec![rep(1, 1), rep(2, 1)])]
+    );
+    // Clone-session groups are internal: not listed as multicast groups.
+    let got = read(c, mg(0, vec![])).await.unwrap();
+    assert_eq!(got, vec![mg(1, vec![rep(5, 1)])]);
+    let err = write(c, 0, vec![upd(T::Insert, cs(40000, vec![rep(1, 1)]))])
+        .await
+        .unwrap_err();
+    assert_eq!(write_errors(&err), vec![Code::InvalidArgument as i32]);
+    write(c, 0, vec![upd(T::Delete, cs(6, vec![]))])
+        .await
+        .unwrap();
+    assert_eq!(
+        read(c, cs(0, vec![])).await.unwrap(),
+        vec![cs(5, vec![rep(7, 1)])]
+    );
+}
+
+#[tokio::test]
+async fn packet_out_becomes_packet_in() {
+    let mut env = start(Some(64)).await;
+    let c = &mut env.client;
+    let (mut s, _) = Stream::open(c, 1).await;
+    set_pipeline(c, "packet_io", 1).await.unwrap();
+    let payload = b"\x01\x02\x03\x04\x05\x06\x0a\x0b\x0c\x0d\x0e\x0f\x08\x00hello".to_vec();
+    s.send(p4::stream_message_request::Update::Packet(p4::PacketOut {
+        payload: payload.clone(),
+        metadata: vec![],
+    }))
+    .await;
+    match s.next().await {
+        p4::stream_message_response::Update::Packet(p) => assert_eq!(p.payload, payload),
+        other => panic!("expected packet-in, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn controller_headers_are_packed_and_unpacked() {
+    // A P4Info with packet_in {ingress_port:9, _pad:7} and packet_out {egress_port:9, _pad:7}.
+    let mut info = p4info("packet_io");
+    let md = |id: u32, name: &str, w: i32| cfg::controller_packet_metadata::Metadata {
+        id,
+        name: name.into(),
+        bitwidth: w,
+        ..Default::default()
+    };
+    for (n, f) in [("packet_in", "ingress_port"), ("packet_out", "egress_port")] {
+        info.controller_packet_metadata
+            .push(cfg::ControllerPacketMetadata {
+                preamble: Some(cfg::Preamble {
+                    id: 0x0400_0001,
+                    name: n.into(),
+                    ..Default::default()
+                }),
+                metadata: vec![md(1, f, 9), md(2, "_pad", 7)],
+            });
+    }
+    let mut env = start(Some(64)).await;
+    let c = &mut env.client;
+    let (mut s, _) = Stream::open(c, 1).await;
+    c.set_forwarding_pipeline_config(p4::SetForwardingPipelineConfigRequest {
+        device_id: 0,
+        election_id: eid(1),
+        action: p4::set_forwarding_pipeline_config_request::Action::VerifyAndCommit as i32,
+        config: Some(p4::ForwardingPipelineConfig {
+            p4info: Some(info),
+            p4_device_config: fixture("packet_io.json").into_bytes(),
+            cookie: None,
+        }),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    // egress_port = 0x1ab (zero-padded to 4 bytes, as the tutorials send it): header bytes d5 80.
+    let meta = vec![p4::PacketMetadata {
+        metadata_id: 1,
+        value: vec![0, 0, 1, 0xab],
+    }];
+    s.send(p4::stream_message_request::Update::Packet(p4::PacketOut {
+        payload: b"abc".to_vec(),
+        metadata: meta,
+    }))
+    .await;
+    match s.next().await {
+        p4::stream_message_response::Update::Packet(p) => {
+            // The program echoes the frame to the CPU: the same 2 header bytes come back as packet_in.
+            assert_eq!(p.payload, b"abc".to_vec());
+            assert_eq!(
+                p.metadata,
+                vec![
+                    p4::PacketMetadata {
+                        metadata_id: 1,
+                        value: vec![1, 0xab]
+                    },
+                    p4::PacketMetadata {
+                        metadata_id: 2,
+                        value: vec![0]
+                    },
+                ]
+            );
+        }
+        other => panic!("expected packet-in, got {other:?}"),
+    }
+    // A value too wide for its field is reported on the stream, and the stream keeps working.
+    let meta = vec![p4::PacketMetadata {
+        metadata_id: 1,
+        value: vec![2, 0],
+    }];
+    s.send(p4::stream_message_request::Update::Packet(p4::PacketOut {
+        payload: b"x".to_vec(),
+        metadata: meta,
+    }))
+    .await;
+    match s.next().await {
+        p4::stream_message_response::Update::Error(e) => {
+            assert_eq!(e.canonical_code, Code::InvalidArgument as i32)
+        }
+        other => panic!("expected stream error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn digests_are_streamed_after_configuration() {
+    use p4::entity::Entity as E;
+    use p4::update::Type as T;
+    let mut env = start(None).await;
+    let c = &mut env.client;
+    let (mut s, _) = Stream::open(c, 1).await;
+    set_pipeline(c, "digest", 1).await.unwrap();
+    let info = p4info("digest");
+    let did = info.digests[0].preamble.as_ref().unwrap().id;
+    let frame = [
+        vec![0xffu8; 6],
+        vec![0x00, 0x11, 0x22, 0x33, 0x44, 0x55],
+        vec![0x08, 0x00],
+        vec![0; 50],
+    ]
+    .concat();
+    // Not configured yet: nothing is streamed.
+    env.handle.inject(3, &frame);
+    let entry = |cfg: Option<p4::digest_entry::Config>| {
+        E::DigestEntry(p4::DigestEntry {
+            digest_id: did,
+            config: cfg,
+        })
+    };
+    let conf = p4::digest_entry::Config {
+        max_timeout_ns: 0,
+        max_list_size: 1,
+        ack_timeout_ns: 1_000_000,
+    };
+    let err = write(c, 1, vec![upd(T::Modify, entry(Some(conf)))])
+        .await
+        .unwrap_err();
+    assert_eq!(write_errors(&err), vec![Code::NotFound as i32]);
+    write(c, 1, vec![upd(T::Insert, entry(Some(conf)))])
+        .await
+        .unwrap();
+    let err = write(c, 1, vec![upd(T::Insert, entry(Some(conf)))])
+        .await
+        .unwrap_err();
+    assert_eq!(write_errors(&err), vec![Code::AlreadyExists as i32]);
+    assert_eq!(read(c, entry(None)).await.unwrap(), vec![entry(Some(conf))]);
+    env.handle.inject(3, &frame);
+    match s.next().await {
+        p4::stream_message_response::Update::Digest(d) => {
+            assert_eq!(d.digest_id, did);
+            let bits = |v: &[u8]| p4::P4Data {
+                data: Some(p4::p4_data::Data::Bitstring(v.to_vec())),
+            };
+            assert_eq!(
+                d.data,
+                vec![p4::P4Data {
+                    data: Some(p4::p4_data::Data::Struct(p4::P4StructLike {
+                        members: vec![bits(&[0x11, 0x22, 0x33, 0x44, 0x55]), bits(&[3])]
+                    })),
+                }]
+            );
+            s.send(p4::stream_message_request::Update::DigestAck(
+                p4::DigestListAck {
+                    digest_id: did,
+                    list_id: d.list_id,
+                },
+            ))
+            .await;
+        }
+        other => panic!("expected digest list, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn arbitration_primary_and_backup() {
+    let mut env = start(None).await;
+    let c = &mut env.client;
+    set_pipeline(c, "ternary", 0).await.unwrap();
+    let (mut s1, a1) = Stream::open(c, 1).await;
+    assert_eq!(a1.status.unwrap().code, 0);
+    let (mut s2, a2) = Stream::open(c, 2).await;
+    assert_eq!(
+        a2.status.unwrap().code,
+        0,
+        "higher election id becomes primary"
+    );
+    let a1 = s1.arbitration().await;
+    assert_eq!(
+        a1.status.unwrap().code,
+        Code::AlreadyExists as i32,
+        "the old primary is told it is a backup"
+    );
+    assert_eq!(a1.election_id, eid(2));
+    // Backup writes are refused; primary writes work.
+    assert_eq!(
+        write(c, 1, vec![]).await.unwrap_err().code(),
+        Code::PermissionDenied
+    );
+    write(c, 2, vec![]).await.unwrap();
+    // A duplicate election id ends that stream with INVALID_ARGUMENT.
+    let (tx, rx) = mpsc::channel(4);
+    let mut dup = c
+        .stream_channel(ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+    tx.send(p4::StreamMessageRequest {
+        update: Some(p4::stream_message_request::Update::Arbitration(
+            p4::MasterArbitrationUpdate {
+                device_id: 0,
+                election_id: eid(2),
+                ..Default::default()
+            },
+        )),
+    })
+    .await
+    .unwrap();
+    let err = tokio::time::timeout(Duration::from_secs(5), dup.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    // Closing the primary's stream promotes the backup.
+    drop(s2.tx);
+    let _ = &mut s2.rx;
+    let a1 = s1.arbitration().await;
+    assert_eq!(a1.status.unwrap().code, 0);
+    write(c, 1, vec![]).await.unwrap();
+}
+
+#[tokio::test]
+async fn malformed_requests_get_errors_and_server_keeps_serving() {
+    use p4::entity::Entity as E;
+    use p4::update::Type as T;
+    let mut env = start(None).await;
+    let c = &mut env.client;
+    // Before any pipeline: Write/Read fail with FAILED_PRECONDITION.
+    assert_eq!(
+        write(c, 0, vec![]).await.unwrap_err().code(),
+        Code::FailedPrecondition
+    );
+    set_pipeline(c, "ternary", 0).await.unwrap();
+    let err = c
+        .write(p4::WriteRequest {
+            device_id: 0,
+            atomicity: 1,
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unimplemented);
+    let err = write(
+        c,
+        0,
+        vec![
+            p4::Update {
+                r#type: T::Insert as i32,
+                entity: None,
+            },
+            upd(T::Unspecified, E::TableEntry(p4::TableEntry::default())),
+        ],
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(write_errors(&err), vec![Code::InvalidArgument as i32; 2]);
+    assert_eq!(
+        read(
+            c,
+            E::TableEntry(p4::TableEntry {
+                table_id: 77,
+                ..Default::default()
+            })
+        )
+        .await
+        .unwrap_err()
+        .code(),
+        Code::InvalidArgument
+    );
+    assert_eq!(
+        read(
+            c,
+            E::CounterEntry(p4::CounterEntry {
+                counter_id: 77,
+                ..Default::default()
+            })
+        )
+        .await
+        .unwrap_err()
+        .code(),
+        Code::InvalidArgument
+    );
+    let caps = c
+        .capabilities(p4::CapabilitiesRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(caps.p4runtime_api_version, "1.4.1");
+}
+
+#[tokio::test]
+async fn p4_source_compiled_by_tern_with_its_p4info() {
+    use p4::entity::Entity as E;
+    use p4::update::Type as T;
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../p4/tutorials/basic.p4");
+    let compiled = tern_p4::compile_file(std::path::Path::new(path), &tern_p4::Options::default())
+        .expect("basic.p4 compiles");
+    let info = parse_p4info_text(&compiled.p4info).expect("tern-p4's P4Info parses");
+    let mut env = start(None).await;
+    let c = &mut env.client;
+    c.set_forwarding_pipeline_config(p4::SetForwardingPipelineConfigRequest {
+        device_id: 0,
+        action: p4::set_forwarding_pipeline_config_request::Action::VerifyAndCommit as i32,
+        config: Some(p4::ForwardingPipelineConfig {
+            p4info: Some(info.clone()),
+            p4_device_config: compiled.json.into_bytes(),
+            cookie: None,
+        }),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let t = table_id(&info, "MyIngress.ipv4_lpm");
+    let a = action_id(&info, "MyIngress.ipv4_forward");
+    let e = te(
+        t,
+        vec![lpm(1, &[10, 0, 2, 2], 32)],
+        a,
+        vec![(1, vec![0x08, 0, 0, 0, 0x02, 0x22]), (2, vec![2])],
+        0,
+    );
+    write(c, 0, vec![upd(T::Insert, E::TableEntry(e.clone()))])
+        .await
+        .unwrap();
+    assert_eq!(
+        read(
+            c,
+            E::TableEntry(p4::TableEntry {
+                table_id: t,
+                ..Default::default()
+            })
+        )
+        .await
+        .unwrap(),
+        vec![E::TableEntry(e)]
+    );
+    // An IPv4 packet to 10.0.2.2 leaves on port 2 with the new destination MAC.
+    let mut ip = vec![
+        0x45, 0, 0, 20, 0, 0, 0, 0, 64, 6, 0, 0, 10, 0, 1, 1, 10, 0, 2, 2,
+    ];
+    let cks = {
+        let mut s: u32 = ip
+            .chunks(2)
+            .map(|w| u32::from(w[0]) << 8 | u32::from(w[1]))
+            .sum();
+        while s > 0xffff {
+            s = (s & 0xffff) + (s >> 16);
+        }
+        !(s as u16)
+    };
+    ip[10..12].copy_from_slice(&cks.to_be_bytes());
+    let frame = [
+        vec![0, 0, 0, 0, 1, 1],
+        vec![0, 0, 0, 0, 0, 9],
+        vec![0x08, 0x00],
+        ip,
+    ]
+    .concat();
+    let outs = env.handle.inject(1, &frame);
+    assert_eq!(outs.len(), 1);
+    assert_eq!(outs[0].port, 2);
+    assert_eq!(&outs[0].data[0..6], &[0x08, 0, 0, 0, 0x02, 0x22]);
+}
