@@ -1576,19 +1576,8 @@ fn read_table(inner: &Inner, info: &cfg::P4Info, f: &p4::TableEntry) -> R<Vec<p4
                 .unwrap_or_default()
         };
         for e in entries {
-            let mut te = p4::TableEntry {
-                table_id: tid,
-                r#match: key_to_p4(t, &e.match_key),
-                action: table_action(inner, info, t, &e.action),
-                priority: if e.priority >= 0 && needs_priority(t) {
-                    i32::MAX - e.priority
-                } else {
-                    0
-                },
-                ..Default::default()
-            };
+            let mut te = entry_to_p4(inner, info, t, &e);
             if let Some(l) = e.life {
-                te.idle_timeout_ns = i64::from(l.timeout_ms) * 1_000_000;
                 if f.time_since_last_hit.is_some() {
                     te.time_since_last_hit = Some(p4::table_entry::IdleTimeout {
                         elapsed_ns: i64::from(l.time_since_hit_ms) * 1_000_000,
@@ -1644,4 +1633,51 @@ fn table_action(
         }
     };
     Some(p4::TableAction { r#type: Some(ty) })
+}
+
+/// A BMv2 entry in P4Runtime terms (match, priority, action, idle timeout).
+fn entry_to_p4(
+    inner: &Inner,
+    info: &cfg::P4Info,
+    t: &cfg::Table,
+    e: &tern_runtime::TableEntry,
+) -> p4::TableEntry {
+    p4::TableEntry {
+        table_id: pre_id(&t.preamble),
+        r#match: key_to_p4(t, &e.match_key),
+        action: table_action(inner, info, t, &e.action),
+        priority: if e.priority >= 0 && needs_priority(t) {
+            i32::MAX - e.priority
+        } else {
+            0
+        },
+        idle_timeout_ns: e
+            .life
+            .map(|l| i64::from(l.timeout_ms) * 1_000_000)
+            .unwrap_or(0),
+        ..Default::default()
+    }
+}
+
+/// Entries whose idle timeout expired, as P4Runtime table entries, with their BMv2 identity.
+pub fn aged_entries(inner: &Inner) -> Vec<((String, u32), p4::TableEntry)> {
+    let Some(p) = &inner.pipeline else {
+        return Vec::new();
+    };
+    let sw = lock(&inner.sw);
+    let mut out = Vec::new();
+    for (tname, h) in sw.aged_entries() {
+        let Some(t) = p
+            .p4info
+            .tables
+            .iter()
+            .find(|t| pre_name(&t.preamble) == tname)
+        else {
+            continue;
+        };
+        if let Ok(e) = sw.mt_get_entry(&tname, h) {
+            out.push(((tname, h), entry_to_p4(inner, &p.p4info, t, &e)));
+        }
+    }
+    out
 }

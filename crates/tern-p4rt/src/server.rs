@@ -76,6 +76,8 @@ pub(crate) struct Inner {
     next_client: u64,
     next_list_id: u64,
     pub pre: PreState,
+    /// Aged entries already notified (until they stop being aged).
+    notified: std::collections::HashSet<(String, u32)>,
 }
 
 /// Handle on a running server's state: lets a packet loop that owns real ports deliver CPU-port
@@ -111,6 +113,7 @@ impl Handle {
                 next_client: 1,
                 next_list_id: 1,
                 pre: PreState::default(),
+                notified: Default::default(),
             })),
             opts: Arc::new(opts),
         })
@@ -195,6 +198,44 @@ impl Handle {
                 },
             );
         }
+    }
+
+    /// Send one IdleTimeoutNotification to the primary client for the entries whose idle
+    /// timeout expired since the last sweep (each entry once, until it is hit again). The
+    /// server runs this every second; returns how many entries were notified.
+    pub fn sweep_idle(&self) -> usize {
+        let mut inner = lock(&self.inner);
+        let aged = entities::aged_entries(&inner);
+        let keys: std::collections::HashSet<(String, u32)> =
+            aged.iter().map(|(k, _)| k.clone()).collect();
+        let fresh: Vec<p4::TableEntry> = aged
+            .into_iter()
+            .filter(|(k, _)| !inner.notified.contains(k))
+            .map(|(_, e)| e)
+            .collect();
+        inner.notified = keys;
+        if fresh.is_empty() {
+            return 0;
+        }
+        let n = fresh.len();
+        let ts = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as i64)
+            .unwrap_or(0);
+        send_primary(
+            &inner,
+            p4::StreamMessageResponse {
+                update: Some(
+                    p4::stream_message_response::Update::IdleTimeoutNotification(
+                        p4::IdleTimeoutNotification {
+                            table_entry: fresh,
+                            timestamp: ts,
+                        },
+                    ),
+                ),
+            },
+        );
+        n
     }
 
     /// Inject a packet into the switch on `port` and deliver what comes out (CPU port → packet-in,
@@ -646,6 +687,14 @@ pub async fn serve_async(
     opts: Options,
 ) -> Result<(), String> {
     let h = Handle::new(sw, opts)?;
+    let sweeper = h.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+        loop {
+            tick.tick().await;
+            sweeper.sweep_idle();
+        }
+    });
     tonic::transport::Server::builder()
         .add_service(h.service())
         .serve(addr)

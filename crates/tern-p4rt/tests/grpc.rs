@@ -32,6 +32,7 @@ fn p4info(name: &str) -> cfg::P4Info {
 struct Env {
     client: P4RuntimeClient<Channel>,
     handle: Handle,
+    sw: Arc<Mutex<Switch>>,
 }
 
 async fn start(cpu_port: Option<u32>) -> Env {
@@ -40,7 +41,7 @@ async fn start(cpu_port: Option<u32>) -> Env {
         Switch::from_json(&json, SwitchOptions::default()).unwrap(),
     ));
     let handle = Handle::new(
-        sw,
+        sw.clone(),
         Options {
             device_id: 0,
             cpu_port,
@@ -62,7 +63,7 @@ async fn start(cpu_port: Option<u32>) -> Env {
     let client = P4RuntimeClient::connect(format!("http://{addr}"))
         .await
         .unwrap();
-    Env { client, handle }
+    Env { client, handle, sw }
 }
 
 fn eid(low: u64) -> Option<p4::Uint128> {
@@ -1495,5 +1496,51 @@ fn derived_p4info_matches_p4c_output() {
                 .unwrap();
             assert!(same_id(d.preamble.as_ref().unwrap().id, dp.id));
         }
+    }
+}
+
+#[tokio::test]
+async fn idle_timeout_notifications() {
+    use p4::entity::Entity as E;
+    use p4::update::Type as T;
+    let mut env = start(None).await;
+    let c = &mut env.client;
+    let (mut s, _) = Stream::open(c, 1).await;
+    set_pipeline(c, "digest", 1).await.unwrap();
+    let info = p4info("digest");
+    let t = table_id(&info, "ingress.smac");
+    let nop = action_id(&info, "NoAction");
+    env.sw.lock().unwrap().set_clock_us(Some(1_000_000));
+    let mut e = te(
+        t,
+        vec![exact(1, &[0x11, 0x22, 0x33, 0x44, 0x55])],
+        nop,
+        vec![],
+        0,
+    );
+    e.idle_timeout_ns = 2_000_000_000;
+    write(c, 1, vec![upd(T::Insert, E::TableEntry(e.clone()))])
+        .await
+        .unwrap();
+    let got = read(
+        c,
+        E::TableEntry(p4::TableEntry {
+            table_id: t,
+            ..Default::default()
+        }),
+    )
+    .await
+    .unwrap();
+    assert_eq!(got, vec![E::TableEntry(e.clone())]);
+    env.sw.lock().unwrap().set_clock_us(Some(2_000_000));
+    assert_eq!(env.handle.sweep_idle(), 0, "not expired yet");
+    env.sw.lock().unwrap().set_clock_us(Some(3_500_000));
+    assert_eq!(env.handle.sweep_idle(), 1);
+    assert_eq!(env.handle.sweep_idle(), 0, "notified once");
+    match s.next().await {
+        p4::stream_message_response::Update::IdleTimeoutNotification(n) => {
+            assert_eq!(n.table_entry, vec![e])
+        }
+        other => panic!("expected an idle timeout notification, got {other:?}"),
     }
 }
