@@ -616,13 +616,8 @@ pub fn apply_update(inner: &mut Inner, u: &p4::Update) -> R<()> {
                 Some(p4::p4_data::Data::Bitstring(b)) => b.clone(),
                 _ => return Err(inv(format!("register '{name}': data must be a bitstring"))),
             };
-            let c = canonical(&v);
-            if c.len() > 8 {
-                return Err(inv(format!(
-                    "register '{name}': value 0x{} is too wide",
-                    hex(&v)
-                )));
-            }
+            let bw = register_width(reg).min(64);
+            let c = to_width(&v, bw, &format!("register '{name}'")).map_err(inv)?;
             let val = c.iter().fold(0u64, |a, b| (a << 8) | u64::from(*b));
             let mut sw = lock(&inner.sw);
             match &r.index {
@@ -1680,4 +1675,18 @@ pub fn aged_entries(inner: &Inner) -> Vec<((String, u32), p4::TableEntry)> {
         }
     }
     out
+}
+
+/// The bit width of a register's cells (from its P4Info type spec; 64 when not a bitstring).
+fn register_width(r: &cfg::Register) -> i32 {
+    use cfg::p4_bitstring_like_type_spec::TypeSpec as B;
+    use cfg::p4_data_type_spec::TypeSpec as D;
+    match r.type_spec.as_ref().and_then(|t| t.type_spec.as_ref()) {
+        Some(D::Bitstring(b)) => match b.type_spec {
+            Some(B::Bit(x)) => x.bitwidth,
+            Some(B::Int(x)) => x.bitwidth,
+            _ => 64,
+        },
+        _ => 64,
+    }
 }

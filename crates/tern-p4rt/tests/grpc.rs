@@ -1544,3 +1544,158 @@ async fn idle_timeout_notifications() {
         other => panic!("expected an idle timeout notification, got {other:?}"),
     }
 }
+
+const REG_PROGRAM: &str = r#"
+#include <core.p4>
+#include <v1model.p4>
+header h_t { bit<8> f; bit<8> g; }
+struct headers { h_t h; }
+struct meta_t { }
+parser P(packet_in pkt, out headers hdr, inout meta_t m, inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.h); transition accept; }
+}
+control VC(inout headers hdr, inout meta_t m) { apply { } }
+control I(inout headers hdr, inout meta_t m, inout standard_metadata_t sm) {
+    register<bit<32>>(8) regs;
+    counter(8, CounterType.packets_and_bytes) ctr;
+    apply {
+        ctr.count((bit<32>)hdr.h.f);
+        regs.write((bit<32>)hdr.h.f, (bit<32>)hdr.h.g);
+        sm.egress_spec = 1;
+    }
+}
+control E(inout headers hdr, inout meta_t m, inout standard_metadata_t sm) { apply { } }
+control CC(inout headers hdr, inout meta_t m) { apply { } }
+control D(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr.h); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+"#;
+
+#[tokio::test]
+async fn indexed_counters_and_registers() {
+    use p4::entity::Entity as E;
+    use p4::update::Type as T;
+    let compiled = tern_p4::compile_str(REG_PROGRAM, "regs.p4", &tern_p4::Options::default())
+        .expect("compiles");
+    let info = parse_p4info_text(&compiled.p4info).unwrap();
+    let mut env = start(None).await;
+    let c = &mut env.client;
+    c.set_forwarding_pipeline_config(p4::SetForwardingPipelineConfigRequest {
+        device_id: 0,
+        action: p4::set_forwarding_pipeline_config_request::Action::VerifyAndCommit as i32,
+        config: Some(p4::ForwardingPipelineConfig {
+            p4info: Some(info.clone()),
+            p4_device_config: compiled.json.into_bytes(),
+            cookie: None,
+        }),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let ctr = info.counters[0].preamble.as_ref().unwrap().id;
+    let reg = info.registers[0].preamble.as_ref().unwrap().id;
+    env.handle.inject(0, &[3, 0x77, 0, 0]);
+    env.handle.inject(0, &[3, 0x78, 0, 0, 0, 0]);
+    // Wildcard read over all indexes of one counter, and a read of all counters (id 0).
+    let got = read(
+        c,
+        E::CounterEntry(p4::CounterEntry {
+            counter_id: ctr,
+            ..Default::default()
+        }),
+    )
+    .await
+    .unwrap();
+    assert_eq!(got.len(), 8);
+    let E::CounterEntry(c3) = &got[3] else {
+        panic!()
+    };
+    assert_eq!(
+        c3.data,
+        Some(p4::CounterData {
+            byte_count: 10,
+            packet_count: 2
+        })
+    );
+    assert_eq!(
+        read(c, E::CounterEntry(p4::CounterEntry::default()))
+            .await
+            .unwrap(),
+        got
+    );
+    let one = |idx: i64, d: Option<p4::CounterData>| {
+        E::CounterEntry(p4::CounterEntry {
+            counter_id: ctr,
+            index: Some(p4::Index { index: idx }),
+            data: d,
+        })
+    };
+    write(
+        c,
+        0,
+        vec![upd(
+            T::Modify,
+            one(
+                3,
+                Some(p4::CounterData {
+                    byte_count: 1,
+                    packet_count: 1,
+                }),
+            ),
+        )],
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        read(c, one(3, None)).await.unwrap(),
+        vec![one(
+            3,
+            Some(p4::CounterData {
+                byte_count: 1,
+                packet_count: 1
+            })
+        )]
+    );
+    assert_eq!(
+        read(c, one(8, None)).await.unwrap_err().code(),
+        Code::OutOfRange
+    );
+    let err = write(c, 0, vec![upd(T::Insert, one(3, None))])
+        .await
+        .unwrap_err();
+    assert_eq!(write_errors(&err), vec![Code::InvalidArgument as i32]);
+    // Registers: the data plane wrote 0x78 at index 3; the controller writes index 5.
+    let r = |idx: i64, v: Option<&[u8]>| {
+        E::RegisterEntry(p4::RegisterEntry {
+            register_id: reg,
+            index: Some(p4::Index { index: idx }),
+            data: v.map(|v| p4::P4Data {
+                data: Some(p4::p4_data::Data::Bitstring(v.to_vec())),
+            }),
+        })
+    };
+    assert_eq!(
+        read(c, r(3, None)).await.unwrap(),
+        vec![r(3, Some(&[0x78]))]
+    );
+    write(c, 0, vec![upd(T::Modify, r(5, Some(&[0, 0, 1, 2])))])
+        .await
+        .unwrap();
+    assert_eq!(
+        read(c, r(5, None)).await.unwrap(),
+        vec![r(5, Some(&[1, 2]))]
+    );
+    let all = read(
+        c,
+        E::RegisterEntry(p4::RegisterEntry {
+            register_id: reg,
+            ..Default::default()
+        }),
+    )
+    .await
+    .unwrap();
+    assert_eq!(all.len(), 8);
+    let err = write(c, 0, vec![upd(T::Modify, r(5, Some(&[1, 0, 0, 0, 0])))])
+        .await
+        .unwrap_err();
+    assert_eq!(write_errors(&err), vec![Code::InvalidArgument as i32]);
+}
