@@ -198,3 +198,49 @@ def test_digest(server, shell, tmp_path):
     assert len(lists) == 1
     members = lists[0].digest.data[0].struct.members
     assert [m.bitstring for m in members] == [b"\x11\x22\x33\x44\x55", bytes([CPU_PORT])]
+
+
+def start_with_program(program):
+    port = free_port()
+    proc = subprocess.Popen(
+        [os.environ["TERN_BIN"], "p4runtime", "--grpc-addr", f"127.0.0.1:{port}", str(program)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.time() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return proc, f"127.0.0.1:{port}"
+        except OSError:
+            if proc.poll() is not None or time.time() > deadline:
+                proc.kill()
+                raise RuntimeError("tern p4runtime did not start: " + proc.stderr.read().decode())
+            time.sleep(0.1)
+
+
+@pytest.mark.parametrize("program", [
+    TESTDATA / "simple_router.json",  # P4Info derived from the JSON (p4c's id scheme)
+    ROOT / "p4/tutorials/basic.p4",  # compiled by tern, with tern's P4Info
+])
+def test_connect_without_config(program):
+    proc, addr = start_with_program(program)
+    try:
+        sh.setup(device_id=0, grpc_addr=addr, election_id=(0, 1))
+        try:
+            if program.suffix == ".json":
+                table, action, field, params = "ipv4_lpm", "set_nhop", "ipv4.dstAddr", {"nhop_ipv4": "10.0.0.1", "port": "2"}
+            else:
+                table, action, field, params = "MyIngress.ipv4_lpm", "MyIngress.ipv4_forward", "hdr.ipv4.dstAddr", {"dstAddr": "08:00:00:00:02:22", "port": "2"}
+            te = sh.TableEntry(table)(action=action)
+            te.match[field] = "10.0.2.0/24"
+            for k, v in params.items():
+                te.action[k] = v
+            te.insert()
+            got = entries(table)
+            assert len(got) == 1 and got[0].match[0].lpm.prefix_len == 24
+        finally:
+            sh.teardown()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
