@@ -844,12 +844,16 @@ fn write_table_entry(
         let (_, h) = find_entry(inner, info, te)?;
         let mut sw = lock(&inner.sw);
         let e = sw.mt_get_entry(&tname, h).map_err(|e| rt(e, &tname))?;
-        return match e.action {
+        match e.action {
             ActionEntry::Member(_) => sw.mt_indirect_delete_entry(&tname, h),
             ActionEntry::Group(_) => sw.mt_indirect_delete_entry(&tname, h),
             _ => sw.mt_delete_entry(&tname, h),
         }
-        .map_err(|e| rt(e, &tname));
+        .map_err(|e| rt(e, &tname))?;
+        if let Some(old) = inner.pre.oneshots.remove(&(tname.clone(), h)) {
+            oneshot_remove(&mut sw, info, t, &old);
+        }
+        return Ok(());
     }
     let action = te
         .action
@@ -893,10 +897,22 @@ fn write_table_entry(
                     .0;
                 sw.mt_indirect_ws_add_entry(&tname, &sw_prog_key, h, prio)
             }
-            A::ActionProfileActionSet(_) => {
-                return Err(Status::unimplemented(
-                    "One-shot action sets are not supported",
-                ))
+            A::ActionProfileActionSet(set) => {
+                let os = oneshot_install(&mut sw, info, t, set)?;
+                let r = match os.0 {
+                    Some(g) => sw.mt_indirect_ws_add_entry(&tname, &sw_prog_key, g, prio),
+                    None => sw.mt_indirect_add_entry(&tname, &sw_prog_key, os.1[0], prio),
+                };
+                match r {
+                    Ok(h) => {
+                        inner.pre.oneshots.insert((tname.clone(), h), os);
+                        Ok(h)
+                    }
+                    Err(e) => {
+                        oneshot_remove(&mut sw, info, t, &os);
+                        Err(e)
+                    }
+                }
             }
         }
         .map_err(|e| rt(e, &tname))?
@@ -927,13 +943,26 @@ fn write_table_entry(
                     .0;
                 sw.mt_indirect_ws_modify_entry(&tname, h, gh)
             }
-            A::ActionProfileActionSet(_) => {
-                return Err(Status::unimplemented(
-                    "One-shot action sets are not supported",
-                ))
+            A::ActionProfileActionSet(set) => {
+                let os = oneshot_install(&mut sw, info, t, set)?;
+                let r = match os.0 {
+                    Some(g) => sw.mt_indirect_ws_modify_entry(&tname, h, g),
+                    None => sw.mt_indirect_modify_entry(&tname, h, os.1[0]),
+                };
+                if r.is_err() {
+                    oneshot_remove(&mut sw, info, t, &os);
+                } else if let Some(old) = inner.pre.oneshots.insert((tname.clone(), h), os) {
+                    oneshot_remove(&mut sw, info, t, &old);
+                }
+                r
             }
         }
         .map_err(|e| rt(e, &tname))?;
+        if !matches!(action, A::ActionProfileActionSet(_)) {
+            if let Some(old) = inner.pre.oneshots.remove(&(tname.clone(), h)) {
+                oneshot_remove(&mut sw, info, t, &old);
+            }
+        }
         h
     };
     let mut sw = lock(&inner.sw);
@@ -1640,7 +1669,16 @@ fn entry_to_p4(
     p4::TableEntry {
         table_id: pre_id(&t.preamble),
         r#match: key_to_p4(t, &e.match_key),
-        action: table_action(inner, info, t, &e.action),
+        action: match inner
+            .pre
+            .oneshots
+            .get(&(pre_name(&t.preamble).to_string(), e.handle))
+        {
+            Some(os) => Some(p4::TableAction {
+                r#type: Some(p4::table_action::Type::ActionProfileActionSet(os.2.clone())),
+            }),
+            None => table_action(inner, info, t, &e.action),
+        },
         priority: if e.priority >= 0 && needs_priority(t) {
             i32::MAX - e.priority
         } else {
@@ -1688,5 +1726,87 @@ fn register_width(r: &cfg::Register) -> i32 {
             _ => 64,
         },
         _ => 64,
+    }
+}
+
+/// A one-shot action set as installed: (selector group, members, the set as written).
+pub type Oneshot = (Option<u32>, Vec<u32>, p4::ActionProfileActionSet);
+
+/// Create the members (and, for a selector, the group) a one-shot action set needs.
+fn oneshot_install(
+    sw: &mut Switch,
+    info: &cfg::P4Info,
+    t: &cfg::Table,
+    set: &p4::ActionProfileActionSet,
+) -> R<Oneshot> {
+    let (prof_id, pname) = profile_of(info, t)?;
+    let prof = profile_by_id(info, prof_id)?;
+    if set.action_profile_actions.is_empty() {
+        return Err(inv("One-shot action set is empty"));
+    }
+    if !prof.with_selector && set.action_profile_actions.len() != 1 {
+        return Err(inv(format!(
+            "action profile '{pname}' has no selector: a one-shot set needs exactly one action"
+        )));
+    }
+    let mut resolved = Vec::new();
+    for a in &set.action_profile_actions {
+        let act = a
+            .action
+            .as_ref()
+            .ok_or_else(|| inv("One-shot action without an action"))?;
+        if a.weight < 0 {
+            return Err(inv("One-shot action weight must not be negative"));
+        }
+        resolved.push(action_data(info, act, Some(t))?);
+    }
+    let mut members = Vec::new();
+    let undo = |sw: &mut Switch, members: &[u32]| {
+        for m in members {
+            let _ = sw.act_prof_delete_member(pname, *m);
+        }
+    };
+    for (aname, data) in &resolved {
+        match sw.act_prof_add_member(pname, aname, data) {
+            Ok(m) => members.push(m),
+            Err(e) => {
+                undo(sw, &members);
+                return Err(rt(e, pname));
+            }
+        }
+    }
+    if !prof.with_selector {
+        return Ok((None, members, set.clone()));
+    }
+    let g = match sw.act_prof_create_group(pname) {
+        Ok(g) => g,
+        Err(e) => {
+            undo(sw, &members);
+            return Err(rt(e, pname));
+        }
+    };
+    for m in &members {
+        if let Err(e) = sw.act_prof_add_member_to_group(pname, *m, g) {
+            let _ = sw.act_prof_delete_group(pname, g);
+            undo(sw, &members);
+            return Err(rt(e, pname));
+        }
+    }
+    Ok((Some(g), members, set.clone()))
+}
+
+/// Remove what [`oneshot_install`] created (best effort: the entry no longer uses it).
+fn oneshot_remove(sw: &mut Switch, info: &cfg::P4Info, t: &cfg::Table, os: &Oneshot) {
+    let Ok((_, pname)) = profile_of(info, t) else {
+        return;
+    };
+    if let Some(g) = os.0 {
+        for m in &os.1 {
+            let _ = sw.act_prof_remove_member_from_group(pname, *m, g);
+        }
+        let _ = sw.act_prof_delete_group(pname, g);
+    }
+    for m in &os.1 {
+        let _ = sw.act_prof_delete_member(pname, *m);
     }
 }

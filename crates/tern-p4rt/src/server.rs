@@ -66,6 +66,8 @@ pub(crate) struct PreState {
     pub members: HashMap<(u32, u32), u32>,
     /// (action profile id, group id) → (BMv2 group handle, members).
     pub groups_ap: HashMap<(u32, u32), (u32, Vec<u32>)>,
+    /// (table name, BMv2 entry handle) → the one-shot action set installed for it.
+    pub oneshots: HashMap<(String, u32), entities::Oneshot>,
 }
 
 pub(crate) struct Inner {
@@ -686,20 +688,7 @@ pub async fn serve_async(
     sw: Arc<Mutex<Switch>>,
     opts: Options,
 ) -> Result<(), String> {
-    let h = Handle::new(sw, opts)?;
-    let sweeper = h.clone();
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
-        loop {
-            tick.tick().await;
-            sweeper.sweep_idle();
-        }
-    });
-    tonic::transport::Server::builder()
-        .add_service(h.service())
-        .serve(addr)
-        .await
-        .map_err(|e| format!("gRPC server on {addr}: {e}"))
+    Handle::new(sw, opts)?.serve_async(addr).await
 }
 
 /// Blocking wrapper around [`serve_async`] (builds its own tokio runtime).
@@ -708,10 +697,37 @@ pub fn serve(
     sw: Arc<Mutex<Switch>>,
     opts: Options,
 ) -> Result<(), String> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| format!("tokio runtime: {e}"))?;
-    rt.block_on(serve_async(addr, sw, opts))
+    Handle::new(sw, opts)?.serve(addr)
+}
+
+impl Handle {
+    /// Serve this handle's state on `addr` (with the 1-second idle-timeout sweep) until the
+    /// future is dropped or the listener fails. Keep a clone of the handle to feed packets.
+    pub async fn serve_async(&self, addr: std::net::SocketAddr) -> Result<(), String> {
+        let sweeper = self.clone();
+        let sweep = tokio::spawn(async move {
+            let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+            loop {
+                tick.tick().await;
+                sweeper.sweep_idle();
+            }
+        });
+        let r = tonic::transport::Server::builder()
+            .add_service(self.service())
+            .serve(addr)
+            .await
+            .map_err(|e| format!("gRPC server on {addr}: {e}"));
+        sweep.abort();
+        r
+    }
+
+    /// Blocking [`Handle::serve_async`] on its own 2-thread tokio runtime.
+    pub fn serve(&self, addr: std::net::SocketAddr) -> Result<(), String> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .map_err(|e| format!("tokio runtime: {e}"))?;
+        rt.block_on(self.serve_async(addr))
+    }
 }

@@ -1347,6 +1347,83 @@ async fn action_profile_members_groups_and_entries() {
     .await
     .unwrap();
     assert_eq!(got, vec![group(10, vec![2])]);
+    // One-shot action set: the server creates the members and the group itself.
+    let oneshot = |ports: &[u8]| {
+        p4::table_action::Type::ActionProfileActionSet(p4::ActionProfileActionSet {
+            action_profile_actions: ports
+                .iter()
+                .map(|p| p4::ActionProfileAction {
+                    action: Some(p4::Action {
+                        action_id: send,
+                        params: vec![p4::action::Param {
+                            param_id: 1,
+                            value: vec![*p],
+                        }],
+                    }),
+                    weight: 1,
+                    watch_kind: None,
+                })
+                .collect(),
+        })
+    };
+    write(
+        c,
+        0,
+        vec![upd(T::Insert, E::TableEntry(entry(5, oneshot(&[6]))))],
+    )
+    .await
+    .unwrap();
+    assert_eq!(port_of(&env.handle, 5), vec![6]);
+    write(
+        c,
+        0,
+        vec![upd(T::Modify, E::TableEntry(entry(5, oneshot(&[7]))))],
+    )
+    .await
+    .unwrap();
+    assert_eq!(port_of(&env.handle, 5), vec![7]);
+    let got = read(
+        c,
+        E::TableEntry(p4::TableEntry {
+            table_id: t,
+            r#match: vec![exact(1, &[5])],
+            ..Default::default()
+        }),
+    )
+    .await
+    .unwrap();
+    assert_eq!(got, vec![E::TableEntry(entry(5, oneshot(&[7])))]);
+    // Controller-visible members are unchanged by one-shot bookkeeping.
+    let got = read(
+        c,
+        E::ActionProfileMember(p4::ActionProfileMember {
+            action_profile_id: prof,
+            ..Default::default()
+        }),
+    )
+    .await
+    .unwrap();
+    assert_eq!(got.len(), 2);
+    write(
+        c,
+        0,
+        vec![upd(T::Delete, E::TableEntry(entry(5, oneshot(&[7]))))],
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        port_of(&env.handle, 5),
+        vec![0],
+        "a miss runs NoAction: egress_spec stays 0"
+    );
+    let err = write(
+        c,
+        0,
+        vec![upd(T::Insert, E::TableEntry(entry(5, oneshot(&[]))))],
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(write_errors(&err), vec![Code::InvalidArgument as i32]);
 }
 
 #[tokio::test]
