@@ -80,7 +80,13 @@ pub(crate) struct Inner {
     pub pre: PreState,
     /// Aged entries already notified (until they stop being aged).
     notified: std::collections::HashSet<(String, u32)>,
+    /// digest id → samples sent and not yet acked: (fields, list id, when sent).
+    unacked: HashMap<u32, Vec<DigestSample>>,
 }
+
+type DigestSample = (Vec<Vec<u8>>, u64, std::time::Instant);
+/// A digest list being built: (digest id, raw samples, samples as P4Data).
+type PendingList = (u32, Vec<Vec<Vec<u8>>>, Vec<p4::P4Data>);
 
 /// Handle on a running server's state: lets a packet loop that owns real ports deliver CPU-port
 /// outputs and digests to the controller.
@@ -116,6 +122,7 @@ impl Handle {
                 next_list_id: 1,
                 pre: PreState::default(),
                 notified: Default::default(),
+                unacked: HashMap::new(),
             })),
             opts: Arc::new(opts),
         })
@@ -158,7 +165,8 @@ impl Handle {
         let Some(p) = inner.pipeline.clone() else {
             return;
         };
-        let mut lists: Vec<(u32, Vec<p4::P4Data>)> = Vec::new();
+        let now = std::time::Instant::now();
+        let mut lists: Vec<PendingList> = Vec::new();
         for d in digests {
             let Some(info) = p
                 .p4info
@@ -169,19 +177,36 @@ impl Handle {
                 continue;
             };
             let id = info.preamble.as_ref().map(|p| p.id).unwrap_or(0);
-            let Some(conf) = inner.pre.digests.get(&id) else {
+            let Some(conf) = inner.pre.digests.get(&id).copied() else {
                 continue;
             };
+            // Samples sent and not acked within ack_timeout_ns are not sent again (PI's rule).
+            let ack_timeout = std::time::Duration::from_nanos(conf.ack_timeout_ns.max(0) as u64);
+            let pending = inner.unacked.entry(id).or_default();
+            pending.retain(|(_, _, sent)| now.duration_since(*sent) < ack_timeout);
+            if conf.ack_timeout_ns > 0
+                && (pending.iter().any(|(f, _, _)| *f == d.fields)
+                    || lists
+                        .iter()
+                        .any(|(i, f, _)| *i == id && f.contains(&d.fields)))
+            {
+                continue;
+            }
             let max = conf.max_list_size.max(1) as usize;
             let data = entities::digest_data(info, &d.fields);
-            match lists.iter_mut().find(|(i, l)| *i == id && l.len() < max) {
-                Some((_, l)) => l.push(data),
-                None => lists.push((id, vec![data])),
+            match lists.iter_mut().find(|(i, _, l)| *i == id && l.len() < max) {
+                Some((_, f, l)) => {
+                    f.push(d.fields);
+                    l.push(data);
+                }
+                None => lists.push((id, vec![d.fields], vec![data])),
             }
         }
-        for (digest_id, data) in lists {
+        for (digest_id, fields, data) in lists {
             let list_id = inner.next_list_id;
             inner.next_list_id += 1;
+            let pending = inner.unacked.entry(digest_id).or_default();
+            pending.extend(fields.into_iter().map(|f| (f, list_id, now)));
             let ts = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| d.as_nanos() as i64)
@@ -199,6 +224,14 @@ impl Handle {
                     )),
                 },
             );
+        }
+    }
+
+    /// A controller acknowledged a digest list: its samples may be sent again.
+    fn ack_digest(&self, digest_id: u32, list_id: u64) {
+        let mut inner = lock(&self.inner);
+        if let Some(p) = inner.unacked.get_mut(&digest_id) {
+            p.retain(|(_, l, _)| *l != list_id);
         }
     }
 
@@ -645,10 +678,7 @@ fn handle_stream_msg(
                         Err("No forwarding pipeline config set for this device".to_string())
                     }
                     (_, None) => Err("No CPU port configured (--cpu-port)".to_string()),
-                    (Some(p), Some(_)) if not_primary => {
-                        let _ = p;
-                        Err("Not primary".to_string())
-                    }
+                    (Some(_), Some(_)) if not_primary => Err("Not primary".to_string()),
                     (Some(p), Some(_)) => entities::packet_out_frame(&p.p4info, &po),
                 }
             };
@@ -668,9 +698,7 @@ fn handle_stream_msg(
                 }
             }
         }
-        Some(U::DigestAck(_)) => {
-            // Lists are not held back for acks (no duplicate suppression): nothing to release.
-        }
+        Some(U::DigestAck(a)) => h.ack_digest(a.digest_id, a.list_id),
         Some(U::Other(_)) | None => {
             let _ = tx.try_send(Ok(stream_error(
                 Code::Unimplemented,

@@ -75,6 +75,13 @@ struct Stream {
     rx: tonic::Streaming<p4::StreamMessageResponse>,
 }
 
+async fn next_list(s: &mut Stream) -> p4::DigestList {
+    match s.next().await {
+        p4::stream_message_response::Update::Digest(d) => d,
+        other => panic!("expected digest list, got {other:?}"),
+    }
+}
+
 impl Stream {
     async fn open(
         client: &mut P4RuntimeClient<Channel>,
@@ -972,7 +979,7 @@ async fn digests_are_streamed_after_configuration() {
     let conf = p4::digest_entry::Config {
         max_timeout_ns: 0,
         max_list_size: 1,
-        ack_timeout_ns: 1_000_000,
+        ack_timeout_ns: 60_000_000_000,
     };
     let err = write(c, 1, vec![upd(T::Modify, entry(Some(conf)))])
         .await
@@ -987,30 +994,37 @@ async fn digests_are_streamed_after_configuration() {
     assert_eq!(write_errors(&err), vec![Code::AlreadyExists as i32]);
     assert_eq!(read(c, entry(None)).await.unwrap(), vec![entry(Some(conf))]);
     env.handle.inject(3, &frame);
-    match s.next().await {
-        p4::stream_message_response::Update::Digest(d) => {
-            assert_eq!(d.digest_id, did);
-            let bits = |v: &[u8]| p4::P4Data {
-                data: Some(p4::p4_data::Data::Bitstring(v.to_vec())),
-            };
-            assert_eq!(
-                d.data,
-                vec![p4::P4Data {
-                    data: Some(p4::p4_data::Data::Struct(p4::P4StructLike {
-                        members: vec![bits(&[0x11, 0x22, 0x33, 0x44, 0x55]), bits(&[3])]
-                    })),
-                }]
-            );
-            s.send(p4::stream_message_request::Update::DigestAck(
-                p4::DigestListAck {
-                    digest_id: did,
-                    list_id: d.list_id,
-                },
-            ))
-            .await;
-        }
-        other => panic!("expected digest list, got {other:?}"),
-    }
+    // The same sample again before the ack is suppressed; another source MAC is not.
+    env.handle.inject(3, &frame);
+    let mut frame2 = frame.clone();
+    frame2[11] = 0x66;
+    env.handle.inject(3, &frame2);
+    let bits = |v: &[u8]| p4::P4Data {
+        data: Some(p4::p4_data::Data::Bitstring(v.to_vec())),
+    };
+    let sample = |mac: &[u8]| p4::P4Data {
+        data: Some(p4::p4_data::Data::Struct(p4::P4StructLike {
+            members: vec![bits(mac), bits(&[3])],
+        })),
+    };
+    let d1 = next_list(&mut s).await;
+    assert_eq!(d1.digest_id, did);
+    assert_eq!(d1.data, vec![sample(&[0x11, 0x22, 0x33, 0x44, 0x55])]);
+    let d2 = next_list(&mut s).await;
+    assert_eq!(d2.data, vec![sample(&[0x11, 0x22, 0x33, 0x44, 0x66])]);
+    assert_ne!(d1.list_id, d2.list_id);
+    // After the ack, the first sample is reported again.
+    s.send(p4::stream_message_request::Update::DigestAck(
+        p4::DigestListAck {
+            digest_id: did,
+            list_id: d1.list_id,
+        },
+    ))
+    .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    env.handle.inject(3, &frame);
+    let d3 = next_list(&mut s).await;
+    assert_eq!(d3.data, vec![sample(&[0x11, 0x22, 0x33, 0x44, 0x55])]);
 }
 
 #[tokio::test]
