@@ -1790,3 +1790,134 @@ async fn indexed_counters_and_registers() {
         .unwrap_err();
     assert_eq!(write_errors(&err), vec![Code::InvalidArgument as i32]);
 }
+
+const VSET_PROGRAM: &str = r#"
+#include <core.p4>
+#include <v1model.p4>
+header h_t { bit<16> t; bit<8> v; }
+struct headers { h_t h; }
+struct meta_t { bit<1> hit; }
+parser P(packet_in pkt, out headers hdr, inout meta_t m, inout standard_metadata_t sm) {
+    value_set<bit<16>>(4) pvs;
+    state start {
+        pkt.extract(hdr.h);
+        transition select(hdr.h.t) {
+            pvs: matched;
+            default: accept;
+        }
+    }
+    state matched { m.hit = 1; transition accept; }
+}
+control VC(inout headers hdr, inout meta_t m) { apply { } }
+control I(inout headers hdr, inout meta_t m, inout standard_metadata_t sm) {
+    meter(4, MeterType.packets) mtr;
+    apply {
+        bit<2> color;
+        mtr.execute_meter((bit<32>)hdr.h.v, color);
+        if (m.hit == 1) { sm.egress_spec = 2; } else { sm.egress_spec = 1; }
+    }
+}
+control E(inout headers hdr, inout meta_t m, inout standard_metadata_t sm) { apply { } }
+control CC(inout headers hdr, inout meta_t m) { apply { } }
+control D(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr.h); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+"#;
+
+#[tokio::test]
+async fn value_sets_and_indexed_meters() {
+    use p4::entity::Entity as E;
+    use p4::update::Type as T;
+    let compiled = tern_p4::compile_str(VSET_PROGRAM, "vset.p4", &tern_p4::Options::default())
+        .expect("compiles");
+    let info = parse_p4info_text(&compiled.p4info).unwrap();
+    let mut env = start(None).await;
+    let c = &mut env.client;
+    c.set_forwarding_pipeline_config(p4::SetForwardingPipelineConfigRequest {
+        device_id: 0,
+        action: p4::set_forwarding_pipeline_config_request::Action::VerifyAndCommit as i32,
+        config: Some(p4::ForwardingPipelineConfig {
+            p4info: Some(info.clone()),
+            p4_device_config: compiled.json.into_bytes(),
+            cookie: None,
+        }),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let vs = info.value_sets[0].preamble.as_ref().unwrap().id;
+    let ports = |h: &Handle, t: [u8; 2]| {
+        h.inject(0, &[t[0], t[1], 0, 0])
+            .iter()
+            .map(|o| o.port)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(ports(&env.handle, [0x12, 0x34]), vec![1]);
+    let member = |v: &[u8]| p4::ValueSetMember {
+        r#match: vec![exact(1, v)],
+    };
+    let entry = |m: Vec<p4::ValueSetMember>| {
+        E::ValueSetEntry(p4::ValueSetEntry {
+            value_set_id: vs,
+            members: m,
+        })
+    };
+    write(
+        c,
+        0,
+        vec![upd(
+            T::Modify,
+            entry(vec![member(&[0x12, 0x34]), member(&[0, 0, 0x56])]),
+        )],
+    )
+    .await
+    .unwrap();
+    assert_eq!(ports(&env.handle, [0x12, 0x34]), vec![2]);
+    assert_eq!(ports(&env.handle, [0x00, 0x56]), vec![2]);
+    assert_eq!(ports(&env.handle, [0x00, 0x57]), vec![1]);
+    let mut got = read(c, entry(vec![])).await.unwrap();
+    if let E::ValueSetEntry(v) = &mut got[0] {
+        v.members.sort_by_key(|m| format!("{m:?}"));
+    }
+    let mut want = vec![member(&[0x12, 0x34]), member(&[0x56])];
+    want.sort_by_key(|m| format!("{m:?}"));
+    assert_eq!(got, vec![entry(want)]);
+    let err = write(c, 0, vec![upd(T::Insert, entry(vec![]))])
+        .await
+        .unwrap_err();
+    assert_eq!(write_errors(&err), vec![Code::InvalidArgument as i32]);
+    // Indexed meter: write one cell, read it back; other cells have no config.
+    let mid = info.meters[0].preamble.as_ref().unwrap().id;
+    let config = p4::MeterConfig {
+        cir: 100,
+        cburst: 5,
+        pir: 200,
+        pburst: 10,
+        eburst: 0,
+    };
+    let m = |i: i64, cfg: Option<p4::MeterConfig>| {
+        E::MeterEntry(p4::MeterEntry {
+            meter_id: mid,
+            index: Some(p4::Index { index: i }),
+            config: cfg,
+            counter_data: None,
+        })
+    };
+    write(c, 0, vec![upd(T::Modify, m(2, Some(config)))])
+        .await
+        .unwrap();
+    assert_eq!(read(c, m(2, None)).await.unwrap(), vec![m(2, Some(config))]);
+    let all = read(
+        c,
+        E::MeterEntry(p4::MeterEntry {
+            meter_id: mid,
+            ..Default::default()
+        }),
+    )
+    .await
+    .unwrap();
+    assert_eq!(all.len(), 4);
+    let err = write(c, 0, vec![upd(T::Modify, m(9, Some(config)))])
+        .await
+        .unwrap_err();
+    assert_eq!(write_errors(&err), vec![Code::OutOfRange as i32]);
+}
