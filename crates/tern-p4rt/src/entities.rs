@@ -74,8 +74,15 @@ pub fn check_p4info_matches(info: &cfg::P4Info, prog: &Program) -> Result<(), St
     }
     for a in &info.actions {
         let name = pre_name(&a.preamble);
-        if !prog.actions.iter().any(|x| x.name == name) {
+        let Some(ja) = prog.actions.iter().find(|x| x.name == name) else {
             return Err(format!("P4Info action '{name}' is not in the BMv2 JSON"));
+        };
+        if ja.runtime_data.len() != a.params.len() {
+            return Err(format!(
+                "P4Info action '{name}' has {} parameters, the BMv2 JSON has {}",
+                a.params.len(),
+                ja.runtime_data.len()
+            ));
         }
     }
     for c in &info.counters {

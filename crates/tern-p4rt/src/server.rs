@@ -50,6 +50,8 @@ pub(crate) struct Pipeline {
 struct Client {
     id: u64,
     election: Option<u128>,
+    /// The role the client named (echoed back; roles are otherwise ignored, as in PI).
+    role: Option<p4::Role>,
     tx: mpsc::Sender<Result<p4::StreamMessageResponse, Status>>,
 }
 
@@ -340,7 +342,7 @@ fn announce(inner: &Inner, device_id: u64) {
             update: Some(p4::stream_message_response::Update::Arbitration(
                 p4::MasterArbitrationUpdate {
                     device_id,
-                    role: None,
+                    role: c.role.clone(),
                     election_id: prim.and_then(|p| p.1).map(to_uint128),
                     status: Some(status),
                 },
@@ -581,6 +583,7 @@ impl P4Runtime for Service {
             inner.clients.push(Client {
                 id,
                 election: None,
+                role: None,
                 tx: tx.clone(),
             });
             id
@@ -663,6 +666,7 @@ fn handle_stream_msg(
             }
             if let Some(c) = inner.clients.iter_mut().find(|c| c.id == id) {
                 c.election = Some(election);
+                c.role = a.role.clone();
             }
             announce(&inner, h.opts.device_id);
         }

@@ -1921,3 +1921,48 @@ async fn value_sets_and_indexed_meters() {
         .unwrap_err();
     assert_eq!(write_errors(&err), vec![Code::OutOfRange as i32]);
 }
+
+#[tokio::test]
+async fn arbitration_echoes_role_and_checks_device() {
+    let mut env = start(None).await;
+    let c = &mut env.client;
+    let (tx, rx) = mpsc::channel(4);
+    let mut s = c
+        .stream_channel(ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+    let role = p4::Role {
+        name: "sdn".into(),
+        ..Default::default()
+    };
+    let arb = |device_id: u64| p4::StreamMessageRequest {
+        update: Some(p4::stream_message_request::Update::Arbitration(
+            p4::MasterArbitrationUpdate {
+                device_id,
+                role: Some(role.clone()),
+                election_id: eid(3),
+                status: None,
+            },
+        )),
+    };
+    tx.send(arb(0)).await.unwrap();
+    let m = tokio::time::timeout(Duration::from_secs(5), s.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let Some(p4::stream_message_response::Update::Arbitration(a)) = m.update else {
+        panic!("{m:?}")
+    };
+    assert_eq!(a.role, Some(role.clone()));
+    assert_eq!(a.election_id, eid(3));
+    // An arbitration for another device ends the stream with NOT_FOUND.
+    tx.send(arb(9)).await.unwrap();
+    let err = tokio::time::timeout(Duration::from_secs(5), s.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(err.code(), Code::NotFound);
+}
