@@ -1966,3 +1966,60 @@ async fn arbitration_echoes_role_and_checks_device() {
         .unwrap_err();
     assert_eq!(err.code(), Code::NotFound);
 }
+
+#[tokio::test]
+async fn optional_match_entries() {
+    use p4::entity::Entity as E;
+    use p4::update::Type as T;
+    let mut env = start(None).await;
+    let c = &mut env.client;
+    set_pipeline(c, "optional", 0).await.unwrap();
+    let info = p4info("optional");
+    let t = table_id(&info, "ingress.opt");
+    let (s1, s2) = (
+        action_id(&info, "ingress.send_1"),
+        action_id(&info, "ingress.send_2"),
+    );
+    let opt = |v: &[u8]| p4::FieldMatch {
+        field_id: 1,
+        field_match_type: Some(p4::field_match::FieldMatchType::Optional(
+            p4::field_match::Optional { value: v.to_vec() },
+        )),
+    };
+    // A wildcard (field omitted) at low priority and an exact value at high priority.
+    let wild = te(t, vec![], s1, vec![], 1);
+    let one = te(t, vec![opt(&[0x0a, 0x0b])], s2, vec![], 2);
+    write(
+        c,
+        0,
+        vec![
+            upd(T::Insert, E::TableEntry(wild.clone())),
+            upd(T::Insert, E::TableEntry(one.clone())),
+        ],
+    )
+    .await
+    .unwrap();
+    let port = |h: &Handle, v: [u8; 2]| h.inject(0, &v).iter().map(|o| o.port).collect::<Vec<_>>();
+    assert_eq!(port(&env.handle, [0x0a, 0x0b]), vec![2]);
+    assert_eq!(port(&env.handle, [0x0a, 0x0c]), vec![1]);
+    let mut got = read(
+        c,
+        E::TableEntry(p4::TableEntry {
+            table_id: t,
+            ..Default::default()
+        }),
+    )
+    .await
+    .unwrap();
+    got.sort_by_key(|e| match e {
+        E::TableEntry(t) => t.priority,
+        _ => 0,
+    });
+    assert_eq!(got, vec![E::TableEntry(wild), E::TableEntry(one)]);
+    // A ternary match on an optional field is rejected.
+    let bad = te(t, vec![ternary(1, &[1, 0], &[0xff, 0])], s1, vec![], 3);
+    let err = write(c, 0, vec![upd(T::Insert, E::TableEntry(bad))])
+        .await
+        .unwrap_err();
+    assert_eq!(write_errors(&err), vec![Code::InvalidArgument as i32]);
+}
