@@ -9,4 +9,6 @@ pub mod p4info;
 pub mod proto;
 mod server;
 
-pub use server::{serve, serve_async, Handle, Options, Service, API_VERSION, ERROR_SPACE};
+pub use server::{
+    multi_device_service, serve, serve_async, Handle, Options, Service, API_VERSION, ERROR_SPACE,
+};

@@ -132,9 +132,11 @@ impl Handle {
 
     /// The gRPC service to add to a tonic server.
     pub fn service(&self) -> P4RuntimeServer<Service> {
-        P4RuntimeServer::new(Service { h: self.clone() })
-            .max_decoding_message_size(64 << 20)
-            .max_encoding_message_size(64 << 20)
+        P4RuntimeServer::new(Service {
+            devices: Arc::new(HashMap::from([(self.opts.device_id, self.clone())])),
+        })
+        .max_decoding_message_size(64 << 20)
+        .max_encoding_message_size(64 << 20)
     }
 
     /// Deliver packets the switch produced: outputs to the CPU port become packet-in messages
@@ -352,20 +354,37 @@ fn announce(inner: &Inner, device_id: u64) {
     }
 }
 
-/// The tonic service.
+/// The tonic service: one or more devices (switches), addressed by P4Runtime device id.
 pub struct Service {
-    h: Handle,
+    devices: Arc<HashMap<u64, Handle>>,
+}
+
+/// A service serving several devices, each its own program instance; the device ids come
+/// from each handle's [`Options::device_id`] and must be distinct.
+pub fn multi_device_service(handles: Vec<Handle>) -> Result<P4RuntimeServer<Service>, String> {
+    let mut devices = HashMap::new();
+    for h in handles {
+        let id = h.opts.device_id;
+        if devices.insert(id, h).is_some() {
+            return Err(format!("device id {id} is used twice"));
+        }
+    }
+    Ok(P4RuntimeServer::new(Service {
+        devices: Arc::new(devices),
+    })
+    .max_decoding_message_size(64 << 20)
+    .max_encoding_message_size(64 << 20))
 }
 
 impl Service {
-    fn check_device(&self, device_id: u64) -> Result<(), Status> {
-        if device_id != self.h.opts.device_id {
-            return Err(Status::not_found(format!(
-                "Invalid device id {device_id} (this switch is device {})",
-                self.h.opts.device_id
-            )));
-        }
-        Ok(())
+    fn device(&self, device_id: u64) -> Result<&Handle, Status> {
+        self.devices.get(&device_id).ok_or_else(|| {
+            let mut ids: Vec<&u64> = self.devices.keys().collect();
+            ids.sort();
+            Status::not_found(format!(
+                "Invalid device id {device_id} (this server has devices {ids:?})"
+            ))
+        })
     }
 
     /// PI's rule: with arbitrated streams, the request's election id must be the primary's; with
@@ -425,13 +444,13 @@ impl P4Runtime for Service {
         req: Request<p4::WriteRequest>,
     ) -> Result<Response<p4::WriteResponse>, Status> {
         let req = req.into_inner();
-        self.check_device(req.device_id)?;
+        let h = self.device(req.device_id)?;
         if req.atomicity != p4::write_request::Atomicity::ContinueOnError as i32 {
             return Err(Status::unimplemented(
                 "Only CONTINUE_ON_ERROR atomicity is supported",
             ));
         }
-        let mut inner = lock(&self.h.inner);
+        let mut inner = lock(&h.inner);
         Self::check_primary(&inner, &req.election_id)?;
         if inner.pipeline.is_none() {
             return Err(no_pipeline());
@@ -453,8 +472,8 @@ impl P4Runtime for Service {
         req: Request<p4::ReadRequest>,
     ) -> Result<Response<Self::ReadStream>, Status> {
         let req = req.into_inner();
-        self.check_device(req.device_id)?;
-        let inner = lock(&self.h.inner);
+        let h = self.device(req.device_id)?;
+        let inner = lock(&h.inner);
         if inner.pipeline.is_none() {
             return Err(no_pipeline());
         }
@@ -472,9 +491,9 @@ impl P4Runtime for Service {
     ) -> Result<Response<p4::SetForwardingPipelineConfigResponse>, Status> {
         use p4::set_forwarding_pipeline_config_request::Action as A;
         let req = req.into_inner();
-        self.check_device(req.device_id)?;
+        let h = self.device(req.device_id)?;
         let action = A::try_from(req.action).unwrap_or(A::Unspecified);
-        let mut inner = lock(&self.h.inner);
+        let mut inner = lock(&h.inner);
         Self::check_primary(&inner, &req.election_id)?;
         let verify =
             |config: &Option<p4::ForwardingPipelineConfig>| -> Result<(Pipeline, Switch), Status> {
@@ -488,12 +507,9 @@ impl P4Runtime for Service {
                 let json = std::str::from_utf8(&c.p4_device_config).map_err(|_| {
                     Status::invalid_argument("p4_device_config is not a UTF-8 BMv2 JSON")
                 })?;
-                let sw =
-                    Switch::from_json(json, self.h.opts.switch_options.clone()).map_err(|e| {
-                        Status::invalid_argument(format!(
-                            "Invalid BMv2 JSON in p4_device_config: {e}"
-                        ))
-                    })?;
+                let sw = Switch::from_json(json, h.opts.switch_options.clone()).map_err(|e| {
+                    Status::invalid_argument(format!("Invalid BMv2 JSON in p4_device_config: {e}"))
+                })?;
                 entities::check_p4info_matches(&p4info, sw.program())
                     .map_err(Status::invalid_argument)?;
                 Ok((
@@ -527,7 +543,7 @@ impl P4Runtime for Service {
                     Status::failed_precondition("COMMIT without a saved config (VERIFY_AND_SAVE)")
                 })?;
                 let json = String::from_utf8_lossy(&p.json).into_owned();
-                let sw = Switch::from_json(&json, self.h.opts.switch_options.clone())
+                let sw = Switch::from_json(&json, h.opts.switch_options.clone())
                     .map_err(|e| Status::invalid_argument(e.to_string()))?;
                 *lock(&inner.sw) = sw;
                 inner.pre = PreState::default();
@@ -548,8 +564,8 @@ impl P4Runtime for Service {
     ) -> Result<Response<p4::GetForwardingPipelineConfigResponse>, Status> {
         use p4::get_forwarding_pipeline_config_request::ResponseType as R;
         let req = req.into_inner();
-        self.check_device(req.device_id)?;
-        let inner = lock(&self.h.inner);
+        let h = self.device(req.device_id)?;
+        let inner = lock(&h.inner);
         let p = inner.pipeline.as_ref().ok_or_else(no_pipeline)?;
         let rt = R::try_from(req.response_type)
             .map_err(|_| Status::invalid_argument("Invalid response_type"))?;
@@ -575,32 +591,56 @@ impl P4Runtime for Service {
     ) -> Result<Response<Self::StreamChannelStream>, Status> {
         let mut inbound = req.into_inner();
         let (tx, rx) = mpsc::channel(1024);
-        let h = self.h.clone();
-        let id = {
-            let mut inner = lock(&h.inner);
-            let id = inner.next_client;
-            inner.next_client += 1;
-            inner.clients.push(Client {
-                id,
-                election: None,
-                role: None,
-                tx: tx.clone(),
-            });
-            id
-        };
+        let devices = self.devices.clone();
         tokio::spawn(async move {
+            // The stream belongs to the device named by its first arbitration message.
+            let mut joined: Option<(Handle, u64)> = None;
             while let Some(msg) = inbound.next().await {
                 let Ok(msg) = msg else { break };
-                if let Err(st) = handle_stream_msg(&h, id, msg, &tx) {
+                if joined.is_none() {
+                    let Some(p4::stream_message_request::Update::Arbitration(a)) = &msg.update
+                    else {
+                        let _ = tx.try_send(Ok(stream_error(
+                            Code::FailedPrecondition,
+                            "Send a MasterArbitrationUpdate first".into(),
+                            p4::stream_error::Details::Other(p4::StreamOtherError { other: None }),
+                        )));
+                        continue;
+                    };
+                    let Some(h) = devices.get(&a.device_id) else {
+                        let _ = tx
+                            .send(Err(Status::not_found(format!(
+                                "Invalid device id {}",
+                                a.device_id
+                            ))))
+                            .await;
+                        break;
+                    };
+                    let mut inner = lock(&h.inner);
+                    let id = inner.next_client;
+                    inner.next_client += 1;
+                    inner.clients.push(Client {
+                        id,
+                        election: None,
+                        role: None,
+                        tx: tx.clone(),
+                    });
+                    drop(inner);
+                    joined = Some((h.clone(), id));
+                }
+                let Some((h, id)) = &joined else { break };
+                if let Err(st) = handle_stream_msg(h, *id, msg, &tx) {
                     let _ = tx.send(Err(st)).await;
                     break;
                 }
             }
-            let mut inner = lock(&h.inner);
-            let was_primary = primary(&inner).map(|c| c.id) == Some(id);
-            inner.clients.retain(|c| c.id != id);
-            if was_primary {
-                announce(&inner, h.opts.device_id);
+            if let Some((h, id)) = joined {
+                let mut inner = lock(&h.inner);
+                let was_primary = primary(&inner).map(|c| c.id) == Some(id);
+                inner.clients.retain(|c| c.id != id);
+                if was_primary {
+                    announce(&inner, h.opts.device_id);
+                }
             }
         });
         Ok(Response::new(ReceiverStream::new(rx)))

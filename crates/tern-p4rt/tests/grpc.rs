@@ -2023,3 +2023,149 @@ async fn optional_match_entries() {
         .unwrap_err();
     assert_eq!(write_errors(&err), vec![Code::InvalidArgument as i32]);
 }
+
+#[tokio::test]
+async fn several_devices_on_one_server() {
+    use p4::entity::Entity as E;
+    use p4::update::Type as T;
+    let mk = |device_id: u64, name: &str| {
+        let sw = Arc::new(Mutex::new(
+            Switch::from_json(&fixture(&format!("{name}.json")), SwitchOptions::default()).unwrap(),
+        ));
+        let opts = Options {
+            device_id,
+            cpu_port: None,
+            initial: Some((p4info(name), fixture(&format!("{name}.json")))),
+            switch_options: SwitchOptions::default(),
+        };
+        Handle::new(sw, opts).unwrap()
+    };
+    let (d0, d1) = (mk(0, "ternary"), mk(1, "simple_router"));
+    assert!(tern_p4rt::multi_device_service(vec![mk(0, "ternary"), mk(0, "ternary")]).is_err());
+    let svc = tern_p4rt::multi_device_service(vec![d0.clone(), d1.clone()]).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        tonic::transport::Server::builder()
+            .add_service(svc)
+            .serve_with_incoming(TcpListenerStream::new(listener))
+            .await
+            .unwrap();
+    });
+    let mut c = P4RuntimeClient::connect(format!("http://{addr}"))
+        .await
+        .unwrap();
+    // Each device has its own program (known at start-up, so no SetForwardingPipelineConfig).
+    let get = |id: u64| p4::GetForwardingPipelineConfigRequest {
+        device_id: id,
+        response_type: 2,
+    };
+    let i0 = c
+        .get_forwarding_pipeline_config(get(0))
+        .await
+        .unwrap()
+        .into_inner()
+        .config
+        .unwrap()
+        .p4info
+        .unwrap();
+    let i1 = c
+        .get_forwarding_pipeline_config(get(1))
+        .await
+        .unwrap()
+        .into_inner()
+        .config
+        .unwrap()
+        .p4info
+        .unwrap();
+    assert_eq!(
+        (i0, i1.clone()),
+        (p4info("ternary"), p4info("simple_router"))
+    );
+    assert_eq!(
+        c.get_forwarding_pipeline_config(get(2))
+            .await
+            .unwrap_err()
+            .code(),
+        Code::NotFound
+    );
+    // A stream joins the device of its first arbitration; primaries are per device.
+    let (tx, rx) = mpsc::channel(4);
+    let mut s = c
+        .stream_channel(ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+    tx.send(p4::StreamMessageRequest {
+        update: Some(p4::stream_message_request::Update::Arbitration(
+            p4::MasterArbitrationUpdate {
+                device_id: 1,
+                election_id: eid(4),
+                ..Default::default()
+            },
+        )),
+    })
+    .await
+    .unwrap();
+    let m = tokio::time::timeout(Duration::from_secs(5), s.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let Some(p4::stream_message_response::Update::Arbitration(a)) = m.update else {
+        panic!("{m:?}")
+    };
+    assert_eq!((a.device_id, a.status.unwrap().code), (1, 0));
+    let t = table_id(&i1, "forward");
+    let e = te(
+        t,
+        vec![exact(1, &[1, 2, 3, 4])],
+        action_id(&i1, "set_dmac"),
+        vec![(1, vec![9])],
+        0,
+    );
+    let w = |device_id: u64, election: u64| p4::WriteRequest {
+        device_id,
+        election_id: eid(election),
+        updates: vec![upd(T::Insert, E::TableEntry(e.clone()))],
+        ..Default::default()
+    };
+    c.write(w(1, 4)).await.unwrap();
+    // Device 0 has no stream: election id 4 is refused there, and the table does not exist.
+    assert_eq!(
+        c.write(w(0, 4)).await.unwrap_err().code(),
+        Code::PermissionDenied
+    );
+    let err = c.write(w(0, 0)).await.unwrap_err();
+    assert_eq!(write_errors(&err), vec![Code::InvalidArgument as i32]);
+    let mut r = c
+        .read(p4::ReadRequest {
+            device_id: 1,
+            entities: vec![p4::Entity {
+                entity: Some(E::TableEntry(p4::TableEntry::default())),
+            }],
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let got = r.next().await.unwrap().unwrap().entities;
+    assert_eq!(
+        got,
+        vec![p4::Entity {
+            entity: Some(E::TableEntry(e.clone()))
+        }]
+    );
+    let mut r = c
+        .read(p4::ReadRequest {
+            device_id: 0,
+            entities: vec![p4::Entity {
+                entity: Some(E::TableEntry(p4::TableEntry::default())),
+            }],
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(r.next().await.unwrap().unwrap().entities.is_empty());
+}
