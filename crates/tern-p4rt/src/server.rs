@@ -84,6 +84,10 @@ pub(crate) struct Inner {
     notified: std::collections::HashSet<(String, u32)>,
     /// digest id → samples sent and not yet acked: (fields, list id, when sent).
     unacked: HashMap<u32, Vec<DigestSample>>,
+    /// digest id → the list being filled.
+    batches: HashMap<u32, PendingList>,
+    /// digest id → when its current list got its first sample.
+    batch_start: HashMap<u32, std::time::Instant>,
 }
 
 type DigestSample = (Vec<Vec<u8>>, u64, std::time::Instant);
@@ -125,6 +129,8 @@ impl Handle {
                 pre: PreState::default(),
                 notified: Default::default(),
                 unacked: HashMap::new(),
+                batches: HashMap::new(),
+                batch_start: HashMap::new(),
             })),
             opts: Arc::new(opts),
         })
@@ -170,7 +176,6 @@ impl Handle {
             return;
         };
         let now = std::time::Instant::now();
-        let mut lists: Vec<PendingList> = Vec::new();
         for d in digests {
             let Some(info) = p
                 .p4info
@@ -184,51 +189,63 @@ impl Handle {
             let Some(conf) = inner.pre.digests.get(&id).copied() else {
                 continue;
             };
-            // Samples sent and not acked within ack_timeout_ns are not sent again (PI's rule).
+            // Samples sent (or batched) and not acked within ack_timeout_ns are not sent again.
             let ack_timeout = std::time::Duration::from_nanos(conf.ack_timeout_ns.max(0) as u64);
             let pending = inner.unacked.entry(id).or_default();
             pending.retain(|(_, _, sent)| now.duration_since(*sent) < ack_timeout);
+            let batched = inner
+                .batches
+                .get(&id)
+                .is_some_and(|b| b.1.contains(&d.fields));
             if conf.ack_timeout_ns > 0
-                && (pending.iter().any(|(f, _, _)| *f == d.fields)
-                    || lists
-                        .iter()
-                        .any(|(i, f, _)| *i == id && f.contains(&d.fields)))
+                && (batched || inner.unacked[&id].iter().any(|(f, _, _)| *f == d.fields))
             {
                 continue;
             }
-            let max = conf.max_list_size.max(1) as usize;
             let data = entities::digest_data(info, &d.fields);
-            match lists.iter_mut().find(|(i, _, l)| *i == id && l.len() < max) {
-                Some((_, f, l)) => {
-                    f.push(d.fields);
-                    l.push(data);
-                }
-                None => lists.push((id, vec![d.fields], vec![data])),
+            let b = inner
+                .batches
+                .entry(id)
+                .or_insert_with(|| (id, Vec::new(), Vec::new()));
+            if b.1.is_empty() {
+                inner.batch_start.insert(id, now);
+            }
+            let b = inner.batches.get_mut(&id).expect("batch just inserted");
+            b.1.push(d.fields);
+            b.2.push(data);
+            let full = conf.max_list_size > 0 && b.1.len() >= conf.max_list_size as usize;
+            if full || conf.max_timeout_ns <= 0 {
+                flush_batch(&mut inner, id, now);
             }
         }
-        for (digest_id, fields, data) in lists {
-            let list_id = inner.next_list_id;
-            inner.next_list_id += 1;
-            let pending = inner.unacked.entry(digest_id).or_default();
-            pending.extend(fields.into_iter().map(|f| (f, list_id, now)));
-            let ts = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos() as i64)
-                .unwrap_or(0);
-            send_primary(
-                &inner,
-                p4::StreamMessageResponse {
-                    update: Some(p4::stream_message_response::Update::Digest(
-                        p4::DigestList {
-                            digest_id,
-                            list_id,
-                            data,
-                            timestamp: ts,
-                        },
-                    )),
-                },
-            );
+    }
+
+    /// Send the digest lists whose `max_timeout_ns` has elapsed since their first sample (the
+    /// server calls this every 10 ms). Returns how many lists were sent.
+    pub fn flush_digests(&self) -> usize {
+        let mut inner = lock(&self.inner);
+        let now = std::time::Instant::now();
+        let due: Vec<u32> = inner
+            .batches
+            .iter()
+            .filter(|(id, b)| {
+                let timeout = inner
+                    .pre
+                    .digests
+                    .get(id)
+                    .map(|c| c.max_timeout_ns.max(0) as u64)
+                    .unwrap_or(0);
+                !b.1.is_empty()
+                    && inner.batch_start.get(id).is_some_and(|t| {
+                        now.duration_since(*t) >= std::time::Duration::from_nanos(timeout)
+                    })
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for id in &due {
+            flush_batch(&mut inner, *id, now);
         }
+        due.len()
     }
 
     /// A controller acknowledged a digest list: its samples may be sent again.
@@ -305,6 +322,41 @@ fn send_primary(inner: &Inner, msg: p4::StreamMessageResponse) {
     if let Some(c) = primary(inner) {
         let _ = c.tx.try_send(Ok(msg));
     }
+}
+
+/// Send the batched samples of digest `id` as one DigestList and remember them until acked.
+fn flush_batch(inner: &mut Inner, id: u32, now: std::time::Instant) {
+    let Some((digest_id, fields, data)) = inner.batches.remove(&id) else {
+        return;
+    };
+    inner.batch_start.remove(&id);
+    if data.is_empty() {
+        return;
+    }
+    let list_id = inner.next_list_id;
+    inner.next_list_id += 1;
+    inner
+        .unacked
+        .entry(digest_id)
+        .or_default()
+        .extend(fields.into_iter().map(|f| (f, list_id, now)));
+    let ts = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0);
+    send_primary(
+        inner,
+        p4::StreamMessageResponse {
+            update: Some(p4::stream_message_response::Update::Digest(
+                p4::DigestList {
+                    digest_id,
+                    list_id,
+                    data,
+                    timestamp: ts,
+                },
+            )),
+        },
+    );
 }
 
 fn u128_of(e: &Option<p4::Uint128>) -> Option<u128> {
@@ -778,10 +830,13 @@ impl Handle {
     pub async fn serve_async(&self, addr: std::net::SocketAddr) -> Result<(), String> {
         let sweeper = self.clone();
         let sweep = tokio::spawn(async move {
-            let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
-            loop {
+            let mut tick = tokio::time::interval(std::time::Duration::from_millis(10));
+            for n in 0u64.. {
                 tick.tick().await;
-                sweeper.sweep_idle();
+                sweeper.flush_digests();
+                if n % 100 == 0 {
+                    sweeper.sweep_idle();
+                }
             }
         });
         let r = tonic::transport::Server::builder()

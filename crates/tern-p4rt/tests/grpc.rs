@@ -1025,6 +1025,31 @@ async fn digests_are_streamed_after_configuration() {
     env.handle.inject(3, &frame);
     let d3 = next_list(&mut s).await;
     assert_eq!(d3.data, vec![sample(&[0x11, 0x22, 0x33, 0x44, 0x55])]);
+    // Batching: samples wait up to max_timeout_ns for a list of max_list_size.
+    let batching = p4::digest_entry::Config {
+        max_timeout_ns: 50_000_000,
+        max_list_size: 10,
+        ack_timeout_ns: 0,
+    };
+    write(c, 1, vec![upd(T::Modify, entry(Some(batching)))])
+        .await
+        .unwrap();
+    for last in [0x01u8, 0x02] {
+        let mut f = frame.clone();
+        f[11] = last;
+        env.handle.inject(3, &f);
+    }
+    assert_eq!(env.handle.flush_digests(), 0, "the list is not due yet");
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    assert_eq!(env.handle.flush_digests(), 1);
+    let d4 = next_list(&mut s).await;
+    assert_eq!(
+        d4.data,
+        vec![
+            sample(&[0x11, 0x22, 0x33, 0x44, 0x01]),
+            sample(&[0x11, 0x22, 0x33, 0x44, 0x02])
+        ]
+    );
 }
 
 #[tokio::test]
