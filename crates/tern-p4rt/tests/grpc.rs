@@ -1040,7 +1040,7 @@ async fn digests_are_streamed_after_configuration() {
         env.handle.inject(3, &f);
     }
     assert_eq!(env.handle.flush_digests(), 0, "the list is not due yet");
-    tokio::time::sleep(Duration::from_millis(60)).await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
     assert_eq!(env.handle.flush_digests(), 1);
     let d4 = next_list(&mut s).await;
     assert_eq!(
