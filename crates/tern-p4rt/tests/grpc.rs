@@ -1027,7 +1027,7 @@ async fn digests_are_streamed_after_configuration() {
     assert_eq!(d3.data, vec![sample(&[0x11, 0x22, 0x33, 0x44, 0x55])]);
     // Batching: samples wait up to max_timeout_ns for a list of max_list_size.
     let batching = p4::digest_entry::Config {
-        max_timeout_ns: 50_000_000,
+        max_timeout_ns: 500_000_000,
         max_list_size: 10,
         ack_timeout_ns: 0,
     };
