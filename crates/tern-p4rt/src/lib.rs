@@ -18,5 +18,6 @@ pub mod proto;
 mod server;
 
 pub use server::{
-    multi_device_service, serve, serve_async, Handle, Options, Service, API_VERSION, ERROR_SPACE,
+    multi_device_service, serve, serve_async, Handle, Options, OutputSink, Service, API_VERSION,
+    ERROR_SPACE,
 };

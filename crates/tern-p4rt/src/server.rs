@@ -84,11 +84,16 @@ pub(crate) struct Inner {
     notified: std::collections::HashSet<(String, u32)>,
     /// digest id → samples sent and not yet acked: (fields, list id, when sent).
     unacked: HashMap<u32, Vec<DigestSample>>,
+    /// Where packet-out traffic to non-CPU ports goes (a packet loop with real ports).
+    output_sink: Option<OutputSink>,
     /// digest id → the list being filled.
     batches: HashMap<u32, PendingList>,
     /// digest id → when its current list got its first sample.
     batch_start: HashMap<u32, std::time::Instant>,
 }
+
+/// Receives packets that packet-out traffic sends to ports other than the CPU port.
+pub type OutputSink = Arc<dyn Fn(Vec<OutputPacket>) + Send + Sync>;
 
 type DigestSample = (Vec<Vec<u8>>, u64, std::time::Instant);
 /// A digest list being built: (digest id, raw samples, samples as P4Data).
@@ -129,6 +134,7 @@ impl Handle {
                 pre: PreState::default(),
                 notified: Default::default(),
                 unacked: HashMap::new(),
+                output_sink: None,
                 batches: HashMap::new(),
                 batch_start: HashMap::new(),
             })),
@@ -292,6 +298,12 @@ impl Handle {
             },
         );
         n
+    }
+
+    /// Send packet-out traffic that leaves on non-CPU ports to `sink` (without a sink it is
+    /// dropped, as the switch has no ports of its own).
+    pub fn set_output_sink(&self, sink: OutputSink) {
+        lock(&self.inner).output_sink = Some(sink);
     }
 
     /// Inject a packet into the switch on `port` and deliver what comes out (CPU port → packet-in,
@@ -781,7 +793,11 @@ fn handle_stream_msg(
             match frame {
                 Ok(frame) => {
                     let port = h.opts.cpu_port.unwrap_or(0);
-                    let _ = h.inject(port, &frame);
+                    let rest = h.inject(port, &frame);
+                    let sink = lock(&h.inner).output_sink.clone();
+                    if let (Some(sink), false) = (sink, rest.is_empty()) {
+                        sink(rest);
+                    }
                 }
                 Err(m) => {
                     let _ = tx.try_send(Ok(stream_error(

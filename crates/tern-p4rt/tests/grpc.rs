@@ -949,6 +949,49 @@ async fn controller_headers_are_packed_and_unpacked() {
         }
         other => panic!("expected stream error, got {other:?}"),
     }
+    // Packet-out traffic to other ports goes to the output sink (ternary.json: send_1 → port 1).
+    let sunk = Arc::new(Mutex::new(Vec::new()));
+    let sink_store = sunk.clone();
+    env.handle.set_output_sink(Arc::new(move |outs| {
+        sink_store.lock().unwrap().extend(outs)
+    }));
+    set_pipeline(c, "ternary", 1).await.unwrap();
+    let info = p4info("ternary");
+    let t = table_id(&info, "ingress.ter");
+    let e = te(
+        t,
+        vec![ternary(1, &[0xab, 0xcd], &[0xff, 0xff])],
+        action_id(&info, "ingress.send_1"),
+        vec![],
+        1,
+    );
+    write(
+        c,
+        1,
+        vec![upd(
+            p4::update::Type::Insert,
+            p4::entity::Entity::TableEntry(e),
+        )],
+    )
+    .await
+    .unwrap();
+    let frame = vec![0xab, 0xcd, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14];
+    s.send(p4::stream_message_request::Update::Packet(p4::PacketOut {
+        payload: frame.clone(),
+        metadata: vec![],
+    }))
+    .await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while sunk.lock().unwrap().is_empty() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        *sunk.lock().unwrap(),
+        vec![tern_runtime::OutputPacket {
+            port: 1,
+            data: frame
+        }]
+    );
 }
 
 #[tokio::test]
