@@ -593,14 +593,23 @@ impl P4Runtime for Service {
                 let (p, _) = verify(&req.config)?;
                 inner.saved = Some(p);
             }
-            A::VerifyAndCommit | A::ReconcileAndCommit => {
+            A::VerifyAndCommit => {
+                let (p, sw) = verify(&req.config)?;
+                *lock(&inner.sw) = sw;
+                inner.pre = PreState::default();
+                inner.pipeline = Some(p);
+            }
+            A::ReconcileAndCommit => {
                 let (p, sw) = verify(&req.config)?;
                 let same = inner.pipeline.as_ref().map(|c| &c.json) == Some(&p.json);
-                if !(action == A::ReconcileAndCommit && same) {
-                    *lock(&inner.sw) = sw;
-                    inner.pre = PreState::default();
+                if same || inner.pipeline.is_none() {
+                    if !same {
+                        *lock(&inner.sw) = sw;
+                    }
+                    inner.pipeline = Some(p);
+                } else {
+                    reconcile(&mut inner, p, sw)?;
                 }
-                inner.pipeline = Some(p);
             }
             A::Commit => {
                 let p = inner.saved.take().ok_or_else(|| {
@@ -718,6 +727,50 @@ impl P4Runtime for Service {
             p4runtime_api_version: API_VERSION.into(),
         }))
     }
+}
+
+/// RECONCILE_AND_COMMIT to a different program: read the forwarding state in P4Runtime terms,
+/// switch programs, and insert it again (PI's "naive" reconcile: members, groups, table
+/// entries, multicast groups, clone sessions, digest configs). On any failure the old program
+/// and state are restored and the request fails.
+fn reconcile(inner: &mut Inner, p: Pipeline, sw: Switch) -> Result<(), Status> {
+    use p4::entity::Entity as E;
+    use p4::packet_replication_engine_entry::Type as P;
+    let filters = [
+        E::ActionProfileMember(p4::ActionProfileMember::default()),
+        E::ActionProfileGroup(p4::ActionProfileGroup::default()),
+        E::TableEntry(p4::TableEntry::default()),
+        E::PacketReplicationEngineEntry(p4::PacketReplicationEngineEntry {
+            r#type: Some(P::MulticastGroupEntry(p4::MulticastGroupEntry::default())),
+        }),
+        E::PacketReplicationEngineEntry(p4::PacketReplicationEngineEntry {
+            r#type: Some(P::CloneSessionEntry(p4::CloneSessionEntry::default())),
+        }),
+        E::DigestEntry(p4::DigestEntry::default()),
+    ];
+    let mut state = Vec::new();
+    for f in filters {
+        entities::read_entity(inner, &p4::Entity { entity: Some(f) }, &mut state)?;
+    }
+    let old_sw = std::mem::replace(&mut *lock(&inner.sw), sw);
+    let old_pre = std::mem::take(&mut inner.pre);
+    let old_p = inner.pipeline.replace(p);
+    for e in state {
+        let u = p4::Update {
+            r#type: p4::update::Type::Insert as i32,
+            entity: Some(e),
+        };
+        if let Err(st) = entities::apply_update(inner, &u) {
+            *lock(&inner.sw) = old_sw;
+            inner.pre = old_pre;
+            inner.pipeline = old_p;
+            return Err(Status::invalid_argument(format!(
+                "RECONCILE_AND_COMMIT cannot carry the current state over: {}",
+                st.message()
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn no_pipeline() -> Status {

@@ -2237,3 +2237,96 @@ async fn several_devices_on_one_server() {
         .into_inner();
     assert!(r.next().await.unwrap().unwrap().entities.is_empty());
 }
+
+#[tokio::test]
+async fn reconcile_and_commit_keeps_state_or_rolls_back() {
+    use p4::entity::Entity as E;
+    use p4::set_forwarding_pipeline_config_request::Action as A;
+    use p4::update::Type as T;
+    let mut env = start(None).await;
+    let c = &mut env.client;
+    set_pipeline(c, "simple_router", 0).await.unwrap();
+    let info = p4info("simple_router");
+    let t = table_id(&info, "ipv4_lpm");
+    let e = te(
+        t,
+        vec![lpm(1, &[10, 0, 0, 0], 8)],
+        action_id(&info, "set_nhop"),
+        vec![(1, vec![1]), (2, vec![2])],
+        0,
+    );
+    let mg = E::PacketReplicationEngineEntry(p4::PacketReplicationEngineEntry {
+        r#type: Some(
+            p4::packet_replication_engine_entry::Type::MulticastGroupEntry(
+                p4::MulticastGroupEntry {
+                    multicast_group_id: 3,
+                    replicas: vec![p4::Replica {
+                        port_kind: Some(p4::replica::PortKind::EgressPort(4)),
+                        instance: 1,
+                    }],
+                    metadata: vec![],
+                },
+            ),
+        ),
+    });
+    write(
+        c,
+        0,
+        vec![
+            upd(T::Insert, E::TableEntry(e.clone())),
+            upd(T::Insert, mg.clone()),
+        ],
+    )
+    .await
+    .unwrap();
+    let push = |name: &str, json: Vec<u8>| p4::SetForwardingPipelineConfigRequest {
+        device_id: 0,
+        action: A::ReconcileAndCommit as i32,
+        config: Some(p4::ForwardingPipelineConfig {
+            p4info: Some(p4info(name)),
+            p4_device_config: json,
+            cookie: None,
+        }),
+        ..Default::default()
+    };
+    // The same program serialized differently: a real swap, and the state is carried over.
+    let v: serde_json::Value = serde_json::from_str(&fixture("simple_router.json")).unwrap();
+    let compact = serde_json::to_vec(&v).unwrap();
+    c.set_forwarding_pipeline_config(push("simple_router", compact.clone()))
+        .await
+        .unwrap();
+    let all_tables = E::TableEntry(p4::TableEntry::default());
+    assert_eq!(
+        read(c, all_tables.clone()).await.unwrap(),
+        vec![E::TableEntry(e.clone())]
+    );
+    let mg_filter = E::PacketReplicationEngineEntry(p4::PacketReplicationEngineEntry {
+        r#type: Some(
+            p4::packet_replication_engine_entry::Type::MulticastGroupEntry(
+                p4::MulticastGroupEntry::default(),
+            ),
+        ),
+    });
+    assert_eq!(read(c, mg_filter.clone()).await.unwrap(), vec![mg.clone()]);
+    let got = c
+        .get_forwarding_pipeline_config(p4::GetForwardingPipelineConfigRequest {
+            device_id: 0,
+            response_type: 3,
+        })
+        .await
+        .unwrap();
+    assert_eq!(got.into_inner().config.unwrap().p4_device_config, compact);
+    // A program the state does not fit: refused, and nothing changes.
+    let err = c
+        .set_forwarding_pipeline_config(push("ternary", fixture("ternary.json").into_bytes()))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(
+        err.message().contains("RECONCILE_AND_COMMIT"),
+        "{}",
+        err.message()
+    );
+    assert_eq!(read(c, all_tables).await.unwrap(), vec![E::TableEntry(e)]);
+    assert_eq!(read(c, mg_filter).await.unwrap(), vec![mg]);
+}
