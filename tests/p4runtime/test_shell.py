@@ -244,3 +244,40 @@ def test_connect_without_config(program):
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_optional_match_and_modify(server, shell):
+    connect(server, "optional")
+    te = sh.TableEntry("ingress.opt")(action="ingress.send_1")
+    te.match["h.hdr.f1"] = "0x0a0b"
+    te.priority = 5
+    te.insert()
+    wild = sh.TableEntry("ingress.opt")(action="ingress.send_2")
+    wild.priority = 1
+    wild.insert()
+    got = sorted(entries("ingress.opt"), key=lambda e: e.priority)
+    assert [e.priority for e in got] == [1, 5]
+    assert len(got[0].match) == 0, "a wildcard optional field is omitted"
+    assert got[1].match[0].optional.value == b"\x0a\x0b"
+    te.action = sh.Action("ingress.send_2")
+    te.modify()
+    got = sorted(entries("ingress.opt"), key=lambda e: e.priority)
+    assert got[1].action.action.action_id == sh.Action("ingress.send_2").msg().action_id
+    te.delete()
+    wild.delete()
+    assert entries("ingress.opt") == []
+
+
+def test_clone_session_fields(server, shell):
+    connect(server, "simple_router")
+    sh.CloneSessionEntry(9).add(2, 1).add(3, 1).insert()
+    got = [s.msg() for s in sh.CloneSessionEntry(9).read()]
+    assert len(got) == 1
+    entry = got[0].clone_session_entry
+    assert entry.session_id == 9
+    assert sorted((r.egress_port, r.instance) for r in entry.replicas) == [(2, 1), (3, 1)]
+    with pytest.raises(P4RuntimeWriteException) as e:
+        sh.CloneSessionEntry(9).add(4).insert()
+    assert "ALREADY_EXISTS" in str(e.value)
+    sh.CloneSessionEntry(9).delete()
+    assert list(sh.CloneSessionEntry(9).read()) == []
