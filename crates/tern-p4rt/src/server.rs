@@ -908,9 +908,16 @@ impl Handle {
                 }
             }
         });
+        let listener = match tokio::net::TcpListener::bind(addr).await {
+            Ok(l) => l,
+            Err(e) => {
+                sweep.abort();
+                return Err(format!("cannot listen on {addr}: {e}"));
+            }
+        };
         let r = tonic::transport::Server::builder()
             .add_service(self.service())
-            .serve(addr)
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
             .await
             .map_err(|e| format!("gRPC server on {addr}: {e}"));
         sweep.abort();

@@ -81,8 +81,11 @@ pub fn run(args: P4rtArgs) -> anyhow::Result<ExitCode> {
         initial,
         switch_options,
     };
+    let handle = tern_p4rt::Handle::new(Arc::new(Mutex::new(sw)), opts)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     eprintln!("tern p4runtime: serving P4Runtime on {}", args.grpc_addr);
-    tern_p4rt::serve(args.grpc_addr, Arc::new(Mutex::new(sw)), opts)
+    handle
+        .serve(args.grpc_addr)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(ExitCode::SUCCESS)
 }
