@@ -1,0 +1,936 @@
+//! The P4Runtime gRPC service: pipeline config, arbitration, packet I/O, digests, and the
+//! Write/Read entity translation onto `tern_runtime::Runtime` calls of a shared `Switch`.
+
+#![allow(clippy::result_large_err)]
+
+use crate::entities;
+
+use crate::proto::google::rpc as grpc;
+use crate::proto::p4::config::v1 as cfg;
+use crate::proto::p4::v1 as p4;
+use crate::proto::p4::v1::p4_runtime_server::{P4Runtime, P4RuntimeServer};
+use prost::Message;
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use tern_dataplane::{Switch, SwitchOptions};
+use tern_runtime::{Digest, OutputPacket, PacketPath};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::{Stream, StreamExt};
+use tonic::{Code, Request, Response, Status};
+
+/// The P4Runtime API version this server speaks.
+pub const API_VERSION: &str = "1.4.1";
+/// `p4.v1.Error.space` of errors reported by tern.
+pub const ERROR_SPACE: &str = "ALL-tern-p4org";
+
+/// Server options.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// The P4Runtime device id this switch answers to (requests for other ids are rejected).
+    pub device_id: u64,
+    /// The CPU port: packet-out is injected there, outputs to it become packet-in.
+    pub cpu_port: Option<u32>,
+    /// A pipeline known at start-up (P4Info + BMv2 JSON), so clients can connect without
+    /// pushing one.
+    pub initial: Option<(cfg::P4Info, String)>,
+    /// Options for switches created by SetForwardingPipelineConfig.
+    pub switch_options: SwitchOptions,
+}
+
+/// The committed forwarding pipeline.
+#[derive(Clone, Debug)]
+pub(crate) struct Pipeline {
+    pub p4info: cfg::P4Info,
+    pub json: Vec<u8>,
+    pub cookie: Option<p4::forwarding_pipeline_config::Cookie>,
+}
+
+struct Client {
+    id: u64,
+    election: Option<u128>,
+    /// The role the client named (echoed back; roles are otherwise ignored, as in PI).
+    role: Option<p4::Role>,
+    tx: mpsc::Sender<Result<p4::StreamMessageResponse, Status>>,
+}
+
+/// Entity state that BMv2 does not keep in P4Runtime terms (controller-chosen ids).
+#[derive(Default)]
+pub(crate) struct PreState {
+    /// multicast group id → (BMv2 group handle, node handles, replicas).
+    pub groups: HashMap<u32, (u32, Vec<u32>, Vec<p4::Replica>)>,
+    /// clone session id → the entry as written (and the internal group it uses, if any).
+    pub clones: HashMap<u32, (p4::CloneSessionEntry, Option<u32>)>,
+    /// digest id → configuration.
+    pub digests: HashMap<u32, p4::digest_entry::Config>,
+    /// (action profile id, member id) → BMv2 member handle.
+    pub members: HashMap<(u32, u32), u32>,
+    /// (action profile id, group id) → (BMv2 group handle, members).
+    pub groups_ap: HashMap<(u32, u32), (u32, Vec<u32>)>,
+    /// (table name, BMv2 entry handle) → the one-shot action set installed for it.
+    pub oneshots: HashMap<(String, u32), entities::Oneshot>,
+}
+
+pub(crate) struct Inner {
+    pub sw: Arc<Mutex<Switch>>,
+    pub pipeline: Option<Pipeline>,
+    saved: Option<Pipeline>,
+    clients: Vec<Client>,
+    next_client: u64,
+    next_list_id: u64,
+    pub pre: PreState,
+    /// Aged entries already notified (until they stop being aged).
+    notified: std::collections::HashSet<(String, u32)>,
+    /// digest id → samples sent and not yet acked: (fields, list id, when sent).
+    unacked: HashMap<u32, Vec<DigestSample>>,
+    /// Where packet-out traffic to non-CPU ports goes (a packet loop with real ports).
+    output_sink: Option<OutputSink>,
+    /// digest id → the list being filled.
+    batches: HashMap<u32, PendingList>,
+    /// digest id → when its current list got its first sample.
+    batch_start: HashMap<u32, std::time::Instant>,
+}
+
+/// Receives packets that packet-out traffic sends to ports other than the CPU port.
+pub type OutputSink = Arc<dyn Fn(Vec<OutputPacket>) + Send + Sync>;
+
+type DigestSample = (Vec<Vec<u8>>, u64, std::time::Instant);
+/// A digest list being built: (digest id, raw samples, samples as P4Data).
+type PendingList = (u32, Vec<Vec<Vec<u8>>>, Vec<p4::P4Data>);
+
+/// Handle on a running server's state: lets a packet loop that owns real ports deliver CPU-port
+/// outputs and digests to the controller.
+#[derive(Clone)]
+pub struct Handle {
+    inner: Arc<Mutex<Inner>>,
+    opts: Arc<Options>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Handle {
+    /// Create the service state around a shared switch.
+    pub fn new(sw: Arc<Mutex<Switch>>, opts: Options) -> Result<Handle, String> {
+        let mut pipeline = None;
+        if let Some((p4info, json)) = &opts.initial {
+            entities::check_p4info_matches(p4info, lock(&sw).program())?;
+            pipeline = Some(Pipeline {
+                p4info: p4info.clone(),
+                json: json.clone().into_bytes(),
+                cookie: None,
+            });
+        }
+        Ok(Handle {
+            inner: Arc::new(Mutex::new(Inner {
+                sw,
+                pipeline,
+                saved: None,
+                clients: Vec::new(),
+                next_client: 1,
+                next_list_id: 1,
+                pre: PreState::default(),
+                notified: Default::default(),
+                unacked: HashMap::new(),
+                output_sink: None,
+                batches: HashMap::new(),
+                batch_start: HashMap::new(),
+            })),
+            opts: Arc::new(opts),
+        })
+    }
+
+    /// The gRPC service to add to a tonic server.
+    pub fn service(&self) -> P4RuntimeServer<Service> {
+        P4RuntimeServer::new(Service {
+            devices: Arc::new(HashMap::from([(self.opts.device_id, self.clone())])),
+        })
+        .max_decoding_message_size(64 << 20)
+        .max_encoding_message_size(64 << 20)
+    }
+
+    /// Deliver packets the switch produced: outputs to the CPU port become packet-in messages
+    /// to the primary client; other outputs are returned.
+    pub fn deliver_outputs(&self, outs: Vec<OutputPacket>) -> Vec<OutputPacket> {
+        let mut rest = Vec::new();
+        let inner = lock(&self.inner);
+        for o in outs {
+            if Some(o.port) == self.opts.cpu_port {
+                if let Some(p) = &inner.pipeline {
+                    let pin = entities::packet_in(&p.p4info, &o.data);
+                    send_primary(
+                        &inner,
+                        p4::StreamMessageResponse {
+                            update: Some(p4::stream_message_response::Update::Packet(pin)),
+                        },
+                    );
+                }
+            } else {
+                rest.push(o);
+            }
+        }
+        rest
+    }
+
+    /// Deliver digests to the primary client as DigestList messages (only digests a controller
+    /// configured with a DigestEntry are sent).
+    pub fn deliver_digests(&self, digests: Vec<Digest>) {
+        let mut inner = lock(&self.inner);
+        let Some(p) = inner.pipeline.clone() else {
+            return;
+        };
+        let now = std::time::Instant::now();
+        for d in digests {
+            let Some(info) = p
+                .p4info
+                .digests
+                .iter()
+                .find(|x| x.preamble.as_ref().map(|p| p.name.as_str()) == Some(&d.list_name))
+            else {
+                continue;
+            };
+            let id = info.preamble.as_ref().map(|p| p.id).unwrap_or(0);
+            let Some(conf) = inner.pre.digests.get(&id).copied() else {
+                continue;
+            };
+            // Samples sent (or batched) and not acked within ack_timeout_ns are not sent again.
+            let ack_timeout = std::time::Duration::from_nanos(conf.ack_timeout_ns.max(0) as u64);
+            let pending = inner.unacked.entry(id).or_default();
+            pending.retain(|(_, _, sent)| now.duration_since(*sent) < ack_timeout);
+            let batched = inner
+                .batches
+                .get(&id)
+                .is_some_and(|b| b.1.contains(&d.fields));
+            if conf.ack_timeout_ns > 0
+                && (batched || inner.unacked[&id].iter().any(|(f, _, _)| *f == d.fields))
+            {
+                continue;
+            }
+            let data = entities::digest_data(info, &d.fields);
+            let b = inner
+                .batches
+                .entry(id)
+                .or_insert_with(|| (id, Vec::new(), Vec::new()));
+            if b.1.is_empty() {
+                inner.batch_start.insert(id, now);
+            }
+            let b = inner.batches.get_mut(&id).expect("batch just inserted");
+            b.1.push(d.fields);
+            b.2.push(data);
+            let full = conf.max_list_size > 0 && b.1.len() >= conf.max_list_size as usize;
+            if full || conf.max_timeout_ns <= 0 {
+                flush_batch(&mut inner, id, now);
+            }
+        }
+    }
+
+    /// Send the digest lists whose `max_timeout_ns` has elapsed since their first sample (the
+    /// server calls this every 10 ms). Returns how many lists were sent.
+    pub fn flush_digests(&self) -> usize {
+        let mut inner = lock(&self.inner);
+        let now = std::time::Instant::now();
+        let due: Vec<u32> = inner
+            .batches
+            .iter()
+            .filter(|(id, b)| {
+                let timeout = inner
+                    .pre
+                    .digests
+                    .get(id)
+                    .map(|c| c.max_timeout_ns.max(0) as u64)
+                    .unwrap_or(0);
+                !b.1.is_empty()
+                    && inner.batch_start.get(id).is_some_and(|t| {
+                        now.duration_since(*t) >= std::time::Duration::from_nanos(timeout)
+                    })
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for id in &due {
+            flush_batch(&mut inner, *id, now);
+        }
+        due.len()
+    }
+
+    /// A controller acknowledged a digest list: its samples may be sent again.
+    fn ack_digest(&self, digest_id: u32, list_id: u64) {
+        let mut inner = lock(&self.inner);
+        if let Some(p) = inner.unacked.get_mut(&digest_id) {
+            p.retain(|(_, l, _)| *l != list_id);
+        }
+    }
+
+    /// Send one IdleTimeoutNotification to the primary client for the entries whose idle
+    /// timeout expired since the last sweep (each entry once, until it is hit again). The
+    /// server runs this every second; returns how many entries were notified.
+    pub fn sweep_idle(&self) -> usize {
+        let mut inner = lock(&self.inner);
+        let aged = entities::aged_entries(&inner);
+        let keys: std::collections::HashSet<(String, u32)> =
+            aged.iter().map(|(k, _)| k.clone()).collect();
+        let fresh: Vec<p4::TableEntry> = aged
+            .into_iter()
+            .filter(|(k, _)| !inner.notified.contains(k))
+            .map(|(_, e)| e)
+            .collect();
+        inner.notified = keys;
+        if fresh.is_empty() {
+            return 0;
+        }
+        let n = fresh.len();
+        let ts = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as i64)
+            .unwrap_or(0);
+        send_primary(
+            &inner,
+            p4::StreamMessageResponse {
+                update: Some(
+                    p4::stream_message_response::Update::IdleTimeoutNotification(
+                        p4::IdleTimeoutNotification {
+                            table_entry: fresh,
+                            timestamp: ts,
+                        },
+                    ),
+                ),
+            },
+        );
+        n
+    }
+
+    /// Send packet-out traffic that leaves on non-CPU ports to `sink` (without a sink it is
+    /// dropped, as the switch has no ports of its own).
+    pub fn set_output_sink(&self, sink: OutputSink) {
+        lock(&self.inner).output_sink = Some(sink);
+    }
+
+    /// Inject a packet into the switch on `port` and deliver what comes out (CPU port → packet-in,
+    /// digests → digest lists). Returns outputs to other ports.
+    pub fn inject(&self, port: u32, data: &[u8]) -> Vec<OutputPacket> {
+        let (outs, digests) = {
+            let sw = lock(&self.inner).sw.clone();
+            let mut sw = lock(&sw);
+            let mut outs = Vec::new();
+            sw.process_packet(port, data, &mut outs);
+            (outs, sw.take_digests())
+        };
+        let rest = self.deliver_outputs(outs);
+        self.deliver_digests(digests);
+        rest
+    }
+}
+
+fn primary(inner: &Inner) -> Option<&Client> {
+    inner
+        .clients
+        .iter()
+        .filter(|c| c.election.is_some())
+        .max_by_key(|c| c.election)
+}
+
+fn send_primary(inner: &Inner, msg: p4::StreamMessageResponse) {
+    if let Some(c) = primary(inner) {
+        let _ = c.tx.try_send(Ok(msg));
+    }
+}
+
+/// Send the batched samples of digest `id` as one DigestList and remember them until acked.
+fn flush_batch(inner: &mut Inner, id: u32, now: std::time::Instant) {
+    let Some((digest_id, fields, data)) = inner.batches.remove(&id) else {
+        return;
+    };
+    inner.batch_start.remove(&id);
+    if data.is_empty() {
+        return;
+    }
+    let list_id = inner.next_list_id;
+    inner.next_list_id += 1;
+    inner
+        .unacked
+        .entry(digest_id)
+        .or_default()
+        .extend(fields.into_iter().map(|f| (f, list_id, now)));
+    let ts = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0);
+    send_primary(
+        inner,
+        p4::StreamMessageResponse {
+            update: Some(p4::stream_message_response::Update::Digest(
+                p4::DigestList {
+                    digest_id,
+                    list_id,
+                    data,
+                    timestamp: ts,
+                },
+            )),
+        },
+    );
+}
+
+fn u128_of(e: &Option<p4::Uint128>) -> Option<u128> {
+    e.as_ref()
+        .map(|e| (u128::from(e.high) << 64) | u128::from(e.low))
+}
+
+fn to_uint128(v: u128) -> p4::Uint128 {
+    p4::Uint128 {
+        high: (v >> 64) as u64,
+        low: v as u64,
+    }
+}
+
+/// Tell every arbitrated client who is primary.
+fn announce(inner: &Inner, device_id: u64) {
+    let prim = primary(inner).map(|c| (c.id, c.election));
+    for c in &inner.clients {
+        if c.election.is_none() {
+            continue;
+        }
+        let is_primary = prim.map(|p| p.0) == Some(c.id);
+        let status = grpc::Status {
+            code: if is_primary {
+                Code::Ok as i32
+            } else {
+                Code::AlreadyExists as i32
+            },
+            message: if is_primary {
+                "Is primary".into()
+            } else {
+                "Is backup".into()
+            },
+            details: vec![],
+        };
+        let msg = p4::StreamMessageResponse {
+            update: Some(p4::stream_message_response::Update::Arbitration(
+                p4::MasterArbitrationUpdate {
+                    device_id,
+                    role: c.role.clone(),
+                    election_id: prim.and_then(|p| p.1).map(to_uint128),
+                    status: Some(status),
+                },
+            )),
+        };
+        let _ = c.tx.try_send(Ok(msg));
+    }
+}
+
+/// The tonic service: one or more devices (switches), addressed by P4Runtime device id.
+pub struct Service {
+    devices: Arc<HashMap<u64, Handle>>,
+}
+
+/// A service serving several devices, each its own program instance; the device ids come
+/// from each handle's [`Options::device_id`] and must be distinct.
+pub fn multi_device_service(handles: Vec<Handle>) -> Result<P4RuntimeServer<Service>, String> {
+    let mut devices = HashMap::new();
+    for h in handles {
+        let id = h.opts.device_id;
+        if devices.insert(id, h).is_some() {
+            return Err(format!("device id {id} is used twice"));
+        }
+    }
+    Ok(P4RuntimeServer::new(Service {
+        devices: Arc::new(devices),
+    })
+    .max_decoding_message_size(64 << 20)
+    .max_encoding_message_size(64 << 20))
+}
+
+impl Service {
+    fn device(&self, device_id: u64) -> Result<&Handle, Status> {
+        self.devices.get(&device_id).ok_or_else(|| {
+            let mut ids: Vec<&u64> = self.devices.keys().collect();
+            ids.sort();
+            Status::not_found(format!(
+                "Invalid device id {device_id} (this server has devices {ids:?})"
+            ))
+        })
+    }
+
+    /// PI's rule: with arbitrated streams, the request's election id must be the primary's; with
+    /// none, only requests without an election id are accepted.
+    fn check_primary(inner: &Inner, election: &Option<p4::Uint128>) -> Result<(), Status> {
+        let req = u128_of(election).filter(|v| *v != 0);
+        match primary(inner) {
+            Some(p) if p.election == Some(req.unwrap_or(0)) => Ok(()),
+            None if req.is_none() => Ok(()),
+            _ => Err(Status::permission_denied("Not primary")),
+        }
+    }
+}
+
+fn write_error(results: &[Result<(), Status>]) -> Status {
+    let details = results
+        .iter()
+        .map(|r| {
+            let e = match r {
+                Ok(()) => p4::Error {
+                    canonical_code: 0,
+                    ..Default::default()
+                },
+                Err(s) => p4::Error {
+                    canonical_code: s.code() as i32,
+                    message: s.message().to_string(),
+                    space: ERROR_SPACE.into(),
+                    code: 0,
+                    details: None,
+                },
+            };
+            prost_types::Any {
+                type_url: "type.googleapis.com/p4.v1.Error".into(),
+                value: e.encode_to_vec(),
+            }
+        })
+        .collect();
+    let failed = results.iter().filter(|r| r.is_err()).count();
+    let msg = format!(
+        "Write failure: {failed} of {} updates failed",
+        results.len()
+    );
+    let st = grpc::Status {
+        code: Code::Unknown as i32,
+        message: msg.clone(),
+        details,
+    };
+    Status::with_details(Code::Unknown, msg, st.encode_to_vec().into())
+}
+
+type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl P4Runtime for Service {
+    async fn write(
+        &self,
+        req: Request<p4::WriteRequest>,
+    ) -> Result<Response<p4::WriteResponse>, Status> {
+        let req = req.into_inner();
+        let h = self.device(req.device_id)?;
+        if req.atomicity != p4::write_request::Atomicity::ContinueOnError as i32 {
+            return Err(Status::unimplemented(
+                "Only CONTINUE_ON_ERROR atomicity is supported",
+            ));
+        }
+        let mut inner = lock(&h.inner);
+        Self::check_primary(&inner, &req.election_id)?;
+        if inner.pipeline.is_none() {
+            return Err(no_pipeline());
+        }
+        let mut results = Vec::with_capacity(req.updates.len());
+        for u in &req.updates {
+            results.push(entities::apply_update(&mut inner, u));
+        }
+        if results.iter().any(|r| r.is_err()) {
+            return Err(write_error(&results));
+        }
+        Ok(Response::new(p4::WriteResponse {}))
+    }
+
+    type ReadStream = BoxStream<p4::ReadResponse>;
+
+    async fn read(
+        &self,
+        req: Request<p4::ReadRequest>,
+    ) -> Result<Response<Self::ReadStream>, Status> {
+        let req = req.into_inner();
+        let h = self.device(req.device_id)?;
+        let inner = lock(&h.inner);
+        if inner.pipeline.is_none() {
+            return Err(no_pipeline());
+        }
+        let mut out = Vec::new();
+        for e in &req.entities {
+            entities::read_entity(&inner, e, &mut out)?;
+        }
+        let resp = p4::ReadResponse { entities: out };
+        Ok(Response::new(Box::pin(tokio_stream::once(Ok(resp)))))
+    }
+
+    async fn set_forwarding_pipeline_config(
+        &self,
+        req: Request<p4::SetForwardingPipelineConfigRequest>,
+    ) -> Result<Response<p4::SetForwardingPipelineConfigResponse>, Status> {
+        use p4::set_forwarding_pipeline_config_request::Action as A;
+        let req = req.into_inner();
+        let h = self.device(req.device_id)?;
+        let action = A::try_from(req.action).unwrap_or(A::Unspecified);
+        let mut inner = lock(&h.inner);
+        Self::check_primary(&inner, &req.election_id)?;
+        let verify =
+            |config: &Option<p4::ForwardingPipelineConfig>| -> Result<(Pipeline, Switch), Status> {
+                let c = config
+                    .as_ref()
+                    .ok_or_else(|| Status::invalid_argument("Missing config"))?;
+                let p4info = c
+                    .p4info
+                    .clone()
+                    .ok_or_else(|| Status::invalid_argument("Missing P4Info in config"))?;
+                let json = std::str::from_utf8(&c.p4_device_config).map_err(|_| {
+                    Status::invalid_argument("p4_device_config is not a UTF-8 BMv2 JSON")
+                })?;
+                let sw = Switch::from_json(json, h.opts.switch_options.clone()).map_err(|e| {
+                    Status::invalid_argument(format!("Invalid BMv2 JSON in p4_device_config: {e}"))
+                })?;
+                entities::check_p4info_matches(&p4info, sw.program())
+                    .map_err(Status::invalid_argument)?;
+                Ok((
+                    Pipeline {
+                        p4info,
+                        json: c.p4_device_config.clone(),
+                        cookie: c.cookie,
+                    },
+                    sw,
+                ))
+            };
+        match action {
+            A::Verify => {
+                verify(&req.config)?;
+            }
+            A::VerifyAndSave => {
+                let (p, _) = verify(&req.config)?;
+                inner.saved = Some(p);
+            }
+            A::VerifyAndCommit => {
+                let (p, sw) = verify(&req.config)?;
+                *lock(&inner.sw) = sw;
+                inner.pre = PreState::default();
+                inner.pipeline = Some(p);
+            }
+            A::ReconcileAndCommit => {
+                let (p, sw) = verify(&req.config)?;
+                let same = inner.pipeline.as_ref().map(|c| &c.json) == Some(&p.json);
+                if same || inner.pipeline.is_none() {
+                    if !same {
+                        *lock(&inner.sw) = sw;
+                    }
+                    inner.pipeline = Some(p);
+                } else {
+                    reconcile(&mut inner, p, sw)?;
+                }
+            }
+            A::Commit => {
+                let p = inner.saved.take().ok_or_else(|| {
+                    Status::failed_precondition("COMMIT without a saved config (VERIFY_AND_SAVE)")
+                })?;
+                let json = String::from_utf8_lossy(&p.json).into_owned();
+                let sw = Switch::from_json(&json, h.opts.switch_options.clone())
+                    .map_err(|e| Status::invalid_argument(e.to_string()))?;
+                *lock(&inner.sw) = sw;
+                inner.pre = PreState::default();
+                inner.pipeline = Some(p);
+            }
+            A::Unspecified => {
+                return Err(Status::invalid_argument(
+                    "Unspecified pipeline config action",
+                ))
+            }
+        }
+        Ok(Response::new(p4::SetForwardingPipelineConfigResponse {}))
+    }
+
+    async fn get_forwarding_pipeline_config(
+        &self,
+        req: Request<p4::GetForwardingPipelineConfigRequest>,
+    ) -> Result<Response<p4::GetForwardingPipelineConfigResponse>, Status> {
+        use p4::get_forwarding_pipeline_config_request::ResponseType as R;
+        let req = req.into_inner();
+        let h = self.device(req.device_id)?;
+        let inner = lock(&h.inner);
+        let p = inner.pipeline.as_ref().ok_or_else(no_pipeline)?;
+        let rt = R::try_from(req.response_type)
+            .map_err(|_| Status::invalid_argument("Invalid response_type"))?;
+        let config = p4::ForwardingPipelineConfig {
+            p4info: matches!(rt, R::All | R::P4infoAndCookie).then(|| p.p4info.clone()),
+            p4_device_config: if matches!(rt, R::All | R::DeviceConfigAndCookie) {
+                p.json.clone()
+            } else {
+                Vec::new()
+            },
+            cookie: p.cookie,
+        };
+        Ok(Response::new(p4::GetForwardingPipelineConfigResponse {
+            config: Some(config),
+        }))
+    }
+
+    type StreamChannelStream = ReceiverStream<Result<p4::StreamMessageResponse, Status>>;
+
+    async fn stream_channel(
+        &self,
+        req: Request<tonic::Streaming<p4::StreamMessageRequest>>,
+    ) -> Result<Response<Self::StreamChannelStream>, Status> {
+        let mut inbound = req.into_inner();
+        let (tx, rx) = mpsc::channel(1024);
+        let devices = self.devices.clone();
+        tokio::spawn(async move {
+            // The stream belongs to the device named by its first arbitration message.
+            let mut joined: Option<(Handle, u64)> = None;
+            while let Some(msg) = inbound.next().await {
+                let Ok(msg) = msg else { break };
+                if joined.is_none() {
+                    let Some(p4::stream_message_request::Update::Arbitration(a)) = &msg.update
+                    else {
+                        let _ = tx.try_send(Ok(stream_error(
+                            Code::FailedPrecondition,
+                            "Send a MasterArbitrationUpdate first".into(),
+                            p4::stream_error::Details::Other(p4::StreamOtherError { other: None }),
+                        )));
+                        continue;
+                    };
+                    let Some(h) = devices.get(&a.device_id) else {
+                        let _ = tx
+                            .send(Err(Status::not_found(format!(
+                                "Invalid device id {}",
+                                a.device_id
+                            ))))
+                            .await;
+                        break;
+                    };
+                    let mut inner = lock(&h.inner);
+                    let id = inner.next_client;
+                    inner.next_client += 1;
+                    inner.clients.push(Client {
+                        id,
+                        election: None,
+                        role: None,
+                        tx: tx.clone(),
+                    });
+                    drop(inner);
+                    joined = Some((h.clone(), id));
+                }
+                let Some((h, id)) = &joined else { break };
+                if let Err(st) = handle_stream_msg(h, *id, msg, &tx) {
+                    let _ = tx.send(Err(st)).await;
+                    break;
+                }
+            }
+            if let Some((h, id)) = joined {
+                let mut inner = lock(&h.inner);
+                let was_primary = primary(&inner).map(|c| c.id) == Some(id);
+                inner.clients.retain(|c| c.id != id);
+                if was_primary {
+                    announce(&inner, h.opts.device_id);
+                }
+            }
+        });
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+
+    async fn capabilities(
+        &self,
+        _req: Request<p4::CapabilitiesRequest>,
+    ) -> Result<Response<p4::CapabilitiesResponse>, Status> {
+        Ok(Response::new(p4::CapabilitiesResponse {
+            p4runtime_api_version: API_VERSION.into(),
+        }))
+    }
+}
+
+/// RECONCILE_AND_COMMIT to a different program: read the forwarding state in P4Runtime terms,
+/// switch programs, and insert it again (PI's "naive" reconcile: members, groups, table
+/// entries, multicast groups, clone sessions, digest configs). On any failure the old program
+/// and state are restored and the request fails.
+fn reconcile(inner: &mut Inner, p: Pipeline, sw: Switch) -> Result<(), Status> {
+    use p4::entity::Entity as E;
+    use p4::packet_replication_engine_entry::Type as P;
+    let filters = [
+        E::ActionProfileMember(p4::ActionProfileMember::default()),
+        E::ActionProfileGroup(p4::ActionProfileGroup::default()),
+        E::TableEntry(p4::TableEntry::default()),
+        E::PacketReplicationEngineEntry(p4::PacketReplicationEngineEntry {
+            r#type: Some(P::MulticastGroupEntry(p4::MulticastGroupEntry::default())),
+        }),
+        E::PacketReplicationEngineEntry(p4::PacketReplicationEngineEntry {
+            r#type: Some(P::CloneSessionEntry(p4::CloneSessionEntry::default())),
+        }),
+        E::DigestEntry(p4::DigestEntry::default()),
+    ];
+    let mut state = Vec::new();
+    for f in filters {
+        entities::read_entity(inner, &p4::Entity { entity: Some(f) }, &mut state)?;
+    }
+    let old_sw = std::mem::replace(&mut *lock(&inner.sw), sw);
+    let old_pre = std::mem::take(&mut inner.pre);
+    let old_p = inner.pipeline.replace(p);
+    for e in state {
+        let u = p4::Update {
+            r#type: p4::update::Type::Insert as i32,
+            entity: Some(e),
+        };
+        if let Err(st) = entities::apply_update(inner, &u) {
+            *lock(&inner.sw) = old_sw;
+            inner.pre = old_pre;
+            inner.pipeline = old_p;
+            return Err(Status::invalid_argument(format!(
+                "RECONCILE_AND_COMMIT cannot carry the current state over: {}",
+                st.message()
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn no_pipeline() -> Status {
+    Status::failed_precondition("No forwarding pipeline config set for this device")
+}
+
+fn stream_error(
+    code: Code,
+    message: String,
+    details: p4::stream_error::Details,
+) -> p4::StreamMessageResponse {
+    p4::StreamMessageResponse {
+        update: Some(p4::stream_message_response::Update::Error(
+            p4::StreamError {
+                canonical_code: code as i32,
+                message,
+                space: ERROR_SPACE.into(),
+                code: 0,
+                details: Some(details),
+            },
+        )),
+    }
+}
+
+fn handle_stream_msg(
+    h: &Handle,
+    id: u64,
+    msg: p4::StreamMessageRequest,
+    tx: &mpsc::Sender<Result<p4::StreamMessageResponse, Status>>,
+) -> Result<(), Status> {
+    use p4::stream_message_request::Update as U;
+    match msg.update {
+        Some(U::Arbitration(a)) => {
+            if a.device_id != h.opts.device_id {
+                return Err(Status::not_found(format!(
+                    "Invalid device id {} (this switch is device {})",
+                    a.device_id, h.opts.device_id
+                )));
+            }
+            let election = u128_of(&a.election_id).unwrap_or(0);
+            let mut inner = lock(&h.inner);
+            if inner
+                .clients
+                .iter()
+                .any(|c| c.id != id && c.election == Some(election))
+            {
+                return Err(Status::invalid_argument(format!(
+                    "Election id {election} is already used by another client"
+                )));
+            }
+            if let Some(c) = inner.clients.iter_mut().find(|c| c.id == id) {
+                c.election = Some(election);
+                c.role = a.role.clone();
+            }
+            announce(&inner, h.opts.device_id);
+        }
+        Some(U::Packet(po)) => {
+            let not_primary = {
+                let inner = lock(&h.inner);
+                primary(&inner).map(|c| c.id) != Some(id)
+            };
+            let frame = {
+                let inner = lock(&h.inner);
+                match (&inner.pipeline, h.opts.cpu_port) {
+                    (None, _) => {
+                        Err("No forwarding pipeline config set for this device".to_string())
+                    }
+                    (_, None) => Err("No CPU port configured (--cpu-port)".to_string()),
+                    (Some(_), Some(_)) if not_primary => Err("Not primary".to_string()),
+                    (Some(p), Some(_)) => entities::packet_out_frame(&p.p4info, &po),
+                }
+            };
+            match frame {
+                Ok(frame) => {
+                    let port = h.opts.cpu_port.unwrap_or(0);
+                    let rest = h.inject(port, &frame);
+                    let sink = lock(&h.inner).output_sink.clone();
+                    if let (Some(sink), false) = (sink, rest.is_empty()) {
+                        sink(rest);
+                    }
+                }
+                Err(m) => {
+                    let _ = tx.try_send(Ok(stream_error(
+                        Code::InvalidArgument,
+                        m,
+                        p4::stream_error::Details::PacketOut(p4::PacketOutError {
+                            packet_out: Some(po),
+                        }),
+                    )));
+                }
+            }
+        }
+        Some(U::DigestAck(a)) => h.ack_digest(a.digest_id, a.list_id),
+        Some(U::Other(_)) | None => {
+            let _ = tx.try_send(Ok(stream_error(
+                Code::Unimplemented,
+                "Unsupported stream message".into(),
+                p4::stream_error::Details::Other(p4::StreamOtherError { other: None }),
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Serve P4Runtime on `addr` until the future is dropped or the listener fails.
+pub async fn serve_async(
+    addr: std::net::SocketAddr,
+    sw: Arc<Mutex<Switch>>,
+    opts: Options,
+) -> Result<(), String> {
+    Handle::new(sw, opts)?.serve_async(addr).await
+}
+
+/// Blocking wrapper around [`serve_async`] (builds its own tokio runtime).
+pub fn serve(
+    addr: std::net::SocketAddr,
+    sw: Arc<Mutex<Switch>>,
+    opts: Options,
+) -> Result<(), String> {
+    Handle::new(sw, opts)?.serve(addr)
+}
+
+impl Handle {
+    /// Serve this handle's state on `addr` (with the 1-second idle-timeout sweep) until the
+    /// future is dropped or the listener fails. Keep a clone of the handle to feed packets.
+    pub async fn serve_async(&self, addr: std::net::SocketAddr) -> Result<(), String> {
+        let sweeper = self.clone();
+        let sweep = tokio::spawn(async move {
+            let mut tick = tokio::time::interval(std::time::Duration::from_millis(10));
+            for n in 0u64.. {
+                tick.tick().await;
+                sweeper.flush_digests();
+                if n % 100 == 0 {
+                    sweeper.sweep_idle();
+                }
+            }
+        });
+        let listener = match tokio::net::TcpListener::bind(addr).await {
+            Ok(l) => l,
+            Err(e) => {
+                sweep.abort();
+                return Err(format!("cannot listen on {addr}: {e}"));
+            }
+        };
+        let r = tonic::transport::Server::builder()
+            .add_service(self.service())
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
+            .await
+            .map_err(|e| format!("gRPC server on {addr}: {e}"));
+        sweep.abort();
+        r
+    }
+
+    /// Blocking [`Handle::serve_async`] on its own 2-thread tokio runtime.
+    pub fn serve(&self, addr: std::net::SocketAddr) -> Result<(), String> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .map_err(|e| format!("tokio runtime: {e}"))?;
+        rt.block_on(self.serve_async(addr))
+    }
+}

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Run the p4runtime-shell tests against a tern binary: tests/p4runtime/run.sh path/to/tern
+# Creates (or reuses) the virtualenv .venv-p4rt at the repository root.
+set -euo pipefail
+if [ $# -lt 1 ]; then
+    echo "usage: $0 TERN_BINARY [pytest args...]" >&2
+    exit 2
+fi
+TERN_BIN=$(realpath "$1")
+shift
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+VENV="$ROOT/.venv-p4rt"
+if [ ! -x "$VENV/bin/python" ]; then
+    python3 -m venv "$VENV"
+fi
+if ! "$VENV/bin/python" -c "import p4runtime_sh, pytest" 2>/dev/null; then
+    "$VENV/bin/pip" install -q "p4runtime-shell==0.0.6" pytest
+fi
+export TERN_BIN
+exec "$VENV/bin/python" -m pytest -q "$HERE" "$@"
