@@ -1,7 +1,15 @@
 //! In-network key-value caching suite: wire protocol, storage servers, clients, workloads.
 //!
 //! * [`protocol`]: FarReach's UDP message layout and op codes (encode/decode).
+//! * [`storage`]: RocksDB partitions with sequence-checked records.
+//! * [`router`]: crc32 partition ranges mapping keys to servers.
+//! * [`server`]: the UDP storage server.
+//! * [`client`]: get / put / delete with timeout and retry.
 //! * [`rng`]: the deterministic PRNG used by workloads and tests.
 
+pub mod client;
 pub mod protocol;
 pub mod rng;
+pub mod router;
+pub mod server;
+pub mod storage;
