@@ -5,6 +5,7 @@
 //! * [`router`]: crc32 partition ranges mapping keys to servers.
 //! * [`server`]: the UDP storage server.
 //! * [`client`]: get / put / delete with timeout and retry.
+//! * [`ycsb`]: YCSB's generators and core workloads.
 //! * [`rng`]: the deterministic PRNG used by workloads and tests.
 
 pub mod client;
@@ -13,3 +14,4 @@ pub mod rng;
 pub mod router;
 pub mod server;
 pub mod storage;
+pub mod ycsb;
