@@ -6,8 +6,10 @@
 //! * [`server`]: the UDP storage server.
 //! * [`client`]: get / put / delete with timeout and retry.
 //! * [`ycsb`]: YCSB's generators and core workloads.
+//! * [`bench`]: the closed-loop benchmark driver and its report.
 //! * [`rng`]: the deterministic PRNG used by workloads and tests.
 
+pub mod bench;
 pub mod client;
 pub mod protocol;
 pub mod rng;

@@ -244,7 +244,15 @@ impl Op {
             Op::SETVALID_INSWITCH => Some(ExtraKind::ValidValue),
             _ => None,
         };
-        let nibble = if body { 0 } else { code & 0xF };
+        // LOADREQ (0x0310) has a zero nibble but, per FarReach's parser, carries a value like
+        // PUTREQ.
+        let nibble = if body {
+            0
+        } else if self == Op::LOADREQ {
+            1
+        } else {
+            code & 0xF
+        };
         Layout {
             value: nibble & 1 != 0,
             shadow: nibble != 0,

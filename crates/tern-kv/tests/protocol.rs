@@ -73,6 +73,7 @@ fn presence_nibble_matches_farreach_parser() {
     let cases = [
         (Op::GETREQ, false, false, false, false),
         (Op::PUTREQ, true, false, false, false),
+        (Op::LOADREQ, true, false, false, false),
         (Op::DELREQ, false, false, false, false),
         (Op::GETRES, true, false, false, true),
         (Op::PUTRES, false, false, false, true),
