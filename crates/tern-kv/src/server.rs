@@ -331,17 +331,18 @@ impl ServerHandle {
         self.stop.load(Ordering::Acquire)
     }
 
-    /// Waits until the workers stop (after a shutdown message or the flag), then flushes.
-    pub fn wait(self) -> Result<(), ServerError> {
+    /// Waits until the workers stop (after a shutdown message or the flag), then flushes;
+    /// returns the final counters (see [`ServerStats::snapshot`]).
+    pub fn wait(self) -> Result<[u64; 6], ServerError> {
         for w in self.workers {
             let _ = w.join();
         }
         self.store.flush()?;
-        Ok(())
+        Ok(self.stats.snapshot())
     }
 
     /// Raises the stop flag, then [`ServerHandle::wait`]s.
-    pub fn shutdown(self) -> Result<(), ServerError> {
+    pub fn shutdown(self) -> Result<[u64; 6], ServerError> {
         self.stop.store(true, Ordering::Release);
         self.wait()
     }

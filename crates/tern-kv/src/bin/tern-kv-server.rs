@@ -44,7 +44,7 @@ fn main() -> ExitCode {
     let _ = ctrlc::set_handler(move || stop.store(true, Ordering::Release));
     println!("listening {}", server.addr());
     match server.wait() {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(_) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::FAILURE
