@@ -6,7 +6,9 @@ use crate::client::{Client, ClientError};
 use crate::router::Router;
 use crate::server::{start, ServerConfig, ServerError, ServerHandle};
 use crate::storage::StoreOptions;
-use crate::ycsb::{deal, generate, value_for, KvOp, OpKind, WorkloadError, WorkloadSpec};
+use crate::ycsb::{
+    deal, generate_with_ack_lag, value_for, KvOp, OpKind, WorkloadError, WorkloadSpec,
+};
 use serde::Serialize;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -335,7 +337,7 @@ fn run_thread(
 /// Runs the workload's run phase (the records must already be loaded).
 pub fn run(cfg: &BenchConfig) -> Result<BenchReport, BenchError> {
     check(cfg)?;
-    let ops = generate(&cfg.workload, cfg.seed)?;
+    let ops = generate_with_ack_lag(&cfg.workload, cfg.seed, 2 * cfg.threads)?;
     let total = ops.len() as u64;
     let per_thread = deal(ops, cfg.threads);
     let version = cfg.seed.wrapping_add(1);

@@ -208,27 +208,43 @@ impl ScrambledZipfian {
     }
 }
 
-/// YCSB's CounterGenerator / AcknowledgedCounterGenerator as used single-threaded at
-/// generation time: every value handed out is acknowledged at once.
+/// YCSB's AcknowledgedCounterGenerator as used at generation time: `next_value` hands out
+/// insert key numbers, `last_value` is the highest *acknowledged* one (acks arrive in order).
 #[derive(Clone, Debug)]
 pub struct Counter {
     next: i64,
+    limit: i64,
 }
 
 impl Counter {
-    /// Starts at `start`.
+    /// Starts at `start`; nothing beyond `start - 1` is acknowledged yet.
     pub fn new(start: i64) -> Counter {
-        Counter { next: start }
+        Counter {
+            next: start,
+            limit: start - 1,
+        }
     }
-    /// `nextValue()`.
+    /// `nextValue()`, acknowledged at once.
     pub fn next_value(&mut self) -> i64 {
+        let v = self.next_unacked();
+        self.acknowledge(v);
+        v
+    }
+    /// `nextValue()` without acknowledging it.
+    pub fn next_unacked(&mut self) -> i64 {
         let v = self.next;
         self.next += 1;
         v
     }
-    /// `lastValue()`: the last value handed out (start − 1 before any).
+    /// `acknowledge(v)`: advances the limit if `v` is the next value in order.
+    pub fn acknowledge(&mut self, v: i64) {
+        if v == self.limit + 1 {
+            self.limit = v;
+        }
+    }
+    /// `lastValue()`: the highest acknowledged value (start − 1 before any).
     pub fn last_value(&self) -> i64 {
-        self.next - 1
+        self.limit
     }
 }
 
@@ -442,7 +458,19 @@ pub fn value_for(keynum: i64, len: usize, version: u64) -> Vec<u8> {
 /// from the counter starting at `record_count`; `nextKeynum` redraws keys beyond the last
 /// insert and truncates to 32 bits like `intValue()`).
 pub fn generate(spec: &WorkloadSpec, seed: u64) -> Result<Vec<KvOp>, WorkloadError> {
+    generate_with_ack_lag(spec, seed, 0)
+}
+
+/// Like [`generate`], but an insert is acknowledged (becomes readable for the key choosers) only
+/// `ack_lag` operations after it was generated, modelling YCSB's AcknowledgedCounterGenerator
+/// when the stream is later executed by several threads at once (use about 2 × threads).
+pub fn generate_with_ack_lag(
+    spec: &WorkloadSpec,
+    seed: u64,
+    ack_lag: usize,
+) -> Result<Vec<KvOp>, WorkloadError> {
     spec.validate()?;
+    let mut pending: std::collections::VecDeque<(usize, i64)> = std::collections::VecDeque::new();
     let mut rng = Rng::new(seed);
     let mut inserts = Counter::new(spec.record_count);
     let mut chooser = match spec.distribution {
@@ -465,10 +493,21 @@ pub fn generate(spec: &WorkloadSpec, seed: u64) -> Result<Vec<KvOp>, WorkloadErr
     ];
     let sum: f64 = weights.iter().map(|w| w.1).sum();
     let mut ops = Vec::with_capacity(spec.operation_count as usize);
-    for _ in 0..spec.operation_count {
+    for i in 0..spec.operation_count as usize {
+        while pending.front().is_some_and(|&(at, _)| at + ack_lag <= i) {
+            if let Some((_, v)) = pending.pop_front() {
+                inserts.acknowledge(v);
+            }
+        }
         let kind = discrete(&weights, sum, rng.next_f64());
         let keynum = if kind == OpKind::Insert {
-            inserts.next_value()
+            let v = inserts.next_unacked();
+            if ack_lag == 0 {
+                inserts.acknowledge(v);
+            } else {
+                pending.push_back((i, v));
+            }
+            v
         } else {
             loop {
                 let k = chooser.next(&inserts, &mut rng) as i32 as i64;

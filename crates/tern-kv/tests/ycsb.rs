@@ -245,6 +245,39 @@ fn core_workload_mixes() {
 }
 
 #[test]
+fn lagged_acks_keep_reads_behind_inserts() {
+    let spec = WorkloadSpec::core("d", 1000, 20_000).unwrap();
+    let ops = generate_with_ack_lag(&spec, 5, 8).unwrap();
+    let mut inserted_at = std::collections::HashMap::new();
+    for (i, o) in ops.iter().enumerate() {
+        if o.kind == OpKind::Insert {
+            inserted_at.insert(o.keynum, i);
+        } else if let Some(&at) = inserted_at.get(&o.keynum) {
+            assert!(
+                i >= at + 8,
+                "read of key {} at {i}, inserted at {at}",
+                o.keynum
+            );
+        }
+    }
+    // Without lag, the newest insert is readable immediately.
+    let ops0 = generate_with_ack_lag(&spec, 5, 0).unwrap();
+    assert_eq!(ops0, generate(&spec, 5).unwrap());
+    let mut c = Counter::new(10);
+    assert_eq!(c.last_value(), 9);
+    let a = c.next_unacked();
+    let b = c.next_unacked();
+    c.acknowledge(b);
+    assert_eq!(
+        c.last_value(),
+        9,
+        "out-of-order ack does not advance the limit"
+    );
+    c.acknowledge(a);
+    assert_eq!(c.last_value(), 10);
+}
+
+#[test]
 fn load_keys_and_dealing() {
     let keys: Vec<Key> = load_keys(100).collect();
     assert_eq!(keys.len(), 100);
