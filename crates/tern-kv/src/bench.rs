@@ -12,6 +12,7 @@ use crate::ycsb::{
 use serde::Serialize;
 use std::net::SocketAddr;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// Benchmark settings.
@@ -263,11 +264,27 @@ struct ThreadResult {
     misses: u64,
 }
 
+/// Waits (briefly) until the insert of `keynum` by another thread is acknowledged, as YCSB's
+/// AcknowledgedCounterGenerator guarantees for reads of new keys.
+fn wait_inserted(inserted: &[AtomicBool], record_count: i64, keynum: i64) {
+    let Some(flag) = usize::try_from(keynum - record_count)
+        .ok()
+        .and_then(|i| inserted.get(i))
+    else {
+        return;
+    };
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while !flag.load(Ordering::Acquire) && Instant::now() < deadline {
+        std::thread::yield_now();
+    }
+}
+
 fn run_thread(
     cfg: &BenchConfig,
     ops: &[KvOp],
     start: Instant,
     version: u64,
+    inserted: &[AtomicBool],
 ) -> Result<ThreadResult, ClientError> {
     let mut c = Client::new(cfg.router.clone(), cfg.timeout, cfg.retries)?;
     let n_servers = cfg.router.servers().len();
@@ -282,7 +299,11 @@ fn run_thread(
         misses: 0,
     };
     let value_len = cfg.workload.value_len;
+    let rc = cfg.workload.record_count;
     for op in ops {
+        if op.kind != OpKind::Insert {
+            wait_inserted(inserted, rc, op.keynum);
+        }
         let server = cfg.router.server_index(&op.key);
         let t0 = Instant::now();
         let ok = match op.kind {
@@ -298,8 +319,16 @@ fn run_thread(
             }
             OpKind::Update | OpKind::Insert => {
                 r.per_server[server] += 1;
-                c.put(op.key, &value_for(op.keynum, value_len, version))
-                    .is_ok()
+                let ok = c
+                    .put(op.key, &value_for(op.keynum, value_len, version))
+                    .is_ok();
+                if ok && op.kind == OpKind::Insert {
+                    let slot = usize::try_from(op.keynum - rc).ok();
+                    if let Some(f) = slot.and_then(|i| inserted.get(i)) {
+                        f.store(true, Ordering::Release);
+                    }
+                }
+                ok
             }
             OpKind::ReadModifyWrite => {
                 r.per_server[server] += 2;
@@ -339,13 +368,16 @@ pub fn run(cfg: &BenchConfig) -> Result<BenchReport, BenchError> {
     check(cfg)?;
     let ops = generate_with_ack_lag(&cfg.workload, cfg.seed, 2 * cfg.threads)?;
     let total = ops.len() as u64;
+    let inserts = ops.iter().filter(|o| o.kind == OpKind::Insert).count();
+    let inserted: Vec<AtomicBool> = (0..inserts).map(|_| AtomicBool::new(false)).collect();
+    let inserted = &inserted;
     let per_thread = deal(ops, cfg.threads);
     let version = cfg.seed.wrapping_add(1);
     let start = Instant::now();
     let results = std::thread::scope(|s| {
         let handles: Vec<_> = per_thread
             .iter()
-            .map(|ops| s.spawn(move || run_thread(cfg, ops, start, version)))
+            .map(|ops| s.spawn(move || run_thread(cfg, ops, start, version, inserted)))
             .collect();
         handles
             .into_iter()

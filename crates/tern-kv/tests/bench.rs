@@ -102,3 +102,32 @@ fn bad_settings_are_errors() {
         .unwrap();
     assert!(e.to_string().contains("local server count 0"));
 }
+
+#[test]
+fn workload_d_reads_only_acknowledged_inserts() {
+    let dir = tempfile::tempdir().unwrap();
+    let servers = bench::start_local_servers(dir.path(), 2, 1, 2, &small_store()).unwrap();
+    let mut cfg = BenchConfig {
+        router: Router::new(bench::addrs(&servers)).unwrap(),
+        workload: WorkloadSpec::core("d", 300, 3000).unwrap(),
+        threads: 4,
+        seed: 2,
+        timeout: Duration::from_millis(500),
+        retries: 5,
+    };
+    cfg.workload.value_len = 32;
+    bench::load(&cfg).unwrap();
+    let r = bench::run(&cfg).unwrap();
+    assert_eq!(r.errors, 0);
+    assert_eq!(r.misses, 0, "a read overtook the insert of its key");
+    let live: u64 = servers
+        .iter()
+        .map(|s| s.store().snapshot_live_count().unwrap())
+        .sum();
+    let inserts = r.write_latency.count;
+    assert!(inserts > 100);
+    assert_eq!(live, 300 + inserts);
+    for s in servers {
+        s.shutdown().unwrap();
+    }
+}
