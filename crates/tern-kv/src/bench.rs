@@ -30,6 +30,10 @@ pub struct BenchConfig {
     pub timeout: Duration,
     /// Retries after the first attempt.
     pub retries: u32,
+    /// Open-loop target rate in operations per second over all threads (`None` = closed loop).
+    /// Each thread sends on a fixed schedule; latency is measured from the scheduled send time,
+    /// so time spent queued behind a slow request counts (no coordinated omission).
+    pub target_rate: Option<f64>,
 }
 
 /// Benchmark errors.
@@ -118,6 +122,8 @@ pub struct LoadReport {
 pub struct BenchReport {
     /// Workload name.
     pub workload: String,
+    /// Open-loop target rate (ops/s), or `None` for closed loop.
+    pub target_rate: Option<f64>,
     /// Request distribution (Debug form).
     pub distribution: String,
     /// Records loaded before the run.
@@ -160,14 +166,18 @@ impl BenchReport {
     /// A human-readable summary.
     pub fn summary(&self) -> String {
         let mut s = format!(
-            "workload {} ({}), {} records, {} ops, {} threads, {} B values, {} servers\n",
+            "workload {} ({}), {} records, {} ops, {} threads, {} B values, {} servers, {}\n",
             self.workload,
             self.distribution,
             self.records,
             self.operations,
             self.threads,
             self.value_len,
-            self.servers
+            self.servers,
+            match self.target_rate {
+                Some(r) => format!("open loop at {r:.0} ops/s"),
+                None => "closed loop".to_string(),
+            }
         );
         if let Some(l) = &self.load {
             s += &format!(
@@ -213,6 +223,13 @@ fn check(cfg: &BenchConfig) -> Result<(), BenchError> {
         )));
     }
     cfg.workload.validate()?;
+    if let Some(r) = cfg.target_rate {
+        if !(r.is_finite() && r > 0.0 && cfg.threads as f64 / r < 3600.0) {
+            return Err(BenchError::Config(format!(
+                "target rate {r} ops/s must be positive and at least one op per hour per thread"
+            )));
+        }
+    }
     Ok(())
 }
 
@@ -300,12 +317,27 @@ fn run_thread(
     };
     let value_len = cfg.workload.value_len;
     let rc = cfg.workload.record_count;
+    let interval = cfg
+        .target_rate
+        .map(|r| Duration::from_secs_f64(cfg.threads as f64 / r));
+    let mut scheduled = 0u64;
     for op in ops {
         if op.kind != OpKind::Insert {
             wait_inserted(inserted, rc, op.keynum);
         }
         let server = cfg.router.server_index(&op.key);
-        let t0 = Instant::now();
+        let t0 = match interval {
+            Some(iv) => {
+                let due = start + iv.mul_f64(scheduled as f64);
+                scheduled += 1;
+                let now = Instant::now();
+                if due > now {
+                    std::thread::sleep(due - now);
+                }
+                due
+            }
+            None => Instant::now(),
+        };
         let ok = match op.kind {
             OpKind::Read => {
                 r.per_server[server] += 1;
@@ -422,6 +454,7 @@ pub fn run(cfg: &BenchConfig) -> Result<BenchReport, BenchError> {
     };
     Ok(BenchReport {
         workload: cfg.workload.name.clone(),
+        target_rate: cfg.target_rate,
         distribution: format!("{:?}", cfg.workload.distribution),
         records: cfg.workload.record_count,
         operations: total,

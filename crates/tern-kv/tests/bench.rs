@@ -27,6 +27,7 @@ fn load_then_run_workloads_a_and_f_over_two_servers() {
             seed: 9,
             timeout: Duration::from_millis(500),
             retries: 5,
+            target_rate: None,
         };
         cfg.workload.value_len = 64;
         let load = bench::load(&cfg).unwrap();
@@ -91,6 +92,7 @@ fn bad_settings_are_errors() {
         seed: 0,
         timeout: Duration::from_millis(10),
         retries: 0,
+        target_rate: None,
     };
     assert!(bench::run(&cfg)
         .unwrap_err()
@@ -114,6 +116,7 @@ fn workload_d_reads_only_acknowledged_inserts() {
         seed: 2,
         timeout: Duration::from_millis(500),
         retries: 5,
+        target_rate: None,
     };
     cfg.workload.value_len = 32;
     bench::load(&cfg).unwrap();
@@ -127,6 +130,38 @@ fn workload_d_reads_only_acknowledged_inserts() {
     let inserts = r.write_latency.count;
     assert!(inserts > 100);
     assert_eq!(live, 300 + inserts);
+    for s in servers {
+        s.shutdown().unwrap();
+    }
+}
+
+#[test]
+fn open_loop_paces_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let servers = bench::start_local_servers(dir.path(), 1, 1, 1, &small_store()).unwrap();
+    let cfg = BenchConfig {
+        router: Router::new(bench::addrs(&servers)).unwrap(),
+        workload: WorkloadSpec::core("c", 100, 400).unwrap(),
+        threads: 2,
+        seed: 1,
+        timeout: Duration::from_millis(500),
+        retries: 3,
+        target_rate: Some(1000.0),
+    };
+    bench::load(&cfg).unwrap();
+    let r = bench::run(&cfg).unwrap();
+    assert_eq!(r.errors, 0);
+    // 400 ops at 1000 ops/s take at least ~0.4 s, and throughput cannot exceed the target much.
+    assert!(r.seconds >= 0.39, "{}", r.seconds);
+    assert!(r.throughput < 1100.0, "{}", r.throughput);
+    assert_eq!(r.target_rate, Some(1000.0));
+    assert!(r.summary().contains("open loop at 1000 ops/s"));
+    let mut bad = cfg.clone();
+    bad.target_rate = Some(0.0);
+    assert!(bench::run(&bad)
+        .unwrap_err()
+        .to_string()
+        .contains("target rate"));
     for s in servers {
         s.shutdown().unwrap();
     }

@@ -109,6 +109,9 @@ struct BenchArgs {
     /// Retries after the first attempt.
     #[arg(long, default_value_t = 5)]
     retries: u32,
+    /// Open-loop target rate in ops/s over all threads (default: closed loop).
+    #[arg(long)]
+    rate: Option<f64>,
     /// Skip the load phase (records already loaded).
     #[arg(long)]
     no_load: bool,
@@ -229,6 +232,7 @@ fn bench_cmd(a: BenchArgs) -> anyhow::Result<ExitCode> {
         seed: a.seed,
         timeout: Duration::from_millis(a.timeout_ms),
         retries: a.retries,
+        target_rate: a.rate,
     };
     let result = (|| -> anyhow::Result<()> {
         let load = if a.no_load {
