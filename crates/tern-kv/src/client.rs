@@ -27,6 +27,14 @@ pub enum ClientError {
     /// A socket operation failed.
     #[error("udp: {0}")]
     Io(#[from] std::io::Error),
+    /// A server index outside the router's list.
+    #[error("server index {index} out of range: the router has {count} servers")]
+    NoServer {
+        /// The index asked for.
+        index: usize,
+        /// Number of servers.
+        count: usize,
+    },
     /// The request could not be encoded (e.g. the value is too long).
     #[error("request: {0}")]
     Encode(#[from] crate::protocol::EncodeError),
@@ -86,7 +94,15 @@ impl Client {
         req: &Message,
         accept: &[Op],
     ) -> Result<Message, ClientError> {
-        let addr = self.router.servers()[server];
+        let count = self.router.servers().len();
+        let addr = *self
+            .router
+            .servers()
+            .get(server)
+            .ok_or(ClientError::NoServer {
+                index: server,
+                count,
+            })?;
         self.out.clear();
         req.encode_into(&mut self.out)?;
         let attempts = self.retries + 1;

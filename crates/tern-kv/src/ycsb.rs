@@ -177,22 +177,28 @@ pub struct ScrambledZipfian {
 
 impl ScrambledZipfian {
     /// Over `[min, max]` with θ = 0.99 (YCSB's precomputed zetan).
-    pub fn new(min: i64, max: i64) -> ScrambledZipfian {
+    pub fn new(min: i64, max: i64) -> Result<ScrambledZipfian, WorkloadError> {
         ScrambledZipfian::with_theta(min, max, ZIPFIAN_CONSTANT)
     }
 
     /// Over `[min, max]` with θ (zeta(10^10 + 1, θ) computed unless θ = 0.99).
-    pub fn with_theta(min: i64, max: i64, theta: f64) -> ScrambledZipfian {
+    pub fn with_theta(min: i64, max: i64, theta: f64) -> Result<ScrambledZipfian, WorkloadError> {
+        if max < min || !(theta > 0.0 && theta < 1.0) {
+            return Err(WorkloadError::Invalid {
+                workload: "scrambled zipfian".into(),
+                what: format!("range [{min}, {max}] must be non-empty and theta {theta} in (0, 1)"),
+            });
+        }
         let gen = if theta == ZIPFIAN_CONSTANT {
             Zipfian::with_zetan(0, SCRAMBLED_ITEM_COUNT, theta, SCRAMBLED_ZETAN)
         } else {
             Zipfian::with_theta(0, SCRAMBLED_ITEM_COUNT, theta)
         };
-        ScrambledZipfian {
+        Ok(ScrambledZipfian {
             min,
             itemcount: max - min + 1,
             gen,
-        }
+        })
     }
 
     /// The item a given Zipfian rank maps to: `min + fnvhash64(rank) mod itemcount` (Java `%`;
@@ -279,12 +285,18 @@ pub struct UniformLong {
 }
 
 impl UniformLong {
-    /// Over `[lb, ub]`.
-    pub fn new(lb: i64, ub: i64) -> UniformLong {
-        UniformLong {
+    /// Over `[lb, ub]` (non-empty).
+    pub fn new(lb: i64, ub: i64) -> Result<UniformLong, WorkloadError> {
+        if ub < lb {
+            return Err(WorkloadError::Invalid {
+                workload: "uniform".into(),
+                what: format!("range [{lb}, {ub}] is empty"),
+            });
+        }
+        Ok(UniformLong {
             lb,
             interval: ub - lb + 1,
-        }
+        })
     }
     /// `nextValue()` (the `i64::MIN` case folded into range).
     pub fn next(&self, rng: &mut Rng) -> i64 {
@@ -480,10 +492,10 @@ pub fn generate_with_ack_lag(
                 0,
                 spec.record_count + expected_new,
                 theta,
-            ))
+            )?)
         }
         Distribution::Latest => Chooser::Latest(SkewedLatest::new(&inserts, &mut rng)),
-        Distribution::Uniform => Chooser::Uniform(UniformLong::new(0, spec.record_count - 1)),
+        Distribution::Uniform => Chooser::Uniform(UniformLong::new(0, spec.record_count - 1)?),
     };
     let weights = [
         (OpKind::Read, spec.read),

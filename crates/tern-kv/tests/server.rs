@@ -106,6 +106,8 @@ fn client_times_out_with_a_clear_error() {
     let e = c.get(Key::from_id(1)).unwrap_err().to_string();
     assert!(e.contains("GETREQ") && e.contains("3 attempts"), "{e}");
     assert_eq!(c.retried, 2);
+    let e = c.shutdown_server(7).unwrap_err().to_string();
+    assert!(e.contains("server index 7 out of range"), "{e}");
     // All three attempts reached the socket.
     let mut buf = [0u8; 64];
     silent

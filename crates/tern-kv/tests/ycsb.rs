@@ -109,14 +109,14 @@ fn zipfian_grows_incrementally() {
 fn scrambled_zipfian_is_deterministic_and_hot_keys_are_hashed_ranks() {
     let n = 10_000i64;
     let run = |seed| {
-        let mut g = ScrambledZipfian::new(0, n - 1);
+        let mut g = ScrambledZipfian::new(0, n - 1).unwrap();
         let mut rng = Rng::new(seed);
         (0..300_000).map(|_| g.next(&mut rng)).collect::<Vec<_>>()
     };
     let a = run(11);
     assert_eq!(a, run(11));
     assert_ne!(a, run(12));
-    let g = ScrambledZipfian::new(0, n - 1);
+    let g = ScrambledZipfian::new(0, n - 1).unwrap();
     let mut freq: HashMap<i64, u32> = HashMap::new();
     for &v in &a {
         assert!((0..n).contains(&v));
@@ -178,7 +178,7 @@ fn skewed_latest_prefers_recent_inserts() {
 
 #[test]
 fn uniform_is_flat() {
-    let g = UniformLong::new(10, 19);
+    let g = UniformLong::new(10, 19).unwrap();
     let mut rng = Rng::new(4);
     let mut counts = [0u32; 10];
     for _ in 0..100_000 {
@@ -235,6 +235,11 @@ fn core_workload_mixes() {
         assert_eq!(ops, generate(&spec, 1).unwrap(), "same seed, same stream");
     }
     assert!(WorkloadSpec::core("e", 10, 10).is_err());
+    assert!(ScrambledZipfian::new(5, 4).is_err());
+    assert!(UniformLong::new(5, 4)
+        .unwrap_err()
+        .to_string()
+        .contains("empty"));
     assert!(WorkloadSpec::core("a", 0, 10).is_err());
     let mut bad = WorkloadSpec::core("a", 10, 10).unwrap();
     bad.distribution = Distribution::Zipfian(1.5);
