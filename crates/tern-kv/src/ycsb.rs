@@ -487,12 +487,7 @@ pub fn generate_with_ack_lag(
     let mut inserts = Counter::new(spec.record_count);
     let mut chooser = match spec.distribution {
         Distribution::Zipfian(theta) => {
-            let expected_new = (spec.operation_count as f64 * spec.insert * 2.0) as i32 as i64;
-            Chooser::Scrambled(ScrambledZipfian::with_theta(
-                0,
-                spec.record_count + expected_new,
-                theta,
-            )?)
+            Chooser::Scrambled(ScrambledZipfian::with_theta(0, zipfian_max(spec), theta)?)
         }
         Distribution::Latest => Chooser::Latest(SkewedLatest::new(&inserts, &mut rng)),
         Distribution::Uniform => Chooser::Uniform(UniformLong::new(0, spec.record_count - 1)?),
@@ -535,6 +530,13 @@ pub fn generate_with_ack_lag(
         });
     }
     Ok(ops)
+}
+
+/// The upper bound YCSB gives its scrambled Zipfian key chooser:
+/// `insertstart + insertcount + expectednewkeys` (inclusive, so one more item than records).
+fn zipfian_max(spec: &WorkloadSpec) -> i64 {
+    let expected_new = (spec.operation_count as f64 * spec.insert * 2.0) as i32 as i64;
+    spec.record_count + expected_new
 }
 
 /// DiscreteGenerator: walk the weights subtracting normalised probabilities.
@@ -584,4 +586,152 @@ pub fn deal(ops: Vec<KvOp>, threads: usize) -> Vec<Vec<KvOp>> {
         out[i % threads].push(op);
     }
     out
+}
+
+/// A dynamic-popularity pattern (NetCache / FarReach): every period, `keys` keys change places
+/// in the popularity order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub enum Dynamic {
+    /// `keys` cold keys become the hottest; the previous hottest drop to the next ranks.
+    HotIn,
+    /// The `keys` hottest keys become cold; the next `keys` move up to the top.
+    HotOut,
+    /// `keys` randomly chosen hot keys are replaced by random cold keys.
+    Random,
+}
+
+impl Dynamic {
+    /// Parses `hot-in`, `hot-out` or `random`.
+    pub fn parse(s: &str) -> Result<Dynamic, WorkloadError> {
+        match s {
+            "hot-in" => Ok(Dynamic::HotIn),
+            "hot-out" => Ok(Dynamic::HotOut),
+            "random" => Ok(Dynamic::Random),
+            other => Err(WorkloadError::Invalid {
+                workload: "dynamic".into(),
+                what: format!("pattern {other:?}: expected hot-in, hot-out or random"),
+            }),
+        }
+    }
+}
+
+/// Remaps key numbers per period: a request drawn for key number `x` goes to `occupant(x)`, a
+/// bijection that moves the hottest key numbers of the base (scrambled Zipfian) distribution.
+#[derive(Clone, Debug)]
+pub struct PopularityShift {
+    pattern: Dynamic,
+    keys: usize,
+    /// The 2·keys hottest distinct key numbers, hottest first.
+    hot: Vec<i64>,
+    record_count: i64,
+    seed: u64,
+}
+
+impl PopularityShift {
+    /// For a Zipfian workload over `spec.record_count` records, moving `keys` keys per period.
+    pub fn new(
+        pattern: Dynamic,
+        spec: &WorkloadSpec,
+        keys: usize,
+        seed: u64,
+    ) -> Result<PopularityShift, WorkloadError> {
+        let bad = |what: String| WorkloadError::Invalid {
+            workload: spec.name.clone(),
+            what,
+        };
+        let Distribution::Zipfian(theta) = spec.distribution else {
+            return Err(bad(
+                "dynamic popularity needs the zipfian distribution".into()
+            ));
+        };
+        if keys == 0 || (keys as i64).saturating_mul(8) > spec.record_count {
+            return Err(bad(format!(
+                "{keys} dynamic keys need at least 8× as many records (have {})",
+                spec.record_count
+            )));
+        }
+        let g = ScrambledZipfian::with_theta(0, zipfian_max(spec), theta)?;
+        let mut hot = Vec::with_capacity(2 * keys);
+        let mut seen = std::collections::HashSet::new();
+        let mut rank = 0i64;
+        while hot.len() < 2 * keys && rank < spec.record_count * 64 {
+            let k = g.item_of_rank(rank);
+            // Items beyond the loaded records are redrawn by the generator, never requested.
+            if k < spec.record_count && seen.insert(k) {
+                hot.push(k);
+            }
+            rank += 1;
+        }
+        if hot.len() < 2 * keys {
+            return Err(bad("could not find enough distinct hot keys".into()));
+        }
+        Ok(PopularityShift {
+            pattern,
+            keys,
+            hot,
+            record_count: spec.record_count,
+            seed,
+        })
+    }
+
+    /// The hottest key numbers of the base distribution (2·keys of them, hottest first).
+    pub fn hot(&self) -> &[i64] {
+        &self.hot
+    }
+
+    /// `keys` cold key numbers for `period` (random, not among the hot ones), deterministic.
+    pub fn cold(&self, period: u64) -> Vec<i64> {
+        let mut rng = Rng::new(self.seed ^ period.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let hot: std::collections::HashSet<i64> = self.hot.iter().copied().collect();
+        let mut out = Vec::with_capacity(self.keys);
+        let mut taken = std::collections::HashSet::new();
+        while out.len() < self.keys {
+            let k = rng.below(self.record_count as u64) as i64;
+            if !hot.contains(&k) && taken.insert(k) {
+                out.push(k);
+            }
+        }
+        out
+    }
+
+    /// The remapping of `period` (period 0 is the identity: an empty map).
+    pub fn mapping(&self, period: u64) -> std::collections::HashMap<i64, i64> {
+        let mut m = std::collections::HashMap::new();
+        if period == 0 {
+            return m;
+        }
+        let k = self.keys;
+        let cold = self.cold(period);
+        let (top, next) = self.hot.split_at(k);
+        match self.pattern {
+            Dynamic::HotIn => {
+                for i in 0..k {
+                    m.insert(top[i], cold[i]);
+                    m.insert(next[i], top[i]);
+                    m.insert(cold[i], next[i]);
+                }
+            }
+            Dynamic::HotOut => {
+                for i in 0..k {
+                    m.insert(top[i], next[i]);
+                    m.insert(next[i], cold[i]);
+                    m.insert(cold[i], top[i]);
+                }
+            }
+            Dynamic::Random => {
+                let mut rng = Rng::new(self.seed.rotate_left(17) ^ period);
+                let mut idx: Vec<usize> = (0..self.hot.len()).collect();
+                for i in 0..k {
+                    let j = i + rng.below((idx.len() - i) as u64) as usize;
+                    idx.swap(i, j);
+                }
+                for i in 0..k {
+                    let h = self.hot[idx[i]];
+                    m.insert(h, cold[i]);
+                    m.insert(cold[i], h);
+                }
+            }
+        }
+        m
+    }
 }

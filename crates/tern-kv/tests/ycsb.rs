@@ -300,3 +300,51 @@ fn load_keys_and_dealing() {
     assert_eq!(value_for(7, 128, 0).len(), 128);
     assert_ne!(value_for(7, 16, 0), value_for(7, 16, 1));
 }
+
+#[test]
+fn dynamic_patterns_are_bijections_that_move_the_hot_keys() {
+    let spec = WorkloadSpec::core("c", 20_000, 200_000).unwrap();
+    let ops = generate(&spec, 6).unwrap();
+    let hottest = |map: &HashMap<i64, i64>| {
+        let mut f: HashMap<i64, u32> = HashMap::new();
+        for o in &ops {
+            *f.entry(*map.get(&o.keynum).unwrap_or(&o.keynum))
+                .or_default() += 1;
+        }
+        f.into_iter().max_by_key(|&(k, c)| (c, k)).unwrap().0
+    };
+    for pattern in [Dynamic::HotIn, Dynamic::HotOut, Dynamic::Random] {
+        let s = PopularityShift::new(pattern, &spec, 200, 1).unwrap();
+        assert_eq!(s.hot().len(), 400);
+        assert!(s.mapping(0).is_empty());
+        assert_eq!(
+            hottest(&s.mapping(0)),
+            s.hot()[0],
+            "base hottest is rank 0's key"
+        );
+        for period in 1..4 {
+            let m = s.mapping(period);
+            // A bijection on its keys: the image set equals the domain set.
+            let dom: std::collections::HashSet<_> = m.keys().collect();
+            let img: std::collections::HashSet<_> = m.values().collect();
+            assert_eq!(dom, img, "{pattern:?}");
+            assert_eq!(m.len(), if pattern == Dynamic::Random { 400 } else { 600 });
+            let cold = s.cold(period);
+            assert!(cold
+                .iter()
+                .all(|c| !s.hot().contains(c) && (0..20_000).contains(c)));
+            let top = hottest(&m);
+            match pattern {
+                Dynamic::HotIn => assert_eq!(top, cold[0], "a cold key became the hottest"),
+                Dynamic::HotOut => assert_eq!(top, s.hot()[200], "rank 200 moved to the top"),
+                Dynamic::Random => assert!(top == s.hot()[0] || cold.contains(&top)),
+            }
+            assert_ne!(s.cold(period), s.cold(period + 1));
+        }
+    }
+    assert!(Dynamic::parse("sideways").is_err());
+    let d = WorkloadSpec::core("d", 20_000, 10).unwrap();
+    assert!(PopularityShift::new(Dynamic::HotIn, &d, 200, 1).is_err());
+    let small = WorkloadSpec::core("c", 1000, 10).unwrap();
+    assert!(PopularityShift::new(Dynamic::HotIn, &small, 200, 1).is_err());
+}
