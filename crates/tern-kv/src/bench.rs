@@ -7,7 +7,8 @@ use crate::router::Router;
 use crate::server::{start, ServerConfig, ServerError, ServerHandle};
 use crate::storage::StoreOptions;
 use crate::ycsb::{
-    deal, generate_with_ack_lag, value_for, KvOp, OpKind, WorkloadError, WorkloadSpec,
+    deal, generate_with_ack_lag, key_of, value_for, Dynamic, KvOp, OpKind, PopularityShift,
+    WorkloadError, WorkloadSpec,
 };
 use serde::Serialize;
 use std::net::SocketAddr;
@@ -34,6 +35,19 @@ pub struct BenchConfig {
     /// Each thread sends on a fixed schedule; latency is measured from the scheduled send time,
     /// so time spent queued behind a slow request counts (no coordinated omission).
     pub target_rate: Option<f64>,
+    /// Dynamic popularity: pattern, keys moved per period, period length.
+    pub dynamic: Option<DynamicConfig>,
+}
+
+/// A dynamic-popularity setting for a run.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct DynamicConfig {
+    /// The pattern.
+    pub pattern: Dynamic,
+    /// Keys moved per period (FarReach / NetCache: 200).
+    pub keys: usize,
+    /// Period length in seconds (FarReach: 10).
+    pub period_s: f64,
 }
 
 /// Benchmark errors.
@@ -124,6 +138,8 @@ pub struct BenchReport {
     pub workload: String,
     /// Open-loop target rate (ops/s), or `None` for closed loop.
     pub target_rate: Option<f64>,
+    /// Dynamic popularity, if any.
+    pub dynamic: Option<DynamicConfig>,
     /// Request distribution (Debug form).
     pub distribution: String,
     /// Records loaded before the run.
@@ -179,6 +195,12 @@ impl BenchReport {
                 None => "closed loop".to_string(),
             }
         );
+        if let Some(d) = &self.dynamic {
+            s += &format!(
+                "dynamic popularity: {:?}, {} keys every {} s\n",
+                d.pattern, d.keys, d.period_s
+            );
+        }
         if let Some(l) = &self.load {
             s += &format!(
                 "load: {} records in {:.2} s = {:.0} records/s ({} errors)\n",
@@ -223,6 +245,14 @@ fn check(cfg: &BenchConfig) -> Result<(), BenchError> {
         )));
     }
     cfg.workload.validate()?;
+    if let Some(d) = &cfg.dynamic {
+        if !(d.period_s.is_finite() && d.period_s > 0.0) {
+            return Err(BenchError::Config(format!(
+                "dynamic period {} s must be positive",
+                d.period_s
+            )));
+        }
+    }
     if let Some(r) = cfg.target_rate {
         if !(r.is_finite() && r > 0.0 && cfg.threads as f64 / r < 3600.0) {
             return Err(BenchError::Config(format!(
@@ -302,6 +332,7 @@ fn run_thread(
     start: Instant,
     version: u64,
     inserted: &[AtomicBool],
+    shift: Option<&PopularityShift>,
 ) -> Result<ThreadResult, ClientError> {
     let mut c = Client::new(cfg.router.clone(), cfg.timeout, cfg.retries)?;
     let n_servers = cfg.router.servers().len();
@@ -321,7 +352,24 @@ fn run_thread(
         .target_rate
         .map(|r| Duration::from_secs_f64(cfg.threads as f64 / r));
     let mut scheduled = 0u64;
+    let period = cfg.dynamic.map(|d| Duration::from_secs_f64(d.period_s));
+    let mut current_period = 0u64;
+    let mut remap: std::collections::HashMap<i64, i64> = std::collections::HashMap::new();
     for op in ops {
+        let mut op = *op;
+        if let (Some(shift), Some(period)) = (shift, period) {
+            let p = (start.elapsed().as_secs_f64() / period.as_secs_f64()) as u64;
+            if p != current_period {
+                current_period = p;
+                remap = shift.mapping(p);
+            }
+            if op.kind != OpKind::Insert {
+                if let Some(&k) = remap.get(&op.keynum) {
+                    op.keynum = k;
+                    op.key = key_of(k);
+                }
+            }
+        }
         if op.kind != OpKind::Insert {
             wait_inserted(inserted, rc, op.keynum);
         }
@@ -403,13 +451,23 @@ pub fn run(cfg: &BenchConfig) -> Result<BenchReport, BenchError> {
     let inserts = ops.iter().filter(|o| o.kind == OpKind::Insert).count();
     let inserted: Vec<AtomicBool> = (0..inserts).map(|_| AtomicBool::new(false)).collect();
     let inserted = &inserted;
+    let shift = match &cfg.dynamic {
+        Some(d) => Some(PopularityShift::new(
+            d.pattern,
+            &cfg.workload,
+            d.keys,
+            cfg.seed,
+        )?),
+        None => None,
+    };
+    let shift = shift.as_ref();
     let per_thread = deal(ops, cfg.threads);
     let version = cfg.seed.wrapping_add(1);
     let start = Instant::now();
     let results = std::thread::scope(|s| {
         let handles: Vec<_> = per_thread
             .iter()
-            .map(|ops| s.spawn(move || run_thread(cfg, ops, start, version, inserted)))
+            .map(|ops| s.spawn(move || run_thread(cfg, ops, start, version, inserted, shift)))
             .collect();
         handles
             .into_iter()
@@ -455,6 +513,7 @@ pub fn run(cfg: &BenchConfig) -> Result<BenchReport, BenchError> {
     Ok(BenchReport {
         workload: cfg.workload.name.clone(),
         target_rate: cfg.target_rate,
+        dynamic: cfg.dynamic,
         distribution: format!("{:?}", cfg.workload.distribution),
         records: cfg.workload.record_count,
         operations: total,

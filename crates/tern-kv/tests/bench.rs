@@ -1,9 +1,10 @@
 //! The benchmark driver against in-process servers on loopback.
 
 use std::time::Duration;
-use tern_kv::bench::{self, BenchConfig, Latency};
+use tern_kv::bench::{self, BenchConfig, DynamicConfig, Latency};
 use tern_kv::router::Router;
 use tern_kv::storage::StoreOptions;
+use tern_kv::ycsb::Dynamic;
 use tern_kv::ycsb::{generate, OpKind, WorkloadSpec};
 
 fn small_store() -> StoreOptions {
@@ -28,6 +29,7 @@ fn load_then_run_workloads_a_and_f_over_two_servers() {
             timeout: Duration::from_millis(500),
             retries: 5,
             target_rate: None,
+            dynamic: None,
         };
         cfg.workload.value_len = 64;
         let load = bench::load(&cfg).unwrap();
@@ -93,6 +95,7 @@ fn bad_settings_are_errors() {
         timeout: Duration::from_millis(10),
         retries: 0,
         target_rate: None,
+        dynamic: None,
     };
     assert!(bench::run(&cfg)
         .unwrap_err()
@@ -117,6 +120,7 @@ fn workload_d_reads_only_acknowledged_inserts() {
         timeout: Duration::from_millis(500),
         retries: 5,
         target_rate: None,
+        dynamic: None,
     };
     cfg.workload.value_len = 32;
     bench::load(&cfg).unwrap();
@@ -147,6 +151,7 @@ fn open_loop_paces_requests() {
         timeout: Duration::from_millis(500),
         retries: 3,
         target_rate: Some(1000.0),
+        dynamic: None,
     };
     bench::load(&cfg).unwrap();
     let r = bench::run(&cfg).unwrap();
@@ -162,6 +167,56 @@ fn open_loop_paces_requests() {
         .unwrap_err()
         .to_string()
         .contains("target rate"));
+    for s in servers {
+        s.shutdown().unwrap();
+    }
+}
+
+#[test]
+fn dynamic_hot_in_requests_only_loaded_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let servers = bench::start_local_servers(dir.path(), 2, 1, 1, &small_store()).unwrap();
+    let mut cfg = BenchConfig {
+        router: Router::new(bench::addrs(&servers)).unwrap(),
+        workload: WorkloadSpec::core("a", 2000, 3000).unwrap(),
+        threads: 2,
+        seed: 4,
+        timeout: Duration::from_millis(500),
+        retries: 3,
+        target_rate: None,
+        dynamic: Some(DynamicConfig {
+            pattern: Dynamic::HotIn,
+            keys: 50,
+            period_s: 0.002,
+        }),
+    };
+    cfg.workload.value_len = 16;
+    bench::load(&cfg).unwrap();
+    let r = bench::run(&cfg).unwrap();
+    assert_eq!(
+        (r.errors, r.misses),
+        (0, 0),
+        "remapped keys are loaded keys"
+    );
+    assert_eq!(r.per_server.iter().map(|l| l.requests).sum::<u64>(), 3000);
+    assert_eq!(
+        serde_json::to_value(&r).unwrap()["dynamic"]["pattern"],
+        "HotIn"
+    );
+    let live: u64 = servers
+        .iter()
+        .map(|s| s.store().snapshot_live_count().unwrap())
+        .sum();
+    assert_eq!(live, 2000, "updates only touched existing keys");
+    cfg.dynamic = Some(DynamicConfig {
+        pattern: Dynamic::Random,
+        keys: 50,
+        period_s: 0.0,
+    });
+    assert!(bench::run(&cfg)
+        .unwrap_err()
+        .to_string()
+        .contains("dynamic period"));
     for s in servers {
         s.shutdown().unwrap();
     }

@@ -8,12 +8,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
-use tern_kv::bench::{self, BenchConfig};
+use tern_kv::bench::{self, BenchConfig, DynamicConfig};
 use tern_kv::client::Client;
 use tern_kv::router::Router;
 use tern_kv::server::{start, ServerConfig};
 use tern_kv::storage::StoreOptions;
-use tern_kv::ycsb::{Distribution, WorkloadSpec};
+use tern_kv::ycsb::{Distribution, Dynamic, WorkloadSpec};
 
 /// `tern kv …`
 #[derive(clap::Args)]
@@ -112,6 +112,15 @@ struct BenchArgs {
     /// Open-loop target rate in ops/s over all threads (default: closed loop).
     #[arg(long)]
     rate: Option<f64>,
+    /// Dynamic popularity: hot-in, hot-out or random (zipfian workloads).
+    #[arg(long)]
+    dynamic: Option<String>,
+    /// Keys moved per dynamic period.
+    #[arg(long, default_value_t = 200)]
+    dynamic_keys: usize,
+    /// Dynamic period in seconds.
+    #[arg(long, default_value_t = 10.0)]
+    dynamic_period: f64,
     /// Skip the load phase (records already loaded).
     #[arg(long)]
     no_load: bool,
@@ -233,6 +242,14 @@ fn bench_cmd(a: BenchArgs) -> anyhow::Result<ExitCode> {
         timeout: Duration::from_millis(a.timeout_ms),
         retries: a.retries,
         target_rate: a.rate,
+        dynamic: match &a.dynamic {
+            Some(p) => Some(DynamicConfig {
+                pattern: Dynamic::parse(p)?,
+                keys: a.dynamic_keys,
+                period_s: a.dynamic_period,
+            }),
+            None => None,
+        },
     };
     let result = (|| -> anyhow::Result<()> {
         let load = if a.no_load {
