@@ -163,19 +163,19 @@ fn server(a: ServerArgs) -> anyhow::Result<ExitCode> {
     let stop = handle.stop_flag();
     ctrlc::set_handler(move || stop.store(true, Ordering::Release))
         .context("installing the ctrl-c handler")?;
-    println!(
+    say(&format!(
         "tern kv server: {} partitions in {} on udp {} ({} workers); ctrl-c or `tern kv shutdown` to stop",
         cfg.partitions,
         cfg.dir.display(),
         handle.addr(),
         cfg.workers
-    );
+    ));
     let [gets, puts, dels, stale, rejected, errors] =
         handle.wait().context("flushing on shutdown")?;
-    println!(
+    say(&format!(
         "tern kv server: flushed and stopped ({gets} gets, {puts} puts, {dels} deletes, \
          {stale} stale writes, {rejected} rejected datagrams, {errors} store errors)"
-    );
+    ));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -259,10 +259,10 @@ fn bench_cmd(a: BenchArgs) -> anyhow::Result<ExitCode> {
         };
         if a.workload == "load" {
             let l = load.context("workload `load` with --no-load does nothing")?;
-            println!(
+            say(&format!(
                 "load: {} records in {:.2} s = {:.0} records/s ({} errors)",
                 l.records, l.seconds, l.throughput, l.errors
-            );
+            ));
             if let Some(path) = &a.json {
                 std::fs::write(path, serde_json::to_string_pretty(&l)?)
                     .with_context(|| format!("writing {}", path.display()))?;
@@ -271,11 +271,11 @@ fn bench_cmd(a: BenchArgs) -> anyhow::Result<ExitCode> {
         }
         let mut report = bench::run(&cfg)?;
         report.load = load;
-        print!("{}", report.summary());
+        say(report.summary().trim_end());
         if let Some(path) = &a.json {
             std::fs::write(path, serde_json::to_string_pretty(&report)?)
                 .with_context(|| format!("writing {}", path.display()))?;
-            println!("report written to {}", path.display());
+            say(&format!("report written to {}", path.display()));
         }
         Ok(())
     })();
@@ -297,10 +297,16 @@ fn control(a: ControlArgs, shutdown: bool) -> anyhow::Result<ExitCode> {
     for (i, addr) in addrs.iter().enumerate().take(n) {
         if shutdown {
             c.shutdown_server(i)?;
-            println!("{addr}: flushed and stopping");
+            say(&format!("{addr}: flushed and stopping"));
         } else {
-            println!("{addr}: {} live records", c.snapshot_server(i)?);
+            say(&format!("{addr}: {} live records", c.snapshot_server(i)?));
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Prints a line to stdout; a closed pipe (e.g. `| head`) is not an error worth a panic.
+fn say(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stdout(), "{line}");
 }
