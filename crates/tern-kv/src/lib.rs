@@ -1,1 +1,19 @@
 //! In-network key-value caching suite: wire protocol, storage servers, clients, workloads.
+//!
+//! * [`protocol`]: FarReach's UDP message layout and op codes (encode/decode).
+//! * [`storage`]: RocksDB partitions with sequence-checked records.
+//! * [`router`]: crc32 partition ranges mapping keys to servers.
+//! * [`server`]: the UDP storage server.
+//! * [`client`]: get / put / delete with timeout and retry.
+//! * [`ycsb`]: YCSB's generators and core workloads.
+//! * [`bench`]: the closed-loop benchmark driver and its report.
+//! * [`rng`]: the deterministic PRNG used by workloads and tests.
+
+pub mod bench;
+pub mod client;
+pub mod protocol;
+pub mod rng;
+pub mod router;
+pub mod server;
+pub mod storage;
+pub mod ycsb;

@@ -1,0 +1,312 @@
+//! `tern kv`: the key-value suite's commands — `server` (a RocksDB storage server on UDP),
+//! `bench` (YCSB load + run against servers, or against servers it starts in-process),
+//! `shutdown` and `snapshot` (control messages to running servers). The work is in `tern-kv`.
+
+use anyhow::{bail, Context};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use tern_kv::bench::{self, BenchConfig, DynamicConfig};
+use tern_kv::client::Client;
+use tern_kv::router::Router;
+use tern_kv::server::{start, ServerConfig};
+use tern_kv::storage::StoreOptions;
+use tern_kv::ycsb::{Distribution, Dynamic, WorkloadSpec};
+
+/// `tern kv …`
+#[derive(clap::Args)]
+pub struct KvArgs {
+    #[command(subcommand)]
+    command: KvCommand,
+}
+
+#[derive(clap::Subcommand)]
+enum KvCommand {
+    /// Run a storage server: N RocksDB partitions behind one UDP port, W worker threads.
+    Server(ServerArgs),
+    /// Load records and run a YCSB workload (closed loop); print and optionally save a report.
+    Bench(Box<BenchArgs>),
+    /// Ask servers to flush and stop.
+    Shutdown(ControlArgs),
+    /// Ask servers for a snapshot; prints each one's live-record count.
+    Snapshot(ControlArgs),
+}
+
+#[derive(clap::Args)]
+struct ServerArgs {
+    /// Directory for the partitions (created if missing).
+    #[arg(long)]
+    dir: PathBuf,
+    /// UDP port (FarReach's servers use 1152 + index).
+    #[arg(long, default_value_t = 1152)]
+    port: u16,
+    /// Address to bind.
+    #[arg(long, default_value = "127.0.0.1")]
+    bind: std::net::IpAddr,
+    /// Number of RocksDB partitions.
+    #[arg(long, default_value_t = 1)]
+    partitions: usize,
+    /// Worker threads.
+    #[arg(long, default_value_t = 2)]
+    workers: usize,
+    /// Server index reported in replies.
+    #[arg(long, default_value_t = 0)]
+    index: u16,
+    /// Fsync the WAL on every write.
+    #[arg(long)]
+    sync: bool,
+    /// RocksDB block cache in MiB (shared by the partitions).
+    #[arg(long, default_value_t = 64)]
+    cache_mib: usize,
+}
+
+#[derive(clap::Args)]
+struct BenchArgs {
+    /// Comma-separated server addresses (host:port), in partition-range order.
+    #[arg(long, conflicts_with = "local")]
+    servers: Option<String>,
+    /// Start this many servers in-process on free loopback ports instead.
+    #[arg(long)]
+    local: Option<usize>,
+    /// Data directory of the in-process servers (default: a temporary one, removed after).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Partitions per in-process server.
+    #[arg(long, default_value_t = 1)]
+    partitions: usize,
+    /// Workers per in-process server.
+    #[arg(long, default_value_t = 1)]
+    workers: usize,
+    /// Workload: a, b, c, d, f, write-only, or load (load phase only).
+    #[arg(long, default_value = "a")]
+    workload: String,
+    /// Records (YCSB recordcount).
+    #[arg(long, default_value_t = 10_000)]
+    records: i64,
+    /// Operations (YCSB operationcount).
+    #[arg(long, default_value_t = 10_000)]
+    ops: i64,
+    /// Client threads (one outstanding request each).
+    #[arg(long, default_value_t = 4)]
+    threads: usize,
+    /// Value size in bytes.
+    #[arg(long, default_value_t = 128)]
+    value_len: usize,
+    /// Override the request distribution: zipfian, uniform or latest.
+    #[arg(long)]
+    distribution: Option<String>,
+    /// Zipfian constant.
+    #[arg(long, default_value_t = 0.99)]
+    theta: f64,
+    /// Generator seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Per-attempt timeout in milliseconds.
+    #[arg(long, default_value_t = 200)]
+    timeout_ms: u64,
+    /// Retries after the first attempt.
+    #[arg(long, default_value_t = 5)]
+    retries: u32,
+    /// Open-loop target rate in ops/s over all threads (default: closed loop).
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Dynamic popularity: hot-in, hot-out or random (zipfian workloads).
+    #[arg(long)]
+    dynamic: Option<String>,
+    /// Keys moved per dynamic period.
+    #[arg(long, default_value_t = 200)]
+    dynamic_keys: usize,
+    /// Dynamic period in seconds.
+    #[arg(long, default_value_t = 10.0)]
+    dynamic_period: f64,
+    /// Skip the load phase (records already loaded).
+    #[arg(long)]
+    no_load: bool,
+    /// Write the report as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+struct ControlArgs {
+    /// Comma-separated server addresses.
+    #[arg(long)]
+    servers: String,
+}
+
+/// Runs `tern kv`.
+pub fn run(args: KvArgs) -> anyhow::Result<ExitCode> {
+    match args.command {
+        KvCommand::Server(a) => server(a),
+        KvCommand::Bench(a) => bench_cmd(*a),
+        KvCommand::Shutdown(a) => control(a, true),
+        KvCommand::Snapshot(a) => control(a, false),
+    }
+}
+
+fn server(a: ServerArgs) -> anyhow::Result<ExitCode> {
+    let cfg = ServerConfig {
+        dir: a.dir,
+        addr: SocketAddr::new(a.bind, a.port),
+        partitions: a.partitions,
+        workers: a.workers,
+        index: a.index,
+        store: StoreOptions {
+            sync: a.sync,
+            block_cache: a.cache_mib << 20,
+            ..StoreOptions::default()
+        },
+    };
+    let handle = start(&cfg).context("starting the storage server")?;
+    let stop = handle.stop_flag();
+    ctrlc::set_handler(move || stop.store(true, Ordering::Release))
+        .context("installing the ctrl-c handler")?;
+    say(&format!(
+        "tern kv server: {} partitions in {} on udp {} ({} workers); ctrl-c or `tern kv shutdown` to stop",
+        cfg.partitions,
+        cfg.dir.display(),
+        handle.addr(),
+        cfg.workers
+    ));
+    let [gets, puts, dels, stale, rejected, errors] =
+        handle.wait().context("flushing on shutdown")?;
+    say(&format!(
+        "tern kv server: flushed and stopped ({gets} gets, {puts} puts, {dels} deletes, \
+         {stale} stale writes, {rejected} rejected datagrams, {errors} store errors)"
+    ));
+    Ok(ExitCode::SUCCESS)
+}
+
+fn workload(a: &BenchArgs) -> anyhow::Result<WorkloadSpec> {
+    let name = if a.workload == "load" {
+        "c"
+    } else {
+        a.workload.as_str()
+    };
+    let mut w = WorkloadSpec::core(name, a.records, a.ops)?;
+    w.name = a.workload.to_ascii_lowercase();
+    w.value_len = a.value_len;
+    if a.value_len > tern_kv::protocol::MAX_VALUE_LEN {
+        bail!(
+            "--value-len {} exceeds the protocol maximum of {} bytes",
+            a.value_len,
+            tern_kv::protocol::MAX_VALUE_LEN
+        );
+    }
+    if let Distribution::Zipfian(_) = w.distribution {
+        w.distribution = Distribution::Zipfian(a.theta);
+    }
+    if let Some(d) = &a.distribution {
+        w.distribution = match d.as_str() {
+            "zipfian" => Distribution::Zipfian(a.theta),
+            "uniform" => Distribution::Uniform,
+            "latest" => Distribution::Latest,
+            other => bail!("--distribution {other:?}: expected zipfian, uniform or latest"),
+        };
+    }
+    w.validate()?;
+    Ok(w)
+}
+
+fn bench_cmd(a: BenchArgs) -> anyhow::Result<ExitCode> {
+    let w = workload(&a)?;
+    let (router, local, tmp) = match (&a.servers, a.local) {
+        (Some(list), None) => (Router::parse(list)?, Vec::new(), None),
+        (None, Some(n)) => {
+            let (dir, tmp) = match &a.dir {
+                Some(d) => (d.clone(), None),
+                None => {
+                    let d =
+                        std::env::temp_dir().join(format!("tern-kv-bench-{}", std::process::id()));
+                    (d.clone(), Some(d))
+                }
+            };
+            let servers = bench::start_local_servers(
+                &dir,
+                n,
+                a.partitions,
+                a.workers,
+                &StoreOptions::default(),
+            )?;
+            (Router::new(bench::addrs(&servers))?, servers, tmp)
+        }
+        _ => bail!("give either --servers host:port,... or --local N"),
+    };
+    let cfg = BenchConfig {
+        router,
+        workload: w,
+        threads: a.threads,
+        seed: a.seed,
+        timeout: Duration::from_millis(a.timeout_ms),
+        retries: a.retries,
+        target_rate: a.rate,
+        dynamic: match &a.dynamic {
+            Some(p) => Some(DynamicConfig {
+                pattern: Dynamic::parse(p)?,
+                keys: a.dynamic_keys,
+                period_s: a.dynamic_period,
+            }),
+            None => None,
+        },
+    };
+    let result = (|| -> anyhow::Result<()> {
+        let load = if a.no_load {
+            None
+        } else {
+            Some(bench::load(&cfg)?)
+        };
+        if a.workload == "load" {
+            let l = load.context("workload `load` with --no-load does nothing")?;
+            say(&format!(
+                "load: {} records in {:.2} s = {:.0} records/s ({} errors)",
+                l.records, l.seconds, l.throughput, l.errors
+            ));
+            if let Some(path) = &a.json {
+                std::fs::write(path, serde_json::to_string_pretty(&l)?)
+                    .with_context(|| format!("writing {}", path.display()))?;
+            }
+            return Ok(());
+        }
+        let mut report = bench::run(&cfg)?;
+        report.load = load;
+        say(report.summary().trim_end());
+        if let Some(path) = &a.json {
+            std::fs::write(path, serde_json::to_string_pretty(&report)?)
+                .with_context(|| format!("writing {}", path.display()))?;
+            say(&format!("report written to {}", path.display()));
+        }
+        Ok(())
+    })();
+    for s in local {
+        s.shutdown()?;
+    }
+    if let Some(t) = tmp {
+        let _ = std::fs::remove_dir_all(t);
+    }
+    result?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn control(a: ControlArgs, shutdown: bool) -> anyhow::Result<ExitCode> {
+    let router = Router::parse(&a.servers)?;
+    let n = router.servers().len();
+    let addrs = router.servers().to_vec();
+    let mut c = Client::new(router, Duration::from_millis(500), 3)?;
+    for (i, addr) in addrs.iter().enumerate().take(n) {
+        if shutdown {
+            c.shutdown_server(i)?;
+            say(&format!("{addr}: flushed and stopping"));
+        } else {
+            say(&format!("{addr}: {} live records", c.snapshot_server(i)?));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Prints a line to stdout; a closed pipe (e.g. `| head`) is not an error worth a panic.
+fn say(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stdout(), "{line}");
+}
