@@ -9,8 +9,10 @@ log() { printf '\n==> %s\n' "$*"; }
 
 # --- system packages -------------------------------------------------------------------
 # librocksdb-dev + libclang: tern-kv links Debian's RocksDB (the bundled build takes 30 min).
+# iputils-ping, ethtool, mininet: the live-interface tests (network namespaces, Mininet).
+# python3-venv: the p4runtime-shell tests' virtual environment.
 need=()
-for p in librocksdb-dev clang libclang-dev pkg-config; do
+for p in librocksdb-dev clang libclang-dev pkg-config iputils-ping ethtool mininet python3-venv; do
     dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
 done
 if [ "${#need[@]}" -gt 0 ]; then
@@ -36,14 +38,31 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 log "cargo test"
 mkdir -p target
 set +e
-cargo test --workspace --no-fail-fast 2>&1 | tee target/test-output.txt
+# A hung test fails the suite in 25 minutes instead of eating CI's whole budget.
+timeout --signal=KILL 1500 cargo test --workspace --no-fail-fast 2>&1 | tee target/test-output.txt
 status=${PIPESTATUS[0]}
+[ "$status" -eq 137 ] && echo "cargo test: killed after 1500 s (a test hung)"
+
+# P4Runtime against the real client: p4runtime-shell (PyPI) in .venv-p4rt.
+log "p4runtime-shell tests (tests/p4runtime)"
+cargo build -q -p tern
+timeout --signal=KILL 600 tests/p4runtime/run.sh target/debug/tern 2>&1 | tee target/p4rt-output.txt
+p4rt_status=${PIPESTATUS[0]}
+[ "$status" -eq 0 ] && status=$p4rt_status
 set -e
 
 # One closing line for the whole suite, summed over every test binary.
 passed=$(grep -Eo '[0-9]+ passed;' target/test-output.txt | awk '{s+=$1} END {print s+0}')
 failed=$(grep -Eo '[0-9]+ failed;' target/test-output.txt | awk '{s+=$1} END {print s+0}')
 ignored=$(grep -Eo '[0-9]+ ignored;' target/test-output.txt | awk '{s+=$1} END {print s+0}')
+# pytest's summary line: "N passed, M failed, K skipped in T s".
+p4rt_summary=$(tail -n 3 target/p4rt-output.txt | grep -E '(passed|failed)' | tail -n 1)
+p_pass=$(grep -Eo '[0-9]+ passed' <<<"$p4rt_summary" | awk '{print $1}')
+p_fail=$(grep -Eo '[0-9]+ (failed|error)' <<<"$p4rt_summary" | awk '{s+=$1} END {print s+0}')
+p_skip=$(grep -Eo '[0-9]+ skipped' <<<"$p4rt_summary" | awk '{print $1}')
+passed=$((passed + ${p_pass:-0}))
+failed=$((failed + ${p_fail:-0}))
+ignored=$((ignored + ${p_skip:-0}))
 echo
 echo "tern: ${passed} passed, ${failed} failed, ${ignored} skipped"
 exit "$status"

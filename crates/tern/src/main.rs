@@ -5,9 +5,12 @@
 //! Invoked under the name `simple_switch` (a symlink), the binary parses simple_switch's own
 //! command line and runs it as `tern run` does.
 
+mod cmd_bench;
 mod cmd_cli;
 mod cmd_compile;
 mod cmd_demo;
+mod cmd_kv;
+mod cmd_p4rt;
 mod cmd_run;
 mod cmd_test;
 
@@ -20,7 +23,8 @@ use std::process::ExitCode;
     version,
     about = "tern: a fast, multi-tenant P4 software switch",
     long_about = "tern runs BMv2 JSON (v1model) programs with simple_switch's semantics, \
-                  compiles P4-16 itself, and runs p4c's STF packet tests.\n\n\
+                  compiles P4-16 itself, runs p4c's STF packet tests, serves BMv2's Thrift API \
+                  and P4Runtime, and drives key-value storage benchmarks.\n\n\
                   Run without a subcommand for a built-in demo."
 )]
 struct Cli {
@@ -38,6 +42,12 @@ enum Command {
     Compile(cmd_compile::CompileArgs),
     /// The simple_switch_CLI runtime command language against a program loaded in-process.
     Cli(cmd_cli::CliArgs),
+    /// Serve a program over P4Runtime (gRPC) for controllers such as p4runtime-shell.
+    P4runtime(cmd_p4rt::P4rtArgs),
+    /// Benchmark a program in memory: packets per second, latency percentiles, memory.
+    Bench(cmd_bench::BenchArgs),
+    /// Key-value suite: RocksDB storage servers, YCSB workloads, benchmarks.
+    Kv(cmd_kv::KvArgs),
     /// The built-in demo: compile an IPv4 router, install routes, push traffic, report.
     Demo(cmd_demo::DemoArgs),
 }
@@ -133,6 +143,9 @@ fn main() -> ExitCode {
         Some(Command::Test(a)) => cmd_test::run(a),
         Some(Command::Compile(a)) => cmd_compile::run(a),
         Some(Command::Cli(a)) => cmd_cli::run(a),
+        Some(Command::P4runtime(a)) => cmd_p4rt::run(a),
+        Some(Command::Bench(a)) => cmd_bench::run(a),
+        Some(Command::Kv(a)) => cmd_kv::run(a),
         Some(Command::Demo(a)) => cmd_demo::run(a),
         None => cmd_demo::run(cmd_demo::DemoArgs::default()),
     };
