@@ -44,9 +44,87 @@ pub struct Pkt {
     pub enq_ts: u64,
 }
 
+/// Stages of [`Probe`]'s per-stage timing.
+pub mod stage {
+    /// Packet instance and standard metadata at receive.
+    pub const RECEIVE: usize = 0;
+    /// Parser and checksum verification.
+    pub const PARSE: usize = 1;
+    /// Table keys, lookups, conditions and the control-flow walk.
+    pub const TABLES: usize = 2;
+    /// Actions (table actions and direct action calls).
+    pub const ACTIONS: usize = 3;
+    /// Between the pipelines: ingress epilogue (clone/digest/multicast/drop decisions),
+    /// enqueue, the job queue, egress standard metadata.
+    pub const QUEUE: usize = 4;
+    /// Checksum updates, deparser, payload copy.
+    pub const DEPARSE: usize = 5;
+    /// Output frame hand-off and packet recycling.
+    pub const TRANSMIT: usize = 6;
+    /// Number of stages.
+    pub const COUNT: usize = 7;
+    /// Stage names, in index order.
+    pub const NAMES: [&str; COUNT] = [
+        "receive", "parse", "tables", "actions", "queue", "deparse", "transmit",
+    ];
+}
+
+/// Per-stage wall-clock accounting (off unless enabled: one branch per stage boundary).
+/// Each [`Probe::mark`] charges the time since the previous mark to a stage and counts one
+/// clock read against it, so callers can subtract the clock's own cost.
+#[derive(Clone, Debug)]
+pub struct Probe {
+    last: std::time::Instant,
+    /// Nanoseconds charged to each stage.
+    pub ns: [u64; stage::COUNT],
+    /// Marks (clock reads) charged to each stage.
+    pub marks: [u64; stage::COUNT],
+}
+
+impl Probe {
+    pub fn new() -> Probe {
+        Probe {
+            last: std::time::Instant::now(),
+            ns: [0; stage::COUNT],
+            marks: [0; stage::COUNT],
+        }
+    }
+
+    /// Restart the interval without charging it (at the start of a packet).
+    #[inline]
+    pub fn start(&mut self) {
+        self.last = std::time::Instant::now();
+    }
+
+    /// Charge the time since the last mark to stage `s`.
+    #[inline]
+    pub fn mark(&mut self, s: usize) {
+        let now = std::time::Instant::now();
+        self.ns[s] += now.duration_since(self.last).as_nanos() as u64;
+        self.marks[s] += 1;
+        self.last = now;
+    }
+}
+
+impl Default for Probe {
+    fn default() -> Self {
+        Probe::new()
+    }
+}
+
+/// Charge the time since the last mark to stage `s`, if timing is on.
+#[inline(always)]
+pub fn mark(ext: &mut ExternState, s: usize) {
+    if let Some(p) = ext.probe.as_deref_mut() {
+        p.mark(s);
+    }
+}
+
 /// Mutable state of the externs an action can touch.
 #[derive(Clone, Debug, Default)]
 pub struct ExternState {
+    /// Per-stage timing, when enabled ([`crate::Switch::set_stage_timing`]).
+    pub probe: Option<Box<Probe>>,
     pub regs: Vec<RegArray>,
     pub counters: Vec<Vec<CounterValue>>,
     pub meters: Vec<Vec<Meter>>,
@@ -1207,6 +1285,21 @@ impl Engine {
         } else {
             ts.store.lookup(&t.spec, key)
         };
+        mark(ext, stage::TABLES);
+        let r = self.apply_hit(t, ts, profiles, ext, pkt, hit);
+        mark(ext, stage::ACTIONS);
+        r
+    }
+
+    fn apply_hit(
+        &self,
+        t: &CTable,
+        ts: &mut TableState,
+        profiles: &[Profile],
+        ext: &mut ExternState,
+        pkt: &mut Pkt,
+        hit: Option<u32>,
+    ) -> XR<Option<GNode>> {
         match hit {
             Some(idx) => {
                 let now = ext.now_us;
@@ -1287,6 +1380,7 @@ impl Engine {
                         eval_bool(&cond.expr, &self.cx(&pkt.phv, &[], &st.ext, &pkt.data, 0))
                             .map_err(fault)?
                     };
+                    mark(&mut st.ext, stage::TABLES);
                     if v {
                         cond.t
                     } else {
@@ -1295,7 +1389,10 @@ impl Engine {
                 }
                 GNode::Call(c) => {
                     let (a, next) = self.calls[c as usize];
-                    self.run_instrs(&mut st.ext, pkt, &self.actions[a as usize].instrs, &[])?;
+                    let r =
+                        self.run_instrs(&mut st.ext, pkt, &self.actions[a as usize].instrs, &[]);
+                    mark(&mut st.ext, stage::ACTIONS);
+                    r?;
                     next
                 }
             };

@@ -17,6 +17,7 @@ pub mod externs;
 pub mod layout;
 pub mod switch;
 pub mod table;
+pub mod workers;
 
 /// The hash algorithms (re-exported from `tern-hash`).
 pub use tern_hash as hash;
