@@ -35,9 +35,12 @@ use tern_runtime::{CounterValue, EntryHandle, OutputPacket, PacketPath, Port, Rt
 /// worker's replica).
 pub type UpdateFn = dyn Fn(&mut Switch) + Send + Sync;
 
+/// A query run once on one worker's replica (with the worker's number).
+type QueryFn = dyn FnOnce(usize, &mut Switch) + Send;
+
 enum Msg {
     Update(Arc<UpdateFn>),
-    Query(Box<dyn FnOnce(usize, &mut Switch) + Send>),
+    Query(Box<QueryFn>),
 }
 
 /// The control side: answers reads, validates and publishes updates.

@@ -51,6 +51,12 @@ pub struct BenchArgs {
     /// Also write the results as JSON to this file.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Packets timed one by one for the latency percentiles (0: skip).
+    #[arg(long, default_value_t = 200_000)]
+    pub latency_samples: u64,
+    /// Packets run with per-stage timing for the breakdown (0: skip).
+    #[arg(long, default_value_t = 500_000)]
+    pub stage_packets: u64,
     /// Run-to-completion worker threads (flows hashed to workers, tables updated RCU-style
     /// through an operation log); without it, one thread drives the switch directly.
     #[arg(long, value_name = "N")]
@@ -298,7 +304,7 @@ pub(crate) fn stage_breakdown(
     sw.set_stage_timing(true);
     let mut done = 0u64;
     let mut bi = 0;
-    while done < packets.max(1) && !batches.is_empty() {
+    while done < packets && !batches.is_empty() {
         sw.process_batch(&batches[bi], &mut out);
         sw.recycle_outputs(&mut out);
         done += batches[bi].len() as u64;
@@ -416,7 +422,7 @@ fn run_single(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let median = sorted[sorted.len() / 2];
 
     // Latency: each packet timed on its own (includes one clock read, measured below).
-    let samples = args.packets.min(200_000) as usize;
+    let samples = args.packets.min(args.latency_samples) as usize;
     let mut lat = Vec::with_capacity(samples);
     for i in 0..samples {
         let f = &frames[i % frames.len()];
@@ -442,7 +448,7 @@ fn run_single(args: BenchArgs) -> anyhow::Result<ExitCode> {
         }
         t.elapsed().as_nanos() as f64 / n as f64
     };
-    let stages = stage_breakdown(&mut sw, &batches, args.packets.min(500_000), clock_mean);
+    let stages = stage_breakdown(&mut sw, &batches, args.stage_packets, clock_mean);
     let (rss_end, hwm) = memory_kb();
 
     let pct = [0.5, 0.9, 0.99, 0.999];
@@ -563,6 +569,8 @@ mod tests {
             batch: 8,
             runs: 1,
             json: None,
+            latency_samples: 2_000,
+            stage_packets: 2_000,
             workers: None,
             update_rate: 0,
         }
