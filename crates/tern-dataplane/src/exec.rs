@@ -187,14 +187,24 @@ pub fn store_field(phv: &mut Phv, f: &FieldLoc, v: &Value) {
     v.store(f.width, f.signed, f.saturating, s);
 }
 
+/// Store a non-negative value into a field: the ≤ 64-bit path writes the low `width` bits
+/// directly (what [`store_field`] does with `Value::Small(v)`, without the generic conversion).
+#[inline]
+pub fn store_field_u64(phv: &mut Phv, f: &FieldLoc, v: u64) {
+    if f.is_valid_bit {
+        return;
+    }
+    if f.width <= 64 && !f.saturating && !f.is_vl {
+        // Unsigned and signed stores wrap identically to the low `width` bits.
+        phv.write_u64(f, v);
+    } else {
+        store_field(phv, f, &Value::Small(v as i128));
+    }
+}
+
 fn store_u64(phv: &mut Phv, f: &Option<FieldLoc>, v: u64) {
     if let Some(f) = f {
-        if f.width <= 64 && !f.saturating && !f.is_vl {
-            // Unsigned and signed stores wrap identically to the low `width` bits.
-            phv.write_u64(f, v);
-        } else {
-            store_field(phv, f, &Value::Small(v as i128));
-        }
+        store_field_u64(phv, f, v);
     }
 }
 
@@ -731,7 +741,7 @@ impl Engine {
                 continue;
             }
             let v = self.checksum_value(ext, pkt, c);
-            store_field(&mut pkt.phv, &c.target, &Value::Small(v as i128));
+            store_field_u64(&mut pkt.phv, &c.target, v);
         }
     }
 
@@ -1319,7 +1329,7 @@ impl Engine {
                         MeterType::Packets => 1,
                     };
                     let c = e.meter.execute(units, now);
-                    store_field(&mut pkt.phv, &f, &Value::Small(c as i128));
+                    store_field_u64(&mut pkt.phv, &f, c as u64);
                 }
                 let ran = self.run_entry_action(ext, profiles, pkt, t, &e.action)?;
                 Ok(match (&t.hit_miss, ran) {

@@ -704,12 +704,8 @@ impl Flow<'_> {
         }
         if let Some([ts, qd, _, _]) = self.eng.std.queueing {
             let depth = self.qdepth(port);
-            crate::exec::store_field(
-                &mut pkt.phv,
-                &ts,
-                &crate::expr::Value::Small(self.now as i128),
-            );
-            crate::exec::store_field(&mut pkt.phv, &qd, &crate::expr::Value::Small(depth as i128));
+            crate::exec::store_field_u64(&mut pkt.phv, &ts, self.now);
+            crate::exec::store_field_u64(&mut pkt.phv, &qd, depth);
         }
         pkt.enq_ts = self.now;
         self.jobs.push_back(Job::Egress(pkt, port));
@@ -846,12 +842,8 @@ impl Flow<'_> {
         set(eng, &mut pkt.phv, |s| &s.egress_ts, self.now);
         if let Some([_, _, dt, dq]) = eng.std.queueing {
             let depth = self.qdepth(port);
-            crate::exec::store_field(
-                &mut pkt.phv,
-                &dt,
-                &crate::expr::Value::Small(self.now.saturating_sub(pkt.enq_ts) as i128),
-            );
-            crate::exec::store_field(&mut pkt.phv, &dq, &crate::expr::Value::Small(depth as i128));
+            crate::exec::store_field_u64(&mut pkt.phv, &dt, self.now.saturating_sub(pkt.enq_ts));
+            crate::exec::store_field_u64(&mut pkt.phv, &dq, depth);
             let prio = eng.get_std(&pkt.phv, |s| &s.priority);
             set(eng, &mut pkt.phv, |s| &s.qid, prio);
         }
