@@ -44,7 +44,7 @@ if pl:
                  label="instructions/packet (callgrind, exact)")
         ax2.set_ylabel("instructions per packet", color="tab:red")
         ax2.set_ylim(bottom=0)
-        ax2.legend(fontsize=8, loc="lower right")
+        ax2.legend(fontsize=8, loc="center right")
     ax.set_xlabel("tables applied per packet (exact tables + 1 LPM)")
     ax.set_ylabel("Mpps (64-byte frames, in memory)")
     ax.set_title("tern bench: throughput vs pipeline length")
