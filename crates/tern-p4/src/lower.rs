@@ -1032,12 +1032,27 @@ impl Lower {
             ExprKind::Binary(o, l, r) => self.binary(o, l, r, pos),
             ExprKind::Ternary(c, a, b) => {
                 let cv = self.expr(c)?;
+                if let Val::Const(c, _) = cv {
+                    // Only the chosen arm is evaluated (it may have side effects).
+                    return self.expr(if c != 0 { a } else { b });
+                }
+                let mark = self.cur.len();
                 let av = self.expr(a)?;
                 let bv = self.expr(b)?;
-                if let Val::Const(c, _) = cv {
-                    return Ok(if c != 0 { av } else { bv });
-                }
                 let ce = self.boolean(cv, c.pos)?;
+                if self.cur.len() != mark && self.mode == body::Mode::Action {
+                    if let Some(v) = self.ternary_with_effects(
+                        ce.clone(),
+                        a,
+                        b,
+                        av.clone(),
+                        bv.clone(),
+                        mark,
+                        pos,
+                    )? {
+                        return Ok(v);
+                    }
+                }
                 let (av, bv) = self.unify(av, bv, pos)?;
                 let (ae, at) = self.rv(av, a.pos)?;
                 let (be, _) = self.rv(bv, b.pos)?;
@@ -1080,6 +1095,51 @@ impl Lower {
                 Ok(Val::Range(Box::new(self.expr(a)?), Box::new(self.expr(b)?)))
             }
         }
+    }
+
+    /// `c ? a : b` where an arm has side effects (calls): evaluate only the chosen arm, with
+    /// jumps, into a temporary. `None` when the type has no scalar temporary (kept as is).
+    #[allow(clippy::too_many_arguments)]
+    fn ternary_with_effects(
+        &mut self,
+        ce: m::Expr,
+        a: &Expr,
+        b: &Expr,
+        av: Val,
+        bv: Val,
+        mark: usize,
+        pos: Pos,
+    ) -> R<Option<Val>> {
+        let (uav, _) = self.unify(av, bv, pos)?;
+        let t = match self.val_ty(&uav) {
+            Some(t @ (Ty::Bit(_) | Ty::Int(_) | Ty::Bool)) => t,
+            _ => return Ok(None),
+        };
+        self.cur.truncate(mark);
+        let tmp = self.new_scalar("mux", &t);
+        let dst = Place::Field(tmp, t.clone());
+        let cond_tmp = self.new_scalar("mux_cond", &Ty::Bool);
+        self.cur.push(prim(
+            "assign",
+            vec![
+                m::Arg::Field(cond_tmp),
+                m::Arg::Expr(op(m::Op::B2D, None, Some(ce))),
+            ],
+        ));
+        let jz = self.jump_if_zero_pub(op(m::Op::D2B, None, Some(m::Expr::Field(cond_tmp))));
+        let v = self.expr(a)?;
+        let v = self.convert(v, &t, a.pos)?;
+        self.assign_val(&dst, v, a.pos)?;
+        let at = self.cur.len();
+        self.cur.push(prim("_jump", vec![m::Arg::Const(int_of(0))]));
+        let else_at = self.cur.len();
+        self.patch_jump_pub(jz, else_at);
+        let v = self.expr(b)?;
+        let v = self.convert(v, &t, b.pos)?;
+        self.assign_val(&dst, v, b.pos)?;
+        let end = self.cur.len();
+        self.patch_jump_pub(at, end);
+        Ok(Some(Val::Place(dst)))
     }
 
     /// The first header-stack index in the access chain of `e` that is not a compile-time
@@ -1330,6 +1390,13 @@ impl Lower {
             // Short-circuit: if the right side has side effects, evaluate it only when needed.
             let mark = self.cur.len();
             let probe = self.expr(r);
+            // A constant left side decides alone: the right side is not evaluated at all.
+            if let Val::Const(c, _) = lv {
+                if (o == "||" && c != 0) || (o == "&&" && c == 0) {
+                    self.cur.truncate(mark);
+                    return Ok(Val::Const((o == "||") as i128, Ty::Bool));
+                }
+            }
             if self.cur.len() != mark && !matches!(lv, Val::Const(..)) {
                 self.cur.truncate(mark);
                 let _ = probe;

@@ -1488,6 +1488,225 @@ impl Lower {
         }
     }
 
+    /// Does `e` apply a table somewhere inside?
+    fn contains_apply(&self, e: &Expr) -> bool {
+        if self.table_of_apply(e).is_some() {
+            return true;
+        }
+        match &e.kind {
+            ExprKind::Member(b, _) | ExprKind::Unary(_, b) | ExprKind::Cast(_, b) => {
+                self.contains_apply(b)
+            }
+            ExprKind::Index(a, b)
+            | ExprKind::Binary(_, a, b)
+            | ExprKind::Mask(a, b)
+            | ExprKind::Range(a, b) => self.contains_apply(a) || self.contains_apply(b),
+            ExprKind::Slice(a, b, c) | ExprKind::Ternary(a, b, c) => {
+                self.contains_apply(a) || self.contains_apply(b) || self.contains_apply(c)
+            }
+            ExprKind::Call(c, _, args) => {
+                self.contains_apply(c) || args.iter().any(|a| self.contains_apply(a))
+            }
+            ExprKind::List(items) => items.iter().any(|a| self.contains_apply(a)),
+            ExprKind::NamedList(items) => items.iter().any(|(_, a)| self.contains_apply(a)),
+            _ => false,
+        }
+    }
+
+    /// A statement that uses `t.apply().hit` (or `.miss`) inside a larger expression, rewritten
+    /// into statements the control-flow lowering handles: each table application becomes an
+    /// `if (t.apply().hit)` that sets a temporary, run only where the expression would evaluate
+    /// it (`&&`, `||` and `?:` are short-circuiting). `None` when there is nothing to rewrite.
+    fn hoist_applies(&mut self, s: &Stmt) -> Option<Vec<Stmt>> {
+        let mut decls = Vec::new();
+        let mut pre = Vec::new();
+        let last = match &s.kind {
+            StmtKind::Assign(l, r) if self.hit_test(r).is_none() && self.contains_apply(r) => {
+                let r = self.hoist(r, &mut decls, &mut pre);
+                StmtKind::Assign(l.clone(), r)
+            }
+            StmtKind::Var(d) => {
+                let DeclKind::Var {
+                    ty,
+                    name,
+                    init: Some(i),
+                } = &d.kind
+                else {
+                    return None;
+                };
+                if self.hit_test(i).is_some() || !self.contains_apply(i) {
+                    return None;
+                }
+                decls.push(Stmt {
+                    kind: StmtKind::Var(Decl {
+                        annotations: d.annotations.clone(),
+                        kind: DeclKind::Var {
+                            ty: ty.clone(),
+                            name: name.clone(),
+                            init: None,
+                        },
+                        pos: d.pos,
+                    }),
+                    pos: s.pos,
+                });
+                let r = self.hoist(i, &mut decls, &mut pre);
+                StmtKind::Assign(
+                    Expr {
+                        kind: ExprKind::Name(name.clone()),
+                        pos: d.pos,
+                    },
+                    r,
+                )
+            }
+            StmtKind::If(c, a, b) if self.hit_test(c).is_none() && self.contains_apply(c) => {
+                let c = self.hoist(c, &mut decls, &mut pre);
+                StmtKind::If(c, a.clone(), b.clone())
+            }
+            StmtKind::Call(e)
+                if self.table_of_apply(e).is_none()
+                    && self.subcontrol_of(e).is_none()
+                    && self.contains_apply(e) =>
+            {
+                StmtKind::Call(self.hoist(e, &mut decls, &mut pre))
+            }
+            StmtKind::Switch(e, cases)
+                if !matches!(&e.kind, ExprKind::Member(_, m) if m == "action_run")
+                    && self.contains_apply(e) =>
+            {
+                StmtKind::Switch(self.hoist(e, &mut decls, &mut pre), cases.clone())
+            }
+            _ => return None,
+        };
+        decls.extend(pre);
+        decls.push(Stmt {
+            kind: last,
+            pos: s.pos,
+        });
+        Some(decls)
+    }
+
+    /// A fresh `bool` temporary declared in `decls`; returns its name.
+    fn hoist_temp(&mut self, decls: &mut Vec<Stmt>, pos: Pos) -> String {
+        let name = self.unique("$hoisted");
+        decls.push(Stmt {
+            kind: StmtKind::Var(Decl {
+                annotations: vec![],
+                kind: DeclKind::Var {
+                    ty: TypeRef::Bool,
+                    name: name.clone(),
+                    init: None,
+                },
+                pos,
+            }),
+            pos,
+        });
+        name
+    }
+
+    fn hoist(&mut self, e: &Expr, decls: &mut Vec<Stmt>, pre: &mut Vec<Stmt>) -> Expr {
+        if !self.contains_apply(e) {
+            return e.clone();
+        }
+        let pos = e.pos;
+        let name = |n: &str| Expr {
+            kind: ExprKind::Name(n.to_string()),
+            pos,
+        };
+        let set = |n: &str, v: Expr| Stmt {
+            kind: StmtKind::Assign(
+                Expr {
+                    kind: ExprKind::Name(n.to_string()),
+                    pos,
+                },
+                v,
+            ),
+            pos,
+        };
+        let not = |x: Expr| Expr {
+            kind: ExprKind::Unary("!", Box::new(x)),
+            pos,
+        };
+        let block = |ss: Vec<Stmt>| {
+            Box::new(Stmt {
+                kind: StmtKind::Block(ss),
+                pos,
+            })
+        };
+        if self.hit_test(e).is_some() {
+            let t = self.hoist_temp(decls, pos);
+            let b = |v: bool| Expr {
+                kind: ExprKind::Bool(v),
+                pos,
+            };
+            pre.push(Stmt {
+                kind: StmtKind::If(
+                    e.clone(),
+                    block(vec![set(&t, b(true))]),
+                    Some(block(vec![set(&t, b(false))])),
+                ),
+                pos,
+            });
+            return name(&t);
+        }
+        let bx = |x: Expr| Box::new(x);
+        let kind = match &e.kind {
+            ExprKind::Binary(o, a, b) if *o == "&&" || *o == "||" => {
+                let a2 = self.hoist(a, decls, pre);
+                if !self.contains_apply(b) {
+                    ExprKind::Binary(o, bx(a2), b.clone())
+                } else {
+                    let t = self.hoist_temp(decls, pos);
+                    pre.push(set(&t, a2));
+                    let mut inner = Vec::new();
+                    let b2 = self.hoist(b, decls, &mut inner);
+                    inner.push(set(&t, b2));
+                    let cond = if *o == "&&" { name(&t) } else { not(name(&t)) };
+                    pre.push(Stmt {
+                        kind: StmtKind::If(cond, block(inner), None),
+                        pos,
+                    });
+                    return name(&t);
+                }
+            }
+            ExprKind::Ternary(c, x, y) => {
+                let c2 = self.hoist(c, decls, pre);
+                let t = self.hoist_temp(decls, pos);
+                pre.push(set(&t, c2));
+                let mut arm = |this: &mut Self, v: &Expr, cond: Expr, pre: &mut Vec<Stmt>| {
+                    if !this.contains_apply(v) {
+                        return v.clone();
+                    }
+                    let mut inner = Vec::new();
+                    let v2 = this.hoist(v, decls, &mut inner);
+                    pre.push(Stmt {
+                        kind: StmtKind::If(cond, block(inner), None),
+                        pos,
+                    });
+                    v2
+                };
+                let x2 = arm(self, x, name(&t), pre);
+                let y2 = arm(self, y, not(name(&t)), pre);
+                ExprKind::Ternary(bx(name(&t)), bx(x2), bx(y2))
+            }
+            ExprKind::Binary(o, a, b) => ExprKind::Binary(
+                o,
+                bx(self.hoist(a, decls, pre)),
+                bx(self.hoist(b, decls, pre)),
+            ),
+            ExprKind::Unary(o, a) => ExprKind::Unary(o, bx(self.hoist(a, decls, pre))),
+            ExprKind::Cast(t, a) => ExprKind::Cast(t.clone(), bx(self.hoist(a, decls, pre))),
+            ExprKind::Call(c, targs, args) => {
+                let args = args.iter().map(|a| self.hoist(a, decls, pre)).collect();
+                ExprKind::Call(c.clone(), targs.clone(), args)
+            }
+            ExprKind::List(items) => {
+                ExprKind::List(items.iter().map(|a| self.hoist(a, decls, pre)).collect())
+            }
+            other => other.clone(),
+        };
+        Expr { kind, pos }
+    }
+
     fn flush_items(&mut self, out: &mut Vec<Item>, _pos: Pos) {
         // `exit` inside inlined actions jumps to the end of the group's hidden action.
         if let Some(frame) = self.return_jumps.first_mut() {
@@ -1513,6 +1732,10 @@ impl Lower {
 
     fn items_into(&mut self, ss: &[Stmt], out: &mut Vec<Item>) -> R<()> {
         for s in ss {
+            if let Some(rewritten) = self.hoist_applies(s) {
+                self.items_into(&rewritten, out)?;
+                continue;
+            }
             match &s.kind {
                 StmtKind::Call(e) if self.subcontrol_of(e).is_some() => {
                     let (ct, inst, args) = self.subcontrol_of(e).unwrap_or_default();
