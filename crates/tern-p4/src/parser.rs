@@ -646,6 +646,10 @@ impl<'t> Parser<'t> {
             "table" if !top => {
                 self.i += 1;
                 let name = self.name()?;
+                // An empty parameter list (`table t() { … }`) is accepted, as p4c does.
+                if self.eat_p("(") {
+                    self.expect_p(")")?;
+                }
                 let props = self.table_props()?;
                 DeclKind::Table { name, props }
             }

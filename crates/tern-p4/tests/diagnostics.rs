@@ -275,3 +275,44 @@ fn unsupported_hash_algorithm_is_reported_at_the_call() {
         format!("t.p4:{}:13", line_of(&src, "HashAlgorithm.random"))
     );
 }
+
+const EFFECTS: &str = include_str!("../../../p4/tests/effects.p4");
+
+#[test]
+fn directional_action_parameters_must_be_bound_in_the_actions_list() {
+    let src = EFFECTS.replace("actions = { add_to(h.e.b); }", "actions = { add_to; }");
+    assert_ne!(src, EFFECTS);
+    let (loc, text) = errors(&src);
+    let l = line_of(&src, "action add_to(inout bit<8> x");
+    assert_eq!(loc, format!("t.p4:{l}:19"));
+    assert!(
+        text.contains(
+            "directional parameter `x` of action `add_to` must be bound in the table's actions list"
+        ),
+        "{text}"
+    );
+    let src = EFFECTS.replace(
+        "actions = { add_to(h.e.b); }",
+        "actions = { add_to(h.e.b + 1); }",
+    );
+    let (loc, text) = errors(&src);
+    let l = line_of(&src, "actions = { add_to(h.e.b + 1); }");
+    assert_eq!(loc, format!("t.p4:{l}:28"));
+    assert!(
+        text.contains("argument for `x` must be an l-value"),
+        "{text}"
+    );
+}
+
+#[test]
+fn nested_slice_writes_are_range_checked() {
+    let src = EFFECTS.replace("x[7:4][2:1] = 2w0;", "x[7:4][5:1] = 5w0;");
+    assert_ne!(src, EFFECTS);
+    let (loc, text) = errors(&src);
+    let l = line_of(&src, "x[7:4][5:1] = 5w0;");
+    assert_eq!(loc, format!("t.p4:{l}:13"));
+    assert!(
+        text.contains("slice [5:1] is out of range of slice [7:4]"),
+        "{text}"
+    );
+}

@@ -2068,6 +2068,26 @@ impl Lower {
 
     /// Lower (once) an action usable in tables; returns its index.
     pub(super) fn table_action(&mut self, name: &str, pos: Pos) -> R<u32> {
+        self.table_action_bound(name, pos, &[])
+    }
+
+    /// Number of leading directional parameters of action `name` (bound in the actions list).
+    fn directional_params(&self, name: &str) -> usize {
+        let d = self
+            .local_actions
+            .get(name)
+            .or_else(|| self.global_actions.get(name));
+        match d.map(|d| &d.kind) {
+            Some(DeclKind::Action { params, .. }) => {
+                params.iter().take_while(|p| p.dir.is_some()).count()
+            }
+            _ => 0,
+        }
+    }
+
+    /// A table's action; `bound` are the arguments of its directional parameters as the
+    /// actions list gives them (`a(hdr.x)`), bound by reference like a direct call.
+    fn table_action_bound(&mut self, name: &str, pos: Pos, bound: &[Expr]) -> R<u32> {
         let (d, local) = match self.local_actions.get(name) {
             Some(d) => (d.clone(), true),
             None => match self.global_actions.get(name) {
@@ -2083,7 +2103,7 @@ impl Lower {
                 None => name.to_string(),
             }
         };
-        let key = format!(
+        let mut key = format!(
             "{}/{qn}",
             if local {
                 self.control_name.as_str()
@@ -2091,6 +2111,10 @@ impl Lower {
                 ""
             }
         );
+        for b in bound {
+            key.push('/');
+            key.push_str(&expr_text(b));
+        }
         if let Some(i) = self.action_index.get(&key) {
             return Ok(*i);
         }
@@ -2105,17 +2129,40 @@ impl Lower {
         self.scope.push();
         let mut rd = Vec::new();
         let mut res = Ok(());
+        let nbound = bound.len();
         for (i, p) in params.iter().enumerate() {
             if p.dir.is_some() {
-                res = err(
-                    p.pos,
-                    format!(
-                        "action `{name}` used in a table cannot have directional parameter `{}`",
-                        p.name
-                    ),
-                );
-                break;
+                let Some(a) = bound.get(i) else {
+                    res = err(
+                        p.pos,
+                        format!(
+                            "directional parameter `{}` of action `{name}` must be bound in the table's actions list, like `{name}(…)`",
+                            p.name
+                        ),
+                    );
+                    break;
+                };
+                let v = match self.ty(&p.ty).and_then(|t| {
+                    let v = self.expr(a)?;
+                    self.convert(v, &t, a.pos)
+                }) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        res = Err(e);
+                        break;
+                    }
+                };
+                if matches!(p.dir, Some("out") | Some("inout")) && !matches!(v, Val::Place(_)) {
+                    res = err(
+                        a.pos,
+                        format!("argument for `{}` must be an l-value", p.name),
+                    );
+                    break;
+                }
+                self.scope.set(&p.name, v);
+                continue;
             }
+            let i = i - nbound;
             match self.ty(&p.ty) {
                 Ok(t) => {
                     let w = match &t {
@@ -2174,7 +2221,11 @@ impl Lower {
         match &e.kind {
             ExprKind::Name(n) => Ok((n.clone(), self.table_action(n, e.pos)?, vec![])),
             ExprKind::Call(c, _, args) => match &c.kind {
-                ExprKind::Name(n) => Ok((n.clone(), self.table_action(n, c.pos)?, args.clone())),
+                ExprKind::Name(n) => {
+                    let k = self.directional_params(n).min(args.len());
+                    let ai = self.table_action_bound(n, c.pos, &args[..k])?;
+                    Ok((n.clone(), ai, args[k..].to_vec()))
+                }
                 _ => err(e.pos, "expected an action name"),
             },
             _ => err(e.pos, "expected an action name or call"),
