@@ -2038,7 +2038,15 @@ impl Lower {
     fn hidden_table(&mut self, prims: Vec<m::Primitive>, next: Option<m::Node>) -> m::Node {
         let an = self.unique("act");
         let a = self.new_action(an.clone(), vec![], prims, true);
-        let tn = self.unique(&format!("tbl_{an}"));
+        // Hidden table names end in a digit (p4c's end in a source line number), so a table
+        // named by its suffix in an STF file (`t`) is never ambiguous with them.
+        let base = format!("tbl_{an}");
+        let base = if base.ends_with(|c: char| c.is_ascii_digit()) {
+            base
+        } else {
+            format!("{base}_0")
+        };
+        let tn = self.unique(&base);
         let pl = &mut self.prog.pipelines[self.pipeline];
         let idx = pl.tables.len() as u32;
         pl.tables.push(m::Table {
