@@ -5,7 +5,8 @@
  * arguments, initializers, conditions) applied only when the expression evaluates it;
  * short-circuit `&&`/`||` and `?:` with side-effecting calls (constant and run-time
  * conditions); run-time stack indices in out/inout arguments (index evaluated once); nested
- * slices as l-values; directional action parameters bound in a table's actions list;
+ * slices as l-values; directional action parameters bound in a table's actions list; `out`
+ * header arguments come back invalid;
  * the empty parameter list of `table t()`; p4c's `_CORE_P4_` guard. */
 #include <core.p4>
 #include <v1model.p4>
@@ -56,6 +57,10 @@ bool effect(inout bit<8> n, in bool r) {
 bit<8> bump(inout bit<8> x) {
     x = x + 10;
     return x;
+}
+
+/* Leaves its `out` header untouched: the caller's header comes back invalid. */
+void forget(out v_t x) {
 }
 
 bit<8> pass8(in bool b) {
@@ -124,6 +129,8 @@ control I(inout headers h, inout metadata m, inout standard_metadata_t sm) {
         } else if (h.e.mode == 6) {
             // Run-time stack index in an inout argument: copied in and out once.
             bump(h.s[h.e.idx].v);
+        } else if (h.e.mode == 9) {
+            forget(h.s[2]);
         } else if (h.e.mode == 8) {
             t4.apply();
         } else if (h.e.mode == 7) {

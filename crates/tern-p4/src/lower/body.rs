@@ -822,7 +822,14 @@ impl Lower {
             let v = self.convert(v, &t, a.pos)?;
             let bound = match p.dir {
                 Some("out") | Some("inout") => match &v {
-                    Val::Place(_) => v,
+                    Val::Place(place) => {
+                        // An `out` argument starts uninitialized in the callee: headers in it
+                        // are invalid (it is bound by reference, so invalidate it here).
+                        if p.dir == Some("out") && self.mode == Mode::Action {
+                            self.invalidate_headers(place);
+                        }
+                        v
+                    }
                     _ => {
                         return err(
                             a.pos,
@@ -892,6 +899,24 @@ impl Lower {
             }
         }
         Ok(ret_slot.map(Val::Place))
+    }
+
+    /// `setInvalid()` on every header in a place (a header, a stack or a struct of them).
+    fn invalidate_headers(&mut self, p: &Place) {
+        match p {
+            Place::Header(h, _) => self.emit(prim("remove_header", vec![m::Arg::Header(*h)])),
+            Place::Stack { headers, .. } => {
+                for h in headers.clone() {
+                    self.emit(prim("remove_header", vec![m::Arg::Header(h)]));
+                }
+            }
+            Place::Struct(_, fields) => {
+                for (_, f) in fields.clone() {
+                    self.invalidate_headers(&f);
+                }
+            }
+            _ => {}
+        }
     }
 
     fn patch_jump(&mut self, at: usize, target: usize) {
