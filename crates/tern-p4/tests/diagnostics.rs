@@ -316,3 +316,34 @@ fn nested_slice_writes_are_range_checked() {
         "{text}"
     );
 }
+
+#[test]
+fn table_applied_inside_expressions_is_still_applied_once() {
+    // t2 is already applied in mode 2; a second application inside an expression is an error
+    // at the second use.
+    let src = EFFECTS.replace(
+        "h.e.b = pass8(both);",
+        "h.e.b = pass8(both || t2.apply().miss);",
+    );
+    assert_ne!(src, EFFECTS);
+    let (loc, text) = errors(&src);
+    let l = line_of(&src, "pass8(both || t2.apply().miss)");
+    assert_eq!(loc, format!("t.p4:{l}:35"));
+    assert!(
+        text.contains("table `t2` is applied more than once"),
+        "{text}"
+    );
+}
+
+#[test]
+fn inout_arguments_must_be_l_values() {
+    let src = EFFECTS.replace("bump(h.s[h.e.idx].v);", "bump(h.s[h.e.idx].v + 1);");
+    assert_ne!(src, EFFECTS);
+    let (loc, text) = errors(&src);
+    let l = line_of(&src, "bump(h.s[h.e.idx].v + 1);");
+    assert_eq!(loc, format!("t.p4:{l}:18"));
+    assert!(
+        text.contains("argument for `inout x` must be an l-value"),
+        "{text}"
+    );
+}
