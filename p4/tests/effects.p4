@@ -6,7 +6,7 @@
  * short-circuit `&&`/`||` and `?:` with side-effecting calls (constant and run-time
  * conditions); run-time stack indices in out/inout arguments (index evaluated once); nested
  * slices as l-values; directional action parameters bound in a table's actions list; `out`
- * header arguments come back invalid;
+ * header arguments come back invalid; `@priority` after an entry's action;
  * the empty parameter list of `table t()`; p4c's `_CORE_P4_` guard. */
 #include <core.p4>
 #include <v1model.p4>
@@ -89,6 +89,20 @@ control I(inout headers h, inout metadata m, inout standard_metadata_t sm) {
     action add_to(inout bit<8> x, bit<8> d) {
         x = x + d;
     }
+    action set_b(bit<8> v) {
+        h.e.b = v;
+    }
+    /* `@priority(N)` after an entry's action: BMv2's priority as p4c passes it (smallest
+     * wins); an entry without one keeps its position. */
+    table t5 {
+        key = { h.e.a : ternary; }
+        actions = { set_b; }
+        const entries = {
+            0x11 &&& 0x0f : set_b(1) @priority(3);
+            0x11          : set_b(2);
+            0x11 &&& 0xf0 : set_b(3) @priority(1);
+        }
+    }
     table t4 {
         key = { h.e.a : exact; }
         actions = { add_to(h.e.b); }
@@ -129,6 +143,8 @@ control I(inout headers h, inout metadata m, inout standard_metadata_t sm) {
         } else if (h.e.mode == 6) {
             // Run-time stack index in an inout argument: copied in and out once.
             bump(h.s[h.e.idx].v);
+        } else if (h.e.mode == 10) {
+            t5.apply();
         } else if (h.e.mode == 9) {
             forget(h.s[2]);
         } else if (h.e.mode == 8) {

@@ -2391,16 +2391,7 @@ impl Lower {
                     }
                 }
                 TableProp::Entries { entries, .. } => {
-                    // `@priority(N)` is another spelling of `priority = N :`.
-                    let mut es = entries.clone();
-                    for e in &mut es {
-                        if e.priority.is_none() {
-                            if let Some(a) = annotation(&e.annotations, "priority") {
-                                e.priority = a.args.first().cloned();
-                            }
-                        }
-                    }
-                    entries_ast = Some(es);
+                    entries_ast = Some(entries.clone());
                 }
                 TableProp::Value {
                     name,
@@ -2557,6 +2548,22 @@ impl Lower {
                     let max = p4.iter().copied().max().unwrap_or(0);
                     for (o, p) in out.iter_mut().zip(p4) {
                         o.priority = (max + 1 - p).clamp(1, i32::MAX as i64) as i32;
+                    }
+                }
+                // `@priority(N)` (the older annotation form) is BMv2's own priority, as p4c
+                // passes it through: the smallest value wins. Other entries keep their position.
+                for (o, e) in out.iter_mut().zip(&es) {
+                    if e.priority.is_some() {
+                        continue;
+                    }
+                    if let Some(v) =
+                        annotation(&e.annotations, "priority").and_then(|a| a.args.first().cloned())
+                    {
+                        let n = self.const_arg_i(&v)?;
+                        if !(1..=i32::MAX as i128).contains(&n) {
+                            return err(v.pos, format!("entry priority {n} is out of range"));
+                        }
+                        o.priority = n as i32;
                     }
                 }
                 meta.has_const_entries = true;
