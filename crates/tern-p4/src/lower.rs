@@ -208,6 +208,8 @@ type EnumInfo = (Option<u32>, Vec<(String, i128)>);
 pub struct Lower {
     pub prog: m::Program,
     pub extra: Extra,
+    /// Constructor arguments of control instances, by (control type, instance name).
+    ctor_args: HashMap<(String, String), Vec<Val>>,
     typedefs: HashMap<String, Ty>,
     headers: HashMap<String, Vec<(String, Ty, Vec<Annotation>)>>,
     structs: HashMap<String, Vec<(String, Ty, Vec<Annotation>)>>,
@@ -403,6 +405,7 @@ impl Lower {
             learn_by_type: HashMap::new(),
             return_jumps: Vec::new(),
             inline_depth: 0,
+            ctor_args: HashMap::new(),
             cur: Vec::new(),
             loops: Vec::new(),
             mode: body::Mode::Action,

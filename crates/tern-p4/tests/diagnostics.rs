@@ -347,3 +347,17 @@ fn inout_arguments_must_be_l_values() {
         "{text}"
     );
 }
+
+#[test]
+fn control_constructor_arguments_are_counted() {
+    const CTOR: &str = include_str!("../../../p4/tests/ctor.p4");
+    let src = CTOR.replace("Add(8w3) add3;", "Add() add3;");
+    assert_ne!(src, CTOR);
+    let (loc, text) = errors(&src);
+    let l = line_of(&src, "Add() add3;");
+    assert_eq!(loc, format!("t.p4:{l}:5"));
+    assert!(
+        text.contains("control `Add` expects 1 constructor argument(s) but got 0"),
+        "{text}"
+    );
+}

@@ -1101,13 +1101,38 @@ impl Lower {
             return err(d.pos, "cannot instantiate this type");
         };
         if let Some(cd) = self.find_decl(kind) {
-            if matches!(cd.kind, DeclKind::Control { .. }) {
-                if !args.is_empty() {
+            if let DeclKind::Control { ctor_params, .. } = &cd.kind {
+                if args.len() != ctor_params.len() {
                     return err(
                         d.pos,
-                        "constructor arguments for controls are not supported",
+                        format!(
+                            "control `{kind}` expects {} constructor argument(s) but got {}",
+                            ctor_params.len(),
+                            args.len()
+                        ),
                     );
                 }
+                // Constructor arguments: control instances (bound by name) and compile-time
+                // constants.
+                let mut vals = Vec::new();
+                for (p, a) in ctor_params.iter().zip(args) {
+                    let v = self.expr(a)?;
+                    let v = match v {
+                        Val::Place(Place::Control(..)) => v,
+                        Val::Const(..) => {
+                            let t = self.ty(&p.ty)?;
+                            self.convert(v, &t, a.pos)?
+                        }
+                        _ => {
+                            return err(
+                                a.pos,
+                                "constructor arguments must be control instances or compile-time constants",
+                            )
+                        }
+                    };
+                    vals.push(v);
+                }
+                self.ctor_args.insert((kind.clone(), name.clone()), vals);
                 self.scope
                     .set(name, Val::Place(Place::Control(kind.clone(), name.clone())));
                 return Ok(());
@@ -1368,8 +1393,19 @@ impl Lower {
             if let ExprKind::Member(t, m) = &c.kind {
                 if m == "apply" {
                     if let ExprKind::Name(n) = &t.kind {
-                        if let Some(Val::Place(Place::Control(ct, inst))) = self.scope.get(n) {
-                            return Some((ct.clone(), inst.clone(), a.clone()));
+                        match self.scope.get(n) {
+                            Some(Val::Place(Place::Control(ct, inst))) => {
+                                return Some((ct.clone(), inst.clone(), a.clone()));
+                            }
+                            // A control type applied directly (`C.apply(…)`): an instance of
+                            // its own, named like the type.
+                            None if self
+                                .find_decl(n)
+                                .is_some_and(|d| matches!(d.kind, DeclKind::Control { .. })) =>
+                            {
+                                return Some((n.clone(), n.clone(), a.clone()));
+                            }
+                            _ => {}
                         }
                     }
                 }
@@ -1392,6 +1428,7 @@ impl Lower {
         };
         let DeclKind::Control {
             params,
+            ctor_params,
             locals,
             apply,
             ..
@@ -1399,6 +1436,20 @@ impl Lower {
         else {
             return err(pos, format!("`{ctl}` is not a control"));
         };
+        let ctor_vals = self
+            .ctor_args
+            .get(&(ctl.to_string(), inst.to_string()))
+            .cloned()
+            .unwrap_or_default();
+        if ctor_vals.len() != ctor_params.len() {
+            return err(
+                pos,
+                format!(
+                    "control `{ctl}` needs {} constructor argument(s); instantiate it with them",
+                    ctor_params.len()
+                ),
+            );
+        }
         if args.len() != params.len() {
             return err(
                 pos,
@@ -1445,6 +1496,9 @@ impl Lower {
         let saved_actions = std::mem::take(&mut self.local_actions);
         let saved_tables = std::mem::take(&mut self.tables);
         self.scope.push();
+        for (p, v) in ctor_params.iter().zip(ctor_vals) {
+            self.scope.set(&p.name, v);
+        }
         for (n, v) in binds {
             self.scope.set(&n, v);
         }
