@@ -137,14 +137,6 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub device_id: u64,
 
-    /// Serve BMv2's Thrift runtime API on this port (simple_switch_CLI, `tern cli
-    /// --thrift-port`). With `--use-files` the server starts only when this option is given,
-    /// and the run then keeps serving after the inputs end, as simple_switch does; without it
-    /// the run exits when the inputs are exhausted. On live interfaces the server always runs,
-    /// on 9090 by default (a busy 9090 is only a warning). switch_info reports 9090 by default.
-    #[arg(long, value_name = "P")]
-    pub thrift_port: Option<u32>,
-
     /// Runtime commands (simple_switch_CLI language) applied before packets are replayed.
     #[arg(long, value_name = "FILE")]
     pub commands: Option<PathBuf>,
@@ -165,18 +157,27 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", default_value_t = 512)]
     pub max_port_count: u32,
 
-    /// P4Runtime options (boxed to keep `RunArgs` small).
+    /// Control servers: Thrift and P4Runtime (boxed to keep `RunArgs` small).
     #[command(flatten)]
-    pub grpc: Box<GrpcArgs>,
+    pub control: Box<ControlArgs>,
 
     /// simple_switch target options (after `--`).
     #[arg(last = true, value_name = "TARGET OPTIONS")]
     pub target_options: Vec<String>,
 }
 
-/// simple_switch_grpc's options: a P4Runtime server sharing the switch of the run.
+/// Control servers: BMv2's Thrift API, and simple_switch_grpc's P4Runtime server sharing the
+/// switch of the run.
 #[derive(clap::Args, Default, Debug)]
-pub struct GrpcArgs {
+pub struct ControlArgs {
+    /// Serve BMv2's Thrift runtime API on this port (simple_switch_CLI, `tern cli
+    /// --thrift-port`). With `--use-files` the server starts only when this option is given,
+    /// and the run then keeps serving after the inputs end, as simple_switch does; without it
+    /// the run exits when the inputs are exhausted. On live interfaces the server always runs,
+    /// on 9090 by default (a busy 9090 is only a warning). switch_info reports 9090 by default.
+    #[arg(long, value_name = "P")]
+    pub thrift_port: Option<u32>,
+
     /// Serve P4Runtime (gRPC) on this address, sharing the switch: table writes apply to the
     /// running switch, packet-out leaves on the attached ports, packets sent to --cpu-port
     /// reach the controller as packet-in, digests as digest lists. Also a target option
@@ -200,7 +201,7 @@ pub struct GrpcArgs {
 }
 
 /// Move simple_switch_grpc's target options (`--grpc-server-addr`, `--cpu-port`) out of the
-/// target options into `args.grpc`; other gRPC target options are refused by name.
+/// target options into `args.control`; other gRPC target options are refused by name.
 fn take_grpc_target_options(args: &mut RunArgs) -> anyhow::Result<()> {
     let mut rest = Vec::new();
     let mut it = std::mem::take(&mut args.target_options).into_iter();
@@ -226,9 +227,9 @@ fn take_grpc_target_options(args: &mut RunArgs) -> anyhow::Result<()> {
             let p = v
                 .parse::<u32>()
                 .with_context(|| format!("target option --cpu-port: '{v}' is not a port"))?;
-            args.grpc.cpu_port = Some(p);
+            args.control.cpu_port = Some(p);
         } else {
-            args.grpc.grpc_addr = Some(v.parse().with_context(|| {
+            args.control.grpc_addr = Some(v.parse().with_context(|| {
                 format!("target option --grpc-server-addr: '{v}' is not an address (IP:PORT)")
             })?);
         }
@@ -241,7 +242,7 @@ fn take_grpc_target_options(args: &mut RunArgs) -> anyhow::Result<()> {
 fn switch_options(args: &RunArgs) -> anyhow::Result<SwitchOptions> {
     let mut o = SwitchOptions {
         device_id: args.device_id,
-        thrift_port: args.thrift_port.unwrap_or(9090),
+        thrift_port: args.control.thrift_port.unwrap_or(9090),
         ..SwitchOptions::default()
     };
     if let Some(p) = args.drop_port {
@@ -436,7 +437,7 @@ pub fn start_control_server(
     sw: &Arc<Mutex<Switch>>,
     args: &RunArgs,
 ) -> anyhow::Result<Option<std::thread::JoinHandle<()>>> {
-    match args.thrift_port {
+    match args.control.thrift_port {
         Some(port) => serve_thrift(sw, port).map(Some),
         None => Ok(None),
     }
@@ -478,9 +479,9 @@ fn load_program(
 fn initial_p4info(
     sw: &Arc<Mutex<Switch>>,
     compiled: Option<tern_p4rt::proto::p4::config::v1::P4Info>,
-    grpc: &GrpcArgs,
+    control: &ControlArgs,
 ) -> anyhow::Result<tern_p4rt::proto::p4::config::v1::P4Info> {
-    if let Some(f) = &grpc.p4info {
+    if let Some(f) = &control.p4info {
         let text = std::fs::read_to_string(f)
             .with_context(|| format!("--p4info: cannot read {}", f.display()))?;
         return tern_p4rt::p4info::parse_p4info_text(&text)
@@ -514,14 +515,14 @@ fn start_p4runtime(
     switch_options: SwitchOptions,
     args: &RunArgs,
 ) -> anyhow::Result<Grpc> {
-    if args.grpc.p4info.is_some() && initial.is_none() {
+    if args.control.p4info.is_some() && initial.is_none() {
         anyhow::bail!("--p4info needs a program");
     }
     let handle = tern_p4rt::Handle::new(
         Arc::clone(sw),
         tern_p4rt::Options {
             device_id: args.device_id,
-            cpu_port: args.grpc.cpu_port,
+            cpu_port: args.control.cpu_port,
             initial,
             switch_options,
         },
@@ -653,11 +654,11 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
         );
     }
     take_grpc_target_options(&mut args)?;
-    let grpc_on = args.grpc.grpc_addr.is_some();
-    if args.grpc.no_p4 && !grpc_on {
+    let grpc_on = args.control.grpc_addr.is_some();
+    if args.control.no_p4 && !grpc_on {
         anyhow::bail!("--no-p4 needs --grpc-addr (a controller must push the program)");
     }
-    if args.grpc.no_p4 && args.json.is_some() {
+    if args.control.no_p4 && args.json.is_some() {
         anyhow::bail!("--no-p4 and a program were both given");
     }
     let json_path = match args.json.clone() {
@@ -699,11 +700,11 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let sw = Arc::new(Mutex::new(sw));
-    let grpc = match args.grpc.grpc_addr {
+    let grpc = match args.control.grpc_addr {
         Some(addr) => {
             let initial = match json_path {
                 None => None,
-                Some(_) => Some((initial_p4info(&sw, p4info, &args.grpc)?, json)),
+                Some(_) => Some((initial_p4info(&sw, p4info, &args.control)?, json)),
             };
             Some(start_p4runtime(&sw, addr, initial, opts, &args)?)
         }
@@ -820,7 +821,7 @@ fn run_live(
     // Like simple_switch on interfaces, serve the Thrift API on 9090 unless told otherwise;
     // a busy default port is a warning (another switch may own it), an explicit one an error.
     // The server thread ends with the process.
-    let _control = match args.thrift_port {
+    let _control = match args.control.thrift_port {
         Some(p) => Some(serve_thrift(sw, p)?),
         None => match serve_thrift(sw, 9090) {
             Ok(h) => Some(h),
@@ -1036,6 +1037,39 @@ mod tests {
             (&["--nope"][..], "unknown target option '--nope'"),
         ] {
             let e = with_target(bad).unwrap_err().to_string();
+            assert!(e.contains(want), "{bad:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn simple_switch_grpc_target_options_configure_p4runtime() {
+        let mut a = RunArgs {
+            target_options: ["--grpc-server-addr", "127.0.0.1:50051", "--drop-port=64"]
+                .iter()
+                .chain(&["--cpu-port=255"])
+                .map(|s| s.to_string())
+                .collect(),
+            ..RunArgs::default()
+        };
+        take_grpc_target_options(&mut a).unwrap();
+        assert_eq!(
+            a.control.grpc_addr,
+            Some("127.0.0.1:50051".parse().unwrap())
+        );
+        assert_eq!(a.control.cpu_port, Some(255));
+        assert_eq!(a.target_options, vec!["--drop-port=64".to_string()]);
+        assert_eq!(switch_options(&a).unwrap().drop_port, 64);
+        for (bad, want) in [
+            (&["--cpu-port"][..], "needs a value"),
+            (&["--cpu-port", "x"][..], "not a port"),
+            (&["--grpc-server-addr=nowhere"][..], "not an address"),
+            (&["--grpc-server-ssl"][..], "not supported"),
+        ] {
+            let mut a = RunArgs {
+                target_options: bad.iter().map(|s| s.to_string()).collect(),
+                ..RunArgs::default()
+            };
+            let e = take_grpc_target_options(&mut a).unwrap_err().to_string();
             assert!(e.contains(want), "{bad:?}: {e}");
         }
     }

@@ -116,7 +116,7 @@ fn simple_switch_main(argv: Vec<std::ffi::OsString>, grpc: bool) -> ExitCode {
         a.starts_with("--grpc-server-addr") || a.starts_with("--grpc-addr")
     });
     if grpc && !addr_given {
-        run.grpc.grpc_addr = Some(std::net::SocketAddr::from(([0, 0, 0, 0], 9559)));
+        run.control.grpc_addr = Some(std::net::SocketAddr::from(([0, 0, 0, 0], 9559)));
     }
     report(cmd_run::run(run))
 }
