@@ -48,12 +48,22 @@ def read_pcap(path):
     return frames
 
 
-def start_run(tmp_path, args):
+def start_run(tmp_path, args, drop_in=False):
+    """`tern run` with P4Runtime on a free port, ports p1 and p2; with `drop_in`, the binary
+    is invoked as simple_switch_grpc with the address and CPU port as target options."""
     port = free_port()
     addr = f"127.0.0.1:{port}"
+    ports = ["-i", "1@p1", "-i", "2@p2", "--thrift-port", str(free_port())]
+    if drop_in:
+        link = tmp_path / "simple_switch_grpc"
+        link.symlink_to(os.environ["TERN_BIN"])
+        cmd = [str(link)] + ports + args + [
+            "--", "--grpc-server-addr", addr, "--cpu-port", str(CPU_PORT)]
+    else:
+        cmd = [os.environ["TERN_BIN"], "run", "--grpc-addr", addr, "--cpu-port", str(CPU_PORT)]
+        cmd += ports + args
     proc = subprocess.Popen(
-        [os.environ["TERN_BIN"], "run", "--grpc-addr", addr, "--cpu-port", str(CPU_PORT),
-         "-i", "1@p1", "-i", "2@p2", "--thrift-port", str(free_port())] + args,
+        cmd,
         cwd=tmp_path,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -135,7 +145,8 @@ def test_wire_to_packet_in_and_packet_out_to_file(tmp_path):
     assert read_pcap(tmp_path / "p1_out.pcap") == []
 
 
-def test_no_p4_then_controller_pushes_the_program(tmp_path):
+@pytest.mark.parametrize("drop_in", [False, True], ids=["tern-run", "simple_switch_grpc"])
+def test_no_p4_then_controller_pushes_the_program(tmp_path, drop_in):
     subprocess.run(
         [os.environ["TERN_BIN"], "compile", str(FLOWCACHE), "-o", str(tmp_path / "fc.json"),
          "--p4runtime-files", str(tmp_path / "fc.p4info.txt")],
@@ -143,7 +154,7 @@ def test_no_p4_then_controller_pushes_the_program(tmp_path):
     )
     write_pcap(tmp_path / "p1_in.pcap", [])
     write_pcap(tmp_path / "p2_in.pcap", [])
-    proc, addr = start_run(tmp_path, ["--use-files", "--no-p4"])
+    proc, addr = start_run(tmp_path, ["--use-files", "0", "--no-p4"], drop_in)
     try:
         sh.setup(
             device_id=0,
