@@ -81,8 +81,10 @@ for n in 1 2 3; do
     done
 done
 
-"$TERN_BIN" compile "$ROOT/p4/tutorials/basic.p4" -o "$WORK/basic.json" \
-    --p4runtime-files "$WORK/basic.p4info.txt"
+for prog in basic p4runtime; do
+    "$TERN_BIN" compile "$ROOT/p4/tutorials/$prog.p4" -o "$WORK/$prog.json" \
+        --p4runtime-files "$WORK/$prog.p4info.txt"
+done
 
 ADDRS=()
 for n in 1 2 3; do
@@ -111,15 +113,29 @@ ping_ok() { ip netns exec "$P-h$1" ping -c 1 -W 2 "10.0.$2.$2"; }
 ping_fails() { ! ip netns exec "$P-h$1" ping -c 1 -W 1 "10.0.$2.$2"; }
 
 check "h1 cannot reach h2 before the controller runs" ping_fails 1 2
-check "controller: pipeline and routes on s1, s2, s3" \
-    timeout 60 ip netns exec "$SW" "$VENV/bin/python" "$HERE/controller.py" \
-    "$WORK/basic.p4info.txt" "$WORK/basic.json" "${ADDRS[@]}"
+controller() {  # controller MODE [N] PROGRAM
+    local mode=$1 prog=${!#}
+    local extra=("${@:2:$#-2}")
+    timeout 60 ip netns exec "$SW" "$VENV/bin/python" "$HERE/controller.py" "$mode" "${extra[@]}" \
+        "$WORK/$prog.p4info.txt" "$WORK/$prog.json" "${ADDRS[@]}"
+}
+
+# basic.p4: IPv4 routes on every switch, every host reaches every other one.
+check "controller: basic.p4 and routes on s1, s2, s3" controller routes basic
 for a in 1 2 3; do
     for b in 1 2 3; do
         [ "$a" = "$b" ] && continue
         check "h$a pings h$b" ping_ok "$a" "$b"
     done
 done
+
+# p4runtime.p4 (the tutorials' p4runtime exercise): tunnels between h1 and h2 only, and the
+# controller reads the tunnel counters back.
+check "controller: p4runtime.p4 and tunnels h1 <-> h2" controller tunnels p4runtime
+check "h1 pings h2 three times through the tunnels" \
+    ip netns exec "$P-h1" ping -c 3 -i 0.2 -W 2 10.0.2.2
+check "h1 cannot reach h3 (no tunnel)" ping_fails 1 3
+check "controller: tunnel counters count the pings" controller counters 3 p4runtime
 for n in 1 2 3; do
     if ! kill -0 "${PIDS[$((n - 1))]}" 2>/dev/null; then
         failed=$((failed + 1))
