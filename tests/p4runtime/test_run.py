@@ -186,3 +186,30 @@ def test_busy_grpc_address_is_an_error(tmp_path):
         )
     assert r.returncode != 0
     assert b"cannot start the P4Runtime server" in r.stderr, r.stderr
+
+
+def test_digests_from_the_wire_with_a_given_p4info(tmp_path):
+    testdata = ROOT.parent / "shared/fixtures/bmv2/targets/simple_switch_grpc/tests/testdata"
+    frame = b"\xff" * 6 + b"\x00\x11\x22\x33\x44\x55" + b"\x08\x00" + b"\x00" * 50
+    write_pcap(tmp_path / "p1_in.pcap", [frame])
+    write_pcap(tmp_path / "p2_in.pcap", [])
+    proc, addr = start_run(tmp_path, [
+        "--use-files", "3", "--p4info", str(testdata / "digest.proto.txt"),
+        str(testdata / "digest.json")])
+    try:
+        sh.setup(device_id=0, grpc_addr=addr, election_id=(0, 1))
+        try:
+            d = sh.DigestEntry("L2_digest")
+            d.max_list_size = 1
+            d.max_timeout_ns = 0
+            d.ack_timeout_ns = 1000000
+            d.insert()
+            # The input frame (replayed after the wait) is learnt: source MAC, ingress port 1.
+            msg = sh.client.get_stream_packet("digest", timeout=10)
+            assert msg is not None, "no digest list"
+            members = msg.digest.data[0].struct.members
+            assert [m.bitstring for m in members] == [b"\x11\x22\x33\x44\x55", b"\x01"]
+        finally:
+            sh.teardown()
+    finally:
+        stop(proc)
