@@ -115,8 +115,8 @@ def test_wire_to_packet_in_and_packet_out_to_file(tmp_path):
     miss = ipv4_frame([10, 0, 0, 1], [10, 0, 0, 2])
     write_pcap(tmp_path / "p1_in.pcap", [miss])
     write_pcap(tmp_path / "p2_in.pcap", [])
-    # Inputs are replayed after 3 s: the controller connects first.
-    proc, addr = start_run(tmp_path, ["--use-files", "3", str(FLOWCACHE)])
+    # Inputs are replayed after 4 s: the controller connects first.
+    proc, addr = start_run(tmp_path, ["--use-files", "4", str(FLOWCACHE)])
     try:
         sh.setup(device_id=0, grpc_addr=addr, election_id=(0, 1))
         try:
@@ -194,7 +194,7 @@ def test_digests_from_the_wire_with_a_given_p4info(tmp_path):
     write_pcap(tmp_path / "p1_in.pcap", [frame])
     write_pcap(tmp_path / "p2_in.pcap", [])
     proc, addr = start_run(tmp_path, [
-        "--use-files", "3", "--p4info", str(testdata / "digest.proto.txt"),
+        "--use-files", "4", "--p4info", str(testdata / "digest.proto.txt"),
         str(testdata / "digest.json")])
     try:
         sh.setup(device_id=0, grpc_addr=addr, election_id=(0, 1))

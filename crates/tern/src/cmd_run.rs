@@ -105,7 +105,14 @@ pub struct LogArgs {
     on the hosts' veths) cannot be sent: disable those offloads with ethtool -K.\n\n\
     Drop-in: the same binary behaves as simple_switch when invoked under that name: \
     `ln -s $(which tern) ~/bin/simple_switch` (with ~/bin on PATH) makes Mininet topologies, \
-    p4c's STF runner and scripts written for simple_switch run tern unchanged."
+    p4c's STF runner and scripts written for simple_switch run tern unchanged.\n\n\
+    P4Runtime: --grpc-addr ADDR serves P4Runtime v1 on the same switch, as simple_switch_grpc \
+    does (under that name the binary defaults to 0.0.0.0:9559 and takes -- --grpc-server-addr \
+    ADDR --cpu-port N): packets the program sends to --cpu-port reach the primary controller \
+    as packet-in, packet-out leaves on the attached ports, digests become digest lists. The \
+    program may be P4 source (compiled by tern, with its P4Info), a JSON (P4Info derived, or \
+    --p4info FILE), or absent with --no-p4 (the controller pushes one). With --use-files the \
+    run keeps serving after the inputs end."
 )]
 pub struct RunArgs {
     /// The BMv2 JSON program.
