@@ -115,7 +115,7 @@ pub struct LogArgs {
     run keeps serving after the inputs end."
 )]
 pub struct RunArgs {
-    /// The BMv2 JSON program.
+    /// The program: BMv2 JSON, or P4-16 source (`.p4`) compiled by tern.
     #[arg(value_name = "JSON")]
     pub json: Option<PathBuf>,
 
@@ -628,7 +628,7 @@ fn fix_optional_values(args: &mut RunArgs) -> anyhow::Result<u64> {
     if let Some(v) = args.use_files.clone() {
         match v.parse::<u64>() {
             Ok(n) => wait = n,
-            Err(_) if args.json.is_none() && v.ends_with(".json") => {
+            Err(_) if args.json.is_none() && (v.ends_with(".json") || v.ends_with(".p4")) => {
                 args.json = Some(PathBuf::from(v));
                 args.use_files = Some("0".into());
             }
@@ -636,7 +636,7 @@ fn fix_optional_values(args: &mut RunArgs) -> anyhow::Result<u64> {
         }
     }
     if let Some(p) = args.pcap.clone() {
-        if args.json.is_none() && p.extension().is_some_and(|e| e == "json") {
+        if args.json.is_none() && p.extension().is_some_and(|e| e == "json" || e == "p4") {
             args.json = Some(p);
             args.pcap = Some(PathBuf::from("."));
         }
@@ -1102,6 +1102,13 @@ mod tests {
             ..RunArgs::default()
         };
         assert!(fix_optional_values(&mut a).is_err());
+        // P4 source is a program too (tern compiles it).
+        let mut a = RunArgs {
+            use_files: Some("prog.p4".into()),
+            ..RunArgs::default()
+        };
+        assert_eq!(fix_optional_values(&mut a).unwrap(), 0);
+        assert_eq!(a.json, Some(PathBuf::from("prog.p4")));
     }
 
     #[test]
