@@ -1,7 +1,8 @@
 /* l3_cpu.p4 — IPv4 LPM routing with P4Runtime packet I/O, for the PTF tests.
  * ipv4_lpm rewrites the MACs, decrements the TTL and picks the port (or punts to the CPU);
  * IPv4 packets with TTL <= 1 and non-IPv4 frames (e.g. ARP) go to the controller as packet-in
- * carrying the ingress port; packet-out from the controller leaves on the port it names. */
+ * carrying the ingress port; packet-out from the controller leaves on the port it names. Every
+ * routed packet's source MAC and ingress port are sent as a digest (host learning). */
 #include <core.p4>
 #include <v1model.p4>
 
@@ -42,6 +43,11 @@ header ipv4_t {
     bit<16>   hdrChecksum;
     ip4Addr_t srcAddr;
     ip4Addr_t dstAddr;
+}
+
+struct learn_t {
+    macAddr_t srcAddr;
+    bit<9>    ingress_port;
 }
 
 struct metadata { }
@@ -111,6 +117,7 @@ control MyIngress(inout headers hdr, inout metadata meta,
             standard_metadata.egress_spec = hdr.packet_out.egress_port;
             hdr.packet_out.setInvalid();
         } else if (hdr.ipv4.isValid() && hdr.ipv4.ttl > 1) {
+            digest<learn_t>(1, { hdr.ethernet.srcAddr, standard_metadata.ingress_port });
             ipv4_lpm.apply();
         } else {
             send_to_cpu();

@@ -121,3 +121,26 @@ class WireToPacketIn(P4RuntimeTest):
         self.assertEqual(bytes(pin.payload), bytes(ip))
         self.assertEqual(pin.metadata[0].value, b"\x03")
         tu.verify_no_other_packets(self)
+
+
+class HostLearningDigests(P4RuntimeTest):
+    def runTest(self):
+        d = sh.DigestEntry("learn_t")
+        d.max_list_size = 1
+        d.max_timeout_ns = 0
+        d.ack_timeout_ns = 10 ** 9
+        d.insert()
+        self.route("10.0.1.0/24", 1, "00:00:00:00:01:01")
+        pkt = tu.simple_tcp_packet(eth_dst=SWITCH_MAC, eth_src="00:00:00:00:07:07",
+                                   ip_dst="10.0.1.9", ip_ttl=64)
+        tu.send_packet(self, 3, pkt)
+        tu.verify_packet(self, routed(pkt, "00:00:00:00:01:01"), 1)
+        msg = sh.client.get_stream_packet("digest", timeout=3)
+        self.assertIsNotNone(msg, "no digest list")
+        members = msg.digest.data[0].struct.members
+        self.assertEqual([m.bitstring for m in members], [b"\x07\x07", b"\x03"])
+        # Within ack_timeout_ns (not acked) the same sample is not sent again.
+        tu.send_packet(self, 3, pkt)
+        tu.verify_packet(self, routed(pkt, "00:00:00:00:01:01"), 1)
+        self.assertIsNone(sh.client.get_stream_packet("digest", timeout=0.5))
+        tu.verify_no_other_packets(self)
