@@ -176,8 +176,54 @@ pub struct Extra {
     pub value_sets: Vec<(String, u32, u32)>,
     /// `@id(N)` annotations: P4Info name → N.
     pub id_overrides: HashMap<String, u32>,
-    /// `@controller_header("packet_in"/"packet_out")` headers: name and `(field, width)`.
-    pub controller_headers: Vec<(String, Vec<(String, u32)>)>,
+    /// `@controller_header("packet_in"/"packet_out")` headers, in declaration order.
+    pub controller_headers: Vec<ControllerHeader>,
+}
+
+/// A header type annotated `@controller_header("...")` (P4Info `controller_packet_metadata`).
+#[derive(Clone, Debug, Default)]
+pub struct ControllerHeader {
+    /// The annotation's name (`packet_in`, `packet_out`): the P4Info preamble name and alias.
+    pub name: String,
+    /// The header type's control-plane name (`@name` or the type name): p4c hashes this one
+    /// for the id.
+    pub type_name: String,
+    /// `@id(N)` on the header type.
+    pub id: Option<u32>,
+    /// Fields: (name, bit width, P4Info metadata id).
+    pub fields: Vec<(String, u32, u32)>,
+}
+
+/// Metadata ids as p4c's `FieldIdAllocator` gives them: `@id(N)` where annotated, the others
+/// 1, 2, ... in declaration order, skipping ids already taken.
+fn field_ids(fields: &[(String, Ty, Vec<Annotation>)]) -> Vec<u32> {
+    let explicit: Vec<Option<u32>> = fields
+        .iter()
+        .map(
+            |(_, _, anns)| match annotation(anns, "id").and_then(|a| a.args.first()) {
+                Some(Expr {
+                    kind: ExprKind::Int(v, _),
+                    ..
+                }) => u32::try_from(*v).ok(),
+                _ => None,
+            },
+        )
+        .collect();
+    let taken: std::collections::HashSet<u32> = explicit.iter().flatten().copied().collect();
+    let mut next = 1u32;
+    explicit
+        .iter()
+        .map(|e| match e {
+            Some(id) => *id,
+            None => {
+                while taken.contains(&next) {
+                    next += 1;
+                }
+                next += 1;
+                next - 1
+            }
+        })
+        .collect()
 }
 
 struct Scope {
@@ -549,9 +595,23 @@ impl Lower {
                 if let Some(ch) = annotation_str(&d.annotations, "controller_header") {
                     let fields = f
                         .iter()
-                        .map(|(n, t, _)| (n.clone(), t.width().unwrap_or(0)))
+                        .zip(field_ids(&f))
+                        .map(|((n, t, _), id)| (n.clone(), t.width().unwrap_or(0), id))
                         .collect();
-                    self.extra.controller_headers.push((ch, fields));
+                    let id = match annotation(&d.annotations, "id").and_then(|a| a.args.first()) {
+                        Some(Expr {
+                            kind: ExprKind::Int(v, _),
+                            ..
+                        }) => Some((*v & 0xff_ffff) as u32),
+                        _ => None,
+                    };
+                    self.extra.controller_headers.push(ControllerHeader {
+                        name: ch,
+                        type_name: annotation_str(&d.annotations, "name")
+                            .unwrap_or_else(|| name.clone()),
+                        id,
+                        fields,
+                    });
                 }
                 self.headers.insert(name.clone(), f);
             }
