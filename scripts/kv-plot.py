@@ -114,10 +114,14 @@ def summary(s, title):
     ax[0][1].legend(loc="upper left")
     axn.legend(loc="upper right")
     lc = s["latency_curve"]
-    ax[1][0].plot([v[1] / 1000 for v in lc], [v[2] for v in lc], marker="o", label="mean")
-    ax[1][0].plot([v[1] / 1000 for v in lc], [v[4] for v in lc], marker="s", label="p99")
+    ax[1][0].plot([v[1] / 1000 for v in lc], [v[2] / 1000 for v in lc], marker="o", label="mean")
+    ax[1][0].plot([v[1] / 1000 for v in lc], [v[3] / 1000 for v in lc], marker="^", label="p50")
+    ax[1][0].plot([v[1] / 1000 for v in lc], [v[4] / 1000 for v in lc], marker="s", label="p99")
+    for v in lc:
+        ax[1][0].annotate("target %.1fk" % (v[0] / 1000), (v[1] / 1000, v[4] / 1000), fontsize=7)
+    ax[1][0].set_yscale("log")
     ax[1][0].set_xlabel("achieved throughput (k ops/s, open loop)")
-    ax[1][0].set_ylabel("latency (µs)")
+    ax[1][0].set_ylabel("latency (ms, log)")
     ax[1][0].set_title("latency against offered load, workload A")
     ax[1][0].legend()
     ax[1][0].grid(alpha=0.3)

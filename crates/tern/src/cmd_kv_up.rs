@@ -277,10 +277,9 @@ fn our_namespaces() -> Vec<(String, u32)> {
 fn remove_stale(all: bool) -> usize {
     let mut n = 0;
     for (ns, pid) in our_namespaces() {
-        if all || !Path::new(&format!("/proc/{pid}")).exists() {
-            if ip(&["netns", "del", &ns]).is_ok() {
-                n += 1;
-            }
+        let gone = !Path::new(&format!("/proc/{pid}")).exists();
+        if (all || gone) && ip(&["netns", "del", &ns]).is_ok() {
+            n += 1;
         }
     }
     n
