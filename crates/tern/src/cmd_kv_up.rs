@@ -4,6 +4,8 @@
 //! Modes:
 //! * `loopback`: `tern kv server` processes on 127.0.0.1 (no switch);
 //! * `inproc`: the servers as threads of this process on loopback (no switch);
+//! * `sim`: `inproc` plus the switch program run in this process between clients and servers
+//!   (see `kv_sim`);
 //! * `netns`: client and server hosts in network namespaces, each joined by a veth pair to a
 //!   switch namespace that runs tern (`tern run` on live ports with `p4/kv/forward.p4`, compiled
 //!   by tern's own compiler, and its `forward` entries installed with `--commands`) or, with
@@ -34,6 +36,7 @@ const BASE_PORT: u16 = 1152;
 #[command(after_help = "Examples:\n  \
     tern kv up --mode loopback --servers 4            # servers until ctrl-c; prints --servers\n  \
     tern kv up --mode netns --servers 2 -- tern kv bench --workload a\n  \
+    tern kv up --mode sim --servers 4 -- tern kv bench --workload c   # switch in this process\n  \
     tern kv up --config topo.json -- tern kv bench --workload c --json c.json\n\n\
     The command after `--` runs once everything answers (in the first client namespace in \
     netns mode), with `{servers}` in its arguments and the TERN_KV_SERVERS environment \
@@ -47,7 +50,7 @@ pub struct UpArgs {
     /// JSON topology file (keys as the long options, with underscores).
     #[arg(long)]
     config: Option<PathBuf>,
-    /// loopback, inproc or netns.
+    /// loopback, inproc, sim or netns.
     #[arg(long)]
     mode: Option<String>,
     /// netns switch: tern (default) or bridge.
@@ -114,6 +117,7 @@ struct FileConfig {
 enum Mode {
     Loopback,
     Inproc,
+    Sim,
     Netns,
 }
 
@@ -156,8 +160,9 @@ fn settings(a: &UpArgs) -> anyhow::Result<Settings> {
     {
         "loopback" => Mode::Loopback,
         "inproc" => Mode::Inproc,
+        "sim" => Mode::Sim,
         "netns" => Mode::Netns,
-        other => bail!("mode {other:?}: expected loopback, inproc or netns"),
+        other => bail!("mode {other:?}: expected loopback, inproc, sim or netns"),
     };
     let switch = match a
         .switch
@@ -296,6 +301,7 @@ pub fn down(a: DownArgs) -> anyhow::Result<ExitCode> {
 struct Topology {
     children: Vec<(String, Child)>,
     inproc: Vec<tern_kv::server::ServerHandle>,
+    sim: Option<super::kv_sim::SimSwitch>,
     namespaces: Vec<String>,
     dir: PathBuf,
     remove_dir: bool,
@@ -310,6 +316,7 @@ impl Topology {
         Topology {
             children: Vec::new(),
             inproc: Vec::new(),
+            sim: None,
             namespaces: Vec::new(),
             dir,
             remove_dir,
@@ -377,6 +384,9 @@ impl Topology {
 
     /// Graceful stop: servers flush on SIGINT; then everything else; then the namespaces.
     fn teardown(&mut self) {
+        if let Some(sim) = self.sim.take() {
+            sim.stop();
+        }
         for s in self.inproc.drain(..) {
             if let Err(e) = s.shutdown() {
                 eprintln!("tern kv up: stopping an in-process server: {e}");
@@ -549,20 +559,7 @@ fn netns_up(t: &mut Topology, exe: &Path, s: &Settings) -> anyhow::Result<()> {
             t.switch_ports.clear();
         }
         SwitchKind::Tern => {
-            let json = match &s.program {
-                Some(p) if p.extension().is_some_and(|e| e == "json") => std::fs::read_to_string(p)
-                    .with_context(|| format!("reading {}", p.display()))?,
-                Some(p) => {
-                    tern_p4::compile_file(p, &tern_p4::Options::default())
-                        .map_err(|d| anyhow::anyhow!("compiling {}: {d}", p.display()))?
-                        .json
-                }
-                None => {
-                    tern_p4::compile_str(FORWARD_P4, "p4/kv/forward.p4", &Default::default())
-                        .map_err(|d| anyhow::anyhow!("compiling p4/kv/forward.p4: {d}"))?
-                        .json
-                }
-            };
+            let json = program_json(s)?;
             let jpath = t.dir.join("switch.json");
             std::fs::write(&jpath, json).context("writing the switch program")?;
             let cpath = t.dir.join("switch-commands.txt");
@@ -597,6 +594,25 @@ fn netns_up(t: &mut Topology, exe: &Path, s: &Settings) -> anyhow::Result<()> {
             .push(SocketAddr::from((*addr, BASE_PORT + i as u16)));
     }
     Ok(())
+}
+
+/// The switch program as BMv2 JSON: `--program` (P4 source or JSON) or the built-in one.
+fn program_json(s: &Settings) -> anyhow::Result<String> {
+    Ok(match &s.program {
+        Some(p) if p.extension().is_some_and(|e| e == "json") => {
+            std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?
+        }
+        Some(p) => {
+            tern_p4::compile_file(p, &tern_p4::Options::default())
+                .map_err(|d| anyhow::anyhow!("compiling {}: {d}", p.display()))?
+                .json
+        }
+        None => {
+            tern_p4::compile_str(FORWARD_P4, "p4/kv/forward.p4", &Default::default())
+                .map_err(|d| anyhow::anyhow!("compiling p4/kv/forward.p4: {d}"))?
+                .json
+        }
+    })
 }
 
 /// Waits until every server answers a snapshot request through the topology.
@@ -667,7 +683,7 @@ pub fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
                     .push(SocketAddr::from((Ipv4Addr::LOCALHOST, port)));
             }
         }
-        Mode::Inproc => {
+        Mode::Inproc | Mode::Sim => {
             let handles = tern_kv::bench::start_local_servers(
                 &dir,
                 s.servers,
@@ -677,6 +693,21 @@ pub fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
             )?;
             t.servers = tern_kv::bench::addrs(&handles);
             t.inproc = handles;
+            if s.mode == Mode::Sim {
+                use super::kv_sim::{server_ip, SimSwitch, CLIENT_IP};
+                let mut entries =
+                    format!("table_add forward to_port {} => 1\n", u32::from(CLIENT_IP));
+                for k in 0..s.servers {
+                    entries += &format!(
+                        "table_add forward to_port {} => {}\n",
+                        u32::from(server_ip(k)),
+                        k + 2
+                    );
+                }
+                let sim = SimSwitch::start(&program_json(&s)?, &entries, &t.servers)?;
+                t.servers = sim.fronts();
+                t.sim = Some(sim);
+            }
         }
         Mode::Netns => netns_up(&mut t, &exe, &s)?,
     }
@@ -739,7 +770,11 @@ pub fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
             None => ExitCode::from(130),
         }
     };
-    if let Some(counts) = t.switch_counts(&exe) {
+    let counts = match &t.sim {
+        Some(sim) => Some(sim.out_counts()),
+        None => t.switch_counts(&exe),
+    };
+    if let Some(counts) = counts {
         let text: Vec<String> = counts
             .iter()
             .map(|(p, n)| format!("port {p}: {n}"))

@@ -15,6 +15,7 @@ mod cmd_kv_up;
 mod cmd_p4rt;
 mod cmd_run;
 mod cmd_test;
+mod kv_sim;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

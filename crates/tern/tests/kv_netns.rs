@@ -183,7 +183,10 @@ fn loopback_servers_run_a_command_with_the_server_list() {
 #[test]
 fn bad_settings_are_clear_errors() {
     for (args, want) in [
-        (vec!["--mode", "mesh"], "expected loopback, inproc or netns"),
+        (
+            vec!["--mode", "mesh"],
+            "expected loopback, inproc, sim or netns",
+        ),
         (vec!["--servers", "0"], "between 1 and 128"),
         (
             vec!["--servers", "2", "--server-hosts", "3"],
@@ -213,4 +216,58 @@ fn bad_settings_are_clear_errors() {
         .unwrap();
     assert!(!o.status.success());
     assert!(text(&o.stderr).contains("severs"), "{}", text(&o.stderr));
+}
+
+#[test]
+fn simulated_switch_in_process_carries_every_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("f.json");
+    let o = Command::new(TERN)
+        .args([
+            "kv",
+            "up",
+            "--mode",
+            "sim",
+            "--servers",
+            "3",
+            "--workers",
+            "1",
+        ])
+        .arg("--dir")
+        .arg(dir.path().join("topo"))
+        .args([
+            "--",
+            "tern",
+            "kv",
+            "bench",
+            "--workload",
+            "a",
+            "--records",
+            "200",
+        ])
+        .args(["--ops", "600", "--threads", "2", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    let (out, err) = (text(&o.stdout), text(&o.stderr));
+    assert!(o.status.success(), "{out}\n{err}");
+    let r = bench_json(&json);
+    check_report(&r, 600);
+    // Every request went out of the switch towards a server (ports 2..4) and every reply out
+    // of port 1 towards the client: 200 loads + 600 operations + 3 readiness probes each way.
+    let line = out
+        .lines()
+        .find(|l| l.contains("key-value packets out of the switch"))
+        .unwrap_or_else(|| panic!("no switch counters:\n{out}"));
+    let counts: Vec<u64> = line
+        .split(", ")
+        .filter_map(|p| p.rsplit(": ").next()?.trim().parse().ok())
+        .collect();
+    assert_eq!(counts.len(), 4, "{line}");
+    let to_servers = counts[1..].iter().sum::<u64>();
+    assert!(counts[0] >= 803 && to_servers >= 803, "{line}");
+    if r["retries"] == 0 {
+        assert_eq!((counts[0], to_servers), (803, 803), "{line}");
+    }
+    assert!(counts[1..].iter().all(|&c| c > 0), "{line}");
 }
