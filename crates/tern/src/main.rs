@@ -10,9 +10,12 @@ mod cmd_cli;
 mod cmd_compile;
 mod cmd_demo;
 mod cmd_kv;
+mod cmd_kv_exp;
+mod cmd_kv_up;
 mod cmd_p4rt;
 mod cmd_run;
 mod cmd_test;
+mod kv_sim;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
