@@ -10,7 +10,7 @@ log() { printf '\n==> %s\n' "$*"; }
 # --- system packages -------------------------------------------------------------------
 # librocksdb-dev + libclang: tern-kv links Debian's RocksDB (the bundled build takes 30 min).
 # iputils-ping, ethtool, mininet: the live-interface tests (network namespaces, Mininet).
-# python3-venv: the p4runtime-shell tests' virtual environment.
+# python3-venv: the p4runtime-shell tests' and kv plots' virtual environments.
 need=()
 for p in librocksdb-dev clang libclang-dev pkg-config iputils-ping ethtool mininet python3-venv; do
     dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
@@ -49,9 +49,31 @@ cargo build -q -p tern
 timeout --signal=KILL 600 tests/p4runtime/run.sh target/debug/tern 2>&1 | tee target/p4rt-output.txt
 p4rt_status=${PIPESTATUS[0]}
 [ "$status" -eq 0 ] && status=$p4rt_status
+
+# PTF (ptf + scapy) over veth pairs, and the tutorials' triangle of three switches pinging:
+# both need root and skip ("skipping: ...") otherwise. Each prints "NAME: N passed, M failed".
+log "PTF tests (tests/ptf)"
+timeout --signal=KILL 300 tests/ptf/run.sh target/debug/tern 2>&1 | tee target/ptf-output.txt
+ptf_status=${PIPESTATUS[0]}
+[ "$status" -eq 0 ] && status=$ptf_status
+log "P4Runtime tutorial triangle (tests/tutorial)"
+timeout --signal=KILL 300 tests/tutorial/run.sh target/debug/tern 2>&1 | tee target/tutorial-output.txt
+tutorial_status=${PIPESTATUS[0]}
+[ "$status" -eq 0 ] && status=$tutorial_status
+
+# tern kv's plots: a tiny report drawn with scripts/kv-plot.sh (matplotlib in .venv-plot).
+log "tern kv plot (scripts/kv-plot.sh)"
+kv_tmp=$(mktemp -d)
+timeout --signal=KILL 600 target/debug/tern kv bench --local 1 --records 200 --ops 400 --threads 2 \
+    --json "$kv_tmp/r.json" --plot "$kv_tmp/r.png" && [ -s "$kv_tmp/r.png" ]
+plot_status=$?
+rm -rf "$kv_tmp"
+[ "$status" -eq 0 ] && status=$plot_status
 set -e
 
-# One closing line for the whole suite, summed over every test binary.
+# One closing line for the whole suite, summed over every test binary. (No pipefail here: a
+# grep that finds nothing, e.g. no "skipped" in pytest's line, must not end the script.)
+set +o pipefail
 passed=$(grep -Eo '[0-9]+ passed;' target/test-output.txt | awk '{s+=$1} END {print s+0}')
 failed=$(grep -Eo '[0-9]+ failed;' target/test-output.txt | awk '{s+=$1} END {print s+0}')
 ignored=$(grep -Eo '[0-9]+ ignored;' target/test-output.txt | awk '{s+=$1} END {print s+0}')
@@ -60,9 +82,18 @@ p4rt_summary=$(tail -n 3 target/p4rt-output.txt | grep -E '(passed|failed)' | ta
 p_pass=$(grep -Eo '[0-9]+ passed' <<<"$p4rt_summary" | awk '{print $1}')
 p_fail=$(grep -Eo '[0-9]+ (failed|error)' <<<"$p4rt_summary" | awk '{s+=$1} END {print s+0}')
 p_skip=$(grep -Eo '[0-9]+ skipped' <<<"$p4rt_summary" | awk '{print $1}')
-passed=$((passed + ${p_pass:-0}))
-failed=$((failed + ${p_fail:-0}))
+passed=$((passed + ${p_pass:-0} + (plot_status == 0 ? 1 : 0)))
+failed=$((failed + ${p_fail:-0} + (plot_status == 0 ? 0 : 1)))
 ignored=$((ignored + ${p_skip:-0}))
+for f in target/ptf-output.txt target/tutorial-output.txt; do
+    line=$(grep -E '^[a-z]+: [0-9]+ passed, [0-9]+ failed$' "$f" | tail -n 1)
+    if [ -n "$line" ]; then
+        passed=$((passed + $(grep -Eo '[0-9]+ passed' <<<"$line" | awk '{print $1}')))
+        failed=$((failed + $(grep -Eo '[0-9]+ failed' <<<"$line" | awk '{print $1}')))
+    elif grep -q '^skipping:' "$f"; then
+        ignored=$((ignored + 1))
+    fi
+done
 echo
 echo "tern: ${passed} passed, ${failed} failed, ${ignored} skipped"
 exit "$status"

@@ -2,6 +2,8 @@
  * Written for tern; the compiler gives these names their meaning. */
 #ifndef TERN_CORE_P4
 #define TERN_CORE_P4
+/* The guard name p4c's core.p4 defines; programs test it with #ifdef. */
+#define _CORE_P4_
 
 error {
     NoError,

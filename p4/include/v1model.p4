@@ -2,6 +2,8 @@
  * Written for tern; the compiler maps each extern to its BMv2 primitive. */
 #ifndef TERN_V1MODEL_P4
 #define TERN_V1MODEL_P4
+/* The guard name p4c's v1model.p4 defines; programs test it with #ifdef. */
+#define _V1_MODEL_P4_
 
 #include <core.p4>
 

@@ -164,6 +164,8 @@ pub struct BenchReport {
     pub write_latency: Latency,
     /// Completed operations per second of the run (throughput over time).
     pub timeline: Vec<u64>,
+    /// Completed operations per 100 ms of the run (finer throughput over time).
+    pub timeline_100ms: Vec<u64>,
     /// Per-server request counts.
     pub per_server: Vec<ServerLoad>,
     /// Max per-server requests divided by the mean (1.0 = perfectly balanced).
@@ -174,6 +176,12 @@ pub struct BenchReport {
     pub retries: u64,
     /// Reads that found no record.
     pub misses: u64,
+    /// Reads whose value was neither the loaded value nor the value this run writes for the
+    /// key (always 0 unless something corrupts or mixes up records).
+    pub mismatches: u64,
+    /// Latency distribution: `(quantile, microseconds)` at 1%..99% in steps of 1%, then
+    /// 99.5%, 99.9%, 99.99% and 100%.
+    pub latency_cdf: Vec<(f64, u64)>,
     /// The load phase, if one ran.
     pub load: Option<LoadReport>,
 }
@@ -214,8 +222,8 @@ impl BenchReport {
             )
         };
         s += &format!(
-            "run: {:.2} s, throughput {:.0} ops/s, errors {}, retries {}, read misses {}\n",
-            self.seconds, self.throughput, self.errors, self.retries, self.misses
+            "run: {:.2} s, throughput {:.0} ops/s, errors {}, retries {}, read misses {}, value mismatches {}\n",
+            self.seconds, self.throughput, self.errors, self.retries, self.misses, self.mismatches
         );
         s += &lat("all", &self.latency);
         s += &lat("read", &self.read_latency);
@@ -306,9 +314,11 @@ struct ThreadResult {
     writes: Vec<u32>,
     per_server: Vec<u64>,
     timeline: Vec<u64>,
+    fine: Vec<u64>,
     errors: u64,
     retries: u64,
     misses: u64,
+    mismatches: u64,
 }
 
 /// Waits (briefly) until the insert of `keynum` by another thread is acknowledged, as YCSB's
@@ -323,6 +333,18 @@ fn wait_inserted(inserted: &[AtomicBool], record_count: i64, keynum: i64) {
     let deadline = Instant::now() + Duration::from_secs(2);
     while !flag.load(Ordering::Acquire) && Instant::now() < deadline {
         std::thread::yield_now();
+    }
+}
+
+/// Whether a read's value is one a correct store can return: the loaded value of the key
+/// (version 0) or the value this run writes for it. A missing value is a miss, not a mismatch.
+fn plausible(g: &crate::client::GetResult, keynum: i64, len: usize, version: u64) -> bool {
+    match &g.value {
+        None => true,
+        Some(v) => {
+            v.len() == len
+                && (*v == value_for(keynum, len, 0) || *v == value_for(keynum, len, version))
+        }
     }
 }
 
@@ -342,9 +364,11 @@ fn run_thread(
         writes: Vec::new(),
         per_server: vec![0; n_servers],
         timeline: Vec::new(),
+        fine: Vec::new(),
         errors: 0,
         retries: 0,
         misses: 0,
+        mismatches: 0,
     };
     let value_len = cfg.workload.value_len;
     let rc = cfg.workload.record_count;
@@ -392,6 +416,7 @@ fn run_thread(
                 match c.get(op.key) {
                     Ok(g) => {
                         r.misses += u64::from(g.value.is_none());
+                        r.mismatches += u64::from(!plausible(&g, op.keynum, value_len, version));
                         true
                     }
                     Err(_) => false,
@@ -415,6 +440,7 @@ fn run_thread(
                 let read = c.get(op.key);
                 if let Ok(g) = &read {
                     r.misses += u64::from(g.value.is_none());
+                    r.mismatches += u64::from(!plausible(g, op.keynum, value_len, version));
                 }
                 read.is_ok()
                     && c.put(op.key, &value_for(op.keynum, value_len, version))
@@ -438,6 +464,11 @@ fn run_thread(
             r.timeline.resize(sec + 1, 0);
         }
         r.timeline[sec] += 1;
+        let tenth = (done.duration_since(start).as_millis() / 100) as usize;
+        if r.fine.len() <= tenth {
+            r.fine.resize(tenth + 1, 0);
+        }
+        r.fine[tenth] += 1;
     }
     r.retries = c.retried;
     Ok(r)
@@ -447,8 +478,22 @@ fn run_thread(
 pub fn run(cfg: &BenchConfig) -> Result<BenchReport, BenchError> {
     check(cfg)?;
     let ops = generate_with_ack_lag(&cfg.workload, cfg.seed, 2 * cfg.threads)?;
+    run_ops(cfg, ops)
+}
+
+/// Runs a given, already generated operation stream (e.g. a filtered one, as server rotation
+/// uses) with `cfg`'s clients and router; see [`run`].
+pub fn run_ops(cfg: &BenchConfig, ops: Vec<KvOp>) -> Result<BenchReport, BenchError> {
+    check(cfg)?;
     let total = ops.len() as u64;
-    let inserts = ops.iter().filter(|o| o.kind == OpKind::Insert).count();
+    let rc = cfg.workload.record_count;
+    // One flag per inserted key number (a filtered stream may skip some).
+    let inserts = ops
+        .iter()
+        .filter(|o| o.kind == OpKind::Insert)
+        .map(|o| usize::try_from(o.keynum - rc + 1).unwrap_or(0))
+        .max()
+        .unwrap_or(0);
     let inserted: Vec<AtomicBool> = (0..inserts).map(|_| AtomicBool::new(false)).collect();
     let inserted = &inserted;
     let shift = match &cfg.dynamic {
@@ -485,7 +530,8 @@ pub fn run(cfg: &BenchConfig) -> Result<BenchReport, BenchError> {
     let (mut all, mut reads, mut writes) = (Vec::new(), Vec::new(), Vec::new());
     let mut per_server = vec![0u64; n_servers];
     let mut timeline: Vec<u64> = Vec::new();
-    let (mut errors, mut retries, mut misses) = (0, 0, 0);
+    let mut fine: Vec<u64> = Vec::new();
+    let (mut errors, mut retries, mut misses, mut mismatches) = (0, 0, 0, 0);
     for r in results {
         all.extend(r.all);
         reads.extend(r.reads);
@@ -499,9 +545,16 @@ pub fn run(cfg: &BenchConfig) -> Result<BenchReport, BenchError> {
         for (a, b) in timeline.iter_mut().zip(&r.timeline) {
             *a += b;
         }
+        if fine.len() < r.fine.len() {
+            fine.resize(r.fine.len(), 0);
+        }
+        for (a, b) in fine.iter_mut().zip(&r.fine) {
+            *a += b;
+        }
         errors += r.errors;
         retries += r.retries;
         misses += r.misses;
+        mismatches += r.mismatches;
     }
     let sum: u64 = per_server.iter().sum();
     let mean = sum as f64 / n_servers as f64;
@@ -510,6 +563,8 @@ pub fn run(cfg: &BenchConfig) -> Result<BenchReport, BenchError> {
     } else {
         per_server.iter().copied().max().unwrap_or(0) as f64 / mean
     };
+    let latency = Latency::from_samples(&mut all);
+    let latency_cdf = cdf(&all);
     Ok(BenchReport {
         workload: cfg.workload.name.clone(),
         target_rate: cfg.target_rate,
@@ -522,10 +577,11 @@ pub fn run(cfg: &BenchConfig) -> Result<BenchReport, BenchError> {
         servers: n_servers,
         seconds,
         throughput: (total - errors) as f64 / seconds.max(1e-9),
-        latency: Latency::from_samples(&mut all),
+        latency,
         read_latency: Latency::from_samples(&mut reads),
         write_latency: Latency::from_samples(&mut writes),
         timeline,
+        timeline_100ms: fine,
         per_server: per_server
             .iter()
             .zip(cfg.router.servers())
@@ -539,8 +595,27 @@ pub fn run(cfg: &BenchConfig) -> Result<BenchReport, BenchError> {
         errors,
         retries,
         misses,
+        mismatches,
+        latency_cdf,
         load: None,
     })
+}
+
+/// `(quantile, value)` points of sorted samples (nearest rank): 1%..99%, 99.5%, 99.9%, 99.99%,
+/// 100%. Empty for no samples.
+pub fn cdf(sorted: &[u32]) -> Vec<(f64, u64)> {
+    if sorted.is_empty() {
+        return Vec::new();
+    }
+    let n = sorted.len();
+    let qs = (1..100)
+        .map(|i| f64::from(i) / 100.0)
+        .chain([0.995, 0.999, 0.9999, 1.0]);
+    qs.map(|q| {
+        let i = ((q * n as f64).ceil() as usize).clamp(1, n) - 1;
+        (q, u64::from(sorted[i]))
+    })
+    .collect()
 }
 
 /// Starts `n` storage servers in this process on free loopback ports, each with its own

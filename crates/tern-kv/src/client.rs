@@ -66,9 +66,21 @@ pub struct Client {
 }
 
 impl Client {
-    /// A client on an ephemeral loopback port.
+    /// A client on an ephemeral port: on loopback if every server is on loopback, else on the
+    /// unspecified address of the servers' family (so it can reach hosts in other namespaces).
     pub fn new(router: Router, timeout: Duration, retries: u32) -> Result<Client, ClientError> {
-        let sock = UdpSocket::bind(("127.0.0.1", 0))?;
+        let servers = router.servers();
+        let local: std::net::IpAddr = if servers.iter().all(|a| a.ip().is_loopback()) {
+            match servers.first() {
+                Some(SocketAddr::V6(_)) => std::net::Ipv6Addr::LOCALHOST.into(),
+                _ => std::net::Ipv4Addr::LOCALHOST.into(),
+            }
+        } else if servers.iter().any(SocketAddr::is_ipv6) {
+            std::net::Ipv6Addr::UNSPECIFIED.into()
+        } else {
+            std::net::Ipv4Addr::UNSPECIFIED.into()
+        };
+        let sock = UdpSocket::bind((local, 0))?;
         let n = router.servers().len();
         Ok(Client {
             sock,

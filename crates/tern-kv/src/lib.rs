@@ -7,12 +7,14 @@
 //! * [`client`]: get / put / delete with timeout and retry.
 //! * [`ycsb`]: YCSB's generators and core workloads.
 //! * [`bench`]: the closed-loop benchmark driver and its report.
+//! * [`rotation`]: FarReach's server rotation (N emulated servers on two physical ones).
 //! * [`rng`]: the deterministic PRNG used by workloads and tests.
 
 pub mod bench;
 pub mod client;
 pub mod protocol;
 pub mod rng;
+pub mod rotation;
 pub mod router;
 pub mod server;
 pub mod storage;

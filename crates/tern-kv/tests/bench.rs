@@ -221,3 +221,64 @@ fn dynamic_hot_in_requests_only_loaded_keys() {
         s.shutdown().unwrap();
     }
 }
+
+#[test]
+fn server_rotation_measures_every_emulated_server_and_scales_by_the_bottleneck() {
+    let dir = tempfile::tempdir().unwrap();
+    let servers = bench::start_local_servers(dir.path(), 2, 1, 1, &small_store()).unwrap();
+    let phys = [servers[0].addr(), servers[1].addr()];
+    let mut cfg = BenchConfig {
+        router: Router::new(vec![phys[0]]).unwrap(),
+        workload: WorkloadSpec::core("a", 300, 2000).unwrap(),
+        threads: 2,
+        seed: 5,
+        timeout: Duration::from_millis(500),
+        retries: 5,
+        target_rate: None,
+        dynamic: None,
+    };
+    cfg.workload.value_len = 32;
+    // Both physical servers hold every record.
+    for p in phys {
+        cfg.router = Router::new(vec![p]).unwrap();
+        assert_eq!(bench::load(&cfg).unwrap().errors, 0);
+    }
+    let r = tern_kv::rotation::run(&cfg, 4, phys).unwrap();
+    assert_eq!((r.errors, r.mismatches), (0, 0));
+    assert_eq!(r.servers, 4);
+    assert_eq!(r.iterations.len(), 4);
+    assert_eq!(r.iterations[0].server, r.bottleneck);
+    let mut seen: Vec<usize> = r.iterations.iter().map(|i| i.server).collect();
+    seen.sort_unstable();
+    assert_eq!(seen, vec![0, 1, 2, 3], "every emulated server runs once");
+    // The shares are those of the generated stream under a 4-server router.
+    let logical = Router::new(vec![phys[0]; 4]).unwrap();
+    let mut want = [0u64; 4];
+    for op in generate(&cfg.workload, 5).unwrap() {
+        want[logical.server_index(&op.key)] += if op.kind == OpKind::ReadModifyWrite {
+            2
+        } else {
+            1
+        };
+    }
+    let total: u64 = want.iter().sum();
+    for (s, w) in r.shares.iter().zip(want) {
+        assert!((s - w as f64 / total as f64).abs() < 1e-12);
+    }
+    let b = (0..4).max_by_key(|&i| want[i]).unwrap();
+    assert_eq!(r.bottleneck, b);
+    // Closed loop: in each iteration the rotated server's rate is tied to the bottleneck's by
+    // their request counts, so after rescaling the aggregate is exactly bottleneck rate / share.
+    let agg = r.per_server_rate.iter().sum::<f64>();
+    assert!((agg - r.aggregate_rate).abs() < 1e-6 * agg);
+    assert!(
+        (r.normalized - total as f64 / want[b] as f64).abs() < 1e-9,
+        "{}",
+        r.normalized
+    );
+    assert!(r.aggregate_rate > r.bottleneck_rate);
+    assert!(tern_kv::rotation::run(&cfg, 1, phys).is_err());
+    for s in servers {
+        s.shutdown().unwrap();
+    }
+}

@@ -821,6 +821,27 @@ impl Loader {
         Ok((stack, field))
     }
 
+    /// A `[union_stack, member]` pair: the union stack's id, the member's index in the union
+    /// type, and the member's header type.
+    fn union_stack_member(&self, stack: &Value, member: &Value, path: &str) -> R<(u32, u32, u32)> {
+        let us = lookup(
+            &self.n.union_stacks,
+            "header union stack",
+            as_str(stack, path)?,
+            path,
+        )?;
+        let ut =
+            &self.p.header_union_types[self.p.header_union_stacks[us as usize].union_type as usize];
+        let m = as_str(member, path)?;
+        match ut.members.iter().position(|(n, _)| n == m) {
+            Some(mi) => Ok((us, mi as u32, ut.members[mi].1)),
+            None => err(
+                path,
+                format!("union type '{}' has no member '{m}'", ut.name),
+            ),
+        }
+    }
+
     /// `length_exp` may be either a body or a type/value object; inside a header type's own
     /// `length_exp`, `field` leaves may name fields of that type (`hdr_type` context).
     fn expr_body_or_tv(&self, v: &Value, path: &str, _ht: Option<u32>) -> R<Expr> {
@@ -1055,21 +1076,8 @@ impl Loader {
                         "union_stack extract target must be [union_stack, member]",
                     );
                 }
-                let us = lookup(
-                    &self.n.union_stacks,
-                    "header union stack",
-                    as_str(&a[0], &vp)?,
-                    &vp,
-                )?;
-                let ut = &self.p.header_union_types
-                    [self.p.header_union_stacks[us as usize].union_type as usize];
-                let m = as_str(&a[1], &vp)?;
-                match ut.members.iter().position(|(n, _)| n == m) {
-                    Some(mi) => ExtractTarget::UnionStack(us, mi as u32),
-                    None => {
-                        return err(&vp, format!("union type '{}' has no member '{m}'", ut.name))
-                    }
-                }
+                let (us, mi, _) = self.union_stack_member(&a[0], &a[1], &vp)?;
+                ExtractTarget::UnionStack(us, mi)
             }
             other => return err(path, format!("invalid extract type '{other}'")),
         })
@@ -1196,25 +1204,13 @@ impl Loader {
                         "union_stack_field must be [union_stack, member, field]",
                     );
                 }
-                let us = lookup(
-                    &self.n.union_stacks,
-                    "header union stack",
-                    as_str(&a[0], &vp)?,
-                    &vp,
-                )?;
-                let ut = &self.p.header_union_types
-                    [self.p.header_union_stacks[us as usize].union_type as usize];
-                let m = as_str(&a[1], &vp)?;
-                let Some(mi) = ut.members.iter().position(|(n, _)| n == m) else {
-                    return err(&vp, format!("union type '{}' has no member '{m}'", ut.name));
-                };
-                let ht = ut.members[mi].1;
+                let (us, mi, ht) = self.union_stack_member(&a[0], &a[1], &vp)?;
                 let field = self.field_in_type(ht, as_str(&a[2], &vp)?, &vp)?;
                 let w = self.type_field_width(ht, field);
                 (
                     KeyElem::UnionStackField {
                         stack: us,
-                        member: mi as u32,
+                        member: mi,
                         field,
                     },
                     bytes(w),

@@ -176,8 +176,54 @@ pub struct Extra {
     pub value_sets: Vec<(String, u32, u32)>,
     /// `@id(N)` annotations: P4Info name → N.
     pub id_overrides: HashMap<String, u32>,
-    /// `@controller_header("packet_in"/"packet_out")` headers: name and `(field, width)`.
-    pub controller_headers: Vec<(String, Vec<(String, u32)>)>,
+    /// `@controller_header("packet_in"/"packet_out")` headers, in declaration order.
+    pub controller_headers: Vec<ControllerHeader>,
+}
+
+/// A header type annotated `@controller_header("...")` (P4Info `controller_packet_metadata`).
+#[derive(Clone, Debug, Default)]
+pub struct ControllerHeader {
+    /// The annotation's name (`packet_in`, `packet_out`): the P4Info preamble name and alias.
+    pub name: String,
+    /// The header type's control-plane name (`@name` or the type name): p4c hashes this one
+    /// for the id.
+    pub type_name: String,
+    /// `@id(N)` on the header type.
+    pub id: Option<u32>,
+    /// Fields: (name, bit width, P4Info metadata id).
+    pub fields: Vec<(String, u32, u32)>,
+}
+
+/// Metadata ids as p4c's `FieldIdAllocator` gives them: `@id(N)` where annotated, the others
+/// 1, 2, ... in declaration order, skipping ids already taken.
+fn field_ids(fields: &[(String, Ty, Vec<Annotation>)]) -> Vec<u32> {
+    let explicit: Vec<Option<u32>> = fields
+        .iter()
+        .map(
+            |(_, _, anns)| match annotation(anns, "id").and_then(|a| a.args.first()) {
+                Some(Expr {
+                    kind: ExprKind::Int(v, _),
+                    ..
+                }) => u32::try_from(*v).ok(),
+                _ => None,
+            },
+        )
+        .collect();
+    let taken: std::collections::HashSet<u32> = explicit.iter().flatten().copied().collect();
+    let mut next = 1u32;
+    explicit
+        .iter()
+        .map(|e| match e {
+            Some(id) => *id,
+            None => {
+                while taken.contains(&next) {
+                    next += 1;
+                }
+                next += 1;
+                next - 1
+            }
+        })
+        .collect()
 }
 
 struct Scope {
@@ -208,6 +254,8 @@ type EnumInfo = (Option<u32>, Vec<(String, i128)>);
 pub struct Lower {
     pub prog: m::Program,
     pub extra: Extra,
+    /// Constructor arguments of control instances, by (control type, instance name).
+    ctor_args: HashMap<(String, String), Vec<Val>>,
     typedefs: HashMap<String, Ty>,
     headers: HashMap<String, Vec<(String, Ty, Vec<Annotation>)>>,
     structs: HashMap<String, Vec<(String, Ty, Vec<Annotation>)>>,
@@ -403,6 +451,7 @@ impl Lower {
             learn_by_type: HashMap::new(),
             return_jumps: Vec::new(),
             inline_depth: 0,
+            ctor_args: HashMap::new(),
             cur: Vec::new(),
             loops: Vec::new(),
             mode: body::Mode::Action,
@@ -546,9 +595,23 @@ impl Lower {
                 if let Some(ch) = annotation_str(&d.annotations, "controller_header") {
                     let fields = f
                         .iter()
-                        .map(|(n, t, _)| (n.clone(), t.width().unwrap_or(0)))
+                        .zip(field_ids(&f))
+                        .map(|((n, t, _), id)| (n.clone(), t.width().unwrap_or(0), id))
                         .collect();
-                    self.extra.controller_headers.push((ch, fields));
+                    let id = match annotation(&d.annotations, "id").and_then(|a| a.args.first()) {
+                        Some(Expr {
+                            kind: ExprKind::Int(v, _),
+                            ..
+                        }) => Some((*v & 0xff_ffff) as u32),
+                        _ => None,
+                    };
+                    self.extra.controller_headers.push(ControllerHeader {
+                        name: ch,
+                        type_name: annotation_str(&d.annotations, "name")
+                            .unwrap_or_else(|| name.clone()),
+                        id,
+                        fields,
+                    });
                 }
                 self.headers.insert(name.clone(), f);
             }
@@ -1032,12 +1095,27 @@ impl Lower {
             ExprKind::Binary(o, l, r) => self.binary(o, l, r, pos),
             ExprKind::Ternary(c, a, b) => {
                 let cv = self.expr(c)?;
+                if let Val::Const(c, _) = cv {
+                    // Only the chosen arm is evaluated (it may have side effects).
+                    return self.expr(if c != 0 { a } else { b });
+                }
+                let mark = self.cur.len();
                 let av = self.expr(a)?;
                 let bv = self.expr(b)?;
-                if let Val::Const(c, _) = cv {
-                    return Ok(if c != 0 { av } else { bv });
-                }
                 let ce = self.boolean(cv, c.pos)?;
+                if self.cur.len() != mark && self.mode == body::Mode::Action {
+                    if let Some(v) = self.ternary_with_effects(
+                        ce.clone(),
+                        a,
+                        b,
+                        av.clone(),
+                        bv.clone(),
+                        mark,
+                        pos,
+                    )? {
+                        return Ok(v);
+                    }
+                }
                 let (av, bv) = self.unify(av, bv, pos)?;
                 let (ae, at) = self.rv(av, a.pos)?;
                 let (be, _) = self.rv(bv, b.pos)?;
@@ -1080,6 +1158,51 @@ impl Lower {
                 Ok(Val::Range(Box::new(self.expr(a)?), Box::new(self.expr(b)?)))
             }
         }
+    }
+
+    /// `c ? a : b` where an arm has side effects (calls): evaluate only the chosen arm, with
+    /// jumps, into a temporary. `None` when the type has no scalar temporary (kept as is).
+    #[allow(clippy::too_many_arguments)]
+    fn ternary_with_effects(
+        &mut self,
+        ce: m::Expr,
+        a: &Expr,
+        b: &Expr,
+        av: Val,
+        bv: Val,
+        mark: usize,
+        pos: Pos,
+    ) -> R<Option<Val>> {
+        let (uav, _) = self.unify(av, bv, pos)?;
+        let t = match self.val_ty(&uav) {
+            Some(t @ (Ty::Bit(_) | Ty::Int(_) | Ty::Bool)) => t,
+            _ => return Ok(None),
+        };
+        self.cur.truncate(mark);
+        let tmp = self.new_scalar("mux", &t);
+        let dst = Place::Field(tmp, t.clone());
+        let cond_tmp = self.new_scalar("mux_cond", &Ty::Bool);
+        self.cur.push(prim(
+            "assign",
+            vec![
+                m::Arg::Field(cond_tmp),
+                m::Arg::Expr(op(m::Op::B2D, None, Some(ce))),
+            ],
+        ));
+        let jz = self.jump_if_zero_pub(op(m::Op::D2B, None, Some(m::Expr::Field(cond_tmp))));
+        let v = self.expr(a)?;
+        let v = self.convert(v, &t, a.pos)?;
+        self.assign_val(&dst, v, a.pos)?;
+        let at = self.cur.len();
+        self.cur.push(prim("_jump", vec![m::Arg::Const(int_of(0))]));
+        let else_at = self.cur.len();
+        self.patch_jump_pub(jz, else_at);
+        let v = self.expr(b)?;
+        let v = self.convert(v, &t, b.pos)?;
+        self.assign_val(&dst, v, b.pos)?;
+        let end = self.cur.len();
+        self.patch_jump_pub(at, end);
+        Ok(Some(Val::Place(dst)))
     }
 
     /// The first header-stack index in the access chain of `e` that is not a compile-time
@@ -1330,6 +1453,13 @@ impl Lower {
             // Short-circuit: if the right side has side effects, evaluate it only when needed.
             let mark = self.cur.len();
             let probe = self.expr(r);
+            // A constant left side decides alone: the right side is not evaluated at all.
+            if let Val::Const(c, _) = lv {
+                if (o == "||" && c != 0) || (o == "&&" && c == 0) {
+                    self.cur.truncate(mark);
+                    return Ok(Val::Const((o == "||") as i128, Ty::Bool));
+                }
+            }
             if self.cur.len() != mark && !matches!(lv, Val::Const(..)) {
                 self.cur.truncate(mark);
                 let _ = probe;

@@ -298,22 +298,29 @@ pub fn write(p: &m::Program, extra: &Extra) -> String {
         }
         out.push_str("    }\n  }\n}\n");
     }
-    let ch_ids = ids(
+    // p4c hashes the header type's name (not the annotation's) for the id; `@id` on the type
+    // overrides it.
+    let ch_ids = allocate_ids_with(
         0x04,
         &extra
             .controller_headers
             .iter()
-            .map(|c| c.0.clone())
+            .map(|c| c.type_name.clone())
             .collect::<Vec<_>>(),
+        &extra
+            .controller_headers
+            .iter()
+            .filter_map(|c| c.id.map(|id| (c.type_name.clone(), id)))
+            .collect(),
     );
-    for (n, fields) in &extra.controller_headers {
+    for c in &extra.controller_headers {
+        let n = &c.name;
         out.push_str("controller_packet_metadata {\n");
-        let _ = writeln!(out, "  preamble {{\n    id: {}\n    name: \"{n}\"\n    alias: \"{n}\"\n    annotations: \"@controller_header(\\\"{n}\\\")\"\n  }}", ch_ids[n]);
-        for (i, (f, w)) in fields.iter().enumerate() {
+        let _ = writeln!(out, "  preamble {{\n    id: {}\n    name: \"{n}\"\n    alias: \"{n}\"\n    annotations: \"@controller_header(\\\"{n}\\\")\"\n  }}", ch_ids[&c.type_name]);
+        for (f, w, id) in &c.fields {
             let _ = writeln!(
                 out,
-                "  metadata {{\n    id: {}\n    name: \"{f}\"\n    bitwidth: {w}\n  }}",
-                i + 1
+                "  metadata {{\n    id: {id}\n    name: \"{f}\"\n    bitwidth: {w}\n  }}"
             );
         }
         out.push_str("}\n");

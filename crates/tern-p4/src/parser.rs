@@ -646,6 +646,10 @@ impl<'t> Parser<'t> {
             "table" if !top => {
                 self.i += 1;
                 let name = self.name()?;
+                // An empty parameter list (`table t() { … }`) is accepted, as p4c does.
+                if self.eat_p("(") {
+                    self.expect_p(")")?;
+                }
                 let props = self.table_props()?;
                 DeclKind::Table { name, props }
             }
@@ -773,7 +777,7 @@ impl<'t> Parser<'t> {
                         if self.at_eof() {
                             return self.err("`}`");
                         }
-                        let annotations = self.annotations()?;
+                        let mut annotations = self.annotations()?;
                         let epos = self.pos();
                         let priority = if self.eat_kw("priority") {
                             self.expect_p("=")?;
@@ -786,6 +790,8 @@ impl<'t> Parser<'t> {
                         let keys = self.keyset()?;
                         self.expect_p(":")?;
                         let action = self.expr()?;
+                        // Annotations may also follow the action (`k : a() @priority(3);`).
+                        annotations.extend(self.annotations()?);
                         self.expect_p(";")?;
                         entries.push(TableEntry {
                             annotations,

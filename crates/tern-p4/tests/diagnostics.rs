@@ -275,3 +275,89 @@ fn unsupported_hash_algorithm_is_reported_at_the_call() {
         format!("t.p4:{}:13", line_of(&src, "HashAlgorithm.random"))
     );
 }
+
+const EFFECTS: &str = include_str!("../../../p4/tests/effects.p4");
+
+#[test]
+fn directional_action_parameters_must_be_bound_in_the_actions_list() {
+    let src = EFFECTS.replace("actions = { add_to(h.e.b); }", "actions = { add_to; }");
+    assert_ne!(src, EFFECTS);
+    let (loc, text) = errors(&src);
+    let l = line_of(&src, "action add_to(inout bit<8> x");
+    assert_eq!(loc, format!("t.p4:{l}:19"));
+    assert!(
+        text.contains(
+            "directional parameter `x` of action `add_to` must be bound in the table's actions list"
+        ),
+        "{text}"
+    );
+    let src = EFFECTS.replace(
+        "actions = { add_to(h.e.b); }",
+        "actions = { add_to(h.e.b + 1); }",
+    );
+    let (loc, text) = errors(&src);
+    let l = line_of(&src, "actions = { add_to(h.e.b + 1); }");
+    assert_eq!(loc, format!("t.p4:{l}:28"));
+    assert!(
+        text.contains("argument for `x` must be an l-value"),
+        "{text}"
+    );
+}
+
+#[test]
+fn nested_slice_writes_are_range_checked() {
+    let src = EFFECTS.replace("x[7:4][2:1] = 2w0;", "x[7:4][5:1] = 5w0;");
+    assert_ne!(src, EFFECTS);
+    let (loc, text) = errors(&src);
+    let l = line_of(&src, "x[7:4][5:1] = 5w0;");
+    assert_eq!(loc, format!("t.p4:{l}:13"));
+    assert!(
+        text.contains("slice [5:1] is out of range of slice [7:4]"),
+        "{text}"
+    );
+}
+
+#[test]
+fn table_applied_inside_expressions_is_still_applied_once() {
+    // t2 is already applied in mode 2; a second application inside an expression is an error
+    // at the second use.
+    let src = EFFECTS.replace(
+        "h.e.b = pass8(both);",
+        "h.e.b = pass8(both || t2.apply().miss);",
+    );
+    assert_ne!(src, EFFECTS);
+    let (loc, text) = errors(&src);
+    let l = line_of(&src, "pass8(both || t2.apply().miss)");
+    assert_eq!(loc, format!("t.p4:{l}:35"));
+    assert!(
+        text.contains("table `t2` is applied more than once"),
+        "{text}"
+    );
+}
+
+#[test]
+fn inout_arguments_must_be_l_values() {
+    let src = EFFECTS.replace("bump(h.s[h.e.idx].v);", "bump(h.s[h.e.idx].v + 1);");
+    assert_ne!(src, EFFECTS);
+    let (loc, text) = errors(&src);
+    let l = line_of(&src, "bump(h.s[h.e.idx].v + 1);");
+    assert_eq!(loc, format!("t.p4:{l}:18"));
+    assert!(
+        text.contains("argument for `inout x` must be an l-value"),
+        "{text}"
+    );
+}
+
+#[test]
+fn control_constructor_arguments_are_counted() {
+    const CTOR: &str = include_str!("../../../p4/tests/ctor.p4");
+    let src = CTOR.replace("Add(8w3) add3;", "Add() add3;");
+    assert_ne!(src, CTOR);
+    let (loc, text) = errors(&src);
+    let l = line_of(&src, "Add() add3;");
+    assert_eq!(loc, format!("t.p4:{l}:5"));
+    assert!(
+        text.contains("control `Add` expects 1 constructor argument(s) but got 0"),
+        "{text}"
+    );
+}

@@ -687,3 +687,69 @@ fn flowcache_misses_go_to_the_controller() {
     assert_eq!(&out[0].data[..6], &hex("00000000cccc")[..]);
     assert_eq!(out[0].data[22], 63);
 }
+
+/// The `controller_packet_metadata` block of `p4info` named `name`, or "".
+fn controller_block<'a>(p4info: &'a str, name: &str) -> &'a str {
+    p4info
+        .split("controller_packet_metadata {")
+        .skip(1)
+        .map(|b| b.split("\n}\n").next().unwrap_or(b))
+        .find(|b| b.contains(&format!("name: \"{name}\"")))
+        .unwrap_or("")
+}
+
+#[test]
+fn controller_headers_get_p4c_ids() {
+    // p4c hashes the header *type* name: packet_in_t -> 0x04 << 24 | jenkins & 0xffffff.
+    let c = compile("flowcache.p4");
+    let pin = controller_block(&c.p4info, "packet_in");
+    assert!(pin.contains("id: 80671331\n"), "{pin}");
+    assert!(pin.contains("alias: \"packet_in\""), "{pin}");
+    assert!(
+        pin.contains("@controller_header(\\\"packet_in\\\")"),
+        "{pin}"
+    );
+    let pout = controller_block(&c.p4info, "packet_out");
+    assert!(pout.contains("id: 75327753\n"), "{pout}");
+    assert!(
+        pout.contains("id: 1\n    name: \"egress_port\"\n    bitwidth: 9")
+            && pout.contains("id: 2\n    name: \"_pad\"\n    bitwidth: 7"),
+        "{pout}"
+    );
+    // @id on the type and on fields as p4c's allocator: explicit ids first, the rest 1, 2, ...
+    // skipping the taken ones.
+    let src = r#"
+#include <core.p4>
+#include <v1model.p4>
+@controller_header("packet_in") @id(7)
+header cpu_in_t { bit<16> a; @id(1) bit<8> b; bit<8> c; }
+@controller_header("packet_out")
+header cpu_out_t { bit<16> port; }
+struct headers { cpu_in_t cpu_in; cpu_out_t cpu_out; }
+struct metadata { }
+parser P(packet_in p, out headers h, inout metadata m, inout standard_metadata_t s) {
+    state start { p.extract(h.cpu_out); transition accept; }
+}
+control V(inout headers h, inout metadata m) { apply { } }
+control I(inout headers h, inout metadata m, inout standard_metadata_t s) {
+    apply { h.cpu_in.setValid(); h.cpu_in.a = 1; }
+}
+control E(inout headers h, inout metadata m, inout standard_metadata_t s) { apply { } }
+control C(inout headers h, inout metadata m) { apply { } }
+control D(packet_out p, in headers h) { apply { p.emit(h.cpu_in); } }
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"#;
+    let c = tern_p4::compile_str(src, "cpu.p4", &tern_p4::Options::default())
+        .unwrap_or_else(|d| panic!("{d}"));
+    let pin = controller_block(&c.p4info, "packet_in");
+    assert!(pin.contains(&format!("id: {}\n", 0x0400_0007)), "{pin}");
+    for (id, name) in [(2, "a"), (1, "b"), (3, "c")] {
+        assert!(
+            pin.contains(&format!("id: {id}\n    name: \"{name}\"")),
+            "{name}: {pin}"
+        );
+    }
+    let pout = controller_block(&c.p4info, "packet_out");
+    let want = 0x0400_0000 | (tern_p4::p4info::jenkins("cpu_out_t") & 0xff_ffff);
+    assert!(pout.contains(&format!("id: {want}\n")), "{pout}");
+}

@@ -897,6 +897,16 @@ impl Handle {
     /// Serve this handle's state on `addr` (with the 1-second idle-timeout sweep) until the
     /// future is dropped or the listener fails. Keep a clone of the handle to feed packets.
     pub async fn serve_async(&self, addr: std::net::SocketAddr) -> Result<(), String> {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+        self.serve_tokio_listener(listener).await
+    }
+
+    async fn serve_tokio_listener(&self, listener: tokio::net::TcpListener) -> Result<(), String> {
+        let addr = listener
+            .local_addr()
+            .map_or_else(|_| "?".to_string(), |a| a.to_string());
         let sweeper = self.clone();
         let sweep = tokio::spawn(async move {
             let mut tick = tokio::time::interval(std::time::Duration::from_millis(10));
@@ -908,13 +918,6 @@ impl Handle {
                 }
             }
         });
-        let listener = match tokio::net::TcpListener::bind(addr).await {
-            Ok(l) => l,
-            Err(e) => {
-                sweep.abort();
-                return Err(format!("cannot listen on {addr}: {e}"));
-            }
-        };
         let r = tonic::transport::Server::builder()
             .add_service(self.service())
             .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
@@ -924,13 +927,30 @@ impl Handle {
         r
     }
 
+    /// Serve on an already bound listener (so a caller can report a busy address before
+    /// starting a thread), blocking on its own 2-thread tokio runtime.
+    pub fn serve_listener(&self, listener: std::net::TcpListener) -> Result<(), String> {
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| format!("gRPC listener: {e}"))?;
+        let rt = runtime()?;
+        rt.block_on(async {
+            let l = tokio::net::TcpListener::from_std(listener)
+                .map_err(|e| format!("gRPC listener: {e}"))?;
+            self.serve_tokio_listener(l).await
+        })
+    }
+
     /// Blocking [`Handle::serve_async`] on its own 2-thread tokio runtime.
     pub fn serve(&self, addr: std::net::SocketAddr) -> Result<(), String> {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .map_err(|e| format!("tokio runtime: {e}"))?;
-        rt.block_on(self.serve_async(addr))
+        runtime()?.block_on(self.serve_async(addr))
     }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("tokio runtime: {e}"))
 }

@@ -1,6 +1,8 @@
 //! `tern kv`: the key-value suite's commands — `server` (a RocksDB storage server on UDP),
 //! `bench` (YCSB load + run against servers, or against servers it starts in-process),
-//! `shutdown` and `snapshot` (control messages to running servers). The work is in `tern-kv`.
+//! `shutdown` and `snapshot` (control messages to running servers), `up` / `down` (topologies,
+//! in `cmd_kv_up`) and `experiment` (the NoCache experiments with plots, in `cmd_kv_exp`).
+//! The work is in `tern-kv`.
 
 use anyhow::{bail, Context};
 use std::net::SocketAddr;
@@ -32,6 +34,13 @@ enum KvCommand {
     Shutdown(ControlArgs),
     /// Ask servers for a snapshot; prints each one's live-record count.
     Snapshot(ControlArgs),
+    /// Bring up a topology (loopback, in-process, or network namespaces through a tern switch),
+    /// optionally run one command in it, tear it down on exit or ctrl-c.
+    Up(Box<super::cmd_kv_up::UpArgs>),
+    /// Remove namespaces left by `tern kv up` runs that were killed.
+    Down(super::cmd_kv_up::DownArgs),
+    /// Run an experiment suite end to end (JSON reports, a table and plots).
+    Experiment(super::cmd_kv_exp::ExperimentArgs),
 }
 
 #[derive(clap::Args)]
@@ -64,7 +73,8 @@ struct ServerArgs {
 
 #[derive(clap::Args)]
 struct BenchArgs {
-    /// Comma-separated server addresses (host:port), in partition-range order.
+    /// Comma-separated server addresses (host:port), in partition-range order (default: the
+    /// TERN_KV_SERVERS environment variable that `tern kv up` sets).
     #[arg(long, conflicts_with = "local")]
     servers: Option<String>,
     /// Start this many servers in-process on free loopback ports instead.
@@ -127,6 +137,14 @@ struct BenchArgs {
     /// Write the report as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// FarReach's server rotation: emulate N servers on two physical ones (`--local 2` or two
+    /// `--servers`); both get every record.
+    #[arg(long, value_name = "N")]
+    rotation: Option<usize>,
+    /// Draw the report as a PNG (throughput over time, latency CDF, per-server load) with
+    /// scripts/kv-plot.sh (matplotlib in .venv-plot, created on first use).
+    #[arg(long)]
+    plot: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -143,6 +161,9 @@ pub fn run(args: KvArgs) -> anyhow::Result<ExitCode> {
         KvCommand::Bench(a) => bench_cmd(*a),
         KvCommand::Shutdown(a) => control(a, true),
         KvCommand::Snapshot(a) => control(a, false),
+        KvCommand::Up(a) => super::cmd_kv_up::up(*a),
+        KvCommand::Down(a) => super::cmd_kv_up::down(a),
+        KvCommand::Experiment(a) => super::cmd_kv_exp::run(a),
     }
 }
 
@@ -212,7 +233,12 @@ fn workload(a: &BenchArgs) -> anyhow::Result<WorkloadSpec> {
 
 fn bench_cmd(a: BenchArgs) -> anyhow::Result<ExitCode> {
     let w = workload(&a)?;
-    let (router, local, tmp) = match (&a.servers, a.local) {
+    let env_servers = std::env::var("TERN_KV_SERVERS").ok();
+    let servers = match (&a.servers, a.local) {
+        (None, None) => env_servers,
+        (s, _) => s.clone(),
+    };
+    let (router, local, tmp) = match (&servers, a.local) {
         (Some(list), None) => (Router::parse(list)?, Vec::new(), None),
         (None, Some(n)) => {
             let (dir, tmp) = match &a.dir {
@@ -232,7 +258,7 @@ fn bench_cmd(a: BenchArgs) -> anyhow::Result<ExitCode> {
             )?;
             (Router::new(bench::addrs(&servers))?, servers, tmp)
         }
-        _ => bail!("give either --servers host:port,... or --local N"),
+        _ => bail!("give either --servers host:port,... (or TERN_KV_SERVERS) or --local N"),
     };
     let cfg = BenchConfig {
         router,
@@ -252,6 +278,39 @@ fn bench_cmd(a: BenchArgs) -> anyhow::Result<ExitCode> {
         },
     };
     let result = (|| -> anyhow::Result<()> {
+        if let Some(n) = a.rotation {
+            let addrs = cfg.router.servers().to_vec();
+            let [p0, p1] = addrs[..] else {
+                bail!(
+                    "--rotation needs exactly two physical servers (--local 2 or two --servers), not {}",
+                    addrs.len()
+                );
+            };
+            if !a.no_load {
+                for p in [p0, p1] {
+                    let mut c = cfg.clone();
+                    c.router = Router::new(vec![p])?;
+                    let l = bench::load(&c)?;
+                    say(&format!(
+                        "load into {p}: {} records in {:.2} s ({} errors)",
+                        l.records, l.seconds, l.errors
+                    ));
+                }
+            }
+            let report = tern_kv::rotation::run(&cfg, n, [p0, p1])?;
+            say(report.summary().trim_end());
+            if let Some(path) = &a.json {
+                write_json(path, &report)?;
+            }
+            if let Some(png) = &a.plot {
+                let json = a
+                    .json
+                    .clone()
+                    .context("--plot needs --json (the plot reads it)")?;
+                plot(&[json.as_path()], png)?;
+            }
+            return Ok(());
+        }
         let load = if a.no_load {
             None
         } else {
@@ -273,9 +332,22 @@ fn bench_cmd(a: BenchArgs) -> anyhow::Result<ExitCode> {
         report.load = load;
         say(report.summary().trim_end());
         if let Some(path) = &a.json {
-            std::fs::write(path, serde_json::to_string_pretty(&report)?)
-                .with_context(|| format!("writing {}", path.display()))?;
+            write_json(path, &report)?;
             say(&format!("report written to {}", path.display()));
+        }
+        if let Some(png) = &a.plot {
+            let json = a
+                .json
+                .clone()
+                .context("--plot needs --json (the plot reads it)")?;
+            plot(&[json.as_path()], png)?;
+        }
+        if report.errors > 0 || report.mismatches > 0 {
+            bail!(
+                "{} operations failed and {} reads returned a wrong value",
+                report.errors,
+                report.mismatches
+            );
         }
         Ok(())
     })();
@@ -305,8 +377,47 @@ fn control(a: ControlArgs, shutdown: bool) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Writes `value` as pretty JSON to `path`.
+pub(crate) fn write_json<T: serde::Serialize>(
+    path: &std::path::Path,
+    value: &T,
+) -> anyhow::Result<()> {
+    std::fs::write(path, serde_json::to_string_pretty(value)?)
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+/// The plot script: `scripts/kv-plot.sh` under the current directory or the source checkout
+/// this binary was built from (override with TERN_KV_PLOT).
+pub(crate) fn plot_script() -> anyhow::Result<PathBuf> {
+    if let Some(p) = std::env::var_os("TERN_KV_PLOT") {
+        return Ok(PathBuf::from(p));
+    }
+    let built = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/kv-plot.sh");
+    [PathBuf::from("scripts/kv-plot.sh"), built]
+        .into_iter()
+        .find(|p| p.is_file())
+        .context("scripts/kv-plot.sh not found (run from a tern checkout or set TERN_KV_PLOT)")
+}
+
+/// Draws JSON reports into `png` with the plot script.
+pub(crate) fn plot(jsons: &[&std::path::Path], png: &std::path::Path) -> anyhow::Result<()> {
+    let script = plot_script()?;
+    let st = std::process::Command::new("bash")
+        .arg(&script)
+        .arg("-o")
+        .arg(png)
+        .args(jsons)
+        .status()
+        .with_context(|| format!("running {}", script.display()))?;
+    if !st.success() {
+        bail!("{} failed ({st})", script.display());
+    }
+    say(&format!("plot written to {}", png.display()));
+    Ok(())
+}
+
 /// Prints a line to stdout; a closed pipe (e.g. `| head`) is not an error worth a panic.
-fn say(line: &str) {
+pub(crate) fn say(line: &str) {
     use std::io::Write;
     let _ = writeln!(std::io::stdout(), "{line}");
 }

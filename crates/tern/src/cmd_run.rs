@@ -5,7 +5,10 @@
 //! arguments serve the `simple_switch` drop-in entry point), the run loop (inputs merged in
 //! timestamp order or as they arrive, each packet processed to completion, outputs written),
 //! simple_switch-like logging, the end-of-run summary, and the hooks where the runtime command
-//! language (`--commands`) and a control server are wired in.
+//! language (`--commands`) and a control server are wired in. `--grpc-addr` adds a P4Runtime
+//! server (`tern-p4rt`) on its own thread sharing the switch: outputs to `--cpu-port` and
+//! digests go to the controller, packet-out traffic leaves on the attached ports (files: written
+//! by the run loop; interfaces: by a transmit thread with its own sockets).
 //!
 //! File mode has no real time, so these choices are made (and documented in `--help`):
 //! * `--use-files N` sleeps N seconds after start-up (commands applied, control server
@@ -102,10 +105,17 @@ pub struct LogArgs {
     on the hosts' veths) cannot be sent: disable those offloads with ethtool -K.\n\n\
     Drop-in: the same binary behaves as simple_switch when invoked under that name: \
     `ln -s $(which tern) ~/bin/simple_switch` (with ~/bin on PATH) makes Mininet topologies, \
-    p4c's STF runner and scripts written for simple_switch run tern unchanged."
+    p4c's STF runner and scripts written for simple_switch run tern unchanged.\n\n\
+    P4Runtime: --grpc-addr ADDR serves P4Runtime v1 on the same switch, as simple_switch_grpc \
+    does (under that name the binary defaults to 0.0.0.0:9559 and takes -- --grpc-server-addr \
+    ADDR --cpu-port N): packets the program sends to --cpu-port reach the primary controller \
+    as packet-in, packet-out leaves on the attached ports, digests become digest lists. The \
+    program may be P4 source (compiled by tern, with its P4Info), a JSON (P4Info derived, or \
+    --p4info FILE), or absent with --no-p4 (the controller pushes one). With --use-files the \
+    run keeps serving after the inputs end."
 )]
 pub struct RunArgs {
-    /// The BMv2 JSON program.
+    /// The program: BMv2 JSON, or P4-16 source (`.p4`) compiled by tern.
     #[arg(value_name = "JSON")]
     pub json: Option<PathBuf>,
 
@@ -134,14 +144,6 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub device_id: u64,
 
-    /// Serve BMv2's Thrift runtime API on this port (simple_switch_CLI, `tern cli
-    /// --thrift-port`). With `--use-files` the server starts only when this option is given,
-    /// and the run then keeps serving after the inputs end, as simple_switch does; without it
-    /// the run exits when the inputs are exhausted. On live interfaces the server always runs,
-    /// on 9090 by default (a busy 9090 is only a warning). switch_info reports 9090 by default.
-    #[arg(long, value_name = "P")]
-    pub thrift_port: Option<u32>,
-
     /// Runtime commands (simple_switch_CLI language) applied before packets are replayed.
     #[arg(long, value_name = "FILE")]
     pub commands: Option<PathBuf>,
@@ -162,16 +164,92 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", default_value_t = 512)]
     pub max_port_count: u32,
 
+    /// Control servers: Thrift and P4Runtime (boxed to keep `RunArgs` small).
+    #[command(flatten)]
+    pub control: Box<ControlArgs>,
+
     /// simple_switch target options (after `--`).
     #[arg(last = true, value_name = "TARGET OPTIONS")]
     pub target_options: Vec<String>,
+}
+
+/// Control servers: BMv2's Thrift API, and simple_switch_grpc's P4Runtime server sharing the
+/// switch of the run.
+#[derive(clap::Args, Default, Debug)]
+pub struct ControlArgs {
+    /// Serve BMv2's Thrift runtime API on this port (simple_switch_CLI, `tern cli
+    /// --thrift-port`). With `--use-files` the server starts only when this option is given,
+    /// and the run then keeps serving after the inputs end, as simple_switch does; without it
+    /// the run exits when the inputs are exhausted. On live interfaces the server always runs,
+    /// on 9090 by default (a busy 9090 is only a warning). switch_info reports 9090 by default.
+    #[arg(long, value_name = "P")]
+    pub thrift_port: Option<u32>,
+
+    /// Serve P4Runtime (gRPC) on this address, sharing the switch: table writes apply to the
+    /// running switch, packet-out leaves on the attached ports, packets sent to --cpu-port
+    /// reach the controller as packet-in, digests as digest lists. Also a target option
+    /// (`-- --grpc-server-addr ADDR`), as simple_switch_grpc takes it.
+    #[arg(long, visible_alias = "grpc-server-addr", value_name = "ADDR")]
+    pub grpc_addr: Option<std::net::SocketAddr>,
+
+    /// The CPU port of P4Runtime packet I/O (also a target option `-- --cpu-port N`).
+    #[arg(long, value_name = "N")]
+    pub cpu_port: Option<u32>,
+
+    /// P4Info (text format) of the program; derived from the JSON (p4c's id scheme) when
+    /// omitted, or tern's own when the program is P4 source.
+    #[arg(long, value_name = "FILE")]
+    pub p4info: Option<PathBuf>,
+
+    /// Start without a program (simple_switch_grpc's --no-p4): the controller pushes one with
+    /// SetForwardingPipelineConfig; until then every packet is dropped. Needs --grpc-addr.
+    #[arg(long)]
+    pub no_p4: bool,
+}
+
+/// Move simple_switch_grpc's target options (`--grpc-server-addr`, `--cpu-port`) out of the
+/// target options into `args.control`; other gRPC target options are refused by name.
+fn take_grpc_target_options(args: &mut RunArgs) -> anyhow::Result<()> {
+    let mut rest = Vec::new();
+    let mut it = std::mem::take(&mut args.target_options).into_iter();
+    while let Some(opt) = it.next() {
+        let (name, inline) = match opt.split_once('=') {
+            Some((n, v)) => (n.to_string(), Some(v.to_string())),
+            None => (opt.clone(), None),
+        };
+        if !matches!(name.as_str(), "--grpc-server-addr" | "--cpu-port") {
+            if name.starts_with("--grpc-server-") || name == "--dp-grpc-server-addr" {
+                anyhow::bail!("target option {name} is not supported by tern");
+            }
+            rest.push(opt);
+            continue;
+        }
+        let v = match inline {
+            Some(v) => v,
+            None => it
+                .next()
+                .with_context(|| format!("target option {name} needs a value"))?,
+        };
+        if name == "--cpu-port" {
+            let p = v
+                .parse::<u32>()
+                .with_context(|| format!("target option --cpu-port: '{v}' is not a port"))?;
+            args.control.cpu_port = Some(p);
+        } else {
+            args.control.grpc_addr = Some(v.parse().with_context(|| {
+                format!("target option --grpc-server-addr: '{v}' is not an address (IP:PORT)")
+            })?);
+        }
+    }
+    args.target_options = rest;
+    Ok(())
 }
 
 /// Switch options from the command line, including target options after `--`.
 fn switch_options(args: &RunArgs) -> anyhow::Result<SwitchOptions> {
     let mut o = SwitchOptions {
         device_id: args.device_id,
-        thrift_port: args.thrift_port.unwrap_or(9090),
+        thrift_port: args.control.thrift_port.unwrap_or(9090),
         ..SwitchOptions::default()
     };
     if let Some(p) = args.drop_port {
@@ -366,7 +444,7 @@ pub fn start_control_server(
     sw: &Arc<Mutex<Switch>>,
     args: &RunArgs,
 ) -> anyhow::Result<Option<std::thread::JoinHandle<()>>> {
-    match args.thrift_port {
+    match args.control.thrift_port {
         Some(port) => serve_thrift(sw, port).map(Some),
         None => Ok(None),
     }
@@ -384,6 +462,151 @@ fn serve_thrift(sw: &Arc<Mutex<Switch>>, port: u32) -> anyhow::Result<std::threa
             eprintln!("Thrift server stopped: {e}");
         }
     }))
+}
+
+/// Read the program: BMv2 JSON, or P4-16 source (`.p4`) compiled by tern (then with tern's
+/// P4Info).
+fn load_program(
+    path: &Path,
+) -> anyhow::Result<(String, Option<tern_p4rt::proto::p4::config::v1::P4Info>)> {
+    if path.extension().is_some_and(|e| e == "p4") {
+        let c = tern_p4::compile_file(path, &tern_p4::Options::default())
+            .map_err(|d| anyhow::anyhow!("{}: does not compile:\n{d}", path.display()))?;
+        let info = tern_p4rt::p4info::parse_p4info_text(&c.p4info)
+            .map_err(|e| anyhow::anyhow!("{}: P4Info from tern-p4: {e}", path.display()))?;
+        return Ok((c.json, Some(info)));
+    }
+    let json = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read JSON {}", path.display()))?;
+    Ok((json, None))
+}
+
+/// The P4Info served for the start-up program: `--p4info`, else tern's own (P4 source), else
+/// one derived from the JSON.
+fn initial_p4info(
+    sw: &Arc<Mutex<Switch>>,
+    compiled: Option<tern_p4rt::proto::p4::config::v1::P4Info>,
+    control: &ControlArgs,
+) -> anyhow::Result<tern_p4rt::proto::p4::config::v1::P4Info> {
+    if let Some(f) = &control.p4info {
+        let text = std::fs::read_to_string(f)
+            .with_context(|| format!("--p4info: cannot read {}", f.display()))?;
+        return tern_p4rt::p4info::parse_p4info_text(&text)
+            .map_err(|e| anyhow::anyhow!("--p4info {}: {e}", f.display()));
+    }
+    Ok(match compiled {
+        Some(i) => i,
+        None => {
+            let sw = sw
+                .lock()
+                .map_err(|_| anyhow::anyhow!("switch lock poisoned"))?;
+            tern_p4rt::p4info::derive_p4info(sw.program())
+        }
+    })
+}
+
+/// The P4Runtime server of `--grpc-addr`.
+struct Grpc {
+    handle: tern_p4rt::Handle,
+    /// Packet-out traffic to attached ports, sent by the run (file mode) or by a transmit
+    /// thread (live mode, which takes it).
+    packet_outs: Option<std::sync::mpsc::Receiver<Vec<OutputPacket>>>,
+}
+
+/// Bind `addr` (a busy address is an error now, not in a thread) and serve P4Runtime on a new
+/// thread, sharing the switch.
+fn start_p4runtime(
+    sw: &Arc<Mutex<Switch>>,
+    addr: std::net::SocketAddr,
+    initial: Option<(tern_p4rt::proto::p4::config::v1::P4Info, String)>,
+    switch_options: SwitchOptions,
+    args: &RunArgs,
+) -> anyhow::Result<Grpc> {
+    if args.control.p4info.is_some() && initial.is_none() {
+        anyhow::bail!("--p4info needs a program");
+    }
+    let handle = tern_p4rt::Handle::new(
+        Arc::clone(sw),
+        tern_p4rt::Options {
+            device_id: args.device_id,
+            cpu_port: args.control.cpu_port,
+            initial,
+            switch_options,
+        },
+    )
+    .map_err(|e| anyhow::anyhow!("P4Runtime: {e}"))?;
+    let (tx, rx) = std::sync::mpsc::channel::<Vec<OutputPacket>>();
+    let tx = Mutex::new(tx);
+    handle.set_output_sink(Arc::new(move |outs| {
+        if let Ok(tx) = tx.lock() {
+            let _ = tx.send(outs);
+        }
+    }));
+    let listener = std::net::TcpListener::bind(addr).with_context(|| {
+        format!("cannot start the P4Runtime server on {addr} (is another switch running?)")
+    })?;
+    let server = handle.clone();
+    std::thread::Builder::new()
+        .name("p4runtime".into())
+        .spawn(move || {
+            if let Err(e) = server.serve_listener(listener) {
+                eprintln!("P4Runtime server stopped: {e}");
+            }
+        })
+        .context("starting the P4Runtime thread")?;
+    eprintln!("tern run: serving P4Runtime on {addr}");
+    Ok(Grpc {
+        handle,
+        packet_outs: Some(rx),
+    })
+}
+
+/// Live mode: transmit packet-out traffic on a thread with its own AF_PACKET sockets on the
+/// attached interfaces (the run loop blocks in receive).
+fn spawn_packet_out_sender(
+    specs: &[PortSpec],
+    rx: std::sync::mpsc::Receiver<Vec<OutputPacket>>,
+) -> anyhow::Result<()> {
+    let specs = specs.to_vec();
+    let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel::<Result<(), String>>(1);
+    std::thread::Builder::new()
+        .name("packet-out".into())
+        .spawn(move || {
+            // Transmit only: the smallest receive ring, no promiscuous mode.
+            let cfg = LiveConfig {
+                block_size: 4096,
+                block_nr: 1,
+                promisc: false,
+                tx_batch: 64,
+                ..LiveConfig::default()
+            };
+            let mut ports = match LivePorts::open(&specs, cfg, Arc::default()) {
+                Ok(p) => {
+                    let _ = ready_tx.send(Ok(()));
+                    p
+                }
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e.to_string()));
+                    return;
+                }
+            };
+            while let Ok(batch) = rx.recv() {
+                for o in batch {
+                    if let Err(e) = ports.send(o.port, 0, &o.data) {
+                        eprintln!("tern run: packet-out on port {}: {e}", o.port);
+                    }
+                }
+                if let Err(e) = ports.flush() {
+                    eprintln!("tern run: packet-out: {e}");
+                }
+            }
+        })
+        .context("starting the packet-out thread")?;
+    match ready_rx.recv() {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => anyhow::bail!("packet-out sockets: {e}"),
+        Err(_) => anyhow::bail!("the packet-out thread ended early"),
+    }
 }
 
 /// Counters printed in the summary.
@@ -405,7 +628,7 @@ fn fix_optional_values(args: &mut RunArgs) -> anyhow::Result<u64> {
     if let Some(v) = args.use_files.clone() {
         match v.parse::<u64>() {
             Ok(n) => wait = n,
-            Err(_) if args.json.is_none() && v.ends_with(".json") => {
+            Err(_) if args.json.is_none() && (v.ends_with(".json") || v.ends_with(".p4")) => {
                 args.json = Some(PathBuf::from(v));
                 args.use_files = Some("0".into());
             }
@@ -413,7 +636,7 @@ fn fix_optional_values(args: &mut RunArgs) -> anyhow::Result<u64> {
         }
     }
     if let Some(p) = args.pcap.clone() {
-        if args.json.is_none() && p.extension().is_some_and(|e| e == "json") {
+        if args.json.is_none() && p.extension().is_some_and(|e| e == "json" || e == "p4") {
             args.json = Some(p);
             args.pcap = Some(PathBuf::from("."));
         }
@@ -437,10 +660,24 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
              no events are published"
         );
     }
-    let Some(json_path) = args.json.clone() else {
-        eprintln!("Error: please specify an input JSON configuration file");
-        eprintln!("Usage: tern run [OPTIONS] <JSON> [-- <TARGET OPTIONS>] (see tern run --help)");
-        return Ok(ExitCode::from(1));
+    take_grpc_target_options(&mut args)?;
+    let grpc_on = args.control.grpc_addr.is_some();
+    if args.control.no_p4 && !grpc_on {
+        anyhow::bail!("--no-p4 needs --grpc-addr (a controller must push the program)");
+    }
+    if args.control.no_p4 && args.json.is_some() {
+        anyhow::bail!("--no-p4 and a program were both given");
+    }
+    let json_path = match args.json.clone() {
+        Some(p) => Some(p),
+        None if grpc_on => None,
+        None => {
+            eprintln!("Error: please specify an input JSON configuration file");
+            eprintln!(
+                "Usage: tern run [OPTIONS] <JSON> [-- <TARGET OPTIONS>] (see tern run --help)"
+            );
+            return Ok(ExitCode::from(1));
+        }
     };
     let specs = args
         .interfaces
@@ -457,9 +694,11 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
     }
     let live = args.use_files.is_none() && !specs.is_empty();
     let opts = switch_options(&args)?;
-    let json = std::fs::read_to_string(&json_path)
-        .with_context(|| format!("cannot read JSON {}", json_path.display()))?;
-    let sw = match Switch::from_json(&json, opts) {
+    let (json, p4info) = match &json_path {
+        Some(p) => load_program(p)?,
+        None => (crate::cmd_p4rt::EMPTY_PROGRAM.to_string(), None),
+    };
+    let sw = match Switch::from_json(&json, opts.clone()) {
         Ok(sw) => sw,
         Err(e) => {
             // simple_switch prints the reason on stdout and exits 1.
@@ -468,9 +707,19 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let sw = Arc::new(Mutex::new(sw));
+    let grpc = match args.control.grpc_addr {
+        Some(addr) => {
+            let initial = match json_path {
+                None => None,
+                Some(_) => Some((initial_p4info(&sw, p4info, &args.control)?, json)),
+            };
+            Some(start_p4runtime(&sw, addr, initial, opts, &args)?)
+        }
+        None => None,
+    };
     let mut log = Logger::new(&args)?;
     if live {
-        return run_live(&sw, &specs, &mut log, &args);
+        return run_live(&sw, &specs, &mut log, &args, grpc);
     }
 
     // Ports: every input must exist before anything else happens (simple_switch exits 1).
@@ -505,10 +754,20 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
         std::thread::sleep(Duration::from_secs(wait));
     }
 
-    let stats = replay(&sw, ports.as_mut(), &mut log, &args)?;
+    let stats = replay(&sw, ports.as_mut(), &mut log, &args, grpc.as_ref())?;
     ports.flush()?;
     log.finish()?;
     summary(&stats);
+    if let Some(rx) = grpc.as_ref().and_then(|g| g.packet_outs.as_ref()) {
+        // Keep serving P4Runtime: packet-outs to attached ports are written to their files.
+        eprintln!("tern run: inputs exhausted; P4Runtime server still running");
+        while let Ok(batch) = rx.recv() {
+            for o in batch {
+                ports.send(o.port, wall_ns(), &o.data)?;
+            }
+            ports.flush()?;
+        }
+    }
     if let Some(server) = control {
         // Like simple_switch, keep serving the control plane after the inputs are exhausted
         // (until the process is killed or the server stops).
@@ -537,6 +796,7 @@ fn run_live(
     specs: &[PortSpec],
     log: &mut Logger,
     args: &RunArgs,
+    mut grpc: Option<Grpc>,
 ) -> anyhow::Result<ExitCode> {
     install_stop_signals().context("installing the SIGINT/SIGTERM handlers")?;
     let live = match LivePorts::open(specs, LiveConfig::default(), Arc::default()) {
@@ -562,10 +822,13 @@ fn run_live(
     if let Some(cmds) = &args.commands {
         apply_commands(sw, cmds)?;
     }
+    if let Some(rx) = grpc.as_mut().and_then(|g| g.packet_outs.take()) {
+        spawn_packet_out_sender(specs, rx)?;
+    }
     // Like simple_switch on interfaces, serve the Thrift API on 9090 unless told otherwise;
     // a busy default port is a warning (another switch may own it), an explicit one an error.
     // The server thread ends with the process.
-    let _control = match args.thrift_port {
+    let _control = match args.control.thrift_port {
         Some(p) => Some(serve_thrift(sw, p)?),
         None => match serve_thrift(sw, 9090) {
             Ok(h) => Some(h),
@@ -586,13 +849,13 @@ fn run_live(
     let (stats, live_stats) = match &args.pcap {
         Some(dir) => {
             let mut ports = Capture::new(live, dir, &[])?;
-            let st = replay(sw, &mut ports, log, args)?;
+            let st = replay(sw, &mut ports, log, args, grpc.as_ref())?;
             ports.flush()?;
             (st, ports.inner().stats())
         }
         None => {
             let mut ports = live;
-            let st = replay(sw, &mut ports, log, args)?;
+            let st = replay(sw, &mut ports, log, args, grpc.as_ref())?;
             ports.flush()?;
             (st, ports.stats())
         }
@@ -617,6 +880,7 @@ fn replay(
     ports: &mut dyn PortIo,
     log: &mut Logger,
     args: &RunArgs,
+    grpc: Option<&Grpc>,
 ) -> anyhow::Result<(Stats, Duration)> {
     let mut st = Stats::default();
     let mut buf = Vec::with_capacity(2048);
@@ -665,21 +929,35 @@ fn replay(
         for l in &lines {
             log.log(Level::Info, pkt, l)?;
         }
-        // HOOK (lead wires it): digests belong to the control plane's learning listener;
-        // until one exists they are counted and discarded.
         st.digests += digests.len() as u64;
-        if !digests.is_empty() && log.on(Level::Debug) {
-            log.log(
-                Level::Debug,
-                pkt,
-                &format!("{} digest(s) generated (no listener)", digests.len()),
-            )?;
-        }
         if out.is_empty() {
             st.dropped += 1;
             if log.on(Level::Debug) {
                 log.log(Level::Debug, pkt, "Packet dropped (no output)")?;
             }
+        }
+        if let Some(g) = grpc {
+            // With the switch lock released: CPU-port outputs become packet-in, digests go to
+            // the controller; packet-outs queued for file ports are written here.
+            if !out.is_empty() {
+                out = g.handle.deliver_outputs(std::mem::take(&mut out));
+            }
+            if !digests.is_empty() {
+                g.handle.deliver_digests(digests);
+            }
+            if let Some(rx) = &g.packet_outs {
+                while let Ok(batch) = rx.try_recv() {
+                    for o in batch {
+                        ports.send(o.port, wall_ns(), &o.data)?;
+                    }
+                }
+            }
+        } else if !digests.is_empty() && log.on(Level::Debug) {
+            log.log(
+                Level::Debug,
+                pkt,
+                &format!("{} digest(s) generated (no listener)", digests.len()),
+            )?;
         }
         for o in &out {
             let ts = if wall_out { wall_ns() } else { m.ts_ns };
@@ -771,6 +1049,39 @@ mod tests {
     }
 
     #[test]
+    fn simple_switch_grpc_target_options_configure_p4runtime() {
+        let mut a = RunArgs {
+            target_options: ["--grpc-server-addr", "127.0.0.1:50051", "--drop-port=64"]
+                .iter()
+                .chain(&["--cpu-port=255"])
+                .map(|s| s.to_string())
+                .collect(),
+            ..RunArgs::default()
+        };
+        take_grpc_target_options(&mut a).unwrap();
+        assert_eq!(
+            a.control.grpc_addr,
+            Some("127.0.0.1:50051".parse().unwrap())
+        );
+        assert_eq!(a.control.cpu_port, Some(255));
+        assert_eq!(a.target_options, vec!["--drop-port=64".to_string()]);
+        assert_eq!(switch_options(&a).unwrap().drop_port, 64);
+        for (bad, want) in [
+            (&["--cpu-port"][..], "needs a value"),
+            (&["--cpu-port", "x"][..], "not a port"),
+            (&["--grpc-server-addr=nowhere"][..], "not an address"),
+            (&["--grpc-server-ssl"][..], "not supported"),
+        ] {
+            let mut a = RunArgs {
+                target_options: bad.iter().map(|s| s.to_string()).collect(),
+                ..RunArgs::default()
+            };
+            let e = take_grpc_target_options(&mut a).unwrap_err().to_string();
+            assert!(e.contains(want), "{bad:?}: {e}");
+        }
+    }
+
+    #[test]
     fn json_after_valueless_use_files_or_pcap_is_the_program() {
         let mut a = RunArgs {
             use_files: Some("prog.json".into()),
@@ -791,6 +1102,13 @@ mod tests {
             ..RunArgs::default()
         };
         assert!(fix_optional_values(&mut a).is_err());
+        // P4 source is a program too (tern compiles it).
+        let mut a = RunArgs {
+            use_files: Some("prog.p4".into()),
+            ..RunArgs::default()
+        };
+        assert_eq!(fix_optional_values(&mut a).unwrap(), 0);
+        assert_eq!(a.json, Some(PathBuf::from("prog.p4")));
     }
 
     #[test]

@@ -11,9 +11,12 @@ mod cmd_cli;
 mod cmd_compile;
 mod cmd_demo;
 mod cmd_kv;
+mod cmd_kv_exp;
+mod cmd_kv_up;
 mod cmd_p4rt;
 mod cmd_run;
 mod cmd_test;
+mod kv_sim;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -67,7 +70,6 @@ struct SimpleSwitchCli {
 
 /// simple_switch options tern does not implement: refused by name rather than misparsed.
 const UNSUPPORTED: &[&str] = &[
-    "--no-p4",
     "--packet-in",
     "--notifications-addr",
     "--restore-state",
@@ -90,8 +92,10 @@ fn unsupported_option(args: &[std::ffi::OsString]) -> Option<&'static str> {
         })
 }
 
-/// The `simple_switch` entry point: exit status 1 on bad options, like simple_switch.
-fn simple_switch_main(argv: Vec<std::ffi::OsString>) -> ExitCode {
+/// The `simple_switch` entry point: exit status 1 on bad options, like simple_switch. As
+/// `simple_switch_grpc` (`grpc`), P4Runtime is served on 0.0.0.0:9559 unless
+/// `--grpc-server-addr` says otherwise.
+fn simple_switch_main(argv: Vec<std::ffi::OsString>, grpc: bool) -> ExitCode {
     if let Some(opt) = unsupported_option(argv.get(1..).unwrap_or(&[])) {
         eprintln!(
             "Error while parsing command line arguments\n\
@@ -110,7 +114,15 @@ fn simple_switch_main(argv: Vec<std::ffi::OsString>) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    report(cmd_run::run(cli.run))
+    let mut run = cli.run;
+    let addr_given = argv.iter().any(|a| {
+        let a = a.to_string_lossy();
+        a.starts_with("--grpc-server-addr") || a.starts_with("--grpc-addr")
+    });
+    if grpc && !addr_given {
+        run.control.grpc_addr = Some(std::net::SocketAddr::from(([0, 0, 0, 0], 9559)));
+    }
+    report(cmd_run::run(run))
 }
 
 fn report(result: anyhow::Result<ExitCode>) -> ExitCode {
@@ -129,8 +141,10 @@ fn main() -> ExitCode {
         .first()
         .and_then(|a| std::path::Path::new(a).file_name())
         .map(|n| n.to_string_lossy().into_owned());
-    if invoked_as.as_deref() == Some("simple_switch") {
-        return simple_switch_main(argv);
+    match invoked_as.as_deref() {
+        Some("simple_switch") => return simple_switch_main(argv, false),
+        Some("simple_switch_grpc") => return simple_switch_main(argv, true),
+        _ => {}
     }
     if argv.get(1).is_some_and(|a| a == "run") {
         if let Some(opt) = unsupported_option(&argv[2..]) {

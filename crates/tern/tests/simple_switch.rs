@@ -130,10 +130,7 @@ fn simple_switch_bad_options_exit_1_with_its_message() {
             vec!["--bogus", "x.json"],
             "Error while parsing command line arguments",
         ),
-        (
-            vec!["--no-p4"],
-            "simple_switch option --no-p4 is not supported by tern",
-        ),
+        (vec!["--no-p4"], "--no-p4 needs --grpc-addr"),
         (
             vec!["--notifications-addr=ipc:///tmp/x", "x.json"],
             "option --notifications-addr is not supported",

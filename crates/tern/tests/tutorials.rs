@@ -51,6 +51,40 @@ fn every_tutorial_stf_passes() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// The compiler's feature programs with an STF file beside them (`p4/tests/X.p4` and
+/// `p4/tests/X.stf`) pass it through `tern test`.
+#[test]
+fn every_feature_program_stf_passes() {
+    let dir = Path::new(ROOT).join("p4/tests");
+    let mut stfs: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "stf"))
+        .collect();
+    stfs.sort();
+    assert!(!stfs.is_empty(), "no STF files in p4/tests");
+    let mut failures = Vec::new();
+    for stf in &stfs {
+        let p4 = stf.with_extension("p4");
+        assert!(p4.exists(), "{} has no program beside it", stf.display());
+        let o = Command::new(env!("CARGO_BIN_EXE_tern"))
+            .arg("test")
+            .arg(&p4)
+            .arg(stf)
+            .output()
+            .unwrap();
+        if !o.status.success() {
+            failures.push(format!(
+                "{}:\n{}{}",
+                stf.display(),
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 #[test]
 fn a_wrong_expectation_fails_the_run() {
     let stf = Path::new(ROOT).join("tests/stf/basic.stf");

@@ -779,17 +779,57 @@ impl Lower {
             );
         }
         let mut binds = Vec::new();
+        // out/inout arguments through a run-time stack index: copied in and out of a
+        // temporary, the index evaluated once (argument, index node, elements, index temp,
+        // temporary).
+        let mut writebacks: Vec<(Expr, Pos, usize, m::FieldRef, Place)> = Vec::new();
         for (i, p) in params.iter().enumerate() {
             let t = self.ty(&p.ty)?;
             let a = match args.get(i).or(p.default.as_ref()) {
                 Some(a) => a,
                 None => return err(pos, format!("missing argument `{}`", p.name)),
             };
+            if matches!(p.dir, Some("out") | Some("inout")) {
+                if let Some((at, base, idx)) = self.dyn_index_in_chain(a)? {
+                    if self.mode != Mode::Action {
+                        return err(
+                            a.pos,
+                            "run-time header stack indices are only supported in controls",
+                        );
+                    }
+                    let (n, itmp) = self.dyn_index_setup(&base, &idx)?;
+                    let tmp = self.alloc(&p.name, &t, a.pos, false)?;
+                    if p.dir == Some("inout") {
+                        for k in 0..n {
+                            let jz = self.jump_if_zero(op(
+                                m::Op::Eq,
+                                Some(m::Expr::Field(itmp)),
+                                Some(cnst(k as i128)),
+                            ));
+                            let v = self.expr(&replace_index(a, at, k))?;
+                            let v = self.convert(v, &t, a.pos)?;
+                            self.assign_val(&tmp, v, a.pos)?;
+                            let here = self.cur.len();
+                            self.patch_jump(jz, here);
+                        }
+                    }
+                    writebacks.push((a.clone(), at, n, itmp, tmp.clone()));
+                    binds.push((p.name.clone(), Val::Place(tmp)));
+                    continue;
+                }
+            }
             let v = self.expr(a)?;
             let v = self.convert(v, &t, a.pos)?;
             let bound = match p.dir {
                 Some("out") | Some("inout") => match &v {
-                    Val::Place(_) => v,
+                    Val::Place(place) => {
+                        // An `out` argument starts uninitialized in the callee: headers in it
+                        // are invalid (it is bound by reference, so invalidate it here).
+                        if p.dir == Some("out") && self.mode == Mode::Action {
+                            self.invalidate_headers(place);
+                        }
+                        v
+                    }
                     _ => {
                         return err(
                             a.pos,
@@ -843,7 +883,40 @@ impl Lower {
         for j in jumps {
             self.patch_jump(j, end);
         }
+        for (a, at, n, itmp, tmp) in writebacks {
+            for k in 0..n {
+                let jz = self.jump_if_zero(op(
+                    m::Op::Eq,
+                    Some(m::Expr::Field(itmp)),
+                    Some(cnst(k as i128)),
+                ));
+                let Val::Place(dst) = self.expr(&replace_index(&a, at, k))? else {
+                    return err(a.pos, "this argument is not assignable");
+                };
+                self.assign_val(&dst, Val::Place(tmp.clone()), a.pos)?;
+                let here = self.cur.len();
+                self.patch_jump(jz, here);
+            }
+        }
         Ok(ret_slot.map(Val::Place))
+    }
+
+    /// `setInvalid()` on every header in a place (a header, a stack or a struct of them).
+    fn invalidate_headers(&mut self, p: &Place) {
+        match p {
+            Place::Header(h, _) => self.emit(prim("remove_header", vec![m::Arg::Header(*h)])),
+            Place::Stack { headers, .. } => {
+                for h in headers.clone() {
+                    self.emit(prim("remove_header", vec![m::Arg::Header(h)]));
+                }
+            }
+            Place::Struct(_, fields) => {
+                for (_, f) in fields.clone() {
+                    self.invalidate_headers(&f);
+                }
+            }
+            _ => {}
+        }
     }
 
     fn patch_jump(&mut self, at: usize, target: usize) {
@@ -997,14 +1070,29 @@ impl Lower {
 
     fn assign(&mut self, l: &Expr, r: &Expr, pos: Pos) -> R<()> {
         if let ExprKind::Slice(base, h, lo) = &l.kind {
+            // Nested slices `x[a:b][c:d]` write `x[b+c:b+d]`.
+            let mut hi = self.const_u32(h, "a slice bound")?;
+            let mut lo = self.const_u32(lo, "a slice bound")?;
+            let mut base = base;
+            while let ExprKind::Slice(b2, h2, l2) = &base.kind {
+                let h2 = self.const_u32(h2, "a slice bound")?;
+                let l2 = self.const_u32(l2, "a slice bound")?;
+                if hi < lo || hi > h2.saturating_sub(l2) || h2 < l2 {
+                    return err(
+                        l.pos,
+                        format!("slice [{hi}:{lo}] is out of range of slice [{h2}:{l2}]"),
+                    );
+                }
+                hi += l2;
+                lo += l2;
+                base = b2;
+            }
             let bv = self.expr(base)?;
             let (f, t) = self.field_of(&bv, base.pos)?;
             let w = match t {
                 Ty::Bit(w) | Ty::Int(w) => w,
                 _ => return err(base.pos, "only bit<W>/int<W> values can be sliced"),
             };
-            let hi = self.const_u32(h, "a slice bound")?;
-            let lo = self.const_u32(lo, "a slice bound")?;
             if hi < lo || hi >= w {
                 return err(
                     l.pos,

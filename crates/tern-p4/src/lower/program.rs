@@ -1101,13 +1101,38 @@ impl Lower {
             return err(d.pos, "cannot instantiate this type");
         };
         if let Some(cd) = self.find_decl(kind) {
-            if matches!(cd.kind, DeclKind::Control { .. }) {
-                if !args.is_empty() {
+            if let DeclKind::Control { ctor_params, .. } = &cd.kind {
+                if args.len() != ctor_params.len() {
                     return err(
                         d.pos,
-                        "constructor arguments for controls are not supported",
+                        format!(
+                            "control `{kind}` expects {} constructor argument(s) but got {}",
+                            ctor_params.len(),
+                            args.len()
+                        ),
                     );
                 }
+                // Constructor arguments: control instances (bound by name) and compile-time
+                // constants.
+                let mut vals = Vec::new();
+                for (p, a) in ctor_params.iter().zip(args) {
+                    let v = self.expr(a)?;
+                    let v = match v {
+                        Val::Place(Place::Control(..)) => v,
+                        Val::Const(..) => {
+                            let t = self.ty(&p.ty)?;
+                            self.convert(v, &t, a.pos)?
+                        }
+                        _ => {
+                            return err(
+                                a.pos,
+                                "constructor arguments must be control instances or compile-time constants",
+                            )
+                        }
+                    };
+                    vals.push(v);
+                }
+                self.ctor_args.insert((kind.clone(), name.clone()), vals);
                 self.scope
                     .set(name, Val::Place(Place::Control(kind.clone(), name.clone())));
                 return Ok(());
@@ -1368,8 +1393,19 @@ impl Lower {
             if let ExprKind::Member(t, m) = &c.kind {
                 if m == "apply" {
                     if let ExprKind::Name(n) = &t.kind {
-                        if let Some(Val::Place(Place::Control(ct, inst))) = self.scope.get(n) {
-                            return Some((ct.clone(), inst.clone(), a.clone()));
+                        match self.scope.get(n) {
+                            Some(Val::Place(Place::Control(ct, inst))) => {
+                                return Some((ct.clone(), inst.clone(), a.clone()));
+                            }
+                            // A control type applied directly (`C.apply(…)`): an instance of
+                            // its own, named like the type.
+                            None if self
+                                .find_decl(n)
+                                .is_some_and(|d| matches!(d.kind, DeclKind::Control { .. })) =>
+                            {
+                                return Some((n.clone(), n.clone(), a.clone()));
+                            }
+                            _ => {}
                         }
                     }
                 }
@@ -1392,6 +1428,7 @@ impl Lower {
         };
         let DeclKind::Control {
             params,
+            ctor_params,
             locals,
             apply,
             ..
@@ -1399,6 +1436,20 @@ impl Lower {
         else {
             return err(pos, format!("`{ctl}` is not a control"));
         };
+        let ctor_vals = self
+            .ctor_args
+            .get(&(ctl.to_string(), inst.to_string()))
+            .cloned()
+            .unwrap_or_default();
+        if ctor_vals.len() != ctor_params.len() {
+            return err(
+                pos,
+                format!(
+                    "control `{ctl}` needs {} constructor argument(s); instantiate it with them",
+                    ctor_params.len()
+                ),
+            );
+        }
         if args.len() != params.len() {
             return err(
                 pos,
@@ -1445,6 +1496,9 @@ impl Lower {
         let saved_actions = std::mem::take(&mut self.local_actions);
         let saved_tables = std::mem::take(&mut self.tables);
         self.scope.push();
+        for (p, v) in ctor_params.iter().zip(ctor_vals) {
+            self.scope.set(&p.name, v);
+        }
         for (n, v) in binds {
             self.scope.set(&n, v);
         }
@@ -1488,6 +1542,225 @@ impl Lower {
         }
     }
 
+    /// Does `e` apply a table somewhere inside?
+    fn contains_apply(&self, e: &Expr) -> bool {
+        if self.table_of_apply(e).is_some() {
+            return true;
+        }
+        match &e.kind {
+            ExprKind::Member(b, _) | ExprKind::Unary(_, b) | ExprKind::Cast(_, b) => {
+                self.contains_apply(b)
+            }
+            ExprKind::Index(a, b)
+            | ExprKind::Binary(_, a, b)
+            | ExprKind::Mask(a, b)
+            | ExprKind::Range(a, b) => self.contains_apply(a) || self.contains_apply(b),
+            ExprKind::Slice(a, b, c) | ExprKind::Ternary(a, b, c) => {
+                self.contains_apply(a) || self.contains_apply(b) || self.contains_apply(c)
+            }
+            ExprKind::Call(c, _, args) => {
+                self.contains_apply(c) || args.iter().any(|a| self.contains_apply(a))
+            }
+            ExprKind::List(items) => items.iter().any(|a| self.contains_apply(a)),
+            ExprKind::NamedList(items) => items.iter().any(|(_, a)| self.contains_apply(a)),
+            _ => false,
+        }
+    }
+
+    /// A statement that uses `t.apply().hit` (or `.miss`) inside a larger expression, rewritten
+    /// into statements the control-flow lowering handles: each table application becomes an
+    /// `if (t.apply().hit)` that sets a temporary, run only where the expression would evaluate
+    /// it (`&&`, `||` and `?:` are short-circuiting). `None` when there is nothing to rewrite.
+    fn hoist_applies(&mut self, s: &Stmt) -> Option<Vec<Stmt>> {
+        let mut decls = Vec::new();
+        let mut pre = Vec::new();
+        let last = match &s.kind {
+            StmtKind::Assign(l, r) if self.hit_test(r).is_none() && self.contains_apply(r) => {
+                let r = self.hoist(r, &mut decls, &mut pre);
+                StmtKind::Assign(l.clone(), r)
+            }
+            StmtKind::Var(d) => {
+                let DeclKind::Var {
+                    ty,
+                    name,
+                    init: Some(i),
+                } = &d.kind
+                else {
+                    return None;
+                };
+                if self.hit_test(i).is_some() || !self.contains_apply(i) {
+                    return None;
+                }
+                decls.push(Stmt {
+                    kind: StmtKind::Var(Decl {
+                        annotations: d.annotations.clone(),
+                        kind: DeclKind::Var {
+                            ty: ty.clone(),
+                            name: name.clone(),
+                            init: None,
+                        },
+                        pos: d.pos,
+                    }),
+                    pos: s.pos,
+                });
+                let r = self.hoist(i, &mut decls, &mut pre);
+                StmtKind::Assign(
+                    Expr {
+                        kind: ExprKind::Name(name.clone()),
+                        pos: d.pos,
+                    },
+                    r,
+                )
+            }
+            StmtKind::If(c, a, b) if self.hit_test(c).is_none() && self.contains_apply(c) => {
+                let c = self.hoist(c, &mut decls, &mut pre);
+                StmtKind::If(c, a.clone(), b.clone())
+            }
+            StmtKind::Call(e)
+                if self.table_of_apply(e).is_none()
+                    && self.subcontrol_of(e).is_none()
+                    && self.contains_apply(e) =>
+            {
+                StmtKind::Call(self.hoist(e, &mut decls, &mut pre))
+            }
+            StmtKind::Switch(e, cases)
+                if !matches!(&e.kind, ExprKind::Member(_, m) if m == "action_run")
+                    && self.contains_apply(e) =>
+            {
+                StmtKind::Switch(self.hoist(e, &mut decls, &mut pre), cases.clone())
+            }
+            _ => return None,
+        };
+        decls.extend(pre);
+        decls.push(Stmt {
+            kind: last,
+            pos: s.pos,
+        });
+        Some(decls)
+    }
+
+    /// A fresh `bool` temporary declared in `decls`; returns its name.
+    fn hoist_temp(&mut self, decls: &mut Vec<Stmt>, pos: Pos) -> String {
+        let name = self.unique("$hoisted");
+        decls.push(Stmt {
+            kind: StmtKind::Var(Decl {
+                annotations: vec![],
+                kind: DeclKind::Var {
+                    ty: TypeRef::Bool,
+                    name: name.clone(),
+                    init: None,
+                },
+                pos,
+            }),
+            pos,
+        });
+        name
+    }
+
+    fn hoist(&mut self, e: &Expr, decls: &mut Vec<Stmt>, pre: &mut Vec<Stmt>) -> Expr {
+        if !self.contains_apply(e) {
+            return e.clone();
+        }
+        let pos = e.pos;
+        let name = |n: &str| Expr {
+            kind: ExprKind::Name(n.to_string()),
+            pos,
+        };
+        let set = |n: &str, v: Expr| Stmt {
+            kind: StmtKind::Assign(
+                Expr {
+                    kind: ExprKind::Name(n.to_string()),
+                    pos,
+                },
+                v,
+            ),
+            pos,
+        };
+        let not = |x: Expr| Expr {
+            kind: ExprKind::Unary("!", Box::new(x)),
+            pos,
+        };
+        let block = |ss: Vec<Stmt>| {
+            Box::new(Stmt {
+                kind: StmtKind::Block(ss),
+                pos,
+            })
+        };
+        if self.hit_test(e).is_some() {
+            let t = self.hoist_temp(decls, pos);
+            let b = |v: bool| Expr {
+                kind: ExprKind::Bool(v),
+                pos,
+            };
+            pre.push(Stmt {
+                kind: StmtKind::If(
+                    e.clone(),
+                    block(vec![set(&t, b(true))]),
+                    Some(block(vec![set(&t, b(false))])),
+                ),
+                pos,
+            });
+            return name(&t);
+        }
+        let bx = |x: Expr| Box::new(x);
+        let kind = match &e.kind {
+            ExprKind::Binary(o, a, b) if *o == "&&" || *o == "||" => {
+                let a2 = self.hoist(a, decls, pre);
+                if !self.contains_apply(b) {
+                    ExprKind::Binary(o, bx(a2), b.clone())
+                } else {
+                    let t = self.hoist_temp(decls, pos);
+                    pre.push(set(&t, a2));
+                    let mut inner = Vec::new();
+                    let b2 = self.hoist(b, decls, &mut inner);
+                    inner.push(set(&t, b2));
+                    let cond = if *o == "&&" { name(&t) } else { not(name(&t)) };
+                    pre.push(Stmt {
+                        kind: StmtKind::If(cond, block(inner), None),
+                        pos,
+                    });
+                    return name(&t);
+                }
+            }
+            ExprKind::Ternary(c, x, y) => {
+                let c2 = self.hoist(c, decls, pre);
+                let t = self.hoist_temp(decls, pos);
+                pre.push(set(&t, c2));
+                let mut arm = |this: &mut Self, v: &Expr, cond: Expr, pre: &mut Vec<Stmt>| {
+                    if !this.contains_apply(v) {
+                        return v.clone();
+                    }
+                    let mut inner = Vec::new();
+                    let v2 = this.hoist(v, decls, &mut inner);
+                    pre.push(Stmt {
+                        kind: StmtKind::If(cond, block(inner), None),
+                        pos,
+                    });
+                    v2
+                };
+                let x2 = arm(self, x, name(&t), pre);
+                let y2 = arm(self, y, not(name(&t)), pre);
+                ExprKind::Ternary(bx(name(&t)), bx(x2), bx(y2))
+            }
+            ExprKind::Binary(o, a, b) => ExprKind::Binary(
+                o,
+                bx(self.hoist(a, decls, pre)),
+                bx(self.hoist(b, decls, pre)),
+            ),
+            ExprKind::Unary(o, a) => ExprKind::Unary(o, bx(self.hoist(a, decls, pre))),
+            ExprKind::Cast(t, a) => ExprKind::Cast(t.clone(), bx(self.hoist(a, decls, pre))),
+            ExprKind::Call(c, targs, args) => {
+                let args = args.iter().map(|a| self.hoist(a, decls, pre)).collect();
+                ExprKind::Call(c.clone(), targs.clone(), args)
+            }
+            ExprKind::List(items) => {
+                ExprKind::List(items.iter().map(|a| self.hoist(a, decls, pre)).collect())
+            }
+            other => other.clone(),
+        };
+        Expr { kind, pos }
+    }
+
     fn flush_items(&mut self, out: &mut Vec<Item>, _pos: Pos) {
         // `exit` inside inlined actions jumps to the end of the group's hidden action.
         if let Some(frame) = self.return_jumps.first_mut() {
@@ -1513,6 +1786,10 @@ impl Lower {
 
     fn items_into(&mut self, ss: &[Stmt], out: &mut Vec<Item>) -> R<()> {
         for s in ss {
+            if let Some(rewritten) = self.hoist_applies(s) {
+                self.items_into(&rewritten, out)?;
+                continue;
+            }
             match &s.kind {
                 StmtKind::Call(e) if self.subcontrol_of(e).is_some() => {
                     let (ct, inst, args) = self.subcontrol_of(e).unwrap_or_default();
@@ -1815,7 +2092,15 @@ impl Lower {
     fn hidden_table(&mut self, prims: Vec<m::Primitive>, next: Option<m::Node>) -> m::Node {
         let an = self.unique("act");
         let a = self.new_action(an.clone(), vec![], prims, true);
-        let tn = self.unique(&format!("tbl_{an}"));
+        // Hidden table names end in a digit (p4c's end in a source line number), so a table
+        // named by its suffix in an STF file (`t`) is never ambiguous with them.
+        let base = format!("tbl_{an}");
+        let base = if base.ends_with(|c: char| c.is_ascii_digit()) {
+            base
+        } else {
+            format!("{base}_0")
+        };
+        let tn = self.unique(&base);
         let pl = &mut self.prog.pipelines[self.pipeline];
         let idx = pl.tables.len() as u32;
         pl.tables.push(m::Table {
@@ -1845,6 +2130,26 @@ impl Lower {
 
     /// Lower (once) an action usable in tables; returns its index.
     pub(super) fn table_action(&mut self, name: &str, pos: Pos) -> R<u32> {
+        self.table_action_bound(name, pos, &[])
+    }
+
+    /// Number of leading directional parameters of action `name` (bound in the actions list).
+    fn directional_params(&self, name: &str) -> usize {
+        let d = self
+            .local_actions
+            .get(name)
+            .or_else(|| self.global_actions.get(name));
+        match d.map(|d| &d.kind) {
+            Some(DeclKind::Action { params, .. }) => {
+                params.iter().take_while(|p| p.dir.is_some()).count()
+            }
+            _ => 0,
+        }
+    }
+
+    /// A table's action; `bound` are the arguments of its directional parameters as the
+    /// actions list gives them (`a(hdr.x)`), bound by reference like a direct call.
+    fn table_action_bound(&mut self, name: &str, pos: Pos, bound: &[Expr]) -> R<u32> {
         let (d, local) = match self.local_actions.get(name) {
             Some(d) => (d.clone(), true),
             None => match self.global_actions.get(name) {
@@ -1860,7 +2165,7 @@ impl Lower {
                 None => name.to_string(),
             }
         };
-        let key = format!(
+        let mut key = format!(
             "{}/{qn}",
             if local {
                 self.control_name.as_str()
@@ -1868,6 +2173,10 @@ impl Lower {
                 ""
             }
         );
+        for b in bound {
+            key.push('/');
+            key.push_str(&expr_text(b));
+        }
         if let Some(i) = self.action_index.get(&key) {
             return Ok(*i);
         }
@@ -1882,17 +2191,40 @@ impl Lower {
         self.scope.push();
         let mut rd = Vec::new();
         let mut res = Ok(());
+        let nbound = bound.len();
         for (i, p) in params.iter().enumerate() {
             if p.dir.is_some() {
-                res = err(
-                    p.pos,
-                    format!(
-                        "action `{name}` used in a table cannot have directional parameter `{}`",
-                        p.name
-                    ),
-                );
-                break;
+                let Some(a) = bound.get(i) else {
+                    res = err(
+                        p.pos,
+                        format!(
+                            "directional parameter `{}` of action `{name}` must be bound in the table's actions list, like `{name}(…)`",
+                            p.name
+                        ),
+                    );
+                    break;
+                };
+                let v = match self.ty(&p.ty).and_then(|t| {
+                    let v = self.expr(a)?;
+                    self.convert(v, &t, a.pos)
+                }) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        res = Err(e);
+                        break;
+                    }
+                };
+                if matches!(p.dir, Some("out") | Some("inout")) && !matches!(v, Val::Place(_)) {
+                    res = err(
+                        a.pos,
+                        format!("argument for `{}` must be an l-value", p.name),
+                    );
+                    break;
+                }
+                self.scope.set(&p.name, v);
+                continue;
             }
+            let i = i - nbound;
             match self.ty(&p.ty) {
                 Ok(t) => {
                     let w = match &t {
@@ -1951,7 +2283,11 @@ impl Lower {
         match &e.kind {
             ExprKind::Name(n) => Ok((n.clone(), self.table_action(n, e.pos)?, vec![])),
             ExprKind::Call(c, _, args) => match &c.kind {
-                ExprKind::Name(n) => Ok((n.clone(), self.table_action(n, c.pos)?, args.clone())),
+                ExprKind::Name(n) => {
+                    let k = self.directional_params(n).min(args.len());
+                    let ai = self.table_action_bound(n, c.pos, &args[..k])?;
+                    Ok((n.clone(), ai, args[k..].to_vec()))
+                }
                 _ => err(e.pos, "expected an action name"),
             },
             _ => err(e.pos, "expected an action name or call"),
@@ -2109,16 +2445,7 @@ impl Lower {
                     }
                 }
                 TableProp::Entries { entries, .. } => {
-                    // `@priority(N)` is another spelling of `priority = N :`.
-                    let mut es = entries.clone();
-                    for e in &mut es {
-                        if e.priority.is_none() {
-                            if let Some(a) = annotation(&e.annotations, "priority") {
-                                e.priority = a.args.first().cloned();
-                            }
-                        }
-                    }
-                    entries_ast = Some(es);
+                    entries_ast = Some(entries.clone());
                 }
                 TableProp::Value {
                     name,
@@ -2275,6 +2602,22 @@ impl Lower {
                     let max = p4.iter().copied().max().unwrap_or(0);
                     for (o, p) in out.iter_mut().zip(p4) {
                         o.priority = (max + 1 - p).clamp(1, i32::MAX as i64) as i32;
+                    }
+                }
+                // `@priority(N)` (the older annotation form) is BMv2's own priority, as p4c
+                // passes it through: the smallest value wins. Other entries keep their position.
+                for (o, e) in out.iter_mut().zip(&es) {
+                    if e.priority.is_some() {
+                        continue;
+                    }
+                    if let Some(v) =
+                        annotation(&e.annotations, "priority").and_then(|a| a.args.first().cloned())
+                    {
+                        let n = self.const_arg_i(&v)?;
+                        if !(1..=i32::MAX as i128).contains(&n) {
+                            return err(v.pos, format!("entry priority {n} is out of range"));
+                        }
+                        o.priority = n as i32;
                     }
                 }
                 meta.has_const_entries = true;

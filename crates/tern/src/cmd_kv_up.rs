@@ -1,0 +1,790 @@
+//! `tern kv up` / `tern kv down`: bring up a key-value topology, optionally run one client
+//! command in it, and tear it down on exit or ctrl-c.
+//!
+//! Modes:
+//! * `loopback`: `tern kv server` processes on 127.0.0.1 (no switch);
+//! * `inproc`: the servers as threads of this process on loopback (no switch);
+//! * `sim`: `inproc` plus the switch program run in this process between clients and servers
+//!   (see `kv_sim`);
+//! * `netns`: client and server hosts in network namespaces, each joined by a veth pair to a
+//!   switch namespace that runs tern (`tern run` on live ports with `p4/kv/forward.p4`, compiled
+//!   by tern's own compiler, and its `forward` entries installed with `--commands`) or, with
+//!   `--switch bridge`, a Linux bridge.
+//!
+//! Every namespace is named `tkv<pid>-…` after the `tern kv up` process that made it, so
+//! `tern kv down` (and every `up`) can remove what a killed run left behind.
+
+use anyhow::{bail, Context};
+use serde::Deserialize;
+use std::io::{BufRead, BufReader, Write};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The switch program used when `--program` is not given.
+pub const FORWARD_P4: &str = include_str!("../../../p4/kv/forward.p4");
+/// Name of the program's per-port key-value packet counter.
+const KV_COUNTER: &str = "KvIngress.kv_packets";
+/// First server UDP port (FarReach's servers listen on 1152 + index).
+const BASE_PORT: u16 = 1152;
+
+/// `tern kv up`
+#[derive(clap::Args, Debug, Default)]
+#[command(after_help = "Examples:\n  \
+    tern kv up --mode loopback --servers 4            # servers until ctrl-c; prints --servers\n  \
+    tern kv up --mode netns --servers 2 -- tern kv bench --workload a\n  \
+    tern kv up --mode sim --servers 4 -- tern kv bench --workload c   # switch in this process\n  \
+    tern kv up --config topo.json -- tern kv bench --workload c --json c.json\n\n\
+    The command after `--` runs once everything answers (in the first client namespace in \
+    netns mode), with `{servers}` in its arguments and the TERN_KV_SERVERS environment \
+    variable set to the server list (`tern kv bench` reads it when --servers is not given); a \
+    leading `tern` is this binary. Its exit status is `up`'s. Without a command, `up` waits \
+    for ctrl-c. Namespaces, veths, switch and servers are removed on exit and on ctrl-c.\n\n\
+    Config file (JSON; command-line options win): {\"mode\": \"netns\", \"switch\": \"tern\", \
+    \"servers\": 4, \"server_hosts\": 2, \"clients\": 1, \"partitions\": 1, \"workers\": 2, \
+    \"program\": \"p4/kv/forward.p4\", \"dir\": \"/tmp/kv\"}")]
+pub struct UpArgs {
+    /// JSON topology file (keys as the long options, with underscores).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// loopback, inproc, sim or netns.
+    #[arg(long)]
+    mode: Option<String>,
+    /// netns switch: tern (default) or bridge.
+    #[arg(long)]
+    switch: Option<String>,
+    /// Storage servers (ports 1152 + i).
+    #[arg(long)]
+    servers: Option<usize>,
+    /// netns: namespaces the servers are spread over (round robin).
+    #[arg(long)]
+    server_hosts: Option<usize>,
+    /// netns: client namespaces (the command runs in the first).
+    #[arg(long)]
+    clients: Option<usize>,
+    /// RocksDB partitions per server.
+    #[arg(long)]
+    partitions: Option<usize>,
+    /// Worker threads per server.
+    #[arg(long)]
+    workers: Option<usize>,
+    /// Switch program for `--switch tern` (P4-16 source or BMv2 JSON; default: the built-in
+    /// p4/kv/forward.p4). It must have table `forward` (exact on the destination IPv4 address,
+    /// action `to_port(port)`).
+    #[arg(long)]
+    program: Option<PathBuf>,
+    /// Working directory (data, logs, compiled program; default: a temporary one, removed).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// loopback: first server port (netns always uses FarReach's 1152 + i).
+    #[arg(long, default_value_t = BASE_PORT)]
+    base_port: u16,
+    /// Seconds to wait for every server to answer through the topology.
+    #[arg(long, default_value_t = 30)]
+    ready_timeout: u64,
+    /// Command to run once the topology is up (after `--`).
+    #[arg(last = true)]
+    command: Vec<String>,
+}
+
+/// `tern kv down`
+#[derive(clap::Args, Debug)]
+pub struct DownArgs {
+    /// Remove every `tkv*` namespace, not only those of `tern kv up` processes that are gone.
+    #[arg(long)]
+    all: bool,
+}
+
+/// The topology file.
+#[derive(Deserialize, Default, Debug)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    mode: Option<String>,
+    switch: Option<String>,
+    servers: Option<usize>,
+    server_hosts: Option<usize>,
+    clients: Option<usize>,
+    partitions: Option<usize>,
+    workers: Option<usize>,
+    program: Option<PathBuf>,
+    dir: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Loopback,
+    Inproc,
+    Sim,
+    Netns,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SwitchKind {
+    Tern,
+    Bridge,
+}
+
+/// The merged settings.
+#[derive(Debug)]
+struct Settings {
+    mode: Mode,
+    switch: SwitchKind,
+    servers: usize,
+    server_hosts: usize,
+    clients: usize,
+    partitions: usize,
+    workers: usize,
+    program: Option<PathBuf>,
+    dir: Option<PathBuf>,
+}
+
+fn settings(a: &UpArgs) -> anyhow::Result<Settings> {
+    let file = match &a.config {
+        Some(p) => {
+            let text =
+                std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+            serde_json::from_str::<FileConfig>(&text)
+                .with_context(|| format!("{}: not a topology file", p.display()))?
+        }
+        None => FileConfig::default(),
+    };
+    let mode = match a
+        .mode
+        .clone()
+        .or(file.mode)
+        .as_deref()
+        .unwrap_or("loopback")
+    {
+        "loopback" => Mode::Loopback,
+        "inproc" => Mode::Inproc,
+        "sim" => Mode::Sim,
+        "netns" => Mode::Netns,
+        other => bail!("mode {other:?}: expected loopback, inproc, sim or netns"),
+    };
+    let switch = match a
+        .switch
+        .clone()
+        .or(file.switch)
+        .as_deref()
+        .unwrap_or("tern")
+    {
+        "tern" => SwitchKind::Tern,
+        "bridge" => SwitchKind::Bridge,
+        other => bail!("switch {other:?}: expected tern or bridge"),
+    };
+    let s = Settings {
+        mode,
+        switch,
+        servers: a.servers.or(file.servers).unwrap_or(2),
+        server_hosts: a.server_hosts.or(file.server_hosts).unwrap_or(1),
+        clients: a.clients.or(file.clients).unwrap_or(1),
+        partitions: a.partitions.or(file.partitions).unwrap_or(1),
+        workers: a.workers.or(file.workers).unwrap_or(2),
+        program: a.program.clone().or(file.program),
+        dir: a.dir.clone().or(file.dir),
+    };
+    if !(1..=128).contains(&s.servers) {
+        bail!(
+            "--servers {}: between 1 and 128 (ports 1152..1279)",
+            s.servers
+        );
+    }
+    if s.server_hosts == 0 || s.server_hosts > s.servers {
+        bail!(
+            "--server-hosts {}: between 1 and the server count {}",
+            s.server_hosts,
+            s.servers
+        );
+    }
+    if !(1..=100).contains(&s.clients) {
+        bail!("--clients {}: between 1 and 100", s.clients);
+    }
+    if s.partitions == 0 || s.workers == 0 {
+        bail!("--partitions and --workers must be at least 1");
+    }
+    Ok(s)
+}
+
+/// Runs `ip ARGS`; the error carries ip's message.
+fn ip(args: &[&str]) -> anyhow::Result<()> {
+    let o = Command::new("ip")
+        .args(args)
+        .output()
+        .context("running `ip` (iproute2; netns mode needs it and root)")?;
+    if !o.status.success() {
+        bail!(
+            "ip {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&o.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
+/// `ip netns exec NS ip ARGS`.
+fn ns_ip(ns: &str, args: &[&str]) -> anyhow::Result<()> {
+    let mut v = vec!["netns", "exec", ns, "ip"];
+    v.extend_from_slice(args);
+    ip(&v)
+}
+
+/// Best effort: a sysctl inside a namespace.
+fn ns_sysctl(ns: &str, setting: &str) {
+    let _ = Command::new("ip")
+        .args(["netns", "exec", ns, "sysctl", "-qw", setting])
+        .output();
+}
+
+/// Best effort: turn off checksum and segmentation offloads on a veth, so frames that cross
+/// tern's AF_PACKET ports carry complete checksums and fit the MTU.
+fn no_offloads(ns: &str, dev: &str) {
+    let _ = Command::new("ip")
+        .args(["netns", "exec", ns, "ethtool", "-K", dev])
+        .args([
+            "tx", "off", "rx", "off", "tso", "off", "gso", "off", "gro", "off",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(2) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+/// Namespaces named `tkv<pid>-…`, with their pid.
+fn our_namespaces() -> Vec<(String, u32)> {
+    let Ok(o) = Command::new("ip").args(["netns", "list"]).output() else {
+        return Vec::new();
+    };
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter_map(|n| {
+            let rest = n.strip_prefix("tkv")?;
+            let (pid, _) = rest.split_once('-')?;
+            Some((n.to_string(), pid.parse().ok()?))
+        })
+        .collect()
+}
+
+/// Removes namespaces of `tern kv up` runs that are gone (or all with `all`); returns how many.
+fn remove_stale(all: bool) -> usize {
+    let mut n = 0;
+    for (ns, pid) in our_namespaces() {
+        let gone = !Path::new(&format!("/proc/{pid}")).exists();
+        if (all || gone) && ip(&["netns", "del", &ns]).is_ok() {
+            n += 1;
+        }
+    }
+    n
+}
+
+/// Runs `tern kv down`.
+pub fn down(a: DownArgs) -> anyhow::Result<ExitCode> {
+    let n = remove_stale(a.all);
+    super::cmd_kv::say(&format!("tern kv down: removed {n} namespace(s)"));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Everything a topology made; torn down on drop (also on error and panic).
+struct Topology {
+    children: Vec<(String, Child)>,
+    inproc: Vec<tern_kv::server::ServerHandle>,
+    sim: Option<super::kv_sim::SimSwitch>,
+    namespaces: Vec<String>,
+    dir: PathBuf,
+    remove_dir: bool,
+    servers: Vec<SocketAddr>,
+    client_ns: Option<String>,
+    switch_ns: Option<String>,
+    switch_ports: Vec<u32>,
+}
+
+impl Topology {
+    fn new(dir: PathBuf, remove_dir: bool) -> Topology {
+        Topology {
+            children: Vec::new(),
+            inproc: Vec::new(),
+            sim: None,
+            namespaces: Vec::new(),
+            dir,
+            remove_dir,
+            servers: Vec::new(),
+            client_ns: None,
+            switch_ns: None,
+            switch_ports: Vec::new(),
+        }
+    }
+
+    fn server_list(&self) -> String {
+        self.servers
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// A command that runs in the client namespace (or here).
+    fn client_command(&self, program: &Path) -> Command {
+        match &self.client_ns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns]).arg(program);
+                c
+            }
+            None => Command::new(program),
+        }
+    }
+
+    /// Asks the switch for its per-port key-value packet counts (tern switch only).
+    fn switch_counts(&self, exe: &Path) -> Option<Vec<(u32, u64)>> {
+        let ns = self.switch_ns.as_ref()?;
+        if self.switch_ports.is_empty() {
+            return None;
+        }
+        let script: String = self
+            .switch_ports
+            .iter()
+            .map(|p| format!("counter_read {KV_COUNTER} {p}\n"))
+            .collect();
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", ns])
+            .arg(exe)
+            .args(["cli", "--thrift-port", "9090"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?;
+        child.stdin.take()?.write_all(script.as_bytes()).ok()?;
+        let out = child.wait_with_output().ok()?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let counts: Vec<(u32, u64)> = text
+            .lines()
+            .filter_map(|l| {
+                let (head, tail) = l.split_once("]= (")?;
+                let port = head.rsplit_once('[')?.1.parse().ok()?;
+                let packets = tail.split(", ").nth(1)?.split_whitespace().next()?;
+                Some((port, packets.parse().ok()?))
+            })
+            .collect();
+        (!counts.is_empty()).then_some(counts)
+    }
+
+    /// Graceful stop: servers flush on SIGINT; then everything else; then the namespaces.
+    fn teardown(&mut self) {
+        if let Some(sim) = self.sim.take() {
+            sim.stop();
+        }
+        for s in self.inproc.drain(..) {
+            if let Err(e) = s.shutdown() {
+                eprintln!("tern kv up: stopping an in-process server: {e}");
+            }
+        }
+        for (_, c) in &mut self.children {
+            if matches!(c.try_wait(), Ok(None)) {
+                let _ = Command::new("kill")
+                    .args(["-INT", &c.id().to_string()])
+                    .status();
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        for (name, c) in &mut self.children {
+            while matches!(c.try_wait(), Ok(None)) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if matches!(c.try_wait(), Ok(None)) {
+                eprintln!("tern kv up: {name} did not stop on SIGINT; killing it");
+                let _ = c.kill();
+            }
+            let _ = c.wait();
+        }
+        self.children.clear();
+        for ns in self.namespaces.drain(..) {
+            if let Err(e) = ip(&["netns", "del", &ns]) {
+                eprintln!("tern kv up: {e}");
+            }
+        }
+        if self.remove_dir {
+            let _ = std::fs::remove_dir_all(&self.dir);
+            self.remove_dir = false;
+        }
+    }
+}
+
+impl Drop for Topology {
+    fn drop(&mut self) {
+        self.teardown();
+    }
+}
+
+/// Spawns a `tern kv server` (optionally inside `ns`) and waits for its start-up line.
+fn spawn_server(
+    exe: &Path,
+    ns: Option<&str>,
+    dir: &Path,
+    bind: Ipv4Addr,
+    port: u16,
+    index: usize,
+    s: &Settings,
+) -> anyhow::Result<Child> {
+    let mut c = match ns {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns]).arg(exe);
+            c
+        }
+        None => Command::new(exe),
+    };
+    let log = std::fs::File::create(dir.join(format!("server{index}.log")))
+        .with_context(|| format!("creating the log of server {index}"))?;
+    c.args(["kv", "server", "--dir"])
+        .arg(dir.join(format!("server{index}")))
+        .args(["--bind", &bind.to_string(), "--port", &port.to_string()])
+        .args(["--index", &index.to_string()])
+        .args(["--partitions", &s.partitions.to_string()])
+        .args(["--workers", &s.workers.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(log);
+    let mut child = c
+        .spawn()
+        .with_context(|| format!("starting server {index}"))?;
+    let stdout = child.stdout.take().context("server stdout")?;
+    let mut lines = BufReader::new(stdout).lines();
+    match lines.next() {
+        Some(Ok(l)) if l.starts_with("tern kv server:") => {}
+        _ => {
+            let _ = child.kill();
+            let _ = child.wait();
+            let err =
+                std::fs::read_to_string(dir.join(format!("server{index}.log"))).unwrap_or_default();
+            bail!(
+                "server {index} ({bind}:{port}) did not start: {}",
+                err.trim()
+            );
+        }
+    }
+    // Keep draining its stdout so it never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    Ok(child)
+}
+
+fn mac(kind: u8, i: usize) -> String {
+    format!("02:77:00:{kind:02x}:{:02x}:{:02x}", i >> 8, i & 0xff)
+}
+
+fn netns_up(t: &mut Topology, exe: &Path, s: &Settings) -> anyhow::Result<()> {
+    if !is_root() {
+        bail!("netns mode needs root (network namespaces, veths, AF_PACKET ports)");
+    }
+    if Command::new("ip").arg("-V").output().is_err() {
+        bail!("netns mode needs `ip` (iproute2) on PATH");
+    }
+    let removed = remove_stale(false);
+    if removed > 0 {
+        eprintln!("tern kv up: removed {removed} namespace(s) left by earlier runs");
+    }
+    let pid = std::process::id();
+    let sw = format!("tkv{pid}-sw");
+    ip(&["netns", "add", &sw])?;
+    t.namespaces.push(sw.clone());
+    ns_sysctl(&sw, "net.ipv6.conf.all.disable_ipv6=1");
+    ns_sysctl(&sw, "net.ipv6.conf.default.disable_ipv6=1");
+    ns_ip(&sw, &["link", "set", "lo", "up"])?;
+    // Hosts: clients 10.77.1.x, server hosts 10.77.2.x; switch port numbers in that order.
+    let mut hosts: Vec<(String, Ipv4Addr, String)> = Vec::new();
+    for i in 0..s.clients {
+        hosts.push((
+            format!("tkv{pid}-c{i}"),
+            Ipv4Addr::new(10, 77, 1, i as u8 + 1),
+            mac(1, i),
+        ));
+    }
+    for h in 0..s.server_hosts {
+        hosts.push((
+            format!("tkv{pid}-s{h}"),
+            Ipv4Addr::new(10, 77, 2, h as u8 + 1),
+            mac(2, h),
+        ));
+    }
+    let mut entries = String::new();
+    for (k, (ns, addr, mac)) in hosts.iter().enumerate() {
+        let port = k as u32 + 1;
+        ip(&["netns", "add", ns])?;
+        t.namespaces.push(ns.clone());
+        ns_sysctl(ns, "net.ipv6.conf.all.disable_ipv6=1");
+        ns_sysctl(ns, "net.ipv6.conf.default.disable_ipv6=1");
+        let (a, b) = (format!("tkv{pid}h{k}a"), format!("tkv{pid}h{k}b"));
+        ip(&["link", "add", &a, "type", "veth", "peer", "name", &b])?;
+        if let Err(e) = ip(&["link", "set", &a, "netns", ns])
+            .and_then(|()| ip(&["link", "set", &b, "netns", &sw]))
+        {
+            let _ = ip(&["link", "del", &a]);
+            let _ = ip(&["link", "del", &b]);
+            return Err(e);
+        }
+        let swp = format!("p{port}");
+        ns_ip(ns, &["link", "set", &a, "name", "eth0"])?;
+        ns_ip(ns, &["link", "set", "eth0", "address", mac])?;
+        ns_ip(ns, &["addr", "add", &format!("{addr}/16"), "dev", "eth0"])?;
+        ns_ip(ns, &["link", "set", "lo", "up"])?;
+        ns_ip(ns, &["link", "set", "eth0", "up"])?;
+        no_offloads(ns, "eth0");
+        ns_ip(&sw, &["link", "set", &b, "name", &swp])?;
+        ns_sysctl(&sw, &format!("net.ipv6.conf.{swp}.disable_ipv6=1"));
+        ns_ip(&sw, &["link", "set", &swp, "up"])?;
+        no_offloads(&sw, &swp);
+        entries += &format!("table_add forward to_port {} => {port}\n", u32::from(*addr));
+        t.switch_ports.push(port);
+    }
+    t.client_ns = Some(hosts[0].0.clone());
+    match s.switch {
+        SwitchKind::Bridge => {
+            ns_ip(&sw, &["link", "add", "br0", "type", "bridge"])?;
+            for p in &t.switch_ports {
+                ns_ip(&sw, &["link", "set", &format!("p{p}"), "master", "br0"])?;
+            }
+            ns_ip(&sw, &["link", "set", "br0", "up"])?;
+            t.switch_ports.clear();
+        }
+        SwitchKind::Tern => {
+            let json = program_json(s)?;
+            let jpath = t.dir.join("switch.json");
+            std::fs::write(&jpath, json).context("writing the switch program")?;
+            let cpath = t.dir.join("switch-commands.txt");
+            std::fs::write(&cpath, &entries).context("writing the switch commands")?;
+            let log =
+                std::fs::File::create(t.dir.join("switch.log")).context("creating switch.log")?;
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", &sw])
+                .arg(exe)
+                .arg("run")
+                .arg(&jpath);
+            for p in &t.switch_ports {
+                c.arg("-i").arg(format!("{p}@p{p}"));
+            }
+            c.arg("--commands").arg(&cpath);
+            c.args(["--thrift-port", "9090"]);
+            c.stdin(Stdio::null())
+                .stdout(log.try_clone().context("switch.log")?)
+                .stderr(log);
+            let child = c.spawn().context("starting the tern switch")?;
+            t.children.push(("switch".into(), child));
+            t.switch_ns = Some(sw.clone());
+        }
+    }
+    // Servers, round robin over the server hosts.
+    for i in 0..s.servers {
+        let h = i % s.server_hosts;
+        let (ns, addr, _) = &hosts[s.clients + h];
+        let child = spawn_server(exe, Some(ns), &t.dir, *addr, BASE_PORT + i as u16, i, s)?;
+        t.children.push((format!("server {i}"), child));
+        t.servers
+            .push(SocketAddr::from((*addr, BASE_PORT + i as u16)));
+    }
+    Ok(())
+}
+
+/// The switch program as BMv2 JSON: `--program` (P4 source or JSON) or the built-in one.
+fn program_json(s: &Settings) -> anyhow::Result<String> {
+    Ok(match &s.program {
+        Some(p) if p.extension().is_some_and(|e| e == "json") => {
+            std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?
+        }
+        Some(p) => {
+            tern_p4::compile_file(p, &tern_p4::Options::default())
+                .map_err(|d| anyhow::anyhow!("compiling {}: {d}", p.display()))?
+                .json
+        }
+        None => {
+            tern_p4::compile_str(FORWARD_P4, "p4/kv/forward.p4", &Default::default())
+                .map_err(|d| anyhow::anyhow!("compiling p4/kv/forward.p4: {d}"))?
+                .json
+        }
+    })
+}
+
+/// Waits until every server answers a snapshot request through the topology.
+fn wait_ready(t: &mut Topology, exe: &Path, timeout: Duration) -> anyhow::Result<()> {
+    let deadline = Instant::now() + timeout;
+    let list = t.server_list();
+    loop {
+        for (name, c) in &mut t.children {
+            if let Ok(Some(st)) = c.try_wait() {
+                bail!(
+                    "{name} exited during start-up ({st}); logs in {}",
+                    t.dir.display()
+                );
+            }
+        }
+        let o = t
+            .client_command(exe)
+            .args(["kv", "snapshot", "--servers", &list])
+            .output()
+            .context("probing the servers")?;
+        if o.status.success() {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "servers not reachable after {:?}: {}; logs in {}",
+                timeout,
+                String::from_utf8_lossy(&o.stderr).trim(),
+                t.dir.display()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Runs `tern kv up`.
+pub fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
+    let s = settings(&a)?;
+    let exe = std::env::current_exe().context("locating the tern binary")?;
+    let (dir, remove_dir) = match &s.dir {
+        Some(d) => (d.clone(), false),
+        None => (
+            std::env::temp_dir().join(format!("tern-kv-up-{}", std::process::id())),
+            true,
+        ),
+    };
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let stop = stop.clone();
+        ctrlc::set_handler(move || stop.store(true, Ordering::Release))
+            .context("installing the ctrl-c handler")?;
+    }
+    let mut t = Topology::new(dir.clone(), remove_dir);
+    match s.mode {
+        Mode::Loopback => {
+            if usize::from(a.base_port) + s.servers > 65536 || a.base_port == 0 {
+                bail!(
+                    "--base-port {}: the server ports must fit below 65536",
+                    a.base_port
+                );
+            }
+            for i in 0..s.servers {
+                let port = a.base_port + i as u16;
+                let child = spawn_server(&exe, None, &dir, Ipv4Addr::LOCALHOST, port, i, &s)?;
+                t.children.push((format!("server {i}"), child));
+                t.servers
+                    .push(SocketAddr::from((Ipv4Addr::LOCALHOST, port)));
+            }
+        }
+        Mode::Inproc | Mode::Sim => {
+            let handles = tern_kv::bench::start_local_servers(
+                &dir,
+                s.servers,
+                s.partitions,
+                s.workers,
+                &tern_kv::storage::StoreOptions::default(),
+            )?;
+            t.servers = tern_kv::bench::addrs(&handles);
+            t.inproc = handles;
+            if s.mode == Mode::Sim {
+                use super::kv_sim::{server_ip, SimSwitch, CLIENT_IP};
+                let mut entries =
+                    format!("table_add forward to_port {} => 1\n", u32::from(CLIENT_IP));
+                for k in 0..s.servers {
+                    entries += &format!(
+                        "table_add forward to_port {} => {}\n",
+                        u32::from(server_ip(k)),
+                        k + 2
+                    );
+                }
+                let sim = SimSwitch::start(&program_json(&s)?, &entries, &t.servers)?;
+                t.servers = sim.fronts();
+                t.sim = Some(sim);
+            }
+        }
+        Mode::Netns => netns_up(&mut t, &exe, &s)?,
+    }
+    wait_ready(&mut t, &exe, Duration::from_secs(a.ready_timeout))?;
+    let list = t.server_list();
+    let where_ = match &t.client_ns {
+        Some(ns) => format!(" (client namespace {ns})"),
+        None => String::new(),
+    };
+    super::cmd_kv::say(&format!(
+        "tern kv up: {} servers ready{where_}: --servers {list}",
+        s.servers
+    ));
+    let code = if a.command.is_empty() {
+        let hint = match &t.client_ns {
+            Some(ns) => format!("ip netns exec {ns} "),
+            None => String::new(),
+        };
+        super::cmd_kv::say(&format!(
+            "tern kv up: e.g. `{hint}tern kv bench --servers {list} --workload a`; ctrl-c to stop"
+        ));
+        while !stop.load(Ordering::Acquire) {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        ExitCode::SUCCESS
+    } else {
+        let args: Vec<String> = a
+            .command
+            .iter()
+            .map(|x| x.replace("{servers}", &list))
+            .collect();
+        let program = if args[0] == "tern" {
+            exe.clone()
+        } else {
+            PathBuf::from(&args[0])
+        };
+        let mut child = t
+            .client_command(&program)
+            .args(&args[1..])
+            .env("TERN_KV_SERVERS", &list)
+            .spawn()
+            .with_context(|| format!("running {}", args[0]))?;
+        let status = loop {
+            if let Some(st) = child.try_wait()? {
+                break Some(st);
+            }
+            if stop.load(Ordering::Acquire) {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        match status {
+            Some(st) if st.success() => ExitCode::SUCCESS,
+            Some(st) => {
+                eprintln!("tern kv up: `{}` failed ({st})", args.join(" "));
+                ExitCode::from(st.code().map_or(1, |c| c.clamp(1, 255) as u8))
+            }
+            None => ExitCode::from(130),
+        }
+    };
+    let counts = match &t.sim {
+        Some(sim) => Some(sim.out_counts()),
+        None => t.switch_counts(&exe),
+    };
+    if let Some(counts) = counts {
+        let text: Vec<String> = counts
+            .iter()
+            .map(|(p, n)| format!("port {p}: {n}"))
+            .collect();
+        super::cmd_kv::say(&format!(
+            "tern kv up: key-value packets out of the switch: {}",
+            text.join(", ")
+        ));
+    }
+    t.teardown();
+    super::cmd_kv::say("tern kv up: stopped and cleaned up");
+    Ok(code)
+}

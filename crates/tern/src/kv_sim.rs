@@ -1,0 +1,243 @@
+//! The in-process switch of `tern kv up --mode sim`: a tern switch (the same program and entries
+//! as the netns topology) in this process, between loopback UDP clients and servers.
+//!
+//! Each server j gets a front socket whose address the clients use. A datagram from client port
+//! c to front j becomes an Ethernet/IPv4/UDP frame `10.77.1.1:c → 10.77.2.(j+1):(1152+j)` entering
+//! switch port 1; frames the switch sends out of port 2+k go to server k from an upstream socket
+//! kept per (server, client port); replies come back as frames entering port 2+k, and frames out
+//! of port 1 go to the client named by their UDP destination port, from the front socket of the
+//! server named by their source address. So a program that answers in the switch (a cache) is
+//! simulated too. Per-port packet counts are kept.
+
+use anyhow::Context;
+use std::collections::HashMap;
+use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+use tern_dataplane::{Switch, SwitchOptions};
+use tern_runtime::{OutputPacket, PacketPath};
+
+/// The client's simulated address.
+pub const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(10, 77, 1, 1);
+
+/// Server `k`'s simulated address (10.77.2.(k+1) for k < 254).
+pub fn server_ip(k: usize) -> Ipv4Addr {
+    Ipv4Addr::new(10, 77, 2, k as u8 + 1)
+}
+
+struct Shared {
+    switch: Mutex<Switch>,
+    fronts: Vec<UdpSocket>,
+    servers: Vec<SocketAddr>,
+    uppers: Mutex<HashMap<(usize, u16), Arc<UdpSocket>>>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    stop: AtomicBool,
+    /// Frames out of each switch port (index = port).
+    out_counts: Vec<AtomicU64>,
+}
+
+/// A running simulated switch; stopped on drop.
+pub struct SimSwitch {
+    shared: Arc<Shared>,
+}
+
+/// An Ethernet/IPv4/UDP frame around `payload`.
+fn frame(src: (Ipv4Addr, u16), dst: (Ipv4Addr, u16), payload: &[u8]) -> Vec<u8> {
+    let mut f = Vec::with_capacity(42 + payload.len());
+    f.extend_from_slice(&[0x02, 0x77, 0, 0, 0, 2, 0x02, 0x77, 0, 0, 0, 1, 0x08, 0x00]);
+    let total = (20 + 8 + payload.len()) as u16;
+    let mut ip = [0u8; 20];
+    ip[0] = 0x45;
+    ip[2..4].copy_from_slice(&total.to_be_bytes());
+    ip[8] = 64;
+    ip[9] = 17;
+    ip[12..16].copy_from_slice(&src.0.octets());
+    ip[16..20].copy_from_slice(&dst.0.octets());
+    let mut sum: u32 = ip
+        .chunks(2)
+        .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
+        .sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    ip[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+    f.extend_from_slice(&ip);
+    f.extend_from_slice(&src.1.to_be_bytes());
+    f.extend_from_slice(&dst.1.to_be_bytes());
+    f.extend_from_slice(&(8 + payload.len() as u16).to_be_bytes());
+    f.extend_from_slice(&[0, 0]);
+    f.extend_from_slice(payload);
+    f
+}
+
+/// `(src ip, src port, dst ip, dst port, payload)` of an Ethernet/IPv4/UDP frame.
+fn parse(f: &[u8]) -> Option<(Ipv4Addr, u16, Ipv4Addr, u16, &[u8])> {
+    if f.len() < 14 + 20 + 8 || f[12..14] != [0x08, 0x00] || f[23] != 17 {
+        return None;
+    }
+    let ihl = usize::from(f[14] & 0x0f) * 4;
+    let u = 14 + ihl;
+    if ihl < 20 || f.len() < u + 8 {
+        return None;
+    }
+    let ip = |o: usize| Ipv4Addr::new(f[o], f[o + 1], f[o + 2], f[o + 3]);
+    let port = |o: usize| u16::from_be_bytes([f[o], f[o + 1]]);
+    let len = usize::from(port(u + 4)).clamp(8, f.len() - u);
+    Some((ip(26), port(u), ip(30), port(u + 2), &f[u + 8..u + len]))
+}
+
+impl Shared {
+    fn process(self: &Arc<Self>, port: u32, data: &[u8]) {
+        let mut out: Vec<OutputPacket> = Vec::new();
+        match self.switch.lock() {
+            Ok(mut sw) => sw.process_packet(port, data, &mut out),
+            Err(_) => return,
+        }
+        for o in out {
+            if let Some(c) = self.out_counts.get(o.port as usize) {
+                c.fetch_add(1, Ordering::Relaxed);
+            }
+            let Some((sip, sport, _dip, dport, payload)) = parse(&o.data) else {
+                continue;
+            };
+            if o.port == 1 {
+                // To the client, from the front of the server it claims to come from.
+                let j = (0..self.servers.len()).find(|&j| server_ip(j) == sip);
+                if let Some(front) = j.and_then(|j| self.fronts.get(j)) {
+                    let _ = front.send_to(payload, (Ipv4Addr::LOCALHOST, dport));
+                }
+            } else if let Some(k) = (o.port as usize)
+                .checked_sub(2)
+                .filter(|&k| k < self.servers.len())
+            {
+                if let Some(up) = self.upper(k, sport) {
+                    let _ = up.send_to(payload, self.servers[k]);
+                }
+            }
+        }
+    }
+
+    /// The upstream socket towards server `k` for client port `cport` (made on first use,
+    /// with a thread that feeds the server's replies into the switch).
+    fn upper(self: &Arc<Self>, k: usize, cport: u16) -> Option<Arc<UdpSocket>> {
+        let mut map = self.uppers.lock().ok()?;
+        if let Some(s) = map.get(&(k, cport)) {
+            return Some(s.clone());
+        }
+        let sock = Arc::new(UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).ok()?);
+        sock.set_read_timeout(Some(Duration::from_millis(100)))
+            .ok()?;
+        map.insert((k, cport), sock.clone());
+        let (me, s) = (self.clone(), sock.clone());
+        let h = std::thread::spawn(move || {
+            let mut buf = vec![0u8; 65536];
+            while !me.stop.load(Ordering::Acquire) {
+                if let Ok((n, _)) = s.recv_from(&mut buf) {
+                    let f = frame(
+                        (server_ip(k), 1152 + k as u16),
+                        (CLIENT_IP, cport),
+                        &buf[..n],
+                    );
+                    me.process(2 + k as u32, &f);
+                }
+            }
+        });
+        if let Ok(mut t) = self.threads.lock() {
+            t.push(h);
+        }
+        Some(sock)
+    }
+}
+
+impl SimSwitch {
+    /// Loads `json`, applies the runtime `commands`, and opens one front per server.
+    pub fn start(json: &str, commands: &str, servers: &[SocketAddr]) -> anyhow::Result<SimSwitch> {
+        if servers.len() > 253 {
+            anyhow::bail!("sim mode: at most 253 servers");
+        }
+        let mut sw =
+            Switch::from_json(json, SwitchOptions::default()).context("loading the program")?;
+        let mut cli = tern_control::Cli::new(sw.program());
+        let mut sink = Vec::new();
+        cli.run_script(&mut sw, &mut commands.as_bytes(), &mut sink)
+            .context("applying the switch entries")?;
+        let fronts = servers
+            .iter()
+            .map(|_| {
+                let s = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))?;
+                s.set_read_timeout(Some(Duration::from_millis(100)))?;
+                Ok(s)
+            })
+            .collect::<std::io::Result<Vec<_>>>()
+            .context("opening the front sockets")?;
+        let shared = Arc::new(Shared {
+            switch: Mutex::new(sw),
+            fronts,
+            servers: servers.to_vec(),
+            uppers: Mutex::new(HashMap::new()),
+            threads: Mutex::new(Vec::new()),
+            stop: AtomicBool::new(false),
+            out_counts: (0..servers.len() + 2).map(|_| AtomicU64::new(0)).collect(),
+        });
+        for j in 0..servers.len() {
+            let me = shared.clone();
+            let h = std::thread::spawn(move || {
+                let mut buf = vec![0u8; 65536];
+                while !me.stop.load(Ordering::Acquire) {
+                    if let Ok((n, from)) = me.fronts[j].recv_from(&mut buf) {
+                        let f = frame(
+                            (CLIENT_IP, from.port()),
+                            (server_ip(j), 1152 + j as u16),
+                            &buf[..n],
+                        );
+                        me.process(1, &f);
+                    }
+                }
+            });
+            if let Ok(mut t) = shared.threads.lock() {
+                t.push(h);
+            }
+        }
+        Ok(SimSwitch { shared })
+    }
+
+    /// The addresses clients use for the servers, in order.
+    pub fn fronts(&self) -> Vec<SocketAddr> {
+        self.shared
+            .fronts
+            .iter()
+            .filter_map(|s| s.local_addr().ok())
+            .collect()
+    }
+
+    /// Frames sent out of each switch port so far: `(port, frames)` for ports 1..
+    pub fn out_counts(&self) -> Vec<(u32, u64)> {
+        self.shared
+            .out_counts
+            .iter()
+            .enumerate()
+            .skip(1)
+            .map(|(p, c)| (p as u32, c.load(Ordering::Relaxed)))
+            .collect()
+    }
+
+    /// Stops the relay threads.
+    pub fn stop(&self) {
+        self.shared.stop.store(true, Ordering::Release);
+        let threads = match self.shared.threads.lock() {
+            Ok(mut t) => std::mem::take(&mut *t),
+            Err(_) => return,
+        };
+        for t in threads {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for SimSwitch {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

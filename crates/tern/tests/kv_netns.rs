@@ -1,0 +1,273 @@
+//! `tern kv up` end to end: a client namespace and a server namespace (two RocksDB servers)
+//! joined through a tern switch (p4/kv/forward.p4 on live veth ports) in a third namespace; a
+//! short YCSB workload A run must finish with zero errors, every read must return the value
+//! last written (the bench checks each one), the key-value packets must have crossed the switch,
+//! and the namespaces must be gone afterwards. Needs root and `ip` (skipped otherwise). Also
+//! runs anywhere: the loopback topology, and clear errors for bad settings.
+
+use std::path::Path;
+use std::process::Command;
+
+const TERN: &str = env!("CARGO_BIN_EXE_tern");
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(2) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+fn has_ip() -> bool {
+    Command::new("ip")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+fn bench_json(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).expect("bench wrote its report"))
+        .expect("report is JSON")
+}
+
+fn check_report(r: &serde_json::Value, ops: u64) {
+    assert_eq!(r["operations"], ops);
+    assert_eq!(r["errors"], 0, "{r}");
+    assert_eq!(r["mismatches"], 0, "reads returned wrong values: {r}");
+    assert_eq!(r["misses"], 0, "every key was loaded: {r}");
+    let reads = r["read_latency"]["count"].as_u64().unwrap();
+    let writes = r["write_latency"]["count"].as_u64().unwrap();
+    assert!(reads > 0 && writes > 0, "workload A reads and writes");
+    assert_eq!(r["load"]["errors"], 0);
+}
+
+#[test]
+fn ycsb_through_a_tern_switch_between_namespaces() {
+    if !is_root() || !has_ip() {
+        eprintln!("skipping: needs root and `ip` (iproute2) for network namespaces");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("a.json");
+    let o = Command::new(TERN)
+        .args([
+            "kv",
+            "up",
+            "--mode",
+            "netns",
+            "--servers",
+            "2",
+            "--server-hosts",
+            "1",
+        ])
+        .args(["--workers", "1", "--ready-timeout", "60", "--dir"])
+        .arg(dir.path().join("topo"))
+        .args([
+            "--",
+            "tern",
+            "kv",
+            "bench",
+            "--workload",
+            "a",
+            "--records",
+            "300",
+        ])
+        .args([
+            "--ops",
+            "1500",
+            "--threads",
+            "2",
+            "--timeout-ms",
+            "500",
+            "--json",
+        ])
+        .arg(&json)
+        .output()
+        .unwrap();
+    let (out, err) = (text(&o.stdout), text(&o.stderr));
+    assert!(o.status.success(), "tern kv up failed:\n{out}\n{err}");
+    check_report(&bench_json(&json), 1500);
+    // Both servers, in the one server namespace, got requests.
+    let r = bench_json(&json);
+    let per = r["per_server"].as_array().unwrap();
+    assert_eq!(per.len(), 2);
+    for s in per {
+        assert!(
+            s["server"].as_str().unwrap().starts_with("10.77.2.1:"),
+            "{s}"
+        );
+        assert!(s["requests"].as_u64().unwrap() > 0);
+    }
+    // The switch counted key-value packets towards the client (port 1) and the server host
+    // (port 2): at least one request and one reply per operation and record.
+    let line = out
+        .lines()
+        .find(|l| l.contains("key-value packets out of the switch"))
+        .unwrap_or_else(|| panic!("no switch counters:\n{out}\n{err}"));
+    let count = |port: &str| -> u64 {
+        line.split(", ")
+            .find_map(|p| p.split_once(&format!("port {port}: ")).map(|x| x.1))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("port {port} in {line:?}"))
+    };
+    assert!(count("1") >= 1800, "{line}");
+    assert!(count("2") >= 1800, "{line}");
+    assert!(out.contains("stopped and cleaned up"), "{out}");
+    let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    // No namespace of this run is left (they are named after the `up` process, which is gone,
+    // so any tkv namespace left would be stale: `tern kv down` would remove it).
+    let left: Vec<String> = text(&ns.stdout)
+        .lines()
+        .filter(|l| l.starts_with("tkv"))
+        .map(|l| l.split_whitespace().next().unwrap_or("").to_string())
+        .filter(|n| {
+            n.strip_prefix("tkv")
+                .and_then(|r| r.split_once('-'))
+                .and_then(|(pid, _)| pid.parse::<u32>().ok())
+                .is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+        })
+        .collect();
+    assert!(left.is_empty(), "namespaces left behind: {left:?}");
+}
+
+#[test]
+fn loopback_servers_run_a_command_with_the_server_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("c.json");
+    let base = 20_000 + (std::process::id() % 20_000) as u16;
+    let o = Command::new(TERN)
+        .args([
+            "kv",
+            "up",
+            "--mode",
+            "loopback",
+            "--servers",
+            "2",
+            "--workers",
+            "1",
+        ])
+        .args(["--base-port", &base.to_string(), "--dir"])
+        .arg(dir.path().join("topo"))
+        .args([
+            "--",
+            "tern",
+            "kv",
+            "bench",
+            "--workload",
+            "a",
+            "--records",
+            "200",
+        ])
+        .args(["--ops", "600", "--threads", "2", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    let (out, err) = (text(&o.stdout), text(&o.stderr));
+    if !o.status.success() && err.contains("Address already in use") {
+        eprintln!("skipping: ports {base}.. are busy on this machine");
+        return;
+    }
+    assert!(o.status.success(), "{out}\n{err}");
+    check_report(&bench_json(&json), 600);
+    let list = format!("--servers 127.0.0.1:{base},127.0.0.1:{}", base + 1);
+    assert!(out.contains(&list), "{out}");
+}
+
+#[test]
+fn bad_settings_are_clear_errors() {
+    for (args, want) in [
+        (
+            vec!["--mode", "mesh"],
+            "expected loopback, inproc, sim or netns",
+        ),
+        (vec!["--servers", "0"], "between 1 and 128"),
+        (
+            vec!["--servers", "2", "--server-hosts", "3"],
+            "--server-hosts 3",
+        ),
+        (
+            vec!["--mode", "netns", "--switch", "hub"],
+            "expected tern or bridge",
+        ),
+    ] {
+        let o = Command::new(TERN)
+            .args(["kv", "up"])
+            .args(&args)
+            .output()
+            .unwrap();
+        assert!(!o.status.success());
+        let err = text(&o.stderr);
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("topo.json");
+    std::fs::write(&cfg, r#"{"mode": "loopback", "severs": 2}"#).unwrap();
+    let o = Command::new(TERN)
+        .args(["kv", "up", "--config"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(text(&o.stderr).contains("severs"), "{}", text(&o.stderr));
+}
+
+#[test]
+fn simulated_switch_in_process_carries_every_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("f.json");
+    let o = Command::new(TERN)
+        .args([
+            "kv",
+            "up",
+            "--mode",
+            "sim",
+            "--servers",
+            "3",
+            "--workers",
+            "1",
+        ])
+        .arg("--dir")
+        .arg(dir.path().join("topo"))
+        .args([
+            "--",
+            "tern",
+            "kv",
+            "bench",
+            "--workload",
+            "a",
+            "--records",
+            "200",
+        ])
+        .args(["--ops", "600", "--threads", "2", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    let (out, err) = (text(&o.stdout), text(&o.stderr));
+    assert!(o.status.success(), "{out}\n{err}");
+    let r = bench_json(&json);
+    check_report(&r, 600);
+    // Every request went out of the switch towards a server (ports 2..4) and every reply out
+    // of port 1 towards the client: 200 loads + 600 operations + 3 readiness probes each way.
+    let line = out
+        .lines()
+        .find(|l| l.contains("key-value packets out of the switch"))
+        .unwrap_or_else(|| panic!("no switch counters:\n{out}"));
+    let counts: Vec<u64> = line
+        .split(", ")
+        .filter_map(|p| p.rsplit(": ").next()?.trim().parse().ok())
+        .collect();
+    assert_eq!(counts.len(), 4, "{line}");
+    let to_servers = counts[1..].iter().sum::<u64>();
+    assert!(counts[0] >= 803 && to_servers >= 803, "{line}");
+    if r["retries"] == 0 {
+        assert_eq!((counts[0], to_servers), (803, 803), "{line}");
+    }
+    assert!(counts[1..].iter().all(|&c| c > 0), "{line}");
+}
