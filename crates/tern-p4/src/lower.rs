@@ -256,6 +256,8 @@ pub struct Lower {
     pub extra: Extra,
     /// Constructor arguments of control instances, by (control type, instance name).
     ctor_args: HashMap<(String, String), Vec<Val>>,
+    /// Constructor arguments `main` gives the block being lowered.
+    top_ctor: Vec<Expr>,
     typedefs: HashMap<String, Ty>,
     headers: HashMap<String, Vec<(String, Ty, Vec<Annotation>)>>,
     structs: HashMap<String, Vec<(String, Ty, Vec<Annotation>)>>,
@@ -452,6 +454,7 @@ impl Lower {
             return_jumps: Vec::new(),
             inline_depth: 0,
             ctor_args: HashMap::new(),
+            top_ctor: Vec::new(),
             cur: Vec::new(),
             loops: Vec::new(),
             mode: body::Mode::Action,
@@ -1809,5 +1812,6 @@ impl Lower {
     }
 }
 
+mod alias;
 mod body;
 mod program;

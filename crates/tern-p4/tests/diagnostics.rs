@@ -361,3 +361,27 @@ fn control_constructor_arguments_are_counted() {
         "{text}"
     );
 }
+
+#[test]
+fn parser_constructor_arguments_are_checked() {
+    let src = include_str!("../../../p4/tests/parserctor.p4");
+    let missing = src.replace("Tag(8w1) plus1;", "Tag() plus1;");
+    let (loc, text) = errors(&missing);
+    assert_eq!(loc, format!("t.p4:{}:5", line_of(&missing, "Tag() plus1;")));
+    assert!(
+        text.contains("`Tag` expects 1 constructor argument(s) but got 0"),
+        "{text}"
+    );
+    let not_const = src.replace("Tag(8w1) plus1;", "Tag(m.sum) plus1;");
+    let (_, text) = errors(&not_const);
+    assert!(
+        text.contains("constructor argument `add` of `Tag` must be a compile-time constant"),
+        "{text}"
+    );
+    let top = src.replace("V1Switch(P(16w0x9999)", "V1Switch(P()");
+    let (_, text) = errors(&top);
+    assert!(
+        text.contains("`P` expects 1 constructor argument(s) but got 0"),
+        "{text}"
+    );
+}

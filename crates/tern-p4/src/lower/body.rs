@@ -750,7 +750,7 @@ impl Lower {
         }
     }
 
-    /// Inline an action or function call (arguments copied in, out/inout bound by reference).
+    /// Inline an action or function call (copy-in/copy-out where aliasing is possible, see `alias`).
     pub(super) fn inline(&mut self, d: &Decl, args: &[Expr], pos: Pos) -> R<Option<Val>> {
         let (params, body, ret) = match &d.kind {
             DeclKind::Action { params, body, .. } => (params, body, None),
@@ -779,10 +779,42 @@ impl Lower {
             );
         }
         let mut binds = Vec::new();
-        // out/inout arguments through a run-time stack index: copied in and out of a
+        // Copy-in/copy-out (P4-16 calling convention) where binding by reference could be
+        // observed: an out/inout argument that may overlap another argument or storage the
+        // callee touches, an `out` argument (it starts uninitialized), and an `in` header or
+        // struct the callee may write through another name. Everything else is bound by
+        // reference. Copy-outs run after the body, left to right.
+        let arg_paths: Vec<Option<alias::Path>> = (0..params.len())
+            .map(|i| {
+                args.get(i)
+                    .or(params[i].default.as_ref())
+                    .and_then(alias::path_of)
+            })
+            .collect();
+        let fp = self.footprint(d);
+        // What evaluating each argument writes (a call among the arguments).
+        let arg_writes: Vec<Vec<alias::Path>> = (0..params.len())
+            .map(|i| {
+                args.get(i)
+                    .or(params[i].default.as_ref())
+                    .map(|a| self.expr_writes(a))
+                    .unwrap_or_default()
+            })
+            .collect();
+        let others_overlap = |i: usize, only_written: bool| -> bool {
+            let Some(p) = &arg_paths[i] else { return false };
+            (0..params.len()).any(|j| {
+                j != i
+                    && (arg_writes[j].iter().any(|q| alias::overlap(p, q))
+                        || ((!only_written
+                            || matches!(params[j].dir, Some("out") | Some("inout")))
+                            && arg_paths[j].as_ref().is_some_and(|q| alias::overlap(p, q))))
+            })
+        };
+        // out/inout arguments through a run-time stack index are copied in and out of a
         // temporary, the index evaluated once (argument, index node, elements, index temp,
-        // temporary).
-        let mut writebacks: Vec<(Expr, Pos, usize, m::FieldRef, Place)> = Vec::new();
+        // temporary); others needing a copy keep their place (evaluated once) and temporary.
+        let mut writebacks: Vec<Writeback> = Vec::new();
         for (i, p) in params.iter().enumerate() {
             let t = self.ty(&p.ty)?;
             let a = match args.get(i).or(p.default.as_ref()) {
@@ -813,7 +845,10 @@ impl Lower {
                             self.patch_jump(jz, here);
                         }
                     }
-                    writebacks.push((a.clone(), at, n, itmp, tmp.clone()));
+                    if p.dir == Some("out") && self.mode == Mode::Action {
+                        self.invalidate_headers(&tmp);
+                    }
+                    writebacks.push(Writeback::Dyn(a.clone(), at, n, itmp, tmp.clone()));
                     binds.push((p.name.clone(), Val::Place(tmp)));
                     continue;
                 }
@@ -823,12 +858,23 @@ impl Lower {
             let bound = match p.dir {
                 Some("out") | Some("inout") => match &v {
                     Val::Place(place) => {
-                        // An `out` argument starts uninitialized in the callee: headers in it
-                        // are invalid (it is bound by reference, so invalidate it here).
-                        if p.dir == Some("out") && self.mode == Mode::Action {
-                            self.invalidate_headers(place);
+                        let copy = copyable(place)
+                            && (p.dir == Some("out")
+                                || others_overlap(i, false)
+                                || arg_paths[i].as_ref().is_some_and(|q| fp.touches(q)));
+                        if copy {
+                            let tmp = self.alloc(&p.name, &t, a.pos, false)?;
+                            if p.dir == Some("inout") {
+                                self.assign_val(&tmp, v.clone(), a.pos)?;
+                            } else if self.mode == Mode::Action {
+                                // An `out` argument starts uninitialized: headers invalid.
+                                self.invalidate_headers(&tmp);
+                            }
+                            writebacks.push(Writeback::Place(place.clone(), tmp.clone(), a.pos));
+                            Val::Place(tmp)
+                        } else {
+                            v
                         }
-                        v
                     }
                     _ => {
                         return err(
@@ -843,6 +889,19 @@ impl Lower {
                 },
                 _ => match v {
                     Val::Const(..) | Val::Place(Place::Param(..)) => v,
+                    Val::Place(
+                        ref place @ (Place::Header(..)
+                        | Place::Struct(..)
+                        | Place::Stack { .. }
+                        | Place::Union(..)),
+                    ) if others_overlap(i, true)
+                        || arg_paths[i].as_ref().is_some_and(|q| fp.writes_to(q)) =>
+                    {
+                        let place = place.clone();
+                        let tmp = self.alloc(&p.name, &t, a.pos, false)?;
+                        self.assign_val(&tmp, Val::Place(place), a.pos)?;
+                        Val::Place(tmp)
+                    }
                     Val::Place(Place::Header(..))
                     | Val::Place(Place::Struct(..))
                     | Val::Place(Place::Stack { .. }) => v,
@@ -883,19 +942,26 @@ impl Lower {
         for j in jumps {
             self.patch_jump(j, end);
         }
-        for (a, at, n, itmp, tmp) in writebacks {
-            for k in 0..n {
-                let jz = self.jump_if_zero(op(
-                    m::Op::Eq,
-                    Some(m::Expr::Field(itmp)),
-                    Some(cnst(k as i128)),
-                ));
-                let Val::Place(dst) = self.expr(&replace_index(&a, at, k))? else {
-                    return err(a.pos, "this argument is not assignable");
-                };
-                self.assign_val(&dst, Val::Place(tmp.clone()), a.pos)?;
-                let here = self.cur.len();
-                self.patch_jump(jz, here);
+        for wb in writebacks {
+            match wb {
+                Writeback::Place(dst, tmp, apos) => {
+                    self.assign_val(&dst, Val::Place(tmp), apos)?;
+                }
+                Writeback::Dyn(a, at, n, itmp, tmp) => {
+                    for k in 0..n {
+                        let jz = self.jump_if_zero(op(
+                            m::Op::Eq,
+                            Some(m::Expr::Field(itmp)),
+                            Some(cnst(k as i128)),
+                        ));
+                        let Val::Place(dst) = self.expr(&replace_index(&a, at, k))? else {
+                            return err(a.pos, "this argument is not assignable");
+                        };
+                        self.assign_val(&dst, Val::Place(tmp.clone()), a.pos)?;
+                        let here = self.cur.len();
+                        self.patch_jump(jz, here);
+                    }
+                }
             }
         }
         Ok(ret_slot.map(Val::Place))
@@ -1486,4 +1552,23 @@ fn shl_bytes(b: &[u8], n: u32) -> Vec<u8> {
         v = out;
     }
     v
+}
+
+/// A copy-out after an inlined call: to a place fixed at the call, or through a run-time
+/// stack index evaluated once (argument, index node, elements, index temp, temporary).
+enum Writeback {
+    Place(Place, Place, Pos),
+    Dyn(Expr, Pos, usize, m::FieldRef, Place),
+}
+
+/// Places a temporary can stand for (storage that `assign_val` copies as a whole).
+fn copyable(p: &Place) -> bool {
+    matches!(
+        p,
+        Place::Field(..)
+            | Place::Header(..)
+            | Place::Struct(..)
+            | Place::Union(..)
+            | Place::Stack { .. }
+    )
 }

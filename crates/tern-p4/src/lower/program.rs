@@ -251,16 +251,13 @@ impl Lower {
             return err(main.pos, format!("V1Switch takes 6 arguments (parser, verify checksum, ingress, egress, compute checksum, deparser) but got {}", args.len()));
         }
         let mut blocks = Vec::new();
+        // Constructor arguments of each block (compile-time constants).
+        let mut top_ctor: Vec<Vec<Expr>> = Vec::new();
         for a in args {
             let name = match &a.kind {
                 ExprKind::Call(c, _, cargs) => match &c.kind {
                     ExprKind::Name(n) => {
-                        if !cargs.is_empty() {
-                            return err(
-                                a.pos,
-                                "constructor arguments for parsers/controls are not supported",
-                            );
-                        }
+                        top_ctor.push(cargs.clone());
                         n.clone()
                     }
                     _ => {
@@ -270,7 +267,10 @@ impl Lower {
                         )
                     }
                 },
-                ExprKind::Name(n) => n.clone(),
+                ExprKind::Name(n) => {
+                    top_ctor.push(Vec::new());
+                    n.clone()
+                }
                 _ => {
                     return err(
                         a.pos,
@@ -372,6 +372,7 @@ impl Lower {
             "parser", "verify", "ingress", "egress", "compute", "deparser",
         ];
         for (i, d) in blocks.iter().enumerate() {
+            self.top_ctor = top_ctor.get(i).cloned().unwrap_or_default();
             let r = match roles[i] {
                 "parser" => self.lower_parser(d, &hdr, &meta, &std_place),
                 "deparser" => self.lower_deparser(d, &hdr),
@@ -438,6 +439,61 @@ impl Lower {
         Ok(Place::Struct(s.into(), v))
     }
 
+    /// Constructor parameters of a block `main` instantiates, bound to the compile-time
+    /// constants given there (`V1Switch(P(8w2), …)`).
+    fn bind_top_ctor(&mut self, d: &Decl) -> R<()> {
+        let (DeclKind::Parser { ctor_params, .. } | DeclKind::Control { ctor_params, .. }) =
+            &d.kind
+        else {
+            return Ok(());
+        };
+        let args = std::mem::take(&mut self.top_ctor);
+        let what = d.name().unwrap_or("?").to_string();
+        let vals = self.const_ctor_args(&what, ctor_params, &args, d.pos)?;
+        for (p, v) in ctor_params.iter().zip(vals) {
+            self.scope.set(&p.name, v);
+        }
+        Ok(())
+    }
+
+    /// Evaluate constructor arguments that must be compile-time constants.
+    fn const_ctor_args(
+        &mut self,
+        what: &str,
+        ctor_params: &[Param],
+        args: &[Expr],
+        pos: Pos,
+    ) -> R<Vec<Val>> {
+        if args.len() != ctor_params.len() {
+            return err(
+                pos,
+                format!(
+                    "`{what}` expects {} constructor argument(s) but got {}",
+                    ctor_params.len(),
+                    args.len()
+                ),
+            );
+        }
+        let mut vals = Vec::new();
+        for (p, a) in ctor_params.iter().zip(args) {
+            let v = self.expr(a)?;
+            let t = self.ty(&p.ty)?;
+            match v {
+                Val::Const(..) => vals.push(self.convert(v, &t, a.pos)?),
+                _ => {
+                    return err(
+                        a.pos,
+                        format!(
+                            "constructor argument `{}` of `{what}` must be a compile-time constant",
+                            p.name
+                        ),
+                    )
+                }
+            }
+        }
+        Ok(vals)
+    }
+
     fn bind_params(&mut self, params: &[Param], vals: &[Option<Place>]) -> R<()> {
         for (p, v) in params.iter().zip(vals) {
             match v {
@@ -463,6 +519,7 @@ impl Lower {
         };
         self.scope.push();
         self.control_name = name.clone();
+        self.bind_top_ctor(d)?;
         self.bind_params(
             params,
             &[
@@ -476,7 +533,7 @@ impl Lower {
         self.cur.clear();
         self.parser_ops.clear();
         let mut init_ops = Vec::new();
-        let mut subs: HashMap<String, Decl> = HashMap::new();
+        let mut subs: HashMap<String, (Decl, Vec<Val>)> = HashMap::new();
         for l in locals {
             match &l.kind {
                 DeclKind::ValueSet { ty, size, name: vn } => {
@@ -509,14 +566,20 @@ impl Lower {
                 DeclKind::Instance {
                     ty: TypeRef::Named(k, _, _),
                     name: inst,
-                    ..
+                    args,
                 } if matches!(
                     self.find_decl(k).map(|d| d.kind),
                     Some(DeclKind::Parser { .. })
                 ) =>
                 {
                     if let Some(sd) = self.find_decl(k) {
-                        subs.insert(inst.clone(), sd);
+                        // Constructor arguments: compile-time constants, bound in the
+                        // sub-parser's scope at each `apply`.
+                        let DeclKind::Parser { ctor_params, .. } = &sd.kind else {
+                            continue;
+                        };
+                        let vals = self.const_ctor_args(k, ctor_params, args, l.pos)?;
+                        subs.insert(inst.clone(), (sd, vals));
                     }
                 }
                 DeclKind::Instance { .. } => self.instance(l, name)?,
@@ -594,7 +657,7 @@ impl Lower {
     fn expand_subparsers(
         &mut self,
         states: &[State],
-        subs: &HashMap<String, Decl>,
+        subs: &HashMap<String, (Decl, Vec<Val>)>,
     ) -> R<Vec<(State, StateEnv)>> {
         type Env = StateEnv;
         let mut work: std::collections::VecDeque<(State, Env, usize)> =
@@ -624,11 +687,12 @@ impl Lower {
             }
             let (inst, args) = call_of(&st.body[i]).unwrap_or_default();
             let call_pos = st.body[i].pos;
-            let Some(sub) = subs.get(&inst) else {
+            let Some((sub, ctor_vals)) = subs.get(&inst) else {
                 continue;
             };
             let DeclKind::Parser {
                 params,
+                ctor_params,
                 locals,
                 states: sstates,
                 ..
@@ -665,6 +729,9 @@ impl Lower {
             }
             res?;
             self.scope.push();
+            for (p, v) in ctor_params.iter().zip(ctor_vals.iter().cloned()) {
+                self.scope.set(&p.name, v);
+            }
             for (p, v) in params.iter().zip(vals) {
                 self.scope.set(&p.name, v);
             }
@@ -1023,6 +1090,7 @@ impl Lower {
         };
         self.scope.push();
         self.control_name = name.clone();
+        self.bind_top_ctor(d)?;
         self.bind_params(params, &[None, Some(hdr.clone())])?;
         self.mode = Mode::Deparser;
         self.cur.clear();
@@ -1058,6 +1126,7 @@ impl Lower {
         };
         self.scope.push();
         self.control_name = name.clone();
+        self.bind_top_ctor(d)?;
         self.bind_params(params, &[Some(hdr.clone()), Some(meta.clone())])?;
         self.mode = Mode::Checksum;
         self.cur.clear();
@@ -1327,6 +1396,7 @@ impl Lower {
         });
         self.scope.push();
         self.control_name = name.clone();
+        self.bind_top_ctor(d)?;
         self.local_actions.clear();
         self.tables.clear();
         self.bind_params(
