@@ -385,3 +385,20 @@ fn parser_constructor_arguments_are_checked() {
         "{text}"
     );
 }
+
+#[test]
+fn table_of_a_control_instance_applied_twice_is_reported() {
+    // One instance (`Seq() s;`) applied from two controls: its externs are shared, and a
+    // table in it would be applied twice, which BMv2 JSON cannot express.
+    let src = include_str!("../../../p4/tests/sharedinst.p4")
+        .replace(
+            "    register<bit<8>>(1) r;",
+            "    register<bit<8>>(1) r;\n    action nop() { }\n    table t { actions = { nop; } default_action = nop(); }",
+        )
+        .replace("        r.read(v, 0);", "        t.apply();\n        r.read(v, 0);");
+    let (_, text) = errors(&src);
+    assert!(
+        text.contains("table `I.s.t` is applied more than once"),
+        "{text}"
+    );
+}

@@ -1201,14 +1201,27 @@ impl Lower {
                     };
                     vals.push(v);
                 }
-                self.ctor_args.insert((kind.clone(), name.clone()), vals);
+                // The instance is one object wherever it is applied (also through
+                // constructor parameters of other controls): named by where it is declared.
+                let path = format!("{}.{name}", self.control_name);
+                self.ctor_args.insert((kind.clone(), path.clone()), vals);
                 self.scope
-                    .set(name, Val::Place(Place::Control(kind.clone(), name.clone())));
+                    .set(name, Val::Place(Place::Control(kind.clone(), path)));
                 return Ok(());
             }
             return err(d.pos, "sub-parsers are not supported yet");
         }
         let qn = self.qualify(name, &d.annotations);
+        // A control instance applied more than once (or through several controls) keeps
+        // one set of externs.
+        if let Some(i) = self
+            .ext
+            .iter()
+            .position(|x| x.name == qn && &x.kind == kind)
+        {
+            self.scope.set(name, Val::Place(Place::Extern(i)));
+            return Ok(());
+        }
         self.note_id(&qn, &d.annotations);
         let mut elem = None;
         let index = match kind.as_str() {
@@ -1473,7 +1486,11 @@ impl Lower {
                                 .find_decl(n)
                                 .is_some_and(|d| matches!(d.kind, DeclKind::Control { .. })) =>
                             {
-                                return Some((n.clone(), n.clone(), a.clone()));
+                                return Some((
+                                    n.clone(),
+                                    format!("{}.{n}", self.control_name),
+                                    a.clone(),
+                                ));
                             }
                             _ => {}
                         }
@@ -1561,7 +1578,7 @@ impl Lower {
             };
             binds.push((p.name.clone(), bound));
         }
-        let outer = format!("{}.{inst}", self.control_name);
+        let outer = inst.to_string();
         let saved_name = std::mem::replace(&mut self.control_name, outer.clone());
         let saved_actions = std::mem::take(&mut self.local_actions);
         let saved_tables = std::mem::take(&mut self.tables);
@@ -2416,6 +2433,20 @@ impl Lower {
             return err(pos, "not a table");
         };
         let qn = self.qualify(tname, &decl.annotations);
+        // A control instance is one object: applying it twice would apply its tables twice.
+        if self
+            .prog
+            .pipelines
+            .iter()
+            .any(|p| p.tables.iter().any(|t| t.name == qn))
+        {
+            return err(
+                pos,
+                format!(
+                    "table `{qn}` is applied more than once (its control instance is applied more than once; BMv2 allows one apply per table)"
+                ),
+            );
+        }
         self.note_id(&qn, &decl.annotations);
         let mut meta = TableMeta {
             name: qn.clone(),
