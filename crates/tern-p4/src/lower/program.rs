@@ -592,7 +592,9 @@ impl Lower {
         }
         let with_env = self.expand_subparsers(states, &subs)?;
         let mut states_env: Vec<(State, StateEnv)> = Vec::new();
+        let mut dyn_count = 0usize;
         for (st, env) in with_env {
+            let st = self.parser_dyn_indices(st, &env, &mut dyn_count)?;
             for s2 in split_parser_ifs(std::slice::from_ref(&st)) {
                 states_env.push((s2, env.clone()));
             }
@@ -649,6 +651,170 @@ impl Lower {
             states: pstates,
         });
         Ok(())
+    }
+
+    /// Run-time header stack indices written in a parser state (`hs[i].f = v`,
+    /// `pkt.extract(hs[i])`): the index is stored once, then an `if` chain selects the
+    /// statement with each constant index (out of range: reject with
+    /// `error.StackOutOfBounds`), which `split_parser_ifs`
+    /// turns into states.
+    fn parser_dyn_indices(&mut self, st: State, env: &StateEnv, count: &mut usize) -> R<State> {
+        if let Some(e) = env {
+            self.scope.vars.push(e.clone());
+        }
+        let saved = self.cur.len();
+        let body = self.dyn_stmts(&st.body, count);
+        self.cur.truncate(saved);
+        if env.is_some() {
+            self.scope.pop();
+        }
+        Ok(State { body: body?, ..st })
+    }
+
+    fn dyn_stmts(&mut self, body: &[Stmt], count: &mut usize) -> R<Vec<Stmt>> {
+        let mut out = Vec::new();
+        for s in body {
+            let pos = s.pos;
+            let found = match &s.kind {
+                StmtKind::Block(b) => {
+                    out.push(Stmt {
+                        kind: StmtKind::Block(self.dyn_stmts(b, count)?),
+                        pos,
+                    });
+                    continue;
+                }
+                StmtKind::If(c, a, b) => {
+                    let a = self.dyn_stmts(std::slice::from_ref(&**a), count)?;
+                    let b = match b {
+                        Some(b) => Some(self.dyn_stmts(std::slice::from_ref(&**b), count)?),
+                        None => None,
+                    };
+                    out.push(Stmt {
+                        kind: StmtKind::If(
+                            c.clone(),
+                            Box::new(Stmt {
+                                kind: StmtKind::Block(a),
+                                pos,
+                            }),
+                            b.map(|b| {
+                                Box::new(Stmt {
+                                    kind: StmtKind::Block(b),
+                                    pos,
+                                })
+                            }),
+                        ),
+                        pos,
+                    });
+                    continue;
+                }
+                StmtKind::Assign(l, _) => self.dyn_index_in_chain(l)?.map(|f| (f, None)),
+                StmtKind::Call(e) => match self.dyn_index_in_chain(e)? {
+                    Some(f) => Some((f, None)),
+                    None => {
+                        let mut hit = None;
+                        if let ExprKind::Call(_, _, args) = &e.kind {
+                            for (j, a) in args.iter().enumerate() {
+                                if let Some(f) = self.dyn_index_in_chain(a)? {
+                                    hit = Some((f, Some(j)));
+                                    break;
+                                }
+                            }
+                        }
+                        hit
+                    }
+                },
+                _ => None,
+            };
+            let Some(((at, base, idx), arg)) = found else {
+                out.push(s.clone());
+                continue;
+            };
+            let n = match self.expr(&base)? {
+                Val::Place(Place::Stack { headers, .. }) => headers.len(),
+                _ => return err(base.pos, "only header stacks can be indexed"),
+            };
+            let var = format!("__stack_index{count}");
+            *count += 1;
+            let b32 = |p: Pos| {
+                TypeRef::Bit(Box::new(Expr {
+                    kind: ExprKind::Int(32, None),
+                    pos: p,
+                }))
+            };
+            out.push(Stmt {
+                kind: StmtKind::Var(Decl {
+                    annotations: vec![],
+                    kind: DeclKind::Var {
+                        ty: b32(pos),
+                        name: var.clone(),
+                        init: Some(Expr {
+                            kind: ExprKind::Cast(b32(pos), Box::new(idx.clone())),
+                            pos: idx.pos,
+                        }),
+                    },
+                    pos,
+                }),
+                pos,
+            });
+            // Out of range in a parser: reject with error.StackOutOfBounds.
+            let ex = |kind| Expr { kind, pos };
+            let mut chain: Option<Box<Stmt>> = Some(Box::new(Stmt {
+                kind: StmtKind::Call(ex(ExprKind::Call(
+                    Box::new(ex(ExprKind::Name("verify".into()))),
+                    vec![],
+                    vec![
+                        ex(ExprKind::Bool(false)),
+                        ex(ExprKind::Member(
+                            Box::new(ex(ExprKind::Name("error".into()))),
+                            "StackOutOfBounds".into(),
+                        )),
+                    ],
+                ))),
+                pos,
+            }));
+            for k in (0..n).rev() {
+                let kind = match (&s.kind, arg) {
+                    (StmtKind::Assign(l, r), _) => {
+                        StmtKind::Assign(replace_index(l, at, k), r.clone())
+                    }
+                    (StmtKind::Call(e), None) => StmtKind::Call(replace_index(e, at, k)),
+                    (StmtKind::Call(e), Some(j)) => {
+                        let ExprKind::Call(c, t, args) = &e.kind else {
+                            continue;
+                        };
+                        let mut args = args.clone();
+                        args[j] = replace_index(&args[j], at, k);
+                        StmtKind::Call(Expr {
+                            kind: ExprKind::Call(c.clone(), t.clone(), args),
+                            pos: e.pos,
+                        })
+                    }
+                    (other, _) => other.clone(),
+                };
+                let cond = Expr {
+                    kind: ExprKind::Binary(
+                        "==",
+                        Box::new(Expr {
+                            kind: ExprKind::Name(var.clone()),
+                            pos,
+                        }),
+                        Box::new(Expr {
+                            kind: ExprKind::Int(k as u128, None),
+                            pos,
+                        }),
+                    ),
+                    pos,
+                };
+                chain = Some(Box::new(Stmt {
+                    kind: StmtKind::If(cond, Box::new(Stmt { kind, pos }), chain),
+                    pos,
+                }));
+            }
+            if let Some(c) = chain {
+                out.push(*c);
+            }
+        }
+        Ok(out)
     }
 
     /// Inline sub-parser calls `inst.apply(args)`: the calling state ends with a transition into
