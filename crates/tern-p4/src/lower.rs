@@ -96,6 +96,8 @@ enum Place {
     ValueSet(u32),
     /// A header union instance: index, type name and its member headers.
     Union(u32, String, Vec<(String, Place)>),
+    /// A header-union stack: index and its unions (`Place::Union`), in index order.
+    UnionStack(Vec<Place>),
     /// A control instantiated inside another: (control type, instance name).
     Control(String, String),
     Enum(String),
@@ -786,9 +788,38 @@ impl Lower {
                 }
                 Place::Struct(s.clone(), v)
             }
+            Ty::Stack(et, n) if matches!(**et, Ty::Union(_)) => {
+                let Ty::Union(u) = &**et else {
+                    return err(pos, "expected a header union stack");
+                };
+                let mut us = Vec::new();
+                let mut ids = Vec::new();
+                for i in 0..*n {
+                    let p = self.alloc(&format!("{path}[{i}]"), et, pos, meta)?;
+                    if let Place::Union(idx, _, _) = &p {
+                        ids.push(*idx);
+                    }
+                    us.push(p);
+                }
+                let union_type = self
+                    .prog
+                    .header_union_types
+                    .iter()
+                    .position(|t| t.name == *u)
+                    .unwrap_or(0) as u32;
+                let sname = self.unique(path);
+                let idx = self.prog.header_union_stacks.len() as u32;
+                self.prog.header_union_stacks.push(m::UnionStack {
+                    name: sname,
+                    id: idx as i64,
+                    union_type,
+                    unions: ids,
+                });
+                Place::UnionStack(us)
+            }
             Ty::Stack(et, n) => {
                 let Ty::Header(h) = &**et else {
-                    return err(pos, "only header stacks are supported");
+                    return err(pos, "only stacks of headers or header unions are supported");
                 };
                 let mut hs = Vec::new();
                 for i in 0..*n {
@@ -1048,6 +1079,12 @@ impl Lower {
                     (Val::Place(Place::Stack { .. }), _) => {
                         err(pos, "header stack indices must be compile-time constants")
                     }
+                    (Val::Place(Place::UnionStack(unions)), Val::Const(i, _)) => {
+                        match unions.get(i as usize) {
+                            Some(u) if i >= 0 => Ok(Val::Place(u.clone())),
+                            _ => err(pos, format!("stack index {i} is out of bounds")),
+                        }
+                    }
                     (Val::Place(Place::Struct(n, fields)), Val::Const(i, _))
                         if n.starts_with("tuple<") =>
                     {
@@ -1235,6 +1272,7 @@ impl Lower {
     pub(super) fn dyn_index_setup(&mut self, base: &Expr, idx: &Expr) -> R<(usize, m::FieldRef)> {
         let n = match self.expr(base)? {
             Val::Place(Place::Stack { headers, .. }) => headers.len(),
+            Val::Place(Place::UnionStack(unions)) => unions.len(),
             _ => return err(base.pos, "only header stacks can be indexed"),
         };
         let iv = self.expr(idx)?;
@@ -1331,6 +1369,9 @@ impl Lower {
                     headers,
                 })),
             },
+            Val::Place(Place::UnionStack(unions)) if name == "size" => {
+                Ok(Val::Const(unions.len() as i128, Ty::Bit(32)))
+            }
             Val::Place(Place::StackLast(stack, ht)) => {
                 let fields = self.headers.get(&ht).cloned().unwrap_or_default();
                 match fields.iter().position(|(n, _, _)| n == name) {

@@ -651,6 +651,11 @@ impl Lower {
         match v {
             Val::Place(Place::Header(h, _)) => self.deparse_order.push(h),
             Val::Place(Place::Stack { headers, .. }) => self.deparse_order.extend(headers),
+            Val::Place(Place::UnionStack(unions)) => {
+                for u in unions {
+                    self.emit_order(Val::Place(u), pos)?;
+                }
+            }
             Val::Place(Place::Union(_, _, members)) => {
                 for (_, p) in members {
                     self.emit_order(Val::Place(p), pos)?;
@@ -979,6 +984,16 @@ impl Lower {
             Place::Struct(_, fields) => {
                 for (_, f) in fields.clone() {
                     self.invalidate_headers(&f);
+                }
+            }
+            Place::Union(_, _, members) => {
+                for (_, f) in members.clone() {
+                    self.invalidate_headers(&f);
+                }
+            }
+            Place::UnionStack(unions) => {
+                for u in unions.clone() {
+                    self.invalidate_headers(&u);
                 }
             }
             _ => {}
