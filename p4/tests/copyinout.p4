@@ -66,8 +66,19 @@ control I(inout headers h, inout metadata m, inout standard_metadata_t sm) {
             x = 3;
         }
     }
+    // standard_metadata stays bound by reference (p4c's drop-bmv2 passes it `out`).
+    action markDrop(out standard_metadata_t s) {
+        mark_to_drop(s);
+    }
     action addTo(inout bit<8> x, in bit<8> v) {
         x = x + v;
+    }
+    // Bound in a table's actions list: the same calling convention.
+    table tw {
+        actions = {
+            writesGlobal(h.e.c);
+        }
+        default_action = writesGlobal(h.e.c);
     }
     apply {
         sm.egress_spec = 1;
@@ -90,6 +101,10 @@ control I(inout headers h, inout metadata m, inout standard_metadata_t sm) {
             addTo(h.e.a, bump(h.e.a));
             // An `in` header is a copy: the inout write of h.e.b is not seen through it.
             h.e.c = readThenSet(h.e, h.e.a);
+        } else if (h.e.mode == 5) {
+            tw.apply();
+        } else if (h.e.mode == 6) {
+            markDrop(sm);
         }
     }
 }

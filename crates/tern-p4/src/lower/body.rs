@@ -863,7 +863,7 @@ impl Lower {
             let bound = match p.dir {
                 Some("out") | Some("inout") => match &v {
                     Val::Place(place) => {
-                        let copy = copyable(place)
+                        let copy = copyable(place, self.std_header)
                             && (p.dir == Some("out")
                                 || others_overlap(i, false)
                                 || arg_paths[i].as_ref().is_some_and(|q| fp.touches(q)));
@@ -899,8 +899,9 @@ impl Lower {
                         | Place::Struct(..)
                         | Place::Stack { .. }
                         | Place::Union(..)),
-                    ) if others_overlap(i, true)
-                        || arg_paths[i].as_ref().is_some_and(|q| fp.writes_to(q)) =>
+                    ) if copyable(place, self.std_header)
+                        && (others_overlap(i, true)
+                            || arg_paths[i].as_ref().is_some_and(|q| fp.writes_to(q))) =>
                     {
                         let place = place.clone();
                         let tmp = self.alloc(&p.name, &t, a.pos, false)?;
@@ -973,7 +974,7 @@ impl Lower {
     }
 
     /// `setInvalid()` on every header in a place (a header, a stack or a struct of them).
-    fn invalidate_headers(&mut self, p: &Place) {
+    pub(super) fn invalidate_headers(&mut self, p: &Place) {
         match p {
             Place::Header(h, _) => self.emit(prim("remove_header", vec![m::Arg::Header(*h)])),
             Place::Stack { headers, .. } => {
@@ -1576,14 +1577,16 @@ enum Writeback {
     Dyn(Expr, Pos, usize, m::FieldRef, Place),
 }
 
-/// Places a temporary can stand for (storage that `assign_val` copies as a whole).
-fn copyable(p: &Place) -> bool {
-    matches!(
-        p,
-        Place::Field(..)
-            | Place::Header(..)
-            | Place::Struct(..)
-            | Place::Union(..)
-            | Place::Stack { .. }
-    )
+/// Places a temporary can stand for (storage that `assign_val` copies as a whole);
+/// `standard_metadata` (header `std`) stays bound by reference.
+pub(super) fn copyable(p: &Place, std: u32) -> bool {
+    !matches!(p, Place::Header(h, _) if *h == std)
+        && matches!(
+            p,
+            Place::Field(..)
+                | Place::Header(..)
+                | Place::Struct(..)
+                | Place::Union(..)
+                | Place::Stack { .. }
+        )
 }

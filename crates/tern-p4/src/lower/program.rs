@@ -2446,6 +2446,23 @@ impl Lower {
         let mut rd = Vec::new();
         let mut res = Ok(());
         let nbound = bound.len();
+        // Bound directional arguments follow the calling convention too: copied in and out
+        // (after the body, left to right) where binding by reference could be observed.
+        let fp = self.footprint(&d);
+        let bpaths: Vec<Option<alias::Path>> = bound.iter().map(alias::path_of).collect();
+        let overlaps = |i: usize, only_written: bool| -> bool {
+            let Some(p) = &bpaths[i] else { return false };
+            bpaths.iter().enumerate().any(|(j, q)| {
+                j != i
+                    && (!only_written
+                        || matches!(
+                            params.get(j).and_then(|p| p.dir),
+                            Some("out") | Some("inout")
+                        ))
+                    && q.as_ref().is_some_and(|q| alias::overlap(p, q))
+            })
+        };
+        let mut copy_out: Vec<(Place, Place, Pos)> = Vec::new();
         for (i, p) in params.iter().enumerate() {
             if p.dir.is_some() {
                 let Some(a) = bound.get(i) else {
@@ -2475,6 +2492,44 @@ impl Lower {
                     );
                     break;
                 }
+                let written = matches!(p.dir, Some("out") | Some("inout"));
+                let v = match &v {
+                    Val::Place(place)
+                        if body::copyable(place, self.std_header)
+                            && (p.dir == Some("out")
+                                || overlaps(i, !written)
+                                || bpaths[i].as_ref().is_some_and(|q| {
+                                    if written {
+                                        fp.touches(q)
+                                    } else {
+                                        fp.writes_to(q)
+                                    }
+                                })) =>
+                    {
+                        let r = self.ty(&p.ty).and_then(|t| {
+                            let tmp = self.alloc(&p.name, &t, a.pos, false)?;
+                            if p.dir == Some("out") {
+                                self.invalidate_headers(&tmp);
+                            } else {
+                                self.assign_val(&tmp, v.clone(), a.pos)?;
+                            }
+                            Ok(tmp)
+                        });
+                        match r {
+                            Ok(tmp) => {
+                                if written {
+                                    copy_out.push((place.clone(), tmp.clone(), a.pos));
+                                }
+                                Val::Place(tmp)
+                            }
+                            Err(e) => {
+                                res = Err(e);
+                                break;
+                            }
+                        }
+                    }
+                    _ => v,
+                };
                 self.scope.set(&p.name, v);
                 continue;
             }
@@ -2520,6 +2575,14 @@ impl Lower {
             if let Some(p) = self.cur.get_mut(j) {
                 if let Some(last) = p.params.last_mut() {
                     *last = m::Arg::Const(int_of(end as i128));
+                }
+            }
+        }
+        if res.is_ok() {
+            for (dst, tmp, apos) in copy_out {
+                if let Err(e) = self.assign_val(&dst, Val::Place(tmp), apos) {
+                    res = Err(e);
+                    break;
                 }
             }
         }
