@@ -70,6 +70,16 @@ control I(inout headers h, inout metadata m, inout standard_metadata_t sm) {
     action markDrop(out standard_metadata_t s) {
         mark_to_drop(s);
     }
+    // Copy-out still happens after `exit` (innermost call first).
+    action exitAfter(out bit<8> x, inout bit<8> y) {
+        x = 0x77;
+        y = y + 1;
+        exit;
+    }
+    action outer(inout bit<8> z) {
+        z = z + 2;
+        exitAfter(h.e.c, z);
+    }
     action addTo(inout bit<8> x, in bit<8> v) {
         x = x + v;
     }
@@ -105,7 +115,12 @@ control I(inout headers h, inout metadata m, inout standard_metadata_t sm) {
             tw.apply();
         } else if (h.e.mode == 6) {
             markDrop(sm);
+        } else if (h.e.mode == 7) {
+            exitAfter(h.e.a, h.e.b);
+        } else if (h.e.mode == 8) {
+            outer(h.e.d);
         }
+        h.e.mode = h.e.mode + 0x10;
     }
 }
 

@@ -288,6 +288,8 @@ pub struct Lower {
     field_list_ids: HashMap<i128, i64>,
     learn_by_type: HashMap<String, i64>,
     return_jumps: Vec<Vec<usize>>,
+    /// Copy-outs of the calls being inlined (outermost first), run before an `exit`.
+    exit_copyouts: Vec<Vec<body::Writeback>>,
     inline_depth: usize,
     cur: Vec<m::Primitive>,
     /// Open loops: (break jumps, continue jumps).
@@ -454,6 +456,7 @@ impl Lower {
             field_list_ids: HashMap::new(),
             learn_by_type: HashMap::new(),
             return_jumps: Vec::new(),
+            exit_copyouts: Vec::new(),
             inline_depth: 0,
             ctor_args: HashMap::new(),
             top_ctor: Vec::new(),

@@ -937,9 +937,11 @@ impl Lower {
         };
         self.inline_depth += 1;
         self.return_jumps.push(Vec::new());
+        self.exit_copyouts.push(writebacks.clone());
         let saved_ret = std::mem::replace(&mut self.ret_slot, ret_slot.clone());
         let r = self.stmts(body);
         self.ret_slot = saved_ret;
+        self.exit_copyouts.pop();
         let jumps = self.return_jumps.pop().unwrap_or_default();
         self.inline_depth -= 1;
         self.scope.pop();
@@ -948,29 +950,35 @@ impl Lower {
         for j in jumps {
             self.patch_jump(j, end);
         }
-        for wb in writebacks {
-            match wb {
-                Writeback::Place(dst, tmp, apos) => {
-                    self.assign_val(&dst, Val::Place(tmp), apos)?;
-                }
-                Writeback::Dyn(a, at, n, itmp, tmp) => {
-                    for k in 0..n {
-                        let jz = self.jump_if_zero(op(
-                            m::Op::Eq,
-                            Some(m::Expr::Field(itmp)),
-                            Some(cnst(k as i128)),
-                        ));
-                        let Val::Place(dst) = self.expr(&replace_index(&a, at, k))? else {
-                            return err(a.pos, "this argument is not assignable");
-                        };
-                        self.assign_val(&dst, Val::Place(tmp.clone()), a.pos)?;
-                        let here = self.cur.len();
-                        self.patch_jump(jz, here);
-                    }
+        for wb in &writebacks {
+            self.copy_out(wb)?;
+        }
+        Ok(ret_slot.map(Val::Place))
+    }
+
+    /// One copy-out after an inlined call (or before an `exit` inside it).
+    pub(super) fn copy_out(&mut self, wb: &Writeback) -> R<()> {
+        match wb {
+            Writeback::Place(dst, tmp, apos) => {
+                self.assign_val(dst, Val::Place(tmp.clone()), *apos)?;
+            }
+            Writeback::Dyn(a, at, n, itmp, tmp) => {
+                for k in 0..*n {
+                    let jz = self.jump_if_zero(op(
+                        m::Op::Eq,
+                        Some(m::Expr::Field(*itmp)),
+                        Some(cnst(k as i128)),
+                    ));
+                    let Val::Place(dst) = self.expr(&replace_index(a, *at, k))? else {
+                        return err(a.pos, "this argument is not assignable");
+                    };
+                    self.assign_val(&dst, Val::Place(tmp.clone()), a.pos)?;
+                    let here = self.cur.len();
+                    self.patch_jump(jz, here);
                 }
             }
         }
-        Ok(ret_slot.map(Val::Place))
+        Ok(())
     }
 
     /// `setInvalid()` on every header in a place (a header, a stack or a struct of them).
@@ -1460,6 +1468,13 @@ impl Lower {
                 if self.mode != Mode::Action {
                     return err(s.pos, "`exit` is not allowed here");
                 }
+                // Copy-out of the enclosing calls' out/inout arguments still happens after
+                // `exit` (innermost call first); then leave the outermost action.
+                for frame in self.exit_copyouts.clone().iter().rev() {
+                    for wb in frame {
+                        self.copy_out(wb)?;
+                    }
+                }
                 self.emit(prim("exit", vec![]));
                 let j = self.jump();
                 match self.return_jumps.first_mut() {
@@ -1572,7 +1587,8 @@ fn shl_bytes(b: &[u8], n: u32) -> Vec<u8> {
 
 /// A copy-out after an inlined call: to a place fixed at the call, or through a run-time
 /// stack index evaluated once (argument, index node, elements, index temp, temporary).
-enum Writeback {
+#[derive(Clone, Debug)]
+pub(super) enum Writeback {
     Place(Place, Place, Pos),
     Dyn(Expr, Pos, usize, m::FieldRef, Place),
 }

@@ -2565,9 +2565,15 @@ impl Lower {
                 }
             }
         }
+        let copy_out: Vec<body::Writeback> = copy_out
+            .into_iter()
+            .map(|(d, t, p)| body::Writeback::Place(d, t, p))
+            .collect();
+        let saved_copyouts = std::mem::replace(&mut self.exit_copyouts, vec![copy_out.clone()]);
         if res.is_ok() {
             res = self.stmts(body);
         }
+        self.exit_copyouts = saved_copyouts;
         self.scope.pop();
         let jumps = self.return_jumps.pop().unwrap_or_default();
         let end = self.cur.len();
@@ -2579,8 +2585,8 @@ impl Lower {
             }
         }
         if res.is_ok() {
-            for (dst, tmp, apos) in copy_out {
-                if let Err(e) = self.assign_val(&dst, Val::Place(tmp), apos) {
+            for wb in &copy_out {
+                if let Err(e) = self.copy_out(wb) {
                     res = Err(e);
                     break;
                 }
