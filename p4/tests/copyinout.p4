@@ -13,6 +13,15 @@ header e_t {
     bit<8> d;
 }
 
+header x_t {
+    bit<8> v;
+}
+
+header_union xu_t {
+    x_t p;
+    x_t q;
+}
+
 struct headers {
     e_t e;
 }
@@ -70,6 +79,14 @@ control I(inout headers h, inout metadata m, inout standard_metadata_t sm) {
     action markDrop(out standard_metadata_t s) {
         mark_to_drop(s);
     }
+    // A header-union variable: making xu.q valid invalidates xu.p, but hp is a copy, and
+    // its copy-out makes xu.p valid again.
+    xu_t xu;
+    action viaUnion(inout x_t hp) {
+        xu.q.setValid();
+        xu.q.v = 1;
+        hp.v = hp.v + 5;
+    }
     // Copy-out still happens after `exit` (innermost call first).
     action exitAfter(out bit<8> x, inout bit<8> y) {
         x = 0x77;
@@ -119,6 +136,17 @@ control I(inout headers h, inout metadata m, inout standard_metadata_t sm) {
             exitAfter(h.e.a, h.e.b);
         } else if (h.e.mode == 8) {
             outer(h.e.d);
+        } else if (h.e.mode == 9) {
+            xu.p.setValid();
+            xu.p.v = h.e.a;
+            viaUnion(xu.p);
+            h.e.b = 0xEE;
+            if (xu.p.isValid()) {
+                h.e.b = xu.p.v;
+            }
+            if (xu.q.isValid()) {
+                h.e.c = 0xEE;
+            }
         }
         h.e.mode = h.e.mode + 0x10;
     }

@@ -5,7 +5,8 @@
 //! Access paths are name chains cut at two components and at any component whose target
 //! is not fixed at compile time (run-time index, `next`, `last`, slices), so two paths
 //! that may denote overlapping storage always share a prefix (`hdr.u.a` and `hdr.u.b`
-//! of a header union, `hdr.s[0]` and `hdr.s[i]`). Names that only look alike (a local
+//! of a header union in a struct, `hdr.s[0]` and `hdr.s[i]`; a header union variable's
+//! members are cut to the variable). Names that only look alike (a local
 //! shadowing a global) make the analysis copy more, never less.
 
 use super::*;
@@ -67,6 +68,17 @@ impl Footprint {
 }
 
 impl Lower {
+    /// A path cut further when its root is a header union variable: `u.a` and `u.b` share
+    /// storage validity, so both become `u`.
+    pub(super) fn union_cut(&self, mut p: Path) -> Path {
+        if p.len() > 1 {
+            if let Some(Val::Place(Place::Union(..))) = self.lookup(&p[0]) {
+                p.truncate(1);
+            }
+        }
+        p
+    }
+
     /// The footprint of a callable declaration's body.
     pub(super) fn footprint(&self, d: &Decl) -> Footprint {
         let mut fp = Footprint::default();
@@ -133,6 +145,7 @@ impl Walk<'_> {
         if p.first().is_some_and(|r| self.own.contains(r.as_str())) {
             return;
         }
+        let p = self.lower.union_cut(p);
         if write {
             self.fp.writes.push(p.clone());
         }

@@ -794,6 +794,7 @@ impl Lower {
                 args.get(i)
                     .or(params[i].default.as_ref())
                     .and_then(alias::path_of)
+                    .map(|p| self.union_cut(p))
             })
             .collect();
         let fp = self.footprint(d);

@@ -2449,7 +2449,10 @@ impl Lower {
         // Bound directional arguments follow the calling convention too: copied in and out
         // (after the body, left to right) where binding by reference could be observed.
         let fp = self.footprint(&d);
-        let bpaths: Vec<Option<alias::Path>> = bound.iter().map(alias::path_of).collect();
+        let bpaths: Vec<Option<alias::Path>> = bound
+            .iter()
+            .map(|b| alias::path_of(b).map(|p| self.union_cut(p)))
+            .collect();
         let overlaps = |i: usize, only_written: bool| -> bool {
             let Some(p) = &bpaths[i] else { return false };
             bpaths.iter().enumerate().any(|(j, q)| {
