@@ -1,5 +1,6 @@
 /* parserindex.p4 — run-time header stack indices written in a parser: a count byte, then
- * `pkt.extract(h.s[m.i])` and `h.s[m.i].v = …` in a loop state with `m.i` counting up; an
+ * `pkt.extract(h.s[m.i])`, `h.s[m.i].v = …` and an inout argument `addTo(h.s[m.i].v, …)`
+ * in a loop state with `m.i` counting up; an
  * index past the stack's 3 elements rejects with error.StackOutOfBounds. Written for tern.
  * Ingress reports the parser error in `n.err` (1 = StackOutOfBounds) and the number of
  * elements extracted in `n.got`; out of port 1. */
@@ -25,6 +26,10 @@ struct metadata {
     bit<8> i;
 }
 
+void addTo(inout bit<8> x, in bit<8> k) {
+    x = x + k;
+}
+
 parser P(packet_in pkt, out headers h, inout metadata m, inout standard_metadata_t sm) {
     state start {
         pkt.extract(h.n);
@@ -37,6 +42,7 @@ parser P(packet_in pkt, out headers h, inout metadata m, inout standard_metadata
     state loop {
         pkt.extract(h.s[m.i]);
         h.s[m.i].v = h.s[m.i].v + (m.i + 1);
+        addTo(h.s[m.i].v, 0x10);
         m.i = m.i + 1;
         transition select(h.n.cnt - m.i) {
             0: accept;
