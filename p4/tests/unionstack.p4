@@ -1,7 +1,9 @@
 /* unionstack.p4 — a stack of header unions: the parser extracts a different member into each
  * element (by kind bytes), ingress updates the valid member, makes a member valid (the
  * union's other members become invalid) and writes an element through a run-time index; the
- * deparser emits the stack (each union's valid member). Written for tern. Out of port 1. */
+ * deparser emits the stack (each union's valid member). Kind 5 extracts through
+ * `us.next.a`, `us.next.b`, then shifts the stack with push_front/pop_front. Written for tern.
+ * Out of port 1. */
 #include <core.p4>
 #include <v1model.p4>
 
@@ -37,8 +39,14 @@ parser P(packet_in pkt, out headers h, inout metadata m, inout standard_metadata
         transition select(h.t.k0) {
             1: a0;
             2: b0;
+            5: nexts;
             default: accept;
         }
+    }
+    state nexts {
+        pkt.extract(h.us.next.a);
+        pkt.extract(h.us.next.b);
+        transition accept;
     }
     state a0 {
         pkt.extract(h.us[0].a);
@@ -83,6 +91,13 @@ control I(inout headers h, inout metadata m, inout standard_metadata_t sm) {
         if (h.t.k0 == 4) {
             h.us[(bit<1>)h.t.k1].a.setValid();
             h.us[(bit<1>)h.t.k1].a.x = 7;
+        }
+        if (h.t.k0 == 5) {
+            if (h.t.k1 == 1) {
+                h.us.push_front(1);
+            } else {
+                h.us.pop_front(1);
+            }
         }
         h.t.k1 = (bit<8>)h.us.size;
     }

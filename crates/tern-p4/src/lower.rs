@@ -97,7 +97,11 @@ enum Place {
     /// A header union instance: index, type name and its member headers.
     Union(u32, String, Vec<(String, Place)>),
     /// A header-union stack: index and its unions (`Place::Union`), in index order.
-    UnionStack(Vec<Place>),
+    UnionStack(u32, String, Vec<Place>),
+    /// `us.next` of a header-union stack (index, union type), in parsers.
+    UnionStackNext(u32, String),
+    /// `us.next.member` (stack index, member index), an extract target.
+    UnionStackNextMember(u32, u32),
     /// A control instantiated inside another: (control type, instance name).
     Control(String, String),
     Enum(String),
@@ -818,7 +822,7 @@ impl Lower {
                     union_type,
                     unions: ids,
                 });
-                Place::UnionStack(us)
+                Place::UnionStack(idx, u.clone(), us)
             }
             Ty::Stack(et, n) => {
                 let Ty::Header(h) = &**et else {
@@ -1082,7 +1086,7 @@ impl Lower {
                     (Val::Place(Place::Stack { .. }), _) => {
                         err(pos, "header stack indices must be compile-time constants")
                     }
-                    (Val::Place(Place::UnionStack(unions)), Val::Const(i, _)) => {
+                    (Val::Place(Place::UnionStack(_, _, unions)), Val::Const(i, _)) => {
                         match unions.get(i as usize) {
                             Some(u) if i >= 0 => Ok(Val::Place(u.clone())),
                             _ => err(pos, format!("stack index {i} is out of bounds")),
@@ -1275,7 +1279,7 @@ impl Lower {
     pub(super) fn dyn_index_setup(&mut self, base: &Expr, idx: &Expr) -> R<(usize, m::FieldRef)> {
         let n = match self.expr(base)? {
             Val::Place(Place::Stack { headers, .. }) => headers.len(),
-            Val::Place(Place::UnionStack(unions)) => unions.len(),
+            Val::Place(Place::UnionStack(_, _, unions)) => unions.len(),
             _ => return err(base.pos, "only header stacks can be indexed"),
         };
         let iv = self.expr(idx)?;
@@ -1372,8 +1376,18 @@ impl Lower {
                     headers,
                 })),
             },
-            Val::Place(Place::UnionStack(unions)) if name == "size" => {
+            Val::Place(Place::UnionStack(_, _, unions)) if name == "size" => {
                 Ok(Val::Const(unions.len() as i128, Ty::Bit(32)))
+            }
+            Val::Place(Place::UnionStack(idx, u, _)) if name == "next" => {
+                Ok(Val::Place(Place::UnionStackNext(idx, u)))
+            }
+            Val::Place(Place::UnionStackNext(idx, u)) => {
+                let members = self.unions.get(&u).cloned().unwrap_or_default();
+                match members.iter().position(|(n, _, _)| n == name) {
+                    Some(i) => Ok(Val::Place(Place::UnionStackNextMember(idx, i as u32))),
+                    None => err(pos, format!("header union `{u}` has no member `{name}`")),
+                }
             }
             Val::Place(Place::StackLast(stack, ht)) => {
                 let fields = self.headers.get(&ht).cloned().unwrap_or_default();

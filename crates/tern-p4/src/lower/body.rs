@@ -563,6 +563,18 @@ impl Lower {
                 }
                 _ => err(pos, format!("header stacks have no method `{method}`")),
             },
+            Val::Place(Place::UnionStack(stack, _, _))
+                if matches!(method, "push_front" | "pop_front") =>
+            {
+                Self::nargs(args, 1, method, pos)?;
+                let n = self.const_arg(&args[0], "the count")?;
+                let opn = if method == "push_front" { "push" } else { "pop" };
+                self.emit(prim(
+                    opn,
+                    vec![m::Arg::HeaderUnionStack(stack), m::Arg::Const(int_of(n))],
+                ));
+                Ok(None)
+            }
             Val::Place(Place::Packet) => self.packet_method(method, targs, args, pos),
             Val::Place(Place::Extern(i)) => self.extern_method(i, method, args, pos),
             Val::Place(Place::Table(t)) => err(
@@ -588,6 +600,9 @@ impl Lower {
                 let target = match self.expr(&args[0])? {
                     Val::Place(Place::Header(h, _)) => m::ExtractTarget::Regular(h),
                     Val::Place(Place::StackNext(s)) => m::ExtractTarget::Stack(s),
+                    Val::Place(Place::UnionStackNextMember(s, mi)) => {
+                        m::ExtractTarget::UnionStack(s, mi)
+                    }
                     _ => return err(args[0].pos, "extract needs a header or `stack.next`"),
                 };
                 let op = if let Some(len) = args.get(1) {
@@ -651,7 +666,7 @@ impl Lower {
         match v {
             Val::Place(Place::Header(h, _)) => self.deparse_order.push(h),
             Val::Place(Place::Stack { headers, .. }) => self.deparse_order.extend(headers),
-            Val::Place(Place::UnionStack(unions)) => {
+            Val::Place(Place::UnionStack(_, _, unions)) => {
                 for u in unions {
                     self.emit_order(Val::Place(u), pos)?;
                 }
@@ -1001,7 +1016,7 @@ impl Lower {
                     self.invalidate_headers(&f);
                 }
             }
-            Place::UnionStack(unions) => {
+            Place::UnionStack(_, _, unions) => {
                 for u in unions.clone() {
                     self.invalidate_headers(&u);
                 }

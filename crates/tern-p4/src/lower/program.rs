@@ -731,7 +731,7 @@ impl Lower {
             };
             let n = match self.expr(&base)? {
                 Val::Place(Place::Stack { headers, .. }) => headers.len(),
-                Val::Place(Place::UnionStack(unions)) => unions.len(),
+                Val::Place(Place::UnionStack(_, _, unions)) => unions.len(),
                 _ => return err(base.pos, "only header stacks can be indexed"),
             };
             let var = format!("__stack_index{count}");
