@@ -1,7 +1,8 @@
 /* parserctor.p4 — constructor parameters of parsers: the top-level parser gets its tag
  * EtherType from `main` (`P(16w0x9999)`), and two instances of one sub-parser type with
  * different constructor arguments (`Tag(8w1)`, `Tag(8w100)`) each add their constant to a
- * running sum passed inout. Written for tern. Out of port 1 with the sum in `eth.sum`. */
+ * running sum passed inout; ingress adds its own constructor argument (`I(8w0x10)`). Written
+ * for tern. Out of port 1 with the sum in `eth.sum`. */
 #include <core.p4>
 #include <v1model.p4>
 
@@ -52,10 +53,10 @@ parser P(packet_in pkt, out headers h, inout metadata m, inout standard_metadata
     }
 }
 
-control I(inout headers h, inout metadata m, inout standard_metadata_t sm) {
+control I(inout headers h, inout metadata m, inout standard_metadata_t sm)(bit<8> bonus) {
     apply {
         sm.egress_spec = 1;
-        h.eth.sum = m.sum;
+        h.eth.sum = m.sum + bonus;
     }
 }
 
@@ -79,4 +80,4 @@ control D(packet_out pkt, in headers h) {
     }
 }
 
-V1Switch(P(16w0x9999), VC(), I(), E(), CC(), D()) main;
+V1Switch(P(16w0x9999), VC(), I(8w0x10), E(), CC(), D()) main;
