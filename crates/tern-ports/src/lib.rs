@@ -9,6 +9,6 @@ pub mod afpacket;
 pub mod pcap;
 pub mod ports;
 
-pub use afpacket::{LiveConfig, LivePorts, LiveStats};
+pub use afpacket::{LiveConfig, LivePorts, LiveStats, RxRing};
 pub use pcap::{PcapError, PcapReader, PcapWriter, WriterConfig};
 pub use ports::{Capture, FilePorts, MemPorts, PortError, PortIo, PortSpec, RxMeta};
