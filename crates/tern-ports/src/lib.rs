@@ -3,7 +3,7 @@
 //! [`pcap`] reads classic pcap (both byte orders, µs and ns) and pcapng, and writes classic
 //! pcap; [`ports`] defines the [`PortIo`] port-set abstraction with [`FilePorts`],
 //! [`MemPorts`] and the `--pcap` [`Capture`] wrapper; [`afpacket`] attaches live interfaces
-//! (AF_PACKET, TPACKET_V3) as [`afpacket::LivePorts`].
+//! (AF_PACKET, per-frame TPACKET_V2 or block TPACKET_V3 RX ring) as [`afpacket::LivePorts`].
 
 pub mod afpacket;
 pub mod pcap;
