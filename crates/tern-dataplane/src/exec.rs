@@ -44,9 +44,87 @@ pub struct Pkt {
     pub enq_ts: u64,
 }
 
+/// Stages of [`Probe`]'s per-stage timing.
+pub mod stage {
+    /// Packet instance and standard metadata at receive.
+    pub const RECEIVE: usize = 0;
+    /// Parser and checksum verification.
+    pub const PARSE: usize = 1;
+    /// Table keys, lookups, conditions and the control-flow walk.
+    pub const TABLES: usize = 2;
+    /// Actions (table actions and direct action calls).
+    pub const ACTIONS: usize = 3;
+    /// Between the pipelines: ingress epilogue (clone/digest/multicast/drop decisions),
+    /// enqueue, the job queue, egress standard metadata.
+    pub const QUEUE: usize = 4;
+    /// Checksum updates, deparser, payload copy.
+    pub const DEPARSE: usize = 5;
+    /// Output frame hand-off and packet recycling.
+    pub const TRANSMIT: usize = 6;
+    /// Number of stages.
+    pub const COUNT: usize = 7;
+    /// Stage names, in index order.
+    pub const NAMES: [&str; COUNT] = [
+        "receive", "parse", "tables", "actions", "queue", "deparse", "transmit",
+    ];
+}
+
+/// Per-stage wall-clock accounting (off unless enabled: one branch per stage boundary).
+/// Each [`Probe::mark`] charges the time since the previous mark to a stage and counts one
+/// clock read against it, so callers can subtract the clock's own cost.
+#[derive(Clone, Debug)]
+pub struct Probe {
+    last: std::time::Instant,
+    /// Nanoseconds charged to each stage.
+    pub ns: [u64; stage::COUNT],
+    /// Marks (clock reads) charged to each stage.
+    pub marks: [u64; stage::COUNT],
+}
+
+impl Probe {
+    pub fn new() -> Probe {
+        Probe {
+            last: std::time::Instant::now(),
+            ns: [0; stage::COUNT],
+            marks: [0; stage::COUNT],
+        }
+    }
+
+    /// Restart the interval without charging it (at the start of a packet).
+    #[inline]
+    pub fn start(&mut self) {
+        self.last = std::time::Instant::now();
+    }
+
+    /// Charge the time since the last mark to stage `s`.
+    #[inline]
+    pub fn mark(&mut self, s: usize) {
+        let now = std::time::Instant::now();
+        self.ns[s] += now.duration_since(self.last).as_nanos() as u64;
+        self.marks[s] += 1;
+        self.last = now;
+    }
+}
+
+impl Default for Probe {
+    fn default() -> Self {
+        Probe::new()
+    }
+}
+
+/// Charge the time since the last mark to stage `s`, if timing is on.
+#[inline(always)]
+pub fn mark(ext: &mut ExternState, s: usize) {
+    if let Some(p) = ext.probe.as_deref_mut() {
+        p.mark(s);
+    }
+}
+
 /// Mutable state of the externs an action can touch.
 #[derive(Clone, Debug, Default)]
 pub struct ExternState {
+    /// Per-stage timing, when enabled ([`crate::Switch::set_stage_timing`]).
+    pub probe: Option<Box<Probe>>,
     pub regs: Vec<RegArray>,
     pub counters: Vec<Vec<CounterValue>>,
     pub meters: Vec<Vec<Meter>>,
@@ -109,14 +187,24 @@ pub fn store_field(phv: &mut Phv, f: &FieldLoc, v: &Value) {
     v.store(f.width, f.signed, f.saturating, s);
 }
 
+/// Store a non-negative value into a field: the ≤ 64-bit path writes the low `width` bits
+/// directly (what [`store_field`] does with `Value::Small(v)`, without the generic conversion).
+#[inline]
+pub fn store_field_u64(phv: &mut Phv, f: &FieldLoc, v: u64) {
+    if f.is_valid_bit {
+        return;
+    }
+    if f.width <= 64 && !f.saturating && !f.is_vl {
+        // Unsigned and signed stores wrap identically to the low `width` bits.
+        phv.write_u64(f, v);
+    } else {
+        store_field(phv, f, &Value::Small(v as i128));
+    }
+}
+
 fn store_u64(phv: &mut Phv, f: &Option<FieldLoc>, v: u64) {
     if let Some(f) = f {
-        if f.width <= 64 && !f.saturating && !f.is_vl {
-            // Unsigned and signed stores wrap identically to the low `width` bits.
-            phv.write_u64(f, v);
-        } else {
-            store_field(phv, f, &Value::Small(v as i128));
-        }
+        store_field_u64(phv, f, v);
     }
 }
 
@@ -653,7 +741,7 @@ impl Engine {
                 continue;
             }
             let v = self.checksum_value(ext, pkt, c);
-            store_field(&mut pkt.phv, &c.target, &Value::Small(v as i128));
+            store_field_u64(&mut pkt.phv, &c.target, v);
         }
     }
 
@@ -1207,6 +1295,21 @@ impl Engine {
         } else {
             ts.store.lookup(&t.spec, key)
         };
+        mark(ext, stage::TABLES);
+        let r = self.apply_hit(t, ts, profiles, ext, pkt, hit);
+        mark(ext, stage::ACTIONS);
+        r
+    }
+
+    fn apply_hit(
+        &self,
+        t: &CTable,
+        ts: &mut TableState,
+        profiles: &[Profile],
+        ext: &mut ExternState,
+        pkt: &mut Pkt,
+        hit: Option<u32>,
+    ) -> XR<Option<GNode>> {
         match hit {
             Some(idx) => {
                 let now = ext.now_us;
@@ -1226,7 +1329,7 @@ impl Engine {
                         MeterType::Packets => 1,
                     };
                     let c = e.meter.execute(units, now);
-                    store_field(&mut pkt.phv, &f, &Value::Small(c as i128));
+                    store_field_u64(&mut pkt.phv, &f, c as u64);
                 }
                 let ran = self.run_entry_action(ext, profiles, pkt, t, &e.action)?;
                 Ok(match (&t.hit_miss, ran) {
@@ -1287,6 +1390,7 @@ impl Engine {
                         eval_bool(&cond.expr, &self.cx(&pkt.phv, &[], &st.ext, &pkt.data, 0))
                             .map_err(fault)?
                     };
+                    mark(&mut st.ext, stage::TABLES);
                     if v {
                         cond.t
                     } else {
@@ -1295,7 +1399,10 @@ impl Engine {
                 }
                 GNode::Call(c) => {
                     let (a, next) = self.calls[c as usize];
-                    self.run_instrs(&mut st.ext, pkt, &self.actions[a as usize].instrs, &[])?;
+                    let r =
+                        self.run_instrs(&mut st.ext, pkt, &self.actions[a as usize].instrs, &[]);
+                    mark(&mut st.ext, stage::ACTIONS);
+                    r?;
                     next
                 }
             };

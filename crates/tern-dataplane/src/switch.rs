@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use crate::compile::{CompileError, Engine, FlElem, Std};
-use crate::exec::{Pkt, PktRegs, State, TableState};
+use crate::exec::{mark, stage, Pkt, PktRegs, Probe, State, TableState};
 use crate::expr::RegArray;
 use crate::externs::{Meter, Pre};
 use crate::hash::Algo;
@@ -436,6 +436,18 @@ pub struct Switch {
     spare: Vec<Vec<u8>>,
     /// A fixed clock (microseconds since start) for deterministic runs; `None` = real time.
     clock_us: Option<u64>,
+    /// Register arrays and indirect meters shared with other replicas of this program
+    /// (`--workers`, [`crate::workers`]): swapped into the live state for each packet and
+    /// each control operation while the bank's lock is held.
+    shared: Option<std::sync::Arc<std::sync::Mutex<SharedExterns>>>,
+}
+
+/// Register arrays and indirect meter arrays of a program shared by several replicas of a
+/// switch ([`crate::workers`]).
+#[derive(Debug, Default)]
+pub(crate) struct SharedExterns {
+    pub(crate) regs: Vec<RegArray>,
+    pub(crate) meters: Vec<Vec<Meter>>,
 }
 
 impl std::fmt::Debug for Switch {
@@ -466,7 +478,60 @@ impl Switch {
             pool: Vec::new(),
             spare: Vec::new(),
             clock_us: None,
+            shared: None,
         })
+    }
+
+    /// Does the program have register arrays or indirect meters (state that replicas must
+    /// share)?
+    pub(crate) fn has_shared_externs(&self) -> bool {
+        let p = &self.live.engine.prog;
+        !p.register_arrays.is_empty() || p.meter_arrays.iter().any(|m| !m.is_direct)
+    }
+
+    /// Move this switch's register arrays and indirect meters into a bank that other replicas
+    /// can join with [`Switch::join_shared_externs`].
+    pub(crate) fn share_externs(&mut self) -> std::sync::Arc<std::sync::Mutex<SharedExterns>> {
+        let ext = &mut self.live.state.ext;
+        let bank = std::sync::Arc::new(std::sync::Mutex::new(SharedExterns {
+            regs: std::mem::take(&mut ext.regs),
+            meters: std::mem::take(&mut ext.meters),
+        }));
+        self.shared = Some(bank.clone());
+        bank
+    }
+
+    /// Use `bank` (same program) instead of this switch's own register arrays and meters.
+    pub(crate) fn join_shared_externs(
+        &mut self,
+        bank: std::sync::Arc<std::sync::Mutex<SharedExterns>>,
+    ) {
+        let ext = &mut self.live.state.ext;
+        ext.regs.clear();
+        ext.meters.clear();
+        self.shared = Some(bank);
+    }
+
+    /// Run `f` with the shared register/meter bank (if any) swapped into the live state,
+    /// holding its lock: everything `f` does to registers and meters is atomic with respect
+    /// to the other replicas.
+    pub(crate) fn with_shared_externs<R>(&mut self, f: impl FnOnce(&mut Switch) -> R) -> R {
+        let Some(bank) = self.shared.take() else {
+            return f(self);
+        };
+        let r = {
+            let mut g = bank.lock().unwrap_or_else(|e| e.into_inner());
+            let ext = &mut self.live.state.ext;
+            std::mem::swap(&mut g.regs, &mut ext.regs);
+            std::mem::swap(&mut g.meters, &mut ext.meters);
+            let r = f(self);
+            let ext = &mut self.live.state.ext;
+            std::mem::swap(&mut g.regs, &mut ext.regs);
+            std::mem::swap(&mut g.meters, &mut ext.meters);
+            r
+        };
+        self.shared = Some(bank);
+        r
     }
 
     /// The loaded program model.
@@ -639,12 +704,8 @@ impl Flow<'_> {
         }
         if let Some([ts, qd, _, _]) = self.eng.std.queueing {
             let depth = self.qdepth(port);
-            crate::exec::store_field(
-                &mut pkt.phv,
-                &ts,
-                &crate::expr::Value::Small(self.now as i128),
-            );
-            crate::exec::store_field(&mut pkt.phv, &qd, &crate::expr::Value::Small(depth as i128));
+            crate::exec::store_field_u64(&mut pkt.phv, &ts, self.now);
+            crate::exec::store_field_u64(&mut pkt.phv, &qd, depth);
         }
         pkt.enq_ts = self.now;
         self.jobs.push_back(Job::Egress(pkt, port));
@@ -680,6 +741,7 @@ impl Flow<'_> {
             && self.eng.verify_checksums(&mut self.st.ext, pkt);
         set(self.eng, &mut pkt.phv, |s| &s.parser_error, err as u64);
         set(self.eng, &mut pkt.phv, |s| &s.checksum_error, bad as u64);
+        mark(&mut self.st.ext, stage::PARSE);
     }
 
     fn ingress(&mut self, mut pkt: Pkt) {
@@ -780,12 +842,8 @@ impl Flow<'_> {
         set(eng, &mut pkt.phv, |s| &s.egress_ts, self.now);
         if let Some([_, _, dt, dq]) = eng.std.queueing {
             let depth = self.qdepth(port);
-            crate::exec::store_field(
-                &mut pkt.phv,
-                &dt,
-                &crate::expr::Value::Small(self.now.saturating_sub(pkt.enq_ts) as i128),
-            );
-            crate::exec::store_field(&mut pkt.phv, &dq, &crate::expr::Value::Small(depth as i128));
+            crate::exec::store_field_u64(&mut pkt.phv, &dt, self.now.saturating_sub(pkt.enq_ts));
+            crate::exec::store_field_u64(&mut pkt.phv, &dq, depth);
             let prio = eng.get_std(&pkt.phv, |s| &s.priority);
             set(eng, &mut pkt.phv, |s| &s.qid, prio);
         }
@@ -802,6 +860,7 @@ impl Flow<'_> {
             |s| &s.packet_length,
             pkt.length_reg as u64,
         );
+        mark(&mut self.st.ext, stage::QUEUE);
         if let Some(init) = eng.egress {
             if eng.run_pipeline(self.st, &mut pkt, init).is_err() {
                 self.recycle(pkt);
@@ -834,6 +893,7 @@ impl Flow<'_> {
         if let Some(t) = pkt.regs.truncate {
             bytes.truncate(t as usize);
         }
+        mark(&mut self.st.ext, stage::DEPARSE);
         // 4. Recirculate.
         if pkt.regs.recirculate != 0 {
             let mut r = self.new_pkt(&bytes, pkt.ingress_port);
@@ -867,6 +927,18 @@ impl Switch {
         }
     }
 
+    /// Turn per-stage timing on (counters zeroed) or off. When on, every stage boundary reads
+    /// the clock (tens of ns each): use it on a sample of the traffic, not for throughput.
+    pub fn set_stage_timing(&mut self, on: bool) {
+        self.live.state.ext.probe = on.then(|| Box::new(Probe::new()));
+    }
+
+    /// Per-stage timing so far, if on: `(ns, clock reads)` per stage, in
+    /// [`crate::exec::stage::NAMES`] order.
+    pub fn stage_times(&self) -> Option<([u64; stage::COUNT], [u64; stage::COUNT])> {
+        self.live.state.ext.probe.as_ref().map(|p| (p.ns, p.marks))
+    }
+
     /// Take the frames of `out` (emptying it) and keep their buffers for reuse by the next
     /// transmitted packets (up to a bounded number; the rest are freed).
     pub fn recycle_outputs(&mut self, out: &mut Vec<OutputPacket>) {
@@ -878,8 +950,21 @@ impl Switch {
     }
 
     fn process_at(&mut self, now: u64, port: Port, data: &[u8], out: &mut Vec<OutputPacket>) {
+        if self.shared.is_some() {
+            // Replicas share registers and meters: the whole packet (all its actions) runs
+            // under the bank's lock.
+            self.with_shared_externs(|sw| sw.process_one(now, port, data, out));
+        } else {
+            self.process_one(now, port, data, out);
+        }
+    }
+
+    fn process_one(&mut self, now: u64, port: Port, data: &[u8], out: &mut Vec<OutputPacket>) {
         let inst = &mut self.live;
         inst.state.ext.now_us = now;
+        if let Some(p) = inst.state.ext.probe.as_deref_mut() {
+            p.start();
+        }
         let eng = &inst.engine;
         self.jobs.clear();
         let mut flow = Flow {
@@ -902,6 +987,7 @@ impl Switch {
         set(eng, &mut pkt.phv, |s| &s.instance_type, 0);
         set(eng, &mut pkt.phv, |s| &s.ingress_ts, now);
         flow.jobs.push_back(Job::Ingress(pkt));
+        mark(&mut flow.st.ext, stage::RECEIVE);
         let mut budget = self.opts.max_instances_per_packet;
         while let Some(job) = flow.jobs.pop_front() {
             if budget == 0 {
@@ -914,6 +1000,7 @@ impl Switch {
                 Job::Egress(p, port) => flow.egress(p, port),
             }
         }
+        mark(&mut flow.st.ext, stage::TRANSMIT);
     }
 }
 

@@ -24,7 +24,7 @@ use tern_runtime::{MatchParam, OutputPacket, PacketPath, Runtime};
 /// The built-in program: the L3 router of `p4/bench/`.
 const L3_ROUTER: &str = include_str!("../../../p4/bench/l3_router.p4");
 
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Debug, Clone)]
 pub struct BenchArgs {
     /// Program: a P4-16 file (compiled with tern's compiler) or a BMv2 JSON file.
     /// Default: the built-in L3 router (p4/bench/l3_router.p4).
@@ -51,10 +51,25 @@ pub struct BenchArgs {
     /// Also write the results as JSON to this file.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Packets timed one by one for the latency percentiles (0: skip).
+    #[arg(long, default_value_t = 200_000)]
+    pub latency_samples: u64,
+    /// Packets run with per-stage timing for the breakdown (0: skip).
+    #[arg(long, default_value_t = 500_000)]
+    pub stage_packets: u64,
+    /// Run-to-completion worker threads (flows hashed to workers, tables updated RCU-style
+    /// through an operation log); without it, one thread drives the switch directly.
+    #[arg(long, value_name = "N")]
+    pub workers: Option<usize>,
+    /// Update storm: table updates per second applied by the control thread during the timed
+    /// runs (the entries of one table flip between two next hops); every output is checked
+    /// against the two reference forwardings. Implies `--workers 1` if not given.
+    #[arg(long, value_name = "PER_SEC", default_value_t = 0)]
+    pub update_rate: u64,
 }
 
 /// One flow's header values.
-struct Flow {
+pub(crate) struct Flow {
     dst_ip: u32,
     src_ip: u32,
     dst_mac: u64,
@@ -63,7 +78,7 @@ struct Flow {
     dport: u16,
 }
 
-fn flow(k: u32, routes: u32) -> Flow {
+pub(crate) fn flow(k: u32, routes: u32) -> Flow {
     let r = k % routes.max(1);
     let host = 1 + (k / routes.max(1)) % 254;
     Flow {
@@ -77,7 +92,7 @@ fn flow(k: u32, routes: u32) -> Flow {
 }
 
 /// `v` as a big-endian slot of `width` bits.
-fn bytes_of(v: u64, width: u32) -> Vec<u8> {
+pub(crate) fn bytes_of(v: u64, width: u32) -> Vec<u8> {
     let n = width.div_ceil(8).max(1) as usize;
     let v = if width >= 64 {
         v
@@ -110,18 +125,29 @@ fn key_value(name: &str, width: u32, f: &Flow, i: u32) -> u64 {
 
 /// Action parameter values for entry `i`: ports spread over 1..=4, everything else `i + 1`.
 fn param_value(name: &str, width: u32, i: u32) -> Vec<u8> {
+    param_value_alt(name, width, i, false)
+}
+
+/// Parameter values of entry `i` in the storm's second state (`alt`): another port, another
+/// MAC, another value.
+pub(crate) fn param_value_alt(name: &str, width: u32, i: u32, alt: bool) -> Vec<u8> {
+    let a = alt as u64;
     if name.contains("port") && width <= 16 {
-        bytes_of(1 + (i % 4) as u64, width)
+        bytes_of(1 + (i as u64 + 2 * a) % 4, width)
     } else if width == 48 {
-        bytes_of(0x0200_00aa_0000 | i as u64, width)
+        bytes_of((0x0200_00aa_0000 + (a << 20)) | i as u64, width)
     } else {
-        bytes_of(i as u64 + 1, width)
+        bytes_of(i as u64 + 1 + (a << (width.min(17) - 1)), width)
     }
 }
 
 /// Install entries in every table of the program; returns (entries installed, failures,
 /// first failure).
-fn install(sw: &mut Switch, prog: &Program, args: &BenchArgs) -> (u64, u64, Option<String>) {
+pub(crate) fn install(
+    sw: &mut Switch,
+    prog: &Program,
+    args: &BenchArgs,
+) -> (u64, u64, Option<String>) {
     let (mut ok, mut failed, mut first) = (0u64, 0u64, None);
     for pl in &prog.pipelines {
         for t in &pl.tables {
@@ -205,7 +231,7 @@ fn install(sw: &mut Switch, prog: &Program, args: &BenchArgs) -> (u64, u64, Opti
 }
 
 /// An Ethernet/IPv4/UDP frame of `size` bytes for flow `f`, with a valid IPv4 checksum.
-fn frame(f: &Flow, size: usize) -> Vec<u8> {
+pub(crate) fn frame(f: &Flow, size: usize) -> Vec<u8> {
     let mut b = vec![0u8; size.max(42)];
     b[0..6].copy_from_slice(&f.dst_mac.to_be_bytes()[2..]);
     b[6..12].copy_from_slice(&f.src_mac.to_be_bytes()[2..]);
@@ -233,7 +259,7 @@ fn frame(f: &Flow, size: usize) -> Vec<u8> {
 }
 
 /// Resident and peak memory (kB) from /proc/self/status, if readable.
-fn memory_kb() -> (Option<u64>, Option<u64>) {
+pub(crate) fn memory_kb() -> (Option<u64>, Option<u64>) {
     let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let get = |k: &str| {
         s.lines()
@@ -244,7 +270,7 @@ fn memory_kb() -> (Option<u64>, Option<u64>) {
     (get("VmRSS:"), get("VmHWM:"))
 }
 
-fn load(args: &BenchArgs) -> anyhow::Result<(String, String)> {
+pub(crate) fn load(args: &BenchArgs) -> anyhow::Result<(String, String)> {
     let Some(p) = &args.program else {
         let c = tern_p4::compile_str(L3_ROUTER, "p4/bench/l3_router.p4", &Default::default())
             .map_err(|d| anyhow::anyhow!("{d}"))?;
@@ -259,7 +285,44 @@ fn load(args: &BenchArgs) -> anyhow::Result<(String, String)> {
     Ok((name, c.json))
 }
 
-fn percentile(sorted: &[u64], p: f64) -> u64 {
+use tern_dataplane::exec::stage::NAMES as STAGE_NAMES;
+
+/// Per-stage cost (ns per packet, clock reads subtracted) over `packets` packets.
+pub(crate) struct Stages {
+    pub packets: u64,
+    pub ns: Vec<f64>,
+}
+
+/// Run `packets` packets (batches cycled) with per-stage timing on.
+pub(crate) fn stage_breakdown(
+    sw: &mut Switch,
+    batches: &[Vec<(u32, &[u8])>],
+    packets: u64,
+    clock_ns: f64,
+) -> Stages {
+    let mut out = Vec::new();
+    sw.set_stage_timing(true);
+    let mut done = 0u64;
+    let mut bi = 0;
+    while done < packets && !batches.is_empty() {
+        sw.process_batch(&batches[bi], &mut out);
+        sw.recycle_outputs(&mut out);
+        done += batches[bi].len() as u64;
+        bi = (bi + 1) % batches.len();
+    }
+    let (ns, marks) = sw.stage_times().unwrap_or_default();
+    sw.set_stage_timing(false);
+    Stages {
+        packets: done,
+        ns: ns
+            .iter()
+            .zip(&marks)
+            .map(|(n, m)| ((*n as f64 - *m as f64 * clock_ns) / done.max(1) as f64).max(0.0))
+            .collect(),
+    }
+}
+
+pub(crate) fn percentile(sorted: &[u64], p: f64) -> u64 {
     if sorted.is_empty() {
         return 0;
     }
@@ -268,6 +331,14 @@ fn percentile(sorted: &[u64], p: f64) -> u64 {
 }
 
 pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
+    if args.workers.is_some() || args.update_rate > 0 {
+        return crate::cmd_bench_workers::run(args);
+    }
+    check_args(&args)?;
+    run_single(args)
+}
+
+pub(crate) fn check_args(args: &BenchArgs) -> anyhow::Result<()> {
     anyhow::ensure!(
         args.size >= 42,
         "--size {} is below 42 bytes (Ethernet+IPv4+UDP)",
@@ -277,6 +348,13 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     anyhow::ensure!(args.routes >= 1, "--routes must be at least 1");
     anyhow::ensure!(args.batch >= 1, "--batch must be at least 1");
     anyhow::ensure!(args.runs >= 1, "--runs must be at least 1");
+    if let Some(w) = args.workers {
+        anyhow::ensure!((1..=256).contains(&w), "--workers {w}: give 1 to 256");
+    }
+    Ok(())
+}
+
+fn run_single(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let (rss0, _) = memory_kb();
 
     let (name, json) = load(&args)?;
@@ -344,7 +422,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let median = sorted[sorted.len() / 2];
 
     // Latency: each packet timed on its own (includes one clock read, measured below).
-    let samples = args.packets.min(200_000) as usize;
+    let samples = args.packets.min(args.latency_samples) as usize;
     let mut lat = Vec::with_capacity(samples);
     for i in 0..samples {
         let f = &frames[i % frames.len()];
@@ -361,6 +439,16 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     }
     clock.sort_unstable();
     let clock_ns = percentile(&clock, 0.5);
+    // Mean cost of one clock read (the per-stage probe pays one per stage boundary).
+    let clock_mean = {
+        let n = 100_000u32;
+        let t = Instant::now();
+        for _ in 0..n {
+            std::hint::black_box(Instant::now());
+        }
+        t.elapsed().as_nanos() as f64 / n as f64
+    };
+    let stages = stage_breakdown(&mut sw, &batches, args.stage_packets, clock_mean);
     let (rss_end, hwm) = memory_kb();
 
     let pct = [0.5, 0.9, 0.99, 0.999];
@@ -407,7 +495,20 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         kb(hwm)
     );
     println!(
-        "  per-stage breakdown: not timed in-process (a clock read costs ~{clock_ns} ns); profile with valgrind --tool=callgrind (see bench/RESULTS.md)"
+        "  per-stage breakdown ({} packets timed at every stage boundary, {clock_mean:.1} ns per clock read subtracted; instruction-exact figures: valgrind --tool=callgrind, bench/RESULTS.md):",
+        stages.packets
+    );
+    let total: f64 = stages.ns.iter().sum();
+    for (name, ns) in STAGE_NAMES.iter().zip(&stages.ns) {
+        println!(
+            "    {name:<9} {ns:>8.1} ns/packet  {:>5.1}%",
+            if total > 0.0 { 100.0 * ns / total } else { 0.0 }
+        );
+    }
+    println!(
+        "    {:<9} {total:>8.1} ns/packet (untimed run: {:.1} ns/packet)",
+        "sum",
+        1e3 / median
     );
 
     if let Some(path) = &args.json {
@@ -419,7 +520,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
              \"flows\":{},\"routes\":{},\"size\":{},\"batch\":{},\"packets_per_run\":{},\
              \"flows_forwarded\":{forwarded},\"mpps\":[{}],\"mpps_median\":{median:.4},\
              \"ns_per_packet\":{:.2},\"latency_ns\":{{\"p50\":{},\"p90\":{},\"p99\":{},\"p999\":{},\"max\":{}}},\
-             \"clock_read_ns\":{clock_ns},\"rss_kb\":{{\"start\":{},\"loaded\":{},\"entries\":{},\"end\":{},\"peak\":{}}}}}",
+             \"clock_read_ns\":{clock_ns},\"stages_ns\":{{{}}},\"rss_kb\":{{\"start\":{},\"loaded\":{},\"entries\":{},\"end\":{},\"peak\":{}}}}}",
             name,
             args.flows,
             args.routes,
@@ -436,6 +537,12 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             lats[2],
             lats[3],
             lat.last().copied().unwrap_or(0),
+            STAGE_NAMES
+                .iter()
+                .zip(&stages.ns)
+                .map(|(n, v)| format!("\"{n}\":{v:.2}"))
+                .collect::<Vec<_>>()
+                .join(","),
             opt(rss0),
             opt(rss_loaded),
             opt(rss_entries),
@@ -462,6 +569,10 @@ mod tests {
             batch: 8,
             runs: 1,
             json: None,
+            latency_samples: 2_000,
+            stage_packets: 2_000,
+            workers: None,
+            update_rate: 0,
         }
     }
 
@@ -529,6 +640,14 @@ mod tests {
         let text = std::fs::read_to_string(&j).expect("json written");
         assert!(text.contains("\"flows_forwarded\":64"), "{text}");
         assert!(text.contains("\"mpps_median\":"), "{text}");
+        let v: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
+        let st = &v["stages_ns"];
+        for name in STAGE_NAMES {
+            assert!(st[name].as_f64().is_some(), "stage {name}: {text}");
+        }
+        // Parsing and table lookups take time on every packet of the router.
+        assert!(st["parse"].as_f64() > Some(0.0), "{text}");
+        assert!(st["tables"].as_f64() > Some(0.0), "{text}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

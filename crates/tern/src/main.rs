@@ -6,6 +6,7 @@
 //! command line and runs it as `tern run` does.
 
 mod cmd_bench;
+mod cmd_bench_workers;
 mod cmd_cli;
 mod cmd_compile;
 mod cmd_demo;
