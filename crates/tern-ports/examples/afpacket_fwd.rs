@@ -1,5 +1,5 @@
 //! A zero-work AF_PACKET forwarder: every frame received on one interface is sent out of the
-//! other, through the same [`LivePorts`] I/O layer `tern run` uses (TPACKET_V3 RX ring,
+//! other, through the same [`LivePorts`] I/O layer `tern run` uses (default RX ring,
 //! `sendmmsg` TX batches). The baseline `tern run` is measured against.
 //!
 //! Usage: `afpacket_fwd IFACE_A IFACE_B` (root); stops on SIGINT/SIGTERM and prints counts.

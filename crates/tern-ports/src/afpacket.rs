@@ -1,7 +1,11 @@
 //! Live interfaces: [`LivePorts`], a [`PortIo`] port set over Linux AF_PACKET sockets (one per
-//! `-i P@IFACE`), receiving through a memory-mapped TPACKET_V3 ring (batched blocks, block
-//! retire timeout, `poll()` with a timeout rather than busy spinning) and transmitting in
-//! batches with `sendmmsg`. Interfaces are put in promiscuous mode and the switch's own
+//! `-i P@IFACE`), receiving through a memory-mapped ring (`poll()` with a timeout rather than
+//! busy spinning) and transmitting in batches with `sendmmsg`. The ring is either per-frame
+//! (TPACKET_V2, [`RxRing::Frames`], the default: every frame has its own status word, so
+//! `poll()` wakes as soon as one arrives, as libpcap's immediate mode does for BMv2) or
+//! block-based (TPACKET_V3, [`RxRing::Blocks`]: frames packed in blocks the kernel hands over
+//! when full or after a retire timeout, which costs up to a timer tick of latency at low
+//! rates). Either way every frame that is ready is taken without another `poll()`. Interfaces are put in promiscuous mode and the switch's own
 //! outgoing frames are ignored. Also owns the SIGINT/SIGTERM stop flag ([`install_stop_signals`])
 //! a live run ends on. Received frames are given back their original bytes: VLAN tags the
 //! kernel moved into metadata are reinserted ([`insert_vlan_tag`]) and TCP/UDP checksums left
@@ -18,8 +22,22 @@ use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::sync::Arc;
 use tern_runtime::Port;
 
+/// `tpacket_versions::TPACKET_V2`.
+const TPACKET_V2: libc::c_int = 1;
 /// `tpacket_versions::TPACKET_V3`.
 const TPACKET_V3: libc::c_int = 2;
+/// Offsets in `struct tpacket2_hdr`; the `sockaddr_ll` follows at `TPACKET_ALIGN(32)`.
+const V2_STATUS: usize = 0;
+const V2_LEN: usize = 4;
+const V2_SNAPLEN: usize = 8;
+const V2_MAC: usize = 12;
+const V2_SEC: usize = 16;
+const V2_NSEC: usize = 20;
+const V2_VLAN_TCI: usize = 24;
+const V2_VLAN_TPID: usize = 26;
+const V2_PKTTYPE: usize = 32 + 10;
+/// `TPACKET2_HDRLEN` plus room for an Ethernet header: the smallest sensible frame.
+const V2_MIN_FRAME: u32 = 128;
 /// `TPACKET_ALIGN(sizeof(struct tpacket3_hdr))`: where the `sockaddr_ll` follows a frame header.
 const TPACKET3_HDRLEN: usize = 48;
 /// Offsets in `struct tpacket_block_desc` (version, offset_to_priv, then `tpacket_hdr_v1`).
@@ -39,14 +57,32 @@ const H_VLAN_TPID: usize = 36;
 /// Offset of `sll_pkttype` in the `sockaddr_ll` after the header.
 const SLL_PKTTYPE: usize = TPACKET3_HDRLEN + 10;
 
+/// How the kernel hands received frames over (see the module documentation).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RxRing {
+    /// TPACKET_V2: fixed-size frames, each handed over on its own (lowest latency).
+    #[default]
+    Frames,
+    /// TPACKET_V3: frames packed in blocks handed over when full or after
+    /// [`LiveConfig::retire_ms`] (fewer wakeups under load, ~1-4 ms more latency when idle).
+    Blocks,
+}
+
 /// Ring and batching parameters of a [`LivePorts`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LiveConfig {
+    /// Per-frame (default) or block ring.
+    pub rx_ring: RxRing,
     /// Bytes per RX ring block (a power of two, a multiple of the page size).
     pub block_size: u32,
     /// Blocks per RX ring.
     pub block_nr: u32,
-    /// Block retire timeout in milliseconds: a partly filled block is handed over after it.
+    /// [`RxRing::Frames`]: bytes per ring frame (a multiple of 16 dividing `block_size`).
+    /// Frames that do not fit (jumbo or GRO/TSO frames) are not truncated: the kernel queues
+    /// them on the socket as well (`PACKET_COPY_THRESH`) and they are read from there.
+    pub frame_size: u32,
+    /// [`RxRing::Blocks`]: block retire timeout in milliseconds (a partly filled block is
+    /// handed over after it; the kernel rounds it to its timer tick).
     pub retire_ms: u32,
     /// `poll()` timeout in milliseconds: how often an idle loop checks the stop flag.
     pub poll_ms: i32,
@@ -58,11 +94,14 @@ pub struct LiveConfig {
 
 impl Default for LiveConfig {
     fn default() -> Self {
-        // 4 MiB per interface: at ~0.5 Mpps of small frames a 1 ms block holds ~64 KiB, and a
-        // 64 KiB GRO frame still fits in one block.
+        // 4 MiB per interface: 2048 frames of 2 KiB (an MTU-sized frame plus the 66-byte
+        // header fits) in frame mode; in block mode, at ~0.5 Mpps of small frames a 1 ms block
+        // holds ~64 KiB, and a 64 KiB GRO frame still fits in one block.
         LiveConfig {
+            rx_ring: RxRing::Frames,
             block_size: 1 << 18,
             block_nr: 16,
+            frame_size: 2048,
             retire_ms: 1,
             poll_ms: 100,
             tx_batch: 64,
@@ -78,8 +117,11 @@ pub struct LiveStats {
     pub rx: u64,
     /// Frames the kernel handed over with an incomplete TCP/UDP checksum that were completed.
     pub csum_completed: u64,
-    /// Frames longer than a ring block could hold (skipped).
+    /// Frames longer than a ring block could hold, or (frame mode) longer than a ring frame
+    /// when the socket queue was full too (skipped).
     pub truncated: u64,
+    /// Frame mode: frames longer than a ring frame, received whole from the socket queue.
+    pub copied: u64,
     /// Frames handed to the kernel for transmission.
     pub tx: u64,
     /// Frames the kernel refused to send (e.g. larger than the MTU, interface down).
@@ -200,7 +242,8 @@ impl Ring {
         self.check(off, n)?;
         buf.clear();
         buf.reserve(n);
-        // SAFETY: source in bounds (checked) and owned by user space (block status USER);
+        // SAFETY: source in bounds (checked) and owned by user space (block or frame status
+        // USER);
         // destination has capacity `n` (reserved) and the length is set after the copy.
         unsafe {
             std::ptr::copy_nonoverlapping(self.base.add(off), buf.as_mut_ptr(), n);
@@ -233,10 +276,14 @@ struct Iface {
     // `ring` is declared before `fd` so it is unmapped before the socket closes.
     ring: Ring,
     fd: OwnedFd,
+    mode: RxRing,
     block_size: usize,
     block_nr: usize,
-    /// The block being read.
-    block: usize,
+    /// Frame mode: bytes per frame and frames in the ring.
+    frame_size: usize,
+    frame_nr: usize,
+    /// Frame mode: the next frame to look at. Block mode: the block being read.
+    slot: usize,
     /// Packets left in the current block, and the offset of the next one; `None` when the
     /// current block has not been taken from the kernel.
     cursor: Option<(u32, usize)>,
@@ -309,28 +356,60 @@ impl Iface {
         }
         // SAFETY: `raw` is a fresh, valid descriptor owned by nobody else.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_VERSION, &TPACKET_V3)
-            .map_err(|_| os_err(name, "selecting TPACKET_V3"))?;
-        let frame_size: u32 = 2048;
-        if cfg.block_size < frame_size || !cfg.block_size.is_multiple_of(4096) || cfg.block_nr == 0
+        let frame_size = match cfg.rx_ring {
+            RxRing::Frames => cfg.frame_size,
+            // Block mode packs frames of any size; the kernel only wants a nominal one.
+            RxRing::Blocks => 2048,
+        };
+        if frame_size < V2_MIN_FRAME
+            || !frame_size.is_multiple_of(16)
+            || cfg.block_size < frame_size
+            || !cfg.block_size.is_multiple_of(frame_size)
+            || !cfg.block_size.is_multiple_of(4096)
+            || cfg.block_nr == 0
         {
             return Err(PortError::Os {
                 name: name.to_string(),
-                what: "ring configuration (block size must be a multiple of 4096, >= 2048)",
+                what: "ring configuration (block size must be a multiple of 4096 and of the \
+                       frame size; frame size a multiple of 16, at least 128)",
                 error: io::Error::from(io::ErrorKind::InvalidInput),
             });
         }
-        let req = libc::tpacket_req3 {
-            tp_block_size: cfg.block_size,
-            tp_block_nr: cfg.block_nr,
-            tp_frame_size: frame_size,
-            tp_frame_nr: cfg.block_size / frame_size * cfg.block_nr,
-            tp_retire_blk_tov: cfg.retire_ms,
-            tp_sizeof_priv: 0,
-            tp_feature_req_word: 0,
-        };
-        setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_RX_RING, &req)
-            .map_err(|_| os_err(name, "setting up the TPACKET_V3 RX ring"))?;
+        let frame_nr = cfg.block_size / frame_size * cfg.block_nr;
+        match cfg.rx_ring {
+            RxRing::Frames => {
+                setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_VERSION, &TPACKET_V2)
+                    .map_err(|_| os_err(name, "selecting TPACKET_V2"))?;
+                let req = libc::tpacket_req {
+                    tp_block_size: cfg.block_size,
+                    tp_block_nr: cfg.block_nr,
+                    tp_frame_size: frame_size,
+                    tp_frame_nr: frame_nr,
+                };
+                setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_RX_RING, &req)
+                    .map_err(|_| os_err(name, "setting up the TPACKET_V2 RX ring"))?;
+                // Frames longer than a ring frame are also queued whole on the socket (the
+                // ring frame then says TP_STATUS_COPY) instead of only being truncated.
+                let one: libc::c_int = 1;
+                setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_COPY_THRESH, &one)
+                    .map_err(|_| os_err(name, "enabling PACKET_COPY_THRESH"))?;
+            }
+            RxRing::Blocks => {
+                setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_VERSION, &TPACKET_V3)
+                    .map_err(|_| os_err(name, "selecting TPACKET_V3"))?;
+                let req = libc::tpacket_req3 {
+                    tp_block_size: cfg.block_size,
+                    tp_block_nr: cfg.block_nr,
+                    tp_frame_size: frame_size,
+                    tp_frame_nr: frame_nr,
+                    tp_retire_blk_tov: cfg.retire_ms,
+                    tp_sizeof_priv: 0,
+                    tp_feature_req_word: 0,
+                };
+                setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_RX_RING, &req)
+                    .map_err(|_| os_err(name, "setting up the TPACKET_V3 RX ring"))?;
+            }
+        }
         let len = cfg.block_size as usize * cfg.block_nr as usize;
         let ring = Ring::map(&fd, len).map_err(|error| PortError::Os {
             name: name.to_string(),
@@ -375,9 +454,12 @@ impl Iface {
             name: name.to_string(),
             ring,
             fd,
+            mode: cfg.rx_ring,
             block_size: cfg.block_size as usize,
             block_nr: cfg.block_nr as usize,
-            block: 0,
+            frame_size: frame_size as usize,
+            frame_nr: frame_nr as usize,
+            slot: 0,
             cursor: None,
             tx: TxBatch::default(),
         })
@@ -385,14 +467,130 @@ impl Iface {
 
     /// The next received frame of this interface, if the ring holds one (never blocks).
     fn next_frame(&mut self, buf: &mut Vec<u8>, st: &mut LiveStats) -> Option<RxMeta> {
+        match self.mode {
+            RxRing::Frames => self.next_slot_frame(buf, st),
+            RxRing::Blocks => self.next_block_frame(buf, st),
+        }
+    }
+
+    /// Frame mode: the next ready ring frame, handed back to the kernel once copied out.
+    fn next_slot_frame(&mut self, buf: &mut Vec<u8>, st: &mut LiveStats) -> Option<RxMeta> {
         loop {
-            let boff = self.block * self.block_size;
+            let off = self.slot * self.frame_size;
+            let status = self.ring.load_status(off + V2_STATUS);
+            if status & libc::TP_STATUS_USER == 0 {
+                return None;
+            }
+            self.slot = (self.slot + 1) % self.frame_nr.max(1);
+            let r = &self.ring;
+            let fields = (
+                r.u32_at(off + V2_LEN),
+                r.u32_at(off + V2_SNAPLEN),
+                r.u16_at(off + V2_MAC),
+                r.u8_at(off + V2_PKTTYPE),
+            );
+            let copied = status & libc::TP_STATUS_COPY != 0;
+            let sec = r.u32_at(off + V2_SEC).unwrap_or(0) as u64;
+            let nsec = r.u32_at(off + V2_NSEC).unwrap_or(0) as u64;
+            let tci = r.u16_at(off + V2_VLAN_TCI).unwrap_or(0);
+            let tpid = r.u16_at(off + V2_VLAN_TPID).unwrap_or(0);
+            let mut ok = false;
+            if let (Some(len), Some(snap), Some(mac), Some(pkttype)) = fields {
+                let outgoing = pkttype == libc::PACKET_OUTGOING;
+                if copied {
+                    // The whole frame waits on the socket queue, in ring order: take it even
+                    // when it is skipped so the two stay in step.
+                    ok = self.recv_queued(buf, len as usize) && !outgoing;
+                    if ok {
+                        st.copied += 1;
+                    } else if !outgoing {
+                        st.truncated += 1;
+                    }
+                } else if !outgoing {
+                    if snap < len {
+                        st.truncated += 1;
+                    } else {
+                        ok = r.copy_out(off + mac as usize, snap as usize, buf).is_some();
+                    }
+                }
+            }
+            self.ring
+                .store_status(off + V2_STATUS, libc::TP_STATUS_KERNEL);
+            if ok {
+                return Some(self.finish_frame(buf, st, status, tci, tpid, sec, nsec));
+            }
+        }
+    }
+
+    /// Frame mode: read a frame the kernel queued whole on the socket (`TP_STATUS_COPY`) into
+    /// `buf`; `len` is its length from the ring frame. Whether one was read.
+    fn recv_queued(&self, buf: &mut Vec<u8>, len: usize) -> bool {
+        buf.clear();
+        buf.resize(len.max(1), 0);
+        let rc = loop {
+            // SAFETY: `buf` is valid for writes of `buf.len()` bytes for the call's duration.
+            let rc = unsafe {
+                libc::recv(
+                    self.fd.as_raw_fd(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                    libc::MSG_DONTWAIT | libc::MSG_TRUNC,
+                )
+            };
+            if rc >= 0 || io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                break rc;
+            }
+        };
+        if rc < 0 || rc as usize > buf.len() {
+            buf.clear();
+            return false;
+        }
+        buf.truncate(rc as usize);
+        true
+    }
+
+    /// What every received frame gets: its VLAN tag back, its checksum completed, counted.
+    #[allow(clippy::too_many_arguments)]
+    fn finish_frame(
+        &self,
+        buf: &mut Vec<u8>,
+        st: &mut LiveStats,
+        status: u32,
+        tci: u16,
+        tpid: u16,
+        sec: u64,
+        nsec: u64,
+    ) -> RxMeta {
+        if status & libc::TP_STATUS_VLAN_VALID != 0 {
+            // The kernel took the outer VLAN tag off into metadata: put it back, as libpcap
+            // does for simple_switch, so the program parses the frame as sent.
+            let tpid = if status & libc::TP_STATUS_VLAN_TPID_VALID != 0 && tpid != 0 {
+                tpid
+            } else {
+                0x8100
+            };
+            insert_vlan_tag(buf, tpid, tci);
+        }
+        if status & libc::TP_STATUS_CSUMNOTREADY != 0 && complete_checksum(buf) {
+            st.csum_completed += 1;
+        }
+        st.rx += 1;
+        RxMeta {
+            port: self.port,
+            ts_ns: sec * 1_000_000_000 + nsec,
+        }
+    }
+
+    /// Block mode: the next frame of the current block, taking and returning blocks.
+    fn next_block_frame(&mut self, buf: &mut Vec<u8>, st: &mut LiveStats) -> Option<RxMeta> {
+        loop {
+            let boff = self.slot * self.block_size;
             let (left, off) = match self.cursor {
                 Some((0, _)) => {
                     // Block consumed: give it back and move on.
                     self.ring
                         .store_status(boff + BLK_STATUS, libc::TP_STATUS_KERNEL);
-                    self.block = (self.block + 1) % self.block_nr;
+                    self.slot = (self.slot + 1) % self.block_nr;
                     self.cursor = None;
                     continue;
                 }
@@ -436,24 +634,9 @@ impl Iface {
             }
             let sec = r.u32_at(off + H_SEC).unwrap_or(0) as u64;
             let nsec = r.u32_at(off + H_NSEC).unwrap_or(0) as u64;
-            if status & libc::TP_STATUS_VLAN_VALID != 0 {
-                // The kernel took the outer VLAN tag off into metadata: put it back, as
-                // libpcap does for simple_switch, so the program parses the frame as sent.
-                let tci = r.u32_at(off + H_VLAN_TCI).unwrap_or(0) as u16;
-                let tpid = match r.u16_at(off + H_VLAN_TPID) {
-                    Some(t) if status & libc::TP_STATUS_VLAN_TPID_VALID != 0 && t != 0 => t,
-                    _ => 0x8100,
-                };
-                insert_vlan_tag(buf, tpid, tci);
-            }
-            if status & libc::TP_STATUS_CSUMNOTREADY != 0 && complete_checksum(buf) {
-                st.csum_completed += 1;
-            }
-            st.rx += 1;
-            return Some(RxMeta {
-                port: self.port,
-                ts_ns: sec * 1_000_000_000 + nsec,
-            });
+            let tci = r.u32_at(off + H_VLAN_TCI).unwrap_or(0) as u16;
+            let tpid = r.u16_at(off + H_VLAN_TPID).unwrap_or(0);
+            return Some(self.finish_frame(buf, st, status, tci, tpid, sec, nsec));
         }
     }
 
@@ -1015,16 +1198,28 @@ mod tests {
             .unwrap_or(0)
     }
 
+    fn cfg(rx_ring: RxRing) -> LiveConfig {
+        LiveConfig {
+            rx_ring,
+            ..LiveConfig::default()
+        }
+    }
+
     /// An interface deleted under a running port set makes its socket report an error once:
     /// `recv` keeps blocking in poll (no spinning) and still stops on the flag.
     #[test]
     fn deleted_interface_does_not_make_recv_spin() {
-        let Some((a, b, del)) = veth_pair("d") else {
+        deleted_interface(RxRing::Frames, "d");
+        deleted_interface(RxRing::Blocks, "e");
+    }
+
+    fn deleted_interface(mode: RxRing, tag: &str) {
+        let Some((a, b, del)) = veth_pair(tag) else {
             return;
         };
         let specs = [PortSpec { port: 1, name: a }, PortSpec { port: 2, name: b }];
         let stop = Arc::new(AtomicBool::new(false));
-        let mut p = LivePorts::open(&specs, LiveConfig::default(), stop.clone()).unwrap();
+        let mut p = LivePorts::open(&specs, cfg(mode), stop.clone()).unwrap();
         drop(del);
         {
             let stop = stop.clone();
@@ -1049,10 +1244,15 @@ mod tests {
     }
 
     /// Frames sent on one end of a veth pair arrive on the other through the ring (root only;
-    /// skipped elsewhere).
+    /// skipped elsewhere), in both ring modes.
     #[test]
     fn veth_pair_round_trip_when_root() {
-        let Some((a, b, _del)) = veth_pair("r") else {
+        round_trip(RxRing::Frames, "r");
+        round_trip(RxRing::Blocks, "s");
+    }
+
+    fn round_trip(mode: RxRing, tag: &str) {
+        let Some((a, b, _del)) = veth_pair(tag) else {
             return;
         };
         let specs = [
@@ -1066,7 +1266,7 @@ mod tests {
             },
         ];
         let stop = Arc::new(AtomicBool::new(false));
-        let mut p = LivePorts::open(&specs, LiveConfig::default(), stop.clone()).unwrap();
+        let mut p = LivePorts::open(&specs, cfg(mode), stop.clone()).unwrap();
         let mut frames = Vec::new();
         for k in 0..100u8 {
             let mut f = vec![
@@ -1115,5 +1315,74 @@ mod tests {
         // Once stopped, recv ends (within a poll timeout) instead of blocking forever.
         stop.store(true, Ordering::Relaxed);
         assert_eq!(p.recv(&mut buf).unwrap(), None);
+    }
+
+    /// Frame mode on a tiny ring (4 frames of 2 KiB): one frame at a time wraps the ring many
+    /// times; frames longer than a ring frame (a 9000-byte MTU) arrive whole through the socket
+    /// queue, VLAN tag and all, in order with the short ones around them.
+    #[test]
+    fn frame_ring_wraps_and_takes_long_frames_whole() {
+        let Some((a, b, _del)) = veth_pair("f") else {
+            return;
+        };
+        for n in [&a, &b] {
+            assert!(ip(&["link", "set", n, "mtu", "9000"]));
+        }
+        let specs = [PortSpec { port: 1, name: a }, PortSpec { port: 2, name: b }];
+        let stop = Arc::new(AtomicBool::new(false));
+        let small = LiveConfig {
+            rx_ring: RxRing::Frames,
+            block_size: 4096,
+            block_nr: 2,
+            frame_size: 2048,
+            ..LiveConfig::default()
+        };
+        let mut p = LivePorts::open(&specs, small, stop.clone()).unwrap();
+        {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_secs(5));
+                stop.store(true, Ordering::Relaxed);
+            });
+        }
+        let mut buf = Vec::new();
+        let mut sent = Vec::new();
+        let mut got = Vec::new();
+        for k in 0..24u16 {
+            // Every fourth frame is 8000 bytes (past a 2 KiB ring frame), some of them tagged;
+            // the short ones just fit (1900 bytes + 66 of header <= 2048).
+            let len = if k % 4 == 1 { 8000 } else { 1900 - k as usize };
+            let mut f = vec![0x02, 0, 0, 0, 0, 0xbb, 0x02, 0, 0, 0, 0, 0xaa, 0x88, 0xb5];
+            f.extend((0..len - 14).map(|i| (i as u16 ^ k) as u8));
+            if k % 8 == 1 {
+                insert_vlan_tag(&mut f, 0x8100, 0x0100 | k);
+            }
+            assert!(p.send(1, 0, &f).unwrap());
+            // Two frames in flight at a time, so the ring holds more than one at once.
+            sent.push(f);
+            if k % 2 == 1 {
+                p.flush().unwrap();
+                while got.len() < sent.len() {
+                    let Some(m) = p.recv(&mut buf).unwrap() else {
+                        panic!("stopped after {} of {} frames", got.len(), sent.len());
+                    };
+                    let mut et = 12;
+                    while matches!(buf.get(et..et + 2), Some([0x81, 0x00])) {
+                        et += 4;
+                    }
+                    if buf.get(et..et + 2) == Some(&[0x88, 0xb5]) {
+                        assert_eq!(m.port, 2);
+                        got.push(buf.clone());
+                    }
+                }
+            }
+        }
+        assert_eq!(got.len(), sent.len());
+        for (i, (g, s)) in got.iter().zip(&sent).enumerate() {
+            assert!(g == s, "frame {i}: got {} bytes, sent {}", g.len(), s.len());
+        }
+        let st = p.stats();
+        assert_eq!(st.copied, 6, "{st:?}");
+        assert_eq!(st.truncated, 0, "{st:?}");
     }
 }

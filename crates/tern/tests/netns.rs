@@ -229,15 +229,28 @@ fn udp_helper() {
     }
 }
 
+/// The default per-frame receive ring.
 #[test]
 fn two_hosts_ping_and_udp_through_simple_router() {
+    ping_and_udp_through_simple_router(None, "f");
+}
+
+/// The block (TPACKET_V3) receive ring.
+#[test]
+fn two_hosts_ping_and_udp_through_simple_router_block_ring() {
+    ping_and_udp_through_simple_router(Some("blocks"), "b");
+}
+
+/// The router test with `--rx-ring RX_RING` (if given); `tag` keeps the names of the two
+/// variants apart when they run in parallel.
+fn ping_and_udp_through_simple_router(rx_ring: Option<&str>, tag: &str) {
     if !is_root() || !on_path("ip") {
         eprintln!("skipping: needs root and the `ip` command to create network namespaces");
         return;
     }
     let id = std::process::id() % 1_000_000;
-    let (ns1, ns2) = (format!("tern-h1-{id}"), format!("tern-h2-{id}"));
-    let (if1, if2) = (format!("tn{id}p1"), format!("tn{id}p2"));
+    let (ns1, ns2) = (format!("tern-h1{tag}-{id}"), format!("tern-h2{tag}-{id}"));
+    let (if1, if2) = (format!("tn{id}{tag}1"), format!("tn{id}{tag}2"));
     let mut topo = Topo {
         ns: Vec::new(),
         links: Vec::new(),
@@ -264,7 +277,7 @@ fn two_hosts_ping_and_udp_through_simple_router() {
         "00:aa:bb:00:00:01",
     );
 
-    let d = tmpdir("router");
+    let d = tmpdir(&format!("router-{tag}"));
     let log = d.join("switch.err");
     let cap = d.join("cap");
     std::fs::create_dir_all(&cap).unwrap();
@@ -274,6 +287,7 @@ fn two_hosts_ping_and_udp_through_simple_router() {
         .arg("--pcap")
         .arg(&cap)
         .args(["--thrift-port", &port.to_string()])
+        .args(rx_ring.map(|r| ["--rx-ring", r]).into_iter().flatten())
         .arg(format!("{BMV2}/targets/simple_router/simple_router.json"))
         .stdout(std::fs::File::create(d.join("switch.out")).unwrap())
         .stderr(std::fs::File::create(&log).unwrap())
