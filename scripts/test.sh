@@ -8,20 +8,7 @@ cd "$(dirname "$0")/.."
 log() { printf '\n==> %s\n' "$*"; }
 
 # --- system packages -------------------------------------------------------------------
-# librocksdb-dev + libclang: tern-kv links Debian's RocksDB (the bundled build takes 30 min).
-# iputils-ping, ethtool, mininet: the live-interface tests (network namespaces, Mininet).
-# python3-venv: the p4runtime-shell tests' and kv plots' virtual environments.
-need=()
-for p in librocksdb-dev clang libclang-dev pkg-config iputils-ping ethtool mininet python3-venv; do
-    dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
-done
-if [ "${#need[@]}" -gt 0 ]; then
-    log "installing system packages: ${need[*]}"
-    SUDO=""
-    [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}"
-fi
+scripts/setup.sh --test
 
 # --- Rust components ----------------------------------------------------------------------
 if command -v rustup >/dev/null 2>&1; then

@@ -177,7 +177,10 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         println!(
             "    every one of the {flows} flows was checked: right port, TTL-1, valid checksum"
         );
-        println!("\nNext: `tern help` lists run, test, compile, cli; README.md has the details.");
+        println!(
+            "\nNext: `tern help` lists run, test, compile, cli, p4runtime, bench, kv; \
+             README.md has the details."
+        );
         Ok(ExitCode::SUCCESS)
     } else {
         println!("    {} flows were forwarded wrongly:", bad.len());
