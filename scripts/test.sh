@@ -22,31 +22,36 @@ cargo fmt --all -- --check
 log "cargo clippy (warnings are errors)"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 
+# run_step OUT SECONDS CMD...: CMD under a kill timeout, its output on the console and in OUT;
+# the suite's status keeps the first failure, step_rc this step's.
+status=0
+run_step() {
+    local out=$1 secs=$2
+    shift 2
+    timeout --signal=KILL "$secs" "$@" 2>&1 | tee "$out"
+    step_rc=${PIPESTATUS[0]}
+    [ "$step_rc" -eq 137 ] && echo "$*: killed after $secs s (it hung)"
+    [ "$status" -eq 0 ] && status=$step_rc
+    return 0
+}
+
 log "cargo test"
 mkdir -p target
 set +e
 # A hung test fails the suite in 25 minutes instead of eating CI's whole budget.
-timeout --signal=KILL 1500 cargo test --workspace --no-fail-fast 2>&1 | tee target/test-output.txt
-status=${PIPESTATUS[0]}
-[ "$status" -eq 137 ] && echo "cargo test: killed after 1500 s (a test hung)"
+run_step target/test-output.txt 1500 cargo test --workspace --no-fail-fast
 
 # P4Runtime against the real client: p4runtime-shell (PyPI) in .venv-p4rt.
 log "p4runtime-shell tests (tests/p4runtime)"
 cargo build -q -p tern
-timeout --signal=KILL 600 tests/p4runtime/run.sh target/debug/tern 2>&1 | tee target/p4rt-output.txt
-p4rt_status=${PIPESTATUS[0]}
-[ "$status" -eq 0 ] && status=$p4rt_status
+run_step target/p4rt-output.txt 600 tests/p4runtime/run.sh target/debug/tern
 
 # PTF (ptf + scapy) over veth pairs, and the tutorials' triangle of three switches pinging:
 # both need root and skip ("skipping: ...") otherwise. Each prints "NAME: N passed, M failed".
 log "PTF tests (tests/ptf)"
-timeout --signal=KILL 300 tests/ptf/run.sh target/debug/tern 2>&1 | tee target/ptf-output.txt
-ptf_status=${PIPESTATUS[0]}
-[ "$status" -eq 0 ] && status=$ptf_status
+run_step target/ptf-output.txt 300 tests/ptf/run.sh target/debug/tern
 log "P4Runtime tutorial triangle (tests/tutorial)"
-timeout --signal=KILL 300 tests/tutorial/run.sh target/debug/tern 2>&1 | tee target/tutorial-output.txt
-tutorial_status=${PIPESTATUS[0]}
-[ "$status" -eq 0 ] && status=$tutorial_status
+run_step target/tutorial-output.txt 300 tests/tutorial/run.sh target/debug/tern
 
 # tern kv's plots: a tiny report drawn with scripts/kv-plot.sh (matplotlib in .venv-plot).
 log "tern kv plot (scripts/kv-plot.sh)"

@@ -10,12 +10,6 @@ TERN_BIN=$(realpath "$1")
 shift
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-VENV="$ROOT/.venv-p4rt"
-if [ ! -x "$VENV/bin/python" ]; then
-    python3 -m venv "$VENV"
-fi
-if ! "$VENV/bin/python" -c "import p4runtime_sh, pytest" 2>/dev/null; then
-    "$VENV/bin/pip" install -q "p4runtime-shell==0.0.6" pytest
-fi
+. "$ROOT/tests/venv-p4rt.sh"   # sets VENV
 export TERN_BIN
 exec "$VENV/bin/python" -m pytest -q "$HERE" "$@"

@@ -23,13 +23,7 @@ if ! command -v ip >/dev/null 2>&1; then
     exit 0
 fi
 
-VENV="$ROOT/.venv-p4rt"
-if [ ! -x "$VENV/bin/python" ]; then
-    python3 -m venv "$VENV"
-fi
-if ! "$VENV/bin/python" -c "import p4runtime_sh, pytest, ptf, scapy" 2>/dev/null; then
-    "$VENV/bin/pip" install -q "p4runtime-shell==0.0.6" pytest "ptf==0.12.0" "scapy==2.8.0"
-fi
+. "$ROOT/tests/venv-p4rt.sh"   # sets VENV
 
 NS="ternptf$$"
 WORK=$(mktemp -d)

@@ -25,13 +25,7 @@ for tool in ip ping; do
     fi
 done
 
-VENV="$ROOT/.venv-p4rt"
-if [ ! -x "$VENV/bin/python" ]; then
-    python3 -m venv "$VENV"
-fi
-if ! "$VENV/bin/python" -c "import p4runtime_sh, grpc" 2>/dev/null; then
-    "$VENV/bin/pip" install -q "p4runtime-shell==0.0.6" pytest
-fi
+. "$ROOT/tests/venv-p4rt.sh"   # sets VENV
 
 P="tri$$"
 SW="$P-sw"
