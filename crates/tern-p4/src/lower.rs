@@ -205,15 +205,7 @@ pub struct ControllerHeader {
 fn field_ids(fields: &[(String, Ty, Vec<Annotation>)]) -> Vec<u32> {
     let explicit: Vec<Option<u32>> = fields
         .iter()
-        .map(
-            |(_, _, anns)| match annotation(anns, "id").and_then(|a| a.args.first()) {
-                Some(Expr {
-                    kind: ExprKind::Int(v, _),
-                    ..
-                }) => u32::try_from(*v).ok(),
-                _ => None,
-            },
-        )
+        .map(|(_, _, anns)| annotation_int(anns, "id").and_then(|v| u32::try_from(v).ok()))
         .collect();
     let taken: std::collections::HashSet<u32> = explicit.iter().flatten().copied().collect();
     let mut next = 1u32;
@@ -610,13 +602,7 @@ impl Lower {
                         .zip(field_ids(&f))
                         .map(|((n, t, _), id)| (n.clone(), t.width().unwrap_or(0), id))
                         .collect();
-                    let id = match annotation(&d.annotations, "id").and_then(|a| a.args.first()) {
-                        Some(Expr {
-                            kind: ExprKind::Int(v, _),
-                            ..
-                        }) => Some((*v & 0xff_ffff) as u32),
-                        _ => None,
-                    };
+                    let id = annotation_int(&d.annotations, "id").map(|v| (v & 0xff_ffff) as u32);
                     self.extra.controller_headers.push(ControllerHeader {
                         name: ch,
                         type_name: annotation_str(&d.annotations, "name")

@@ -1312,12 +1312,10 @@ impl Lower {
     // ------------------------------------------------------------ pipelines
 
     fn note_id(&mut self, name: &str, anns: &[Annotation]) {
-        if let Some(a) = annotation(anns, "id") {
-            if let Some(ExprKind::Int(v, _)) = a.args.first().map(|e| &e.kind) {
-                self.extra
-                    .id_overrides
-                    .insert(name.to_string(), (*v & 0xff_ffff) as u32);
-            }
+        if let Some(v) = annotation_int(anns, "id") {
+            self.extra
+                .id_overrides
+                .insert(name.to_string(), (v & 0xff_ffff) as u32);
         }
     }
 
