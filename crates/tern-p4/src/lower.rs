@@ -1222,19 +1222,18 @@ impl Lower {
                 m::Arg::Expr(op(m::Op::B2D, None, Some(ce))),
             ],
         ));
-        let jz = self.jump_if_zero_pub(op(m::Op::D2B, None, Some(m::Expr::Field(cond_tmp))));
+        let jz = self.jump_if_zero(op(m::Op::D2B, None, Some(m::Expr::Field(cond_tmp))));
         let v = self.expr(a)?;
         let v = self.convert(v, &t, a.pos)?;
         self.assign_val(&dst, v, a.pos)?;
-        let at = self.cur.len();
-        self.cur.push(prim("_jump", vec![m::Arg::Const(int_of(0))]));
+        let at = self.jump();
         let else_at = self.cur.len();
-        self.patch_jump_pub(jz, else_at);
+        self.patch_jump(jz, else_at);
         let v = self.expr(b)?;
         let v = self.convert(v, &t, b.pos)?;
         self.assign_val(&dst, v, b.pos)?;
         let end = self.cur.len();
-        self.patch_jump_pub(at, end);
+        self.patch_jump(at, end);
         Ok(Some(Val::Place(dst)))
     }
 
@@ -1528,7 +1527,7 @@ impl Lower {
                         Some(op(m::Op::D2B, None, Some(m::Expr::Field(t)))),
                     )
                 };
-                let jz = self.jump_if_zero_pub(test);
+                let jz = self.jump_if_zero(test);
                 let rv = self.expr(r)?;
                 let b = self.boolean(rv, r.pos)?;
                 self.cur.push(prim(
@@ -1539,7 +1538,7 @@ impl Lower {
                     ],
                 ));
                 let end = self.cur.len();
-                self.patch_jump_pub(jz, end);
+                self.patch_jump(jz, end);
                 return Ok(Val::Place(Place::Field(t, Ty::Bool)));
             }
             let rv = probe?;

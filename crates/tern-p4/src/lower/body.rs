@@ -1032,7 +1032,7 @@ impl Lower {
         }
     }
 
-    fn patch_jump(&mut self, at: usize, target: usize) {
+    pub(super) fn patch_jump(&mut self, at: usize, target: usize) {
         if let Some(p) = self.cur.get_mut(at) {
             let n = p.params.len();
             if n > 0 {
@@ -1259,7 +1259,7 @@ impl Lower {
         Ok(())
     }
 
-    fn jump_if_zero(&mut self, cond: m::Expr) -> usize {
+    pub(super) fn jump_if_zero(&mut self, cond: m::Expr) -> usize {
         let at = self.cur.len();
         self.emit(prim(
             "_jump_if_zero",
@@ -1271,15 +1271,7 @@ impl Lower {
         at
     }
 
-    pub(super) fn jump_if_zero_pub(&mut self, cond: m::Expr) -> usize {
-        self.jump_if_zero(cond)
-    }
-
-    pub(super) fn patch_jump_pub(&mut self, at: usize, target: usize) {
-        self.patch_jump(at, target)
-    }
-
-    fn jump(&mut self) -> usize {
+    pub(super) fn jump(&mut self) -> usize {
         let at = self.cur.len();
         self.emit(prim("_jump", vec![m::Arg::Const(int_of(0))]));
         at

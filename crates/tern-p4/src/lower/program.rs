@@ -2019,7 +2019,7 @@ impl Lower {
             let jumps = std::mem::take(frame);
             let end = self.cur.len();
             for j in jumps {
-                self.patch_jump_pub(j, end);
+                self.patch_jump(j, end);
             }
         }
         if !self.cur.is_empty() {
