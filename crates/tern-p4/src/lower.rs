@@ -1260,13 +1260,18 @@ impl Lower {
         }
     }
 
+    /// Number of elements of a header (or header-union) stack expression.
+    pub(super) fn stack_len(&mut self, base: &Expr) -> R<usize> {
+        match self.expr(base)? {
+            Val::Place(Place::Stack { headers, .. }) => Ok(headers.len()),
+            Val::Place(Place::UnionStack(_, _, unions)) => Ok(unions.len()),
+            _ => err(base.pos, "only header stacks can be indexed"),
+        }
+    }
+
     /// Number of elements of a header stack expression, and the index copied into a temporary.
     pub(super) fn dyn_index_setup(&mut self, base: &Expr, idx: &Expr) -> R<(usize, m::FieldRef)> {
-        let n = match self.expr(base)? {
-            Val::Place(Place::Stack { headers, .. }) => headers.len(),
-            Val::Place(Place::UnionStack(_, _, unions)) => unions.len(),
-            _ => return err(base.pos, "only header stacks can be indexed"),
-        };
+        let n = self.stack_len(base)?;
         let iv = self.expr(idx)?;
         let (ie, it) = self.data(iv, idx.pos)?;
         let t = match it {

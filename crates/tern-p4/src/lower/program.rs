@@ -729,11 +729,7 @@ impl Lower {
                 out.push(s.clone());
                 continue;
             };
-            let n = match self.expr(&base)? {
-                Val::Place(Place::Stack { headers, .. }) => headers.len(),
-                Val::Place(Place::UnionStack(_, _, unions)) => unions.len(),
-                _ => return err(base.pos, "only header stacks can be indexed"),
-            };
+            let n = self.stack_len(&base)?;
             let var = format!("__stack_index{count}");
             *count += 1;
             let b32 = |p: Pos| {
