@@ -858,8 +858,8 @@ impl Lower {
                             let v = this.convert(v, &t, a.pos)?;
                             this.assign_val(&tmp, v, a.pos)
                         })?;
-                    }
-                    if p.dir == Some("out") && self.mode == Mode::Action {
+                    } else {
+                        // `out`: starts uninitialized, headers invalid.
                         self.invalidate_headers(&tmp);
                     }
                     writebacks.push(Writeback::Dyn(a.clone(), at, n, itmp, tmp.clone()));
