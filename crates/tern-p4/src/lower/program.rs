@@ -2459,7 +2459,7 @@ impl Lower {
                     && q.as_ref().is_some_and(|q| alias::overlap(p, q))
             })
         };
-        let mut copy_out: Vec<(Place, Place, Pos)> = Vec::new();
+        let mut copy_out: Vec<body::Writeback> = Vec::new();
         for (i, p) in params.iter().enumerate() {
             if p.dir.is_some() {
                 let Some(a) = bound.get(i) else {
@@ -2515,7 +2515,11 @@ impl Lower {
                         match r {
                             Ok(tmp) => {
                                 if written {
-                                    copy_out.push((place.clone(), tmp.clone(), a.pos));
+                                    copy_out.push(body::Writeback::Place(
+                                        place.clone(),
+                                        tmp.clone(),
+                                        a.pos,
+                                    ));
                                 }
                                 Val::Place(tmp)
                             }
@@ -2562,10 +2566,6 @@ impl Lower {
                 }
             }
         }
-        let copy_out: Vec<body::Writeback> = copy_out
-            .into_iter()
-            .map(|(d, t, p)| body::Writeback::Place(d, t, p))
-            .collect();
         let saved_copyouts = std::mem::replace(&mut self.exit_copyouts, vec![copy_out.clone()]);
         if res.is_ok() {
             res = self.stmts(body);
