@@ -302,6 +302,14 @@ pub fn annotation<'a>(anns: &'a [Annotation], name: &str) -> Option<&'a Annotati
     anns.iter().find(|a| a.name == name)
 }
 
+/// The integer argument of `@id(N)`-style annotations.
+pub fn annotation_int(anns: &[Annotation], name: &str) -> Option<u128> {
+    annotation(anns, name).and_then(|a| match a.args.first().map(|e| &e.kind) {
+        Some(ExprKind::Int(v, _)) => Some(*v),
+        _ => None,
+    })
+}
+
 /// The string argument of `@name("...")`-style annotations.
 pub fn annotation_str(anns: &[Annotation], name: &str) -> Option<String> {
     annotation(anns, name).and_then(|a| match a.args.first().map(|e| &e.kind) {

@@ -205,15 +205,7 @@ pub struct ControllerHeader {
 fn field_ids(fields: &[(String, Ty, Vec<Annotation>)]) -> Vec<u32> {
     let explicit: Vec<Option<u32>> = fields
         .iter()
-        .map(
-            |(_, _, anns)| match annotation(anns, "id").and_then(|a| a.args.first()) {
-                Some(Expr {
-                    kind: ExprKind::Int(v, _),
-                    ..
-                }) => u32::try_from(*v).ok(),
-                _ => None,
-            },
-        )
+        .map(|(_, _, anns)| annotation_int(anns, "id").and_then(|v| u32::try_from(v).ok()))
         .collect();
     let taken: std::collections::HashSet<u32> = explicit.iter().flatten().copied().collect();
     let mut next = 1u32;
@@ -610,13 +602,7 @@ impl Lower {
                         .zip(field_ids(&f))
                         .map(|((n, t, _), id)| (n.clone(), t.width().unwrap_or(0), id))
                         .collect();
-                    let id = match annotation(&d.annotations, "id").and_then(|a| a.args.first()) {
-                        Some(Expr {
-                            kind: ExprKind::Int(v, _),
-                            ..
-                        }) => Some((*v & 0xff_ffff) as u32),
-                        _ => None,
-                    };
+                    let id = annotation_int(&d.annotations, "id").map(|v| (v & 0xff_ffff) as u32);
                     self.extra.controller_headers.push(ControllerHeader {
                         name: ch,
                         type_name: annotation_str(&d.annotations, "name")
@@ -1236,19 +1222,18 @@ impl Lower {
                 m::Arg::Expr(op(m::Op::B2D, None, Some(ce))),
             ],
         ));
-        let jz = self.jump_if_zero_pub(op(m::Op::D2B, None, Some(m::Expr::Field(cond_tmp))));
+        let jz = self.jump_if_zero(op(m::Op::D2B, None, Some(m::Expr::Field(cond_tmp))));
         let v = self.expr(a)?;
         let v = self.convert(v, &t, a.pos)?;
         self.assign_val(&dst, v, a.pos)?;
-        let at = self.cur.len();
-        self.cur.push(prim("_jump", vec![m::Arg::Const(int_of(0))]));
+        let at = self.jump();
         let else_at = self.cur.len();
-        self.patch_jump_pub(jz, else_at);
+        self.patch_jump(jz, else_at);
         let v = self.expr(b)?;
         let v = self.convert(v, &t, b.pos)?;
         self.assign_val(&dst, v, b.pos)?;
         let end = self.cur.len();
-        self.patch_jump_pub(at, end);
+        self.patch_jump(at, end);
         Ok(Some(Val::Place(dst)))
     }
 
@@ -1275,13 +1260,18 @@ impl Lower {
         }
     }
 
+    /// Number of elements of a header (or header-union) stack expression.
+    pub(super) fn stack_len(&mut self, base: &Expr) -> R<usize> {
+        match self.expr(base)? {
+            Val::Place(Place::Stack { headers, .. }) => Ok(headers.len()),
+            Val::Place(Place::UnionStack(_, _, unions)) => Ok(unions.len()),
+            _ => err(base.pos, "only header stacks can be indexed"),
+        }
+    }
+
     /// Number of elements of a header stack expression, and the index copied into a temporary.
     pub(super) fn dyn_index_setup(&mut self, base: &Expr, idx: &Expr) -> R<(usize, m::FieldRef)> {
-        let n = match self.expr(base)? {
-            Val::Place(Place::Stack { headers, .. }) => headers.len(),
-            Val::Place(Place::UnionStack(_, _, unions)) => unions.len(),
-            _ => return err(base.pos, "only header stacks can be indexed"),
-        };
+        let n = self.stack_len(base)?;
         let iv = self.expr(idx)?;
         let (ie, it) = self.data(iv, idx.pos)?;
         let t = match it {
@@ -1542,7 +1532,7 @@ impl Lower {
                         Some(op(m::Op::D2B, None, Some(m::Expr::Field(t)))),
                     )
                 };
-                let jz = self.jump_if_zero_pub(test);
+                let jz = self.jump_if_zero(test);
                 let rv = self.expr(r)?;
                 let b = self.boolean(rv, r.pos)?;
                 self.cur.push(prim(
@@ -1553,7 +1543,7 @@ impl Lower {
                     ],
                 ));
                 let end = self.cur.len();
-                self.patch_jump_pub(jz, end);
+                self.patch_jump(jz, end);
                 return Ok(Val::Place(Place::Field(t, Ty::Bool)));
             }
             let rv = probe?;

@@ -8,6 +8,23 @@ use std::process::Command;
 
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 
+/// Runs `tern test p4 stf`: `None` if it passes, else its stdout and stderr.
+fn tern_test_failure(p4: &Path, stf: &Path) -> Option<String> {
+    let o = Command::new(env!("CARGO_BIN_EXE_tern"))
+        .arg("test")
+        .arg(p4)
+        .arg(stf)
+        .output()
+        .unwrap();
+    (!o.status.success()).then(|| {
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    })
+}
+
 #[test]
 fn every_tutorial_stf_passes() {
     let stf_dir = Path::new(ROOT).join("tests/stf");
@@ -34,18 +51,8 @@ fn every_tutorial_stf_passes() {
             stf.display(),
             p4.display()
         );
-        let o = Command::new(env!("CARGO_BIN_EXE_tern"))
-            .arg("test")
-            .arg(&p4)
-            .arg(stf)
-            .output()
-            .unwrap();
-        if !o.status.success() {
-            failures.push(format!(
-                "{name}:\n{}{}",
-                String::from_utf8_lossy(&o.stdout),
-                String::from_utf8_lossy(&o.stderr)
-            ));
+        if let Some(out) = tern_test_failure(&p4, stf) {
+            failures.push(format!("{name}:\n{out}"));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
@@ -67,19 +74,8 @@ fn every_feature_program_stf_passes() {
     for stf in &stfs {
         let p4 = stf.with_extension("p4");
         assert!(p4.exists(), "{} has no program beside it", stf.display());
-        let o = Command::new(env!("CARGO_BIN_EXE_tern"))
-            .arg("test")
-            .arg(&p4)
-            .arg(stf)
-            .output()
-            .unwrap();
-        if !o.status.success() {
-            failures.push(format!(
-                "{}:\n{}{}",
-                stf.display(),
-                String::from_utf8_lossy(&o.stdout),
-                String::from_utf8_lossy(&o.stderr)
-            ));
+        if let Some(out) = tern_test_failure(&p4, stf) {
+            failures.push(format!("{}:\n{out}", stf.display()));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));

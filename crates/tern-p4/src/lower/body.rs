@@ -853,20 +853,13 @@ impl Lower {
                     let (n, itmp) = self.dyn_index_setup(&base, &idx)?;
                     let tmp = self.alloc(&p.name, &t, a.pos, false)?;
                     if p.dir == Some("inout") {
-                        for k in 0..n {
-                            let jz = self.jump_if_zero(op(
-                                m::Op::Eq,
-                                Some(m::Expr::Field(itmp)),
-                                Some(cnst(k as i128)),
-                            ));
-                            let v = self.expr(&replace_index(a, at, k))?;
-                            let v = self.convert(v, &t, a.pos)?;
-                            self.assign_val(&tmp, v, a.pos)?;
-                            let here = self.cur.len();
-                            self.patch_jump(jz, here);
-                        }
-                    }
-                    if p.dir == Some("out") && self.mode == Mode::Action {
+                        self.per_index(itmp, n, |this, k| {
+                            let v = this.expr(&replace_index(a, at, k))?;
+                            let v = this.convert(v, &t, a.pos)?;
+                            this.assign_val(&tmp, v, a.pos)
+                        })?;
+                    } else {
+                        // `out`: starts uninitialized, headers invalid.
                         self.invalidate_headers(&tmp);
                     }
                     writebacks.push(Writeback::Dyn(a.clone(), at, n, itmp, tmp.clone()));
@@ -979,20 +972,34 @@ impl Lower {
                 self.assign_val(dst, Val::Place(tmp.clone()), *apos)?;
             }
             Writeback::Dyn(a, at, n, itmp, tmp) => {
-                for k in 0..*n {
-                    let jz = self.jump_if_zero(op(
-                        m::Op::Eq,
-                        Some(m::Expr::Field(*itmp)),
-                        Some(cnst(k as i128)),
-                    ));
-                    let Val::Place(dst) = self.expr(&replace_index(a, *at, k))? else {
+                self.per_index(*itmp, *n, |this, k| {
+                    let Val::Place(dst) = this.expr(&replace_index(a, *at, k))? else {
                         return err(a.pos, "this argument is not assignable");
                     };
-                    self.assign_val(&dst, Val::Place(tmp.clone()), a.pos)?;
-                    let here = self.cur.len();
-                    self.patch_jump(jz, here);
-                }
+                    this.assign_val(&dst, Val::Place(tmp.clone()), a.pos)
+                })?;
             }
+        }
+        Ok(())
+    }
+
+    /// `f(k)` for each element `k` of a stack of `n`, each guarded by `itmp == k` (a run-time
+    /// index evaluated once into `itmp`).
+    fn per_index(
+        &mut self,
+        itmp: m::FieldRef,
+        n: usize,
+        mut f: impl FnMut(&mut Self, usize) -> R<()>,
+    ) -> R<()> {
+        for k in 0..n {
+            let jz = self.jump_if_zero(op(
+                m::Op::Eq,
+                Some(m::Expr::Field(itmp)),
+                Some(cnst(k as i128)),
+            ));
+            f(self, k)?;
+            let here = self.cur.len();
+            self.patch_jump(jz, here);
         }
         Ok(())
     }
@@ -1025,7 +1032,7 @@ impl Lower {
         }
     }
 
-    fn patch_jump(&mut self, at: usize, target: usize) {
+    pub(super) fn patch_jump(&mut self, at: usize, target: usize) {
         if let Some(p) = self.cur.get_mut(at) {
             let n = p.params.len();
             if n > 0 {
@@ -1252,7 +1259,7 @@ impl Lower {
         Ok(())
     }
 
-    fn jump_if_zero(&mut self, cond: m::Expr) -> usize {
+    pub(super) fn jump_if_zero(&mut self, cond: m::Expr) -> usize {
         let at = self.cur.len();
         self.emit(prim(
             "_jump_if_zero",
@@ -1264,15 +1271,7 @@ impl Lower {
         at
     }
 
-    pub(super) fn jump_if_zero_pub(&mut self, cond: m::Expr) -> usize {
-        self.jump_if_zero(cond)
-    }
-
-    pub(super) fn patch_jump_pub(&mut self, at: usize, target: usize) {
-        self.patch_jump(at, target)
-    }
-
-    fn jump(&mut self) -> usize {
+    pub(super) fn jump(&mut self) -> usize {
         let at = self.cur.len();
         self.emit(prim("_jump", vec![m::Arg::Const(int_of(0))]));
         at
@@ -1295,7 +1294,7 @@ impl Lower {
                 }
                 let (n, tmp) = self.dyn_index_setup(&base, &idx)?;
                 let mut ends = Vec::new();
-                for k in 0..n {
+                self.per_index(tmp, n, |this, k| {
                     let kind = match &s.kind {
                         StmtKind::Assign(l, r) => {
                             StmtKind::Assign(replace_index(l, at, k), r.clone())
@@ -1303,16 +1302,10 @@ impl Lower {
                         StmtKind::Call(e) => StmtKind::Call(replace_index(e, at, k)),
                         other => other.clone(),
                     };
-                    let jz = self.jump_if_zero(op(
-                        m::Op::Eq,
-                        Some(m::Expr::Field(tmp)),
-                        Some(cnst(k as i128)),
-                    ));
-                    self.stmt(&Stmt { kind, pos: s.pos })?;
-                    ends.push(self.jump());
-                    let here = self.cur.len();
-                    self.patch_jump(jz, here);
-                }
+                    this.stmt(&Stmt { kind, pos: s.pos })?;
+                    ends.push(this.jump());
+                    Ok(())
+                })?;
                 let end = self.cur.len();
                 for j in ends {
                     self.patch_jump(j, end);

@@ -729,11 +729,7 @@ impl Lower {
                 out.push(s.clone());
                 continue;
             };
-            let n = match self.expr(&base)? {
-                Val::Place(Place::Stack { headers, .. }) => headers.len(),
-                Val::Place(Place::UnionStack(_, _, unions)) => unions.len(),
-                _ => return err(base.pos, "only header stacks can be indexed"),
-            };
+            let n = self.stack_len(&base)?;
             let var = format!("__stack_index{count}");
             *count += 1;
             let b32 = |p: Pos| {
@@ -1312,12 +1308,10 @@ impl Lower {
     // ------------------------------------------------------------ pipelines
 
     fn note_id(&mut self, name: &str, anns: &[Annotation]) {
-        if let Some(a) = annotation(anns, "id") {
-            if let Some(ExprKind::Int(v, _)) = a.args.first().map(|e| &e.kind) {
-                self.extra
-                    .id_overrides
-                    .insert(name.to_string(), (*v & 0xff_ffff) as u32);
-            }
+        if let Some(v) = annotation_int(anns, "id") {
+            self.extra
+                .id_overrides
+                .insert(name.to_string(), (v & 0xff_ffff) as u32);
         }
     }
 
@@ -2021,7 +2015,7 @@ impl Lower {
             let jumps = std::mem::take(frame);
             let end = self.cur.len();
             for j in jumps {
-                self.patch_jump_pub(j, end);
+                self.patch_jump(j, end);
             }
         }
         if !self.cur.is_empty() {
@@ -2465,7 +2459,7 @@ impl Lower {
                     && q.as_ref().is_some_and(|q| alias::overlap(p, q))
             })
         };
-        let mut copy_out: Vec<(Place, Place, Pos)> = Vec::new();
+        let mut copy_out: Vec<body::Writeback> = Vec::new();
         for (i, p) in params.iter().enumerate() {
             if p.dir.is_some() {
                 let Some(a) = bound.get(i) else {
@@ -2521,7 +2515,11 @@ impl Lower {
                         match r {
                             Ok(tmp) => {
                                 if written {
-                                    copy_out.push((place.clone(), tmp.clone(), a.pos));
+                                    copy_out.push(body::Writeback::Place(
+                                        place.clone(),
+                                        tmp.clone(),
+                                        a.pos,
+                                    ));
                                 }
                                 Val::Place(tmp)
                             }
@@ -2568,10 +2566,6 @@ impl Lower {
                 }
             }
         }
-        let copy_out: Vec<body::Writeback> = copy_out
-            .into_iter()
-            .map(|(d, t, p)| body::Writeback::Place(d, t, p))
-            .collect();
         let saved_copyouts = std::mem::replace(&mut self.exit_copyouts, vec![copy_out.clone()]);
         if res.is_ok() {
             res = self.stmts(body);
