@@ -99,9 +99,9 @@ fn ycsb_through_a_tern_switch_between_namespaces() {
     );
     let (out, err) = (text(&o.stdout), text(&o.stderr));
     assert!(o.status.success(), "tern kv up failed:\n{out}\n{err}");
-    check_report(&bench_json(&json), 1500);
-    // Both servers, in the one server namespace, got requests.
     let r = bench_json(&json);
+    check_report(&r, 1500);
+    // Both servers, in the one server namespace, got requests.
     let per = r["per_server"].as_array().unwrap();
     assert_eq!(per.len(), 2);
     for s in per {
