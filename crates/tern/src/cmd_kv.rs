@@ -323,8 +323,7 @@ fn bench_cmd(a: BenchArgs) -> anyhow::Result<ExitCode> {
                 l.records, l.seconds, l.throughput, l.errors
             ));
             if let Some(path) = &a.json {
-                std::fs::write(path, serde_json::to_string_pretty(&l)?)
-                    .with_context(|| format!("writing {}", path.display()))?;
+                write_json(path, &l)?;
             }
             return Ok(());
         }

@@ -284,7 +284,7 @@ fn suite(
     let mut scalability = Vec::new();
     for &n in std::iter::once(&a.rotation).chain(a.scale.iter()) {
         let file = format!("rot{n}-a.json");
-        let r = if n == a.rotation {
+        if n == a.rotation {
             let text = std::fs::read_to_string(out(&file))?;
             let v: serde_json::Value = serde_json::from_str(&text)?;
             scalability.push((
@@ -294,12 +294,11 @@ fn suite(
                 v["imbalance"].as_f64().unwrap_or(0.0),
             ));
             continue;
-        } else {
-            say(&format!(
-                "== workload a, server rotation over {n} emulated servers"
-            ));
-            tern_kv::rotation::run(&base("a")?, n, phys)?
-        };
+        }
+        say(&format!(
+            "== workload a, server rotation over {n} emulated servers"
+        ));
+        let r = tern_kv::rotation::run(&base("a")?, n, phys)?;
         say(r
             .summary()
             .lines()

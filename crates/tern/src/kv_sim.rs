@@ -55,14 +55,8 @@ fn frame(src: (Ipv4Addr, u16), dst: (Ipv4Addr, u16), payload: &[u8]) -> Vec<u8> 
     ip[9] = 17;
     ip[12..16].copy_from_slice(&src.0.octets());
     ip[16..20].copy_from_slice(&dst.0.octets());
-    let mut sum: u32 = ip
-        .chunks(2)
-        .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
-        .sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    ip[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+    let sum = tern_dataplane::hash::csum16(&ip) as u16;
+    ip[10..12].copy_from_slice(&sum.to_be_bytes());
     f.extend_from_slice(&ip);
     f.extend_from_slice(&src.1.to_be_bytes());
     f.extend_from_slice(&dst.1.to_be_bytes());

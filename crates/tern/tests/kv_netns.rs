@@ -37,6 +37,21 @@ fn bench_json(path: &Path) -> serde_json::Value {
         .expect("report is JSON")
 }
 
+/// `tern kv up <up> --dir <topo> -- tern kv bench --workload a <bench> --json <json>`.
+fn kv_up_bench(up: &[&str], topo: &Path, bench: &[&str], json: &Path) -> std::process::Output {
+    Command::new(TERN)
+        .args(["kv", "up"])
+        .args(up)
+        .arg("--dir")
+        .arg(topo)
+        .args(["--", "tern", "kv", "bench", "--workload", "a"])
+        .args(bench)
+        .arg("--json")
+        .arg(json)
+        .output()
+        .unwrap()
+}
+
 fn check_report(r: &serde_json::Value, ops: u64) {
     assert_eq!(r["operations"], ops);
     assert_eq!(r["errors"], 0, "{r}");
@@ -56,46 +71,37 @@ fn ycsb_through_a_tern_switch_between_namespaces() {
     }
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("a.json");
-    let o = Command::new(TERN)
-        .args([
-            "kv",
-            "up",
+    let o = kv_up_bench(
+        &[
             "--mode",
             "netns",
             "--servers",
             "2",
             "--server-hosts",
             "1",
-        ])
-        .args(["--workers", "1", "--ready-timeout", "60", "--dir"])
-        .arg(dir.path().join("topo"))
-        .args([
-            "--",
-            "tern",
-            "kv",
-            "bench",
-            "--workload",
-            "a",
+            "--workers",
+            "1",
+            "--ready-timeout",
+            "60",
+        ],
+        &dir.path().join("topo"),
+        &[
             "--records",
             "300",
-        ])
-        .args([
             "--ops",
             "1500",
             "--threads",
             "2",
             "--timeout-ms",
             "500",
-            "--json",
-        ])
-        .arg(&json)
-        .output()
-        .unwrap();
+        ],
+        &json,
+    );
     let (out, err) = (text(&o.stdout), text(&o.stderr));
     assert!(o.status.success(), "tern kv up failed:\n{out}\n{err}");
-    check_report(&bench_json(&json), 1500);
-    // Both servers, in the one server namespace, got requests.
     let r = bench_json(&json);
+    check_report(&r, 1500);
+    // Both servers, in the one server namespace, got requests.
     let per = r["per_server"].as_array().unwrap();
     assert_eq!(per.len(), 2);
     for s in per {
@@ -142,33 +148,21 @@ fn loopback_servers_run_a_command_with_the_server_list() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("c.json");
     let base = 20_000 + (std::process::id() % 20_000) as u16;
-    let o = Command::new(TERN)
-        .args([
-            "kv",
-            "up",
+    let o = kv_up_bench(
+        &[
             "--mode",
             "loopback",
             "--servers",
             "2",
             "--workers",
             "1",
-        ])
-        .args(["--base-port", &base.to_string(), "--dir"])
-        .arg(dir.path().join("topo"))
-        .args([
-            "--",
-            "tern",
-            "kv",
-            "bench",
-            "--workload",
-            "a",
-            "--records",
-            "200",
-        ])
-        .args(["--ops", "600", "--threads", "2", "--json"])
-        .arg(&json)
-        .output()
-        .unwrap();
+            "--base-port",
+            &base.to_string(),
+        ],
+        &dir.path().join("topo"),
+        &["--records", "200", "--ops", "600", "--threads", "2"],
+        &json,
+    );
     let (out, err) = (text(&o.stdout), text(&o.stderr));
     if !o.status.success() && err.contains("Address already in use") {
         eprintln!("skipping: ports {base}.. are busy on this machine");
@@ -222,33 +216,12 @@ fn bad_settings_are_clear_errors() {
 fn simulated_switch_in_process_carries_every_request() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("f.json");
-    let o = Command::new(TERN)
-        .args([
-            "kv",
-            "up",
-            "--mode",
-            "sim",
-            "--servers",
-            "3",
-            "--workers",
-            "1",
-        ])
-        .arg("--dir")
-        .arg(dir.path().join("topo"))
-        .args([
-            "--",
-            "tern",
-            "kv",
-            "bench",
-            "--workload",
-            "a",
-            "--records",
-            "200",
-        ])
-        .args(["--ops", "600", "--threads", "2", "--json"])
-        .arg(&json)
-        .output()
-        .unwrap();
+    let o = kv_up_bench(
+        &["--mode", "sim", "--servers", "3", "--workers", "1"],
+        &dir.path().join("topo"),
+        &["--records", "200", "--ops", "600", "--threads", "2"],
+        &json,
+    );
     let (out, err) = (text(&o.stdout), text(&o.stderr));
     assert!(o.status.success(), "{out}\n{err}");
     let r = bench_json(&json);
