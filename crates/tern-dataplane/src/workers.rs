@@ -240,17 +240,7 @@ impl Control {
     ) -> RtResult<()> {
         self.sw.counter_write(counter, index, value)?;
         let c = counter.to_string();
-        self.query(move |id, sw| {
-            let v = if id == 0 {
-                value
-            } else {
-                CounterValue::default()
-            };
-            sw.counter_write(&c, index, v)
-        })
-        .into_iter()
-        .collect::<RtResult<Vec<()>>>()
-        .map(|_| ())
+        self.write_first(value, move |sw, v| sw.counter_write(&c, index, v))
     }
 
     /// Set a direct counter: worker 0 gets `value`, the others zero.
@@ -262,17 +252,26 @@ impl Control {
     ) -> RtResult<()> {
         self.sw.mt_write_counter(table, handle, value)?;
         let t = table.to_string();
+        self.write_first(value, move |sw, v| sw.mt_write_counter(&t, handle, v))
+    }
+
+    /// Run `write` on every replica, with `value` on worker 0 and zero on the others (so the
+    /// sum over workers is `value`); the first error, if any.
+    fn write_first(
+        &self,
+        value: CounterValue,
+        write: impl Fn(&mut Switch, CounterValue) -> RtResult<()> + Send + Sync + 'static,
+    ) -> RtResult<()> {
         self.query(move |id, sw| {
             let v = if id == 0 {
                 value
             } else {
                 CounterValue::default()
             };
-            sw.mt_write_counter(&t, handle, v)
+            write(sw, v)
         })
         .into_iter()
-        .collect::<RtResult<Vec<()>>>()
-        .map(|_| ())
+        .collect()
     }
 
     /// A register cell (registers are shared by all replicas).

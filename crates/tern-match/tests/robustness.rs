@@ -4,20 +4,10 @@
 
 use tern_match::{EntryKey, Kind, Layout, LpmField, MatchError, MatchTable};
 
-struct Rng(u64);
+mod common;
+use common::Rng;
+
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next() as u8).collect()
-    }
     /// `usual` most of the time, a random length below 24 one time in eight.
     fn len(&mut self, usual: usize) -> usize {
         if self.below(8) == 0 {
