@@ -177,18 +177,20 @@ impl Handle {
     /// Deliver digests to the primary client as DigestList messages (only digests a controller
     /// configured with a DigestEntry are sent).
     pub fn deliver_digests(&self, digests: Vec<Digest>) {
-        let mut inner = lock(&self.inner);
-        let Some(p) = inner.pipeline.clone() else {
+        let mut guard = lock(&self.inner);
+        // Borrow the fields apart: the pipeline is read while the digest state is updated.
+        let inner = &mut *guard;
+        if inner.pipeline.is_none() {
             return;
-        };
+        }
         let now = std::time::Instant::now();
         for d in digests {
-            let Some(info) = p
-                .p4info
-                .digests
-                .iter()
-                .find(|x| x.preamble.as_ref().map(|p| p.name.as_str()) == Some(&d.list_name))
-            else {
+            let Some(info) = inner.pipeline.as_ref().and_then(|p| {
+                p.p4info
+                    .digests
+                    .iter()
+                    .find(|x| x.preamble.as_ref().map(|p| p.name.as_str()) == Some(&d.list_name))
+            }) else {
                 continue;
             };
             let id = info.preamble.as_ref().map(|p| p.id).unwrap_or(0);
@@ -204,7 +206,7 @@ impl Handle {
                 .get(&id)
                 .is_some_and(|b| b.1.contains(&d.fields));
             if conf.ack_timeout_ns > 0
-                && (batched || inner.unacked[&id].iter().any(|(f, _, _)| *f == d.fields))
+                && (batched || pending.iter().any(|(f, _, _)| *f == d.fields))
             {
                 continue;
             }
@@ -216,12 +218,11 @@ impl Handle {
             if b.1.is_empty() {
                 inner.batch_start.insert(id, now);
             }
-            let b = inner.batches.get_mut(&id).expect("batch just inserted");
             b.1.push(d.fields);
             b.2.push(data);
             let full = conf.max_list_size > 0 && b.1.len() >= conf.max_list_size as usize;
             if full || conf.max_timeout_ns <= 0 {
-                flush_batch(&mut inner, id, now);
+                flush_batch(inner, id, now);
             }
         }
     }
