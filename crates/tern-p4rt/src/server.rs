@@ -281,10 +281,6 @@ impl Handle {
             return 0;
         }
         let n = fresh.len();
-        let ts = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as i64)
-            .unwrap_or(0);
         send_primary(
             &inner,
             p4::StreamMessageResponse {
@@ -292,7 +288,7 @@ impl Handle {
                     p4::stream_message_response::Update::IdleTimeoutNotification(
                         p4::IdleTimeoutNotification {
                             table_entry: fresh,
-                            timestamp: ts,
+                            timestamp: unix_ns(),
                         },
                     ),
                 ),
@@ -353,10 +349,6 @@ fn flush_batch(inner: &mut Inner, id: u32, now: std::time::Instant) {
         .entry(digest_id)
         .or_default()
         .extend(fields.into_iter().map(|f| (f, list_id, now)));
-    let ts = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as i64)
-        .unwrap_or(0);
     send_primary(
         inner,
         p4::StreamMessageResponse {
@@ -365,11 +357,20 @@ fn flush_batch(inner: &mut Inner, id: u32, now: std::time::Instant) {
                     digest_id,
                     list_id,
                     data,
-                    timestamp: ts,
+                    timestamp: unix_ns(),
                 },
             )),
         },
     );
+}
+
+/// Wall-clock time in nanoseconds since the Unix epoch (0 if the clock is before it), the
+/// timestamp of digest lists and idle-timeout notifications.
+fn unix_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0)
 }
 
 fn u128_of(e: &Option<p4::Uint128>) -> Option<u128> {
