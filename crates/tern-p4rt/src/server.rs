@@ -177,18 +177,20 @@ impl Handle {
     /// Deliver digests to the primary client as DigestList messages (only digests a controller
     /// configured with a DigestEntry are sent).
     pub fn deliver_digests(&self, digests: Vec<Digest>) {
-        let mut inner = lock(&self.inner);
-        let Some(p) = inner.pipeline.clone() else {
+        let mut guard = lock(&self.inner);
+        // Borrow the fields apart: the pipeline is read while the digest state is updated.
+        let inner = &mut *guard;
+        if inner.pipeline.is_none() {
             return;
-        };
+        }
         let now = std::time::Instant::now();
         for d in digests {
-            let Some(info) = p
-                .p4info
-                .digests
-                .iter()
-                .find(|x| x.preamble.as_ref().map(|p| p.name.as_str()) == Some(&d.list_name))
-            else {
+            let Some(info) = inner.pipeline.as_ref().and_then(|p| {
+                p.p4info
+                    .digests
+                    .iter()
+                    .find(|x| x.preamble.as_ref().map(|p| p.name.as_str()) == Some(&d.list_name))
+            }) else {
                 continue;
             };
             let id = info.preamble.as_ref().map(|p| p.id).unwrap_or(0);
@@ -204,7 +206,7 @@ impl Handle {
                 .get(&id)
                 .is_some_and(|b| b.1.contains(&d.fields));
             if conf.ack_timeout_ns > 0
-                && (batched || inner.unacked[&id].iter().any(|(f, _, _)| *f == d.fields))
+                && (batched || pending.iter().any(|(f, _, _)| *f == d.fields))
             {
                 continue;
             }
@@ -216,12 +218,11 @@ impl Handle {
             if b.1.is_empty() {
                 inner.batch_start.insert(id, now);
             }
-            let b = inner.batches.get_mut(&id).expect("batch just inserted");
             b.1.push(d.fields);
             b.2.push(data);
             let full = conf.max_list_size > 0 && b.1.len() >= conf.max_list_size as usize;
             if full || conf.max_timeout_ns <= 0 {
-                flush_batch(&mut inner, id, now);
+                flush_batch(inner, id, now);
             }
         }
     }
@@ -280,10 +281,6 @@ impl Handle {
             return 0;
         }
         let n = fresh.len();
-        let ts = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as i64)
-            .unwrap_or(0);
         send_primary(
             &inner,
             p4::StreamMessageResponse {
@@ -291,7 +288,7 @@ impl Handle {
                     p4::stream_message_response::Update::IdleTimeoutNotification(
                         p4::IdleTimeoutNotification {
                             table_entry: fresh,
-                            timestamp: ts,
+                            timestamp: unix_ns(),
                         },
                     ),
                 ),
@@ -352,10 +349,6 @@ fn flush_batch(inner: &mut Inner, id: u32, now: std::time::Instant) {
         .entry(digest_id)
         .or_default()
         .extend(fields.into_iter().map(|f| (f, list_id, now)));
-    let ts = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as i64)
-        .unwrap_or(0);
     send_primary(
         inner,
         p4::StreamMessageResponse {
@@ -364,11 +357,20 @@ fn flush_batch(inner: &mut Inner, id: u32, now: std::time::Instant) {
                     digest_id,
                     list_id,
                     data,
-                    timestamp: ts,
+                    timestamp: unix_ns(),
                 },
             )),
         },
     );
+}
+
+/// Wall-clock time in nanoseconds since the Unix epoch (0 if the clock is before it), the
+/// timestamp of digest lists and idle-timeout notifications.
+fn unix_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0)
 }
 
 fn u128_of(e: &Option<p4::Uint128>) -> Option<u128> {

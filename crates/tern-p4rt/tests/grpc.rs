@@ -149,6 +149,28 @@ async fn set_pipeline(
     .map(|_| ())
 }
 
+/// VerifyAndCommit of `info` and `device_config` on device 0, with no cookie.
+async fn commit(
+    c: &mut P4RuntimeClient<Channel>,
+    election_id: Option<p4::Uint128>,
+    info: cfg::P4Info,
+    device_config: String,
+) {
+    c.set_forwarding_pipeline_config(p4::SetForwardingPipelineConfigRequest {
+        device_id: 0,
+        election_id,
+        action: p4::set_forwarding_pipeline_config_request::Action::VerifyAndCommit as i32,
+        config: Some(p4::ForwardingPipelineConfig {
+            p4info: Some(info),
+            p4_device_config: device_config.into_bytes(),
+            cookie: None,
+        }),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+}
+
 fn te(
     table_id: u32,
     matches: Vec<p4::FieldMatch>,
@@ -890,19 +912,7 @@ async fn controller_headers_are_packed_and_unpacked() {
     let mut env = start(Some(64)).await;
     let c = &mut env.client;
     let (mut s, _) = Stream::open(c, 1).await;
-    c.set_forwarding_pipeline_config(p4::SetForwardingPipelineConfigRequest {
-        device_id: 0,
-        election_id: eid(1),
-        action: p4::set_forwarding_pipeline_config_request::Action::VerifyAndCommit as i32,
-        config: Some(p4::ForwardingPipelineConfig {
-            p4info: Some(info),
-            p4_device_config: fixture("packet_io.json").into_bytes(),
-            cookie: None,
-        }),
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    commit(c, eid(1), info, fixture("packet_io.json")).await;
     // egress_port = 0x1ab (zero-padded to 4 bytes, as the tutorials send it): header bytes d5 80.
     let meta = vec![p4::PacketMetadata {
         metadata_id: 1,
@@ -1232,18 +1242,7 @@ async fn p4_source_compiled_by_tern_with_its_p4info() {
     let info = parse_p4info_text(&compiled.p4info).expect("tern-p4's P4Info parses");
     let mut env = start(None).await;
     let c = &mut env.client;
-    c.set_forwarding_pipeline_config(p4::SetForwardingPipelineConfigRequest {
-        device_id: 0,
-        action: p4::set_forwarding_pipeline_config_request::Action::VerifyAndCommit as i32,
-        config: Some(p4::ForwardingPipelineConfig {
-            p4info: Some(info.clone()),
-            p4_device_config: compiled.json.into_bytes(),
-            cookie: None,
-        }),
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    commit(c, None, info.clone(), compiled.json).await;
     let t = table_id(&info, "MyIngress.ipv4_lpm");
     let a = action_id(&info, "MyIngress.ipv4_forward");
     let e = te(
@@ -1738,18 +1737,7 @@ async fn indexed_counters_and_registers() {
     let info = parse_p4info_text(&compiled.p4info).unwrap();
     let mut env = start(None).await;
     let c = &mut env.client;
-    c.set_forwarding_pipeline_config(p4::SetForwardingPipelineConfigRequest {
-        device_id: 0,
-        action: p4::set_forwarding_pipeline_config_request::Action::VerifyAndCommit as i32,
-        config: Some(p4::ForwardingPipelineConfig {
-            p4info: Some(info.clone()),
-            p4_device_config: compiled.json.into_bytes(),
-            cookie: None,
-        }),
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    commit(c, None, info.clone(), compiled.json).await;
     let ctr = info.counters[0].preamble.as_ref().unwrap().id;
     let reg = info.registers[0].preamble.as_ref().unwrap().id;
     env.handle.inject(0, &[3, 0x77, 0, 0]);
@@ -1900,18 +1888,7 @@ async fn value_sets_and_indexed_meters() {
     let info = parse_p4info_text(&compiled.p4info).unwrap();
     let mut env = start(None).await;
     let c = &mut env.client;
-    c.set_forwarding_pipeline_config(p4::SetForwardingPipelineConfigRequest {
-        device_id: 0,
-        action: p4::set_forwarding_pipeline_config_request::Action::VerifyAndCommit as i32,
-        config: Some(p4::ForwardingPipelineConfig {
-            p4info: Some(info.clone()),
-            p4_device_config: compiled.json.into_bytes(),
-            cookie: None,
-        }),
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    commit(c, None, info.clone(), compiled.json).await;
     let vs = info.value_sets[0].preamble.as_ref().unwrap().id;
     let ports = |h: &Handle, t: [u8; 2]| {
         h.inject(0, &[t[0], t[1], 0, 0])

@@ -565,11 +565,8 @@ fn start_p4runtime(
     )
     .map_err(|e| anyhow::anyhow!("P4Runtime: {e}"))?;
     let (tx, rx) = std::sync::mpsc::channel::<Vec<OutputPacket>>();
-    let tx = Mutex::new(tx);
     handle.set_output_sink(Arc::new(move |outs| {
-        if let Ok(tx) = tx.lock() {
-            let _ = tx.send(outs);
-        }
+        let _ = tx.send(outs);
     }));
     let listener = std::net::TcpListener::bind(addr).with_context(|| {
         format!("cannot start the P4Runtime server on {addr} (is another switch running?)")
