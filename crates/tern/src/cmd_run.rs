@@ -670,6 +670,16 @@ fn fix_optional_values(args: &mut RunArgs) -> anyhow::Result<u64> {
     Ok(wait)
 }
 
+/// The `simple_switch_grpc` entry: as [`run`], with P4Runtime on 0.0.0.0:9559 unless an
+/// address was given (`--grpc-addr`, or the target option `--grpc-server-addr`).
+pub fn run_as_simple_switch_grpc(mut args: RunArgs) -> anyhow::Result<ExitCode> {
+    take_grpc_target_options(&mut args)?;
+    args.control
+        .grpc_addr
+        .get_or_insert(std::net::SocketAddr::from(([0, 0, 0, 0], 9559)));
+    run(args)
+}
+
 pub fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
     if args.json_version {
         println!("2.24");

@@ -114,15 +114,11 @@ fn simple_switch_main(argv: Vec<std::ffi::OsString>, grpc: bool) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let mut run = cli.run;
-    let addr_given = argv.iter().any(|a| {
-        let a = a.to_string_lossy();
-        a.starts_with("--grpc-server-addr") || a.starts_with("--grpc-addr")
-    });
-    if grpc && !addr_given {
-        run.control.grpc_addr = Some(std::net::SocketAddr::from(([0, 0, 0, 0], 9559)));
-    }
-    report(cmd_run::run(run))
+    report(if grpc {
+        cmd_run::run_as_simple_switch_grpc(cli.run)
+    } else {
+        cmd_run::run(cli.run)
+    })
 }
 
 fn report(result: anyhow::Result<ExitCode>) -> ExitCode {
