@@ -125,6 +125,8 @@ pub fn mark(ext: &mut ExternState, s: usize) {
 pub struct ExternState {
     /// Per-stage timing, when enabled ([`crate::Switch::set_stage_timing`]).
     pub probe: Option<Box<Probe>>,
+    /// Per-packet trace, when enabled ([`crate::Switch::set_trace`]).
+    pub trace: Option<Box<crate::trace::Trace>>,
     pub regs: Vec<RegArray>,
     pub counters: Vec<Vec<CounterValue>>,
     pub meters: Vec<Vec<Meter>>,
@@ -433,9 +435,15 @@ impl Engine {
             pkt.payload_off = 0;
             return self.errors.no_error;
         };
+        if st.ext.trace.is_some() {
+            self.trace_parser_start(&mut st.ext);
+        }
         let mut key = std::mem::take(&mut st.key_buf);
         let err = self.parse_states(st, pkt, p, &mut key);
         st.key_buf = key;
+        if st.ext.trace.is_some() {
+            self.trace_parser_end(&mut st.ext, err);
+        }
         err
     }
 
@@ -450,6 +458,9 @@ impl Engine {
                 break;
             }
             let s = &p.states[si as usize];
+            if st.ext.trace.is_some() {
+                self.trace_state(&mut st.ext, si);
+            }
             for op in &s.ops {
                 let r: Result<(), i64> = match op {
                     POp::Extract(t) => {
@@ -457,7 +468,11 @@ impl Engine {
                             ETarget::Header(h) => self.vl_from_length_exp(pkt, *h),
                             _ => None,
                         };
-                        self.extract_target(pkt, &mut cursor, *t, vl)
+                        let r = self.extract_target(pkt, &mut cursor, *t, vl);
+                        if r.is_ok() && st.ext.trace.is_some() {
+                            self.trace_extract(&mut st.ext, &pkt.phv, *t);
+                        }
+                        r
                     }
                     POp::ExtractVl(t, e) => {
                         let cx = self.cx(&pkt.phv, &[], &st.ext, &pkt.data, cursor);
@@ -538,6 +553,9 @@ impl Engine {
                 }
             }
             self.transition_key(pkt, cursor, &s.key, key);
+            if st.ext.trace.is_some() {
+                self.trace_state_key(&mut st.ext, si, key, cursor);
+            }
             let mut next = None;
             let mut default = None;
             let mut matched = false;
@@ -736,9 +754,12 @@ impl Engine {
 
     /// Update checksums (start of deparse).
     pub fn update_checksums(&self, ext: &mut ExternState, pkt: &mut Pkt) {
-        for c in &self.checksums {
+        for (i, c) in self.checksums.iter().enumerate() {
             if !c.update || !self.checksum_cond(ext, pkt, c) {
                 continue;
+            }
+            if ext.trace.is_some() {
+                self.trace_checksum(ext, i);
             }
             let v = self.checksum_value(ext, pkt, c);
             store_field_u64(&mut pkt.phv, &c.target, v);
@@ -749,6 +770,9 @@ impl Engine {
 
     /// Emit the valid headers in deparser order, then the payload.
     pub fn deparse(&self, st: &mut State, pkt: &mut Pkt, out: &mut Vec<u8>) {
+        if st.ext.trace.is_some() {
+            self.trace_deparser(&mut st.ext, true);
+        }
         self.update_checksums(&mut st.ext, pkt);
         out.clear();
         if let Some((order, prims)) = &self.deparser {
@@ -758,6 +782,9 @@ impl Engine {
             for &h in order {
                 if !pkt.phv.valid[h as usize] {
                     continue;
+                }
+                if st.ext.trace.is_some() {
+                    self.trace_deparse_header(&mut st.ext, h);
                 }
                 let n = self.header_bytes(&pkt.phv, h) as usize;
                 let hl = &self.layout.headers[h as usize];
@@ -804,6 +831,9 @@ impl Engine {
             }
         }
         out.extend_from_slice(&pkt.data[pkt.payload_off.min(pkt.data.len())..]);
+        if st.ext.trace.is_some() {
+            self.trace_deparser(&mut st.ext, false);
+        }
     }
 
     // ------------------------------------------------------------------ actions
@@ -1055,7 +1085,10 @@ impl Engine {
                         vals.push(data!(a).to_big().to_string());
                     }
                     let msg = format_log(fmt, &vals);
-                    if ext.log.len() < 10_000 {
+                    if let Some(t) = ext.trace.as_deref_mut() {
+                        // In order with the packet's other trace lines.
+                        t.push(crate::trace::TraceLevel::Info, msg);
+                    } else if ext.log.len() < 10_000 {
                         ext.log.push(msg);
                     }
                 }
@@ -1247,29 +1280,28 @@ impl Engine {
         t: &CTable,
         ea: &EntryAction,
     ) -> XR<Option<u32>> {
-        let (action, data): (u32, &[Vec<u8>]) = match ea {
-            EntryAction::Action { action, data } => (*action, data),
-            EntryAction::Member(m) => {
-                let Some(p) = t.profile else { return Ok(None) };
-                match profiles[p as usize].member(*m) {
-                    Ok((a, d)) => (*a, d),
-                    Err(_) => return Ok(None),
-                }
-            }
-            EntryAction::Group(g) => {
-                let Some(p) = t.profile else { return Ok(None) };
-                let Ok(members) = profiles[p as usize].group(*g) else {
-                    return Ok(None);
-                };
-                let Some(m) = self.selector_pick(ext, pkt, p, members) else {
-                    return Ok(None);
-                };
-                match profiles[p as usize].member(m) {
-                    Ok((a, d)) => (*a, d),
-                    Err(_) => return Ok(None),
-                }
-            }
+        let resolved: Option<(u32, &[Vec<u8>])> = match ea {
+            EntryAction::Action { action, data } => Some((*action, data)),
+            EntryAction::Member(m) => t
+                .profile
+                .and_then(|p| profiles[p as usize].member(*m).ok())
+                .map(|(a, d)| (*a, d.as_slice())),
+            EntryAction::Group(g) => t.profile.and_then(|p| {
+                let members = profiles[p as usize].group(*g).ok()?;
+                let m = self.selector_pick(ext, pkt, p, members)?;
+                let (a, d) = profiles[p as usize].member(m).ok()?;
+                Some((*a, d.as_slice()))
+            }),
         };
+        let Some((action, data)) = resolved else {
+            if ext.trace.is_some() {
+                self.trace_no_action(ext, ea);
+            }
+            return Ok(None);
+        };
+        if ext.trace.is_some() {
+            self.trace_action_entry(ext, action, data);
+        }
         self.run_instrs(ext, pkt, &self.actions[action as usize].instrs, data)?;
         Ok(Some(action))
     }
@@ -1295,6 +1327,10 @@ impl Engine {
         } else {
             ts.store.lookup(&t.spec, key)
         };
+        if ext.trace.is_some() {
+            let handle = hit.map(|i| ts.store.handle_of(i) as u64);
+            self.trace_table(ext, t, key, handle);
+        }
         mark(ext, stage::TABLES);
         let r = self.apply_hit(t, ts, profiles, ext, pkt, hit);
         mark(ext, stage::ACTIONS);
@@ -1390,6 +1426,9 @@ impl Engine {
                         eval_bool(&cond.expr, &self.cx(&pkt.phv, &[], &st.ext, &pkt.data, 0))
                             .map_err(fault)?
                     };
+                    if st.ext.trace.is_some() {
+                        self.trace_cond(&mut st.ext, c, v);
+                    }
                     mark(&mut st.ext, stage::TABLES);
                     if v {
                         cond.t
