@@ -373,6 +373,7 @@ impl Engine {
         }
     }
 
+    #[inline(always)]
     fn transition_key(&self, pkt: &Pkt, cursor: usize, key: &[KeyElem], out: &mut Vec<u8>) {
         out.clear();
         let phv = &pkt.phv;
@@ -435,19 +436,27 @@ impl Engine {
             pkt.payload_off = 0;
             return self.errors.no_error;
         };
-        if st.ext.trace.is_some() {
-            self.trace_parser_start(&mut st.ext);
-        }
         let mut key = std::mem::take(&mut st.key_buf);
-        let err = self.parse_states(st, pkt, p, &mut key);
-        st.key_buf = key;
-        if st.ext.trace.is_some() {
+        // Tracing is decided once per stage: the untraced instantiation has no trace code.
+        let err = if st.ext.trace.is_some() {
+            self.trace_parser_start(&mut st.ext);
+            let err = self.parse_states::<true>(st, pkt, p, &mut key);
             self.trace_parser_end(&mut st.ext, err);
-        }
+            err
+        } else {
+            self.parse_states::<false>(st, pkt, p, &mut key)
+        };
+        st.key_buf = key;
         err
     }
 
-    fn parse_states(&self, st: &mut State, pkt: &mut Pkt, p: &CParser, key: &mut Vec<u8>) -> i64 {
+    fn parse_states<const TRACE: bool>(
+        &self,
+        st: &mut State,
+        pkt: &mut Pkt,
+        p: &CParser,
+        key: &mut Vec<u8>,
+    ) -> i64 {
         let mut cursor = 0usize;
         let mut state = p.init;
         let mut steps = 0;
@@ -458,7 +467,7 @@ impl Engine {
                 break;
             }
             let s = &p.states[si as usize];
-            if st.ext.trace.is_some() {
+            if TRACE {
                 self.trace_state(&mut st.ext, si);
             }
             for op in &s.ops {
@@ -469,7 +478,7 @@ impl Engine {
                             _ => None,
                         };
                         let r = self.extract_target(pkt, &mut cursor, *t, vl);
-                        if r.is_ok() && st.ext.trace.is_some() {
+                        if TRACE && r.is_ok() {
                             self.trace_extract(&mut st.ext, &pkt.phv, *t);
                         }
                         r
@@ -553,7 +562,7 @@ impl Engine {
                 }
             }
             self.transition_key(pkt, cursor, &s.key, key);
-            if st.ext.trace.is_some() {
+            if TRACE {
                 self.trace_state_key(&mut st.ext, si, key, cursor);
             }
             let mut next = None;
@@ -600,6 +609,7 @@ impl Engine {
         err
     }
 
+    #[inline(always)]
     fn vl_from_length_exp(&self, pkt: &Pkt, h: u32) -> Option<u32> {
         let hl = &self.layout.headers[h as usize];
         hl.vl_field?;
@@ -754,11 +764,19 @@ impl Engine {
 
     /// Update checksums (start of deparse).
     pub fn update_checksums(&self, ext: &mut ExternState, pkt: &mut Pkt) {
+        if ext.trace.is_some() {
+            self.update_checksums_impl::<true>(ext, pkt)
+        } else {
+            self.update_checksums_impl::<false>(ext, pkt)
+        }
+    }
+
+    fn update_checksums_impl<const TRACE: bool>(&self, ext: &mut ExternState, pkt: &mut Pkt) {
         for (i, c) in self.checksums.iter().enumerate() {
             if !c.update || !self.checksum_cond(ext, pkt, c) {
                 continue;
             }
-            if ext.trace.is_some() {
+            if TRACE {
                 self.trace_checksum(ext, i);
             }
             let v = self.checksum_value(ext, pkt, c);
@@ -772,8 +790,15 @@ impl Engine {
     pub fn deparse(&self, st: &mut State, pkt: &mut Pkt, out: &mut Vec<u8>) {
         if st.ext.trace.is_some() {
             self.trace_deparser(&mut st.ext, true);
+            self.deparse_impl::<true>(st, pkt, out);
+            self.trace_deparser(&mut st.ext, false);
+        } else {
+            self.deparse_impl::<false>(st, pkt, out);
         }
-        self.update_checksums(&mut st.ext, pkt);
+    }
+
+    fn deparse_impl<const TRACE: bool>(&self, st: &mut State, pkt: &mut Pkt, out: &mut Vec<u8>) {
+        self.update_checksums_impl::<TRACE>(&mut st.ext, pkt);
         out.clear();
         if let Some((order, prims)) = &self.deparser {
             if !prims.is_empty() {
@@ -783,7 +808,7 @@ impl Engine {
                 if !pkt.phv.valid[h as usize] {
                     continue;
                 }
-                if st.ext.trace.is_some() {
+                if TRACE {
                     self.trace_deparse_header(&mut st.ext, h);
                 }
                 let n = self.header_bytes(&pkt.phv, h) as usize;
@@ -831,9 +856,6 @@ impl Engine {
             }
         }
         out.extend_from_slice(&pkt.data[pkt.payload_off.min(pkt.data.len())..]);
-        if st.ext.trace.is_some() {
-            self.trace_deparser(&mut st.ext, false);
-        }
     }
 
     // ------------------------------------------------------------------ actions
@@ -1229,6 +1251,7 @@ impl Engine {
 
     // ------------------------------------------------------------------ tables and pipelines
 
+    #[inline(always)]
     fn build_key(&self, t: &CTable, phv: &Phv, key: &mut Vec<u8>) {
         key.clear();
         for (kf, src) in t.spec.fields.iter().zip(&t.srcs) {
@@ -1272,7 +1295,7 @@ impl Engine {
 
     /// Resolve an entry action to (action, data) and run it; returns the action run.
     /// Borrows the entry in place: no copy of the action data.
-    fn run_entry_action(
+    fn run_entry_action<const TRACE: bool>(
         &self,
         ext: &mut ExternState,
         profiles: &[Profile],
@@ -1294,19 +1317,19 @@ impl Engine {
             }),
         };
         let Some((action, data)) = resolved else {
-            if ext.trace.is_some() {
+            if TRACE {
                 self.trace_no_action(ext, ea);
             }
             return Ok(None);
         };
-        if ext.trace.is_some() {
+        if TRACE {
             self.trace_action_entry(ext, action, data);
         }
         self.run_instrs(ext, pkt, &self.actions[action as usize].instrs, data)?;
         Ok(Some(action))
     }
 
-    fn apply_table(
+    fn apply_table<const TRACE: bool>(
         &self,
         st: &mut State,
         pkt: &mut Pkt,
@@ -1327,17 +1350,17 @@ impl Engine {
         } else {
             ts.store.lookup(&t.spec, key)
         };
-        if ext.trace.is_some() {
+        if TRACE {
             let handle = hit.map(|i| ts.store.handle_of(i) as u64);
             self.trace_table(ext, t, key, handle);
         }
         mark(ext, stage::TABLES);
-        let r = self.apply_hit(t, ts, profiles, ext, pkt, hit);
+        let r = self.apply_hit::<TRACE>(t, ts, profiles, ext, pkt, hit);
         mark(ext, stage::ACTIONS);
         r
     }
 
-    fn apply_hit(
+    fn apply_hit<const TRACE: bool>(
         &self,
         t: &CTable,
         ts: &mut TableState,
@@ -1367,7 +1390,7 @@ impl Engine {
                     let c = e.meter.execute(units, now);
                     store_field_u64(&mut pkt.phv, &f, c as u64);
                 }
-                let ran = self.run_entry_action(ext, profiles, pkt, t, &e.action)?;
+                let ran = self.run_entry_action::<TRACE>(ext, profiles, pkt, t, &e.action)?;
                 Ok(match (&t.hit_miss, ran) {
                     (Some((h, _)), _) => *h,
                     (None, Some(a)) => t.next_after(a),
@@ -1376,7 +1399,7 @@ impl Engine {
             }
             None => match &ts.default {
                 Some(ea) => {
-                    let ran = self.run_entry_action(ext, profiles, pkt, t, ea)?;
+                    let ran = self.run_entry_action::<TRACE>(ext, profiles, pkt, t, ea)?;
                     Ok(match (&t.hit_miss, ran) {
                         (Some((_, m)), _) => *m,
                         (None, Some(a)) => t.next_after(a),
@@ -1391,15 +1414,30 @@ impl Engine {
         }
     }
 
-    /// Run a pipeline from its first node.
-    pub fn run_pipeline(&self, st: &mut State, pkt: &mut Pkt, init: Option<GNode>) -> XR<()> {
+    /// Run pipeline `name` (for the trace) from its first node.
+    pub fn run_pipeline(
+        &self,
+        st: &mut State,
+        pkt: &mut Pkt,
+        name: &str,
+        init: Option<GNode>,
+    ) -> XR<()> {
         let mut key = std::mem::take(&mut st.key_buf);
-        let r = self.run_nodes(st, pkt, init, &mut key);
+        let r = if st.ext.trace.is_some() {
+            self.trace_pipeline(&mut st.ext, name, true);
+            let r = self.run_nodes::<true>(st, pkt, init, &mut key);
+            if r.is_ok() {
+                self.trace_pipeline(&mut st.ext, name, false);
+            }
+            r
+        } else {
+            self.run_nodes::<false>(st, pkt, init, &mut key)
+        };
         st.key_buf = key;
         r
     }
 
-    fn run_nodes(
+    fn run_nodes<const TRACE: bool>(
         &self,
         st: &mut State,
         pkt: &mut Pkt,
@@ -1417,7 +1455,7 @@ impl Engine {
                 return Err(fault("control flow does not terminate"));
             }
             node = match n {
-                GNode::Table(t) => self.apply_table(st, pkt, t, key)?,
+                GNode::Table(t) => self.apply_table::<TRACE>(st, pkt, t, key)?,
                 GNode::Cond(c) => {
                     let cond = &self.conds[c as usize];
                     let v = if let Some(f) = &cond.fast {
@@ -1426,7 +1464,7 @@ impl Engine {
                         eval_bool(&cond.expr, &self.cx(&pkt.phv, &[], &st.ext, &pkt.data, 0))
                             .map_err(fault)?
                     };
-                    if st.ext.trace.is_some() {
+                    if TRACE {
                         self.trace_cond(&mut st.ext, c, v);
                     }
                     mark(&mut st.ext, stage::TABLES);

@@ -748,15 +748,12 @@ impl Flow<'_> {
         let eng = self.eng;
         self.parse_and_verify(&mut pkt);
         if let Some(init) = eng.ingress {
-            if self.st.ext.trace.is_some() {
-                eng.trace_pipeline(&mut self.st.ext, "ingress", true);
-            }
-            if eng.run_pipeline(self.st, &mut pkt, init).is_err() {
+            if eng
+                .run_pipeline(self.st, &mut pkt, "ingress", init)
+                .is_err()
+            {
                 self.recycle(pkt);
                 return;
-            }
-            if self.st.ext.trace.is_some() {
-                eng.trace_pipeline(&mut self.st.ext, "ingress", false);
             }
         }
         pkt.regs.exit = false;
@@ -868,15 +865,9 @@ impl Flow<'_> {
         );
         mark(&mut self.st.ext, stage::QUEUE);
         if let Some(init) = eng.egress {
-            if self.st.ext.trace.is_some() {
-                eng.trace_pipeline(&mut self.st.ext, "egress", true);
-            }
-            if eng.run_pipeline(self.st, &mut pkt, init).is_err() {
+            if eng.run_pipeline(self.st, &mut pkt, "egress", init).is_err() {
                 self.recycle(pkt);
                 return;
-            }
-            if self.st.ext.trace.is_some() {
-                eng.trace_pipeline(&mut self.st.ext, "egress", false);
             }
         }
         pkt.regs.exit = false;
