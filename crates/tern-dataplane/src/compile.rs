@@ -547,6 +547,10 @@ pub struct Engine {
     pub profile_by_name: HashMap<String, u32>,
     /// simple_switch's drop port (`--drop-port`, 511 by default).
     pub drop_port: u32,
+    /// The parser as native code, when it is in the compiled subset ([`crate::jit`]).
+    pub jit: Option<crate::jit::JitParser>,
+    /// Why the parser runs interpreted, when it does.
+    pub jit_fallback: Option<String>,
 }
 
 /// Compile an expression outside any action (no parameters), e.g. a `length_exp`.
@@ -1312,7 +1316,7 @@ impl Engine {
             .map(|(i, l)| (l.id, (i, l.elements.iter().map(|f| cx.field(*f)).collect())))
             .collect();
 
-        Ok(Engine {
+        let mut engine = Engine {
             layout,
             actions,
             parser,
@@ -1333,7 +1337,14 @@ impl Engine {
             profile_by_name,
             drop_port: 511,
             prog,
-        })
+            jit: None,
+            jit_fallback: None,
+        };
+        match crate::jit::compile(&engine) {
+            Ok(j) => engine.jit = Some(j),
+            Err(why) => engine.jit_fallback = Some(why),
+        }
+        Ok(engine)
     }
 }
 

@@ -432,6 +432,17 @@ impl Engine {
 
     /// Run the parser; returns the error code (NoError on success).
     pub fn parse(&self, st: &mut State, pkt: &mut Pkt) -> i64 {
+        if let Some(j) = &self.jit {
+            // Native code (same semantics); a traced packet takes the interpreter.
+            if st.ext.trace.is_none() {
+                return j.run(pkt);
+            }
+        }
+        self.parse_interpreted(st, pkt)
+    }
+
+    /// [`Engine::parse`] by the interpreter, whether or not the parser has native code.
+    pub fn parse_interpreted(&self, st: &mut State, pkt: &mut Pkt) -> i64 {
         let Some(p) = &self.parser else {
             pkt.payload_off = 0;
             return self.errors.no_error;

@@ -6,7 +6,7 @@
 //! control API) and [`tern_runtime::PacketPath`] (deterministic packet processing).
 //!
 //! Stages: [`layout`] (PHV layout), [`expr`] (expressions), [`compile`] (model → engine),
-//! [`exec`] (parser, actions, tables, pipelines, deparser), [`table`] (entries and lookup),
+//! [`exec`] (parser, actions, tables, pipelines, deparser), [`jit`] (the parser as native code), [`table`] (entries and lookup),
 //! [`externs`] (meters, multicast PRE), [`hash`] (hash algorithms, from `tern-hash`), [`switch`] (packet flow
 //! and control plane), [`trace`] (per-packet trace in BMv2's log wording), [`workers`] (run-to-completion worker threads with updates published
 //! between batches).
@@ -15,6 +15,7 @@ pub mod compile;
 pub mod exec;
 pub mod expr;
 pub mod externs;
+pub mod jit;
 pub mod layout;
 pub mod switch;
 pub mod table;

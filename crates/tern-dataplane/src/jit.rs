@@ -1,0 +1,593 @@
+//! Native code for the parser, generated at load time with Cranelift.
+//!
+//! The interpreter in [`crate::exec`] walks the compiled parser ([`CParser`]) op by op and
+//! field by field, reading each field's location and width from the layout at packet time.
+//! Everything it reads is fixed when the program loads, so for the common shape of parser
+//! (fixed-size headers extracted into the PHV, `select` on extracted fields, constant
+//! transitions) this module emits one native function in which every offset, width, shift and
+//! mask is a constant: a state is a basic block, an extract is a bounds check and a few loads,
+//! shifts and stores, a `select` is a chain of compares.
+//!
+//! Same semantics as the interpreter, by construction and by test: the PHV bytes and validity,
+//! the error code and the parsed length agree for every packet (`tests` below runs both on
+//! random and mutated packets; the conformance suite runs through this code). A parser that
+//! uses anything else (header stacks and unions stacks, variable-length headers, `lookahead`,
+//! value sets, `set`/`verify`/primitives in states, fields wider than 56 bits outside
+//! byte-aligned headers) is not compiled: [`compile`] says why and the interpreter runs it.
+//! `TERN_NO_JIT=1` in the environment turns the native parser off (for comparisons).
+
+use std::sync::Mutex;
+
+use cranelift_codegen::ir::{self, condcodes::IntCC, types, AbiParam, InstBuilder, MemFlags};
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{default_libcall_names, Linkage, Module};
+use tern_model::KeyElem;
+
+use crate::compile::{CParser, ETarget, Engine, PMatch, POp};
+use crate::exec::Pkt;
+use crate::layout::FieldLoc;
+
+/// `(phv bytes, validity bytes, packet bytes, packet length, parsed length out) -> error code`.
+type ParseFn = unsafe extern "C" fn(*mut u8, *mut u8, *const u8, u64, *mut u64) -> i64;
+
+/// The interpreter's bound on parser states per packet (a parse loop ends there).
+const MAX_STATES: i64 = 100_000;
+
+/// A parser compiled to native code, with the code memory it lives in.
+pub struct JitParser {
+    f: ParseFn,
+    /// PHV size and header count the code was generated for (checked before every call).
+    phv_bytes: usize,
+    headers: usize,
+    /// Owns the code; only touched again to free it. (A `Mutex` because the module is `Send`
+    /// but not `Sync`, and an engine is shared between threads.)
+    module: Mutex<Option<JITModule>>,
+}
+
+impl std::fmt::Debug for JitParser {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JitParser")
+            .field("phv_bytes", &self.phv_bytes)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for JitParser {
+    fn drop(&mut self) {
+        let module = match self.module.get_mut() {
+            Ok(m) => m.take(),
+            Err(poisoned) => poisoned.into_inner().take(),
+        };
+        if let Some(m) = module {
+            // SAFETY: `self.f` points into this module's memory and dies with `self`; nothing
+            // else holds a pointer into it.
+            unsafe { m.free_memory() };
+        }
+    }
+}
+
+impl JitParser {
+    /// Parse `pkt` (as [`Engine::parse`] does): fills the PHV, sets `payload_off`, returns the
+    /// error code.
+    #[inline]
+    pub fn run(&self, pkt: &mut Pkt) -> i64 {
+        let phv = &mut pkt.phv;
+        assert!(
+            phv.bytes.len() == self.phv_bytes && phv.valid.len() == self.headers,
+            "PHV does not belong to this program"
+        );
+        let mut cursor = 0u64;
+        // SAFETY: the code writes only PHV bytes below `phv_bytes` and validity bytes below
+        // `headers` (offsets checked when it was generated, sizes checked just above); it reads
+        // packet bytes only below `data.len()` (every read is bounds-checked against `len`);
+        // `bool` is one byte and the code stores only 0 or 1 into `valid`; `cursor` is a live
+        // local. The function is not re-entered and keeps no pointer after returning.
+        let err = unsafe {
+            (self.f)(
+                phv.bytes.as_mut_ptr(),
+                phv.valid.as_mut_ptr().cast::<u8>(),
+                pkt.data.as_ptr(),
+                pkt.data.len() as u64,
+                &mut cursor,
+            )
+        };
+        pkt.payload_off = cursor as usize;
+        err
+    }
+}
+
+/// Compile the engine's parser to native code, or say why it is left to the interpreter.
+pub fn compile(eng: &Engine) -> Result<JitParser, String> {
+    if std::env::var_os("TERN_NO_JIT").is_some_and(|v| v != "0") {
+        return Err("TERN_NO_JIT is set".into());
+    }
+    let p = eng.parser.as_ref().ok_or("no parser")?;
+    check(eng, p)?;
+
+    let mut flags = settings::builder();
+    flags
+        .set("opt_level", "speed")
+        .map_err(|e| format!("cranelift flags: {e}"))?;
+    let isa = cranelift_native::builder()
+        .map_err(|e| format!("no native code generator for this host: {e}"))?
+        .finish(settings::Flags::new(flags))
+        .map_err(|e| format!("cranelift: {e}"))?;
+    let mut module = JITModule::new(JITBuilder::with_isa(isa, default_libcall_names()));
+    let ptr = module.target_config().pointer_type();
+    let mut ctx = module.make_context();
+    for _ in 0..3 {
+        ctx.func.signature.params.push(AbiParam::new(ptr));
+    }
+    ctx.func.signature.params.push(AbiParam::new(types::I64));
+    ctx.func.signature.params.push(AbiParam::new(ptr));
+    ctx.func.signature.returns.push(AbiParam::new(types::I64));
+    let mut fbc = FunctionBuilderContext::new();
+    Gen {
+        eng,
+        p,
+        b: FunctionBuilder::new(&mut ctx.func, &mut fbc),
+    }
+    .emit();
+    let id = module
+        .declare_function("tern_parser", Linkage::Local, &ctx.func.signature)
+        .map_err(|e| format!("cranelift: {e}"))?;
+    module
+        .define_function(id, &mut ctx)
+        .map_err(|e| format!("cranelift: {e:?}"))?;
+    module
+        .finalize_definitions()
+        .map_err(|e| format!("cranelift: {e}"))?;
+    let code = module.get_finalized_function(id);
+    // SAFETY: `code` is the finalized function just defined with exactly `ParseFn`'s
+    // signature (three pointers, an i64, a pointer; returns i64) in the host's default
+    // calling convention, which is `extern "C"`.
+    let f = unsafe { std::mem::transmute::<*const u8, ParseFn>(code) };
+    Ok(JitParser {
+        f,
+        phv_bytes: eng.layout.total_bytes as usize,
+        headers: eng.layout.headers.len(),
+        module: Mutex::new(Some(module)),
+    })
+}
+
+/// The subset compiled natively (see the module documentation).
+fn check(eng: &Engine, p: &CParser) -> Result<(), String> {
+    let total = eng.layout.total_bytes;
+    for (si, s) in p.states.iter().enumerate() {
+        let at = || format!("parse state {si}");
+        for op in &s.ops {
+            match op {
+                POp::Extract(ETarget::Header(h)) => {
+                    let hl = eng
+                        .layout
+                        .headers
+                        .get(*h as usize)
+                        .ok_or_else(|| format!("{}: unknown header", at()))?;
+                    if hl.vl_field.is_some() {
+                        return Err(format!("{}: variable-length header {}", at(), hl.name));
+                    }
+                    if hl.off + hl.slot_bytes > total {
+                        return Err(format!("{}: header {} outside the PHV", at(), hl.name));
+                    }
+                    if !hl.packed && hl.fields.iter().any(|f| f.width > 56) {
+                        return Err(format!("{}: wide field in {}", at(), hl.name));
+                    }
+                }
+                POp::Shift(_) => {}
+                _ => return Err(format!("{}: operation not compiled natively", at())),
+            }
+        }
+        let mut key_len = 0usize;
+        for k in &s.key {
+            let KeyElem::Field(f) = k else {
+                return Err(format!("{}: select on a stack or lookahead", at()));
+            };
+            let f = eng.layout.field(*f);
+            if !f.is_valid_bit && (f.nbytes > 8 || f.off + f.nbytes > total) {
+                return Err(format!("{}: select key field wider than 64 bits", at()));
+            }
+            key_len += if f.is_valid_bit { 1 } else { f.nbytes as usize };
+        }
+        for (m, _) in &s.transitions {
+            match m {
+                PMatch::Default => {}
+                PMatch::Value { value, mask } => {
+                    if value.len() != key_len || mask.as_ref().is_some_and(|m| m.len() != key_len)
+                    {
+                        return Err(format!("{}: select value of another width", at()));
+                    }
+                }
+                PMatch::Vset { .. } => return Err(format!("{}: value set", at())),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Big-endian integer of `bytes` (at most 8).
+fn be(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0u64, |a, b| (a << 8) | u64::from(*b))
+}
+
+/// Split `n` bytes into power-of-two chunks (8, 4, 2, 1), largest first: `(offset, size)`.
+fn chunks(n: u32) -> Vec<(u32, u32)> {
+    let mut out = Vec::new();
+    let mut off = 0;
+    while off < n {
+        let left = n - off;
+        let c = [8, 4, 2, 1].into_iter().find(|c| *c <= left).unwrap_or(1);
+        out.push((off, c));
+        off += c;
+    }
+    out
+}
+
+fn int_type(bytes: u32) -> ir::Type {
+    match bytes {
+        8 => types::I64,
+        4 => types::I32,
+        2 => types::I16,
+        _ => types::I8,
+    }
+}
+
+struct Gen<'a, 'f> {
+    eng: &'a Engine,
+    p: &'a CParser,
+    b: FunctionBuilder<'f>,
+}
+
+impl Gen<'_, '_> {
+    /// `n` bytes (≤ 8) at `addr + off` as a big-endian i64.
+    fn load_be(&mut self, addr: ir::Value, off: u32, n: u32) -> ir::Value {
+        let mut acc: Option<ir::Value> = None;
+        for (o, c) in chunks(n) {
+            let t = int_type(c);
+            let mut v = self
+                .b
+                .ins()
+                .load(t, MemFlags::trusted(), addr, (off + o) as i32);
+            if c > 1 {
+                v = self.b.ins().bswap(v);
+            }
+            if c < 8 {
+                v = self.b.ins().uextend(types::I64, v);
+            }
+            acc = Some(match acc {
+                None => v,
+                Some(a) => {
+                    let s = self.b.ins().ishl_imm(a, i64::from(c * 8));
+                    self.b.ins().bor(s, v)
+                }
+            });
+        }
+        acc.unwrap_or_else(|| self.b.ins().iconst(types::I64, 0))
+    }
+
+    /// Store the low `n` bytes (≤ 8) of i64 `v` big-endian at `addr + off`.
+    fn store_be(&mut self, addr: ir::Value, off: u32, n: u32, v: ir::Value) {
+        for (o, c) in chunks(n) {
+            let shift = (n - o - c) * 8;
+            let mut x = if shift > 0 {
+                self.b.ins().ushr_imm(v, i64::from(shift))
+            } else {
+                v
+            };
+            if c < 8 {
+                x = self.b.ins().ireduce(int_type(c), x);
+            }
+            if c > 1 {
+                x = self.b.ins().bswap(x);
+            }
+            self.b
+                .ins()
+                .store(MemFlags::trusted(), x, addr, (off + o) as i32);
+        }
+    }
+
+    /// Copy `n` bytes from `src + so` to `dst + doff` (no byte order change).
+    fn copy(&mut self, dst: ir::Value, doff: u32, src: ir::Value, so: u32, n: u32) {
+        for (o, c) in chunks(n) {
+            let v = self
+                .b
+                .ins()
+                .load(int_type(c), MemFlags::trusted(), src, (so + o) as i32);
+            self.b
+                .ins()
+                .store(MemFlags::trusted(), v, dst, (doff + o) as i32);
+        }
+    }
+
+    /// Key field `f` as an i64 (validity byte, or the slot's big-endian value).
+    fn key_field(&mut self, phv: ir::Value, valid: ir::Value, f: &FieldLoc) -> ir::Value {
+        if f.is_valid_bit {
+            let v = self
+                .b
+                .ins()
+                .load(types::I8, MemFlags::trusted(), valid, f.header as i32);
+            self.b.ins().uextend(types::I64, v)
+        } else {
+            self.load_be(phv, f.off, f.nbytes)
+        }
+    }
+
+    fn emit(mut self) {
+        let eng = self.eng;
+        let p = self.p;
+        let entry = self.b.create_block();
+        self.b.append_block_params_for_function_params(entry);
+        self.b.switch_to_block(entry);
+        let params = self.b.block_params(entry).to_vec();
+        let (phv, valid, data, len, cursor_out) =
+            (params[0], params[1], params[2], params[3], params[4]);
+        let cursor: Variable = self.b.declare_var(types::I64);
+        let steps: Variable = self.b.declare_var(types::I64);
+        let zero = self.b.ins().iconst(types::I64, 0);
+        self.b.def_var(cursor, zero);
+        let max = self.b.ins().iconst(types::I64, MAX_STATES);
+        self.b.def_var(steps, max);
+
+        let states: Vec<ir::Block> = p.states.iter().map(|_| self.b.create_block()).collect();
+        // Exit with an error code (block parameter); the parsed length is the cursor.
+        let exit = self.b.create_block();
+        self.b.append_block_param(exit, types::I64);
+        let no_error = eng.errors.no_error;
+        let too_short = eng.errors.packet_too_short;
+
+        let jump_to = |g: &mut Self, next: Option<u32>| match next {
+            Some(n) => {
+                g.b.ins().jump(states[n as usize], &[]);
+            }
+            None => {
+                let ok = g.b.ins().iconst(types::I64, no_error);
+                g.b.ins().jump(exit, &[ok.into()]);
+            }
+        };
+        jump_to(&mut self, p.init);
+
+        for (si, s) in p.states.iter().enumerate() {
+            self.b.switch_to_block(states[si]);
+            // The interpreter's bound on states per packet.
+            let left = self.b.use_var(steps);
+            let body = self.b.create_block();
+            let ok = self.b.ins().iconst(types::I64, no_error);
+            self.b
+                .ins()
+                .brif(left, body, &[], exit, &[ok.into()]);
+            self.b.switch_to_block(body);
+            let left = self.b.ins().iadd_imm(left, -1);
+            self.b.def_var(steps, left);
+
+            for op in &s.ops {
+                let n = match op {
+                    POp::Extract(ETarget::Header(h)) => {
+                        let hl = &eng.layout.headers[*h as usize];
+                        hl.fixed_bits.div_ceil(8)
+                    }
+                    POp::Shift(n) => *n,
+                    _ => unreachable!("checked by `check`"),
+                };
+                // Bounds check: cursor + n <= len, else PacketTooShort.
+                let cur = self.b.use_var(cursor);
+                let end = self.b.ins().iadd_imm(cur, i64::from(n));
+                let short = self.b.ins().icmp(IntCC::UnsignedGreaterThan, end, len);
+                let fits = self.b.create_block();
+                let code = self.b.ins().iconst(types::I64, too_short);
+                self.b.ins().brif(short, exit, &[code.into()], fits, &[]);
+                self.b.switch_to_block(fits);
+                if let POp::Extract(ETarget::Header(h)) = op {
+                    let base = self.b.ins().iadd(data, cur);
+                    self.extract(phv, valid, base, *h);
+                }
+                self.b.def_var(cursor, end);
+            }
+
+            // select: the first matching value wins, else the first default, else accept.
+            let key: Vec<FieldLoc> = s
+                .key
+                .iter()
+                .map(|k| match k {
+                    KeyElem::Field(f) => eng.layout.field(*f),
+                    _ => unreachable!("checked by `check`"),
+                })
+                .collect();
+            let default = s
+                .transitions
+                .iter()
+                .find(|(m, _)| matches!(m, PMatch::Default))
+                .map(|(_, n)| *n);
+            let values: Vec<_> = s
+                .transitions
+                .iter()
+                .filter_map(|(m, n)| match m {
+                    PMatch::Value { value, mask } => Some((value, mask.as_ref(), *n)),
+                    _ => None,
+                })
+                .collect();
+            let fields: Vec<ir::Value> = if values.is_empty() {
+                Vec::new()
+            } else {
+                key.iter().map(|f| self.key_field(phv, valid, f)).collect()
+            };
+            for (value, mask, next) in values {
+                let mut hit: Option<ir::Value> = None;
+                let mut at = 0usize;
+                for (f, x) in key.iter().zip(&fields) {
+                    let w = if f.is_valid_bit { 1 } else { f.nbytes as usize };
+                    let v = be(&value[at..at + w]);
+                    let m = mask.map(|m| be(&m[at..at + w]));
+                    at += w;
+                    let lhs = match m {
+                        Some(m) => self.b.ins().band_imm(*x, m as i64),
+                        None => *x,
+                    };
+                    let rhs = v & m.unwrap_or(u64::MAX);
+                    let eq = self.b.ins().icmp_imm(IntCC::Equal, lhs, rhs as i64);
+                    hit = Some(match hit {
+                        None => eq,
+                        Some(h) => self.b.ins().band(h, eq),
+                    });
+                }
+                let take = self.b.create_block();
+                let rest = self.b.create_block();
+                match hit {
+                    // An empty key matches every value.
+                    None => {
+                        self.b.ins().jump(take, &[]);
+                    }
+                    Some(h) => {
+                        self.b.ins().brif(h, take, &[], rest, &[]);
+                    }
+                }
+                self.b.switch_to_block(take);
+                jump_to(&mut self, next);
+                self.b.switch_to_block(rest);
+            }
+            jump_to(&mut self, default.flatten());
+        }
+
+        self.b.switch_to_block(exit);
+        let code = self.b.block_params(exit)[0];
+        let cur = self.b.use_var(cursor);
+        self.b.ins().store(MemFlags::trusted(), cur, cursor_out, 0);
+        self.b.ins().return_(&[code]);
+        self.b.seal_all_blocks();
+        self.b.finalize();
+    }
+
+    /// Extract header `h` from the packet bytes at `base` (already bounds-checked).
+    fn extract(&mut self, phv: ir::Value, valid: ir::Value, base: ir::Value, h: u32) {
+        let hl = &self.eng.layout.headers[h as usize];
+        if hl.packed {
+            self.copy(phv, hl.off, base, 0, hl.fixed_bits.div_ceil(8));
+        } else {
+            let mut bit = 0u32;
+            for f in &hl.fields {
+                let w = f.width;
+                if w == 0 {
+                    continue;
+                }
+                let (b0, sh) = (bit / 8, bit % 8);
+                let k = (sh + w).div_ceil(8);
+                let x = self.load_be(base, b0, k);
+                let drop = k * 8 - sh - w;
+                let x = if drop > 0 {
+                    self.b.ins().ushr_imm(x, i64::from(drop))
+                } else {
+                    x
+                };
+                let x = if w < 64 {
+                    self.b.ins().band_imm(x, ((1u64 << w) - 1) as i64)
+                } else {
+                    x
+                };
+                self.store_be(phv, f.off, f.nbytes, x);
+                bit += w;
+            }
+        }
+        let one = self.b.ins().iconst(types::I8, 1);
+        self.b
+            .ins()
+            .store(MemFlags::trusted(), one, valid, h as i32);
+        if let Some(u) = hl.union {
+            let zero = self.b.ins().iconst(types::I8, 0);
+            for m in &self.eng.layout.unions[u as usize] {
+                if *m != h {
+                    self.b
+                        .ins()
+                        .store(MemFlags::trusted(), zero, valid, *m as i32);
+                }
+            }
+        }
+    }
+}
+
+/// Parse every packet of `packets` with the native parser and with the interpreter, each on
+/// its own packet instance reused from packet to packet as the switch reuses them, and compare
+/// the outcome: error code, parsed length, validity and every PHV byte. Returns how many
+/// packets were compared, or the first difference. (For tests and fuzzing.)
+pub fn compare_with_interpreter<'a>(
+    eng: &Engine,
+    packets: impl IntoIterator<Item = &'a [u8]>,
+) -> Result<usize, String> {
+    use crate::exec::{PktRegs, State};
+    use crate::layout::Phv;
+    let Some(j) = &eng.jit else {
+        return Err(format!(
+            "no native parser: {}",
+            eng.jit_fallback.as_deref().unwrap_or("?")
+        ));
+    };
+    let new_pkt = || Pkt {
+        phv: Phv::new(&eng.layout),
+        data: Vec::new(),
+        payload_off: 0,
+        ingress_len: 0,
+        length_reg: 0,
+        ingress_port: 0,
+        regs: PktRegs::default(),
+        enq_ts: 0,
+    };
+    let (mut a, mut b) = (new_pkt(), new_pkt());
+    let mut st = State::default();
+    let mut n = 0;
+    for data in packets {
+        for p in [&mut a, &mut b] {
+            p.phv.invalidate_headers(&eng.layout);
+            p.phv.stack_next.fill(0);
+            p.phv.union_stack_next.fill(0);
+            p.data.clear();
+            p.data.extend_from_slice(data);
+        }
+        let ea = j.run(&mut a);
+        let eb = eng.parse_interpreted(&mut st, &mut b);
+        let differs = if ea != eb {
+            Some(format!("error code {ea} (native) vs {eb} (interpreter)"))
+        } else if a.payload_off != b.payload_off {
+            Some(format!(
+                "parsed length {} (native) vs {} (interpreter)",
+                a.payload_off, b.payload_off
+            ))
+        } else if a.phv.valid != b.phv.valid {
+            Some("header validity differs".to_string())
+        } else if a.phv.bytes != b.phv.bytes {
+            let i = a.phv.bytes.iter().zip(&b.phv.bytes).position(|(x, y)| x != y);
+            Some(format!("PHV byte {i:?} differs"))
+        } else {
+            None
+        };
+        if let Some(d) = differs {
+            let hex: String = data.iter().map(|b| format!("{b:02x}")).collect();
+            return Err(format!("packet {n} ({hex}): {d}"));
+        }
+        n += 1;
+    }
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunking_covers_every_byte_once() {
+        for n in 0..=16 {
+            let c = chunks(n);
+            assert_eq!(c.iter().map(|(_, s)| s).sum::<u32>(), n);
+            let mut off = 0;
+            for (o, s) in c {
+                assert_eq!(o, off);
+                assert!([1, 2, 4, 8].contains(&s));
+                off += s;
+            }
+        }
+    }
+
+    #[test]
+    fn big_endian_values() {
+        assert_eq!(be(&[0x08, 0x00]), 0x0800);
+        assert_eq!(be(&[]), 0);
+    }
+}
