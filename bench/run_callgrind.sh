@@ -7,7 +7,7 @@
 # ONLY=l3_router runs one program)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-T=target/release/tern
+T=${CARGO_TARGET_DIR:-target}/release/tern
 D=bench/data
 N1=${N1:-20000}
 N2=${N2:-60000}

@@ -547,10 +547,10 @@ pub struct Engine {
     pub profile_by_name: HashMap<String, u32>,
     /// simple_switch's drop port (`--drop-port`, 511 by default).
     pub drop_port: u32,
-    /// The parser as native code, when it is in the compiled subset ([`crate::jit`]).
-    pub jit: Option<crate::jit::JitParser>,
-    /// Why the parser runs interpreted, when it does.
-    pub jit_fallback: Option<String>,
+    /// Native code for the parser and/or the deparser's emit loop ([`crate::jit`]).
+    pub jit: Option<crate::jit::Native>,
+    /// Why a part runs interpreted (e.g. `parser: value set`).
+    pub jit_notes: Vec<String>,
 }
 
 /// Compile an expression outside any action (no parameters), e.g. a `length_exp`.
@@ -1338,12 +1338,9 @@ impl Engine {
             drop_port: 511,
             prog,
             jit: None,
-            jit_fallback: None,
+            jit_notes: Vec::new(),
         };
-        match crate::jit::compile(&engine) {
-            Ok(j) => engine.jit = Some(j),
-            Err(why) => engine.jit_fallback = Some(why),
-        }
+        (engine.jit, engine.jit_notes) = crate::jit::compile(&engine);
         Ok(engine)
     }
 }

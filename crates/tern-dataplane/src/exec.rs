@@ -435,7 +435,9 @@ impl Engine {
         if let Some(j) = &self.jit {
             // Native code (same semantics); a traced packet takes the interpreter.
             if st.ext.trace.is_none() {
-                return j.run(pkt);
+                if let Some(err) = j.parse(pkt) {
+                    return err;
+                }
             }
         }
         self.parse_interpreted(st, pkt)
@@ -815,58 +817,81 @@ impl Engine {
             if !prims.is_empty() {
                 let _ = self.run_instrs(&mut st.ext, pkt, prims, &[]);
             }
-            for &h in order {
-                if !pkt.phv.valid[h as usize] {
-                    continue;
-                }
-                if TRACE {
-                    self.trace_deparse_header(&mut st.ext, h);
-                }
-                let n = self.header_bytes(&pkt.phv, h) as usize;
-                let hl = &self.layout.headers[h as usize];
-                if hl.packed {
-                    let o = hl.off as usize;
-                    out.extend_from_slice(&pkt.phv.bytes[o..o + n]);
-                    continue;
-                }
-                let start = out.len();
-                if pkt.phv.vl_width[h as usize] == 0 && hl.fields.iter().all(|f| f.width <= 56) {
-                    // Fast path: OR every field into a 64-bit window of a zeroed area (8 bytes
-                    // of slack, trimmed afterwards).
-                    out.resize(start + n + 8, 0);
-                    let mut bit = 0usize;
-                    for f in &hl.fields {
-                        let w = f.width as usize;
-                        if w == 0 {
-                            continue;
-                        }
-                        let v = pkt.phv.read_u64(f) & (u64::MAX >> (64 - w));
-                        let (b0, sh) = (start + bit / 8, bit % 8);
-                        let mut x = [0u8; 8];
-                        x.copy_from_slice(&out[b0..b0 + 8]);
-                        let cur = u64::from_be_bytes(x) | (v << (64 - w - sh));
-                        out[b0..b0 + 8].copy_from_slice(&cur.to_be_bytes());
-                        bit += w;
-                    }
-                    out.truncate(start + n);
-                    continue;
-                }
-                out.resize(start + n, 0);
-                let mut bit = start * 8;
-                for f in &self.layout.headers[h as usize].fields {
-                    let w = if f.is_vl {
-                        pkt.phv.vl_width[h as usize]
-                    } else {
-                        f.width
-                    } as usize;
-                    let s = pkt.phv.slot(f);
-                    let nb = w.div_ceil(8);
-                    slot_to_bits(&s[s.len() - nb..], w, out, bit);
-                    bit += w;
-                }
+            // Native emit loop when there is one (same bytes); a traced packet is interpreted.
+            let native = !TRACE && self.jit.as_ref().is_some_and(|j| j.emit(&pkt.phv, out));
+            if !native {
+                self.emit_headers::<TRACE>(&mut st.ext, &pkt.phv, order, out);
             }
         }
         out.extend_from_slice(&pkt.data[pkt.payload_off.min(pkt.data.len())..]);
+    }
+
+    /// The deparser's emit loop, interpreted: append the valid headers of `order` to `out`.
+    fn emit_headers<const TRACE: bool>(
+        &self,
+        ext: &mut ExternState,
+        phv: &Phv,
+        order: &[u32],
+        out: &mut Vec<u8>,
+    ) {
+        for &h in order {
+            if !phv.valid[h as usize] {
+                continue;
+            }
+            if TRACE {
+                self.trace_deparse_header(ext, h);
+            }
+            let n = self.header_bytes(phv, h) as usize;
+            let hl = &self.layout.headers[h as usize];
+            if hl.packed {
+                let o = hl.off as usize;
+                out.extend_from_slice(&phv.bytes[o..o + n]);
+                continue;
+            }
+            let start = out.len();
+            if phv.vl_width[h as usize] == 0 && hl.fields.iter().all(|f| f.width <= 56) {
+                // Fast path: OR every field into a 64-bit window of a zeroed area (8 bytes
+                // of slack, trimmed afterwards).
+                out.resize(start + n + 8, 0);
+                let mut bit = 0usize;
+                for f in &hl.fields {
+                    let w = f.width as usize;
+                    if w == 0 {
+                        continue;
+                    }
+                    let v = phv.read_u64(f) & (u64::MAX >> (64 - w));
+                    let (b0, sh) = (start + bit / 8, bit % 8);
+                    let mut x = [0u8; 8];
+                    x.copy_from_slice(&out[b0..b0 + 8]);
+                    let cur = u64::from_be_bytes(x) | (v << (64 - w - sh));
+                    out[b0..b0 + 8].copy_from_slice(&cur.to_be_bytes());
+                    bit += w;
+                }
+                out.truncate(start + n);
+                continue;
+            }
+            out.resize(start + n, 0);
+            let mut bit = start * 8;
+            for f in &self.layout.headers[h as usize].fields {
+                let w = if f.is_vl {
+                    phv.vl_width[h as usize]
+                } else {
+                    f.width
+                } as usize;
+                let s = phv.slot(f);
+                let nb = w.div_ceil(8);
+                slot_to_bits(&s[s.len() - nb..], w, out, bit);
+                bit += w;
+            }
+        }
+    }
+
+    /// The deparser's emit loop by the interpreter (no checksums, no payload), whether or not
+    /// it has native code: for comparisons.
+    pub fn emit_interpreted(&self, phv: &Phv, out: &mut Vec<u8>) {
+        if let Some((order, _)) = &self.deparser {
+            self.emit_headers::<false>(&mut ExternState::default(), phv, order, out);
+        }
     }
 
     // ------------------------------------------------------------------ actions

@@ -1,20 +1,24 @@
-//! Native code for the parser, generated at load time with Cranelift.
+//! Native code for the parser and the deparser's emit loop, generated at load time with
+//! Cranelift.
 //!
 //! The interpreter in [`crate::exec`] walks the compiled parser ([`CParser`]) op by op and
-//! field by field, reading each field's location and width from the layout at packet time.
-//! Everything it reads is fixed when the program loads, so for the common shape of parser
-//! (fixed-size headers extracted into the PHV, `select` on extracted fields, constant
-//! transitions) this module emits one native function in which every offset, width, shift and
-//! mask is a constant: a state is a basic block, an extract is a bounds check and a few loads,
-//! shifts and stores, a `select` is a chain of compares.
+//! field by field, reading each field's location and width from the layout at packet time;
+//! the deparser likewise packs each valid header field by field. Everything they read is fixed
+//! when the program loads, so for the common shapes (fixed-size headers, `select` on extracted
+//! fields, constant transitions) this module emits native functions in which every offset,
+//! width, shift and mask is a constant: a parse state is a basic block, an extract is a bounds
+//! check and a few loads, shifts and stores, a `select` is a chain of compares; emitting a
+//! header is a validity test and a few loads, shifts and stores.
 //!
-//! Same semantics as the interpreter, by construction and by test: the PHV bytes and validity,
-//! the error code and the parsed length agree for every packet (`tests` below runs both on
-//! random and mutated packets; the conformance suite runs through this code). A parser that
-//! uses anything else (header stacks and unions stacks, variable-length headers, `lookahead`,
-//! value sets, `set`/`verify`/primitives in states, fields wider than 56 bits outside
-//! byte-aligned headers) is not compiled: [`compile`] says why and the interpreter runs it.
-//! `TERN_NO_JIT=1` in the environment turns the native parser off (for comparisons).
+//! Same semantics as the interpreter, by construction and by test: for every packet the PHV
+//! bytes and validity, the error code, the parsed length and the emitted bytes agree
+//! ([`compare_with_interpreter`], run on every fixture with random and mutated packets; the
+//! conformance suite runs through this code). A parser or deparser that uses anything else
+//! (header stacks and union stacks, variable-length headers, `lookahead`, value sets,
+//! `set`/`verify`/primitives in parse states, fields wider than 56 bits outside byte-aligned
+//! headers) is left to the interpreter, and [`compile`] says why. A traced packet
+//! ([`crate::Switch::set_trace`]) always takes the interpreter. `TERN_NO_JIT=1` in the
+//! environment turns native code off (for comparisons).
 
 use std::sync::Mutex;
 
@@ -27,17 +31,24 @@ use tern_model::KeyElem;
 
 use crate::compile::{CParser, ETarget, Engine, PMatch, POp};
 use crate::exec::Pkt;
-use crate::layout::FieldLoc;
+use crate::layout::{FieldLoc, Phv};
 
 /// `(phv bytes, validity bytes, packet bytes, packet length, parsed length out) -> error code`.
 type ParseFn = unsafe extern "C" fn(*mut u8, *mut u8, *const u8, u64, *mut u64) -> i64;
 
+/// `(phv bytes, validity bytes, output) -> bytes written`.
+type EmitFn = unsafe extern "C" fn(*const u8, *const u8, *mut u8) -> u64;
+
 /// The interpreter's bound on parser states per packet (a parse loop ends there).
 const MAX_STATES: i64 = 100_000;
 
-/// A parser compiled to native code, with the code memory it lives in.
-pub struct JitParser {
-    f: ParseFn,
+/// A program's native code: the parser and/or the deparser's emit loop, and the code memory
+/// they live in.
+pub struct Native {
+    parser: Option<ParseFn>,
+    emit: Option<EmitFn>,
+    /// Most bytes the emit loop writes (every header of the deparser's order valid).
+    emit_max: usize,
     /// PHV size and header count the code was generated for (checked before every call).
     phv_bytes: usize,
     headers: usize,
@@ -46,38 +57,54 @@ pub struct JitParser {
     module: Mutex<Option<JITModule>>,
 }
 
-impl std::fmt::Debug for JitParser {
+impl std::fmt::Debug for Native {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("JitParser")
-            .field("phv_bytes", &self.phv_bytes)
+        f.debug_struct("Native")
+            .field("parser", &self.parser.is_some())
+            .field("emit", &self.emit.is_some())
             .finish_non_exhaustive()
     }
 }
 
-impl Drop for JitParser {
+impl Drop for Native {
     fn drop(&mut self) {
         let module = match self.module.get_mut() {
             Ok(m) => m.take(),
             Err(poisoned) => poisoned.into_inner().take(),
         };
         if let Some(m) = module {
-            // SAFETY: `self.f` points into this module's memory and dies with `self`; nothing
-            // else holds a pointer into it.
+            // SAFETY: the function pointers point into this module's memory and die with
+            // `self`; nothing else holds a pointer into it.
             unsafe { m.free_memory() };
         }
     }
 }
 
-impl JitParser {
-    /// Parse `pkt` (as [`Engine::parse`] does): fills the PHV, sets `payload_off`, returns the
-    /// error code.
-    #[inline]
-    pub fn run(&self, pkt: &mut Pkt) -> i64 {
-        let phv = &mut pkt.phv;
+impl Native {
+    /// Whether the parser runs as native code.
+    pub fn has_parser(&self) -> bool {
+        self.parser.is_some()
+    }
+
+    /// Whether the deparser's emit loop runs as native code.
+    pub fn has_emit(&self) -> bool {
+        self.emit.is_some()
+    }
+
+    fn check_phv(&self, phv: &Phv) {
         assert!(
             phv.bytes.len() == self.phv_bytes && phv.valid.len() == self.headers,
             "PHV does not belong to this program"
         );
+    }
+
+    /// Parse `pkt` as [`Engine::parse`] does (fills the PHV, sets `payload_off`) and return the
+    /// error code; `None` when the parser is not native.
+    #[inline]
+    pub fn parse(&self, pkt: &mut Pkt) -> Option<i64> {
+        let f = self.parser?;
+        let phv = &mut pkt.phv;
+        self.check_phv(phv);
         let mut cursor = 0u64;
         // SAFETY: the code writes only PHV bytes below `phv_bytes` and validity bytes below
         // `headers` (offsets checked when it was generated, sizes checked just above); it reads
@@ -85,7 +112,7 @@ impl JitParser {
         // `bool` is one byte and the code stores only 0 or 1 into `valid`; `cursor` is a live
         // local. The function is not re-entered and keeps no pointer after returning.
         let err = unsafe {
-            (self.f)(
+            f(
                 phv.bytes.as_mut_ptr(),
                 phv.valid.as_mut_ptr().cast::<u8>(),
                 pkt.data.as_ptr(),
@@ -94,66 +121,163 @@ impl JitParser {
             )
         };
         pkt.payload_off = cursor as usize;
-        err
+        Some(err)
+    }
+
+    /// Append the valid headers in deparser order to `out`, as the deparser's emit loop does;
+    /// `false` (nothing appended) when that loop is not native.
+    #[inline]
+    pub fn emit(&self, phv: &Phv, out: &mut Vec<u8>) -> bool {
+        let Some(f) = self.emit else { return false };
+        self.check_phv(phv);
+        let start = out.len();
+        out.resize(start + self.emit_max, 0);
+        // SAFETY: the code reads PHV bytes below `phv_bytes` and validity bytes below
+        // `headers` (checked at generation and just above) and writes at most `emit_max` bytes
+        // from the output pointer, which has `emit_max` initialized bytes after it.
+        let n = unsafe {
+            f(
+                phv.bytes.as_ptr(),
+                phv.valid.as_ptr().cast::<u8>(),
+                out[start..].as_mut_ptr(),
+            )
+        };
+        out.truncate(start + (n as usize).min(self.emit_max));
+        true
     }
 }
 
-/// Compile the engine's parser to native code, or say why it is left to the interpreter.
-pub fn compile(eng: &Engine) -> Result<JitParser, String> {
+/// Compile what can be compiled of the engine's parser and deparser to native code. Returns
+/// the code (if any part compiled) and, for each part left to the interpreter, why.
+pub fn compile(eng: &Engine) -> (Option<Native>, Vec<String>) {
+    let mut notes = Vec::new();
     if std::env::var_os("TERN_NO_JIT").is_some_and(|v| v != "0") {
-        return Err("TERN_NO_JIT is set".into());
+        notes.push("native code off (TERN_NO_JIT)".to_string());
+        return (None, notes);
     }
-    let p = eng.parser.as_ref().ok_or("no parser")?;
-    check(eng, p)?;
+    let parser = match eng.parser.as_ref() {
+        None => Err("parser: none".to_string()),
+        Some(p) => check_parser(eng, p)
+            .map(|()| p)
+            .map_err(|e| format!("parser: {e}")),
+    };
+    let order = match eng.deparser.as_ref() {
+        None => Err("deparser: none".to_string()),
+        Some((order, _)) => check_emit(eng, order)
+            .map(|()| order)
+            .map_err(|e| format!("deparser: {e}")),
+    };
+    notes.extend(parser.as_ref().err().cloned());
+    notes.extend(order.as_ref().err().cloned());
+    if parser.is_err() && order.is_err() {
+        return (None, notes);
+    }
+    match generate(eng, parser.ok(), order.ok()) {
+        Ok(n) => (Some(n), notes),
+        Err(e) => {
+            notes.push(format!("code generation: {e}"));
+            (None, notes)
+        }
+    }
+}
 
+fn generate(
+    eng: &Engine,
+    parser: Option<&CParser>,
+    order: Option<&Vec<u32>>,
+) -> Result<Native, String> {
+    let cl = |e: &dyn std::fmt::Display| format!("cranelift: {e}");
     let mut flags = settings::builder();
-    flags
-        .set("opt_level", "speed")
-        .map_err(|e| format!("cranelift flags: {e}"))?;
+    flags.set("opt_level", "speed").map_err(|e| cl(&e))?;
     let isa = cranelift_native::builder()
         .map_err(|e| format!("no native code generator for this host: {e}"))?
         .finish(settings::Flags::new(flags))
-        .map_err(|e| format!("cranelift: {e}"))?;
+        .map_err(|e| cl(&e))?;
     let mut module = JITModule::new(JITBuilder::with_isa(isa, default_libcall_names()));
     let ptr = module.target_config().pointer_type();
-    let mut ctx = module.make_context();
-    for _ in 0..3 {
-        ctx.func.signature.params.push(AbiParam::new(ptr));
-    }
-    ctx.func.signature.params.push(AbiParam::new(types::I64));
-    ctx.func.signature.params.push(AbiParam::new(ptr));
-    ctx.func.signature.returns.push(AbiParam::new(types::I64));
     let mut fbc = FunctionBuilderContext::new();
-    Gen {
-        eng,
-        p,
-        b: FunctionBuilder::new(&mut ctx.func, &mut fbc),
-    }
-    .emit();
-    let id = module
-        .declare_function("tern_parser", Linkage::Local, &ctx.func.signature)
-        .map_err(|e| format!("cranelift: {e}"))?;
-    module
-        .define_function(id, &mut ctx)
-        .map_err(|e| format!("cranelift: {e:?}"))?;
-    module
-        .finalize_definitions()
-        .map_err(|e| format!("cranelift: {e}"))?;
-    let code = module.get_finalized_function(id);
-    // SAFETY: `code` is the finalized function just defined with exactly `ParseFn`'s
-    // signature (three pointers, an i64, a pointer; returns i64) in the host's default
-    // calling convention, which is `extern "C"`.
-    let f = unsafe { std::mem::transmute::<*const u8, ParseFn>(code) };
-    Ok(JitParser {
-        f,
+    let mut define = |module: &mut JITModule,
+                      name: &str,
+                      params: &[ir::Type],
+                      body: &dyn Fn(FunctionBuilder)|
+     -> Result<cranelift_module::FuncId, String> {
+        let mut ctx = module.make_context();
+        for t in params {
+            ctx.func.signature.params.push(AbiParam::new(*t));
+        }
+        ctx.func.signature.returns.push(AbiParam::new(types::I64));
+        body(FunctionBuilder::new(&mut ctx.func, &mut fbc));
+        let id = module
+            .declare_function(name, Linkage::Local, &ctx.func.signature)
+            .map_err(|e| cl(&e))?;
+        module
+            .define_function(id, &mut ctx)
+            .map_err(|e| format!("cranelift: {e:?}"))?;
+        Ok(id)
+    };
+    let parse_id = match parser {
+        Some(p) => Some(define(
+            &mut module,
+            "tern_parser",
+            &[ptr, ptr, ptr, types::I64, ptr],
+            &|b| Gen { eng, b }.parser(p),
+        )?),
+        None => None,
+    };
+    let emit_id = match order {
+        Some(o) => Some(define(&mut module, "tern_emit", &[ptr, ptr, ptr], &|b| {
+            Gen { eng, b }.emit(o)
+        })?),
+        None => None,
+    };
+    module.finalize_definitions().map_err(|e| cl(&e))?;
+    // SAFETY (both): the pointer is a finalized function just defined with exactly the type's
+    // signature (pointers and i64s in that order, returning i64) in the host's default calling
+    // convention, which is `extern "C"`.
+    let parser = parse_id.map(|id| unsafe {
+        std::mem::transmute::<*const u8, ParseFn>(module.get_finalized_function(id))
+    });
+    let emit = emit_id.map(|id| unsafe {
+        std::mem::transmute::<*const u8, EmitFn>(module.get_finalized_function(id))
+    });
+    let emit_max = order.map_or(0, |o| {
+        o.iter()
+            .map(|h| eng.layout.headers[*h as usize].fixed_bits.div_ceil(8) as usize)
+            .sum()
+    });
+    Ok(Native {
+        parser,
+        emit,
+        emit_max,
         phv_bytes: eng.layout.total_bytes as usize,
         headers: eng.layout.headers.len(),
         module: Mutex::new(Some(module)),
     })
 }
 
-/// The subset compiled natively (see the module documentation).
-fn check(eng: &Engine, p: &CParser) -> Result<(), String> {
+/// The deparser subset compiled natively: fixed-size headers whose fields fit the 64-bit path.
+fn check_emit(eng: &Engine, order: &[u32]) -> Result<(), String> {
+    for h in order {
+        let hl = eng
+            .layout
+            .headers
+            .get(*h as usize)
+            .ok_or("unknown header")?;
+        if hl.vl_field.is_some() {
+            return Err(format!("variable-length header {}", hl.name));
+        }
+        if hl.off + hl.slot_bytes > eng.layout.total_bytes {
+            return Err(format!("header {} outside the PHV", hl.name));
+        }
+        if !hl.packed && hl.fields.iter().any(|f| f.width > 56) {
+            return Err(format!("wide field in {}", hl.name));
+        }
+    }
+    Ok(())
+}
+
+/// The parser subset compiled natively (see the module documentation).
+fn check_parser(eng: &Engine, p: &CParser) -> Result<(), String> {
     let total = eng.layout.total_bytes;
     for (si, s) in p.states.iter().enumerate() {
         let at = || format!("parse state {si}");
@@ -194,8 +318,7 @@ fn check(eng: &Engine, p: &CParser) -> Result<(), String> {
             match m {
                 PMatch::Default => {}
                 PMatch::Value { value, mask } => {
-                    if value.len() != key_len || mask.as_ref().is_some_and(|m| m.len() != key_len)
-                    {
+                    if value.len() != key_len || mask.as_ref().is_some_and(|m| m.len() != key_len) {
                         return Err(format!("{}: select value of another width", at()));
                     }
                 }
@@ -235,7 +358,6 @@ fn int_type(bytes: u32) -> ir::Type {
 
 struct Gen<'a, 'f> {
     eng: &'a Engine,
-    p: &'a CParser,
     b: FunctionBuilder<'f>,
 }
 
@@ -313,9 +435,9 @@ impl Gen<'_, '_> {
         }
     }
 
-    fn emit(mut self) {
+    /// The parser: `(phv, valid, data, len, cursor out) -> error code`.
+    fn parser(mut self, p: &CParser) {
         let eng = self.eng;
-        let p = self.p;
         let entry = self.b.create_block();
         self.b.append_block_params_for_function_params(entry);
         self.b.switch_to_block(entry);
@@ -353,9 +475,7 @@ impl Gen<'_, '_> {
             let left = self.b.use_var(steps);
             let body = self.b.create_block();
             let ok = self.b.ins().iconst(types::I64, no_error);
-            self.b
-                .ins()
-                .brif(left, body, &[], exit, &[ok.into()]);
+            self.b.ins().brif(left, body, &[], exit, &[ok.into()]);
             self.b.switch_to_block(body);
             let left = self.b.ins().iadd_imm(left, -1);
             self.b.def_var(steps, left);
@@ -504,21 +624,114 @@ impl Gen<'_, '_> {
     }
 }
 
-/// Parse every packet of `packets` with the native parser and with the interpreter, each on
-/// its own packet instance reused from packet to packet as the switch reuses them, and compare
-/// the outcome: error code, parsed length, validity and every PHV byte. Returns how many
-/// packets were compared, or the first difference. (For tests and fuzzing.)
+impl Gen<'_, '_> {
+    /// The deparser's emit loop: `(phv, valid, out) -> bytes written`.
+    fn emit(mut self, order: &[u32]) {
+        let entry = self.b.create_block();
+        self.b.append_block_params_for_function_params(entry);
+        self.b.switch_to_block(entry);
+        let params = self.b.block_params(entry).to_vec();
+        let (phv, valid, out) = (params[0], params[1], params[2]);
+        let pos: Variable = self.b.declare_var(types::I64);
+        let zero = self.b.ins().iconst(types::I64, 0);
+        self.b.def_var(pos, zero);
+        for &h in order {
+            let hl = &self.eng.layout.headers[h as usize];
+            let n = hl.fixed_bits.div_ceil(8);
+            let v = self
+                .b
+                .ins()
+                .load(types::I8, MemFlags::trusted(), valid, h as i32);
+            let write = self.b.create_block();
+            let next = self.b.create_block();
+            self.b.ins().brif(v, write, &[], next, &[]);
+            self.b.switch_to_block(write);
+            let at = self.b.use_var(pos);
+            let base = self.b.ins().iadd(out, at);
+            if hl.packed {
+                self.copy(base, 0, phv, hl.off, n);
+            } else {
+                self.pack(phv, base, h);
+            }
+            let at = self.b.ins().iadd_imm(at, i64::from(n));
+            self.b.def_var(pos, at);
+            self.b.ins().jump(next, &[]);
+            self.b.switch_to_block(next);
+        }
+        let written = self.b.use_var(pos);
+        self.b.ins().return_(&[written]);
+        self.b.seal_all_blocks();
+        self.b.finalize();
+    }
+
+    /// Pack header `h`'s fields (each ≤ 56 bits) into its wire bytes at `base`: fields are
+    /// shifted into a 64-bit accumulator, stored big-endian each time it fills.
+    fn pack(&mut self, phv: ir::Value, base: ir::Value, h: u32) {
+        let hl = &self.eng.layout.headers[h as usize];
+        let mut acc: Option<ir::Value> = None;
+        let mut bits = 0u32;
+        let mut off = 0u32;
+        for f in &hl.fields {
+            let w = f.width;
+            if w == 0 {
+                continue;
+            }
+            let v = self.load_be(phv, f.off, f.nbytes);
+            let v = self.b.ins().band_imm(v, ((1u64 << w) - 1) as i64);
+            if bits + w <= 64 {
+                acc = Some(match acc {
+                    None => v,
+                    Some(a) => {
+                        let s = self.b.ins().ishl_imm(a, i64::from(w));
+                        self.b.ins().bor(s, v)
+                    }
+                });
+                bits += w;
+            } else {
+                // Split: the high `r` bits complete this word, the rest starts the next.
+                let r = 64 - bits;
+                let hi = self.b.ins().ushr_imm(v, i64::from(w - r));
+                let a = acc.expect("a partly filled word");
+                let s = self.b.ins().ishl_imm(a, i64::from(r));
+                let word = self.b.ins().bor(s, hi);
+                self.store_be(base, off, 8, word);
+                off += 8;
+                acc = Some(self.b.ins().band_imm(v, ((1u64 << (w - r)) - 1) as i64));
+                bits = w - r;
+            }
+            if bits == 64 {
+                let word = acc.take().expect("a full word");
+                self.store_be(base, off, 8, word);
+                off += 8;
+                bits = 0;
+            }
+        }
+        if let Some(a) = acc {
+            let rem = bits.div_ceil(8);
+            let pad = rem * 8 - bits;
+            let a = if pad > 0 {
+                self.b.ins().ishl_imm(a, i64::from(pad))
+            } else {
+                a
+            };
+            self.store_be(base, off, rem, a);
+        }
+    }
+}
+
+/// Run every packet of `packets` through the native code and through the interpreter, each
+/// on its own packet instance reused from packet to packet as the switch reuses them, and
+/// compare: error code, parsed length, header validity and every PHV byte after parsing; the
+/// emitted header bytes for that PHV; and the emitted bytes for a PHV scrambled from the
+/// packet (arbitrary field values and validity). Returns how many packets were compared, or
+/// the first difference. (For tests and fuzzing.)
 pub fn compare_with_interpreter<'a>(
     eng: &Engine,
     packets: impl IntoIterator<Item = &'a [u8]>,
 ) -> Result<usize, String> {
     use crate::exec::{PktRegs, State};
-    use crate::layout::Phv;
     let Some(j) = &eng.jit else {
-        return Err(format!(
-            "no native parser: {}",
-            eng.jit_fallback.as_deref().unwrap_or("?")
-        ));
+        return Err(format!("no native code: {:?}", eng.jit_notes));
     };
     let new_pkt = || Pkt {
         phv: Phv::new(&eng.layout),
@@ -532,8 +745,10 @@ pub fn compare_with_interpreter<'a>(
     };
     let (mut a, mut b) = (new_pkt(), new_pkt());
     let mut st = State::default();
+    let (mut out_a, mut out_b) = (Vec::new(), Vec::new());
     let mut n = 0;
     for data in packets {
+        let hex = || data.iter().map(|b| format!("{b:02x}")).collect::<String>();
         for p in [&mut a, &mut b] {
             p.phv.invalidate_headers(&eng.layout);
             p.phv.stack_next.fill(0);
@@ -541,26 +756,60 @@ pub fn compare_with_interpreter<'a>(
             p.data.clear();
             p.data.extend_from_slice(data);
         }
-        let ea = j.run(&mut a);
-        let eb = eng.parse_interpreted(&mut st, &mut b);
-        let differs = if ea != eb {
-            Some(format!("error code {ea} (native) vs {eb} (interpreter)"))
-        } else if a.payload_off != b.payload_off {
-            Some(format!(
-                "parsed length {} (native) vs {} (interpreter)",
-                a.payload_off, b.payload_off
-            ))
-        } else if a.phv.valid != b.phv.valid {
-            Some("header validity differs".to_string())
-        } else if a.phv.bytes != b.phv.bytes {
-            let i = a.phv.bytes.iter().zip(&b.phv.bytes).position(|(x, y)| x != y);
-            Some(format!("PHV byte {i:?} differs"))
-        } else {
-            None
-        };
-        if let Some(d) = differs {
-            let hex: String = data.iter().map(|b| format!("{b:02x}")).collect();
-            return Err(format!("packet {n} ({hex}): {d}"));
+        if j.has_parser() {
+            let ea = j.parse(&mut a).unwrap_or(i64::MIN);
+            let eb = eng.parse_interpreted(&mut st, &mut b);
+            let differs = if ea != eb {
+                Some(format!("error code {ea} (native) vs {eb} (interpreter)"))
+            } else if a.payload_off != b.payload_off {
+                Some(format!(
+                    "parsed length {} (native) vs {} (interpreter)",
+                    a.payload_off, b.payload_off
+                ))
+            } else if a.phv.valid != b.phv.valid {
+                Some("header validity differs".to_string())
+            } else if a.phv.bytes != b.phv.bytes {
+                let i = a
+                    .phv
+                    .bytes
+                    .iter()
+                    .zip(&b.phv.bytes)
+                    .position(|(x, y)| x != y);
+                Some(format!("PHV byte {i:?} differs"))
+            } else {
+                None
+            };
+            if let Some(d) = differs {
+                return Err(format!("packet {n} ({}): parse: {d}", hex()));
+            }
+        }
+        if j.has_emit() {
+            let mut phv = b.phv.clone();
+            for scrambled in [false, true] {
+                if scrambled {
+                    // Arbitrary PHV contents: bytes and validity drawn from the packet.
+                    let len = data.len().max(1);
+                    for (i, x) in phv.bytes.iter_mut().enumerate() {
+                        *x = data.get(i % len).copied().unwrap_or(0) ^ (i as u8).wrapping_mul(37);
+                    }
+                    for (i, v) in phv.valid.iter_mut().enumerate() {
+                        *v = (data.get(i % len).copied().unwrap_or(0) >> (i % 8)) & 1 == 1;
+                    }
+                }
+                out_a.clear();
+                out_b.clear();
+                j.emit(&phv, &mut out_a);
+                eng.emit_interpreted(&phv, &mut out_b);
+                if out_a != out_b {
+                    return Err(format!(
+                        "packet {n} ({}): emit{}: {:02x?} (native) vs {:02x?} (interpreter)",
+                        hex(),
+                        if scrambled { " of a scrambled PHV" } else { "" },
+                        out_a,
+                        out_b
+                    ));
+                }
+            }
         }
         n += 1;
     }
