@@ -153,6 +153,8 @@ pub struct State {
     pub ext: ExternState,
     /// Reused table-key buffer (no per-packet allocation).
     pub key_buf: Vec<u8>,
+    /// Output offset of each header emitted by the current deparse (planned checksums).
+    pub emit_off: Vec<u32>,
 }
 
 impl ExternState {
@@ -749,7 +751,12 @@ impl Engine {
 
     /// Emit the valid headers in deparser order, then the payload.
     pub fn deparse(&self, st: &mut State, pkt: &mut Pkt, out: &mut Vec<u8>) {
-        self.update_checksums(&mut st.ext, pkt);
+        let plan = self.csum_plan.as_ref();
+        if plan.is_none() {
+            self.update_checksums(&mut st.ext, pkt);
+        } else if st.emit_off.len() < self.layout.headers.len() {
+            st.emit_off.resize(self.layout.headers.len(), 0);
+        }
         out.clear();
         if let Some((order, prims)) = &self.deparser {
             if !prims.is_empty() {
@@ -758,6 +765,9 @@ impl Engine {
             for &h in order {
                 if !pkt.phv.valid[h as usize] {
                     continue;
+                }
+                if plan.is_some() {
+                    st.emit_off[h as usize] = out.len() as u32;
                 }
                 let n = self.header_bytes(&pkt.phv, h) as usize;
                 let hl = &self.layout.headers[h as usize];
@@ -803,7 +813,44 @@ impl Engine {
                 }
             }
         }
+        if let Some(plan) = plan {
+            self.update_checksums_emitted(&mut st.ext, pkt, plan, &st.emit_off, out);
+        }
         out.extend_from_slice(&pkt.data[pkt.payload_off.min(pkt.data.len())..]);
+    }
+
+    /// [`Engine::update_checksums`] after the headers are emitted (see [`crate::csum`]): the
+    /// same checksums in the same order, planned ones summed over the emitted bytes, every
+    /// result stored in the PHV and copied into the emitted target.
+    fn update_checksums_emitted(
+        &self,
+        ext: &mut ExternState,
+        pkt: &mut Pkt,
+        plan: &crate::csum::CsumPlan,
+        emit_off: &[u32],
+        out: &mut [u8],
+    ) {
+        for (i, c) in self.checksums.iter().enumerate() {
+            if !c.update || !self.checksum_cond(ext, pkt, c) {
+                continue;
+            }
+            let v = match &plan.wire[i] {
+                Some(w) if pkt.phv.valid[w.header as usize] => {
+                    let o = emit_off[w.header as usize] as usize;
+                    crate::csum::csum16_skip(&out[o..o + w.len as usize], &w.skip)
+                }
+                _ => self.checksum_value(ext, pkt, c),
+            };
+            let t = &c.target;
+            store_field_u64(&mut pkt.phv, t, v);
+            if let Some(p) = plan.patch[i] {
+                if pkt.phv.valid[t.header as usize] {
+                    let o = emit_off[t.header as usize] as usize + p as usize;
+                    let n = t.nbytes as usize;
+                    out[o..o + n].copy_from_slice(&pkt.phv.slot(t)[..n]);
+                }
+            }
+        }
     }
 
     // ------------------------------------------------------------------ actions

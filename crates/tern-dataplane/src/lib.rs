@@ -12,12 +12,14 @@
 //! between batches).
 
 pub mod compile;
+pub mod csum;
 pub mod exec;
 pub mod expr;
 pub mod externs;
 pub mod layout;
 pub mod switch;
 pub mod table;
+pub mod uses;
 pub mod workers;
 
 /// The hash algorithms (re-exported from `tern-hash`).
