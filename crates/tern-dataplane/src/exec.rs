@@ -10,7 +10,7 @@ use crate::expr::{
 };
 use crate::externs::Meter;
 use crate::hash;
-use crate::layout::{bits_to_slot, slot_to_bits, BitPacker, FieldLoc, Phv};
+use crate::layout::{bits_to_slot, slot_to_bits, BitPacker, FieldLoc, Phv, WireStep};
 use crate::table::{EntryAction, EntryStore, Profile};
 use tern_model::{KeyElem, MatchKind, MeterType};
 use tern_runtime::CounterValue;
@@ -278,8 +278,8 @@ impl Engine {
     ) -> Result<(), i64> {
         let hl = &self.layout.headers[h as usize];
         let vl = vl_bits.unwrap_or(0);
-        if let Some(max) = hl.fields.iter().find(|f| f.is_vl).map(|f| f.width) {
-            if vl > max {
+        if let Some(vi) = hl.vl_field {
+            if vl > hl.fields[vi as usize].width {
                 return Err(self.errors.header_too_short);
             }
         }
@@ -295,31 +295,33 @@ impl Engine {
             *cursor += nbytes;
             return Ok(());
         }
-        if vl == 0 && hl.fields.iter().all(|f| f.width <= 56) {
-            // Fast path: every field read through one 64-bit window over a padded copy.
-            let mut win = [0u8; 72];
-            if nbytes + 8 <= win.len() {
-                win[..nbytes].copy_from_slice(&pkt.data[*cursor..*cursor + nbytes]);
-                let mut bit = 0usize;
-                for f in &hl.fields {
-                    let w = f.width as usize;
-                    let (b0, sh) = (bit / 8, bit % 8);
-                    let mut x = [0u8; 8];
-                    x.copy_from_slice(&win[b0..b0 + 8]);
-                    let v = if w == 0 {
-                        0
-                    } else {
-                        (u64::from_be_bytes(x) << sh) >> (64 - w)
-                    };
-                    let o = f.off as usize;
-                    crate::layout::be_write(&mut pkt.phv.bytes[o..o + f.nbytes as usize], v);
-                    bit += w;
+        if let (Some(steps), 0) = (&hl.wire, vl) {
+            // Load-time plan: runs of whole-byte fields copied, the others through a 64-bit
+            // window (bits past the header read whatever follows and are shifted out).
+            let src = &pkt.data[*cursor..];
+            let bytes = &mut pkt.phv.bytes;
+            for s in steps {
+                match *s {
+                    WireStep::Copy { wire, slot, len } => {
+                        let (w, o, n) = (wire as usize, slot as usize, len as usize);
+                        bytes[o..o + n].copy_from_slice(&src[w..w + n]);
+                    }
+                    WireStep::Bits {
+                        bit,
+                        width,
+                        slot,
+                        nbytes,
+                    } => {
+                        let o = slot as usize;
+                        let v = crate::layout::read_bits(src, bit, width);
+                        crate::layout::be_write(&mut bytes[o..o + nbytes as usize], v);
+                    }
                 }
-                pkt.phv.vl_width[h as usize] = 0;
-                self.set_valid(&mut pkt.phv, h);
-                *cursor += nbytes;
-                return Ok(());
             }
+            pkt.phv.vl_width[h as usize] = 0;
+            self.set_valid(&mut pkt.phv, h);
+            *cursor += nbytes;
+            return Ok(());
         }
         let src = &pkt.data[*cursor..*cursor + nbytes];
         let mut bit = 0usize;
@@ -777,23 +779,34 @@ impl Engine {
                     continue;
                 }
                 let start = out.len();
-                if pkt.phv.vl_width[h as usize] == 0 && hl.fields.iter().all(|f| f.width <= 56) {
-                    // Fast path: OR every field into a 64-bit window of a zeroed area (8 bytes
-                    // of slack, trimmed afterwards).
+                if let Some(steps) = &hl.wire {
+                    // Load-time plan: whole-byte runs copied, the other fields ORed through a
+                    // 64-bit window into a zeroed area (8 bytes of slack, trimmed afterwards).
                     out.resize(start + n + 8, 0);
-                    let mut bit = 0usize;
-                    for f in &hl.fields {
-                        let w = f.width as usize;
-                        if w == 0 {
-                            continue;
+                    let bytes = &pkt.phv.bytes;
+                    for s in steps {
+                        match *s {
+                            WireStep::Copy { wire, slot, len } => {
+                                let (w, o, l) =
+                                    (start + wire as usize, slot as usize, len as usize);
+                                out[w..w + l].copy_from_slice(&bytes[o..o + l]);
+                            }
+                            WireStep::Bits {
+                                bit,
+                                width,
+                                slot,
+                                nbytes,
+                            } => {
+                                let o = slot as usize;
+                                let v = crate::layout::be_read(&bytes[o..o + nbytes as usize])
+                                    & (u64::MAX >> (64 - width));
+                                let (b0, sh) = (start + (bit / 8) as usize, bit % 8);
+                                let mut x = [0u8; 8];
+                                x.copy_from_slice(&out[b0..b0 + 8]);
+                                let cur = u64::from_be_bytes(x) | (v << (64 - width - sh));
+                                out[b0..b0 + 8].copy_from_slice(&cur.to_be_bytes());
+                            }
                         }
-                        let v = pkt.phv.read_u64(f) & (u64::MAX >> (64 - w));
-                        let (b0, sh) = (start + bit / 8, bit % 8);
-                        let mut x = [0u8; 8];
-                        x.copy_from_slice(&out[b0..b0 + 8]);
-                        let cur = u64::from_be_bytes(x) | (v << (64 - w - sh));
-                        out[b0..b0 + 8].copy_from_slice(&cur.to_be_bytes());
-                        bit += w;
                     }
                     out.truncate(start + n);
                     continue;

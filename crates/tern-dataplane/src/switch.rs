@@ -542,6 +542,18 @@ impl Switch {
         &self.live.engine.prog
     }
 
+    /// Whether the running program sums planned checksums over the emitted header bytes
+    /// ([`crate::csum`]).
+    pub fn has_checksum_plan(&self) -> bool {
+        self.live.engine.csum_plan.is_some()
+    }
+
+    /// Drop the checksum plan so every checksum takes the generic path (field packing): for
+    /// differential tests of the two paths. The next program loaded plans again.
+    pub fn use_generic_checksums(&mut self) {
+        self.live.engine.csum_plan = None;
+    }
+
     /// Entries whose ageing timeout has elapsed since their last hit (tables with
     /// `support_timeout`), as `(table, handle)`: what BMv2's 1-second ageing sweep notifies.
     /// The control plane polls this; the entries are not removed.
