@@ -6,7 +6,8 @@
 //! control API) and [`tern_runtime::PacketPath`] (deterministic packet processing).
 //!
 //! Stages: [`layout`] (PHV layout), [`expr`] (expressions), [`compile`] (model → engine),
-//! [`exec`] (parser, actions, tables, pipelines, deparser), [`table`] (entries and lookup),
+//! [`exec`] (parser, actions, tables, pipelines, deparser), [`csum`] (checksums over emitted
+//! bytes), [`uses`] (fields the program refers to), [`table`] (entries and lookup),
 //! [`externs`] (meters, multicast PRE), [`hash`] (hash algorithms, from `tern-hash`), [`switch`] (packet flow
 //! and control plane), [`workers`] (run-to-completion worker threads with updates published
 //! between batches).
