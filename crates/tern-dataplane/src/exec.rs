@@ -204,12 +204,14 @@ pub fn store_field_u64(phv: &mut Phv, f: &FieldLoc, v: u64) {
     }
 }
 
+#[inline]
 fn store_u64(phv: &mut Phv, f: &Option<FieldLoc>, v: u64) {
     if let Some(f) = f {
         store_field_u64(phv, f, v);
     }
 }
 
+#[inline]
 fn read_u64(phv: &Phv, f: &Option<FieldLoc>) -> u64 {
     match f {
         Some(f) if f.width <= 64 => phv.read_u64(f),
@@ -242,10 +244,12 @@ impl Engine {
         }
     }
 
-    /// Standard-metadata accessors.
+    /// Standard-metadata accessors (inlined: most calls are on absent fields, a single test).
+    #[inline]
     pub fn set_std(&self, phv: &mut Phv, f: fn(&Std) -> &Option<FieldLoc>, v: u64) {
         store_u64(phv, f(&self.std), v);
     }
+    #[inline]
     pub fn get_std(&self, phv: &Phv, f: fn(&Std) -> &Option<FieldLoc>) -> u64 {
         read_u64(phv, f(&self.std))
     }
@@ -855,11 +859,17 @@ impl Engine {
                 _ => self.checksum_value(ext, pkt, c),
             };
             let t = &c.target;
-            store_field_u64(&mut pkt.phv, t, v);
+            let n = t.nbytes as usize;
+            if t.saturating {
+                store_field_u64(&mut pkt.phv, t, v);
+            } else {
+                // Whole bytes (the plan's condition): the low `n` bytes are the wrapped value.
+                let o = t.off as usize;
+                pkt.phv.bytes[o..o + n].copy_from_slice(&v.to_be_bytes()[8 - n..]);
+            }
             if let Some(p) = plan.patch[i] {
                 if pkt.phv.valid[t.header as usize] {
                     let o = emit_off[t.header as usize] as usize + p as usize;
-                    let n = t.nbytes as usize;
                     out[o..o + n].copy_from_slice(&pkt.phv.slot(t)[..n]);
                 }
             }

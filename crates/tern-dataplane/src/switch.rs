@@ -626,6 +626,7 @@ fn copy_field(f: &FieldLoc, src: &Phv, dst: &mut Phv) {
     dst.bytes[r.clone()].copy_from_slice(&src.bytes[r]);
 }
 
+#[inline]
 fn set(eng: &Engine, phv: &mut Phv, f: fn(&Std) -> &Option<FieldLoc>, v: u64) {
     eng.set_std(phv, f, v);
 }
