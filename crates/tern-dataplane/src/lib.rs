@@ -9,7 +9,7 @@
 //! [`exec`] (parser, actions, tables, pipelines, deparser), [`csum`] (checksums over emitted
 //! bytes), [`uses`] (fields the program refers to), [`table`] (entries and lookup),
 //! [`externs`] (meters, multicast PRE), [`hash`] (hash algorithms, from `tern-hash`), [`switch`] (packet flow
-//! and control plane), [`workers`] (run-to-completion worker threads with updates published
+//! and control plane), [`trace`] (per-packet trace in BMv2's log wording), [`workers`] (run-to-completion worker threads with updates published
 //! between batches).
 
 pub mod compile;
@@ -20,6 +20,7 @@ pub mod externs;
 pub mod layout;
 pub mod switch;
 pub mod table;
+pub mod trace;
 pub mod uses;
 pub mod workers;
 
