@@ -36,8 +36,8 @@ use crate::layout::{FieldLoc, Phv};
 /// `(phv bytes, validity bytes, packet bytes, packet length, parsed length out) -> error code`.
 type ParseFn = unsafe extern "C" fn(*mut u8, *mut u8, *const u8, u64, *mut u64) -> i64;
 
-/// `(phv bytes, validity bytes, output) -> bytes written`.
-type EmitFn = unsafe extern "C" fn(*const u8, *const u8, *mut u8) -> u64;
+/// `(phv bytes, validity bytes, output, header start offsets out) -> bytes written`.
+type EmitFn = unsafe extern "C" fn(*const u8, *const u8, *mut u8, *mut u32) -> u64;
 
 /// The interpreter's bound on parser states per packet (a parse loop ends there).
 const MAX_STATES: i64 = 100_000;
@@ -124,22 +124,29 @@ impl Native {
         Some(err)
     }
 
-    /// Append the valid headers in deparser order to `out`, as the deparser's emit loop does;
+    /// Append the valid headers in deparser order to `out`, as the deparser's emit loop does,
+    /// and record in `emit_off[h]` where each emitted header `h` starts (relative to where
+    /// this call started appending; `emit_off` is grown to the header count if shorter);
     /// `false` (nothing appended) when that loop is not native.
     #[inline]
-    pub fn emit(&self, phv: &Phv, out: &mut Vec<u8>) -> bool {
+    pub fn emit(&self, phv: &Phv, out: &mut Vec<u8>, emit_off: &mut Vec<u32>) -> bool {
         let Some(f) = self.emit else { return false };
         self.check_phv(phv);
+        if emit_off.len() < self.headers {
+            emit_off.resize(self.headers, 0);
+        }
         let start = out.len();
         out.resize(start + self.emit_max, 0);
         // SAFETY: the code reads PHV bytes below `phv_bytes` and validity bytes below
-        // `headers` (checked at generation and just above) and writes at most `emit_max` bytes
-        // from the output pointer, which has `emit_max` initialized bytes after it.
+        // `headers` (checked at generation and just above), writes at most `emit_max` bytes
+        // from the output pointer, which has `emit_max` initialized bytes after it, and writes
+        // `u32`s only at header indexes below `headers` of `emit_off` (at least that long).
         let n = unsafe {
             f(
                 phv.bytes.as_ptr(),
                 phv.valid.as_ptr().cast::<u8>(),
                 out[start..].as_mut_ptr(),
+                emit_off.as_mut_ptr(),
             )
         };
         out.truncate(start + (n as usize).min(self.emit_max));
@@ -225,9 +232,12 @@ fn generate(
         None => None,
     };
     let emit_id = match order {
-        Some(o) => Some(define(&mut module, "tern_emit", &[ptr, ptr, ptr], &|b| {
-            Gen { eng, b }.emit(o)
-        })?),
+        Some(o) => Some(define(
+            &mut module,
+            "tern_emit",
+            &[ptr, ptr, ptr, ptr],
+            &|b| Gen { eng, b }.emit(o),
+        )?),
         None => None,
     };
     module.finalize_definitions().map_err(|e| cl(&e))?;
@@ -625,13 +635,13 @@ impl Gen<'_, '_> {
 }
 
 impl Gen<'_, '_> {
-    /// The deparser's emit loop: `(phv, valid, out) -> bytes written`.
+    /// The deparser's emit loop: `(phv, valid, out, emit offsets) -> bytes written`.
     fn emit(mut self, order: &[u32]) {
         let entry = self.b.create_block();
         self.b.append_block_params_for_function_params(entry);
         self.b.switch_to_block(entry);
         let params = self.b.block_params(entry).to_vec();
-        let (phv, valid, out) = (params[0], params[1], params[2]);
+        let (phv, valid, out, offs) = (params[0], params[1], params[2], params[3]);
         let pos: Variable = self.b.declare_var(types::I64);
         let zero = self.b.ins().iconst(types::I64, 0);
         self.b.def_var(pos, zero);
@@ -647,6 +657,10 @@ impl Gen<'_, '_> {
             self.b.ins().brif(v, write, &[], next, &[]);
             self.b.switch_to_block(write);
             let at = self.b.use_var(pos);
+            let at32 = self.b.ins().ireduce(types::I32, at);
+            self.b
+                .ins()
+                .store(MemFlags::trusted(), at32, offs, (h * 4) as i32);
             let base = self.b.ins().iadd(out, at);
             if hl.packed {
                 self.copy(base, 0, phv, hl.off, n);
@@ -746,6 +760,7 @@ pub fn compare_with_interpreter<'a>(
     let (mut a, mut b) = (new_pkt(), new_pkt());
     let mut st = State::default();
     let (mut out_a, mut out_b) = (Vec::new(), Vec::new());
+    let (mut off_a, mut off_b) = (Vec::new(), Vec::new());
     let mut n = 0;
     for data in packets {
         let hex = || data.iter().map(|b| format!("{b:02x}")).collect::<String>();
@@ -798,8 +813,16 @@ pub fn compare_with_interpreter<'a>(
                 }
                 out_a.clear();
                 out_b.clear();
-                j.emit(&phv, &mut out_a);
-                eng.emit_interpreted(&phv, &mut out_b);
+                off_a.clear();
+                off_b.clear();
+                j.emit(&phv, &mut out_a, &mut off_a);
+                eng.emit_interpreted(&phv, &mut out_b, &mut off_b);
+                if off_a != off_b {
+                    return Err(format!(
+                        "packet {n} ({}): emitted header offsets {off_a:?} (native) vs {off_b:?} (interpreter)",
+                        hex()
+                    ));
+                }
                 if out_a != out_b {
                     return Err(format!(
                         "packet {n} ({}): emit{}: {:02x?} (native) vs {:02x?} (interpreter)",
