@@ -642,12 +642,15 @@ mod tests {
         assert!(text.contains("\"mpps_median\":"), "{text}");
         let v: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
         let st = &v["stages_ns"];
+        // Every stage is reported, as a time that cannot be negative (the clock's own cost is
+        // subtracted, so a short stage on a loaded machine may read 0: no timing is asserted).
         for name in STAGE_NAMES {
-            assert!(st[name].as_f64().is_some(), "stage {name}: {text}");
+            let ns = st[name].as_f64();
+            assert!(ns.is_some_and(|ns| ns >= 0.0), "stage {name}: {text}");
         }
-        // Parsing and table lookups take time on every packet of the router.
-        assert!(st["parse"].as_f64() > Some(0.0), "{text}");
-        assert!(st["tables"].as_f64() > Some(0.0), "{text}");
+        // The breakdown measured something: the stages add up to more than nothing.
+        let total: f64 = STAGE_NAMES.iter().filter_map(|n| st[n].as_f64()).sum();
+        assert!(total > 0.0, "{text}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 
