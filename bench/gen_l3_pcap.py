@@ -3,7 +3,11 @@
 
 Writes DIR/p0_in.pcap (PACKETS UDP/IPv4 frames of SIZE bytes, FLOWS flows cycled in order,
 flow k to 10.0.(k % ROUTES).(1 + k // ROUTES % 254), source 172.16.x.x, per-flow UDP ports)
-and DIR/routes.txt (one /24 route per ROUTES to ports 1..4, simple_switch_CLI language).
+empty DIR/p1_in.pcap .. p4_in.pcap, and DIR/routes.txt (one /24 route per ROUTES to ports
+1..4, simple_switch_CLI language). Run from DIR:
+
+    tern run l3_router.p4 --use-files 0 -i 0@p0 -i 1@p1 -i 2@p2 -i 3@p3 -i 4@p4 \
+        --commands routes.txt --workers N
 
     bench/gen_l3_pcap.py DIR [PACKETS [FLOWS [ROUTES [SIZE]]]]
 """
@@ -46,6 +50,10 @@ def main():
             b = frames[i % flows]
             f.write(struct.pack("<IIII", 1_000_000 + i // 1_000_000, i % 1_000_000, len(b), len(b)))
             f.write(b)
+    for port in range(1, 5):
+        # Output ports need an input file too (empty), as with simple_switch --use-files.
+        with open(os.path.join(out, f"p{port}_in.pcap"), "wb") as f:
+            f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
     with open(os.path.join(out, "routes.txt"), "w") as f:
         for r in range(routes):
             f.write(

@@ -211,7 +211,8 @@ pub struct DataplaneArgs {
     /// Run-to-completion worker threads (default 1: the single-threaded path). With N > 1
     /// packets are spread over N replicas of the program by a hash of their flow, and control
     /// changes (--commands, the Thrift server) reach all of them; see "Workers" below.
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    #[arg(long, value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub workers: u32,
 }
 

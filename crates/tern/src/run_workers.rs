@@ -10,7 +10,8 @@
 //!   An idle worker (blocked waiting for packets) is woken to apply changes and answer reads.
 //! * Files (`--use-files`): the main thread reads the inputs (merged in timestamp order),
 //!   sends batches to the workers over bounded channels (it blocks, never spins, when a worker
-//!   is behind) and writes the results back **in input order** (a small reorder buffer keyed
+//!   is behind; results wait in an unbounded channel, bounded in practice by the queues) and
+//!   writes the results back **in input order** (a small reorder buffer keyed
 //!   by packet id), so the output files, log lines and summary are those of one worker; with
 //!   `--deterministic` (switch clock = packet time) they are byte-identical, except for
 //!   programs whose shared registers couple flows.
@@ -26,7 +27,7 @@
 
 use super::*;
 use std::collections::VecDeque;
-use std::sync::mpsc::{self, Receiver, Sender, SyncSender, TryRecvError, TrySendError};
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender, TryRecvError};
 use tern_dataplane::workers::{self, flow_hash, Control, Worker};
 use tern_ports::LiveStats;
 use tern_runtime::Port;
@@ -382,12 +383,12 @@ impl Dispatcher {
             self.order.push_back(w as u32);
             self.open[w].push(id, m.port, m.ts_ns, &buf);
             if self.open[w].pkts.len() >= BATCH {
-                self.dispatch(w, ports, log, txs, done)?;
+                self.dispatch(w, txs)?;
             }
             if self.st.rx.is_multiple_of(FLUSH_EVERY) {
                 for w in 0..self.n {
                     if !self.open[w].pkts.is_empty() {
-                        self.dispatch(w, ports, log, txs, done)?;
+                        self.dispatch(w, txs)?;
                     }
                 }
             }
@@ -401,7 +402,7 @@ impl Dispatcher {
         }
         for w in 0..self.n {
             if !self.open[w].pkts.is_empty() {
-                self.dispatch(w, ports, log, txs, done)?;
+                self.dispatch(w, txs)?;
             }
         }
         while !self.order.is_empty() {
@@ -413,35 +414,17 @@ impl Dispatcher {
         Ok((std::mem::take(&mut self.st), start.elapsed()))
     }
 
-    /// Send worker `w` its open batch; while its queue is full, write results instead
-    /// (blocking for the next one: no spinning).
-    fn dispatch(
-        &mut self,
-        w: usize,
-        ports: &mut dyn PortIo,
-        log: &mut Logger,
-        txs: &[SyncSender<Job>],
-        done: &Receiver<Done>,
-    ) -> anyhow::Result<()> {
+    /// Send worker `w` its open batch, blocking while its queue is full. This cannot
+    /// deadlock: a worker never waits for this thread (its results go to an unbounded
+    /// channel), and the queue may be full of control wake-ups only, so waiting for a result
+    /// instead could wait forever.
+    fn dispatch(&mut self, w: usize, txs: &[SyncSender<Job>]) -> anyhow::Result<()> {
         let next = self.pool.pop().unwrap_or_default();
         let mut b = std::mem::replace(&mut self.open[w], next);
         b.spare = std::mem::take(&mut self.spare[w]);
-        let mut job = Job::Pkts(b);
-        loop {
-            match txs[w].try_send(job) {
-                Ok(()) => return Ok(()),
-                Err(TrySendError::Full(j)) => {
-                    job = j;
-                    let d = done
-                        .recv()
-                        .map_err(|_| anyhow::anyhow!("the workers ended early"))?;
-                    self.store(d, ports, log)?;
-                }
-                Err(TrySendError::Disconnected(_)) => {
-                    anyhow::bail!("worker {w} ended early")
-                }
-            }
-        }
+        txs[w]
+            .send(Job::Pkts(b))
+            .map_err(|_| anyhow::anyhow!("worker {w} ended early"))
     }
 
     /// Keep a processed batch and write every packet now next in input order.
