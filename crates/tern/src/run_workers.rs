@@ -12,7 +12,8 @@
 //!   sends batches to the workers over bounded channels (it blocks, never spins, when a worker
 //!   is behind; results wait in an unbounded channel, bounded in practice by the queues) and
 //!   writes the results back **in input order** (a small reorder buffer keyed
-//!   by packet id), so the output files, log lines and summary are those of one worker; with
+//!   by packet id), so the output files, log lines and summary are those of one worker
+//!   (outputs are flushed after each batch of results rather than after each packet); with
 //!   `--deterministic` (switch clock = packet time) they are byte-identical, except for
 //!   programs whose shared registers couple flows.
 //! * Interfaces: the main thread is the one receive loop over all interfaces (AF_PACKET, as
@@ -230,7 +231,14 @@ fn run_files(
     args: &RunArgs,
     wait: u64,
 ) -> anyhow::Result<ExitCode> {
-    let files = match FilePorts::open(Path::new(""), specs) {
+    // Outputs are flushed whenever the writer has caught up with the workers (after each
+    // processed batch it writes), not after every packet as with one worker: one write per
+    // batch instead of one per packet, the difference between the two paths' costs.
+    let out_cfg = tern_ports::WriterConfig {
+        flush_each_packet: false,
+        ..tern_ports::WriterConfig::bmv2()
+    };
+    let files = match FilePorts::open_with(Path::new(""), specs, out_cfg) {
         Ok(f) => f,
         Err(e @ tern_ports::PortError::MissingInput { .. }) => {
             eprintln!("tern run: {e}");
@@ -392,12 +400,19 @@ impl Dispatcher {
                     }
                 }
             }
+            let mut wrote = false;
             loop {
                 match done.try_recv() {
-                    Ok(d) => self.store(d, ports, log)?,
+                    Ok(d) => {
+                        self.store(d, ports, log)?;
+                        wrote = true;
+                    }
                     Err(TryRecvError::Empty) => break,
                     Err(TryRecvError::Disconnected) => anyhow::bail!("the workers ended early"),
                 }
+            }
+            if wrote {
+                ports.flush()?;
             }
         }
         for w in 0..self.n {
