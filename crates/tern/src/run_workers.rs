@@ -889,3 +889,112 @@ fn live_outputs(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tern_runtime::{CounterValue, RuntimeError, SwapError};
+
+    /// Every packet increments register cell 0 (read then write in one action) and counter
+    /// cell 1, and leaves on port 2.
+    const COUNTING: &str = r#"
+#include <core.p4>
+#include <v1model.p4>
+header eth_t { bit<48> d; bit<48> s; bit<16> t; }
+struct headers { eth_t eth; }
+struct metadata { }
+parser P(packet_in p, out headers h, inout metadata m, inout standard_metadata_t sm) {
+    state start { p.extract(h.eth); transition accept; }
+}
+control V(inout headers h, inout metadata m) { apply { } }
+control I(inout headers h, inout metadata m, inout standard_metadata_t sm) {
+    register<bit<32>>(4) total;
+    counter(4, CounterType.packets_and_bytes) seen;
+    action bump() {
+        bit<32> v;
+        total.read(v, 0);
+        total.write(0, v + 1);
+        seen.count(1);
+        sm.egress_spec = 2;
+    }
+    apply { bump(); }
+}
+control E(inout headers h, inout metadata m, inout standard_metadata_t sm) { apply { } }
+control C(inout headers h, inout metadata m) { apply { } }
+control D(packet_out p, in headers h) { apply { p.emit(h.eth); } }
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"#;
+
+    /// The file-mode worker threads, driven as `run_files` drives them: packets in batches;
+    /// then, with every worker idle (blocked on its queue), reads through the `Runtime` of the
+    /// control must wake them: the register read comes from the shared bank (every increment
+    /// of both workers), the counter is the sum over workers; a swap is refused for a program
+    /// with registers; Stop ends the threads.
+    #[test]
+    fn idle_workers_answer_runtime_reads_through_the_waker() {
+        let json = tern_p4::compile_str(COUNTING, "counting.p4", &Default::default())
+            .expect("compiles")
+            .json;
+        let (ctl, ws) = workers::build(&json, SwitchOptions::default(), 2).expect("loads");
+        let (done_tx, done_rx) = mpsc::channel::<Done>();
+        let mut txs = Vec::new();
+        let mut threads = Vec::new();
+        for w in ws {
+            let (tx, rx) = mpsc::sync_channel::<Job>(QUEUE);
+            txs.push(tx);
+            let done = done_tx.clone();
+            threads.push(std::thread::spawn(move || file_worker(w, rx, done, false)));
+        }
+        drop(done_tx);
+        let ctl = shared_control(ctl, &txs);
+        let (batches, per) = (10usize, 50usize);
+        let mut id = 0;
+        for k in 0..batches {
+            let mut b = Batch::default();
+            for _ in 0..per {
+                b.push(id, 1, 0, &[k as u8; 60]);
+                id += 1;
+            }
+            txs[k % 2].send(Job::Pkts(b)).unwrap();
+        }
+        let mut outs = 0;
+        for _ in 0..batches {
+            let d = done_rx.recv().unwrap();
+            assert!(d.outs.iter().all(|o| o.port == 2));
+            outs += d.outs.len();
+        }
+        assert_eq!(outs, batches * per);
+        let total = (batches * per) as u64;
+        {
+            let mut g = ctl.lock().unwrap();
+            let rt: &mut dyn Runtime = &mut *g;
+            assert_eq!(rt.register_read("I.total", 0).unwrap(), total);
+            assert_eq!(rt.register_read_all("I.total").unwrap()[0], total);
+            let c = rt.counter_read("I.seen", 1).unwrap();
+            assert_eq!((c.packets, c.bytes), (total, 60 * total));
+            rt.counter_write(
+                "I.seen",
+                1,
+                CounterValue {
+                    packets: 3,
+                    bytes: 4,
+                },
+            )
+            .unwrap();
+            assert_eq!(rt.counter_read("I.seen", 1).unwrap().packets, 3);
+            rt.register_write("I.total", 0, 9).unwrap();
+            assert_eq!(rt.register_read("I.total", 0).unwrap(), 9);
+            assert!(rt.register_read("I.total", 99).is_err());
+            assert_eq!(
+                rt.load_new_config(&json).unwrap_err(),
+                RuntimeError::Swap(SwapError::CONFIG_SWAP_DISABLED)
+            );
+        }
+        for tx in &txs {
+            tx.send(Job::Stop).unwrap();
+        }
+        for t in threads {
+            t.join().unwrap();
+        }
+    }
+}
