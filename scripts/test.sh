@@ -35,6 +35,9 @@ run_step() {
     return 0
 }
 
+# Test outputs go to target/; the binary to wherever cargo builds (CARGO_TARGET_DIR is honoured).
+TERN_BIN="${CARGO_TARGET_DIR:-target}/debug/tern"
+
 log "cargo test"
 mkdir -p target
 set +e
@@ -44,19 +47,22 @@ run_step target/test-output.txt 1500 cargo test --workspace --no-fail-fast
 # P4Runtime against the real client: p4runtime-shell (PyPI) in .venv-p4rt.
 log "p4runtime-shell tests (tests/p4runtime)"
 cargo build -q -p tern
-run_step target/p4rt-output.txt 600 tests/p4runtime/run.sh target/debug/tern
+run_step target/p4rt-output.txt 600 tests/p4runtime/run.sh "$TERN_BIN"
+p4rt_rc=$step_rc
 
 # PTF (ptf + scapy) over veth pairs, and the tutorials' triangle of three switches pinging:
 # both need root and skip ("skipping: ...") otherwise. Each prints "NAME: N passed, M failed".
 log "PTF tests (tests/ptf)"
-run_step target/ptf-output.txt 300 tests/ptf/run.sh target/debug/tern
+run_step target/ptf-output.txt 300 tests/ptf/run.sh "$TERN_BIN"
+ptf_rc=$step_rc
 log "P4Runtime tutorial triangle (tests/tutorial)"
-run_step target/tutorial-output.txt 300 tests/tutorial/run.sh target/debug/tern
+run_step target/tutorial-output.txt 300 tests/tutorial/run.sh "$TERN_BIN"
+tutorial_rc=$step_rc
 
 # tern kv's plots: a tiny report drawn with scripts/kv-plot.sh (matplotlib in .venv-plot).
 log "tern kv plot (scripts/kv-plot.sh)"
 kv_tmp=$(mktemp -d)
-timeout --signal=KILL 600 target/debug/tern kv bench --local 1 --records 200 --ops 400 --threads 2 \
+timeout --signal=KILL 600 "$TERN_BIN" kv bench --local 1 --records 200 --ops 400 --threads 2 \
     --json "$kv_tmp/r.json" --plot "$kv_tmp/r.png" && [ -s "$kv_tmp/r.png" ]
 plot_status=$?
 rm -rf "$kv_tmp"
@@ -74,12 +80,17 @@ p4rt_summary=$(tail -n 3 target/p4rt-output.txt | grep -E '(passed|failed)' | ta
 p_pass=$(grep -Eo '[0-9]+ passed' <<<"$p4rt_summary" | awk '{print $1}')
 p_fail=$(grep -Eo '[0-9]+ (failed|error)' <<<"$p4rt_summary" | awk '{s+=$1} END {print s+0}')
 p_skip=$(grep -Eo '[0-9]+ skipped' <<<"$p4rt_summary" | awk '{print $1}')
+# A step that failed before printing its summary (e.g. its venv could not be made) is one failure.
+[ -z "$p4rt_summary" ] && [ "$p4rt_rc" -ne 0 ] && p_fail=1
 passed=$((passed + ${p_pass:-0} + (plot_status == 0 ? 1 : 0)))
 failed=$((failed + ${p_fail:-0} + (plot_status == 0 ? 0 : 1)))
 ignored=$((ignored + ${p_skip:-0}))
-for f in target/ptf-output.txt target/tutorial-output.txt; do
+for step in "target/ptf-output.txt $ptf_rc" "target/tutorial-output.txt $tutorial_rc"; do
+    read -r f rc <<<"$step"
     line=$(grep -E '^[a-z]+: [0-9]+ passed, [0-9]+ failed$' "$f" | tail -n 1)
-    if [ -n "$line" ]; then
+    if [ -z "$line" ] && [ "$rc" -ne 0 ]; then
+        failed=$((failed + 1))
+    elif [ -n "$line" ]; then
         passed=$((passed + $(grep -Eo '[0-9]+ passed' <<<"$line" | awk '{print $1}')))
         failed=$((failed + $(grep -Eo '[0-9]+ failed' <<<"$line" | awk '{print $1}')))
     elif grep -q '^skipping:' "$f"; then

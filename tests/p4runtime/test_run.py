@@ -190,6 +190,8 @@ def test_busy_grpc_address_is_an_error(tmp_path):
 
 def test_digests_from_the_wire_with_a_given_p4info(tmp_path):
     testdata = ROOT.parent / "shared/fixtures/bmv2/targets/simple_switch_grpc/tests/testdata"
+    if not testdata.is_dir():
+        pytest.skip(f"skipping: {testdata} not found (the shared fixtures are not beside this checkout)")
     frame = b"\xff" * 6 + b"\x00\x11\x22\x33\x44\x55" + b"\x08\x00" + b"\x00" * 50
     write_pcap(tmp_path / "p1_in.pcap", [frame])
     write_pcap(tmp_path / "p2_in.pcap", [])

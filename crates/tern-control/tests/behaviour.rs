@@ -19,6 +19,7 @@ const CLI_T: &str = "targets/simple_switch/tests/CLI_tests/testdata";
 
 #[test]
 fn ternary_table_priorities_and_dump() {
+    tern_fixtures::require!();
     let (mut sw, mut cli) = setup(&format!("{GRPC}/ternary.json"));
     let out = cli.execute(&mut sw, "table_add ter send_1 0x0a00&&&0xff00 => 7");
     assert_eq!(
@@ -76,6 +77,7 @@ fn ternary_table_priorities_and_dump() {
 
 #[test]
 fn show_and_info() {
+    tern_fixtures::require!();
     let (mut sw, mut cli) = setup(&format!("{GRPC}/ternary.json"));
     assert_eq!(
         cli.execute(&mut sw, "table_info ter"),
@@ -103,6 +105,7 @@ fn show_and_info() {
 
 #[test]
 fn direct_counter_and_meter() {
+    tern_fixtures::require!();
     let (mut sw, mut cli) = setup(&format!("{GRPC}/counter.json"));
     let add = cli.execute(&mut sw, "table_add t_redirect port_redirect 64 =>");
     assert!(
@@ -152,6 +155,7 @@ fn direct_counter_and_meter() {
 
 #[test]
 fn indexed_resources() {
+    tern_fixtures::require!();
     let (mut sw, mut cli) = setup(&format!("{CLI_T}/indirect_res.json"));
     assert_eq!(
         cli.execute(&mut sw, "register_write my_register 3 0x10"),
@@ -197,6 +201,7 @@ fn indexed_resources() {
 
 #[test]
 fn entry_timeouts() {
+    tern_fixtures::require!();
     let (mut sw, mut cli) = setup(&format!("{GRPC}/digest.json"));
     let add = cli.execute(&mut sw, "table_add smac NoAction 00:11:22:33:44:55 =>");
     assert!(
@@ -220,6 +225,7 @@ fn entry_timeouts() {
 
 #[test]
 fn parser_value_sets() {
+    tern_fixtures::require!();
     let (mut sw, mut cli) = setup("tests/testdata/parse_vset.json");
     assert_eq!(cli.execute(&mut sw, "pvs_add pv1 0x0800"), "");
     assert_eq!(cli.execute(&mut sw, "pvs_add pv1 0x86dd"), "");
@@ -247,6 +253,7 @@ fn parser_value_sets() {
 
 #[test]
 fn multicast_plain_pre_and_errors() {
+    tern_fixtures::require!();
     let (mut sw, cli) = setup(&format!("{CLI_T}/ecmp.json"));
     let mut cli = cli.with_pre(PreType::SimplePre);
     assert_eq!(
@@ -303,6 +310,7 @@ fn multicast_plain_pre_and_errors() {
 
 #[test]
 fn mirroring_and_switch_commands() {
+    tern_fixtures::require!();
     let (mut sw, mut cli) = setup(&format!("{CLI_T}/ecmp.json"));
     assert_eq!(cli.execute(&mut sw, "mirroring_add 5 7"), "");
     assert_eq!(
@@ -364,6 +372,7 @@ fn mirroring_and_switch_commands() {
 /// Bad inputs: each gives the BMv2-style message and never panics.
 #[test]
 fn bad_inputs_table() {
+    tern_fixtures::require!();
     let (mut router, mut router_cli) = setup("targets/simple_router/simple_router.json");
     let (mut ecmp, mut ecmp_cli) = setup(&format!("{CLI_T}/ecmp.json"));
     let long = format!("table_add {}", "x".repeat(100_000));
@@ -451,6 +460,7 @@ fn fuzzable_commands() -> Vec<&'static str> {
 /// Random lines built from command names, resource names and value-ish tokens never panic.
 #[test]
 fn fuzz_random_lines_never_panic() {
+    tern_fixtures::require!();
     let (mut sw, mut cli) = setup(&format!("{CLI_T}/ecmp.json"));
     let names = fuzzable_commands();
     let tokens = [
@@ -513,6 +523,7 @@ fn fuzz_random_lines_never_panic() {
 /// Names resolve by unique dot-suffix; a suffix shared by two tables resolves to neither.
 #[test]
 fn dot_suffix_resolution_and_ambiguity() {
+    tern_fixtures::require!();
     let text = std::fs::read_to_string(format!("{FIX}/{GRPC}/ternary.json")).unwrap();
     let mut j: serde_json::Value = serde_json::from_str(&text).unwrap();
     let tables = j["pipelines"][0]["tables"].as_array_mut().unwrap();
@@ -549,6 +560,7 @@ fn dot_suffix_resolution_and_ambiguity() {
 /// timeouts, under every PRE type, never panic (in the CLI or the switch behind it).
 #[test]
 fn fuzz_many_programs_never_panic() {
+    tern_fixtures::require!();
     let programs = [
         format!("{GRPC}/ternary.json"),
         format!("{GRPC}/meter.json"),
@@ -633,6 +645,7 @@ fn fuzz_many_programs_never_panic() {
 /// shared profiles.
 #[test]
 fn indirect_table_lifecycle() {
+    tern_fixtures::require!();
     let (mut sw, mut cli) = setup(&format!("{CLI_T}/ecmp.json"));
     let mut run = |line: &str| cli.execute(&mut sw, line);
     assert_eq!(
@@ -745,6 +758,7 @@ fn indirect_table_lifecycle() {
 /// `swap_configs` the new program's names are the ones that resolve.
 #[test]
 fn load_and_swap_config() {
+    tern_fixtures::require!();
     let text = std::fs::read_to_string(format!("{FIX}/{CLI_T}/ecmp.json")).unwrap();
     let opts = SwitchOptions {
         enable_swap: true,

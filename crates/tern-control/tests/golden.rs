@@ -33,16 +33,19 @@ fn run_golden(test: &str, json: &str, pre: PreType) {
 
 #[test]
 fn table_dump_old() {
+    tern_fixtures::require!();
     run_golden("table_dump_old", "ecmp.json", PreType::SimplePre);
 }
 
 #[test]
 fn table_dump() {
+    tern_fixtures::require!();
     run_golden("table_dump", "ecmp.json", PreType::SimplePre);
 }
 
 #[test]
 fn table_dump_extra() {
+    tern_fixtures::require!();
     run_golden(
         "table_dump_extra",
         "table_dump_extra.json",
@@ -52,16 +55,19 @@ fn table_dump_extra() {
 
 #[test]
 fn indirect_res() {
+    tern_fixtures::require!();
     run_golden("indirect_res", "indirect_res.json", PreType::SimplePre);
 }
 
 #[test]
 fn mc_dump() {
+    tern_fixtures::require!();
     run_golden("mc_dump", "ecmp.json", PreType::SimplePreLag);
 }
 
 #[test]
 fn deprecated_forms_write_notice_to_stderr_only() {
+    tern_fixtures::require!();
     let json_text = std::fs::read_to_string(format!("{DIR}/ecmp.json")).unwrap();
     let mut sw = Switch::from_json(&json_text, SwitchOptions::default()).unwrap();
     let mut cli = Cli::new(&tern_model::load(&json_text).unwrap());

@@ -33,6 +33,7 @@ fn assert_clean(out: &str) {
 
 #[test]
 fn simple_router_commands() {
+    tern_fixtures::require!();
     let (mut sw, mut cli) = setup("targets/simple_router/simple_router.json");
     let (n, out) = run(&mut sw, &mut cli, "targets/simple_router/commands.txt");
     assert_eq!(n, 9);
@@ -48,6 +49,7 @@ fn simple_router_commands() {
 
 #[test]
 fn stress_test_commands() {
+    tern_fixtures::require!();
     let (mut sw, mut cli) = setup("mininet/simple_router.json");
     let (n, out) = run(&mut sw, &mut cli, "mininet/stress_test_commands.txt");
     assert!(n >= 9, "only {n} commands");
@@ -57,6 +59,7 @@ fn stress_test_commands() {
 
 #[test]
 fn l2_switch_commands() {
+    tern_fixtures::require!();
     let (mut sw, mut cli) = setup("targets/l2_switch/l2_switch.json");
     let (n, out) = run(&mut sw, &mut cli, "targets/l2_switch/commands.txt");
     assert_eq!(n, 7);

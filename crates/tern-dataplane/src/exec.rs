@@ -125,6 +125,8 @@ pub fn mark(ext: &mut ExternState, s: usize) {
 pub struct ExternState {
     /// Per-stage timing, when enabled ([`crate::Switch::set_stage_timing`]).
     pub probe: Option<Box<Probe>>,
+    /// Per-packet trace, when enabled ([`crate::Switch::set_trace`]).
+    pub trace: Option<Box<crate::trace::Trace>>,
     pub regs: Vec<RegArray>,
     pub counters: Vec<Vec<CounterValue>>,
     pub meters: Vec<Vec<Meter>>,
@@ -371,6 +373,7 @@ impl Engine {
         }
     }
 
+    #[inline(always)]
     fn transition_key(&self, pkt: &Pkt, cursor: usize, key: &[KeyElem], out: &mut Vec<u8>) {
         out.clear();
         let phv = &pkt.phv;
@@ -434,12 +437,26 @@ impl Engine {
             return self.errors.no_error;
         };
         let mut key = std::mem::take(&mut st.key_buf);
-        let err = self.parse_states(st, pkt, p, &mut key);
+        // Tracing is decided once per stage: the untraced instantiation has no trace code.
+        let err = if st.ext.trace.is_some() {
+            self.trace_parser_start(&mut st.ext);
+            let err = self.parse_states::<true>(st, pkt, p, &mut key);
+            self.trace_parser_end(&mut st.ext, err);
+            err
+        } else {
+            self.parse_states::<false>(st, pkt, p, &mut key)
+        };
         st.key_buf = key;
         err
     }
 
-    fn parse_states(&self, st: &mut State, pkt: &mut Pkt, p: &CParser, key: &mut Vec<u8>) -> i64 {
+    fn parse_states<const TRACE: bool>(
+        &self,
+        st: &mut State,
+        pkt: &mut Pkt,
+        p: &CParser,
+        key: &mut Vec<u8>,
+    ) -> i64 {
         let mut cursor = 0usize;
         let mut state = p.init;
         let mut steps = 0;
@@ -450,6 +467,9 @@ impl Engine {
                 break;
             }
             let s = &p.states[si as usize];
+            if TRACE {
+                self.trace_state(&mut st.ext, si);
+            }
             for op in &s.ops {
                 let r: Result<(), i64> = match op {
                     POp::Extract(t) => {
@@ -457,7 +477,11 @@ impl Engine {
                             ETarget::Header(h) => self.vl_from_length_exp(pkt, *h),
                             _ => None,
                         };
-                        self.extract_target(pkt, &mut cursor, *t, vl)
+                        let r = self.extract_target(pkt, &mut cursor, *t, vl);
+                        if TRACE && r.is_ok() {
+                            self.trace_extract(&mut st.ext, &pkt.phv, *t);
+                        }
+                        r
                     }
                     POp::ExtractVl(t, e) => {
                         let cx = self.cx(&pkt.phv, &[], &st.ext, &pkt.data, cursor);
@@ -538,6 +562,9 @@ impl Engine {
                 }
             }
             self.transition_key(pkt, cursor, &s.key, key);
+            if TRACE {
+                self.trace_state_key(&mut st.ext, si, key, cursor);
+            }
             let mut next = None;
             let mut default = None;
             let mut matched = false;
@@ -582,6 +609,7 @@ impl Engine {
         err
     }
 
+    #[inline(always)]
     fn vl_from_length_exp(&self, pkt: &Pkt, h: u32) -> Option<u32> {
         let hl = &self.layout.headers[h as usize];
         hl.vl_field?;
@@ -736,9 +764,20 @@ impl Engine {
 
     /// Update checksums (start of deparse).
     pub fn update_checksums(&self, ext: &mut ExternState, pkt: &mut Pkt) {
-        for c in &self.checksums {
+        if ext.trace.is_some() {
+            self.update_checksums_impl::<true>(ext, pkt)
+        } else {
+            self.update_checksums_impl::<false>(ext, pkt)
+        }
+    }
+
+    fn update_checksums_impl<const TRACE: bool>(&self, ext: &mut ExternState, pkt: &mut Pkt) {
+        for (i, c) in self.checksums.iter().enumerate() {
             if !c.update || !self.checksum_cond(ext, pkt, c) {
                 continue;
+            }
+            if TRACE {
+                self.trace_checksum(ext, i);
             }
             let v = self.checksum_value(ext, pkt, c);
             store_field_u64(&mut pkt.phv, &c.target, v);
@@ -749,7 +788,17 @@ impl Engine {
 
     /// Emit the valid headers in deparser order, then the payload.
     pub fn deparse(&self, st: &mut State, pkt: &mut Pkt, out: &mut Vec<u8>) {
-        self.update_checksums(&mut st.ext, pkt);
+        if st.ext.trace.is_some() {
+            self.trace_deparser(&mut st.ext, true);
+            self.deparse_impl::<true>(st, pkt, out);
+            self.trace_deparser(&mut st.ext, false);
+        } else {
+            self.deparse_impl::<false>(st, pkt, out);
+        }
+    }
+
+    fn deparse_impl<const TRACE: bool>(&self, st: &mut State, pkt: &mut Pkt, out: &mut Vec<u8>) {
+        self.update_checksums_impl::<TRACE>(&mut st.ext, pkt);
         out.clear();
         if let Some((order, prims)) = &self.deparser {
             if !prims.is_empty() {
@@ -758,6 +807,9 @@ impl Engine {
             for &h in order {
                 if !pkt.phv.valid[h as usize] {
                     continue;
+                }
+                if TRACE {
+                    self.trace_deparse_header(&mut st.ext, h);
                 }
                 let n = self.header_bytes(&pkt.phv, h) as usize;
                 let hl = &self.layout.headers[h as usize];
@@ -1055,7 +1107,10 @@ impl Engine {
                         vals.push(data!(a).to_big().to_string());
                     }
                     let msg = format_log(fmt, &vals);
-                    if ext.log.len() < 10_000 {
+                    if let Some(t) = ext.trace.as_deref_mut() {
+                        // In order with the packet's other trace lines.
+                        t.push(crate::trace::TraceLevel::Info, msg);
+                    } else if ext.log.len() < 10_000 {
                         ext.log.push(msg);
                     }
                 }
@@ -1196,6 +1251,7 @@ impl Engine {
 
     // ------------------------------------------------------------------ tables and pipelines
 
+    #[inline(always)]
     fn build_key(&self, t: &CTable, phv: &Phv, key: &mut Vec<u8>) {
         key.clear();
         for (kf, src) in t.spec.fields.iter().zip(&t.srcs) {
@@ -1239,7 +1295,7 @@ impl Engine {
 
     /// Resolve an entry action to (action, data) and run it; returns the action run.
     /// Borrows the entry in place: no copy of the action data.
-    fn run_entry_action(
+    fn run_entry_action<const TRACE: bool>(
         &self,
         ext: &mut ExternState,
         profiles: &[Profile],
@@ -1247,34 +1303,33 @@ impl Engine {
         t: &CTable,
         ea: &EntryAction,
     ) -> XR<Option<u32>> {
-        let (action, data): (u32, &[Vec<u8>]) = match ea {
-            EntryAction::Action { action, data } => (*action, data),
-            EntryAction::Member(m) => {
-                let Some(p) = t.profile else { return Ok(None) };
-                match profiles[p as usize].member(*m) {
-                    Ok((a, d)) => (*a, d),
-                    Err(_) => return Ok(None),
-                }
-            }
-            EntryAction::Group(g) => {
-                let Some(p) = t.profile else { return Ok(None) };
-                let Ok(members) = profiles[p as usize].group(*g) else {
-                    return Ok(None);
-                };
-                let Some(m) = self.selector_pick(ext, pkt, p, members) else {
-                    return Ok(None);
-                };
-                match profiles[p as usize].member(m) {
-                    Ok((a, d)) => (*a, d),
-                    Err(_) => return Ok(None),
-                }
-            }
+        let resolved: Option<(u32, &[Vec<u8>])> = match ea {
+            EntryAction::Action { action, data } => Some((*action, data)),
+            EntryAction::Member(m) => t
+                .profile
+                .and_then(|p| profiles[p as usize].member(*m).ok())
+                .map(|(a, d)| (*a, d.as_slice())),
+            EntryAction::Group(g) => t.profile.and_then(|p| {
+                let members = profiles[p as usize].group(*g).ok()?;
+                let m = self.selector_pick(ext, pkt, p, members)?;
+                let (a, d) = profiles[p as usize].member(m).ok()?;
+                Some((*a, d.as_slice()))
+            }),
         };
+        let Some((action, data)) = resolved else {
+            if TRACE {
+                self.trace_no_action(ext, ea);
+            }
+            return Ok(None);
+        };
+        if TRACE {
+            self.trace_action_entry(ext, action, data);
+        }
         self.run_instrs(ext, pkt, &self.actions[action as usize].instrs, data)?;
         Ok(Some(action))
     }
 
-    fn apply_table(
+    fn apply_table<const TRACE: bool>(
         &self,
         st: &mut State,
         pkt: &mut Pkt,
@@ -1295,13 +1350,17 @@ impl Engine {
         } else {
             ts.store.lookup(&t.spec, key)
         };
+        if TRACE {
+            let handle = hit.map(|i| ts.store.handle_of(i) as u64);
+            self.trace_table(ext, t, key, handle);
+        }
         mark(ext, stage::TABLES);
-        let r = self.apply_hit(t, ts, profiles, ext, pkt, hit);
+        let r = self.apply_hit::<TRACE>(t, ts, profiles, ext, pkt, hit);
         mark(ext, stage::ACTIONS);
         r
     }
 
-    fn apply_hit(
+    fn apply_hit<const TRACE: bool>(
         &self,
         t: &CTable,
         ts: &mut TableState,
@@ -1331,7 +1390,7 @@ impl Engine {
                     let c = e.meter.execute(units, now);
                     store_field_u64(&mut pkt.phv, &f, c as u64);
                 }
-                let ran = self.run_entry_action(ext, profiles, pkt, t, &e.action)?;
+                let ran = self.run_entry_action::<TRACE>(ext, profiles, pkt, t, &e.action)?;
                 Ok(match (&t.hit_miss, ran) {
                     (Some((h, _)), _) => *h,
                     (None, Some(a)) => t.next_after(a),
@@ -1340,7 +1399,7 @@ impl Engine {
             }
             None => match &ts.default {
                 Some(ea) => {
-                    let ran = self.run_entry_action(ext, profiles, pkt, t, ea)?;
+                    let ran = self.run_entry_action::<TRACE>(ext, profiles, pkt, t, ea)?;
                     Ok(match (&t.hit_miss, ran) {
                         (Some((_, m)), _) => *m,
                         (None, Some(a)) => t.next_after(a),
@@ -1355,15 +1414,30 @@ impl Engine {
         }
     }
 
-    /// Run a pipeline from its first node.
-    pub fn run_pipeline(&self, st: &mut State, pkt: &mut Pkt, init: Option<GNode>) -> XR<()> {
+    /// Run pipeline `name` (for the trace) from its first node.
+    pub fn run_pipeline(
+        &self,
+        st: &mut State,
+        pkt: &mut Pkt,
+        name: &str,
+        init: Option<GNode>,
+    ) -> XR<()> {
         let mut key = std::mem::take(&mut st.key_buf);
-        let r = self.run_nodes(st, pkt, init, &mut key);
+        let r = if st.ext.trace.is_some() {
+            self.trace_pipeline(&mut st.ext, name, true);
+            let r = self.run_nodes::<true>(st, pkt, init, &mut key);
+            if r.is_ok() {
+                self.trace_pipeline(&mut st.ext, name, false);
+            }
+            r
+        } else {
+            self.run_nodes::<false>(st, pkt, init, &mut key)
+        };
         st.key_buf = key;
         r
     }
 
-    fn run_nodes(
+    fn run_nodes<const TRACE: bool>(
         &self,
         st: &mut State,
         pkt: &mut Pkt,
@@ -1381,7 +1455,7 @@ impl Engine {
                 return Err(fault("control flow does not terminate"));
             }
             node = match n {
-                GNode::Table(t) => self.apply_table(st, pkt, t, key)?,
+                GNode::Table(t) => self.apply_table::<TRACE>(st, pkt, t, key)?,
                 GNode::Cond(c) => {
                     let cond = &self.conds[c as usize];
                     let v = if let Some(f) = &cond.fast {
@@ -1390,6 +1464,9 @@ impl Engine {
                         eval_bool(&cond.expr, &self.cx(&pkt.phv, &[], &st.ext, &pkt.data, 0))
                             .map_err(fault)?
                     };
+                    if TRACE {
+                        self.trace_cond(&mut st.ext, c, v);
+                    }
                     mark(&mut st.ext, stage::TABLES);
                     if v {
                         cond.t

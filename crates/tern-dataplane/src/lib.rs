@@ -8,7 +8,7 @@
 //! Stages: [`layout`] (PHV layout), [`expr`] (expressions), [`compile`] (model → engine),
 //! [`exec`] (parser, actions, tables, pipelines, deparser), [`table`] (entries and lookup),
 //! [`externs`] (meters, multicast PRE), [`hash`] (hash algorithms, from `tern-hash`), [`switch`] (packet flow
-//! and control plane), [`workers`] (run-to-completion worker threads with updates published
+//! and control plane), [`trace`] (per-packet trace in BMv2's log wording), [`workers`] (run-to-completion worker threads with updates published
 //! between batches).
 
 pub mod compile;
@@ -18,6 +18,7 @@ pub mod externs;
 pub mod layout;
 pub mod switch;
 pub mod table;
+pub mod trace;
 pub mod workers;
 
 /// The hash algorithms (re-exported from `tern-hash`).

@@ -748,7 +748,10 @@ impl Flow<'_> {
         let eng = self.eng;
         self.parse_and_verify(&mut pkt);
         if let Some(init) = eng.ingress {
-            if eng.run_pipeline(self.st, &mut pkt, init).is_err() {
+            if eng
+                .run_pipeline(self.st, &mut pkt, "ingress", init)
+                .is_err()
+            {
                 self.recycle(pkt);
                 return;
             }
@@ -862,7 +865,7 @@ impl Flow<'_> {
         );
         mark(&mut self.st.ext, stage::QUEUE);
         if let Some(init) = eng.egress {
-            if eng.run_pipeline(self.st, &mut pkt, init).is_err() {
+            if eng.run_pipeline(self.st, &mut pkt, "egress", init).is_err() {
                 self.recycle(pkt);
                 return;
             }
@@ -931,6 +934,25 @@ impl Switch {
     /// the clock (tens of ns each): use it on a sample of the traffic, not for throughput.
     pub fn set_stage_timing(&mut self, on: bool) {
         self.live.state.ext.probe = on.then(|| Box::new(Probe::new()));
+    }
+
+    /// Turn the per-packet trace on or off (BMv2's debug/trace log lines: parser states,
+    /// tables with keys and hit/miss, actions, conditions, deparser). While on, `log_msg`
+    /// output goes into the trace too, in order, instead of [`Switch::take_log`]. Costs
+    /// allocations per packet: for debugging, not for throughput.
+    pub fn set_trace(&mut self, on: bool) {
+        self.live.state.ext.trace = on.then(Box::default);
+    }
+
+    /// The trace lines recorded since the last call (oldest first); empty when tracing is off.
+    pub fn take_trace(&mut self) -> Vec<crate::trace::TraceLine> {
+        self.live
+            .state
+            .ext
+            .trace
+            .as_deref_mut()
+            .map(|t| std::mem::take(&mut t.lines))
+            .unwrap_or_default()
     }
 
     /// Per-stage timing so far, if on: `(ns, clock reads)` per stage, in

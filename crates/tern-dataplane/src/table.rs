@@ -453,7 +453,7 @@ impl EntryStore {
     }
 
     /// Look up a packed key; returns the slot index of the winning entry.
-    #[inline]
+    #[inline(always)]
     pub fn lookup(&self, _spec: &KeySpec, key: &[u8]) -> Option<u32> {
         if self.count == 0 {
             return None;

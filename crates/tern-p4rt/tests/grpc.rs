@@ -308,6 +308,7 @@ fn action_id(info: &cfg::P4Info, name: &str) -> u32 {
 
 #[tokio::test]
 async fn pipeline_config_set_get_and_capabilities() {
+    tern_fixtures::require!();
     let mut env = start(None).await;
     let c = &mut env.client;
     let caps = c
@@ -420,6 +421,7 @@ async fn pipeline_config_set_get_and_capabilities() {
 
 #[tokio::test]
 async fn ternary_entries_priorities_and_errors() {
+    tern_fixtures::require!();
     use p4::entity::Entity as E;
     use p4::update::Type as T;
     let mut env = start(None).await;
@@ -608,6 +610,7 @@ async fn ternary_entries_priorities_and_errors() {
 
 #[tokio::test]
 async fn exact_and_lpm_entries_simple_router() {
+    tern_fixtures::require!();
     use p4::entity::Entity as E;
     use p4::update::Type as T;
     let mut env = start(None).await;
@@ -714,6 +717,7 @@ async fn exact_and_lpm_entries_simple_router() {
 
 #[tokio::test]
 async fn direct_counter_counts_packets() {
+    tern_fixtures::require!();
     use p4::entity::Entity as E;
     use p4::update::Type as T;
     let mut env = start(None).await;
@@ -784,6 +788,7 @@ async fn direct_counter_counts_packets() {
 
 #[tokio::test]
 async fn multicast_groups_and_clone_sessions() {
+    tern_fixtures::require!();
     use p4::entity::Entity as E;
     use p4::packet_replication_engine_entry::Type as P;
     use p4::update::Type as T;
@@ -872,6 +877,7 @@ async fn multicast_groups_and_clone_sessions() {
 
 #[tokio::test]
 async fn packet_out_becomes_packet_in() {
+    tern_fixtures::require!();
     let mut env = start(Some(64)).await;
     let c = &mut env.client;
     let (mut s, _) = Stream::open(c, 1).await;
@@ -890,6 +896,7 @@ async fn packet_out_becomes_packet_in() {
 
 #[tokio::test]
 async fn controller_headers_are_packed_and_unpacked() {
+    tern_fixtures::require!();
     // A P4Info with packet_in {ingress_port:9, _pad:7} and packet_out {egress_port:9, _pad:7}.
     let mut info = p4info("packet_io");
     let md = |id: u32, name: &str, w: i32| cfg::controller_packet_metadata::Metadata {
@@ -1006,6 +1013,7 @@ async fn controller_headers_are_packed_and_unpacked() {
 
 #[tokio::test]
 async fn digests_are_streamed_after_configuration() {
+    tern_fixtures::require!();
     use p4::entity::Entity as E;
     use p4::update::Type as T;
     let mut env = start(None).await;
@@ -1107,6 +1115,7 @@ async fn digests_are_streamed_after_configuration() {
 
 #[tokio::test]
 async fn arbitration_primary_and_backup() {
+    tern_fixtures::require!();
     let mut env = start(None).await;
     let c = &mut env.client;
     set_pipeline(c, "ternary", 0).await.unwrap();
@@ -1165,6 +1174,7 @@ async fn arbitration_primary_and_backup() {
 
 #[tokio::test]
 async fn malformed_requests_get_errors_and_server_keeps_serving() {
+    tern_fixtures::require!();
     use p4::entity::Entity as E;
     use p4::update::Type as T;
     let mut env = start(None).await;
@@ -1234,6 +1244,7 @@ async fn malformed_requests_get_errors_and_server_keeps_serving() {
 
 #[tokio::test]
 async fn p4_source_compiled_by_tern_with_its_p4info() {
+    tern_fixtures::require!();
     use p4::entity::Entity as E;
     use p4::update::Type as T;
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../p4/tutorials/basic.p4");
@@ -1297,6 +1308,7 @@ async fn p4_source_compiled_by_tern_with_its_p4info() {
 
 #[tokio::test]
 async fn action_profile_members_groups_and_entries() {
+    tern_fixtures::require!();
     use p4::entity::Entity as E;
     use p4::update::Type as T;
     let mut env = start(None).await;
@@ -1509,6 +1521,7 @@ async fn action_profile_members_groups_and_entries() {
 
 #[tokio::test]
 async fn direct_meter_config_round_trips() {
+    tern_fixtures::require!();
     use p4::entity::Entity as E;
     use p4::update::Type as T;
     let mut env = start(None).await;
@@ -1586,6 +1599,7 @@ async fn direct_meter_config_round_trips() {
 
 #[test]
 fn derived_p4info_matches_p4c_output() {
+    tern_fixtures::require!();
     for name in ["simple_router", "ternary", "digest", "counter", "meter"] {
         let sw =
             Switch::from_json(&fixture(&format!("{name}.json")), SwitchOptions::default()).unwrap();
@@ -1659,6 +1673,7 @@ fn derived_p4info_matches_p4c_output() {
 
 #[tokio::test]
 async fn idle_timeout_notifications() {
+    tern_fixtures::require!();
     use p4::entity::Entity as E;
     use p4::update::Type as T;
     let mut env = start(None).await;
@@ -1730,6 +1745,7 @@ V1Switch(P(), VC(), I(), E(), CC(), D()) main;
 
 #[tokio::test]
 async fn indexed_counters_and_registers() {
+    tern_fixtures::require!();
     use p4::entity::Entity as E;
     use p4::update::Type as T;
     let compiled = tern_p4::compile_str(REG_PROGRAM, "regs.p4", &tern_p4::Options::default())
@@ -1881,6 +1897,7 @@ V1Switch(P(), VC(), I(), E(), CC(), D()) main;
 
 #[tokio::test]
 async fn value_sets_and_indexed_meters() {
+    tern_fixtures::require!();
     use p4::entity::Entity as E;
     use p4::update::Type as T;
     let compiled = tern_p4::compile_str(VSET_PROGRAM, "vset.p4", &tern_p4::Options::default())
@@ -1969,6 +1986,7 @@ async fn value_sets_and_indexed_meters() {
 
 #[tokio::test]
 async fn arbitration_echoes_role_and_checks_device() {
+    tern_fixtures::require!();
     let mut env = start(None).await;
     let c = &mut env.client;
     let (tx, rx) = mpsc::channel(4);
@@ -2014,6 +2032,7 @@ async fn arbitration_echoes_role_and_checks_device() {
 
 #[tokio::test]
 async fn optional_match_entries() {
+    tern_fixtures::require!();
     use p4::entity::Entity as E;
     use p4::update::Type as T;
     let mut env = start(None).await;
@@ -2071,6 +2090,7 @@ async fn optional_match_entries() {
 
 #[tokio::test]
 async fn several_devices_on_one_server() {
+    tern_fixtures::require!();
     use p4::entity::Entity as E;
     use p4::update::Type as T;
     let mk = |device_id: u64, name: &str| {
@@ -2217,6 +2237,7 @@ async fn several_devices_on_one_server() {
 
 #[tokio::test]
 async fn reconcile_and_commit_keeps_state_or_rolls_back() {
+    tern_fixtures::require!();
     use p4::entity::Entity as E;
     use p4::set_forwarding_pipeline_config_request::Action as A;
     use p4::update::Type as T;

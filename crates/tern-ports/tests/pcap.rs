@@ -220,6 +220,7 @@ fn fixture(name: &str) -> Vec<u8> {
 
 #[test]
 fn pcapng_fixtures_read_like_libpcap() {
+    tern_fixtures::require!();
     // MANIFEST: en0.pcap is pcapng, Ethernet, 27 frames of 60–873 bytes.
     let b = fixture("en0.pcap");
     let mut r = PcapReader::new(&b[..]).unwrap();
@@ -259,6 +260,7 @@ fn pcapng_fixtures_read_like_libpcap() {
 
 #[test]
 fn pcapng_truncated_fixture_is_an_error() {
+    tern_fixtures::require!();
     let b = fixture("en0.pcap");
     let cut = &b[..b.len() - 10];
     let mut r = PcapReader::new(cut).unwrap();
@@ -353,6 +355,7 @@ fn pcapng_bad_trailer_and_unknown_interface() {
 /// or an error, never a panic; corruptions of a length field are reported.
 #[test]
 fn mutations_never_panic() {
+    tern_fixtures::require!();
     let classic = write_all(cfg(ByteOrder::Big, TsResolution::Nano), &frames()[..2]);
     let ng = ng_big_endian();
     let en0 = fixture("en0.pcap")[..600].to_vec();

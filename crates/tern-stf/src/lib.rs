@@ -7,9 +7,10 @@
 //! runtime CLI interpreter, as p4c forwards them to `simple_switch_CLI`.
 //!
 //! ```
-//! let json = std::fs::read_to_string(concat!(
-//!     env!("CARGO_MANIFEST_DIR"),
-//!     "/../../../shared/fixtures/bmv2/targets/simple_switch/tests/testdata/recirc.json"
+//! # fn main() {
+//! # tern_fixtures::require!(); // the example reads a shared BMv2 fixture
+//! let json = std::fs::read_to_string(tern_fixtures::bmv2(
+//!     "targets/simple_switch/tests/testdata/recirc.json",
 //! ))
 //! .unwrap();
 //! let mut sw = tern_dataplane::Switch::from_json(&json, Default::default()).unwrap();
@@ -17,6 +18,7 @@
 //! let script = tern_stf::parse("expect 1 01 ab $\npacket 1 00\n", "recirc.stf").unwrap();
 //! let report = tern_stf::run(&script, &mut sw, &program);
 //! assert!(report.passed(), "{report}");
+//! # }
 //! ```
 
 pub mod ast;

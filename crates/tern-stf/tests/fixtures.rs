@@ -47,6 +47,7 @@ fn assert_pass(r: &StfReport, expectations: usize, discarded: usize) {
 
 #[test]
 fn packet_redirect_baseline() {
+    tern_fixtures::require!();
     let r = run(PACKET_REDIRECT, "packet_redirect_baseline.stf");
     assert_pass(&r, 1, 0);
     assert_eq!(r.expectations[0].got.as_deref(), Some(&[0x01, 0x02][..]));
@@ -54,12 +55,14 @@ fn packet_redirect_baseline() {
 
 #[test]
 fn packet_redirect_multicast() {
+    tern_fixtures::require!();
     let r = run(PACKET_REDIRECT, "packet_redirect_multicast.stf");
     assert_pass(&r, 2, 0);
 }
 
 #[test]
 fn packet_redirect_clone_i2e() {
+    tern_fixtures::require!();
     assert_pass(&run(PACKET_REDIRECT, "packet_redirect_clone_i2e.stf"), 2, 0);
 }
 
@@ -68,6 +71,7 @@ fn packet_redirect_clone_i2e() {
 /// through the runtime API; the STF file's `mirroring_add 1 3` is replaced by it.
 #[test]
 fn packet_redirect_clone_i2e_multicast() {
+    tern_fixtures::require!();
     let text = std::fs::read_to_string(format!("{STF_DIR}packet_redirect_clone_i2e.stf"))
         .unwrap()
         .replace(
@@ -92,11 +96,13 @@ fn packet_redirect_clone_i2e_multicast() {
 
 #[test]
 fn packet_redirect_clone_e2e() {
+    tern_fixtures::require!();
     assert_pass(&run(PACKET_REDIRECT, "packet_redirect_clone_e2e.stf"), 2, 0);
 }
 
 #[test]
 fn packet_redirect_clone_e2e_multicast() {
+    tern_fixtures::require!();
     let text = std::fs::read_to_string(format!("{STF_DIR}packet_redirect_clone_e2e.stf"))
         .unwrap()
         .replace(
@@ -121,12 +127,14 @@ fn packet_redirect_clone_e2e_multicast() {
 
 #[test]
 fn packet_redirect_resubmit() {
+    tern_fixtures::require!();
     // "port 3 only": nothing may leave on any other port either.
     assert_pass(&run(PACKET_REDIRECT, "packet_redirect_resubmit.stf"), 1, 0);
 }
 
 #[test]
 fn packet_redirect_recirculate() {
+    tern_fixtures::require!();
     assert_pass(
         &run(PACKET_REDIRECT, "packet_redirect_recirculate.stf"),
         1,
@@ -136,6 +144,7 @@ fn packet_redirect_recirculate() {
 
 #[test]
 fn packet_redirect_exit_ingress() {
+    tern_fixtures::require!();
     assert_pass(
         &run(PACKET_REDIRECT, "packet_redirect_exit_ingress.stf"),
         1,
@@ -145,6 +154,7 @@ fn packet_redirect_exit_ingress() {
 
 #[test]
 fn parser_error_scenarios() {
+    tern_fixtures::require!();
     let r = run(
         "targets/simple_switch/tests/testdata/parser_error.json",
         "parser_error.stf",
@@ -154,6 +164,7 @@ fn parser_error_scenarios() {
 
 #[test]
 fn truncate_keeps_32_bytes() {
+    tern_fixtures::require!();
     let r = run(
         "targets/simple_switch/tests/testdata/truncate.json",
         "truncate.stf",
@@ -164,6 +175,7 @@ fn truncate_keeps_32_bytes() {
 
 #[test]
 fn recirc_preserves_and_reparses() {
+    tern_fixtures::require!();
     let r = run(
         "targets/simple_switch/tests/testdata/recirc.json",
         "recirc.stf",
@@ -173,6 +185,7 @@ fn recirc_preserves_and_reparses() {
 
 #[test]
 fn simple_router_forwarding() {
+    tern_fixtures::require!();
     let r = run(
         "targets/simple_router/simple_router.json",
         "simple_router.stf",
@@ -183,6 +196,7 @@ fn simple_router_forwarding() {
 
 #[test]
 fn simple_router_unconfigured_leaves_on_port_0() {
+    tern_fixtures::require!();
     let r = run(
         "targets/simple_router/simple_router.json",
         "simple_router_unconfigured.stf",
@@ -192,6 +206,7 @@ fn simple_router_unconfigured_leaves_on_port_0() {
 
 #[test]
 fn queueing_basic() {
+    tern_fixtures::require!();
     let r = run(
         "targets/simple_switch/tests/testdata/queueing.json",
         "queueing.stf",
@@ -202,6 +217,7 @@ fn queueing_basic() {
 
 #[test]
 fn l2_switch_on_simple_switch_never_floods() {
+    tern_fixtures::require!();
     let r = run(
         "targets/l2_switch/l2_switch.json",
         "l2_switch_on_simple_switch.stf",
@@ -212,6 +228,7 @@ fn l2_switch_on_simple_switch_never_floods() {
 /// A wrong expectation must fail, and the report must point at the first differing nibble.
 #[test]
 fn wrong_expectation_is_reported_as_failure() {
+    tern_fixtures::require!();
     let text = std::fs::read_to_string(format!("{STF_DIR}packet_redirect_baseline.stf"))
         .unwrap()
         .replace("expect 2 01 02 $", "expect 2 01 03 $");
@@ -230,6 +247,7 @@ fn wrong_expectation_is_reported_as_failure() {
 /// A frame on a port that only appears in `packet` lines is a failure (silence rule).
 #[test]
 fn output_on_input_only_port_fails() {
+    tern_fixtures::require!();
     let text = std::fs::read_to_string(format!("{STF_DIR}packet_redirect_multicast.stf"))
         .unwrap()
         .replace("expect 1 0202 $\n", "");
@@ -246,6 +264,7 @@ fn output_on_input_only_port_fails() {
 /// An expectation with no frame is a failure ("expected packets not received").
 #[test]
 fn missing_frame_fails() {
+    tern_fixtures::require!();
     let text = std::fs::read_to_string(format!("{STF_DIR}packet_redirect_baseline.stf")).unwrap()
         + "expect 5 00\n";
     let s = tern_stf::parse(&text, "missing").unwrap();
@@ -265,6 +284,7 @@ fn missing_frame_fails() {
 /// A bad name in an `add` fails the test with the line of the command.
 #[test]
 fn unknown_table_is_an_error_with_position() {
+    tern_fixtures::require!();
     let s = tern_stf::parse("add no_such_table f1:1 _nop()\npacket 1 00\n", "bad.stf").unwrap();
     let mut sw = switch(PACKET_REDIRECT);
     let program = sw.program().clone();
@@ -290,6 +310,7 @@ fn run_text(json: &str, text: &str) -> StfReport {
 /// first entry stays in effect.
 #[test]
 fn rejected_command_is_a_warning_not_a_failure() {
+    tern_fixtures::require!();
     let base = std::fs::read_to_string(format!("{STF_DIR}packet_redirect_baseline.stf")).unwrap();
     let text = base.replace(
         "expect 2",
@@ -308,6 +329,7 @@ fn rejected_command_is_a_warning_not_a_failure() {
 /// `wait`, `remove all`, `check_counter` and `= id` are ignored as in p4c.
 #[test]
 fn ignored_commands_do_not_change_the_verdict() {
+    tern_fixtures::require!();
     let base = std::fs::read_to_string(format!("{STF_DIR}packet_redirect_baseline.stf")).unwrap();
     let text = base.replace("_set_port(port:2)", "_set_port(port:2) = e1")
         + "wait\nremove all\ncheck_counter cnt(e1) packets == 12345\n";
@@ -325,6 +347,7 @@ fn ignored_commands_do_not_change_the_verdict() {
 /// A bare `expect <port>` and `no_packet` fail, as they do with p4c's BMv2 runner.
 #[test]
 fn bare_expect_and_no_packet_fail() {
+    tern_fixtures::require!();
     let base = std::fs::read_to_string(format!("{STF_DIR}packet_redirect_baseline.stf")).unwrap();
     let r = run_text(
         PACKET_REDIRECT,
@@ -341,6 +364,7 @@ fn bare_expect_and_no_packet_fail() {
 /// Pass-through counter, register and meter commands reach the switch (dot-suffix names).
 #[test]
 fn pass_through_externs() {
+    tern_fixtures::require!();
     let json = "targets/simple_switch/tests/CLI_tests/testdata/indirect_res.json";
     let r = run_text(
         json,
@@ -378,6 +402,7 @@ fn pass_through_externs() {
 /// Expectations may precede their packet; each port's list is consumed in file order.
 #[test]
 fn per_port_order_across_packets() {
+    tern_fixtures::require!();
     let text = "setdefault t_ingress_1 _nop()\nsetdefault t_ingress_2 _nop()\n\
                 setdefault t_egress _nop()\nsetdefault t_exit set_hdr()\n\
                 add t_ingress_1 hdrA.f1:0x01 metaA.f1:0x00 _set_port(port:2)\n\
@@ -399,6 +424,7 @@ const GRPC: &str = "targets/simple_switch_grpc/tests/testdata/";
 
 #[test]
 fn ternary_larger_stf_priority_wins() {
+    tern_fixtures::require!();
     let r = run(&format!("{GRPC}ternary.json"), "ternary_priority.stf");
     assert_pass(&r, 3, 0);
 }
@@ -406,6 +432,7 @@ fn ternary_larger_stf_priority_wins() {
 /// Reversing the priorities changes which entry wins (the priority really is sent).
 #[test]
 fn ternary_priority_reversed_changes_the_winner() {
+    tern_fixtures::require!();
     let text = std::fs::read_to_string(format!("{STF_DIR}ternary_priority.stf"))
         .unwrap()
         .replace("add ter 10", "add ter 30");
@@ -428,6 +455,7 @@ fn strict(json: &str, text: &str) -> StfReport {
 
 #[test]
 fn direct_counter_checks() {
+    tern_fixtures::require!();
     let json = format!("{GRPC}counter.json");
     let text = std::fs::read_to_string(format!("{STF_DIR}counter_direct.stf")).unwrap();
     // p4c semantics: ignored.
@@ -455,6 +483,7 @@ fn direct_counter_checks() {
 
 #[test]
 fn indexed_counter_checks() {
+    tern_fixtures::require!();
     let json = "targets/simple_switch/tests/CLI_tests/testdata/indirect_res.json";
     let text = "setdefault m_table m_action()\npacket 1 000102030405\npacket 1 0001\n\
                 check_counter my_indirect_counter(1) packets == 2\n\
@@ -495,6 +524,7 @@ impl Rng {
 /// expectation must get an outcome.
 #[test]
 fn random_scripts_never_panic() {
+    tern_fixtures::require!();
     let tables = [
         "t_ingress_1",
         "t_ingress_2",
@@ -596,6 +626,7 @@ fn random_scripts_never_panic() {
 /// The same program in the legacy JSON form (transitions without `type`) behaves the same.
 #[test]
 fn simple_router_legacy_json_forwarding() {
+    tern_fixtures::require!();
     let r = run("mininet/simple_router.json", "simple_router.stf");
     assert_pass(&r, 2, 0);
 }
@@ -604,6 +635,7 @@ fn simple_router_legacy_json_forwarding() {
 /// mark green): forwarding is unchanged.
 #[test]
 fn simple_router_with_direct_meter_forwarding() {
+    tern_fixtures::require!();
     let r = run("tests/testdata/serialize.json", "simple_router.stf");
     assert_pass(&r, 2, 0);
 }
@@ -612,6 +644,7 @@ fn simple_router_with_direct_meter_forwarding() {
 /// cannot resolve fail the test; values it leaves to the CLI are only rejected (a warning).
 #[test]
 fn translation_errors_point_at_the_culprit() {
+    tern_fixtures::require!();
     let r = run_text(
         PACKET_REDIRECT,
         "add t_ingress_1 hdrA.f1:1 zz:2 _nop()\n\
@@ -650,6 +683,7 @@ fn translation_errors_point_at_the_culprit() {
 /// silence on its ports; the runner's counters show nothing left anywhere.
 #[test]
 fn drop_port_emits_nothing() {
+    tern_fixtures::require!();
     let base = std::fs::read_to_string(format!("{STF_DIR}packet_redirect_baseline.stf")).unwrap();
     let text = base
         .replace("_set_port(port:2)", "_set_port(port:511)")
@@ -667,6 +701,7 @@ fn drop_port_emits_nothing() {
 /// itself goes through the runtime API (STF has no command for it).
 #[test]
 fn config_swap_phases() {
+    tern_fixtures::require!();
     let dir = format!("{FIXTURES}targets/simple_switch/tests/testdata/");
     let j1 = std::fs::read_to_string(format!("{dir}swap_1.json")).unwrap();
     let j2 = std::fs::read_to_string(format!("{dir}swap_2.json")).unwrap();
@@ -697,6 +732,7 @@ fn config_swap_phases() {
 /// switch, which p4c only prints; a direct table of the same program still works.
 #[test]
 fn add_on_indirect_table_is_rejected_not_fatal() {
+    tern_fixtures::require!();
     let json = "targets/simple_switch/tests/CLI_tests/testdata/ecmp.json";
     let r = run_text(
         json,

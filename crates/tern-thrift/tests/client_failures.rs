@@ -53,6 +53,7 @@ fn nonsense_reply_is_a_protocol_error() {
 
 #[test]
 fn calls_bmv2_cannot_express_are_refused_locally() {
+    tern_fixtures::require!();
     let (mut rt, _sw, addr) = client_for(SIMPLE_ROUTER);
     assert_eq!(
         rt.set_egress_queue_depth(None, Some(2), 10),
@@ -72,6 +73,7 @@ fn calls_bmv2_cannot_express_are_refused_locally() {
 
 #[test]
 fn many_clients_at_once_and_an_idle_one_blocks_nobody() {
+    tern_fixtures::require!();
     let (addr, sw) = serve_fixture(SIMPLE_ROUTER, Default::default());
     // A client that connects and never sends a byte.
     let idle = std::net::TcpStream::connect(addr).unwrap();

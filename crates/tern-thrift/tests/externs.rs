@@ -18,6 +18,7 @@ fn rate(r: f64, b: u32) -> MeterRate {
 
 #[test]
 fn counters_over_the_wire() {
+    tern_fixtures::require!();
     let (mut rt, sw, _) = client_for(INDIRECT_RES);
     let c = "my_indirect_counter";
     assert_eq!(rt.counter_read(c, 0).unwrap(), CounterValue::default());
@@ -52,6 +53,7 @@ fn counters_over_the_wire() {
 
 #[test]
 fn meters_over_the_wire() {
+    tern_fixtures::require!();
     let (mut rt, _sw, _) = client_for(INDIRECT_RES);
     let m = "my_indirect_meter";
     rt.meter_set_rates(m, 0, &[rate(1.0, 1), rate(2.0, 1)])
@@ -82,6 +84,7 @@ fn meters_over_the_wire() {
 
 #[test]
 fn registers_over_the_wire() {
+    tern_fixtures::require!();
     let (mut rt, sw, _) = client_for(INDIRECT_RES);
     let r = "my_register";
     assert_eq!(rt.register_read(r, 0).unwrap(), 0);
@@ -109,6 +112,7 @@ fn registers_over_the_wire() {
 
 #[test]
 fn ids_state_and_wrong_kind_calls() {
+    tern_fixtures::require!();
     let (mut rt, sw, _) = client_for(INDIRECT_RES);
     let direct = sw
         .lock()

@@ -39,16 +39,19 @@ fn run_golden(test: &str, json: &str, pre: PreType) {
 
 #[test]
 fn table_dump_old() {
+    tern_fixtures::require!();
     run_golden("table_dump_old", "ecmp.json", PreType::SimplePre);
 }
 
 #[test]
 fn table_dump() {
+    tern_fixtures::require!();
     run_golden("table_dump", "ecmp.json", PreType::SimplePre);
 }
 
 #[test]
 fn table_dump_extra() {
+    tern_fixtures::require!();
     run_golden(
         "table_dump_extra",
         "table_dump_extra.json",
@@ -58,10 +61,12 @@ fn table_dump_extra() {
 
 #[test]
 fn indirect_res() {
+    tern_fixtures::require!();
     run_golden("indirect_res", "indirect_res.json", PreType::SimplePre);
 }
 
 #[test]
 fn mc_dump() {
+    tern_fixtures::require!();
     run_golden("mc_dump", "ecmp.json", PreType::SimplePreLag);
 }

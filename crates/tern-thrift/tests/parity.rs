@@ -100,6 +100,7 @@ fn digest_script(r: &mut dyn Runtime) -> Vec<String> {
 
 #[test]
 fn tables_ttl_defaults_and_learning() {
+    tern_fixtures::require!();
     let l = parity(DIGEST, SwitchOptions::default(), digest_script);
     assert!(l[0].starts_with("Ok("), "{}", l[0]);
     assert_eq!(l[1], "Ok(())");
@@ -140,6 +141,7 @@ fn counter_script(r: &mut dyn Runtime) -> Vec<String> {
 
 #[test]
 fn direct_counters() {
+    tern_fixtures::require!();
     let l = parity(COUNTER, SwitchOptions::default(), counter_script);
     assert_eq!(l[2], "Ok(CounterValue { bytes: 6400, packets: 100 })");
 }
@@ -173,6 +175,7 @@ fn meter_script(r: &mut dyn Runtime) -> Vec<String> {
 
 #[test]
 fn direct_meters() {
+    tern_fixtures::require!();
     let l = parity(METER, SwitchOptions::default(), meter_script);
     assert!(
         l[2].contains("units_per_micros: 0.0025, burst_size: 10"),
@@ -205,6 +208,7 @@ fn ternary_script(r: &mut dyn Runtime) -> Vec<String> {
 
 #[test]
 fn ternary_priorities() {
+    tern_fixtures::require!();
     let l = parity(TERNARY, SwitchOptions::default(), ternary_script);
     assert!(l[4].contains("priority: 20"), "{}", l[4]);
     // The stored key is masked: 0x13 & 0x0f.
@@ -255,6 +259,7 @@ fn misc_script(r: &mut dyn Runtime) -> Vec<String> {
 
 #[test]
 fn value_sets_ports_hashes_swap_and_queues() {
+    tern_fixtures::require!();
     let l = parity(PVS, SwitchOptions::default(), misc_script);
     assert_eq!(l[0], "Ok(())");
     assert!(l[2].contains("[18, 52]"), "{}", l[2]);
@@ -272,6 +277,7 @@ fn value_sets_ports_hashes_swap_and_queues() {
 
 #[test]
 fn config_swap_over_the_wire() {
+    tern_fixtures::require!();
     let opts = SwitchOptions {
         enable_swap: true,
         ..SwitchOptions::default()

@@ -25,6 +25,7 @@ fn route(sw: &mut Switch, dst: [u8; 4]) -> Vec<OutputPacket> {
 
 #[test]
 fn ecmp_groups_drive_forwarding() {
+    tern_fixtures::require!();
     let (mut rt, sw, _) = client_for(ECMP);
     // Next hops and their MACs.
     for (host, port) in [(1u8, 1u8), (2, 2)] {
@@ -115,6 +116,7 @@ fn ecmp_groups_drive_forwarding() {
 /// Every PRE and mirroring call returns over the wire exactly what it returns locally.
 #[test]
 fn pre_and_mirroring_match_a_local_switch() {
+    tern_fixtures::require!();
     let (mut rt, _sw, addr) = client_for(SIMPLE_ROUTER);
     let mut local = Switch::from_json(&fixture(SIMPLE_ROUTER), SwitchOptions::default()).unwrap();
     let script = |r: &mut dyn Runtime| -> Vec<String> {

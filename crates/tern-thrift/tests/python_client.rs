@@ -13,6 +13,7 @@ use common::*;
 #[test]
 #[ignore = "needs target/pyenv and target/pygen: run scripts/py-check.sh"]
 fn python_thrift_client_drives_tern() {
+    tern_fixtures::require!();
     let target = concat!(env!("CARGO_MANIFEST_DIR"), "/../../target");
     let python = format!("{target}/pyenv/bin/python");
     let pygen = format!("{target}/pygen");

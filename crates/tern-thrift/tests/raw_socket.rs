@@ -79,6 +79,7 @@ fn get_config_on(s: &TcpStream, seq: i32) {
 
 #[test]
 fn garbage_bytes_close_only_that_connection() {
+    tern_fixtures::require!();
     let (addr, _sw) = serve_fixture(SIMPLE_ROUTER, Default::default());
     let mut s = connect(addr);
     s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
@@ -88,6 +89,7 @@ fn garbage_bytes_close_only_that_connection() {
 
 #[test]
 fn truncated_message_closes_the_connection() {
+    tern_fixtures::require!();
     let (addr, _sw) = serve_fixture(SIMPLE_ROUTER, Default::default());
     let mut s = connect(addr);
     let full = call(
@@ -103,6 +105,7 @@ fn truncated_message_closes_the_connection() {
 
 #[test]
 fn absurd_lengths_are_refused_without_allocating() {
+    tern_fixtures::require!();
     let (addr, _sw) = serve_fixture(SIMPLE_ROUTER, Default::default());
     // A method name claiming 2 GiB, then a string argument claiming -1 bytes, then a list
     // claiming 2^31-1 elements: each must only close its own connection.
@@ -133,6 +136,7 @@ fn absurd_lengths_are_refused_without_allocating() {
 
 #[test]
 fn unknown_method_and_service_get_application_exceptions_and_the_connection_survives() {
+    tern_fixtures::require!();
     let (addr, _sw) = serve_fixture(SIMPLE_ROUTER, Default::default());
     let s = connect(addr);
     let mut w = s.try_clone().unwrap();
@@ -160,6 +164,7 @@ fn unknown_method_and_service_get_application_exceptions_and_the_connection_surv
 
 #[test]
 fn bad_arguments_get_bmv2_codes_and_the_switch_keeps_running() {
+    tern_fixtures::require!();
     let (addr, sw) = serve_fixture(SIMPLE_ROUTER, Default::default());
     let s = connect(addr);
     let mut w = s.try_clone().unwrap();

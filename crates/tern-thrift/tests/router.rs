@@ -55,6 +55,7 @@ fn configure(rt: &mut dyn Runtime) -> Vec<u32> {
 
 #[test]
 fn router_configured_over_thrift_forwards_packets() {
+    tern_fixtures::require!();
     let (mut rt, sw, _) = client_for(SIMPLE_ROUTER);
     let handles = configure(&mut rt);
 
@@ -110,6 +111,7 @@ fn router_configured_over_thrift_forwards_packets() {
 
 #[test]
 fn table_errors_carry_bmv2_codes_and_leave_the_server_running() {
+    tern_fixtures::require!();
     let (mut rt, _sw, _) = client_for(SIMPLE_ROUTER);
     let key = [MatchParam::Exact(vec![0, 1])];
     let mac = [vec![0, 1, 2, 3, 4, 5]];
@@ -148,6 +150,7 @@ fn table_errors_carry_bmv2_codes_and_leave_the_server_running() {
 
 #[test]
 fn config_round_trips_byte_for_byte() {
+    tern_fixtures::require!();
     let (rt, _sw, _) = client_for(SIMPLE_ROUTER);
     let original = fixture(SIMPLE_ROUTER);
     assert_eq!(rt.get_config(), original);

@@ -202,6 +202,7 @@ mod tests {
 
     #[test]
     fn runs_a_script_in_process() {
+        tern_fixtures::require!();
         let mut s = open_session(&args("targets/l2_switch/l2_switch.json")).unwrap();
         let input = "# comment\n\nmc_mgrp_create 1\nmc_node_create 0 1 2\nEOF\nmc_dump\n";
         let mut out = Vec::new();
@@ -216,6 +217,7 @@ mod tests {
 
     #[test]
     fn interactive_mode_prompts() {
+        tern_fixtures::require!();
         let mut s = open_session(&args("targets/l2_switch/l2_switch.json")).unwrap();
         let mut out = Vec::new();
         drive(s.as_mut(), &mut "greet\n".as_bytes(), &mut out, true).unwrap();
@@ -228,6 +230,7 @@ mod tests {
 
     #[test]
     fn plain_pre_option() {
+        tern_fixtures::require!();
         let mut a = args("targets/l2_switch/l2_switch.json");
         a.pre = Some("SimplePre".into());
         let mut s = open_session(&a).unwrap();
@@ -242,6 +245,7 @@ mod tests {
 
     #[test]
     fn load_errors_are_clear() {
+        tern_fixtures::require!();
         let e = open_session(&args("does/not/exist.json")).err().unwrap();
         assert!(format!("{e:#}").contains("cannot read"), "{e:#}");
         let e = open_session(&args("tests/testdata/one_header.json"))
@@ -258,6 +262,7 @@ mod tests {
 
     #[test]
     fn connect_drives_a_served_switch() {
+        tern_fixtures::require!();
         let text =
             std::fs::read_to_string(format!("{FIX}/targets/l2_switch/l2_switch.json")).unwrap();
         let sw = Switch::from_json(&text, SwitchOptions::default()).unwrap();

@@ -28,6 +28,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tern_dataplane::trace::TraceLevel;
 use tern_dataplane::{Switch, SwitchOptions};
 use tern_ports::afpacket::install_stop_signals;
 use tern_ports::{Capture, FilePorts, LiveConfig, LivePorts, PortIo, PortSpec, RxRing};
@@ -974,6 +975,14 @@ fn replay(
     // interfaces without --pcap ignore them, so the clock is not read per packet there.
     let live_only = args.use_files.is_none() && args.pcap.is_none();
     let wall_out = !args.deterministic && !live_only;
+    // At debug level and below, each packet's trace (parser, tables, actions, deparser) is
+    // logged as simple_switch does; it costs allocations per packet, so only then.
+    let tracing = log.on(Level::Debug);
+    if tracing {
+        sw.lock()
+            .map_err(|_| anyhow::anyhow!("switch state poisoned by a panic"))?
+            .set_trace(true);
+    }
     let start = Instant::now();
     while let Some(m) = ports.recv(&mut buf)? {
         let id = st.rx;
@@ -999,7 +1008,7 @@ fn replay(
             )?;
         }
         out.clear();
-        let (lines, digests) = {
+        let (lines, trace, digests) = {
             let mut s = sw
                 .lock()
                 .map_err(|_| anyhow::anyhow!("switch state poisoned by a panic"))?;
@@ -1008,8 +1017,20 @@ fn replay(
                 s.set_clock_us(Some(m.ts_ns / 1000));
             }
             s.process_packet(m.port, &buf, &mut out);
-            (s.take_log(), s.take_digests())
+            let trace = if tracing { s.take_trace() } else { Vec::new() };
+            (s.take_log(), trace, s.take_digests())
         };
+        for t in &trace {
+            let level = match t.level {
+                TraceLevel::Trace => Level::Trace,
+                TraceLevel::Debug => Level::Debug,
+                TraceLevel::Info => Level::Info,
+                TraceLevel::Error => Level::Error,
+            };
+            if log.on(level) {
+                log.log(level, pkt, &t.text)?;
+            }
+        }
         for l in &lines {
             log.log(Level::Info, pkt, l)?;
         }

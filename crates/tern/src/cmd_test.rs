@@ -120,6 +120,7 @@ mod tests {
 
     #[test]
     fn passing_files_exit_zero() {
+        tern_fixtures::require!();
         let a = args(
             "targets/simple_switch/tests/testdata/parser_error.json",
             &[&format!("{STF_DIR}parser_error.stf")],
@@ -129,6 +130,7 @@ mod tests {
 
     #[test]
     fn failing_or_unparsable_files_exit_non_zero() {
+        tern_fixtures::require!();
         let json = "targets/simple_switch/tests/testdata/parser_error.json";
         let wrong = tmp("wrong.stf", "expect 1 00000001 $\npacket 1 00000000\n");
         assert_eq!(run(args(json, &[&wrong])).unwrap(), ExitCode::FAILURE);
@@ -142,6 +144,7 @@ mod tests {
 
     #[test]
     fn strict_counters_flag() {
+        tern_fixtures::require!();
         let json = "targets/simple_switch_grpc/tests/testdata/counter.json";
         let wrong = tmp(
             "cnt.stf",
@@ -156,6 +159,7 @@ mod tests {
 
     #[test]
     fn p4_source_is_compiled_first() {
+        tern_fixtures::require!();
         let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../");
         let a = TestArgs {
             json: PathBuf::from(format!("{root}p4/tutorials/basic.p4")),
@@ -196,6 +200,7 @@ mod tests {
 
     #[test]
     fn bad_program_is_an_error_naming_the_file() {
+        tern_fixtures::require!();
         let e = run(args("tests/testdata/empty_config.json", &["x.stf"])).unwrap_err();
         let msg = format!("{e:#}");
         assert!(msg.contains("empty_config.json"), "{msg}");

@@ -232,12 +232,14 @@ fn udp_helper() {
 /// The default per-frame receive ring.
 #[test]
 fn two_hosts_ping_and_udp_through_simple_router() {
+    tern_fixtures::require!();
     ping_and_udp_through_simple_router(None, "f");
 }
 
 /// The block (TPACKET_V3) receive ring.
 #[test]
 fn two_hosts_ping_and_udp_through_simple_router_block_ring() {
+    tern_fixtures::require!();
     ping_and_udp_through_simple_router(Some("blocks"), "b");
 }
 
@@ -427,6 +429,7 @@ fn ping_and_udp_through_simple_router(rx_ring: Option<&str>, tag: &str) {
 
 #[test]
 fn missing_interface_exits_non_zero_naming_it() {
+    tern_fixtures::require!();
     let json = format!("{BMV2}/targets/simple_router/simple_router.json");
     let o = Command::new(TERN)
         .args(["run", "-i", "1@tern-nope0", "-i", "2@lo", &json])
@@ -442,6 +445,7 @@ fn missing_interface_exits_non_zero_naming_it() {
 
 #[test]
 fn unprivileged_user_is_told_the_fix() {
+    tern_fixtures::require!();
     if !is_root() || !on_path("setpriv") {
         eprintln!("skipping: needs root and setpriv to run tern as an unprivileged user");
         return;
@@ -464,6 +468,8 @@ fn unprivileged_user_is_told_the_fix() {
 /// symlink: `pingall` over simple_router configured via Thrift (scripts/mininet-demo.py).
 #[test]
 fn mininet_pingall_with_tern_as_simple_switch() {
+    // scripts/mininet-demo.py loads simple_router from the shared fixtures.
+    tern_fixtures::require!();
     let has_mininet = Command::new("/usr/bin/python3")
         .args(["-c", "import mininet.net"])
         .output()

@@ -113,6 +113,7 @@ fn read_frames(path: &Path) -> Vec<(u64, Vec<u8>)> {
 
 #[test]
 fn loopback_sends_every_packet_back_byte_exact() {
+    tern_fixtures::require!();
     let d = tmpdir("loopback");
     std::fs::write(d.join("prog.json"), loopback_json()).unwrap();
     let in0 = vec![
@@ -156,6 +157,7 @@ fn loopback_sends_every_packet_back_byte_exact() {
 
 #[test]
 fn logs_follow_timestamp_merge_order_with_log_msg() {
+    tern_fixtures::require!();
     let d = tmpdir("log");
     std::fs::write(d.join("prog.json"), loopback_variant(None, true)).unwrap();
     // Port 1's packet is earlier; the tie at t=5 goes to port 0 first.
@@ -201,6 +203,7 @@ fn logs_follow_timestamp_merge_order_with_log_msg() {
 
 #[test]
 fn console_log_at_debug_shows_packet_progress() {
+    tern_fixtures::require!();
     let d = tmpdir("console");
     std::fs::write(d.join("prog.json"), loopback_json()).unwrap();
     std::fs::write(
@@ -234,6 +237,7 @@ fn console_log_at_debug_shows_packet_progress() {
 
 #[test]
 fn frames_to_unattached_or_drop_ports_do_not_appear() {
+    tern_fixtures::require!();
     let d = tmpdir("discard");
     let inputs = vec![(1, 0, frame(1, 60)), (2, 0, frame(2, 60))];
     std::fs::write(d.join("p_in.pcap"), pcap_bytes(65535, 1, &inputs)).unwrap();
@@ -306,6 +310,7 @@ fn frames_to_unattached_or_drop_ports_do_not_appear() {
 
 #[test]
 fn pcapng_input_and_pcap_capture_dir() {
+    tern_fixtures::require!();
     let d = tmpdir("pcapng");
     std::fs::write(d.join("prog.json"), loopback_json()).unwrap();
     std::fs::copy(
@@ -366,6 +371,7 @@ fn pcapng_input_and_pcap_capture_dir() {
 
 #[test]
 fn rejected_json_exits_1_with_simple_switch_message_on_stdout() {
+    tern_fixtures::require!();
     let d = tmpdir("reject");
     for (file, msg) in [
         (
@@ -393,6 +399,7 @@ fn rejected_json_exits_1_with_simple_switch_message_on_stdout() {
 
 #[test]
 fn corrupt_input_and_bad_options_are_clear_errors() {
+    tern_fixtures::require!();
     let d = tmpdir("corrupt");
     std::fs::write(d.join("prog.json"), loopback_json()).unwrap();
     let mut b = pcap_bytes(65535, 1, &[(1, 0, frame(1, 60))]);
@@ -453,6 +460,7 @@ fn wait_with_timeout(mut child: std::process::Child, secs: u64) -> Output {
 
 #[test]
 fn fifo_inputs_opened_in_port_order_like_p4c_stf_runner() {
+    tern_fixtures::require!();
     use std::io::Write;
     let d = tmpdir("fifo");
     std::fs::write(d.join("prog.json"), loopback_json()).unwrap();
@@ -506,6 +514,7 @@ fn fifo_inputs_opened_in_port_order_like_p4c_stf_runner() {
 
 #[test]
 fn use_files_n_waits_n_seconds_before_replay() {
+    tern_fixtures::require!();
     let d = tmpdir("wait");
     std::fs::write(d.join("prog.json"), loopback_json()).unwrap();
     std::fs::write(
@@ -536,6 +545,7 @@ fn use_files_n_waits_n_seconds_before_replay() {
 /// own commands.txt forwards 10.0.1.10 to port 2 with the MACs rewritten and TTL decremented.
 #[test]
 fn commands_file_installs_routes_before_traffic() {
+    tern_fixtures::require!();
     let d = tmpdir("commands");
     std::fs::copy(
         format!("{BMV2}/targets/simple_router/simple_router.json"),

@@ -48,6 +48,7 @@ fn pcap(frames: &[Vec<u8>]) -> Vec<u8> {
 
 #[test]
 fn invoked_as_simple_switch_runs_use_files_like_tern_run() {
+    tern_fixtures::require!();
     let (d, link) = drop_in("files");
     std::fs::copy(
         format!("{BMV2}/targets/simple_switch_grpc/tests/testdata/loopback.json"),

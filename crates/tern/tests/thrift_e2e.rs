@@ -50,6 +50,7 @@ impl Drop for Child {
 
 #[test]
 fn cli_over_thrift_configures_a_running_switch() {
+    tern_fixtures::require!();
     let d = std::env::temp_dir().join(format!("tern-thrift-e2e-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();

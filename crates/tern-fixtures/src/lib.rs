@@ -1,0 +1,91 @@
+//! Where tern's tests find the shared BMv2 fixtures, and the suite's rule for when they are
+//! missing.
+//!
+//! The fixtures (real BMv2 JSON files, P4Info files, pcaps and CLI golden outputs from the BMv2
+//! repository) live in `../shared/fixtures` beside the checkout, not in the repository. A test
+//! that needs them starts with [`require!`]: when the folder is absent the test prints
+//! `skipping: ... not found` and returns (it passes without checking anything), so a bare clone
+//! still runs every test that does not depend on them.
+//!
+//! ```
+//! fn loads_packet_redirect() {
+//!     tern_fixtures::require!();
+//!     let json = tern_fixtures::bmv2("targets/simple_switch/tests/testdata/packet_redirect.json");
+//!     assert!(json.is_file());
+//! }
+//! loads_packet_redirect();
+//! ```
+
+use std::path::{Path, PathBuf};
+
+/// The fixtures folder (`<checkout>/../shared/fixtures`), as a string usable in `concat!`-built
+/// constants of test files.
+pub const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/fixtures");
+
+/// The BMv2 fixtures (`DIR/bmv2`).
+pub const BMV2: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/fixtures/bmv2");
+
+/// Whether the fixtures are present. When they are not, prints the skip message (once per call,
+/// so each skipped test says so in `--nocapture` output) and returns `false`.
+pub fn available() -> bool {
+    let dir = Path::new(BMV2);
+    if dir.is_dir() {
+        true
+    } else {
+        println!(
+            "skipping: {} not found (the shared fixtures are not beside this checkout)",
+            display(dir)
+        );
+        false
+    }
+}
+
+/// The path of `rel` inside the BMv2 fixtures.
+pub fn bmv2(rel: &str) -> PathBuf {
+    Path::new(BMV2).join(rel)
+}
+
+/// The fixtures path without its `crates/tern-fixtures/../../..` detour, when it resolves.
+fn display(dir: &Path) -> String {
+    let mut p = PathBuf::new();
+    for c in dir.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                p.pop();
+            }
+            other => p.push(other),
+        }
+    }
+    p.display().to_string()
+}
+
+/// Returns from the calling test (with `()` or the given value) when the shared fixtures are
+/// absent, after printing why. Use it as a test's first statement.
+#[macro_export]
+macro_rules! require {
+    () => {
+        if !$crate::available() {
+            return;
+        }
+    };
+    ($ret:expr) => {
+        if !$crate::available() {
+            return $ret;
+        }
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_removes_parent_steps() {
+        assert_eq!(display(Path::new("/a/b/c/../../x")), "/a/x");
+    }
+
+    #[test]
+    fn available_matches_the_folder() {
+        assert_eq!(available(), Path::new(BMV2).is_dir());
+    }
+}
