@@ -91,6 +91,8 @@ struct Res {
     outs_end: usize,
     /// `log_msg` lines.
     lines: Vec<String>,
+    /// The packet's trace (parser, tables, actions, deparser), when logging at debug level.
+    trace: Vec<tern_dataplane::trace::TraceLine>,
     digests: usize,
 }
 
@@ -122,6 +124,7 @@ fn process(
         per.push(Res {
             outs_end: outs.len(),
             lines: sw.take_log(),
+            trace: sw.take_trace(),
             digests: sw.take_digests().len(),
         });
     }
@@ -206,7 +209,7 @@ pub(super) fn run(
              (outputs leave from several threads); use --workers 1"
         );
     }
-    let (ctl, ws) = match workers::build(json, opts, n) {
+    let (ctl, mut ws) = match workers::build(json, opts, n) {
         Ok(r) => r,
         Err(e) => {
             // As the single-threaded run (and simple_switch): the reason on stdout, exit 1.
@@ -215,6 +218,12 @@ pub(super) fn run(
         }
     };
     let mut log = Logger::new(args)?;
+    if log.on(Level::Debug) {
+        // As with one worker: at debug level and below each packet's trace is logged.
+        for w in &mut ws {
+            w.switch_mut().set_trace(true);
+        }
+    }
     if live {
         run_live(ctl, ws, specs, log, args)
     } else {
@@ -493,6 +502,7 @@ fn write_packet(
     let m = &batch.pkts[i];
     let pkt = Some((m.id, m.ts_ns));
     log_received(log, pkt, m.port, batch.frame(m), dump)?;
+    log_trace(log, pkt, &res.trace)?;
     for l in &res.lines {
         log.log(Level::Info, pkt, l)?;
     }
@@ -542,6 +552,27 @@ fn log_received(
                 hex(frame, dump)
             ),
         )?;
+    }
+    Ok(())
+}
+
+/// A packet's trace lines, each at its level (as the single-threaded run logs them).
+fn log_trace(
+    log: &mut Logger,
+    pkt: Option<(u64, u64)>,
+    trace: &[tern_dataplane::trace::TraceLine],
+) -> anyhow::Result<()> {
+    use tern_dataplane::trace::TraceLevel;
+    for t in trace {
+        let level = match t.level {
+            TraceLevel::Trace => Level::Trace,
+            TraceLevel::Debug => Level::Debug,
+            TraceLevel::Info => Level::Info,
+            TraceLevel::Error => Level::Error,
+        };
+        if log.on(level) {
+            log.log(level, pkt, &t.text)?;
+        }
     }
     Ok(())
 }
@@ -873,6 +904,7 @@ fn live_outputs(
         }
         let mut l = lock_log(log)?;
         log_received(&mut l, pkt, m.port, b.frame(m), o.dump)?;
+        log_trace(&mut l, pkt, &res.trace)?;
         for line in &res.lines {
             l.log(Level::Info, pkt, line)?;
         }

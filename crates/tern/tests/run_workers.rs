@@ -308,6 +308,10 @@ fn deterministic_runs_are_byte_identical_to_one_worker() {
         let log = std::fs::read_to_string(d.join(&log)).unwrap();
         assert!(log.contains("nhop 2 for"), "log_msg lines missing");
         assert!(log.contains("Packet dropped"), "debug lines missing");
+        assert!(
+            log.contains("Table 'MyIngress.ipv4_lpm'"),
+            "per-packet trace missing"
+        );
         files.push((outs, log));
     }
     assert!(files[0].0 == files[1].0, "output files differ");
