@@ -128,7 +128,8 @@ pub struct LogArgs {
     registers and indirect meters are one shared bank (each packet's accesses are atomic). \
     Files: outputs are written in input order, exactly as with one worker (with \
     --deterministic the files are byte-identical, except for programs whose registers couple \
-    flows, as flows then run concurrently). Interfaces: one receive loop over all interfaces \
+    flows, as flows then run concurrently); outputs are written in batches, after later input \
+    is read, so FIFO inputs fed one packet at a time need --workers 1. Interfaces: one receive loop over all interfaces \
     hands each frame to its worker, which transmits its outputs on its own sockets, so frames \
     of different flows may leave in a different order. Not supported with workers: \
     --grpc-addr/--no-p4 (P4Runtime drives a single switch), --pcap on interfaces, \

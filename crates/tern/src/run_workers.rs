@@ -16,6 +16,10 @@
 //!   (outputs are flushed after each batch of results rather than after each packet); with
 //!   `--deterministic` (switch clock = packet time) they are byte-identical, except for
 //!   programs whose shared registers couple flows.
+//!   Batches are sent when full (64 packets), every 4,096 packets read, and when the inputs
+//!   end, and results are written when the reader gets back to them: a packet's outputs may
+//!   wait for later input, so inputs fed interactively through FIFOs (a writer waiting for
+//!   each output before the next input) need one worker.
 //! * Interfaces: the main thread is the one receive loop over all interfaces (AF_PACKET, as
 //!   the single-threaded run) and hands each frame to its worker as it arrives; each worker
 //!   transmits its outputs on its own AF_PACKET sockets, flushing them whenever its queue runs
