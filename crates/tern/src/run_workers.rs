@@ -149,12 +149,33 @@ fn thread_cpu_ns() -> Option<u64> {
     Some(ticks * 10_000_000)
 }
 
+/// Set while a wake-up is queued for a worker and not yet taken: a burst of control changes
+/// queues one wake-up, not one per change (they would fill the worker's packet queue).
+type WakeFlag = Arc<std::sync::atomic::AtomicBool>;
+
+fn wake_flags(n: usize) -> Vec<WakeFlag> {
+    (0..n).map(|_| WakeFlag::default()).collect()
+}
+
+/// A worker took a wake-up: clear its flag (before polling, so a change queued after this
+/// point queues a new wake-up; the read-modify-write pairs with the control's, so every change
+/// queued before the flag was set is visible to the poll that follows).
+fn woken(flag: &WakeFlag) {
+    flag.swap(false, std::sync::atomic::Ordering::SeqCst);
+}
+
 /// The control shared by the control servers, with wakers for the workers' queues.
-fn shared_control(mut ctl: Control, txs: &[SyncSender<Job>]) -> Arc<Mutex<Control>> {
+fn shared_control(
+    mut ctl: Control,
+    txs: &[SyncSender<Job>],
+    flags: Vec<WakeFlag>,
+) -> Arc<Mutex<Control>> {
     let wake = txs.to_vec();
     ctl.set_waker(move |i| {
-        // A stopped worker no longer needs waking.
-        let _ = wake[i].send(Job::Wake);
+        if !flags[i].swap(true, std::sync::atomic::Ordering::SeqCst) {
+            // A stopped worker no longer needs waking.
+            let _ = wake[i].send(Job::Wake);
+        }
     });
     Arc::new(Mutex::new(ctl))
 }
@@ -276,6 +297,7 @@ fn run_files(
 
     let n = ws.len();
     let (done_tx, done_rx) = mpsc::channel::<Done>();
+    let flags = wake_flags(n);
     let mut txs = Vec::new();
     let mut threads = Vec::new();
     for w in ws {
@@ -283,15 +305,16 @@ fn run_files(
         txs.push(tx);
         let done = done_tx.clone();
         let det = args.deterministic;
+        let flag = flags[w.id].clone();
         threads.push(
             std::thread::Builder::new()
                 .name(format!("worker-{}", w.id))
-                .spawn(move || file_worker(w, rx, done, det))
+                .spawn(move || file_worker(w, rx, done, det, flag))
                 .context("starting a worker thread")?,
         );
     }
     drop(done_tx);
-    let ctl = shared_control(ctl, &txs);
+    let ctl = shared_control(ctl, &txs, flags);
 
     if let Some(cmds) = &args.commands {
         apply_commands_workers(&ctl, cmds)?;
@@ -326,7 +349,13 @@ fn run_files(
     Ok(ExitCode::SUCCESS)
 }
 
-fn file_worker(mut w: Worker, rx: Receiver<Job>, done: Sender<Done>, deterministic: bool) {
+fn file_worker(
+    mut w: Worker,
+    rx: Receiver<Job>,
+    done: Sender<Done>,
+    deterministic: bool,
+    flag: WakeFlag,
+) {
     while let Ok(job) = rx.recv() {
         match job {
             Job::Pkts(mut batch) => {
@@ -344,6 +373,7 @@ fn file_worker(mut w: Worker, rx: Receiver<Job>, done: Sender<Done>, determinist
                 }
             }
             Job::Wake => {
+                woken(&flag);
                 w.poll();
             }
             Job::Stop => return,
@@ -668,6 +698,7 @@ fn run_live(
         );
     }
     let n = ws.len();
+    let flags = wake_flags(n);
     let mut txs = Vec::new();
     let mut threads = Vec::new();
     for w in ws {
@@ -681,10 +712,11 @@ fn run_live(
             dump: args.log.dump_packet_data,
             logging,
         };
+        let flag = flags[w.id].clone();
         threads.push(
             std::thread::Builder::new()
                 .name(format!("worker-{}", w.id))
-                .spawn(move || live_worker(w, rx, &specs, log, opts, ready_tx))
+                .spawn(move || live_worker(w, rx, &specs, log, opts, flag, ready_tx))
                 .context("starting a worker thread")?,
         );
         match ready_rx.recv() {
@@ -693,7 +725,7 @@ fn run_live(
             Err(_) => anyhow::bail!("a worker thread ended early"),
         }
     }
-    let ctl = shared_control(ctl, &txs);
+    let ctl = shared_control(ctl, &txs, flags);
     if let Some(cmds) = &args.commands {
         apply_commands_workers(&ctl, cmds)?;
     }
@@ -817,6 +849,7 @@ fn live_worker(
     specs: &[PortSpec],
     log: Arc<Mutex<Logger>>,
     o: LiveOpts,
+    flag: WakeFlag,
     ready: SyncSender<Result<(), String>>,
 ) -> (Stats, LiveStats) {
     let mut st = Stats::default();
@@ -866,6 +899,7 @@ fn live_worker(
                 w.recycle_outputs(&mut outs);
             }
             Job::Wake => {
+                woken(&flag);
                 w.poll();
             }
             Job::Stop => break,
@@ -973,16 +1007,20 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
             .json;
         let (ctl, ws) = workers::build(&json, SwitchOptions::default(), 2).expect("loads");
         let (done_tx, done_rx) = mpsc::channel::<Done>();
+        let flags = wake_flags(2);
         let mut txs = Vec::new();
         let mut threads = Vec::new();
         for w in ws {
             let (tx, rx) = mpsc::sync_channel::<Job>(QUEUE);
             txs.push(tx);
             let done = done_tx.clone();
-            threads.push(std::thread::spawn(move || file_worker(w, rx, done, false)));
+            let flag = flags[w.id].clone();
+            threads.push(std::thread::spawn(move || {
+                file_worker(w, rx, done, false, flag)
+            }));
         }
         drop(done_tx);
-        let ctl = shared_control(ctl, &txs);
+        let ctl = shared_control(ctl, &txs, flags);
         let (batches, per) = (10usize, 50usize);
         let mut id = 0;
         for k in 0..batches {
@@ -1018,6 +1056,11 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
             )
             .unwrap();
             assert_eq!(rt.counter_read("I.seen", 1).unwrap().packets, 3);
+            // A burst of changes (more than a queue holds) while the workers are idle.
+            for v in 0..200 {
+                rt.register_write("I.total", 1, v).unwrap();
+            }
+            assert_eq!(rt.register_read("I.total", 1).unwrap(), 199);
             rt.register_write("I.total", 0, 9).unwrap();
             assert_eq!(rt.register_read("I.total", 0).unwrap(), 9);
             assert!(rt.register_read("I.total", 99).is_err());
