@@ -4,11 +4,11 @@
 # compiling and entry installation cancel out. Writes bench/data/instr_*.json and, for the L3
 # router, the per-function delta profile to bench/data/profile_l3_router.txt.
 # Usage (repository root): bench/run_callgrind.sh   (needs target/release/tern and valgrind;
-# ONLY=l3_router runs one program)
+# ONLY=l3_router runs one program; T=path/to/tern and D=output/dir override the defaults)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-T=target/release/tern
-D=bench/data
+T=${T:-target/release/tern}
+D=${D:-bench/data}
 N1=${N1:-20000}
 N2=${N2:-60000}
 mkdir -p "$D"

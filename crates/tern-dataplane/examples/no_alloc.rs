@@ -104,7 +104,14 @@ fn main() {
 #[test]
 fn fast_path_does_not_allocate() {
     let _prof = dhat::Profiler::builder().testing().build();
-    let (blocks, sent) = measure(20_000);
+    // dhat counts the allocations of every thread, and the test harness's own thread
+    // allocates now and then while a test runs (4 blocks in about one run out of six on a
+    // loaded machine, before and after fast path round 3 alike; never in `main` above). An
+    // allocation on the fast path would show in every measurement: assert the least of three.
+    let (blocks, sent) = (0..3)
+        .map(|_| measure(20_000))
+        .min_by_key(|m| m.0)
+        .expect("three measurements");
     // Half the frames are routed to port 2 (the LPM hit); the others are dropped.
     assert_eq!(sent, 10_000);
     assert_eq!(blocks, 0, "{blocks} heap blocks allocated on the fast path");

@@ -486,7 +486,9 @@ pub struct CProfile {
     pub selector: Option<CCalc>,
 }
 
-/// The simple_switch fields the target reads and writes (absent ones are `None`).
+/// The simple_switch fields the target reads and writes (absent ones are `None`). A field the
+/// switch only writes is also `None` when the program never refers to it ([`crate::uses`]):
+/// its value could not be observed, so it is not stored.
 #[derive(Clone, Debug, Default)]
 pub struct Std {
     pub ingress_port: Option<FieldLoc>,
@@ -547,6 +549,9 @@ pub struct Engine {
     pub profile_by_name: HashMap<String, u32>,
     /// simple_switch's drop port (`--drop-port`, 511 by default).
     pub drop_port: u32,
+    /// Checksums summed over the emitted header bytes, when the program allows it
+    /// ([`crate::csum`]).
+    pub csum_plan: Option<crate::csum::CsumPlan>,
 }
 
 /// Compile an expression outside any action (no parameters), e.g. a `length_exp`.
@@ -1029,29 +1034,34 @@ impl Engine {
             layout: &layout,
         };
         let f = |h: &str, n: &str| prog.field_by_name(h, n).map(|r| layout.field(r));
-        let queueing = match (
-            f("queueing_metadata", "enq_timestamp"),
-            f("queueing_metadata", "enq_qdepth"),
-            f("queueing_metadata", "deq_timedelta"),
-            f("queueing_metadata", "deq_qdepth"),
-        ) {
-            (Some(a), Some(b), Some(c), Some(d)) => Some([a, b, c, d]),
+        // Fields the switch only writes are kept only if the program refers to them: nothing
+        // else can observe them (egress_spec, mcast_grp and priority are read by the switch).
+        let uses = crate::uses::Uses::of(&prog);
+        let seen = |h: &str, n: &str| prog.field_by_name(h, n).is_some_and(|r| uses.reads(r));
+        let w = |h: &str, n: &str| f(h, n).filter(|_| seen(h, n));
+        const QUEUEING: [&str; 4] = ["enq_timestamp", "enq_qdepth", "deq_timedelta", "deq_qdepth"];
+        let queueing = match QUEUEING.map(|n| f("queueing_metadata", n)) {
+            [Some(a), Some(b), Some(c), Some(d)]
+                if QUEUEING.iter().any(|n| seen("queueing_metadata", n)) =>
+            {
+                Some([a, b, c, d])
+            }
             _ => None,
         };
         let std = Std {
-            ingress_port: f("standard_metadata", "ingress_port"),
+            ingress_port: w("standard_metadata", "ingress_port"),
             egress_spec: f("standard_metadata", "egress_spec"),
-            egress_port: f("standard_metadata", "egress_port"),
-            instance_type: f("standard_metadata", "instance_type"),
-            packet_length: f("standard_metadata", "packet_length"),
-            parser_error: f("standard_metadata", "parser_error"),
-            checksum_error: f("standard_metadata", "checksum_error"),
+            egress_port: w("standard_metadata", "egress_port"),
+            instance_type: w("standard_metadata", "instance_type"),
+            packet_length: w("standard_metadata", "packet_length"),
+            parser_error: w("standard_metadata", "parser_error"),
+            checksum_error: w("standard_metadata", "checksum_error"),
             mcast_grp: f("intrinsic_metadata", "mcast_grp"),
-            egress_rid: f("intrinsic_metadata", "egress_rid"),
-            ingress_ts: f("intrinsic_metadata", "ingress_global_timestamp"),
-            egress_ts: f("intrinsic_metadata", "egress_global_timestamp"),
+            egress_rid: w("intrinsic_metadata", "egress_rid"),
+            ingress_ts: w("intrinsic_metadata", "ingress_global_timestamp"),
+            egress_ts: w("intrinsic_metadata", "egress_global_timestamp"),
             queueing,
-            qid: f("queueing_metadata", "qid"),
+            qid: w("queueing_metadata", "qid"),
             priority: f("intrinsic_metadata", "priority"),
         };
         let ev = |n: &str| prog.error_value(n).unwrap_or(0);
@@ -1312,7 +1322,7 @@ impl Engine {
             .map(|(i, l)| (l.id, (i, l.elements.iter().map(|f| cx.field(*f)).collect())))
             .collect();
 
-        Ok(Engine {
+        let mut engine = Engine {
             layout,
             actions,
             parser,
@@ -1333,7 +1343,10 @@ impl Engine {
             profile_by_name,
             drop_port: 511,
             prog,
-        })
+            csum_plan: None,
+        };
+        engine.csum_plan = crate::csum::plan(&engine);
+        Ok(engine)
     }
 }
 

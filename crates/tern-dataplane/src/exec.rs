@@ -10,7 +10,7 @@ use crate::expr::{
 };
 use crate::externs::Meter;
 use crate::hash;
-use crate::layout::{bits_to_slot, slot_to_bits, BitPacker, FieldLoc, Phv};
+use crate::layout::{bits_to_slot, slot_to_bits, BitPacker, FieldLoc, Phv, WireStep};
 use crate::table::{EntryAction, EntryStore, Profile};
 use tern_model::{KeyElem, MatchKind, MeterType};
 use tern_runtime::CounterValue;
@@ -155,6 +155,8 @@ pub struct State {
     pub ext: ExternState,
     /// Reused table-key buffer (no per-packet allocation).
     pub key_buf: Vec<u8>,
+    /// Output offset of each header emitted by the current deparse (planned checksums).
+    pub emit_off: Vec<u32>,
 }
 
 impl ExternState {
@@ -204,12 +206,14 @@ pub fn store_field_u64(phv: &mut Phv, f: &FieldLoc, v: u64) {
     }
 }
 
+#[inline]
 fn store_u64(phv: &mut Phv, f: &Option<FieldLoc>, v: u64) {
     if let Some(f) = f {
         store_field_u64(phv, f, v);
     }
 }
 
+#[inline]
 fn read_u64(phv: &Phv, f: &Option<FieldLoc>) -> u64 {
     match f {
         Some(f) if f.width <= 64 => phv.read_u64(f),
@@ -242,10 +246,12 @@ impl Engine {
         }
     }
 
-    /// Standard-metadata accessors.
+    /// Standard-metadata accessors (inlined: most calls are on absent fields, a single test).
+    #[inline]
     pub fn set_std(&self, phv: &mut Phv, f: fn(&Std) -> &Option<FieldLoc>, v: u64) {
         store_u64(phv, f(&self.std), v);
     }
+    #[inline]
     pub fn get_std(&self, phv: &Phv, f: fn(&Std) -> &Option<FieldLoc>) -> u64 {
         read_u64(phv, f(&self.std))
     }
@@ -278,8 +284,8 @@ impl Engine {
     ) -> Result<(), i64> {
         let hl = &self.layout.headers[h as usize];
         let vl = vl_bits.unwrap_or(0);
-        if let Some(max) = hl.fields.iter().find(|f| f.is_vl).map(|f| f.width) {
-            if vl > max {
+        if let Some(vi) = hl.vl_field {
+            if vl > hl.fields[vi as usize].width {
                 return Err(self.errors.header_too_short);
             }
         }
@@ -295,31 +301,33 @@ impl Engine {
             *cursor += nbytes;
             return Ok(());
         }
-        if vl == 0 && hl.fields.iter().all(|f| f.width <= 56) {
-            // Fast path: every field read through one 64-bit window over a padded copy.
-            let mut win = [0u8; 72];
-            if nbytes + 8 <= win.len() {
-                win[..nbytes].copy_from_slice(&pkt.data[*cursor..*cursor + nbytes]);
-                let mut bit = 0usize;
-                for f in &hl.fields {
-                    let w = f.width as usize;
-                    let (b0, sh) = (bit / 8, bit % 8);
-                    let mut x = [0u8; 8];
-                    x.copy_from_slice(&win[b0..b0 + 8]);
-                    let v = if w == 0 {
-                        0
-                    } else {
-                        (u64::from_be_bytes(x) << sh) >> (64 - w)
-                    };
-                    let o = f.off as usize;
-                    crate::layout::be_write(&mut pkt.phv.bytes[o..o + f.nbytes as usize], v);
-                    bit += w;
+        if let (Some(steps), 0) = (&hl.wire, vl) {
+            // Load-time plan: runs of whole-byte fields copied, the others through a 64-bit
+            // window (bits past the header read whatever follows and are shifted out).
+            let src = &pkt.data[*cursor..];
+            let bytes = &mut pkt.phv.bytes;
+            for s in steps {
+                match *s {
+                    WireStep::Copy { wire, slot, len } => {
+                        let (w, o, n) = (wire as usize, slot as usize, len as usize);
+                        bytes[o..o + n].copy_from_slice(&src[w..w + n]);
+                    }
+                    WireStep::Bits {
+                        bit,
+                        width,
+                        slot,
+                        nbytes,
+                    } => {
+                        let o = slot as usize;
+                        let v = crate::layout::read_bits(src, bit, width);
+                        crate::layout::be_write(&mut bytes[o..o + nbytes as usize], v);
+                    }
                 }
-                pkt.phv.vl_width[h as usize] = 0;
-                self.set_valid(&mut pkt.phv, h);
-                *cursor += nbytes;
-                return Ok(());
             }
+            pkt.phv.vl_width[h as usize] = 0;
+            self.set_valid(&mut pkt.phv, h);
+            *cursor += nbytes;
+            return Ok(());
         }
         let src = &pkt.data[*cursor..*cursor + nbytes];
         let mut bit = 0usize;
@@ -798,7 +806,14 @@ impl Engine {
     }
 
     fn deparse_impl<const TRACE: bool>(&self, st: &mut State, pkt: &mut Pkt, out: &mut Vec<u8>) {
-        self.update_checksums_impl::<TRACE>(&mut st.ext, pkt);
+        // Traced packets keep the generic order (checksum updates logged before the emitted
+        // headers, as BMv2 does); the values are the same either way.
+        let plan = if TRACE { None } else { self.csum_plan.as_ref() };
+        if plan.is_none() {
+            self.update_checksums_impl::<TRACE>(&mut st.ext, pkt);
+        } else if st.emit_off.len() < self.layout.headers.len() {
+            st.emit_off.resize(self.layout.headers.len(), 0);
+        }
         out.clear();
         if let Some((order, prims)) = &self.deparser {
             if !prims.is_empty() {
@@ -811,6 +826,9 @@ impl Engine {
                 if TRACE {
                     self.trace_deparse_header(&mut st.ext, h);
                 }
+                if plan.is_some() {
+                    st.emit_off[h as usize] = out.len() as u32;
+                }
                 let n = self.header_bytes(&pkt.phv, h) as usize;
                 let hl = &self.layout.headers[h as usize];
                 if hl.packed {
@@ -819,23 +837,34 @@ impl Engine {
                     continue;
                 }
                 let start = out.len();
-                if pkt.phv.vl_width[h as usize] == 0 && hl.fields.iter().all(|f| f.width <= 56) {
-                    // Fast path: OR every field into a 64-bit window of a zeroed area (8 bytes
-                    // of slack, trimmed afterwards).
+                if let Some(steps) = &hl.wire {
+                    // Load-time plan: whole-byte runs copied, the other fields ORed through a
+                    // 64-bit window into a zeroed area (8 bytes of slack, trimmed afterwards).
                     out.resize(start + n + 8, 0);
-                    let mut bit = 0usize;
-                    for f in &hl.fields {
-                        let w = f.width as usize;
-                        if w == 0 {
-                            continue;
+                    let bytes = &pkt.phv.bytes;
+                    for s in steps {
+                        match *s {
+                            WireStep::Copy { wire, slot, len } => {
+                                let (w, o, l) =
+                                    (start + wire as usize, slot as usize, len as usize);
+                                out[w..w + l].copy_from_slice(&bytes[o..o + l]);
+                            }
+                            WireStep::Bits {
+                                bit,
+                                width,
+                                slot,
+                                nbytes,
+                            } => {
+                                let o = slot as usize;
+                                let v = crate::layout::be_read(&bytes[o..o + nbytes as usize])
+                                    & (u64::MAX >> (64 - width));
+                                let (b0, sh) = (start + (bit / 8) as usize, bit % 8);
+                                let mut x = [0u8; 8];
+                                x.copy_from_slice(&out[b0..b0 + 8]);
+                                let cur = u64::from_be_bytes(x) | (v << (64 - width - sh));
+                                out[b0..b0 + 8].copy_from_slice(&cur.to_be_bytes());
+                            }
                         }
-                        let v = pkt.phv.read_u64(f) & (u64::MAX >> (64 - w));
-                        let (b0, sh) = (start + bit / 8, bit % 8);
-                        let mut x = [0u8; 8];
-                        x.copy_from_slice(&out[b0..b0 + 8]);
-                        let cur = u64::from_be_bytes(x) | (v << (64 - w - sh));
-                        out[b0..b0 + 8].copy_from_slice(&cur.to_be_bytes());
-                        bit += w;
                     }
                     out.truncate(start + n);
                     continue;
@@ -855,7 +884,50 @@ impl Engine {
                 }
             }
         }
+        if let Some(plan) = plan {
+            self.update_checksums_emitted(&mut st.ext, pkt, plan, &st.emit_off, out);
+        }
         out.extend_from_slice(&pkt.data[pkt.payload_off.min(pkt.data.len())..]);
+    }
+
+    /// [`Engine::update_checksums`] after the headers are emitted (see [`crate::csum`]): the
+    /// same checksums in the same order, planned ones summed over the emitted bytes, every
+    /// result stored in the PHV and copied into the emitted target.
+    fn update_checksums_emitted(
+        &self,
+        ext: &mut ExternState,
+        pkt: &mut Pkt,
+        plan: &crate::csum::CsumPlan,
+        emit_off: &[u32],
+        out: &mut [u8],
+    ) {
+        for (i, c) in self.checksums.iter().enumerate() {
+            if !c.update || !self.checksum_cond(ext, pkt, c) {
+                continue;
+            }
+            let v = match &plan.wire[i] {
+                Some(w) if pkt.phv.valid[w.header as usize] => {
+                    let o = emit_off[w.header as usize] as usize;
+                    crate::csum::csum16_skip(&out[o..o + w.len as usize], &w.skip)
+                }
+                _ => self.checksum_value(ext, pkt, c),
+            };
+            let t = &c.target;
+            let n = t.nbytes as usize;
+            if t.saturating {
+                store_field_u64(&mut pkt.phv, t, v);
+            } else {
+                // Whole bytes (the plan's condition): the low `n` bytes are the wrapped value.
+                let o = t.off as usize;
+                pkt.phv.bytes[o..o + n].copy_from_slice(&v.to_be_bytes()[8 - n..]);
+            }
+            if let Some(p) = plan.patch[i] {
+                if pkt.phv.valid[t.header as usize] {
+                    let o = emit_off[t.header as usize] as usize + p as usize;
+                    out[o..o + n].copy_from_slice(&pkt.phv.slot(t)[..n]);
+                }
+            }
+        }
     }
 
     // ------------------------------------------------------------------ actions

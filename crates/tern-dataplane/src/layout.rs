@@ -47,6 +47,79 @@ pub struct HeaderLayout {
     /// Every field is a whole number of bytes (no VL field): the wire bytes are exactly the
     /// slot bytes, so extract and emit are one copy.
     pub packed: bool,
+    /// For a header with no VL field and no field wider than 56 bits (used when it is not
+    /// packed): extract and emit as a few steps (runs of whole-byte fields copied, the other fields
+    /// through a 64-bit window), computed once here.
+    pub wire: Option<Vec<WireStep>>,
+}
+
+/// One step of a header's wire ↔ slot conversion ([`HeaderLayout::wire`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WireStep {
+    /// Byte-aligned whole-byte fields: wire bytes `wire..wire + len` of the header are the
+    /// PHV bytes `slot..slot + len`.
+    Copy { wire: u32, slot: u32, len: u32 },
+    /// A field of `width` bits (1..=56) at wire bit `bit`, slot at `slot` of `nbytes` bytes.
+    Bits {
+        bit: u32,
+        width: u32,
+        slot: u32,
+        nbytes: u32,
+    },
+}
+
+/// The [`WireStep`]s of a header's fields (see [`HeaderLayout::wire`]).
+fn wire_steps(fields: &[FieldLoc]) -> Option<Vec<WireStep>> {
+    if fields.iter().any(|f| f.is_vl || f.width > 56) {
+        return None;
+    }
+    let mut steps: Vec<WireStep> = Vec::new();
+    let mut bit = 0u32;
+    for f in fields {
+        let w = f.width;
+        if w == 0 {
+            continue;
+        }
+        if bit.is_multiple_of(8) && w.is_multiple_of(8) {
+            match steps.last_mut() {
+                Some(WireStep::Copy { wire, slot, len })
+                    if *wire + *len == bit / 8 && *slot + *len == f.off =>
+                {
+                    *len += w / 8
+                }
+                _ => steps.push(WireStep::Copy {
+                    wire: bit / 8,
+                    slot: f.off,
+                    len: w / 8,
+                }),
+            }
+        } else {
+            steps.push(WireStep::Bits {
+                bit,
+                width: w,
+                slot: f.off,
+                nbytes: f.nbytes,
+            });
+        }
+        bit += w;
+    }
+    Some(steps)
+}
+
+/// Read `width` (1..=56) bits at bit `bit` of `src` (bits past its end read as zero).
+#[inline]
+pub fn read_bits(src: &[u8], bit: u32, width: u32) -> u64 {
+    let (b0, sh) = ((bit / 8) as usize, bit % 8);
+    let x = match src.get(b0..b0 + 8) {
+        Some(s) => u64::from_be_bytes([s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]]),
+        None => {
+            let mut x = [0u8; 8];
+            let s = &src[b0.min(src.len())..];
+            x[..s.len()].copy_from_slice(s);
+            u64::from_be_bytes(x)
+        }
+    };
+    (x << sh) >> (64 - width)
 }
 
 /// The whole PHV layout.
@@ -106,7 +179,6 @@ impl Layout {
                 name: h.name.clone(),
                 off: start,
                 slot_bytes: off - start,
-                fields,
                 fixed_bits,
                 metadata: h.metadata,
                 vl_field: ht.vl_field().map(|x| x as u32),
@@ -114,6 +186,8 @@ impl Layout {
                     .fields
                     .iter()
                     .all(|f| matches!(f.width, FieldWidth::Fixed(w) if w % 8 == 0)),
+                wire: wire_steps(&fields),
+                fields,
                 union: None,
             });
         }

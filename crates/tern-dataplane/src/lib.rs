@@ -6,12 +6,14 @@
 //! control API) and [`tern_runtime::PacketPath`] (deterministic packet processing).
 //!
 //! Stages: [`layout`] (PHV layout), [`expr`] (expressions), [`compile`] (model → engine),
-//! [`exec`] (parser, actions, tables, pipelines, deparser), [`table`] (entries and lookup),
+//! [`exec`] (parser, actions, tables, pipelines, deparser), [`csum`] (checksums over emitted
+//! bytes), [`uses`] (fields the program refers to), [`table`] (entries and lookup),
 //! [`externs`] (meters, multicast PRE), [`hash`] (hash algorithms, from `tern-hash`), [`switch`] (packet flow
 //! and control plane), [`trace`] (per-packet trace in BMv2's log wording), [`workers`] (run-to-completion worker threads with updates published
 //! between batches).
 
 pub mod compile;
+pub mod csum;
 pub mod exec;
 pub mod expr;
 pub mod externs;
@@ -19,6 +21,7 @@ pub mod layout;
 pub mod switch;
 pub mod table;
 pub mod trace;
+pub mod uses;
 pub mod workers;
 
 /// The hash algorithms (re-exported from `tern-hash`).

@@ -1,0 +1,248 @@
+//! Checksums over deparsed bytes: a load-time plan that lets `update_checksum` with `csum16`
+//! over one header's fields in wire order (the IPv4 header checksum) sum the header's emitted
+//! bytes directly instead of packing its fields one by one.
+//!
+//! The packed field list of such a checksum is the header's wire bytes with the left-out fields
+//! removed. When every left-out run of fields starts on a 16-bit boundary and is a whole number
+//! of 16-bit words, removing it keeps every other byte at the same position within its 16-bit
+//! word, so the one's-complement sum is the sum over the whole header minus the left-out words
+//! ([`csum16_skip`]). The checksums then run right after the headers are emitted (in program
+//! order, each result stored in the PHV and patched into the emitted bytes), which is only
+//! equivalent to running them before emission when nothing else happens in between: the plan
+//! is taken only when the deparser has no primitives, each planned header is emitted exactly
+//! once, and every updated target can be patched in place (whole bytes, byte-aligned on the
+//! wire). Otherwise every checksum keeps the generic path.
+
+use crate::compile::{CChecksum, CInput, Engine};
+use crate::hash::Algo;
+use crate::layout::Layout;
+
+/// A checksum summed over its header's emitted bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WireCsum {
+    /// Header instance whose emitted bytes are summed.
+    pub header: u32,
+    /// Wire size of the header in bytes.
+    pub len: u32,
+    /// Byte ranges `(start, end)` of the header left out of the sum (even-aligned, even length).
+    pub skip: Vec<(u32, u32)>,
+}
+
+/// The deparse-time checksum plan of a program (present only when it applies, see the module
+/// documentation).
+#[derive(Clone, Debug, Default)]
+pub struct CsumPlan {
+    /// Per checksum (same index as [`Engine::checksums`]): summed over emitted bytes, or `None`
+    /// for the generic path.
+    pub wire: Vec<Option<WireCsum>>,
+    /// Per checksum: byte position of the target field within its emitted header, if the
+    /// target's header is emitted (the stored result is copied there).
+    pub patch: Vec<Option<u32>>,
+}
+
+/// Wire bit offset of every field of fixed-width header `h` (None if it has a VL field).
+fn wire_offsets(layout: &Layout, h: u32) -> Option<Vec<u32>> {
+    let hl = layout.headers.get(h as usize)?;
+    if hl.vl_field.is_some() {
+        return None;
+    }
+    let mut bit = 0;
+    Some(
+        hl.fields
+            .iter()
+            .map(|f| {
+                let b = bit;
+                bit += f.width;
+                b
+            })
+            .collect(),
+    )
+}
+
+/// The wire form of checksum `c`, if it is `csum16` over one fixed-size header's fields in
+/// wire order with only 16-bit-word runs left out (or the P4_14 `ipv4` checksum type).
+fn wire_form(eng: &Engine, c: &CChecksum) -> Option<WireCsum> {
+    let layout = &eng.layout;
+    if c.ipv4 {
+        let h = c.target.header;
+        let hl = layout.headers.get(h as usize)?;
+        if hl.vl_field.is_some() || hl.fields.iter().any(|f| f.width > 64) {
+            return None;
+        }
+        let len = hl.fixed_bits.div_ceil(8);
+        // The generic path zeroes bytes 10..12 of the packed header when it has them.
+        let skip = if len >= 12 {
+            vec![(10, 12)]
+        } else {
+            Vec::new()
+        };
+        return Some(WireCsum {
+            header: h,
+            len,
+            skip,
+        });
+    }
+    let calc = eng.calcs.get(c.calc? as usize)?;
+    if calc.algo != Algo::Csum16 {
+        return None;
+    }
+    let [CInput::Fields { header, fields }] = calc.inputs.as_slice() else {
+        return None;
+    };
+    let h = *header;
+    let hl = &layout.headers[h as usize];
+    let offs = wire_offsets(layout, h)?;
+    let total = hl.fixed_bits;
+    if !total.is_multiple_of(8) {
+        return None;
+    }
+    // Match the list against the header's fields in order; collect the left-out runs.
+    let mut skip_bits: Vec<(u32, u32)> = Vec::new();
+    let mut next = 0usize;
+    for f in fields {
+        let i = hl.fields[next..].iter().position(|x| x.off == f.off)? + next;
+        if i > next {
+            skip_bits.push((offs[next], offs[i]));
+        }
+        next = i + 1;
+    }
+    if next < hl.fields.len() {
+        skip_bits.push((offs[next], total));
+    }
+    let mut skip = Vec::with_capacity(skip_bits.len());
+    for (a, b) in skip_bits {
+        if !a.is_multiple_of(16) || !(b - a).is_multiple_of(16) {
+            return None;
+        }
+        skip.push((a / 8, b / 8));
+    }
+    Some(WireCsum {
+        header: h,
+        len: total / 8,
+        skip,
+    })
+}
+
+/// The plan for `eng`, or `None` when the program keeps the generic checksum path.
+pub fn plan(eng: &Engine) -> Option<CsumPlan> {
+    let (order, prims) = eng.deparser.as_ref()?;
+    if !prims.is_empty() {
+        return None;
+    }
+    let emitted = |h: u32| order.iter().filter(|&&x| x == h).count();
+    let mut out = CsumPlan::default();
+    for c in &eng.checksums {
+        if !c.update {
+            out.wire.push(None);
+            out.patch.push(None);
+            continue;
+        }
+        let t = &c.target;
+        if t.is_valid_bit || t.is_vl || !t.width.is_multiple_of(8) || t.width > 64 {
+            return None;
+        }
+        let patch = match emitted(t.header) {
+            0 => None,
+            1 => {
+                let offs = wire_offsets(&eng.layout, t.header)?;
+                let fi = eng.layout.headers[t.header as usize]
+                    .fields
+                    .iter()
+                    .position(|f| f.off == t.off)?;
+                if !offs[fi].is_multiple_of(8) {
+                    return None;
+                }
+                Some(offs[fi] / 8)
+            }
+            _ => return None,
+        };
+        out.patch.push(patch);
+        out.wire
+            .push(wire_form(eng, c).filter(|w| emitted(w.header) == 1));
+    }
+    out.wire.iter().any(Option::is_some).then_some(out)
+}
+
+/// `csum16` of `bytes` with the byte ranges `skip` (even-aligned, even length, in order, not
+/// overlapping) left out:
+/// the same value as [`crate::hash::csum16`] over the bytes that remain.
+#[inline]
+pub fn csum16_skip(bytes: &[u8], skip: &[(u32, u32)]) -> u64 {
+    fn words(b: &[u8]) -> u64 {
+        let mut sum = 0u64;
+        let mut c4 = b.chunks_exact(4);
+        for c in &mut c4 {
+            sum += u32::from_be_bytes([c[0], c[1], c[2], c[3]]) as u64;
+        }
+        let r = c4.remainder();
+        let mut c2 = r.chunks_exact(2);
+        for c in &mut c2 {
+            sum += u16::from_be_bytes([c[0], c[1]]) as u64;
+        }
+        if let [last] = c2.remainder() {
+            sum += (*last as u64) << 8;
+        }
+        sum
+    }
+    // Sum the kept segments (each starts on an even byte, so its 16-bit words are the same
+    // as in the packed list). A 32-bit word is congruent to the sum of its two 16-bit halves
+    // modulo 0xffff, the sum is zero only if every kept word is, and the fold maps a non-zero
+    // sum to the unique representative in 1..=0xffff: the same value csum16 computes.
+    let mut sum = 0u64;
+    let mut from = 0usize;
+    for &(a, b) in skip {
+        sum += words(&bytes[from..a as usize]);
+        from = b as usize;
+    }
+    sum += words(&bytes[from..]);
+    while sum >> 16 != 0 {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    (!sum) & 0xffff
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Remove the skipped ranges and sum with the reference csum16: same value, on random
+    /// bytes, lengths and skip sets.
+    #[test]
+    fn skip_sum_matches_reference_on_remaining_bytes() {
+        let mut s = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        };
+        for _ in 0..5_000 {
+            let len = (next() % 41) as usize;
+            let bytes: Vec<u8> = (0..len)
+                .map(|_| if next() % 4 == 0 { 0xff } else { next() as u8 })
+                .collect();
+            let mut skip = Vec::new();
+            let mut pos = 0u32;
+            while (pos as usize) + 2 <= len && next() % 3 != 0 {
+                let a = pos + 2 * (next() % 3) as u32;
+                let b = a + 2 * (next() % 3) as u32;
+                if b as usize > len {
+                    break;
+                }
+                skip.push((a, b));
+                pos = b;
+            }
+            let kept: Vec<u8> = bytes
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| !skip.iter().any(|&(a, b)| (a..b).contains(&(*i as u32))))
+                .map(|(_, b)| *b)
+                .collect();
+            assert_eq!(
+                csum16_skip(&bytes, &skip),
+                crate::hash::csum16(&kept),
+                "{bytes:02x?} skip {skip:?}"
+            );
+        }
+    }
+}
