@@ -24,12 +24,29 @@
 //!   stronger: per packet), and control-plane register reads/writes take the same lock.
 //!   Programs without registers or meters never touch the lock. Direct meters are per worker
 //!   (each worker meters its own share of the flows).
+//! * [`Control`] implements [`Runtime`], so every control front end (the CLI command language,
+//!   the Thrift server) drives the workers as it drives one switch: reads come from the control
+//!   replica (counters summed over workers, registers and indirect meters from the shared
+//!   bank), changes are validated there and published. A worker that blocks waiting for
+//!   packets is woken by the callback given to [`Control::set_waker`], so it answers queries
+//!   and applies updates while idle. Known differences from one switch: per-entry hit times
+//!   (entry ageing) and `serialize_state`'s counters are the control replica's (it sees no
+//!   packets); `load_new_config` is refused for programs with registers or indirect meters.
 
 use std::sync::mpsc;
 use std::sync::Arc;
 
 use crate::switch::{Switch, SwitchError, SwitchOptions};
-use tern_runtime::{CounterValue, EntryHandle, OutputPacket, PacketPath, Port, RtResult, Runtime};
+use tern_runtime::{
+    ActionEntry, CounterValue, CrcConfig, EntryHandle, GroupHandle, MatchParam, MemberHandle,
+    MeterRate, MirroringSession, NodeHandle, OutputPacket, PacketPath, Port, PortInfo,
+    ProfileGroup, ProfileMember, ResourceType, RtResult, Runtime, SwapError, SwitchInfo,
+    TableEntry,
+};
+
+/// Called after a message is queued for worker `i`, to wake its thread if it blocks
+/// elsewhere (see [`Control::set_waker`]).
+pub type Waker = dyn Fn(usize) + Send + Sync;
 
 /// A replicated control-plane operation (applied to the control replica, then to every
 /// worker's replica).
@@ -48,6 +65,8 @@ pub struct Control {
     sw: Switch,
     txs: Vec<mpsc::Sender<Msg>>,
     published: u64,
+    waker: Option<Box<Waker>>,
+    opts: SwitchOptions,
 }
 
 /// One worker's replica; owned by the thread that runs its packets.
@@ -88,6 +107,8 @@ pub fn build(
             sw,
             txs,
             published: 0,
+            waker: None,
+            opts,
         },
         workers,
     ))
@@ -166,6 +187,24 @@ impl Control {
         self.txs.len()
     }
 
+    /// Call `wake(i)` after queueing an update or query for worker `i`. Needed when a worker's
+    /// thread can block on something else (e.g. a channel of packets) between batches: the
+    /// callback makes it return to [`Worker::poll`]. Without it, queries wait until each
+    /// worker's next batch.
+    pub fn set_waker(&mut self, wake: impl Fn(usize) + Send + Sync + 'static) {
+        self.waker = Some(Box::new(wake));
+    }
+
+    fn send(&self, i: usize, m: Msg) -> bool {
+        let ok = self.txs[i].send(m).is_ok();
+        if ok {
+            if let Some(w) = &self.waker {
+                w(i);
+            }
+        }
+        ok
+    }
+
     /// Operations published so far.
     pub fn published(&self) -> u64 {
         self.published
@@ -186,9 +225,9 @@ impl Control {
         let op: Arc<UpdateFn> = Arc::new(move |sw: &mut Switch| {
             let _ = g(sw);
         });
-        for tx in &self.txs {
+        for i in 0..self.txs.len() {
             // A worker whose thread has ended no longer needs updates.
-            let _ = tx.send(Msg::Update(op.clone()));
+            self.send(i, Msg::Update(op.clone()));
         }
         self.published += 1;
         Ok(r)
@@ -204,13 +243,16 @@ impl Control {
     ) -> Vec<T> {
         let f = Arc::new(f);
         let mut rxs = Vec::new();
-        for tx in &self.txs {
+        for i in 0..self.txs.len() {
             let (rtx, rrx) = mpsc::channel();
             let f = f.clone();
-            let sent = tx.send(Msg::Query(Box::new(move |id: usize, sw: &mut Switch| {
-                let _ = rtx.send(f(id, sw));
-            })));
-            if sent.is_ok() {
+            let sent = self.send(
+                i,
+                Msg::Query(Box::new(move |id: usize, sw: &mut Switch| {
+                    let _ = rtx.send(f(id, sw));
+                })),
+            );
+            if sent {
                 rxs.push(rrx);
             }
         }
@@ -274,10 +316,470 @@ impl Control {
         .collect()
     }
 
-    /// A register cell (registers are shared by all replicas).
+    /// A register cell (registers are shared by all replicas), read through the control
+    /// replica under the bank's lock (works when no worker thread is running, unlike
+    /// [`Runtime::register_read`], which reads through worker 0).
     pub fn register_read(&mut self, register: &str, index: u32) -> RtResult<u64> {
         self.sw
             .with_shared_externs(|sw| sw.register_read(register, index))
+    }
+
+    /// Run `f` on worker `i` only (after the updates published before it); `None` if that
+    /// worker's thread has ended.
+    fn query_one<T: Send + 'static>(
+        &self,
+        i: usize,
+        f: impl FnOnce(&mut Switch) -> T + Send + 'static,
+    ) -> Option<T> {
+        let (rtx, rrx) = mpsc::channel();
+        let sent = self.send(
+            i,
+            Msg::Query(Box::new(move |_, sw: &mut Switch| {
+                let _ = rtx.send(f(sw));
+            })),
+        );
+        if sent {
+            rrx.recv().ok()
+        } else {
+            None
+        }
+    }
+
+    /// A read of the shared register/meter bank, run by worker 0 (which holds the bank's lock
+    /// for it): the control replica cannot take the lock from `&self`. `gone` is the error
+    /// when worker 0's thread has ended.
+    fn shared_read<T: Send + 'static>(
+        &self,
+        gone: tern_runtime::RuntimeError,
+        f: impl FnOnce(&mut Switch) -> RtResult<T> + Send + 'static,
+    ) -> RtResult<T> {
+        self.query_one(0, f).unwrap_or(Err(gone))
+    }
+}
+
+/// Publish a change: `$call` runs on the control replica, then on every worker (arguments are
+/// copied into the operation first: `let` bindings before the `=>`).
+macro_rules! publish {
+    ($self:ident, $($v:ident = $e:expr),* => |$sw:ident| $call:expr) => {{
+        $(let $v = $e;)*
+        $self.update(move |$sw: &mut Switch| $call)
+    }};
+}
+
+/// The whole control API over the replicas: see the module documentation.
+impl Runtime for Control {
+    fn get_config(&self) -> String {
+        self.sw.get_config()
+    }
+    fn get_config_md5(&self) -> [u8; 16] {
+        self.sw.get_config_md5()
+    }
+    fn load_new_config(&mut self, json: &str) -> RtResult<()> {
+        // The shared register/meter bank belongs to the running program: a swapped-in program
+        // would run with the old program's bank, so such swaps are refused.
+        let new_shares = Switch::from_json(json, self.opts.clone())
+            .map(|s| s.has_shared_externs())
+            .unwrap_or(false);
+        if self.sw.has_shared_externs() || new_shares {
+            return Err(SwapError::CONFIG_SWAP_DISABLED.into());
+        }
+        publish!(self, j = json.to_string() => |sw| sw.load_new_config(&j))
+    }
+    fn swap_configs(&mut self) -> RtResult<()> {
+        publish!(self, => |sw| sw.swap_configs())
+    }
+    fn reset_state(&mut self) {
+        let _ = publish!(self, => |sw| {
+            sw.reset_state();
+            Ok(())
+        });
+    }
+    fn serialize_state(&self) -> String {
+        self.sw.serialize_state()
+    }
+    fn switch_info(&self) -> SwitchInfo {
+        self.sw.switch_info()
+    }
+    fn get_id_from_name(&self, kind: ResourceType, name: &str) -> RtResult<i32> {
+        self.sw.get_id_from_name(kind, name)
+    }
+
+    fn mt_get_num_entries(&self, table: &str) -> RtResult<u64> {
+        self.sw.mt_get_num_entries(table)
+    }
+    fn mt_clear_entries(&mut self, table: &str, reset_default_entry: bool) -> RtResult<()> {
+        publish!(self, t = table.to_string() => |sw| sw.mt_clear_entries(&t, reset_default_entry))
+    }
+    fn mt_add_entry(
+        &mut self,
+        table: &str,
+        key: &[MatchParam],
+        action: &str,
+        data: &[Vec<u8>],
+        priority: Option<i32>,
+    ) -> RtResult<EntryHandle> {
+        publish!(self, t = table.to_string(), k = key.to_vec(), a = action.to_string(),
+            d = data.to_vec() => |sw| sw.mt_add_entry(&t, &k, &a, &d, priority))
+    }
+    fn mt_set_default_action(
+        &mut self,
+        table: &str,
+        action: &str,
+        data: &[Vec<u8>],
+    ) -> RtResult<()> {
+        publish!(self, t = table.to_string(), a = action.to_string(), d = data.to_vec()
+            => |sw| sw.mt_set_default_action(&t, &a, &d))
+    }
+    fn mt_reset_default_entry(&mut self, table: &str) -> RtResult<()> {
+        publish!(self, t = table.to_string() => |sw| sw.mt_reset_default_entry(&t))
+    }
+    fn mt_delete_entry(&mut self, table: &str, handle: EntryHandle) -> RtResult<()> {
+        publish!(self, t = table.to_string() => |sw| sw.mt_delete_entry(&t, handle))
+    }
+    fn mt_modify_entry(
+        &mut self,
+        table: &str,
+        handle: EntryHandle,
+        action: &str,
+        data: &[Vec<u8>],
+    ) -> RtResult<()> {
+        publish!(self, t = table.to_string(), a = action.to_string(), d = data.to_vec()
+            => |sw| sw.mt_modify_entry(&t, handle, &a, &d))
+    }
+    fn mt_set_entry_ttl(
+        &mut self,
+        table: &str,
+        handle: EntryHandle,
+        timeout_ms: u32,
+    ) -> RtResult<()> {
+        publish!(self, t = table.to_string() => |sw| sw.mt_set_entry_ttl(&t, handle, timeout_ms))
+    }
+    fn mt_indirect_add_entry(
+        &mut self,
+        table: &str,
+        key: &[MatchParam],
+        member: MemberHandle,
+        priority: Option<i32>,
+    ) -> RtResult<EntryHandle> {
+        publish!(self, t = table.to_string(), k = key.to_vec()
+            => |sw| sw.mt_indirect_add_entry(&t, &k, member, priority))
+    }
+    fn mt_indirect_modify_entry(
+        &mut self,
+        table: &str,
+        handle: EntryHandle,
+        member: MemberHandle,
+    ) -> RtResult<()> {
+        publish!(self, t = table.to_string() => |sw| sw.mt_indirect_modify_entry(&t, handle, member))
+    }
+    fn mt_indirect_delete_entry(&mut self, table: &str, handle: EntryHandle) -> RtResult<()> {
+        publish!(self, t = table.to_string() => |sw| sw.mt_indirect_delete_entry(&t, handle))
+    }
+    fn mt_indirect_set_default_member(
+        &mut self,
+        table: &str,
+        member: MemberHandle,
+    ) -> RtResult<()> {
+        publish!(self, t = table.to_string() => |sw| sw.mt_indirect_set_default_member(&t, member))
+    }
+    fn mt_indirect_reset_default_entry(&mut self, table: &str) -> RtResult<()> {
+        publish!(self, t = table.to_string() => |sw| sw.mt_indirect_reset_default_entry(&t))
+    }
+    fn mt_indirect_ws_add_entry(
+        &mut self,
+        table: &str,
+        key: &[MatchParam],
+        group: GroupHandle,
+        priority: Option<i32>,
+    ) -> RtResult<EntryHandle> {
+        publish!(self, t = table.to_string(), k = key.to_vec()
+            => |sw| sw.mt_indirect_ws_add_entry(&t, &k, group, priority))
+    }
+    fn mt_indirect_ws_modify_entry(
+        &mut self,
+        table: &str,
+        handle: EntryHandle,
+        group: GroupHandle,
+    ) -> RtResult<()> {
+        publish!(self, t = table.to_string() => |sw| sw.mt_indirect_ws_modify_entry(&t, handle, group))
+    }
+    fn mt_indirect_ws_set_default_group(
+        &mut self,
+        table: &str,
+        group: GroupHandle,
+    ) -> RtResult<()> {
+        publish!(self, t = table.to_string() => |sw| sw.mt_indirect_ws_set_default_group(&t, group))
+    }
+    fn mt_read_counter(&self, table: &str, handle: EntryHandle) -> RtResult<CounterValue> {
+        Control::mt_read_counter(self, table, handle)
+    }
+    fn mt_reset_counters(&mut self, table: &str) -> RtResult<()> {
+        publish!(self, t = table.to_string() => |sw| sw.mt_reset_counters(&t))
+    }
+    fn mt_write_counter(
+        &mut self,
+        table: &str,
+        handle: EntryHandle,
+        value: CounterValue,
+    ) -> RtResult<()> {
+        Control::mt_write_counter(self, table, handle, value)
+    }
+    fn mt_set_meter_rates(
+        &mut self,
+        table: &str,
+        handle: EntryHandle,
+        rates: &[MeterRate],
+    ) -> RtResult<()> {
+        publish!(self, t = table.to_string(), r = rates.to_vec()
+            => |sw| sw.mt_set_meter_rates(&t, handle, &r))
+    }
+    fn mt_get_meter_rates(&self, table: &str, handle: EntryHandle) -> RtResult<Vec<MeterRate>> {
+        self.sw.mt_get_meter_rates(table, handle)
+    }
+    fn mt_get_entries(&self, table: &str) -> RtResult<Vec<TableEntry>> {
+        self.sw.mt_get_entries(table)
+    }
+    fn mt_get_entry(&self, table: &str, handle: EntryHandle) -> RtResult<TableEntry> {
+        self.sw.mt_get_entry(table, handle)
+    }
+    fn mt_get_default_entry(&self, table: &str) -> RtResult<ActionEntry> {
+        self.sw.mt_get_default_entry(table)
+    }
+    fn mt_get_entry_from_key(
+        &self,
+        table: &str,
+        key: &[MatchParam],
+        priority: Option<i32>,
+    ) -> RtResult<TableEntry> {
+        self.sw.mt_get_entry_from_key(table, key, priority)
+    }
+
+    fn act_prof_add_member(
+        &mut self,
+        prof: &str,
+        action: &str,
+        data: &[Vec<u8>],
+    ) -> RtResult<MemberHandle> {
+        publish!(self, p = prof.to_string(), a = action.to_string(), d = data.to_vec()
+            => |sw| sw.act_prof_add_member(&p, &a, &d))
+    }
+    fn act_prof_delete_member(&mut self, prof: &str, member: MemberHandle) -> RtResult<()> {
+        publish!(self, p = prof.to_string() => |sw| sw.act_prof_delete_member(&p, member))
+    }
+    fn act_prof_modify_member(
+        &mut self,
+        prof: &str,
+        member: MemberHandle,
+        action: &str,
+        data: &[Vec<u8>],
+    ) -> RtResult<()> {
+        publish!(self, p = prof.to_string(), a = action.to_string(), d = data.to_vec()
+            => |sw| sw.act_prof_modify_member(&p, member, &a, &d))
+    }
+    fn act_prof_create_group(&mut self, prof: &str) -> RtResult<GroupHandle> {
+        publish!(self, p = prof.to_string() => |sw| sw.act_prof_create_group(&p))
+    }
+    fn act_prof_delete_group(&mut self, prof: &str, group: GroupHandle) -> RtResult<()> {
+        publish!(self, p = prof.to_string() => |sw| sw.act_prof_delete_group(&p, group))
+    }
+    fn act_prof_add_member_to_group(
+        &mut self,
+        prof: &str,
+        member: MemberHandle,
+        group: GroupHandle,
+    ) -> RtResult<()> {
+        publish!(self, p = prof.to_string() => |sw| sw.act_prof_add_member_to_group(&p, member, group))
+    }
+    fn act_prof_remove_member_from_group(
+        &mut self,
+        prof: &str,
+        member: MemberHandle,
+        group: GroupHandle,
+    ) -> RtResult<()> {
+        publish!(self, p = prof.to_string()
+            => |sw| sw.act_prof_remove_member_from_group(&p, member, group))
+    }
+    fn act_prof_get_members(&self, prof: &str) -> RtResult<Vec<ProfileMember>> {
+        self.sw.act_prof_get_members(prof)
+    }
+    fn act_prof_get_member(&self, prof: &str, member: MemberHandle) -> RtResult<ProfileMember> {
+        self.sw.act_prof_get_member(prof, member)
+    }
+    fn act_prof_get_groups(&self, prof: &str) -> RtResult<Vec<ProfileGroup>> {
+        self.sw.act_prof_get_groups(prof)
+    }
+    fn act_prof_get_group(&self, prof: &str, group: GroupHandle) -> RtResult<ProfileGroup> {
+        self.sw.act_prof_get_group(prof, group)
+    }
+
+    fn counter_read(&self, counter: &str, index: u32) -> RtResult<CounterValue> {
+        Control::counter_read(self, counter, index)
+    }
+    fn counter_reset_all(&mut self, counter: &str) -> RtResult<()> {
+        publish!(self, c = counter.to_string() => |sw| sw.counter_reset_all(&c))
+    }
+    fn counter_write(&mut self, counter: &str, index: u32, value: CounterValue) -> RtResult<()> {
+        Control::counter_write(self, counter, index, value)
+    }
+    fn meter_array_set_rates(&mut self, meter: &str, rates: &[MeterRate]) -> RtResult<()> {
+        publish!(self, m = meter.to_string(), r = rates.to_vec()
+            => |sw| sw.meter_array_set_rates(&m, &r))
+    }
+    fn meter_set_rates(&mut self, meter: &str, index: u32, rates: &[MeterRate]) -> RtResult<()> {
+        publish!(self, m = meter.to_string(), r = rates.to_vec()
+            => |sw| sw.meter_set_rates(&m, index, &r))
+    }
+    fn meter_get_rates(&self, meter: &str, index: u32) -> RtResult<Vec<MeterRate>> {
+        // Validate on the control replica first (names, indexes), then read the shared bank.
+        self.sw.meter_get_rates(meter, index)?;
+        let m = meter.to_string();
+        self.shared_read(tern_runtime::MeterError::ERROR.into(), move |sw| {
+            sw.meter_get_rates(&m, index)
+        })
+    }
+    fn register_read(&self, register: &str, index: u32) -> RtResult<u64> {
+        let r = register.to_string();
+        self.shared_read(tern_runtime::RegisterError::ERROR.into(), move |sw| {
+            sw.register_read(&r, index)
+        })
+    }
+    fn register_read_all(&self, register: &str) -> RtResult<Vec<u64>> {
+        let r = register.to_string();
+        self.shared_read(tern_runtime::RegisterError::ERROR.into(), move |sw| {
+            sw.register_read_all(&r)
+        })
+    }
+    fn register_write(&mut self, register: &str, index: u32, value: u64) -> RtResult<()> {
+        publish!(self, r = register.to_string() => |sw| sw.register_write(&r, index, value))
+    }
+    fn register_write_range(
+        &mut self,
+        register: &str,
+        start: u32,
+        end: u32,
+        value: u64,
+    ) -> RtResult<()> {
+        publish!(self, r = register.to_string()
+            => |sw| sw.register_write_range(&r, start, end, value))
+    }
+    fn register_reset(&mut self, register: &str) -> RtResult<()> {
+        publish!(self, r = register.to_string() => |sw| sw.register_reset(&r))
+    }
+
+    fn parse_vset_add(&mut self, vset: &str, value: &[u8]) -> RtResult<()> {
+        publish!(self, n = vset.to_string(), v = value.to_vec() => |sw| sw.parse_vset_add(&n, &v))
+    }
+    fn parse_vset_remove(&mut self, vset: &str, value: &[u8]) -> RtResult<()> {
+        publish!(self, n = vset.to_string(), v = value.to_vec()
+            => |sw| sw.parse_vset_remove(&n, &v))
+    }
+    fn parse_vset_get(&self, vset: &str) -> RtResult<Vec<Vec<u8>>> {
+        self.sw.parse_vset_get(vset)
+    }
+    fn parse_vset_clear(&mut self, vset: &str) -> RtResult<()> {
+        publish!(self, n = vset.to_string() => |sw| sw.parse_vset_clear(&n))
+    }
+
+    fn learning_ack(&mut self, list_id: i32, buffer_id: i64, sample_ids: &[i32]) -> RtResult<()> {
+        publish!(self, ids = sample_ids.to_vec() => |sw| sw.learning_ack(list_id, buffer_id, &ids))
+    }
+    fn learning_ack_buffer(&mut self, list_id: i32, buffer_id: i64) -> RtResult<()> {
+        publish!(self, => |sw| sw.learning_ack_buffer(list_id, buffer_id))
+    }
+    fn learning_set_timeout(&mut self, list_id: i32, timeout_ms: u32) -> RtResult<()> {
+        publish!(self, => |sw| sw.learning_set_timeout(list_id, timeout_ms))
+    }
+    fn learning_set_buffer_size(&mut self, list_id: i32, nb_samples: u32) -> RtResult<()> {
+        publish!(self, => |sw| sw.learning_set_buffer_size(list_id, nb_samples))
+    }
+
+    fn set_crc16_custom_parameters(&mut self, calc: &str, config: CrcConfig) -> RtResult<()> {
+        publish!(self, c = calc.to_string(), k = config
+            => |sw| sw.set_crc16_custom_parameters(&c, k))
+    }
+    fn set_crc32_custom_parameters(&mut self, calc: &str, config: CrcConfig) -> RtResult<()> {
+        publish!(self, c = calc.to_string(), k = config
+            => |sw| sw.set_crc32_custom_parameters(&c, k))
+    }
+    fn set_toeplitz_hash_key(&mut self, calc: &str, key: &[u8]) -> RtResult<()> {
+        publish!(self, c = calc.to_string(), k = key.to_vec()
+            => |sw| sw.set_toeplitz_hash_key(&c, &k))
+    }
+
+    fn dev_mgr_add_port(
+        &mut self,
+        iface_name: &str,
+        port: Port,
+        pcap_path: Option<&str>,
+    ) -> RtResult<()> {
+        publish!(self, i = iface_name.to_string(), p = pcap_path.map(str::to_string)
+            => |sw| sw.dev_mgr_add_port(&i, port, p.as_deref()))
+    }
+    fn dev_mgr_remove_port(&mut self, port: Port) -> RtResult<()> {
+        publish!(self, => |sw| sw.dev_mgr_remove_port(port))
+    }
+    fn dev_mgr_show_ports(&self) -> RtResult<Vec<PortInfo>> {
+        self.sw.dev_mgr_show_ports()
+    }
+
+    fn mc_mgrp_create(&mut self, mgid: u32) -> RtResult<u32> {
+        publish!(self, => |sw| sw.mc_mgrp_create(mgid))
+    }
+    fn mc_mgrp_destroy(&mut self, mgrp_handle: u32) -> RtResult<()> {
+        publish!(self, => |sw| sw.mc_mgrp_destroy(mgrp_handle))
+    }
+    fn mc_node_create(&mut self, rid: u32, ports: &[Port], lags: &[u16]) -> RtResult<NodeHandle> {
+        publish!(self, p = ports.to_vec(), l = lags.to_vec() => |sw| sw.mc_node_create(rid, &p, &l))
+    }
+    fn mc_node_associate(&mut self, mgrp_handle: u32, node: NodeHandle) -> RtResult<()> {
+        publish!(self, => |sw| sw.mc_node_associate(mgrp_handle, node))
+    }
+    fn mc_node_dissociate(&mut self, mgrp_handle: u32, node: NodeHandle) -> RtResult<()> {
+        publish!(self, => |sw| sw.mc_node_dissociate(mgrp_handle, node))
+    }
+    fn mc_node_destroy(&mut self, node: NodeHandle) -> RtResult<()> {
+        publish!(self, => |sw| sw.mc_node_destroy(node))
+    }
+    fn mc_node_update(&mut self, node: NodeHandle, ports: &[Port], lags: &[u16]) -> RtResult<()> {
+        publish!(self, p = ports.to_vec(), l = lags.to_vec() => |sw| sw.mc_node_update(node, &p, &l))
+    }
+    fn mc_set_lag_membership(&mut self, lag: u16, ports: &[Port]) -> RtResult<()> {
+        publish!(self, p = ports.to_vec() => |sw| sw.mc_set_lag_membership(lag, &p))
+    }
+    fn mc_get_entries(&self) -> RtResult<String> {
+        self.sw.mc_get_entries()
+    }
+
+    fn mirroring_session_add(&mut self, id: u32, session: MirroringSession) -> RtResult<()> {
+        publish!(self, s = session => |sw| sw.mirroring_session_add(id, s))
+    }
+    fn mirroring_session_delete(&mut self, id: u32) -> RtResult<()> {
+        publish!(self, => |sw| sw.mirroring_session_delete(id))
+    }
+    fn mirroring_session_get(&self, id: u32) -> RtResult<MirroringSession> {
+        self.sw.mirroring_session_get(id)
+    }
+    fn set_egress_queue_depth(
+        &mut self,
+        port: Option<Port>,
+        priority: Option<u32>,
+        depth_pkts: u32,
+    ) -> RtResult<()> {
+        publish!(self, => |sw| sw.set_egress_queue_depth(port, priority, depth_pkts))
+    }
+    fn set_egress_queue_rate(
+        &mut self,
+        port: Option<Port>,
+        priority: Option<u32>,
+        rate_pps: u64,
+    ) -> RtResult<()> {
+        publish!(self, => |sw| sw.set_egress_queue_rate(port, priority, rate_pps))
+    }
+    fn get_time_elapsed_us(&self) -> u64 {
+        self.sw.get_time_elapsed_us()
+    }
+    fn get_time_since_epoch_us(&self) -> u64 {
+        self.sw.get_time_since_epoch_us()
     }
 }
 

@@ -32,7 +32,10 @@ use tern_dataplane::trace::TraceLevel;
 use tern_dataplane::{Switch, SwitchOptions};
 use tern_ports::afpacket::install_stop_signals;
 use tern_ports::{Capture, FilePorts, LiveConfig, LivePorts, PortIo, PortSpec, RxRing};
-use tern_runtime::{OutputPacket, PacketPath};
+use tern_runtime::{OutputPacket, PacketPath, Runtime};
+
+#[path = "run_workers.rs"]
+mod run_workers;
 
 /// Log levels of simple_switch's `-L`.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
@@ -116,7 +119,23 @@ pub struct LogArgs {
     as packet-in, packet-out leaves on the attached ports, digests become digest lists. The \
     program may be P4 source (compiled by tern, with its P4Info), a JSON (P4Info derived, or \
     --p4info FILE), or absent with --no-p4 (the controller pushes one). With --use-files the \
-    run keeps serving after the inputs end."
+    run keeps serving after the inputs end.\n\n\
+    Workers (--workers N, N > 1): N threads each run their share of the packets to completion \
+    on their own replica of the program; a packet's worker is chosen by a hash of its flow \
+    (IPv4/IPv6 addresses, protocol and ports; Ethernet header otherwise), so a flow stays in \
+    order. Table and other control changes apply to every worker between two batches (a packet \
+    sees a change entirely or not at all); counters are per worker and summed when read; \
+    registers and indirect meters are one shared bank (each packet's accesses are atomic). \
+    Files: outputs are written in input order, exactly as with one worker (with \
+    --deterministic the files are byte-identical, except for programs whose registers couple \
+    flows, as flows then run concurrently); outputs are written in batches, after later input \
+    is read, so FIFO inputs fed one packet at a time need --workers 1. Interfaces: one receive loop over all interfaces \
+    hands each frame to its worker, which transmits its outputs on its own sockets, so frames \
+    of different flows may leave in a different order. Not supported with workers: \
+    --grpc-addr/--no-p4 (P4Runtime drives a single switch), --pcap on interfaces, \
+    bm_load_new_config for programs with registers or meters. Log lines and digests work \
+    (digests are counted, as with one worker without a controller). The summary adds each \
+    worker's packets and CPU time."
 )]
 pub struct RunArgs {
     /// The program: BMv2 JSON, or P4-16 source (`.p4`) compiled by tern.
@@ -144,10 +163,6 @@ pub struct RunArgs {
     #[arg(long, value_name = "P")]
     pub drop_port: Option<u32>,
 
-    /// Device id.
-    #[arg(long, value_name = "N", default_value_t = 0)]
-    pub device_id: u64,
-
     /// Runtime commands (simple_switch_CLI language) applied before packets are replayed.
     #[arg(long, value_name = "FILE")]
     pub commands: Option<PathBuf>,
@@ -164,6 +179,26 @@ pub struct RunArgs {
     #[arg(short = 'v', long = "version")]
     pub print_version: bool,
 
+    /// Device id, ports, receive ring and worker threads (boxed to keep `RunArgs` small).
+    #[command(flatten)]
+    pub dataplane: Box<DataplaneArgs>,
+
+    /// Control servers: Thrift and P4Runtime (boxed to keep `RunArgs` small).
+    #[command(flatten)]
+    pub control: Box<ControlArgs>,
+
+    /// simple_switch target options (after `--`).
+    #[arg(last = true, value_name = "TARGET OPTIONS")]
+    pub target_options: Vec<String>,
+}
+
+/// Device id, port limit, live receive ring and worker threads.
+#[derive(clap::Args, Default, Debug)]
+pub struct DataplaneArgs {
+    /// Device id.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub device_id: u64,
+
     /// Most ports that may be attached (512).
     #[arg(long, value_name = "N", default_value_t = 512)]
     pub max_port_count: u32,
@@ -175,13 +210,12 @@ pub struct RunArgs {
     #[arg(long, value_enum, value_name = "KIND", default_value_t = RxRingArg::Frames)]
     pub rx_ring: RxRingArg,
 
-    /// Control servers: Thrift and P4Runtime (boxed to keep `RunArgs` small).
-    #[command(flatten)]
-    pub control: Box<ControlArgs>,
-
-    /// simple_switch target options (after `--`).
-    #[arg(last = true, value_name = "TARGET OPTIONS")]
-    pub target_options: Vec<String>,
+    /// Run-to-completion worker threads (default 1: the single-threaded path). With N > 1
+    /// packets are spread over N replicas of the program by a hash of their flow, and control
+    /// changes (--commands, the Thrift server) reach all of them; see "Workers" below.
+    #[arg(long, value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub workers: u32,
 }
 
 /// `--rx-ring`: how live interfaces receive (see [`RxRing`]).
@@ -278,7 +312,7 @@ fn take_grpc_target_options(args: &mut RunArgs) -> anyhow::Result<()> {
 /// Switch options from the command line, including target options after `--`.
 fn switch_options(args: &RunArgs) -> anyhow::Result<SwitchOptions> {
     let mut o = SwitchOptions {
-        device_id: args.device_id,
+        device_id: args.dataplane.device_id,
         thrift_port: args.control.thrift_port.unwrap_or(9090),
         ..SwitchOptions::default()
     };
@@ -450,28 +484,32 @@ fn hex(data: &[u8], max: usize) -> String {
 /// HOOK (lead wires it): apply a file of runtime commands (simple_switch_CLI language, from
 /// `tern-control`) to the switch before any packet is replayed.
 fn apply_commands(sw: &Arc<Mutex<Switch>>, path: &Path) -> anyhow::Result<()> {
-    use anyhow::Context;
-    let file = std::fs::File::open(path)
-        .with_context(|| format!("--commands: cannot open {}", path.display()))?;
     let mut guard = sw
         .lock()
         .map_err(|_| anyhow::anyhow!("switch lock poisoned"))?;
-    let mut cli = tern_control::Cli::new(guard.program());
+    let cli = tern_control::Cli::new(guard.program());
+    run_commands(cli, &mut *guard, path)
+}
+
+/// Run the command file at `path` through `cli` on `rt` (one switch, or the workers' control).
+fn run_commands(
+    mut cli: tern_control::Cli,
+    rt: &mut dyn Runtime,
+    path: &Path,
+) -> anyhow::Result<()> {
+    let file = std::fs::File::open(path)
+        .with_context(|| format!("--commands: cannot open {}", path.display()))?;
     let stdout = std::io::stdout();
-    cli.run_script(
-        &mut *guard,
-        &mut std::io::BufReader::new(file),
-        &mut stdout.lock(),
-    )
-    .with_context(|| format!("--commands: reading {}", path.display()))?;
+    cli.run_script(rt, &mut std::io::BufReader::new(file), &mut stdout.lock())
+        .with_context(|| format!("--commands: reading {}", path.display()))?;
     Ok(())
 }
 
 /// Start the control server (BMv2's Thrift API on `--thrift-port`) on its own thread, sharing
 /// the switch. Called after `--commands` and before the `--use-files` wait,
 /// so a controller can install entries during the wait. Returns the thread if one started.
-pub fn start_control_server(
-    sw: &Arc<Mutex<Switch>>,
+pub fn start_control_server<R: Runtime + Send + 'static>(
+    sw: &Arc<Mutex<R>>,
     args: &RunArgs,
 ) -> anyhow::Result<Option<std::thread::JoinHandle<()>>> {
     match args.control.thrift_port {
@@ -481,7 +519,10 @@ pub fn start_control_server(
 }
 
 /// Bind `port` and serve BMv2's Thrift API on a new thread.
-fn serve_thrift(sw: &Arc<Mutex<Switch>>, port: u32) -> anyhow::Result<std::thread::JoinHandle<()>> {
+fn serve_thrift<R: Runtime + Send + 'static>(
+    sw: &Arc<Mutex<R>>,
+    port: u32,
+) -> anyhow::Result<std::thread::JoinHandle<()>> {
     let port = u16::try_from(port).context("--thrift-port must be below 65536")?;
     let listener = std::net::TcpListener::bind(("0.0.0.0", port)).with_context(|| {
         format!("cannot start the Thrift server on port {port} (is another switch running?)")
@@ -558,7 +599,7 @@ fn start_p4runtime(
     let handle = tern_p4rt::Handle::new(
         Arc::clone(sw),
         tern_p4rt::Options {
-            device_id: args.device_id,
+            device_id: args.dataplane.device_id,
             cpu_port: args.control.cpu_port,
             initial,
             switch_options,
@@ -722,11 +763,11 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
         .map(|a| PortSpec::parse(a))
         .collect::<Result<Vec<_>, _>>()?;
     // 0 (the `Default` of these arguments) means no limit.
-    if args.max_port_count != 0 && specs.len() > args.max_port_count as usize {
+    if args.dataplane.max_port_count != 0 && specs.len() > args.dataplane.max_port_count as usize {
         anyhow::bail!(
             "{} interfaces given but --max-port-count is {}",
             specs.len(),
-            args.max_port_count
+            args.dataplane.max_port_count
         );
     }
     let live = args.use_files.is_none() && !specs.is_empty();
@@ -735,6 +776,9 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
         Some(p) => load_program(p)?,
         None => (crate::cmd_p4rt::EMPTY_PROGRAM.to_string(), None),
     };
+    if args.dataplane.workers > 1 {
+        return run_workers::run(&args, &json, opts, &specs, live, wait);
+    }
     let sw = match Switch::from_json(&json, opts.clone()) {
         Ok(sw) => sw,
         Err(e) => {
@@ -837,7 +881,7 @@ fn run_live(
 ) -> anyhow::Result<ExitCode> {
     install_stop_signals().context("installing the SIGINT/SIGTERM handlers")?;
     let cfg = LiveConfig {
-        rx_ring: args.rx_ring.into(),
+        rx_ring: args.dataplane.rx_ring.into(),
         ..LiveConfig::default()
     };
     let live = match LivePorts::open(specs, cfg, Arc::default()) {

@@ -1,0 +1,1079 @@
+//! `tern run --workers N` (N > 1): the program replicated on N run-to-completion worker
+//! threads ([`tern_dataplane::workers`]), driven by the same command line as the
+//! single-threaded run.
+//!
+//! * Dispatch: every input packet gets the next packet id and goes to worker
+//!   `flow_hash(frame) % N`, so all packets of a flow run on one worker, in order.
+//! * Control: `--commands` and the Thrift server drive the workers' [`Control`] (a
+//!   [`tern_runtime::Runtime`]): changes are validated on the control replica and published to
+//!   every worker, which applies them between batches; counter reads are summed over workers.
+//!   An idle worker (blocked waiting for packets) is woken to apply changes and answer reads.
+//! * Files (`--use-files`): the main thread reads the inputs (merged in timestamp order),
+//!   sends batches to the workers over bounded channels (it blocks, never spins, when a worker
+//!   is behind; results wait in an unbounded channel, bounded in practice by the queues) and
+//!   writes the results back **in input order** (a small reorder buffer keyed
+//!   by packet id), so the output files, log lines and summary are those of one worker
+//!   (outputs are flushed after each batch of results rather than after each packet); with
+//!   `--deterministic` (switch clock = packet time) they are byte-identical, except for
+//!   programs whose shared registers couple flows.
+//!   Batches are sent when full (64 packets), every 4,096 packets read, and when the inputs
+//!   end, and results are written when the reader gets back to them: a packet's outputs may
+//!   wait for later input, so inputs fed interactively through FIFOs (a writer waiting for
+//!   each output before the next input) need one worker.
+//! * Interfaces: the main thread is the one receive loop over all interfaces (AF_PACKET, as
+//!   the single-threaded run) and hands each frame to its worker as it arrives; each worker
+//!   transmits its outputs on its own AF_PACKET sockets, flushing them whenever its queue runs
+//!   empty, then blocks. Frames of one flow leave in order; different flows may interleave
+//!   differently than with one worker.
+//! * Not supported (refused with an error): P4Runtime (`--grpc-addr`, `--no-p4`: its server
+//!   drives one switch), `--pcap` capture on interfaces (outputs leave from several threads).
+//!   Digests are counted (and logged at debug level) as the single-threaded run does without a
+//!   controller; `log_msg` lines are logged with their packet.
+
+use super::*;
+use std::collections::VecDeque;
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender, TryRecvError};
+use tern_dataplane::workers::{self, flow_hash, Control, Worker};
+use tern_ports::LiveStats;
+use tern_runtime::Port;
+
+/// Packets per batch sent to a worker (file mode).
+const BATCH: usize = 64;
+/// Batches queued per worker before the dispatcher waits for it.
+const QUEUE: usize = 16;
+/// File mode: partly filled batches are sent at least this often (packets read), so a worker
+/// that receives few flows does not hold back the in-order writing of the others.
+const FLUSH_EVERY: u64 = 4096;
+
+/// One input packet of a batch: its bytes are `data[start..end]` of the batch.
+struct Meta {
+    id: u64,
+    port: Port,
+    ts_ns: u64,
+    start: usize,
+    end: usize,
+}
+
+/// Packets for one worker, with frames to give back to its buffer pool.
+#[derive(Default)]
+struct Batch {
+    pkts: Vec<Meta>,
+    data: Vec<u8>,
+    spare: Vec<OutputPacket>,
+}
+
+impl Batch {
+    fn push(&mut self, id: u64, port: Port, ts_ns: u64, frame: &[u8]) {
+        let start = self.data.len();
+        self.data.extend_from_slice(frame);
+        self.pkts.push(Meta {
+            id,
+            port,
+            ts_ns,
+            start,
+            end: self.data.len(),
+        });
+    }
+
+    fn frame(&self, m: &Meta) -> &[u8] {
+        &self.data[m.start..m.end]
+    }
+}
+
+/// What the worker threads receive.
+enum Job {
+    Pkts(Batch),
+    /// The control queued an update or query: apply / answer it.
+    Wake,
+    /// End the thread.
+    Stop,
+}
+
+/// Per packet of a processed batch.
+struct Res {
+    /// End of this packet's outputs in [`Done::outs`].
+    outs_end: usize,
+    /// `log_msg` lines.
+    lines: Vec<String>,
+    /// The packet's trace (parser, tables, actions, deparser), when logging at debug level.
+    trace: Vec<tern_dataplane::trace::TraceLine>,
+    digests: usize,
+}
+
+/// A processed batch (file mode), sent back to the writer.
+struct Done {
+    worker: usize,
+    batch: Batch,
+    outs: Vec<OutputPacket>,
+    per: Vec<Res>,
+}
+
+/// Run every packet of `b` on worker `w`, appending outputs to `outs` and per-packet results
+/// to `per`. Pending control changes are applied first.
+fn process(
+    w: &mut Worker,
+    b: &mut Batch,
+    deterministic: bool,
+    outs: &mut Vec<OutputPacket>,
+    per: &mut Vec<Res>,
+) {
+    w.poll();
+    w.recycle_outputs(&mut b.spare);
+    let sw = w.switch_mut();
+    for m in &b.pkts {
+        if deterministic {
+            sw.set_clock_us(Some(m.ts_ns / 1000));
+        }
+        sw.process_packet(m.port, b.frame(m), outs);
+        per.push(Res {
+            outs_end: outs.len(),
+            lines: sw.take_log(),
+            trace: sw.take_trace(),
+            digests: sw.take_digests().len(),
+        });
+    }
+}
+
+/// CPU time of the calling thread in nanoseconds (Linux `/proc/thread-self`), if readable.
+fn thread_cpu_ns() -> Option<u64> {
+    if let Ok(s) = std::fs::read_to_string("/proc/thread-self/schedstat") {
+        if let Some(ns) = s.split_whitespace().next().and_then(|v| v.parse().ok()) {
+            return Some(ns);
+        }
+    }
+    // Fallback: utime + stime in clock ticks (fields 14 and 15; the name may hold spaces).
+    let s = std::fs::read_to_string("/proc/thread-self/stat").ok()?;
+    let rest = &s[s.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    Some(ticks * 10_000_000)
+}
+
+/// Set while a wake-up is queued for a worker and not yet taken: a burst of control changes
+/// queues one wake-up, not one per change (they would fill the worker's packet queue).
+type WakeFlag = Arc<std::sync::atomic::AtomicBool>;
+
+fn wake_flags(n: usize) -> Vec<WakeFlag> {
+    (0..n).map(|_| WakeFlag::default()).collect()
+}
+
+/// A worker took a wake-up: clear its flag (before polling, so a change queued after this
+/// point queues a new wake-up; the read-modify-write pairs with the control's, so every change
+/// queued before the flag was set is visible to the poll that follows).
+fn woken(flag: &WakeFlag) {
+    flag.swap(false, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// The control shared by the control servers, with wakers for the workers' queues.
+fn shared_control(
+    mut ctl: Control,
+    txs: &[SyncSender<Job>],
+    flags: Vec<WakeFlag>,
+) -> Arc<Mutex<Control>> {
+    let wake = txs.to_vec();
+    ctl.set_waker(move |i| {
+        if !flags[i].swap(true, std::sync::atomic::Ordering::SeqCst) {
+            // A stopped worker no longer needs waking.
+            let _ = wake[i].send(Job::Wake);
+        }
+    });
+    Arc::new(Mutex::new(ctl))
+}
+
+fn lock(ctl: &Arc<Mutex<Control>>) -> anyhow::Result<std::sync::MutexGuard<'_, Control>> {
+    ctl.lock()
+        .map_err(|_| anyhow::anyhow!("control state poisoned by a panic"))
+}
+
+/// Apply `--commands` through the workers' control.
+fn apply_commands_workers(ctl: &Arc<Mutex<Control>>, path: &Path) -> anyhow::Result<()> {
+    let mut g = lock(ctl)?;
+    let cli = tern_control::Cli::new(g.switch().program());
+    run_commands(cli, &mut *g, path)
+}
+
+/// Print each worker's share: packets and CPU seconds (read on the worker's own thread).
+fn worker_summary(ctl: &Arc<Mutex<Control>>, packets: &[u64]) -> anyhow::Result<()> {
+    let cpu = lock(ctl)?.query(|_, _| thread_cpu_ns());
+    for (i, n) in packets.iter().enumerate() {
+        match cpu.get(i).copied().flatten() {
+            Some(ns) => eprintln!(
+                "tern run: worker {i}: {n} packets, {:.3} CPU-s{}",
+                ns as f64 / 1e9,
+                if *n > 0 {
+                    format!(", {:.0} ns/packet", ns as f64 / *n as f64)
+                } else {
+                    String::new()
+                }
+            ),
+            None => eprintln!("tern run: worker {i}: {n} packets"),
+        }
+    }
+    Ok(())
+}
+
+/// Entry from [`super::run`] when `--workers` > 1.
+pub(super) fn run(
+    args: &RunArgs,
+    json: &str,
+    opts: SwitchOptions,
+    specs: &[PortSpec],
+    live: bool,
+    wait: u64,
+) -> anyhow::Result<ExitCode> {
+    let n = args.dataplane.workers as usize;
+    if args.control.grpc_addr.is_some() || args.control.no_p4 {
+        anyhow::bail!(
+            "--workers {n}: P4Runtime (--grpc-addr, --no-p4) drives a single switch and is not \
+             supported with workers; use --workers 1"
+        );
+    }
+    if live && args.pcap.is_some() {
+        anyhow::bail!(
+            "--workers {n}: --pcap capture on interfaces is not supported with workers \
+             (outputs leave from several threads); use --workers 1"
+        );
+    }
+    let (ctl, mut ws) = match workers::build(json, opts, n) {
+        Ok(r) => r,
+        Err(e) => {
+            // As the single-threaded run (and simple_switch): the reason on stdout, exit 1.
+            println!("{e}");
+            return Ok(ExitCode::from(1));
+        }
+    };
+    let mut log = Logger::new(args)?;
+    if log.on(Level::Debug) {
+        // As with one worker: at debug level and below each packet's trace is logged.
+        for w in &mut ws {
+            w.switch_mut().set_trace(true);
+        }
+    }
+    if live {
+        run_live(ctl, ws, specs, log, args)
+    } else {
+        run_files(ctl, ws, specs, &mut log, args, wait)
+    }
+}
+
+/// File mode; see the module documentation.
+fn run_files(
+    ctl: Control,
+    ws: Vec<Worker>,
+    specs: &[PortSpec],
+    log: &mut Logger,
+    args: &RunArgs,
+    wait: u64,
+) -> anyhow::Result<ExitCode> {
+    // Outputs are flushed whenever the writer has caught up with the workers (after each
+    // processed batch it writes), not after every packet as with one worker: one write per
+    // batch instead of one per packet, the difference between the two paths' costs.
+    let out_cfg = tern_ports::WriterConfig {
+        flush_each_packet: false,
+        ..tern_ports::WriterConfig::bmv2()
+    };
+    let files = match FilePorts::open_with(Path::new(""), specs, out_cfg) {
+        Ok(f) => f,
+        Err(e @ tern_ports::PortError::MissingInput { .. }) => {
+            eprintln!("tern run: {e}");
+            return Ok(ExitCode::from(1));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    for s in files.ports() {
+        log.log(
+            Level::Info,
+            None,
+            &format!("Adding interface {} as port {} (files)", s.name, s.port),
+        )?;
+    }
+    let mut ports: Box<dyn PortIo> = match &args.pcap {
+        Some(dir) => {
+            let avoid = files.files();
+            Box::new(Capture::new(files, dir, &avoid)?)
+        }
+        None => Box::new(files),
+    };
+
+    let n = ws.len();
+    let (done_tx, done_rx) = mpsc::channel::<Done>();
+    let flags = wake_flags(n);
+    let mut txs = Vec::new();
+    let mut threads = Vec::new();
+    for w in ws {
+        let (tx, rx) = mpsc::sync_channel::<Job>(QUEUE);
+        txs.push(tx);
+        let done = done_tx.clone();
+        let det = args.deterministic;
+        let flag = flags[w.id].clone();
+        threads.push(
+            std::thread::Builder::new()
+                .name(format!("worker-{}", w.id))
+                .spawn(move || file_worker(w, rx, done, det, flag))
+                .context("starting a worker thread")?,
+        );
+    }
+    drop(done_tx);
+    let ctl = shared_control(ctl, &txs, flags);
+
+    if let Some(cmds) = &args.commands {
+        apply_commands_workers(&ctl, cmds)?;
+    }
+    let control = start_control_server(&ctl, args)?;
+    if wait > 0 {
+        std::thread::sleep(Duration::from_secs(wait));
+    }
+
+    let mut d = Dispatcher::new(n, args);
+    let res = d.replay(ports.as_mut(), log, &txs, &done_rx);
+    let stats = res?;
+    ports.flush()?;
+    log.finish()?;
+    summary(&stats);
+    worker_summary(&ctl, &d.per_worker)?;
+    if let Some(server) = control {
+        // As with one worker: keep serving the control plane (the workers stay up to apply
+        // changes and answer counter reads).
+        eprintln!("tern run: inputs exhausted; control server still running");
+        server
+            .join()
+            .map_err(|_| anyhow::anyhow!("the control server thread panicked"))?;
+    }
+    for tx in &txs {
+        let _ = tx.send(Job::Stop);
+    }
+    for t in threads {
+        t.join()
+            .map_err(|_| anyhow::anyhow!("a worker thread panicked"))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn file_worker(
+    mut w: Worker,
+    rx: Receiver<Job>,
+    done: Sender<Done>,
+    deterministic: bool,
+    flag: WakeFlag,
+) {
+    while let Ok(job) = rx.recv() {
+        match job {
+            Job::Pkts(mut batch) => {
+                let mut outs = Vec::with_capacity(batch.pkts.len());
+                let mut per = Vec::with_capacity(batch.pkts.len());
+                process(&mut w, &mut batch, deterministic, &mut outs, &mut per);
+                let d = Done {
+                    worker: w.id,
+                    batch,
+                    outs,
+                    per,
+                };
+                if done.send(d).is_err() {
+                    return;
+                }
+            }
+            Job::Wake => {
+                woken(&flag);
+                w.poll();
+            }
+            Job::Stop => return,
+        }
+    }
+}
+
+/// File mode's main loop state: open batches, the reorder buffer, counters.
+struct Dispatcher {
+    n: usize,
+    /// The batch being filled for each worker.
+    open: Vec<Batch>,
+    /// Emptied batches for reuse.
+    pool: Vec<Batch>,
+    /// Written frames to hand back to each worker's buffer pool with its next batch.
+    spare: Vec<Vec<OutputPacket>>,
+    /// The worker of every packet read but not yet written, in packet id order.
+    order: VecDeque<u32>,
+    /// Processed batches per worker, with the index of the next packet to write.
+    pending: Vec<VecDeque<(Done, usize)>>,
+    /// Packets given to each worker.
+    per_worker: Vec<u64>,
+    st: Stats,
+    dump: usize,
+    wall_out: bool,
+}
+
+impl Dispatcher {
+    fn new(n: usize, args: &RunArgs) -> Dispatcher {
+        Dispatcher {
+            n,
+            open: (0..n).map(|_| Batch::default()).collect(),
+            pool: Vec::new(),
+            spare: (0..n).map(|_| Vec::new()).collect(),
+            order: VecDeque::new(),
+            pending: (0..n).map(|_| VecDeque::new()).collect(),
+            per_worker: vec![0; n],
+            st: Stats::default(),
+            dump: args.log.dump_packet_data,
+            wall_out: !args.deterministic,
+        }
+    }
+
+    fn replay(
+        &mut self,
+        ports: &mut dyn PortIo,
+        log: &mut Logger,
+        txs: &[SyncSender<Job>],
+        done: &Receiver<Done>,
+    ) -> anyhow::Result<(Stats, Duration)> {
+        let mut buf = Vec::with_capacity(2048);
+        let start = Instant::now();
+        while let Some(m) = ports.recv(&mut buf)? {
+            let id = self.st.rx;
+            self.st.rx += 1;
+            let w = (flow_hash(&buf) % self.n as u64) as usize;
+            self.per_worker[w] += 1;
+            self.order.push_back(w as u32);
+            self.open[w].push(id, m.port, m.ts_ns, &buf);
+            if self.open[w].pkts.len() >= BATCH {
+                self.dispatch(w, txs)?;
+            }
+            if self.st.rx.is_multiple_of(FLUSH_EVERY) {
+                for w in 0..self.n {
+                    if !self.open[w].pkts.is_empty() {
+                        self.dispatch(w, txs)?;
+                    }
+                }
+            }
+            let mut wrote = false;
+            loop {
+                match done.try_recv() {
+                    Ok(d) => {
+                        self.store(d, ports, log)?;
+                        wrote = true;
+                    }
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) => anyhow::bail!("the workers ended early"),
+                }
+            }
+            if wrote {
+                ports.flush()?;
+            }
+        }
+        for w in 0..self.n {
+            if !self.open[w].pkts.is_empty() {
+                self.dispatch(w, txs)?;
+            }
+        }
+        while !self.order.is_empty() {
+            let d = done
+                .recv()
+                .map_err(|_| anyhow::anyhow!("the workers ended early"))?;
+            self.store(d, ports, log)?;
+        }
+        Ok((std::mem::take(&mut self.st), start.elapsed()))
+    }
+
+    /// Send worker `w` its open batch, blocking while its queue is full. This cannot
+    /// deadlock: a worker never waits for this thread (its results go to an unbounded
+    /// channel), and the queue may be full of control wake-ups only, so waiting for a result
+    /// instead could wait forever.
+    fn dispatch(&mut self, w: usize, txs: &[SyncSender<Job>]) -> anyhow::Result<()> {
+        let next = self.pool.pop().unwrap_or_default();
+        let mut b = std::mem::replace(&mut self.open[w], next);
+        b.spare = std::mem::take(&mut self.spare[w]);
+        txs[w]
+            .send(Job::Pkts(b))
+            .map_err(|_| anyhow::anyhow!("worker {w} ended early"))
+    }
+
+    /// Keep a processed batch and write every packet now next in input order.
+    fn store(&mut self, d: Done, ports: &mut dyn PortIo, log: &mut Logger) -> anyhow::Result<()> {
+        self.pending[d.worker].push_back((d, 0));
+        while let Some(&w) = self.order.front() {
+            let w = w as usize;
+            let Some((d, k)) = self.pending[w].front_mut() else {
+                break;
+            };
+            let i = *k;
+            *k += 1;
+            let first = if i == 0 { 0 } else { d.per[i - 1].outs_end };
+            write_packet(
+                &mut self.st,
+                ports,
+                log,
+                &d.batch,
+                i,
+                &d.outs[first..d.per[i].outs_end],
+                &d.per[i],
+                self.dump,
+                self.wall_out,
+            )?;
+            self.order.pop_front();
+            if *k == d.per.len() {
+                let (mut d, _) = self.pending[w].pop_front().expect("front exists");
+                self.spare[w].append(&mut d.outs);
+                d.batch.pkts.clear();
+                d.batch.data.clear();
+                self.pool.push(d.batch);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Log and write packet `i` of `batch` (its outputs `outs`), as the single-threaded run does.
+#[allow(clippy::too_many_arguments)]
+fn write_packet(
+    st: &mut Stats,
+    ports: &mut dyn PortIo,
+    log: &mut Logger,
+    batch: &Batch,
+    i: usize,
+    outs: &[OutputPacket],
+    res: &Res,
+    dump: usize,
+    wall_out: bool,
+) -> anyhow::Result<()> {
+    let m = &batch.pkts[i];
+    let pkt = Some((m.id, m.ts_ns));
+    log_received(log, pkt, m.port, batch.frame(m), dump)?;
+    log_trace(log, pkt, &res.trace)?;
+    for l in &res.lines {
+        log.log(Level::Info, pkt, l)?;
+    }
+    st.digests += res.digests as u64;
+    if outs.is_empty() {
+        st.dropped += 1;
+        if log.on(Level::Debug) {
+            log.log(Level::Debug, pkt, "Packet dropped (no output)")?;
+        }
+    }
+    if res.digests > 0 && log.on(Level::Debug) {
+        log.log(
+            Level::Debug,
+            pkt,
+            &format!("{} digest(s) generated (no listener)", res.digests),
+        )?;
+    }
+    for o in outs {
+        let ts = if wall_out { wall_ns() } else { m.ts_ns };
+        send_output(st, ports, log, pkt, o, ts, dump)?;
+    }
+    Ok(())
+}
+
+/// The per-packet receive log lines.
+fn log_received(
+    log: &mut Logger,
+    pkt: Option<(u64, u64)>,
+    port: Port,
+    frame: &[u8],
+    dump: usize,
+) -> anyhow::Result<()> {
+    if log.on(Level::Debug) {
+        log.log(
+            Level::Debug,
+            pkt,
+            &format!("Processing packet received on port {port}"),
+        )?;
+    }
+    if dump > 0 && log.on(Level::Info) {
+        log.log(
+            Level::Info,
+            pkt,
+            &format!(
+                "Packet data received on port {port} ({} bytes): {}",
+                frame.len(),
+                hex(frame, dump)
+            ),
+        )?;
+    }
+    Ok(())
+}
+
+/// A packet's trace lines, each at its level (as the single-threaded run logs them).
+fn log_trace(
+    log: &mut Logger,
+    pkt: Option<(u64, u64)>,
+    trace: &[tern_dataplane::trace::TraceLine],
+) -> anyhow::Result<()> {
+    use tern_dataplane::trace::TraceLevel;
+    for t in trace {
+        let level = match t.level {
+            TraceLevel::Trace => Level::Trace,
+            TraceLevel::Debug => Level::Debug,
+            TraceLevel::Info => Level::Info,
+            TraceLevel::Error => Level::Error,
+        };
+        if log.on(level) {
+            log.log(level, pkt, &t.text)?;
+        }
+    }
+    Ok(())
+}
+
+/// Send one output frame, with its log lines and counters.
+fn send_output(
+    st: &mut Stats,
+    ports: &mut dyn PortIo,
+    log: &mut Logger,
+    pkt: Option<(u64, u64)>,
+    o: &OutputPacket,
+    ts: u64,
+    dump: usize,
+) -> anyhow::Result<()> {
+    if log.on(Level::Debug) {
+        log.log(
+            Level::Debug,
+            pkt,
+            &format!(
+                "Transmitting packet of size {} out of port {}",
+                o.data.len(),
+                o.port
+            ),
+        )?;
+    }
+    if ports.send(o.port, ts, &o.data)? {
+        st.tx += 1;
+        if dump > 0 && log.on(Level::Info) {
+            log.log(
+                Level::Info,
+                pkt,
+                &format!(
+                    "Packet data sent on port {} ({} bytes): {}",
+                    o.port,
+                    o.data.len(),
+                    hex(&o.data, dump)
+                ),
+            )?;
+        }
+    } else {
+        st.discarded += 1;
+        if log.on(Level::Debug) {
+            log.log(
+                Level::Debug,
+                pkt,
+                &format!("Port {} is not attached: packet discarded", o.port),
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// Live mode; see the module documentation.
+fn run_live(
+    ctl: Control,
+    ws: Vec<Worker>,
+    specs: &[PortSpec],
+    log: Logger,
+    args: &RunArgs,
+) -> anyhow::Result<ExitCode> {
+    install_stop_signals().context("installing the SIGINT/SIGTERM handlers")?;
+    let cfg = LiveConfig {
+        rx_ring: args.dataplane.rx_ring.into(),
+        ..LiveConfig::default()
+    };
+    let mut live = match LivePorts::open(specs, cfg, Arc::default()) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("tern run: {e}");
+            return Ok(ExitCode::from(1));
+        }
+    };
+    let logging = log.on(Level::Error);
+    let log = Arc::new(Mutex::new(log));
+    {
+        let mut l = lock_log(&log)?;
+        for s in live.ports() {
+            l.log(
+                Level::Info,
+                None,
+                &format!("Adding interface {} as port {}", s.name, s.port),
+            )?;
+        }
+    }
+    for name in live.down_interfaces() {
+        eprintln!(
+            "tern run: warning: interface '{name}' is down and receives nothing \
+             (ip link set {name} up)"
+        );
+    }
+    let n = ws.len();
+    let flags = wake_flags(n);
+    let mut txs = Vec::new();
+    let mut threads = Vec::new();
+    for w in ws {
+        let (tx, rx) = mpsc::sync_channel::<Job>(1024);
+        txs.push(tx);
+        let (ready_tx, ready_rx) = mpsc::sync_channel::<Result<(), String>>(1);
+        let specs = specs.to_vec();
+        let log = Arc::clone(&log);
+        let opts = LiveOpts {
+            deterministic: args.deterministic,
+            dump: args.log.dump_packet_data,
+            logging,
+        };
+        let flag = flags[w.id].clone();
+        threads.push(
+            std::thread::Builder::new()
+                .name(format!("worker-{}", w.id))
+                .spawn(move || live_worker(w, rx, &specs, log, opts, flag, ready_tx))
+                .context("starting a worker thread")?,
+        );
+        match ready_rx.recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => anyhow::bail!("worker transmit sockets: {e}"),
+            Err(_) => anyhow::bail!("a worker thread ended early"),
+        }
+    }
+    let ctl = shared_control(ctl, &txs, flags);
+    if let Some(cmds) = &args.commands {
+        apply_commands_workers(&ctl, cmds)?;
+    }
+    // As the single-threaded run: Thrift on 9090 unless told otherwise (busy default: warning).
+    let _control = match args.control.thrift_port {
+        Some(p) => Some(serve_thrift(&ctl, p)?),
+        None => match serve_thrift(&ctl, 9090) {
+            Ok(h) => Some(h),
+            Err(e) => {
+                eprintln!("tern run: warning: {e:#}; running without a control server");
+                None
+            }
+        },
+    };
+    eprintln!(
+        "tern run: switching on {} with {n} workers (Ctrl-C or SIGTERM to stop)",
+        specs
+            .iter()
+            .map(|s| format!("{}@{}", s.port, s.name))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let mut per_worker = vec![0u64; n];
+    let mut buf = Vec::with_capacity(2048);
+    let mut rx_count = 0u64;
+    let start = Instant::now();
+    let mut failed = None;
+    while let Some(m) = live.recv(&mut buf)? {
+        let id = rx_count;
+        rx_count += 1;
+        let w = (flow_hash(&buf) % n as u64) as usize;
+        per_worker[w] += 1;
+        let mut b = Batch::default();
+        b.push(id, m.port, m.ts_ns, &buf);
+        if txs[w].send(Job::Pkts(b)).is_err() {
+            failed = Some(w);
+            break;
+        }
+    }
+    let elapsed = start.elapsed();
+    let mut st = Stats {
+        rx: rx_count,
+        ..Stats::default()
+    };
+    let cpu = worker_summary_lines(&ctl, &per_worker);
+    for tx in &txs {
+        let _ = tx.send(Job::Stop);
+    }
+    let mut tx_stats = LiveStats::default();
+    for t in threads {
+        let (s, l) = t
+            .join()
+            .map_err(|_| anyhow::anyhow!("a worker thread panicked"))?;
+        st.tx += s.tx;
+        st.dropped += s.dropped;
+        st.discarded += s.discarded;
+        st.digests += s.digests;
+        tx_stats.tx += l.tx;
+        tx_stats.tx_errors += l.tx_errors;
+    }
+    lock_log(&log)?.finish()?;
+    if let Some(w) = failed {
+        anyhow::bail!("worker {w} stopped early (see the messages above)");
+    }
+    summary(&(st, elapsed));
+    for l in cpu {
+        eprintln!("{l}");
+    }
+    let rx = live.stats();
+    eprintln!(
+        "tern run: interfaces: {} frames sent, {} send errors, {} checksums completed, \
+         {} too long for the ring, {} received whole past the ring, {} interface errors",
+        tx_stats.tx,
+        tx_stats.tx_errors,
+        rx.csum_completed,
+        rx.truncated,
+        rx.copied,
+        rx.iface_errors
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// [`worker_summary`] as lines (live mode prints them after the totals).
+fn worker_summary_lines(ctl: &Arc<Mutex<Control>>, packets: &[u64]) -> Vec<String> {
+    let cpu = match lock(ctl) {
+        Ok(c) => c.query(|_, _| thread_cpu_ns()),
+        Err(_) => Vec::new(),
+    };
+    packets
+        .iter()
+        .enumerate()
+        .map(|(i, n)| match cpu.get(i).copied().flatten() {
+            Some(ns) => format!(
+                "tern run: worker {i}: {n} packets, {:.3} CPU-s",
+                ns as f64 / 1e9
+            ),
+            None => format!("tern run: worker {i}: {n} packets"),
+        })
+        .collect()
+}
+
+fn lock_log(log: &Arc<Mutex<Logger>>) -> anyhow::Result<std::sync::MutexGuard<'_, Logger>> {
+    log.lock()
+        .map_err(|_| anyhow::anyhow!("logger poisoned by a panic"))
+}
+
+/// What a live worker needs from the command line.
+#[derive(Clone, Copy)]
+struct LiveOpts {
+    deterministic: bool,
+    dump: usize,
+    /// Some logging is enabled (else the logger's lock is never taken).
+    logging: bool,
+}
+
+/// A live worker: runs the frames it is given and transmits their outputs on its own
+/// sockets; flushes whenever its queue is empty, then blocks. Returns its counters.
+fn live_worker(
+    mut w: Worker,
+    rx: Receiver<Job>,
+    specs: &[PortSpec],
+    log: Arc<Mutex<Logger>>,
+    o: LiveOpts,
+    flag: WakeFlag,
+    ready: SyncSender<Result<(), String>>,
+) -> (Stats, LiveStats) {
+    let mut st = Stats::default();
+    // Transmit only: the smallest receive ring, no promiscuous mode.
+    let cfg = LiveConfig {
+        block_size: 4096,
+        block_nr: 1,
+        promisc: false,
+        tx_batch: 64,
+        ..LiveConfig::default()
+    };
+    let mut ports = match LivePorts::open(specs, cfg, Arc::default()) {
+        Ok(p) => {
+            let _ = ready.send(Ok(()));
+            p
+        }
+        Err(e) => {
+            let _ = ready.send(Err(e.to_string()));
+            return (st, LiveStats::default());
+        }
+    };
+    let mut outs = Vec::new();
+    let mut per = Vec::new();
+    loop {
+        let job = match rx.try_recv() {
+            Ok(j) => j,
+            Err(TryRecvError::Empty) => {
+                if let Err(e) = ports.flush() {
+                    eprintln!("tern run: worker {}: {e}", w.id);
+                }
+                match rx.recv() {
+                    Ok(j) => j,
+                    Err(_) => break,
+                }
+            }
+            Err(TryRecvError::Disconnected) => break,
+        };
+        match job {
+            Job::Pkts(mut b) => {
+                outs.clear();
+                per.clear();
+                process(&mut w, &mut b, o.deterministic, &mut outs, &mut per);
+                if let Err(e) = live_outputs(&mut st, &mut ports, &log, &b, &outs, &per, o) {
+                    eprintln!("tern run: worker {}: {e:#}", w.id);
+                    break;
+                }
+                w.recycle_outputs(&mut outs);
+            }
+            Job::Wake => {
+                woken(&flag);
+                w.poll();
+            }
+            Job::Stop => break,
+        }
+    }
+    let _ = ports.flush();
+    (st, ports.stats())
+}
+
+/// Transmit (and log) the outputs of a live batch.
+fn live_outputs(
+    st: &mut Stats,
+    ports: &mut LivePorts,
+    log: &Arc<Mutex<Logger>>,
+    b: &Batch,
+    outs: &[OutputPacket],
+    per: &[Res],
+    o: LiveOpts,
+) -> anyhow::Result<()> {
+    let mut first = 0;
+    for (i, res) in per.iter().enumerate() {
+        let mine = &outs[first..res.outs_end];
+        first = res.outs_end;
+        let m = &b.pkts[i];
+        let pkt = Some((m.id, m.ts_ns));
+        if !o.logging {
+            // Fast path: nothing is logged.
+            st.digests += res.digests as u64;
+            if mine.is_empty() {
+                st.dropped += 1;
+            }
+            for p in mine {
+                if ports.send(p.port, 0, &p.data)? {
+                    st.tx += 1;
+                } else {
+                    st.discarded += 1;
+                }
+            }
+            continue;
+        }
+        let mut l = lock_log(log)?;
+        log_received(&mut l, pkt, m.port, b.frame(m), o.dump)?;
+        log_trace(&mut l, pkt, &res.trace)?;
+        for line in &res.lines {
+            l.log(Level::Info, pkt, line)?;
+        }
+        st.digests += res.digests as u64;
+        if mine.is_empty() {
+            st.dropped += 1;
+            if l.on(Level::Debug) {
+                l.log(Level::Debug, pkt, "Packet dropped (no output)")?;
+            }
+        }
+        for p in mine {
+            send_output(st, ports, &mut l, pkt, p, 0, o.dump)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tern_runtime::{CounterValue, RuntimeError, SwapError};
+
+    /// Every packet increments register cell 0 (read then write in one action) and counter
+    /// cell 1, and leaves on port 2.
+    const COUNTING: &str = r#"
+#include <core.p4>
+#include <v1model.p4>
+header eth_t { bit<48> d; bit<48> s; bit<16> t; }
+struct headers { eth_t eth; }
+struct metadata { }
+parser P(packet_in p, out headers h, inout metadata m, inout standard_metadata_t sm) {
+    state start { p.extract(h.eth); transition accept; }
+}
+control V(inout headers h, inout metadata m) { apply { } }
+control I(inout headers h, inout metadata m, inout standard_metadata_t sm) {
+    register<bit<32>>(4) total;
+    counter(4, CounterType.packets_and_bytes) seen;
+    action bump() {
+        bit<32> v;
+        total.read(v, 0);
+        total.write(0, v + 1);
+        seen.count(1);
+        sm.egress_spec = 2;
+    }
+    apply { bump(); }
+}
+control E(inout headers h, inout metadata m, inout standard_metadata_t sm) { apply { } }
+control C(inout headers h, inout metadata m) { apply { } }
+control D(packet_out p, in headers h) { apply { p.emit(h.eth); } }
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"#;
+
+    /// The file-mode worker threads, driven as `run_files` drives them: packets in batches;
+    /// then, with every worker idle (blocked on its queue), reads through the `Runtime` of the
+    /// control must wake them: the register read comes from the shared bank (every increment
+    /// of both workers), the counter is the sum over workers; a swap is refused for a program
+    /// with registers; Stop ends the threads.
+    #[test]
+    fn idle_workers_answer_runtime_reads_through_the_waker() {
+        let json = tern_p4::compile_str(COUNTING, "counting.p4", &Default::default())
+            .expect("compiles")
+            .json;
+        let (ctl, ws) = workers::build(&json, SwitchOptions::default(), 2).expect("loads");
+        let (done_tx, done_rx) = mpsc::channel::<Done>();
+        let flags = wake_flags(2);
+        let mut txs = Vec::new();
+        let mut threads = Vec::new();
+        for w in ws {
+            let (tx, rx) = mpsc::sync_channel::<Job>(QUEUE);
+            txs.push(tx);
+            let done = done_tx.clone();
+            let flag = flags[w.id].clone();
+            threads.push(std::thread::spawn(move || {
+                file_worker(w, rx, done, false, flag)
+            }));
+        }
+        drop(done_tx);
+        let ctl = shared_control(ctl, &txs, flags);
+        let (batches, per) = (10usize, 50usize);
+        let mut id = 0;
+        for k in 0..batches {
+            let mut b = Batch::default();
+            for _ in 0..per {
+                b.push(id, 1, 0, &[k as u8; 60]);
+                id += 1;
+            }
+            txs[k % 2].send(Job::Pkts(b)).unwrap();
+        }
+        let mut outs = 0;
+        for _ in 0..batches {
+            let d = done_rx.recv().unwrap();
+            assert!(d.outs.iter().all(|o| o.port == 2));
+            outs += d.outs.len();
+        }
+        assert_eq!(outs, batches * per);
+        let total = (batches * per) as u64;
+        {
+            let mut g = ctl.lock().unwrap();
+            let rt: &mut dyn Runtime = &mut *g;
+            assert_eq!(rt.register_read("I.total", 0).unwrap(), total);
+            assert_eq!(rt.register_read_all("I.total").unwrap()[0], total);
+            let c = rt.counter_read("I.seen", 1).unwrap();
+            assert_eq!((c.packets, c.bytes), (total, 60 * total));
+            rt.counter_write(
+                "I.seen",
+                1,
+                CounterValue {
+                    packets: 3,
+                    bytes: 4,
+                },
+            )
+            .unwrap();
+            assert_eq!(rt.counter_read("I.seen", 1).unwrap().packets, 3);
+            // A burst of changes (more than a queue holds) while the workers are idle.
+            for v in 0..200 {
+                rt.register_write("I.total", 1, v).unwrap();
+            }
+            assert_eq!(rt.register_read("I.total", 1).unwrap(), 199);
+            rt.register_write("I.total", 0, 9).unwrap();
+            assert_eq!(rt.register_read("I.total", 0).unwrap(), 9);
+            assert!(rt.register_read("I.total", 99).is_err());
+            assert_eq!(
+                rt.load_new_config(&json).unwrap_err(),
+                RuntimeError::Swap(SwapError::CONFIG_SWAP_DISABLED)
+            );
+        }
+        for tx in &txs {
+            tx.send(Job::Stop).unwrap();
+        }
+        for t in threads {
+            t.join().unwrap();
+        }
+    }
+}

@@ -1,0 +1,266 @@
+//! `tern run --workers 2` on live interfaces: two hosts in network namespaces joined through
+//! veth pairs to the L3 router (`p4/bench/l3_router.p4`), routes added over Thrift while the
+//! workers run (so every worker must apply them while idle); pings to several addresses (flows
+//! spread over the workers) must cross it, and SIGTERM ends the run with a per-worker summary.
+//! Needs root and `ip` (prints "skipping: ..." and passes otherwise).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+use tern_runtime::{MatchParam, Runtime};
+
+const TERN: &str = env!("CARGO_BIN_EXE_tern");
+const ROUTER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../p4/bench/l3_router.p4");
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(2) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+fn on_path(prog: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|p| {
+        std::env::split_paths(&p).any(|d| d.join(prog).is_file())
+            || ["/usr/sbin", "/sbin", "/usr/bin", "/bin"]
+                .iter()
+                .any(|d| Path::new(d).join(prog).is_file())
+    })
+}
+
+fn ip(args: &[&str]) {
+    let o = Command::new("ip").args(args).output().expect("running ip");
+    assert!(
+        o.status.success(),
+        "ip {}: {}",
+        args.join(" "),
+        text(&o.stderr)
+    );
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn wait_with_timeout(mut child: Child, secs: u64) -> Output {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// Namespaces, veths and the switch; removed on drop (even on panic).
+struct Topo {
+    ns: Vec<String>,
+    links: Vec<String>,
+    switch: Option<Child>,
+}
+
+impl Drop for Topo {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.switch.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        for l in &self.links {
+            let _ = Command::new("ip").args(["link", "del", l]).output();
+        }
+        for n in &self.ns {
+            let _ = Command::new("ip").args(["netns", "del", n]).output();
+        }
+    }
+}
+
+/// Host `ns`: eth0 with `mac` and the addresses `addrs` (/24), default route via `gw` whose
+/// MAC is `gw_mac` (static neighbour), joined to root-side veth `root_if`.
+fn add_host(topo: &mut Topo, ns: &str, root_if: &str, mac: &str, addrs: &[&str], gw: &str) {
+    let tmp_if = format!("{root_if}x");
+    ip(&["netns", "add", ns]);
+    topo.ns.push(ns.to_string());
+    ip(&[
+        "link", "add", root_if, "type", "veth", "peer", "name", &tmp_if,
+    ]);
+    topo.links.push(root_if.to_string());
+    ip(&["link", "set", &tmp_if, "netns", ns]);
+    let x = |args: &[&str]| {
+        let mut v = vec!["netns", "exec", ns, "ip"];
+        v.extend_from_slice(args);
+        ip(&v);
+    };
+    x(&["link", "set", &tmp_if, "name", "eth0"]);
+    x(&["link", "set", "eth0", "address", mac]);
+    let _ = Command::new("ip")
+        .args(["netns", "exec", ns, "sysctl", "-qw"])
+        .arg("net.ipv6.conf.all.disable_ipv6=1")
+        .output();
+    for a in addrs {
+        x(&["addr", "add", &format!("{a}/24"), "dev", "eth0"]);
+    }
+    x(&["link", "set", "lo", "up"]);
+    x(&["link", "set", "eth0", "up"]);
+    x(&["route", "add", "default", "via", gw, "dev", "eth0"]);
+    x(&[
+        "neigh",
+        "replace",
+        gw,
+        "lladdr",
+        "02:00:00:00:00:fe",
+        "dev",
+        "eth0",
+        "nud",
+        "permanent",
+    ]);
+    let _ = std::fs::write(
+        format!("/proc/sys/net/ipv6/conf/{root_if}/disable_ipv6"),
+        "1",
+    );
+    ip(&["link", "set", root_if, "up"]);
+}
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tern-wnetns-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn live_workers_forward_pings_with_routes_added_over_thrift() {
+    if !is_root() || !on_path("ip") || !on_path("ping") {
+        eprintln!("skipping: needs root and the `ip` and `ping` commands");
+        return;
+    }
+    let id = std::process::id() % 1_000_000;
+    let (ns1, ns2) = (format!("tern-w1-{id}"), format!("tern-w2-{id}"));
+    let (if1, if2) = (format!("tw{id}a"), format!("tw{id}b"));
+    let mut topo = Topo {
+        ns: Vec::new(),
+        links: Vec::new(),
+        switch: None,
+    };
+    let h2_addrs = ["10.0.1.10", "10.0.1.11", "10.0.1.12", "10.0.1.13"];
+    add_host(
+        &mut topo,
+        &ns1,
+        &if1,
+        "00:04:00:00:00:01",
+        &["10.0.0.10"],
+        "10.0.0.1",
+    );
+    add_host(
+        &mut topo,
+        &ns2,
+        &if2,
+        "00:04:00:00:00:02",
+        &h2_addrs,
+        "10.0.1.1",
+    );
+
+    let d = tmpdir("live");
+    let log = d.join("switch.err");
+    let port = free_port();
+    let child = Command::new(TERN)
+        .args(["run", ROUTER, "--workers", "2"])
+        .args(["-i", &format!("1@{if1}"), "-i", &format!("2@{if2}")])
+        .args(["--thrift-port", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    topo.switch = Some(child);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .contains("switching on")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "switch did not start: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        assert!(
+            topo.switch.as_mut().unwrap().try_wait().unwrap().is_none(),
+            "switch exited: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut rt = tern_thrift::ThriftRuntime::connect(("127.0.0.1", port)).expect("Thrift");
+    for (net, mac, p) in [(0u8, 1u8, 1u8), (1, 2, 2)] {
+        rt.mt_add_entry(
+            "RIngress.ipv4_lpm",
+            &[MatchParam::Lpm {
+                key: vec![10, 0, net, 0],
+                prefix_len: 24,
+            }],
+            "RIngress.set_nhop",
+            &[vec![0, 4, 0, 0, 0, mac], vec![0, p]],
+            None,
+        )
+        .expect("add route");
+    }
+    assert_eq!(rt.mt_get_num_entries("RIngress.ipv4_lpm").unwrap(), 2);
+    for a in h2_addrs {
+        let o = Command::new("ip")
+            .args(["netns", "exec", &ns1, "ping", "-c", "2", "-i", "0.2"])
+            .args(["-W", "2", a])
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success() && text(&o.stdout).contains("2 received"),
+            "ping h1 -> {a} failed: {}{}\nswitch: {}",
+            text(&o.stdout),
+            text(&o.stderr),
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+    }
+    let k = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(k.success());
+    let out = wait_with_timeout(topo.switch.take().unwrap(), 20);
+    let err = std::fs::read_to_string(&log).unwrap();
+    assert!(out.status.success(), "switch exit {:?}: {err}", out.status);
+    let summary = err
+        .lines()
+        .find(|l| l.contains("packets in"))
+        .unwrap_or_else(|| panic!("no summary: {err}"));
+    let n: u64 = summary
+        .trim_start_matches("tern run: ")
+        .split_whitespace()
+        .next()
+        .and_then(|w| w.parse().ok())
+        .unwrap_or_else(|| panic!("bad summary: {summary}"));
+    // 8 echo requests and 8 replies crossed the switch.
+    assert!(n >= 16, "{summary}");
+    let per_worker: u64 = (0..2)
+        .map(|w| {
+            let l = err
+                .lines()
+                .find(|l| l.starts_with(&format!("tern run: worker {w}: ")))
+                .unwrap_or_else(|| panic!("no line for worker {w}: {err}"));
+            l.split_whitespace().nth(4).unwrap().parse::<u64>().unwrap()
+        })
+        .sum();
+    assert_eq!(per_worker, n, "per-worker packets add up: {err}");
+    eprintln!("switch: {err}");
+}
