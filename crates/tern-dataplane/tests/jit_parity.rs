@@ -2,45 +2,10 @@
 //! compiles: random, seeded and mutated packets must give the same error code, parsed length,
 //! header validity and PHV bytes, and the same emitted headers.
 
-use std::path::{Path, PathBuf};
+mod common;
+use common::{fixture_jsons, Rng};
 use tern_dataplane::compile::Engine;
 use tern_dataplane::jit::compare_with_interpreter;
-
-fn fixture_jsons() -> Option<Vec<PathBuf>> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/bmv2");
-    if !dir.is_dir() {
-        println!("skipping: {} not found", dir.display());
-        return None;
-    }
-    let mut out = Vec::new();
-    let mut stack = vec![dir];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.extension().is_some_and(|x| x == "json") {
-                out.push(p);
-            }
-        }
-    }
-    out.sort();
-    Some(out)
-}
-
-/// xorshift64*: deterministic packets.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
 
 /// Frames that take parsers past Ethernet: IPv4/UDP, IPv4/TCP, VLAN, IPv6, ARP, MPLS.
 fn seeds() -> Vec<Vec<u8>> {
@@ -109,7 +74,11 @@ fn packets(rng: &mut Rng) -> Vec<Vec<u8>> {
 
 #[test]
 fn native_parser_matches_the_interpreter_on_every_fixture() {
-    let Some(files) = fixture_jsons() else { return };
+    let files = fixture_jsons();
+    if files.is_empty() {
+        println!("skipping: ../shared/fixtures not found");
+        return;
+    }
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let pkts = packets(&mut rng);
     let (mut parsers, mut emits, mut notes) = (Vec::new(), Vec::new(), Vec::new());

@@ -28,7 +28,6 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use tern_dataplane::trace::TraceLevel;
 use tern_dataplane::{Switch, SwitchOptions};
 use tern_ports::afpacket::install_stop_signals;
 use tern_ports::{Capture, FilePorts, LiveConfig, LivePorts, PortIo, PortSpec, RxRing};
@@ -1021,17 +1020,7 @@ fn replay(
             let trace = if tracing { s.take_trace() } else { Vec::new() };
             (s.take_log(), trace, s.take_digests())
         };
-        for t in &trace {
-            let level = match t.level {
-                TraceLevel::Trace => Level::Trace,
-                TraceLevel::Debug => Level::Debug,
-                TraceLevel::Info => Level::Info,
-                TraceLevel::Error => Level::Error,
-            };
-            if log.on(level) {
-                log.log(level, pkt, &t.text)?;
-            }
-        }
+        run_workers::log_trace(log, pkt, &trace)?;
         for l in &lines {
             log.log(Level::Info, pkt, l)?;
         }
@@ -1067,41 +1056,7 @@ fn replay(
         }
         for o in &out {
             let ts = if wall_out { wall_ns() } else { m.ts_ns };
-            if log.on(Level::Debug) {
-                log.log(
-                    Level::Debug,
-                    pkt,
-                    &format!(
-                        "Transmitting packet of size {} out of port {}",
-                        o.data.len(),
-                        o.port
-                    ),
-                )?;
-            }
-            if ports.send(o.port, ts, &o.data)? {
-                st.tx += 1;
-                if dump > 0 && log.on(Level::Info) {
-                    log.log(
-                        Level::Info,
-                        pkt,
-                        &format!(
-                            "Packet data sent on port {} ({} bytes): {}",
-                            o.port,
-                            o.data.len(),
-                            hex(&o.data, dump)
-                        ),
-                    )?;
-                }
-            } else {
-                st.discarded += 1;
-                if log.on(Level::Debug) {
-                    log.log(
-                        Level::Debug,
-                        pkt,
-                        &format!("Port {} is not attached: packet discarded", o.port),
-                    )?;
-                }
-            }
+            run_workers::send_output(&mut st, ports, log, pkt, o, ts, dump)?;
         }
     }
     Ok((st, start.elapsed()))

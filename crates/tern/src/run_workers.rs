@@ -590,8 +590,8 @@ fn log_received(
     Ok(())
 }
 
-/// A packet's trace lines, each at its level (as the single-threaded run logs them).
-fn log_trace(
+/// A packet's trace lines, each at its level (the single-threaded run logs them the same way).
+pub(super) fn log_trace(
     log: &mut Logger,
     pkt: Option<(u64, u64)>,
     trace: &[tern_dataplane::trace::TraceLine],
@@ -611,8 +611,8 @@ fn log_trace(
     Ok(())
 }
 
-/// Send one output frame, with its log lines and counters.
-fn send_output(
+/// Send one output frame, with its log lines and counters (both run loops).
+pub(super) fn send_output(
     st: &mut Stats,
     ports: &mut dyn PortIo,
     log: &mut Logger,

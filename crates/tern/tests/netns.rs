@@ -3,7 +3,10 @@
 //! its Thrift API (`tern cli --thrift-port`); ping and a UDP exchange must cross it. Needs root and `ip` (skipped with a message otherwise). Also the
 //! error for an interface that does not exist (runs anywhere).
 
-use std::path::{Path, PathBuf};
+mod common;
+use common::*;
+
+use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -12,90 +15,11 @@ const TERN: &str = env!("CARGO_BIN_EXE_tern");
 /// Environment variable that turns `udp_helper` into a UDP sender or receiver.
 const HELPER_ENV: &str = "TERN_NETNS_UDP";
 
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
 fn tmpdir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("tern-netns-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(2) == Some("0"))
-        })
-        .unwrap_or(false)
-}
-
-fn on_path(prog: &str) -> bool {
-    std::env::var_os("PATH").is_some_and(|p| {
-        std::env::split_paths(&p).any(|d| d.join(prog).is_file())
-            || ["/usr/sbin", "/sbin", "/usr/bin", "/bin"]
-                .iter()
-                .any(|d| Path::new(d).join(prog).is_file())
-    })
-}
-
-/// Run `ip ARGS`, panicking with its stderr on failure.
-fn ip(args: &[&str]) {
-    let o = Command::new("ip").args(args).output().expect("running ip");
-    assert!(
-        o.status.success(),
-        "ip {}: {}",
-        args.join(" "),
-        text(&o.stderr)
-    );
-}
-
-/// A TCP port that was free a moment ago (for the switch's Thrift server).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Wait for a child, killing it after `secs` seconds.
-fn wait_with_timeout(mut child: Child, secs: u64) -> Output {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().unwrap()
-}
-
-/// The namespaces, veths and switch process of one test; all removed on drop (even on panic).
-struct Topo {
-    ns: Vec<String>,
-    links: Vec<String>,
-    switch: Option<Child>,
-}
-
-impl Drop for Topo {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.switch.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        for l in &self.links {
-            let _ = Command::new("ip").args(["link", "del", l]).output();
-        }
-        for n in &self.ns {
-            let _ = Command::new("ip").args(["netns", "del", n]).output();
-        }
-    }
 }
 
 /// Host `ns` with interface eth0 (`mac`, `addr`/24), default route via `gw` whose MAC is

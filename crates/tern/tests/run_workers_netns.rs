@@ -4,89 +4,16 @@
 //! spread over the workers) must cross it, and SIGTERM ends the run with a per-worker summary.
 //! Needs root and `ip` (prints "skipping: ..." and passes otherwise).
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+mod common;
+use common::*;
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use tern_runtime::{MatchParam, Runtime};
 
 const TERN: &str = env!("CARGO_BIN_EXE_tern");
 const ROUTER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../p4/bench/l3_router.p4");
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(2) == Some("0"))
-        })
-        .unwrap_or(false)
-}
-
-fn on_path(prog: &str) -> bool {
-    std::env::var_os("PATH").is_some_and(|p| {
-        std::env::split_paths(&p).any(|d| d.join(prog).is_file())
-            || ["/usr/sbin", "/sbin", "/usr/bin", "/bin"]
-                .iter()
-                .any(|d| Path::new(d).join(prog).is_file())
-    })
-}
-
-fn ip(args: &[&str]) {
-    let o = Command::new("ip").args(args).output().expect("running ip");
-    assert!(
-        o.status.success(),
-        "ip {}: {}",
-        args.join(" "),
-        text(&o.stderr)
-    );
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn wait_with_timeout(mut child: Child, secs: u64) -> Output {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().unwrap()
-}
-
-/// Namespaces, veths and the switch; removed on drop (even on panic).
-struct Topo {
-    ns: Vec<String>,
-    links: Vec<String>,
-    switch: Option<Child>,
-}
-
-impl Drop for Topo {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.switch.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        for l in &self.links {
-            let _ = Command::new("ip").args(["link", "del", l]).output();
-        }
-        for n in &self.ns {
-            let _ = Command::new("ip").args(["netns", "del", n]).output();
-        }
-    }
-}
 
 /// Host `ns`: eth0 with `mac` and the addresses `addrs` (/24), default route via `gw` whose
 /// MAC is `gw_mac` (static neighbour), joined to root-side veth `root_if`.

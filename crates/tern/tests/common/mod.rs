@@ -1,0 +1,86 @@
+//! Helpers shared by the tests that build network namespaces and run tern on live interfaces:
+//! privilege and tool checks, `ip`, free ports, bounded waits, and a topology removed on drop.
+#![allow(dead_code)] // each test binary uses a subset
+
+use std::path::Path;
+use std::process::{Child, Command, Output};
+use std::time::{Duration, Instant};
+
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+pub fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(2) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+pub fn on_path(prog: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|p| {
+        std::env::split_paths(&p).any(|d| d.join(prog).is_file())
+            || ["/usr/sbin", "/sbin", "/usr/bin", "/bin"]
+                .iter()
+                .any(|d| Path::new(d).join(prog).is_file())
+    })
+}
+
+/// Run `ip ARGS`, panicking with its stderr on failure.
+pub fn ip(args: &[&str]) {
+    let o = Command::new("ip").args(args).output().expect("running ip");
+    assert!(
+        o.status.success(),
+        "ip {}: {}",
+        args.join(" "),
+        text(&o.stderr)
+    );
+}
+
+/// A TCP port that was free a moment ago (for the switch's Thrift server).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Wait for a child, killing it after `secs` seconds.
+pub fn wait_with_timeout(mut child: Child, secs: u64) -> Output {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// The namespaces, veths and switch process of one test; all removed on drop (even on panic).
+pub struct Topo {
+    pub ns: Vec<String>,
+    pub links: Vec<String>,
+    pub switch: Option<Child>,
+}
+
+impl Drop for Topo {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.switch.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        for l in &self.links {
+            let _ = Command::new("ip").args(["link", "del", l]).output();
+        }
+        for n in &self.ns {
+            let _ = Command::new("ip").args(["netns", "del", n]).output();
+        }
+    }
+}
