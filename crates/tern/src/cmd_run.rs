@@ -802,28 +802,10 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
         return run_live(&sw, &specs, &mut log, &args, grpc);
     }
 
-    // Ports: every input must exist before anything else happens (simple_switch exits 1).
-    let files = match FilePorts::open(Path::new(""), &specs) {
-        Ok(f) => f,
-        Err(e @ tern_ports::PortError::MissingInput { .. }) => {
-            eprintln!("tern run: {e}");
-            return Ok(ExitCode::from(1));
-        }
-        Err(e) => return Err(e.into()),
-    };
-    for s in files.ports() {
-        log.log(
-            Level::Info,
-            None,
-            &format!("Adding interface {} as port {} (files)", s.name, s.port),
-        )?;
-    }
-    let mut ports: Box<dyn PortIo> = match &args.pcap {
-        Some(dir) => {
-            let avoid = files.files();
-            Box::new(Capture::new(files, dir, &avoid)?)
-        }
-        None => Box::new(files),
+    let Some(mut ports) =
+        open_file_ports(&specs, tern_ports::WriterConfig::bmv2(), &args, &mut log)?
+    else {
+        return Ok(ExitCode::from(1));
     };
 
     if let Some(cmds) = &args.commands {
@@ -1060,6 +1042,39 @@ fn replay(
         }
     }
     Ok((st, start.elapsed()))
+}
+
+/// Open the pcap-file ports (every input must exist before anything else happens: simple_switch
+/// exits 1 otherwise), log them, and wrap them in the `--pcap` capture if asked. `Ok(None)`:
+/// an input is missing (already reported on stderr).
+fn open_file_ports(
+    specs: &[PortSpec],
+    out_cfg: tern_ports::WriterConfig,
+    args: &RunArgs,
+    log: &mut Logger,
+) -> anyhow::Result<Option<Box<dyn PortIo>>> {
+    let files = match FilePorts::open_with(Path::new(""), specs, out_cfg) {
+        Ok(f) => f,
+        Err(e @ tern_ports::PortError::MissingInput { .. }) => {
+            eprintln!("tern run: {e}");
+            return Ok(None);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    for s in files.ports() {
+        log.log(
+            Level::Info,
+            None,
+            &format!("Adding interface {} as port {} (files)", s.name, s.port),
+        )?;
+    }
+    Ok(Some(match &args.pcap {
+        Some(dir) => {
+            let avoid = files.files();
+            Box::new(Capture::new(files, dir, &avoid)?)
+        }
+        None => Box::new(files),
+    }))
 }
 
 #[cfg(test)]

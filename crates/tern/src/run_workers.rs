@@ -272,27 +272,8 @@ fn run_files(
         flush_each_packet: false,
         ..tern_ports::WriterConfig::bmv2()
     };
-    let files = match FilePorts::open_with(Path::new(""), specs, out_cfg) {
-        Ok(f) => f,
-        Err(e @ tern_ports::PortError::MissingInput { .. }) => {
-            eprintln!("tern run: {e}");
-            return Ok(ExitCode::from(1));
-        }
-        Err(e) => return Err(e.into()),
-    };
-    for s in files.ports() {
-        log.log(
-            Level::Info,
-            None,
-            &format!("Adding interface {} as port {} (files)", s.name, s.port),
-        )?;
-    }
-    let mut ports: Box<dyn PortIo> = match &args.pcap {
-        Some(dir) => {
-            let avoid = files.files();
-            Box::new(Capture::new(files, dir, &avoid)?)
-        }
-        None => Box::new(files),
+    let Some(mut ports) = open_file_ports(specs, out_cfg, args, log)? else {
+        return Ok(ExitCode::from(1));
     };
 
     let n = ws.len();
