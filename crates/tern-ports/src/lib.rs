@@ -11,4 +11,6 @@ pub mod ports;
 
 pub use afpacket::{LiveConfig, LivePorts, LiveStats, RxRing};
 pub use pcap::{PcapError, PcapReader, PcapWriter, WriterConfig};
-pub use ports::{Capture, FilePorts, MemPorts, PortError, PortIo, PortSpec, RxMeta};
+pub use ports::{
+    any_fifo_input, Capture, FilePorts, MemPorts, PortError, PortIo, PortSpec, RxMeta,
+};

@@ -217,6 +217,16 @@ pub fn port_file(base: &Path, name: &str, dir: &str) -> PathBuf {
     base.join(format!("{name}_{dir}.pcap"))
 }
 
+/// Whether any port's input file is a FIFO: someone is feeding packets while reading the
+/// outputs (as p4c's STF runner does), so outputs should reach the files packet by packet.
+/// With regular input files nobody waits on a partial output and per-batch writes suffice.
+pub fn any_fifo_input(base: &Path, specs: &[PortSpec]) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    specs.iter().any(|s| {
+        std::fs::metadata(port_file(base, &s.name, "in")).is_ok_and(|m| m.file_type().is_fifo())
+    })
+}
+
 impl FilePorts {
     /// Open the ports: every input must exist (checked before anything is created); each
     /// output is created (header only, simple_switch's format: [`WriterConfig::bmv2`]); then

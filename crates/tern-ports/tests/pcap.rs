@@ -386,3 +386,35 @@ fn mutations_never_panic() {
     f[24 + 8] = 0x7f;
     assert!(read_all(&f).is_err());
 }
+
+/// A FIFO among the inputs means a feeder is waiting on outputs (per-packet flushes); regular
+/// files do not.
+#[test]
+fn fifo_inputs_are_detected() {
+    use tern_ports::{any_fifo_input, PortSpec};
+    let dir = std::env::temp_dir().join(format!("tern-fifo-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("a_in.pcap"), b"").unwrap();
+    let a = PortSpec {
+        port: 1,
+        name: "a".into(),
+    };
+    let b = PortSpec {
+        port: 2,
+        name: "b".into(),
+    };
+    assert!(!any_fifo_input(&dir, std::slice::from_ref(&a)));
+    // A missing input is not a FIFO (opening the ports reports it).
+    assert!(!any_fifo_input(&dir, &[a.clone(), b.clone()]));
+    let made = std::process::Command::new("mkfifo")
+        .arg(dir.join("b_in.pcap"))
+        .status()
+        .is_ok_and(|s| s.success());
+    if made {
+        assert!(any_fifo_input(&dir, &[a, b]));
+    } else {
+        println!("skipping the FIFO half: mkfifo not available");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -802,9 +802,14 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
         return run_live(&sw, &specs, &mut log, &args, grpc);
     }
 
-    let Some(mut ports) =
-        open_file_ports(&specs, tern_ports::WriterConfig::bmv2(), &args, &mut log)?
-    else {
+    // Outputs are flushed packet by packet only when an input is a FIFO (a feeder waiting on
+    // them); with regular files, once per buffer (per-packet flushes cost ≈ 1 µs of system time
+    // per packet) and at exit.
+    let out_cfg = tern_ports::WriterConfig {
+        flush_each_packet: tern_ports::any_fifo_input(Path::new(""), &specs),
+        ..tern_ports::WriterConfig::bmv2()
+    };
+    let Some(mut ports) = open_file_ports(&specs, out_cfg, &args, &mut log)? else {
         return Ok(ExitCode::from(1));
     };
 
