@@ -96,6 +96,7 @@ fn measure(n: usize) -> (u64, usize) {
 }
 
 fn main() {
+    tern_fixtures::require!();
     let _prof = dhat::Profiler::builder().testing().build();
     let (blocks, sent) = measure(100_000);
     println!("100000 packets ({sent} forwarded): {blocks} heap blocks allocated");
@@ -103,6 +104,7 @@ fn main() {
 
 #[test]
 fn fast_path_does_not_allocate() {
+    tern_fixtures::require!();
     let _prof = dhat::Profiler::builder().testing().build();
     // dhat counts the allocations of every thread, and the test harness's own thread
     // allocates now and then while a test runs (4 blocks in about one run out of six on a
