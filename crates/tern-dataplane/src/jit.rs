@@ -357,6 +357,14 @@ fn chunks(n: u32) -> Vec<(u32, u32)> {
     out
 }
 
+/// Flags of every load and store: cannot trap (each address is checked or in bounds by
+/// construction), but not aligned (header fields sit at any byte offset).
+fn mem() -> MemFlags {
+    let mut f = MemFlags::new();
+    f.set_notrap();
+    f
+}
+
 fn int_type(bytes: u32) -> ir::Type {
     match bytes {
         8 => types::I64,
@@ -377,10 +385,7 @@ impl Gen<'_, '_> {
         let mut acc: Option<ir::Value> = None;
         for (o, c) in chunks(n) {
             let t = int_type(c);
-            let mut v = self
-                .b
-                .ins()
-                .load(t, MemFlags::trusted(), addr, (off + o) as i32);
+            let mut v = self.b.ins().load(t, mem(), addr, (off + o) as i32);
             if c > 1 {
                 v = self.b.ins().bswap(v);
             }
@@ -413,32 +418,22 @@ impl Gen<'_, '_> {
             if c > 1 {
                 x = self.b.ins().bswap(x);
             }
-            self.b
-                .ins()
-                .store(MemFlags::trusted(), x, addr, (off + o) as i32);
+            self.b.ins().store(mem(), x, addr, (off + o) as i32);
         }
     }
 
     /// Copy `n` bytes from `src + so` to `dst + doff` (no byte order change).
     fn copy(&mut self, dst: ir::Value, doff: u32, src: ir::Value, so: u32, n: u32) {
         for (o, c) in chunks(n) {
-            let v = self
-                .b
-                .ins()
-                .load(int_type(c), MemFlags::trusted(), src, (so + o) as i32);
-            self.b
-                .ins()
-                .store(MemFlags::trusted(), v, dst, (doff + o) as i32);
+            let v = self.b.ins().load(int_type(c), mem(), src, (so + o) as i32);
+            self.b.ins().store(mem(), v, dst, (doff + o) as i32);
         }
     }
 
     /// Key field `f` as an i64 (validity byte, or the slot's big-endian value).
     fn key_field(&mut self, phv: ir::Value, valid: ir::Value, f: &FieldLoc) -> ir::Value {
         if f.is_valid_bit {
-            let v = self
-                .b
-                .ins()
-                .load(types::I8, MemFlags::trusted(), valid, f.header as i32);
+            let v = self.b.ins().load(types::I8, mem(), valid, f.header as i32);
             self.b.ins().uextend(types::I64, v)
         } else {
             self.load_be(phv, f.off, f.nbytes)
@@ -581,7 +576,7 @@ impl Gen<'_, '_> {
         self.b.switch_to_block(exit);
         let code = self.b.block_params(exit)[0];
         let cur = self.b.use_var(cursor);
-        self.b.ins().store(MemFlags::trusted(), cur, cursor_out, 0);
+        self.b.ins().store(mem(), cur, cursor_out, 0);
         self.b.ins().return_(&[code]);
         self.b.seal_all_blocks();
         self.b.finalize();
@@ -618,16 +613,12 @@ impl Gen<'_, '_> {
             }
         }
         let one = self.b.ins().iconst(types::I8, 1);
-        self.b
-            .ins()
-            .store(MemFlags::trusted(), one, valid, h as i32);
+        self.b.ins().store(mem(), one, valid, h as i32);
         if let Some(u) = hl.union {
             let zero = self.b.ins().iconst(types::I8, 0);
             for m in &self.eng.layout.unions[u as usize] {
                 if *m != h {
-                    self.b
-                        .ins()
-                        .store(MemFlags::trusted(), zero, valid, *m as i32);
+                    self.b.ins().store(mem(), zero, valid, *m as i32);
                 }
             }
         }
@@ -648,19 +639,14 @@ impl Gen<'_, '_> {
         for &h in order {
             let hl = &self.eng.layout.headers[h as usize];
             let n = hl.fixed_bits.div_ceil(8);
-            let v = self
-                .b
-                .ins()
-                .load(types::I8, MemFlags::trusted(), valid, h as i32);
+            let v = self.b.ins().load(types::I8, mem(), valid, h as i32);
             let write = self.b.create_block();
             let next = self.b.create_block();
             self.b.ins().brif(v, write, &[], next, &[]);
             self.b.switch_to_block(write);
             let at = self.b.use_var(pos);
             let at32 = self.b.ins().ireduce(types::I32, at);
-            self.b
-                .ins()
-                .store(MemFlags::trusted(), at32, offs, (h * 4) as i32);
+            self.b.ins().store(mem(), at32, offs, (h * 4) as i32);
             let base = self.b.ins().iadd(out, at);
             if hl.packed {
                 self.copy(base, 0, phv, hl.off, n);
