@@ -865,31 +865,9 @@ fn run_live(
     args: &RunArgs,
     mut grpc: Option<Grpc>,
 ) -> anyhow::Result<ExitCode> {
-    install_stop_signals().context("installing the SIGINT/SIGTERM handlers")?;
-    let cfg = LiveConfig {
-        rx_ring: args.dataplane.rx_ring.into(),
-        ..LiveConfig::default()
+    let Some(live) = open_live_ports(specs, args, log)? else {
+        return Ok(ExitCode::from(1));
     };
-    let live = match LivePorts::open(specs, cfg, Arc::default()) {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("tern run: {e}");
-            return Ok(ExitCode::from(1));
-        }
-    };
-    for s in live.ports() {
-        log.log(
-            Level::Info,
-            None,
-            &format!("Adding interface {} as port {}", s.name, s.port),
-        )?;
-    }
-    for name in live.down_interfaces() {
-        eprintln!(
-            "tern run: warning: interface '{name}' is down and receives nothing \
-             (ip link set {name} up)"
-        );
-    }
     if let Some(cmds) = &args.commands {
         apply_commands(sw, cmds)?;
     }
@@ -1047,6 +1025,42 @@ fn replay(
         }
     }
     Ok((st, start.elapsed()))
+}
+
+/// Open the live interfaces (after installing the SIGINT/SIGTERM handlers that end the run),
+/// log them, and warn about interfaces that are down. `Ok(None)`: they could not be opened
+/// (already reported on stderr).
+fn open_live_ports(
+    specs: &[PortSpec],
+    args: &RunArgs,
+    log: &mut Logger,
+) -> anyhow::Result<Option<LivePorts>> {
+    install_stop_signals().context("installing the SIGINT/SIGTERM handlers")?;
+    let cfg = LiveConfig {
+        rx_ring: args.dataplane.rx_ring.into(),
+        ..LiveConfig::default()
+    };
+    let live = match LivePorts::open(specs, cfg, Arc::default()) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("tern run: {e}");
+            return Ok(None);
+        }
+    };
+    for s in live.ports() {
+        log.log(
+            Level::Info,
+            None,
+            &format!("Adding interface {} as port {}", s.name, s.port),
+        )?;
+    }
+    for name in live.down_interfaces() {
+        eprintln!(
+            "tern run: warning: interface '{name}' is down and receives nothing \
+             (ip link set {name} up)"
+        );
+    }
+    Ok(Some(live))
 }
 
 /// Open the pcap-file ports (every input must exist before anything else happens: simple_switch

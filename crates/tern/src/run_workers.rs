@@ -195,21 +195,31 @@ fn apply_commands_workers(ctl: &Arc<Mutex<Control>>, path: &Path) -> anyhow::Res
 /// Print each worker's share: packets and CPU seconds (read on the worker's own thread).
 fn worker_summary(ctl: &Arc<Mutex<Control>>, packets: &[u64]) -> anyhow::Result<()> {
     let cpu = lock(ctl)?.query(|_, _| thread_cpu_ns());
-    for (i, n) in packets.iter().enumerate() {
-        match cpu.get(i).copied().flatten() {
-            Some(ns) => eprintln!(
+    for line in worker_lines(&cpu, packets, true) {
+        eprintln!("{line}");
+    }
+    Ok(())
+}
+
+/// One summary line per worker: its packets and, when known, its CPU seconds (and, with
+/// `per_packet`, nanoseconds per packet).
+fn worker_lines(cpu: &[Option<u64>], packets: &[u64], per_packet: bool) -> Vec<String> {
+    packets
+        .iter()
+        .enumerate()
+        .map(|(i, n)| match cpu.get(i).copied().flatten() {
+            Some(ns) => format!(
                 "tern run: worker {i}: {n} packets, {:.3} CPU-s{}",
                 ns as f64 / 1e9,
-                if *n > 0 {
+                if per_packet && *n > 0 {
                     format!(", {:.0} ns/packet", ns as f64 / *n as f64)
                 } else {
                     String::new()
                 }
             ),
-            None => eprintln!("tern run: worker {i}: {n} packets"),
-        }
-    }
-    Ok(())
+            None => format!("tern run: worker {i}: {n} packets"),
+        })
+        .collect()
 }
 
 /// Entry from [`super::run`] when `--workers` > 1.
@@ -515,8 +525,27 @@ fn write_packet(
     wall_out: bool,
 ) -> anyhow::Result<()> {
     let m = &batch.pkts[i];
+    let ts = || if wall_out { wall_ns() } else { m.ts_ns };
+    finish_packet(st, ports, log, m, batch.frame(m), res, outs, dump, ts)
+}
+
+/// One packet's log lines and outputs, in the single-threaded run's order: the receive lines,
+/// its trace and `log_msg` lines, the drop and digest notes, then each output frame (stamped
+/// with `ts()`).
+#[allow(clippy::too_many_arguments)]
+fn finish_packet(
+    st: &mut Stats,
+    ports: &mut dyn PortIo,
+    log: &mut Logger,
+    m: &Meta,
+    frame: &[u8],
+    res: &Res,
+    outs: &[OutputPacket],
+    dump: usize,
+    ts: impl Fn() -> u64,
+) -> anyhow::Result<()> {
     let pkt = Some((m.id, m.ts_ns));
-    log_received(log, pkt, m.port, batch.frame(m), dump)?;
+    log_received(log, pkt, m.port, frame, dump)?;
     log_trace(log, pkt, &res.trace)?;
     for l in &res.lines {
         log.log(Level::Info, pkt, l)?;
@@ -536,8 +565,7 @@ fn write_packet(
         )?;
     }
     for o in outs {
-        let ts = if wall_out { wall_ns() } else { m.ts_ns };
-        send_output(st, ports, log, pkt, o, ts, dump)?;
+        send_output(st, ports, log, pkt, o, ts(), dump)?;
     }
     Ok(())
 }
@@ -645,39 +673,14 @@ fn run_live(
     ctl: Control,
     ws: Vec<Worker>,
     specs: &[PortSpec],
-    log: Logger,
+    mut log: Logger,
     args: &RunArgs,
 ) -> anyhow::Result<ExitCode> {
-    install_stop_signals().context("installing the SIGINT/SIGTERM handlers")?;
-    let cfg = LiveConfig {
-        rx_ring: args.dataplane.rx_ring.into(),
-        ..LiveConfig::default()
-    };
-    let mut live = match LivePorts::open(specs, cfg, Arc::default()) {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("tern run: {e}");
-            return Ok(ExitCode::from(1));
-        }
+    let Some(mut live) = open_live_ports(specs, args, &mut log)? else {
+        return Ok(ExitCode::from(1));
     };
     let logging = log.on(Level::Error);
     let log = Arc::new(Mutex::new(log));
-    {
-        let mut l = lock_log(&log)?;
-        for s in live.ports() {
-            l.log(
-                Level::Info,
-                None,
-                &format!("Adding interface {} as port {}", s.name, s.port),
-            )?;
-        }
-    }
-    for name in live.down_interfaces() {
-        eprintln!(
-            "tern run: warning: interface '{name}' is down and receives nothing \
-             (ip link set {name} up)"
-        );
-    }
     let n = ws.len();
     let flags = wake_flags(n);
     let mut txs = Vec::new();
@@ -789,23 +792,13 @@ fn run_live(
     Ok(ExitCode::SUCCESS)
 }
 
-/// [`worker_summary`] as lines (live mode prints them after the totals).
+/// [`worker_summary`] as lines without the per-packet figure (live mode prints them after
+/// the totals; a poisoned control gives the packet counts alone).
 fn worker_summary_lines(ctl: &Arc<Mutex<Control>>, packets: &[u64]) -> Vec<String> {
-    let cpu = match lock(ctl) {
-        Ok(c) => c.query(|_, _| thread_cpu_ns()),
-        Err(_) => Vec::new(),
-    };
-    packets
-        .iter()
-        .enumerate()
-        .map(|(i, n)| match cpu.get(i).copied().flatten() {
-            Some(ns) => format!(
-                "tern run: worker {i}: {n} packets, {:.3} CPU-s",
-                ns as f64 / 1e9
-            ),
-            None => format!("tern run: worker {i}: {n} packets"),
-        })
-        .collect()
+    let cpu = lock(ctl)
+        .map(|c| c.query(|_, _| thread_cpu_ns()))
+        .unwrap_or_default();
+    worker_lines(&cpu, packets, false)
 }
 
 fn lock_log(log: &Arc<Mutex<Logger>>) -> anyhow::Result<std::sync::MutexGuard<'_, Logger>> {
@@ -905,7 +898,6 @@ fn live_outputs(
         let mine = &outs[first..res.outs_end];
         first = res.outs_end;
         let m = &b.pkts[i];
-        let pkt = Some((m.id, m.ts_ns));
         if !o.logging {
             // Fast path: nothing is logged.
             st.digests += res.digests as u64;
@@ -922,21 +914,7 @@ fn live_outputs(
             continue;
         }
         let mut l = lock_log(log)?;
-        log_received(&mut l, pkt, m.port, b.frame(m), o.dump)?;
-        log_trace(&mut l, pkt, &res.trace)?;
-        for line in &res.lines {
-            l.log(Level::Info, pkt, line)?;
-        }
-        st.digests += res.digests as u64;
-        if mine.is_empty() {
-            st.dropped += 1;
-            if l.on(Level::Debug) {
-                l.log(Level::Debug, pkt, "Packet dropped (no output)")?;
-            }
-        }
-        for p in mine {
-            send_output(st, ports, &mut l, pkt, p, 0, o.dump)?;
-        }
+        finish_packet(st, ports, &mut l, m, b.frame(m), res, mine, o.dump, || 0)?;
     }
     Ok(())
 }
@@ -948,33 +926,7 @@ mod tests {
 
     /// Every packet increments register cell 0 (read then write in one action) and counter
     /// cell 1, and leaves on port 2.
-    const COUNTING: &str = r#"
-#include <core.p4>
-#include <v1model.p4>
-header eth_t { bit<48> d; bit<48> s; bit<16> t; }
-struct headers { eth_t eth; }
-struct metadata { }
-parser P(packet_in p, out headers h, inout metadata m, inout standard_metadata_t sm) {
-    state start { p.extract(h.eth); transition accept; }
-}
-control V(inout headers h, inout metadata m) { apply { } }
-control I(inout headers h, inout metadata m, inout standard_metadata_t sm) {
-    register<bit<32>>(4) total;
-    counter(4, CounterType.packets_and_bytes) seen;
-    action bump() {
-        bit<32> v;
-        total.read(v, 0);
-        total.write(0, v + 1);
-        seen.count(1);
-        sm.egress_spec = 2;
-    }
-    apply { bump(); }
-}
-control E(inout headers h, inout metadata m, inout standard_metadata_t sm) { apply { } }
-control C(inout headers h, inout metadata m) { apply { } }
-control D(packet_out p, in headers h) { apply { p.emit(h.eth); } }
-V1Switch(P(), V(), I(), E(), C(), D()) main;
-"#;
+    const COUNTING: &str = include_str!("../../../p4/tests/counting.p4");
 
     /// The file-mode worker threads, driven as `run_files` drives them: packets in batches;
     /// then, with every worker idle (blocked on its queue), reads through the `Runtime` of the
