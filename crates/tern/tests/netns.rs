@@ -6,7 +6,6 @@
 mod common;
 use common::*;
 
-use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -14,71 +13,6 @@ const BMV2: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/fixture
 const TERN: &str = env!("CARGO_BIN_EXE_tern");
 /// Environment variable that turns `udp_helper` into a UDP sender or receiver.
 const HELPER_ENV: &str = "TERN_NETNS_UDP";
-
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tern-netns-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-/// Host `ns` with interface eth0 (`mac`, `addr`/24), default route via `gw` whose MAC is
-/// `gw_mac` (a static neighbour: no ARP needed), joined to root-side veth `root_if`.
-fn add_host(
-    topo: &mut Topo,
-    ns: &str,
-    root_if: &str,
-    mac: &str,
-    addr: &str,
-    gw: &str,
-    gw_mac: &str,
-) {
-    let tmp_if = format!("{root_if}x");
-    ip(&["netns", "add", ns]);
-    topo.ns.push(ns.to_string());
-    ip(&[
-        "link", "add", root_if, "type", "veth", "peer", "name", &tmp_if,
-    ]);
-    topo.links.push(root_if.to_string());
-    ip(&["link", "set", &tmp_if, "netns", ns]);
-    let x = |args: &[&str]| {
-        let mut v = vec!["netns", "exec", ns, "ip"];
-        v.extend_from_slice(args);
-        ip(&v);
-    };
-    x(&["link", "set", &tmp_if, "name", "eth0"]);
-    x(&["link", "set", "eth0", "address", mac]);
-    let _ = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            ns,
-            "sysctl",
-            "-qw",
-            "net.ipv6.conf.all.disable_ipv6=1",
-        ])
-        .output();
-    x(&["addr", "add", &format!("{addr}/24"), "dev", "eth0"]);
-    x(&["link", "set", "lo", "up"]);
-    x(&["link", "set", "eth0", "up"]);
-    x(&["route", "add", "default", "via", gw, "dev", "eth0"]);
-    x(&[
-        "neigh",
-        "replace",
-        gw,
-        "lladdr",
-        gw_mac,
-        "dev",
-        "eth0",
-        "nud",
-        "permanent",
-    ]);
-    let _ = std::fs::write(
-        format!("/proc/sys/net/ipv6/conf/{root_if}/disable_ipv6"),
-        "1",
-    );
-    ip(&["link", "set", root_if, "up"]);
-}
 
 /// Start this test binary's `udp_helper` inside namespace `ns` with role `role`.
 fn helper(ns: &str, role: &str) -> Child {
@@ -177,33 +111,27 @@ fn ping_and_udp_through_simple_router(rx_ring: Option<&str>, tag: &str) {
     let id = std::process::id() % 1_000_000;
     let (ns1, ns2) = (format!("tern-h1{tag}-{id}"), format!("tern-h2{tag}-{id}"));
     let (if1, if2) = (format!("tn{id}{tag}1"), format!("tn{id}{tag}2"));
-    let mut topo = Topo {
-        ns: Vec::new(),
-        links: Vec::new(),
-        switch: None,
-    };
+    let mut topo = Topo::new();
     // The fixture's commands.txt: hosts 10.0.0.10 (port 1) and 10.0.1.10 (port 2) with MACs
     // 00:04:00:00:00:0{0,1}; the router's MAC on port P is 00:aa:bb:00:00:0{P-1}.
-    add_host(
-        &mut topo,
+    topo.add_host(
         &ns1,
         &if1,
         "00:04:00:00:00:00",
-        "10.0.0.10",
+        &["10.0.0.10"],
         "10.0.0.1",
         "00:aa:bb:00:00:00",
     );
-    add_host(
-        &mut topo,
+    topo.add_host(
         &ns2,
         &if2,
         "00:04:00:00:00:01",
-        "10.0.1.10",
+        &["10.0.1.10"],
         "10.0.1.1",
         "00:aa:bb:00:00:01",
     );
 
-    let d = tmpdir(&format!("router-{tag}"));
+    let d = tmpdir("netns", &format!("router-{tag}"));
     let log = d.join("switch.err");
     let cap = d.join("cap");
     std::fs::create_dir_all(&cap).unwrap();
@@ -221,23 +149,7 @@ fn ping_and_udp_through_simple_router(rx_ring: Option<&str>, tag: &str) {
         .unwrap();
     let pid = child.id();
     topo.switch = Some(child);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !std::fs::read_to_string(&log)
-        .unwrap_or_default()
-        .contains("switching on")
-    {
-        assert!(
-            Instant::now() < deadline,
-            "switch did not start: {}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
-        assert!(
-            topo.switch.as_mut().unwrap().try_wait().unwrap().is_none(),
-            "switch exited: {}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    topo.wait_switching(&log, 10);
     // The routes, next hops and MACs go in through the Thrift API, as a controller would.
     let cli = Command::new(TERN)
         .args(["cli", "--thrift-port", &port.to_string(), "--commands"])

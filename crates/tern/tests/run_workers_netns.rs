@@ -7,66 +7,11 @@
 mod common;
 use common::*;
 
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 use tern_runtime::{MatchParam, Runtime};
 
 const TERN: &str = env!("CARGO_BIN_EXE_tern");
 const ROUTER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../p4/bench/l3_router.p4");
-
-/// Host `ns`: eth0 with `mac` and the addresses `addrs` (/24), default route via `gw` whose
-/// MAC is `gw_mac` (static neighbour), joined to root-side veth `root_if`.
-fn add_host(topo: &mut Topo, ns: &str, root_if: &str, mac: &str, addrs: &[&str], gw: &str) {
-    let tmp_if = format!("{root_if}x");
-    ip(&["netns", "add", ns]);
-    topo.ns.push(ns.to_string());
-    ip(&[
-        "link", "add", root_if, "type", "veth", "peer", "name", &tmp_if,
-    ]);
-    topo.links.push(root_if.to_string());
-    ip(&["link", "set", &tmp_if, "netns", ns]);
-    let x = |args: &[&str]| {
-        let mut v = vec!["netns", "exec", ns, "ip"];
-        v.extend_from_slice(args);
-        ip(&v);
-    };
-    x(&["link", "set", &tmp_if, "name", "eth0"]);
-    x(&["link", "set", "eth0", "address", mac]);
-    let _ = Command::new("ip")
-        .args(["netns", "exec", ns, "sysctl", "-qw"])
-        .arg("net.ipv6.conf.all.disable_ipv6=1")
-        .output();
-    for a in addrs {
-        x(&["addr", "add", &format!("{a}/24"), "dev", "eth0"]);
-    }
-    x(&["link", "set", "lo", "up"]);
-    x(&["link", "set", "eth0", "up"]);
-    x(&["route", "add", "default", "via", gw, "dev", "eth0"]);
-    x(&[
-        "neigh",
-        "replace",
-        gw,
-        "lladdr",
-        "02:00:00:00:00:fe",
-        "dev",
-        "eth0",
-        "nud",
-        "permanent",
-    ]);
-    let _ = std::fs::write(
-        format!("/proc/sys/net/ipv6/conf/{root_if}/disable_ipv6"),
-        "1",
-    );
-    ip(&["link", "set", root_if, "up"]);
-}
-
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tern-wnetns-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 #[test]
 fn live_workers_forward_pings_with_routes_added_over_thrift() {
@@ -77,30 +22,26 @@ fn live_workers_forward_pings_with_routes_added_over_thrift() {
     let id = std::process::id() % 1_000_000;
     let (ns1, ns2) = (format!("tern-w1-{id}"), format!("tern-w2-{id}"));
     let (if1, if2) = (format!("tw{id}a"), format!("tw{id}b"));
-    let mut topo = Topo {
-        ns: Vec::new(),
-        links: Vec::new(),
-        switch: None,
-    };
+    let mut topo = Topo::new();
     let h2_addrs = ["10.0.1.10", "10.0.1.11", "10.0.1.12", "10.0.1.13"];
-    add_host(
-        &mut topo,
+    topo.add_host(
         &ns1,
         &if1,
         "00:04:00:00:00:01",
         &["10.0.0.10"],
         "10.0.0.1",
+        "02:00:00:00:00:fe",
     );
-    add_host(
-        &mut topo,
+    topo.add_host(
         &ns2,
         &if2,
         "00:04:00:00:00:02",
         &h2_addrs,
         "10.0.1.1",
+        "02:00:00:00:00:fe",
     );
 
-    let d = tmpdir("live");
+    let d = tmpdir("wnetns", "live");
     let log = d.join("switch.err");
     let port = free_port();
     let child = Command::new(TERN)
@@ -113,23 +54,7 @@ fn live_workers_forward_pings_with_routes_added_over_thrift() {
         .unwrap();
     let pid = child.id();
     topo.switch = Some(child);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !std::fs::read_to_string(&log)
-        .unwrap_or_default()
-        .contains("switching on")
-    {
-        assert!(
-            Instant::now() < deadline,
-            "switch did not start: {}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
-        assert!(
-            topo.switch.as_mut().unwrap().try_wait().unwrap().is_none(),
-            "switch exited: {}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    topo.wait_switching(&log, 60);
     let mut rt = tern_thrift::ThriftRuntime::connect(("127.0.0.1", port)).expect("Thrift");
     for (net, mac, p) in [(0u8, 1u8, 1u8), (1, 2, 2)] {
         rt.mt_add_entry(

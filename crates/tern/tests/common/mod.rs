@@ -2,7 +2,7 @@
 //! privilege and tool checks, `ip`, free ports, bounded waits, and a topology removed on drop.
 #![allow(dead_code)] // each test binary uses a subset
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 
@@ -81,6 +81,102 @@ impl Drop for Topo {
         }
         for n in &self.ns {
             let _ = Command::new("ip").args(["netns", "del", n]).output();
+        }
+    }
+}
+
+/// A fresh directory `<tmp>/tern-<prefix>-<pid>-<name>` (removed first if left over).
+pub fn tmpdir(prefix: &str, name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tern-{prefix}-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+impl Topo {
+    /// An empty topology.
+    pub fn new() -> Topo {
+        Topo {
+            ns: Vec::new(),
+            links: Vec::new(),
+            switch: None,
+        }
+    }
+
+    /// Host `ns` with interface eth0 (`mac`, the addresses `addrs`, each /24), default route
+    /// via `gw` whose MAC is `gw_mac` (a static neighbour: no ARP needed), joined to root-side
+    /// veth `root_if`.
+    pub fn add_host(
+        &mut self,
+        ns: &str,
+        root_if: &str,
+        mac: &str,
+        addrs: &[&str],
+        gw: &str,
+        gw_mac: &str,
+    ) {
+        let tmp_if = format!("{root_if}x");
+        ip(&["netns", "add", ns]);
+        self.ns.push(ns.to_string());
+        ip(&[
+            "link", "add", root_if, "type", "veth", "peer", "name", &tmp_if,
+        ]);
+        self.links.push(root_if.to_string());
+        ip(&["link", "set", &tmp_if, "netns", ns]);
+        let x = |args: &[&str]| {
+            let mut v = vec!["netns", "exec", ns, "ip"];
+            v.extend_from_slice(args);
+            ip(&v);
+        };
+        x(&["link", "set", &tmp_if, "name", "eth0"]);
+        x(&["link", "set", "eth0", "address", mac]);
+        let _ = Command::new("ip")
+            .args(["netns", "exec", ns, "sysctl", "-qw"])
+            .arg("net.ipv6.conf.all.disable_ipv6=1")
+            .output();
+        for a in addrs {
+            x(&["addr", "add", &format!("{a}/24"), "dev", "eth0"]);
+        }
+        x(&["link", "set", "lo", "up"]);
+        x(&["link", "set", "eth0", "up"]);
+        x(&["route", "add", "default", "via", gw, "dev", "eth0"]);
+        x(&[
+            "neigh",
+            "replace",
+            gw,
+            "lladdr",
+            gw_mac,
+            "dev",
+            "eth0",
+            "nud",
+            "permanent",
+        ]);
+        let _ = std::fs::write(
+            format!("/proc/sys/net/ipv6/conf/{root_if}/disable_ipv6"),
+            "1",
+        );
+        ip(&["link", "set", root_if, "up"]);
+    }
+
+    /// Wait (at most `secs`) until the switch started in `self.switch` writes "switching on"
+    /// to `log`; panics with the log if it exits or does not get there in time.
+    pub fn wait_switching(&mut self, log: &Path, secs: u64) {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        while !std::fs::read_to_string(log)
+            .unwrap_or_default()
+            .contains("switching on")
+        {
+            assert!(
+                Instant::now() < deadline,
+                "switch did not start: {}",
+                std::fs::read_to_string(log).unwrap_or_default()
+            );
+            assert!(
+                self.switch.as_mut().unwrap().try_wait().unwrap().is_none(),
+                "switch exited: {}",
+                std::fs::read_to_string(log).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
 }
