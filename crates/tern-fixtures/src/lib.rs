@@ -18,10 +18,6 @@
 
 use std::path::{Path, PathBuf};
 
-/// The fixtures folder (`<checkout>/../shared/fixtures`), as a string usable in `concat!`-built
-/// constants of test files.
-pub const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/fixtures");
-
 /// The BMv2 fixtures (`DIR/bmv2`).
 pub const BMV2: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/fixtures/bmv2");
 

@@ -953,25 +953,7 @@ fn replay(
         let id = st.rx;
         st.rx += 1;
         let pkt = Some((id, m.ts_ns));
-        if log.on(Level::Debug) {
-            log.log(
-                Level::Debug,
-                pkt,
-                &format!("Processing packet received on port {}", m.port),
-            )?;
-        }
-        if dump > 0 && log.on(Level::Info) {
-            log.log(
-                Level::Info,
-                pkt,
-                &format!(
-                    "Packet data received on port {} ({} bytes): {}",
-                    m.port,
-                    buf.len(),
-                    hex(&buf, dump)
-                ),
-            )?;
-        }
+        run_workers::log_received(log, pkt, m.port, &buf, dump)?;
         out.clear();
         let (lines, trace, digests) = {
             let mut s = sw

@@ -570,8 +570,8 @@ fn finish_packet(
     Ok(())
 }
 
-/// The per-packet receive log lines.
-fn log_received(
+/// The per-packet receive log lines (both run loops).
+pub(super) fn log_received(
     log: &mut Logger,
     pkt: Option<(u64, u64)>,
     port: Port,
