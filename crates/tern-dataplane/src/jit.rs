@@ -267,21 +267,21 @@ fn generate(
 
 /// The deparser subset compiled natively: fixed-size headers whose fields fit the 64-bit path.
 fn check_emit(eng: &Engine, order: &[u32]) -> Result<(), String> {
-    for h in order {
-        let hl = eng
-            .layout
-            .headers
-            .get(*h as usize)
-            .ok_or("unknown header")?;
-        if hl.vl_field.is_some() {
-            return Err(format!("variable-length header {}", hl.name));
-        }
-        if hl.off + hl.slot_bytes > eng.layout.total_bytes {
-            return Err(format!("header {} outside the PHV", hl.name));
-        }
-        if !hl.packed && hl.fields.iter().any(|f| f.width > 56) {
-            return Err(format!("wide field in {}", hl.name));
-        }
+    order.iter().try_for_each(|h| check_header(eng, *h))
+}
+
+/// A header the generated code can extract and emit: fixed size, inside the PHV, every field
+/// within the 64-bit path unless the header is a plain byte copy.
+fn check_header(eng: &Engine, h: u32) -> Result<(), String> {
+    let hl = eng.layout.headers.get(h as usize).ok_or("unknown header")?;
+    if hl.vl_field.is_some() {
+        return Err(format!("variable-length header {}", hl.name));
+    }
+    if hl.off + hl.slot_bytes > eng.layout.total_bytes {
+        return Err(format!("header {} outside the PHV", hl.name));
+    }
+    if !hl.packed && hl.fields.iter().any(|f| f.width > 56) {
+        return Err(format!("wide field in {}", hl.name));
     }
     Ok(())
 }
@@ -294,20 +294,7 @@ fn check_parser(eng: &Engine, p: &CParser) -> Result<(), String> {
         for op in &s.ops {
             match op {
                 POp::Extract(ETarget::Header(h)) => {
-                    let hl = eng
-                        .layout
-                        .headers
-                        .get(*h as usize)
-                        .ok_or_else(|| format!("{}: unknown header", at()))?;
-                    if hl.vl_field.is_some() {
-                        return Err(format!("{}: variable-length header {}", at(), hl.name));
-                    }
-                    if hl.off + hl.slot_bytes > total {
-                        return Err(format!("{}: header {} outside the PHV", at(), hl.name));
-                    }
-                    if !hl.packed && hl.fields.iter().any(|f| f.width > 56) {
-                        return Err(format!("{}: wide field in {}", at(), hl.name));
-                    }
+                    check_header(eng, *h).map_err(|e| format!("{}: {e}", at()))?;
                 }
                 POp::Shift(_) => {}
                 _ => return Err(format!("{}: operation not compiled natively", at())),
