@@ -348,7 +348,7 @@ pub struct CParser {
 }
 
 /// A control node, with global indices.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum GNode {
     Table(u32),
     Cond(u32),
@@ -370,6 +370,22 @@ impl CTable {
             .iter()
             .find(|(x, _)| *x == a)
             .and_then(|(_, n)| *n)
+    }
+
+    /// The node after this table, given whether the lookup hit and which action ran.
+    #[inline]
+    pub fn next(&self, hit: bool, ran: Option<u32>) -> Option<GNode> {
+        match (&self.hit_miss, ran) {
+            (Some((h, m)), _) => {
+                if hit {
+                    *h
+                } else {
+                    *m
+                }
+            }
+            (None, Some(a)) => self.next_after(a),
+            (None, None) => self.base_default_next,
+        }
     }
 }
 

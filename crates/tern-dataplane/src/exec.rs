@@ -227,8 +227,11 @@ fn read_u64(phv: &Phv, f: &Option<FieldLoc>) -> u64 {
     }
 }
 
+/// An entry action resolved to the action to run and its data (borrowed from the entry).
+pub(crate) type Resolved<'s> = Option<(u32, &'s [Vec<u8>])>;
+
 impl Engine {
-    fn cx<'a>(
+    pub(crate) fn cx<'a>(
         &'a self,
         phv: &'a Phv,
         locals: &'a [Vec<u8>],
@@ -1414,16 +1417,16 @@ impl Engine {
         Some(members[(h % members.len() as u64) as usize])
     }
 
-    /// Resolve an entry action to (action, data) and run it; returns the action run.
-    /// Borrows the entry in place: no copy of the action data.
-    fn run_entry_action<const TRACE: bool>(
+    /// Resolve an entry action to `(action, data)` through the table's action profile (a
+    /// group's member picked by the selector). Borrows the entry in place: no copy of the data.
+    fn resolve_action<'s, const TRACE: bool>(
         &self,
         ext: &mut ExternState,
-        profiles: &[Profile],
-        pkt: &mut Pkt,
+        profiles: &'s [Profile],
+        pkt: &Pkt,
         t: &CTable,
-        ea: &EntryAction,
-    ) -> XR<Option<u32>> {
+        ea: &'s EntryAction,
+    ) -> Resolved<'s> {
         let resolved: Option<(u32, &[Vec<u8>])> = match ea {
             EntryAction::Action { action, data } => Some((*action, data)),
             EntryAction::Member(m) => t
@@ -1437,34 +1440,29 @@ impl Engine {
                 Some((*a, d.as_slice()))
             }),
         };
-        let Some((action, data)) = resolved else {
-            if TRACE {
-                self.trace_no_action(ext, ea);
-            }
-            return Ok(None);
-        };
         if TRACE {
-            self.trace_action_entry(ext, action, data);
+            match resolved {
+                Some((action, data)) => self.trace_action_entry(ext, action, data),
+                None => self.trace_no_action(ext, ea),
+            }
         }
-        self.run_instrs(ext, pkt, &self.actions[action as usize].instrs, data)?;
-        Ok(Some(action))
+        resolved
     }
 
-    fn apply_table<const TRACE: bool>(
+    /// Build table `ti`'s key from the packet, look it up and do a hit's bookkeeping (ageing
+    /// stamp, direct counter, direct meter). Returns whether it hit and the entry action to
+    /// run (the hit entry's or the default one), resolved; `None` when there is none.
+    pub(crate) fn lookup<'s, const TRACE: bool>(
         &self,
-        st: &mut State,
+        tables: &'s mut [TableState],
+        profiles: &'s [Profile],
+        ext: &mut ExternState,
         pkt: &mut Pkt,
         ti: u32,
         key: &mut Vec<u8>,
-    ) -> XR<Option<GNode>> {
+    ) -> (bool, Resolved<'s>) {
         let t = &self.tables[ti as usize];
         self.build_key(t, &pkt.phv, key);
-        let State {
-            tables,
-            profiles,
-            ext,
-            ..
-        } = st;
         let ts = &mut tables[ti as usize];
         let hit = if t.spec.fields.is_empty() {
             None
@@ -1475,27 +1473,14 @@ impl Engine {
             let handle = hit.map(|i| ts.store.handle_of(i) as u64);
             self.trace_table(ext, t, key, handle);
         }
-        mark(ext, stage::TABLES);
-        let r = self.apply_hit::<TRACE>(t, ts, profiles, ext, pkt, hit);
-        mark(ext, stage::ACTIONS);
-        r
-    }
-
-    fn apply_hit<const TRACE: bool>(
-        &self,
-        t: &CTable,
-        ts: &mut TableState,
-        profiles: &[Profile],
-        ext: &mut ExternState,
-        pkt: &mut Pkt,
-        hit: Option<u32>,
-    ) -> XR<Option<GNode>> {
-        match hit {
+        let ea: &'s EntryAction = match hit {
             Some(idx) => {
-                let now = ext.now_us;
+                // The matcher only returns occupied slots; an empty one would be a hit with
+                // nothing to run.
                 let Some(e) = ts.store.slots[idx as usize].as_mut() else {
-                    return Ok(None);
+                    return (true, None);
                 };
+                let now = ext.now_us;
                 if t.support_timeout {
                     e.last_hit_us = now;
                 }
@@ -1511,28 +1496,42 @@ impl Engine {
                     let c = e.meter.execute(units, now);
                     store_field_u64(&mut pkt.phv, &f, c as u64);
                 }
-                let ran = self.run_entry_action::<TRACE>(ext, profiles, pkt, t, &e.action)?;
-                Ok(match (&t.hit_miss, ran) {
-                    (Some((h, _)), _) => *h,
-                    (None, Some(a)) => t.next_after(a),
-                    (None, None) => t.base_default_next,
-                })
+                &e.action
             }
             None => match &ts.default {
-                Some(ea) => {
-                    let ran = self.run_entry_action::<TRACE>(ext, profiles, pkt, t, ea)?;
-                    Ok(match (&t.hit_miss, ran) {
-                        (Some((_, m)), _) => *m,
-                        (None, Some(a)) => t.next_after(a),
-                        (None, None) => t.base_default_next,
-                    })
-                }
-                None => Ok(match &t.hit_miss {
-                    Some((_, m)) => *m,
-                    None => t.base_default_next,
-                }),
+                Some(ea) => ea,
+                None => return (false, None),
             },
-        }
+        };
+        let action = self.resolve_action::<TRACE>(ext, profiles, pkt, t, ea);
+        (hit.is_some(), action)
+    }
+
+    fn apply_table<const TRACE: bool>(
+        &self,
+        st: &mut State,
+        pkt: &mut Pkt,
+        ti: u32,
+        key: &mut Vec<u8>,
+    ) -> XR<Option<GNode>> {
+        let State {
+            tables,
+            profiles,
+            ext,
+            ..
+        } = st;
+        let (hit, action) = self.lookup::<TRACE>(tables, profiles, ext, pkt, ti, key);
+        mark(ext, stage::TABLES);
+        let ran = match action {
+            Some((a, data)) => {
+                let r = self.run_instrs(ext, pkt, &self.actions[a as usize].instrs, data);
+                mark(ext, stage::ACTIONS);
+                r?;
+                Some(a)
+            }
+            None => None,
+        };
+        Ok(self.tables[ti as usize].next(hit, ran))
     }
 
     /// Run pipeline `name` (for the trace) from its first node.
@@ -1543,6 +1542,17 @@ impl Engine {
         name: &str,
         init: Option<GNode>,
     ) -> XR<()> {
+        if st.ext.trace.is_none() && st.ext.probe.is_none() {
+            // An empty pipeline has nothing to run (traced, it still logs its start and end).
+            let Some(init) = init else { return Ok(()) };
+            if let Some(r) = self
+                .jit
+                .as_ref()
+                .and_then(|j| j.run_pipeline(self, st, pkt, init))
+            {
+                return r;
+            }
+        }
         let mut key = std::mem::take(&mut st.key_buf);
         let r = if st.ext.trace.is_some() {
             self.trace_pipeline(&mut st.ext, name, true);

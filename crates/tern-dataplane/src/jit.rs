@@ -1,5 +1,5 @@
-//! Native code for the parser and the deparser's emit loop, generated at load time with
-//! Cranelift.
+//! Native code for the parser, the match-action pipelines (module `pipeline`) and the deparser's
+//! emit loop, generated at load time with Cranelift.
 //!
 //! The interpreter in [`crate::exec`] walks the compiled parser ([`CParser`]) op by op and
 //! field by field, reading each field's location and width from the layout at packet time;
@@ -17,10 +17,14 @@
 //! (header stacks and union stacks, variable-length headers, `lookahead`, value sets,
 //! `set`/`verify`/primitives in parse states, fields wider than 56 bits outside byte-aligned
 //! headers) is left to the interpreter, and [`compile`] says why. A traced packet
-//! ([`crate::Switch::set_trace`]) always takes the interpreter. `TERN_NO_JIT=1` in the
-//! environment turns native code off (for comparisons).
+//! ([`crate::Switch::set_trace`]) always takes the interpreter, and so does a packet whose
+//! stages are timed. `TERN_NO_JIT=1` in the environment turns native code off (for
+//! comparisons); [`crate::Switch::use_interpreter`] does it for one switch (differential
+//! tests).
 
 use std::sync::Mutex;
+
+mod pipeline;
 
 use cranelift_codegen::ir::{self, condcodes::IntCC, types, AbiParam, InstBuilder, MemFlags};
 use cranelift_codegen::settings::{self, Configurable};
@@ -29,8 +33,8 @@ use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, Linkage, Module};
 use tern_model::KeyElem;
 
-use crate::compile::{CParser, ETarget, Engine, PMatch, POp};
-use crate::exec::Pkt;
+use crate::compile::{CParser, ETarget, Engine, GNode, PMatch, POp};
+use crate::exec::{Fault, Pkt, State};
 use crate::layout::{FieldLoc, Phv};
 
 /// `(phv bytes, validity bytes, packet bytes, packet length, parsed length out) -> error code`.
@@ -49,6 +53,8 @@ pub struct Native {
     emit: Option<EmitFn>,
     /// Most bytes the emit loop writes (every header of the deparser's order valid).
     emit_max: usize,
+    /// The match-action pipelines (see [`pipeline`]).
+    pipes: pipeline::Pipes,
     /// PHV size and header count the code was generated for (checked before every call).
     phv_bytes: usize,
     headers: usize,
@@ -62,6 +68,7 @@ impl std::fmt::Debug for Native {
         f.debug_struct("Native")
             .field("parser", &self.parser.is_some())
             .field("emit", &self.emit.is_some())
+            .field("pipelines", &self.pipes.fns.len())
             .finish_non_exhaustive()
     }
 }
@@ -89,6 +96,31 @@ impl Native {
     /// Whether the deparser's emit loop runs as native code.
     pub fn has_emit(&self) -> bool {
         self.emit.is_some()
+    }
+
+    /// How many pipelines (ingress, egress) run as native code.
+    pub fn pipelines(&self) -> usize {
+        self.pipes.fns.len()
+    }
+
+    /// How many of the program's actions are inlined in native pipelines (the others run
+    /// interpreted, called from the native code).
+    pub fn native_actions(&self) -> usize {
+        self.pipes.actions.iter().filter(|a| a.is_some()).count()
+    }
+
+    /// Run the pipeline starting at `init` as [`Engine::run_pipeline`] does (untraced, without
+    /// stage timing); `None` when that pipeline has no native code.
+    #[inline]
+    pub fn run_pipeline(
+        &self,
+        eng: &Engine,
+        st: &mut State,
+        pkt: &mut Pkt,
+        init: GNode,
+    ) -> Option<Result<(), Fault>> {
+        self.check_phv(&pkt.phv);
+        self.pipes.run(eng, st, pkt, init)
     }
 
     fn check_phv(&self, phv: &Phv) {
@@ -176,10 +208,21 @@ pub fn compile(eng: &Engine) -> (Option<Native>, Vec<String>) {
     };
     notes.extend(parser.as_ref().err().cloned());
     notes.extend(order.as_ref().err().cloned());
-    if parser.is_err() && order.is_err() {
+    let mut inits = Vec::new();
+    for (name, init) in [("ingress", eng.ingress), ("egress", eng.egress)] {
+        let Some(Some(init)) = init else { continue };
+        if inits.contains(&init) {
+            continue;
+        }
+        match pipeline::check_graph(eng, init) {
+            Ok(()) => inits.push(init),
+            Err(e) => notes.push(format!("{name}: {e}")),
+        }
+    }
+    if parser.is_err() && order.is_err() && inits.is_empty() {
         return (None, notes);
     }
-    match generate(eng, parser.ok(), order.ok()) {
+    match generate(eng, parser.ok(), order.ok(), &inits) {
         Ok(n) => (Some(n), notes),
         Err(e) => {
             notes.push(format!("code generation: {e}"));
@@ -192,6 +235,7 @@ fn generate(
     eng: &Engine,
     parser: Option<&CParser>,
     order: Option<&Vec<u32>>,
+    inits: &[GNode],
 ) -> Result<Native, String> {
     let cl = |e: &dyn std::fmt::Display| format!("cranelift: {e}");
     let mut flags = settings::builder();
@@ -240,6 +284,14 @@ fn generate(
         )?),
         None => None,
     };
+    let mut pipes = pipeline::Pipes::plan(eng);
+    let mut pipe_ids = Vec::new();
+    for (i, init) in inits.iter().enumerate() {
+        let id = define(&mut module, &format!("tern_pipeline_{i}"), &[ptr], &|b| {
+            Gen { eng, b }.pipeline(*init, &pipes)
+        })?;
+        pipe_ids.push((*init, id));
+    }
     module.finalize_definitions().map_err(|e| cl(&e))?;
     // SAFETY (both): the pointer is a finalized function just defined with exactly the type's
     // signature (pointers and i64s in that order, returning i64) in the host's default calling
@@ -250,6 +302,18 @@ fn generate(
     let emit = emit_id.map(|id| unsafe {
         std::mem::transmute::<*const u8, EmitFn>(module.get_finalized_function(id))
     });
+    // SAFETY: as above, with the signature `(pointer) -> i64` of `PipeFn`.
+    pipes.fns = pipe_ids
+        .into_iter()
+        .map(|(init, id)| {
+            let f = unsafe {
+                std::mem::transmute::<*const u8, pipeline::PipeFn>(
+                    module.get_finalized_function(id),
+                )
+            };
+            (init, f)
+        })
+        .collect();
     let emit_max = order.map_or(0, |o| {
         o.iter()
             .map(|h| eng.layout.headers[*h as usize].fixed_bits.div_ceil(8) as usize)
@@ -259,6 +323,7 @@ fn generate(
         parser,
         emit,
         emit_max,
+        pipes,
         phv_bytes: eng.layout.total_bytes as usize,
         headers: eng.layout.headers.len(),
         module: Mutex::new(Some(module)),

@@ -554,6 +554,28 @@ impl Switch {
         self.live.engine.csum_plan = None;
     }
 
+    /// Drop the running program's native code ([`crate::jit`]) so every stage is interpreted:
+    /// for differential tests of the two paths in one process (`TERN_NO_JIT=1` does the same
+    /// for a whole run). The next program loaded compiles again.
+    pub fn use_interpreter(&mut self) {
+        self.live.engine.jit = None;
+    }
+
+    /// What of the running program runs as native code: `(parser, emit loop, pipelines,
+    /// actions inlined)`, and for each part left to the interpreter, why.
+    pub fn native_summary(&self) -> ((bool, bool, usize, usize), &[String]) {
+        let e = &self.live.engine;
+        let parts = e.jit.as_ref().map_or((false, false, 0, 0), |j| {
+            (
+                j.has_parser(),
+                j.has_emit(),
+                j.pipelines(),
+                j.native_actions(),
+            )
+        });
+        (parts, &e.jit_notes)
+    }
+
     /// Entries whose ageing timeout has elapsed since their last hit (tables with
     /// `support_timeout`), as `(table, handle)`: what BMv2's 1-second ageing sweep notifies.
     /// The control plane polls this; the entries are not removed.

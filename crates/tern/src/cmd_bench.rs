@@ -628,6 +628,105 @@ mod tests {
         }
     }
 
+    /// Native code (parser, pipelines with inlined actions, emit loop) against the interpreter
+    /// on whole switches: the bench programs and the tutorials with the bench's entries, flows
+    /// that hit and flows that miss, and frames with bytes flipped or cut short. Every output
+    /// (port and bytes), every counter cell and every register cell must agree.
+    #[test]
+    fn native_code_matches_the_interpreter() {
+        let root = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../p4"));
+        let mut files: Vec<PathBuf> = ["l3_router.p4", "l2l3_acl_nat.p4", "pipeline20.p4"]
+            .iter()
+            .map(|f| root.join("bench").join(f))
+            .collect();
+        // Every native operation with its result in an emitted header (see the file).
+        files.push(root.join("tests/native.p4"));
+        let mut tut: Vec<PathBuf> = std::fs::read_dir(root.join("tutorials"))
+            .expect("p4/tutorials")
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "p4"))
+            .collect();
+        tut.sort();
+        files.extend(tut);
+        let mut native_pipelines = 0;
+        let mut rng = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            rng ^= rng >> 12;
+            rng ^= rng << 25;
+            rng ^= rng >> 27;
+            rng.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        };
+        for path in files {
+            let name = path.display().to_string();
+            let a = args(Some(path));
+            let (_, json) = load(&a).expect("compile");
+            let mut sws = [0, 1].map(|_| Switch::from_json(&json, SwitchOptions::default()));
+            let [Ok(native), Ok(interp)] = &mut sws else {
+                panic!("{name}: load failed")
+            };
+            interp.use_interpreter();
+            let ((_, _, pipes, actions), notes) = native.native_summary();
+            native_pipelines += pipes;
+            if name.ends_with("native.p4") {
+                // Its point is the inlined actions (every one of its actions is native).
+                assert!(
+                    pipes == 2 && actions >= 15,
+                    "{name}: {pipes} {actions} {notes:?}"
+                );
+            }
+            let prog = native.program().clone();
+            for sw in [&mut *native, &mut *interp] {
+                sw.set_clock_us(Some(1_000));
+                let (_, failed, first) = install(sw, &prog, &a);
+                assert_eq!(failed, 0, "{name}: {first:?}");
+            }
+            let (mut o1, mut o2) = (Vec::new(), Vec::new());
+            for k in 0..3 * a.flows {
+                let mut f = frame(&flow(k, a.routes), 60 + (k as usize % 3) * 40);
+                for b in &mut f[42..] {
+                    *b = next() as u8;
+                }
+                match k % 4 {
+                    1 => {
+                        let i = next() as usize % 54;
+                        f[i] = next() as u8;
+                    }
+                    2 => f[23] = [6, 1, 17, 0x11][(k as usize / 4) % 4],
+                    3 if k % 8 == 3 => f.truncate(next() as usize % f.len()),
+                    _ => {}
+                }
+                let port = k % 5;
+                native.process_packet(port, &f, &mut o1);
+                interp.process_packet(port, &f, &mut o2);
+                let got: Vec<_> = o1.drain(..).map(|o| (o.port, o.data)).collect();
+                let want: Vec<_> = o2.drain(..).map(|o| (o.port, o.data)).collect();
+                assert_eq!(got, want, "{name}: packet {k} {f:02x?}");
+            }
+            for c in &prog.counter_arrays {
+                for i in 0..c.size {
+                    let (x, y) = (
+                        native.counter_read(&c.name, i),
+                        interp.counter_read(&c.name, i),
+                    );
+                    assert_eq!(x, y, "{name}: counter {}[{i}]", c.name);
+                }
+            }
+            for r in &prog.register_arrays {
+                let (x, y) = (
+                    native.register_read_all(&r.name),
+                    interp.register_read_all(&r.name),
+                );
+                assert_eq!(x, y, "{name}: register {}", r.name);
+            }
+        }
+        // The comparison is only worth something if native pipelines ran.
+        assert!(
+            native_pipelines >= 10,
+            "{native_pipelines} native pipelines"
+        );
+    }
+
     /// A full (small) run of the command with a JSON report.
     #[test]
     fn run_writes_json() {

@@ -1,0 +1,768 @@
+//! Native code for the match-action pipelines (ingress and egress).
+//!
+//! The interpreter walks the control graph node by node ([`GNode`]): it dispatches on the node
+//! kind, evaluates a condition through a tree, looks a table up and runs the action's
+//! instructions one by one, reading every field location at packet time. Here the graph of one
+//! pipeline becomes one native function: a node is a basic block, a condition of the fast
+//! subset ([`FastBool`]) is a few loads and compares, the next node is a branch, and the actions
+//! of the ≤ 64-bit subset (`SetU64`, `SetBin`, `SetExpr`, `mark_to_drop`, `exit`, no-ops) are
+//! inlined as loads, ALU operations and stores with constant offsets and masks.
+//!
+//! The rest stays in the interpreter, called from the generated code through three helpers
+//! ([`h_table`], [`h_cond`], [`h_call`]): a table's key, lookup and hit bookkeeping (the match
+//! engines are Rust), conditions outside the fast subset, and actions with anything else
+//! (registers, counters, meters, hashes, clones, header operations, branches...). So every
+//! program runs natively up to its pipeline graph; only the share of the work that is inlined
+//! varies. A graph with a cycle (p4c never emits one) is left to the interpreter.
+//!
+//! A table helper returns the action it resolved; when that action is native and its entry has
+//! the parameters it reads, the helper stores them in the context ([`PipeCtx::params`]) and the
+//! generated code runs the inlined body; otherwise the helper has already run it interpreted.
+
+use std::collections::HashMap;
+use std::mem::offset_of;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use cranelift_codegen::ir::{self, condcodes::IntCC, types, AbiParam, InstBuilder};
+use cranelift_frontend::{Switch, Variable};
+
+use super::{mem, Gen};
+use crate::compile::{Engine, FastBin, FastExpr, FastSrc, GNode, Instr};
+use crate::exec::{Fault, Pkt, State};
+use crate::expr::{eval_bool, FastBool, FastVal};
+use crate::layout::{be_read, FieldLoc};
+use tern_model::Op;
+
+/// Most action parameters a native action body reads.
+pub const MAX_PARAMS: usize = 16;
+
+/// What the generated pipeline code and the helpers it calls share for one packet.
+#[repr(C)]
+pub struct PipeCtx {
+    /// PHV bytes and validity bytes (refreshed by every helper before it returns).
+    phv: *mut u8,
+    valid: *mut u8,
+    /// The switch's drop port (`mark_to_drop` stores it in `egress_spec`).
+    drop_port: u64,
+    /// The parameters of the action a table helper resolved, as `u64`s.
+    params: [u64; MAX_PARAMS],
+    eng: *const Engine,
+    st: *mut State,
+    pkt: *mut Pkt,
+    key: *mut Vec<u8>,
+    fault: Option<Fault>,
+}
+
+/// `(context) -> DONE | FAULT | EXIT`.
+pub type PipeFn = unsafe extern "C" fn(*mut PipeCtx) -> i64;
+
+/// Return codes of a generated pipeline.
+const DONE: i64 = 0;
+const FAULT: i64 = 1;
+/// An inlined `exit` ran: the caller sets the packet's exit flag.
+const EXIT: i64 = 2;
+
+/// A table helper's answer (negative: fault): the action index in the low 32 bits
+/// ([`NO_ACTION`] if none), and flags.
+const NO_ACTION: i64 = 0xffff_ffff;
+const HIT: i64 = 1 << 32;
+/// The helper ran the action (interpreted): the generated code only picks the next node.
+const RAN: i64 = 1 << 33;
+/// The action it ran set the exit flag: the pipeline ends.
+const EXITED: i64 = 1 << 34;
+
+/// How a native action is run: how many parameters its body reads (an entry with fewer is
+/// run interpreted, which reports the fault) and whether it contains `exit`.
+#[derive(Clone, Copy, Debug)]
+pub struct ActPlan {
+    pub params: u32,
+    pub exits: bool,
+}
+
+/// Native pipelines of a program.
+#[derive(Default)]
+pub struct Pipes {
+    /// One function per pipeline, by its first node.
+    pub fns: Vec<(GNode, PipeFn)>,
+    /// For each action: its native plan, if its body is in the native subset.
+    pub actions: Vec<Option<ActPlan>>,
+    /// For each table: its actions that are native, with their plans (what the generated
+    /// code of that table can run).
+    pub by_table: Vec<Vec<(u32, ActPlan)>>,
+}
+
+impl Pipes {
+    /// Plans for every action, and per table the native ones among its actions; no code yet.
+    pub fn plan(eng: &Engine) -> Pipes {
+        let actions: Vec<_> = (0..eng.actions.len())
+            .map(|a| plan_action(eng, a))
+            .collect();
+        let by_table = eng
+            .tables
+            .iter()
+            .map(|t| {
+                let mut v: Vec<(u32, ActPlan)> = t
+                    .actions
+                    .iter()
+                    .filter_map(|a| Some((*a, actions.get(*a as usize).copied().flatten()?)))
+                    .collect();
+                v.sort_by_key(|(a, _)| *a);
+                v.dedup_by_key(|(a, _)| *a);
+                v
+            })
+            .collect();
+        Pipes {
+            fns: Vec::new(),
+            actions,
+            by_table,
+        }
+    }
+    /// Run the pipeline starting at `init` natively; `None` when it has no native code.
+    pub fn run(
+        &self,
+        eng: &Engine,
+        st: &mut State,
+        pkt: &mut Pkt,
+        init: GNode,
+    ) -> Option<Result<(), Fault>> {
+        let f = self.fns.iter().find(|(i, _)| *i == init)?.1;
+        if pkt.regs.exit {
+            return Some(Ok(()));
+        }
+        let mut key = std::mem::take(&mut st.key_buf);
+        let mut ctx = PipeCtx {
+            phv: pkt.phv.bytes.as_mut_ptr(),
+            valid: pkt.phv.valid.as_mut_ptr().cast::<u8>(),
+            drop_port: u64::from(eng.drop_port),
+            params: [0; MAX_PARAMS],
+            eng,
+            st,
+            pkt,
+            key: &mut key,
+            fault: None,
+        };
+        // SAFETY: the code was generated for this engine's layout, and the caller
+        // (`Native::run_pipeline`) checked that the PHV has that layout's sizes: every PHV
+        // and validity offset the code touches is below them (checked at generation). The
+        // context outlives the call; `st`, `pkt` and `key` are exclusively borrowed here and
+        // not touched until the call returns; the helpers the code calls take the context
+        // pointer it was given and end their borrows before returning.
+        let r = unsafe { f(&mut ctx) };
+        let fault = ctx.fault.take();
+        st.key_buf = key;
+        Some(match r {
+            DONE => Ok(()),
+            EXIT => {
+                pkt.regs.exit = true;
+                Ok(())
+            }
+            _ => Err(fault.unwrap_or_else(|| Fault("native pipeline failed".into()))),
+        })
+    }
+}
+
+/// Run `f` with the context's engine, state, packet, key buffer and parameter array (for the
+/// helpers below); a fault or a panic is stored in the context and becomes `-1`.
+///
+/// # Safety
+/// `ctx` must be the context [`Pipes::run`] passed to the generated code.
+unsafe fn with_ctx(
+    ctx: *mut PipeCtx,
+    f: impl FnOnce(
+        &Engine,
+        &mut State,
+        &mut Pkt,
+        &mut Vec<u8>,
+        &mut [u64; MAX_PARAMS],
+    ) -> Result<i64, Fault>,
+) -> i64 {
+    // SAFETY: per the contract, `ctx` points to the live context of `Pipes::run`, whose
+    // pointers come from references that are exclusively borrowed for the whole call and
+    // unused by the generated code while a helper runs; these borrows end before returning.
+    let c = unsafe { &mut *ctx };
+    let (eng, st, pkt, key) = unsafe { (&*c.eng, &mut *c.st, &mut *c.pkt, &mut *c.key) };
+    let r = catch_unwind(AssertUnwindSafe(|| f(eng, st, pkt, key, &mut c.params)));
+    c.phv = pkt.phv.bytes.as_mut_ptr();
+    c.valid = pkt.phv.valid.as_mut_ptr().cast::<u8>();
+    match r {
+        Ok(Ok(v)) => v,
+        Ok(Err(e)) => {
+            c.fault = Some(e);
+            -1
+        }
+        Err(_) => {
+            c.fault = Some(Fault("internal error in the pipeline".into()));
+            -1
+        }
+    }
+}
+
+/// Table `t`: key, lookup, hit bookkeeping; runs the action unless it is native (then its
+/// parameters are left in the context). See [`HIT`], [`RAN`], [`EXITED`], [`NO_ACTION`].
+extern "C" fn h_table(ctx: *mut PipeCtx, t: u32) -> i64 {
+    // SAFETY: called only by generated code, with the context it was given.
+    unsafe {
+        with_ctx(ctx, |eng, st, pkt, key, params| {
+            let State {
+                tables,
+                profiles,
+                ext,
+                ..
+            } = st;
+            let (hit, action) = eng.lookup::<false>(tables, profiles, ext, pkt, t, key);
+            let mut r = if hit { HIT } else { 0 };
+            let Some((a, data)) = action else {
+                return Ok(r | NO_ACTION);
+            };
+            r |= i64::from(a);
+            let plan = eng.jit.as_ref().and_then(|j| {
+                let natives = j.pipes.by_table.get(t as usize)?;
+                let (_, p) = natives.iter().find(|(x, _)| *x == a)?;
+                Some(*p).filter(|p| data.len() >= p.params as usize)
+            });
+            if let Some(p) = plan {
+                for (dst, d) in params.iter_mut().zip(&data[..p.params as usize]) {
+                    *dst = be_read(d);
+                }
+                return Ok(r);
+            }
+            eng.run_instrs(ext, pkt, &eng.actions[a as usize].instrs, data)?;
+            r |= RAN;
+            if pkt.regs.exit {
+                r |= EXITED;
+            }
+            Ok(r)
+        })
+    }
+}
+
+/// Condition `c` outside the fast subset: 1 or 0.
+extern "C" fn h_cond(ctx: *mut PipeCtx, c: u32) -> i64 {
+    // SAFETY: called only by generated code, with the context it was given.
+    unsafe {
+        with_ctx(ctx, |eng, st, pkt, _, _| {
+            let cx = eng.cx(&pkt.phv, &[], &st.ext, &pkt.data, 0);
+            let v =
+                eval_bool(&eng.conds[c as usize].expr, &cx).map_err(|e| Fault(e.to_string()))?;
+            Ok(i64::from(v))
+        })
+    }
+}
+
+/// Direct action call `c` outside the native subset: 1 if it set the exit flag, else 0.
+extern "C" fn h_call(ctx: *mut PipeCtx, c: u32) -> i64 {
+    // SAFETY: called only by generated code, with the context it was given.
+    unsafe {
+        with_ctx(ctx, |eng, st, pkt, _, _| {
+            let (a, _) = eng.calls[c as usize];
+            eng.run_instrs(&mut st.ext, pkt, &eng.actions[a as usize].instrs, &[])?;
+            Ok(i64::from(pkt.regs.exit))
+        })
+    }
+}
+
+/// A field the generated code may read or write as a ≤ 64-bit value: a validity byte, or a
+/// slot of at most 8 bytes inside the PHV.
+fn field_ok(eng: &Engine, f: &FieldLoc) -> bool {
+    if f.is_valid_bit {
+        return (f.header as usize) < eng.layout.headers.len();
+    }
+    !f.is_vl && f.nbytes <= 8 && f.width <= 64 && f.off + f.nbytes <= eng.layout.total_bytes
+}
+
+/// A destination the generated code stores into as `store_field_u64` does on its ≤ 64-bit
+/// path (`$valid$` destinations are ignored, as there).
+fn dst_ok(eng: &Engine, f: &FieldLoc) -> bool {
+    f.is_valid_bit || (field_ok(eng, f) && !f.saturating)
+}
+
+fn src_ok(eng: &Engine, s: &FastSrc, params: &mut u32) -> bool {
+    match s {
+        FastSrc::Field(f) => field_ok(eng, f),
+        FastSrc::Local(i) => {
+            *params = (*params).max(i + 1);
+            (*i as usize) < MAX_PARAMS
+        }
+        FastSrc::Const(_) => true,
+    }
+}
+
+fn expr_ok(eng: &Engine, e: &FastExpr, params: &mut u32) -> bool {
+    match e {
+        FastExpr::Src(s) => src_ok(eng, s, params),
+        FastExpr::Bin(_, a, b) => expr_ok(eng, a, params) && expr_ok(eng, b, params),
+        FastExpr::Shl(a, _) => expr_ok(eng, a, params),
+    }
+}
+
+fn val_ok(eng: &Engine, v: &FastVal) -> bool {
+    match v {
+        FastVal::Field(f) => field_ok(eng, f),
+        FastVal::Const(_) => true,
+    }
+}
+
+/// Whether a fast condition's fields are all within reach.
+fn bool_ok(eng: &Engine, b: &FastBool) -> bool {
+    match b {
+        FastBool::Const(_) => true,
+        FastBool::Valid(h) => (*h as usize) < eng.layout.headers.len(),
+        FastBool::Cmp(_, l, r) => val_ok(eng, l) && val_ok(eng, r),
+        FastBool::NonZero(v) => val_ok(eng, v),
+        FastBool::And(a, b) | FastBool::Or(a, b) => bool_ok(eng, a) && bool_ok(eng, b),
+        FastBool::Not(a) => bool_ok(eng, a),
+    }
+}
+
+/// The native plan of action `a`, if every instruction is in the native subset.
+fn plan_action(eng: &Engine, a: usize) -> Option<ActPlan> {
+    let mut params = 0u32;
+    let mut exits = false;
+    let instrs = &eng.actions[a].instrs;
+    for ins in instrs {
+        let ok = match ins {
+            // A jump to the end ends the action (what follows is dead): p4c-style `exit;`
+            // bodies end with one.
+            Instr::Jump(t) if *t >= instrs.len() => break,
+            Instr::SetU64 { dst, src, .. } => dst_ok(eng, dst) && src_ok(eng, src, &mut params),
+            Instr::SetBin { dst, a, b, .. } => {
+                dst_ok(eng, dst) && src_ok(eng, a, &mut params) && src_ok(eng, b, &mut params)
+            }
+            Instr::SetExpr { dst, expr } => dst_ok(eng, dst) && expr_ok(eng, expr, &mut params),
+            Instr::Drop {
+                egress_spec,
+                mcast_grp,
+            } => [egress_spec, mcast_grp]
+                .into_iter()
+                .flatten()
+                .all(|f| dst_ok(eng, f)),
+            Instr::Exit => {
+                exits = true;
+                true
+            }
+            Instr::NoOp => true,
+            _ => false,
+        };
+        if !ok {
+            return None;
+        }
+    }
+    Some(ActPlan { params, exits })
+}
+
+/// The nodes a node can go to next.
+fn successors(eng: &Engine, n: GNode) -> Vec<Option<GNode>> {
+    match n {
+        GNode::Table(t) => {
+            let t = &eng.tables[t as usize];
+            let mut v: Vec<_> = t.per_action.iter().map(|(_, n)| *n).collect();
+            if let Some((h, m)) = t.hit_miss {
+                v.extend([h, m]);
+            }
+            v.push(t.base_default_next);
+            v
+        }
+        GNode::Cond(c) => {
+            let c = &eng.conds[c as usize];
+            vec![c.t, c.f]
+        }
+        GNode::Call(c) => vec![eng.calls[c as usize].1],
+    }
+}
+
+/// Check that the graph from `init` has valid node indices and no cycle (the generated code
+/// has no step bound, unlike the interpreter's walk).
+pub fn check_graph(eng: &Engine, init: GNode) -> Result<(), String> {
+    let exists = |n: GNode| match n {
+        GNode::Table(t) => (t as usize) < eng.tables.len(),
+        GNode::Cond(c) => (c as usize) < eng.conds.len(),
+        GNode::Call(c) => (c as usize) < eng.calls.len(),
+    };
+    // Iterative depth-first search: 1 = on the current path, 2 = done.
+    let mut state: HashMap<GNode, u8> = HashMap::new();
+    let mut stack: Vec<(GNode, Vec<Option<GNode>>)> = Vec::new();
+    if !exists(init) {
+        return Err(format!("unknown node {init:?}"));
+    }
+    state.insert(init, 1);
+    stack.push((init, successors(eng, init)));
+    while let Some((n, succ)) = stack.last_mut() {
+        let n = *n;
+        match succ.pop() {
+            None => {
+                state.insert(n, 2);
+                stack.pop();
+            }
+            Some(None) => {}
+            Some(Some(m)) => match state.get(&m) {
+                Some(1) => return Err(format!("control graph has a cycle through {m:?}")),
+                Some(_) => {}
+                None => {
+                    if !exists(m) {
+                        return Err(format!("unknown node {m:?}"));
+                    }
+                    state.insert(m, 1);
+                    let s = successors(eng, m);
+                    stack.push((m, s));
+                }
+            },
+        }
+    }
+    Ok(())
+}
+
+/// The blocks of a pipeline's nodes, made on first use, and the nodes still to generate.
+struct Nodes {
+    blocks: HashMap<GNode, ir::Block>,
+    todo: Vec<GNode>,
+    /// Where `None` (the end of the pipeline) goes.
+    done: ir::Block,
+}
+
+impl Nodes {
+    fn block(&mut self, g: &mut Gen<'_, '_>, n: Option<GNode>) -> ir::Block {
+        match n {
+            None => self.done,
+            Some(n) => *self.blocks.entry(n).or_insert_with(|| {
+                self.todo.push(n);
+                g.b.create_block()
+            }),
+        }
+    }
+}
+
+/// `offset_of` as a Cranelift memory offset.
+fn at(off: usize) -> i32 {
+    off as i32
+}
+
+impl Gen<'_, '_> {
+    /// The pipeline from `init`: `(ctx) -> DONE | FAULT | EXIT`.
+    pub(super) fn pipeline(mut self, init: GNode, pipes: &Pipes) {
+        let (eng, plans, by_table) = (self.eng, &pipes.actions, &pipes.by_table);
+        let ptr = types::I64;
+        let entry = self.b.create_block();
+        self.b.append_block_params_for_function_params(entry);
+        self.b.switch_to_block(entry);
+        let ctx = self.b.block_params(entry)[0];
+        let phv: Variable = self.b.declare_var(ptr);
+        let valid: Variable = self.b.declare_var(ptr);
+        let ret = self.b.create_block();
+        self.b.append_block_param(ret, types::I64);
+
+        let mut sig = self.b.func.signature.clone();
+        sig.params = vec![AbiParam::new(ptr), AbiParam::new(types::I32)];
+        sig.returns = vec![AbiParam::new(types::I64)];
+        let helper_sig = self.b.import_signature(sig);
+
+        let reload = |g: &mut Self| {
+            let p =
+                g.b.ins()
+                    .load(ptr, mem(), ctx, at(offset_of!(PipeCtx, phv)));
+            let v =
+                g.b.ins()
+                    .load(ptr, mem(), ctx, at(offset_of!(PipeCtx, valid)));
+            g.b.def_var(phv, p);
+            g.b.def_var(valid, v);
+        };
+        reload(&mut self);
+
+        // Blocks of nodes, made on first use; `None` (end of pipeline) returns DONE.
+        let done = self.b.create_block();
+        let mut nodes = Nodes {
+            blocks: HashMap::new(),
+            todo: Vec::new(),
+            done,
+        };
+        let first = nodes.block(&mut self, Some(init));
+        self.b.ins().jump(first, &[]);
+
+        // Call helper `f` with (ctx, index), reload the PHV pointers, and leave on a fault.
+        let call = |g: &mut Self, f: extern "C" fn(*mut PipeCtx, u32) -> i64, i: u32| {
+            let callee = g.b.ins().iconst(ptr, f as usize as i64);
+            let idx = g.b.ins().iconst(types::I32, i64::from(i));
+            let inst = g.b.ins().call_indirect(helper_sig, callee, &[ctx, idx]);
+            let r = g.b.inst_results(inst)[0];
+            reload(g);
+            let failed = g.b.ins().icmp_imm(IntCC::SignedLessThan, r, 0);
+            let ok = g.b.create_block();
+            let code = g.b.ins().iconst(types::I64, FAULT);
+            g.b.ins().brif(failed, ret, &[code.into()], ok, &[]);
+            g.b.switch_to_block(ok);
+            r
+        };
+        let leave = |g: &mut Self, code: i64| {
+            let c = g.b.ins().iconst(types::I64, code);
+            g.b.ins().jump(ret, &[c.into()]);
+        };
+
+        while let Some(n) = nodes.todo.pop() {
+            let blk = nodes.blocks[&n];
+            self.b.switch_to_block(blk);
+            match n {
+                GNode::Cond(c) => {
+                    let cond = &eng.conds[c as usize];
+                    let v = match cond.fast.as_ref().filter(|f| bool_ok(eng, f)) {
+                        Some(f) => self.fast_bool(phv, valid, f),
+                        None => call(&mut self, h_cond, c),
+                    };
+                    let (t, f) = (
+                        nodes.block(&mut self, cond.t),
+                        nodes.block(&mut self, cond.f),
+                    );
+                    self.b.ins().brif(v, t, &[], f, &[]);
+                }
+                GNode::Call(c) => {
+                    let (a, next) = eng.calls[c as usize];
+                    let next = nodes.block(&mut self, next);
+                    match plans[a as usize].filter(|p| p.params == 0) {
+                        Some(p) => {
+                            self.action_body(ctx, phv, valid, a);
+                            if p.exits {
+                                leave(&mut self, EXIT);
+                            } else {
+                                self.b.ins().jump(next, &[]);
+                            }
+                        }
+                        None => {
+                            let r = call(&mut self, h_call, c);
+                            let exited = self.b.create_block();
+                            self.b.ins().brif(r, exited, &[], next, &[]);
+                            self.b.switch_to_block(exited);
+                            leave(&mut self, DONE);
+                        }
+                    }
+                }
+                GNode::Table(ti) => {
+                    let t = &eng.tables[ti as usize];
+                    let r = call(&mut self, h_table, ti);
+                    // An interpreted action that set the exit flag ends the pipeline.
+                    let exited = self.b.ins().band_imm(r, EXITED);
+                    let (stop, go) = (self.b.create_block(), self.b.create_block());
+                    self.b.ins().brif(exited, stop, &[], go, &[]);
+                    self.b.switch_to_block(stop);
+                    leave(&mut self, DONE);
+                    self.b.switch_to_block(go);
+                    let act = self.b.ins().band_imm(r, NO_ACTION);
+                    let next = self.b.create_block();
+                    // Not run yet: one of the table's native actions.
+                    let native: Vec<u32> = by_table[ti as usize].iter().map(|(a, _)| *a).collect();
+                    if !native.is_empty() {
+                        let ran = self.b.ins().band_imm(r, RAN);
+                        let pick = self.b.create_block();
+                        self.b.ins().brif(ran, next, &[], pick, &[]);
+                        self.b.switch_to_block(pick);
+                        let mut sw = Switch::new();
+                        let bodies: Vec<(u32, ir::Block)> =
+                            native.iter().map(|a| (*a, self.b.create_block())).collect();
+                        for (a, blk) in &bodies {
+                            sw.set_entry(u128::from(*a), *blk);
+                        }
+                        sw.emit(&mut self.b, act, next);
+                        for (a, blk) in bodies {
+                            self.b.switch_to_block(blk);
+                            self.action_body(ctx, phv, valid, a);
+                            if plans[a as usize].is_some_and(|p| p.exits) {
+                                leave(&mut self, EXIT);
+                            } else {
+                                self.b.ins().jump(next, &[]);
+                            }
+                        }
+                    } else {
+                        self.b.ins().jump(next, &[]);
+                    }
+                    // The next node: by hit/miss, or by the action that ran.
+                    self.b.switch_to_block(next);
+                    match t.hit_miss {
+                        Some((h, m)) => {
+                            let hit = self.b.ins().band_imm(r, HIT);
+                            let (h, m) = (nodes.block(&mut self, h), nodes.block(&mut self, m));
+                            self.b.ins().brif(hit, h, &[], m, &[]);
+                        }
+                        None => {
+                            let mut sw = Switch::new();
+                            let mut seen = Vec::new();
+                            for (a, n) in &t.per_action {
+                                if !seen.contains(a) {
+                                    seen.push(*a);
+                                    let b = nodes.block(&mut self, *n);
+                                    sw.set_entry(u128::from(*a), b);
+                                }
+                            }
+                            let none = nodes.block(&mut self, t.base_default_next);
+                            if !seen.contains(&(NO_ACTION as u32)) {
+                                sw.set_entry(NO_ACTION as u128, none);
+                            }
+                            sw.emit(&mut self.b, act, done);
+                        }
+                    }
+                }
+            }
+        }
+
+        self.b.switch_to_block(done);
+        leave(&mut self, DONE);
+        self.b.switch_to_block(ret);
+        let code = self.b.block_params(ret)[0];
+        self.b.ins().return_(&[code]);
+        self.b.seal_all_blocks();
+        self.b.finalize();
+    }
+
+    /// A field's value as an i64 (validity byte, or the slot's big-endian value).
+    fn read_field(&mut self, phv: Variable, valid: Variable, f: &FieldLoc) -> ir::Value {
+        let (p, v) = (self.b.use_var(phv), self.b.use_var(valid));
+        self.key_field(p, v, f)
+    }
+
+    /// Store the low `width` bits of `v` into `f` (ignored for `$valid$`).
+    fn write_field(&mut self, phv: Variable, f: &FieldLoc, v: ir::Value) {
+        if f.is_valid_bit {
+            return;
+        }
+        let v = if f.width < 64 {
+            self.b.ins().band_imm(v, ((1u64 << f.width) - 1) as i64)
+        } else {
+            v
+        };
+        let p = self.b.use_var(phv);
+        self.store_be(p, f.off, f.nbytes, v);
+    }
+
+    fn src(&mut self, ctx: ir::Value, phv: Variable, valid: Variable, s: &FastSrc) -> ir::Value {
+        match s {
+            FastSrc::Field(f) => self.read_field(phv, valid, f),
+            FastSrc::Local(i) => {
+                let off = offset_of!(PipeCtx, params) + 8 * *i as usize;
+                self.b.ins().load(types::I64, mem(), ctx, at(off))
+            }
+            FastSrc::Const(c) => self.b.ins().iconst(types::I64, *c as i64),
+        }
+    }
+
+    fn bin(&mut self, op: FastBin, x: ir::Value, y: ir::Value) -> ir::Value {
+        let i = self.b.ins();
+        match op {
+            FastBin::Add => i.iadd(x, y),
+            FastBin::Sub => i.isub(x, y),
+            FastBin::Mul => i.imul(x, y),
+            FastBin::And => i.band(x, y),
+            FastBin::Or => i.bor(x, y),
+            FastBin::Xor => i.bxor(x, y),
+        }
+    }
+
+    fn expr(&mut self, ctx: ir::Value, phv: Variable, valid: Variable, e: &FastExpr) -> ir::Value {
+        match e {
+            FastExpr::Src(s) => self.src(ctx, phv, valid, s),
+            FastExpr::Bin(op, a, b) => {
+                let x = self.expr(ctx, phv, valid, a);
+                let y = self.expr(ctx, phv, valid, b);
+                self.bin(*op, x, y)
+            }
+            FastExpr::Shl(a, n) => {
+                let x = self.expr(ctx, phv, valid, a);
+                if *n >= 64 {
+                    self.b.ins().iconst(types::I64, 0)
+                } else {
+                    self.b.ins().ishl_imm(x, i64::from(*n))
+                }
+            }
+        }
+    }
+
+    /// Action `a`'s body (in the native subset, see [`plan_action`]).
+    fn action_body(&mut self, ctx: ir::Value, phv: Variable, valid: Variable, a: u32) {
+        let instrs = &self.eng.actions[a as usize].instrs;
+        for ins in instrs {
+            match ins {
+                // Ends the action (see `plan_action`).
+                Instr::Jump(t) if *t >= instrs.len() => break,
+                Instr::SetU64 { dst, src, add } => {
+                    let v = self.src(ctx, phv, valid, src);
+                    let v = if *add != 0 {
+                        self.b.ins().iadd_imm(v, *add as i64)
+                    } else {
+                        v
+                    };
+                    self.write_field(phv, dst, v);
+                }
+                Instr::SetBin { dst, op, a, b } => {
+                    let x = self.src(ctx, phv, valid, a);
+                    let y = self.src(ctx, phv, valid, b);
+                    let v = self.bin(*op, x, y);
+                    self.write_field(phv, dst, v);
+                }
+                Instr::SetExpr { dst, expr } => {
+                    let v = self.expr(ctx, phv, valid, expr);
+                    self.write_field(phv, dst, v);
+                }
+                Instr::Drop {
+                    egress_spec,
+                    mcast_grp,
+                } => {
+                    if let Some(f) = egress_spec {
+                        let off = at(offset_of!(PipeCtx, drop_port));
+                        let dp = self.b.ins().load(types::I64, mem(), ctx, off);
+                        self.write_field(phv, f, dp);
+                    }
+                    if let Some(f) = mcast_grp {
+                        let zero = self.b.ins().iconst(types::I64, 0);
+                        self.write_field(phv, f, zero);
+                    }
+                }
+                // `exit` is acted on after the body (see `ActPlan::exits`).
+                Instr::Exit | Instr::NoOp => {}
+                _ => unreachable!("checked by `plan_action`"),
+            }
+        }
+    }
+
+    fn fast_val(&mut self, phv: Variable, valid: Variable, v: &FastVal) -> ir::Value {
+        match v {
+            FastVal::Field(f) => self.read_field(phv, valid, f),
+            FastVal::Const(c) => self.b.ins().iconst(types::I64, *c as i64),
+        }
+    }
+
+    /// A fast condition as an i8 (0 or 1). Operands have no side effects and cannot fault,
+    /// so `&&`/`||` evaluate both sides.
+    fn fast_bool(&mut self, phv: Variable, valid: Variable, f: &FastBool) -> ir::Value {
+        match f {
+            FastBool::Const(b) => self.b.ins().iconst(types::I8, i64::from(*b)),
+            FastBool::Valid(h) => {
+                let v = self.b.use_var(valid);
+                let x = self.b.ins().load(types::I8, mem(), v, *h as i32);
+                self.b.ins().icmp_imm(IntCC::NotEqual, x, 0)
+            }
+            FastBool::Cmp(op, l, r) => {
+                let (x, y) = (self.fast_val(phv, valid, l), self.fast_val(phv, valid, r));
+                let cc = match op {
+                    Op::Eq => IntCC::Equal,
+                    Op::Ne => IntCC::NotEqual,
+                    Op::Gt => IntCC::UnsignedGreaterThan,
+                    Op::Ge => IntCC::UnsignedGreaterThanOrEqual,
+                    Op::Lt => IntCC::UnsignedLessThan,
+                    _ => IntCC::UnsignedLessThanOrEqual,
+                };
+                self.b.ins().icmp(cc, x, y)
+            }
+            FastBool::NonZero(v) => {
+                let x = self.fast_val(phv, valid, v);
+                self.b.ins().icmp_imm(IntCC::NotEqual, x, 0)
+            }
+            FastBool::And(a, b) => {
+                let (x, y) = (self.fast_bool(phv, valid, a), self.fast_bool(phv, valid, b));
+                self.b.ins().band(x, y)
+            }
+            FastBool::Or(a, b) => {
+                let (x, y) = (self.fast_bool(phv, valid, a), self.fast_bool(phv, valid, b));
+                self.b.ins().bor(x, y)
+            }
+            FastBool::Not(a) => {
+                let x = self.fast_bool(phv, valid, a);
+                self.b.ins().bxor_imm(x, 1)
+            }
+        }
+    }
+}
