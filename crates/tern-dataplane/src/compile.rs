@@ -372,6 +372,16 @@ impl CTable {
             .and_then(|(_, n)| *n)
     }
 
+    /// Whether a hit needs nothing of its entry but the action: no direct counter, ageing
+    /// stamp or direct meter to update, no action profile to resolve through.
+    #[inline]
+    pub fn plain_hits(&self) -> bool {
+        !self.with_counters
+            && !self.support_timeout
+            && self.direct_meter.is_none()
+            && self.profile.is_none()
+    }
+
     /// The node after this table, given whether the lookup hit and which action ran.
     #[inline]
     pub fn next(&self, hit: bool, ran: Option<u32>) -> Option<GNode> {

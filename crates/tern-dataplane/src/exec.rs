@@ -1461,14 +1461,42 @@ impl Engine {
         ti: u32,
         key: &mut Vec<u8>,
     ) -> (bool, Resolved<'s>) {
+        let hit = self.match_key(&tables[ti as usize], &pkt.phv, ti, key);
+        self.finish_lookup::<TRACE>(tables, profiles, ext, pkt, ti, key, hit)
+    }
+
+    /// Build table `ti`'s key from the PHV into `key` and look it up: the winning entry's slot.
+    #[inline]
+    pub(crate) fn match_key(
+        &self,
+        ts: &TableState,
+        phv: &Phv,
+        ti: u32,
+        key: &mut Vec<u8>,
+    ) -> Option<u32> {
         let t = &self.tables[ti as usize];
-        self.build_key(t, &pkt.phv, key);
-        let ts = &mut tables[ti as usize];
-        let hit = if t.spec.fields.is_empty() {
+        self.build_key(t, phv, key);
+        if t.spec.fields.is_empty() {
             None
         } else {
             ts.store.lookup(&t.spec, key)
-        };
+        }
+    }
+
+    /// The rest of [`Engine::lookup`] after [`Engine::match_key`] found `hit`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn finish_lookup<'s, const TRACE: bool>(
+        &self,
+        tables: &'s mut [TableState],
+        profiles: &'s [Profile],
+        ext: &mut ExternState,
+        pkt: &mut Pkt,
+        ti: u32,
+        key: &[u8],
+        hit: Option<u32>,
+    ) -> (bool, Resolved<'s>) {
+        let t = &self.tables[ti as usize];
+        let ts = &mut tables[ti as usize];
         if TRACE {
             let handle = hit.map(|i| ts.store.handle_of(i) as u64);
             self.trace_table(ext, t, key, handle);

@@ -1303,7 +1303,9 @@ impl Runtime for Switch {
         i.check_mutable(ti)?;
         let a = i.table_action(ti, action)?;
         let data = norm_data(&i.engine.actions[a as usize].param_widths, data)?;
-        i.state.tables[ti].store.get_mut(handle)?.action = EntryAction::Action { action: a, data };
+        i.state.tables[ti]
+            .store
+            .set_action(handle, EntryAction::Action { action: a, data })?;
         Ok(())
     }
 
@@ -1350,7 +1352,9 @@ impl Runtime for Switch {
             return Err(TableError::WRONG_TABLE_TYPE.into());
         }
         i.member_ok(ti, member)?;
-        i.state.tables[ti].store.get_mut(handle)?.action = EntryAction::Member(member);
+        i.state.tables[ti]
+            .store
+            .set_action(handle, EntryAction::Member(member))?;
         Ok(())
     }
 
@@ -1413,7 +1417,9 @@ impl Runtime for Switch {
         let ti = i.table(table)?;
         i.want_type(ti, TableType::IndirectWs)?;
         i.group_ok(ti, group)?;
-        i.state.tables[ti].store.get_mut(handle)?.action = EntryAction::Group(group);
+        i.state.tables[ti]
+            .store
+            .set_action(handle, EntryAction::Group(group))?;
         Ok(())
     }
 

@@ -558,6 +558,7 @@ fn run_single(args: BenchArgs) -> anyhow::Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tern_runtime::ActionEntry;
 
     fn args(program: Option<PathBuf>) -> BenchArgs {
         BenchArgs {
@@ -628,6 +629,84 @@ mod tests {
         }
     }
 
+    /// Send the same frames (bench flows that hit and miss, payloads random, some with a byte
+    /// flipped, the IPv4 protocol changed or cut short) through both switches; the outputs
+    /// (ports and bytes) must agree packet by packet.
+    fn compare_traffic(
+        native: &mut Switch,
+        interp: &mut Switch,
+        a: &BenchArgs,
+        next: &mut impl FnMut() -> u64,
+        name: &str,
+    ) {
+        let (mut o1, mut o2) = (Vec::new(), Vec::new());
+        for k in 0..3 * a.flows {
+            let mut f = frame(&flow(k, a.routes), 60 + (k as usize % 3) * 40);
+            for b in &mut f[42..] {
+                *b = next() as u8;
+            }
+            match k % 4 {
+                1 => {
+                    let i = next() as usize % 54;
+                    f[i] = next() as u8;
+                }
+                2 => f[23] = [6, 1, 17, 0x11][(k as usize / 4) % 4],
+                3 if k % 8 == 3 => f.truncate(next() as usize % f.len()),
+                _ => {}
+            }
+            let port = k % 5;
+            native.process_packet(port, &f, &mut o1);
+            interp.process_packet(port, &f, &mut o2);
+            let got: Vec<_> = o1.drain(..).map(|o| (o.port, o.data)).collect();
+            let want: Vec<_> = o2.drain(..).map(|o| (o.port, o.data)).collect();
+            assert_eq!(got, want, "{name}: packet {k} {f:02x?}");
+        }
+    }
+
+    /// Modify every direct entry's parameters (the storm's alternate values), delete every
+    /// third entry, and add the first deleted one back.
+    fn churn_entries(sw: &mut Switch, prog: &Program) {
+        // Tables with const entries are immutable, as in BMv2.
+        for t in prog.pipelines.iter().flat_map(|p| &p.tables) {
+            if t.entries.is_some() {
+                continue;
+            }
+            let Ok(entries) = sw.mt_get_entries(&t.name) else {
+                continue;
+            };
+            let mut readd = None;
+            for (j, e) in entries.iter().enumerate() {
+                let ActionEntry::Action { name, data } = &e.action else {
+                    continue;
+                };
+                let Some(act) = prog.actions.iter().find(|x| &x.name == name) else {
+                    continue;
+                };
+                let alt: Vec<Vec<u8>> = act
+                    .runtime_data
+                    .iter()
+                    .map(|(n, w)| param_value_alt(n, *w, j as u32 + 7, true))
+                    .collect();
+                sw.mt_modify_entry(&t.name, e.handle, name, &alt)
+                    .expect("modify");
+                if j % 3 == 1 {
+                    sw.mt_delete_entry(&t.name, e.handle).expect("delete");
+                    readd.get_or_insert((
+                        e.match_key.clone(),
+                        e.priority,
+                        name.clone(),
+                        data.clone(),
+                    ));
+                }
+            }
+            if let Some((key, prio, action, data)) = readd {
+                let prio = (prio >= 0).then_some(prio);
+                sw.mt_add_entry(&t.name, &key, &action, &data, prio)
+                    .expect("re-add");
+            }
+        }
+    }
+
     /// Native code (parser, pipelines with inlined actions, emit loop) against the interpreter
     /// on whole switches: the bench programs and the tutorials with the bench's entries, flows
     /// that hit and flows that miss, and frames with bytes flipped or cut short. Every output
@@ -681,28 +760,14 @@ mod tests {
                 let (_, failed, first) = install(sw, &prog, &a);
                 assert_eq!(failed, 0, "{name}: {first:?}");
             }
-            let (mut o1, mut o2) = (Vec::new(), Vec::new());
-            for k in 0..3 * a.flows {
-                let mut f = frame(&flow(k, a.routes), 60 + (k as usize % 3) * 40);
-                for b in &mut f[42..] {
-                    *b = next() as u8;
-                }
-                match k % 4 {
-                    1 => {
-                        let i = next() as usize % 54;
-                        f[i] = next() as u8;
-                    }
-                    2 => f[23] = [6, 1, 17, 0x11][(k as usize / 4) % 4],
-                    3 if k % 8 == 3 => f.truncate(next() as usize % f.len()),
-                    _ => {}
-                }
-                let port = k % 5;
-                native.process_packet(port, &f, &mut o1);
-                interp.process_packet(port, &f, &mut o2);
-                let got: Vec<_> = o1.drain(..).map(|o| (o.port, o.data)).collect();
-                let want: Vec<_> = o2.drain(..).map(|o| (o.port, o.data)).collect();
-                assert_eq!(got, want, "{name}: packet {k} {f:02x?}");
+            compare_traffic(native, interp, &a, &mut next, &name);
+            // Entries changed under the native code's compact records (`HotRec`): every
+            // entry's parameters modified, every third deleted, then the first deleted one
+            // added back (into a reused slot); the same traffic must still agree.
+            for sw in [&mut *native, &mut *interp] {
+                churn_entries(sw, &prog);
             }
+            compare_traffic(native, interp, &a, &mut next, &name);
             for c in &prog.counter_arrays {
                 for i in 0..c.size {
                     let (x, y) = (

@@ -209,18 +209,36 @@ extern "C" fn h_table(ctx: *mut PipeCtx, t: u32) -> i64 {
                 ext,
                 ..
             } = st;
-            let (hit, action) = eng.lookup::<false>(tables, profiles, ext, pkt, t, key);
+            // The table's native actions with their plans (what the generated code can run).
+            let natives = eng
+                .jit
+                .as_ref()
+                .and_then(|j| j.pipes.by_table.get(t as usize))
+                .map_or(&[][..], Vec::as_slice);
+            let plan_of = |a: u32, n: usize| {
+                let (_, p) = natives.iter().find(|(x, _)| *x == a)?;
+                Some(*p).filter(|p| n >= p.params as usize)
+            };
+            let hit = eng.match_key(&tables[t as usize], &pkt.phv, t, key);
+            // A hit that needs nothing of its entry but a native action: take the action and
+            // its parameters from the slot's compact record (one cache line).
+            if let Some(idx) = hit.filter(|_| eng.tables[t as usize].plain_hits()) {
+                let rec = tables[t as usize].store.hot(idx);
+                if let Some((a, n)) = rec.action() {
+                    if let Some(p) = plan_of(a, n) {
+                        let k = p.params as usize;
+                        params[..k].copy_from_slice(&rec.params[..k]);
+                        return Ok(HIT | i64::from(a));
+                    }
+                }
+            }
+            let (hit, action) = eng.finish_lookup::<false>(tables, profiles, ext, pkt, t, key, hit);
             let mut r = if hit { HIT } else { 0 };
             let Some((a, data)) = action else {
                 return Ok(r | NO_ACTION);
             };
             r |= i64::from(a);
-            let plan = eng.jit.as_ref().and_then(|j| {
-                let natives = j.pipes.by_table.get(t as usize)?;
-                let (_, p) = natives.iter().find(|(x, _)| *x == a)?;
-                Some(*p).filter(|p| data.len() >= p.params as usize)
-            });
-            if let Some(p) = plan {
+            if let Some(p) = plan_of(a, data.len()) {
                 for (dst, d) in params.iter_mut().zip(&data[..p.params as usize]) {
                     *dst = be_read(d);
                 }
