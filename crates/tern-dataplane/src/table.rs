@@ -322,16 +322,179 @@ impl HotRec {
     }
 }
 
+/// One bucket of an [`ExactIndex`]: a packed key and the slot it maps to (`used` 0: empty).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct Bucket {
+    pub key: u64,
+    pub slot: u32,
+    pub used: u32,
+}
+
+/// Multiplier of the index's hash (Fibonacci hashing: the bucket is the top bits of
+/// `key × INDEX_MUL`). Native code computes the same.
+pub const INDEX_MUL: u64 = 0x9E37_79B9_7F4A_7C15;
+
+/// An exact table's entries by packed key (the key bytes big-endian as a `u64`), in an
+/// open-addressing table with linear probing kept at most half full, so that native code can
+/// look a key up with a multiply, a shift and a few loads (see [`IndexView`]). Kept beside the
+/// `tern-match` engine, which stays the reference for every other use.
+#[derive(Clone, Debug, Default)]
+struct ExactIndex {
+    buckets: Vec<Bucket>,
+    len: usize,
+    /// `64 - log2(buckets.len())`.
+    shift: u32,
+}
+
+impl ExactIndex {
+    #[inline]
+    fn pos(&self, key: u64) -> usize {
+        (key.wrapping_mul(INDEX_MUL) >> self.shift) as usize & (self.buckets.len() - 1)
+    }
+
+    fn get(&self, key: u64) -> Option<u32> {
+        if self.buckets.is_empty() {
+            return None;
+        }
+        let mask = self.buckets.len() - 1;
+        let mut i = self.pos(key);
+        loop {
+            let b = &self.buckets[i];
+            if b.used == 0 {
+                return None;
+            }
+            if b.key == key {
+                return Some(b.slot);
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// Map `key` to `slot` (`key` is not in the index: the matcher refused duplicates).
+    fn insert(&mut self, key: u64, slot: u32) {
+        if (self.len + 1) * 2 > self.buckets.len() {
+            let cap = (self.buckets.len() * 2).max(16);
+            let old = std::mem::replace(&mut self.buckets, vec![Bucket::default(); cap]);
+            self.shift = 64 - cap.trailing_zeros();
+            self.len = 0;
+            for b in old.into_iter().filter(|b| b.used != 0) {
+                self.insert(b.key, b.slot);
+            }
+        }
+        let mask = self.buckets.len() - 1;
+        let mut i = self.pos(key);
+        while self.buckets[i].used != 0 {
+            i = (i + 1) & mask;
+        }
+        self.buckets[i] = Bucket { key, slot, used: 1 };
+        self.len += 1;
+    }
+
+    /// Remove `key`, closing the gap by shifting later entries of its probe run back (no
+    /// tombstones, so lookups stay short after many deletions).
+    fn remove(&mut self, key: u64) {
+        if self.buckets.is_empty() {
+            return;
+        }
+        let mask = self.buckets.len() - 1;
+        let mut i = self.pos(key);
+        loop {
+            let b = self.buckets[i];
+            if b.used == 0 {
+                return;
+            }
+            if b.key == key {
+                break;
+            }
+            i = (i + 1) & mask;
+        }
+        let mut j = i;
+        loop {
+            j = (j + 1) & mask;
+            let b = self.buckets[j];
+            if b.used == 0 {
+                break;
+            }
+            // `b` may stay at `j` if its home is cyclically in (i, j].
+            let k = self.pos(b.key);
+            let stays = if i <= j {
+                i < k && k <= j
+            } else {
+                i < k || k <= j
+            };
+            if !stays {
+                self.buckets[i] = b;
+                i = j;
+            }
+        }
+        self.buckets[i] = Bucket::default();
+        self.len -= 1;
+    }
+
+    fn clear(&mut self) {
+        self.buckets.fill(Bucket::default());
+        self.len = 0;
+    }
+}
+
+/// An empty index for views of stores that have none: every probe misses.
+static NO_BUCKETS: [Bucket; 1] = [Bucket {
+    key: 0,
+    slot: 0,
+    used: 0,
+}];
+
+/// What native code reads of an [`EntryStore`] to look an exact key up and take the hit's
+/// [`HotRec`] without calling back into Rust: where the buckets and records are, and the
+/// index's mask and shift. Refreshed by every method that changes them (and by `clone`).
+#[derive(Debug)]
+#[repr(C)]
+pub struct IndexView {
+    pub buckets: *const Bucket,
+    /// `buckets.len() - 1` (0 for an empty index: the one bucket of `NO_BUCKETS`).
+    pub mask: u64,
+    pub shift: u64,
+    pub hot: *const HotRec,
+}
+
+impl Default for IndexView {
+    fn default() -> Self {
+        IndexView {
+            buckets: NO_BUCKETS.as_ptr(),
+            mask: 0,
+            shift: 63,
+            hot: std::ptr::null(),
+        }
+    }
+}
+
+// SAFETY: the pointers point into buffers owned by the same `EntryStore` (or the static empty
+// bucket); they are only read, through shared access to the store, and are refreshed whenever
+// the store changes or is cloned, so sending or sharing the store is as safe as for its
+// vectors.
+unsafe impl Send for IndexView {}
+// SAFETY: as above.
+unsafe impl Sync for IndexView {}
+
+/// A key of at most 8 bytes as a big-endian `u64` (what native code builds from the PHV).
+fn pack_u64(b: &[u8]) -> u64 {
+    b.iter().fold(0u64, |a, x| (a << 8) | u64::from(*x))
+}
+
 /// The entries of one table.
 ///
 /// `slots` may be read and have counters, meters and timestamps changed in place; an entry's
 /// action changes only through [`EntryStore::add`], [`EntryStore::set_action`],
 /// [`EntryStore::delete`] and [`EntryStore::clear`], which keep its [`HotRec`] in step.
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 pub struct EntryStore {
     pub slots: Vec<Option<Entry>>,
     /// The compact form of each slot's action (same indexes as `slots`).
     hot: Vec<HotRec>,
+    /// Exact tables with keys of at most 8 bytes: the index native code probes.
+    index: Option<ExactIndex>,
+    view: IndexView,
     versions: Vec<u8>,
     count: usize,
     /// Free slot indexes below `slots.len()`, lowest first.
@@ -341,12 +504,65 @@ pub struct EntryStore {
     pub max_size: u32,
 }
 
+impl Clone for EntryStore {
+    fn clone(&self) -> Self {
+        let mut c = EntryStore {
+            slots: self.slots.clone(),
+            hot: self.hot.clone(),
+            index: self.index.clone(),
+            view: IndexView::default(),
+            versions: self.versions.clone(),
+            count: self.count,
+            free: self.free.clone(),
+            engine: self.engine.clone(),
+            max_size: self.max_size,
+        };
+        c.refresh_view();
+        c
+    }
+}
+
 impl EntryStore {
     pub fn new(max_size: u32) -> EntryStore {
         EntryStore {
             max_size,
             ..Default::default()
         }
+    }
+
+    /// Byte offset of the [`IndexView`] in an `EntryStore` (for native code).
+    pub const VIEW_OFFSET: usize = std::mem::offset_of!(EntryStore, view);
+
+    /// Whether a table with this key layout gets an [`ExactIndex`]: exact (and validity)
+    /// fields only, no static masks, at most 8 key bytes.
+    pub fn indexable(spec: &KeySpec) -> bool {
+        spec.is_exact()
+            && !spec.fields.is_empty()
+            && spec.total <= 8
+            && spec.fields.iter().all(|f| f.static_mask.is_none())
+    }
+
+    fn refresh_view(&mut self) {
+        self.view = match &self.index {
+            Some(ix) if !ix.buckets.is_empty() => IndexView {
+                buckets: ix.buckets.as_ptr(),
+                mask: (ix.buckets.len() - 1) as u64,
+                shift: u64::from(ix.shift),
+                hot: self.hot.as_ptr(),
+            },
+            _ => IndexView::default(),
+        };
+    }
+
+    /// The slot the exact index maps a packed key to (what native code finds); `None` when
+    /// there is no index or no such entry.
+    pub fn index_get(&self, key: u64) -> Option<u32> {
+        self.index.as_ref()?.get(key)
+    }
+
+    /// The view native code reads (see [`IndexView`]).
+    pub fn view(&self) -> &IndexView {
+        &self.view
     }
 
     pub fn len(&self) -> usize {
@@ -364,6 +580,10 @@ impl EntryStore {
             }
         }
         self.hot.fill(HotRec::default());
+        if let Some(ix) = &mut self.index {
+            ix.clear();
+        }
+        self.refresh_view();
         if let Some(e) = &mut self.engine {
             e.clear();
         }
@@ -451,6 +671,9 @@ impl EntryStore {
             return Err(TableError::NO_TABLE_KEY);
         }
         let (value, mask, ranges, prefix, params) = normalize(spec, params)?;
+        if self.engine.is_none() && EntryStore::indexable(spec) {
+            self.index = Some(ExactIndex::default());
+        }
         let engine = self.engine.get_or_insert_with(|| engine_for(spec));
         let key = EntryKey {
             value: &value,
@@ -485,6 +708,9 @@ impl EntryStore {
             self.free.pop();
         }
         self.hot[idx] = HotRec::of(&action);
+        if let Some(ix) = &mut self.index {
+            ix.insert(pack_u64(&value), idx as u32);
+        }
         let priority = if spec.has_priority() { priority } else { -1 };
         self.slots[idx] = Some(Entry {
             value,
@@ -500,6 +726,7 @@ impl EntryStore {
             last_hit_us: 0,
         });
         self.count += 1;
+        self.refresh_view();
         Ok(self.handle(idx as u32))
     }
 
@@ -507,6 +734,10 @@ impl EntryStore {
         let i = self.index(h)? as usize;
         let e = self.slots[i].take().ok_or(TableError::INVALID_HANDLE)?;
         self.hot[i] = HotRec::default();
+        if let Some(ix) = &mut self.index {
+            ix.remove(pack_u64(&e.value));
+        }
+        self.refresh_view();
         if let Some(engine) = &mut self.engine {
             // The slot and the engine hold the same entries; a miss here cannot happen.
             let _ = engine.delete(i as u32);
@@ -610,6 +841,55 @@ mod tests {
             action: a,
             data: vec![],
         }
+    }
+
+    /// The exact index agrees with the matcher after random adds, deletes (with backward
+    /// shifts through wrapped probe runs) and clears, over a small key space so that runs
+    /// collide; the view describes the index; a clone gets its own view.
+    #[test]
+    fn exact_index_agrees_with_the_matcher() {
+        let s = spec(MatchKind::Exact, 16);
+        assert!(EntryStore::indexable(&s));
+        let mut t = EntryStore::new(100_000);
+        let mut handles: std::collections::HashMap<u16, EntryHandle> = Default::default();
+        let mut x = 0x9e37_79b9u64;
+        for step in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let k = (x % 600) as u16;
+            if step % 5_000 == 4_999 {
+                t.clear();
+                handles.clear();
+            } else if let Some(h) = handles.remove(&k) {
+                t.delete(h).unwrap();
+            } else {
+                let h = t.add(
+                    &s,
+                    &[MatchParam::Exact(k.to_be_bytes().to_vec())],
+                    0,
+                    act(1),
+                );
+                handles.insert(k, h.unwrap());
+            }
+            if step % 97 == 0 || step > 19_900 {
+                for k in 0..600u16 {
+                    let want = t.lookup(&s, &k.to_be_bytes());
+                    assert_eq!(t.index_get(u64::from(k)), want, "step {step} key {k}");
+                }
+            }
+        }
+        let v = t.view();
+        let ix = t.index.as_ref().unwrap();
+        assert_eq!(
+            (v.buckets, v.mask as usize + 1),
+            (ix.buckets.as_ptr(), ix.buckets.len())
+        );
+        assert!(ix.len * 2 <= ix.buckets.len());
+        let c = t.clone();
+        assert_eq!(c.view().buckets, c.index.as_ref().unwrap().buckets.as_ptr());
+        assert_ne!(c.view().buckets, v.buckets);
+        assert_eq!(c.view().hot, c.hot.as_ptr());
     }
 
     /// The compact record follows the entry's action through add, modify, delete and clear;

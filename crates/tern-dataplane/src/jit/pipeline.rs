@@ -27,10 +27,11 @@ use cranelift_codegen::ir::{self, condcodes::IntCC, types, AbiParam, InstBuilder
 use cranelift_frontend::{Switch, Variable};
 
 use super::{mem, Gen};
-use crate::compile::{Engine, FastBin, FastExpr, FastSrc, GNode, Instr};
-use crate::exec::{Fault, Pkt, State};
+use crate::compile::{Engine, FastBin, FastExpr, FastSrc, GNode, Instr, KeySrc};
+use crate::exec::{Fault, Pkt, State, TableState};
 use crate::expr::{eval_bool, FastBool, FastVal};
 use crate::layout::{be_read, FieldLoc};
+use crate::table::{Bucket, EntryStore, HotRec, IndexView, INDEX_MUL};
 use tern_model::Op;
 
 /// Most action parameters a native action body reads.
@@ -46,6 +47,8 @@ pub struct PipeCtx {
     drop_port: u64,
     /// The parameters of the action a table helper resolved, as `u64`s.
     params: [u64; MAX_PARAMS],
+    /// The table states (`State::tables`), for the inline exact lookups (refreshed like `phv`).
+    tables: *const TableState,
     eng: *const Engine,
     st: *mut State,
     pkt: *mut Pkt,
@@ -135,6 +138,7 @@ impl Pipes {
             valid: pkt.phv.valid.as_mut_ptr().cast::<u8>(),
             drop_port: u64::from(eng.drop_port),
             params: [0; MAX_PARAMS],
+            tables: st.tables.as_ptr(),
             eng,
             st,
             pkt,
@@ -184,6 +188,7 @@ unsafe fn with_ctx(
     let r = catch_unwind(AssertUnwindSafe(|| f(eng, st, pkt, key, &mut c.params)));
     c.phv = pkt.phv.bytes.as_mut_ptr();
     c.valid = pkt.phv.valid.as_mut_ptr().cast::<u8>();
+    c.tables = st.tables.as_ptr();
     match r {
         Ok(Ok(v)) => v,
         Ok(Err(e)) => {
@@ -368,6 +373,60 @@ fn plan_action(eng: &Engine, a: usize) -> Option<ActPlan> {
     Some(ActPlan { params, exits })
 }
 
+/// One part of a packed exact key, read from the PHV.
+#[derive(Clone, Copy, Debug)]
+pub enum KeyPart {
+    /// A header's validity byte.
+    Valid(u32),
+    /// A field's slot (zero when its header is invalid), `nbytes` of the key.
+    Field(FieldLoc),
+}
+
+/// The key parts of table `ti` if it can be looked up inline: an exact table with an index
+/// ([`EntryStore::indexable`]), whose hits need nothing of the entry but the action
+/// ([`crate::compile::CTable::plain_hits`]), and whose key fields are all within reach.
+fn inline_key(eng: &Engine, ti: u32) -> Option<Vec<KeyPart>> {
+    let t = &eng.tables[ti as usize];
+    if !t.plain_hits() || !EntryStore::indexable(&t.spec) {
+        return None;
+    }
+    let headers = eng.layout.headers.len();
+    t.spec
+        .fields
+        .iter()
+        .zip(&t.srcs)
+        .map(|(kf, src)| match src {
+            KeySrc::Valid(h) => {
+                ((*h as usize) < headers && kf.nbytes == 1).then_some(KeyPart::Valid(*h))
+            }
+            KeySrc::Field(f) if f.is_valid_bit => ((f.header as usize) < headers && kf.nbytes == 1)
+                .then_some(KeyPart::Valid(f.header)),
+            KeySrc::Field(f) => {
+                (field_ok(eng, f) && (f.header as usize) < headers && f.nbytes == kf.nbytes)
+                    .then_some(KeyPart::Field(*f))
+            }
+        })
+        .collect()
+}
+
+/// The pipeline function's context pointer and variables, for code generated outside its
+/// body.
+struct Vars {
+    ctx: ir::Value,
+    phv: Variable,
+    valid: Variable,
+    tabs: Variable,
+    pbase: Variable,
+}
+
+/// Where an inline lookup leaves: `next(action, HIT)` after a native action, `slow` (the
+/// table helper) for anything else, `ret(EXIT)` after an action with `exit`.
+struct Exits {
+    next: ir::Block,
+    slow: ir::Block,
+    ret: ir::Block,
+}
+
 /// The nodes a node can go to next.
 fn successors(eng: &Engine, n: GNode) -> Vec<Option<GNode>> {
     match n {
@@ -465,6 +524,10 @@ impl Gen<'_, '_> {
         let ctx = self.b.block_params(entry)[0];
         let phv: Variable = self.b.declare_var(ptr);
         let valid: Variable = self.b.declare_var(ptr);
+        let tabs: Variable = self.b.declare_var(ptr);
+        // Where the running action's parameters are: the context's array (table helper) or
+        // the hit's compact record (inline lookup).
+        let pbase: Variable = self.b.declare_var(ptr);
         let ret = self.b.create_block();
         self.b.append_block_param(ret, types::I64);
 
@@ -480,10 +543,19 @@ impl Gen<'_, '_> {
             let v =
                 g.b.ins()
                     .load(ptr, mem(), ctx, at(offset_of!(PipeCtx, valid)));
+            let t =
+                g.b.ins()
+                    .load(ptr, mem(), ctx, at(offset_of!(PipeCtx, tables)));
             g.b.def_var(phv, p);
             g.b.def_var(valid, v);
+            g.b.def_var(tabs, t);
         };
         reload(&mut self);
+        let p = self
+            .b
+            .ins()
+            .iadd_imm(ctx, offset_of!(PipeCtx, params) as i64);
+        self.b.def_var(pbase, p);
 
         // Blocks of nodes, made on first use; `None` (end of pipeline) returns DONE.
         let done = self.b.create_block();
@@ -535,7 +607,7 @@ impl Gen<'_, '_> {
                     let next = nodes.block(&mut self, next);
                     match plans[a as usize].filter(|p| p.params == 0) {
                         Some(p) => {
-                            self.action_body(ctx, phv, valid, a);
+                            self.action_body(ctx, pbase, phv, valid, a);
                             if p.exits {
                                 leave(&mut self, EXIT);
                             } else {
@@ -553,6 +625,26 @@ impl Gen<'_, '_> {
                 }
                 GNode::Table(ti) => {
                     let t = &eng.tables[ti as usize];
+                    // Where the lookup's outcome goes: (action index or NO_ACTION, HIT flag).
+                    let next = self.b.create_block();
+                    self.b.append_block_param(next, types::I64);
+                    self.b.append_block_param(next, types::I64);
+                    let slow = self.b.create_block();
+                    let natives = &by_table[ti as usize];
+                    if let Some(fields) = inline_key(eng, ti).filter(|_| !natives.is_empty()) {
+                        let vars = Vars {
+                            ctx,
+                            phv,
+                            valid,
+                            tabs,
+                            pbase,
+                        };
+                        let exits = Exits { next, slow, ret };
+                        self.exact_hit(&vars, ti, &fields, natives, &exits);
+                    } else {
+                        self.b.ins().jump(slow, &[]);
+                    }
+                    self.b.switch_to_block(slow);
                     let r = call(&mut self, h_table, ti);
                     // An interpreted action that set the exit flag ends the pipeline.
                     let exited = self.b.ins().band_imm(r, EXITED);
@@ -562,38 +654,49 @@ impl Gen<'_, '_> {
                     leave(&mut self, DONE);
                     self.b.switch_to_block(go);
                     let act = self.b.ins().band_imm(r, NO_ACTION);
-                    let next = self.b.create_block();
-                    // Not run yet: one of the table's native actions.
-                    let native: Vec<u32> = by_table[ti as usize].iter().map(|(a, _)| *a).collect();
-                    if !native.is_empty() {
+                    let hit = self.b.ins().band_imm(r, HIT);
+                    let out = [act.into(), hit.into()];
+                    // Not run yet: one of the table's native actions, parameters in the context.
+                    if !natives.is_empty() {
                         let ran = self.b.ins().band_imm(r, RAN);
                         let pick = self.b.create_block();
-                        self.b.ins().brif(ran, next, &[], pick, &[]);
+                        self.b.ins().brif(ran, next, &out, pick, &[]);
                         self.b.switch_to_block(pick);
+                        let p = self
+                            .b
+                            .ins()
+                            .iadd_imm(ctx, offset_of!(PipeCtx, params) as i64);
+                        self.b.def_var(pbase, p);
                         let mut sw = Switch::new();
-                        let bodies: Vec<(u32, ir::Block)> =
-                            native.iter().map(|a| (*a, self.b.create_block())).collect();
+                        let bodies: Vec<(u32, ir::Block)> = natives
+                            .iter()
+                            .map(|(a, _)| (*a, self.b.create_block()))
+                            .collect();
                         for (a, blk) in &bodies {
                             sw.set_entry(u128::from(*a), *blk);
                         }
-                        sw.emit(&mut self.b, act, next);
+                        let other = self.b.create_block();
+                        sw.emit(&mut self.b, act, other);
+                        self.b.switch_to_block(other);
+                        self.b.ins().jump(next, &out);
                         for (a, blk) in bodies {
                             self.b.switch_to_block(blk);
-                            self.action_body(ctx, phv, valid, a);
+                            self.action_body(ctx, pbase, phv, valid, a);
                             if plans[a as usize].is_some_and(|p| p.exits) {
                                 leave(&mut self, EXIT);
                             } else {
-                                self.b.ins().jump(next, &[]);
+                                self.b.ins().jump(next, &out);
                             }
                         }
                     } else {
-                        self.b.ins().jump(next, &[]);
+                        self.b.ins().jump(next, &out);
                     }
                     // The next node: by hit/miss, or by the action that ran.
                     self.b.switch_to_block(next);
+                    let act = self.b.block_params(next)[0];
+                    let hit = self.b.block_params(next)[1];
                     match t.hit_miss {
                         Some((h, m)) => {
-                            let hit = self.b.ins().band_imm(r, HIT);
                             let (h, m) = (nodes.block(&mut self, h), nodes.block(&mut self, m));
                             self.b.ins().brif(hit, h, &[], m, &[]);
                         }
@@ -627,6 +730,150 @@ impl Gen<'_, '_> {
         self.b.finalize();
     }
 
+    /// Inline lookup of exact table `ti` (see [`inline_key`]): the key packed from the PHV as
+    /// `build_key` packs it, a probe of the store's [`crate::table::ExactIndex`] through its
+    /// [`IndexView`], the hit's [`HotRec`], and one of the table's native actions inlined with
+    /// its parameters read from the record. A miss, a slot without a record, another action or
+    /// an entry with fewer parameters than the body reads goes to the table helper instead.
+    fn exact_hit(
+        &mut self,
+        v: &Vars,
+        ti: u32,
+        parts: &[KeyPart],
+        natives: &[(u32, ActPlan)],
+        x: &Exits,
+    ) {
+        let i64t = types::I64;
+        // The key: parts concatenated big-endian, as `build_key` lays them out.
+        let mut key: Option<ir::Value> = None;
+        for part in parts {
+            let (val, nbytes) = match part {
+                KeyPart::Valid(h) => {
+                    let vb = self.b.use_var(v.valid);
+                    let b = self.b.ins().load(types::I8, mem(), vb, *h as i32);
+                    (self.b.ins().uextend(i64t, b), 1)
+                }
+                KeyPart::Field(f) => {
+                    let slot = self.read_field(v.phv, v.valid, f);
+                    let vb = self.b.use_var(v.valid);
+                    let ok = self.b.ins().load(types::I8, mem(), vb, f.header as i32);
+                    let zero = self.b.ins().iconst(i64t, 0);
+                    (self.b.ins().select(ok, slot, zero), f.nbytes)
+                }
+            };
+            key = Some(match key {
+                None => val,
+                Some(k) => {
+                    let k = self.b.ins().ishl_imm(k, i64::from(8 * nbytes));
+                    self.b.ins().bor(k, val)
+                }
+            });
+        }
+        let key = key.expect("an indexable key has fields");
+        // The view: this table's `TableState::store.view`.
+        let base = std::mem::size_of::<TableState>() * ti as usize
+            + offset_of!(TableState, store)
+            + EntryStore::VIEW_OFFSET;
+        let tb = self.b.use_var(v.tabs);
+        let field = |g: &mut Self, off: usize| g.b.ins().load(i64t, mem(), tb, at(base + off));
+        let buckets = field(self, offset_of!(IndexView, buckets));
+        let mask = field(self, offset_of!(IndexView, mask));
+        let shift = field(self, offset_of!(IndexView, shift));
+        let hot = field(self, offset_of!(IndexView, hot));
+        let h = self.b.ins().imul_imm(key, INDEX_MUL as i64);
+        let h = self.b.ins().ushr(h, shift);
+        let pos = self.b.ins().band(h, mask);
+        // Linear probing: an unused bucket ends the run (the index is at most half full).
+        let probe = self.b.create_block();
+        self.b.append_block_param(probe, i64t);
+        let (check, again, found) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        self.b.ins().jump(probe, &[pos.into()]);
+        self.b.switch_to_block(probe);
+        let pos = self.b.block_params(probe)[0];
+        let off = self
+            .b
+            .ins()
+            .imul_imm(pos, std::mem::size_of::<Bucket>() as i64);
+        let addr = self.b.ins().iadd(buckets, off);
+        let used = self
+            .b
+            .ins()
+            .load(types::I32, mem(), addr, at(offset_of!(Bucket, used)));
+        self.b.ins().brif(used, check, &[], x.slow, &[]);
+        self.b.switch_to_block(check);
+        let k = self
+            .b
+            .ins()
+            .load(i64t, mem(), addr, at(offset_of!(Bucket, key)));
+        let same = self.b.ins().icmp(IntCC::Equal, k, key);
+        self.b.ins().brif(same, found, &[], again, &[]);
+        self.b.switch_to_block(again);
+        let p1 = self.b.ins().iadd_imm(pos, 1);
+        let p1 = self.b.ins().band(p1, mask);
+        self.b.ins().jump(probe, &[p1.into()]);
+        // The hit's compact record: `HOT_SET | n << 32 | action`, then the parameters.
+        self.b.switch_to_block(found);
+        let slot = self
+            .b
+            .ins()
+            .uload32(mem(), addr, at(offset_of!(Bucket, slot)));
+        let roff = self
+            .b
+            .ins()
+            .imul_imm(slot, std::mem::size_of::<HotRec>() as i64);
+        let rec = self.b.ins().iadd(hot, roff);
+        let head = self.b.ins().load(i64t, mem(), rec, 0);
+        let set = self.b.ins().icmp_imm(IntCC::SignedLessThan, head, 0);
+        let have = self.b.create_block();
+        self.b.ins().brif(set, have, &[], x.slow, &[]);
+        self.b.switch_to_block(have);
+        let act = self.b.ins().band_imm(head, 0xffff_ffff);
+        let n = self.b.ins().ushr_imm(head, 32);
+        let n = self.b.ins().band_imm(n, 0xff);
+        let params = self
+            .b
+            .ins()
+            .iadd_imm(rec, offset_of!(HotRec, params) as i64);
+        self.b.def_var(v.pbase, params);
+        let mut sw = Switch::new();
+        let arms: Vec<(u32, ActPlan, ir::Block)> = natives
+            .iter()
+            .map(|(a, p)| (*a, *p, self.b.create_block()))
+            .collect();
+        for (a, _, blk) in &arms {
+            sw.set_entry(u128::from(*a), *blk);
+        }
+        sw.emit(&mut self.b, act, x.slow);
+        for (a, p, blk) in arms {
+            self.b.switch_to_block(blk);
+            if p.params > 0 {
+                let body = self.b.create_block();
+                let enough = self.b.ins().icmp_imm(
+                    IntCC::UnsignedGreaterThanOrEqual,
+                    n,
+                    i64::from(p.params),
+                );
+                self.b.ins().brif(enough, body, &[], x.slow, &[]);
+                self.b.switch_to_block(body);
+            }
+            self.action_body(v.ctx, v.pbase, v.phv, v.valid, a);
+            if p.exits {
+                let c = self.b.ins().iconst(i64t, EXIT);
+                self.b.ins().jump(x.ret, &[c.into()]);
+            } else {
+                let (ac, hc) = (
+                    self.b.ins().iconst(i64t, i64::from(a)),
+                    self.b.ins().iconst(i64t, HIT),
+                );
+                self.b.ins().jump(x.next, &[ac.into(), hc.into()]);
+            }
+        }
+    }
+
     /// A field's value as an i64 (validity byte, or the slot's big-endian value).
     fn read_field(&mut self, phv: Variable, valid: Variable, f: &FieldLoc) -> ir::Value {
         let (p, v) = (self.b.use_var(phv), self.b.use_var(valid));
@@ -647,12 +894,12 @@ impl Gen<'_, '_> {
         self.store_be(p, f.off, f.nbytes, v);
     }
 
-    fn src(&mut self, ctx: ir::Value, phv: Variable, valid: Variable, s: &FastSrc) -> ir::Value {
+    fn src(&mut self, pbase: Variable, phv: Variable, valid: Variable, s: &FastSrc) -> ir::Value {
         match s {
             FastSrc::Field(f) => self.read_field(phv, valid, f),
             FastSrc::Local(i) => {
-                let off = offset_of!(PipeCtx, params) + 8 * *i as usize;
-                self.b.ins().load(types::I64, mem(), ctx, at(off))
+                let p = self.b.use_var(pbase);
+                self.b.ins().load(types::I64, mem(), p, at(8 * *i as usize))
             }
             FastSrc::Const(c) => self.b.ins().iconst(types::I64, *c as i64),
         }
@@ -670,16 +917,16 @@ impl Gen<'_, '_> {
         }
     }
 
-    fn expr(&mut self, ctx: ir::Value, phv: Variable, valid: Variable, e: &FastExpr) -> ir::Value {
+    fn expr(&mut self, pb: Variable, phv: Variable, valid: Variable, e: &FastExpr) -> ir::Value {
         match e {
-            FastExpr::Src(s) => self.src(ctx, phv, valid, s),
+            FastExpr::Src(s) => self.src(pb, phv, valid, s),
             FastExpr::Bin(op, a, b) => {
-                let x = self.expr(ctx, phv, valid, a);
-                let y = self.expr(ctx, phv, valid, b);
+                let x = self.expr(pb, phv, valid, a);
+                let y = self.expr(pb, phv, valid, b);
                 self.bin(*op, x, y)
             }
             FastExpr::Shl(a, n) => {
-                let x = self.expr(ctx, phv, valid, a);
+                let x = self.expr(pb, phv, valid, a);
                 if *n >= 64 {
                     self.b.ins().iconst(types::I64, 0)
                 } else {
@@ -689,15 +936,23 @@ impl Gen<'_, '_> {
         }
     }
 
-    /// Action `a`'s body (in the native subset, see [`plan_action`]).
-    fn action_body(&mut self, ctx: ir::Value, phv: Variable, valid: Variable, a: u32) {
+    /// Action `a`'s body (in the native subset, see [`plan_action`]); its parameters are read
+    /// from `pb`.
+    fn action_body(
+        &mut self,
+        ctx: ir::Value,
+        pb: Variable,
+        phv: Variable,
+        valid: Variable,
+        a: u32,
+    ) {
         let instrs = &self.eng.actions[a as usize].instrs;
         for ins in instrs {
             match ins {
                 // Ends the action (see `plan_action`).
                 Instr::Jump(t) if *t >= instrs.len() => break,
                 Instr::SetU64 { dst, src, add } => {
-                    let v = self.src(ctx, phv, valid, src);
+                    let v = self.src(pb, phv, valid, src);
                     let v = if *add != 0 {
                         self.b.ins().iadd_imm(v, *add as i64)
                     } else {
@@ -706,13 +961,13 @@ impl Gen<'_, '_> {
                     self.write_field(phv, dst, v);
                 }
                 Instr::SetBin { dst, op, a, b } => {
-                    let x = self.src(ctx, phv, valid, a);
-                    let y = self.src(ctx, phv, valid, b);
+                    let x = self.src(pb, phv, valid, a);
+                    let y = self.src(pb, phv, valid, b);
                     let v = self.bin(*op, x, y);
                     self.write_field(phv, dst, v);
                 }
                 Instr::SetExpr { dst, expr } => {
-                    let v = self.expr(ctx, phv, valid, expr);
+                    let v = self.expr(pb, phv, valid, expr);
                     self.write_field(phv, dst, v);
                 }
                 Instr::Drop {
