@@ -550,7 +550,12 @@ impl EntryStore {
                 shift: u64::from(ix.shift),
                 hot: self.hot.as_ptr(),
             },
-            _ => IndexView::default(),
+            // Tables without an index: native code finds slots through a helper and reads
+            // their records here.
+            _ => IndexView {
+                hot: self.hot.as_ptr(),
+                ..IndexView::default()
+            },
         };
     }
 

@@ -74,6 +74,10 @@ const RAN: i64 = 1 << 33;
 /// The action it ran set the exit flag: the pipeline ends.
 const EXITED: i64 = 1 << 34;
 
+/// [`h_find`]'s answers besides a slot.
+const MISS: i64 = -1;
+const FIND_FAULT: i64 = -2;
+
 /// How a native action is run: how many parameters its body reads (an entry with fewer is
 /// run interpreted, which reports the fault) and whether it contains `exit`.
 #[derive(Clone, Copy, Debug)]
@@ -202,61 +206,108 @@ unsafe fn with_ctx(
     }
 }
 
-/// Table `t`: key, lookup, hit bookkeeping; runs the action unless it is native (then its
-/// parameters are left in the context). See [`HIT`], [`RAN`], [`EXITED`], [`NO_ACTION`].
+/// Table `t`: key, lookup, then [`resolve`].
 extern "C" fn h_table(ctx: *mut PipeCtx, t: u32) -> i64 {
     // SAFETY: called only by generated code, with the context it was given.
     unsafe {
         with_ctx(ctx, |eng, st, pkt, key, params| {
-            let State {
-                tables,
-                profiles,
-                ext,
-                ..
-            } = st;
-            // The table's native actions with their plans (what the generated code can run).
-            let natives = eng
-                .jit
-                .as_ref()
-                .and_then(|j| j.pipes.by_table.get(t as usize))
-                .map_or(&[][..], Vec::as_slice);
-            let plan_of = |a: u32, n: usize| {
-                let (_, p) = natives.iter().find(|(x, _)| *x == a)?;
-                Some(*p).filter(|p| n >= p.params as usize)
-            };
-            let hit = eng.match_key(&tables[t as usize], &pkt.phv, t, key);
-            // A hit that needs nothing of its entry but a native action: take the action and
-            // its parameters from the slot's compact record (one cache line).
-            if let Some(idx) = hit.filter(|_| eng.tables[t as usize].plain_hits()) {
-                let rec = tables[t as usize].store.hot(idx);
-                if let Some((a, n)) = rec.action() {
-                    if let Some(p) = plan_of(a, n) {
-                        let k = p.params as usize;
-                        params[..k].copy_from_slice(&rec.params[..k]);
-                        return Ok(HIT | i64::from(a));
-                    }
-                }
-            }
-            let (hit, action) = eng.finish_lookup::<false>(tables, profiles, ext, pkt, t, key, hit);
-            let mut r = if hit { HIT } else { 0 };
-            let Some((a, data)) = action else {
-                return Ok(r | NO_ACTION);
-            };
-            r |= i64::from(a);
-            if let Some(p) = plan_of(a, data.len()) {
-                for (dst, d) in params.iter_mut().zip(&data[..p.params as usize]) {
-                    *dst = be_read(d);
-                }
-                return Ok(r);
-            }
-            eng.run_instrs(ext, pkt, &eng.actions[a as usize].instrs, data)?;
-            r |= RAN;
-            if pkt.regs.exit {
-                r |= EXITED;
-            }
-            Ok(r)
+            let hit = eng.match_key(&st.tables[t as usize], &pkt.phv, t, key);
+            resolve(eng, st, pkt, t, hit, params)
         })
     }
+}
+
+/// Table `t` after native code looked its key up: `slot` is the hit's slot, or negative for
+/// a miss; then [`resolve`].
+extern "C" fn h_resolve(ctx: *mut PipeCtx, t: u32, slot: i64) -> i64 {
+    // SAFETY: called only by generated code, with the context it was given.
+    unsafe {
+        with_ctx(ctx, |eng, st, pkt, _, params| {
+            resolve(eng, st, pkt, t, u32::try_from(slot).ok(), params)
+        })
+    }
+}
+
+/// The slot of table `t`'s winning entry for `key` (the packed key bytes, big-endian, in the
+/// low `spec.total` ≤ 8 bytes), [`MISS`] on a miss, [`FIND_FAULT`] if the lookup panicked.
+extern "C" fn h_find(ctx: *mut PipeCtx, t: u32, key: u64) -> i64 {
+    // SAFETY: called only by generated code, with the context `Pipes::run` gave it: the engine
+    // and the table states are alive, and no helper holds `&mut State` while generated code
+    // runs, so reading one table state is sound.
+    let r = catch_unwind(|| unsafe {
+        let c = &*ctx;
+        let eng = &*c.eng;
+        let ts = &*c.tables.add(t as usize);
+        let spec = &eng.tables[t as usize].spec;
+        let n = (spec.total as usize).min(8);
+        let b = key.to_be_bytes();
+        ts.store.lookup(spec, &b[8 - n..]).map_or(MISS, i64::from)
+    });
+    r.unwrap_or_else(|_| {
+        // SAFETY: as above; the context outlives the call.
+        unsafe { (*ctx).fault = Some(Fault("internal error in a table lookup".into())) };
+        FIND_FAULT
+    })
+}
+
+/// What a table helper answers for table `t` whose lookup gave `hit`: the hit's bookkeeping
+/// (counters, ageing, meters), the action resolved (entry or default, through profiles);
+/// a native action is left to the generated code with its parameters in `params`, any other
+/// is run here. See [`HIT`], [`RAN`], [`EXITED`], [`NO_ACTION`].
+fn resolve(
+    eng: &Engine,
+    st: &mut State,
+    pkt: &mut Pkt,
+    t: u32,
+    hit: Option<u32>,
+    params: &mut [u64; MAX_PARAMS],
+) -> Result<i64, Fault> {
+    let State {
+        tables,
+        profiles,
+        ext,
+        ..
+    } = st;
+    // The table's native actions with their plans (what the generated code can run).
+    let natives = eng
+        .jit
+        .as_ref()
+        .and_then(|j| j.pipes.by_table.get(t as usize))
+        .map_or(&[][..], Vec::as_slice);
+    let plan_of = |a: u32, n: usize| {
+        let (_, p) = natives.iter().find(|(x, _)| *x == a)?;
+        Some(*p).filter(|p| n >= p.params as usize)
+    };
+    // A hit that needs nothing of its entry but a native action: take the action and its
+    // parameters from the slot's compact record (one cache line).
+    if let Some(idx) = hit.filter(|_| eng.tables[t as usize].plain_hits()) {
+        let rec = tables[t as usize].store.hot(idx);
+        if let Some((a, n)) = rec.action() {
+            if let Some(p) = plan_of(a, n) {
+                let k = p.params as usize;
+                params[..k].copy_from_slice(&rec.params[..k]);
+                return Ok(HIT | i64::from(a));
+            }
+        }
+    }
+    let (hit, action) = eng.finish_lookup::<false>(tables, profiles, ext, pkt, t, &[], hit);
+    let mut r = if hit { HIT } else { 0 };
+    let Some((a, data)) = action else {
+        return Ok(r | NO_ACTION);
+    };
+    r |= i64::from(a);
+    if let Some(p) = plan_of(a, data.len()) {
+        for (dst, d) in params.iter_mut().zip(&data[..p.params as usize]) {
+            *dst = be_read(d);
+        }
+        return Ok(r);
+    }
+    eng.run_instrs(ext, pkt, &eng.actions[a as usize].instrs, data)?;
+    r |= RAN;
+    if pkt.regs.exit {
+        r |= EXITED;
+    }
+    Ok(r)
 }
 
 /// Condition `c` outside the fast subset: 1 or 0.
@@ -373,21 +424,23 @@ fn plan_action(eng: &Engine, a: usize) -> Option<ActPlan> {
     Some(ActPlan { params, exits })
 }
 
-/// One part of a packed exact key, read from the PHV.
+/// One part of a packed table key (at most 8 bytes in all), read from the PHV.
 #[derive(Clone, Copy, Debug)]
 pub enum KeyPart {
     /// A header's validity byte.
     Valid(u32),
-    /// A field's slot (zero when its header is invalid), `nbytes` of the key.
+    /// A field's slot (zero when its header is invalid).
     Field(FieldLoc),
 }
 
-/// The key parts of table `ti` if it can be looked up inline: an exact table with an index
-/// ([`EntryStore::indexable`]), whose hits need nothing of the entry but the action
-/// ([`crate::compile::CTable::plain_hits`]), and whose key fields are all within reach.
-fn inline_key(eng: &Engine, ti: u32) -> Option<Vec<KeyPart>> {
+/// The key parts of table `ti` if native code can pack its key and go on without the table
+/// helper on a hit: hits need nothing of the entry but the action
+/// ([`crate::compile::CTable::plain_hits`]), the key has at most 8 bytes and every part is
+/// within reach. Exact tables with an index ([`EntryStore::indexable`]) are then probed
+/// inline, the others looked up by [`h_find`].
+fn native_key(eng: &Engine, ti: u32) -> Option<Vec<KeyPart>> {
     let t = &eng.tables[ti as usize];
-    if !t.plain_hits() || !EntryStore::indexable(&t.spec) {
+    if !t.plain_hits() || t.spec.fields.is_empty() || t.spec.total > 8 {
         return None;
     }
     let headers = eng.layout.headers.len();
@@ -395,15 +448,24 @@ fn inline_key(eng: &Engine, ti: u32) -> Option<Vec<KeyPart>> {
         .fields
         .iter()
         .zip(&t.srcs)
-        .map(|(kf, src)| match src {
-            KeySrc::Valid(h) => {
-                ((*h as usize) < headers && kf.nbytes == 1).then_some(KeyPart::Valid(*h))
+        .map(|(kf, src)| {
+            // Static key masks (p4c's `field & mask` keys) stay with the helper: no program
+            // tern compiles has them, so the native form would go untested.
+            if kf.static_mask.is_some() {
+                return None;
             }
-            KeySrc::Field(f) if f.is_valid_bit => ((f.header as usize) < headers && kf.nbytes == 1)
-                .then_some(KeyPart::Valid(f.header)),
-            KeySrc::Field(f) => {
-                (field_ok(eng, f) && (f.header as usize) < headers && f.nbytes == kf.nbytes)
-                    .then_some(KeyPart::Field(*f))
+            let h = match src {
+                KeySrc::Valid(h) => *h,
+                KeySrc::Field(f) => f.header,
+            };
+            if h as usize >= headers {
+                return None;
+            }
+            match src {
+                KeySrc::Field(f) if !f.is_valid_bit => {
+                    (field_ok(eng, f) && f.nbytes == kf.nbytes).then_some(KeyPart::Field(*f))
+                }
+                _ => (kf.nbytes == 1).then_some(KeyPart::Valid(h)),
             }
         })
         .collect()
@@ -419,11 +481,12 @@ struct Vars {
     pbase: Variable,
 }
 
-/// Where an inline lookup leaves: `next(action, HIT)` after a native action, `slow` (the
-/// table helper) for anything else, `ret(EXIT)` after an action with `exit`.
+/// Where a native lookup leaves: `next(action, HIT)` after a native action, `resolve(slot)`
+/// (the table helper, told the slot or -1 for a miss) for anything else, `ret(code)` after an
+/// action with `exit` or a fault.
 struct Exits {
     next: ir::Block,
-    slow: ir::Block,
+    resolve: ir::Block,
     ret: ir::Block,
 }
 
@@ -534,7 +597,10 @@ impl Gen<'_, '_> {
         let mut sig = self.b.func.signature.clone();
         sig.params = vec![AbiParam::new(ptr), AbiParam::new(types::I32)];
         sig.returns = vec![AbiParam::new(types::I64)];
-        let helper_sig = self.b.import_signature(sig);
+        let helper_sig = self.b.import_signature(sig.clone());
+        // `(ctx, table, i64) -> i64`: `h_resolve` (slot) and `h_find` (key).
+        sig.params.push(AbiParam::new(types::I64));
+        let find_sig = self.b.import_signature(sig);
 
         let reload = |g: &mut Self| {
             let p =
@@ -572,6 +638,21 @@ impl Gen<'_, '_> {
             let callee = g.b.ins().iconst(ptr, f as usize as i64);
             let idx = g.b.ins().iconst(types::I32, i64::from(i));
             let inst = g.b.ins().call_indirect(helper_sig, callee, &[ctx, idx]);
+            let r = g.b.inst_results(inst)[0];
+            reload(g);
+            let failed = g.b.ins().icmp_imm(IntCC::SignedLessThan, r, 0);
+            let ok = g.b.create_block();
+            let code = g.b.ins().iconst(types::I64, FAULT);
+            g.b.ins().brif(failed, ret, &[code.into()], ok, &[]);
+            g.b.switch_to_block(ok);
+            r
+        };
+        let call_resolve = |g: &mut Self, ti: u32, slot: ir::Value| {
+            let callee =
+                g.b.ins()
+                    .iconst(ptr, h_resolve as *const () as usize as i64);
+            let idx = g.b.ins().iconst(types::I32, i64::from(ti));
+            let inst = g.b.ins().call_indirect(find_sig, callee, &[ctx, idx, slot]);
             let r = g.b.inst_results(inst)[0];
             reload(g);
             let failed = g.b.ins().icmp_imm(IntCC::SignedLessThan, r, 0);
@@ -629,23 +710,41 @@ impl Gen<'_, '_> {
                     let next = self.b.create_block();
                     self.b.append_block_param(next, types::I64);
                     self.b.append_block_param(next, types::I64);
-                    let slow = self.b.create_block();
                     let natives = &by_table[ti as usize];
-                    if let Some(fields) = inline_key(eng, ti).filter(|_| !natives.is_empty()) {
-                        let vars = Vars {
-                            ctx,
-                            phv,
-                            valid,
-                            tabs,
-                            pbase,
-                        };
-                        let exits = Exits { next, slow, ret };
-                        self.exact_hit(&vars, ti, &fields, natives, &exits);
-                    } else {
-                        self.b.ins().jump(slow, &[]);
+                    // `slow`: the table helper does everything; `resolve(slot)`: native code
+                    // found the slot (or -1); both give the helper's answer to `post(r)`.
+                    let (slow, resolve, post) = (
+                        self.b.create_block(),
+                        self.b.create_block(),
+                        self.b.create_block(),
+                    );
+                    self.b.append_block_param(resolve, types::I64);
+                    self.b.append_block_param(post, types::I64);
+                    match native_key(eng, ti).filter(|_| !natives.is_empty()) {
+                        Some(parts) => {
+                            let vars = Vars {
+                                ctx,
+                                phv,
+                                valid,
+                                tabs,
+                                pbase,
+                            };
+                            let exits = Exits { next, resolve, ret };
+                            self.native_lookup(&vars, ti, &parts, natives, &exits, find_sig);
+                        }
+                        None => {
+                            self.b.ins().jump(slow, &[]);
+                        }
                     }
                     self.b.switch_to_block(slow);
                     let r = call(&mut self, h_table, ti);
+                    self.b.ins().jump(post, &[r.into()]);
+                    self.b.switch_to_block(resolve);
+                    let slot = self.b.block_params(resolve)[0];
+                    let r = call_resolve(&mut self, ti, slot);
+                    self.b.ins().jump(post, &[r.into()]);
+                    self.b.switch_to_block(post);
+                    let r = self.b.block_params(post)[0];
                     // An interpreted action that set the exit flag ends the pipeline.
                     let exited = self.b.ins().band_imm(r, EXITED);
                     let (stop, go) = (self.b.create_block(), self.b.create_block());
@@ -730,32 +829,33 @@ impl Gen<'_, '_> {
         self.b.finalize();
     }
 
-    /// Inline lookup of exact table `ti` (see [`inline_key`]): the key packed from the PHV as
-    /// `build_key` packs it, a probe of the store's [`crate::table::ExactIndex`] through its
-    /// [`IndexView`], the hit's [`HotRec`], and one of the table's native actions inlined with
-    /// its parameters read from the record. A miss, a slot without a record, another action or
-    /// an entry with fewer parameters than the body reads goes to the table helper instead.
-    fn exact_hit(
+    /// Native lookup of table `ti` (see [`native_key`]): the key packed from the PHV as
+    /// `build_key` packs it; for an indexed exact table a probe of the store's index
+    /// ([`crate::table::ExactIndex`], through its [`IndexView`]), otherwise [`h_find`]; then
+    /// the hit's [`HotRec`] and one of the table's native actions inlined with its parameters
+    /// read from the record. A miss, a slot without a record, another action or an entry with
+    /// fewer parameters than the body reads goes to `resolve` with the slot (or -1).
+    fn native_lookup(
         &mut self,
         v: &Vars,
         ti: u32,
         parts: &[KeyPart],
         natives: &[(u32, ActPlan)],
         x: &Exits,
+        find_sig: ir::SigRef,
     ) {
         let i64t = types::I64;
         // The key: parts concatenated big-endian, as `build_key` lays them out.
         let mut key: Option<ir::Value> = None;
         for part in parts {
+            let vb = self.b.use_var(v.valid);
             let (val, nbytes) = match part {
                 KeyPart::Valid(h) => {
-                    let vb = self.b.use_var(v.valid);
                     let b = self.b.ins().load(types::I8, mem(), vb, *h as i32);
                     (self.b.ins().uextend(i64t, b), 1)
                 }
                 KeyPart::Field(f) => {
                     let slot = self.read_field(v.phv, v.valid, f);
-                    let vb = self.b.use_var(v.valid);
                     let ok = self.b.ins().load(types::I8, mem(), vb, f.header as i32);
                     let zero = self.b.ins().iconst(i64t, 0);
                     (self.b.ins().select(ok, slot, zero), f.nbytes)
@@ -769,58 +869,89 @@ impl Gen<'_, '_> {
                 }
             });
         }
-        let key = key.expect("an indexable key has fields");
+        let key = key.expect("a native key has parts");
         // The view: this table's `TableState::store.view`.
         let base = std::mem::size_of::<TableState>() * ti as usize
             + offset_of!(TableState, store)
             + EntryStore::VIEW_OFFSET;
         let tb = self.b.use_var(v.tabs);
         let field = |g: &mut Self, off: usize| g.b.ins().load(i64t, mem(), tb, at(base + off));
-        let buckets = field(self, offset_of!(IndexView, buckets));
-        let mask = field(self, offset_of!(IndexView, mask));
-        let shift = field(self, offset_of!(IndexView, shift));
         let hot = field(self, offset_of!(IndexView, hot));
-        let h = self.b.ins().imul_imm(key, INDEX_MUL as i64);
-        let h = self.b.ins().ushr(h, shift);
-        let pos = self.b.ins().band(h, mask);
-        // Linear probing: an unused bucket ends the run (the index is at most half full).
-        let probe = self.b.create_block();
-        self.b.append_block_param(probe, i64t);
-        let (check, again, found) = (
-            self.b.create_block(),
-            self.b.create_block(),
-            self.b.create_block(),
-        );
-        self.b.ins().jump(probe, &[pos.into()]);
-        self.b.switch_to_block(probe);
-        let pos = self.b.block_params(probe)[0];
-        let off = self
-            .b
-            .ins()
-            .imul_imm(pos, std::mem::size_of::<Bucket>() as i64);
-        let addr = self.b.ins().iadd(buckets, off);
-        let used = self
-            .b
-            .ins()
-            .load(types::I32, mem(), addr, at(offset_of!(Bucket, used)));
-        self.b.ins().brif(used, check, &[], x.slow, &[]);
-        self.b.switch_to_block(check);
-        let k = self
-            .b
-            .ins()
-            .load(i64t, mem(), addr, at(offset_of!(Bucket, key)));
-        let same = self.b.ins().icmp(IntCC::Equal, k, key);
-        self.b.ins().brif(same, found, &[], again, &[]);
-        self.b.switch_to_block(again);
-        let p1 = self.b.ins().iadd_imm(pos, 1);
-        let p1 = self.b.ins().band(p1, mask);
-        self.b.ins().jump(probe, &[p1.into()]);
+        let (found, miss) = (self.b.create_block(), self.b.create_block());
+        self.b.append_block_param(found, i64t);
+        if EntryStore::indexable(&self.eng.tables[ti as usize].spec) {
+            let buckets = field(self, offset_of!(IndexView, buckets));
+            let mask = field(self, offset_of!(IndexView, mask));
+            let shift = field(self, offset_of!(IndexView, shift));
+            let h = self.b.ins().imul_imm(key, INDEX_MUL as i64);
+            let h = self.b.ins().ushr(h, shift);
+            let pos = self.b.ins().band(h, mask);
+            // Linear probing: an unused bucket ends the run (the index is at most half full).
+            let probe = self.b.create_block();
+            self.b.append_block_param(probe, i64t);
+            let (check, again, hit) = (
+                self.b.create_block(),
+                self.b.create_block(),
+                self.b.create_block(),
+            );
+            self.b.ins().jump(probe, &[pos.into()]);
+            self.b.switch_to_block(probe);
+            let pos = self.b.block_params(probe)[0];
+            let off = self
+                .b
+                .ins()
+                .imul_imm(pos, std::mem::size_of::<Bucket>() as i64);
+            let addr = self.b.ins().iadd(buckets, off);
+            let used = self
+                .b
+                .ins()
+                .load(types::I32, mem(), addr, at(offset_of!(Bucket, used)));
+            self.b.ins().brif(used, check, &[], miss, &[]);
+            self.b.switch_to_block(check);
+            let k = self
+                .b
+                .ins()
+                .load(i64t, mem(), addr, at(offset_of!(Bucket, key)));
+            let same = self.b.ins().icmp(IntCC::Equal, k, key);
+            self.b.ins().brif(same, hit, &[], again, &[]);
+            self.b.switch_to_block(again);
+            let p1 = self.b.ins().iadd_imm(pos, 1);
+            let p1 = self.b.ins().band(p1, mask);
+            self.b.ins().jump(probe, &[p1.into()]);
+            self.b.switch_to_block(hit);
+            let slot = self
+                .b
+                .ins()
+                .uload32(mem(), addr, at(offset_of!(Bucket, slot)));
+            self.b.ins().jump(found, &[slot.into()]);
+        } else {
+            let callee = self
+                .b
+                .ins()
+                .iconst(i64t, h_find as *const () as usize as i64);
+            let idx = self.b.ins().iconst(types::I32, i64::from(ti));
+            let inst = self
+                .b
+                .ins()
+                .call_indirect(find_sig, callee, &[v.ctx, idx, key]);
+            let r = self.b.inst_results(inst)[0];
+            let (neg, fault) = (self.b.create_block(), self.b.create_block());
+            let is_slot = self.b.ins().icmp_imm(IntCC::SignedGreaterThanOrEqual, r, 0);
+            self.b.ins().brif(is_slot, found, &[r.into()], neg, &[]);
+            self.b.switch_to_block(neg);
+            let is_miss = self.b.ins().icmp_imm(IntCC::Equal, r, MISS);
+            self.b.ins().brif(is_miss, miss, &[], fault, &[]);
+            self.b.switch_to_block(fault);
+            let c = self.b.ins().iconst(i64t, FAULT);
+            self.b.ins().jump(x.ret, &[c.into()]);
+        }
+        self.b.switch_to_block(miss);
+        let none = self.b.ins().iconst(i64t, MISS);
+        self.b.ins().jump(x.resolve, &[none.into()]);
         // The hit's compact record: `HOT_SET | n << 32 | action`, then the parameters.
         self.b.switch_to_block(found);
-        let slot = self
-            .b
-            .ins()
-            .uload32(mem(), addr, at(offset_of!(Bucket, slot)));
+        let slot = self.b.block_params(found)[0];
+        let other = self.b.create_block();
         let roff = self
             .b
             .ins()
@@ -829,7 +960,9 @@ impl Gen<'_, '_> {
         let head = self.b.ins().load(i64t, mem(), rec, 0);
         let set = self.b.ins().icmp_imm(IntCC::SignedLessThan, head, 0);
         let have = self.b.create_block();
-        self.b.ins().brif(set, have, &[], x.slow, &[]);
+        self.b.ins().brif(set, have, &[], other, &[]);
+        self.b.switch_to_block(other);
+        self.b.ins().jump(x.resolve, &[slot.into()]);
         self.b.switch_to_block(have);
         let act = self.b.ins().band_imm(head, 0xffff_ffff);
         let n = self.b.ins().ushr_imm(head, 32);
@@ -847,7 +980,7 @@ impl Gen<'_, '_> {
         for (a, _, blk) in &arms {
             sw.set_entry(u128::from(*a), *blk);
         }
-        sw.emit(&mut self.b, act, x.slow);
+        sw.emit(&mut self.b, act, other);
         for (a, p, blk) in arms {
             self.b.switch_to_block(blk);
             if p.params > 0 {
@@ -857,7 +990,7 @@ impl Gen<'_, '_> {
                     n,
                     i64::from(p.params),
                 );
-                self.b.ins().brif(enough, body, &[], x.slow, &[]);
+                self.b.ins().brif(enough, body, &[], other, &[]);
                 self.b.switch_to_block(body);
             }
             self.action_body(v.ctx, v.pbase, v.phv, v.valid, a);
