@@ -481,11 +481,12 @@ struct Vars {
     pbase: Variable,
 }
 
-/// Where a native lookup leaves: `next(action, HIT)` after a native action, `resolve(slot)`
+/// Where a native lookup leaves: the next node after a native action, `resolve(slot)`
 /// (the table helper, told the slot or -1 for a miss) for anything else, `ret(code)` after an
 /// action with `exit` or a fault.
 struct Exits {
-    next: ir::Block,
+    /// For each native action: the block of the node after a hit that ran it.
+    hit_next: Vec<(u32, ir::Block)>,
     resolve: ir::Block,
     ret: ir::Block,
 }
@@ -729,7 +730,22 @@ impl Gen<'_, '_> {
                                 tabs,
                                 pbase,
                             };
-                            let exits = Exits { next, resolve, ret };
+                            // After a hit that ran action `a`: `CTable::next(true, Some(a))`.
+                            let hit_next = natives
+                                .iter()
+                                .map(|(a, _)| {
+                                    let n = match t.hit_miss {
+                                        Some((h, _)) => h,
+                                        None => t.next_after(*a),
+                                    };
+                                    (*a, nodes.block(&mut self, n))
+                                })
+                                .collect();
+                            let exits = Exits {
+                                hit_next,
+                                resolve,
+                                ret,
+                            };
                             self.native_lookup(&vars, ti, &parts, natives, &exits, find_sig);
                         }
                         None => {
@@ -897,10 +913,8 @@ impl Gen<'_, '_> {
             self.b.ins().jump(probe, &[pos.into()]);
             self.b.switch_to_block(probe);
             let pos = self.b.block_params(probe)[0];
-            let off = self
-                .b
-                .ins()
-                .imul_imm(pos, std::mem::size_of::<Bucket>() as i64);
+            const _: () = assert!(std::mem::size_of::<Bucket>() == 16);
+            let off = self.b.ins().ishl_imm(pos, 4);
             let addr = self.b.ins().iadd(buckets, off);
             let used = self
                 .b
@@ -952,10 +966,8 @@ impl Gen<'_, '_> {
         self.b.switch_to_block(found);
         let slot = self.b.block_params(found)[0];
         let other = self.b.create_block();
-        let roff = self
-            .b
-            .ins()
-            .imul_imm(slot, std::mem::size_of::<HotRec>() as i64);
+        const _: () = assert!(std::mem::size_of::<HotRec>() == 32);
+        let roff = self.b.ins().ishl_imm(slot, 5);
         let rec = self.b.ins().iadd(hot, roff);
         let head = self.b.ins().load(i64t, mem(), rec, 0);
         let set = self.b.ins().icmp_imm(IntCC::SignedLessThan, head, 0);
@@ -998,11 +1010,12 @@ impl Gen<'_, '_> {
                 let c = self.b.ins().iconst(i64t, EXIT);
                 self.b.ins().jump(x.ret, &[c.into()]);
             } else {
-                let (ac, hc) = (
-                    self.b.ins().iconst(i64t, i64::from(a)),
-                    self.b.ins().iconst(i64t, HIT),
-                );
-                self.b.ins().jump(x.next, &[ac.into(), hc.into()]);
+                let (_, next) = x
+                    .hit_next
+                    .iter()
+                    .find(|(b, _)| *b == a)
+                    .expect("per action");
+                self.b.ins().jump(*next, &[]);
             }
         }
     }
