@@ -954,11 +954,13 @@ fn replay(
         st.rx += 1;
         let pkt = Some((id, m.ts_ns));
         run_workers::log_received(log, pkt, m.port, &buf, dump)?;
-        out.clear();
         let (lines, trace, digests) = {
             let mut s = sw
                 .lock()
                 .map_err(|_| anyhow::anyhow!("switch state poisoned by a panic"))?;
+            // The previous packet's output buffers go back to the switch for reuse (no
+            // allocation per output).
+            s.recycle_outputs(&mut out);
             if args.deterministic {
                 // The switch clock follows packet time: timestamps, meters and ageing repeat.
                 s.set_clock_us(Some(m.ts_ns / 1000));
