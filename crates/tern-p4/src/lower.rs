@@ -483,9 +483,22 @@ impl Lower {
 
     // ---------------------------------------------------------------- types
 
+    /// A width, stack size or slice bound: a compile-time constant in `0..=2^20`.
     fn const_u32(&mut self, e: &Expr, what: &str) -> R<u32> {
+        self.const_at_most(e, what, 1 << 20)
+    }
+
+    /// The size of a table or of an extern instance (counter, meter, register, action
+    /// profile or selector, value set): a compile-time constant in `0..=2^24`, the most
+    /// entries or cells the data plane indexes.
+    pub(crate) fn const_size(&mut self, e: &Expr, what: &str) -> R<u32> {
+        self.const_at_most(e, what, 1 << 24)
+    }
+
+    fn const_at_most(&mut self, e: &Expr, what: &str, max: i128) -> R<u32> {
         match self.expr(e)? {
-            Val::Const(v, _) if (0..=1 << 20).contains(&v) => Ok(v as u32),
+            Val::Const(v, _) if (0..=max).contains(&v) => Ok(v as u32),
+            Val::Const(v, _) if v > max => err(e.pos, format!("{what} is {v}: at most {max}")),
             _ => err(
                 e.pos,
                 format!("{what} must be a non-negative compile-time constant"),

@@ -78,6 +78,39 @@ fn table_errors() {
     assert!(text.contains("applied more than once"), "{text}");
 }
 
+/// Table and extern sizes go up to the data plane's 2^24 slots (a 2M-entry table compiles);
+/// a constant beyond a bound says so instead of calling it negative or not constant.
+#[test]
+fn sizes_up_to_the_data_planes_limit() {
+    let src = BASIC.replace("size = 1024;", "size = 2000000;");
+    let c = compile_str(&src, "t.p4", &Options::default()).expect("a 2M-entry table compiles");
+    let json: String = c.json.split_whitespace().collect();
+    assert!(
+        json.contains("\"max_size\":2000000"),
+        "max_size in the JSON"
+    );
+    let src = BASIC.replace("size = 1024;", "size = 20000000;");
+    let (loc, text) = errors(&src);
+    assert!(
+        text.contains("the table size is 20000000: at most 16777216"),
+        "{text}"
+    );
+    assert_eq!(
+        loc,
+        format!("t.p4:{}:16", line_of(&src, "size = 20000000;"))
+    );
+    let src = BASIC.replace(
+        "typedef bit<48> macAddr_t;",
+        "typedef bit<2000000> macAddr_t;",
+    );
+    assert_ne!(src, BASIC);
+    let (_, text) = errors(&src);
+    assert!(
+        text.contains("a bit width is 2000000: at most 1048576"),
+        "{text}"
+    );
+}
+
 #[test]
 fn parser_errors() {
     let src = BASIC.replace("TYPE_IPV4: parse_ipv4;", "TYPE_IPV4: parse_ipv6;");

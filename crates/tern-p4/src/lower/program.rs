@@ -552,7 +552,7 @@ impl Lower {
                             )
                         }
                     };
-                    let n = self.const_u32(size, "the value set size")?;
+                    let n = self.const_size(size, "the value set size")?;
                     let idx = self.prog.parse_vsets.len() as u32;
                     let qn = format!("{name}.{vn}");
                     self.prog.parse_vsets.push(m::ParseVset {
@@ -1394,7 +1394,7 @@ impl Lower {
                     let a = args
                         .first()
                         .ok_or_else(|| Diagnostic::new(d.pos, "counter needs a size"))?;
-                    self.const_u32(a, "the counter size")?
+                    self.const_size(a, "the counter size")?
                 };
                 let unit_arg = args.get(if direct { 0 } else { 1 });
                 if let Some(u) = unit_arg {
@@ -1427,7 +1427,7 @@ impl Lower {
                     let a = args
                         .first()
                         .ok_or_else(|| Diagnostic::new(d.pos, "meter needs a size"))?;
-                    self.const_u32(a, "the meter size")?
+                    self.const_size(a, "the meter size")?
                 };
                 let unit = args.get(if direct { 0 } else { 1 });
                 let mt = match unit.map(|u| self.expr(u)) {
@@ -1470,7 +1470,7 @@ impl Lower {
                 let a = args
                     .first()
                     .ok_or_else(|| Diagnostic::new(d.pos, "register needs a size"))?;
-                let size = self.const_u32(a, "the register size")?;
+                let size = self.const_size(a, "the register size")?;
                 let idx = self.prog.register_arrays.len() as u32;
                 self.prog.register_arrays.push(m::RegisterArray {
                     name: qn.clone(),
@@ -1486,7 +1486,7 @@ impl Lower {
                     let a = args
                         .first()
                         .ok_or_else(|| Diagnostic::new(d.pos, "action_profile needs a size"))?;
-                    (self.const_u32(a, "the action profile size")?, None)
+                    (self.const_size(a, "the action profile size")?, None)
                 } else {
                     if args.len() != 3 {
                         return err(
@@ -1496,7 +1496,7 @@ impl Lower {
                     }
                     let algo = self.algo_name(&args[0])?;
                     (
-                        self.const_u32(&args[1], "the action selector size")?,
+                        self.const_size(&args[1], "the action selector size")?,
                         Some(m::Selector {
                             algo,
                             input: vec![],
@@ -2795,7 +2795,7 @@ impl Lower {
                         default = Some((ai, data, *is_const));
                         meta.const_default = *is_const;
                     }
-                    "size" => meta.size = self.const_u32(value, "the table size")?,
+                    "size" => meta.size = self.const_size(value, "the table size")?,
                     "support_timeout" => {
                         support_timeout = matches!(self.expr(value)?, Val::Const(1, _))
                     }
