@@ -942,7 +942,15 @@ impl Engine {
     ) {
         let planned = self.checksums.iter().zip(&plan.wire).zip(&plan.patch);
         for ((c, wire), patch) in planned {
-            if !c.update || !self.checksum_cond(ext, pkt, c) {
+            if !c.update {
+                continue;
+            }
+            // A validity condition (IPv4's `hdr.ipv4.isValid()`) is read here, without a call.
+            let cond = match &c.fast_cond {
+                Some(expr::FastBool::Valid(h)) => pkt.phv.valid[*h as usize],
+                _ => self.checksum_cond(ext, pkt, c),
+            };
+            if !cond {
                 continue;
             }
             let v = match wire {
