@@ -168,33 +168,46 @@ pub fn plan(eng: &Engine) -> Option<CsumPlan> {
 /// the same value as [`crate::hash::csum16`] over the bytes that remain.
 #[inline]
 pub fn csum16_skip(bytes: &[u8], skip: &[(u32, u32)]) -> u64 {
-    fn words(b: &[u8]) -> u64 {
-        let mut sum = 0u64;
-        let mut c4 = b.chunks_exact(4);
-        for c in &mut c4 {
-            sum += u32::from_be_bytes([c[0], c[1], c[2], c[3]]) as u64;
-        }
-        let r = c4.remainder();
-        let mut c2 = r.chunks_exact(2);
-        for c in &mut c2 {
-            sum += u16::from_be_bytes([c[0], c[1]]) as u64;
-        }
-        if let [last] = c2.remainder() {
-            sum += (*last as u64) << 8;
-        }
-        sum
-    }
-    // Sum the kept segments (each starts on an even byte, so its 16-bit words are the same
-    // as in the packed list). A 32-bit word is congruent to the sum of its two 16-bit halves
-    // modulo 0xffff, the sum is zero only if every kept word is, and the fold maps a non-zero
-    // sum to the unique representative in 1..=0xffff: the same value csum16 computes.
+    // Sum the whole header once as big-endian 32-bit words (read 8 bytes at a time, each split
+    // into its two 32-bit halves), then a 16-bit word, then a last odd byte shifted left by 8;
+    // then subtract every left-out 16-bit word with the weight it had in that sum (2^16 as the
+    // high half of a 32-bit word, else 1). What remains is exactly the sum of the kept bytes
+    // with the same weights: each kept 16-bit word (the kept ranges start on even bytes, so
+    // their 16-bit words are those of the packed list) counted with weight 1 or 2^16. That is
+    // congruent to the plain sum of the kept 16-bit words modulo 0xffff (2^16 ≡ 1), and zero
+    // only if every kept word is; the fold maps a non-zero sum to the unique representative in
+    // 1..=0xffff: the same value csum16 computes.
+    let len = bytes.len();
     let mut sum = 0u64;
-    let mut from = 0usize;
-    for &(a, b) in skip {
-        sum += words(&bytes[from..a as usize]);
-        from = b as usize;
+    let mut c8 = bytes.chunks_exact(8);
+    for c in &mut c8 {
+        let w = u64::from_be_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+        sum += (w >> 32) + (w & 0xffff_ffff);
     }
-    sum += words(&bytes[from..]);
+    let r = c8.remainder();
+    let mut at = 0;
+    if r.len() >= 4 {
+        sum += u32::from_be_bytes([r[0], r[1], r[2], r[3]]) as u64;
+        at = 4;
+    }
+    if r.len() - at >= 2 {
+        sum += u16::from_be_bytes([r[at], r[at + 1]]) as u64;
+        at += 2;
+    }
+    if r.len() > at {
+        sum += (r[at] as u64) << 8;
+    }
+    // Bytes below `words` were summed in 32-bit words.
+    let words = len & !3;
+    for &(a, b) in skip {
+        let mut k = a as usize;
+        while k < b as usize {
+            let w = u16::from_be_bytes([bytes[k], bytes[k + 1]]) as u64;
+            let high = k < words && k.is_multiple_of(4);
+            sum -= if high { w << 16 } else { w };
+            k += 2;
+        }
+    }
     while sum >> 16 != 0 {
         sum = (sum & 0xffff) + (sum >> 16);
     }

@@ -940,11 +940,20 @@ impl Engine {
         emit_off: &[u32],
         out: &mut [u8],
     ) {
-        for (i, c) in self.checksums.iter().enumerate() {
-            if !c.update || !self.checksum_cond(ext, pkt, c) {
+        let planned = self.checksums.iter().zip(&plan.wire).zip(&plan.patch);
+        for ((c, wire), patch) in planned {
+            if !c.update {
                 continue;
             }
-            let v = match &plan.wire[i] {
+            // A validity condition (IPv4's `hdr.ipv4.isValid()`) is read here, without a call.
+            let cond = match &c.fast_cond {
+                Some(expr::FastBool::Valid(h)) => pkt.phv.valid[*h as usize],
+                _ => self.checksum_cond(ext, pkt, c),
+            };
+            if !cond {
+                continue;
+            }
+            let v = match wire {
                 Some(w) if pkt.phv.valid[w.header as usize] => {
                     let o = emit_off[w.header as usize] as usize;
                     crate::csum::csum16_skip(&out[o..o + w.len as usize], &w.skip)
@@ -952,18 +961,21 @@ impl Engine {
                 _ => self.checksum_value(ext, pkt, c),
             };
             let t = &c.target;
-            let n = t.nbytes as usize;
-            if t.saturating {
+            let (o, n) = (t.off as usize, t.nbytes as usize);
+            // What the target's slot holds afterwards, as an integer (`n` ≤ 8 bytes: the plan's
+            // condition); written with the size dispatch of `be_write`, not a memcpy call.
+            let stored = if t.saturating {
                 store_field_u64(&mut pkt.phv, t, v);
+                crate::layout::be_read(&pkt.phv.bytes[o..o + n])
             } else {
                 // Whole bytes (the plan's condition): the low `n` bytes are the wrapped value.
-                let o = t.off as usize;
-                pkt.phv.bytes[o..o + n].copy_from_slice(&v.to_be_bytes()[8 - n..]);
-            }
-            if let Some(p) = plan.patch[i] {
+                crate::layout::be_write(&mut pkt.phv.bytes[o..o + n], v);
+                v
+            };
+            if let Some(p) = *patch {
                 if pkt.phv.valid[t.header as usize] {
                     let o = emit_off[t.header as usize] as usize + p as usize;
-                    out[o..o + n].copy_from_slice(&pkt.phv.slot(t)[..n]);
+                    crate::layout::be_write(&mut out[o..o + n], stored);
                 }
             }
         }

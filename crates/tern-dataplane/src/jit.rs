@@ -168,20 +168,32 @@ impl Native {
             emit_off.resize(self.headers, 0);
         }
         let start = out.len();
-        out.resize(start + self.emit_max, 0);
+        // The code writes into spare capacity: no zero-fill of the window per packet.
+        out.reserve(self.emit_max);
         // SAFETY: the code reads PHV bytes below `phv_bytes` and validity bytes below
         // `headers` (checked at generation and just above), writes at most `emit_max` bytes
-        // from the output pointer, which has `emit_max` initialized bytes after it, and writes
-        // `u32`s only at header indexes below `headers` of `emit_off` (at least that long).
+        // from the output pointer, which points at `out`'s spare capacity of at least
+        // `emit_max` bytes (reserved just above; writing uninitialized bytes through a raw
+        // pointer is allowed), never reads the output, and writes `u32`s only at header indexes
+        // below `headers` of `emit_off` (at least that long).
         let n = unsafe {
             f(
                 phv.bytes.as_ptr(),
                 phv.valid.as_ptr().cast::<u8>(),
-                out[start..].as_mut_ptr(),
+                out.spare_capacity_mut().as_mut_ptr().cast::<u8>(),
                 emit_off.as_mut_ptr(),
             )
         };
-        out.truncate(start + (n as usize).min(self.emit_max));
+        let n = (n as usize).min(self.emit_max);
+        // SAFETY: `start + n` is within the capacity (`n <= emit_max`, reserved above), and
+        // every byte of `[start, start + n)` was written by the code: the value it returns is
+        // the sum of the sizes of the headers it emitted, laid end to end from the output
+        // pointer, and for each emitted header it stores every byte of `[pos, pos + size)`
+        // (a packed header is copied in chunks covering all its bytes once, see `chunks`; a
+        // packed-by-fields header stores full 64-bit words then the remaining bytes, asserted
+        // at generation in `Gen::emit` to cover exactly `size` bytes). Bytes are `u8`: any
+        // written value is valid.
+        unsafe { out.set_len(start + n) };
         true
     }
 }
@@ -703,7 +715,14 @@ impl Gen<'_, '_> {
             if hl.packed {
                 self.copy(base, 0, phv, hl.off, n);
             } else {
-                self.pack(phv, base, h);
+                // `Native::emit` relies on this (it hands the code uninitialized output
+                // bytes): every byte of the header's wire size is stored.
+                let stored = self.pack(phv, base, h);
+                assert_eq!(
+                    stored, n,
+                    "emit of {} stores {stored} of {n} bytes",
+                    hl.name
+                );
             }
             let at = self.b.ins().iadd_imm(at, i64::from(n));
             self.b.def_var(pos, at);
@@ -717,8 +736,10 @@ impl Gen<'_, '_> {
     }
 
     /// Pack header `h`'s fields (each ≤ 56 bits) into its wire bytes at `base`: fields are
-    /// shifted into a 64-bit accumulator, stored big-endian each time it fills.
-    fn pack(&mut self, phv: ir::Value, base: ir::Value, h: u32) {
+    /// shifted into a 64-bit accumulator, stored big-endian each time it fills. Returns how
+    /// many bytes it stores, contiguously from `base` (the code stores to the output and
+    /// never loads from it).
+    fn pack(&mut self, phv: ir::Value, base: ir::Value, h: u32) -> u32 {
         let hl = &self.eng.layout.headers[h as usize];
         let mut acc: Option<ir::Value> = None;
         let mut bits = 0u32;
@@ -767,7 +788,9 @@ impl Gen<'_, '_> {
                 a
             };
             self.store_be(base, off, rem, a);
+            off += rem;
         }
+        off
     }
 }
 
@@ -849,6 +872,10 @@ pub fn compare_with_interpreter<'a>(
                         *v = (data.get(i % len).copied().unwrap_or(0) >> (i % 8)) & 1 == 1;
                     }
                 }
+                // Poison the native output's spare capacity (the code writes there without
+                // zeroing it first): a byte it failed to write would differ.
+                out_a.clear();
+                out_a.resize(j.emit_max, 0xa5 ^ (n as u8) ^ (scrambled as u8));
                 out_a.clear();
                 out_b.clear();
                 off_a.clear();
