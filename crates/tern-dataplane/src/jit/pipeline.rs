@@ -52,7 +52,6 @@ pub struct PipeCtx {
     eng: *const Engine,
     st: *mut State,
     pkt: *mut Pkt,
-    key: *mut Vec<u8>,
     fault: Option<Fault>,
 }
 
@@ -136,7 +135,6 @@ impl Pipes {
         if pkt.regs.exit {
             return Some(Ok(()));
         }
-        let mut key = std::mem::take(&mut st.key_buf);
         let mut ctx = PipeCtx {
             phv: pkt.phv.bytes.as_mut_ptr(),
             valid: pkt.phv.valid.as_mut_ptr().cast::<u8>(),
@@ -146,18 +144,16 @@ impl Pipes {
             eng,
             st,
             pkt,
-            key: &mut key,
             fault: None,
         };
         // SAFETY: the code was generated for this engine's layout, and the caller
         // (`Native::run_pipeline`) checked that the PHV has that layout's sizes: every PHV
         // and validity offset the code touches is below them (checked at generation). The
-        // context outlives the call; `st`, `pkt` and `key` are exclusively borrowed here and
+        // context outlives the call; `st` and `pkt` are exclusively borrowed here and
         // not touched until the call returns; the helpers the code calls take the context
         // pointer it was given and end their borrows before returning.
         let r = unsafe { f(&mut ctx) };
         let fault = ctx.fault.take();
-        st.key_buf = key;
         Some(match r {
             DONE => Ok(()),
             EXIT => {
@@ -169,27 +165,21 @@ impl Pipes {
     }
 }
 
-/// Run `f` with the context's engine, state, packet, key buffer and parameter array (for the
+/// Run `f` with the context's engine, state, packet and parameter array (for the
 /// helpers below); a fault or a panic is stored in the context and becomes `-1`.
 ///
 /// # Safety
 /// `ctx` must be the context [`Pipes::run`] passed to the generated code.
 unsafe fn with_ctx(
     ctx: *mut PipeCtx,
-    f: impl FnOnce(
-        &Engine,
-        &mut State,
-        &mut Pkt,
-        &mut Vec<u8>,
-        &mut [u64; MAX_PARAMS],
-    ) -> Result<i64, Fault>,
+    f: impl FnOnce(&Engine, &mut State, &mut Pkt, &mut [u64; MAX_PARAMS]) -> Result<i64, Fault>,
 ) -> i64 {
     // SAFETY: per the contract, `ctx` points to the live context of `Pipes::run`, whose
     // pointers come from references that are exclusively borrowed for the whole call and
     // unused by the generated code while a helper runs; these borrows end before returning.
     let c = unsafe { &mut *ctx };
-    let (eng, st, pkt, key) = unsafe { (&*c.eng, &mut *c.st, &mut *c.pkt, &mut *c.key) };
-    let r = catch_unwind(AssertUnwindSafe(|| f(eng, st, pkt, key, &mut c.params)));
+    let (eng, st, pkt) = unsafe { (&*c.eng, &mut *c.st, &mut *c.pkt) };
+    let r = catch_unwind(AssertUnwindSafe(|| f(eng, st, pkt, &mut c.params)));
     c.phv = pkt.phv.bytes.as_mut_ptr();
     c.valid = pkt.phv.valid.as_mut_ptr().cast::<u8>();
     c.tables = st.tables.as_ptr();
@@ -210,8 +200,11 @@ unsafe fn with_ctx(
 extern "C" fn h_table(ctx: *mut PipeCtx, t: u32) -> i64 {
     // SAFETY: called only by generated code, with the context it was given.
     unsafe {
-        with_ctx(ctx, |eng, st, pkt, key, params| {
-            let hit = eng.match_key(&st.tables[t as usize], &pkt.phv, t, key);
+        with_ctx(ctx, |eng, st, pkt, params| {
+            // The state's reusable key buffer (no allocation per lookup).
+            let mut key = std::mem::take(&mut st.key_buf);
+            let hit = eng.match_key(&st.tables[t as usize], &pkt.phv, t, &mut key);
+            st.key_buf = key;
             resolve(eng, st, pkt, t, hit, params)
         })
     }
@@ -222,7 +215,7 @@ extern "C" fn h_table(ctx: *mut PipeCtx, t: u32) -> i64 {
 extern "C" fn h_resolve(ctx: *mut PipeCtx, t: u32, slot: i64) -> i64 {
     // SAFETY: called only by generated code, with the context it was given.
     unsafe {
-        with_ctx(ctx, |eng, st, pkt, _, params| {
+        with_ctx(ctx, |eng, st, pkt, params| {
             resolve(eng, st, pkt, t, u32::try_from(slot).ok(), params)
         })
     }
@@ -314,7 +307,7 @@ fn resolve(
 extern "C" fn h_cond(ctx: *mut PipeCtx, c: u32) -> i64 {
     // SAFETY: called only by generated code, with the context it was given.
     unsafe {
-        with_ctx(ctx, |eng, st, pkt, _, _| {
+        with_ctx(ctx, |eng, st, pkt, _| {
             let cx = eng.cx(&pkt.phv, &[], &st.ext, &pkt.data, 0);
             let v =
                 eval_bool(&eng.conds[c as usize].expr, &cx).map_err(|e| Fault(e.to_string()))?;
@@ -327,7 +320,7 @@ extern "C" fn h_cond(ctx: *mut PipeCtx, c: u32) -> i64 {
 extern "C" fn h_call(ctx: *mut PipeCtx, c: u32) -> i64 {
     // SAFETY: called only by generated code, with the context it was given.
     unsafe {
-        with_ctx(ctx, |eng, st, pkt, _, _| {
+        with_ctx(ctx, |eng, st, pkt, _| {
             let (a, _) = eng.calls[c as usize];
             eng.run_instrs(&mut st.ext, pkt, &eng.actions[a as usize].instrs, &[])?;
             Ok(i64::from(pkt.regs.exit))
