@@ -5,19 +5,27 @@
 //! instructions one by one, reading every field location at packet time. Here the graph of one
 //! pipeline becomes one native function: a node is a basic block, a condition of the fast
 //! subset ([`FastBool`]) is a few loads and compares, the next node is a branch, and the actions
-//! of the ≤ 64-bit subset (`SetU64`, `SetBin`, `SetExpr`, `mark_to_drop`, `exit`, no-ops) are
-//! inlined as loads, ALU operations and stores with constant offsets and masks.
+//! of the ≤ 64-bit subset (`SetU64`, `SetBin`, `SetExpr`, `mark_to_drop`, `exit`, no-ops, a
+//! final jump to the end) are inlined as loads, ALU operations and stores with constant offsets
+//! and masks.
 //!
-//! The rest stays in the interpreter, called from the generated code through three helpers
-//! ([`h_table`], [`h_cond`], [`h_call`]): a table's key, lookup and hit bookkeeping (the match
-//! engines are Rust), conditions outside the fast subset, and actions with anything else
-//! (registers, counters, meters, hashes, clones, header operations, branches...). So every
-//! program runs natively up to its pipeline graph; only the share of the work that is inlined
-//! varies. A graph with a cycle (p4c never emits one) is left to the interpreter.
+//! Tables. When a table's key has at most 8 bytes and its hits need nothing of the entry but
+//! the action ([`native_key`]), the generated code packs the key from the PHV and finds the
+//! winning slot itself: an exact table by probing the store's open-addressing index through its
+//! [`IndexView`] (inline: hash, probe, compare), any other through [`h_find`] (the `tern-match`
+//! engine on the packed key). It then reads the slot's [`HotRec`]: if the action is one of the
+//! table's native actions and the entry has the parameters its body reads, the body runs
+//! inline with its parameters read from the record. Everything else goes to [`h_resolve`] with
+//! the slot (or a miss), and tables outside that shape to [`h_table`] (key, lookup, then the
+//! same [`resolve`]): hit bookkeeping (counters, ageing, meters), default and profile actions;
+//! a native action is handed back with its parameters in [`PipeCtx::params`], any other is run
+//! interpreted.
 //!
-//! A table helper returns the action it resolved; when that action is native and its entry has
-//! the parameters it reads, the helper stores them in the context ([`PipeCtx::params`]) and the
-//! generated code runs the inlined body; otherwise the helper has already run it interpreted.
+//! The rest stays in the interpreter too, called through [`h_cond`] (conditions outside the
+//! fast subset) and [`h_call`] (direct calls of actions with anything else: registers,
+//! counters, meters, hashes, clones, header operations, branches...). So every program runs
+//! natively up to its pipeline graph; only the share of the work that is inlined varies. A
+//! graph with a cycle (p4c never emits one) is left to the interpreter.
 
 use std::collections::HashMap;
 use std::mem::offset_of;
@@ -123,6 +131,7 @@ impl Pipes {
             by_table,
         }
     }
+
     /// Run the pipeline starting at `init` natively; `None` when it has no native code.
     pub fn run(
         &self,
@@ -627,11 +636,10 @@ impl Gen<'_, '_> {
         let first = nodes.block(&mut self, Some(init));
         self.b.ins().jump(first, &[]);
 
-        // Call helper `f` with (ctx, index), reload the PHV pointers, and leave on a fault.
-        let call = |g: &mut Self, f: extern "C" fn(*mut PipeCtx, u32) -> i64, i: u32| {
-            let callee = g.b.ins().iconst(ptr, f as usize as i64);
-            let idx = g.b.ins().iconst(types::I32, i64::from(i));
-            let inst = g.b.ins().call_indirect(helper_sig, callee, &[ctx, idx]);
+        // Call a helper at `addr` with `args`, reload the PHV pointers, and leave on a fault.
+        let call_with = |g: &mut Self, sig: ir::SigRef, addr: usize, args: &[ir::Value]| {
+            let callee = g.b.ins().iconst(ptr, addr as i64);
+            let inst = g.b.ins().call_indirect(sig, callee, args);
             let r = g.b.inst_results(inst)[0];
             reload(g);
             let failed = g.b.ins().icmp_imm(IntCC::SignedLessThan, r, 0);
@@ -641,20 +649,16 @@ impl Gen<'_, '_> {
             g.b.switch_to_block(ok);
             r
         };
+        // `f(ctx, i)`: the table, condition and call helpers.
+        let call = |g: &mut Self, f: extern "C" fn(*mut PipeCtx, u32) -> i64, i: u32| {
+            let idx = g.b.ins().iconst(types::I32, i64::from(i));
+            call_with(g, helper_sig, f as usize, &[ctx, idx])
+        };
+        // `h_resolve(ctx, table, slot)`.
         let call_resolve = |g: &mut Self, ti: u32, slot: ir::Value| {
-            let callee =
-                g.b.ins()
-                    .iconst(ptr, h_resolve as *const () as usize as i64);
             let idx = g.b.ins().iconst(types::I32, i64::from(ti));
-            let inst = g.b.ins().call_indirect(find_sig, callee, &[ctx, idx, slot]);
-            let r = g.b.inst_results(inst)[0];
-            reload(g);
-            let failed = g.b.ins().icmp_imm(IntCC::SignedLessThan, r, 0);
-            let ok = g.b.create_block();
-            let code = g.b.ins().iconst(types::I64, FAULT);
-            g.b.ins().brif(failed, ret, &[code.into()], ok, &[]);
-            g.b.switch_to_block(ok);
-            r
+            let addr = h_resolve as *const () as usize;
+            call_with(g, find_sig, addr, &[ctx, idx, slot])
         };
         let leave = |g: &mut Self, code: i64| {
             let c = g.b.ins().iconst(types::I64, code);
