@@ -55,6 +55,7 @@ control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) 
     }
     action leave() { hdr.res.g = 0xe; exit; }
     action mark(bit<4> g) { hdr.res.g = g; }
+    action setf(bit<8> v) { hdr.res.h = hdr.res.h + v; }
     table by_dst {
         key = { hdr.ipv4.dstAddr: exact; }
         actions = { arith; other; drop; }
@@ -64,6 +65,12 @@ control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) 
         key = { hdr.udp.dstPort: exact; }
         actions = { mark; leave; NoAction; }
         default_action = leave();
+    }
+    // Keyless with a constant default that has a parameter: run inline with the constant,
+    // and every apply is a miss.
+    table fixed {
+        actions = { setf; }
+        const default_action = setf(0x3c);
     }
     table route {
         key = { hdr.ipv4.dstAddr: lpm; }
@@ -94,6 +101,11 @@ control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) 
             hdr.res.d = hdr.res.d - 8;
         }
         if (hdr.udp.srcPort == 1077) { exit; }
+        if (fixed.apply().hit) {
+            hdr.res.f = hdr.res.f + 1;
+        } else {
+            hdr.res.f = hdr.res.f + 2;
+        }
         route.apply();
         hdr.res.f = hdr.res.f << 2;
     }

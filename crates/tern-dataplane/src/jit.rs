@@ -26,6 +26,8 @@ use std::sync::Mutex;
 
 mod pipeline;
 
+pub use pipeline::TablePath;
+
 use cranelift_codegen::ir::{self, condcodes::IntCC, types, AbiParam, InstBuilder, MemFlags};
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
@@ -101,6 +103,13 @@ impl Native {
     /// How many pipelines (ingress, egress) run as native code.
     pub fn pipelines(&self) -> usize {
         self.pipes.fns.len()
+    }
+
+    /// How each table is looked up from native code (by table index).
+    pub fn table_paths(&self, eng: &Engine) -> Vec<TablePath> {
+        (0..eng.tables.len() as u32)
+            .map(|t| pipeline::table_path(eng, &self.pipes, t))
+            .collect()
     }
 
     /// How many of the program's actions are inlined in native pipelines (the others run

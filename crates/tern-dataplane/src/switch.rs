@@ -15,6 +15,63 @@ use crate::table::{EntryAction, EntryStore, Profile};
 use tern_model::{ConstKey, LoadError, MatchKind, TableType};
 use tern_runtime::*;
 
+/// What of a program runs as native code ([`Switch::native_summary`]).
+#[derive(Clone, Debug, Default)]
+pub struct NativeSummary {
+    pub parser: bool,
+    pub emit: bool,
+    /// Pipelines (ingress, egress) generated as native functions.
+    pub pipelines: usize,
+    /// Actions in the native subset (inlined where they run), of `actions`.
+    pub actions_inlined: usize,
+    pub actions: usize,
+    /// Each table with its lookup path (empty without native code).
+    pub tables: Vec<(String, crate::jit::TablePath)>,
+    /// For each part left to the interpreter, why.
+    pub notes: Vec<String>,
+}
+
+impl std::fmt::Display for NativeSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use crate::jit::TablePath;
+        let part = |on: bool, what: &str| {
+            if on {
+                what.to_string()
+            } else {
+                format!("{what} interpreted")
+            }
+        };
+        write!(
+            f,
+            "{}, {}, {} native pipeline(s), {} of {} actions inlined",
+            part(self.parser, "parser"),
+            part(self.emit, "emit"),
+            self.pipelines,
+            self.actions_inlined,
+            self.actions
+        )?;
+        let count = |p: fn(&TablePath) -> bool| self.tables.iter().filter(|(_, t)| p(t)).count();
+        let (inline, find, consts) = (
+            count(|t| *t == TablePath::Inline),
+            count(|t| *t == TablePath::Find),
+            count(|t| *t == TablePath::ConstDefault),
+        );
+        write!(
+            f,
+            "; tables: {inline} probed inline, {find} via key helper, {consts} constant default inlined"
+        )?;
+        for (name, t) in &self.tables {
+            if let TablePath::Helper(why) = t {
+                write!(f, ", {name} via table helper ({why})")?;
+            }
+        }
+        for n in &self.notes {
+            write!(f, "; {n}")?;
+        }
+        Ok(())
+    }
+}
+
 /// Options of a switch instance (simple_switch's command-line knobs that affect semantics).
 #[derive(Clone, Debug)]
 pub struct SwitchOptions {
@@ -561,19 +618,27 @@ impl Switch {
         self.live.engine.jit = None;
     }
 
-    /// What of the running program runs as native code: `(parser, emit loop, pipelines,
-    /// actions inlined)`, and for each part left to the interpreter, why.
-    pub fn native_summary(&self) -> ((bool, bool, usize, usize), &[String]) {
+    /// What of the running program runs as native code, and why the rest does not.
+    pub fn native_summary(&self) -> NativeSummary {
         let e = &self.live.engine;
-        let parts = e.jit.as_ref().map_or((false, false, 0, 0), |j| {
-            (
-                j.has_parser(),
-                j.has_emit(),
-                j.pipelines(),
-                j.native_actions(),
-            )
-        });
-        (parts, &e.jit_notes)
+        let mut s = NativeSummary {
+            actions: e.actions.len(),
+            notes: e.jit_notes.clone(),
+            ..NativeSummary::default()
+        };
+        if let Some(j) = &e.jit {
+            s.parser = j.has_parser();
+            s.emit = j.has_emit();
+            s.pipelines = j.pipelines();
+            s.actions_inlined = j.native_actions();
+            s.tables = e
+                .tables
+                .iter()
+                .map(|t| t.name.clone())
+                .zip(j.table_paths(e))
+                .collect();
+        }
+        s
     }
 
     /// Entries whose ageing timeout has elapsed since their last hit (tables with

@@ -464,6 +464,7 @@ fn run_single(args: BenchArgs) -> anyhow::Result<ExitCode> {
             String::new()
         }
     );
+    println!("  native code: {}", sw.native_summary());
     println!(
         "  traffic: {} flows, {} routes, {}-byte frames, batches of {}; {} of {} flows forwarded",
         args.flows, args.routes, args.size, args.batch, forwarded, args.flows
@@ -745,13 +746,19 @@ mod tests {
                 panic!("{name}: load failed")
             };
             interp.use_interpreter();
-            let ((_, _, pipes, actions), notes) = native.native_summary();
-            native_pipelines += pipes;
+            let ns = native.native_summary();
+            native_pipelines += ns.pipelines;
             if name.ends_with("native.p4") {
-                // Its point is the inlined actions (every one of its actions is native).
+                // Its point is the inlined actions and lookups: every table on a native path.
                 assert!(
-                    pipes == 2 && actions >= 15,
-                    "{name}: {pipes} {actions} {notes:?}"
+                    ns.pipelines == 2 && ns.actions_inlined >= 15,
+                    "{name}: {ns}"
+                );
+                assert!(
+                    ns.tables
+                        .iter()
+                        .all(|(_, p)| !matches!(p, tern_dataplane::jit::TablePath::Helper(_))),
+                    "{name}: {ns}"
                 );
             }
             let prog = native.program().clone();

@@ -41,6 +41,7 @@ use crate::expr::{eval_bool, FastBool, FastVal};
 use crate::layout::{be_read, FieldLoc};
 use crate::table::{Bucket, EntryStore, HotRec, IndexView, INDEX_MUL};
 use tern_model::Op;
+use tern_model::TableType;
 
 /// Most action parameters a native action body reads.
 pub const MAX_PARAMS: usize = 16;
@@ -103,6 +104,9 @@ pub struct Pipes {
     /// For each table: its actions that are native, with their plans (what the generated
     /// code of that table can run).
     pub by_table: Vec<Vec<(u32, ActPlan)>>,
+    /// For each keyless table whose constant default action is native: the action and its
+    /// parameters (the generated code reads them here, so they live as long as the code).
+    pub const_defaults: Vec<Option<ConstDefault>>,
 }
 
 impl Pipes {
@@ -111,7 +115,7 @@ impl Pipes {
         let actions: Vec<_> = (0..eng.actions.len())
             .map(|a| plan_action(eng, a))
             .collect();
-        let by_table = eng
+        let by_table: Vec<Vec<(u32, ActPlan)>> = eng
             .tables
             .iter()
             .map(|t| {
@@ -125,10 +129,14 @@ impl Pipes {
                 v
             })
             .collect();
+        let const_defaults = (0..eng.tables.len())
+            .map(|t| const_default(eng, &by_table[t], t))
+            .collect();
         Pipes {
             fns: Vec::new(),
             actions,
             by_table,
+            const_defaults,
         }
     }
 
@@ -473,6 +481,82 @@ fn native_key(eng: &Engine, ti: u32) -> Option<Vec<KeyPart>> {
         .collect()
 }
 
+/// A keyless table's constant default: the action, its plan, its parameters as `u64`s.
+pub type ConstDefault = (u32, ActPlan, Box<[u64]>);
+
+/// Table `t`'s constant default action with its parameters, when the table is keyless (every
+/// apply is a miss that runs it), its default entry cannot be changed by the control plane
+/// (`action_entry_const`: `mt_set_default_action` and resets refuse or restore it) and the
+/// action is native with the parameters its body reads: what p4c and tern-p4 emit for
+/// statements outside actions (`tbl_act_*`).
+fn const_default(eng: &Engine, natives: &[(u32, ActPlan)], t: usize) -> Option<ConstDefault> {
+    let ct = &eng.tables[t];
+    if ct.table_type != TableType::Simple || !ct.spec.fields.is_empty() {
+        return None;
+    }
+    let d = ct.default_entry.as_ref().filter(|d| d.action_entry_const)?;
+    let (_, p) = natives.iter().find(|(a, _)| *a == d.action)?;
+    let widths = &eng.actions.get(d.action as usize)?.param_widths;
+    if d.action_data.len() != widths.len() || widths.len() < p.params as usize {
+        return None;
+    }
+    // As the switch stores the default entry's data (`Instance::reset_default`), read back
+    // as the table helper hands parameters over.
+    let params = d
+        .action_data
+        .iter()
+        .zip(widths)
+        .map(|(v, w)| be_read(&v.to_bytes(*w)))
+        .collect();
+    Some((d.action, *p, params))
+}
+
+/// How native code looks a table up (see the module documentation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TablePath {
+    /// Keyless with a constant native default action: the action inlined, no lookup.
+    ConstDefault,
+    /// Key packed natively, exact index probed inline, native actions inlined.
+    Inline,
+    /// Key packed natively, slot found by [`h_find`], native actions inlined.
+    Find,
+    /// Everything through [`h_table`], for the reason given.
+    Helper(&'static str),
+}
+
+/// The path table `ti` takes in generated code: the same decisions as the generator's.
+pub fn table_path(eng: &Engine, pipes: &Pipes, ti: u32) -> TablePath {
+    let t = &eng.tables[ti as usize];
+    if pipes
+        .const_defaults
+        .get(ti as usize)
+        .is_some_and(Option::is_some)
+    {
+        return TablePath::ConstDefault;
+    }
+    let natives = pipes.by_table.get(ti as usize).map_or(0, Vec::len);
+    if !t.plain_hits() {
+        return TablePath::Helper("hits update counters, meters or ageing, or use a profile");
+    }
+    if t.spec.fields.is_empty() {
+        return TablePath::Helper("keyless");
+    }
+    if t.spec.total > 8 {
+        return TablePath::Helper("key wider than 8 bytes");
+    }
+    if native_key(eng, ti).is_none() {
+        return TablePath::Helper("static key mask or key field out of reach");
+    }
+    if natives == 0 {
+        return TablePath::Helper("no action in the native subset");
+    }
+    if EntryStore::indexable(&t.spec) {
+        TablePath::Inline
+    } else {
+        TablePath::Find
+    }
+}
+
 /// The pipeline function's context pointer and variables, for code generated outside its
 /// body.
 struct Vars {
@@ -700,6 +784,23 @@ impl Gen<'_, '_> {
                             self.b.switch_to_block(exited);
                             leave(&mut self, DONE);
                         }
+                    }
+                }
+                GNode::Table(ti) if pipes.const_defaults[ti as usize].is_some() => {
+                    // A keyless table with a constant native default action: run it inline
+                    // with its parameters from `const_defaults`, then the miss's next node.
+                    let t = &eng.tables[ti as usize];
+                    let Some((a, p, params)) = &pipes.const_defaults[ti as usize] else {
+                        unreachable!("checked by the guard")
+                    };
+                    let pp = self.b.ins().iconst(ptr, params.as_ptr() as i64);
+                    self.b.def_var(pbase, pp);
+                    self.action_body(ctx, pbase, phv, valid, *a);
+                    if p.exits {
+                        leave(&mut self, EXIT);
+                    } else {
+                        let next = nodes.block(&mut self, t.next(false, Some(*a)));
+                        self.b.ins().jump(next, &[]);
                     }
                 }
                 GNode::Table(ti) => {
