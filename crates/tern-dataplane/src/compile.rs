@@ -1431,6 +1431,7 @@ mod fast_expr_tests {
             union_stacks: Vec::new(),
             metadata_ranges: Vec::new(),
             valid_template: Vec::new(),
+            has_vl: false,
         };
         fn tree(next: &mut dyn FnMut() -> u64, srcs: &[FieldLoc], depth: u32) -> CExpr {
             let n = next();

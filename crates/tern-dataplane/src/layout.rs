@@ -137,6 +137,10 @@ pub struct Layout {
     pub metadata_ranges: Vec<(u32, u32)>,
     /// Validity after a reset: true for metadata headers, false for the others.
     pub valid_template: Vec<bool>,
+    /// Some header has a variable-length field (or the parser has a variable-length
+    /// `extract`). Without one every [`Phv::vl_width`] stays 0 (it is only ever set to 0 or
+    /// copied), so a reset leaves it alone.
+    pub has_vl: bool,
 }
 
 impl Layout {
@@ -207,6 +211,13 @@ impl Layout {
         }
         let valid_template = headers.iter().map(|h| h.metadata).collect();
         Layout {
+            // An `extract` with a length on a fixed header also sets a width: count it too.
+            has_vl: headers.iter().any(|h| h.vl_field.is_some())
+                || p.parsers.iter().flat_map(|ps| &ps.states).any(|s| {
+                    s.ops
+                        .iter()
+                        .any(|op| matches!(op, tern_model::ParserOp::ExtractVl(..)))
+                }),
             metadata_ranges,
             valid_template,
             headers,
@@ -270,9 +281,16 @@ impl Phv {
     pub fn reset(&mut self, layout: &Layout) {
         self.reset_metadata(layout);
         self.valid.copy_from_slice(&layout.valid_template);
-        self.vl_width.fill(0);
-        self.stack_next.fill(0);
-        self.union_stack_next.fill(0);
+        // Each fill is a `memset` call even when there is nothing to zero: skip those.
+        if layout.has_vl {
+            self.vl_width.fill(0);
+        }
+        if !self.stack_next.is_empty() {
+            self.stack_next.fill(0);
+        }
+        if !self.union_stack_next.is_empty() {
+            self.union_stack_next.fill(0);
+        }
     }
 
     /// Zero every metadata header (clone/resubmit/recirculate reset): one fill per run of

@@ -777,10 +777,9 @@ impl Flow<'_> {
         }
     }
 
+    /// Parse and verify a packet fresh from [`Flow::new_pkt`] (every ingress job is one): its
+    /// headers are already invalid and its stack counters zero, so nothing is reset here.
     fn parse_and_verify(&mut self, pkt: &mut Pkt) {
-        pkt.phv.invalidate_headers(&self.eng.layout);
-        pkt.phv.stack_next.fill(0);
-        pkt.phv.union_stack_next.fill(0);
         let err = self.eng.parse(self.st, pkt);
         // Verification is only observable through `checksum_error`: skip it when the program
         // has no such field (BMv2 computes it and discards the result).
