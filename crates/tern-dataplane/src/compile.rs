@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use crate::expr::{CExpr, Const, FastBool};
 use crate::hash::{self, Algo};
-use crate::layout::{FieldLoc, Layout, Phv};
+use crate::layout::{FieldLoc, Layout, Phv, StdSlot};
 use crate::table::{KeyField, KeySpec};
 use tern_model::*;
 
@@ -534,6 +534,46 @@ pub struct Std {
     pub priority: Option<FieldLoc>,
 }
 
+/// The standard-metadata fields the switch reads and writes per packet, as [`StdSlot`]s
+/// (the same fields as [`Std`], resolved for one-load access).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StdSlots {
+    pub ingress_port: StdSlot,
+    pub egress_spec: StdSlot,
+    pub egress_port: StdSlot,
+    pub instance_type: StdSlot,
+    pub packet_length: StdSlot,
+    pub parser_error: StdSlot,
+    pub checksum_error: StdSlot,
+    pub mcast_grp: StdSlot,
+    pub egress_rid: StdSlot,
+    pub ingress_ts: StdSlot,
+    pub egress_ts: StdSlot,
+    pub qid: StdSlot,
+    pub priority: StdSlot,
+}
+
+impl StdSlots {
+    pub fn new(s: &Std, phv_bytes: u32) -> StdSlots {
+        let t = |f: &Option<FieldLoc>| StdSlot::new(*f, phv_bytes);
+        StdSlots {
+            ingress_port: t(&s.ingress_port),
+            egress_spec: t(&s.egress_spec),
+            egress_port: t(&s.egress_port),
+            instance_type: t(&s.instance_type),
+            packet_length: t(&s.packet_length),
+            parser_error: t(&s.parser_error),
+            checksum_error: t(&s.checksum_error),
+            mcast_grp: t(&s.mcast_grp),
+            egress_rid: t(&s.egress_rid),
+            ingress_ts: t(&s.ingress_ts),
+            egress_ts: t(&s.egress_ts),
+            qid: t(&s.qid),
+            priority: t(&s.priority),
+        }
+    }
+}
+
 /// Parser error codes of the program.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ErrorCodes {
@@ -567,6 +607,8 @@ pub struct Engine {
     pub calcs: Vec<CCalc>,
     pub checksums: Vec<CChecksum>,
     pub std: Std,
+    /// [`Engine::std`] resolved for the switch's per-packet reads and writes.
+    pub std_slots: StdSlots,
     pub errors: ErrorCodes,
     pub field_lists: HashMap<i64, Vec<FlElem>>,
     /// Learn lists by id: (index in `prog.learn_lists`, fields).
@@ -1352,6 +1394,7 @@ impl Engine {
             .map(|(i, l)| (l.id, (i, l.elements.iter().map(|f| cx.field(*f)).collect())))
             .collect();
 
+        let std_slots = StdSlots::new(&std, layout.total_bytes);
         let mut engine = Engine {
             layout,
             actions,
@@ -1365,6 +1408,7 @@ impl Engine {
             egress,
             calcs,
             checksums,
+            std_slots,
             std,
             errors,
             field_lists,
@@ -1431,6 +1475,7 @@ mod fast_expr_tests {
             union_stacks: Vec::new(),
             metadata_ranges: Vec::new(),
             valid_template: Vec::new(),
+            has_vl: false,
         };
         fn tree(next: &mut dyn FnMut() -> u64, srcs: &[FieldLoc], depth: u32) -> CExpr {
             let n = next();

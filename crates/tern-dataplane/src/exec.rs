@@ -10,7 +10,7 @@ use crate::expr::{
 };
 use crate::externs::Meter;
 use crate::hash;
-use crate::layout::{bits_to_slot, slot_to_bits, BitPacker, FieldLoc, Phv, WireStep};
+use crate::layout::{bits_to_slot, slot_to_bits, BitPacker, FieldLoc, Phv, StdSlot, WireStep};
 use crate::table::{EntryAction, EntryStore, Profile};
 use tern_model::{KeyElem, MatchKind, MeterType};
 use tern_runtime::CounterValue;
@@ -213,20 +213,6 @@ fn store_u64(phv: &mut Phv, f: &Option<FieldLoc>, v: u64) {
     }
 }
 
-#[inline]
-fn read_u64(phv: &Phv, f: &Option<FieldLoc>) -> u64 {
-    match f {
-        Some(f) if f.width <= 64 => phv.read_u64(f),
-        Some(f) => {
-            let s = phv.slot(f);
-            s[s.len().saturating_sub(8)..]
-                .iter()
-                .fold(0u64, |a, b| (a << 8) | *b as u64)
-        }
-        None => 0,
-    }
-}
-
 /// An entry action resolved to the action to run and its data (borrowed from the entry).
 pub(crate) type Resolved<'s> = Option<(u32, &'s [Vec<u8>])>;
 
@@ -251,12 +237,12 @@ impl Engine {
 
     /// Standard-metadata accessors (inlined: most calls are on absent fields, a single test).
     #[inline]
-    pub fn set_std(&self, phv: &mut Phv, f: fn(&Std) -> &Option<FieldLoc>, v: u64) {
-        store_u64(phv, f(&self.std), v);
+    pub fn set_std(&self, phv: &mut Phv, f: fn(&StdSlots) -> &StdSlot, v: u64) {
+        phv.write_std(f(&self.std_slots), v);
     }
     #[inline]
-    pub fn get_std(&self, phv: &Phv, f: fn(&Std) -> &Option<FieldLoc>) -> u64 {
-        read_u64(phv, f(&self.std))
+    pub fn get_std(&self, phv: &Phv, f: fn(&StdSlots) -> &StdSlot) -> u64 {
+        phv.read_std(f(&self.std_slots))
     }
 
     /// Header wire size in bytes (fixed part plus current VL width).

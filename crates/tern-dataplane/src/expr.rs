@@ -979,6 +979,7 @@ mod fast_bool_tests {
             union_stacks: Vec::new(),
             metadata_ranges: Vec::new(),
             valid_template: Vec::new(),
+            has_vl: false,
         };
         // ttl: 8 bits at 0 (header 0); addr: 32 bits at 1 (header 0); port: 9 bits at 5 (header 1).
         let fields = [field(0, 8, 0), field(1, 32, 0), field(5, 9, 1)];

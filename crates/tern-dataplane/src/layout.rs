@@ -137,6 +137,10 @@ pub struct Layout {
     pub metadata_ranges: Vec<(u32, u32)>,
     /// Validity after a reset: true for metadata headers, false for the others.
     pub valid_template: Vec<bool>,
+    /// Some header has a variable-length field (or the parser has a variable-length
+    /// `extract`). Without one every [`Phv::vl_width`] stays 0 (it is only ever set to 0 or
+    /// copied), so a reset leaves it alone.
+    pub has_vl: bool,
 }
 
 impl Layout {
@@ -207,6 +211,13 @@ impl Layout {
         }
         let valid_template = headers.iter().map(|h| h.metadata).collect();
         Layout {
+            // An `extract` with a length on a fixed header also sets a width: count it too.
+            has_vl: headers.iter().any(|h| h.vl_field.is_some())
+                || p.parsers.iter().flat_map(|ps| &ps.states).any(|s| {
+                    s.ops
+                        .iter()
+                        .any(|op| matches!(op, tern_model::ParserOp::ExtractVl(..)))
+                }),
             metadata_ranges,
             valid_template,
             headers,
@@ -270,9 +281,16 @@ impl Phv {
     pub fn reset(&mut self, layout: &Layout) {
         self.reset_metadata(layout);
         self.valid.copy_from_slice(&layout.valid_template);
-        self.vl_width.fill(0);
-        self.stack_next.fill(0);
-        self.union_stack_next.fill(0);
+        // Each fill is a `memset` call even when there is nothing to zero: skip those.
+        if layout.has_vl {
+            self.vl_width.fill(0);
+        }
+        if !self.stack_next.is_empty() {
+            self.stack_next.fill(0);
+        }
+        if !self.union_stack_next.is_empty() {
+            self.union_stack_next.fill(0);
+        }
     }
 
     /// Zero every metadata header (clone/resubmit/recirculate reset): one fill per run of
@@ -305,6 +323,46 @@ impl Phv {
         be_read(self.slot(f))
     }
 
+    /// A standard-metadata field's value ([`StdSlot`]): what [`Phv::read_u64`] gives (the
+    /// low 8 bytes of a wider slot), 0 if the program has no such field.
+    #[inline]
+    pub fn read_std(&self, s: &StdSlot) -> u64 {
+        match s.win {
+            Some((start, shift, bmask, _)) => {
+                let st = start as usize;
+                let w: [u8; 8] = self.bytes[st..st + 8].try_into().unwrap();
+                (u64::from_be_bytes(w) >> shift) & bmask
+            }
+            None => match &s.f {
+                Some(f) if f.width <= 64 => self.read_u64(f),
+                Some(f) => {
+                    let b = self.slot(f);
+                    be_read(&b[b.len().saturating_sub(8)..])
+                }
+                None => 0,
+            },
+        }
+    }
+
+    /// Store a non-negative value into a standard-metadata field ([`StdSlot`]), exactly as
+    /// `exec::store_field_u64` does; nothing if the program has no such field.
+    #[inline]
+    pub fn write_std(&mut self, s: &StdSlot, v: u64) {
+        match s.win {
+            Some((start, shift, bmask, wmask)) => {
+                let st = start as usize;
+                let w: &mut [u8; 8] = (&mut self.bytes[st..st + 8]).try_into().unwrap();
+                let old = u64::from_be_bytes(*w);
+                *w = ((old & !(bmask << shift)) | ((v & wmask) << shift)).to_be_bytes();
+            }
+            None => {
+                if let Some(f) = &s.f {
+                    crate::exec::store_field_u64(self, f, v);
+                }
+            }
+        }
+    }
+
     /// Write the low `width` bits of `v` (unsigned wrap) into a field of at most 64 bits.
     #[inline]
     pub fn write_u64(&mut self, f: &FieldLoc, v: u64) {
@@ -319,6 +377,39 @@ impl Phv {
         };
         let off = f.off as usize;
         be_write(&mut self.bytes[off..off + f.nbytes as usize], v);
+    }
+}
+
+/// A field the switch itself reads or writes on every packet (standard metadata), resolved
+/// once at load time. A plain field of at most 8 bytes whose 8-byte PHV window fits is read as
+/// one fixed-size load, a shift and a mask, and written as one read-modify-write of that
+/// window; anything else (or an absent field) takes the generic path through `f`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StdSlot {
+    pub f: Option<FieldLoc>,
+    /// `(window start, shift of the slot in the window, slot-bytes mask, width mask)`.
+    win: Option<(u32, u32, u64, u64)>,
+}
+
+impl StdSlot {
+    pub fn new(f: Option<FieldLoc>, total_bytes: u32) -> StdSlot {
+        let win = f.and_then(|f| {
+            let plain = !f.is_valid_bit && !f.saturating && !f.is_vl;
+            if !plain || f.width > 64 || f.nbytes == 0 || f.nbytes > 8 {
+                return None;
+            }
+            let bmask = u64::MAX >> (64 - 8 * f.nbytes);
+            let wmask = u64::MAX >> (64 - f.width);
+            let end = f.off + f.nbytes;
+            if f.off + 8 <= total_bytes {
+                Some((f.off, 64 - 8 * f.nbytes, bmask, wmask))
+            } else if end >= 8 && end <= total_bytes {
+                Some((end - 8, 0, bmask, wmask))
+            } else {
+                None
+            }
+        });
+        StdSlot { f, win }
     }
 }
 

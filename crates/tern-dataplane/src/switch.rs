@@ -5,12 +5,12 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use crate::compile::{CompileError, Engine, FlElem, Std};
+use crate::compile::{CompileError, Engine, FlElem, StdSlots};
 use crate::exec::{mark, stage, Pkt, PktRegs, Probe, State, TableState};
 use crate::expr::RegArray;
 use crate::externs::{Meter, Pre};
 use crate::hash::Algo;
-use crate::layout::{FieldLoc, Phv};
+use crate::layout::{FieldLoc, Phv, StdSlot};
 use crate::table::{EntryAction, EntryStore, Profile};
 use tern_model::{ConstKey, LoadError, MatchKind, TableType};
 use tern_runtime::*;
@@ -714,7 +714,7 @@ fn copy_field(f: &FieldLoc, src: &Phv, dst: &mut Phv) {
 }
 
 #[inline]
-fn set(eng: &Engine, phv: &mut Phv, f: fn(&Std) -> &Option<FieldLoc>, v: u64) {
+fn set(eng: &Engine, phv: &mut Phv, f: fn(&StdSlots) -> &StdSlot, v: u64) {
     eng.set_std(phv, f, v);
 }
 
@@ -842,10 +842,9 @@ impl Flow<'_> {
         }
     }
 
+    /// Parse and verify a packet fresh from [`Flow::new_pkt`] (every ingress job is one): its
+    /// headers are already invalid and its stack counters zero, so nothing is reset here.
     fn parse_and_verify(&mut self, pkt: &mut Pkt) {
-        pkt.phv.invalidate_headers(&self.eng.layout);
-        pkt.phv.stack_next.fill(0);
-        pkt.phv.union_stack_next.fill(0);
         let err = self.eng.parse(self.st, pkt);
         // Verification is only observable through `checksum_error`: skip it when the program
         // has no such field (BMv2 computes it and discards the result).
@@ -1125,7 +1124,7 @@ impl Switch {
         let mut pkt = flow.new_pkt(data, port);
         set(eng, &mut pkt.phv, |s| &s.ingress_port, port as u64);
         set(eng, &mut pkt.phv, |s| &s.packet_length, data.len() as u64);
-        set(eng, &mut pkt.phv, |s| &s.instance_type, 0);
+        // instance_type is 0 (NORMAL): `new_pkt` zeroed the metadata.
         set(eng, &mut pkt.phv, |s| &s.ingress_ts, now);
         mark(&mut flow.st.ext, stage::RECEIVE);
         let mut budget = self.opts.max_instances_per_packet;
