@@ -512,32 +512,12 @@ pub struct CProfile {
     pub selector: Option<CCalc>,
 }
 
-/// The simple_switch fields the target reads and writes (absent ones are `None`). A field the
-/// switch only writes is also `None` when the program never refers to it ([`crate::uses`]):
-/// its value could not be observed, so it is not stored.
+/// The simple_switch fields the target reads and writes, each resolved at load time for
+/// one-load access ([`StdSlot`]; absent ones have no field, `f` is `None`). A field the switch
+/// only writes is also absent when the program never refers to it ([`crate::uses`]): its value
+/// could not be observed, so it is not stored.
 #[derive(Clone, Debug, Default)]
 pub struct Std {
-    pub ingress_port: Option<FieldLoc>,
-    pub egress_spec: Option<FieldLoc>,
-    pub egress_port: Option<FieldLoc>,
-    pub instance_type: Option<FieldLoc>,
-    pub packet_length: Option<FieldLoc>,
-    pub parser_error: Option<FieldLoc>,
-    pub checksum_error: Option<FieldLoc>,
-    pub mcast_grp: Option<FieldLoc>,
-    pub egress_rid: Option<FieldLoc>,
-    pub ingress_ts: Option<FieldLoc>,
-    pub egress_ts: Option<FieldLoc>,
-    /// enq_timestamp, enq_qdepth, deq_timedelta, deq_qdepth (only if all four exist).
-    pub queueing: Option<[FieldLoc; 4]>,
-    pub qid: Option<FieldLoc>,
-    pub priority: Option<FieldLoc>,
-}
-
-/// The standard-metadata fields the switch reads and writes per packet, as [`StdSlot`]s
-/// (the same fields as [`Std`], resolved for one-load access).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct StdSlots {
     pub ingress_port: StdSlot,
     pub egress_spec: StdSlot,
     pub egress_port: StdSlot,
@@ -549,29 +529,10 @@ pub struct StdSlots {
     pub egress_rid: StdSlot,
     pub ingress_ts: StdSlot,
     pub egress_ts: StdSlot,
+    /// enq_timestamp, enq_qdepth, deq_timedelta, deq_qdepth (only if all four exist).
+    pub queueing: Option<[FieldLoc; 4]>,
     pub qid: StdSlot,
     pub priority: StdSlot,
-}
-
-impl StdSlots {
-    pub fn new(s: &Std, phv_bytes: u32) -> StdSlots {
-        let t = |f: &Option<FieldLoc>| StdSlot::new(*f, phv_bytes);
-        StdSlots {
-            ingress_port: t(&s.ingress_port),
-            egress_spec: t(&s.egress_spec),
-            egress_port: t(&s.egress_port),
-            instance_type: t(&s.instance_type),
-            packet_length: t(&s.packet_length),
-            parser_error: t(&s.parser_error),
-            checksum_error: t(&s.checksum_error),
-            mcast_grp: t(&s.mcast_grp),
-            egress_rid: t(&s.egress_rid),
-            ingress_ts: t(&s.ingress_ts),
-            egress_ts: t(&s.egress_ts),
-            qid: t(&s.qid),
-            priority: t(&s.priority),
-        }
-    }
 }
 
 /// Parser error codes of the program.
@@ -607,8 +568,6 @@ pub struct Engine {
     pub calcs: Vec<CCalc>,
     pub checksums: Vec<CChecksum>,
     pub std: Std,
-    /// [`Engine::std`] resolved for the switch's per-packet reads and writes.
-    pub std_slots: StdSlots,
     pub errors: ErrorCodes,
     pub field_lists: HashMap<i64, Vec<FlElem>>,
     /// Learn lists by id: (index in `prog.learn_lists`, fields).
@@ -870,17 +829,17 @@ impl Cx<'_> {
                 }
             }
             "drop" => Instr::Drop {
-                egress_spec: std.egress_spec,
-                mcast_grp: std.mcast_grp,
+                egress_spec: std.egress_spec.f,
+                mcast_grp: std.mcast_grp.f,
             },
             "mark_to_drop" => match &a[0] {
                 Arg::Header(h) => Instr::Drop {
                     egress_spec: self.header_field(*h, "egress_spec"),
-                    mcast_grp: self.header_field(*h, "mcast_grp").or(std.mcast_grp),
+                    mcast_grp: self.header_field(*h, "mcast_grp").or(std.mcast_grp.f),
                 },
                 _ => Instr::Drop {
-                    egress_spec: std.egress_spec,
-                    mcast_grp: std.mcast_grp,
+                    egress_spec: std.egress_spec.f,
+                    mcast_grp: std.mcast_grp.f,
                 },
             },
             "generate_digest" => Instr::GenerateDigest { list: e(1)? },
@@ -1111,6 +1070,8 @@ impl Engine {
         let uses = crate::uses::Uses::of(&prog);
         let seen = |h: &str, n: &str| prog.field_by_name(h, n).is_some_and(|r| uses.reads(r));
         let w = |h: &str, n: &str| f(h, n).filter(|_| seen(h, n));
+        // Resolved once for the switch's per-packet reads and writes.
+        let slot = |l: Option<FieldLoc>| StdSlot::new(l, layout.total_bytes);
         const QUEUEING: [&str; 4] = ["enq_timestamp", "enq_qdepth", "deq_timedelta", "deq_qdepth"];
         let queueing = match QUEUEING.map(|n| f("queueing_metadata", n)) {
             [Some(a), Some(b), Some(c), Some(d)]
@@ -1121,20 +1082,20 @@ impl Engine {
             _ => None,
         };
         let std = Std {
-            ingress_port: w("standard_metadata", "ingress_port"),
-            egress_spec: f("standard_metadata", "egress_spec"),
-            egress_port: w("standard_metadata", "egress_port"),
-            instance_type: w("standard_metadata", "instance_type"),
-            packet_length: w("standard_metadata", "packet_length"),
-            parser_error: w("standard_metadata", "parser_error"),
-            checksum_error: w("standard_metadata", "checksum_error"),
-            mcast_grp: f("intrinsic_metadata", "mcast_grp"),
-            egress_rid: w("intrinsic_metadata", "egress_rid"),
-            ingress_ts: w("intrinsic_metadata", "ingress_global_timestamp"),
-            egress_ts: w("intrinsic_metadata", "egress_global_timestamp"),
+            ingress_port: slot(w("standard_metadata", "ingress_port")),
+            egress_spec: slot(f("standard_metadata", "egress_spec")),
+            egress_port: slot(w("standard_metadata", "egress_port")),
+            instance_type: slot(w("standard_metadata", "instance_type")),
+            packet_length: slot(w("standard_metadata", "packet_length")),
+            parser_error: slot(w("standard_metadata", "parser_error")),
+            checksum_error: slot(w("standard_metadata", "checksum_error")),
+            mcast_grp: slot(f("intrinsic_metadata", "mcast_grp")),
+            egress_rid: slot(w("intrinsic_metadata", "egress_rid")),
+            ingress_ts: slot(w("intrinsic_metadata", "ingress_global_timestamp")),
+            egress_ts: slot(w("intrinsic_metadata", "egress_global_timestamp")),
             queueing,
-            qid: w("queueing_metadata", "qid"),
-            priority: f("intrinsic_metadata", "priority"),
+            qid: slot(w("queueing_metadata", "qid")),
+            priority: slot(f("intrinsic_metadata", "priority")),
         };
         let ev = |n: &str| prog.error_value(n).unwrap_or(0);
         let errors = ErrorCodes {
@@ -1394,7 +1355,6 @@ impl Engine {
             .map(|(i, l)| (l.id, (i, l.elements.iter().map(|f| cx.field(*f)).collect())))
             .collect();
 
-        let std_slots = StdSlots::new(&std, layout.total_bytes);
         let mut engine = Engine {
             layout,
             actions,
@@ -1408,7 +1368,6 @@ impl Engine {
             egress,
             calcs,
             checksums,
-            std_slots,
             std,
             errors,
             field_lists,

@@ -237,12 +237,12 @@ impl Engine {
 
     /// Standard-metadata accessors (inlined: most calls are on absent fields, a single test).
     #[inline]
-    pub fn set_std(&self, phv: &mut Phv, f: fn(&StdSlots) -> &StdSlot, v: u64) {
-        phv.write_std(f(&self.std_slots), v);
+    pub fn set_std(&self, phv: &mut Phv, f: fn(&Std) -> &StdSlot, v: u64) {
+        phv.write_std(f(&self.std), v);
     }
     #[inline]
-    pub fn get_std(&self, phv: &Phv, f: fn(&StdSlots) -> &StdSlot) -> u64 {
-        phv.read_std(f(&self.std_slots))
+    pub fn get_std(&self, phv: &Phv, f: fn(&Std) -> &StdSlot) -> u64 {
+        phv.read_std(f(&self.std))
     }
 
     /// Header wire size in bytes (fixed part plus current VL width).

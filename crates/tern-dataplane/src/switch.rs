@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use crate::compile::{CompileError, Engine, FlElem, StdSlots};
+use crate::compile::{CompileError, Engine, FlElem, Std};
 use crate::exec::{mark, stage, Pkt, PktRegs, Probe, State, TableState};
 use crate::expr::RegArray;
 use crate::externs::{Meter, Pre};
@@ -714,7 +714,7 @@ fn copy_field(f: &FieldLoc, src: &Phv, dst: &mut Phv) {
 }
 
 #[inline]
-fn set(eng: &Engine, phv: &mut Phv, f: fn(&StdSlots) -> &StdSlot, v: u64) {
+fn set(eng: &Engine, phv: &mut Phv, f: fn(&Std) -> &StdSlot, v: u64) {
     eng.set_std(phv, f, v);
 }
 
@@ -848,7 +848,7 @@ impl Flow<'_> {
         let err = self.eng.parse(self.st, pkt);
         // Verification is only observable through `checksum_error`: skip it when the program
         // has no such field (BMv2 computes it and discards the result).
-        let bad = self.eng.std.checksum_error.is_some()
+        let bad = self.eng.std.checksum_error.f.is_some()
             && self.eng.verify_checksums(&mut self.st.ext, pkt);
         set(self.eng, &mut pkt.phv, |s| &s.parser_error, err as u64);
         set(self.eng, &mut pkt.phv, |s| &s.checksum_error, bad as u64);
