@@ -739,13 +739,18 @@ impl Engine {
         }
     }
 
+    #[inline]
     fn checksum_cond(&self, ext: &ExternState, pkt: &Pkt, c: &CChecksum) -> bool {
-        if let Some(f) = &c.fast_cond {
-            return f.eval(&pkt.phv);
-        }
-        match &c.cond {
-            None => true,
-            Some(e) => eval_bool(e, &self.cx(&pkt.phv, &[], ext, &pkt.data, 0)).unwrap_or(false),
+        match &c.fast_cond {
+            // A validity condition (IPv4's `hdr.ipv4.isValid()`) is read here, without a call.
+            Some(expr::FastBool::Valid(h)) => pkt.phv.valid[*h as usize],
+            Some(f) => f.eval(&pkt.phv),
+            None => match &c.cond {
+                None => true,
+                Some(e) => {
+                    eval_bool(e, &self.cx(&pkt.phv, &[], ext, &pkt.data, 0)).unwrap_or(false)
+                }
+            },
         }
     }
 
@@ -928,15 +933,7 @@ impl Engine {
     ) {
         let planned = self.checksums.iter().zip(&plan.wire).zip(&plan.patch);
         for ((c, wire), patch) in planned {
-            if !c.update {
-                continue;
-            }
-            // A validity condition (IPv4's `hdr.ipv4.isValid()`) is read here, without a call.
-            let cond = match &c.fast_cond {
-                Some(expr::FastBool::Valid(h)) => pkt.phv.valid[*h as usize],
-                _ => self.checksum_cond(ext, pkt, c),
-            };
-            if !cond {
+            if !c.update || !self.checksum_cond(ext, pkt, c) {
                 continue;
             }
             let v = match wire {
