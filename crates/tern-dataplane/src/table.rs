@@ -477,11 +477,6 @@ unsafe impl Send for IndexView {}
 // SAFETY: as above.
 unsafe impl Sync for IndexView {}
 
-/// A key of at most 8 bytes as a big-endian `u64` (what native code builds from the PHV).
-fn pack_u64(b: &[u8]) -> u64 {
-    b.iter().fold(0u64, |a, x| (a << 8) | u64::from(*x))
-}
-
 /// The entries of one table.
 ///
 /// `slots` may be read and have counters, meters and timestamps changed in place; an entry's
@@ -714,7 +709,7 @@ impl EntryStore {
         }
         self.hot[idx] = HotRec::of(&action);
         if let Some(ix) = &mut self.index {
-            ix.insert(pack_u64(&value), idx as u32);
+            ix.insert(crate::layout::be_read(&value), idx as u32);
         }
         let priority = if spec.has_priority() { priority } else { -1 };
         self.slots[idx] = Some(Entry {
@@ -740,7 +735,7 @@ impl EntryStore {
         let e = self.slots[i].take().ok_or(TableError::INVALID_HANDLE)?;
         self.hot[i] = HotRec::default();
         if let Some(ix) = &mut self.index {
-            ix.remove(pack_u64(&e.value));
+            ix.remove(crate::layout::be_read(&e.value));
         }
         self.refresh_view();
         if let Some(engine) = &mut self.engine {
