@@ -565,6 +565,8 @@ struct Vars {
     valid: Variable,
     tabs: Variable,
     pbase: Variable,
+    /// Signature of the `(ctx, table, i64) -> i64` helpers (`h_find`, `h_resolve`).
+    find_sig: ir::SigRef,
 }
 
 /// Where a native lookup leaves: the next node after a native action, `resolve(slot)`
@@ -819,7 +821,11 @@ impl Gen<'_, '_> {
                     );
                     self.b.append_block_param(resolve, types::I64);
                     self.b.append_block_param(post, types::I64);
-                    match native_key(eng, ti).filter(|_| !natives.is_empty()) {
+                    // The decision `NativeSummary` reports ([`table_path`]).
+                    let path = table_path(eng, pipes, ti);
+                    match native_key(eng, ti)
+                        .filter(|_| matches!(path, TablePath::Inline | TablePath::Find))
+                    {
                         Some(parts) => {
                             let vars = Vars {
                                 ctx,
@@ -827,6 +833,7 @@ impl Gen<'_, '_> {
                                 valid,
                                 tabs,
                                 pbase,
+                                find_sig,
                             };
                             // After a hit that ran action `a`: `CTable::next(true, Some(a))`.
                             let hit_next = natives
@@ -844,7 +851,8 @@ impl Gen<'_, '_> {
                                 resolve,
                                 ret,
                             };
-                            self.native_lookup(&vars, ti, &parts, natives, &exits, find_sig);
+                            let indexed = path == TablePath::Inline;
+                            self.native_lookup(&vars, ti, indexed, &parts, natives, &exits);
                         }
                         None => {
                             self.b.ins().jump(slow, &[]);
@@ -953,10 +961,10 @@ impl Gen<'_, '_> {
         &mut self,
         v: &Vars,
         ti: u32,
+        indexed: bool,
         parts: &[KeyPart],
         natives: &[(u32, ActPlan)],
         x: &Exits,
-        find_sig: ir::SigRef,
     ) {
         let i64t = types::I64;
         // The key: parts concatenated big-endian, as `build_key` lays them out.
@@ -993,7 +1001,7 @@ impl Gen<'_, '_> {
         let hot = field(self, offset_of!(IndexView, hot));
         let (found, miss) = (self.b.create_block(), self.b.create_block());
         self.b.append_block_param(found, i64t);
-        if EntryStore::indexable(&self.eng.tables[ti as usize].spec) {
+        if indexed {
             let buckets = field(self, offset_of!(IndexView, buckets));
             let mask = field(self, offset_of!(IndexView, mask));
             let shift = field(self, offset_of!(IndexView, shift));
@@ -1045,7 +1053,7 @@ impl Gen<'_, '_> {
             let inst = self
                 .b
                 .ins()
-                .call_indirect(find_sig, callee, &[v.ctx, idx, key]);
+                .call_indirect(v.find_sig, callee, &[v.ctx, idx, key]);
             let r = self.b.inst_results(inst)[0];
             let (neg, fault) = (self.b.create_block(), self.b.create_block());
             let is_slot = self.b.ins().icmp_imm(IntCC::SignedGreaterThanOrEqual, r, 0);
