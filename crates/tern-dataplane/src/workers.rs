@@ -22,6 +22,9 @@
 //!   it for the whole of each packet that runs on a program having registers or meters, so
 //!   every action's accesses to a register array are atomic (BMv2 locks per action; this is
 //!   stronger: per packet), and control-plane register reads/writes take the same lock.
+//!   Control writes to the bank (registers, indirect meters' rates) are applied once, by the
+//!   control replica, before the call returns; they are not published to the workers, which
+//!   would re-apply them later over newer values.
 //!   Programs without registers or meters never touch the lock. Direct meters are per worker
 //!   (each worker meters its own share of the flows).
 //! * [`Control`] implements [`Runtime`], so every control front end (the CLI command language,
@@ -231,6 +234,24 @@ impl Control {
         }
         self.published += 1;
         Ok(r)
+    }
+
+    /// A change to the shared register/meter bank alone, applied once, here, under the bank's
+    /// lock, and not published. Published, each worker would apply it again to the same bank
+    /// whenever it next polls, and a worker that polls late would overwrite what was written
+    /// since (by packets, or by a later control write) with this older value.
+    fn update_shared<T>(&mut self, f: impl FnOnce(&mut Switch) -> RtResult<T>) -> RtResult<T> {
+        self.sw.with_shared_externs(f)
+    }
+
+    /// Whether `meter` is an indirect meter array (kept in the shared bank); direct meters
+    /// live in each worker's table entries.
+    fn is_shared_meter(&self, meter: &str) -> bool {
+        self.sw
+            .program()
+            .meter_arrays
+            .iter()
+            .any(|m| m.name == meter && !m.is_direct)
     }
 
     /// Run `f` on every worker's replica (after the updates published before it) and collect
@@ -622,10 +643,16 @@ impl Runtime for Control {
         Control::counter_write(self, counter, index, value)
     }
     fn meter_array_set_rates(&mut self, meter: &str, rates: &[MeterRate]) -> RtResult<()> {
+        if self.is_shared_meter(meter) {
+            return self.update_shared(|sw| sw.meter_array_set_rates(meter, rates));
+        }
         publish!(self, m = meter.to_string(), r = rates.to_vec()
             => |sw| sw.meter_array_set_rates(&m, &r))
     }
     fn meter_set_rates(&mut self, meter: &str, index: u32, rates: &[MeterRate]) -> RtResult<()> {
+        if self.is_shared_meter(meter) {
+            return self.update_shared(|sw| sw.meter_set_rates(meter, index, rates));
+        }
         publish!(self, m = meter.to_string(), r = rates.to_vec()
             => |sw| sw.meter_set_rates(&m, index, &r))
     }
@@ -650,7 +677,7 @@ impl Runtime for Control {
         })
     }
     fn register_write(&mut self, register: &str, index: u32, value: u64) -> RtResult<()> {
-        publish!(self, r = register.to_string() => |sw| sw.register_write(&r, index, value))
+        self.update_shared(|sw| sw.register_write(register, index, value))
     }
     fn register_write_range(
         &mut self,
@@ -659,11 +686,10 @@ impl Runtime for Control {
         end: u32,
         value: u64,
     ) -> RtResult<()> {
-        publish!(self, r = register.to_string()
-            => |sw| sw.register_write_range(&r, start, end, value))
+        self.update_shared(|sw| sw.register_write_range(register, start, end, value))
     }
     fn register_reset(&mut self, register: &str) -> RtResult<()> {
-        publish!(self, r = register.to_string() => |sw| sw.register_reset(&r))
+        self.update_shared(|sw| sw.register_reset(register))
     }
 
     fn parse_vset_add(&mut self, vset: &str, value: &[u8]) -> RtResult<()> {

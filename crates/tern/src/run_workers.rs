@@ -922,11 +922,51 @@ fn live_outputs(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tern_runtime::{CounterValue, RuntimeError, SwapError};
+    use tern_runtime::{CounterValue, Runtime, RuntimeError, SwapError};
 
     /// Every packet increments register cell 0 (read then write in one action) and counter
     /// cell 1, and leaves on port 2.
     const COUNTING: &str = include_str!("../../../p4/tests/counting.p4");
+
+    /// A register write from the control is applied once, to the shared bank, when it is made:
+    /// a worker that applies its pending updates late must not write the old value over what
+    /// packets (or later writes) put there since. Driven step by step, without threads, so the
+    /// "late" worker is late every time.
+    #[test]
+    fn a_late_worker_does_not_replay_register_writes() {
+        let json = tern_p4::compile_str(COUNTING, "counting.p4", &Default::default())
+            .expect("compiles")
+            .json;
+        let (mut ctl, mut ws) = workers::build(&json, SwitchOptions::default(), 2).expect("loads");
+        // The control's own read (under the bank's lock), not `Runtime::register_read`, which
+        // asks worker 0's thread, and there is none here.
+        let read = |ctl: &mut workers::Control, i| {
+            workers::Control::register_read(ctl, "I.total", i).unwrap()
+        };
+        ctl.register_write("I.total", 0, 5).unwrap();
+        assert_eq!(read(&mut ctl, 0), 5);
+        // Worker 0 picks up what was published, then one packet adds 1.
+        let mut out = Vec::new();
+        ws[0].process_packet(1, &[0u8; 60], &mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!(read(&mut ctl, 0), 6);
+        // Worker 1 polls only now: the increment stays.
+        ws[1].poll();
+        assert_eq!(read(&mut ctl, 0), 6);
+        // Two writes in a row; a worker polling in between and after changes nothing.
+        ctl.register_write("I.total", 1, 7).unwrap();
+        ws[0].poll();
+        ctl.register_write("I.total", 1, 8).unwrap();
+        ws[0].poll();
+        ws[1].poll();
+        assert_eq!(read(&mut ctl, 1), 8);
+        ctl.register_write_range("I.total", 2, 3, 4).unwrap();
+        ctl.register_reset("I.total").unwrap();
+        ws[1].process_packet(1, &[0u8; 60], &mut out);
+        ws[0].poll();
+        assert_eq!(read(&mut ctl, 0), 1);
+        assert_eq!(read(&mut ctl, 2), 0);
+    }
 
     /// The file-mode worker threads, driven as `run_files` drives them: packets in batches;
     /// then, with every worker idle (blocked on its queue), reads through the `Runtime` of the
