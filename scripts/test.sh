@@ -35,6 +35,15 @@ run_step() {
     return 0
 }
 
+# Everything the tests write to the temporary folder goes to one scratch folder of the suite's
+# own, which must be empty again at the end (scripts/leftovers.sh also checks for processes,
+# network namespaces and interfaces the tests left behind, and fails the suite if there are any).
+SUITE_TMP=$(mktemp -d "${TMPDIR:-/tmp}/tern-suite.XXXXXX")
+LEFTOVER_STATE=$(mktemp -d "${TMPDIR:-/tmp}/tern-suite-state.XXXXXX")
+trap 'rm -rf "$SUITE_TMP" "$LEFTOVER_STATE"' EXIT
+scripts/leftovers.sh snapshot "$LEFTOVER_STATE"
+export TMPDIR="$SUITE_TMP"
+
 # Test outputs go to target/; the binary to wherever cargo builds (CARGO_TARGET_DIR is honoured).
 TERN_BIN="${CARGO_TARGET_DIR:-target}/debug/tern"
 
@@ -67,6 +76,11 @@ timeout --signal=KILL 600 "$TERN_BIN" kv bench --local 1 --records 200 --ops 400
 plot_status=$?
 rm -rf "$kv_tmp"
 [ "$status" -eq 0 ] && status=$plot_status
+
+log "leftovers (processes, namespaces, interfaces, temporary files)"
+scripts/leftovers.sh check "$LEFTOVER_STATE" "$SUITE_TMP" "$PWD"
+leftover_status=$?
+[ "$status" -eq 0 ] && status=$leftover_status
 set -e
 
 # One closing line for the whole suite, summed over every test binary. (No pipefail here: a
@@ -82,8 +96,8 @@ p_fail=$(grep -Eo '[0-9]+ (failed|error)' <<<"$p4rt_summary" | awk '{s+=$1} END 
 p_skip=$(grep -Eo '[0-9]+ skipped' <<<"$p4rt_summary" | awk '{print $1}')
 # A step that failed before printing its summary (e.g. its venv could not be made) is one failure.
 [ -z "$p4rt_summary" ] && [ "$p4rt_rc" -ne 0 ] && p_fail=1
-passed=$((passed + ${p_pass:-0} + (plot_status == 0 ? 1 : 0)))
-failed=$((failed + ${p_fail:-0} + (plot_status == 0 ? 0 : 1)))
+passed=$((passed + ${p_pass:-0} + (plot_status == 0 ? 1 : 0) + (leftover_status == 0 ? 1 : 0)))
+failed=$((failed + ${p_fail:-0} + (plot_status == 0 ? 0 : 1) + (leftover_status == 0 ? 0 : 1)))
 ignored=$((ignored + ${p_skip:-0}))
 for step in "target/ptf-output.txt $ptf_rc" "target/tutorial-output.txt $tutorial_rc"; do
     read -r f rc <<<"$step"

@@ -12,4 +12,8 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 . "$ROOT/tests/venv-p4rt.sh"   # sets VENV
 export TERN_BIN
-exec "$VENV/bin/python" -m pytest -q "$HERE" "$@"
+# pytest's temporary folders (tmp_path) and cache stay out of /tmp and the tree, and go at exit.
+BASETEMP=$(mktemp -d)
+trap 'rm -rf "$BASETEMP"' EXIT
+trap 'exit 143' INT TERM HUP
+"$VENV/bin/python" -m pytest -q -p no:cacheprovider --basetemp "$BASETEMP" "$HERE" "$@"

@@ -33,10 +33,13 @@ cleanup() {
         kill "$TERN_PID" 2>/dev/null || true
         wait "$TERN_PID" 2>/dev/null || true
     fi
+    # Anything else still running in the namespace (a PTF process after a failure) goes too.
+    ip netns pids "$NS" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
     ip netns del "$NS" 2>/dev/null || true
     rm -rf "$WORK"
 }
 trap cleanup EXIT
+trap 'exit 143' INT TERM HUP   # so that an interrupted run still cleans up
 
 if ! ip netns add "$NS" 2>/dev/null; then
     echo "skipping: cannot create a network namespace (ip netns add)"
@@ -59,7 +62,9 @@ done
 "$TERN_BIN" compile "$HERE/l3_cpu.p4" -o "$WORK/l3_cpu.json" --p4runtime-files "$WORK/l3_cpu.p4info.txt"
 
 GRPC=127.0.0.1:9559
-in_ns "$TERN_BIN" run --no-p4 "${TERN_IFS[@]}" --grpc-addr "$GRPC" --cpu-port 255 \
+# Started with `ip netns exec` itself, not through the in_ns function: `$!` must be tern's pid
+# (a function in the background is a subshell, and killing it would leave tern running).
+ip netns exec "$NS" "$TERN_BIN" run --no-p4 "${TERN_IFS[@]}" --grpc-addr "$GRPC" --cpu-port 255 \
     --thrift-port 9090 >"$WORK/tern.log" 2>&1 &
 TERN_PID=$!
 for _ in $(seq 100); do

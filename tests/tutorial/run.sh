@@ -37,11 +37,13 @@ cleanup() {
         wait "$pid" 2>/dev/null || true
     done
     for ns in "$SW" "$P-h1" "$P-h2" "$P-h3"; do
+        ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
         ip netns del "$ns" 2>/dev/null || true
     done
     rm -rf "$WORK"
 }
 trap cleanup EXIT
+trap 'exit 143' INT TERM HUP   # so that an interrupted run still cleans up
 
 if ! ip netns add "$SW" 2>/dev/null; then
     echo "skipping: cannot create a network namespace (ip netns add)"

@@ -359,14 +359,14 @@ fn mirroring_and_switch_commands() {
             .len(),
         0
     );
-    let path = std::env::temp_dir().join(format!("tern-control-cfg-{}.json", std::process::id()));
+    let dir = tern_fixtures::scratch("control-cfg");
+    let path = dir.join("config.json");
     let p = path.to_string_lossy().to_string();
     assert_eq!(
         cli.execute(&mut sw, &format!("write_config_to_file {p}")),
         ""
     );
     assert_eq!(std::fs::read_to_string(&path).unwrap(), sw.get_config());
-    let _ = std::fs::remove_file(&path);
 }
 
 /// Bad inputs: each gives the BMv2-style message and never panics.
@@ -778,11 +778,11 @@ fn load_and_swap_config() {
         "Error: Invalid table name (ecmp_group)\n"
     );
     // A file that is not JSON is refused before reaching the switch.
-    let junk = std::env::temp_dir().join(format!("tern-control-junk-{}.json", std::process::id()));
+    let dir = tern_fixtures::scratch("control-junk");
+    let junk = dir.join("junk.json");
     std::fs::write(&junk, "not json").unwrap();
     assert_eq!(
         cli.execute(&mut sw, &format!("load_new_config_file {}", junk.display())),
         "Loading new Json config\nError: Not a valid JSON file\n"
     );
-    let _ = std::fs::remove_file(&junk);
 }

@@ -1,5 +1,5 @@
-//! Where tern's tests find the shared BMv2 fixtures, and the suite's rule for when they are
-//! missing.
+//! Test support: where tern's tests find the shared BMv2 fixtures, the suite's rule for when they
+//! are missing, and scratch directories ([`scratch`]) that remove themselves when a test ends.
 //!
 //! The fixtures (real BMv2 JSON files, P4Info files, pcaps and CLI golden outputs from the BMv2
 //! repository) live in `../shared/fixtures` beside the checkout, not in the repository. A test
@@ -83,5 +83,33 @@ mod tests {
     #[test]
     fn available_matches_the_folder() {
         assert_eq!(available(), Path::new(BMV2).is_dir());
+    }
+}
+
+/// A scratch directory for one test, removed with everything in it when dropped: at the end of
+/// the test, and also when the test fails (a panic unwinds through the drop). Derefs to its
+/// [`Path`], so `dir.join("x")` and `&dir` work where a path is expected.
+pub struct ScratchDir(tempfile::TempDir);
+
+/// A fresh, empty scratch directory in the system's temporary folder (`$TMPDIR`), named
+/// `tern-<name>-<random>` so that a listing shows which test made it.
+pub fn scratch(name: &str) -> ScratchDir {
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("tern-{name}-"))
+        .tempdir()
+        .unwrap_or_else(|e| panic!("cannot create a scratch directory for {name}: {e}"));
+    ScratchDir(dir)
+}
+
+impl std::ops::Deref for ScratchDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl AsRef<Path> for ScratchDir {
+    fn as_ref(&self) -> &Path {
+        self.0.path()
     }
 }

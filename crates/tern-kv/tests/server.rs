@@ -138,7 +138,17 @@ fn malformed_datagrams_do_not_stop_the_server() {
     s.shutdown().unwrap();
 }
 
-fn spawn_server(dir: &std::path::Path, port: u16) -> (Child, SocketAddr) {
+/// A server process that is killed when the test ends, also when it fails.
+struct ServerProcess(Child);
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn spawn_server(dir: &std::path::Path, port: u16) -> (ServerProcess, SocketAddr) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_tern-kv-server"))
         .args(["--dir", dir.to_str().unwrap(), "--port", &port.to_string()])
         .args(["--partitions", "2", "--workers", "2"])
@@ -155,7 +165,7 @@ fn spawn_server(dir: &std::path::Path, port: u16) -> (Child, SocketAddr) {
         .expect(&line)
         .parse()
         .unwrap();
-    (child, addr)
+    (ServerProcess(child), addr)
 }
 
 #[test]
@@ -174,8 +184,8 @@ fn crash_and_restart_keeps_every_acknowledged_write() {
         acked[id as usize] = (Key::from_id(id), seq, None);
     }
     // SIGKILL: no flush, no clean shutdown.
-    child.kill().unwrap();
-    child.wait().unwrap();
+    child.0.kill().unwrap();
+    child.0.wait().unwrap();
     let port = addr.port();
     let (mut child, addr2) = spawn_server(dir.path(), port);
     assert_eq!(addr, addr2);
@@ -188,5 +198,5 @@ fn crash_and_restart_keeps_every_acknowledged_write() {
     // Seqs continue from where they were, never backwards.
     assert_eq!(c.put(Key::from_id(1), b"again").unwrap(), 2);
     c.shutdown_server(0).unwrap();
-    assert!(child.wait().unwrap().success());
+    assert!(child.0.wait().unwrap().success());
 }

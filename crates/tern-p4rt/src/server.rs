@@ -230,8 +230,13 @@ impl Handle {
     /// Send the digest lists whose `max_timeout_ns` has elapsed since their first sample (the
     /// server calls this every 10 ms). Returns how many lists were sent.
     pub fn flush_digests(&self) -> usize {
+        self.flush_digests_at(std::time::Instant::now())
+    }
+
+    /// [`Handle::flush_digests`] as if the time were `now` (tests decide what is due without
+    /// depending on how fast the machine runs).
+    pub fn flush_digests_at(&self, now: std::time::Instant) -> usize {
         let mut inner = lock(&self.inner);
-        let now = std::time::Instant::now();
         let due: Vec<u32> = inner
             .batches
             .iter()

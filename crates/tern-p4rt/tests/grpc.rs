@@ -121,6 +121,11 @@ impl Stream {
             .expect("stream ok");
         m.update.unwrap()
     }
+    /// The next message if one comes within `wait`.
+    async fn next_within(&mut self, wait: Duration) -> Option<p4::stream_message_response::Update> {
+        let m = tokio::time::timeout(wait, self.rx.next()).await.ok()?;
+        Some(m.expect("stream open").expect("stream ok").update.unwrap())
+    }
     async fn arbitration(&mut self) -> p4::MasterArbitrationUpdate {
         match self.next().await {
             p4::stream_message_response::Update::Arbitration(a) => a,
@@ -1082,9 +1087,20 @@ async fn digests_are_streamed_after_configuration() {
         },
     ))
     .await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    env.handle.inject(3, &frame);
-    let d3 = next_list(&mut s).await;
+    // The ack travels on the stream: until the server has read it, the sample stays suppressed,
+    // so the packet is sent again until its digest comes (however slow the machine is).
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let d3 = loop {
+        env.handle.inject(3, &frame);
+        match s.next_within(Duration::from_millis(200)).await {
+            Some(p4::stream_message_response::Update::Digest(d)) => break d,
+            Some(other) => panic!("expected digest list, got {other:?}"),
+            None => assert!(
+                std::time::Instant::now() < deadline,
+                "no digest after the ack"
+            ),
+        }
+    };
     assert_eq!(d3.data, vec![sample(&[0x11, 0x22, 0x33, 0x44, 0x55])]);
     // Batching: samples wait up to max_timeout_ns for a list of max_list_size.
     let batching = p4::digest_entry::Config {
@@ -1095,14 +1111,21 @@ async fn digests_are_streamed_after_configuration() {
     write(c, 1, vec![upd(T::Modify, entry(Some(batching)))])
         .await
         .unwrap();
+    // Times are given to the flush, not slept, so a slow machine cannot make the list due early.
+    let before = std::time::Instant::now();
     for last in [0x01u8, 0x02] {
         let mut f = frame.clone();
         f[11] = last;
         env.handle.inject(3, &f);
     }
-    assert_eq!(env.handle.flush_digests(), 0, "the list is not due yet");
-    tokio::time::sleep(Duration::from_millis(600)).await;
-    assert_eq!(env.handle.flush_digests(), 1);
+    let soon = before + Duration::from_millis(499);
+    assert_eq!(
+        env.handle.flush_digests_at(soon),
+        0,
+        "the list is not due yet"
+    );
+    let later = std::time::Instant::now() + Duration::from_millis(500);
+    assert_eq!(env.handle.flush_digests_at(later), 1);
     let d4 = next_list(&mut s).await;
     assert_eq!(
         d4.data,

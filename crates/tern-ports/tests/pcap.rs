@@ -392,9 +392,7 @@ fn mutations_never_panic() {
 #[test]
 fn fifo_inputs_are_detected() {
     use tern_ports::{any_fifo_input, PortSpec};
-    let dir = std::env::temp_dir().join(format!("tern-fifo-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = tern_fixtures::scratch("fifo");
     std::fs::write(dir.join("a_in.pcap"), b"").unwrap();
     let a = PortSpec {
         port: 1,

@@ -1,15 +1,13 @@
 //! Port sets: `-i` parsing, `--use-files` file ports (merge order, outputs, missing inputs),
 //! in-memory ports and `--pcap` capture.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use tern_ports::pcap::{ByteOrder, PcapReader, PcapWriter, TsResolution, WriterConfig};
 use tern_ports::{Capture, FilePorts, MemPorts, PortError, PortIo, PortSpec};
 
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tern-ports-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A scratch directory for one test, removed when it ends (also on failure).
+fn tmpdir(name: &str) -> tern_fixtures::ScratchDir {
+    tern_fixtures::scratch(&format!("ports-{name}"))
 }
 
 fn spec(p: u32, n: &str) -> PortSpec {

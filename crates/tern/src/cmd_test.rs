@@ -112,8 +112,9 @@ mod tests {
         }
     }
 
-    fn tmp(name: &str, text: &str) -> String {
-        let p = std::env::temp_dir().join(format!("tern-cmd-test-{}-{name}", std::process::id()));
+    /// `text` written to `dir/name`; the directory goes when the test ends.
+    fn tmp(dir: &std::path::Path, name: &str, text: &str) -> String {
+        let p = dir.join(name);
         std::fs::write(&p, text).unwrap();
         p.display().to_string()
     }
@@ -132,9 +133,14 @@ mod tests {
     fn failing_or_unparsable_files_exit_non_zero() {
         tern_fixtures::require!();
         let json = "targets/simple_switch/tests/testdata/parser_error.json";
-        let wrong = tmp("wrong.stf", "expect 1 00000001 $\npacket 1 00000000\n");
+        let dir = tern_fixtures::scratch("cmd-test");
+        let wrong = tmp(
+            &dir,
+            "wrong.stf",
+            "expect 1 00000001 $\npacket 1 00000000\n",
+        );
         assert_eq!(run(args(json, &[&wrong])).unwrap(), ExitCode::FAILURE);
-        let bad = tmp("bad.stf", "packet 1 0\n");
+        let bad = tmp(&dir, "bad.stf", "packet 1 0\n");
         assert_eq!(run(args(json, &[&bad])).unwrap(), ExitCode::FAILURE);
         let ok = format!("{STF_DIR}parser_error.stf");
         assert_eq!(run(args(json, &[&ok, &wrong])).unwrap(), ExitCode::FAILURE);
@@ -146,7 +152,9 @@ mod tests {
     fn strict_counters_flag() {
         tern_fixtures::require!();
         let json = "targets/simple_switch_grpc/tests/testdata/counter.json";
+        let dir = tern_fixtures::scratch("cmd-test");
         let wrong = tmp(
+            &dir,
             "cnt.stf",
             "add t_redirect packet_length:2 port_redirect() = e\nexpect 1 0000 $\npacket 1 0000\n\
              check_counter cntr(e) packets == 5\n",
@@ -181,7 +189,8 @@ mod tests {
         assert_eq!(run(ecn(vec![])).unwrap(), ExitCode::FAILURE);
         let marked = ecn(vec!["ECN_THRESHOLD=0".into()]);
         assert_eq!(run(marked).unwrap(), ExitCode::SUCCESS);
-        let bad = tmp("bad.p4", "header h { bit<8> a }\n");
+        let dir = tern_fixtures::scratch("cmd-test");
+        let bad = tmp(&dir, "bad.p4", "header h { bit<8> a }\n");
         let e = run(TestArgs {
             json: PathBuf::from(&bad),
             stf: vec![PathBuf::from(format!("{STF_DIR}basic.stf"))],

@@ -30,8 +30,7 @@ fn demo_compiles_configures_and_forwards_correctly() {
 
 #[test]
 fn demo_with_a_broken_program_fails_with_a_diagnostic() {
-    let dir = std::env::temp_dir().join(format!("tern-demo-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = tern_fixtures::scratch("demo");
     let p = dir.join("bad.p4");
     std::fs::write(&p, "header h { bit<8> a }\n").unwrap();
     let o = Command::new(env!("CARGO_BIN_EXE_tern"))

@@ -38,7 +38,17 @@ fn bench_json(path: &Path) -> serde_json::Value {
 }
 
 /// `tern kv up <up> --dir <topo> -- tern kv bench --workload a <bench> --json <json>`.
+/// Unless `bench` says otherwise, each attempt waits up to 1 s and a request is tried 9 times:
+/// on a loaded machine (CI's 2 cores) the bench's 200 ms default could time a request out
+/// without anything being wrong, and these tests check correctness, not speed.
 fn kv_up_bench(up: &[&str], topo: &Path, bench: &[&str], json: &Path) -> std::process::Output {
+    let mut patience = Vec::new();
+    if !bench.contains(&"--timeout-ms") {
+        patience.extend(["--timeout-ms", "1000"]);
+    }
+    if !bench.contains(&"--retries") {
+        patience.extend(["--retries", "8"]);
+    }
     Command::new(TERN)
         .args(["kv", "up"])
         .args(up)
@@ -46,6 +56,7 @@ fn kv_up_bench(up: &[&str], topo: &Path, bench: &[&str], json: &Path) -> std::pr
         .arg(topo)
         .args(["--", "tern", "kv", "bench", "--workload", "a"])
         .args(bench)
+        .args(&patience)
         .arg("--json")
         .arg(json)
         .output()
@@ -93,7 +104,7 @@ fn ycsb_through_a_tern_switch_between_namespaces() {
             "--threads",
             "2",
             "--timeout-ms",
-            "500",
+            "1000",
         ],
         &json,
     );

@@ -1,6 +1,6 @@
 //! `tern run` end to end: the built binary on real fixtures with pcap-file ports.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 use tern_ports::pcap::PcapReader;
 
@@ -45,11 +45,9 @@ fn loopback_variant(port: Option<u32>, log: bool) -> String {
     j
 }
 
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tern-run-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A scratch directory for one test, removed when it ends (also on failure).
+fn tmpdir(name: &str) -> tern_fixtures::ScratchDir {
+    tern_fixtures::scratch(&format!("run-{name}"))
 }
 
 fn u16n(v: u16) -> [u8; 2] {

@@ -4,7 +4,7 @@
 //! Self-contained: the program is P4 source compiled by tern, the traffic is generated here.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 use tern_dataplane::workers::flow_hash;
@@ -68,11 +68,9 @@ const PORTS: u32 = 3;
 const FLOWS: u16 = 48;
 const PER_PORT: usize = 300;
 
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tern-workers-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A scratch directory for one test, removed when it ends (also on failure).
+fn tmpdir(name: &str) -> tern_fixtures::ScratchDir {
+    tern_fixtures::scratch(&format!("workers-{name}"))
 }
 
 /// A UDP frame of flow `f` (its 5-tuple) carrying sequence number `seq`; flows with
@@ -178,7 +176,7 @@ fn tern(dir: &Path, workers: usize, extra: &[&str]) -> Output {
     out
 }
 
-fn setup(name: &str) -> PathBuf {
+fn setup(name: &str) -> tern_fixtures::ScratchDir {
     let d = tmpdir(name);
     std::fs::write(d.join("router.p4"), ROUTER).unwrap();
     // Plus routes no traffic uses: more control operations than a worker's queue holds, so

@@ -1,7 +1,7 @@
 //! The `simple_switch` drop-in: the tern binary invoked through a symlink of that name parses
 //! simple_switch's command line (exit 1 on bad options, like BMv2) and runs as `tern run`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 const BMV2: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/fixtures/bmv2");
@@ -11,16 +11,14 @@ fn text(b: &[u8]) -> String {
 }
 
 /// A fresh directory holding a `simple_switch` symlink to the built tern binary.
-fn drop_in(name: &str) -> (PathBuf, PathBuf) {
-    let d = std::env::temp_dir().join(format!("tern-ss-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
+fn drop_in(name: &str) -> (tern_fixtures::ScratchDir, PathBuf) {
+    let d = tern_fixtures::scratch(&format!("ss-{name}"));
     let link = d.join("simple_switch");
     std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_tern"), &link).unwrap();
     (d, link)
 }
 
-fn ss(dir: &PathBuf, link: &PathBuf, args: &[&str]) -> Output {
+fn ss(dir: &Path, link: &Path, args: &[&str]) -> Output {
     Command::new(link)
         .args(args)
         .current_dir(dir)

@@ -51,9 +51,7 @@ impl Drop for Child {
 #[test]
 fn cli_over_thrift_configures_a_running_switch() {
     tern_fixtures::require!();
-    let d = std::env::temp_dir().join(format!("tern-thrift-e2e-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
+    let d = tern_fixtures::scratch("thrift-e2e");
     let json = format!("{BMV2}/targets/simple_router/simple_router.json");
     let mut frame = vec![0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 8, 0];
     frame.extend_from_slice(&[

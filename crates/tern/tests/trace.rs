@@ -2,18 +2,16 @@
 //! parser states and extracted headers, tables with key, hit/miss and action data, conditions,
 //! pipelines, checksum updates and deparsed headers, in that order.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use tern_ports::pcap::{PcapWriter, WriterConfig};
 
 const TERN: &str = env!("CARGO_BIN_EXE_tern");
 const BASIC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../p4/tutorials/basic.p4");
 
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tern-trace-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A scratch directory for one test, removed when it ends (also on failure).
+fn tmpdir(name: &str) -> tern_fixtures::ScratchDir {
+    tern_fixtures::scratch(&format!("trace-{name}"))
 }
 
 /// Ethernet + IPv4 (UDP protocol number, valid header checksum) to `dst`.

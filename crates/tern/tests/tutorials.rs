@@ -88,7 +88,8 @@ fn a_wrong_expectation_fails_the_run() {
     // Expect the routed packet on the wrong port.
     let broken = text.replacen("expect 2 ", "expect 1 ", 1);
     assert_ne!(broken, text);
-    let tmp = std::env::temp_dir().join(format!("tern-tut-{}.stf", std::process::id()));
+    let dir = tern_fixtures::scratch("tut");
+    let tmp = dir.join("broken.stf");
     std::fs::write(&tmp, broken).unwrap();
     let o = Command::new(env!("CARGO_BIN_EXE_tern"))
         .arg("test")

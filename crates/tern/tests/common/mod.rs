@@ -2,7 +2,7 @@
 //! privilege and tool checks, `ip`, free ports, bounded waits, and a topology removed on drop.
 #![allow(dead_code)] // each test binary uses a subset
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 
@@ -85,12 +85,10 @@ impl Drop for Topo {
     }
 }
 
-/// A fresh directory `<tmp>/tern-<prefix>-<pid>-<name>` (removed first if left over).
-pub fn tmpdir(prefix: &str, name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tern-{prefix}-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A scratch directory `<tmp>/tern-<prefix>-<name>-<random>`, removed when the test ends (also
+/// on failure).
+pub fn tmpdir(prefix: &str, name: &str) -> tern_fixtures::ScratchDir {
+    tern_fixtures::scratch(&format!("{prefix}-{name}"))
 }
 
 impl Topo {
