@@ -71,21 +71,6 @@ macro_rules! require {
     };
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn display_removes_parent_steps() {
-        assert_eq!(display(Path::new("/a/b/c/../../x")), "/a/x");
-    }
-
-    #[test]
-    fn available_matches_the_folder() {
-        assert_eq!(available(), Path::new(BMV2).is_dir());
-    }
-}
-
 /// A scratch directory for one test, removed with everything in it when dropped: at the end of
 /// the test, and also when the test fails (a panic unwinds through the drop). Derefs to its
 /// [`Path`], so `dir.join("x")` and `&dir` work where a path is expected.
@@ -111,5 +96,20 @@ impl std::ops::Deref for ScratchDir {
 impl AsRef<Path> for ScratchDir {
     fn as_ref(&self) -> &Path {
         self.0.path()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_removes_parent_steps() {
+        assert_eq!(display(Path::new("/a/b/c/../../x")), "/a/x");
+    }
+
+    #[test]
+    fn available_matches_the_folder() {
+        assert_eq!(available(), Path::new(BMV2).is_dir());
     }
 }
