@@ -258,6 +258,9 @@ pub struct Lower {
     top_ctor: Vec<Expr>,
     typedefs: HashMap<String, Ty>,
     headers: HashMap<String, Vec<(String, Ty, Vec<Annotation>)>>,
+    /// Struct-typed fields of headers, flattened into the header's fields `row_e`, `row_t`, …:
+    /// (header type, flattened prefix) → struct type.
+    header_structs: HashMap<(String, String), String>,
     structs: HashMap<String, Vec<(String, Ty, Vec<Annotation>)>>,
     unions: HashMap<String, Vec<(String, Ty, Vec<Annotation>)>>,
     enums: HashMap<String, EnumInfo>,
@@ -397,6 +400,64 @@ pub(crate) fn replace_index(e: &Expr, at: Pos, k: usize) -> Expr {
     Expr { kind, pos: e.pos }
 }
 
+/// Whether evaluating `e` may write storage: it contains a call other than the pure built-in
+/// methods (`isValid`, the size queries).
+pub(crate) fn has_effects(e: &Expr) -> bool {
+    match &e.kind {
+        ExprKind::Call(c, _, a) => {
+            let pure = matches!(&c.kind, ExprKind::Member(_, m) if matches!(m.as_str(),
+                "isValid" | "minSizeInBits" | "minSizeInBytes" | "maxSizeInBits"
+                    | "maxSizeInBytes" | "sizeInBits" | "sizeInBytes"));
+            !pure || has_effects(c) || a.iter().any(has_effects)
+        }
+        ExprKind::Member(x, _) | ExprKind::Unary(_, x) | ExprKind::Cast(_, x) => has_effects(x),
+        ExprKind::Index(x, y)
+        | ExprKind::Binary(_, x, y)
+        | ExprKind::Mask(x, y)
+        | ExprKind::Range(x, y) => has_effects(x) || has_effects(y),
+        ExprKind::Slice(x, h, l) => has_effects(x) || has_effects(h) || has_effects(l),
+        ExprKind::Ternary(c, x, y) => has_effects(c) || has_effects(x) || has_effects(y),
+        ExprKind::List(v) => v.iter().any(has_effects),
+        ExprKind::NamedList(v) => v.iter().any(|(_, x)| has_effects(x)),
+        _ => false,
+    }
+}
+
+/// [`replace_index`] applied to every sub-expression of `e`: a right side that repeats the left
+/// side of a compound assignment (`a[i].x |= v` is `a[i].x = a[i].x | v`, the copy keeping the
+/// positions) reads the element the left side writes, its index evaluated once.
+pub(crate) fn replace_index_everywhere(e: &Expr, at: Pos, k: usize) -> Expr {
+    let b = |x: &Expr| Box::new(replace_index_everywhere(x, at, k));
+    let kind = match &e.kind {
+        ExprKind::Index(..) | ExprKind::Member(..) | ExprKind::Slice(..)
+            if replace_index(e, at, k) != *e =>
+        {
+            return replace_index(e, at, k);
+        }
+        ExprKind::Member(x, n) => ExprKind::Member(b(x), n.clone()),
+        ExprKind::Index(x, i) => ExprKind::Index(b(x), b(i)),
+        ExprKind::Slice(x, h, l) => ExprKind::Slice(b(x), h.clone(), l.clone()),
+        ExprKind::Call(c, t, a) => ExprKind::Call(
+            b(c),
+            t.clone(),
+            a.iter()
+                .map(|x| replace_index_everywhere(x, at, k))
+                .collect(),
+        ),
+        ExprKind::Unary(o, x) => ExprKind::Unary(o, b(x)),
+        ExprKind::Binary(o, x, y) => ExprKind::Binary(o, b(x), b(y)),
+        ExprKind::Ternary(c, x, y) => ExprKind::Ternary(b(c), b(x), b(y)),
+        ExprKind::Cast(t, x) => ExprKind::Cast(t.clone(), b(x)),
+        ExprKind::List(v) => ExprKind::List(
+            v.iter()
+                .map(|x| replace_index_everywhere(x, at, k))
+                .collect(),
+        ),
+        other => other.clone(),
+    };
+    Expr { kind, pos: e.pos }
+}
+
 /// Source text of a simple expression (for key names).
 pub fn expr_text(e: &Expr) -> String {
     match &e.kind {
@@ -426,6 +487,7 @@ impl Lower {
             extra: Extra::default(),
             typedefs: HashMap::new(),
             headers: HashMap::new(),
+            header_structs: HashMap::new(),
             structs: HashMap::new(),
             unions: HashMap::new(),
             enums: HashMap::new(),
@@ -584,6 +646,61 @@ impl Lower {
         Ok(v)
     }
 
+    /// A header field as BMv2 fields: a struct-typed field (P4-16 allows structs of bit<W>,
+    /// int<W>, bool and nested such structs in headers) becomes one field per member,
+    /// named `field_member` like p4c's header flattening.
+    fn flatten_header_field(
+        &mut self,
+        header: &str,
+        name: String,
+        t: Ty,
+        anns: Vec<Annotation>,
+        out: &mut Vec<(String, Ty, Vec<Annotation>)>,
+        pos: Pos,
+    ) -> R<()> {
+        let Ty::Struct(sname) = &t else {
+            out.push((name, t, anns));
+            return Ok(());
+        };
+        let Some(members) = self.structs.get(sname).cloned() else {
+            return err(
+                pos,
+                format!("header field `{name}` has struct type `{sname}`, which is not declared before it"),
+            );
+        };
+        self.header_structs
+            .insert((header.to_string(), name.clone()), sname.clone());
+        for (m, mt, ma) in members {
+            self.flatten_header_field(header, format!("{name}_{m}"), mt, ma, out, pos)?;
+        }
+        Ok(())
+    }
+
+    /// The struct-typed field `prefix` (of struct type `sname`) of header instance `h`: a
+    /// struct place whose members are the header's flattened fields.
+    fn header_struct_place(&self, h: u32, ht: &str, prefix: &str, sname: &str) -> Place {
+        let hf = self.headers.get(ht).cloned().unwrap_or_default();
+        let members = self.structs.get(sname).cloned().unwrap_or_default();
+        let v = members
+            .into_iter()
+            .map(|(m, mt, _)| {
+                let full = format!("{prefix}_{m}");
+                let p = match &mt {
+                    Ty::Struct(s2) => self.header_struct_place(h, ht, &full, s2),
+                    _ => Place::Field(
+                        m::FieldRef {
+                            header: h,
+                            field: hf.iter().position(|(n, _, _)| *n == full).unwrap_or(0) as u32,
+                        },
+                        mt,
+                    ),
+                };
+                (m, p)
+            })
+            .collect();
+        Place::Struct(sname.to_string(), v)
+    }
+
     /// Pass 1: collect type declarations, constants, global actions and functions.
     fn collect(&mut self) {
         let decls = std::mem::take(&mut self.decls);
@@ -598,7 +715,10 @@ impl Lower {
     fn collect_one(&mut self, d: &Decl) -> R<()> {
         match &d.kind {
             DeclKind::Header { name, fields } => {
-                let f = self.fields_of(fields)?;
+                let mut f = Vec::new();
+                for (n, t, a) in self.fields_of(fields)? {
+                    self.flatten_header_field(name, n, t, a, &mut f, d.pos)?;
+                }
                 for (n, t, _) in &f {
                     if !matches!(t, Ty::Bit(_) | Ty::Int(_) | Ty::Varbit(_) | Ty::Bool)
                         && !matches!(t, Ty::Enum(_, Some(_)))
@@ -848,6 +968,23 @@ impl Lower {
             }
             Ty::Bit(_) | Ty::Int(_) | Ty::Bool | Ty::Error | Ty::Enum(..) => {
                 Place::Field(self.new_scalar(path, t), t.clone())
+            }
+            Ty::Varbit(w) => {
+                // BMv2 keeps variable-length fields only in headers (one per header): a
+                // `varbit` variable is a metadata header of its own with that one field, as
+                // p4c's back end does it.
+                let ht = format!("varbit_{w}_t");
+                self.headers
+                    .entry(ht.clone())
+                    .or_insert_with(|| vec![("field".to_string(), t.clone(), vec![])]);
+                let h = self.new_header(path, &ht, true);
+                Place::Field(
+                    m::FieldRef {
+                        header: h,
+                        field: 0,
+                    },
+                    t.clone(),
+                )
             }
             Ty::Tuple(elems) => {
                 let mut v = Vec::new();
@@ -1185,19 +1322,12 @@ impl Lower {
                 let v = self.expr(x)?;
                 self.cast(v, &t, pos)
             }
-            ExprKind::List(items) => {
-                let mut v = Vec::new();
-                for i in items {
-                    v.push(self.expr(i)?);
-                }
-                Ok(Val::List(v))
-            }
+            ExprKind::List(items) => Ok(Val::List(self.exprs_in_order(items.iter())?)),
             ExprKind::NamedList(items) => {
-                let mut v = Vec::new();
-                for (n, i) in items {
-                    v.push((n.clone(), self.expr(i)?));
-                }
-                Ok(Val::Named(v))
+                let vals = self.exprs_in_order(items.iter().map(|(_, i)| i))?;
+                Ok(Val::Named(
+                    items.iter().map(|(n, _)| n.clone()).zip(vals).collect(),
+                ))
             }
             ExprKind::Mask(a, b) => Ok(Val::Mask(Box::new(self.expr(a)?), Box::new(self.expr(b)?))),
             ExprKind::Range(a, b) => {
@@ -1354,7 +1484,10 @@ impl Lower {
                         },
                         fields[i].1.clone(),
                     ))),
-                    None => err(pos, format!("header `{ht}` has no field `{name}`")),
+                    None => match self.header_structs.get(&(ht.clone(), name.to_string())) {
+                        Some(s) => Ok(Val::Place(self.header_struct_place(h, &ht, name, s))),
+                        None => err(pos, format!("header `{ht}` has no field `{name}`")),
+                    },
                 }
             }
             Val::Place(Place::Stack {
@@ -1562,8 +1695,63 @@ impl Lower {
             let rv = probe?;
             return self.binary_vals(o, lv, rv, l, r, pos);
         }
+        // Operands are evaluated left to right: a call on the right must not change what the
+        // left side read (`x + f(x)` with `inout x` adds the old `x`).
+        let lv = if has_effects(r) {
+            self.snapshot(lv, l.pos)?
+        } else {
+            lv
+        };
         let rv = self.expr(r)?;
         self.binary_vals(o, lv, rv, l, r, pos)
+    }
+
+    /// The value `v` copied into a temporary when it is a scalar read from storage (a later
+    /// operand with side effects may write that storage); other values as they are.
+    fn snapshot(&mut self, v: Val, pos: Pos) -> R<Val> {
+        match v {
+            Val::Place(Place::Field(..)) | Val::Rv(..) => {
+                let t = match self.val_ty(&v) {
+                    Some(t @ (Ty::Bit(_) | Ty::Int(_) | Ty::Bool | Ty::Enum(_, _) | Ty::Error)) => {
+                        t
+                    }
+                    _ => return Ok(v),
+                };
+                let tmp = self.new_scalar("operand", &t);
+                let dst = Place::Field(tmp, t);
+                self.assign_val(&dst, v, pos)?;
+                Ok(Val::Place(dst))
+            }
+            Val::List(items) => Ok(Val::List(
+                items
+                    .into_iter()
+                    .map(|x| self.snapshot(x, pos))
+                    .collect::<R<_>>()?,
+            )),
+            Val::Named(items) => Ok(Val::Named(
+                items
+                    .into_iter()
+                    .map(|(n, x)| Ok((n, self.snapshot(x, pos)?)))
+                    .collect::<R<_>>()?,
+            )),
+            v => Ok(v),
+        }
+    }
+
+    /// Evaluate list items left to right: items read before an item with side effects are
+    /// copied first (`{ x, f(x) }` keeps the old `x`).
+    fn exprs_in_order<'e>(&mut self, items: impl Iterator<Item = &'e Expr>) -> R<Vec<Val>> {
+        let mut v: Vec<Val> = Vec::new();
+        for i in items {
+            if has_effects(i) {
+                for x in v.iter_mut() {
+                    let old = std::mem::replace(x, Val::Default);
+                    *x = self.snapshot(old, i.pos)?;
+                }
+            }
+            v.push(self.expr(i)?);
+        }
+        Ok(v)
     }
 
     fn binary_vals(&mut self, o: &str, lv: Val, rv: Val, l: &Expr, r: &Expr, pos: Pos) -> R<Val> {

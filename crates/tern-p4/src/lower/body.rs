@@ -1043,6 +1043,24 @@ impl Lower {
 
     /// Assign a value to a place.
     pub(super) fn assign_val(&mut self, dst: &Place, v: Val, pos: Pos) -> R<()> {
+        if let Place::Field(f, Ty::Varbit(w)) = dst {
+            // Variable-length fields are copied whole (value and current length).
+            return match v {
+                Val::Place(Place::Field(s, Ty::Varbit(sw))) if sw == *w => {
+                    self.emit(prim("assign_VL", vec![m::Arg::Field(*f), m::Arg::Field(s)]));
+                    Ok(())
+                }
+                v => err(
+                    pos,
+                    format!(
+                        "a varbit<{w}> can only be assigned a varbit<{w}> (found {})",
+                        self.val_ty(&v)
+                            .map(|t| t.name())
+                            .unwrap_or_else(|| "a value of another type".into())
+                    ),
+                ),
+            };
+        }
         match dst {
             Place::Field(f, t) => {
                 // Widening an unsigned (or signed) value into a wider field of the same
@@ -1296,9 +1314,10 @@ impl Lower {
                 let mut ends = Vec::new();
                 self.per_index(tmp, n, |this, k| {
                     let kind = match &s.kind {
-                        StmtKind::Assign(l, r) => {
-                            StmtKind::Assign(replace_index(l, at, k), r.clone())
-                        }
+                        StmtKind::Assign(l, r) => StmtKind::Assign(
+                            replace_index(l, at, k),
+                            replace_index_everywhere(r, at, k),
+                        ),
                         StmtKind::Call(e) => StmtKind::Call(replace_index(e, at, k)),
                         other => other.clone(),
                     };

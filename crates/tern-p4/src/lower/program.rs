@@ -771,9 +771,10 @@ impl Lower {
             }));
             for k in (0..n).rev() {
                 let kind = match (&s.kind, arg) {
-                    (StmtKind::Assign(l, r), _) => {
-                        StmtKind::Assign(replace_index(l, at, k), r.clone())
-                    }
+                    (StmtKind::Assign(l, r), _) => StmtKind::Assign(
+                        replace_index(l, at, k),
+                        replace_index_everywhere(r, at, k),
+                    ),
                     (StmtKind::Call(e), None) => StmtKind::Call(replace_index(e, at, k)),
                     (StmtKind::Call(e), Some(j)) => {
                         let ExprKind::Call(c, t, args) = &e.kind else {
@@ -1618,8 +1619,11 @@ impl Lower {
                 }
                 DeclKind::Instance { .. } => self.instance(l, name),
                 DeclKind::Var { .. } | DeclKind::Const { .. } => {
+                    // One primitive list for all initializers: `_jump` targets (inlined
+                    // function calls, conditionals) are positions in it.
+                    self.cur = std::mem::take(&mut init_prims);
                     let r = self.local_decl(l);
-                    init_prims.append(&mut self.cur);
+                    init_prims = std::mem::take(&mut self.cur);
                     r
                 }
                 _ => err(l.pos, "this declaration is not allowed inside a control"),
