@@ -518,6 +518,7 @@ impl Lower {
             return err(d.pos, "expected a parser");
         };
         self.scope.push();
+        self.bind_global_instances()?;
         self.control_name = name.clone();
         self.bind_top_ctor(d)?;
         self.bind_params(
@@ -877,21 +878,78 @@ impl Lower {
             if let Some(e) = &env {
                 self.scope.vars.push(e.clone());
             }
-            let mut vals = Vec::new();
+            // Variables the calling state declares before the call are in scope for its
+            // arguments (P4-16 §6.8: a name is visible from its declaration to the end of its
+            // block): they are declared now, their declarations become assignments, and the
+            // state and its continuation resolve names in a scope that holds them.
+            self.scope.push();
+            let mut st = st;
             let mut res = Ok(());
-            for a in &args {
-                match self.expr(a) {
-                    Ok(v) => vals.push(v),
-                    Err(e) => {
-                        res = Err(e);
-                        break;
+            for s in st.body[..i].iter_mut() {
+                let StmtKind::Var(d) = &s.kind else { continue };
+                let DeclKind::Var { ty, name, init } = &d.kind else {
+                    continue;
+                };
+                let bare = Decl {
+                    kind: DeclKind::Var {
+                        ty: ty.clone(),
+                        name: name.clone(),
+                        init: None,
+                    },
+                    ..d.clone()
+                };
+                let mark = self.cur.len();
+                if let Err(e) = self.local_decl(&bare) {
+                    res = Err(e);
+                    break;
+                }
+                let invalidate = self.cur.len() != mark;
+                self.cur.truncate(mark);
+                let var = Expr {
+                    kind: ExprKind::Name(name.clone()),
+                    pos: d.pos,
+                };
+                s.kind = match init {
+                    Some(v) => StmtKind::Assign(var, v.clone()),
+                    // An uninitialized header starts invalid.
+                    None if invalidate => StmtKind::Call(Expr {
+                        kind: ExprKind::Call(
+                            Box::new(Expr {
+                                kind: ExprKind::Member(Box::new(var), "setInvalid".into()),
+                                pos: d.pos,
+                            }),
+                            vec![],
+                            vec![],
+                        ),
+                        pos: d.pos,
+                    }),
+                    None => StmtKind::Empty,
+                };
+            }
+            let mut vals = Vec::new();
+            if res.is_ok() {
+                for a in &args {
+                    match self.expr(a) {
+                        Ok(v) => vals.push(v),
+                        Err(e) => {
+                            res = Err(e);
+                            break;
+                        }
                     }
                 }
             }
+            let hoisted = self.scope.vars.pop().unwrap_or_default();
             if env.is_some() {
                 self.scope.pop();
             }
             res?;
+            let env = if hoisted.is_empty() {
+                env
+            } else {
+                let mut e = env.unwrap_or_default();
+                e.extend(hoisted);
+                Some(e)
+            };
             self.scope.push();
             for (p, v) in ctor_params.iter().zip(ctor_vals.iter().cloned()) {
                 self.scope.set(&p.name, v);
@@ -1319,9 +1377,36 @@ impl Lower {
     fn qualify(&self, local: &str, anns: &[Annotation]) -> String {
         match ann_name(anns) {
             Some(n) if n.starts_with('.') => n[1..].to_string(),
+            // Top-level declarations (no enclosing block) keep their own names.
+            Some(n) if self.control_name.is_empty() => n,
+            None if self.control_name.is_empty() => local.to_string(),
             Some(n) => format!("{}.{n}", self.control_name),
             None => format!("{}.{local}", self.control_name),
         }
+    }
+
+    /// Extern instances declared at the top level (`register<bit<8>>(256) r;` outside any
+    /// block) are in scope in every parser and control: one object each, named by its own name.
+    fn bind_global_instances(&mut self) -> R<()> {
+        let globals: Vec<Decl> = self
+            .decls
+            .iter()
+            .filter(|d| {
+                matches!(&d.kind, DeclKind::Instance { ty: TypeRef::Named(k, _, _), .. }
+                    if self.externs.contains_key(k))
+            })
+            .cloned()
+            .collect();
+        let saved = std::mem::take(&mut self.control_name);
+        let mut r = Ok(());
+        for d in &globals {
+            r = self.instance(d, "");
+            if r.is_err() {
+                break;
+            }
+        }
+        self.control_name = saved;
+        r
     }
 
     fn instance(&mut self, d: &Decl, _owner: &str) -> R<()> {
@@ -1570,6 +1655,7 @@ impl Lower {
             action_calls: vec![],
         });
         self.scope.push();
+        self.bind_global_instances()?;
         self.control_name = name.clone();
         self.bind_top_ctor(d)?;
         self.local_actions.clear();
@@ -2165,7 +2251,14 @@ impl Lower {
                                             let ExprKind::Name(an) = &l.kind else {
                                                 return err(l.pos, "switch labels on action_run must be action names");
                                             };
-                                            let ai = self.table_action(an, l.pos)?;
+                                            // The label names the action as the table
+                                            // lists it (with its bound directional
+                                            // arguments, `a(hdr.x)`).
+                                            let listed = self.listed_action(&t, an);
+                                            let ai = match listed {
+                                                Some(e) => self.action_ref(&e)?.1,
+                                                None => self.table_action(an, l.pos)?,
+                                            };
                                             if !table_actions.contains(&ai) {
                                                 return err(l.pos, format!("action `{an}` is not an action of table `{t}`"));
                                             }
@@ -2603,6 +2696,28 @@ impl Lower {
         Ok(idx)
     }
 
+    /// The entry of table `table`'s actions list that names action `action`.
+    fn listed_action(&self, table: &str, action: &str) -> Option<Expr> {
+        let info = self.tables.get(table)?;
+        let DeclKind::Table { props, .. } = &info.decl.kind else {
+            return None;
+        };
+        props.iter().find_map(|(p, _)| match p {
+            TableProp::Actions(list) => list.iter().find_map(|(_, e)| {
+                let n = match &e.kind {
+                    ExprKind::Name(n) => n,
+                    ExprKind::Call(c, _, _) => match &c.kind {
+                        ExprKind::Name(n) => n,
+                        _ => return None,
+                    },
+                    _ => return None,
+                };
+                (n == action).then(|| e.clone())
+            }),
+            _ => None,
+        })
+    }
+
     fn action_ref(&mut self, e: &Expr) -> R<(String, u32, Vec<Expr>)> {
         match &e.kind {
             ExprKind::Name(n) => Ok((n.clone(), self.table_action(n, e.pos)?, vec![])),
@@ -2883,9 +2998,8 @@ impl Lower {
         }
         pre.append(&mut self.cur);
         self.cur = saved_cur;
-        if actions.is_empty() {
-            return err(decl.pos, format!("table `{tname}` has no actions"));
-        }
+        // An empty actions list is allowed (P4-16 §14.2.1.2): the table runs its default
+        // action, `NoAction` unless another is given.
         if default.is_none() && profile.is_none() {
             let na = self.table_action("NoAction", decl.pos)?;
             if !actions.contains(&na) {
@@ -2893,6 +3007,9 @@ impl Lower {
                 meta.actions.push((na, true, false));
             }
             default = Some((na, vec![], false));
+        }
+        if actions.is_empty() {
+            return err(decl.pos, format!("table `{tname}` has no actions"));
         }
         let match_type = if keys
             .iter()
