@@ -122,7 +122,7 @@ enum Val {
     Mask(Box<Val>, Box<Val>),
     Range(Box<Val>, Box<Val>),
     /// `lookahead`: bit offset, width and the header type when a whole header is looked at.
-    Lookahead(u32, u32, Option<String>),
+    Lookahead(u32, u32, Ty),
 }
 
 /// An extern instance (counter, register, …).
@@ -1069,6 +1069,29 @@ impl Lower {
         None
     }
 
+    /// The bits a `lookahead<T>` reads for `T`: fixed-width types, and headers and structs
+    /// of them (nested); `None` for types without a fixed wire width.
+    fn lookahead_width(&self, t: &Ty) -> Option<u32> {
+        match t {
+            Ty::Bit(w) | Ty::Int(w) => Some(*w),
+            Ty::Bool => Some(1),
+            Ty::Enum(_, Some(w)) => Some(*w),
+            Ty::Header(h) => self
+                .headers
+                .get(h)?
+                .iter()
+                .map(|(_, t, _)| self.lookahead_width(t))
+                .sum(),
+            Ty::Struct(s) => self
+                .structs
+                .get(s)?
+                .iter()
+                .map(|(_, t, _)| self.lookahead_width(t))
+                .sum(),
+            _ => None,
+        }
+    }
+
     /// Read a value: places become rvalues.
     fn rv(&mut self, v: Val, pos: Pos) -> R<(m::Expr, Ty)> {
         match v {
@@ -1094,13 +1117,17 @@ impl Lower {
                     Ok((m::Expr::Local(i), t))
                 }
             }
-            Val::Lookahead(o, w, _) => Ok((
-                m::Expr::Lookahead {
+            Val::Lookahead(o, w, t) => {
+                let e = m::Expr::Lookahead {
                     offset: o,
                     width: w,
-                },
-                Ty::Bit(w),
-            )),
+                };
+                Ok(match t {
+                    Ty::Bool => (op(m::Op::D2B, None, Some(e)), Ty::Bool),
+                    t @ (Ty::Int(_) | Ty::Enum(_, Some(_))) => (e, t),
+                    _ => (e, Ty::Bit(w)),
+                })
+            }
             Val::Place(Place::Header(h, t)) => Ok((m::Expr::Header(h), Ty::Header(t))),
             _ => err(pos, "this expression does not denote a value"),
         }
@@ -1171,7 +1198,10 @@ impl Lower {
             Val::Const(_, t) | Val::Rv(_, t) => Some(t.clone()),
             Val::Place(Place::Field(_, t)) | Val::Place(Place::Param(_, t)) => Some(t.clone()),
             Val::Place(Place::Header(_, h)) => Some(Ty::Header(h.clone())),
-            Val::Lookahead(_, w, _) => Some(Ty::Bit(*w)),
+            Val::Lookahead(_, w, t) => Some(match t {
+                Ty::Bool | Ty::Int(_) | Ty::Enum(_, Some(_)) => t.clone(),
+                _ => Ty::Bit(*w),
+            }),
             _ => None,
         }
     }
@@ -1538,17 +1568,21 @@ impl Lower {
                     None => err(pos, format!("header `{ht}` has no field `{name}`")),
                 }
             }
-            Val::Lookahead(o, _, Some(ht)) => {
-                let fields = self.headers.get(&ht).cloned().unwrap_or_default();
+            Val::Lookahead(o, _, ct @ (Ty::Header(_) | Ty::Struct(_))) => {
+                let (fields, what) = match &ct {
+                    Ty::Header(h) => (self.headers.get(h).cloned(), "header"),
+                    Ty::Struct(s) => (self.structs.get(s).cloned(), "struct"),
+                    _ => (None, "type"),
+                };
                 let mut off = o;
-                for (n, t, _) in &fields {
-                    let w = t.width().unwrap_or(0);
+                for (n, t, _) in fields.unwrap_or_default() {
+                    let w = self.lookahead_width(&t).unwrap_or(0);
                     if n == name {
-                        return Ok(Val::Lookahead(off, w, None));
+                        return Ok(Val::Lookahead(off, w, t));
                     }
                     off += w;
                 }
-                err(pos, format!("header `{ht}` has no field `{name}`"))
+                err(pos, format!("{what} `{}` has no field `{name}`", ct.name()))
             }
             Val::Place(Place::Enum(en)) => {
                 let (w, ms) = self.enums.get(&en).cloned().unwrap_or((None, Vec::new()));
