@@ -1211,6 +1211,11 @@ impl Lower {
                             }
                             v => {
                                 all_default = false;
+                                // A `bool` key (1 bit on the wire) matches `true`/`false`.
+                                let v = match v {
+                                    Val::Const(c, Ty::Bool) if *w == 1 => Val::Const(c, t.clone()),
+                                    v => v,
+                                };
                                 match self.convert(v, &t, e.pos)? {
                                     Val::Const(c, _) => vec![(c, None)],
                                     _ => {
