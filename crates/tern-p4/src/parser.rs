@@ -1593,6 +1593,51 @@ mod tests {
         assert_eq!(d.len(), 3);
     }
 
+    /// The statements of the first control's apply block.
+    fn apply_of(d: &[Decl]) -> Vec<Stmt> {
+        d.iter()
+            .find_map(|d| match &d.kind {
+                DeclKind::Control { apply, .. } => Some(apply.clone()),
+                _ => None,
+            })
+            .expect("a control")
+    }
+
+    #[test]
+    fn compound_assignments_are_assignments_of_binary_operations() {
+        let (d, e) = parse_src(
+            "control C(inout bit<8> x, inout bit<8> y) { apply {\n x += 1; x -= 1; x *= 2; x /= 2; x %= 3;\n x <<= 1; x >>= y; x &= 1; x |= 1; x ^= 1; x |+|= 1; x |-|= 1;\n y = x >> 2; y = x >= 2 ? 8w1 : 8w0; } }",
+        );
+        assert!(e.is_empty(), "{e:?}");
+        let ops: Vec<&str> = apply_of(&d)
+            .iter()
+            .filter_map(|s| match &s.kind {
+                StmtKind::Assign(l, r) => match &r.kind {
+                    ExprKind::Binary(o, a, _) if **a == *l => Some(*o),
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            ops,
+            ["+", "-", "*", "/", "%", "<<", ">>", "&", "|", "^", "|+|", "|-|"]
+        );
+    }
+
+    #[test]
+    fn free_form_annotations() {
+        let (d, e) = parse_src(
+            "@pragma stage 0 \"x\"\n@free(a + ; ] [ (b)) @kv[k = 1, s = \"v\"]\nheader h_t { bit<8> a; }",
+        );
+        assert!(e.is_empty(), "{e:?}");
+        let names: Vec<&str> = d[0].annotations.iter().map(|a| a.name.as_str()).collect();
+        assert_eq!(names, ["stage", "free", "kv"]);
+        assert_eq!(d[0].annotations[0].args.len(), 2);
+        let (_, e) = parse_src("@pragma\nheader h_t { bit<8> a; }");
+        assert!(e[0].message.contains("`@pragma` needs a name"), "{e:?}");
+    }
+
     #[test]
     fn error_location() {
         let (_, e) = parse_src("header h_t {\n  bit<8> a\n}\n");
