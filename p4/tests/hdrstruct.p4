@@ -25,6 +25,7 @@ header rec_h {
 }
 
 struct headers {
+    @pragma pa_no_overlay ingress rec.dst
     rec_h rec;
 }
 
