@@ -121,7 +121,7 @@ enum Val {
     Default,
     Mask(Box<Val>, Box<Val>),
     Range(Box<Val>, Box<Val>),
-    /// `lookahead`: bit offset, width and the header type when a whole header is looked at.
+    /// `lookahead<T>`: bit offset, width and `T` (a header or struct gives members by name).
     Lookahead(u32, u32, Ty),
 }
 
@@ -718,6 +718,13 @@ impl Lower {
                 let mut f = Vec::new();
                 for (n, t, a) in self.fields_of(fields)? {
                     self.flatten_header_field(name, n, t, a, &mut f, d.pos)?;
+                }
+                let mut seen = std::collections::HashSet::new();
+                if let Some((n, _, _)) = f.iter().find(|(n, _, _)| !seen.insert(n.as_str())) {
+                    return err(
+                        d.pos,
+                        format!("header `{name}` has two fields named `{n}` (struct fields are flattened to `field_member`)"),
+                    );
                 }
                 for (n, t, _) in &f {
                     if !matches!(t, Ty::Bit(_) | Ty::Int(_) | Ty::Varbit(_) | Ty::Bool)

@@ -184,6 +184,16 @@ fn issue22_constructs_refused_with_reasons() {
         text.contains("header field `i_e` has type ethernet_t"),
         "{text}"
     );
+    // Flattened struct members must not collide with other fields.
+    let src = BASIC.replace(
+        "struct metadata {",
+        "struct pair_t { bit<8> lo; }\nheader clash_t { pair_t p; bit<8> p_lo; }\nstruct metadata {",
+    );
+    let (_, text) = errors(&src);
+    assert!(
+        text.contains("header `clash_t` has two fields named `p_lo`"),
+        "{text}"
+    );
     // A struct used in a header must be declared before it (the parser knows types in order).
     let src = BASIC.replace(
         "struct metadata {",
