@@ -295,6 +295,11 @@ pub struct Lower {
     loops: Vec<(Vec<usize>, Vec<usize>)>,
     mode: body::Mode,
     parser_ops: Vec<m::ParserOp>,
+    /// The parser state being lowered (its name).
+    cur_state: String,
+    /// Bare `lookahead<T>();` statements of the parser being lowered: (state, index of their
+    /// placeholder op, bits of `T`); checked once the states' offsets are known.
+    bare_lookaheads: Vec<(String, usize, u32)>,
     deparse_order: Vec<u32>,
     ret_slot: Option<Place>,
     pub diags: Vec<Diagnostic>,
@@ -522,6 +527,8 @@ impl Lower {
             loops: Vec::new(),
             mode: body::Mode::Action,
             parser_ops: Vec::new(),
+            cur_state: String::new(),
+            bare_lookaheads: Vec::new(),
             deparse_order: Vec::new(),
             ret_slot: None,
             diags: Vec::new(),

@@ -1385,7 +1385,22 @@ impl Lower {
                 let ExprKind::Call(c, t, a) = &e.kind else {
                     return err(s.pos, "expected a call");
                 };
-                self.call(c, t, a, e.pos)?;
+                let v = self.call(c, t, a, e.pos)?;
+                if let (Some(Val::Lookahead(0, w, _)), Mode::Parser) = (&v, self.mode) {
+                    // A bare `lookahead<T>();` still needs T's bits in the packet (P4-16:
+                    // otherwise error.PacketTooShort): a placeholder `verify`, given its
+                    // condition once the state's offset is known (`check_bare_lookaheads`).
+                    self.flush_parser();
+                    let code = self
+                        .errors
+                        .iter()
+                        .position(|e| e == "PacketTooShort")
+                        .unwrap_or(1);
+                    self.parser_ops
+                        .push(m::ParserOp::Verify(m::Expr::Bool(true), cnst(code as i128)));
+                    let at = self.parser_ops.len() - 1;
+                    self.bare_lookaheads.push((self.cur_state.clone(), at, *w));
+                }
                 Ok(())
             }
             StmtKind::Empty => Ok(()),

@@ -625,7 +625,9 @@ impl Lower {
             return err(d.pos, format!("parser `{name}` has no `start` state"));
         };
         let mut reject_states: HashMap<String, u32> = HashMap::new();
+        self.bare_lookaheads.clear();
         for (s, env) in &states_env {
+            self.cur_state = s.name.clone();
             self.cur.clear();
             self.parser_ops.clear();
             if s.name == "start" {
@@ -645,6 +647,7 @@ impl Lower {
             }
         }
         self.scope.pop();
+        self.check_bare_lookaheads(&mut pstates, start);
         self.prog.parsers.push(m::Parser {
             name: "parser".into(),
             id: 0,
@@ -652,6 +655,120 @@ impl Lower {
             states: pstates,
         });
         Ok(())
+    }
+
+    /// Bits an extract or advance moves the parser by, when fixed.
+    fn op_bits(&self, op: &m::ParserOp) -> Option<u64> {
+        let type_bits = |ht: u32| -> Option<u64> {
+            let t = self.prog.header_types.get(ht as usize)?;
+            t.fields
+                .iter()
+                .map(|f| match f.width {
+                    m::FieldWidth::Fixed(w) => Some(w as u64),
+                    _ => None,
+                })
+                .sum()
+        };
+        match op {
+            m::ParserOp::Extract(m::ExtractTarget::Regular(h)) => {
+                type_bits(self.prog.headers.get(*h as usize)?.header_type)
+            }
+            m::ParserOp::Extract(m::ExtractTarget::Stack(s)) => {
+                type_bits(self.prog.header_stacks.get(*s as usize)?.header_type)
+            }
+            m::ParserOp::Extract(m::ExtractTarget::UnionStack(s, mi)) => {
+                let ut = self.prog.header_union_stacks.get(*s as usize)?.union_type;
+                let ty = self.prog.header_union_types.get(ut as usize)?;
+                type_bits(ty.members.get(*mi as usize)?.1)
+            }
+            m::ParserOp::ExtractVl(..) => None,
+            m::ParserOp::Advance(m::Expr::Const(c)) if !c.negative && c.magnitude.len() <= 8 => {
+                Some(c.magnitude.iter().fold(0u64, |a, b| a << 8 | *b as u64))
+            }
+            m::ParserOp::Advance(_) => None,
+            _ => Some(0),
+        }
+    }
+
+    /// Give each bare `lookahead<T>();` its check: where the state's offset in the packet is
+    /// the same on every path from `start` (fixed-size extracts and advances), it becomes
+    /// `verify(standard_metadata.packet_length >= bytes up to the end of T,
+    /// error.PacketTooShort)`; elsewhere the placeholder is dropped (no check, as p4c's BMv2
+    /// back end, which emits nothing for it).
+    fn check_bare_lookaheads(&mut self, pstates: &mut [m::ParseState], start: u32) {
+        if self.bare_lookaheads.is_empty() {
+            return;
+        }
+        // Offset in bits at each state's entry: None = not reached yet, Some(None) = differs
+        // between paths (or not fixed).
+        let mut entry: Vec<Option<Option<u64>>> = vec![None; pstates.len()];
+        entry[start as usize] = Some(Some(0));
+        let mut work = vec![start as usize];
+        while let Some(si) = work.pop() {
+            let exit = entry[si].flatten().and_then(|o| {
+                pstates[si]
+                    .ops
+                    .iter()
+                    .try_fold(o, |acc, op| Some(acc + self.op_bits(op)?))
+            });
+            for t in &pstates[si].transitions {
+                let Some(n) = t.next.map(|n| n as usize) else {
+                    continue;
+                };
+                let new = match entry[n] {
+                    None => Some(exit),
+                    Some(Some(o)) if exit == Some(o) => None,
+                    Some(None) => None,
+                    Some(Some(_)) => Some(None),
+                };
+                if let Some(v) = new {
+                    entry[n] = Some(v);
+                    work.push(n);
+                }
+            }
+        }
+        let std_fields = self
+            .prog
+            .headers
+            .get(self.std_header as usize)
+            .and_then(|h| self.prog.header_types.get(h.header_type as usize))
+            .map(|t| t.fields.clone())
+            .unwrap_or_default();
+        let pkt_len = std_fields
+            .iter()
+            .position(|f| f.name == "packet_length")
+            .map(|i| m::FieldRef {
+                header: self.std_header,
+                field: i as u32,
+            });
+        let mut found = std::mem::take(&mut self.bare_lookaheads);
+        // Later ops first, so removing one leaves the others' indices valid.
+        found.sort_by_key(|f| std::cmp::Reverse(f.1));
+        for (state, at, w) in found {
+            let Some(si) = pstates.iter().position(|p| p.name == state) else {
+                continue;
+            };
+            if at >= pstates[si].ops.len() {
+                continue;
+            }
+            let before = entry[si].flatten().and_then(|o| {
+                pstates[si].ops[..at]
+                    .iter()
+                    .try_fold(o, |acc, op| Some(acc + self.op_bits(op)?))
+            });
+            match (before, pkt_len, pstates[si].ops.get_mut(at)) {
+                (Some(off), Some(pl), Some(m::ParserOp::Verify(cond, _))) => {
+                    *cond = op(
+                        m::Op::Ge,
+                        Some(m::Expr::Field(pl)),
+                        Some(cnst((off + w as u64).div_ceil(8) as i128)),
+                    );
+                }
+                _ => {
+                    pstates[si].ops.remove(at);
+                }
+            }
+        }
     }
 
     /// Run-time header stack indices written in a parser state (`hs[i].f = v`,
