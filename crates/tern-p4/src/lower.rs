@@ -121,8 +121,8 @@ enum Val {
     Default,
     Mask(Box<Val>, Box<Val>),
     Range(Box<Val>, Box<Val>),
-    /// `lookahead`: bit offset, width and the header type when a whole header is looked at.
-    Lookahead(u32, u32, Option<String>),
+    /// `lookahead<T>`: bit offset, width and `T` (a header or struct gives members by name).
+    Lookahead(u32, u32, Ty),
 }
 
 /// An extern instance (counter, register, …).
@@ -258,6 +258,9 @@ pub struct Lower {
     top_ctor: Vec<Expr>,
     typedefs: HashMap<String, Ty>,
     headers: HashMap<String, Vec<(String, Ty, Vec<Annotation>)>>,
+    /// Struct-typed fields of headers, flattened into the header's fields `row_e`, `row_t`, …:
+    /// (header type, flattened prefix) → struct type.
+    header_structs: HashMap<(String, String), String>,
     structs: HashMap<String, Vec<(String, Ty, Vec<Annotation>)>>,
     unions: HashMap<String, Vec<(String, Ty, Vec<Annotation>)>>,
     enums: HashMap<String, EnumInfo>,
@@ -292,6 +295,11 @@ pub struct Lower {
     loops: Vec<(Vec<usize>, Vec<usize>)>,
     mode: body::Mode,
     parser_ops: Vec<m::ParserOp>,
+    /// The parser state being lowered (its name).
+    cur_state: String,
+    /// Bare `lookahead<T>();` statements of the parser being lowered: (state, index of their
+    /// placeholder op, bits of `T`); checked once the states' offsets are known.
+    bare_lookaheads: Vec<(String, usize, u32)>,
     deparse_order: Vec<u32>,
     ret_slot: Option<Place>,
     pub diags: Vec<Diagnostic>,
@@ -397,6 +405,64 @@ pub(crate) fn replace_index(e: &Expr, at: Pos, k: usize) -> Expr {
     Expr { kind, pos: e.pos }
 }
 
+/// Whether evaluating `e` may write storage: it contains a call other than the pure built-in
+/// methods (`isValid`, the size queries).
+pub(crate) fn has_effects(e: &Expr) -> bool {
+    match &e.kind {
+        ExprKind::Call(c, _, a) => {
+            let pure = matches!(&c.kind, ExprKind::Member(_, m) if matches!(m.as_str(),
+                "isValid" | "minSizeInBits" | "minSizeInBytes" | "maxSizeInBits"
+                    | "maxSizeInBytes" | "sizeInBits" | "sizeInBytes"));
+            !pure || has_effects(c) || a.iter().any(has_effects)
+        }
+        ExprKind::Member(x, _) | ExprKind::Unary(_, x) | ExprKind::Cast(_, x) => has_effects(x),
+        ExprKind::Index(x, y)
+        | ExprKind::Binary(_, x, y)
+        | ExprKind::Mask(x, y)
+        | ExprKind::Range(x, y) => has_effects(x) || has_effects(y),
+        ExprKind::Slice(x, h, l) => has_effects(x) || has_effects(h) || has_effects(l),
+        ExprKind::Ternary(c, x, y) => has_effects(c) || has_effects(x) || has_effects(y),
+        ExprKind::List(v) => v.iter().any(has_effects),
+        ExprKind::NamedList(v) => v.iter().any(|(_, x)| has_effects(x)),
+        _ => false,
+    }
+}
+
+/// [`replace_index`] applied to every sub-expression of `e`: a right side that repeats the left
+/// side of a compound assignment (`a[i].x |= v` is `a[i].x = a[i].x | v`, the copy keeping the
+/// positions) reads the element the left side writes, its index evaluated once.
+pub(crate) fn replace_index_everywhere(e: &Expr, at: Pos, k: usize) -> Expr {
+    let b = |x: &Expr| Box::new(replace_index_everywhere(x, at, k));
+    let kind = match &e.kind {
+        ExprKind::Index(..) | ExprKind::Member(..) | ExprKind::Slice(..)
+            if replace_index(e, at, k) != *e =>
+        {
+            return replace_index(e, at, k);
+        }
+        ExprKind::Member(x, n) => ExprKind::Member(b(x), n.clone()),
+        ExprKind::Index(x, i) => ExprKind::Index(b(x), b(i)),
+        ExprKind::Slice(x, h, l) => ExprKind::Slice(b(x), h.clone(), l.clone()),
+        ExprKind::Call(c, t, a) => ExprKind::Call(
+            b(c),
+            t.clone(),
+            a.iter()
+                .map(|x| replace_index_everywhere(x, at, k))
+                .collect(),
+        ),
+        ExprKind::Unary(o, x) => ExprKind::Unary(o, b(x)),
+        ExprKind::Binary(o, x, y) => ExprKind::Binary(o, b(x), b(y)),
+        ExprKind::Ternary(c, x, y) => ExprKind::Ternary(b(c), b(x), b(y)),
+        ExprKind::Cast(t, x) => ExprKind::Cast(t.clone(), b(x)),
+        ExprKind::List(v) => ExprKind::List(
+            v.iter()
+                .map(|x| replace_index_everywhere(x, at, k))
+                .collect(),
+        ),
+        other => other.clone(),
+    };
+    Expr { kind, pos: e.pos }
+}
+
 /// Source text of a simple expression (for key names).
 pub fn expr_text(e: &Expr) -> String {
     match &e.kind {
@@ -426,6 +492,7 @@ impl Lower {
             extra: Extra::default(),
             typedefs: HashMap::new(),
             headers: HashMap::new(),
+            header_structs: HashMap::new(),
             structs: HashMap::new(),
             unions: HashMap::new(),
             enums: HashMap::new(),
@@ -460,6 +527,8 @@ impl Lower {
             loops: Vec::new(),
             mode: body::Mode::Action,
             parser_ops: Vec::new(),
+            cur_state: String::new(),
+            bare_lookaheads: Vec::new(),
             deparse_order: Vec::new(),
             ret_slot: None,
             diags: Vec::new(),
@@ -584,6 +653,61 @@ impl Lower {
         Ok(v)
     }
 
+    /// A header field as BMv2 fields: a struct-typed field (P4-16 allows structs of bit<W>,
+    /// int<W>, bool and nested such structs in headers) becomes one field per member,
+    /// named `field_member` like p4c's header flattening.
+    fn flatten_header_field(
+        &mut self,
+        header: &str,
+        name: String,
+        t: Ty,
+        anns: Vec<Annotation>,
+        out: &mut Vec<(String, Ty, Vec<Annotation>)>,
+        pos: Pos,
+    ) -> R<()> {
+        let Ty::Struct(sname) = &t else {
+            out.push((name, t, anns));
+            return Ok(());
+        };
+        let Some(members) = self.structs.get(sname).cloned() else {
+            return err(
+                pos,
+                format!("header field `{name}` has struct type `{sname}`, which is not declared before it"),
+            );
+        };
+        self.header_structs
+            .insert((header.to_string(), name.clone()), sname.clone());
+        for (m, mt, ma) in members {
+            self.flatten_header_field(header, format!("{name}_{m}"), mt, ma, out, pos)?;
+        }
+        Ok(())
+    }
+
+    /// The struct-typed field `prefix` (of struct type `sname`) of header instance `h`: a
+    /// struct place whose members are the header's flattened fields.
+    fn header_struct_place(&self, h: u32, ht: &str, prefix: &str, sname: &str) -> Place {
+        let hf = self.headers.get(ht).cloned().unwrap_or_default();
+        let members = self.structs.get(sname).cloned().unwrap_or_default();
+        let v = members
+            .into_iter()
+            .map(|(m, mt, _)| {
+                let full = format!("{prefix}_{m}");
+                let p = match &mt {
+                    Ty::Struct(s2) => self.header_struct_place(h, ht, &full, s2),
+                    _ => Place::Field(
+                        m::FieldRef {
+                            header: h,
+                            field: hf.iter().position(|(n, _, _)| *n == full).unwrap_or(0) as u32,
+                        },
+                        mt,
+                    ),
+                };
+                (m, p)
+            })
+            .collect();
+        Place::Struct(sname.to_string(), v)
+    }
+
     /// Pass 1: collect type declarations, constants, global actions and functions.
     fn collect(&mut self) {
         let decls = std::mem::take(&mut self.decls);
@@ -598,7 +722,17 @@ impl Lower {
     fn collect_one(&mut self, d: &Decl) -> R<()> {
         match &d.kind {
             DeclKind::Header { name, fields } => {
-                let f = self.fields_of(fields)?;
+                let mut f = Vec::new();
+                for (n, t, a) in self.fields_of(fields)? {
+                    self.flatten_header_field(name, n, t, a, &mut f, d.pos)?;
+                }
+                let mut seen = std::collections::HashSet::new();
+                if let Some((n, _, _)) = f.iter().find(|(n, _, _)| !seen.insert(n.as_str())) {
+                    return err(
+                        d.pos,
+                        format!("header `{name}` has two fields named `{n}` (struct fields are flattened to `field_member`)"),
+                    );
+                }
                 for (n, t, _) in &f {
                     if !matches!(t, Ty::Bit(_) | Ty::Int(_) | Ty::Varbit(_) | Ty::Bool)
                         && !matches!(t, Ty::Enum(_, Some(_)))
@@ -849,6 +983,23 @@ impl Lower {
             Ty::Bit(_) | Ty::Int(_) | Ty::Bool | Ty::Error | Ty::Enum(..) => {
                 Place::Field(self.new_scalar(path, t), t.clone())
             }
+            Ty::Varbit(w) => {
+                // BMv2 keeps variable-length fields only in headers (one per header): a
+                // `varbit` variable is a metadata header of its own with that one field, as
+                // p4c's back end does it.
+                let ht = format!("varbit_{w}_t");
+                self.headers
+                    .entry(ht.clone())
+                    .or_insert_with(|| vec![("field".to_string(), t.clone(), vec![])]);
+                let h = self.new_header(path, &ht, true);
+                Place::Field(
+                    m::FieldRef {
+                        header: h,
+                        field: 0,
+                    },
+                    t.clone(),
+                )
+            }
             Ty::Tuple(elems) => {
                 let mut v = Vec::new();
                 for (i, et) in elems.iter().enumerate() {
@@ -932,6 +1083,29 @@ impl Lower {
         None
     }
 
+    /// The bits a `lookahead<T>` reads for `T`: fixed-width types, and headers and structs
+    /// of them (nested); `None` for types without a fixed wire width.
+    fn lookahead_width(&self, t: &Ty) -> Option<u32> {
+        match t {
+            Ty::Bit(w) | Ty::Int(w) => Some(*w),
+            Ty::Bool => Some(1),
+            Ty::Enum(_, Some(w)) => Some(*w),
+            Ty::Header(h) => self
+                .headers
+                .get(h)?
+                .iter()
+                .map(|(_, t, _)| self.lookahead_width(t))
+                .sum(),
+            Ty::Struct(s) => self
+                .structs
+                .get(s)?
+                .iter()
+                .map(|(_, t, _)| self.lookahead_width(t))
+                .sum(),
+            _ => None,
+        }
+    }
+
     /// Read a value: places become rvalues.
     fn rv(&mut self, v: Val, pos: Pos) -> R<(m::Expr, Ty)> {
         match v {
@@ -957,13 +1131,17 @@ impl Lower {
                     Ok((m::Expr::Local(i), t))
                 }
             }
-            Val::Lookahead(o, w, _) => Ok((
-                m::Expr::Lookahead {
+            Val::Lookahead(o, w, t) => {
+                let e = m::Expr::Lookahead {
                     offset: o,
                     width: w,
-                },
-                Ty::Bit(w),
-            )),
+                };
+                Ok(match t {
+                    Ty::Bool => (op(m::Op::D2B, None, Some(e)), Ty::Bool),
+                    t @ (Ty::Int(_) | Ty::Enum(_, Some(_))) => (e, t),
+                    _ => (e, Ty::Bit(w)),
+                })
+            }
             Val::Place(Place::Header(h, t)) => Ok((m::Expr::Header(h), Ty::Header(t))),
             _ => err(pos, "this expression does not denote a value"),
         }
@@ -1034,7 +1212,10 @@ impl Lower {
             Val::Const(_, t) | Val::Rv(_, t) => Some(t.clone()),
             Val::Place(Place::Field(_, t)) | Val::Place(Place::Param(_, t)) => Some(t.clone()),
             Val::Place(Place::Header(_, h)) => Some(Ty::Header(h.clone())),
-            Val::Lookahead(_, w, _) => Some(Ty::Bit(*w)),
+            Val::Lookahead(_, w, t) => Some(match t {
+                Ty::Bool | Ty::Int(_) | Ty::Enum(_, Some(_)) => t.clone(),
+                _ => Ty::Bit(*w),
+            }),
             _ => None,
         }
     }
@@ -1185,19 +1366,12 @@ impl Lower {
                 let v = self.expr(x)?;
                 self.cast(v, &t, pos)
             }
-            ExprKind::List(items) => {
-                let mut v = Vec::new();
-                for i in items {
-                    v.push(self.expr(i)?);
-                }
-                Ok(Val::List(v))
-            }
+            ExprKind::List(items) => Ok(Val::List(self.exprs_in_order(items.iter())?)),
             ExprKind::NamedList(items) => {
-                let mut v = Vec::new();
-                for (n, i) in items {
-                    v.push((n.clone(), self.expr(i)?));
-                }
-                Ok(Val::Named(v))
+                let vals = self.exprs_in_order(items.iter().map(|(_, i)| i))?;
+                Ok(Val::Named(
+                    items.iter().map(|(n, _)| n.clone()).zip(vals).collect(),
+                ))
             }
             ExprKind::Mask(a, b) => Ok(Val::Mask(Box::new(self.expr(a)?), Box::new(self.expr(b)?))),
             ExprKind::Range(a, b) => {
@@ -1354,7 +1528,10 @@ impl Lower {
                         },
                         fields[i].1.clone(),
                     ))),
-                    None => err(pos, format!("header `{ht}` has no field `{name}`")),
+                    None => match self.header_structs.get(&(ht.clone(), name.to_string())) {
+                        Some(s) => Ok(Val::Place(self.header_struct_place(h, &ht, name, s))),
+                        None => err(pos, format!("header `{ht}` has no field `{name}`")),
+                    },
                 }
             }
             Val::Place(Place::Stack {
@@ -1405,17 +1582,21 @@ impl Lower {
                     None => err(pos, format!("header `{ht}` has no field `{name}`")),
                 }
             }
-            Val::Lookahead(o, _, Some(ht)) => {
-                let fields = self.headers.get(&ht).cloned().unwrap_or_default();
+            Val::Lookahead(o, _, ct @ (Ty::Header(_) | Ty::Struct(_))) => {
+                let (fields, what) = match &ct {
+                    Ty::Header(h) => (self.headers.get(h).cloned(), "header"),
+                    Ty::Struct(s) => (self.structs.get(s).cloned(), "struct"),
+                    _ => (None, "type"),
+                };
                 let mut off = o;
-                for (n, t, _) in &fields {
-                    let w = t.width().unwrap_or(0);
+                for (n, t, _) in fields.unwrap_or_default() {
+                    let w = self.lookahead_width(&t).unwrap_or(0);
                     if n == name {
-                        return Ok(Val::Lookahead(off, w, None));
+                        return Ok(Val::Lookahead(off, w, t));
                     }
                     off += w;
                 }
-                err(pos, format!("header `{ht}` has no field `{name}`"))
+                err(pos, format!("{what} `{}` has no field `{name}`", ct.name()))
             }
             Val::Place(Place::Enum(en)) => {
                 let (w, ms) = self.enums.get(&en).cloned().unwrap_or((None, Vec::new()));
@@ -1562,8 +1743,63 @@ impl Lower {
             let rv = probe?;
             return self.binary_vals(o, lv, rv, l, r, pos);
         }
+        // Operands are evaluated left to right: a call on the right must not change what the
+        // left side read (`x + f(x)` with `inout x` adds the old `x`).
+        let lv = if has_effects(r) {
+            self.snapshot(lv, l.pos)?
+        } else {
+            lv
+        };
         let rv = self.expr(r)?;
         self.binary_vals(o, lv, rv, l, r, pos)
+    }
+
+    /// The value `v` copied into a temporary when it is a scalar read from storage (a later
+    /// operand with side effects may write that storage); other values as they are.
+    fn snapshot(&mut self, v: Val, pos: Pos) -> R<Val> {
+        match v {
+            Val::Place(Place::Field(..)) | Val::Rv(..) => {
+                let t = match self.val_ty(&v) {
+                    Some(t @ (Ty::Bit(_) | Ty::Int(_) | Ty::Bool | Ty::Enum(_, _) | Ty::Error)) => {
+                        t
+                    }
+                    _ => return Ok(v),
+                };
+                let tmp = self.new_scalar("operand", &t);
+                let dst = Place::Field(tmp, t);
+                self.assign_val(&dst, v, pos)?;
+                Ok(Val::Place(dst))
+            }
+            Val::List(items) => Ok(Val::List(
+                items
+                    .into_iter()
+                    .map(|x| self.snapshot(x, pos))
+                    .collect::<R<_>>()?,
+            )),
+            Val::Named(items) => Ok(Val::Named(
+                items
+                    .into_iter()
+                    .map(|(n, x)| Ok((n, self.snapshot(x, pos)?)))
+                    .collect::<R<_>>()?,
+            )),
+            v => Ok(v),
+        }
+    }
+
+    /// Evaluate list items left to right: items read before an item with side effects are
+    /// copied first (`{ x, f(x) }` keeps the old `x`).
+    fn exprs_in_order<'e>(&mut self, items: impl Iterator<Item = &'e Expr>) -> R<Vec<Val>> {
+        let mut v: Vec<Val> = Vec::new();
+        for i in items {
+            if has_effects(i) {
+                for x in v.iter_mut() {
+                    let old = std::mem::replace(x, Val::Default);
+                    *x = self.snapshot(old, i.pos)?;
+                }
+            }
+            v.push(self.expr(i)?);
+        }
+        Ok(v)
     }
 
     fn binary_vals(&mut self, o: &str, lv: Val, rv: Val, l: &Expr, r: &Expr, pos: Pos) -> R<Val> {

@@ -187,8 +187,46 @@ impl<'t> Parser<'t> {
         while self.is_p("@") {
             let pos = self.pos();
             self.i += 1;
+            let name_pos = self.pos();
             let name = self.ident()?;
             let mut args = Vec::new();
+            if name == "pragma" {
+                // `@pragma NAME tokens...` runs to the end of its line (P4-16 §18: the
+                // same as `@NAME(tokens...)`); the tokens are kept only when they are literals.
+                let same_line =
+                    |t: &Token| t.pos.file == name_pos.file && t.pos.line == name_pos.line;
+                let mut body = Vec::new();
+                while !self.at_eof() && same_line(&self.toks[self.i]) {
+                    body.push(self.toks[self.i].clone());
+                    self.i += 1;
+                }
+                let Some(Tok::Ident(pname)) = body.first().map(|t| t.tok.clone()) else {
+                    return Err(Diagnostic::new(
+                        name_pos,
+                        "`@pragma` needs a name on its line",
+                    ));
+                };
+                let args = body[1..]
+                    .iter()
+                    .filter_map(|t| match &t.tok {
+                        Tok::Int(v, w) => Some(Expr {
+                            kind: ExprKind::Int(*v, *w),
+                            pos: t.pos,
+                        }),
+                        Tok::Str(v) => Some(Expr {
+                            kind: ExprKind::Str(v.clone()),
+                            pos: t.pos,
+                        }),
+                        _ => None,
+                    })
+                    .collect();
+                out.push(Annotation {
+                    name: pname,
+                    args,
+                    pos,
+                });
+                continue;
+            }
             if self.is_p("(") && self.toks.get(self.i).map(|t| t.glued).unwrap_or(false)
                 || self.is_p("(")
                     && matches!(
@@ -1143,6 +1181,10 @@ impl<'t> Parser<'t> {
                 let rhs = self.expr()?;
                 self.expect_p(";")?;
                 StmtKind::Assign(lhs, rhs)
+            } else if let Some(op) = self.eat_compound_assign() {
+                let rhs = self.expr()?;
+                self.expect_p(";")?;
+                compound_assign(op, lhs, rhs)
             } else {
                 if !matches!(lhs.kind, ExprKind::Call(..)) {
                     return Err(Diagnostic::new(
@@ -1186,10 +1228,40 @@ impl<'t> Parser<'t> {
         let lhs = self.expr()?;
         let kind = if self.eat_p("=") {
             StmtKind::Assign(lhs, self.expr()?)
+        } else if let Some(op) = self.eat_compound_assign() {
+            let rhs = self.expr()?;
+            compound_assign(op, lhs, rhs)
         } else {
             StmtKind::Call(lhs)
         };
         Ok(Stmt { kind, pos })
+    }
+
+    /// A compound assignment operator (`+=`, `|+|=`, `>>=`, ...): the binary operator it applies.
+    fn eat_compound_assign(&mut self) -> Option<&'static str> {
+        if self.is_p(">")
+            && self.is_p_at(1, ">=")
+            && self.toks.get(self.i + 1).is_some_and(|t| t.glued)
+        {
+            self.i += 2;
+            return Some(">>");
+        }
+        let op = match self.tok() {
+            Tok::P("+=") => "+",
+            Tok::P("-=") => "-",
+            Tok::P("*=") => "*",
+            Tok::P("/=") => "/",
+            Tok::P("%=") => "%",
+            Tok::P("<<=") => "<<",
+            Tok::P("&=") => "&",
+            Tok::P("|=") => "|",
+            Tok::P("^=") => "^",
+            Tok::P("|+|=") => "|+|",
+            Tok::P("|-|=") => "|-|",
+            _ => return None,
+        };
+        self.i += 1;
+        Some(op)
     }
 
     fn args(&mut self) -> R<Vec<Expr>> {
@@ -1249,11 +1321,14 @@ impl<'t> Parser<'t> {
             Tok::P(p) => *p,
             _ => return None,
         };
-        // `>` `>` glued is a shift.
+        // `>` `>` glued is a shift; `>` `>=` glued is the compound assignment `>>=`.
         if t == ">" {
             if let Some(n) = self.toks.get(self.i + 1) {
                 if matches!(n.tok, Tok::P(">")) && n.glued {
                     return Some((">>", 9, 2));
+                }
+                if matches!(n.tok, Tok::P(">=")) && n.glued {
+                    return None;
                 }
             }
         }
@@ -1473,6 +1548,18 @@ impl<'t> Parser<'t> {
     }
 }
 
+/// `l op= r` is `l = l op r` with `l` evaluated once: the copy of `l` on the right keeps the
+/// positions of the left side, so a run-time stack index in it is recognised as the same index
+/// (evaluated once, see `lower::replace_index_everywhere`).
+fn compound_assign(op: &'static str, lhs: Expr, rhs: Expr) -> StmtKind {
+    let pos = lhs.pos;
+    let value = Expr {
+        kind: ExprKind::Binary(op, Box::new(lhs.clone()), Box::new(rhs)),
+        pos,
+    };
+    StmtKind::Assign(lhs, value)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1504,6 +1591,51 @@ mod tests {
         );
         assert!(e.is_empty(), "{e:?}");
         assert_eq!(d.len(), 3);
+    }
+
+    /// The statements of the first control's apply block.
+    fn apply_of(d: &[Decl]) -> Vec<Stmt> {
+        d.iter()
+            .find_map(|d| match &d.kind {
+                DeclKind::Control { apply, .. } => Some(apply.clone()),
+                _ => None,
+            })
+            .expect("a control")
+    }
+
+    #[test]
+    fn compound_assignments_are_assignments_of_binary_operations() {
+        let (d, e) = parse_src(
+            "control C(inout bit<8> x, inout bit<8> y) { apply {\n x += 1; x -= 1; x *= 2; x /= 2; x %= 3;\n x <<= 1; x >>= y; x &= 1; x |= 1; x ^= 1; x |+|= 1; x |-|= 1;\n y = x >> 2; y = x >= 2 ? 8w1 : 8w0; } }",
+        );
+        assert!(e.is_empty(), "{e:?}");
+        let ops: Vec<&str> = apply_of(&d)
+            .iter()
+            .filter_map(|s| match &s.kind {
+                StmtKind::Assign(l, r) => match &r.kind {
+                    ExprKind::Binary(o, a, _) if **a == *l => Some(*o),
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            ops,
+            ["+", "-", "*", "/", "%", "<<", ">>", "&", "|", "^", "|+|", "|-|"]
+        );
+    }
+
+    #[test]
+    fn free_form_annotations() {
+        let (d, e) = parse_src(
+            "@pragma stage 0 \"x\"\n@free(a + ; ] [ (b)) @kv[k = 1, s = \"v\"]\nheader h_t { bit<8> a; }",
+        );
+        assert!(e.is_empty(), "{e:?}");
+        let names: Vec<&str> = d[0].annotations.iter().map(|a| a.name.as_str()).collect();
+        assert_eq!(names, ["stage", "free", "kv"]);
+        assert_eq!(d[0].annotations[0].args.len(), 2);
+        let (_, e) = parse_src("@pragma\nheader h_t { bit<8> a; }");
+        assert!(e[0].message.contains("`@pragma` needs a name"), "{e:?}");
     }
 
     #[test]

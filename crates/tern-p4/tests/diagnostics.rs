@@ -145,6 +145,74 @@ fn several_errors_per_run() {
     assert!(d.errors.len() >= 2, "{d}");
 }
 
+/// What issue 22's constructs still refuse, with the place and the reason.
+#[test]
+fn issue22_constructs_refused_with_reasons() {
+    // `@pragma` needs a name on its own line.
+    let src = BASIC.replace("table ipv4_lpm {", "@pragma\n    table ipv4_lpm {");
+    let (loc, text) = errors(&src);
+    assert!(
+        text.contains("`@pragma` needs a name on its line"),
+        "{text}"
+    );
+    assert_eq!(loc, format!("t.p4:{}:6", line_of(&src, "@pragma")));
+    // A type without a fixed width cannot be looked ahead.
+    let src = BASIC.replace(
+        "packet.extract(hdr.ethernet);",
+        "packet.extract(hdr.ethernet);\n        packet.lookahead<varbit<8>>();",
+    );
+    let (_, text) = errors(&src);
+    assert!(
+        text.contains("lookahead of type varbit<8> is not supported (it has no fixed width)"),
+        "{text}"
+    );
+    // A varbit variable takes only a varbit of its width.
+    let src = with_ingress_body("        varbit<16> v;\n        v = hdr.ipv4.ttl;");
+    let (loc, text) = errors(&src);
+    assert!(
+        text.contains("a varbit<16> can only be assigned a varbit<16> (found bit<8>)"),
+        "{text}"
+    );
+    assert_eq!(loc, format!("t.p4:{}:9", line_of(&src, "v = hdr.ipv4.ttl")));
+    // A struct field of a header must hold header-field types (not headers).
+    let src = BASIC.replace(
+        "struct metadata {",
+        "struct inner_t { ethernet_t e; }\nheader outer_t { inner_t i; }\nstruct metadata {",
+    );
+    let (_, text) = errors(&src);
+    assert!(
+        text.contains("header field `i_e` has type ethernet_t"),
+        "{text}"
+    );
+    // Flattened struct members must not collide with other fields.
+    let src = BASIC.replace(
+        "struct metadata {",
+        "struct pair_t { bit<8> lo; }\nheader clash_t { pair_t p; bit<8> p_lo; }\nstruct metadata {",
+    );
+    let (_, text) = errors(&src);
+    assert!(
+        text.contains("header `clash_t` has two fields named `p_lo`"),
+        "{text}"
+    );
+    // A struct used in a header must be declared before it (the parser knows types in order).
+    let src = BASIC.replace(
+        "struct metadata {",
+        "header outer_t { later_t i; }\nstruct later_t { bit<8> x; }\nstruct metadata {",
+    );
+    let (_, text) = errors(&src);
+    assert!(text.contains("unknown type `later_t`"), "{text}");
+    // An extract into `_` needs the header type.
+    let src = BASIC.replace(
+        "packet.extract(hdr.ethernet);",
+        "packet.extract(_);\n        packet.extract(hdr.ethernet);",
+    );
+    let (_, text) = errors(&src);
+    assert!(
+        text.contains("`extract(_)` needs the header type, e.g. extract<H>(_)"),
+        "{text}"
+    );
+}
+
 #[test]
 fn no_main_is_an_error() {
     let (_, text) = errors("#include <v1model.p4>\n");

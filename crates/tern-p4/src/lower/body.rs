@@ -597,7 +597,29 @@ impl Lower {
                 if args.is_empty() || args.len() > 2 {
                     return err(pos, "extract expects 1 or 2 arguments");
                 }
-                let target = match self.expr(&args[0])? {
+                let target = if matches!(args[0].kind, ExprKind::Default) {
+                    // `extract<H>(_)`: the header is parsed (and skipped) into a scratch
+                    // instance nothing else reads.
+                    let t = match targs.first() {
+                        Some(t) => self.ty(t)?,
+                        None => {
+                            return err(
+                                args[0].pos,
+                                "`extract(_)` needs the header type, e.g. extract<H>(_)",
+                            )
+                        }
+                    };
+                    let Ty::Header(h) = t else {
+                        return err(
+                            args[0].pos,
+                            format!("extract needs a header type, not {}", t.name()),
+                        );
+                    };
+                    Val::Place(Place::Header(self.new_header("dontcare", &h, false), h))
+                } else {
+                    self.expr(&args[0])?
+                };
+                let target = match target {
                     Val::Place(Place::Header(h, _)) => m::ExtractTarget::Regular(h),
                     Val::Place(Place::StackNext(s)) => m::ExtractTarget::Stack(s),
                     Val::Place(Place::UnionStackNextMember(s, mi)) => {
@@ -632,25 +654,16 @@ impl Lower {
                     );
                 };
                 let t = self.ty(t)?;
-                let hname = match &t {
-                    Ty::Header(h) => Some(h.clone()),
-                    _ => None,
+                let Some(w) = self.lookahead_width(&t) else {
+                    return err(
+                        pos,
+                        format!(
+                            "lookahead of type {} is not supported (it has no fixed width)",
+                            t.name()
+                        ),
+                    );
                 };
-                let w = match &t {
-                    Ty::Bit(w) => *w,
-                    Ty::Header(h) => self
-                        .headers
-                        .get(h)
-                        .map(|f| f.iter().map(|(_, t, _)| t.width().unwrap_or(0)).sum())
-                        .unwrap_or(0),
-                    t => {
-                        return err(
-                            pos,
-                            format!("lookahead of type {} is not supported", t.name()),
-                        )
-                    }
-                };
-                Ok(Some(Val::Lookahead(0, w, hname)))
+                Ok(Some(Val::Lookahead(0, w, t)))
             }
             ("emit", Mode::Deparser) => {
                 Self::nargs(args, 1, "emit", pos)?;
@@ -867,6 +880,19 @@ impl Lower {
                     continue;
                 }
             }
+            if matches!(p.dir, Some("out") | Some("inout")) && matches!(a.kind, ExprKind::Slice(..))
+            {
+                // A slice is an l-value (P4-16 §6.7): copied in (inout) and back out.
+                let tmp = self.alloc(&p.name, &t, a.pos, false)?;
+                if p.dir == Some("inout") {
+                    let v = self.expr(a)?;
+                    let v = self.convert(v, &t, a.pos)?;
+                    self.assign_val(&tmp, v, a.pos)?;
+                }
+                writebacks.push(Writeback::Slice(a.clone(), tmp.clone()));
+                binds.push((p.name.clone(), Val::Place(tmp)));
+                continue;
+            }
             let v = self.expr(a)?;
             let v = self.convert(v, &t, a.pos)?;
             let bound = match p.dir {
@@ -971,6 +997,9 @@ impl Lower {
             Writeback::Place(dst, tmp, apos) => {
                 self.assign_val(dst, Val::Place(tmp.clone()), *apos)?;
             }
+            Writeback::Slice(a, tmp) => {
+                self.assign_slice(a, Val::Place(tmp.clone()), a.pos)?;
+            }
             Writeback::Dyn(a, at, n, itmp, tmp) => {
                 self.per_index(*itmp, *n, |this, k| {
                     let Val::Place(dst) = this.expr(&replace_index(a, *at, k))? else {
@@ -1043,6 +1072,24 @@ impl Lower {
 
     /// Assign a value to a place.
     pub(super) fn assign_val(&mut self, dst: &Place, v: Val, pos: Pos) -> R<()> {
+        if let Place::Field(f, Ty::Varbit(w)) = dst {
+            // Variable-length fields are copied whole (value and current length).
+            return match v {
+                Val::Place(Place::Field(s, Ty::Varbit(sw))) if sw == *w => {
+                    self.emit(prim("assign_VL", vec![m::Arg::Field(*f), m::Arg::Field(s)]));
+                    Ok(())
+                }
+                v => err(
+                    pos,
+                    format!(
+                        "a varbit<{w}> can only be assigned a varbit<{w}> (found {})",
+                        self.val_ty(&v)
+                            .map(|t| t.name())
+                            .unwrap_or_else(|| "a value of another type".into())
+                    ),
+                ),
+            };
+        }
         match dst {
             Place::Field(f, t) => {
                 // Widening an unsigned (or signed) value into a wider field of the same
@@ -1182,6 +1229,29 @@ impl Lower {
     }
 
     fn assign(&mut self, l: &Expr, r: &Expr, pos: Pos) -> R<()> {
+        if let ExprKind::Slice(..) = &l.kind {
+            return self.assign_slice_with(l, |this| this.expr(r), r.pos);
+        }
+        let lv = self.expr(l)?;
+        let Val::Place(dst) = lv else {
+            return err(l.pos, "the left side of `=` is not assignable");
+        };
+        let v = self.expr(r)?;
+        self.assign_val(&dst, v, pos)
+    }
+
+    /// Write `v` into the slice l-value `l` (`x[h:l]`, also nested slices).
+    pub(super) fn assign_slice(&mut self, l: &Expr, v: Val, vpos: Pos) -> R<()> {
+        self.assign_slice_with(l, |_| Ok(v), vpos)
+    }
+
+    /// Write into the slice l-value `l` the value `value` evaluates to (after the left side).
+    fn assign_slice_with(
+        &mut self,
+        l: &Expr,
+        value: impl FnOnce(&mut Self) -> R<Val>,
+        vpos: Pos,
+    ) -> R<()> {
         if let ExprKind::Slice(base, h, lo) = &l.kind {
             // Nested slices `x[a:b][c:d]` write `x[b+c:b+d]`.
             let mut hi = self.const_u32(h, "a slice bound")?;
@@ -1213,9 +1283,9 @@ impl Lower {
                 );
             }
             let sw = hi - lo + 1;
-            let v = self.expr(r)?;
-            let v = self.convert(v, &Ty::Bit(sw), r.pos)?;
-            let (ve, _) = self.data(v, r.pos)?;
+            let v = value(self)?;
+            let v = self.convert(v, &Ty::Bit(sw), vpos)?;
+            let (ve, _) = self.data(v, vpos)?;
             // keep = field & ~(mask << lo)
             let keep_mask: Vec<u8> = {
                 let full = mask_int(w).to_bytes(w);
@@ -1243,12 +1313,7 @@ impl Lower {
             self.emit(prim("assign", vec![m::Arg::Field(f), m::Arg::Expr(e)]));
             return Ok(());
         }
-        let lv = self.expr(l)?;
-        let Val::Place(dst) = lv else {
-            return err(l.pos, "the left side of `=` is not assignable");
-        };
-        let v = self.expr(r)?;
-        self.assign_val(&dst, v, pos)
+        err(l.pos, "expected a slice")
     }
 
     /// Lower statements into primitives (`self.cur`).
@@ -1296,9 +1361,10 @@ impl Lower {
                 let mut ends = Vec::new();
                 self.per_index(tmp, n, |this, k| {
                     let kind = match &s.kind {
-                        StmtKind::Assign(l, r) => {
-                            StmtKind::Assign(replace_index(l, at, k), r.clone())
-                        }
+                        StmtKind::Assign(l, r) => StmtKind::Assign(
+                            replace_index(l, at, k),
+                            replace_index_everywhere(r, at, k),
+                        ),
                         StmtKind::Call(e) => StmtKind::Call(replace_index(e, at, k)),
                         other => other.clone(),
                     };
@@ -1319,7 +1385,22 @@ impl Lower {
                 let ExprKind::Call(c, t, a) = &e.kind else {
                     return err(s.pos, "expected a call");
                 };
-                self.call(c, t, a, e.pos)?;
+                let v = self.call(c, t, a, e.pos)?;
+                if let (Some(Val::Lookahead(0, w, _)), Mode::Parser) = (&v, self.mode) {
+                    // A bare `lookahead<T>();` still needs T's bits in the packet (P4-16:
+                    // otherwise error.PacketTooShort): a placeholder `verify`, given its
+                    // condition once the state's offset is known (`check_bare_lookaheads`).
+                    self.flush_parser();
+                    let code = self
+                        .errors
+                        .iter()
+                        .position(|e| e == "PacketTooShort")
+                        .unwrap_or(1);
+                    self.parser_ops
+                        .push(m::ParserOp::Verify(m::Expr::Bool(true), cnst(code as i128)));
+                    let at = self.parser_ops.len() - 1;
+                    self.bare_lookaheads.push((self.cur_state.clone(), at, *w));
+                }
                 Ok(())
             }
             StmtKind::Empty => Ok(()),
@@ -1599,6 +1680,8 @@ fn shl_bytes(b: &[u8], n: u32) -> Vec<u8> {
 #[derive(Clone, Debug)]
 pub(super) enum Writeback {
     Place(Place, Place, Pos),
+    /// A slice `x[h:l]` passed as an out/inout argument: copied back from the temporary.
+    Slice(Expr, Place),
     Dyn(Expr, Pos, usize, m::FieldRef, Place),
 }
 

@@ -518,6 +518,7 @@ impl Lower {
             return err(d.pos, "expected a parser");
         };
         self.scope.push();
+        self.bind_global_instances()?;
         self.control_name = name.clone();
         self.bind_top_ctor(d)?;
         self.bind_params(
@@ -624,7 +625,9 @@ impl Lower {
             return err(d.pos, format!("parser `{name}` has no `start` state"));
         };
         let mut reject_states: HashMap<String, u32> = HashMap::new();
+        self.bare_lookaheads.clear();
         for (s, env) in &states_env {
+            self.cur_state = s.name.clone();
             self.cur.clear();
             self.parser_ops.clear();
             if s.name == "start" {
@@ -644,6 +647,7 @@ impl Lower {
             }
         }
         self.scope.pop();
+        self.check_bare_lookaheads(&mut pstates, start);
         self.prog.parsers.push(m::Parser {
             name: "parser".into(),
             id: 0,
@@ -651,6 +655,120 @@ impl Lower {
             states: pstates,
         });
         Ok(())
+    }
+
+    /// Bits an extract or advance moves the parser by, when fixed.
+    fn op_bits(&self, op: &m::ParserOp) -> Option<u64> {
+        let type_bits = |ht: u32| -> Option<u64> {
+            let t = self.prog.header_types.get(ht as usize)?;
+            t.fields
+                .iter()
+                .map(|f| match f.width {
+                    m::FieldWidth::Fixed(w) => Some(w as u64),
+                    _ => None,
+                })
+                .sum()
+        };
+        match op {
+            m::ParserOp::Extract(m::ExtractTarget::Regular(h)) => {
+                type_bits(self.prog.headers.get(*h as usize)?.header_type)
+            }
+            m::ParserOp::Extract(m::ExtractTarget::Stack(s)) => {
+                type_bits(self.prog.header_stacks.get(*s as usize)?.header_type)
+            }
+            m::ParserOp::Extract(m::ExtractTarget::UnionStack(s, mi)) => {
+                let ut = self.prog.header_union_stacks.get(*s as usize)?.union_type;
+                let ty = self.prog.header_union_types.get(ut as usize)?;
+                type_bits(ty.members.get(*mi as usize)?.1)
+            }
+            m::ParserOp::ExtractVl(..) => None,
+            m::ParserOp::Advance(m::Expr::Const(c)) if !c.negative && c.magnitude.len() <= 8 => {
+                Some(c.magnitude.iter().fold(0u64, |a, b| a << 8 | *b as u64))
+            }
+            m::ParserOp::Advance(_) => None,
+            _ => Some(0),
+        }
+    }
+
+    /// Give each bare `lookahead<T>();` its check: where the state's offset in the packet is
+    /// the same on every path from `start` (fixed-size extracts and advances), it becomes
+    /// `verify(standard_metadata.packet_length >= bytes up to the end of T,
+    /// error.PacketTooShort)`; elsewhere the placeholder is dropped (no check, as p4c's BMv2
+    /// back end, which emits nothing for it).
+    fn check_bare_lookaheads(&mut self, pstates: &mut [m::ParseState], start: u32) {
+        if self.bare_lookaheads.is_empty() {
+            return;
+        }
+        // Offset in bits at each state's entry: None = not reached yet, Some(None) = differs
+        // between paths (or not fixed).
+        let mut entry: Vec<Option<Option<u64>>> = vec![None; pstates.len()];
+        entry[start as usize] = Some(Some(0));
+        let mut work = vec![start as usize];
+        while let Some(si) = work.pop() {
+            let exit = entry[si].flatten().and_then(|o| {
+                pstates[si]
+                    .ops
+                    .iter()
+                    .try_fold(o, |acc, op| Some(acc + self.op_bits(op)?))
+            });
+            for t in &pstates[si].transitions {
+                let Some(n) = t.next.map(|n| n as usize) else {
+                    continue;
+                };
+                let new = match entry[n] {
+                    None => Some(exit),
+                    Some(Some(o)) if exit == Some(o) => None,
+                    Some(None) => None,
+                    Some(Some(_)) => Some(None),
+                };
+                if let Some(v) = new {
+                    entry[n] = Some(v);
+                    work.push(n);
+                }
+            }
+        }
+        let std_fields = self
+            .prog
+            .headers
+            .get(self.std_header as usize)
+            .and_then(|h| self.prog.header_types.get(h.header_type as usize))
+            .map(|t| t.fields.clone())
+            .unwrap_or_default();
+        let pkt_len = std_fields
+            .iter()
+            .position(|f| f.name == "packet_length")
+            .map(|i| m::FieldRef {
+                header: self.std_header,
+                field: i as u32,
+            });
+        let mut found = std::mem::take(&mut self.bare_lookaheads);
+        // Later ops first, so removing one leaves the others' indices valid.
+        found.sort_by_key(|f| std::cmp::Reverse(f.1));
+        for (state, at, w) in found {
+            let Some(si) = pstates.iter().position(|p| p.name == state) else {
+                continue;
+            };
+            if at >= pstates[si].ops.len() {
+                continue;
+            }
+            let before = entry[si].flatten().and_then(|o| {
+                pstates[si].ops[..at]
+                    .iter()
+                    .try_fold(o, |acc, op| Some(acc + self.op_bits(op)?))
+            });
+            match (before, pkt_len, pstates[si].ops.get_mut(at)) {
+                (Some(off), Some(pl), Some(m::ParserOp::Verify(cond, _))) => {
+                    *cond = op(
+                        m::Op::Ge,
+                        Some(m::Expr::Field(pl)),
+                        Some(cnst((off + w as u64).div_ceil(8) as i128)),
+                    );
+                }
+                _ => {
+                    pstates[si].ops.remove(at);
+                }
+            }
+        }
     }
 
     /// Run-time header stack indices written in a parser state (`hs[i].f = v`,
@@ -771,9 +889,10 @@ impl Lower {
             }));
             for k in (0..n).rev() {
                 let kind = match (&s.kind, arg) {
-                    (StmtKind::Assign(l, r), _) => {
-                        StmtKind::Assign(replace_index(l, at, k), r.clone())
-                    }
+                    (StmtKind::Assign(l, r), _) => StmtKind::Assign(
+                        replace_index(l, at, k),
+                        replace_index_everywhere(r, at, k),
+                    ),
                     (StmtKind::Call(e), None) => StmtKind::Call(replace_index(e, at, k)),
                     (StmtKind::Call(e), Some(j)) => {
                         let ExprKind::Call(c, t, args) = &e.kind else {
@@ -876,21 +995,78 @@ impl Lower {
             if let Some(e) = &env {
                 self.scope.vars.push(e.clone());
             }
-            let mut vals = Vec::new();
+            // Variables the calling state declares before the call are in scope for its
+            // arguments (P4-16 §6.8: a name is visible from its declaration to the end of its
+            // block): they are declared now, their declarations become assignments, and the
+            // state and its continuation resolve names in a scope that holds them.
+            self.scope.push();
+            let mut st = st;
             let mut res = Ok(());
-            for a in &args {
-                match self.expr(a) {
-                    Ok(v) => vals.push(v),
-                    Err(e) => {
-                        res = Err(e);
-                        break;
+            for s in st.body[..i].iter_mut() {
+                let StmtKind::Var(d) = &s.kind else { continue };
+                let DeclKind::Var { ty, name, init } = &d.kind else {
+                    continue;
+                };
+                let bare = Decl {
+                    kind: DeclKind::Var {
+                        ty: ty.clone(),
+                        name: name.clone(),
+                        init: None,
+                    },
+                    ..d.clone()
+                };
+                let mark = self.cur.len();
+                if let Err(e) = self.local_decl(&bare) {
+                    res = Err(e);
+                    break;
+                }
+                let invalidate = self.cur.len() != mark;
+                self.cur.truncate(mark);
+                let var = Expr {
+                    kind: ExprKind::Name(name.clone()),
+                    pos: d.pos,
+                };
+                s.kind = match init {
+                    Some(v) => StmtKind::Assign(var, v.clone()),
+                    // An uninitialized header starts invalid.
+                    None if invalidate => StmtKind::Call(Expr {
+                        kind: ExprKind::Call(
+                            Box::new(Expr {
+                                kind: ExprKind::Member(Box::new(var), "setInvalid".into()),
+                                pos: d.pos,
+                            }),
+                            vec![],
+                            vec![],
+                        ),
+                        pos: d.pos,
+                    }),
+                    None => StmtKind::Empty,
+                };
+            }
+            let mut vals = Vec::new();
+            if res.is_ok() {
+                for a in &args {
+                    match self.expr(a) {
+                        Ok(v) => vals.push(v),
+                        Err(e) => {
+                            res = Err(e);
+                            break;
+                        }
                     }
                 }
             }
+            let hoisted = self.scope.vars.pop().unwrap_or_default();
             if env.is_some() {
                 self.scope.pop();
             }
             res?;
+            let env = if hoisted.is_empty() {
+                env
+            } else {
+                let mut e = env.unwrap_or_default();
+                e.extend(hoisted);
+                Some(e)
+            };
             self.scope.push();
             for (p, v) in ctor_params.iter().zip(ctor_vals.iter().cloned()) {
                 self.scope.set(&p.name, v);
@@ -1152,6 +1328,11 @@ impl Lower {
                             }
                             v => {
                                 all_default = false;
+                                // A `bool` key (1 bit on the wire) matches `true`/`false`.
+                                let v = match v {
+                                    Val::Const(c, Ty::Bool) if *w == 1 => Val::Const(c, t.clone()),
+                                    v => v,
+                                };
                                 match self.convert(v, &t, e.pos)? {
                                     Val::Const(c, _) => vec![(c, None)],
                                     _ => {
@@ -1318,9 +1499,36 @@ impl Lower {
     fn qualify(&self, local: &str, anns: &[Annotation]) -> String {
         match ann_name(anns) {
             Some(n) if n.starts_with('.') => n[1..].to_string(),
+            // Top-level declarations (no enclosing block) keep their own names.
+            Some(n) if self.control_name.is_empty() => n,
+            None if self.control_name.is_empty() => local.to_string(),
             Some(n) => format!("{}.{n}", self.control_name),
             None => format!("{}.{local}", self.control_name),
         }
+    }
+
+    /// Extern instances declared at the top level (`register<bit<8>>(256) r;` outside any
+    /// block) are in scope in every parser and control: one object each, named by its own name.
+    fn bind_global_instances(&mut self) -> R<()> {
+        let globals: Vec<Decl> = self
+            .decls
+            .iter()
+            .filter(|d| {
+                matches!(&d.kind, DeclKind::Instance { ty: TypeRef::Named(k, _, _), .. }
+                    if self.externs.contains_key(k))
+            })
+            .cloned()
+            .collect();
+        let saved = std::mem::take(&mut self.control_name);
+        let mut r = Ok(());
+        for d in &globals {
+            r = self.instance(d, "");
+            if r.is_err() {
+                break;
+            }
+        }
+        self.control_name = saved;
+        r
     }
 
     fn instance(&mut self, d: &Decl, _owner: &str) -> R<()> {
@@ -1569,6 +1777,7 @@ impl Lower {
             action_calls: vec![],
         });
         self.scope.push();
+        self.bind_global_instances()?;
         self.control_name = name.clone();
         self.bind_top_ctor(d)?;
         self.local_actions.clear();
@@ -1618,8 +1827,11 @@ impl Lower {
                 }
                 DeclKind::Instance { .. } => self.instance(l, name),
                 DeclKind::Var { .. } | DeclKind::Const { .. } => {
+                    // One primitive list for all initializers: `_jump` targets (inlined
+                    // function calls, conditionals) are positions in it.
+                    self.cur = std::mem::take(&mut init_prims);
                     let r = self.local_decl(l);
-                    init_prims.append(&mut self.cur);
+                    init_prims = std::mem::take(&mut self.cur);
                     r
                 }
                 _ => err(l.pos, "this declaration is not allowed inside a control"),
@@ -2161,7 +2373,14 @@ impl Lower {
                                             let ExprKind::Name(an) = &l.kind else {
                                                 return err(l.pos, "switch labels on action_run must be action names");
                                             };
-                                            let ai = self.table_action(an, l.pos)?;
+                                            // The label names the action as the table
+                                            // lists it (with its bound directional
+                                            // arguments, `a(hdr.x)`).
+                                            let listed = self.listed_action(&t, an);
+                                            let ai = match listed {
+                                                Some(e) => self.action_ref(&e)?.1,
+                                                None => self.table_action(an, l.pos)?,
+                                            };
                                             if !table_actions.contains(&ai) {
                                                 return err(l.pos, format!("action `{an}` is not an action of table `{t}`"));
                                             }
@@ -2599,6 +2818,28 @@ impl Lower {
         Ok(idx)
     }
 
+    /// The entry of table `table`'s actions list that names action `action`.
+    fn listed_action(&self, table: &str, action: &str) -> Option<Expr> {
+        let info = self.tables.get(table)?;
+        let DeclKind::Table { props, .. } = &info.decl.kind else {
+            return None;
+        };
+        props.iter().find_map(|(p, _)| match p {
+            TableProp::Actions(list) => list.iter().find_map(|(_, e)| {
+                let n = match &e.kind {
+                    ExprKind::Name(n) => n,
+                    ExprKind::Call(c, _, _) => match &c.kind {
+                        ExprKind::Name(n) => n,
+                        _ => return None,
+                    },
+                    _ => return None,
+                };
+                (n == action).then(|| e.clone())
+            }),
+            _ => None,
+        })
+    }
+
     fn action_ref(&mut self, e: &Expr) -> R<(String, u32, Vec<Expr>)> {
         match &e.kind {
             ExprKind::Name(n) => Ok((n.clone(), self.table_action(n, e.pos)?, vec![])),
@@ -2879,9 +3120,8 @@ impl Lower {
         }
         pre.append(&mut self.cur);
         self.cur = saved_cur;
-        if actions.is_empty() {
-            return err(decl.pos, format!("table `{tname}` has no actions"));
-        }
+        // An empty actions list is allowed (P4-16 §14.2.1.2): the table runs its default
+        // action, `NoAction` unless another is given.
         if default.is_none() && profile.is_none() {
             let na = self.table_action("NoAction", decl.pos)?;
             if !actions.contains(&na) {
@@ -2889,6 +3129,9 @@ impl Lower {
                 meta.actions.push((na, true, false));
             }
             default = Some((na, vec![], false));
+        }
+        if actions.is_empty() {
+            return err(decl.pos, format!("table `{tname}` has no actions"));
         }
         let match_type = if keys
             .iter()
