@@ -7,6 +7,8 @@
 //! * [`client`]: get / put / delete with timeout and retry.
 //! * [`ycsb`]: YCSB's generators and core workloads.
 //! * [`bench`]: the closed-loop benchmark driver and its report.
+//! * [`switchos`]: the caches' control plane (admission, eviction, snapshots) on the runtime
+//!   interface.
 //! * [`rotation`]: FarReach's server rotation (N emulated servers on two physical ones).
 //! * [`rng`]: the deterministic PRNG used by workloads and tests.
 
@@ -18,4 +20,5 @@ pub mod rotation;
 pub mod router;
 pub mod server;
 pub mod storage;
+pub mod switchos;
 pub mod ycsb;

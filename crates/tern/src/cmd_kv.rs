@@ -69,6 +69,9 @@ struct ServerArgs {
     /// RocksDB block cache in MiB (shared by the partitions).
     #[arg(long, default_value_t = 64)]
     cache_mib: usize,
+    /// Address of a cache's switch OS to report hot keys to (CACHE_POP).
+    #[arg(long)]
+    switchos: Option<SocketAddr>,
 }
 
 #[derive(clap::Args)]
@@ -179,6 +182,7 @@ fn server(a: ServerArgs) -> anyhow::Result<ExitCode> {
             block_cache: a.cache_mib << 20,
             ..StoreOptions::default()
         },
+        switchos: a.switchos,
     };
     let handle = start(&cfg).context("starting the storage server")?;
     let stop = handle.stop_flag();

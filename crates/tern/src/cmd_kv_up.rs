@@ -26,6 +26,10 @@ use std::time::{Duration, Instant};
 
 /// The switch program used when `--program` is not given.
 pub const FORWARD_P4: &str = include_str!("../../../p4/kv/forward.p4");
+/// NetCache's switch program (`--cache netcache`).
+pub const NETCACHE_P4: &str = include_str!("../../../p4/kv/netcache.p4");
+/// FarReach's switch program (`--cache farreach`).
+pub const FARREACH_P4: &str = include_str!("../../../p4/kv/farreach.p4");
 /// Name of the program's per-port key-value packet counter.
 const KV_COUNTER: &str = "KvIngress.kv_packets";
 /// First server UDP port (FarReach's servers listen on 1152 + index).
@@ -82,6 +86,27 @@ pub struct UpArgs {
     /// loopback: first server port (netns always uses FarReach's 1152 + i).
     #[arg(long, default_value_t = BASE_PORT)]
     base_port: u16,
+    /// In-network cache: nocache (forward.p4), netcache or farreach (sim mode).
+    #[arg(long)]
+    cache: Option<String>,
+    /// Cache capacity in records (at most 10,000, the programs' KV_RECORDS).
+    #[arg(long, default_value_t = 10_000)]
+    cache_size: u32,
+    /// Hot threshold of the count-min sketch, on sampled requests.
+    #[arg(long, default_value_t = 10)]
+    hot_threshold: u16,
+    /// Count every request in the sketch (default: one in two, FarReach's sampling).
+    #[arg(long)]
+    sample_all: bool,
+    /// FarReach snapshot period in milliseconds (0: none).
+    #[arg(long, default_value_t = 10_000)]
+    snapshot_ms: u64,
+    /// Fraction of the switch OS's control messages dropped on purpose (lossy-control mode).
+    #[arg(long, default_value_t = 0.0)]
+    control_loss: f64,
+    /// Write the switch OS and data-plane counters as JSON to this file on exit.
+    #[arg(long)]
+    stats_file: Option<PathBuf>,
     /// Seconds to wait for every server to answer through the topology.
     #[arg(long, default_value_t = 30)]
     ready_timeout: u64,
@@ -111,6 +136,7 @@ struct FileConfig {
     workers: Option<usize>,
     program: Option<PathBuf>,
     dir: Option<PathBuf>,
+    cache: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -139,6 +165,7 @@ struct Settings {
     workers: usize,
     program: Option<PathBuf>,
     dir: Option<PathBuf>,
+    cache: Option<tern_kv::switchos::CacheKind>,
 }
 
 fn settings(a: &UpArgs) -> anyhow::Result<Settings> {
@@ -175,7 +202,23 @@ fn settings(a: &UpArgs) -> anyhow::Result<Settings> {
         "bridge" => SwitchKind::Bridge,
         other => bail!("switch {other:?}: expected tern or bridge"),
     };
+    let cache = match a
+        .cache
+        .clone()
+        .or(file.cache)
+        .as_deref()
+        .unwrap_or("nocache")
+    {
+        "nocache" => None,
+        "netcache" => Some(tern_kv::switchos::CacheKind::NetCache),
+        "farreach" => Some(tern_kv::switchos::CacheKind::FarReach),
+        other => bail!("cache {other:?}: expected nocache, netcache or farreach"),
+    };
+    if cache.is_some() && mode != Mode::Sim {
+        bail!("--cache netcache/farreach runs in --mode sim (loopback and netns: not yet)");
+    }
     let s = Settings {
+        cache,
         mode,
         switch,
         servers: a.servers.or(file.servers).unwrap_or(2),
@@ -301,6 +344,8 @@ pub fn down(a: DownArgs) -> anyhow::Result<ExitCode> {
 struct Topology {
     children: Vec<(String, Child)>,
     inproc: Vec<tern_kv::server::ServerHandle>,
+    /// Declared before `sim`: stopped before the switch it drives.
+    switchos: Option<tern_kv::switchos::SwitchOs<super::kv_sim::SimAccess>>,
     sim: Option<super::kv_sim::SimSwitch>,
     namespaces: Vec<String>,
     dir: PathBuf,
@@ -316,6 +361,7 @@ impl Topology {
         Topology {
             children: Vec::new(),
             inproc: Vec::new(),
+            switchos: None,
             sim: None,
             namespaces: Vec::new(),
             dir,
@@ -608,8 +654,14 @@ fn program_json(s: &Settings) -> anyhow::Result<String> {
                 .json
         }
         None => {
-            tern_p4::compile_str(FORWARD_P4, "p4/kv/forward.p4", &Default::default())
-                .map_err(|d| anyhow::anyhow!("compiling p4/kv/forward.p4: {d}"))?
+            use tern_kv::switchos::CacheKind;
+            let (src, name) = match s.cache {
+                None => (FORWARD_P4, "p4/kv/forward.p4"),
+                Some(CacheKind::NetCache) => (NETCACHE_P4, "p4/kv/netcache.p4"),
+                Some(CacheKind::FarReach) => (FARREACH_P4, "p4/kv/farreach.p4"),
+            };
+            tern_p4::compile_str(src, name, &Default::default())
+                .map_err(|d| anyhow::anyhow!("compiling {name}: {d}"))?
                 .json
         }
     })
@@ -705,6 +757,25 @@ pub fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
                     );
                 }
                 let sim = SimSwitch::start(&program_json(&s)?, &entries, &t.servers)?;
+                if let Some(kind) = s.cache {
+                    use tern_kv::switchos::{SwitchOs, SwitchOsConfig};
+                    let mut c = SwitchOsConfig::new(kind, t.servers.clone());
+                    c.capacity = a.cache_size;
+                    c.hot_threshold = a.hot_threshold;
+                    c.sample_all = a.sample_all;
+                    c.loss = a.control_loss;
+                    c.snapshot_period = (kind == tern_kv::switchos::CacheKind::FarReach
+                        && a.snapshot_ms > 0)
+                        .then(|| Duration::from_millis(a.snapshot_ms));
+                    if c.capacity == 0 || c.capacity > 10_000 {
+                        bail!("--cache-size {}: between 1 and 10000", c.capacity);
+                    }
+                    let os = SwitchOs::start(sim.access(), c).context("starting the switch OS")?;
+                    for h in &t.inproc {
+                        h.cache_ctl().set_switchos(Some(os.addr()));
+                    }
+                    t.switchos = Some(os);
+                }
                 t.servers = sim.fronts();
                 t.sim = Some(sim);
             }
@@ -784,7 +855,104 @@ pub fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
             text.join(", ")
         ));
     }
+    if let Some(j) = s.cache.and_then(|k| cache_stats(&t, k)) {
+        super::cmd_kv::say(&format!("tern kv up: cache {}", stats_line(&j)));
+        if let Some(f) = &a.stats_file {
+            std::fs::write(f, serde_json::to_string_pretty(&j)? + "\n")
+                .with_context(|| format!("writing {}", f.display()))?;
+        }
+    }
     t.teardown();
     super::cmd_kv::say("tern kv up: stopped and cleaned up");
     Ok(code)
+}
+
+/// Indexes of the cache programs' `kv_ops` counter (see p4/kv/*.p4).
+const OPS_GET_HIT: u32 = 0;
+
+/// The switch OS's and the data plane's cache counters, as JSON (`None` without a cache).
+fn cache_stats(t: &Topology, kind: tern_kv::switchos::CacheKind) -> Option<serde_json::Value> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let os = t.switchos.as_ref()?;
+    let st = os.stats();
+    let mut ops = [0u64; 11];
+    let mut dropped = [0u64; 4];
+    let _ = os.with_switch(&mut |rt| {
+        for (i, o) in ops.iter_mut().enumerate() {
+            *o = rt.counter_read("KvIngress.kv_ops", i as u32)?.packets;
+        }
+        for (i, d) in dropped.iter_mut().enumerate() {
+            *d = rt.counter_read("KvIngress.kv_dropped", i as u32)?.packets;
+        }
+        Ok(())
+    });
+    let server_retried: u64 = t
+        .inproc
+        .iter()
+        .map(|h| h.cache_ctl().retried.load(Relaxed))
+        .sum();
+    let server_gave_up: u64 = t
+        .inproc
+        .iter()
+        .map(|h| h.cache_ctl().gave_up.load(Relaxed))
+        .sum();
+    // kv_ops: 0 hit, 1 miss, 2 cached but not served (not latest / invalid), 3 being evicted.
+    let gets = ops[0] + ops[1] + ops[2] + ops[3];
+    let hit = ops[OPS_GET_HIT as usize];
+    // kv_ops[4]: FarReach writes absorbed, NetCache writes that invalidated a copy (they go on
+    // to the server); kv_ops[5]: writes of uncached keys.
+    let (in_switch, to_servers) = match kind {
+        tern_kv::switchos::CacheKind::FarReach => (ops[4], ops[5]),
+        tern_kv::switchos::CacheKind::NetCache => (0, ops[4] + ops[5]),
+    };
+    Some(serde_json::json!({
+        "gets": gets,
+        "get_hits": hit,
+        "hit_ratio": if gets == 0 { 0.0 } else { hit as f64 / gets as f64 },
+        "writes_in_switch": in_switch,
+        "writes_to_servers": to_servers,
+        "hot_reports": ops[6],
+        "kv_ops": ops.to_vec(),
+        "malformed_dropped": dropped.to_vec(),
+        "cached": os.cached_count(),
+        "admissions": st.admissions.load(Relaxed),
+        "evictions": st.evictions.load(Relaxed),
+        "writebacks": st.writebacks.load(Relaxed),
+        "reports": st.reports.load(Relaxed),
+        "sketch_resets": st.sketch_resets.load(Relaxed),
+        "snapshots": st.snapshots.load(Relaxed),
+        "last_snapshot_ms": st.last_snapshot_us.load(Relaxed) as f64 / 1000.0,
+        "max_snapshot_ms": st.max_snapshot_us.load(Relaxed) as f64 / 1000.0,
+        "control_retried": st.retried.load(Relaxed) + server_retried,
+        "control_gave_up": st.gave_up.load(Relaxed) + server_gave_up,
+        "control_dropped_on_purpose": st.dropped.load(Relaxed),
+        "runtime_errors": st.runtime_errors.load(Relaxed),
+        "seq_base": os.seq_base(),
+    }))
+}
+
+/// One line of the most telling cache counters.
+pub fn stats_line(j: &serde_json::Value) -> String {
+    format!(
+        "hit ratio {:.3} ({} of {} GETs), writes in switch {}, to servers {}, cached {}, \
+         admissions {}, evictions {} (write-backs {}), snapshots {} (last {:.1} ms, max {:.1} ms), \
+         control messages retried {} / given up {}, malformed dropped {}",
+        j["hit_ratio"].as_f64().unwrap_or(0.0),
+        j["get_hits"],
+        j["gets"],
+        j["writes_in_switch"],
+        j["writes_to_servers"],
+        j["cached"],
+        j["admissions"],
+        j["evictions"],
+        j["writebacks"],
+        j["snapshots"],
+        j["last_snapshot_ms"].as_f64().unwrap_or(0.0),
+        j["max_snapshot_ms"].as_f64().unwrap_or(0.0),
+        j["control_retried"],
+        j["control_gave_up"],
+        j["malformed_dropped"]
+            .as_array()
+            .map_or(0, |a| a.iter().filter_map(|x| x.as_u64()).sum::<u64>()),
+    )
 }

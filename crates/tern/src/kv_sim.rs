@@ -38,6 +38,21 @@ struct Shared {
     out_counts: Vec<AtomicU64>,
 }
 
+/// The simulated switch's runtime interface, for a cache's switch OS.
+pub struct SimAccess(Arc<Shared>);
+
+impl tern_kv::switchos::SwitchAccess for SimAccess {
+    fn with(
+        &self,
+        f: &mut dyn FnMut(&mut dyn tern_runtime::Runtime) -> tern_runtime::RtResult<()>,
+    ) -> tern_runtime::RtResult<()> {
+        match self.0.switch.lock() {
+            Ok(mut sw) => f(&mut *sw),
+            Err(p) => f(&mut *p.into_inner()),
+        }
+    }
+}
+
 /// A running simulated switch; stopped on drop.
 pub struct SimSwitch {
     shared: Arc<Shared>,
@@ -204,6 +219,11 @@ impl SimSwitch {
             .iter()
             .filter_map(|s| s.local_addr().ok())
             .collect()
+    }
+
+    /// The switch's runtime interface (serialised with packet processing).
+    pub fn access(&self) -> SimAccess {
+        SimAccess(self.shared.clone())
     }
 
     /// Frames sent out of each switch port so far: `(port, frames)` for ports 1..

@@ -26,7 +26,12 @@ fn assert_stf_passes(prog: &Path, stf: &Path) {
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
     );
-    assert!(o.status.success(), "{} with {}:\n{out}", prog.display(), stf.display());
+    assert!(
+        o.status.success(),
+        "{} with {}:\n{out}",
+        prog.display(),
+        stf.display()
+    );
     assert!(out.contains("PASS"), "{out}");
 }
 
@@ -83,10 +88,15 @@ fn a_wrong_cache_answer_fails() {
     let text = std::fs::read_to_string(dir.join("farreach.stf")).unwrap();
     // The first absorbed PUT of k4 is answered with seq 101 (0x65); claim 102 instead.
     let needle = "000a0000000000000000000000000000000e000a0000006500000000";
-    assert!(text.to_lowercase().contains(needle), "expectation not found");
-    let broken = text
-        .to_lowercase()
-        .replacen(needle, "000a0000000000000000000000000000000e000a0000006600000000", 1);
+    assert!(
+        text.to_lowercase().contains(needle),
+        "expectation not found"
+    );
+    let broken = text.to_lowercase().replacen(
+        needle,
+        "000a0000000000000000000000000000000e000a0000006600000000",
+        1,
+    );
     let tmp = TempDir::new("broken");
     let stf = tmp.0.join("broken.stf");
     std::fs::write(&stf, broken).unwrap();
