@@ -5,6 +5,7 @@
 //! * [`router`]: crc32 partition ranges mapping keys to servers.
 //! * [`server`]: the UDP storage server.
 //! * [`client`]: get / put / delete with timeout and retry.
+//! * [`history`]: the history checker (no stale or foreign value is ever read).
 //! * [`ycsb`]: YCSB's generators and core workloads.
 //! * [`bench`]: the closed-loop benchmark driver and its report.
 //! * [`switchos`]: the caches' control plane (admission, eviction, snapshots) on the runtime
@@ -14,6 +15,7 @@
 
 pub mod bench;
 pub mod client;
+pub mod history;
 pub mod protocol;
 pub mod rng;
 pub mod rotation;

@@ -41,6 +41,52 @@ enum KvCommand {
     Down(super::cmd_kv_up::DownArgs),
     /// Run an experiment suite end to end (JSON reports, a table and plots).
     Experiment(super::cmd_kv_exp::ExperimentArgs),
+    /// History checker: concurrent reads, writes and deletes of unique values on a skewed key
+    /// set; every read must return the latest acknowledged write or one still in flight.
+    Check(CheckArgs),
+    /// Print the cache counters `tern kv up --stats-file F` wrote (hit ratio, admissions,
+    /// evictions, snapshot durations, control messages retried).
+    Stats(StatsArgs),
+}
+
+#[derive(clap::Args)]
+struct CheckArgs {
+    /// Comma-separated server addresses (default: TERN_KV_SERVERS, set by `tern kv up`).
+    #[arg(long)]
+    servers: Option<String>,
+    /// Keys (ids 1..=N, skewed access).
+    #[arg(long, default_value_t = 200)]
+    keys: u64,
+    /// Client threads.
+    #[arg(long, default_value_t = 4)]
+    threads: usize,
+    /// Operations per thread.
+    #[arg(long, default_value_t = 5000)]
+    ops: usize,
+    /// Fraction of writes.
+    #[arg(long, default_value_t = 0.5)]
+    write_ratio: f64,
+    /// Fraction of the writes that are deletes.
+    #[arg(long, default_value_t = 0.05)]
+    delete_ratio: f64,
+    /// Value size in bytes (16..=128).
+    #[arg(long, default_value_t = 64)]
+    value_size: usize,
+    /// Per-attempt timeout in milliseconds.
+    #[arg(long, default_value_t = 200)]
+    timeout_ms: u64,
+    /// Retries after the first attempt.
+    #[arg(long, default_value_t = 10)]
+    retries: u32,
+    /// Seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+#[derive(clap::Args)]
+struct StatsArgs {
+    /// The JSON file `tern kv up --stats-file` wrote.
+    file: PathBuf,
 }
 
 #[derive(clap::Args)]
@@ -167,6 +213,15 @@ pub fn run(args: KvArgs) -> anyhow::Result<ExitCode> {
         KvCommand::Up(a) => super::cmd_kv_up::up(*a),
         KvCommand::Down(a) => super::cmd_kv_up::down(a),
         KvCommand::Experiment(a) => super::cmd_kv_exp::run(a),
+        KvCommand::Check(a) => check_cmd(a),
+        KvCommand::Stats(a) => {
+            let text = std::fs::read_to_string(&a.file)
+                .with_context(|| format!("reading {}", a.file.display()))?;
+            let j: serde_json::Value = serde_json::from_str(&text)
+                .with_context(|| format!("{}: not a stats file", a.file.display()))?;
+            say(&super::cmd_kv_up::stats_line(&j));
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 
@@ -233,6 +288,43 @@ fn workload(a: &BenchArgs) -> anyhow::Result<WorkloadSpec> {
     }
     w.validate()?;
     Ok(w)
+}
+
+fn check_cmd(a: CheckArgs) -> anyhow::Result<ExitCode> {
+    let Some(list) = a.servers.or_else(|| std::env::var("TERN_KV_SERVERS").ok()) else {
+        bail!(
+            "give --servers host:port,... (or run under `tern kv up`, which sets TERN_KV_SERVERS)"
+        );
+    };
+    if a.keys == 0 || a.threads == 0 || !(0.0..=1.0).contains(&a.write_ratio) {
+        bail!("--keys and --threads must be positive, --write-ratio in [0, 1]");
+    }
+    let cfg = tern_kv::history::CheckConfig {
+        servers: Router::parse(&list)?.servers().to_vec(),
+        keys: a.keys,
+        threads: a.threads,
+        ops: a.ops,
+        write_ratio: a.write_ratio,
+        delete_ratio: a.delete_ratio,
+        value_len: a.value_size,
+        timeout: std::time::Duration::from_millis(a.timeout_ms),
+        retries: a.retries,
+        seed: a.seed,
+    };
+    let r = tern_kv::history::run(&cfg)?;
+    say(&format!(
+        "tern kv check: {} reads ({} answered by the switch), {} writes, {} deletes, {} errors; \
+         violations: {} stale, {} unknown value, {} value/seq mixed",
+        r.reads, r.switch_reads, r.writes, r.deletes, r.errors, r.stale, r.unknown, r.mixed
+    ));
+    for e in &r.examples {
+        say(&format!("  {e}"));
+    }
+    Ok(if r.violations() == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 fn bench_cmd(a: BenchArgs) -> anyhow::Result<ExitCode> {
