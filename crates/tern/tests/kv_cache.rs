@@ -1,0 +1,204 @@
+//! End to end in `tern kv up --mode sim`: NoCache, NetCache and FarReach serve the YCSB bench
+//! and the history checker (`tern kv check`) with no stale, foreign or mixed value, while the
+//! switch OS admits, evicts (FarReach: with write-backs) and snapshots; the lossy-control mode
+//! retries and stays correct; and the checker does find stale reads when a cache is broken.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+
+/// A temporary directory removed on drop (also when the test fails).
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let d = std::env::temp_dir().join(format!("tern-kvc-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        TempDir(d)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+struct Run {
+    ok: bool,
+    out: String,
+    stats: Option<serde_json::Value>,
+}
+
+/// `tern kv up --mode sim --servers 2 UP... -- tern CMD...` with a stats file.
+fn up(tag: &str, up_args: &[&str], cmd: &[&str]) -> Run {
+    let tmp = TempDir::new(tag);
+    let stats = tmp.0.join("stats.json");
+    let o = Command::new(env!("CARGO_BIN_EXE_tern"))
+        .args(["kv", "up", "--mode", "sim", "--servers", "2", "--dir"])
+        .arg(tmp.0.join("data"))
+        .arg("--stats-file")
+        .arg(&stats)
+        .args(up_args)
+        .arg("--")
+        .arg("tern")
+        .args(cmd)
+        .output()
+        .unwrap();
+    let out = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let stats = std::fs::read_to_string(&stats)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok());
+    Run {
+        ok: o.status.success(),
+        out,
+        stats,
+    }
+}
+
+const SMALL_CACHE: &[&str] = &[
+    "--cache-size",
+    "20",
+    "--hot-threshold",
+    "2",
+    "--sample-all",
+    "--snapshot-ms",
+    "300",
+];
+
+const CHECK: &[&str] = &[
+    "kv",
+    "check",
+    "--keys",
+    "100",
+    "--threads",
+    "4",
+    "--ops",
+    "2500",
+];
+
+fn n(j: &serde_json::Value, k: &str) -> u64 {
+    j[k].as_u64()
+        .unwrap_or_else(|| panic!("stats without {k}: {j}"))
+}
+
+fn check_cache(cache: &str) -> serde_json::Value {
+    let mut args = vec!["--cache", cache];
+    args.extend_from_slice(SMALL_CACHE);
+    let r = up(cache, &args, CHECK);
+    assert!(r.ok, "{}", r.out);
+    assert!(
+        r.out
+            .contains("violations: 0 stale, 0 unknown value, 0 value/seq mixed"),
+        "{}",
+        r.out
+    );
+    let j = r
+        .stats
+        .unwrap_or_else(|| panic!("no stats file:\n{}", r.out));
+    // 100 skewed keys through 20 slots: the switch OS must admit and evict, and the switch
+    // must answer reads.
+    assert!(n(&j, "admissions") > 20, "{j}");
+    assert!(n(&j, "evictions") > 0, "{j}");
+    assert!(n(&j, "get_hits") > 0, "{j}");
+    assert!(r.out.contains("answered by the switch"), "{}", r.out);
+    j
+}
+
+#[test]
+fn farreach_history_is_clean_with_admission_eviction_and_snapshots() {
+    let j = check_cache("farreach");
+    assert!(n(&j, "writes_in_switch") > 0, "{j}");
+    assert!(n(&j, "writebacks") > 0, "{j}");
+    assert!(n(&j, "snapshots") > 0, "{j}");
+}
+
+#[test]
+fn netcache_history_is_clean_with_admission_and_eviction() {
+    let j = check_cache("netcache");
+    assert_eq!(n(&j, "writes_in_switch"), 0, "{j}");
+}
+
+#[test]
+fn nocache_history_is_clean() {
+    let r = up("nocache", &[], CHECK);
+    assert!(r.ok, "{}", r.out);
+    assert!(r.out.contains("(0 answered by the switch)"), "{}", r.out);
+    assert!(r.out.contains("violations: 0 stale"), "{}", r.out);
+}
+
+#[test]
+fn ycsb_bench_runs_unchanged_on_every_cache() {
+    for cache in ["nocache", "netcache", "farreach"] {
+        let mut args = vec!["--cache", cache];
+        args.extend_from_slice(SMALL_CACHE);
+        let r = up(
+            &format!("bench-{cache}"),
+            &args,
+            &[
+                "kv",
+                "bench",
+                "--workload",
+                "a",
+                "--records",
+                "500",
+                "--ops",
+                "3000",
+                "--threads",
+                "2",
+            ],
+        );
+        assert!(r.ok, "{cache}: {}", r.out);
+        assert!(r.out.contains("errors 0,"), "{cache}: {}", r.out);
+        assert!(r.out.contains("value mismatches 0"), "{cache}: {}", r.out);
+        if cache != "nocache" {
+            let j = r.stats.expect("stats");
+            assert!(n(&j, "get_hits") > 0, "{cache}: {j}");
+        }
+    }
+}
+
+#[test]
+fn lossy_control_retries_and_stays_correct() {
+    let mut args = vec!["--cache", "farreach", "--control-loss", "0.3"];
+    args.extend_from_slice(SMALL_CACHE);
+    let r = up("lossy", &args, CHECK);
+    assert!(r.ok, "{}", r.out);
+    assert!(
+        r.out
+            .contains("violations: 0 stale, 0 unknown value, 0 value/seq mixed"),
+        "{}",
+        r.out
+    );
+    let j = r.stats.expect("stats");
+    assert!(n(&j, "control_dropped_on_purpose") > 0, "{j}");
+    assert!(n(&j, "control_retried") > 0, "{j}");
+    assert!(n(&j, "admissions") > 0, "{j}");
+}
+
+/// NetCache without its invalidation on writes serves stale copies: the checker must say so.
+#[test]
+fn the_checker_finds_stale_reads_of_a_broken_cache() {
+    let src = std::fs::read_to_string(Path::new(ROOT).join("p4/kv/netcache.p4")).unwrap();
+    let needle = "            latest_reg.write(meta.idx, 0);\n            savedseq_reg.write(meta.idx, s);\n";
+    assert!(src.contains(needle));
+    let broken = src.replace(needle, "");
+    let tmp = TempDir::new("broken");
+    let p4 = tmp.0.join("broken.p4");
+    std::fs::write(&p4, broken).unwrap();
+    let mut args = vec!["--cache", "netcache", "--program", p4.to_str().unwrap()];
+    args.extend_from_slice(SMALL_CACHE);
+    let r = up("broken-run", &args, CHECK);
+    assert!(!r.ok, "{}", r.out);
+    assert!(
+        r.out.contains("stale: older than an acknowledged write"),
+        "{}",
+        r.out
+    );
+}
