@@ -37,6 +37,68 @@ pub struct CheckConfig {
     pub retries: u32,
     /// Seed.
     pub seed: u64,
+    /// Client-side preservation (FarReach's upstream backup): keep the newest write of every
+    /// key the switch answered and dump them to this file (every 10 ms while they change), for
+    /// the recovery of a crashed switch.
+    pub preserve: Option<std::path::PathBuf>,
+}
+
+/// A preserved record: `(key, value or None for deleted, seq)`.
+pub type Preserved = (Key, Option<Vec<u8>>, u32);
+
+/// Writes preserved records: one line per record, `key-hex seq 1 value-hex` or `key-hex seq 0`.
+pub fn write_preserved(path: &std::path::Path, recs: &[Preserved]) -> std::io::Result<()> {
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    let mut text = String::new();
+    for (k, v, seq) in recs {
+        match v {
+            Some(v) => text += &format!("{} {seq} 1 {}\n", hex(&k.0), hex(v)),
+            None => text += &format!("{} {seq} 0\n", hex(&k.0)),
+        }
+    }
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path)
+}
+
+/// Reads a file [`write_preserved`] wrote; a bad line is an error naming it.
+pub fn read_preserved(path: &std::path::Path) -> Result<Vec<Preserved>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let unhex = |s: &str| -> Option<Vec<u8>> {
+        (s.len() % 2 == 0)
+            .then(|| {
+                (0..s.len())
+                    .step_by(2)
+                    .map(|i| u8::from_str_radix(&s[i..i + 2], 16).ok())
+                    .collect()
+            })
+            .flatten()
+    };
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let bad = || {
+            format!(
+                "{} line {}: not `key seq stat [value]`",
+                path.display(),
+                i + 1
+            )
+        };
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let key: [u8; 16] = f
+            .first()
+            .and_then(|k| unhex(k))
+            .and_then(|k| k.try_into().ok())
+            .ok_or_else(bad)?;
+        let seq: u32 = f.get(1).and_then(|s| s.parse().ok()).ok_or_else(bad)?;
+        let value = match (f.get(2).copied(), f.get(3)) {
+            (Some("1"), Some(v)) => Some(unhex(v).ok_or_else(bad)?),
+            (Some("1"), None) => Some(Vec::new()),
+            (Some("0"), None) => None,
+            _ => return Err(bad()),
+        };
+        out.push((Key(key), value, seq));
+    }
+    Ok(out)
 }
 
 /// What the checker found.
@@ -121,10 +183,39 @@ pub fn run(cfg: &CheckConfig) -> Result<CheckReport, ClientError> {
         }
     }
     let report = Arc::new(Mutex::new(CheckReport::default()));
+    let preserved: Arc<Mutex<(bool, HashMap<u64, (Option<Vec<u8>>, u32)>)>> =
+        Arc::new(Mutex::new((false, HashMap::new())));
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let dump = |p: &std::path::Path, m: &Mutex<(bool, HashMap<u64, (Option<Vec<u8>>, u32)>)>| {
+        let recs: Option<Vec<Preserved>> = m.lock().ok().and_then(|mut g| {
+            let changed = std::mem::take(&mut g.0);
+            changed.then(|| {
+                g.1.iter()
+                    .map(|(id, (v, s))| (Key::from_id(*id), v.clone(), *s))
+                    .collect()
+            })
+        });
+        if let Some(recs) = recs {
+            if let Err(e) = write_preserved(p, &recs) {
+                eprintln!("tern kv check: preserving to {}: {e}", p.display());
+            }
+        }
+    };
+    let dumper = cfg.preserve.clone().map(|p| {
+        let (m, done) = (preserved.clone(), done.clone());
+        std::thread::spawn(move || {
+            while !done.load(std::sync::atomic::Ordering::Acquire) {
+                dump(&p, &m);
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            dump(&p, &m);
+        })
+    });
     let mut handles = Vec::new();
     for t in 0..cfg.threads {
         let (cfg, router, hist, report) =
             (cfg.clone(), router.clone(), hist.clone(), report.clone());
+        let preserved = preserved.clone();
         handles.push(std::thread::spawn(move || -> Result<(), ClientError> {
             let mut c = Client::new(router, cfg.timeout, cfg.retries)?;
             let mut rng = Rng::new(cfg.seed ^ (t as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
@@ -137,10 +228,23 @@ pub fn run(cfg: &CheckConfig) -> Result<CheckReport, ClientError> {
                 if r < cfg.write_ratio {
                     let del = r < cfg.write_ratio * cfg.delete_ratio;
                     let v = value_of(id, t, n + 1, len);
-                    let res = if del { c.delete(key) } else { c.put(key, &v) };
+                    let res = if del {
+                        c.delete_detailed(key)
+                    } else {
+                        c.put_detailed(key, &v)
+                    };
                     match res {
-                        Ok(seq) => {
+                        Ok((seq, by)) => {
                             let now = Instant::now();
+                            if by == 0xFFFF && cfg.preserve.is_some() {
+                                if let Ok(mut p) = preserved.lock() {
+                                    let e = p.1.entry(id).or_insert((None, 0));
+                                    if seq >= e.1 {
+                                        *e = ((!del).then(|| v.clone()), seq);
+                                    }
+                                    p.0 = true;
+                                }
+                            }
                             if let Ok(mut h) = hist[id as usize].lock() {
                                 h.acked.push((now, seq));
                                 h.by_seq.insert(seq, (!del).then_some(v));
@@ -227,6 +331,10 @@ pub fn run(cfg: &CheckConfig) -> Result<CheckReport, ClientError> {
                 )))
             }
         }
+    }
+    done.store(true, std::sync::atomic::Ordering::Release);
+    if let Some(d) = dumper {
+        let _ = d.join();
     }
     let r = report.lock().map(|r| r.clone()).unwrap_or_default();
     Ok(r)

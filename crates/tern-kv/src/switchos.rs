@@ -731,3 +731,76 @@ impl<A: SwitchAccess> Worker<A> {
         Ok(())
     }
 }
+
+/// What [`replay`] did.
+#[derive(Clone, Debug, Default)]
+pub struct ReplayReport {
+    /// Records given (snapshot + preserved).
+    pub given: usize,
+    /// Records sent (the newest per key).
+    pub replayed: usize,
+    /// Time spent.
+    pub elapsed: Duration,
+}
+
+/// Server recovery after a switch crash (FarReach §3.9): merges the last snapshot's records and
+/// the clients' preserved records, keeps the largest seq per key, and applies each to its
+/// server with the seq check (CACHE_EVICT, retried until acknowledged), so an older record never
+/// overwrites a newer one. `servers` in partition-range order.
+pub fn replay(
+    servers: &[SocketAddr],
+    records: impl IntoIterator<Item = (Key, Option<Vec<u8>>, u32)>,
+    timeout: Duration,
+    tries: u32,
+) -> Result<ReplayReport, SwitchOsError> {
+    let t0 = Instant::now();
+    let router = crate::router::Router::new(servers.to_vec())
+        .map_err(|e| SwitchOsError::Config(e.to_string()))?;
+    let mut newest: HashMap<Key, (Option<Vec<u8>>, u32)> = HashMap::new();
+    let mut given = 0;
+    for (k, v, seq) in records {
+        given += 1;
+        let e = newest.entry(k).or_insert((None, 0));
+        if seq >= e.1 {
+            *e = (v, seq);
+        }
+    }
+    let sock = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))?;
+    let mut buf = vec![0u8; 65536];
+    for (key, (value, seq)) in &newest {
+        let dest = servers[router.server_index(key)];
+        let bytes = Message::new(Op::CACHE_EVICT, *key)
+            .with_body(evict_body(value.as_deref(), *seq))
+            .encode()
+            .map_err(|e| SwitchOsError::Config(e.to_string()))?;
+        let mut acked = false;
+        'tries: for _ in 0..tries {
+            sock.send_to(&bytes, dest)?;
+            let deadline = Instant::now() + timeout;
+            loop {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                sock.set_read_timeout(Some(left))?;
+                let Ok((n, _)) = sock.recv_from(&mut buf) else {
+                    break;
+                };
+                if let Ok(m) = Message::decode(&buf[..n]) {
+                    if m.op == Op::CACHE_EVICT_ACK && m.key == *key {
+                        acked = true;
+                        break 'tries;
+                    }
+                }
+            }
+        }
+        if !acked {
+            return Err(SwitchOsError::NoAnswer(dest, "CACHE_EVICT_ACK"));
+        }
+    }
+    Ok(ReplayReport {
+        given,
+        replayed: newest.len(),
+        elapsed: t0.elapsed(),
+    })
+}

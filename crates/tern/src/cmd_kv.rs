@@ -81,6 +81,10 @@ struct CheckArgs {
     /// Seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Preserve the switch-answered writes in this file for switch recovery (default: the
+    /// TERN_KV_PRESERVE environment variable that `tern kv up --cache` sets).
+    #[arg(long)]
+    preserve: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -310,6 +314,9 @@ fn check_cmd(a: CheckArgs) -> anyhow::Result<ExitCode> {
         timeout: std::time::Duration::from_millis(a.timeout_ms),
         retries: a.retries,
         seed: a.seed,
+        preserve: a
+            .preserve
+            .or_else(|| std::env::var_os("TERN_KV_PRESERVE").map(PathBuf::from)),
     };
     let r = tern_kv::history::run(&cfg)?;
     say(&format!(

@@ -104,6 +104,15 @@ pub struct UpArgs {
     /// Fraction of the switch OS's control messages dropped on purpose (lossy-control mode).
     #[arg(long, default_value_t = 0.0)]
     control_loss: f64,
+    /// Fault injection (sim mode with a cache): crash the switch this many times at random
+    /// moments (it loses every register and entry and its switch OS dies), then recover:
+    /// replay the last snapshot and the clients' preserved records into the servers, restart
+    /// the switch OS with a seq floor above every stored seq, bring the switch back.
+    #[arg(long, default_value_t = 0)]
+    crashes: u32,
+    /// Mean time between crashes in milliseconds (each wait is uniform in [0.5, 1.5] × this).
+    #[arg(long, default_value_t = 1000)]
+    crash_period_ms: u64,
     /// Write the switch OS and data-plane counters as JSON to this file on exit.
     #[arg(long)]
     stats_file: Option<PathBuf>,
@@ -344,9 +353,13 @@ pub fn down(a: DownArgs) -> anyhow::Result<ExitCode> {
 struct Topology {
     children: Vec<(String, Child)>,
     inproc: Vec<tern_kv::server::ServerHandle>,
+    /// The fault injector (`--crashes`) and its stop flag.
+    injector: Option<(Arc<AtomicBool>, std::thread::JoinHandle<()>)>,
+    /// `(crashes, recovery times in ms, records replayed)` of the fault injector.
+    recoveries: Arc<std::sync::Mutex<(u32, Vec<f64>, usize)>>,
     /// Declared before `sim`: stopped before the switch it drives.
-    switchos: Option<tern_kv::switchos::SwitchOs<super::kv_sim::SimAccess>>,
-    sim: Option<super::kv_sim::SimSwitch>,
+    switchos: Arc<std::sync::Mutex<Option<tern_kv::switchos::SwitchOs<super::kv_sim::SimAccess>>>>,
+    sim: Option<Arc<super::kv_sim::SimSwitch>>,
     namespaces: Vec<String>,
     dir: PathBuf,
     remove_dir: bool,
@@ -361,7 +374,9 @@ impl Topology {
         Topology {
             children: Vec::new(),
             inproc: Vec::new(),
-            switchos: None,
+            injector: None,
+            recoveries: Arc::default(),
+            switchos: Arc::default(),
             sim: None,
             namespaces: Vec::new(),
             dir,
@@ -430,6 +445,13 @@ impl Topology {
 
     /// Graceful stop: servers flush on SIGINT; then everything else; then the namespaces.
     fn teardown(&mut self) {
+        if let Some((stop, h)) = self.injector.take() {
+            stop.store(true, Ordering::Release);
+            let _ = h.join();
+        }
+        if let Ok(mut os) = self.switchos.lock() {
+            os.take();
+        }
         if let Some(sim) = self.sim.take() {
             sim.stop();
         }
@@ -770,14 +792,36 @@ pub fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
                     if c.capacity == 0 || c.capacity > 10_000 {
                         bail!("--cache-size {}: between 1 and 10000", c.capacity);
                     }
-                    let os = SwitchOs::start(sim.access(), c).context("starting the switch OS")?;
+                    let os = SwitchOs::start(sim.access(), c.clone())
+                        .context("starting the switch OS")?;
                     for h in &t.inproc {
                         h.cache_ctl().set_switchos(Some(os.addr()));
                     }
-                    t.switchos = Some(os);
+                    if let Ok(mut slot) = t.switchos.lock() {
+                        *slot = Some(os);
+                    }
+                    let sim = Arc::new(sim);
+                    if a.crashes > 0 {
+                        let stop = Arc::new(AtomicBool::new(false));
+                        let inj = Injector {
+                            sim: sim.clone(),
+                            os: t.switchos.clone(),
+                            ctls: t.inproc.iter().map(|h| h.cache_ctl().clone()).collect(),
+                            cfg: c,
+                            preserve: dir.join("preserved.txt"),
+                            crashes: a.crashes,
+                            period: Duration::from_millis(a.crash_period_ms.max(1)),
+                            stop: stop.clone(),
+                            log: t.recoveries.clone(),
+                        };
+                        t.injector = Some((stop, std::thread::spawn(move || inj.run())));
+                    }
+                    t.servers = sim.fronts();
+                    t.sim = Some(sim);
+                } else {
+                    t.servers = sim.fronts();
+                    t.sim = Some(Arc::new(sim));
                 }
-                t.servers = sim.fronts();
-                t.sim = Some(sim);
             }
         }
         Mode::Netns => netns_up(&mut t, &exe, &s)?,
@@ -815,8 +859,11 @@ pub fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
         } else {
             PathBuf::from(&args[0])
         };
-        let mut child = t
-            .client_command(&program)
+        let mut cmd = t.client_command(&program);
+        if s.cache.is_some() {
+            cmd.env("TERN_KV_PRESERVE", dir.join("preserved.txt"));
+        }
+        let mut child = cmd
             .args(&args[1..])
             .env("TERN_KV_SERVERS", &list)
             .spawn()
@@ -867,14 +914,105 @@ pub fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
     Ok(code)
 }
 
+/// The fault injector of `--crashes`: crashes the simulated switch at random moments and runs
+/// FarReach's recovery (§3.9 of the reference) before bringing it back.
+struct Injector {
+    sim: Arc<super::kv_sim::SimSwitch>,
+    os: Arc<std::sync::Mutex<Option<tern_kv::switchos::SwitchOs<super::kv_sim::SimAccess>>>>,
+    ctls: Vec<Arc<tern_kv::server::CacheCtl>>,
+    cfg: tern_kv::switchos::SwitchOsConfig,
+    preserve: PathBuf,
+    crashes: u32,
+    period: Duration,
+    stop: Arc<AtomicBool>,
+    log: Arc<std::sync::Mutex<(u32, Vec<f64>, usize)>>,
+}
+
+impl Injector {
+    fn run(self) {
+        let mut rng = tern_kv::rng::Rng::new(0xc4a5);
+        for _ in 0..self.crashes {
+            let wait = self.period.mul_f64(0.5 + rng.next_f64());
+            let until = Instant::now() + wait;
+            while Instant::now() < until {
+                if self.stop.load(Ordering::Acquire) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            match self.crash_and_recover() {
+                Ok((ms, n)) => {
+                    super::cmd_kv::say(&format!(
+                        "tern kv up: switch crashed and recovered in {ms:.1} ms ({n} records \
+                         replayed)"
+                    ));
+                    if let Ok(mut l) = self.log.lock() {
+                        l.0 += 1;
+                        l.1.push(ms);
+                        l.2 += n;
+                    }
+                }
+                Err(e) => {
+                    eprintln!("tern kv up: recovery failed: {e:#}");
+                    self.sim.set_down(false);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Crash: the switch goes down and its OS dies (the last snapshot is the controller's);
+    /// the switch reboots empty. Recovery: replay snapshot + preserved records into the
+    /// servers, new switch OS (seq floor above every stored seq), switch up.
+    fn crash_and_recover(&self) -> anyhow::Result<(f64, usize)> {
+        self.sim.set_down(true);
+        let t0 = Instant::now();
+        let old = self.os.lock().ok().and_then(|mut o| o.take());
+        let snapshot = old.map(|os| os.last_snapshot()).unwrap_or_default();
+        self.sim.crash_and_reboot()?;
+        // Let replies already on their way land, so the clients' preserved records are
+        // complete (no switch answers while it is down) and the servers hold every write the
+        // switch forwarded before the crash.
+        std::thread::sleep(Duration::from_millis(50));
+        let preserved = match tern_kv::history::read_preserved(&self.preserve) {
+            Ok(p) => p,
+            Err(_) if !self.preserve.exists() => Vec::new(),
+            Err(e) => anyhow::bail!(e),
+        };
+        let records = snapshot
+            .records
+            .into_iter()
+            .map(|r| (r.key, r.value, r.seq))
+            .chain(preserved);
+        let rep = tern_kv::switchos::replay(
+            &self.cfg.servers,
+            records,
+            self.cfg.ack_timeout,
+            self.cfg.tries,
+        )?;
+        let os = tern_kv::switchos::SwitchOs::start(self.sim.access(), self.cfg.clone())?;
+        for c in &self.ctls {
+            c.set_switchos(Some(os.addr()));
+        }
+        if let Ok(mut o) = self.os.lock() {
+            *o = Some(os);
+        }
+        self.sim.set_down(false);
+        Ok((t0.elapsed().as_secs_f64() * 1000.0, rep.replayed))
+    }
+}
+
 /// Indexes of the cache programs' `kv_ops` counter (see p4/kv/*.p4).
 const OPS_GET_HIT: u32 = 0;
 
 /// The switch OS's and the data plane's cache counters, as JSON (`None` without a cache).
 fn cache_stats(t: &Topology, kind: tern_kv::switchos::CacheKind) -> Option<serde_json::Value> {
     use std::sync::atomic::Ordering::Relaxed;
-    let os = t.switchos.as_ref()?;
+    let guard = t.switchos.lock().ok()?;
+    let os = guard.as_ref()?;
     let st = os.stats();
+    let (crashes, recovery_ms, replayed) =
+        t.recoveries.lock().map(|r| r.clone()).unwrap_or_default();
     let mut ops = [0u64; 11];
     let mut dropped = [0u64; 4];
     let _ = os.with_switch(&mut |rt| {
@@ -928,6 +1066,10 @@ fn cache_stats(t: &Topology, kind: tern_kv::switchos::CacheKind) -> Option<serde
         "control_dropped_on_purpose": st.dropped.load(Relaxed),
         "runtime_errors": st.runtime_errors.load(Relaxed),
         "seq_base": os.seq_base(),
+        "crashes": crashes,
+        "recovery_ms": recovery_ms,
+        "max_recovery_ms": recovery_ms.iter().copied().fold(0.0, f64::max),
+        "records_replayed": replayed,
     }))
 }
 

@@ -29,6 +29,11 @@ pub fn server_ip(k: usize) -> Ipv4Addr {
 
 struct Shared {
     switch: Mutex<Switch>,
+    /// The program and entries, for a reboot.
+    json: String,
+    commands: String,
+    /// The switch is down (crashed, recovering): every frame is lost.
+    down: AtomicBool,
     fronts: Vec<UdpSocket>,
     servers: Vec<SocketAddr>,
     uppers: Mutex<HashMap<(usize, u16), Arc<UdpSocket>>>,
@@ -100,6 +105,9 @@ fn parse(f: &[u8]) -> Option<(Ipv4Addr, u16, Ipv4Addr, u16, &[u8])> {
 impl Shared {
     fn process(self: &Arc<Self>, port: u32, data: &[u8]) {
         let mut out: Vec<OutputPacket> = Vec::new();
+        if self.down.load(Ordering::Acquire) {
+            return;
+        }
         match self.switch.lock() {
             Ok(mut sw) => sw.process_packet(port, data, &mut out),
             Err(_) => return,
@@ -160,18 +168,42 @@ impl Shared {
     }
 }
 
+/// A switch with `json` loaded and the runtime `commands` applied.
+fn fresh_switch(json: &str, commands: &str) -> anyhow::Result<Switch> {
+    let mut sw =
+        Switch::from_json(json, SwitchOptions::default()).context("loading the program")?;
+    let mut cli = tern_control::Cli::new(sw.program());
+    let mut sink = Vec::new();
+    cli.run_script(&mut sw, &mut commands.as_bytes(), &mut sink)
+        .context("applying the switch entries")?;
+    Ok(sw)
+}
+
 impl SimSwitch {
+    /// Crashes the switch: it goes down (frames are lost) and comes back with only its program
+    /// and forwarding entries — every register, cache entry and parameter is gone. It stays
+    /// down until [`SimSwitch::set_down`]`(false)`.
+    pub fn crash_and_reboot(&self) -> anyhow::Result<()> {
+        self.set_down(true);
+        let sw = fresh_switch(&self.shared.json, &self.shared.commands)?;
+        match self.shared.switch.lock() {
+            Ok(mut g) => *g = sw,
+            Err(p) => *p.into_inner() = sw,
+        }
+        Ok(())
+    }
+
+    /// Takes the switch down or brings it back up.
+    pub fn set_down(&self, down: bool) {
+        self.shared.down.store(down, Ordering::Release);
+    }
+
     /// Loads `json`, applies the runtime `commands`, and opens one front per server.
     pub fn start(json: &str, commands: &str, servers: &[SocketAddr]) -> anyhow::Result<SimSwitch> {
         if servers.len() > 253 {
             anyhow::bail!("sim mode: at most 253 servers");
         }
-        let mut sw =
-            Switch::from_json(json, SwitchOptions::default()).context("loading the program")?;
-        let mut cli = tern_control::Cli::new(sw.program());
-        let mut sink = Vec::new();
-        cli.run_script(&mut sw, &mut commands.as_bytes(), &mut sink)
-            .context("applying the switch entries")?;
+        let sw = fresh_switch(json, commands)?;
         let fronts = servers
             .iter()
             .map(|_| {
@@ -183,6 +215,9 @@ impl SimSwitch {
             .context("opening the front sockets")?;
         let shared = Arc::new(Shared {
             switch: Mutex::new(sw),
+            json: json.to_string(),
+            commands: commands.to_string(),
+            down: AtomicBool::new(false),
             fronts,
             servers: servers.to_vec(),
             uppers: Mutex::new(HashMap::new()),
