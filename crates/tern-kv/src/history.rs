@@ -43,6 +43,9 @@ pub struct CheckConfig {
     pub preserve: Option<std::path::PathBuf>,
 }
 
+/// The clients' preserved records by key id (`(changed since the last dump, records)`).
+type PreserveMap = Mutex<(bool, HashMap<u64, (Option<Vec<u8>>, u32)>)>;
+
 /// A preserved record: `(key, value or None for deleted, seq)`.
 pub type Preserved = (Key, Option<Vec<u8>>, u32);
 
@@ -65,7 +68,8 @@ pub fn write_preserved(path: &std::path::Path, recs: &[Preserved]) -> std::io::R
 pub fn read_preserved(path: &std::path::Path) -> Result<Vec<Preserved>, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let unhex = |s: &str| -> Option<Vec<u8>> {
-        (s.len() % 2 == 0)
+        s.len()
+            .is_multiple_of(2)
             .then(|| {
                 (0..s.len())
                     .step_by(2)
@@ -183,10 +187,9 @@ pub fn run(cfg: &CheckConfig) -> Result<CheckReport, ClientError> {
         }
     }
     let report = Arc::new(Mutex::new(CheckReport::default()));
-    let preserved: Arc<Mutex<(bool, HashMap<u64, (Option<Vec<u8>>, u32)>)>> =
-        Arc::new(Mutex::new((false, HashMap::new())));
+    let preserved: Arc<PreserveMap> = Arc::new(Mutex::new((false, HashMap::new())));
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let dump = |p: &std::path::Path, m: &Mutex<(bool, HashMap<u64, (Option<Vec<u8>>, u32)>)>| {
+    let dump = |p: &std::path::Path, m: &PreserveMap| {
         let recs: Option<Vec<Preserved>> = m.lock().ok().and_then(|mut g| {
             let changed = std::mem::take(&mut g.0);
             changed.then(|| {
