@@ -68,8 +68,7 @@ pub fn write_preserved(path: &std::path::Path, recs: &[Preserved]) -> std::io::R
 pub fn read_preserved(path: &std::path::Path) -> Result<Vec<Preserved>, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let unhex = |s: &str| -> Option<Vec<u8>> {
-        s.len()
-            .is_multiple_of(2)
+        (s.len() & 1 == 0)
             .then(|| {
                 (0..s.len())
                     .step_by(2)
