@@ -290,3 +290,165 @@ impl Drop for SimSwitch {
         self.stop();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! FarReach's switch OS on the simulated switch with real servers: the snapshot keeps the
+    //! state at the snapshot point (case 1 copies the old record, the slot takes the new one),
+    //! and an eviction writes the switch's latest record back to its server.
+
+    use super::*;
+    use tern_kv::client::Client;
+    use tern_kv::protocol::Key;
+    use tern_kv::router::Router;
+    use tern_kv::switchos::{CacheKind, SwitchOs, SwitchOsConfig};
+
+    struct Dir(std::path::PathBuf);
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn setup(
+        tag: &str,
+        capacity: u32,
+    ) -> (
+        Dir,
+        Vec<tern_kv::server::ServerHandle>,
+        SimSwitch,
+        SwitchOs<SimAccess>,
+        Client,
+    ) {
+        let dir =
+            Dir(std::env::temp_dir().join(format!("tern-kvsim-{tag}-{}", std::process::id())));
+        let _ = std::fs::remove_dir_all(&dir.0);
+        let servers = tern_kv::bench::start_local_servers(
+            &dir.0,
+            1,
+            1,
+            1,
+            &tern_kv::storage::StoreOptions::default(),
+        )
+        .unwrap();
+        let addrs = tern_kv::bench::addrs(&servers);
+        let json = tern_p4::compile_str(
+            crate::cmd_kv_up::FARREACH_P4,
+            "p4/kv/farreach.p4",
+            &Default::default(),
+        )
+        .unwrap()
+        .json;
+        let entries = format!(
+            "table_add forward to_port {} => 1\ntable_add forward to_port {} => 2\n",
+            u32::from(CLIENT_IP),
+            u32::from(server_ip(0))
+        );
+        let sim = SimSwitch::start(&json, &entries, &addrs).unwrap();
+        let mut c = SwitchOsConfig::new(CacheKind::FarReach, addrs);
+        c.capacity = capacity;
+        c.hot_threshold = 1;
+        c.sample_all = true;
+        c.snapshot_period = None;
+        c.sketch_reset = Duration::from_secs(3600);
+        let os = SwitchOs::start(sim.access(), c).unwrap();
+        servers[0].cache_ctl().set_switchos(Some(os.addr()));
+        let client = Client::new(
+            Router::new(sim.fronts()).unwrap(),
+            Duration::from_millis(500),
+            3,
+        )
+        .unwrap();
+        (dir, servers, sim, os, client)
+    }
+
+    /// PUTs `key` until the switch answers one (admitted and absorbing writes).
+    fn until_absorbed(c: &mut Client, key: Key, value: &[u8]) -> u32 {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let (seq, by) = c.put_detailed(key, value).unwrap();
+            if by == 0xFFFF {
+                return seq;
+            }
+            assert!(std::time::Instant::now() < deadline, "never admitted");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    fn reg(os: &SwitchOs<SimAccess>, name: &str, i: u32) -> u64 {
+        let mut v = 0;
+        os.with_switch(&mut |rt| {
+            v = rt.register_read(&format!("KvIngress.{name}"), i)?;
+            Ok(())
+        })
+        .unwrap();
+        v
+    }
+
+    #[test]
+    fn snapshot_and_case1_keep_the_snapshot_point() {
+        let (_d, servers, _sim, os, mut c) = setup("snap", 4);
+        let k = Key::from_id(7);
+        let s1 = until_absorbed(&mut c, k, b"value-one");
+        let snap = os.snapshot();
+        assert_eq!(snap.records.len(), 1, "{snap:?}");
+        assert_eq!(snap.records[0].key, k);
+        assert_eq!(snap.records[0].value.as_deref(), Some(&b"value-one"[..]));
+        assert_eq!(snap.records[0].seq, s1);
+        // Set the snapshot flag by hand; the next absorbed write copies the old record.
+        let base = os.seq_base();
+        os.with_switch(&mut |rt| {
+            rt.mt_set_default_action(
+                "KvIngress.kv_params",
+                "KvIngress.set_params",
+                &[
+                    vec![0, 1],
+                    vec![1],
+                    base.to_be_bytes().to_vec(),
+                    vec![0, 0, 0, 9],
+                ],
+            )
+        })
+        .unwrap();
+        let (s2, by) = c.put_detailed(k, b"value-two").unwrap();
+        assert_eq!(by, 0xFFFF);
+        let (s3, _) = c.put_detailed(k, b"value-three!").unwrap();
+        assert!(s3 > s2 && s2 > s1);
+        assert_eq!(reg(&os, "case1_reg", 0), 1);
+        assert_eq!(reg(&os, "snap_seq_reg", 0), u64::from(s1));
+        assert_eq!(reg(&os, "snap_vallen_reg", 0), 9);
+        assert_eq!(reg(&os, "savedseq_reg", 0), u64::from(s3));
+        assert_eq!(
+            reg(&os, "snap_val_reg", 0).to_be_bytes(),
+            *b"value-on",
+            "the shadow keeps the record of the snapshot point"
+        );
+        // The server never saw the absorbed writes.
+        let stored = servers[0].store().get(&k).unwrap().unwrap();
+        assert!(stored.seq < s1);
+    }
+
+    #[test]
+    fn eviction_writes_the_latest_record_back() {
+        let (_d, servers, _sim, os, mut c) = setup("evict", 1);
+        let k1 = Key::from_id(1);
+        let s1 = until_absorbed(&mut c, k1, b"k1 in the switch only");
+        let stored = servers[0].store().get(&k1).unwrap().unwrap();
+        assert!(stored.seq < s1, "the write must be in the switch only");
+        // k2 gets hot: one slot, so k1 is evicted and written back.
+        let k2 = Key::from_id(2);
+        until_absorbed(&mut c, k2, b"k2");
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while os.stats().writebacks.load(Ordering::Relaxed) == 0 {
+            assert!(std::time::Instant::now() < deadline, "no write-back");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let stored = servers[0].store().get(&k1).unwrap().unwrap();
+        assert_eq!(stored.seq, s1);
+        assert_eq!(stored.value.as_deref(), Some(&b"k1 in the switch only"[..]));
+        // And a read through the switch now goes to the server and sees it.
+        let g = c.get(k1).unwrap();
+        assert_eq!(g.value.as_deref(), Some(&b"k1 in the switch only"[..]));
+        assert_ne!(g.served_by, 0xFFFF);
+    }
+}
