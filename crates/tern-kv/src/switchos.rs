@@ -40,6 +40,12 @@ pub trait SwitchAccess: Send + Sync + 'static {
     fn with(&self, f: &mut dyn FnMut(&mut dyn Runtime) -> RtResult<()>) -> RtResult<()>;
 }
 
+impl<T: SwitchAccess + ?Sized> SwitchAccess for Box<T> {
+    fn with(&self, f: &mut dyn FnMut(&mut dyn Runtime) -> RtResult<()>) -> RtResult<()> {
+        (**self).with(f)
+    }
+}
+
 impl<R: Runtime + Send + 'static> SwitchAccess for Mutex<R> {
     fn with(&self, f: &mut dyn FnMut(&mut dyn Runtime) -> RtResult<()>) -> RtResult<()> {
         match self.lock() {
@@ -85,6 +91,8 @@ pub struct SwitchOsConfig {
     pub loss: f64,
     /// Seed of the sampling and loss generator.
     pub seed: u64,
+    /// Address of the report socket (port 0: any free loopback port).
+    pub bind: SocketAddr,
 }
 
 impl SwitchOsConfig {
@@ -103,6 +111,7 @@ impl SwitchOsConfig {
             tries: 50,
             loss: 0.0,
             seed: 0x5eed,
+            bind: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
         }
     }
 }
@@ -226,7 +235,7 @@ impl<A: SwitchAccess> SwitchOs<A> {
                 cfg.loss
             )));
         }
-        let sock = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))?;
+        let sock = UdpSocket::bind(cfg.bind)?;
         sock.set_read_timeout(Some(Duration::from_millis(20)))?;
         let addr = sock.local_addr()?;
         let ctl = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))?;
@@ -730,6 +739,44 @@ impl<A: SwitchAccess> Worker<A> {
         self.s.stats.snapshots.fetch_add(1, Ordering::Release);
         Ok(())
     }
+}
+
+/// The largest seq any of `servers` stores (TERN_MAXSEQ, retried).
+pub fn max_seq(
+    servers: &[SocketAddr],
+    timeout: Duration,
+    tries: u32,
+) -> Result<u32, SwitchOsError> {
+    let sock = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))?;
+    let mut buf = vec![0u8; 2048];
+    let bytes = Message::new(Op::TERN_MAXSEQ, Key([0; 16]))
+        .encode()
+        .map_err(|e| SwitchOsError::Config(e.to_string()))?;
+    let mut best = 0;
+    for &dest in servers {
+        let mut got = None;
+        'tries: for _ in 0..tries {
+            sock.send_to(&bytes, dest)?;
+            let deadline = Instant::now() + timeout;
+            while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+                if left.is_zero() {
+                    break;
+                }
+                sock.set_read_timeout(Some(left))?;
+                let Ok((n, _)) = sock.recv_from(&mut buf) else {
+                    break;
+                };
+                if let Ok(m) = Message::decode(&buf[..n]) {
+                    if let (Op::TERN_MAXSEQ_ACK, Some(b)) = (m.op, m.body.get(..4)) {
+                        got = Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+                        break 'tries;
+                    }
+                }
+            }
+        }
+        best = best.max(got.ok_or(SwitchOsError::NoAnswer(dest, "TERN_MAXSEQ_ACK"))?);
+    }
+    Ok(best)
 }
 
 /// What [`replay`] did.

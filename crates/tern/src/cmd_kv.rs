@@ -41,6 +41,9 @@ enum KvCommand {
     Down(super::cmd_kv_up::DownArgs),
     /// Run an experiment suite end to end (JSON reports, a table and plots).
     Experiment(super::cmd_kv_exp::ExperimentArgs),
+    /// The in-process switch of `--mode sim` as a process of its own, with BMv2's Thrift API
+    /// (what `tern kv up --mode loopback --cache ...` runs, and its fault injector SIGKILLs).
+    SimSwitch(super::cmd_kv_up::SimSwitchArgs),
     /// History checker: concurrent reads, writes and deletes of unique values on a skewed key
     /// set; every read must return the latest acknowledged write or one still in flight.
     Check(CheckArgs),
@@ -218,6 +221,7 @@ pub fn run(args: KvArgs) -> anyhow::Result<ExitCode> {
         KvCommand::Down(a) => super::cmd_kv_up::down(a),
         KvCommand::Experiment(a) => super::cmd_kv_exp::run(a),
         KvCommand::Check(a) => check_cmd(a),
+        KvCommand::SimSwitch(a) => super::cmd_kv_up::sim_switch(a),
         KvCommand::Stats(a) => {
             let text = std::fs::read_to_string(&a.file)
                 .with_context(|| format!("reading {}", a.file.display()))?;

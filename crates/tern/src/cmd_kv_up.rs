@@ -124,6 +124,81 @@ pub struct UpArgs {
     command: Vec<String>,
 }
 
+/// `tern kv sim-switch`
+#[derive(clap::Args, Debug)]
+pub struct SimSwitchArgs {
+    /// The switch program (BMv2 JSON or P4-16 source).
+    #[arg(long)]
+    program: PathBuf,
+    /// Comma-separated server addresses, by server index.
+    #[arg(long)]
+    servers: String,
+    /// Comma-separated front addresses (one per server; default: free loopback ports).
+    #[arg(long)]
+    fronts: Option<String>,
+    /// Thrift port on 127.0.0.1 (0: any free port).
+    #[arg(long, default_value_t = 0)]
+    thrift_port: u16,
+    /// Extra runtime commands applied at start (after the forwarding entries).
+    #[arg(long)]
+    commands: Option<String>,
+}
+
+/// Runs `tern kv sim-switch`: prints `tern kv sim-switch: fronts A,B thrift P`, then serves
+/// until killed.
+pub fn sim_switch(a: SimSwitchArgs) -> anyhow::Result<ExitCode> {
+    use super::kv_sim::{server_ip, SimSwitch, CLIENT_IP};
+    let parse = |list: &str| -> anyhow::Result<Vec<SocketAddr>> {
+        list.split(',')
+            .map(|x| x.trim().parse().with_context(|| format!("address {x:?}")))
+            .collect()
+    };
+    let servers = parse(&a.servers)?;
+    let fronts = match &a.fronts {
+        Some(f) => parse(f)?,
+        None => Vec::new(),
+    };
+    let json = match a.program.extension() {
+        Some(e) if e == "json" => std::fs::read_to_string(&a.program)
+            .with_context(|| format!("reading {}", a.program.display()))?,
+        _ => {
+            tern_p4::compile_file(&a.program, &tern_p4::Options::default())
+                .map_err(|d| anyhow::anyhow!("compiling {}: {d}", a.program.display()))?
+                .json
+        }
+    };
+    let mut entries = format!("table_add forward to_port {} => 1\n", u32::from(CLIENT_IP));
+    for k in 0..servers.len() {
+        entries += &format!(
+            "table_add forward to_port {} => {}\n",
+            u32::from(server_ip(k)),
+            k + 2
+        );
+    }
+    if let Some(c) = &a.commands {
+        entries += c;
+        entries += "\n";
+    }
+    let sim = SimSwitch::start_on(&json, &entries, &servers, &fronts)?;
+    let thrift = sim.serve_thrift(SocketAddr::from((Ipv4Addr::LOCALHOST, a.thrift_port)))?;
+    let list: Vec<String> = sim.fronts().iter().map(|f| f.to_string()).collect();
+    println!(
+        "tern kv sim-switch: fronts {} thrift {}",
+        list.join(","),
+        thrift.port()
+    );
+    std::io::stdout().flush()?;
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let stop = stop.clone();
+        let _ = ctrlc::set_handler(move || stop.store(true, Ordering::Release));
+    }
+    while !stop.load(Ordering::Acquire) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 /// `tern kv down`
 #[derive(clap::Args, Debug)]
 pub struct DownArgs {
@@ -175,6 +250,8 @@ struct Settings {
     program: Option<PathBuf>,
     dir: Option<PathBuf>,
     cache: Option<tern_kv::switchos::CacheKind>,
+    /// loopback + cache: the switch OS's report address, given to the servers.
+    switchos: Option<SocketAddr>,
 }
 
 fn settings(a: &UpArgs) -> anyhow::Result<Settings> {
@@ -223,10 +300,20 @@ fn settings(a: &UpArgs) -> anyhow::Result<Settings> {
         "farreach" => Some(tern_kv::switchos::CacheKind::FarReach),
         other => bail!("cache {other:?}: expected nocache, netcache or farreach"),
     };
-    if cache.is_some() && mode != Mode::Sim {
-        bail!("--cache netcache/farreach runs in --mode sim (loopback and netns: not yet)");
+    if cache.is_some() && !matches!(mode, Mode::Sim | Mode::Loopback) {
+        bail!("--cache netcache/farreach runs in --mode sim or loopback (netns: not yet)");
     }
+    // loopback + cache: the servers report hot keys to a switch OS on this port.
+    let switchos = match (cache, mode) {
+        (Some(_), Mode::Loopback) => {
+            let s = std::net::UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))
+                .context("picking a port for the switch OS")?;
+            Some(s.local_addr()?)
+        }
+        _ => None,
+    };
     let s = Settings {
+        switchos,
         cache,
         mode,
         switch,
@@ -353,12 +440,14 @@ pub fn down(a: DownArgs) -> anyhow::Result<ExitCode> {
 struct Topology {
     children: Vec<(String, Child)>,
     inproc: Vec<tern_kv::server::ServerHandle>,
+    /// loopback + cache: the `tern kv sim-switch` process (the fault injector kills it).
+    switch_proc: Arc<std::sync::Mutex<Option<Child>>>,
     /// The fault injector (`--crashes`) and its stop flag.
     injector: Option<(Arc<AtomicBool>, std::thread::JoinHandle<()>)>,
     /// `(crashes, recovery times in ms, records replayed)` of the fault injector.
     recoveries: Arc<std::sync::Mutex<(u32, Vec<f64>, usize)>>,
     /// Declared before `sim`: stopped before the switch it drives.
-    switchos: Arc<std::sync::Mutex<Option<tern_kv::switchos::SwitchOs<super::kv_sim::SimAccess>>>>,
+    switchos: Arc<std::sync::Mutex<Option<CacheOs>>>,
     sim: Option<Arc<super::kv_sim::SimSwitch>>,
     namespaces: Vec<String>,
     dir: PathBuf,
@@ -374,6 +463,7 @@ impl Topology {
         Topology {
             children: Vec::new(),
             inproc: Vec::new(),
+            switch_proc: Arc::default(),
             injector: None,
             recoveries: Arc::default(),
             switchos: Arc::default(),
@@ -452,6 +542,10 @@ impl Topology {
         if let Ok(mut os) = self.switchos.lock() {
             os.take();
         }
+        if let Some(mut c) = self.switch_proc.lock().ok().and_then(|mut p| p.take()) {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
         if let Some(sim) = self.sim.take() {
             sim.stop();
         }
@@ -523,6 +617,11 @@ fn spawn_server(
         .args(["--index", &index.to_string()])
         .args(["--partitions", &s.partitions.to_string()])
         .args(["--workers", &s.workers.to_string()])
+        .args(
+            s.switchos
+                .iter()
+                .flat_map(|a| ["--switchos".to_string(), a.to_string()]),
+        )
         .stdout(Stdio::piped())
         .stderr(log);
     let mut child = c
@@ -756,6 +855,9 @@ pub fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
                 t.servers
                     .push(SocketAddr::from((Ipv4Addr::LOCALHOST, port)));
             }
+            if let (Some(kind), Some(so)) = (s.cache, s.switchos) {
+                loopback_cache(&mut t, &a, &s, &exe, &dir, kind, so)?;
+            }
         }
         Mode::Inproc | Mode::Sim => {
             let handles = tern_kv::bench::start_local_servers(
@@ -780,20 +882,16 @@ pub fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
                 }
                 let sim = SimSwitch::start(&program_json(&s)?, &entries, &t.servers)?;
                 if let Some(kind) = s.cache {
-                    use tern_kv::switchos::{SwitchOs, SwitchOsConfig};
-                    let mut c = SwitchOsConfig::new(kind, t.servers.clone());
-                    c.capacity = a.cache_size;
-                    c.hot_threshold = a.hot_threshold;
-                    c.sample_all = a.sample_all;
-                    c.loss = a.control_loss;
-                    c.snapshot_period = (kind == tern_kv::switchos::CacheKind::FarReach
-                        && a.snapshot_ms > 0)
-                        .then(|| Duration::from_millis(a.snapshot_ms));
-                    if c.capacity == 0 || c.capacity > 10_000 {
-                        bail!("--cache-size {}: between 1 and 10000", c.capacity);
-                    }
-                    let os = SwitchOs::start(sim.access(), c.clone())
-                        .context("starting the switch OS")?;
+                    use tern_kv::switchos::SwitchOs;
+                    let c = switchos_config(
+                        &a,
+                        kind,
+                        t.servers.clone(),
+                        SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+                    )?;
+                    let access: Box<dyn tern_kv::switchos::SwitchAccess> = Box::new(sim.access());
+                    let os =
+                        SwitchOs::start(access, c.clone()).context("starting the switch OS")?;
                     for h in &t.inproc {
                         h.cache_ctl().set_switchos(Some(os.addr()));
                     }
@@ -804,7 +902,7 @@ pub fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
                     if a.crashes > 0 {
                         let stop = Arc::new(AtomicBool::new(false));
                         let inj = Injector {
-                            sim: sim.clone(),
+                            target: Target::Sim(sim.clone()),
                             os: t.switchos.clone(),
                             ctls: t.inproc.iter().map(|h| h.cache_ctl().clone()).collect(),
                             cfg: c,
@@ -914,11 +1012,14 @@ pub fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
     Ok(code)
 }
 
+/// A cache's switch OS, whatever switch it drives.
+type CacheOs = tern_kv::switchos::SwitchOs<Box<dyn tern_kv::switchos::SwitchAccess>>;
+
 /// The fault injector of `--crashes`: crashes the simulated switch at random moments and runs
 /// FarReach's recovery (§3.9 of the reference) before bringing it back.
 struct Injector {
-    sim: Arc<super::kv_sim::SimSwitch>,
-    os: Arc<std::sync::Mutex<Option<tern_kv::switchos::SwitchOs<super::kv_sim::SimAccess>>>>,
+    target: Target,
+    os: Arc<std::sync::Mutex<Option<CacheOs>>>,
     ctls: Vec<Arc<tern_kv::server::CacheCtl>>,
     cfg: tern_kv::switchos::SwitchOsConfig,
     preserve: PathBuf,
@@ -940,7 +1041,17 @@ impl Injector {
                 }
                 std::thread::sleep(Duration::from_millis(5));
             }
-            match self.crash_and_recover() {
+            let r = match &self.target {
+                Target::Sim(sim) => {
+                    let r = self.crash_and_recover_sim(sim);
+                    if r.is_err() {
+                        sim.set_down(false);
+                    }
+                    r
+                }
+                Target::Process(p) => self.kill_and_recover(p),
+            };
+            match r {
                 Ok((ms, n)) => {
                     super::cmd_kv::say(&format!(
                         "tern kv up: switch crashed and recovered in {ms:.1} ms ({n} records \
@@ -954,7 +1065,6 @@ impl Injector {
                 }
                 Err(e) => {
                     eprintln!("tern kv up: recovery failed: {e:#}");
-                    self.sim.set_down(false);
                     return;
                 }
             }
@@ -964,15 +1074,72 @@ impl Injector {
     /// Crash: the switch goes down and its OS dies (the last snapshot is the controller's);
     /// the switch reboots empty. Recovery: replay snapshot + preserved records into the
     /// servers, new switch OS (seq floor above every stored seq), switch up.
-    fn crash_and_recover(&self) -> anyhow::Result<(f64, usize)> {
-        self.sim.set_down(true);
+    fn crash_and_recover_sim(
+        &self,
+        sim: &super::kv_sim::SimSwitch,
+    ) -> anyhow::Result<(f64, usize)> {
+        sim.set_down(true);
         let t0 = Instant::now();
         let old = self.os.lock().ok().and_then(|mut o| o.take());
         let snapshot = old.map(|os| os.last_snapshot()).unwrap_or_default();
-        self.sim.crash_and_reboot()?;
-        // Let replies already on their way land, so the clients' preserved records are
-        // complete (no switch answers while it is down) and the servers hold every write the
-        // switch forwarded before the crash.
+        sim.crash_and_reboot()?;
+        let replayed = self.replay(snapshot)?;
+        let access: Box<dyn tern_kv::switchos::SwitchAccess> = Box::new(sim.access());
+        let os = tern_kv::switchos::SwitchOs::start(access, self.cfg.clone())?;
+        for c in &self.ctls {
+            c.set_switchos(Some(os.addr()));
+        }
+        if let Ok(mut o) = self.os.lock() {
+            *o = Some(os);
+        }
+        sim.set_down(false);
+        Ok((t0.elapsed().as_secs_f64() * 1000.0, replayed))
+    }
+
+    /// SIGKILL of the `tern kv sim-switch` process (switch and, with it, its switch OS);
+    /// recovery replays into the servers, restarts the switch on the same front addresses with
+    /// a seq floor above every stored seq, and a new switch OS over Thrift.
+    fn kill_and_recover(&self, p: &SwitchProcess) -> anyhow::Result<(f64, usize)> {
+        let t0 = Instant::now();
+        if let Some(mut c) = p.child.lock().ok().and_then(|mut c| c.take()) {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let old = self.os.lock().ok().and_then(|mut o| o.take());
+        let snapshot = old.map(|os| os.last_snapshot()).unwrap_or_default();
+        let replayed = self.replay(snapshot)?;
+        let floor =
+            tern_kv::switchos::max_seq(&self.cfg.servers, self.cfg.ack_timeout, self.cfg.tries)?;
+        let commands = format!(
+            "table_set_default kv_params set_params {} {} {floor} 0",
+            self.cfg.hot_threshold,
+            u8::from(self.cfg.sample_all)
+        );
+        let (child, _fronts, thrift) = spawn_sim_switch(
+            &p.exe,
+            &p.dir,
+            &p.json,
+            &self.cfg.servers,
+            &p.fronts,
+            &commands,
+        )?;
+        if let Ok(mut c) = p.child.lock() {
+            *c = Some(child);
+        }
+        let rt = connect_thrift(thrift)?;
+        let access: Box<dyn tern_kv::switchos::SwitchAccess> = Box::new(std::sync::Mutex::new(rt));
+        let os = tern_kv::switchos::SwitchOs::start(access, self.cfg.clone())?;
+        if let Ok(mut o) = self.os.lock() {
+            *o = Some(os);
+        }
+        Ok((t0.elapsed().as_secs_f64() * 1000.0, replayed))
+    }
+
+    /// Server recovery: the last snapshot plus the clients' preserved records, newest per key,
+    /// replayed with the seq check. Waits first for replies already on their way, so the
+    /// preserved records are complete (nothing answers while the switch is down) and the
+    /// servers hold every write the switch forwarded before the crash.
+    fn replay(&self, snapshot: tern_kv::switchos::Snapshot) -> anyhow::Result<usize> {
         std::thread::sleep(Duration::from_millis(50));
         let preserved = match tern_kv::history::read_preserved(&self.preserve) {
             Ok(p) => p,
@@ -990,16 +1157,166 @@ impl Injector {
             self.cfg.ack_timeout,
             self.cfg.tries,
         )?;
-        let os = tern_kv::switchos::SwitchOs::start(self.sim.access(), self.cfg.clone())?;
-        for c in &self.ctls {
-            c.set_switchos(Some(os.addr()));
-        }
-        if let Ok(mut o) = self.os.lock() {
-            *o = Some(os);
-        }
-        self.sim.set_down(false);
-        Ok((t0.elapsed().as_secs_f64() * 1000.0, rep.replayed))
+        Ok(rep.replayed)
     }
+}
+
+/// What the fault injector crashes.
+enum Target {
+    /// The in-process switch of `--mode sim`.
+    Sim(Arc<super::kv_sim::SimSwitch>),
+    /// The `tern kv sim-switch` process of `--mode loopback`.
+    Process(SwitchProcess),
+}
+
+/// How to restart the switch process.
+struct SwitchProcess {
+    exe: PathBuf,
+    dir: PathBuf,
+    json: PathBuf,
+    fronts: Vec<SocketAddr>,
+    child: Arc<std::sync::Mutex<Option<Child>>>,
+}
+
+/// Starts `tern kv sim-switch`; returns the child, its front addresses and its Thrift port.
+fn spawn_sim_switch(
+    exe: &Path,
+    dir: &Path,
+    json: &Path,
+    servers: &[SocketAddr],
+    fronts: &[SocketAddr],
+    commands: &str,
+) -> anyhow::Result<(Child, Vec<SocketAddr>, u16)> {
+    let join = |v: &[SocketAddr]| {
+        v.iter()
+            .map(|a| a.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("switch.log"))
+        .context("creating switch.log")?;
+    let mut c = Command::new(exe);
+    c.args(["kv", "sim-switch", "--program"])
+        .arg(json)
+        .args(["--servers", &join(servers)]);
+    if !fronts.is_empty() {
+        c.args(["--fronts", &join(fronts)]);
+    }
+    if !commands.is_empty() {
+        c.args(["--commands", commands]);
+    }
+    let mut child = c
+        .stdout(Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .context("starting tern kv sim-switch")?;
+    let stdout = child.stdout.take().context("sim-switch stdout")?;
+    let line = BufReader::new(stdout).lines().next();
+    let parsed = line.and_then(|l| l.ok()).and_then(|l| {
+        let rest = l.strip_prefix("tern kv sim-switch: fronts ")?;
+        let (f, t) = rest.split_once(" thrift ")?;
+        let fronts: Option<Vec<SocketAddr>> = f.split(',').map(|x| x.parse().ok()).collect();
+        Some((fronts?, t.trim().parse::<u16>().ok()?))
+    });
+    match parsed {
+        Some((f, t)) => Ok((child, f, t)),
+        None => {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!(
+                "tern kv sim-switch did not start; see {}",
+                dir.join("switch.log").display()
+            )
+        }
+    }
+}
+
+/// A Thrift connection to 127.0.0.1:`port`, retried for up to 10 s.
+fn connect_thrift(port: u16) -> anyhow::Result<tern_thrift::ThriftRuntime> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match tern_thrift::ThriftRuntime::connect((Ipv4Addr::LOCALHOST, port)) {
+            Ok(rt) => return Ok(rt),
+            Err(e) if Instant::now() > deadline => {
+                return Err(e).with_context(|| format!("connecting to Thrift port {port}"))
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
+/// loopback + cache: the switch program in a `tern kv sim-switch` process between the clients
+/// and the server processes, its switch OS here over Thrift.
+fn loopback_cache(
+    t: &mut Topology,
+    a: &UpArgs,
+    s: &Settings,
+    exe: &Path,
+    dir: &Path,
+    kind: tern_kv::switchos::CacheKind,
+    so: SocketAddr,
+) -> anyhow::Result<()> {
+    use tern_kv::switchos::SwitchOs;
+    let json = dir.join("switch.json");
+    std::fs::write(&json, program_json(s)?).context("writing switch.json")?;
+    let servers = t.servers.clone();
+    let (child, fronts, thrift) = spawn_sim_switch(exe, dir, &json, &servers, &[], "")?;
+    let proc = Arc::new(std::sync::Mutex::new(Some(child)));
+    t.switch_proc = proc.clone();
+    let rt = connect_thrift(thrift)?;
+    let c = switchos_config(a, kind, servers, so)?;
+    let access: Box<dyn tern_kv::switchos::SwitchAccess> = Box::new(std::sync::Mutex::new(rt));
+    let os = SwitchOs::start(access, c.clone()).context("starting the switch OS")?;
+    if let Ok(mut slot) = t.switchos.lock() {
+        *slot = Some(os);
+    }
+    if a.crashes > 0 {
+        let stop = Arc::new(AtomicBool::new(false));
+        let inj = Injector {
+            target: Target::Process(SwitchProcess {
+                exe: exe.to_path_buf(),
+                dir: dir.to_path_buf(),
+                json,
+                fronts: fronts.clone(),
+                child: proc,
+            }),
+            os: t.switchos.clone(),
+            ctls: Vec::new(),
+            cfg: c,
+            preserve: dir.join("preserved.txt"),
+            crashes: a.crashes,
+            period: Duration::from_millis(a.crash_period_ms.max(1)),
+            stop: stop.clone(),
+            log: t.recoveries.clone(),
+        };
+        t.injector = Some((stop, std::thread::spawn(move || inj.run())));
+    }
+    t.servers = fronts;
+    Ok(())
+}
+
+/// The switch OS settings from the command line.
+fn switchos_config(
+    a: &UpArgs,
+    kind: tern_kv::switchos::CacheKind,
+    servers: Vec<SocketAddr>,
+    bind: SocketAddr,
+) -> anyhow::Result<tern_kv::switchos::SwitchOsConfig> {
+    let mut c = tern_kv::switchos::SwitchOsConfig::new(kind, servers);
+    c.capacity = a.cache_size;
+    c.hot_threshold = a.hot_threshold;
+    c.sample_all = a.sample_all;
+    c.loss = a.control_loss;
+    c.bind = bind;
+    c.snapshot_period = (kind == tern_kv::switchos::CacheKind::FarReach && a.snapshot_ms > 0)
+        .then(|| Duration::from_millis(a.snapshot_ms));
+    if c.capacity == 0 || c.capacity > 10_000 {
+        bail!("--cache-size {}: between 1 and 10000", c.capacity);
+    }
+    Ok(c)
 }
 
 /// Indexes of the cache programs' `kv_ops` counter (see p4/kv/*.p4).

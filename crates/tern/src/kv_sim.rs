@@ -28,7 +28,7 @@ pub fn server_ip(k: usize) -> Ipv4Addr {
 }
 
 struct Shared {
-    switch: Mutex<Switch>,
+    switch: Arc<Mutex<Switch>>,
     /// The program and entries, for a reboot.
     json: String,
     commands: String,
@@ -193,6 +193,13 @@ impl SimSwitch {
         Ok(())
     }
 
+    /// Serves BMv2's Thrift runtime API for this switch on `addr`; returns the bound address.
+    pub fn serve_thrift(&self, addr: SocketAddr) -> anyhow::Result<SocketAddr> {
+        let (a, _thread) = tern_thrift::spawn(addr, self.shared.switch.clone())
+            .with_context(|| format!("serving Thrift on {addr}"))?;
+        Ok(a)
+    }
+
     /// Takes the switch down or brings it back up.
     pub fn set_down(&self, down: bool) {
         self.shared.down.store(down, Ordering::Release);
@@ -200,21 +207,42 @@ impl SimSwitch {
 
     /// Loads `json`, applies the runtime `commands`, and opens one front per server.
     pub fn start(json: &str, commands: &str, servers: &[SocketAddr]) -> anyhow::Result<SimSwitch> {
+        Self::start_on(json, commands, servers, &[])
+    }
+
+    /// [`SimSwitch::start`] with the front sockets bound to `fronts` (one per server; empty:
+    /// free loopback ports), so a restarted switch keeps the addresses clients use.
+    pub fn start_on(
+        json: &str,
+        commands: &str,
+        servers: &[SocketAddr],
+        fronts: &[SocketAddr],
+    ) -> anyhow::Result<SimSwitch> {
+        if !fronts.is_empty() && fronts.len() != servers.len() {
+            anyhow::bail!(
+                "{} front addresses for {} servers",
+                fronts.len(),
+                servers.len()
+            );
+        }
         if servers.len() > 253 {
             anyhow::bail!("sim mode: at most 253 servers");
         }
         let sw = fresh_switch(json, commands)?;
-        let fronts = servers
-            .iter()
-            .map(|_| {
-                let s = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))?;
+        let fronts = (0..servers.len())
+            .map(|j| {
+                let at = fronts
+                    .get(j)
+                    .copied()
+                    .unwrap_or(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)));
+                let s = UdpSocket::bind(at)?;
                 s.set_read_timeout(Some(Duration::from_millis(100)))?;
                 Ok(s)
             })
             .collect::<std::io::Result<Vec<_>>>()
             .context("opening the front sockets")?;
         let shared = Arc::new(Shared {
-            switch: Mutex::new(sw),
+            switch: Arc::new(Mutex::new(sw)),
             json: json.to_string(),
             commands: commands.to_string(),
             down: AtomicBool::new(false),

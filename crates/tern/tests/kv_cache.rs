@@ -256,3 +256,58 @@ fn recovery_without_client_preservation_loses_writes_and_the_checker_sees_it() {
         r.out
     );
 }
+
+/// Two consecutive free UDP ports on 127.0.0.1 (found through port 0, then released).
+fn free_udp_pair() -> u16 {
+    for _ in 0..100 {
+        let a = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let p = a.local_addr().unwrap().port();
+        if p < 65535 && std::net::UdpSocket::bind(("127.0.0.1", p + 1)).is_ok() {
+            return p;
+        }
+    }
+    panic!("no two consecutive free UDP ports");
+}
+
+/// loopback: server processes, the switch in a `tern kv sim-switch` process driven over Thrift;
+/// the fault injector SIGKILLs that process three times during the run and recovers.
+#[test]
+fn loopback_switch_process_sigkilled_and_recovered() {
+    for cache in ["farreach", "netcache"] {
+        let base = free_udp_pair().to_string();
+        let mut args = vec!["--cache", cache, "--base-port", &base];
+        args.extend_from_slice(SMALL_CACHE);
+        args.extend_from_slice(CRASHES);
+        let tmp = TempDir::new(&format!("lo-{cache}"));
+        let stats = tmp.0.join("stats.json");
+        let o = Command::new(env!("CARGO_BIN_EXE_tern"))
+            .args(["kv", "up", "--mode", "loopback", "--servers", "2", "--dir"])
+            .arg(tmp.0.join("data"))
+            .arg("--stats-file")
+            .arg(&stats)
+            .args(&args)
+            .arg("--")
+            .arg("tern")
+            .args(CHECK)
+            .output()
+            .unwrap();
+        let out = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(o.status.success(), "{cache}: {out}");
+        assert!(
+            out.contains("violations: 0 stale, 0 unknown value, 0 value/seq mixed"),
+            "{cache}: {out}"
+        );
+        assert!(
+            out.contains("switch crashed and recovered"),
+            "{cache}: {out}"
+        );
+        let j: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+        assert!(n(&j, "crashes") >= 1, "{j}");
+        assert!(n(&j, "admissions") > 0, "{j}");
+    }
+}
