@@ -184,6 +184,8 @@ struct Shared<A> {
     snapshot_now: AtomicBool,
     seq_base: AtomicU64,
     cached: Mutex<HashMap<Key, u32>>,
+    /// The admission queue (also fed by [`SwitchOs::admit_later`]).
+    queue: Mutex<Option<Sender<(Key, u16)>>>,
 }
 
 /// A running switch OS; stopped on drop.
@@ -248,6 +250,7 @@ impl<A: SwitchAccess> SwitchOs<A> {
             snapshot_now: AtomicBool::new(false),
             seq_base: AtomicU64::new(0),
             cached: Mutex::new(HashMap::new()),
+            queue: Mutex::new(None),
         });
         let mut w = Worker::new(shared.clone(), ctl);
         let mut base = 0u32;
@@ -270,6 +273,9 @@ impl<A: SwitchAccess> SwitchOs<A> {
         w.set_params(0)?;
         w.reset_sketch()?;
         let (tx, rx) = channel();
+        if let Ok(mut q) = shared.queue.lock() {
+            *q = Some(tx.clone());
+        }
         let mut threads = Vec::new();
         let s2 = shared.clone();
         threads.push(std::thread::spawn(move || receiver(&s2, &sock, &tx)));
@@ -279,6 +285,14 @@ impl<A: SwitchAccess> SwitchOs<A> {
             addr,
             threads,
         })
+    }
+
+    /// Queues `key` (owned by server `server`) for admission, as a report would; recovery
+    /// re-admits the snapshot's keys this way (their first read fetches the latest value).
+    pub fn admit_later(&self, key: Key, server: u16) {
+        if let Some(q) = self.shared.queue.lock().ok().and_then(|q| q.clone()) {
+            let _ = q.send((key, server));
+        }
     }
 
     /// The address servers report hot keys to.
@@ -331,6 +345,9 @@ impl<A: SwitchAccess> SwitchOs<A> {
     /// Stops the threads.
     pub fn stop(&mut self) {
         self.shared.stop.store(true, Ordering::Release);
+        if let Ok(mut q) = self.shared.queue.lock() {
+            q.take();
+        }
         for t in self.threads.drain(..) {
             let _ = t.join();
         }

@@ -1083,9 +1083,13 @@ impl Injector {
         let old = self.os.lock().ok().and_then(|mut o| o.take());
         let snapshot = old.map(|os| os.last_snapshot()).unwrap_or_default();
         sim.crash_and_reboot()?;
+        let keys: Vec<_> = snapshot.records.iter().map(|r| (r.key, r.server)).collect();
         let replayed = self.replay(snapshot)?;
         let access: Box<dyn tern_kv::switchos::SwitchAccess> = Box::new(sim.access());
         let os = tern_kv::switchos::SwitchOs::start(access, self.cfg.clone())?;
+        for (k, server) in keys {
+            os.admit_later(k, server);
+        }
         for c in &self.ctls {
             c.set_switchos(Some(os.addr()));
         }
@@ -1107,6 +1111,7 @@ impl Injector {
         }
         let old = self.os.lock().ok().and_then(|mut o| o.take());
         let snapshot = old.map(|os| os.last_snapshot()).unwrap_or_default();
+        let keys: Vec<_> = snapshot.records.iter().map(|r| (r.key, r.server)).collect();
         let replayed = self.replay(snapshot)?;
         let floor =
             tern_kv::switchos::max_seq(&self.cfg.servers, self.cfg.ack_timeout, self.cfg.tries)?;
@@ -1129,6 +1134,9 @@ impl Injector {
         let rt = connect_thrift(thrift)?;
         let access: Box<dyn tern_kv::switchos::SwitchAccess> = Box::new(std::sync::Mutex::new(rt));
         let os = tern_kv::switchos::SwitchOs::start(access, self.cfg.clone())?;
+        for (k, server) in keys {
+            os.admit_later(k, server);
+        }
         if let Ok(mut o) = self.os.lock() {
             *o = Some(os);
         }
