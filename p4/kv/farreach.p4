@@ -637,6 +637,7 @@ control KvIngress(inout headers hdr,
                 kv_ops.count(OPS_GET_HIT);
             } else if (meta.valid == 1) {
                 hdr.op.optype = GETREQ_NLATEST;
+                meta.rewrite = 1;
                 kv_ops.count(OPS_GET_NLATEST);
             } else if (meta.valid == 3) {
                 LOAD_RECORD
@@ -645,6 +646,7 @@ control KvIngress(inout headers hdr,
             } else {
                 if (meta.report == 1) {
                     hdr.op.optype = GETREQ_POP;
+                    meta.rewrite = 1;
                 }
                 kv_ops.count(OPS_GET_MISS);
             }

@@ -58,7 +58,7 @@ def csum(b):
     return (~s) & 0xFFFF
 
 
-def frame(src, dst, payload, to_server=True, udp_len=None):
+def frame(src, dst, payload, to_server=True, udp_len=None, udp_csum=0):
     ip = bytearray(20)
     ip[0] = 0x45
     struct.pack_into(">H", ip, 2, 28 + len(payload))
@@ -68,7 +68,7 @@ def frame(src, dst, payload, to_server=True, udp_len=None):
     ip[16:20] = dst[0]
     struct.pack_into(">H", ip, 10, csum(bytes(ip)))
     ulen = 8 + len(payload) if udp_len is None else udp_len
-    udp = struct.pack(">HHHH", src[1], dst[1], ulen, 0)
+    udp = struct.pack(">HHHH", src[1], dst[1], ulen, udp_csum)
     eth = (MAC_S + MAC_C if to_server else MAC_C + MAC_S) + b"\x08\x00"
     return eth + bytes(ip) + udp + payload
 
@@ -161,9 +161,10 @@ def farreach():
     g1 = c2s(msg("GETREQ", k1))
     s.expect(2, g1)
     s.packet(1, g1)
-    s.c("sketch report: second request reaches the threshold, Bloom filter new -> GETREQ_POP")
+    s.c("sketch report: second request reaches the threshold, Bloom filter new -> GETREQ_POP "
+        "(UDP checksum cleared: the op changed)")
     s.expect(2, c2s(msg("GETREQ_POP", k1)))
-    s.packet(1, g1)
+    s.packet(1, c2s(msg("GETREQ", k1), udp_csum=0x4321))
     s.c("reported once: the Bloom filter remembers the key -> plain GETREQ")
     s.expect(2, g1)
     s.packet(1, g1)
@@ -181,9 +182,10 @@ def farreach():
     s.c("admission: the switch OS installs k4 in slot 5 with latest = 0 (seq 7)")
     slot(s, 5, 1, 0, 7, b"old-old!")
     s.cmd(f"add cache_lookup key:0x{k4.hex()} set_cached(idx:5)")
-    s.c("GET of a cached but not latest key -> GETREQ_NLATEST")
+    s.c("GET of a cached but not latest key -> GETREQ_NLATEST (the changed op clears the UDP "
+        "checksum the client set)")
     s.expect(2, c2s(msg("GETREQ_NLATEST", k4)))
-    s.packet(1, c2s(msg("GETREQ", k4)))
+    s.packet(1, c2s(msg("GETREQ", k4), udp_csum=0x1234))
     s.c("the server's GETRES_LATEST_SEQ fills the slot and reaches the client as GETRES_SEQ")
     s.expect(1, s2c(msg("GETRES_SEQ", k4, value=v, seq=(50, 0), stat=(1, 0))))
     s.packet(2, s2c(msg("GETRES_LATEST_SEQ", k4, value=v, seq=(50, 0), stat=(1, 0))))
@@ -296,12 +298,13 @@ def netcache():
     k1, k2, k3, k4, k5 = (key(n) for n in (11, 12, 13, 14, 15))
     v = b"value-01"
 
-    s.c("GET miss -> GETREQ; the second sampled GET is hot -> NETCACHE_GETREQ_POP; then GETREQ")
+    s.c("GET miss -> GETREQ; the second sampled GET is hot -> NETCACHE_GETREQ_POP (UDP checksum "
+        "cleared: the op changed); then GETREQ")
     g1 = c2s(msg("GETREQ", k1))
     s.expect(2, g1)
     s.packet(1, g1)
     s.expect(2, c2s(msg("NETCACHE_GETREQ_POP", k1)))
-    s.packet(1, g1)
+    s.packet(1, c2s(msg("GETREQ", k1), udp_csum=0x4321))
     s.expect(2, g1)
     s.packet(1, g1)
     s.c("PUTs never count in NetCache's sketch: PUT miss -> PUTREQ_SEQ (seq_base + 1), twice")

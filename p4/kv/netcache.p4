@@ -606,6 +606,7 @@ control KvIngress(inout headers hdr,
             } else {
                 if (meta.report == 1) {
                     hdr.op.optype = NETCACHE_GETREQ_POP;
+                    meta.rewrite = 1;
                 }
                 kv_ops.count(OPS_GET_MISS);
             }

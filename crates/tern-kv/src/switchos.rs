@@ -240,7 +240,8 @@ impl<A: SwitchAccess> SwitchOs<A> {
         let sock = UdpSocket::bind(cfg.bind)?;
         sock.set_read_timeout(Some(Duration::from_millis(20)))?;
         let addr = sock.local_addr()?;
-        let ctl = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))?;
+        // Requests to the servers leave from the report address's interface.
+        let ctl = UdpSocket::bind(SocketAddr::new(cfg.bind.ip(), 0))?;
         let shared = Arc::new(Shared {
             access,
             cfg,

@@ -44,6 +44,9 @@ enum KvCommand {
     /// The in-process switch of `--mode sim` as a process of its own, with BMv2's Thrift API
     /// (what `tern kv up --mode loopback --cache ...` runs, and its fault injector SIGKILLs).
     SimSwitch(super::cmd_kv_up::SimSwitchArgs),
+    /// The caches' switch OS against a running switch's Thrift API (what `tern kv up --mode
+    /// netns --cache ...` runs in the switch namespace).
+    Switchos(super::cmd_kv_up::SwitchOsArgs),
     /// History checker: concurrent reads, writes and deletes of unique values on a skewed key
     /// set; every read must return the latest acknowledged write or one still in flight.
     Check(CheckArgs),
@@ -222,6 +225,7 @@ pub fn run(args: KvArgs) -> anyhow::Result<ExitCode> {
         KvCommand::Experiment(a) => super::cmd_kv_exp::run(a),
         KvCommand::Check(a) => check_cmd(a),
         KvCommand::SimSwitch(a) => super::cmd_kv_up::sim_switch(a),
+        KvCommand::Switchos(a) => super::cmd_kv_up::switchos_cmd(a),
         KvCommand::Stats(a) => {
             let text = std::fs::read_to_string(&a.file)
                 .with_context(|| format!("reading {}", a.file.display()))?;

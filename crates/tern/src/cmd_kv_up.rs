@@ -32,6 +32,8 @@ pub const NETCACHE_P4: &str = include_str!("../../../p4/kv/netcache.p4");
 pub const FARREACH_P4: &str = include_str!("../../../p4/kv/farreach.p4");
 /// Name of the program's per-port key-value packet counter.
 const KV_COUNTER: &str = "KvIngress.kv_packets";
+/// The switch OS's address in netns mode (a veth of the switch namespace on its own port).
+const NETNS_SWITCHOS_IP: Ipv4Addr = Ipv4Addr::new(10, 77, 3, 1);
 /// First server UDP port (FarReach's servers listen on 1152 + index).
 const BASE_PORT: u16 = 1152;
 
@@ -86,25 +88,13 @@ pub struct UpArgs {
     /// loopback: first server port (netns always uses FarReach's 1152 + i).
     #[arg(long, default_value_t = BASE_PORT)]
     base_port: u16,
-    /// In-network cache: nocache (forward.p4), netcache or farreach (sim mode).
+    /// In-network cache: nocache (forward.p4), netcache or farreach.
     #[arg(long)]
     cache: Option<String>,
-    /// Cache capacity in records (at most 10,000, the programs' KV_RECORDS).
-    #[arg(long, default_value_t = 10_000)]
-    cache_size: u32,
-    /// Hot threshold of the count-min sketch, on sampled requests.
-    #[arg(long, default_value_t = 10)]
-    hot_threshold: u16,
-    /// Count every request in the sketch (default: one in two, FarReach's sampling).
-    #[arg(long)]
-    sample_all: bool,
-    /// FarReach snapshot period in milliseconds (0: none).
-    #[arg(long, default_value_t = 10_000)]
-    snapshot_ms: u64,
-    /// Fraction of the switch OS's control messages dropped on purpose (lossy-control mode).
-    #[arg(long, default_value_t = 0.0)]
-    control_loss: f64,
-    /// Fault injection (sim mode with a cache): crash the switch this many times at random
+    #[command(flatten)]
+    opts: CacheOpts,
+    /// Fault injection (sim or loopback mode with a cache; loopback: SIGKILL of the switch
+    /// process): crash the switch this many times at random
     /// moments (it loses every register and entry and its switch OS dies), then recover:
     /// replay the last snapshot and the clients' preserved records into the servers, restart
     /// the switch OS with a seq floor above every stored seq, bring the switch back.
@@ -122,6 +112,90 @@ pub struct UpArgs {
     /// Command to run once the topology is up (after `--`).
     #[arg(last = true)]
     command: Vec<String>,
+}
+
+/// Switch OS options shared by `tern kv up` and `tern kv switchos`.
+#[derive(clap::Args, Debug, Default, Clone)]
+pub struct CacheOpts {
+    /// Cache capacity in records (at most 10,000, the programs' KV_RECORDS).
+    #[arg(long, default_value_t = 10_000)]
+    cache_size: u32,
+    /// Hot threshold of the count-min sketch, on sampled requests.
+    #[arg(long, default_value_t = 10)]
+    hot_threshold: u16,
+    /// Count every request in the sketch (default: one in two, FarReach's sampling).
+    #[arg(long)]
+    sample_all: bool,
+    /// FarReach snapshot period in milliseconds (0: none).
+    #[arg(long, default_value_t = 10_000)]
+    snapshot_ms: u64,
+    /// Fraction of the switch OS's control messages dropped on purpose (lossy-control mode).
+    #[arg(long, default_value_t = 0.0)]
+    control_loss: f64,
+}
+
+/// `tern kv switchos`
+#[derive(clap::Args, Debug)]
+pub struct SwitchOsArgs {
+    /// netcache or farreach.
+    #[arg(long)]
+    cache: String,
+    /// Comma-separated server addresses, by server index.
+    #[arg(long)]
+    servers: String,
+    /// The switch's Thrift port on 127.0.0.1.
+    #[arg(long, default_value_t = 9090)]
+    thrift_port: u16,
+    /// Address to receive hot-key reports on.
+    #[arg(long)]
+    bind: SocketAddr,
+    /// Write the counters as JSON here on exit (SIGINT).
+    #[arg(long)]
+    stats_file: Option<PathBuf>,
+    #[command(flatten)]
+    opts: CacheOpts,
+}
+
+fn parse_cache(name: &str) -> anyhow::Result<Option<tern_kv::switchos::CacheKind>> {
+    Ok(match name {
+        "nocache" => None,
+        "netcache" => Some(tern_kv::switchos::CacheKind::NetCache),
+        "farreach" => Some(tern_kv::switchos::CacheKind::FarReach),
+        other => bail!("cache {other:?}: expected nocache, netcache or farreach"),
+    })
+}
+
+/// Runs `tern kv switchos`: the caches' switch OS against a switch's Thrift API, until SIGINT.
+pub fn switchos_cmd(a: SwitchOsArgs) -> anyhow::Result<ExitCode> {
+    let Some(kind) = parse_cache(&a.cache)? else {
+        bail!("--cache nocache has no switch OS");
+    };
+    let servers: Vec<SocketAddr> = a
+        .servers
+        .split(',')
+        .map(|x| x.trim().parse().with_context(|| format!("address {x:?}")))
+        .collect::<anyhow::Result<_>>()?;
+    let c = switchos_config(&a.opts, kind, servers, a.bind)?;
+    let rt = connect_thrift(a.thrift_port)?;
+    let access: Box<dyn tern_kv::switchos::SwitchAccess> = Box::new(std::sync::Mutex::new(rt));
+    let os = tern_kv::switchos::SwitchOs::start(access, c).context("starting the switch OS")?;
+    println!("tern kv switchos: listening on {}", os.addr());
+    std::io::stdout().flush()?;
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let stop = stop.clone();
+        ctrlc::set_handler(move || stop.store(true, Ordering::Release))
+            .context("installing the ctrl-c handler")?;
+    }
+    while !stop.load(Ordering::Acquire) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let j = os_stats(&os, kind, (0, Vec::new(), 0), (0, 0));
+    if let Some(f) = &a.stats_file {
+        std::fs::write(f, serde_json::to_string_pretty(&j)? + "\n")
+            .with_context(|| format!("writing {}", f.display()))?;
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `tern kv sim-switch`
@@ -288,20 +362,21 @@ fn settings(a: &UpArgs) -> anyhow::Result<Settings> {
         "bridge" => SwitchKind::Bridge,
         other => bail!("switch {other:?}: expected tern or bridge"),
     };
-    let cache = match a
-        .cache
-        .clone()
-        .or(file.cache)
-        .as_deref()
-        .unwrap_or("nocache")
-    {
-        "nocache" => None,
-        "netcache" => Some(tern_kv::switchos::CacheKind::NetCache),
-        "farreach" => Some(tern_kv::switchos::CacheKind::FarReach),
-        other => bail!("cache {other:?}: expected nocache, netcache or farreach"),
-    };
-    if cache.is_some() && !matches!(mode, Mode::Sim | Mode::Loopback) {
-        bail!("--cache netcache/farreach runs in --mode sim or loopback (netns: not yet)");
+    let cache = parse_cache(
+        a.cache
+            .clone()
+            .or(file.cache)
+            .as_deref()
+            .unwrap_or("nocache"),
+    )?;
+    if cache.is_some() && mode == Mode::Inproc {
+        bail!("--cache netcache/farreach needs a switch: --mode sim, loopback or netns");
+    }
+    if a.crashes > 0 && (cache.is_none() || mode == Mode::Netns) {
+        bail!("--crashes needs --cache netcache/farreach in --mode sim or loopback");
+    }
+    if cache.is_some() && switch == SwitchKind::Bridge {
+        bail!("--cache netcache/farreach needs --switch tern");
     }
     // loopback + cache: the servers report hot keys to a switch OS on this port.
     let switchos = match (cache, mode) {
@@ -310,6 +385,8 @@ fn settings(a: &UpArgs) -> anyhow::Result<Settings> {
                 .context("picking a port for the switch OS")?;
             Some(s.local_addr()?)
         }
+        // netns: the switch OS runs in the switch namespace behind its own switch port.
+        (Some(_), Mode::Netns) => Some(SocketAddr::from((NETNS_SWITCHOS_IP, 5003))),
         _ => None,
     };
     let s = Settings {
@@ -716,6 +793,43 @@ fn netns_up(t: &mut Topology, exe: &Path, s: &Settings) -> anyhow::Result<()> {
         t.switch_ports.push(port);
     }
     t.client_ns = Some(hosts[0].0.clone());
+    if s.cache.is_some() {
+        // The switch OS's own port: a veth pair inside the switch namespace, one end a tern
+        // port, the other (cpu0) the switch OS's address; servers reach it through the switch.
+        let port = hosts.len() as u32 + 1;
+        let (a, b) = (format!("tkv{pid}osa"), format!("tkv{pid}osb"));
+        ip(&["link", "add", &a, "type", "veth", "peer", "name", &b])?;
+        if let Err(e) = ip(&["link", "set", &a, "netns", &sw])
+            .and_then(|()| ip(&["link", "set", &b, "netns", &sw]))
+        {
+            let _ = ip(&["link", "del", &a]);
+            return Err(e);
+        }
+        let swp = format!("p{port}");
+        ns_ip(&sw, &["link", "set", &a, "name", "cpu0"])?;
+        ns_ip(&sw, &["link", "set", "cpu0", "address", &mac(3, 0)])?;
+        ns_ip(
+            &sw,
+            &[
+                "addr",
+                "add",
+                &format!("{NETNS_SWITCHOS_IP}/16"),
+                "dev",
+                "cpu0",
+            ],
+        )?;
+        ns_ip(&sw, &["link", "set", "cpu0", "up"])?;
+        no_offloads(&sw, "cpu0");
+        ns_ip(&sw, &["link", "set", &b, "name", &swp])?;
+        ns_sysctl(&sw, &format!("net.ipv6.conf.{swp}.disable_ipv6=1"));
+        ns_ip(&sw, &["link", "set", &swp, "up"])?;
+        no_offloads(&sw, &swp);
+        entries += &format!(
+            "table_add forward to_port {} => {port}\n",
+            u32::from(NETNS_SWITCHOS_IP)
+        );
+        t.switch_ports.push(port);
+    }
     match s.switch {
         SwitchKind::Bridge => {
             ns_ip(&sw, &["link", "add", "br0", "type", "bridge"])?;
@@ -884,7 +998,7 @@ pub fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
                 if let Some(kind) = s.cache {
                     use tern_kv::switchos::SwitchOs;
                     let c = switchos_config(
-                        &a,
+                        &a.opts,
                         kind,
                         t.servers.clone(),
                         SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
@@ -925,6 +1039,9 @@ pub fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
         Mode::Netns => netns_up(&mut t, &exe, &s)?,
     }
     wait_ready(&mut t, &exe, Duration::from_secs(a.ready_timeout))?;
+    if let (Mode::Netns, Some(_)) = (s.mode, s.cache) {
+        netns_switchos(&mut t, &a, &s, &exe)?;
+    }
     let list = t.server_list();
     let where_ = match &t.client_ns {
         Some(ns) => format!(" (client namespace {ns})"),
@@ -1000,7 +1117,12 @@ pub fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
             text.join(", ")
         ));
     }
-    if let Some(j) = s.cache.and_then(|k| cache_stats(&t, k)) {
+    let stats = match (s.mode, s.cache) {
+        (Mode::Netns, Some(_)) => netns_switchos_stats(&mut t),
+        (_, Some(k)) => cache_stats(&t, k),
+        _ => None,
+    };
+    if let Some(j) = stats {
         super::cmd_kv::say(&format!("tern kv up: cache {}", stats_line(&j)));
         if let Some(f) = &a.stats_file {
             std::fs::write(f, serde_json::to_string_pretty(&j)? + "\n")
@@ -1275,7 +1397,7 @@ fn loopback_cache(
     let proc = Arc::new(std::sync::Mutex::new(Some(child)));
     t.switch_proc = proc.clone();
     let rt = connect_thrift(thrift)?;
-    let c = switchos_config(a, kind, servers, so)?;
+    let c = switchos_config(&a.opts, kind, servers, so)?;
     let access: Box<dyn tern_kv::switchos::SwitchAccess> = Box::new(std::sync::Mutex::new(rt));
     let os = SwitchOs::start(access, c.clone()).context("starting the switch OS")?;
     if let Ok(mut slot) = t.switchos.lock() {
@@ -1306,9 +1428,73 @@ fn loopback_cache(
     Ok(())
 }
 
+/// netns + cache: `tern kv switchos` in the switch namespace, on the tern switch's Thrift port,
+/// reports on cpu0.
+fn netns_switchos(t: &mut Topology, a: &UpArgs, s: &Settings, exe: &Path) -> anyhow::Result<()> {
+    let (Some(ns), Some(bind), Some(kind)) = (t.switch_ns.clone(), s.switchos, s.cache) else {
+        bail!("netns cache: no switch namespace");
+    };
+    let list = t.server_list();
+    let o = &a.opts;
+    let log = std::fs::File::create(t.dir.join("switchos.log")).context("creating switchos.log")?;
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", &ns])
+        .arg(exe)
+        .args(["kv", "switchos", "--cache"])
+        .arg(if kind == tern_kv::switchos::CacheKind::FarReach {
+            "farreach"
+        } else {
+            "netcache"
+        })
+        .args(["--servers", &list, "--thrift-port", "9090"])
+        .args(["--bind", &bind.to_string(), "--stats-file"])
+        .arg(t.dir.join("switchos-stats.json"))
+        .args(["--cache-size", &o.cache_size.to_string()])
+        .args(["--hot-threshold", &o.hot_threshold.to_string()])
+        .args(["--snapshot-ms", &o.snapshot_ms.to_string()])
+        .args(["--control-loss", &o.control_loss.to_string()]);
+    if o.sample_all {
+        c.arg("--sample-all");
+    }
+    let mut child = c
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .context("starting the switch OS")?;
+    let stdout = child.stdout.take().context("switch OS stdout")?;
+    let ok = BufReader::new(stdout)
+        .lines()
+        .next()
+        .and_then(|l| l.ok())
+        .is_some_and(|l| l.starts_with("tern kv switchos: listening"));
+    t.children.push(("switch OS".into(), child));
+    if !ok {
+        bail!(
+            "the switch OS did not start; see {}",
+            t.dir.join("switchos.log").display()
+        );
+    }
+    Ok(())
+}
+
+/// netns + cache: stops the switch OS (SIGINT: it writes its counters) and reads them.
+fn netns_switchos_stats(t: &mut Topology) -> Option<serde_json::Value> {
+    let (_, c) = t.children.iter_mut().find(|(n, _)| n == "switch OS")?;
+    let _ = Command::new("kill")
+        .args(["-INT", &c.id().to_string()])
+        .status();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while matches!(c.try_wait(), Ok(None)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let text = std::fs::read_to_string(t.dir.join("switchos-stats.json")).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
 /// The switch OS settings from the command line.
 fn switchos_config(
-    a: &UpArgs,
+    a: &CacheOpts,
     kind: tern_kv::switchos::CacheKind,
     servers: Vec<SocketAddr>,
     bind: SocketAddr,
@@ -1335,9 +1521,29 @@ fn cache_stats(t: &Topology, kind: tern_kv::switchos::CacheKind) -> Option<serde
     use std::sync::atomic::Ordering::Relaxed;
     let guard = t.switchos.lock().ok()?;
     let os = guard.as_ref()?;
+    let rec = t.recoveries.lock().map(|r| r.clone()).unwrap_or_default();
+    let server_retried: u64 = t
+        .inproc
+        .iter()
+        .map(|h| h.cache_ctl().retried.load(Relaxed))
+        .sum();
+    let server_gave_up: u64 = t
+        .inproc
+        .iter()
+        .map(|h| h.cache_ctl().gave_up.load(Relaxed))
+        .sum();
+    Some(os_stats(os, kind, rec, (server_retried, server_gave_up)))
+}
+
+/// The counters of a switch OS and of the data plane it drives, as JSON.
+fn os_stats(
+    os: &CacheOs,
+    kind: tern_kv::switchos::CacheKind,
+    (crashes, recovery_ms, replayed): (u32, Vec<f64>, usize),
+    (server_retried, server_gave_up): (u64, u64),
+) -> serde_json::Value {
+    use std::sync::atomic::Ordering::Relaxed;
     let st = os.stats();
-    let (crashes, recovery_ms, replayed) =
-        t.recoveries.lock().map(|r| r.clone()).unwrap_or_default();
     let mut ops = [0u64; 11];
     let mut dropped = [0u64; 4];
     let _ = os.with_switch(&mut |rt| {
@@ -1349,16 +1555,6 @@ fn cache_stats(t: &Topology, kind: tern_kv::switchos::CacheKind) -> Option<serde
         }
         Ok(())
     });
-    let server_retried: u64 = t
-        .inproc
-        .iter()
-        .map(|h| h.cache_ctl().retried.load(Relaxed))
-        .sum();
-    let server_gave_up: u64 = t
-        .inproc
-        .iter()
-        .map(|h| h.cache_ctl().gave_up.load(Relaxed))
-        .sum();
     // kv_ops: 0 hit, 1 miss, 2 cached but not served (not latest / invalid), 3 being evicted.
     let gets = ops[0] + ops[1] + ops[2] + ops[3];
     let hit = ops[OPS_GET_HIT as usize];
@@ -1368,7 +1564,7 @@ fn cache_stats(t: &Topology, kind: tern_kv::switchos::CacheKind) -> Option<serde
         tern_kv::switchos::CacheKind::FarReach => (ops[4], ops[5]),
         tern_kv::switchos::CacheKind::NetCache => (0, ops[4] + ops[5]),
     };
-    Some(serde_json::json!({
+    serde_json::json!({
         "gets": gets,
         "get_hits": hit,
         "hit_ratio": if gets == 0 { 0.0 } else { hit as f64 / gets as f64 },
@@ -1395,7 +1591,7 @@ fn cache_stats(t: &Topology, kind: tern_kv::switchos::CacheKind) -> Option<serde
         "recovery_ms": recovery_ms,
         "max_recovery_ms": recovery_ms.iter().copied().fold(0.0, f64::max),
         "records_replayed": replayed,
-    }))
+    })
 }
 
 /// One line of the most telling cache counters.
