@@ -43,6 +43,9 @@ const BASE_PORT: u16 = 1152;
     tern kv up --mode loopback --servers 4            # servers until ctrl-c; prints --servers\n  \
     tern kv up --mode netns --servers 2 -- tern kv bench --workload a\n  \
     tern kv up --mode sim --servers 4 -- tern kv bench --workload c   # switch in this process\n  \
+    tern kv up --mode sim --cache farreach -- tern kv bench --workload a   # FarReach + switch OS\n  \
+    tern kv up --mode loopback --cache netcache --crashes 3 -- tern kv check   # SIGKILL the switch\n  \
+    tern kv up --mode netns --cache farreach --stats-file s.json -- tern kv check\n  \
     tern kv up --config topo.json -- tern kv bench --workload c --json c.json\n\n\
     The command after `--` runs once everything answers (in the first client namespace in \
     netns mode), with `{servers}` in its arguments and the TERN_KV_SERVERS environment \
