@@ -75,6 +75,12 @@ const bit<16> DELREQ_SEQ_CASE3_BEINGEVICTED = 0x0072;
 const bit<16> GETRES_LATEST_SEQ = 0x000b;
 const bit<16> GETRES_DELETED_SEQ = 0x001b;
 
+/* kv_dropped counter indexes (strict parsing). */
+const bit<32> DROP_TRUNCATED = 0;
+const bit<32> DROP_LENGTH = 1;
+const bit<32> DROP_SHADOWTYPE = 2;
+const bit<32> DROP_OVERSIZED = 3;
+
 /* kv_ops counter indexes. */
 const bit<32> OPS_GET_HIT = 0;
 const bit<32> OPS_GET_MISS = 1;
@@ -556,12 +562,12 @@ control KvIngress(inout headers hdr,
         kv_packets.count((bit<32>) standard_metadata.egress_spec);
         /* Strict parsing: nothing malformed reaches the cache state. */
         if (standard_metadata.parser_error != error.NoError) {
-            kv_dropped.count(0);
+            kv_dropped.count(DROP_TRUNCATED);
             drop();
             return;
         }
         if (hdr.vallen.isValid() && hdr.vallen.vallen > 128) {
-            kv_dropped.count(3);
+            kv_dropped.count(DROP_OVERSIZED);
             drop();
             return;
         }
@@ -570,7 +576,7 @@ control KvIngress(inout headers hdr,
             return;
         }
         if (hdr.shadow.isValid() && hdr.shadow.shadowtype != hdr.op.optype) {
-            kv_dropped.count(2);
+            kv_dropped.count(DROP_SHADOWTYPE);
             drop();
             return;
         }
@@ -582,7 +588,7 @@ control KvIngress(inout headers hdr,
             len = len + 12;
         }
         if (hdr.udp.length != len + 8) {
-            kv_dropped.count(1);
+            kv_dropped.count(DROP_LENGTH);
             drop();
             return;
         }
