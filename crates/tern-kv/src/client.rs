@@ -197,6 +197,13 @@ impl Client {
         Ok((m.seq.map_or(0, |s| s.seq), m.stat.map_or(0, |s| s.nodeidx)))
     }
 
+    /// Asks for `key` to be cached (WARMUPREQ, answered WARMUPACK by its server, which reports
+    /// it to the cache's switch OS).
+    pub fn warmup(&mut self, key: Key) -> Result<(), ClientError> {
+        self.request(&Message::new(Op::WARMUPREQ, key), &[Op::WARMUPACK])
+            .map(|_| ())
+    }
+
     /// Deletes `key`; returns the tombstone's seq and `stat_hdr.nodeidx`.
     pub fn delete_detailed(&mut self, key: Key) -> Result<(u32, u16), ClientError> {
         let m = self.request(

@@ -4,8 +4,8 @@
 //! (ctrl-c).
 //!
 //! Cache duties (`CacheCtl`, driven by a control thread that retries until acknowledged):
-//! GETREQ_POP / PUTREQ_POP_SEQ* report the key to the switch OS (CACHE_POP), NETCACHE_GETREQ_POP
-//! likewise (NETCACHE_CACHE_POP); CACHE_EVICT applies an evicted record with the seq check;
+//! GETREQ_POP / PUTREQ_POP_SEQ* and WARMUPREQ report the key to the switch OS (CACHE_POP),
+//! NETCACHE_GETREQ_POP likewise (NETCACHE_CACHE_POP); CACHE_EVICT applies an evicted record with the seq check;
 //! GETREQ_BEINGEVICTED_RECORD answers the newer of the embedded and the stored record;
 //! NetCache writes of cached keys (NETCACHE_*_SEQ_CACHED) and NETCACHE_CACHE_POP_FINISH make the
 //! server send NETCACHE_VALUEUPDATE (its current record) through the switch until the switch
@@ -312,6 +312,14 @@ pub fn handle_from(
     };
     match req.op {
         Op::GETREQ_POP | Op::PUTREQ_POP_SEQ | Op::PUTREQ_POP_SEQ_CASE3 => report(Op::CACHE_POP),
+        Op::WARMUPREQ => {
+            // Warm-up (FarReach's static mode): the key is reported for admission as if hot.
+            if let (Some(f), Ok(mut via)) = (from, ctl.pop_via.lock()) {
+                via.insert(key, f);
+            }
+            report(Op::CACHE_POP);
+            return Ok(Action::Reply(Message::new(Op::WARMUPACK, key)));
+        }
         Op::NETCACHE_GETREQ_POP => {
             if let (Some(f), Ok(mut via)) = (from, ctl.pop_via.lock()) {
                 via.insert(key, f);

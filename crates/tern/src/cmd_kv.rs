@@ -190,6 +190,10 @@ struct BenchArgs {
     /// Dynamic period in seconds.
     #[arg(long, default_value_t = 10.0)]
     dynamic_period: f64,
+    /// Warm a cache up before the run (FarReach's static mode): the N keys the run uses most
+    /// are reported for admission (WARMUPREQ) after the load phase.
+    #[arg(long, default_value_t = 0)]
+    warmup: usize,
     /// Skip the load phase (records already loaded).
     #[arg(long)]
     no_load: bool,
@@ -342,6 +346,29 @@ fn check_cmd(a: CheckArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// Reports the `n` keys `ops` uses most for admission, then gives the switch OS time to admit
+/// them (about 0.2 ms each).
+fn warmup(cfg: &BenchConfig, ops: &[tern_kv::ycsb::KvOp], n: usize) -> anyhow::Result<()> {
+    let mut freq: std::collections::HashMap<tern_kv::protocol::Key, u64> =
+        std::collections::HashMap::new();
+    for o in ops {
+        *freq.entry(o.key).or_default() += 1;
+    }
+    let mut keys: Vec<_> = freq.into_iter().collect();
+    keys.sort_by(|a, b| b.1.cmp(&a.1).then(a.0 .0.cmp(&b.0 .0)));
+    keys.truncate(n);
+    let mut c = tern_kv::client::Client::new(cfg.router.clone(), cfg.timeout, cfg.retries)?;
+    for (k, _) in &keys {
+        c.warmup(*k)?;
+    }
+    std::thread::sleep(Duration::from_millis(500) + Duration::from_micros(200) * keys.len() as u32);
+    say(&format!(
+        "warm-up: {} keys reported for admission",
+        keys.len()
+    ));
+    Ok(())
+}
+
 fn bench_cmd(a: BenchArgs) -> anyhow::Result<ExitCode> {
     let w = workload(&a)?;
     let env_servers = std::env::var("TERN_KV_SERVERS").ok();
@@ -438,7 +465,14 @@ fn bench_cmd(a: BenchArgs) -> anyhow::Result<ExitCode> {
             }
             return Ok(());
         }
-        let mut report = bench::run(&cfg)?;
+        let mut report = if a.warmup > 0 {
+            let ops =
+                tern_kv::ycsb::generate_with_ack_lag(&cfg.workload, cfg.seed, 2 * cfg.threads)?;
+            warmup(&cfg, &ops, a.warmup)?;
+            bench::run_ops(&cfg, ops)?
+        } else {
+            bench::run(&cfg)?
+        };
         report.load = load;
         say(report.summary().trim_end());
         if let Some(path) = &a.json {

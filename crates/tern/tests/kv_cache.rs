@@ -311,3 +311,39 @@ fn loopback_switch_process_sigkilled_and_recovered() {
         assert!(n(&j, "admissions") > 0, "{j}");
     }
 }
+
+/// `tern kv bench --warmup N` (FarReach's static mode): the N keys the run uses most are
+/// admitted before it starts.
+#[test]
+fn bench_warm_up_admits_the_hottest_keys() {
+    for cache in ["netcache", "farreach"] {
+        let r = up(
+            &format!("warm-{cache}"),
+            &["--cache", cache, "--cache-size", "200"],
+            &[
+                "kv",
+                "bench",
+                "--workload",
+                "c",
+                "--records",
+                "500",
+                "--ops",
+                "3000",
+                "--threads",
+                "2",
+                "--warmup",
+                "100",
+            ],
+        );
+        assert!(r.ok, "{cache}: {}", r.out);
+        assert!(
+            r.out.contains("warm-up: 100 keys reported"),
+            "{cache}: {}",
+            r.out
+        );
+        assert!(r.out.contains("value mismatches 0"), "{cache}: {}", r.out);
+        let j = r.stats.expect("stats");
+        assert!(n(&j, "admissions") >= 100, "{cache}: {j}");
+        assert!(j["hit_ratio"].as_f64().unwrap() > 0.2, "{cache}: {j}");
+    }
+}
