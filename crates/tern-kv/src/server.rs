@@ -137,6 +137,18 @@ impl CacheCtl {
     }
 }
 
+/// Keys reported but never admitted (or reported by FarReach's warm-up, which has no
+/// POP_FINISH) must not grow the map without bound: past this many it starts afresh (a key
+/// admitted later then stays invalid until its next write: slower, never wrong).
+const POP_VIA_MAX: usize = 1 << 16;
+
+fn remember_via(via: &mut HashMap<Key, SocketAddr>, key: Key, from: SocketAddr) {
+    if via.len() >= POP_VIA_MAX && !via.contains_key(&key) {
+        via.clear();
+    }
+    via.insert(key, from);
+}
+
 /// NETCACHE_VALUEUPDATE carrying the stored record of `key`.
 fn value_update(store: &Store, key: &Key, index: u16) -> Result<Message, StoreError> {
     let (value, seq, exists) = match store.get(key)? {
@@ -315,14 +327,14 @@ pub fn handle_from(
         Op::WARMUPREQ => {
             // Warm-up (FarReach's static mode): the key is reported for admission as if hot.
             if let (Some(f), Ok(mut via)) = (from, ctl.pop_via.lock()) {
-                via.insert(key, f);
+                remember_via(&mut via, key, f);
             }
             report(Op::CACHE_POP);
             return Ok(Action::Reply(Message::new(Op::WARMUPACK, key)));
         }
         Op::NETCACHE_GETREQ_POP => {
             if let (Some(f), Ok(mut via)) = (from, ctl.pop_via.lock()) {
-                via.insert(key, f);
+                remember_via(&mut via, key, f);
             }
             report(Op::NETCACHE_CACHE_POP)
         }
