@@ -166,20 +166,22 @@ fn ycsb_bench_runs_unchanged_on_every_cache() {
 
 #[test]
 fn lossy_control_retries_and_stays_correct() {
-    let mut args = vec!["--cache", "farreach", "--control-loss", "0.3"];
-    args.extend_from_slice(SMALL_CACHE);
-    let r = up("lossy", &args, CHECK);
-    assert!(r.ok, "{}", r.out);
-    assert!(
-        r.out
-            .contains("violations: 0 stale, 0 unknown value, 0 value/seq mixed"),
-        "{}",
-        r.out
-    );
-    let j = r.stats.expect("stats");
-    assert!(n(&j, "control_dropped_on_purpose") > 0, "{j}");
-    assert!(n(&j, "control_retried") > 0, "{j}");
-    assert!(n(&j, "admissions") > 0, "{j}");
+    for cache in ["farreach", "netcache"] {
+        let mut args = vec!["--cache", cache, "--control-loss", "0.3"];
+        args.extend_from_slice(SMALL_CACHE);
+        let r = up(&format!("lossy-{cache}"), &args, CHECK);
+        assert!(r.ok, "{cache}: {}", r.out);
+        assert!(
+            r.out
+                .contains("violations: 0 stale, 0 unknown value, 0 value/seq mixed"),
+            "{cache}: {}",
+            r.out
+        );
+        let j = r.stats.expect("stats");
+        assert!(n(&j, "control_dropped_on_purpose") > 0, "{cache}: {j}");
+        assert!(n(&j, "control_retried") > 0, "{cache}: {j}");
+        assert!(n(&j, "admissions") > 0, "{cache}: {j}");
+    }
 }
 
 /// NetCache without its invalidation on writes serves stale copies: the checker must say so.
