@@ -205,7 +205,7 @@ fn the_checker_finds_stale_reads_of_a_broken_cache() {
     );
 }
 
-const CRASHES: &[&str] = &["--crashes", "3", "--crash-period-ms", "500"];
+const CRASHES: &[&str] = &["--crashes", "3", "--crash-period-ms", "300"];
 
 /// The switch crashes three times at random moments of a write-heavy run (registers, entries
 /// and switch OS lost) and recovers from the last snapshot plus the clients' preserved records:
