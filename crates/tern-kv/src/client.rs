@@ -189,6 +189,30 @@ impl Client {
         Ok(m.seq.map_or(0, |s| s.seq))
     }
 
+    /// Writes `key = value`; returns the seq and `stat_hdr.nodeidx` (0xFFFF: the switch took
+    /// the write, write-back state a client preserves for recovery).
+    pub fn put_detailed(&mut self, key: Key, value: &[u8]) -> Result<(u32, u16), ClientError> {
+        let req = Message::new(Op::PUTREQ, key).with_value(value);
+        let m = self.request(&req, &[Op::PUTRES_SEQ, Op::PUTRES])?;
+        Ok((m.seq.map_or(0, |s| s.seq), m.stat.map_or(0, |s| s.nodeidx)))
+    }
+
+    /// Asks for `key` to be cached (WARMUPREQ, answered WARMUPACK by its server, which reports
+    /// it to the cache's switch OS).
+    pub fn warmup(&mut self, key: Key) -> Result<(), ClientError> {
+        self.request(&Message::new(Op::WARMUPREQ, key), &[Op::WARMUPACK])
+            .map(|_| ())
+    }
+
+    /// Deletes `key`; returns the tombstone's seq and `stat_hdr.nodeidx`.
+    pub fn delete_detailed(&mut self, key: Key) -> Result<(u32, u16), ClientError> {
+        let m = self.request(
+            &Message::new(Op::DELREQ, key),
+            &[Op::DELRES_SEQ, Op::DELRES],
+        )?;
+        Ok((m.seq.map_or(0, |s| s.seq), m.stat.map_or(0, |s| s.nodeidx)))
+    }
+
     /// Deletes `key`; returns the tombstone's seq.
     pub fn delete(&mut self, key: Key) -> Result<u32, ClientError> {
         let m = self.request(

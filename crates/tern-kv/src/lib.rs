@@ -5,17 +5,22 @@
 //! * [`router`]: crc32 partition ranges mapping keys to servers.
 //! * [`server`]: the UDP storage server.
 //! * [`client`]: get / put / delete with timeout and retry.
+//! * [`history`]: the history checker (no stale or foreign value is ever read).
 //! * [`ycsb`]: YCSB's generators and core workloads.
 //! * [`bench`]: the closed-loop benchmark driver and its report.
+//! * [`switchos`]: the caches' control plane (admission, eviction, snapshots) on the runtime
+//!   interface.
 //! * [`rotation`]: FarReach's server rotation (N emulated servers on two physical ones).
 //! * [`rng`]: the deterministic PRNG used by workloads and tests.
 
 pub mod bench;
 pub mod client;
+pub mod history;
 pub mod protocol;
 pub mod rng;
 pub mod rotation;
 pub mod router;
 pub mod server;
 pub mod storage;
+pub mod switchos;
 pub mod ycsb;

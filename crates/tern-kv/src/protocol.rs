@@ -182,6 +182,11 @@ ops! {
     TERN_SNAPSHOT = 0x0f20,
     /// tern: answer to TERN_SNAPSHOT; body = u64 record count, big-endian.
     TERN_SNAPSHOT_ACK = 0x0f30,
+    /// tern: ask a storage server for the largest seq it stores (a cache's switch OS sets its
+    /// seq floor above it).
+    TERN_MAXSEQ = 0x0f40,
+    /// tern: answer to TERN_MAXSEQ; body = u32 seq, big-endian.
+    TERN_MAXSEQ_ACK = 0x0f50,
 }
 
 /// Which optional headers an op carries, derived from its code.
@@ -234,6 +239,7 @@ impl Op {
                 | Op::NETCACHE_CACHE_EVICT_ACK
                 | Op::SCANREQ
                 | Op::TERN_SNAPSHOT_ACK
+                | Op::TERN_MAXSEQ_ACK
         );
         let extra = match self {
             Op::GETRES_LATEST_SEQ_INSWITCH_CASE1

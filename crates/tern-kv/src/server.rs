@@ -1,15 +1,204 @@
 //! The UDP storage server: W worker threads share one socket and a [`Store`] of N RocksDB
-//! partitions, answer the NoCache / FarReach server-side requests, and stop gracefully (flushing
-//! every partition) on a TERN_SHUTDOWN message or when the stop flag is raised (ctrl-c).
+//! partitions, answer the NoCache / FarReach / NetCache server-side requests, and stop gracefully
+//! (flushing every partition) on a TERN_SHUTDOWN message or when the stop flag is raised
+//! (ctrl-c).
+//!
+//! Cache duties (`CacheCtl`, driven by a control thread that retries until acknowledged):
+//! GETREQ_POP / PUTREQ_POP_SEQ* and WARMUPREQ report the key to the switch OS (CACHE_POP),
+//! NETCACHE_GETREQ_POP likewise (NETCACHE_CACHE_POP); CACHE_EVICT applies an evicted record with the seq check;
+//! GETREQ_BEINGEVICTED_RECORD answers the newer of the embedded and the stored record;
+//! NetCache writes of cached keys (NETCACHE_*_SEQ_CACHED) and NETCACHE_CACHE_POP_FINISH make the
+//! server send NETCACHE_VALUEUPDATE (its current record) through the switch until the switch
+//! acknowledges it.
 
 use crate::protocol::{Key, Message, Op};
 use crate::storage::{Store, StoreError, StoreOptions, WriteOutcome};
+use std::collections::HashMap;
 use std::net::{SocketAddr, UdpSocket};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// Interval between two sends of an unacknowledged cache control message.
+const CTL_RETRY: Duration = Duration::from_millis(10);
+/// Sends of a CACHE_POP report before giving up (the key is reported again when hot again).
+const POP_TRIES: u32 = 100;
+/// Sends of a NETCACHE_VALUEUPDATE before giving up (the copy then stays invalid: reads go to
+/// the server until the next write of the key refreshes it).
+const UPDATE_TRIES: u32 = 50;
+
+/// An unacknowledged cache control message.
+struct Pending {
+    dest: SocketAddr,
+    next: Instant,
+    tries: u32,
+    /// The message; `None` for NETCACHE_VALUEUPDATE, built from the store at every send so a
+    /// retry carries the then-current record.
+    msg: Option<Message>,
+}
+
+/// Cache control state of a server: where the switch OS listens, unacknowledged messages.
+#[derive(Default)]
+pub struct CacheCtl {
+    switchos: Mutex<Option<SocketAddr>>,
+    pending: Mutex<HashMap<(Op, Key), Pending>>,
+    /// Where a NETCACHE_GETREQ_POP came from: the path through the switch for the update that
+    /// validates the key once the switch OS has admitted it.
+    pop_via: Mutex<HashMap<Key, SocketAddr>>,
+    /// Control messages given up after all their tries.
+    pub gave_up: AtomicU64,
+    /// Control messages sent again after a timeout.
+    pub retried: AtomicU64,
+}
+
+impl CacheCtl {
+    /// Sets (or clears) the switch OS address hot keys are reported to.
+    pub fn set_switchos(&self, addr: Option<SocketAddr>) {
+        if let Ok(mut s) = self.switchos.lock() {
+            *s = addr;
+        }
+    }
+
+    fn switchos(&self) -> Option<SocketAddr> {
+        self.switchos.lock().ok().and_then(|s| *s)
+    }
+
+    fn queue(&self, op: Op, key: Key, dest: SocketAddr, msg: Option<Message>) {
+        if let Ok(mut p) = self.pending.lock() {
+            // A newer request for the same key replaces the old one (and restarts its tries).
+            p.insert(
+                (op, key),
+                Pending {
+                    dest,
+                    next: Instant::now(),
+                    tries: 0,
+                    msg,
+                },
+            );
+        }
+    }
+
+    fn acked(&self, op: Op, key: &Key) {
+        if let Ok(mut p) = self.pending.lock() {
+            p.remove(&(op, *key));
+        }
+    }
+
+    /// Unacknowledged control messages right now.
+    pub fn pending_count(&self) -> usize {
+        self.pending.lock().map_or(0, |p| p.len())
+    }
+
+    /// Sends what is due; called by the control thread.
+    fn pump(&self, sock: &UdpSocket, store: &Store, index: u16) {
+        let now = Instant::now();
+        let mut due = Vec::new();
+        if let Ok(mut p) = self.pending.lock() {
+            p.retain(|(op, key), e| {
+                if e.next > now {
+                    return true;
+                }
+                let limit = if *op == Op::NETCACHE_VALUEUPDATE {
+                    UPDATE_TRIES
+                } else {
+                    POP_TRIES
+                };
+                if e.tries >= limit {
+                    self.gave_up.fetch_add(1, Ordering::Relaxed);
+                    return false;
+                }
+                if e.tries > 0 {
+                    self.retried.fetch_add(1, Ordering::Relaxed);
+                }
+                e.tries += 1;
+                e.next = now + CTL_RETRY;
+                due.push((*op, *key, e.dest, e.msg.clone()));
+                true
+            });
+        }
+        for (op, key, dest, msg) in due {
+            let msg = match msg {
+                Some(m) => m,
+                None => match value_update(store, &key, index) {
+                    Ok(m) => m,
+                    Err(e) => {
+                        eprintln!("kv server: value update of {key:?}: {e}");
+                        continue;
+                    }
+                },
+            };
+            debug_assert_eq!(msg.op, op);
+            if let Ok(b) = msg.encode() {
+                let _ = sock.send_to(&b, dest);
+            }
+        }
+    }
+}
+
+/// Keys reported but never admitted (or reported by FarReach's warm-up, which has no
+/// POP_FINISH) must not grow the map without bound: past this many it starts afresh (a key
+/// admitted later then stays invalid until its next write: slower, never wrong).
+const POP_VIA_MAX: usize = 1 << 16;
+
+fn remember_via(via: &mut HashMap<Key, SocketAddr>, key: Key, from: SocketAddr) {
+    if via.len() >= POP_VIA_MAX && !via.contains_key(&key) {
+        via.clear();
+    }
+    via.insert(key, from);
+}
+
+/// NETCACHE_VALUEUPDATE carrying the stored record of `key`.
+fn value_update(store: &Store, key: &Key, index: u16) -> Result<Message, StoreError> {
+    let (value, seq, exists) = match store.get(key)? {
+        Some(r) => match r.value {
+            Some(v) => (v, r.seq, true),
+            None => (Vec::new(), r.seq, false),
+        },
+        None => (Vec::new(), 0, false),
+    };
+    Ok(Message::new(Op::NETCACHE_VALUEUPDATE, *key)
+        .with_value(value)
+        .with_seq(seq, 0)
+        .with_stat(exists, index))
+}
+
+/// The body of CACHE_EVICT: `stat u8 (1 exists, 0 deleted) | seq u32 | vallen u16 | value`.
+pub fn evict_body(value: Option<&[u8]>, seq: u32) -> Vec<u8> {
+    let v = value.unwrap_or(&[]);
+    let mut b = Vec::with_capacity(7 + v.len());
+    b.push(u8::from(value.is_some()));
+    b.extend_from_slice(&seq.to_be_bytes());
+    b.extend_from_slice(&(v.len() as u16).to_be_bytes());
+    b.extend_from_slice(v);
+    b
+}
+
+/// Parses a CACHE_EVICT body: `(value or None for deleted, seq)`.
+pub fn parse_evict_body(b: &[u8]) -> Result<(Option<Vec<u8>>, u32), String> {
+    if b.len() < 7 {
+        return Err(format!(
+            "CACHE_EVICT body of {} bytes: need at least 7",
+            b.len()
+        ));
+    }
+    let seq = u32::from_be_bytes([b[1], b[2], b[3], b[4]]);
+    let len = usize::from(u16::from_be_bytes([b[5], b[6]]));
+    if b.len() != 7 + len {
+        return Err(format!(
+            "CACHE_EVICT body of {} bytes: value length {len} says {}",
+            b.len(),
+            7 + len
+        ));
+    }
+    match b[0] {
+        1 => Ok((Some(b[7..].to_vec()), seq)),
+        0 if len == 0 => Ok((None, seq)),
+        0 => Err("CACHE_EVICT of a deleted record with a value".into()),
+        x => Err(format!("CACHE_EVICT stat {x}: must be 0 or 1")),
+    }
+}
 
 /// Server configuration.
 #[derive(Clone, Debug)]
@@ -26,6 +215,8 @@ pub struct ServerConfig {
     pub index: u16,
     /// RocksDB settings.
     pub store: StoreOptions,
+    /// Where a cache's switch OS listens for hot-key reports (CACHE_POP), if any.
+    pub switchos: Option<SocketAddr>,
 }
 
 impl ServerConfig {
@@ -38,6 +229,7 @@ impl ServerConfig {
             workers: 1,
             index: 0,
             store: StoreOptions::default(),
+            switchos: None,
         }
     }
 }
@@ -103,8 +295,86 @@ pub enum Action {
     Ignore,
 }
 
-/// Answers one decoded request against `store` (no I/O besides the store).
+/// Answers one decoded request against `store` (no I/O besides the store), without cache duties.
 pub fn handle(
+    store: &Store,
+    index: u16,
+    req: &Message,
+    stats: &ServerStats,
+) -> Result<Action, StoreError> {
+    handle_from(store, index, req, stats, &CacheCtl::default(), None)
+}
+
+/// [`handle`] for a request from `from`, queueing cache control messages on `ctl` (sent by the
+/// server's control thread).
+pub fn handle_from(
+    store: &Store,
+    index: u16,
+    req: &Message,
+    stats: &ServerStats,
+    ctl: &CacheCtl,
+    from: Option<SocketAddr>,
+) -> Result<Action, StoreError> {
+    let key = req.key;
+    let report = |op: Op| {
+        if let Some(so) = ctl.switchos() {
+            let m = Message::new(op, key).with_body(index.to_be_bytes());
+            ctl.queue(op, key, so, Some(m));
+        }
+    };
+    match req.op {
+        Op::GETREQ_POP | Op::PUTREQ_POP_SEQ | Op::PUTREQ_POP_SEQ_CASE3 => report(Op::CACHE_POP),
+        Op::WARMUPREQ => {
+            // Warm-up (FarReach's static mode): the key is reported for admission as if hot.
+            if let (Some(f), Ok(mut via)) = (from, ctl.pop_via.lock()) {
+                remember_via(&mut via, key, f);
+            }
+            report(Op::CACHE_POP);
+            return Ok(Action::Reply(Message::new(Op::WARMUPACK, key)));
+        }
+        Op::NETCACHE_GETREQ_POP => {
+            if let (Some(f), Ok(mut via)) = (from, ctl.pop_via.lock()) {
+                remember_via(&mut via, key, f);
+            }
+            report(Op::NETCACHE_CACHE_POP)
+        }
+        Op::CACHE_POP_ACK => {
+            ctl.acked(Op::CACHE_POP, &key);
+            return Ok(Action::Ignore);
+        }
+        Op::NETCACHE_CACHE_POP_ACK => {
+            ctl.acked(Op::NETCACHE_CACHE_POP, &key);
+            return Ok(Action::Ignore);
+        }
+        Op::NETCACHE_VALUEUPDATE_ACK => {
+            ctl.acked(Op::NETCACHE_VALUEUPDATE, &key);
+            return Ok(Action::Ignore);
+        }
+        Op::NETCACHE_CACHE_POP_FINISH => {
+            let via = ctl.pop_via.lock().ok().and_then(|mut v| v.remove(&key));
+            if let Some(via) = via {
+                ctl.queue(Op::NETCACHE_VALUEUPDATE, key, via, None);
+            }
+            return Ok(Action::Reply(Message::new(
+                Op::NETCACHE_CACHE_POP_FINISH_ACK,
+                key,
+            )));
+        }
+        Op::NETCACHE_PUTREQ_SEQ_CACHED | Op::NETCACHE_DELREQ_SEQ_CACHED => {
+            if let Some(f) = from {
+                // Queued once the write is applied; the control thread reads the record when
+                // it sends, so the update carries this write or a newer one.
+                let out = handle_plain(store, index, req, stats)?;
+                ctl.queue(Op::NETCACHE_VALUEUPDATE, key, f, None);
+                return Ok(out);
+            }
+        }
+        _ => {}
+    }
+    handle_plain(store, index, req, stats)
+}
+
+fn handle_plain(
     store: &Store,
     index: u16,
     req: &Message,
@@ -185,6 +455,39 @@ pub fn handle(
         | Op::DELREQ_SEQ_BEINGEVICTED
         | Op::DELREQ_SEQ_CASE3_BEINGEVICTED
         | Op::NETCACHE_DELREQ_SEQ_CACHED => checked(None, Op::DELRES_SEQ)?,
+        Op::GETREQ_BEINGEVICTED_RECORD => {
+            // The switch's record of a key being evicted (record embedding): the newer wins.
+            let stored = get_reply(Op::GETRES_SEQ, Op::GETRES_SEQ)?;
+            let embedded_seq = seq_of(req);
+            let stored_seq = seq_of(&stored);
+            if embedded_seq > stored_seq {
+                let exists = req.stat.is_some_and(|s| s.exists);
+                Action::Reply(
+                    Message::new(Op::GETRES_SEQ, key)
+                        .with_value(req.value.clone().unwrap_or_default())
+                        .with_seq(embedded_seq, 0)
+                        .with_stat(exists, index),
+                )
+            } else {
+                Action::Reply(stored)
+            }
+        }
+        Op::CACHE_EVICT | Op::CACHE_EVICT_CASE2 => match parse_evict_body(&req.body) {
+            Ok((value, seq)) => {
+                let outcome = store.write_checked(&key, value.as_deref(), seq)?;
+                count_write(stats, value.is_some(), &outcome);
+                Action::Reply(Message::new(Op::CACHE_EVICT_ACK, key))
+            }
+            Err(e) => {
+                eprintln!("kv server: {e} (key {key:?}); ignored");
+                stats.rejected.fetch_add(1, Ordering::Relaxed);
+                Action::Ignore
+            }
+        },
+        Op::TERN_MAXSEQ => {
+            let m = store.max_seq()?;
+            Action::Reply(Message::new(Op::TERN_MAXSEQ_ACK, key).with_body(m.to_be_bytes()))
+        }
         Op::TERN_SNAPSHOT => {
             let n = store.snapshot_live_count()?;
             Action::Reply(Message::new(Op::TERN_SNAPSHOT_ACK, key).with_body(n.to_be_bytes()))
@@ -211,6 +514,7 @@ pub struct ServerHandle {
     stop: Arc<AtomicBool>,
     store: Arc<Store>,
     stats: Arc<ServerStats>,
+    ctl: Arc<CacheCtl>,
     workers: Vec<JoinHandle<()>>,
 }
 
@@ -230,14 +534,31 @@ pub fn start(cfg: &ServerConfig) -> Result<ServerHandle, ServerError> {
         .map_err(|e| io(addr, e))?;
     let stop = Arc::new(AtomicBool::new(false));
     let stats = Arc::new(ServerStats::default());
+    let ctl = Arc::new(CacheCtl::default());
+    ctl.set_switchos(cfg.switchos);
     let mut workers = Vec::new();
     for w in 0..cfg.workers {
         let sock = sock.try_clone().map_err(|e| io(addr, e))?;
-        let (store, stop, stats) = (store.clone(), stop.clone(), stats.clone());
+        let (store, stop, stats, ctl) = (store.clone(), stop.clone(), stats.clone(), ctl.clone());
         let index = cfg.index;
         let h = std::thread::Builder::new()
             .name(format!("kv-worker-{w}"))
-            .spawn(move || worker(&sock, &store, index, &stop, &stats))
+            .spawn(move || worker(&sock, &store, index, &stop, &stats, &ctl))
+            .map_err(|e| io(addr, e))?;
+        workers.push(h);
+    }
+    {
+        let sock = sock.try_clone().map_err(|e| io(addr, e))?;
+        let (store, stop, ctl) = (store.clone(), stop.clone(), ctl.clone());
+        let index = cfg.index;
+        let h = std::thread::Builder::new()
+            .name("kv-cache-ctl".into())
+            .spawn(move || {
+                while !stop.load(Ordering::Acquire) {
+                    ctl.pump(&sock, &store, index);
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            })
             .map_err(|e| io(addr, e))?;
         workers.push(h);
     }
@@ -246,11 +567,19 @@ pub fn start(cfg: &ServerConfig) -> Result<ServerHandle, ServerError> {
         stop,
         store,
         stats,
+        ctl,
         workers,
     })
 }
 
-fn worker(sock: &UdpSocket, store: &Store, index: u16, stop: &AtomicBool, stats: &ServerStats) {
+fn worker(
+    sock: &UdpSocket,
+    store: &Store,
+    index: u16,
+    stop: &AtomicBool,
+    stats: &ServerStats,
+    ctl: &CacheCtl,
+) {
     let mut buf = vec![0u8; 65536];
     let mut out = Vec::with_capacity(256);
     while !stop.load(Ordering::Acquire) {
@@ -280,7 +609,7 @@ fn worker(sock: &UdpSocket, store: &Store, index: u16, stop: &AtomicBool, stats:
                 continue;
             }
         };
-        let reply = match handle(store, index, &req, stats) {
+        let reply = match handle_from(store, index, &req, stats, ctl, Some(from)) {
             Ok(Action::Reply(m)) => m,
             Ok(Action::Shutdown(m)) => {
                 stop.store(true, Ordering::Release);
@@ -319,6 +648,11 @@ impl ServerHandle {
     /// Request counters.
     pub fn stats(&self) -> &ServerStats {
         &self.stats
+    }
+
+    /// The cache control state (switch OS address, unacknowledged messages).
+    pub fn cache_ctl(&self) -> &Arc<CacheCtl> {
+        &self.ctl
     }
 
     /// The store (for inspection in tests and tools).

@@ -327,6 +327,15 @@ impl Store {
         Ok(n)
     }
 
+    /// The largest seq stored (records and tombstones) over a snapshot of every partition.
+    pub fn max_seq(&self) -> Result<u32, StoreError> {
+        let mut m = 0u32;
+        for p in &self.parts {
+            m = p.snapshot()?.iter().map(|(_, r)| r.seq).fold(m, u32::max);
+        }
+        Ok(m)
+    }
+
     /// Flushes every partition.
     pub fn flush(&self) -> Result<(), StoreError> {
         self.parts.iter().try_for_each(Partition::flush)

@@ -200,3 +200,108 @@ fn crash_and_restart_keeps_every_acknowledged_write() {
     c.shutdown_server(0).unwrap();
     assert!(child.0.wait().unwrap().success());
 }
+
+/// The cache duties of a server: seq-checked evictions, record embedding, malformed eviction
+/// bodies logged and ignored, hot-key reports queued for the switch OS and cleared by its ACK.
+#[test]
+fn cache_duties_check_seqs_and_reject_bad_bodies() {
+    use tern_kv::server::{evict_body, handle_from, parse_evict_body, CacheCtl};
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), 1, &StoreOptions::default()).unwrap();
+    let stats = ServerStats::default();
+    let ctl = CacheCtl::default();
+    let k = Key::from_id(5);
+    let run = |m: &Message| handle_from(&store, 2, m, &stats, &ctl, None).unwrap();
+    let evict =
+        |v: Option<&[u8]>, seq| Message::new(Op::CACHE_EVICT, k).with_body(evict_body(v, seq));
+    assert_eq!(
+        run(&evict(Some(b"switch value"), 30)),
+        Action::Reply(Message::new(Op::CACHE_EVICT_ACK, k))
+    );
+    // An older record never overwrites a newer one; a retransmission is harmless.
+    run(&evict(Some(b"older"), 29));
+    run(&evict(Some(b"switch value"), 30));
+    let rec = store.get(&k).unwrap().unwrap();
+    assert_eq!(
+        (rec.seq, rec.value.as_deref()),
+        (30, Some(&b"switch value"[..]))
+    );
+    // Record embedding: the newer of the switch's and the stored record is answered.
+    let embedded = |seq: u32| {
+        Message::new(Op::GETREQ_BEINGEVICTED_RECORD, k)
+            .with_value(&b"embedded"[..])
+            .with_seq(seq, 0)
+            .with_stat(true, 0xFFFF)
+    };
+    let Action::Reply(r) = run(&embedded(31)) else {
+        panic!()
+    };
+    assert_eq!(
+        (r.op, r.value.as_deref()),
+        (Op::GETRES_SEQ, Some(&b"embedded"[..]))
+    );
+    let Action::Reply(r) = run(&embedded(12)) else {
+        panic!()
+    };
+    assert_eq!(r.value.as_deref(), Some(&b"switch value"[..]));
+    // A deleted record evicts as a tombstone.
+    run(&evict(None, 40));
+    assert_eq!(store.get(&k).unwrap().unwrap().value, None);
+    // Malformed bodies: clear errors, ignored, counted.
+    assert!(parse_evict_body(&[1, 0, 0])
+        .unwrap_err()
+        .contains("need at least 7"));
+    assert!(parse_evict_body(&[1, 0, 0, 0, 1, 0, 5, b'x'])
+        .unwrap_err()
+        .contains("value length 5"));
+    assert!(parse_evict_body(&[7, 0, 0, 0, 1, 0, 0])
+        .unwrap_err()
+        .contains("stat 7"));
+    assert!(parse_evict_body(&[0, 0, 0, 0, 1, 0, 1, b'x'])
+        .unwrap_err()
+        .contains("deleted"));
+    let before = stats.snapshot()[4];
+    let bad = Message::new(Op::CACHE_EVICT, k).with_body(vec![9; 3]);
+    assert_eq!(run(&bad), Action::Ignore);
+    assert_eq!(stats.snapshot()[4], before + 1);
+    assert_eq!(store.get(&k).unwrap().unwrap().seq, 40);
+    // A POP request is answered as a GET and queues a report once a switch OS is known.
+    let Action::Reply(r) = run(&Message::new(Op::GETREQ_POP, k)) else {
+        panic!()
+    };
+    assert_eq!(r.op, Op::GETRES_SEQ);
+    assert_eq!(
+        ctl.pending_count(),
+        0,
+        "no switch OS configured: nothing to report"
+    );
+    ctl.set_switchos(Some("127.0.0.1:9".parse().unwrap()));
+    run(&Message::new(Op::GETREQ_POP, k));
+    assert_eq!(ctl.pending_count(), 1);
+    assert_eq!(run(&Message::new(Op::CACHE_POP_ACK, k)), Action::Ignore);
+    assert_eq!(ctl.pending_count(), 0);
+    // TERN_MAXSEQ answers the largest stored seq.
+    let Action::Reply(r) = run(&Message::new(Op::TERN_MAXSEQ, k)) else {
+        panic!()
+    };
+    assert_eq!(r.op, Op::TERN_MAXSEQ_ACK);
+    assert_eq!(r.body, 40u32.to_be_bytes());
+}
+
+#[test]
+fn preserved_records_round_trip_and_bad_lines_are_named() {
+    use tern_kv::history::{read_preserved, write_preserved};
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("preserved.txt");
+    let recs = vec![
+        (Key::from_id(1), Some(b"abc".to_vec()), 7),
+        (Key::from_id(2), None, 9),
+        (Key::from_id(3), Some(Vec::new()), 1),
+    ];
+    write_preserved(&p, &recs).unwrap();
+    assert_eq!(read_preserved(&p).unwrap(), recs);
+    std::fs::write(&p, "00 1 1 aa\n").unwrap();
+    assert!(read_preserved(&p).unwrap_err().contains("line 1"));
+    std::fs::write(&p, format!("{} x 1\n", "00".repeat(16))).unwrap();
+    assert!(read_preserved(&p).unwrap_err().contains("line 1"));
+}

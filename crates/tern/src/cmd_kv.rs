@@ -41,6 +41,62 @@ enum KvCommand {
     Down(super::cmd_kv_up::DownArgs),
     /// Run an experiment suite end to end (JSON reports, a table and plots).
     Experiment(super::cmd_kv_exp::ExperimentArgs),
+    /// The in-process switch of `--mode sim` as a process of its own, with BMv2's Thrift API
+    /// (what `tern kv up --mode loopback --cache ...` runs, and its fault injector SIGKILLs).
+    SimSwitch(super::cmd_kv_up::SimSwitchArgs),
+    /// The caches' switch OS against a running switch's Thrift API (what `tern kv up --mode
+    /// netns --cache ...` runs in the switch namespace).
+    Switchos(super::cmd_kv_up::SwitchOsArgs),
+    /// History checker: concurrent reads, writes and deletes of unique values on a skewed key
+    /// set; every read must return the latest acknowledged write or one still in flight.
+    Check(CheckArgs),
+    /// Print the cache counters `tern kv up --stats-file F` wrote (hit ratio, admissions,
+    /// evictions, snapshot durations, control messages retried).
+    Stats(StatsArgs),
+}
+
+#[derive(clap::Args)]
+struct CheckArgs {
+    /// Comma-separated server addresses (default: TERN_KV_SERVERS, set by `tern kv up`).
+    #[arg(long)]
+    servers: Option<String>,
+    /// Keys (ids 1..=N, skewed access).
+    #[arg(long, default_value_t = 200)]
+    keys: u64,
+    /// Client threads.
+    #[arg(long, default_value_t = 4)]
+    threads: usize,
+    /// Operations per thread.
+    #[arg(long, default_value_t = 5000)]
+    ops: usize,
+    /// Fraction of writes.
+    #[arg(long, default_value_t = 0.5)]
+    write_ratio: f64,
+    /// Fraction of the writes that are deletes.
+    #[arg(long, default_value_t = 0.05)]
+    delete_ratio: f64,
+    /// Value size in bytes (16..=128).
+    #[arg(long, default_value_t = 64)]
+    value_size: usize,
+    /// Per-attempt timeout in milliseconds.
+    #[arg(long, default_value_t = 200)]
+    timeout_ms: u64,
+    /// Retries after the first attempt.
+    #[arg(long, default_value_t = 10)]
+    retries: u32,
+    /// Seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Preserve the switch-answered writes in this file for switch recovery (default: the
+    /// TERN_KV_PRESERVE environment variable that `tern kv up --cache` sets).
+    #[arg(long)]
+    preserve: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+struct StatsArgs {
+    /// The JSON file `tern kv up --stats-file` wrote.
+    file: PathBuf,
 }
 
 #[derive(clap::Args)]
@@ -69,6 +125,9 @@ struct ServerArgs {
     /// RocksDB block cache in MiB (shared by the partitions).
     #[arg(long, default_value_t = 64)]
     cache_mib: usize,
+    /// Address of a cache's switch OS to report hot keys to (CACHE_POP).
+    #[arg(long)]
+    switchos: Option<SocketAddr>,
 }
 
 #[derive(clap::Args)]
@@ -131,6 +190,10 @@ struct BenchArgs {
     /// Dynamic period in seconds.
     #[arg(long, default_value_t = 10.0)]
     dynamic_period: f64,
+    /// Warm a cache up before the run (FarReach's static mode): the N keys the run uses most
+    /// are reported for admission (WARMUPREQ) after the load phase.
+    #[arg(long, default_value_t = 0)]
+    warmup: usize,
     /// Skip the load phase (records already loaded).
     #[arg(long)]
     no_load: bool,
@@ -164,6 +227,17 @@ pub fn run(args: KvArgs) -> anyhow::Result<ExitCode> {
         KvCommand::Up(a) => super::cmd_kv_up::up(*a),
         KvCommand::Down(a) => super::cmd_kv_up::down(a),
         KvCommand::Experiment(a) => super::cmd_kv_exp::run(a),
+        KvCommand::Check(a) => check_cmd(a),
+        KvCommand::SimSwitch(a) => super::cmd_kv_up::sim_switch(a),
+        KvCommand::Switchos(a) => super::cmd_kv_up::switchos_cmd(a),
+        KvCommand::Stats(a) => {
+            let text = std::fs::read_to_string(&a.file)
+                .with_context(|| format!("reading {}", a.file.display()))?;
+            let j: serde_json::Value = serde_json::from_str(&text)
+                .with_context(|| format!("{}: not a stats file", a.file.display()))?;
+            say(&super::cmd_kv_up::stats_line(&j));
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 
@@ -179,6 +253,7 @@ fn server(a: ServerArgs) -> anyhow::Result<ExitCode> {
             block_cache: a.cache_mib << 20,
             ..StoreOptions::default()
         },
+        switchos: a.switchos,
     };
     let handle = start(&cfg).context("starting the storage server")?;
     let stop = handle.stop_flag();
@@ -229,6 +304,69 @@ fn workload(a: &BenchArgs) -> anyhow::Result<WorkloadSpec> {
     }
     w.validate()?;
     Ok(w)
+}
+
+fn check_cmd(a: CheckArgs) -> anyhow::Result<ExitCode> {
+    let Some(list) = a.servers.or_else(|| std::env::var("TERN_KV_SERVERS").ok()) else {
+        bail!(
+            "give --servers host:port,... (or run under `tern kv up`, which sets TERN_KV_SERVERS)"
+        );
+    };
+    if a.keys == 0 || a.threads == 0 || !(0.0..=1.0).contains(&a.write_ratio) {
+        bail!("--keys and --threads must be positive, --write-ratio in [0, 1]");
+    }
+    let cfg = tern_kv::history::CheckConfig {
+        servers: Router::parse(&list)?.servers().to_vec(),
+        keys: a.keys,
+        threads: a.threads,
+        ops: a.ops,
+        write_ratio: a.write_ratio,
+        delete_ratio: a.delete_ratio,
+        value_len: a.value_size,
+        timeout: std::time::Duration::from_millis(a.timeout_ms),
+        retries: a.retries,
+        seed: a.seed,
+        preserve: a
+            .preserve
+            .or_else(|| std::env::var_os("TERN_KV_PRESERVE").map(PathBuf::from)),
+    };
+    let r = tern_kv::history::run(&cfg)?;
+    say(&format!(
+        "tern kv check: {} reads ({} answered by the switch), {} writes, {} deletes, {} errors; \
+         violations: {} stale, {} unknown value, {} value/seq mixed",
+        r.reads, r.switch_reads, r.writes, r.deletes, r.errors, r.stale, r.unknown, r.mixed
+    ));
+    for e in &r.examples {
+        say(&format!("  {e}"));
+    }
+    Ok(if r.violations() == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// Reports the `n` keys `ops` uses most for admission, then gives the switch OS time to admit
+/// them (about 0.2 ms each).
+fn warmup(cfg: &BenchConfig, ops: &[tern_kv::ycsb::KvOp], n: usize) -> anyhow::Result<()> {
+    let mut freq: std::collections::HashMap<tern_kv::protocol::Key, u64> =
+        std::collections::HashMap::new();
+    for o in ops {
+        *freq.entry(o.key).or_default() += 1;
+    }
+    let mut keys: Vec<_> = freq.into_iter().collect();
+    keys.sort_by(|a, b| b.1.cmp(&a.1).then(a.0 .0.cmp(&b.0 .0)));
+    keys.truncate(n);
+    let mut c = tern_kv::client::Client::new(cfg.router.clone(), cfg.timeout, cfg.retries)?;
+    for (k, _) in &keys {
+        c.warmup(*k)?;
+    }
+    std::thread::sleep(Duration::from_millis(500) + Duration::from_micros(200) * keys.len() as u32);
+    say(&format!(
+        "warm-up: {} keys reported for admission",
+        keys.len()
+    ));
+    Ok(())
 }
 
 fn bench_cmd(a: BenchArgs) -> anyhow::Result<ExitCode> {
@@ -327,7 +465,14 @@ fn bench_cmd(a: BenchArgs) -> anyhow::Result<ExitCode> {
             }
             return Ok(());
         }
-        let mut report = bench::run(&cfg)?;
+        let mut report = if a.warmup > 0 {
+            let ops =
+                tern_kv::ycsb::generate_with_ack_lag(&cfg.workload, cfg.seed, 2 * cfg.threads)?;
+            warmup(&cfg, &ops, a.warmup)?;
+            bench::run_ops(&cfg, ops)?
+        } else {
+            bench::run(&cfg)?
+        };
         report.load = load;
         say(report.summary().trim_end());
         if let Some(path) = &a.json {

@@ -26,8 +26,14 @@ use std::time::{Duration, Instant};
 
 /// The switch program used when `--program` is not given.
 pub const FORWARD_P4: &str = include_str!("../../../p4/kv/forward.p4");
+/// NetCache's switch program (`--cache netcache`).
+pub const NETCACHE_P4: &str = include_str!("../../../p4/kv/netcache.p4");
+/// FarReach's switch program (`--cache farreach`).
+pub const FARREACH_P4: &str = include_str!("../../../p4/kv/farreach.p4");
 /// Name of the program's per-port key-value packet counter.
 const KV_COUNTER: &str = "KvIngress.kv_packets";
+/// The switch OS's address in netns mode (a veth of the switch namespace on its own port).
+const NETNS_SWITCHOS_IP: Ipv4Addr = Ipv4Addr::new(10, 77, 3, 1);
 /// First server UDP port (FarReach's servers listen on 1152 + index).
 const BASE_PORT: u16 = 1152;
 
@@ -37,6 +43,9 @@ const BASE_PORT: u16 = 1152;
     tern kv up --mode loopback --servers 4            # servers until ctrl-c; prints --servers\n  \
     tern kv up --mode netns --servers 2 -- tern kv bench --workload a\n  \
     tern kv up --mode sim --servers 4 -- tern kv bench --workload c   # switch in this process\n  \
+    tern kv up --mode sim --cache farreach -- tern kv bench --workload a   # FarReach + switch OS\n  \
+    tern kv up --mode loopback --cache netcache --crashes 3 -- tern kv check   # SIGKILL the switch\n  \
+    tern kv up --mode netns --cache farreach --stats-file s.json -- tern kv check\n  \
     tern kv up --config topo.json -- tern kv bench --workload c --json c.json\n\n\
     The command after `--` runs once everything answers (in the first client namespace in \
     netns mode), with `{servers}` in its arguments and the TERN_KV_SERVERS environment \
@@ -82,12 +91,189 @@ pub struct UpArgs {
     /// loopback: first server port (netns always uses FarReach's 1152 + i).
     #[arg(long, default_value_t = BASE_PORT)]
     base_port: u16,
+    /// In-network cache: nocache (forward.p4), netcache or farreach.
+    #[arg(long)]
+    cache: Option<String>,
+    #[command(flatten)]
+    opts: CacheOpts,
+    /// Fault injection (sim or loopback mode with a cache; loopback: SIGKILL of the switch
+    /// process): crash the switch this many times at random
+    /// moments (it loses every register and entry and its switch OS dies), then recover:
+    /// replay the last snapshot and the clients' preserved records into the servers, restart
+    /// the switch OS with a seq floor above every stored seq, bring the switch back.
+    #[arg(long, default_value_t = 0)]
+    crashes: u32,
+    /// Mean time between crashes in milliseconds (each wait is uniform in [0.5, 1.5] × this).
+    #[arg(long, default_value_t = 1000)]
+    crash_period_ms: u64,
+    /// Write the switch OS and data-plane counters as JSON to this file on exit.
+    #[arg(long)]
+    stats_file: Option<PathBuf>,
     /// Seconds to wait for every server to answer through the topology.
     #[arg(long, default_value_t = 30)]
     ready_timeout: u64,
     /// Command to run once the topology is up (after `--`).
     #[arg(last = true)]
     command: Vec<String>,
+}
+
+/// Switch OS options shared by `tern kv up` and `tern kv switchos`.
+#[derive(clap::Args, Debug, Default, Clone)]
+pub struct CacheOpts {
+    /// Cache capacity in records (at most 10,000, the programs' KV_RECORDS).
+    #[arg(long, default_value_t = 10_000)]
+    cache_size: u32,
+    /// Hot threshold of the count-min sketch, on sampled requests.
+    #[arg(long, default_value_t = 10)]
+    hot_threshold: u16,
+    /// Count every request in the sketch (default: one in two, FarReach's sampling).
+    #[arg(long)]
+    sample_all: bool,
+    /// FarReach snapshot period in milliseconds (0: none).
+    #[arg(long, default_value_t = 10_000)]
+    snapshot_ms: u64,
+    /// Fraction of the switch OS's control messages dropped on purpose (lossy-control mode).
+    #[arg(long, default_value_t = 0.0)]
+    control_loss: f64,
+}
+
+/// `tern kv switchos`
+#[derive(clap::Args, Debug)]
+pub struct SwitchOsArgs {
+    /// netcache or farreach.
+    #[arg(long)]
+    cache: String,
+    /// Comma-separated server addresses, by server index.
+    #[arg(long)]
+    servers: String,
+    /// The switch's Thrift port on 127.0.0.1.
+    #[arg(long, default_value_t = 9090)]
+    thrift_port: u16,
+    /// Address to receive hot-key reports on.
+    #[arg(long)]
+    bind: SocketAddr,
+    /// Write the counters as JSON here on exit (SIGINT).
+    #[arg(long)]
+    stats_file: Option<PathBuf>,
+    #[command(flatten)]
+    opts: CacheOpts,
+}
+
+fn parse_cache(name: &str) -> anyhow::Result<Option<tern_kv::switchos::CacheKind>> {
+    Ok(match name {
+        "nocache" => None,
+        "netcache" => Some(tern_kv::switchos::CacheKind::NetCache),
+        "farreach" => Some(tern_kv::switchos::CacheKind::FarReach),
+        other => bail!("cache {other:?}: expected nocache, netcache or farreach"),
+    })
+}
+
+/// Runs `tern kv switchos`: the caches' switch OS against a switch's Thrift API, until SIGINT.
+pub fn switchos_cmd(a: SwitchOsArgs) -> anyhow::Result<ExitCode> {
+    let Some(kind) = parse_cache(&a.cache)? else {
+        bail!("--cache nocache has no switch OS");
+    };
+    let servers: Vec<SocketAddr> = a
+        .servers
+        .split(',')
+        .map(|x| x.trim().parse().with_context(|| format!("address {x:?}")))
+        .collect::<anyhow::Result<_>>()?;
+    let c = switchos_config(&a.opts, kind, servers, a.bind)?;
+    let rt = connect_thrift(a.thrift_port)?;
+    let access: Box<dyn tern_kv::switchos::SwitchAccess> = Box::new(std::sync::Mutex::new(rt));
+    let os = tern_kv::switchos::SwitchOs::start(access, c).context("starting the switch OS")?;
+    println!("tern kv switchos: listening on {}", os.addr());
+    std::io::stdout().flush()?;
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let stop = stop.clone();
+        ctrlc::set_handler(move || stop.store(true, Ordering::Release))
+            .context("installing the ctrl-c handler")?;
+    }
+    while !stop.load(Ordering::Acquire) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let j = os_stats(&os, kind, (0, Vec::new(), 0), (0, 0));
+    if let Some(f) = &a.stats_file {
+        std::fs::write(f, serde_json::to_string_pretty(&j)? + "\n")
+            .with_context(|| format!("writing {}", f.display()))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `tern kv sim-switch`
+#[derive(clap::Args, Debug)]
+pub struct SimSwitchArgs {
+    /// The switch program (BMv2 JSON or P4-16 source).
+    #[arg(long)]
+    program: PathBuf,
+    /// Comma-separated server addresses, by server index.
+    #[arg(long)]
+    servers: String,
+    /// Comma-separated front addresses (one per server; default: free loopback ports).
+    #[arg(long)]
+    fronts: Option<String>,
+    /// Thrift port on 127.0.0.1 (0: any free port).
+    #[arg(long, default_value_t = 0)]
+    thrift_port: u16,
+    /// Extra runtime commands applied at start (after the forwarding entries).
+    #[arg(long)]
+    commands: Option<String>,
+}
+
+/// Runs `tern kv sim-switch`: prints `tern kv sim-switch: fronts A,B thrift P`, then serves
+/// until killed.
+pub fn sim_switch(a: SimSwitchArgs) -> anyhow::Result<ExitCode> {
+    use super::kv_sim::{server_ip, SimSwitch, CLIENT_IP};
+    let parse = |list: &str| -> anyhow::Result<Vec<SocketAddr>> {
+        list.split(',')
+            .map(|x| x.trim().parse().with_context(|| format!("address {x:?}")))
+            .collect()
+    };
+    let servers = parse(&a.servers)?;
+    let fronts = match &a.fronts {
+        Some(f) => parse(f)?,
+        None => Vec::new(),
+    };
+    let json = match a.program.extension() {
+        Some(e) if e == "json" => std::fs::read_to_string(&a.program)
+            .with_context(|| format!("reading {}", a.program.display()))?,
+        _ => {
+            tern_p4::compile_file(&a.program, &tern_p4::Options::default())
+                .map_err(|d| anyhow::anyhow!("compiling {}: {d}", a.program.display()))?
+                .json
+        }
+    };
+    let mut entries = format!("table_add forward to_port {} => 1\n", u32::from(CLIENT_IP));
+    for k in 0..servers.len() {
+        entries += &format!(
+            "table_add forward to_port {} => {}\n",
+            u32::from(server_ip(k)),
+            k + 2
+        );
+    }
+    if let Some(c) = &a.commands {
+        entries += c;
+        entries += "\n";
+    }
+    let sim = SimSwitch::start_on(&json, &entries, &servers, &fronts)?;
+    let thrift = sim.serve_thrift(SocketAddr::from((Ipv4Addr::LOCALHOST, a.thrift_port)))?;
+    let list: Vec<String> = sim.fronts().iter().map(|f| f.to_string()).collect();
+    println!(
+        "tern kv sim-switch: fronts {} thrift {}",
+        list.join(","),
+        thrift.port()
+    );
+    std::io::stdout().flush()?;
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let stop = stop.clone();
+        let _ = ctrlc::set_handler(move || stop.store(true, Ordering::Release));
+    }
+    while !stop.load(Ordering::Acquire) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `tern kv down`
@@ -111,6 +297,7 @@ struct FileConfig {
     workers: Option<usize>,
     program: Option<PathBuf>,
     dir: Option<PathBuf>,
+    cache: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -139,6 +326,9 @@ struct Settings {
     workers: usize,
     program: Option<PathBuf>,
     dir: Option<PathBuf>,
+    cache: Option<tern_kv::switchos::CacheKind>,
+    /// loopback + cache: the switch OS's report address, given to the servers.
+    switchos: Option<SocketAddr>,
 }
 
 fn settings(a: &UpArgs) -> anyhow::Result<Settings> {
@@ -175,7 +365,36 @@ fn settings(a: &UpArgs) -> anyhow::Result<Settings> {
         "bridge" => SwitchKind::Bridge,
         other => bail!("switch {other:?}: expected tern or bridge"),
     };
+    let cache = parse_cache(
+        a.cache
+            .clone()
+            .or(file.cache)
+            .as_deref()
+            .unwrap_or("nocache"),
+    )?;
+    if cache.is_some() && mode == Mode::Inproc {
+        bail!("--cache netcache/farreach needs a switch: --mode sim, loopback or netns");
+    }
+    if a.crashes > 0 && (cache.is_none() || mode == Mode::Netns) {
+        bail!("--crashes needs --cache netcache/farreach in --mode sim or loopback");
+    }
+    if cache.is_some() && switch == SwitchKind::Bridge {
+        bail!("--cache netcache/farreach needs --switch tern");
+    }
+    // loopback + cache: the servers report hot keys to a switch OS on this port.
+    let switchos = match (cache, mode) {
+        (Some(_), Mode::Loopback) => {
+            let s = std::net::UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))
+                .context("picking a port for the switch OS")?;
+            Some(s.local_addr()?)
+        }
+        // netns: the switch OS runs in the switch namespace behind its own switch port.
+        (Some(_), Mode::Netns) => Some(SocketAddr::from((NETNS_SWITCHOS_IP, 5003))),
+        _ => None,
+    };
     let s = Settings {
+        switchos,
+        cache,
         mode,
         switch,
         servers: a.servers.or(file.servers).unwrap_or(2),
@@ -301,7 +520,15 @@ pub fn down(a: DownArgs) -> anyhow::Result<ExitCode> {
 struct Topology {
     children: Vec<(String, Child)>,
     inproc: Vec<tern_kv::server::ServerHandle>,
-    sim: Option<super::kv_sim::SimSwitch>,
+    /// loopback + cache: the `tern kv sim-switch` process (the fault injector kills it).
+    switch_proc: Arc<std::sync::Mutex<Option<Child>>>,
+    /// The fault injector (`--crashes`) and its stop flag.
+    injector: Option<(Arc<AtomicBool>, std::thread::JoinHandle<()>)>,
+    /// `(crashes, recovery times in ms, records replayed)` of the fault injector.
+    recoveries: Arc<std::sync::Mutex<(u32, Vec<f64>, usize)>>,
+    /// Declared before `sim`: stopped before the switch it drives.
+    switchos: Arc<std::sync::Mutex<Option<CacheOs>>>,
+    sim: Option<Arc<super::kv_sim::SimSwitch>>,
     namespaces: Vec<String>,
     dir: PathBuf,
     remove_dir: bool,
@@ -316,6 +543,10 @@ impl Topology {
         Topology {
             children: Vec::new(),
             inproc: Vec::new(),
+            switch_proc: Arc::default(),
+            injector: None,
+            recoveries: Arc::default(),
+            switchos: Arc::default(),
             sim: None,
             namespaces: Vec::new(),
             dir,
@@ -384,6 +615,17 @@ impl Topology {
 
     /// Graceful stop: servers flush on SIGINT; then everything else; then the namespaces.
     fn teardown(&mut self) {
+        if let Some((stop, h)) = self.injector.take() {
+            stop.store(true, Ordering::Release);
+            let _ = h.join();
+        }
+        if let Ok(mut os) = self.switchos.lock() {
+            os.take();
+        }
+        if let Some(mut c) = self.switch_proc.lock().ok().and_then(|mut p| p.take()) {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
         if let Some(sim) = self.sim.take() {
             sim.stop();
         }
@@ -455,6 +697,11 @@ fn spawn_server(
         .args(["--index", &index.to_string()])
         .args(["--partitions", &s.partitions.to_string()])
         .args(["--workers", &s.workers.to_string()])
+        .args(
+            s.switchos
+                .iter()
+                .flat_map(|a| ["--switchos".to_string(), a.to_string()]),
+        )
         .stdout(Stdio::piped())
         .stderr(log);
     let mut child = c
@@ -549,6 +796,43 @@ fn netns_up(t: &mut Topology, exe: &Path, s: &Settings) -> anyhow::Result<()> {
         t.switch_ports.push(port);
     }
     t.client_ns = Some(hosts[0].0.clone());
+    if s.cache.is_some() {
+        // The switch OS's own port: a veth pair inside the switch namespace, one end a tern
+        // port, the other (cpu0) the switch OS's address; servers reach it through the switch.
+        let port = hosts.len() as u32 + 1;
+        let (a, b) = (format!("tkv{pid}osa"), format!("tkv{pid}osb"));
+        ip(&["link", "add", &a, "type", "veth", "peer", "name", &b])?;
+        if let Err(e) = ip(&["link", "set", &a, "netns", &sw])
+            .and_then(|()| ip(&["link", "set", &b, "netns", &sw]))
+        {
+            let _ = ip(&["link", "del", &a]);
+            return Err(e);
+        }
+        let swp = format!("p{port}");
+        ns_ip(&sw, &["link", "set", &a, "name", "cpu0"])?;
+        ns_ip(&sw, &["link", "set", "cpu0", "address", &mac(3, 0)])?;
+        ns_ip(
+            &sw,
+            &[
+                "addr",
+                "add",
+                &format!("{NETNS_SWITCHOS_IP}/16"),
+                "dev",
+                "cpu0",
+            ],
+        )?;
+        ns_ip(&sw, &["link", "set", "cpu0", "up"])?;
+        no_offloads(&sw, "cpu0");
+        ns_ip(&sw, &["link", "set", &b, "name", &swp])?;
+        ns_sysctl(&sw, &format!("net.ipv6.conf.{swp}.disable_ipv6=1"));
+        ns_ip(&sw, &["link", "set", &swp, "up"])?;
+        no_offloads(&sw, &swp);
+        entries += &format!(
+            "table_add forward to_port {} => {port}\n",
+            u32::from(NETNS_SWITCHOS_IP)
+        );
+        t.switch_ports.push(port);
+    }
     match s.switch {
         SwitchKind::Bridge => {
             ns_ip(&sw, &["link", "add", "br0", "type", "bridge"])?;
@@ -608,8 +892,14 @@ fn program_json(s: &Settings) -> anyhow::Result<String> {
                 .json
         }
         None => {
-            tern_p4::compile_str(FORWARD_P4, "p4/kv/forward.p4", &Default::default())
-                .map_err(|d| anyhow::anyhow!("compiling p4/kv/forward.p4: {d}"))?
+            use tern_kv::switchos::CacheKind;
+            let (src, name) = match s.cache {
+                None => (FORWARD_P4, "p4/kv/forward.p4"),
+                Some(CacheKind::NetCache) => (NETCACHE_P4, "p4/kv/netcache.p4"),
+                Some(CacheKind::FarReach) => (FARREACH_P4, "p4/kv/farreach.p4"),
+            };
+            tern_p4::compile_str(src, name, &Default::default())
+                .map_err(|d| anyhow::anyhow!("compiling {name}: {d}"))?
                 .json
         }
     })
@@ -682,6 +972,9 @@ pub fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
                 t.servers
                     .push(SocketAddr::from((Ipv4Addr::LOCALHOST, port)));
             }
+            if let (Some(kind), Some(so)) = (s.cache, s.switchos) {
+                loopback_cache(&mut t, &a, &s, &exe, &dir, kind, so)?;
+            }
         }
         Mode::Inproc | Mode::Sim => {
             let handles = tern_kv::bench::start_local_servers(
@@ -705,13 +998,53 @@ pub fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
                     );
                 }
                 let sim = SimSwitch::start(&program_json(&s)?, &entries, &t.servers)?;
-                t.servers = sim.fronts();
-                t.sim = Some(sim);
+                if let Some(kind) = s.cache {
+                    use tern_kv::switchos::SwitchOs;
+                    let c = switchos_config(
+                        &a.opts,
+                        kind,
+                        t.servers.clone(),
+                        SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+                    )?;
+                    let access: Box<dyn tern_kv::switchos::SwitchAccess> = Box::new(sim.access());
+                    let os =
+                        SwitchOs::start(access, c.clone()).context("starting the switch OS")?;
+                    for h in &t.inproc {
+                        h.cache_ctl().set_switchos(Some(os.addr()));
+                    }
+                    if let Ok(mut slot) = t.switchos.lock() {
+                        *slot = Some(os);
+                    }
+                    let sim = Arc::new(sim);
+                    if a.crashes > 0 {
+                        let stop = Arc::new(AtomicBool::new(false));
+                        let inj = Injector {
+                            target: Target::Sim(sim.clone()),
+                            os: t.switchos.clone(),
+                            ctls: t.inproc.iter().map(|h| h.cache_ctl().clone()).collect(),
+                            cfg: c,
+                            preserve: dir.join("preserved.txt"),
+                            crashes: a.crashes,
+                            period: Duration::from_millis(a.crash_period_ms.max(1)),
+                            stop: stop.clone(),
+                            log: t.recoveries.clone(),
+                        };
+                        t.injector = Some((stop, std::thread::spawn(move || inj.run())));
+                    }
+                    t.servers = sim.fronts();
+                    t.sim = Some(sim);
+                } else {
+                    t.servers = sim.fronts();
+                    t.sim = Some(Arc::new(sim));
+                }
             }
         }
         Mode::Netns => netns_up(&mut t, &exe, &s)?,
     }
     wait_ready(&mut t, &exe, Duration::from_secs(a.ready_timeout))?;
+    if let (Mode::Netns, Some(_)) = (s.mode, s.cache) {
+        netns_switchos(&mut t, &a, &s, &exe)?;
+    }
     let list = t.server_list();
     let where_ = match &t.client_ns {
         Some(ns) => format!(" (client namespace {ns})"),
@@ -744,8 +1077,11 @@ pub fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
         } else {
             PathBuf::from(&args[0])
         };
-        let mut child = t
-            .client_command(&program)
+        let mut cmd = t.client_command(&program);
+        if s.cache.is_some() {
+            cmd.env("TERN_KV_PRESERVE", dir.join("preserved.txt"));
+        }
+        let mut child = cmd
             .args(&args[1..])
             .env("TERN_KV_SERVERS", &list)
             .spawn()
@@ -784,7 +1120,505 @@ pub fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
             text.join(", ")
         ));
     }
+    let stats = match (s.mode, s.cache) {
+        (Mode::Netns, Some(_)) => netns_switchos_stats(&mut t),
+        (_, Some(k)) => cache_stats(&t, k),
+        _ => None,
+    };
+    if let Some(j) = stats {
+        super::cmd_kv::say(&format!("tern kv up: cache {}", stats_line(&j)));
+        if let Some(f) = &a.stats_file {
+            std::fs::write(f, serde_json::to_string_pretty(&j)? + "\n")
+                .with_context(|| format!("writing {}", f.display()))?;
+        }
+    }
     t.teardown();
     super::cmd_kv::say("tern kv up: stopped and cleaned up");
     Ok(code)
+}
+
+/// A cache's switch OS, whatever switch it drives.
+type CacheOs = tern_kv::switchos::SwitchOs<Box<dyn tern_kv::switchos::SwitchAccess>>;
+
+/// The fault injector of `--crashes`: crashes the simulated switch at random moments and runs
+/// FarReach's recovery (§3.9 of the reference) before bringing it back.
+struct Injector {
+    target: Target,
+    os: Arc<std::sync::Mutex<Option<CacheOs>>>,
+    ctls: Vec<Arc<tern_kv::server::CacheCtl>>,
+    cfg: tern_kv::switchos::SwitchOsConfig,
+    preserve: PathBuf,
+    crashes: u32,
+    period: Duration,
+    stop: Arc<AtomicBool>,
+    log: Arc<std::sync::Mutex<(u32, Vec<f64>, usize)>>,
+}
+
+impl Injector {
+    fn run(self) {
+        let mut rng = tern_kv::rng::Rng::new(0xc4a5);
+        for _ in 0..self.crashes {
+            let wait = self.period.mul_f64(0.5 + rng.next_f64());
+            let until = Instant::now() + wait;
+            while Instant::now() < until {
+                if self.stop.load(Ordering::Acquire) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let r = match &self.target {
+                Target::Sim(sim) => {
+                    let r = self.crash_and_recover_sim(sim);
+                    if r.is_err() {
+                        sim.set_down(false);
+                    }
+                    r
+                }
+                Target::Process(p) => self.kill_and_recover(p),
+            };
+            match r {
+                Ok((ms, n)) => {
+                    super::cmd_kv::say(&format!(
+                        "tern kv up: switch crashed and recovered in {ms:.1} ms ({n} records \
+                         replayed)"
+                    ));
+                    if let Ok(mut l) = self.log.lock() {
+                        l.0 += 1;
+                        l.1.push(ms);
+                        l.2 += n;
+                    }
+                }
+                Err(e) => {
+                    eprintln!("tern kv up: recovery failed: {e:#}");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Crash: the switch goes down and its OS dies (the last snapshot is the controller's);
+    /// the switch reboots empty. Recovery: replay snapshot + preserved records into the
+    /// servers, new switch OS (seq floor above every stored seq), switch up.
+    fn crash_and_recover_sim(
+        &self,
+        sim: &super::kv_sim::SimSwitch,
+    ) -> anyhow::Result<(f64, usize)> {
+        sim.set_down(true);
+        let t0 = Instant::now();
+        let old = self.os.lock().ok().and_then(|mut o| o.take());
+        let snapshot = old.map(|os| os.last_snapshot()).unwrap_or_default();
+        sim.crash_and_reboot()?;
+        let keys: Vec<_> = snapshot.records.iter().map(|r| (r.key, r.server)).collect();
+        let replayed = self.replay(snapshot)?;
+        let access: Box<dyn tern_kv::switchos::SwitchAccess> = Box::new(sim.access());
+        let os = tern_kv::switchos::SwitchOs::start(access, self.cfg.clone())?;
+        for (k, server) in keys {
+            os.admit_later(k, server);
+        }
+        for c in &self.ctls {
+            c.set_switchos(Some(os.addr()));
+        }
+        if let Ok(mut o) = self.os.lock() {
+            *o = Some(os);
+        }
+        sim.set_down(false);
+        Ok((t0.elapsed().as_secs_f64() * 1000.0, replayed))
+    }
+
+    /// SIGKILL of the `tern kv sim-switch` process (switch and, with it, its switch OS);
+    /// recovery replays into the servers, restarts the switch on the same front addresses with
+    /// a seq floor above every stored seq, and a new switch OS over Thrift.
+    fn kill_and_recover(&self, p: &SwitchProcess) -> anyhow::Result<(f64, usize)> {
+        let t0 = Instant::now();
+        if let Some(mut c) = p.child.lock().ok().and_then(|mut c| c.take()) {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let old = self.os.lock().ok().and_then(|mut o| o.take());
+        let snapshot = old.map(|os| os.last_snapshot()).unwrap_or_default();
+        let keys: Vec<_> = snapshot.records.iter().map(|r| (r.key, r.server)).collect();
+        let replayed = self.replay(snapshot)?;
+        let floor =
+            tern_kv::switchos::max_seq(&self.cfg.servers, self.cfg.ack_timeout, self.cfg.tries)?;
+        let commands = format!(
+            "table_set_default kv_params set_params {} {} {floor} 0",
+            self.cfg.hot_threshold,
+            u8::from(self.cfg.sample_all)
+        );
+        let (child, _fronts, thrift) = spawn_sim_switch(
+            &p.exe,
+            &p.dir,
+            &p.json,
+            &self.cfg.servers,
+            &p.fronts,
+            &commands,
+        )?;
+        if let Ok(mut c) = p.child.lock() {
+            *c = Some(child);
+        }
+        let rt = connect_thrift(thrift)?;
+        let access: Box<dyn tern_kv::switchos::SwitchAccess> = Box::new(std::sync::Mutex::new(rt));
+        let os = tern_kv::switchos::SwitchOs::start(access, self.cfg.clone())?;
+        for (k, server) in keys {
+            os.admit_later(k, server);
+        }
+        if let Ok(mut o) = self.os.lock() {
+            *o = Some(os);
+        }
+        Ok((t0.elapsed().as_secs_f64() * 1000.0, replayed))
+    }
+
+    /// Server recovery: the last snapshot plus the clients' preserved records, newest per key,
+    /// replayed with the seq check. Waits first for replies already on their way, so the
+    /// preserved records are complete (nothing answers while the switch is down) and the
+    /// servers hold every write the switch forwarded before the crash.
+    fn replay(&self, snapshot: tern_kv::switchos::Snapshot) -> anyhow::Result<usize> {
+        std::thread::sleep(Duration::from_millis(50));
+        let preserved = match tern_kv::history::read_preserved(&self.preserve) {
+            Ok(p) => p,
+            Err(_) if !self.preserve.exists() => Vec::new(),
+            Err(e) => anyhow::bail!(e),
+        };
+        let records = snapshot
+            .records
+            .into_iter()
+            .map(|r| (r.key, r.value, r.seq))
+            .chain(preserved);
+        let rep = tern_kv::switchos::replay(
+            &self.cfg.servers,
+            records,
+            self.cfg.ack_timeout,
+            self.cfg.tries,
+        )?;
+        Ok(rep.replayed)
+    }
+}
+
+/// What the fault injector crashes.
+enum Target {
+    /// The in-process switch of `--mode sim`.
+    Sim(Arc<super::kv_sim::SimSwitch>),
+    /// The `tern kv sim-switch` process of `--mode loopback`.
+    Process(SwitchProcess),
+}
+
+/// How to restart the switch process.
+struct SwitchProcess {
+    exe: PathBuf,
+    dir: PathBuf,
+    json: PathBuf,
+    fronts: Vec<SocketAddr>,
+    child: Arc<std::sync::Mutex<Option<Child>>>,
+}
+
+/// Starts `tern kv sim-switch`; returns the child, its front addresses and its Thrift port.
+fn spawn_sim_switch(
+    exe: &Path,
+    dir: &Path,
+    json: &Path,
+    servers: &[SocketAddr],
+    fronts: &[SocketAddr],
+    commands: &str,
+) -> anyhow::Result<(Child, Vec<SocketAddr>, u16)> {
+    let join = |v: &[SocketAddr]| {
+        v.iter()
+            .map(|a| a.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("switch.log"))
+        .context("creating switch.log")?;
+    let mut c = Command::new(exe);
+    c.args(["kv", "sim-switch", "--program"])
+        .arg(json)
+        .args(["--servers", &join(servers)]);
+    if !fronts.is_empty() {
+        c.args(["--fronts", &join(fronts)]);
+    }
+    if !commands.is_empty() {
+        c.args(["--commands", commands]);
+    }
+    let mut child = c
+        .stdout(Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .context("starting tern kv sim-switch")?;
+    let stdout = child.stdout.take().context("sim-switch stdout")?;
+    let line = BufReader::new(stdout).lines().next();
+    let parsed = line.and_then(|l| l.ok()).and_then(|l| {
+        let rest = l.strip_prefix("tern kv sim-switch: fronts ")?;
+        let (f, t) = rest.split_once(" thrift ")?;
+        let fronts: Option<Vec<SocketAddr>> = f.split(',').map(|x| x.parse().ok()).collect();
+        Some((fronts?, t.trim().parse::<u16>().ok()?))
+    });
+    match parsed {
+        Some((f, t)) => Ok((child, f, t)),
+        None => {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!(
+                "tern kv sim-switch did not start; see {}",
+                dir.join("switch.log").display()
+            )
+        }
+    }
+}
+
+/// A Thrift connection to 127.0.0.1:`port`, retried for up to 10 s.
+fn connect_thrift(port: u16) -> anyhow::Result<tern_thrift::ThriftRuntime> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match tern_thrift::ThriftRuntime::connect((Ipv4Addr::LOCALHOST, port)) {
+            Ok(rt) => return Ok(rt),
+            Err(e) if Instant::now() > deadline => {
+                return Err(e).with_context(|| format!("connecting to Thrift port {port}"))
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
+/// loopback + cache: the switch program in a `tern kv sim-switch` process between the clients
+/// and the server processes, its switch OS here over Thrift.
+fn loopback_cache(
+    t: &mut Topology,
+    a: &UpArgs,
+    s: &Settings,
+    exe: &Path,
+    dir: &Path,
+    kind: tern_kv::switchos::CacheKind,
+    so: SocketAddr,
+) -> anyhow::Result<()> {
+    use tern_kv::switchos::SwitchOs;
+    let json = dir.join("switch.json");
+    std::fs::write(&json, program_json(s)?).context("writing switch.json")?;
+    let servers = t.servers.clone();
+    let (child, fronts, thrift) = spawn_sim_switch(exe, dir, &json, &servers, &[], "")?;
+    let proc = Arc::new(std::sync::Mutex::new(Some(child)));
+    t.switch_proc = proc.clone();
+    let rt = connect_thrift(thrift)?;
+    let c = switchos_config(&a.opts, kind, servers, so)?;
+    let access: Box<dyn tern_kv::switchos::SwitchAccess> = Box::new(std::sync::Mutex::new(rt));
+    let os = SwitchOs::start(access, c.clone()).context("starting the switch OS")?;
+    if let Ok(mut slot) = t.switchos.lock() {
+        *slot = Some(os);
+    }
+    if a.crashes > 0 {
+        let stop = Arc::new(AtomicBool::new(false));
+        let inj = Injector {
+            target: Target::Process(SwitchProcess {
+                exe: exe.to_path_buf(),
+                dir: dir.to_path_buf(),
+                json,
+                fronts: fronts.clone(),
+                child: proc,
+            }),
+            os: t.switchos.clone(),
+            ctls: Vec::new(),
+            cfg: c,
+            preserve: dir.join("preserved.txt"),
+            crashes: a.crashes,
+            period: Duration::from_millis(a.crash_period_ms.max(1)),
+            stop: stop.clone(),
+            log: t.recoveries.clone(),
+        };
+        t.injector = Some((stop, std::thread::spawn(move || inj.run())));
+    }
+    t.servers = fronts;
+    Ok(())
+}
+
+/// netns + cache: `tern kv switchos` in the switch namespace, on the tern switch's Thrift port,
+/// reports on cpu0.
+fn netns_switchos(t: &mut Topology, a: &UpArgs, s: &Settings, exe: &Path) -> anyhow::Result<()> {
+    let (Some(ns), Some(bind), Some(kind)) = (t.switch_ns.clone(), s.switchos, s.cache) else {
+        bail!("netns cache: no switch namespace");
+    };
+    let list = t.server_list();
+    let o = &a.opts;
+    let log = std::fs::File::create(t.dir.join("switchos.log")).context("creating switchos.log")?;
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", &ns])
+        .arg(exe)
+        .args(["kv", "switchos", "--cache"])
+        .arg(if kind == tern_kv::switchos::CacheKind::FarReach {
+            "farreach"
+        } else {
+            "netcache"
+        })
+        .args(["--servers", &list, "--thrift-port", "9090"])
+        .args(["--bind", &bind.to_string(), "--stats-file"])
+        .arg(t.dir.join("switchos-stats.json"))
+        .args(["--cache-size", &o.cache_size.to_string()])
+        .args(["--hot-threshold", &o.hot_threshold.to_string()])
+        .args(["--snapshot-ms", &o.snapshot_ms.to_string()])
+        .args(["--control-loss", &o.control_loss.to_string()]);
+    if o.sample_all {
+        c.arg("--sample-all");
+    }
+    let mut child = c
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .context("starting the switch OS")?;
+    let stdout = child.stdout.take().context("switch OS stdout")?;
+    let ok = BufReader::new(stdout)
+        .lines()
+        .next()
+        .and_then(|l| l.ok())
+        .is_some_and(|l| l.starts_with("tern kv switchos: listening"));
+    t.children.push(("switch OS".into(), child));
+    if !ok {
+        bail!(
+            "the switch OS did not start; see {}",
+            t.dir.join("switchos.log").display()
+        );
+    }
+    Ok(())
+}
+
+/// netns + cache: stops the switch OS (SIGINT: it writes its counters) and reads them.
+fn netns_switchos_stats(t: &mut Topology) -> Option<serde_json::Value> {
+    let (_, c) = t.children.iter_mut().find(|(n, _)| n == "switch OS")?;
+    let _ = Command::new("kill")
+        .args(["-INT", &c.id().to_string()])
+        .status();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while matches!(c.try_wait(), Ok(None)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let text = std::fs::read_to_string(t.dir.join("switchos-stats.json")).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+/// The switch OS settings from the command line.
+fn switchos_config(
+    a: &CacheOpts,
+    kind: tern_kv::switchos::CacheKind,
+    servers: Vec<SocketAddr>,
+    bind: SocketAddr,
+) -> anyhow::Result<tern_kv::switchos::SwitchOsConfig> {
+    let mut c = tern_kv::switchos::SwitchOsConfig::new(kind, servers);
+    c.capacity = a.cache_size;
+    c.hot_threshold = a.hot_threshold;
+    c.sample_all = a.sample_all;
+    c.loss = a.control_loss;
+    c.bind = bind;
+    c.snapshot_period = (kind == tern_kv::switchos::CacheKind::FarReach && a.snapshot_ms > 0)
+        .then(|| Duration::from_millis(a.snapshot_ms));
+    if c.capacity == 0 || c.capacity > 10_000 {
+        bail!("--cache-size {}: between 1 and 10000", c.capacity);
+    }
+    Ok(c)
+}
+
+/// Indexes of the cache programs' `kv_ops` counter (see p4/kv/*.p4).
+const OPS_GET_HIT: u32 = 0;
+
+/// The switch OS's and the data plane's cache counters, as JSON (`None` without a cache).
+fn cache_stats(t: &Topology, kind: tern_kv::switchos::CacheKind) -> Option<serde_json::Value> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let guard = t.switchos.lock().ok()?;
+    let os = guard.as_ref()?;
+    let rec = t.recoveries.lock().map(|r| r.clone()).unwrap_or_default();
+    let server_retried: u64 = t
+        .inproc
+        .iter()
+        .map(|h| h.cache_ctl().retried.load(Relaxed))
+        .sum();
+    let server_gave_up: u64 = t
+        .inproc
+        .iter()
+        .map(|h| h.cache_ctl().gave_up.load(Relaxed))
+        .sum();
+    Some(os_stats(os, kind, rec, (server_retried, server_gave_up)))
+}
+
+/// The counters of a switch OS and of the data plane it drives, as JSON.
+fn os_stats(
+    os: &CacheOs,
+    kind: tern_kv::switchos::CacheKind,
+    (crashes, recovery_ms, replayed): (u32, Vec<f64>, usize),
+    (server_retried, server_gave_up): (u64, u64),
+) -> serde_json::Value {
+    use std::sync::atomic::Ordering::Relaxed;
+    let st = os.stats();
+    let mut ops = [0u64; 11];
+    let mut dropped = [0u64; 4];
+    let _ = os.with_switch(&mut |rt| {
+        for (i, o) in ops.iter_mut().enumerate() {
+            *o = rt.counter_read("KvIngress.kv_ops", i as u32)?.packets;
+        }
+        for (i, d) in dropped.iter_mut().enumerate() {
+            *d = rt.counter_read("KvIngress.kv_dropped", i as u32)?.packets;
+        }
+        Ok(())
+    });
+    // kv_ops: 0 hit, 1 miss, 2 cached but not served (not latest / invalid), 3 being evicted.
+    let gets = ops[0] + ops[1] + ops[2] + ops[3];
+    let hit = ops[OPS_GET_HIT as usize];
+    // kv_ops[4]: FarReach writes absorbed, NetCache writes that invalidated a copy (they go on
+    // to the server); kv_ops[5]: writes of uncached keys.
+    let (in_switch, to_servers) = match kind {
+        tern_kv::switchos::CacheKind::FarReach => (ops[4], ops[5]),
+        tern_kv::switchos::CacheKind::NetCache => (0, ops[4] + ops[5]),
+    };
+    serde_json::json!({
+        "gets": gets,
+        "get_hits": hit,
+        "hit_ratio": if gets == 0 { 0.0 } else { hit as f64 / gets as f64 },
+        "writes_in_switch": in_switch,
+        "writes_to_servers": to_servers,
+        "hot_reports": ops[6],
+        "kv_ops": ops.to_vec(),
+        "malformed_dropped": dropped.to_vec(),
+        "cached": os.cached_count(),
+        "admissions": st.admissions.load(Relaxed),
+        "evictions": st.evictions.load(Relaxed),
+        "writebacks": st.writebacks.load(Relaxed),
+        "reports": st.reports.load(Relaxed),
+        "sketch_resets": st.sketch_resets.load(Relaxed),
+        "snapshots": st.snapshots.load(Relaxed),
+        "last_snapshot_ms": st.last_snapshot_us.load(Relaxed) as f64 / 1000.0,
+        "max_snapshot_ms": st.max_snapshot_us.load(Relaxed) as f64 / 1000.0,
+        "control_retried": st.retried.load(Relaxed) + server_retried,
+        "control_gave_up": st.gave_up.load(Relaxed) + server_gave_up,
+        "control_dropped_on_purpose": st.dropped.load(Relaxed),
+        "runtime_errors": st.runtime_errors.load(Relaxed),
+        "seq_base": os.seq_base(),
+        "crashes": crashes,
+        "recovery_ms": recovery_ms,
+        "max_recovery_ms": recovery_ms.iter().copied().fold(0.0, f64::max),
+        "records_replayed": replayed,
+    })
+}
+
+/// One line of the most telling cache counters.
+pub fn stats_line(j: &serde_json::Value) -> String {
+    format!(
+        "hit ratio {:.3} ({} of {} GETs), writes in switch {}, to servers {}, cached {}, \
+         admissions {}, evictions {} (write-backs {}), snapshots {} (last {:.1} ms, max {:.1} ms), \
+         control messages retried {} / given up {}, malformed dropped {}",
+        j["hit_ratio"].as_f64().unwrap_or(0.0),
+        j["get_hits"],
+        j["gets"],
+        j["writes_in_switch"],
+        j["writes_to_servers"],
+        j["cached"],
+        j["admissions"],
+        j["evictions"],
+        j["writebacks"],
+        j["snapshots"],
+        j["last_snapshot_ms"].as_f64().unwrap_or(0.0),
+        j["max_snapshot_ms"].as_f64().unwrap_or(0.0),
+        j["control_retried"],
+        j["control_gave_up"],
+        j["malformed_dropped"]
+            .as_array()
+            .map_or(0, |a| a.iter().filter_map(|x| x.as_u64()).sum::<u64>()),
+    )
 }

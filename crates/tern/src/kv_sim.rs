@@ -28,7 +28,12 @@ pub fn server_ip(k: usize) -> Ipv4Addr {
 }
 
 struct Shared {
-    switch: Mutex<Switch>,
+    switch: Arc<Mutex<Switch>>,
+    /// The program and entries, for a reboot.
+    json: String,
+    commands: String,
+    /// The switch is down (crashed, recovering): every frame is lost.
+    down: AtomicBool,
     fronts: Vec<UdpSocket>,
     servers: Vec<SocketAddr>,
     uppers: Mutex<HashMap<(usize, u16), Arc<UdpSocket>>>,
@@ -36,6 +41,21 @@ struct Shared {
     stop: AtomicBool,
     /// Frames out of each switch port (index = port).
     out_counts: Vec<AtomicU64>,
+}
+
+/// The simulated switch's runtime interface, for a cache's switch OS.
+pub struct SimAccess(Arc<Shared>);
+
+impl tern_kv::switchos::SwitchAccess for SimAccess {
+    fn with(
+        &self,
+        f: &mut dyn FnMut(&mut dyn tern_runtime::Runtime) -> tern_runtime::RtResult<()>,
+    ) -> tern_runtime::RtResult<()> {
+        match self.0.switch.lock() {
+            Ok(mut sw) => f(&mut *sw),
+            Err(p) => f(&mut *p.into_inner()),
+        }
+    }
 }
 
 /// A running simulated switch; stopped on drop.
@@ -85,6 +105,9 @@ fn parse(f: &[u8]) -> Option<(Ipv4Addr, u16, Ipv4Addr, u16, &[u8])> {
 impl Shared {
     fn process(self: &Arc<Self>, port: u32, data: &[u8]) {
         let mut out: Vec<OutputPacket> = Vec::new();
+        if self.down.load(Ordering::Acquire) {
+            return;
+        }
         match self.switch.lock() {
             Ok(mut sw) => sw.process_packet(port, data, &mut out),
             Err(_) => return,
@@ -145,29 +168,84 @@ impl Shared {
     }
 }
 
+/// A switch with `json` loaded and the runtime `commands` applied.
+fn fresh_switch(json: &str, commands: &str) -> anyhow::Result<Switch> {
+    let mut sw =
+        Switch::from_json(json, SwitchOptions::default()).context("loading the program")?;
+    let mut cli = tern_control::Cli::new(sw.program());
+    let mut sink = Vec::new();
+    cli.run_script(&mut sw, &mut commands.as_bytes(), &mut sink)
+        .context("applying the switch entries")?;
+    Ok(sw)
+}
+
 impl SimSwitch {
+    /// Crashes the switch: it goes down (frames are lost) and comes back with only its program
+    /// and forwarding entries — every register, cache entry and parameter is gone. It stays
+    /// down until [`SimSwitch::set_down`]`(false)`.
+    pub fn crash_and_reboot(&self) -> anyhow::Result<()> {
+        self.set_down(true);
+        let sw = fresh_switch(&self.shared.json, &self.shared.commands)?;
+        match self.shared.switch.lock() {
+            Ok(mut g) => *g = sw,
+            Err(p) => *p.into_inner() = sw,
+        }
+        Ok(())
+    }
+
+    /// Serves BMv2's Thrift runtime API for this switch on `addr`; returns the bound address.
+    pub fn serve_thrift(&self, addr: SocketAddr) -> anyhow::Result<SocketAddr> {
+        let (a, _thread) = tern_thrift::spawn(addr, self.shared.switch.clone())
+            .with_context(|| format!("serving Thrift on {addr}"))?;
+        Ok(a)
+    }
+
+    /// Takes the switch down or brings it back up.
+    pub fn set_down(&self, down: bool) {
+        self.shared.down.store(down, Ordering::Release);
+    }
+
     /// Loads `json`, applies the runtime `commands`, and opens one front per server.
     pub fn start(json: &str, commands: &str, servers: &[SocketAddr]) -> anyhow::Result<SimSwitch> {
+        Self::start_on(json, commands, servers, &[])
+    }
+
+    /// [`SimSwitch::start`] with the front sockets bound to `fronts` (one per server; empty:
+    /// free loopback ports), so a restarted switch keeps the addresses clients use.
+    pub fn start_on(
+        json: &str,
+        commands: &str,
+        servers: &[SocketAddr],
+        fronts: &[SocketAddr],
+    ) -> anyhow::Result<SimSwitch> {
+        if !fronts.is_empty() && fronts.len() != servers.len() {
+            anyhow::bail!(
+                "{} front addresses for {} servers",
+                fronts.len(),
+                servers.len()
+            );
+        }
         if servers.len() > 253 {
             anyhow::bail!("sim mode: at most 253 servers");
         }
-        let mut sw =
-            Switch::from_json(json, SwitchOptions::default()).context("loading the program")?;
-        let mut cli = tern_control::Cli::new(sw.program());
-        let mut sink = Vec::new();
-        cli.run_script(&mut sw, &mut commands.as_bytes(), &mut sink)
-            .context("applying the switch entries")?;
-        let fronts = servers
-            .iter()
-            .map(|_| {
-                let s = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))?;
+        let sw = fresh_switch(json, commands)?;
+        let fronts = (0..servers.len())
+            .map(|j| {
+                let at = fronts
+                    .get(j)
+                    .copied()
+                    .unwrap_or(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)));
+                let s = UdpSocket::bind(at)?;
                 s.set_read_timeout(Some(Duration::from_millis(100)))?;
                 Ok(s)
             })
             .collect::<std::io::Result<Vec<_>>>()
             .context("opening the front sockets")?;
         let shared = Arc::new(Shared {
-            switch: Mutex::new(sw),
+            switch: Arc::new(Mutex::new(sw)),
+            json: json.to_string(),
+            commands: commands.to_string(),
+            down: AtomicBool::new(false),
             fronts,
             servers: servers.to_vec(),
             uppers: Mutex::new(HashMap::new()),
@@ -206,6 +284,11 @@ impl SimSwitch {
             .collect()
     }
 
+    /// The switch's runtime interface (serialised with packet processing).
+    pub fn access(&self) -> SimAccess {
+        SimAccess(self.shared.clone())
+    }
+
     /// Frames sent out of each switch port so far: `(port, frames)` for ports 1..
     pub fn out_counts(&self) -> Vec<(u32, u64)> {
         self.shared
@@ -233,5 +316,167 @@ impl SimSwitch {
 impl Drop for SimSwitch {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! FarReach's switch OS on the simulated switch with real servers: the snapshot keeps the
+    //! state at the snapshot point (case 1 copies the old record, the slot takes the new one),
+    //! and an eviction writes the switch's latest record back to its server.
+
+    use super::*;
+    use tern_kv::client::Client;
+    use tern_kv::protocol::Key;
+    use tern_kv::router::Router;
+    use tern_kv::switchos::{CacheKind, SwitchOs, SwitchOsConfig};
+
+    struct Dir(std::path::PathBuf);
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn setup(
+        tag: &str,
+        capacity: u32,
+    ) -> (
+        Dir,
+        Vec<tern_kv::server::ServerHandle>,
+        SimSwitch,
+        SwitchOs<SimAccess>,
+        Client,
+    ) {
+        let dir =
+            Dir(std::env::temp_dir().join(format!("tern-kvsim-{tag}-{}", std::process::id())));
+        let _ = std::fs::remove_dir_all(&dir.0);
+        let servers = tern_kv::bench::start_local_servers(
+            &dir.0,
+            1,
+            1,
+            1,
+            &tern_kv::storage::StoreOptions::default(),
+        )
+        .unwrap();
+        let addrs = tern_kv::bench::addrs(&servers);
+        let json = tern_p4::compile_str(
+            crate::cmd_kv_up::FARREACH_P4,
+            "p4/kv/farreach.p4",
+            &Default::default(),
+        )
+        .unwrap()
+        .json;
+        let entries = format!(
+            "table_add forward to_port {} => 1\ntable_add forward to_port {} => 2\n",
+            u32::from(CLIENT_IP),
+            u32::from(server_ip(0))
+        );
+        let sim = SimSwitch::start(&json, &entries, &addrs).unwrap();
+        let mut c = SwitchOsConfig::new(CacheKind::FarReach, addrs);
+        c.capacity = capacity;
+        c.hot_threshold = 1;
+        c.sample_all = true;
+        c.snapshot_period = None;
+        c.sketch_reset = Duration::from_secs(3600);
+        let os = SwitchOs::start(sim.access(), c).unwrap();
+        servers[0].cache_ctl().set_switchos(Some(os.addr()));
+        let client = Client::new(
+            Router::new(sim.fronts()).unwrap(),
+            Duration::from_millis(500),
+            3,
+        )
+        .unwrap();
+        (dir, servers, sim, os, client)
+    }
+
+    /// PUTs `key` until the switch answers one (admitted and absorbing writes).
+    fn until_absorbed(c: &mut Client, key: Key, value: &[u8]) -> u32 {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let (seq, by) = c.put_detailed(key, value).unwrap();
+            if by == 0xFFFF {
+                return seq;
+            }
+            assert!(std::time::Instant::now() < deadline, "never admitted");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    fn reg(os: &SwitchOs<SimAccess>, name: &str, i: u32) -> u64 {
+        let mut v = 0;
+        os.with_switch(&mut |rt| {
+            v = rt.register_read(&format!("KvIngress.{name}"), i)?;
+            Ok(())
+        })
+        .unwrap();
+        v
+    }
+
+    #[test]
+    fn snapshot_and_case1_keep_the_snapshot_point() {
+        let (_d, servers, _sim, os, mut c) = setup("snap", 4);
+        let k = Key::from_id(7);
+        let s1 = until_absorbed(&mut c, k, b"value-one");
+        let snap = os.snapshot();
+        assert_eq!(snap.records.len(), 1, "{snap:?}");
+        assert_eq!(snap.records[0].key, k);
+        assert_eq!(snap.records[0].value.as_deref(), Some(&b"value-one"[..]));
+        assert_eq!(snap.records[0].seq, s1);
+        // Set the snapshot flag by hand; the next absorbed write copies the old record.
+        let base = os.seq_base();
+        os.with_switch(&mut |rt| {
+            rt.mt_set_default_action(
+                "KvIngress.kv_params",
+                "KvIngress.set_params",
+                &[
+                    vec![0, 1],
+                    vec![1],
+                    base.to_be_bytes().to_vec(),
+                    vec![0, 0, 0, 9],
+                ],
+            )
+        })
+        .unwrap();
+        let (s2, by) = c.put_detailed(k, b"value-two").unwrap();
+        assert_eq!(by, 0xFFFF);
+        let (s3, _) = c.put_detailed(k, b"value-three!").unwrap();
+        assert!(s3 > s2 && s2 > s1);
+        assert_eq!(reg(&os, "case1_reg", 0), 1);
+        assert_eq!(reg(&os, "snap_seq_reg", 0), u64::from(s1));
+        assert_eq!(reg(&os, "snap_vallen_reg", 0), 9);
+        assert_eq!(reg(&os, "savedseq_reg", 0), u64::from(s3));
+        assert_eq!(
+            reg(&os, "snap_val_reg", 0).to_be_bytes(),
+            *b"value-on",
+            "the shadow keeps the record of the snapshot point"
+        );
+        // The server never saw the absorbed writes.
+        let stored = servers[0].store().get(&k).unwrap().unwrap();
+        assert!(stored.seq < s1);
+    }
+
+    #[test]
+    fn eviction_writes_the_latest_record_back() {
+        let (_d, servers, _sim, os, mut c) = setup("evict", 1);
+        let k1 = Key::from_id(1);
+        let s1 = until_absorbed(&mut c, k1, b"k1 in the switch only");
+        let stored = servers[0].store().get(&k1).unwrap().unwrap();
+        assert!(stored.seq < s1, "the write must be in the switch only");
+        // k2 gets hot: one slot, so k1 is evicted and written back.
+        let k2 = Key::from_id(2);
+        until_absorbed(&mut c, k2, b"k2");
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while os.stats().writebacks.load(Ordering::Relaxed) == 0 {
+            assert!(std::time::Instant::now() < deadline, "no write-back");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let stored = servers[0].store().get(&k1).unwrap().unwrap();
+        assert_eq!(stored.seq, s1);
+        assert_eq!(stored.value.as_deref(), Some(&b"k1 in the switch only"[..]));
+        // And a read through the switch now goes to the server and sees it.
+        let g = c.get(k1).unwrap();
+        assert_eq!(g.value.as_deref(), Some(&b"k1 in the switch only"[..]));
+        assert_ne!(g.served_by, 0xFFFF);
     }
 }

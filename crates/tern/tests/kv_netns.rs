@@ -255,3 +255,75 @@ fn simulated_switch_in_process_carries_every_request() {
     }
     assert!(counts[1..].iter().all(|&c| c > 0), "{line}");
 }
+
+/// NetCache and FarReach through a live tern switch between namespaces: the switch OS runs in
+/// the switch namespace on its own switch port (Thrift to `tern run`), the servers report hot
+/// keys through the switch; the history checker finds no stale, foreign or mixed value, with
+/// admissions, evictions and (FarReach) write-backs and snapshots on the way.
+#[test]
+fn caches_through_a_tern_switch_between_namespaces() {
+    if !is_root() || !has_ip() {
+        eprintln!("skipping: needs root and ip (network namespaces)");
+        return;
+    }
+    for cache in ["netcache", "farreach"] {
+        let topo = std::env::temp_dir().join(format!("tern-kvns-{cache}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&topo);
+        let stats = topo.with_extension("json");
+        let o = Command::new(TERN)
+            .args([
+                "kv",
+                "up",
+                "--mode",
+                "netns",
+                "--servers",
+                "2",
+                "--cache",
+                cache,
+            ])
+            .args(["--cache-size", "20", "--hot-threshold", "2", "--sample-all"])
+            .args(["--snapshot-ms", "300", "--dir"])
+            .arg(&topo)
+            .arg("--stats-file")
+            .arg(&stats)
+            .args([
+                "--", "tern", "kv", "check", "--keys", "100", "--ops", "1000",
+            ])
+            .output()
+            .unwrap();
+        let out = format!("{}{}", text(&o.stdout), text(&o.stderr));
+        let j: Option<serde_json::Value> = std::fs::read_to_string(&stats)
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok());
+        let _ = std::fs::remove_dir_all(&topo);
+        let _ = std::fs::remove_file(&stats);
+        assert!(o.status.success(), "{cache}: {out}");
+        assert!(
+            out.contains("0 errors; violations: 0 stale, 0 unknown value, 0 value/seq mixed"),
+            "{cache}: {out}"
+        );
+        let j = j.unwrap_or_else(|| panic!("{cache}: no stats\n{out}"));
+        assert!(j["admissions"].as_u64().unwrap() > 20, "{cache}: {j}");
+        assert!(j["evictions"].as_u64().unwrap() > 0, "{cache}: {j}");
+        assert!(j["get_hits"].as_u64().unwrap() > 0, "{cache}: {j}");
+        if cache == "farreach" {
+            assert!(j["writes_in_switch"].as_u64().unwrap() > 0, "{j}");
+            assert!(j["writebacks"].as_u64().unwrap() > 0, "{j}");
+        }
+        assert!(out.contains("stopped and cleaned up"), "{cache}: {out}");
+        // No namespace of a finished `up` is left (they are named tkv<pid>-…).
+        let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
+        let left: Vec<String> = text(&ns.stdout)
+            .lines()
+            .filter_map(|l| l.split_whitespace().next())
+            .filter(|n| {
+                n.strip_prefix("tkv")
+                    .and_then(|r| r.split_once('-'))
+                    .and_then(|(pid, _)| pid.parse::<u32>().ok())
+                    .is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+            })
+            .map(String::from)
+            .collect();
+        assert!(left.is_empty(), "namespaces left behind: {left:?}");
+    }
+}

@@ -1,0 +1,351 @@
+//! End to end in `tern kv up --mode sim`: NoCache, NetCache and FarReach serve the YCSB bench
+//! and the history checker (`tern kv check`) with no stale, foreign or mixed value, while the
+//! switch OS admits, evicts (FarReach: with write-backs) and snapshots; the lossy-control mode
+//! retries and stays correct; and the checker does find stale reads when a cache is broken.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+
+/// A temporary directory removed on drop (also when the test fails).
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let d = std::env::temp_dir().join(format!("tern-kvc-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        TempDir(d)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+struct Run {
+    ok: bool,
+    out: String,
+    stats: Option<serde_json::Value>,
+}
+
+/// `tern kv up --mode sim --servers 2 UP... -- tern CMD...` with a stats file.
+fn up(tag: &str, up_args: &[&str], cmd: &[&str]) -> Run {
+    let tmp = TempDir::new(tag);
+    let stats = tmp.0.join("stats.json");
+    let o = Command::new(env!("CARGO_BIN_EXE_tern"))
+        .args(["kv", "up", "--mode", "sim", "--servers", "2", "--dir"])
+        .arg(tmp.0.join("data"))
+        .arg("--stats-file")
+        .arg(&stats)
+        .args(up_args)
+        .arg("--")
+        .arg("tern")
+        .args(cmd)
+        .output()
+        .unwrap();
+    let out = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let stats = std::fs::read_to_string(&stats)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok());
+    Run {
+        ok: o.status.success(),
+        out,
+        stats,
+    }
+}
+
+const SMALL_CACHE: &[&str] = &[
+    "--cache-size",
+    "20",
+    "--hot-threshold",
+    "2",
+    "--sample-all",
+    "--snapshot-ms",
+    "300",
+];
+
+const CHECK: &[&str] = &[
+    "kv",
+    "check",
+    "--keys",
+    "100",
+    "--threads",
+    "4",
+    "--ops",
+    "2500",
+];
+
+fn n(j: &serde_json::Value, k: &str) -> u64 {
+    j[k].as_u64()
+        .unwrap_or_else(|| panic!("stats without {k}: {j}"))
+}
+
+fn check_cache(cache: &str) -> serde_json::Value {
+    let mut args = vec!["--cache", cache];
+    args.extend_from_slice(SMALL_CACHE);
+    let r = up(cache, &args, CHECK);
+    assert!(r.ok, "{}", r.out);
+    assert!(
+        r.out
+            .contains("violations: 0 stale, 0 unknown value, 0 value/seq mixed"),
+        "{}",
+        r.out
+    );
+    let j = r
+        .stats
+        .unwrap_or_else(|| panic!("no stats file:\n{}", r.out));
+    // 100 skewed keys through 20 slots: the switch OS must admit and evict, and the switch
+    // must answer reads.
+    assert!(n(&j, "admissions") > 20, "{j}");
+    assert!(n(&j, "evictions") > 0, "{j}");
+    assert!(n(&j, "get_hits") > 0, "{j}");
+    assert!(r.out.contains("answered by the switch"), "{}", r.out);
+    j
+}
+
+#[test]
+fn farreach_history_is_clean_with_admission_eviction_and_snapshots() {
+    let j = check_cache("farreach");
+    assert!(n(&j, "writes_in_switch") > 0, "{j}");
+    assert!(n(&j, "writebacks") > 0, "{j}");
+    assert!(n(&j, "snapshots") > 0, "{j}");
+}
+
+#[test]
+fn netcache_history_is_clean_with_admission_and_eviction() {
+    let j = check_cache("netcache");
+    assert_eq!(n(&j, "writes_in_switch"), 0, "{j}");
+}
+
+#[test]
+fn nocache_history_is_clean() {
+    let r = up("nocache", &[], CHECK);
+    assert!(r.ok, "{}", r.out);
+    assert!(r.out.contains("(0 answered by the switch)"), "{}", r.out);
+    assert!(r.out.contains("violations: 0 stale"), "{}", r.out);
+}
+
+#[test]
+fn ycsb_bench_runs_unchanged_on_every_cache() {
+    for cache in ["nocache", "netcache", "farreach"] {
+        let mut args = vec!["--cache", cache];
+        args.extend_from_slice(SMALL_CACHE);
+        let r = up(
+            &format!("bench-{cache}"),
+            &args,
+            &[
+                "kv",
+                "bench",
+                "--workload",
+                "a",
+                "--records",
+                "500",
+                "--ops",
+                "3000",
+                "--threads",
+                "2",
+            ],
+        );
+        assert!(r.ok, "{cache}: {}", r.out);
+        assert!(r.out.contains("errors 0,"), "{cache}: {}", r.out);
+        assert!(r.out.contains("value mismatches 0"), "{cache}: {}", r.out);
+        if cache != "nocache" {
+            let j = r.stats.expect("stats");
+            assert!(n(&j, "get_hits") > 0, "{cache}: {j}");
+        }
+    }
+}
+
+#[test]
+fn lossy_control_retries_and_stays_correct() {
+    for cache in ["farreach", "netcache"] {
+        let mut args = vec!["--cache", cache, "--control-loss", "0.3"];
+        args.extend_from_slice(SMALL_CACHE);
+        let r = up(&format!("lossy-{cache}"), &args, CHECK);
+        assert!(r.ok, "{cache}: {}", r.out);
+        assert!(
+            r.out
+                .contains("violations: 0 stale, 0 unknown value, 0 value/seq mixed"),
+            "{cache}: {}",
+            r.out
+        );
+        let j = r.stats.expect("stats");
+        assert!(n(&j, "control_dropped_on_purpose") > 0, "{cache}: {j}");
+        assert!(n(&j, "control_retried") > 0, "{cache}: {j}");
+        assert!(n(&j, "admissions") > 0, "{cache}: {j}");
+    }
+}
+
+/// NetCache without its invalidation on writes serves stale copies: the checker must say so.
+#[test]
+fn the_checker_finds_stale_reads_of_a_broken_cache() {
+    let src = std::fs::read_to_string(Path::new(ROOT).join("p4/kv/netcache.p4")).unwrap();
+    let needle = "            latest_reg.write(meta.idx, 0);\n            savedseq_reg.write(meta.idx, s);\n";
+    assert!(src.contains(needle));
+    let broken = src.replace(needle, "");
+    let tmp = TempDir::new("broken");
+    let p4 = tmp.0.join("broken.p4");
+    std::fs::write(&p4, broken).unwrap();
+    let mut args = vec!["--cache", "netcache", "--program", p4.to_str().unwrap()];
+    args.extend_from_slice(SMALL_CACHE);
+    let r = up("broken-run", &args, CHECK);
+    assert!(!r.ok, "{}", r.out);
+    assert!(
+        r.out.contains("stale: older than an acknowledged write"),
+        "{}",
+        r.out
+    );
+}
+
+const CRASHES: &[&str] = &["--crashes", "3", "--crash-period-ms", "300"];
+
+/// The switch crashes three times at random moments of a write-heavy run (registers, entries
+/// and switch OS lost) and recovers from the last snapshot plus the clients' preserved records:
+/// the history checker finds no lost or stale value.
+#[test]
+fn farreach_recovers_from_switch_crashes_without_losing_a_write() {
+    let mut args = vec!["--cache", "farreach"];
+    args.extend_from_slice(SMALL_CACHE);
+    args.extend_from_slice(CRASHES);
+    let r = up("crash", &args, CHECK);
+    assert!(r.ok, "{}", r.out);
+    assert!(
+        r.out
+            .contains("violations: 0 stale, 0 unknown value, 0 value/seq mixed"),
+        "{}",
+        r.out
+    );
+    let j = r.stats.expect("stats");
+    assert!(n(&j, "crashes") >= 1, "{j}");
+    assert!(r.out.contains("switch crashed and recovered"), "{}", r.out);
+}
+
+#[test]
+fn netcache_survives_switch_crashes() {
+    let mut args = vec!["--cache", "netcache"];
+    args.extend_from_slice(SMALL_CACHE);
+    args.extend_from_slice(CRASHES);
+    let r = up("crash-nc", &args, CHECK);
+    assert!(r.ok, "{}", r.out);
+    assert!(r.out.contains("violations: 0 stale"), "{}", r.out);
+    assert!(n(&r.stats.expect("stats"), "crashes") >= 1);
+}
+
+/// Without the clients' preserved records, writes the switch absorbed after the last snapshot
+/// die with it: the checker must see stale reads.
+#[test]
+fn recovery_without_client_preservation_loses_writes_and_the_checker_sees_it() {
+    let tmp = TempDir::new("nopreserve");
+    let elsewhere = tmp.0.join("elsewhere.txt");
+    let mut args = vec!["--cache", "farreach"];
+    args.extend_from_slice(SMALL_CACHE);
+    args.extend_from_slice(CRASHES);
+    let mut cmd = CHECK.to_vec();
+    cmd.extend_from_slice(&["--preserve", elsewhere.to_str().unwrap()]);
+    let r = up("nopreserve-run", &args, &cmd);
+    assert!(!r.ok, "{}", r.out);
+    assert!(
+        r.out.contains("stale: older than an acknowledged write"),
+        "{}",
+        r.out
+    );
+}
+
+/// Two consecutive free UDP ports on 127.0.0.1 (found through port 0, then released).
+fn free_udp_pair() -> u16 {
+    for _ in 0..100 {
+        let a = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let p = a.local_addr().unwrap().port();
+        if p < 65535 && std::net::UdpSocket::bind(("127.0.0.1", p + 1)).is_ok() {
+            return p;
+        }
+    }
+    panic!("no two consecutive free UDP ports");
+}
+
+/// loopback: server processes, the switch in a `tern kv sim-switch` process driven over Thrift;
+/// the fault injector SIGKILLs that process three times during the run and recovers.
+#[test]
+fn loopback_switch_process_sigkilled_and_recovered() {
+    for cache in ["farreach", "netcache"] {
+        let base = free_udp_pair().to_string();
+        let mut args = vec!["--cache", cache, "--base-port", &base];
+        args.extend_from_slice(SMALL_CACHE);
+        args.extend_from_slice(CRASHES);
+        let tmp = TempDir::new(&format!("lo-{cache}"));
+        let stats = tmp.0.join("stats.json");
+        let o = Command::new(env!("CARGO_BIN_EXE_tern"))
+            .args(["kv", "up", "--mode", "loopback", "--servers", "2", "--dir"])
+            .arg(tmp.0.join("data"))
+            .arg("--stats-file")
+            .arg(&stats)
+            .args(&args)
+            .arg("--")
+            .arg("tern")
+            .args(CHECK)
+            .output()
+            .unwrap();
+        let out = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(o.status.success(), "{cache}: {out}");
+        assert!(
+            out.contains("violations: 0 stale, 0 unknown value, 0 value/seq mixed"),
+            "{cache}: {out}"
+        );
+        assert!(
+            out.contains("switch crashed and recovered"),
+            "{cache}: {out}"
+        );
+        let j: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+        assert!(n(&j, "crashes") >= 1, "{j}");
+        assert!(n(&j, "admissions") > 0, "{j}");
+    }
+}
+
+/// `tern kv bench --warmup N` (FarReach's static mode): the N keys the run uses most are
+/// admitted before it starts.
+#[test]
+fn bench_warm_up_admits_the_hottest_keys() {
+    for cache in ["netcache", "farreach"] {
+        let r = up(
+            &format!("warm-{cache}"),
+            &["--cache", cache, "--cache-size", "200"],
+            &[
+                "kv",
+                "bench",
+                "--workload",
+                "c",
+                "--records",
+                "500",
+                "--ops",
+                "3000",
+                "--threads",
+                "2",
+                "--warmup",
+                "100",
+            ],
+        );
+        assert!(r.ok, "{cache}: {}", r.out);
+        assert!(
+            r.out.contains("warm-up: 100 keys reported"),
+            "{cache}: {}",
+            r.out
+        );
+        assert!(r.out.contains("value mismatches 0"), "{cache}: {}", r.out);
+        let j = r.stats.expect("stats");
+        assert!(n(&j, "admissions") >= 100, "{cache}: {j}");
+        assert!(j["hit_ratio"].as_f64().unwrap() > 0.2, "{cache}: {j}");
+    }
+}

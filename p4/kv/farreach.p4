@@ -1,0 +1,774 @@
+/* farreach.p4 — FarReach's write-back key-value cache (USENIX ATC'23) for tern's key-value
+ * topologies (`tern kv up --cache farreach`). Written for tern in plain P4-16 + v1model (no
+ * tern-only extensions), so p4c's BMv2 back end compiles the same source. Wire format: FarReach's
+ * (crates/tern-kv/PROTOCOL.md). Design: ../shared/reference/kv-caching.md §3 and p4/kv/README.md.
+ *
+ * Forwarding is forward.p4's: table `forward` maps the destination IPv4 address (ARP: target
+ * address) to a port. Key-value packets are UDP to (requests) or from (responses) the server
+ * ports 1152..1279 in an IPv4 header without options.
+ *
+ * Cache (one slot per cached record, index `idx` installed by the switch OS in `cache_lookup`):
+ *   validvalue 0 = not usable, 1 = valid, 3 = being evicted; latest 1 = the switch holds the
+ *   newest value; deleted; savedseq; vallen + 16 value words of 8 bytes (values up to 128 B);
+ *   frequency (sampled hits, for eviction); case1 + a shadow record (snap_*) for snapshots.
+ * Requests from clients (GETREQ, PUTREQ, DELREQ; every other op is forwarded unchanged):
+ *   every PUT/DEL gets seq = max(seq_reg[crc32(key) mod 32768], seq_base) + 1;
+ *   GET hit (v = 1 or 3, latest = 1): answered by the switch (GETRES_SEQ, nodeidx 0xFFFF);
+ *   GET, v = 1, latest = 0: GETREQ_NLATEST to the server; the GETRES_LATEST_SEQ /
+ *     GETRES_DELETED_SEQ answer fills the slot on its way back (if latest is still 0 and no
+ *     newer seq was assigned in the key's seq bucket since) and reaches the client as GETRES_SEQ;
+ *   GET, v = 3, latest = 0: GETREQ_BEINGEVICTED_RECORD carrying the switch's record;
+ *   PUT/DEL, v = 1: absorbed (write-back): the slot takes the value and seq, latest = 1, and the
+ *     switch answers PUTRES_SEQ / DELRES_SEQ; with the snapshot flag set, the first change of a
+ *     slot in a snapshot first copies the old record into the shadow record (case 1);
+ *   PUT/DEL, v = 3: *_BEINGEVICTED to the server, latest := 0;
+ *   PUT/DEL otherwise: PUTREQ_SEQ / DELREQ_SEQ (*_CASE3 while the snapshot flag is set; a hot
+ *     PUT becomes PUTREQ_POP_SEQ);
+ *   uncached GET/PUT, sampled: count-min sketch (4 rows); when every row reaches the hot
+ *     threshold and the Bloom filter (3 rows) had not seen the key, the request becomes
+ *     GETREQ_POP / PUTREQ_POP_SEQ: the server answers it and reports the key to the switch OS.
+ * Strict parsing: a key-value packet that is truncated (parser error), whose UDP length differs
+ * from the headers parsed, whose shadowtype differs from its op, or whose value is longer than
+ * 128 bytes is dropped and counted in `kv_dropped` (0 truncated, 1 length, 2 shadowtype,
+ * 3 oversized value); it never touches the cache state. `kv_ops` counts the op paths. */
+#include <core.p4>
+#include <v1model.p4>
+
+#ifndef KV_RECORDS
+#define KV_RECORDS 10000
+#endif
+#ifndef KV_CM_WIDTH
+#define KV_CM_WIDTH 65536
+#endif
+#ifndef KV_BF_WIDTH
+#define KV_BF_WIDTH 262144
+#endif
+#ifndef KV_SEQ_BUCKETS
+#define KV_SEQ_BUCKETS 32768
+#endif
+/* Value words (8 bytes each) per record: values up to 128 bytes. */
+#define KV_WORDS 16
+
+const bit<16> TYPE_IPV4 = 0x0800;
+const bit<16> TYPE_ARP  = 0x0806;
+const bit<8>  PROTO_UDP = 17;
+
+const bit<16> GETREQ = 0x0030;
+const bit<16> PUTREQ = 0x0001;
+const bit<16> DELREQ = 0x0040;
+const bit<16> GETRES_SEQ = 0x006b;
+const bit<16> PUTRES_SEQ = 0x000a;
+const bit<16> DELRES_SEQ = 0x001a;
+const bit<16> GETREQ_POP = 0x0050;
+const bit<16> GETREQ_NLATEST = 0x0060;
+const bit<16> GETREQ_BEINGEVICTED_RECORD = 0x007b;
+const bit<16> PUTREQ_SEQ = 0x0003;
+const bit<16> PUTREQ_POP_SEQ = 0x0013;
+const bit<16> PUTREQ_SEQ_CASE3 = 0x0023;
+const bit<16> PUTREQ_POP_SEQ_CASE3 = 0x0033;
+const bit<16> PUTREQ_SEQ_BEINGEVICTED = 0x0053;
+const bit<16> PUTREQ_SEQ_CASE3_BEINGEVICTED = 0x0063;
+const bit<16> DELREQ_SEQ = 0x0002;
+const bit<16> DELREQ_SEQ_CASE3 = 0x0012;
+const bit<16> DELREQ_SEQ_BEINGEVICTED = 0x0062;
+const bit<16> DELREQ_SEQ_CASE3_BEINGEVICTED = 0x0072;
+const bit<16> GETRES_LATEST_SEQ = 0x000b;
+const bit<16> GETRES_DELETED_SEQ = 0x001b;
+
+/* kv_dropped counter indexes (strict parsing). */
+const bit<32> DROP_TRUNCATED = 0;
+const bit<32> DROP_LENGTH = 1;
+const bit<32> DROP_SHADOWTYPE = 2;
+const bit<32> DROP_OVERSIZED = 3;
+
+/* kv_ops counter indexes. */
+const bit<32> OPS_GET_HIT = 0;
+const bit<32> OPS_GET_MISS = 1;
+const bit<32> OPS_GET_NLATEST = 2;
+const bit<32> OPS_GET_EVICTING = 3;
+const bit<32> OPS_WRITE_ABSORBED = 4;
+const bit<32> OPS_WRITE_TO_SERVER = 5;
+const bit<32> OPS_HOT_REPORT = 6;
+const bit<32> OPS_FILL = 7;
+const bit<32> OPS_FILL_SKIPPED = 8;
+const bit<32> OPS_CASE1 = 9;
+const bit<32> OPS_PASS = 10;
+
+header ethernet_t {
+    bit<48> dstAddr;
+    bit<48> srcAddr;
+    bit<16> etherType;
+}
+
+header arp_t {
+    bit<16> htype;
+    bit<16> ptype;
+    bit<8>  hlen;
+    bit<8>  plen;
+    bit<16> oper;
+    bit<48> sha;
+    bit<32> spa;
+    bit<48> tha;
+    bit<32> tpa;
+}
+
+header ipv4_t {
+    bit<4>  version;
+    bit<4>  ihl;
+    bit<8>  diffserv;
+    bit<16> totalLen;
+    bit<16> identification;
+    bit<3>  flags;
+    bit<13> fragOffset;
+    bit<8>  ttl;
+    bit<8>  protocol;
+    bit<16> hdrChecksum;
+    bit<32> srcAddr;
+    bit<32> dstAddr;
+}
+
+header udp_t {
+    bit<16> srcPort;
+    bit<16> dstPort;
+    bit<16> length;
+    bit<16> checksum;
+}
+
+/* FarReach's op_hdr: the 16-byte key as one field. */
+header op_t {
+    bit<16>  optype;
+    bit<128> key;
+}
+
+header vallen_t {
+    bit<16> vallen;
+}
+
+header val_t {
+    bit<64> word;
+}
+
+header shadowtype_t {
+    bit<16> shadowtype;
+}
+
+header seq_t {
+    bit<32> seq;
+    bit<32> token;
+}
+
+header stat_t {
+    bit<8>  stat;
+    bit<16> nodeidx;
+    bit<8>  padding;
+}
+
+struct metadata {
+    bit<32> dst;
+    /* UDP to or from a server port: an op header follows. */
+    bit<1>  kv;
+    bit<1>  from_server;
+    /* The op is one the switch parses completely (its length is checked). */
+    bit<1>  parsed;
+    bit<8>  words;
+    /* The packet was changed: lengths and the IPv4 checksum are recomputed. */
+    bit<1>  rewrite;
+    /* kv_params */
+    bit<16> hot_threshold;
+    bit<1>  sample_all;
+    bit<32> seq_base;
+    bit<32> snapshot_token;
+    /* cache_lookup */
+    bit<1>  is_cached;
+    bit<32> idx;
+    bit<8>  valid;
+    bit<1>  sampled;
+    bit<1>  report;
+    bit<32> seq;
+    bit<32> bucket;
+}
+
+struct headers {
+    ethernet_t     ethernet;
+    arp_t          arp;
+    ipv4_t         ipv4;
+    udp_t          udp;
+    op_t           op;
+    vallen_t       vallen;
+    val_t[KV_WORDS] vals;
+    shadowtype_t   shadow;
+    seq_t          seq;
+    stat_t         stat;
+}
+
+parser KvParser(packet_in packet,
+                out headers hdr,
+                inout metadata meta,
+                inout standard_metadata_t standard_metadata) {
+    state start {
+        packet.extract(hdr.ethernet);
+        transition select(hdr.ethernet.etherType) {
+            TYPE_IPV4: parse_ipv4;
+            TYPE_ARP: parse_arp;
+            default: accept;
+        }
+    }
+
+    state parse_arp {
+        packet.extract(hdr.arp);
+        transition accept;
+    }
+
+    state parse_ipv4 {
+        packet.extract(hdr.ipv4);
+        transition select(hdr.ipv4.ihl, hdr.ipv4.fragOffset, hdr.ipv4.protocol) {
+            (5, 0, PROTO_UDP): parse_udp;
+            default: accept;
+        }
+    }
+
+    state parse_udp {
+        packet.extract(hdr.udp);
+        transition select(hdr.udp.dstPort, hdr.udp.srcPort) {
+            (0x0480 &&& 0xFF80, _): parse_request;
+            (_, 0x0480 &&& 0xFF80): parse_response;
+            default: accept;
+        }
+    }
+
+    state parse_request {
+        meta.kv = 1;
+        packet.extract(hdr.op);
+        transition select(hdr.op.optype) {
+            GETREQ: parsed_done;
+            DELREQ: parsed_done;
+            PUTREQ: parse_vallen;
+            default: accept;
+        }
+    }
+
+    state parse_response {
+        meta.kv = 1;
+        meta.from_server = 1;
+        packet.extract(hdr.op);
+        transition select(hdr.op.optype) {
+            GETRES_LATEST_SEQ: parse_vallen;
+            GETRES_DELETED_SEQ: parse_vallen;
+            default: accept;
+        }
+    }
+
+    state parse_vallen {
+        packet.extract(hdr.vallen);
+        meta.words = (bit<8>) ((hdr.vallen.vallen + 7) >> 3);
+        transition select(hdr.vallen.vallen) {
+            0: parse_shadow;
+            0 &&& 0xFF80: parse_words;
+            128: parse_words;
+            /* Oversized: stop here; ingress drops it. */
+            default: accept;
+        }
+    }
+
+    state parse_words {
+        packet.extract(hdr.vals.next);
+        meta.words = meta.words - 1;
+        transition select(meta.words) {
+            0: parse_shadow;
+            default: parse_words;
+        }
+    }
+
+    state parse_shadow {
+        packet.extract(hdr.shadow);
+        transition select(hdr.op.optype) {
+            PUTREQ: parsed_done;
+            default: parse_seq_stat;
+        }
+    }
+
+    state parse_seq_stat {
+        packet.extract(hdr.seq);
+        packet.extract(hdr.stat);
+        transition parsed_done;
+    }
+
+    state parsed_done {
+        meta.parsed = 1;
+        transition accept;
+    }
+}
+
+control KvVerifyChecksum(inout headers hdr, inout metadata meta) {
+    apply { }
+}
+
+#define SERVE_WORD(i) if (n > i) { hdr.vals[i].setValid(); val_reg.read(hdr.vals[i].word, base + i); }
+#define STORE_WORD(i) if (hdr.vals[i].isValid()) { val_reg.write(base + i, hdr.vals[i].word); }
+#define COPY_WORD(i) val_reg.read(w, base + i); snap_val_reg.write(base + i, w);
+#define DROP_WORD(i) hdr.vals[i].setInvalid();
+
+/* The slot's record into the packet: value, seq_hdr(savedseq), stat_hdr(0xFFFF). */
+#define LOAD_RECORD \
+    vallen_reg.read(t_len, meta.idx); \
+    hdr.vallen.setValid(); \
+    hdr.vallen.vallen = t_len; \
+    n = (t_len + 7) >> 3; \
+    base = meta.idx * KV_WORDS; \
+    SERVE_WORD(0) SERVE_WORD(1) SERVE_WORD(2) SERVE_WORD(3) \
+    SERVE_WORD(4) SERVE_WORD(5) SERVE_WORD(6) SERVE_WORD(7) \
+    SERVE_WORD(8) SERVE_WORD(9) SERVE_WORD(10) SERVE_WORD(11) \
+    SERVE_WORD(12) SERVE_WORD(13) SERVE_WORD(14) SERVE_WORD(15) \
+    hdr.seq.setValid(); \
+    savedseq_reg.read(hdr.seq.seq, meta.idx); \
+    hdr.seq.token = 0; \
+    deleted_reg.read(t_del, meta.idx); \
+    hdr.stat.setValid(); \
+    hdr.stat.stat = t_del == 1 ? 8w0 : 8w1; \
+    hdr.stat.nodeidx = 0xFFFF; \
+    hdr.stat.padding = 0;
+
+/* Snapshot case 1: the first change of a slot after the flag keeps the old record in the
+ * shadow record (snap_*), which the switch OS reads instead of the slot. */
+#define CASE1 \
+    if (meta.snapshot_token != 0) { \
+        case1_reg.read(t_done, meta.idx); \
+        case1_reg.write(meta.idx, 1); \
+        if (t_done == 0) { \
+            deleted_reg.read(t_del, meta.idx); \
+            snap_deleted_reg.write(meta.idx, t_del); \
+            savedseq_reg.read(t_seq, meta.idx); \
+            snap_seq_reg.write(meta.idx, t_seq); \
+            vallen_reg.read(t_len, meta.idx); \
+            snap_vallen_reg.write(meta.idx, t_len); \
+            base = meta.idx * KV_WORDS; \
+            COPY_WORD(0) COPY_WORD(1) COPY_WORD(2) COPY_WORD(3) \
+            COPY_WORD(4) COPY_WORD(5) COPY_WORD(6) COPY_WORD(7) \
+            COPY_WORD(8) COPY_WORD(9) COPY_WORD(10) COPY_WORD(11) \
+            COPY_WORD(12) COPY_WORD(13) COPY_WORD(14) COPY_WORD(15) \
+            kv_ops.count(OPS_CASE1); \
+        } \
+    }
+
+/* The packet's value (none for a delete: DEL) and seq SEQ into the slot; latest := 1. */
+#define STORE_RECORD(DEL, SEQ) \
+    deleted_reg.write(meta.idx, DEL); \
+    savedseq_reg.write(meta.idx, SEQ); \
+    latest_reg.write(meta.idx, 1); \
+    t_len = 0; \
+    if (hdr.vallen.isValid()) { \
+        t_len = hdr.vallen.vallen; \
+    } \
+    vallen_reg.write(meta.idx, t_len); \
+    base = meta.idx * KV_WORDS; \
+    STORE_WORD(0) STORE_WORD(1) STORE_WORD(2) STORE_WORD(3) \
+    STORE_WORD(4) STORE_WORD(5) STORE_WORD(6) STORE_WORD(7) \
+    STORE_WORD(8) STORE_WORD(9) STORE_WORD(10) STORE_WORD(11) \
+    STORE_WORD(12) STORE_WORD(13) STORE_WORD(14) STORE_WORD(15)
+
+/* A sampled hit counts towards the slot's frequency (eviction policy). */
+#define COUNT_HIT \
+    if (meta.sampled == 1) { \
+        frequency_reg.read(t_seq, meta.idx); \
+        frequency_reg.write(meta.idx, t_seq + 1); \
+    }
+
+/* Count-min sketch + Bloom filter on a sampled uncached request: meta.report = 1 the first
+ * time the key is hot. */
+#define DETECT_HOT \
+    hash(h1, HashAlgorithm.crc32, 32w0, { hdr.op.key }, (bit<32>) KV_CM_WIDTH); \
+    hash(h2, HashAlgorithm.crc32, 32w0, { hdr.op.key, 16w0x5bd1 }, (bit<32>) KV_CM_WIDTH); \
+    hash(h3, HashAlgorithm.crc16, 32w0, { hdr.op.key }, (bit<32>) KV_CM_WIDTH); \
+    hash(h4, HashAlgorithm.csum16, 32w0, { hdr.op.key }, (bit<32>) KV_CM_WIDTH); \
+    cm1_reg.read(c1, h1); \
+    cm2_reg.read(c2, h2); \
+    cm3_reg.read(c3, h3); \
+    cm4_reg.read(c4, h4); \
+    if (c1 != 0xFFFF) { c1 = c1 + 1; } \
+    if (c2 != 0xFFFF) { c2 = c2 + 1; } \
+    if (c3 != 0xFFFF) { c3 = c3 + 1; } \
+    if (c4 != 0xFFFF) { c4 = c4 + 1; } \
+    cm1_reg.write(h1, c1); \
+    cm2_reg.write(h2, c2); \
+    cm3_reg.write(h3, c3); \
+    cm4_reg.write(h4, c4); \
+    if (c1 >= meta.hot_threshold && c2 >= meta.hot_threshold && \
+        c3 >= meta.hot_threshold && c4 >= meta.hot_threshold) { \
+        hash(h1, HashAlgorithm.crc32, 32w0, { hdr.op.key, 8w1 }, (bit<32>) KV_BF_WIDTH); \
+        hash(h2, HashAlgorithm.crc32, 32w0, { hdr.op.key, 8w2 }, (bit<32>) KV_BF_WIDTH); \
+        hash(h3, HashAlgorithm.crc32, 32w0, { hdr.op.key, 8w3 }, (bit<32>) KV_BF_WIDTH); \
+        bf1_reg.read(s1, h1); \
+        bf2_reg.read(s2, h2); \
+        bf3_reg.read(s3, h3); \
+        bf1_reg.write(h1, 1); \
+        bf2_reg.write(h2, 1); \
+        bf3_reg.write(h3, 1); \
+        if (s1 == 0 || s2 == 0 || s3 == 0) { \
+            meta.report = 1; \
+            kv_ops.count(OPS_HOT_REPORT); \
+        } \
+    }
+
+control KvIngress(inout headers hdr,
+                  inout metadata meta,
+                  inout standard_metadata_t standard_metadata) {
+    counter(512, CounterType.packets_and_bytes) kv_packets;
+    counter(4, CounterType.packets) kv_dropped;
+    counter(16, CounterType.packets) kv_ops;
+
+    register<bit<8>>(KV_RECORDS) validvalue_reg;
+    register<bit<1>>(KV_RECORDS) latest_reg;
+    register<bit<1>>(KV_RECORDS) deleted_reg;
+    register<bit<32>>(KV_RECORDS) savedseq_reg;
+    register<bit<16>>(KV_RECORDS) vallen_reg;
+    register<bit<64>>(KV_RECORDS * KV_WORDS) val_reg;
+    register<bit<32>>(KV_RECORDS) frequency_reg;
+    register<bit<1>>(KV_RECORDS) case1_reg;
+    register<bit<1>>(KV_RECORDS) snap_deleted_reg;
+    register<bit<32>>(KV_RECORDS) snap_seq_reg;
+    register<bit<16>>(KV_RECORDS) snap_vallen_reg;
+    register<bit<64>>(KV_RECORDS * KV_WORDS) snap_val_reg;
+    register<bit<32>>(KV_SEQ_BUCKETS) seq_reg;
+    register<bit<16>>(KV_CM_WIDTH) cm1_reg;
+    register<bit<16>>(KV_CM_WIDTH) cm2_reg;
+    register<bit<16>>(KV_CM_WIDTH) cm3_reg;
+    register<bit<16>>(KV_CM_WIDTH) cm4_reg;
+    register<bit<1>>(KV_BF_WIDTH) bf1_reg;
+    register<bit<1>>(KV_BF_WIDTH) bf2_reg;
+    register<bit<1>>(KV_BF_WIDTH) bf3_reg;
+
+    action drop() {
+        mark_to_drop(standard_metadata);
+    }
+
+    action to_port(bit<9> port) {
+        standard_metadata.egress_spec = port;
+    }
+
+    table forward {
+        key = {
+            meta.dst: exact;
+        }
+        actions = {
+            to_port;
+            drop;
+        }
+        size = 1024;
+        default_action = drop();
+    }
+
+    /* Parameters the switch OS sets (table_set_default): the hot threshold (on sampled
+     * requests), sample_all (1: count every request; 0: sample one in two at random), the seq
+     * floor (recovery: every new seq is above it) and the snapshot token (0: no snapshot). */
+    action set_params(bit<16> hot_threshold, bit<1> sample_all, bit<32> seq_base,
+                      bit<32> snapshot_token) {
+        meta.hot_threshold = hot_threshold;
+        meta.sample_all = sample_all;
+        meta.seq_base = seq_base;
+        meta.snapshot_token = snapshot_token;
+    }
+
+    table kv_params {
+        actions = {
+            set_params;
+        }
+        default_action = set_params(10, 0, 0, 0);
+    }
+
+    action set_cached(bit<32> idx) {
+        meta.is_cached = 1;
+        meta.idx = idx;
+    }
+
+    action not_cached() {
+        meta.is_cached = 0;
+    }
+
+    table cache_lookup {
+        key = {
+            hdr.op.key: exact;
+        }
+        actions = {
+            set_cached;
+            not_cached;
+        }
+        size = KV_RECORDS;
+        default_action = not_cached();
+    }
+
+    /* Send the packet back where it came from, as if from its destination. */
+    action reply_to_sender() {
+        bit<48> mac = hdr.ethernet.dstAddr;
+        hdr.ethernet.dstAddr = hdr.ethernet.srcAddr;
+        hdr.ethernet.srcAddr = mac;
+        bit<32> ip = hdr.ipv4.dstAddr;
+        hdr.ipv4.dstAddr = hdr.ipv4.srcAddr;
+        hdr.ipv4.srcAddr = ip;
+        bit<16> port = hdr.udp.dstPort;
+        hdr.udp.dstPort = hdr.udp.srcPort;
+        hdr.udp.srcPort = port;
+        standard_metadata.egress_spec = standard_metadata.ingress_port;
+    }
+
+    action set_op(bit<16> op) {
+        hdr.op.optype = op;
+        hdr.shadow.setValid();
+        hdr.shadow.shadowtype = op;
+        meta.rewrite = 1;
+    }
+
+    action drop_value() {
+        hdr.vallen.setInvalid();
+        DROP_WORD(0) DROP_WORD(1) DROP_WORD(2) DROP_WORD(3)
+        DROP_WORD(4) DROP_WORD(5) DROP_WORD(6) DROP_WORD(7)
+        DROP_WORD(8) DROP_WORD(9) DROP_WORD(10) DROP_WORD(11)
+        DROP_WORD(12) DROP_WORD(13) DROP_WORD(14) DROP_WORD(15)
+    }
+
+    /* Macros below run inside `apply` (p4c's BMv2 back end rejects conditionals around extern
+     * calls inside actions). */
+    apply {
+        if (hdr.ipv4.isValid()) {
+            meta.dst = hdr.ipv4.dstAddr;
+        } else if (hdr.arp.isValid()) {
+            meta.dst = hdr.arp.tpa;
+        } else {
+            drop();
+            return;
+        }
+        /* Scratch variables of the macros above. */
+        bit<16> t_len;
+        bit<16> n;
+        bit<32> base;
+        bit<64> w;
+        bit<1> t_del;
+        bit<1> t_done;
+        bit<32> t_seq;
+        bit<32> h1;
+        bit<32> h2;
+        bit<32> h3;
+        bit<32> h4;
+        bit<16> c1;
+        bit<16> c2;
+        bit<16> c3;
+        bit<16> c4;
+        bit<1> s1;
+        bit<1> s2;
+        bit<1> s3;
+        forward.apply();
+        if (meta.kv == 0) {
+            return;
+        }
+        kv_packets.count((bit<32>) standard_metadata.egress_spec);
+        /* Strict parsing: nothing malformed reaches the cache state. */
+        if (standard_metadata.parser_error != error.NoError) {
+            kv_dropped.count(DROP_TRUNCATED);
+            drop();
+            return;
+        }
+        if (hdr.vallen.isValid() && hdr.vallen.vallen > 128) {
+            kv_dropped.count(DROP_OVERSIZED);
+            drop();
+            return;
+        }
+        if (meta.parsed == 0) {
+            kv_ops.count(OPS_PASS);
+            return;
+        }
+        if (hdr.shadow.isValid() && hdr.shadow.shadowtype != hdr.op.optype) {
+            kv_dropped.count(DROP_SHADOWTYPE);
+            drop();
+            return;
+        }
+        bit<16> len = 18;
+        if (hdr.vallen.isValid()) {
+            len = len + 4 + (((hdr.vallen.vallen + 7) >> 3) << 3);
+        }
+        if (hdr.seq.isValid()) {
+            len = len + 12;
+        }
+        if (hdr.udp.length != len + 8) {
+            kv_dropped.count(DROP_LENGTH);
+            drop();
+            return;
+        }
+
+        kv_params.apply();
+        cache_lookup.apply();
+        meta.valid = 0;
+        if (meta.is_cached == 1) {
+            validvalue_reg.read(meta.valid, meta.idx);
+        }
+        bit<1> latest = 0;
+        if (meta.valid != 0) {
+            latest_reg.read(latest, meta.idx);
+        }
+        hash(meta.bucket, HashAlgorithm.crc32, 32w0, { hdr.op.key }, (bit<32>) KV_SEQ_BUCKETS);
+
+        if (meta.from_server == 1) {
+            /* GETRES_LATEST_SEQ / GETRES_DELETED_SEQ answering a GETREQ_NLATEST. */
+            bit<32> last;
+            seq_reg.read(last, meta.bucket);
+            if (meta.valid == 1 && latest == 0 && hdr.seq.seq >= last) {
+                CASE1
+                bit<1> del = 0;
+                if (hdr.op.optype == GETRES_DELETED_SEQ) {
+                    del = 1;
+                }
+                STORE_RECORD(del, hdr.seq.seq)
+                kv_ops.count(OPS_FILL);
+            } else {
+                kv_ops.count(OPS_FILL_SKIPPED);
+            }
+            set_op(GETRES_SEQ);
+            return;
+        }
+
+        bit<1> r;
+        random(r, 1w0, 1w1);
+        meta.sampled = r;
+        if (meta.sample_all == 1) {
+            meta.sampled = 1;
+        }
+        if (meta.is_cached == 0 && hdr.op.optype != DELREQ && meta.sampled == 1) {
+            DETECT_HOT
+        }
+
+        if (hdr.op.optype == GETREQ) {
+            if ((meta.valid == 1 || meta.valid == 3) && latest == 1) {
+                LOAD_RECORD
+                set_op(GETRES_SEQ);
+                reply_to_sender();
+                COUNT_HIT
+                kv_ops.count(OPS_GET_HIT);
+            } else if (meta.valid == 1) {
+                hdr.op.optype = GETREQ_NLATEST;
+                meta.rewrite = 1;
+                kv_ops.count(OPS_GET_NLATEST);
+            } else if (meta.valid == 3) {
+                LOAD_RECORD
+                set_op(GETREQ_BEINGEVICTED_RECORD);
+                kv_ops.count(OPS_GET_EVICTING);
+            } else {
+                if (meta.report == 1) {
+                    hdr.op.optype = GETREQ_POP;
+                    meta.rewrite = 1;
+                }
+                kv_ops.count(OPS_GET_MISS);
+            }
+            return;
+        }
+
+        /* PUTREQ / DELREQ: a new seq in the key's bucket. */
+        bit<32> s;
+        seq_reg.read(s, meta.bucket);
+        if (s < meta.seq_base) {
+            s = meta.seq_base;
+        }
+        s = s + 1;
+        seq_reg.write(meta.bucket, s);
+        bit<1> is_del = 0;
+        if (hdr.op.optype == DELREQ) {
+            is_del = 1;
+        }
+        if (meta.valid == 1) {
+            /* Write-back: absorbed by the switch. */
+            CASE1
+            STORE_RECORD(is_del, s)
+            COUNT_HIT
+            drop_value();
+            if (is_del == 1) {
+                set_op(DELRES_SEQ);
+            } else {
+                set_op(PUTRES_SEQ);
+            }
+            hdr.seq.setValid();
+            hdr.seq.seq = s;
+            hdr.seq.token = 0;
+            hdr.stat.setValid();
+            hdr.stat.stat = is_del == 1 ? 8w0 : 8w1;
+            hdr.stat.nodeidx = 0xFFFF;
+            hdr.stat.padding = 0;
+            reply_to_sender();
+            kv_ops.count(OPS_WRITE_ABSORBED);
+            return;
+        }
+        bit<16> op;
+        bit<1> snap = 0;
+        if (meta.snapshot_token != 0) {
+            snap = 1;
+        }
+        if (meta.valid == 3) {
+            latest_reg.write(meta.idx, 0);
+            if (is_del == 1) {
+                op = snap == 1 ? DELREQ_SEQ_CASE3_BEINGEVICTED : DELREQ_SEQ_BEINGEVICTED;
+            } else {
+                op = snap == 1 ? PUTREQ_SEQ_CASE3_BEINGEVICTED : PUTREQ_SEQ_BEINGEVICTED;
+            }
+        } else if (is_del == 1) {
+            op = snap == 1 ? DELREQ_SEQ_CASE3 : DELREQ_SEQ;
+        } else if (meta.report == 1) {
+            op = snap == 1 ? PUTREQ_POP_SEQ_CASE3 : PUTREQ_POP_SEQ;
+        } else {
+            op = snap == 1 ? PUTREQ_SEQ_CASE3 : PUTREQ_SEQ;
+        }
+        set_op(op);
+        hdr.seq.setValid();
+        hdr.seq.seq = s;
+        hdr.seq.token = meta.snapshot_token;
+        kv_ops.count(OPS_WRITE_TO_SERVER);
+    }
+}
+
+control KvEgress(inout headers hdr,
+                 inout metadata meta,
+                 inout standard_metadata_t standard_metadata) {
+    apply {
+        if (meta.rewrite == 1) {
+            bit<16> len = 18;
+            if (hdr.vallen.isValid()) {
+                len = len + 2 + (((hdr.vallen.vallen + 7) >> 3) << 3);
+            }
+            if (hdr.shadow.isValid()) {
+                len = len + 2;
+            }
+            if (hdr.seq.isValid()) {
+                len = len + 8;
+            }
+            if (hdr.stat.isValid()) {
+                len = len + 4;
+            }
+            hdr.udp.length = len + 8;
+            hdr.udp.checksum = 0;
+            hdr.ipv4.totalLen = len + 28;
+        }
+    }
+}
+
+control KvComputeChecksum(inout headers hdr, inout metadata meta) {
+    apply {
+        update_checksum(meta.rewrite == 1,
+            { hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv, hdr.ipv4.totalLen,
+              hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.fragOffset, hdr.ipv4.ttl,
+              hdr.ipv4.protocol, hdr.ipv4.srcAddr, hdr.ipv4.dstAddr },
+            hdr.ipv4.hdrChecksum, HashAlgorithm.csum16);
+    }
+}
+
+control KvDeparser(packet_out packet, in headers hdr) {
+    apply {
+        packet.emit(hdr.ethernet);
+        packet.emit(hdr.arp);
+        packet.emit(hdr.ipv4);
+        packet.emit(hdr.udp);
+        packet.emit(hdr.op);
+        packet.emit(hdr.vallen);
+        packet.emit(hdr.vals);
+        packet.emit(hdr.shadow);
+        packet.emit(hdr.seq);
+        packet.emit(hdr.stat);
+    }
+}
+
+V1Switch(KvParser(), KvVerifyChecksum(), KvIngress(), KvEgress(), KvComputeChecksum(),
+         KvDeparser()) main;
