@@ -114,9 +114,21 @@ golden() {
     result "golden $name" "$rc"
 }
 
-# cross NAME JSON COMMANDS
+# cross NAME JSON COMMANDS: the command file, then a dump of every table and of the PRE (so
+# the entries come back through bm_mt_get_entries / bm_mc_get_entries too).
 cross() {
-    local name=$1 json=$2 cmds=$3 rc=0
+    local name=$1 json=$2 rc=0
+    local cmds="$WORK/$name.cmds"
+    # (No blank line: the stock CLI, a Python cmd.Cmd, repeats the last command on one;
+    # `tern cli` skips blank lines.)
+    {
+        sed -e '$a\' "$3"
+        "$VENV/bin/python" -c 'import json, sys
+for p in json.load(open(sys.argv[1])).get("pipelines", []):
+    for t in p.get("tables", []):
+        print("table_dump " + t["name"])' "$json"
+        echo "mc_dump"
+    } >"$cmds"
     if ! "$TERN_BIN" cli "$json" <"$cmds" >"$WORK/$name.tern" 2>"$WORK/$name.tern-err"; then
         echo "tern cli failed on $cmds"
         rc=1
