@@ -157,6 +157,15 @@ cross simple_router "$FIX/targets/simple_router/simple_router.json" \
     "$FIX/targets/simple_router/commands.txt"
 cross l2_switch "$FIX/targets/l2_switch/l2_switch.json" "$FIX/targets/l2_switch/commands.txt"
 cross mininet_stress "$FIX/mininet/simple_router.json" "$FIX/mininet/stress_test_commands.txt"
+# tern's own command files (commands/): more of the CLI's RPCs, on fixture programs.
+G="$FIX/targets/simple_switch_grpc/tests/testdata"
+cross ternary "$G/ternary.json" "$HERE/commands/ternary.txt"
+cross direct_counter "$G/counter.json" "$HERE/commands/counter.txt"
+cross direct_meter "$G/meter.json" "$HERE/commands/meter.txt"
+cross value_set "$FIX/tests/testdata/pvs_struct_2.json" "$HERE/commands/pvs.txt"
+cross action_profile "$G/action_profile.json" "$HERE/commands/action_profile.txt"
+cross simple_switch_rpcs "$FIX/targets/simple_switch/tests/CLI_tests/testdata/ecmp.json" \
+    "$HERE/commands/sswitch.txt"
 
 echo "stockcli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
