@@ -138,14 +138,69 @@ fn real_to_string(f: f64) -> String {
 /// Parse a document as jsoncpp's default reader does: `//` and `/* */` comments are allowed
 /// and whatever follows the first complete value is ignored. Duplicate keys keep the last
 /// value (as jsoncpp and serde_json both do).
+///
+/// Nesting: jsoncpp's reader allows 1000 levels (`stackLimit`); serde_json's default stops at
+/// 128, which a long chain of `&&` in a p4c expression can pass. Documents nested deeper than
+/// 1000 are refused with jsoncpp's message; deeper than 128 are parsed on a thread with a
+/// large stack, so no input can overflow the caller's stack.
 pub fn parse(text: &str) -> Result<Value, String> {
     let clean = strip_comments(text)?;
-    let mut values = serde_json::Deserializer::from_str(&clean).into_iter::<Value>();
+    let depth = max_depth(&clean);
+    if depth > STACK_LIMIT {
+        return Err(format!(
+            "Exceeded stackLimit in readValue(). (nesting depth {depth} > {STACK_LIMIT})"
+        ));
+    }
+    if depth <= 128 {
+        return first_value(&clean);
+    }
+    let owned = clean.into_owned();
+    std::thread::Builder::new()
+        .stack_size(256 << 20)
+        .spawn(move || first_value(&owned))
+        .map_err(|e| format!("cannot start the JSON reader: {e}"))?
+        .join()
+        .unwrap_or_else(|_| Err("the JSON reader failed".to_string()))
+}
+
+/// jsoncpp's default `stackLimit`.
+const STACK_LIMIT: usize = 1000;
+
+fn first_value(text: &str) -> Result<Value, String> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    de.disable_recursion_limit();
+    let mut values = de.into_iter::<Value>();
     match values.next() {
         Some(Ok(v)) => Ok(v),
         Some(Err(e)) => Err(e.to_string()),
         None => Err("the document is empty".to_string()),
     }
+}
+
+/// Deepest `[`/`{` nesting outside strings.
+fn max_depth(text: &str) -> usize {
+    let (mut depth, mut max, mut in_string, mut escaped) = (0usize, 0usize, false, false);
+    for b in text.bytes() {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    max
 }
 
 /// `text` with every comment outside strings replaced by spaces (newlines kept, so serde's
@@ -279,5 +334,10 @@ mod tests {
             .contains("unterminated"));
         assert!(parse("").is_err());
         assert!(parse("{\"a\": }").is_err());
+        // 900 levels load (serde_json alone stops at 128); 1001 are jsoncpp's limit.
+        let deep = |n: usize| format!("{}1{}", "[".repeat(n), "]".repeat(n));
+        assert!(parse(&deep(900)).is_ok());
+        assert!(parse(&deep(1001)).unwrap_err().contains("stackLimit"));
+        assert_eq!(max_depth(r#"{"a": "[[[", "b": [[1], {"c": "\\\"{"}]}"#), 3);
     }
 }

@@ -261,3 +261,23 @@ fn refused_shapes_name_the_path() {
     let e = tern_model::load("{\"headers\": [] /* never closed").unwrap_err();
     assert!(e.message.contains("unterminated /* comment"), "{e}");
 }
+
+/// jsoncpp reads up to 1000 nesting levels (serde_json's default stops at 128): a condition
+/// of 150 nested `not`s (over 300 JSON levels) loads.
+#[test]
+fn deeply_nested_expressions_load() {
+    let mut e = json!({"type": "bool", "value": true});
+    for _ in 0..150 {
+        e = json!({"type": "expression", "value": {"op": "not", "left": null, "right": e}});
+    }
+    let prog = json!({
+        "pipelines": [{
+            "name": "ingress", "id": 0, "init_table": "c", "tables": [], "action_profiles": [],
+            "conditionals": [{"name": "c", "id": 0, "expression": e,
+                              "true_next": null, "false_next": null}]
+        }]
+    });
+    let text = serde_json::to_string(&prog).unwrap();
+    let p = tern_model::load(&text).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(p.pipelines[0].conditionals.len(), 1);
+}
