@@ -567,4 +567,24 @@ mod tests {
         }
         assert_eq!(error_from_wire(&thrift::Error::from("x".to_string())), None);
     }
+
+    #[test]
+    fn action_data_is_exported_as_minimal_bytes_and_widened_back() {
+        assert_eq!(export_param(&[0, 1]), vec![1]);
+        assert_eq!(export_param(&[0, 0, 0]), vec![0]);
+        assert_eq!(export_param(&[]), vec![0]);
+        assert_eq!(export_param(&[0x0a, 0, 0, 1]), vec![0x0a, 0, 0, 1]);
+        assert_eq!(export_param(&[0, 0x80, 0]), vec![0x80, 0]);
+        assert_eq!(widen_param(&[1], 2), vec![0, 1]);
+        assert_eq!(widen_param(&[0], 6), vec![0; 6]);
+        assert_eq!(widen_param(&[0x12, 0x34], 2), vec![0x12, 0x34]);
+        for d in [
+            vec![0u8, 1],
+            vec![0, 0],
+            vec![1, 2, 3],
+            vec![0, 0, 0, 0, 0, 9],
+        ] {
+            assert_eq!(widen_param(&export_param(&d), d.len()), d);
+        }
+    }
 }
