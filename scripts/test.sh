@@ -59,6 +59,12 @@ cargo build -q -p tern
 run_step target/p4rt-output.txt 600 tests/p4runtime/run.sh "$TERN_BIN"
 p4rt_rc=$step_rc
 
+# BMv2's own simple_switch_CLI (PyPI, in .venv-stockcli) against tern's Thrift server: the 5
+# CLI golden tests and the fixtures' command files. Prints "stockcli: N passed, M failed".
+log "stock simple_switch_CLI tests (tests/stock-cli)"
+run_step target/stockcli-output.txt 300 tests/stock-cli/run.sh "$TERN_BIN"
+stockcli_rc=$step_rc
+
 # PTF (ptf + scapy) over veth pairs, and the tutorials' triangle of three switches pinging:
 # both need root and skip ("skipping: ...") otherwise. Each prints "NAME: N passed, M failed".
 log "PTF tests (tests/ptf)"
@@ -99,7 +105,8 @@ p_skip=$(grep -Eo '[0-9]+ skipped' <<<"$p4rt_summary" | awk '{print $1}')
 passed=$((passed + ${p_pass:-0} + (plot_status == 0 ? 1 : 0) + (leftover_status == 0 ? 1 : 0)))
 failed=$((failed + ${p_fail:-0} + (plot_status == 0 ? 0 : 1) + (leftover_status == 0 ? 0 : 1)))
 ignored=$((ignored + ${p_skip:-0}))
-for step in "target/ptf-output.txt $ptf_rc" "target/tutorial-output.txt $tutorial_rc"; do
+for step in "target/stockcli-output.txt $stockcli_rc" "target/ptf-output.txt $ptf_rc" \
+    "target/tutorial-output.txt $tutorial_rc"; do
     read -r f rc <<<"$step"
     line=$(grep -E '^[a-z]+: [0-9]+ passed, [0-9]+ failed$' "$f" | tail -n 1)
     if [ -z "$line" ] && [ "$rc" -ne 0 ]; then

@@ -337,6 +337,9 @@ pub struct CState {
     pub ops: Vec<POp>,
     pub key: Vec<KeyElem>,
     pub key_bytes: u32,
+    /// Bytes past the cursor the key's lookaheads read (BMv2's `get_required_bytes`: the
+    /// largest `offset / 8 + ceil(width / 8)`); fewer left is PacketTooShort.
+    pub lookahead_bytes: usize,
     pub transitions: Vec<(PMatch, Option<u32>)>,
 }
 
@@ -1163,10 +1166,22 @@ impl Engine {
                             (m, t.next)
                         })
                         .collect();
+                    let lookahead_bytes = s
+                        .key
+                        .iter()
+                        .map(|k| match k {
+                            KeyElem::Lookahead { offset, width } => {
+                                (offset / 8 + width.div_ceil(8)) as usize
+                            }
+                            _ => 0,
+                        })
+                        .max()
+                        .unwrap_or(0);
                     states.push(CState {
                         ops,
                         key: s.key.clone(),
                         key_bytes: s.key_bytes,
+                        lookahead_bytes,
                         transitions,
                     });
                 }

@@ -273,15 +273,18 @@ impl Engine {
     ) -> Result<(), i64> {
         let hl = &self.layout.headers[h as usize];
         let vl = vl_bits.unwrap_or(0);
+        let total_bits = hl.fixed_bits as u64 + vl as u64;
+        let nbytes = total_bits.div_ceil(8) as usize;
+        // BMv2 (`parser.cpp`, `extract_VL`): first the packet must hold the whole header
+        // (PacketTooShort), only then is its length checked against the header's maximum
+        // (HeaderTooShort). Nothing is written to the header before both checks pass.
+        if nbytes > pkt.data.len().saturating_sub(*cursor) {
+            return Err(self.errors.packet_too_short);
+        }
         if let Some(vi) = hl.vl_field {
             if vl > hl.fields[vi as usize].width {
                 return Err(self.errors.header_too_short);
             }
-        }
-        let total_bits = hl.fixed_bits + vl;
-        let nbytes = total_bits.div_ceil(8) as usize;
-        if *cursor + nbytes > pkt.data.len() {
-            return Err(self.errors.packet_too_short);
         }
         if hl.packed {
             let o = hl.off as usize;
@@ -498,8 +501,13 @@ impl Engine {
                         match eval_data(e, &cx) {
                             Ok(v) => {
                                 let bits = v.to_i64_sat();
-                                if bits < 0 || bits % 8 != 0 {
+                                // BMv2: `nbits % 8 != 0` is ParserInvalidArgument (C++'s
+                                // remainder, so -4 too); a negative multiple of 8 asks for
+                                // more bytes than any packet has: PacketTooShort.
+                                if bits % 8 != 0 {
                                     Err(self.errors.invalid_argument)
+                                } else if bits < 0 {
+                                    Err(self.errors.packet_too_short)
                                 } else {
                                     self.extract_target(
                                         pkt,
@@ -570,6 +578,12 @@ impl Engine {
                     err = code;
                     break 'states;
                 }
+            }
+            // BMv2 (`ParseState::find_next_state`): a select on lookahead bits needs them in
+            // the packet, else PacketTooShort.
+            if s.lookahead_bytes > pkt.data.len().saturating_sub(cursor) {
+                err = self.errors.packet_too_short;
+                break 'states;
             }
             self.transition_key(pkt, cursor, &s.key, key);
             if TRACE {
@@ -1082,6 +1096,43 @@ impl Engine {
         }
     }
 
+    /// Exchange two stack elements entirely, as BMv2's `Header::swap_values` does: slot
+    /// bytes, validity and VL length (for a union stack, member by member).
+    fn swap_elems(&self, phv: &mut Phv, s: StackRef, a: u32, b: u32) {
+        match s {
+            StackRef::Headers(_) => self.swap_headers(phv, a, b),
+            StackRef::Unions(_) => {
+                let n = self.layout.unions[a as usize].len();
+                for m in 0..n {
+                    let (ha, hb) = (
+                        self.layout.unions[a as usize][m],
+                        self.layout.unions[b as usize][m],
+                    );
+                    self.swap_headers(phv, ha, hb);
+                }
+            }
+        }
+    }
+
+    fn swap_headers(&self, phv: &mut Phv, a: u32, b: u32) {
+        if a == b {
+            return;
+        }
+        let (la, lb) = (
+            &self.layout.headers[a as usize],
+            &self.layout.headers[b as usize],
+        );
+        let n = la.slot_bytes.min(lb.slot_bytes) as usize;
+        let (oa, ob) = (la.off as usize, lb.off as usize);
+        let (lo, hi) = if oa < ob { (oa, ob) } else { (ob, oa) };
+        if lo + n <= hi {
+            let (x, y) = phv.bytes.split_at_mut(hi);
+            x[lo..lo + n].swap_with_slice(&mut y[..n]);
+        }
+        phv.valid.swap(a as usize, b as usize);
+        phv.vl_width.swap(a as usize, b as usize);
+    }
+
     fn invalidate_elem(&self, phv: &mut Phv, s: StackRef, e: u32) {
         match s {
             StackRef::Headers(_) => phv.valid[e as usize] = false,
@@ -1180,33 +1231,39 @@ impl Engine {
                     let n = *Self::next_of(&mut pkt.phv, *src);
                     *Self::next_of(&mut pkt.phv, *dst) = n;
                 }
+                // BMv2's P4_16 stacks (`stacks.cpp`, `StackP4_16`): elements move by swapping
+                // their whole contents (validity, field values, VL length), so the values an
+                // invalid element holds travel too; the elements pushed in or popped out are
+                // then marked invalid (their values stay what the swaps left).
                 Instr::Push { stack, count } => {
                     let n = data!(count).to_i64_sat().max(0) as usize;
                     let el = self.stack_elems(*stack);
                     let size = el.len();
-                    for i in (0..size).rev() {
-                        if i >= n {
-                            self.move_elem(&mut pkt.phv, *stack, el[i], el[i - n]);
-                        } else {
-                            self.invalidate_elem(&mut pkt.phv, *stack, el[i]);
+                    if n > 0 {
+                        for i in (n..size).rev() {
+                            self.swap_elems(&mut pkt.phv, *stack, el[i], el[i - n]);
                         }
+                        for e in el.iter().take(n) {
+                            self.invalidate_elem(&mut pkt.phv, *stack, *e);
+                        }
+                        let next = Self::next_of(&mut pkt.phv, *stack);
+                        *next = (*next as usize).saturating_add(n).min(size) as u32;
                     }
-                    let next = Self::next_of(&mut pkt.phv, *stack);
-                    *next = (*next as usize + n).min(size) as u32;
                 }
                 Instr::Pop { stack, count } => {
                     let n = data!(count).to_i64_sat().max(0) as usize;
                     let el = self.stack_elems(*stack);
                     let size = el.len();
-                    for i in 0..size {
-                        if i + n < size {
-                            self.move_elem(&mut pkt.phv, *stack, el[i], el[i + n]);
-                        } else {
-                            self.invalidate_elem(&mut pkt.phv, *stack, el[i]);
+                    if n > 0 {
+                        for i in 0..size.saturating_sub(n) {
+                            self.swap_elems(&mut pkt.phv, *stack, el[i], el[i + n]);
                         }
+                        for e in el.iter().skip(size.saturating_sub(n)) {
+                            self.invalidate_elem(&mut pkt.phv, *stack, *e);
+                        }
+                        let next = Self::next_of(&mut pkt.phv, *stack);
+                        *next = (*next as usize).saturating_sub(n) as u32;
                     }
-                    let next = Self::next_of(&mut pkt.phv, *stack);
-                    *next = (*next as usize).saturating_sub(n) as u32;
                 }
                 Instr::Jump(t) => pc = *t,
                 Instr::JumpIfZero { value, target } => {
@@ -1652,11 +1709,11 @@ impl Engine {
     }
 }
 
+/// Bytes a parser `set` from lookahead needs: BMv2 (`ParserOpSet<ParserLookAhead>`) checks
+/// only the lookahead's own byte count, whatever its offset.
 fn lookahead_need(e: &expr::CExpr, cursor: usize) -> usize {
     match e {
-        expr::CExpr::Lookahead { offset, width } => {
-            (cursor * 8 + *offset as usize + *width as usize).div_ceil(8)
-        }
+        expr::CExpr::Lookahead { width, .. } => cursor + width.div_ceil(8) as usize,
         _ => 0,
     }
 }

@@ -16,6 +16,7 @@
 //! ([`Program::missing_required_field`] helps).
 
 mod hex;
+pub mod jsoncpp;
 mod load;
 mod write;
 

@@ -2,8 +2,10 @@
 //! (`bmv2-json.md` §1.3), with BMv2's checks and messages plus the JSON pointer of the culprit.
 
 use crate::hex::{parse_byte_string, parse_value, Int};
+use crate::jsoncpp;
 use crate::*;
 use serde_json::Value;
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
 type R<T> = Result<T, LoadError>;
@@ -44,43 +46,45 @@ fn as_arr<'v>(v: &'v Value, path: &str) -> R<&'v [Value]> {
     }
 }
 
-fn req<'v>(o: &'v Value, k: &str, path: &str) -> R<&'v Value> {
-    match get(o, k) {
-        Some(v) => Ok(v),
-        None => err(path, format!("missing required key '{k}'")),
+/// A member read with jsoncpp's `asString` (missing or null is `""`, numbers and booleans
+/// are spelled out, arrays and objects are an error).
+fn req_str<'v>(o: &'v Value, k: &str, path: &str) -> R<Cow<'v, str>> {
+    match o.get(k) {
+        None => Ok(Cow::Borrowed("")),
+        Some(v) => as_str(v, &at(path, k)),
     }
 }
 
-fn req_str<'v>(o: &'v Value, k: &str, path: &str) -> R<&'v str> {
-    match req(o, k, path)? {
-        Value::String(s) => Ok(s),
-        _ => err(&at(path, k), format!("'{k}' must be a string")),
-    }
+/// A value read with jsoncpp's `asString`.
+fn as_str<'v>(v: &'v Value, path: &str) -> R<Cow<'v, str>> {
+    jsoncpp::as_string(v).or_else(|m| err(path, m))
 }
 
-fn as_str<'v>(v: &'v Value, path: &str) -> R<&'v str> {
-    v.as_str()
-        .map_or_else(|| err(path, "expected a string"), Ok)
-}
-
+/// A value read with jsoncpp's `asInt` (32-bit, reals truncated, null 0, booleans 0/1).
 fn as_int(v: &Value, path: &str) -> R<i64> {
-    v.as_i64()
-        .map_or_else(|| err(path, "expected an integer"), Ok)
+    jsoncpp::as_int(v).map(i64::from).or_else(|m| err(path, m))
 }
 
+/// A value read with jsoncpp's `asUInt`.
 fn as_u32(v: &Value, path: &str) -> R<u32> {
-    match v.as_u64() {
-        Some(n) if n <= u32::MAX as u64 => Ok(n as u32),
-        _ => err(path, "expected a non-negative 32-bit integer"),
+    jsoncpp::as_uint(v).or_else(|m| err(path, m))
+}
+
+/// A bit width BMv2 reads with `asInt`: negative widths, which BMv2 turns into nonsense
+/// objects, are refused.
+fn as_int_width(v: &Value, path: &str) -> R<u32> {
+    let w = as_int(v, path)?;
+    if w < 0 {
+        return err(path, format!("bit width {w} is negative"));
     }
+    check_width(w as u32, path)
 }
 
 /// Largest bit width tern accepts for a field, register, parameter, constant or lookahead
 /// (a resource bound; BMv2 has none but no real program comes near it).
 pub const MAX_WIDTH: u32 = 1 << 16;
 
-fn as_width(v: &Value, path: &str) -> R<u32> {
-    let w = as_u32(v, path)?;
+fn check_width(w: u32, path: &str) -> R<u32> {
     if w > MAX_WIDTH {
         return err(
             path,
@@ -90,47 +94,73 @@ fn as_width(v: &Value, path: &str) -> R<u32> {
     Ok(w)
 }
 
-fn req_width(o: &Value, k: &str, path: &str) -> R<u32> {
-    as_width(req(o, k, path)?, &at(path, k))
+/// A bit width BMv2 reads with `asUInt`.
+fn as_width(v: &Value, path: &str) -> R<u32> {
+    check_width(as_u32(v, path)?, path)
 }
 
-fn req_int(o: &Value, k: &str, path: &str) -> R<i64> {
-    as_int(req(o, k, path)?, &at(path, k))
-}
-
-fn req_u32(o: &Value, k: &str, path: &str) -> R<u32> {
-    as_u32(req(o, k, path)?, &at(path, k))
-}
-
-fn opt_bool(o: &Value, k: &str, default: bool, path: &str) -> R<bool> {
+/// A member that must be present (tern needs it to build anything; BMv2 would read null).
+fn req<'v>(o: &'v Value, k: &str, path: &str) -> R<&'v Value> {
     match get(o, k) {
-        None => Ok(default),
-        Some(Value::Bool(b)) => Ok(*b),
-        Some(_) => err(&at(path, k), format!("'{k}' must be a boolean")),
+        Some(v) => Ok(v),
+        None => err(path, format!("missing required key '{k}'")),
     }
 }
 
-/// A value hex string (or, leniently, a JSON integer).
+fn req_width(o: &Value, k: &str, path: &str) -> R<u32> {
+    as_width(o.get(k).unwrap_or(&Value::Null), &at(path, k))
+}
+
+/// A member read with `asInt`; missing or null is 0.
+fn req_int(o: &Value, k: &str, path: &str) -> R<i64> {
+    as_int(o.get(k).unwrap_or(&Value::Null), &at(path, k))
+}
+
+/// A member read with `asUInt`; missing or null is 0.
+fn req_u32(o: &Value, k: &str, path: &str) -> R<u32> {
+    as_u32(o.get(k).unwrap_or(&Value::Null), &at(path, k))
+}
+
+/// A member read with jsoncpp's `asBool`; missing or null is `default` (BMv2 passes `false`
+/// to `Value::get` for the optional flags).
+fn opt_bool(o: &Value, k: &str, default: bool, path: &str) -> R<bool> {
+    match get(o, k) {
+        None => Ok(default),
+        Some(v) => as_bool(v, &at(path, k)),
+    }
+}
+
+fn as_bool(v: &Value, path: &str) -> R<bool> {
+    jsoncpp::as_bool(v).or_else(|m| err(path, m))
+}
+
+/// A value hex string as BMv2 reads it: `Data(v.asString())`, so a JSON number is read as
+/// the hex digits of its decimal spelling (`10` is 0x10), as simple_switch does.
 fn value_int(v: &Value, path: &str) -> R<Int> {
     match v {
-        Value::String(s) => {
-            parse_value(s).map_or_else(|| err(path, format!("invalid hex string '{s}'")), Ok)
+        Value::Array(_) | Value::Object(_) => err(path, "expected a hex string"),
+        Value::Number(n) if !(n.is_i64() || n.is_u64()) => {
+            err(path, format!("invalid hex string '{n}'"))
         }
-        Value::Number(n) => match (n.as_u64(), n.as_i64()) {
-            (Some(u), _) => Ok(Int::from_u64(u)),
-            (None, Some(i)) => Ok(Int::from_i64(i)),
-            _ => err(path, "expected an integer"),
-        },
-        _ => err(path, "expected a hex string"),
+        _ => {
+            let s = as_str(v, path)?;
+            parse_value(&s).map_or_else(|| err(path, format!("invalid hex string '{s}'")), Ok)
+        }
     }
 }
 
 fn byte_string(v: &Value, path: &str) -> R<Vec<u8>> {
     match v {
-        Value::String(s) => {
-            parse_byte_string(s).map_or_else(|| err(path, format!("invalid byte string '{s}'")), Ok)
+        Value::Array(_) | Value::Object(_) => err(path, "expected a hex byte string"),
+        Value::Number(n) if !(n.is_i64() || n.is_u64()) => {
+            err(path, format!("invalid byte string '{n}'"))
         }
-        _ => err(path, "expected a hex byte string"),
+        // BMv2: `ByteContainer(v.asString())`.
+        _ => {
+            let s = as_str(v, path)?;
+            parse_byte_string(&s)
+                .map_or_else(|| err(path, format!("invalid byte string '{s}'")), Ok)
+        }
     }
 }
 
@@ -180,12 +210,13 @@ impl Uniq {
     }
 }
 
+/// `name` (`asString`) and `id` (`asInt`) of an object; BMv2 reads a missing one as `""` / 0.
 fn name_id(o: &Value, path: &str) -> R<(String, i64)> {
-    let name = req_str(o, "name", path)?.to_string();
-    let id = match get(o, "id") {
-        Some(v) => as_int(v, &at(path, "id"))?,
-        None => return err(path, "missing required key 'id'"),
-    };
+    if !o.is_object() {
+        return err(path, "expected a JSON object");
+    }
+    let name = req_str(o, "name", path)?.into_owned();
+    let id = req_int(o, "id", path)?;
     Ok((name, id))
 }
 
@@ -273,7 +304,8 @@ fn lookup(map: &HashMap<String, u32>, kind: &str, name: &str, path: &str) -> R<u
 
 /// Load a BMv2 JSON program. Never panics; the error names the JSON path and the problem.
 pub fn load(json_text: &str) -> Result<Program, LoadError> {
-    let root: Value = serde_json::from_str(json_text).map_err(|e| LoadError {
+    // jsoncpp's reader, as simple_switch's `is >> root`: comments and trailing text allowed.
+    let root: Value = jsoncpp::parse(json_text).map_err(|e| LoadError {
         path: String::new(),
         message: format!("invalid JSON: {e}"),
     })?;
@@ -323,15 +355,16 @@ impl Loader {
             Value::Array(a) if a.len() == 2 => a,
             _ => return err(path, "Expected 'version' to be a JSON array of size 2"),
         };
-        let major = as_u32(&a[0], &at(path, 0))?;
-        let minor = as_u32(&a[1], &at(path, 1))?;
+        let major = as_int(&a[0], &at(path, 0))?;
+        let minor = as_int(&a[1], &at(path, 1))?;
         if major != 2 {
             return err(path, format!("We require a bmv2 JSON major version number of 2 but this JSON input is tagged with a major version number of {major}"));
         }
         if minor > 24 {
             return err(path, format!("The most recent bmv2 JSON version number supported is 2.24 but this JSON input is tagged with version number 2.{minor}"));
         }
-        self.p.version = Some((major, minor));
+        // BMv2 has no lower bound: a negative minor version loads (recorded as 0).
+        self.p.version = Some((2, minor.max(0) as u32));
         Ok(())
     }
 
@@ -376,20 +409,22 @@ impl Loader {
                 if a.len() < 2 || a.len() > 4 {
                     return err(&p, "a field must be [name, width, (signed), (saturating)]");
                 }
-                let fname = as_str(&a[0], &p)?.to_string();
-                let width = match &a[1] {
-                    Value::String(s) if s == "*" => FieldWidth::Variable,
-                    v => FieldWidth::Fixed(as_width(v, &at(&p, 1))?),
+                let fname = as_str(&a[0], &at(&p, 0))?.into_owned();
+                // BMv2: `f[1].asString() == "*"` marks the VL field, else `f[1].asInt()`.
+                let width = if as_str(&a[1], &at(&p, 1))? == "*" {
+                    FieldWidth::Variable
+                } else {
+                    FieldWidth::Fixed(as_int_width(&a[1], &at(&p, 1))?)
                 };
+                // `signed` and `saturating` are read with `asBool` (p4c writes `0`/`1` for
+                // the fields of `bool` type, `true`/`false` elsewhere).
                 let signed = match a.get(2) {
-                    Some(Value::Bool(b)) => *b,
+                    Some(v) => as_bool(v, &at(&p, 2))?,
                     None => false,
-                    Some(_) => return err(&at(&p, 2), "'signed' must be a boolean"),
                 };
                 let saturating = match a.get(3) {
-                    Some(Value::Bool(b)) => *b,
+                    Some(v) => as_bool(v, &at(&p, 3))?,
                     None => false,
-                    Some(_) => return err(&at(&p, 3), "'saturating' must be a boolean"),
                 };
                 if signed && width == FieldWidth::Fixed(1) {
                     return err(&p, "a signed field needs a width of at least 2");
@@ -418,8 +453,14 @@ impl Loader {
                     "a header type can have at most one variable-length field",
                 );
             }
-            let max_length = match get(ht, "max_length") {
-                Some(v) => as_u32(v, &at(&path, "max_length"))?,
+            // BMv2 reads `max_length` (`asInt`) only for a header type with a VL field.
+            let has_vl = fields.iter().any(|f| f.width == FieldWidth::Variable);
+            let max_length = match ht.get("max_length") {
+                Some(v) if has_vl => match as_int(v, &at(&path, "max_length"))? {
+                    n if n < 0 => return err(&at(&path, "max_length"), "'max_length' is negative"),
+                    n => n as u32,
+                },
+                Some(v) => jsoncpp::as_uint(v).unwrap_or(0),
                 None => 0,
             };
             self.n.header_types.insert(name.clone(), i as u32);
@@ -448,7 +489,7 @@ impl Loader {
             let ht = lookup(
                 &self.n.header_types,
                 "header type",
-                req_str(h, "header_type", &path)?,
+                &req_str(h, "header_type", &path)?,
                 &path,
             )?;
             let metadata = opt_bool(h, "metadata", false, &path)?;
@@ -485,7 +526,7 @@ impl Loader {
             let ht = lookup(
                 &self.n.header_types,
                 "header type",
-                req_str(s, "header_type", &path)?,
+                &req_str(s, "header_type", &path)?,
                 &path,
             )?;
             let mut headers = Vec::new();
@@ -525,7 +566,7 @@ impl Loader {
                     return err(&p, "a union member must be [name, header_type]");
                 }
                 let mn = as_str(&a[0], &p)?.to_string();
-                let ht = lookup(&self.n.header_types, "header type", as_str(&a[1], &p)?, &p)?;
+                let ht = lookup(&self.n.header_types, "header type", &as_str(&a[1], &p)?, &p)?;
                 members.push((mn, ht));
             }
             self.n.union_types.insert(name.clone(), i as u32);
@@ -541,7 +582,7 @@ impl Loader {
             let ut = lookup(
                 &self.n.union_types,
                 "header union type",
-                req_str(un, "union_type", &path)?,
+                &req_str(un, "union_type", &path)?,
                 &path,
             )?;
             let mut headers = Vec::new();
@@ -570,7 +611,7 @@ impl Loader {
             let ut = lookup(
                 &self.n.union_types,
                 "header union type",
-                req_str(s, "union_type", &path)?,
+                &req_str(s, "union_type", &path)?,
                 &path,
             )?;
             let mut unions = Vec::new();
@@ -609,7 +650,7 @@ impl Loader {
         }
         let h = as_str(&a[0], path)?;
         let f = as_str(&a[1], path)?;
-        self.field_by_names(h, f, path)
+        self.field_by_names(&h, &f, path)
     }
 
     fn field_by_names(&self, h: &str, f: &str, path: &str) -> R<FieldRef> {
@@ -669,8 +710,13 @@ impl Loader {
                     "a field alias target must be [header, field]",
                 );
             }
-            let h = lookup(&self.n.headers, "header", as_str(&target[0], &path)?, &path)?;
-            let f = self.field_in_header(h, as_str(&target[1], &path)?, &path)?;
+            let h = lookup(
+                &self.n.headers,
+                "header",
+                &as_str(&target[0], &path)?,
+                &path,
+            )?;
+            let f = self.field_in_header(h, &as_str(&target[1], &path)?, &path)?;
             self.n.aliases.insert(name.clone(), f);
             self.p.field_aliases.push((name, f));
         }
@@ -747,13 +793,10 @@ impl Loader {
         let t = req_str(v, "type", path)?;
         let val = v.get("value").unwrap_or(&Value::Null);
         let vp = at(path, "value");
-        Ok(match t {
+        Ok(match &*t {
             "field" => Expr::Field(self.field_ref(val, &vp)?),
             "hexstr" => Expr::Const(value_int(val, &vp)?),
-            "bool" => match val {
-                Value::Bool(b) => Expr::Bool(*b),
-                _ => return err(&vp, "expected a boolean"),
-            },
+            "bool" => Expr::Bool(as_bool(val, &vp)?),
             "local" | "runtime_data" => Expr::Local(as_u32(val, &vp)?),
             "register" => {
                 let (array, index) = self.register_ref(val, &vp)?;
@@ -762,23 +805,23 @@ impl Loader {
                     index: Box::new(index),
                 }
             }
-            "header" => Expr::Header(lookup(&self.n.headers, "header", as_str(val, &vp)?, &vp)?),
+            "header" => Expr::Header(lookup(&self.n.headers, "header", &as_str(val, &vp)?, &vp)?),
             "header_stack" => Expr::HeaderStack(lookup(
                 &self.n.stacks,
                 "header stack",
-                as_str(val, &vp)?,
+                &as_str(val, &vp)?,
                 &vp,
             )?),
             "header_union" => Expr::Union(lookup(
                 &self.n.unions,
                 "header union",
-                as_str(val, &vp)?,
+                &as_str(val, &vp)?,
                 &vp,
             )?),
             "header_union_stack" => Expr::UnionStack(lookup(
                 &self.n.union_stacks,
                 "header union stack",
-                as_str(val, &vp)?,
+                &as_str(val, &vp)?,
                 &vp,
             )?),
             "stack_field" => {
@@ -805,7 +848,7 @@ impl Loader {
         if a.len() != 2 {
             return err(path, "register reference must be [register_array, index]");
         }
-        let array = lookup(&self.n.registers, "register", as_str(&a[0], path)?, path)?;
+        let array = lookup(&self.n.registers, "register", &as_str(&a[0], path)?, path)?;
         let index = self.expr_tv(&a[1], &at(path, 1))?;
         Ok((array, index))
     }
@@ -815,9 +858,9 @@ impl Loader {
         if a.len() != 2 {
             return err(path, "stack_field must be [header_stack, field]");
         }
-        let stack = lookup(&self.n.stacks, "header stack", as_str(&a[0], path)?, path)?;
+        let stack = lookup(&self.n.stacks, "header stack", &as_str(&a[0], path)?, path)?;
         let ht = self.p.header_stacks[stack as usize].header_type;
-        let field = self.field_in_type(ht, as_str(&a[1], path)?, path)?;
+        let field = self.field_in_type(ht, &as_str(&a[1], path)?, path)?;
         Ok((stack, field))
     }
 
@@ -827,13 +870,13 @@ impl Loader {
         let us = lookup(
             &self.n.union_stacks,
             "header union stack",
-            as_str(stack, path)?,
+            &as_str(stack, path)?,
             path,
         )?;
         let ut =
             &self.p.header_union_types[self.p.header_union_stacks[us as usize].union_type as usize];
         let m = as_str(member, path)?;
-        match ut.members.iter().position(|(n, _)| n == m) {
+        match ut.members.iter().position(|(n, _)| **n == *m) {
             Some(mi) => Ok((us, mi as u32, ut.members[mi].1)),
             None => err(
                 path,
@@ -860,7 +903,7 @@ impl Loader {
                 Some(x) => Ok(Some(Box::new(self.expr_tv(x, &at(path, k))?))),
             }
         };
-        let op = match op_s {
+        let op = match &*op_s {
             "+" => Op::Add,
             "-" => Op::Sub,
             "*" => Op::Mul,
@@ -962,13 +1005,10 @@ impl Loader {
         let val = v.get("value").unwrap_or(&Value::Null);
         let vp = at(path, "value");
         let name = || as_str(val, &vp);
-        Ok(match t {
+        Ok(match &*t {
             "field" => Arg::Field(self.field_ref(val, &vp)?),
             "hexstr" => Arg::Const(value_int(val, &vp)?),
-            "bool" => match val {
-                Value::Bool(b) => Arg::Bool(*b),
-                _ => return err(&vp, "expected a boolean"),
-            },
+            "bool" => Arg::Bool(as_bool(val, &vp)?),
             "runtime_data" => {
                 let i = as_u32(val, &vp)?;
                 if i as usize >= nparams {
@@ -976,28 +1016,28 @@ impl Loader {
                 }
                 Arg::RuntimeData(i)
             }
-            "header" => Arg::Header(lookup(&self.n.headers, "header", name()?, &vp)?),
+            "header" => Arg::Header(lookup(&self.n.headers, "header", &name()?, &vp)?),
             "header_stack" => {
-                Arg::HeaderStack(lookup(&self.n.stacks, "header stack", name()?, &vp)?)
+                Arg::HeaderStack(lookup(&self.n.stacks, "header stack", &name()?, &vp)?)
             }
             "header_union" => {
-                Arg::HeaderUnion(lookup(&self.n.unions, "header union", name()?, &vp)?)
+                Arg::HeaderUnion(lookup(&self.n.unions, "header union", &name()?, &vp)?)
             }
             "header_union_stack" => Arg::HeaderUnionStack(lookup(
                 &self.n.union_stacks,
                 "header union stack",
-                name()?,
+                &name()?,
                 &vp,
             )?),
-            "calculation" => Arg::Calculation(lookup(&self.n.calcs, "calculation", name()?, &vp)?),
+            "calculation" => Arg::Calculation(lookup(&self.n.calcs, "calculation", &name()?, &vp)?),
             "counter_array" => {
-                Arg::CounterArray(lookup(&self.n.counters, "counter", name()?, &vp)?)
+                Arg::CounterArray(lookup(&self.n.counters, "counter", &name()?, &vp)?)
             }
-            "meter_array" => Arg::MeterArray(lookup(&self.n.meters, "meter", name()?, &vp)?),
+            "meter_array" => Arg::MeterArray(lookup(&self.n.meters, "meter", &name()?, &vp)?),
             "register_array" => {
-                Arg::RegisterArray(lookup(&self.n.registers, "register", name()?, &vp)?)
+                Arg::RegisterArray(lookup(&self.n.registers, "register", &name()?, &vp)?)
             }
-            "extern" => Arg::Extern(lookup(&self.n.externs, "extern", name()?, &vp)?),
+            "extern" => Arg::Extern(lookup(&self.n.externs, "extern", &name()?, &vp)?),
             "string" => Arg::String(name()?.to_string()),
             "register" => {
                 let (array, index) = self.register_ref(val, &vp)?;
@@ -1058,14 +1098,14 @@ impl Loader {
         let t = req_str(v, "type", path)?;
         let val = req(v, "value", path)?;
         let vp = at(path, "value");
-        Ok(match t {
+        Ok(match &*t {
             "regular" => {
-                ExtractTarget::Regular(lookup(&self.n.headers, "header", as_str(val, &vp)?, &vp)?)
+                ExtractTarget::Regular(lookup(&self.n.headers, "header", &as_str(val, &vp)?, &vp)?)
             }
             "stack" => ExtractTarget::Stack(lookup(
                 &self.n.stacks,
                 "header stack",
-                as_str(val, &vp)?,
+                &as_str(val, &vp)?,
                 &vp,
             )?),
             "union_stack" => {
@@ -1110,7 +1150,7 @@ impl Loader {
             }
             Ok(())
         };
-        Ok(match op {
+        Ok(match &*op {
             "extract" => {
                 want(1)?;
                 let t = self.extract_target(&params[0], &at(&pp, 0))?;
@@ -1153,7 +1193,8 @@ impl Loader {
                 want(2)?;
                 let cond = self.expr_tv(&params[0], &at(&pp, 0))?;
                 let e = match &params[1] {
-                    Value::Number(_) => {
+                    // BMv2: `isInt()` means a plain error code (a real with no fraction too).
+                    v if jsoncpp::is_int(v) => {
                         let code = as_int(&params[1], &at(&pp, 1))?;
                         if !self.p.errors.iter().any(|(_, v)| *v == code) {
                             return err(&at(&pp, 1), format!("unknown error code {code}"));
@@ -1185,7 +1226,7 @@ impl Loader {
         let val = req(v, "value", path)?;
         let vp = at(path, "value");
         let bytes = |w: u32| w.div_ceil(8);
-        Ok(match t {
+        Ok(match &*t {
             "field" => {
                 let f = self.field_ref(val, &vp)?;
                 (KeyElem::Field(f), bytes(self.p.field_width(f)))
@@ -1205,7 +1246,7 @@ impl Loader {
                     );
                 }
                 let (us, mi, ht) = self.union_stack_member(&a[0], &a[1], &vp)?;
-                let field = self.field_in_type(ht, as_str(&a[2], &vp)?, &vp)?;
+                let field = self.field_in_type(ht, &as_str(&a[2], &vp)?, &vp)?;
                 let w = self.type_field_width(ht, field);
                 (
                     KeyElem::UnionStackField {
@@ -1271,35 +1312,32 @@ impl Loader {
                 let mut transitions = Vec::new();
                 for (k, t) in arr(s, "transitions", &sp)?.iter().enumerate() {
                     let tp = at(&at(&sp, "transitions"), k);
+                    // BMv2 looks the name up and takes a missing state (or null) as the end.
                     let next = match get(t, "next_state") {
                         None => None,
-                        Some(Value::String(n)) => state_names.get(n.as_str()).copied(),
-                        Some(_) => {
-                            return err(
-                                &at(&tp, "next_state"),
-                                "'next_state' must be a string or null",
-                            )
-                        }
+                        Some(n) => state_names
+                            .get(&*as_str(n, &at(&tp, "next_state"))?)
+                            .copied(),
                     };
-                    let ty = match get(t, "type") {
-                        Some(Value::String(s)) => s.as_str(),
-                        None => {
-                            // Legacy form: no type; "default" value means default.
-                            if get(t, "value").and_then(|v| v.as_str()) == Some("default") {
-                                "default"
-                            } else {
-                                "hexstr"
-                            }
-                        }
-                        Some(_) => return err(&at(&tp, "type"), "'type' must be a string"),
+                    // Legacy form: no `type` means "hexstr"; a "hexstr" whose value is
+                    // "default" is the default case.
+                    let mut ty: Cow<str> = match t.get("type") {
+                        None => Cow::Borrowed("hexstr"),
+                        Some(v) => as_str(v, &at(&tp, "type"))?,
                     };
+                    if ty == "hexstr"
+                        && as_str(t.get("value").unwrap_or(&Value::Null), &at(&tp, "value"))?
+                            == "default"
+                    {
+                        ty = Cow::Borrowed("default");
+                    }
                     let check_width = |b: &Vec<u8>, what: &str, want: u32| -> R<()> {
                         if b.len() as u32 != want {
                             return err(&tp, format!("Parser transition {what} has incorrect width, expected width is {want} bytes but actual width is {} bytes", b.len()));
                         }
                         Ok(())
                     };
-                    let matcher = match ty {
+                    let matcher = match &*ty {
                         "default" => TransitionMatch::Default,
                         "hexstr" => {
                             let value = byte_string(req(t, "value", &tp)?, &at(&tp, "value"))?;
@@ -1316,7 +1354,7 @@ impl Loader {
                         }
                         "parse_vset" => {
                             let vn = as_str(req(t, "value", &tp)?, &at(&tp, "value"))?;
-                            let vset = lookup(&self.n.vsets, "parser vset", vn, &tp)?;
+                            let vset = lookup(&self.n.vsets, "parser vset", &vn, &tp)?;
                             let vb = self.p.parse_vsets[vset as usize]
                                 .compressed_bitwidth
                                 .div_ceil(8);
@@ -1330,7 +1368,8 @@ impl Loader {
                             };
                             TransitionMatch::Vset { vset, mask }
                         }
-                        other => return err(&tp, format!("invalid transition type '{other}'")),
+                        // BMv2 adds no case for any other type: the transition is ignored.
+                        _ => continue,
                     };
                     transitions.push(Transition { matcher, next });
                 }
@@ -1343,9 +1382,12 @@ impl Loader {
                     transitions,
                 });
             }
+            // `asString`, looked up; an unknown name (or none) is no start state.
             let init_state = match get(pv, "init_state") {
-                Some(Value::String(n)) => state_names.get(n.as_str()).copied(),
-                _ => None,
+                Some(n) => state_names
+                    .get(&*as_str(n, &at(&path, "init_state"))?)
+                    .copied(),
+                None => None,
             };
             self.p.parsers.push(Parser {
                 name,
@@ -1366,7 +1408,7 @@ impl Loader {
             let mut order = Vec::new();
             for (j, h) in arr(d, "order", &path)?.iter().enumerate() {
                 let p = at(&at(&path, "order"), j);
-                order.push(lookup(&self.n.headers, "header", as_str(h, &p)?, &p)?);
+                order.push(lookup(&self.n.headers, "header", &as_str(h, &p)?, &p)?);
             }
             let mut primitives = Vec::new();
             for (j, pr) in arr(d, "primitives", &path)?.iter().enumerate() {
@@ -1399,7 +1441,7 @@ impl Loader {
             for (j, x) in arr(c, "input", &path)?.iter().enumerate() {
                 let p = at(&at(&path, "input"), j);
                 let t = req_str(x, "type", &p)?;
-                input.push(match t {
+                input.push(match &*t {
                     "field" => {
                         CalcInput::Field(self.field_ref(req(x, "value", &p)?, &at(&p, "value"))?)
                     }
@@ -1414,7 +1456,7 @@ impl Loader {
                     "header" => CalcInput::Header(lookup(
                         &self.n.headers,
                         "header",
-                        req_str(x, "value", &p)?,
+                        &req_str(x, "value", &p)?,
                         &p,
                     )?),
                     "payload" => CalcInput::Payload,
@@ -1444,14 +1486,11 @@ impl Loader {
             let (name, id) = name_id(c, &path)?;
             u.check(&name, id, &path)?;
             let is_direct = opt_bool(c, "is_direct", false, &path)?;
-            let size = match get(c, "size") {
-                Some(v) => as_u32(v, &at(&path, "size"))?,
-                None if is_direct => 0,
-                None => return err(&path, "missing required key 'size'"),
+            let size = req_u32(c, "size", &path)?;
+            let binding = match get(c, "binding") {
+                Some(b) => Some(as_str(b, &at(&path, "binding"))?.into_owned()),
+                None => None,
             };
-            let binding = get(c, "binding")
-                .and_then(|b| b.as_str())
-                .map(str::to_string);
             self.n.counters.insert(name.clone(), i as u32);
             self.p.counter_arrays.push(CounterArray {
                 name,
@@ -1470,7 +1509,7 @@ impl Loader {
             let path = at("/meter_arrays", i);
             let (name, id) = name_id(m, &path)?;
             u.check(&name, id, &path)?;
-            let meter_type = match req_str(m, "type", &path)? {
+            let meter_type = match &*req_str(m, "type", &path)? {
                 "bytes" => MeterType::Bytes,
                 "packets" => MeterType::Packets,
                 t => return err(&at(&path, "type"), format!("Invalid meter type '{t}'")),
@@ -1480,14 +1519,11 @@ impl Loader {
                 None => 2,
             };
             let is_direct = opt_bool(m, "is_direct", false, &path)?;
-            let size = match get(m, "size") {
-                Some(v) => as_u32(v, &at(&path, "size"))?,
-                None if is_direct => 0,
-                None => return err(&path, "missing required key 'size'"),
+            let size = req_u32(m, "size", &path)?;
+            let binding = match get(m, "binding") {
+                Some(b) => Some(as_str(b, &at(&path, "binding"))?.into_owned()),
+                None => None,
             };
-            let binding = get(m, "binding")
-                .and_then(|b| b.as_str())
-                .map(str::to_string);
             let result_target = match get(m, "result_target") {
                 Some(v) => Some(self.field_ref(v, &at(&path, "result_target"))?),
                 None if is_direct => return err(&path, "a direct meter needs 'result_target'"),
@@ -1515,7 +1551,10 @@ impl Loader {
             let (name, id) = name_id(r, &path)?;
             u.check(&name, id, &path)?;
             let size = req_u32(r, "size", &path)?;
-            let bitwidth = req_width(r, "bitwidth", &path)?;
+            let bitwidth = as_int_width(
+                r.get("bitwidth").unwrap_or(&Value::Null),
+                &at(&path, "bitwidth"),
+            )?;
             self.n.registers.insert(name.clone(), i as u32);
             self.p.register_arrays.push(RegisterArray {
                 name,
@@ -1601,7 +1640,8 @@ impl Loader {
                 let p = at(&at(&path, "action_profiles"), i);
                 let (an, aid) = name_id(ap, &p)?;
                 apu.check(&an, aid, &p)?;
-                let max_size = get(ap, "max_size").and_then(|v| v.as_u64()).unwrap_or(0) as u32;
+                // BMv2 reads `max_size` with `asInt` and ignores it.
+                let max_size = req_int(ap, "max_size", &p)?.max(0) as u32;
                 let selector = match get(ap, "selector") {
                     Some(s) => Some(self.selector(s, &at(&p, "selector"))?),
                     None => None,
@@ -1652,11 +1692,14 @@ impl Loader {
             let node_ref = |v: Option<&Value>, p: &str| -> R<Option<Node>> {
                 match v {
                     None | Some(Value::Null) => Ok(None),
-                    Some(Value::String(n)) => match nodes.get(n.as_str()) {
-                        Some(x) => Ok(Some(*x)),
-                        None => err(p, format!("Invalid reference to object of type 'control node' with name '{n}'")),
-                    },
-                    Some(_) => err(p, "a next node must be a string or null"),
+                    // `asString`, then looked up.
+                    Some(v) => {
+                        let n = as_str(v, p)?;
+                        match nodes.get(&*n) {
+                            Some(x) => Ok(Some(*x)),
+                            None => err(p, format!("Invalid reference to object of type 'control node' with name '{n}'")),
+                        }
+                    }
                 }
             };
 
@@ -1742,7 +1785,7 @@ impl Loader {
         node_ref: &NodeResolver,
     ) -> R<Table> {
         let (name, id) = name_id(t, path)?;
-        let match_type = match req_str(t, "match_type", path)? {
+        let match_type = match &*req_str(t, "match_type", path)? {
             "exact" => MatchKind::Exact,
             "lpm" => MatchKind::Lpm,
             "ternary" => MatchKind::Ternary,
@@ -1754,7 +1797,8 @@ impl Loader {
                 )
             }
         };
-        let table_type = match get(t, "type").and_then(|v| v.as_str()).unwrap_or("simple") {
+        // `asString`: a missing type is "" and refused, as BMv2 does.
+        let table_type = match &*req_str(t, "type", path)? {
             "simple" => TableType::Simple,
             "indirect" => TableType::Indirect,
             "indirect_ws" => TableType::IndirectWs,
@@ -1768,7 +1812,7 @@ impl Loader {
                     Some(lookup(
                         ap_names,
                         "action profile",
-                        apn,
+                        &apn,
                         &at(path, "action_profile"),
                     )?)
                 } else if let Some(ap) = get(t, "act_prof_name") {
@@ -1815,7 +1859,7 @@ impl Loader {
         let mut lpm_count = 0;
         for (i, k) in arr(t, "key", path)?.iter().enumerate() {
             let p = at(&at(path, "key"), i);
-            let mk = match req_str(k, "match_type", &p)? {
+            let mk = match &*req_str(k, "match_type", &p)? {
                 "exact" => MatchKind::Exact,
                 "lpm" => MatchKind::Lpm,
                 "ternary" | "optional" => MatchKind::Ternary,
@@ -1836,9 +1880,11 @@ impl Loader {
             }
             let tv = req(k, "target", &p)?;
             let (target, width, default_name) = match (mk, tv) {
-                (MatchKind::Valid, Value::String(h)) => {
-                    let hi = lookup(&self.n.headers, "header", h, &at(&p, "target"))?;
-                    (KeyTarget::Valid(hi), 1, h.clone())
+                // A valid key's target is a header name (`asString`).
+                (MatchKind::Valid, h) => {
+                    let h = as_str(h, &at(&p, "target"))?;
+                    let hi = lookup(&self.n.headers, "header", &h, &at(&p, "target"))?;
+                    (KeyTarget::Valid(hi), 1, h.into_owned())
                 }
                 _ => {
                     let f = self.field_ref(tv, &at(&p, "target"))?;
@@ -1862,10 +1908,10 @@ impl Loader {
                     Some(m)
                 }
             };
-            let kname = get(k, "name")
-                .and_then(|v| v.as_str())
-                .map(str::to_string)
-                .unwrap_or(default_name);
+            let kname = match get(k, "name") {
+                Some(v) => as_str(v, &at(&p, "name"))?.into_owned(),
+                None => default_name,
+            };
             key.push(TableKey {
                 match_kind: mk,
                 target,
@@ -1896,7 +1942,7 @@ impl Loader {
                 actions.push(lookup(
                     &self.n.actions_by_name,
                     "action",
-                    as_str(x, &p)?,
+                    &as_str(x, &p)?,
                     &p,
                 )?);
             }
@@ -1961,7 +2007,7 @@ impl Loader {
             None => None,
             Some(v) => {
                 let mn = as_str(v, &at(path, "direct_meters"))?;
-                match self.n.meters.get(mn) {
+                match self.n.meters.get(&*mn) {
                     Some(m) if self.p.meter_arrays[*m as usize].is_direct => Some(*m),
                     _ => {
                         return err(
@@ -2037,7 +2083,7 @@ impl Loader {
                     for (j, (m, k)) in mkv.iter().zip(&key).enumerate() {
                         let mp = at(&at(&p, "match_key"), j);
                         let got = req_str(m, "match_type", &mp)?;
-                        let got_kind = if got == "optional" { "ternary" } else { got };
+                        let got_kind = if got == "optional" { "ternary" } else { &got };
                         if got_kind != k.match_kind.as_str() {
                             return err(&mp, format!("Invalid match type for field #{j} in match key, expected {} but got {got}", k.match_kind.as_str()));
                         }
@@ -2051,15 +2097,10 @@ impl Loader {
                             }
                             MatchKind::Ternary => ConstKey::Ternary(bs("key")?, bs("mask")?),
                             MatchKind::Range => ConstKey::Range(bs("start")?, bs("end")?),
-                            MatchKind::Valid => match req(m, "key", &mp)? {
-                                Value::Bool(b) => ConstKey::Valid(*b),
-                                _ => {
-                                    return err(
-                                        &at(&mp, "key"),
-                                        "a valid key must be a JSON boolean",
-                                    )
-                                }
-                            },
+                            MatchKind::Valid => ConstKey::Valid(as_bool(
+                                m.get("key").unwrap_or(&Value::Null),
+                                &at(&mp, "key"),
+                            )?),
                         });
                     }
                     let ae = req(e, "action_entry", &p)?;
@@ -2112,7 +2153,11 @@ impl Loader {
             let (name, id) = name_id(c, &path)?;
             u.check(&name, id, &path)?;
             let target = self.field_ref(req(c, "target", &path)?, &at(&path, "target"))?;
-            let checksum_type = match get(c, "type").and_then(|v| v.as_str()).unwrap_or("generic") {
+            let ct = match get(c, "type") {
+                Some(v) => as_str(v, &at(&path, "type"))?,
+                None => Cow::Borrowed("generic"),
+            };
+            let checksum_type = match &*ct {
                 "generic" => ChecksumType::Generic,
                 "ipv4" => ChecksumType::Ipv4,
                 other => {
@@ -2126,7 +2171,7 @@ impl Loader {
                 (_, Some(v)) => Some(lookup(
                     &self.n.calcs,
                     "calculation",
-                    as_str(v, &at(&path, "calculation"))?,
+                    &as_str(v, &at(&path, "calculation"))?,
                     &at(&path, "calculation"),
                 )?),
                 (ChecksumType::Generic, None) => {
@@ -2184,7 +2229,7 @@ impl Loader {
             for (j, e) in arr(l, "elements", &path)?.iter().enumerate() {
                 let p = at(&at(&path, "elements"), j);
                 let t = req_str(e, "type", &p)?;
-                elements.push(match t {
+                elements.push(match &*t {
                     "field" => FieldListElem::Field(
                         self.field_ref(req(e, "value", &p)?, &at(&p, "value"))?,
                     ),
@@ -2215,17 +2260,9 @@ impl Loader {
         match get(root, "config_options") {
             None => Ok(()),
             Some(Value::Object(m)) => {
+                // BMv2: `it->asString()` for each member.
                 for (k, v) in m {
-                    let s = match v {
-                        Value::String(s) => s.clone(),
-                        Value::Number(n) => n.to_string(),
-                        _ => {
-                            return err(
-                                &at("/config_options", k),
-                                "config option values must be strings or numbers",
-                            )
-                        }
-                    };
+                    let s = as_str(v, &at("/config_options", k))?.into_owned();
                     self.p.config_options.push((k.clone(), s));
                 }
                 Ok(())
@@ -2235,20 +2272,25 @@ impl Loader {
     }
 }
 
+/// `source_info` is only for log messages: read leniently (jsoncpp conversions, anything
+/// they refuse is left empty).
 fn source_info(v: &Value) -> SourceInfo {
+    let s = |k: &str| {
+        v.get(k)
+            .and_then(|x| jsoncpp::as_string(x).ok())
+            .map(|x| x.into_owned())
+            .unwrap_or_default()
+    };
+    let n = |k: &str| {
+        v.get(k)
+            .and_then(|x| jsoncpp::as_uint(x).ok())
+            .map_or(0, i64::from)
+    };
     SourceInfo {
-        filename: v
-            .get("filename")
-            .and_then(|x| x.as_str())
-            .unwrap_or_default()
-            .to_string(),
-        line: v.get("line").and_then(|x| x.as_i64()).unwrap_or(0),
-        column: v.get("column").and_then(|x| x.as_i64()).unwrap_or(0),
-        source_fragment: v
-            .get("source_fragment")
-            .and_then(|x| x.as_str())
-            .unwrap_or_default()
-            .to_string(),
+        filename: s("filename"),
+        line: n("line"),
+        column: n("column"),
+        source_fragment: s("source_fragment"),
     }
 }
 

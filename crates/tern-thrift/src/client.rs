@@ -78,6 +78,17 @@ pub struct ThriftRuntime {
     clients: Mutex<Clients>,
     pre: PreService,
     last_error: Mutex<Option<String>>,
+    widths: Mutex<ParamWidths>,
+}
+
+/// Byte widths of each action's parameters, read from the switch's program (`bm_get_config`)
+/// and kept while its MD5 does not change. BMv2's server exports action data as minimal bytes
+/// (`Data::get_string`); the client gives it back at the parameter's width, as a local switch
+/// returns it.
+#[derive(Default)]
+struct ParamWidths {
+    md5: Option<Vec<u8>>,
+    by_action: std::collections::HashMap<String, Vec<usize>>,
 }
 
 impl std::fmt::Debug for ThriftRuntime {
@@ -135,7 +146,68 @@ impl ThriftRuntime {
             clients: Mutex::new(clients),
             pre,
             last_error: Mutex::new(None),
+            widths: Mutex::new(ParamWidths::default()),
         })
+    }
+
+    /// `data` of `action` at its parameters' byte widths (unchanged when the program cannot be
+    /// read or does not know the action).
+    fn widen(&self, action: &str, data: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
+        let md5 = {
+            let mut c = self.clients();
+            if c.broken.is_some() {
+                return data;
+            }
+            match c.std.bm_get_config_md5() {
+                Ok(m) => m,
+                Err(_) => return data,
+            }
+        };
+        let mut w = self.widths.lock().unwrap_or_else(|p| p.into_inner());
+        if w.md5.as_ref() != Some(&md5) {
+            let json = {
+                let mut c = self.clients();
+                match c.std.bm_get_config() {
+                    Ok(j) => j,
+                    Err(_) => return data,
+                }
+            };
+            w.by_action.clear();
+            if let Ok(p) = tern_model::load(&json) {
+                for a in &p.actions {
+                    w.by_action.entry(a.name.clone()).or_insert_with(|| {
+                        a.runtime_data
+                            .iter()
+                            .map(|(_, bw)| bw.div_ceil(8) as usize)
+                            .collect()
+                    });
+                }
+            }
+            w.md5 = Some(md5);
+        }
+        match w.by_action.get(action) {
+            Some(ws) if ws.len() == data.len() => data
+                .iter()
+                .zip(ws)
+                .map(|(d, n)| widen_param(d, *n))
+                .collect(),
+            _ => data,
+        }
+    }
+
+    fn widen_entry(&self, a: ActionEntry) -> ActionEntry {
+        match a {
+            ActionEntry::Action { name, data } => {
+                let data = self.widen(&name, data);
+                ActionEntry::Action { name, data }
+            }
+            other => other,
+        }
+    }
+
+    fn widen_member(&self, mut m: ProfileMember) -> ProfileMember {
+        m.data = self.widen(&m.action, std::mem::take(&mut m.data));
+        m
     }
 
     /// The description of the most recent failure that was not a BMv2 exception (transport,
@@ -458,27 +530,37 @@ impl Runtime for ThriftRuntime {
     }
     fn mt_get_entries(&self, table: &str) -> RtResult<Vec<TableEntry>> {
         let bad = RuntimeError::from(T);
-        self.call(T, |c| {
+        let es: Vec<TableEntry> = self.call(T, |c| {
             c.std
                 .bm_mt_get_entries(0, table.into())?
                 .into_iter()
                 .map(|e| entry_from_wire(e, bad).map_err(bad_reply(bad)))
                 .collect()
-        })
+        })?;
+        Ok(es
+            .into_iter()
+            .map(|mut e| {
+                e.action = self.widen_entry(e.action);
+                e
+            })
+            .collect())
     }
     fn mt_get_entry(&self, table: &str, handle: EntryHandle) -> RtResult<TableEntry> {
         let bad = RuntimeError::from(T);
-        self.call(T, |c| {
+        let mut e = self.call(T, |c| {
             let e = c.std.bm_mt_get_entry(0, table.into(), handle as i32)?;
             entry_from_wire(e, bad).map_err(bad_reply(bad))
-        })
+        })?;
+        e.action = self.widen_entry(e.action);
+        Ok(e)
     }
     fn mt_get_default_entry(&self, table: &str) -> RtResult<ActionEntry> {
         let bad = RuntimeError::from(T);
-        self.call(T, |c| {
+        let a = self.call(T, |c| {
             let e = c.std.bm_mt_get_default_entry(0, table.into())?;
             action_entry_from_wire(e, bad).map_err(bad_reply(bad))
-        })
+        })?;
+        Ok(self.widen_entry(a))
     }
     fn mt_get_entry_from_key(
         &self,
@@ -487,7 +569,7 @@ impl Runtime for ThriftRuntime {
         priority: Option<i32>,
     ) -> RtResult<TableEntry> {
         let bad = RuntimeError::from(T);
-        self.call(T, |c| {
+        let mut e = self.call(T, |c| {
             let e = c.std.bm_mt_get_entry_from_key(
                 0,
                 table.into(),
@@ -495,7 +577,9 @@ impl Runtime for ThriftRuntime {
                 options_to_wire(priority),
             )?;
             entry_from_wire(e, bad).map_err(bad_reply(bad))
-        })
+        })?;
+        e.action = self.widen_entry(e.action);
+        Ok(e)
     }
 
     // ---- action profiles ----
@@ -572,22 +656,24 @@ impl Runtime for ThriftRuntime {
     }
     fn act_prof_get_members(&self, prof: &str) -> RtResult<Vec<ProfileMember>> {
         let bad = RuntimeError::from(T);
-        self.call(T, |c| {
+        let ms: Vec<ProfileMember> = self.call(T, |c| {
             c.std
                 .bm_mt_act_prof_get_members(0, prof.into())?
                 .into_iter()
                 .map(|m| member_from_wire(m, bad).map_err(bad_reply(bad)))
                 .collect()
-        })
+        })?;
+        Ok(ms.into_iter().map(|m| self.widen_member(m)).collect())
     }
     fn act_prof_get_member(&self, prof: &str, member: MemberHandle) -> RtResult<ProfileMember> {
         let bad = RuntimeError::from(T);
-        self.call(T, |c| {
+        let m = self.call(T, |c| {
             let m = c
                 .std
                 .bm_mt_act_prof_get_member(0, prof.into(), member as i32)?;
             member_from_wire(m, bad).map_err(bad_reply(bad))
-        })
+        })?;
+        Ok(self.widen_member(m))
     }
     fn act_prof_get_groups(&self, prof: &str) -> RtResult<Vec<ProfileGroup>> {
         let bad = RuntimeError::from(T);

@@ -200,6 +200,34 @@ pub(crate) fn options_to_wire(priority: Option<i32>) -> st::BmAddEntryOptions {
     st::BmAddEntryOptions::new(priority)
 }
 
+/// One action parameter as BMv2's server exports it (`Data::get_string`): the value's minimal
+/// big-endian bytes, at least one byte (`1` in a 9-bit parameter is `01`, zero is `00`), not
+/// the parameter's `(bitwidth + 7) / 8` bytes the client sent.
+pub(crate) fn export_param(d: &[u8]) -> Vec<u8> {
+    let first = d.iter().position(|b| *b != 0).unwrap_or(d.len());
+    if first == d.len() {
+        vec![0]
+    } else {
+        d[first..].to_vec()
+    }
+}
+
+fn export_data(data: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    data.iter().map(|d| export_param(d)).collect()
+}
+
+/// `d` widened (zeros in front) or narrowed (leading bytes dropped) to `n` bytes: how a client
+/// gets back the parameter width after [`export_param`].
+pub(crate) fn widen_param(d: &[u8], n: usize) -> Vec<u8> {
+    if d.len() >= n {
+        d[d.len() - n..].to_vec()
+    } else {
+        let mut v = vec![0; n - d.len()];
+        v.extend_from_slice(d);
+        v
+    }
+}
+
 pub(crate) fn action_entry_to_wire(a: &ActionEntry) -> st::BmActionEntry {
     let mut w = st::BmActionEntry::default();
     match a {
@@ -207,7 +235,7 @@ pub(crate) fn action_entry_to_wire(a: &ActionEntry) -> st::BmActionEntry {
         ActionEntry::Action { name, data } => {
             w.action_type = Some(st::BmActionEntryType::ACTION_DATA);
             w.action_name = Some(name.clone());
-            w.action_data = Some(data.clone());
+            w.action_data = Some(export_data(data));
         }
         ActionEntry::Member(m) => {
             w.action_type = Some(st::BmActionEntryType::MBR_HANDLE);
@@ -270,7 +298,7 @@ pub(crate) fn entry_from_wire(
 }
 
 pub(crate) fn member_to_wire(m: &ProfileMember) -> st::BmMtActProfMember {
-    st::BmMtActProfMember::new(m.handle as i32, m.action.clone(), m.data.clone())
+    st::BmMtActProfMember::new(m.handle as i32, m.action.clone(), export_data(&m.data))
 }
 
 pub(crate) fn member_from_wire(
@@ -538,5 +566,25 @@ mod tests {
             assert_eq!(error_from_wire(&pre_error_to_wire(e)), Some(e));
         }
         assert_eq!(error_from_wire(&thrift::Error::from("x".to_string())), None);
+    }
+
+    #[test]
+    fn action_data_is_exported_as_minimal_bytes_and_widened_back() {
+        assert_eq!(export_param(&[0, 1]), vec![1]);
+        assert_eq!(export_param(&[0, 0, 0]), vec![0]);
+        assert_eq!(export_param(&[]), vec![0]);
+        assert_eq!(export_param(&[0x0a, 0, 0, 1]), vec![0x0a, 0, 0, 1]);
+        assert_eq!(export_param(&[0, 0x80, 0]), vec![0x80, 0]);
+        assert_eq!(widen_param(&[1], 2), vec![0, 1]);
+        assert_eq!(widen_param(&[0], 6), vec![0; 6]);
+        assert_eq!(widen_param(&[0x12, 0x34], 2), vec![0x12, 0x34]);
+        for d in [
+            vec![0u8, 1],
+            vec![0, 0],
+            vec![1, 2, 3],
+            vec![0, 0, 0, 0, 0, 9],
+        ] {
+            assert_eq!(widen_param(&export_param(&d), d.len()), d);
+        }
     }
 }
