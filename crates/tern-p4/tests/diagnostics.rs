@@ -503,3 +503,34 @@ fn table_of_a_control_instance_applied_twice_is_reported() {
         "{text}"
     );
 }
+
+/// An `if` directly in a parser state compiles (the state is split at it); one inside a
+/// function called from a state is refused where the `if` is, saying so.
+#[test]
+fn if_in_a_function_called_from_a_parser_state() {
+    let src = BASIC
+        .replace(
+            "parser MyParser(",
+            "bit<8> pick(in bit<8> v) {\n    if (v == 1) { return 8w2; }\n    return 8w3;\n}\n\nparser MyParser(",
+        )
+        .replace(
+            "        packet.extract(hdr.ipv4);\n",
+            "        packet.extract(hdr.ipv4);\n        hdr.ipv4.diffserv = pick(hdr.ipv4.ttl);\n",
+        );
+    assert_ne!(src, BASIC);
+    let (loc, text) = errors(&src);
+    assert!(
+        text.contains("`if` inside a function called from a parser state is not supported"),
+        "{text}"
+    );
+    let l = line_of(&src, "if (v == 1)");
+    assert_eq!(loc, format!("t.p4:{l}:5"));
+
+    // The same `if` written in the state itself compiles.
+    let ok = BASIC.replace(
+        "        packet.extract(hdr.ipv4);\n",
+        "        packet.extract(hdr.ipv4);\n        if (hdr.ipv4.ttl == 1) { hdr.ipv4.diffserv = 2; } else { hdr.ipv4.diffserv = 3; }\n",
+    );
+    assert_ne!(ok, BASIC);
+    compile_str(&ok, "t.p4", &Options::default()).unwrap_or_else(|d| panic!("{d}"));
+}

@@ -1422,6 +1422,15 @@ impl Lower {
                         None => Ok(()),
                     };
                 }
+                if self.mode == Mode::Parser {
+                    // A parser state's own `if`s were split into states before lowering;
+                    // one reached here sits in a function inlined into the state.
+                    return err(
+                        s.pos,
+                        "`if` inside a function called from a parser state is not supported \
+                         (an `if` directly in the state is)",
+                    );
+                }
                 if self.mode != Mode::Action {
                     return err(s.pos, "`if` statements are not supported here (only in actions and control apply blocks)");
                 }
