@@ -1,0 +1,827 @@
+//! tern-virt end to end: equivalence of every STF test inside a slice, composition over a
+//! link, live change under traffic with every packet checked, and isolation (hop budget,
+//! entry quotas, pass quotas, injected panic, cross-tenant access), plus the config file.
+
+use std::collections::BTreeMap;
+
+use tern_dataplane::{Switch, SwitchOptions};
+use tern_runtime::{MatchParam, OutputPacket, PacketPath, Port, Runtime, RuntimeError, TableError};
+use tern_stf::{RunOptions, StfReport};
+use tern_virt::config::Config;
+use tern_virt::{
+    Caller, DeviceSpec, Field, FieldMatch, Quotas, Rule, Target, Topology, VirtError, VirtSwitch,
+};
+
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../");
+
+fn compile(rel: &str, defines: &[&str]) -> String {
+    let opts = tern_p4::Options {
+        include_dirs: vec![],
+        defines: defines.iter().map(|d| d.to_string()).collect(),
+    };
+    tern_p4::compile_file(std::path::Path::new(&format!("{ROOT}{rel}")), &opts)
+        .unwrap_or_else(|d| panic!("{rel} does not compile:\n{d}"))
+        .json
+}
+
+fn fixture(rel: &str) -> String {
+    std::fs::read_to_string(tern_fixtures::bmv2(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
+fn spec(json: &str) -> DeviceSpec {
+    DeviceSpec {
+        json: json.to_string(),
+        owner: None,
+        quotas: Quotas::default(),
+    }
+}
+
+fn native(json: &str) -> Switch {
+    Switch::from_json(json, SwitchOptions::default()).unwrap()
+}
+
+/// Device 1 running `json` behind a catch-all classifier rule and a 1:1 port map.
+fn one_slice(json: &str) -> VirtSwitch {
+    let mut vs = VirtSwitch::new();
+    vs.add_device(1, spec(json)).unwrap();
+    let mut t = Topology::default();
+    t.rules.push(Rule {
+        priority: 0,
+        port: None,
+        vlan: None,
+        field: None,
+        device: 1,
+        vport: None,
+    });
+    t.port_maps
+        .insert(1, (0..=511).map(|p| (p, Target::Phys(p))).collect());
+    vs.set_topology(t).unwrap();
+    vs
+}
+
+fn stf_script(rel: &str) -> tern_stf::StfScript {
+    let text = std::fs::read_to_string(format!("{ROOT}{rel}")).unwrap();
+    tern_stf::parse(&text, rel).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Run the STF natively and inside a slice; both reports must be identical and pass.
+fn equivalent(json: &str, stf: &str, strict: bool) {
+    let script = stf_script(stf);
+    let opts = RunOptions {
+        strict_counters: strict,
+    };
+    // Both clocks fixed: timestamps (queueing metadata) are then equal too.
+    let mut sw = native(json);
+    sw.set_clock_us(Some(1_000));
+    let program = sw.program().clone();
+    let nat: StfReport = tern_stf::run_with_options(&script, &mut sw, &program, opts);
+    assert!(nat.passed(), "natively: {nat}");
+    let mut vs = one_slice(json);
+    vs.set_clock_us(Some(1_000));
+    let mut rt = vs.runtime(Caller::Operator, 1).unwrap();
+    let sliced = tern_stf::run_with_options(&script, &mut rt, &program, opts);
+    assert_eq!(nat.to_string(), sliced.to_string(), "{stf} inside a slice");
+    assert_eq!(
+        (nat.frames_out, nat.discarded, nat.expectations.len()),
+        (
+            sliced.frames_out,
+            sliced.discarded,
+            sliced.expectations.len()
+        )
+    );
+    assert!(sliced.passed(), "{sliced}");
+    assert_eq!(vs.stats().unclassified, 0);
+}
+
+#[test]
+fn equivalence_fixture_stf_tests() {
+    if !tern_fixtures::available() {
+        return;
+    }
+    const PR: &str = "targets/simple_switch/tests/testdata/packet_redirect.json";
+    let cases: &[(&str, &str)] = &[
+        (PR, "packet_redirect_baseline.stf"),
+        (PR, "packet_redirect_multicast.stf"),
+        (PR, "packet_redirect_clone_i2e.stf"),
+        (PR, "packet_redirect_clone_e2e.stf"),
+        (PR, "packet_redirect_resubmit.stf"),
+        (PR, "packet_redirect_recirculate.stf"),
+        (PR, "packet_redirect_exit_ingress.stf"),
+        (
+            "targets/simple_switch/tests/testdata/parser_error.json",
+            "parser_error.stf",
+        ),
+        (
+            "targets/simple_switch/tests/testdata/queueing.json",
+            "queueing.stf",
+        ),
+        (
+            "targets/simple_switch/tests/testdata/recirc.json",
+            "recirc.stf",
+        ),
+        (
+            "targets/simple_switch/tests/testdata/truncate.json",
+            "truncate.stf",
+        ),
+        (
+            "targets/simple_router/simple_router.json",
+            "simple_router.stf",
+        ),
+        (
+            "targets/simple_router/simple_router.json",
+            "simple_router_unconfigured.stf",
+        ),
+        (
+            "targets/l2_switch/l2_switch.json",
+            "l2_switch_on_simple_switch.stf",
+        ),
+        (
+            "targets/simple_switch_grpc/tests/testdata/ternary.json",
+            "ternary_priority.stf",
+        ),
+    ];
+    for (json, stf) in cases {
+        equivalent(&fixture(json), &format!("tests/stf/{stf}"), false);
+    }
+    equivalent(
+        &fixture("targets/simple_switch_grpc/tests/testdata/counter.json"),
+        "tests/stf/counter_direct.stf",
+        true,
+    );
+}
+
+#[test]
+fn equivalence_tutorial_programs() {
+    let cases: &[(&str, &[&str], &str)] = &[
+        ("basic.p4", &[], "basic.stf"),
+        ("calc.p4", &[], "calc.stf"),
+        ("multicast.p4", &[], "multicast.stf"),
+        ("source_routing.p4", &[], "source_routing.stf"),
+        ("firewall.p4", &[], "firewall.stf"),
+        ("ecn.p4", &[], "ecn_below_threshold.stf"),
+        ("ecn.p4", &["ECN_THRESHOLD=0"], "ecn_marked.stf"),
+        ("basic_tunnel.p4", &[], "basic_tunnel.stf"),
+    ];
+    for (p4, defs, stf) in cases {
+        let json = compile(&format!("p4/tutorials/{p4}"), defs);
+        equivalent(&json, &format!("tests/stf/{stf}"), false);
+    }
+}
+
+/// Every `p4/tests/X.p4` with an `X.stf` beside it, and the programs of `p4/virt/`.
+#[test]
+fn equivalence_p4_test_programs() {
+    let mut n = 0;
+    for dir in ["p4/tests", "p4/virt"] {
+        let mut stfs: Vec<_> = std::fs::read_dir(format!("{ROOT}{dir}"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|f| f.ends_with(".stf"))
+            .collect();
+        stfs.sort();
+        for stf in stfs {
+            let p4 = format!("{dir}/{}", stf.replace(".stf", ".p4"));
+            if !std::path::Path::new(&format!("{ROOT}{p4}")).exists() {
+                continue;
+            }
+            equivalent(&compile(&p4, &[]), &format!("{dir}/{stf}"), false);
+            n += 1;
+        }
+    }
+    assert!(n >= 14, "only {n} programs found");
+}
+
+// ---------------------------------------------------------------------- packets
+
+fn hex(s: &str) -> Vec<u8> {
+    let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+/// An IPv4 frame from 10.0.1.`src` to `dst` with protocol `proto` and TTL 64.
+fn ipv4(src: u8, dst: [u8; 4], proto: u8) -> Vec<u8> {
+    let mut p = hex("000000000100 000000000101 0800 45000024000100004000 0000 0a0001");
+    p[23] = proto;
+    p.push(src);
+    p.extend_from_slice(&dst);
+    p.extend_from_slice(&hex("101112131415161718191a1b1c1d1e1f"));
+    p
+}
+
+fn non_ip() -> Vec<u8> {
+    hex("000000000100 000000000101 86dd 000102030405060708090a0b0c0d0e0f")
+}
+
+fn add(rt: &mut dyn Runtime, table: &str, key: Vec<MatchParam>, action: &str, data: &[&[u8]]) {
+    let data: Vec<Vec<u8>> = data.iter().map(|d| d.to_vec()).collect();
+    let prio = matches!(key.first(), Some(MatchParam::Ternary { .. })).then_some(1);
+    rt.mt_add_entry(table, &key, action, &data, prio)
+        .unwrap_or_else(|e| panic!("add {table}: {e}"));
+}
+
+fn router_entries(rt: &mut dyn Runtime) {
+    let lpm = |a: [u8; 4], l| MatchParam::Lpm {
+        key: a.to_vec(),
+        prefix_len: l,
+    };
+    add(
+        rt,
+        "MyIngress.ipv4_lpm",
+        vec![lpm([10, 0, 2, 2], 32)],
+        "MyIngress.ipv4_forward",
+        &[&[8, 0, 0, 0, 2, 0x22], &[0, 2]],
+    );
+    add(
+        rt,
+        "MyIngress.ipv4_lpm",
+        vec![lpm([10, 0, 3, 0], 24)],
+        "MyIngress.ipv4_forward",
+        &[&[0, 0, 0, 0, 3, 0], &[0, 3]],
+    );
+}
+
+fn firewall_entries(rt: &mut dyn Runtime) {
+    add(
+        rt,
+        "FwIngress.fwd",
+        vec![MatchParam::Exact(vec![0, 1])],
+        "FwIngress.set_egress",
+        &[&[0, 2]],
+    );
+    // Deny UDP from 10.0.1.0/24.
+    let t = |k: &[u8], m: &[u8]| MatchParam::Ternary {
+        key: k.to_vec(),
+        mask: m.to_vec(),
+    };
+    add(
+        rt,
+        "FwIngress.acl",
+        vec![
+            t(&[10, 0, 1, 0], &[255, 255, 255, 0]),
+            t(&[0; 4], &[0; 4]),
+            t(&[17], &[255]),
+        ],
+        "FwIngress.deny",
+        &[],
+    );
+}
+
+fn run_native(sw: &mut Switch, port: Port, data: &[u8]) -> Vec<OutputPacket> {
+    let mut out = Vec::new();
+    sw.process_packet(port, data, &mut out);
+    out
+}
+
+fn run_virt(vs: &mut VirtSwitch, port: Port, data: &[u8]) -> Vec<OutputPacket> {
+    let mut out = Vec::new();
+    vs.process_batch(&[(port, data)], &mut out);
+    out
+}
+
+fn rule(priority: i32, port: Option<Port>, device: u32, vport: Option<Port>) -> Rule {
+    Rule {
+        priority,
+        port,
+        vlan: None,
+        field: None,
+        device,
+        vport,
+    }
+}
+
+fn basic() -> String {
+    compile("p4/tutorials/basic.p4", &[])
+}
+
+fn firewall() -> String {
+    compile("p4/virt/firewall.p4", &[])
+}
+
+// ---------------------------------------------------------------------- composition
+
+/// firewall → router over a link gives exactly what the two programs give one after the other.
+#[test]
+fn chain_firewall_then_router_equals_sequential_application() {
+    let (fw_json, rt_json) = (firewall(), basic());
+    let mut fw = native(&fw_json);
+    firewall_entries(&mut fw);
+    let mut router = native(&rt_json);
+    router_entries(&mut router);
+
+    let mut vs = VirtSwitch::new();
+    vs.add_device(1, spec(&fw_json)).unwrap();
+    vs.add_device(2, spec(&rt_json)).unwrap();
+    firewall_entries(&mut vs.runtime(Caller::Operator, 1).unwrap());
+    router_entries(&mut vs.runtime(Caller::Operator, 2).unwrap());
+    vs.add_rule(rule(0, Some(1), 1, None)).unwrap();
+    vs.map_port(
+        1,
+        2,
+        Target::Link {
+            device: 2,
+            vport: 1,
+        },
+    )
+    .unwrap();
+    for p in [0, 2, 3] {
+        vs.map_port(2, p, Target::Phys(10 + p)).unwrap();
+    }
+
+    let packets = [
+        ipv4(1, [10, 0, 2, 2], 6),  // allowed, /32 route
+        ipv4(1, [10, 0, 3, 7], 6),  // allowed, /24 route
+        ipv4(1, [10, 0, 2, 2], 17), // denied by the firewall
+        ipv4(1, [10, 9, 9, 9], 6),  // allowed, no route: the router drops
+        non_ip(),                   // passes the firewall; the router sends it to port 0
+    ];
+    let mut forwarded = 0;
+    for p in &packets {
+        let mut expect = Vec::new();
+        for o in run_native(&mut fw, 1, p) {
+            assert_eq!(o.port, 2);
+            for r in run_native(&mut router, 1, &o.data) {
+                expect.push(OutputPacket {
+                    port: 10 + r.port,
+                    data: r.data,
+                });
+            }
+        }
+        forwarded += expect.len();
+        assert_eq!(run_virt(&mut vs, 1, p), expect);
+    }
+    assert_eq!(forwarded, 3);
+    let s1 = vs.device_stats(Caller::Operator, 1).unwrap();
+    let s2 = vs.device_stats(Caller::Operator, 2).unwrap();
+    assert_eq!((s1.packets_in, s1.to_links), (5, 4));
+    assert_eq!((s2.packets_in, s2.to_phys), (4, 3));
+}
+
+#[test]
+fn classifier_by_vlan_and_header_field_with_priorities() {
+    let json = basic();
+    let mut vs = VirtSwitch::new();
+    for d in 1..=3 {
+        vs.add_device(d, spec(&json)).unwrap();
+        vs.map_port(d, 0, Target::Phys(100 * d)).unwrap();
+    }
+    // Low priority: everything on port 1 goes to device 1.
+    vs.add_rule(rule(0, Some(1), 1, None)).unwrap();
+    // Higher: VLAN 7 on any port goes to device 2.
+    vs.add_rule(Rule {
+        vlan: Some(7),
+        ..rule(10, None, 2, Some(0))
+    })
+    .unwrap();
+    // Highest: EtherType 0x86dd on port 1 goes to device 3.
+    vs.add_rule(Rule {
+        field: Some(FieldMatch {
+            field: Field::EtherType,
+            value: 0x86dd,
+            mask: 0xffff,
+        }),
+        ..rule(20, Some(1), 3, None)
+    })
+    .unwrap();
+    let mut tagged = hex("000000000100 000000000101 8100 0007 0806 00010203");
+    assert_eq!(vs.classify(1, &tagged), Some((2, 0)));
+    assert_eq!(vs.classify(5, &tagged), Some((2, 0)));
+    tagged[15] = 8; // VLAN 8
+    assert_eq!(vs.classify(1, &tagged), Some((1, 1)));
+    assert_eq!(vs.classify(5, &tagged), None);
+    // IPv6 behind a VLAN 7 tag: the field rule (priority 20) wins on port 1.
+    let v6 = hex("000000000100 000000000101 8100 0007 86dd 00010203");
+    assert_eq!(vs.classify(1, &v6), Some((3, 1)));
+    assert_eq!(vs.classify(2, &v6), Some((2, 0)));
+    // A non-IPv4 frame leaves basic.p4 on its virtual port 0, mapped per device.
+    let out = run_virt(&mut vs, 1, &non_ip());
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].port, 300);
+    assert!(run_virt(&mut vs, 9, &non_ip()).is_empty());
+    assert_eq!(vs.stats().unclassified, 1);
+}
+
+// ---------------------------------------------------------------------- live change
+
+/// Device A's packets are checked one by one while device B is replaced, added, removed and
+/// the topology switched between snapshots, many times.
+#[test]
+fn live_change_under_traffic_leaves_other_devices_untouched() {
+    let (rt_json, fw_json) = (basic(), firewall());
+    let mut reference = native(&rt_json);
+    router_entries(&mut reference);
+
+    let mut vs = VirtSwitch::new();
+    vs.add_device(1, spec(&rt_json)).unwrap();
+    router_entries(&mut vs.runtime(Caller::Operator, 1).unwrap());
+    vs.add_rule(rule(0, Some(1), 1, None)).unwrap();
+    for p in [0, 2, 3] {
+        vs.map_port(1, p, Target::Phys(p)).unwrap();
+    }
+    vs.add_device(2, spec(&fw_json)).unwrap();
+    firewall_entries(&mut vs.runtime(Caller::Operator, 2).unwrap());
+    vs.add_rule(rule(0, Some(5), 2, Some(1))).unwrap();
+    vs.map_port(2, 2, Target::Phys(6)).unwrap();
+    vs.save_snapshot("base");
+    // "maintenance": device 2's traffic goes to drop; device 1 as in "base".
+    let mut maint = vs.topology().clone();
+    maint
+        .port_maps
+        .insert(2, BTreeMap::from([(2, Target::Drop)]));
+    vs.store_snapshot("maintenance", maint);
+
+    let a_packets = [
+        ipv4(1, [10, 0, 2, 2], 6),
+        ipv4(1, [10, 0, 3, 9], 17),
+        ipv4(1, [10, 1, 1, 1], 6),
+        non_ip(),
+    ];
+    let mut checked = 0;
+    for round in 0..40u32 {
+        for p in &a_packets {
+            assert_eq!(
+                run_virt(&mut vs, 1, p),
+                run_native(&mut reference, 1, p),
+                "round {round}"
+            );
+            checked += 1;
+        }
+        match round % 5 {
+            0 => {
+                // Replace device 2 by itself: entries are carried over.
+                let r = vs.replace_device(2, spec(&fw_json)).unwrap();
+                assert_eq!(r.entries, 2, "{r:?}");
+                let out = run_virt(&mut vs, 5, &ipv4(1, [10, 0, 2, 2], 6));
+                assert_eq!(out.len(), 1);
+                assert_eq!(out[0].port, 6);
+                assert!(run_virt(&mut vs, 5, &ipv4(1, [10, 0, 2, 2], 17)).is_empty());
+            }
+            1 => {
+                vs.add_device(3, spec(&rt_json)).unwrap();
+                vs.add_rule(rule(5, Some(7), 3, None)).unwrap();
+                vs.map_port(3, 0, Target::Phys(8)).unwrap();
+                assert_eq!(run_virt(&mut vs, 7, &non_ip())[0].port, 8);
+            }
+            2 => {
+                vs.remove_device(3).unwrap();
+                assert!(run_virt(&mut vs, 7, &non_ip()).is_empty());
+            }
+            3 => {
+                vs.activate_snapshot("maintenance").unwrap();
+                assert!(run_virt(&mut vs, 5, &ipv4(1, [10, 0, 2, 2], 6)).is_empty());
+            }
+            _ => {
+                vs.activate_snapshot("base").unwrap();
+                // Replace device 2 by a different program: nothing is carried.
+                let r = vs.replace_device(2, spec(&rt_json)).unwrap();
+                assert_eq!((r.entries, r.tables.len()), (0, 0), "{r:?}");
+                let r = vs.replace_device(2, spec(&fw_json)).unwrap();
+                assert_eq!(r.entries, 0);
+                firewall_entries(&mut vs.runtime(Caller::Operator, 2).unwrap());
+            }
+        }
+    }
+    assert_eq!(checked, 160);
+    let rt = vs.runtime(Caller::Operator, 1).unwrap();
+    assert_eq!(rt.mt_get_num_entries("MyIngress.ipv4_lpm").unwrap(), 2);
+    let s = vs.device_stats(Caller::Operator, 1).unwrap();
+    assert_eq!(s.packets_in, 160);
+    assert_eq!((s.panics, s.hop_cut, s.quarantine_drops), (0, 0, 0));
+}
+
+#[test]
+fn bad_topology_changes_are_refused_and_change_nothing() {
+    let mut vs = one_slice(&basic());
+    let before = vs.topology().clone();
+    let e = vs
+        .map_port(
+            1,
+            3,
+            Target::Link {
+                device: 9,
+                vport: 0,
+            },
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("device 9"), "{e}");
+    assert!(vs.add_rule(rule(0, None, 4, None)).is_err());
+    assert_eq!(
+        vs.activate_snapshot("nope"),
+        Err(VirtError::NoSuchSnapshot("nope".into()))
+    );
+    assert_eq!(vs.topology(), &before);
+    assert_eq!(
+        vs.add_device(1, spec(&basic())),
+        Err(VirtError::DeviceExists(1))
+    );
+    let e = vs.add_device(2, spec("{")).unwrap_err();
+    assert!(matches!(e, VirtError::Program { device: 2, .. }), "{e}");
+}
+
+// ---------------------------------------------------------------------- isolation
+
+#[test]
+fn a_loop_between_devices_is_cut_by_the_hop_budget() {
+    let json = basic();
+    let mut vs = VirtSwitch::new();
+    for d in 1..=3 {
+        vs.add_device(d, spec(&json)).unwrap();
+    }
+    vs.add_rule(rule(0, Some(1), 1, Some(0))).unwrap();
+    vs.add_rule(rule(0, Some(2), 3, Some(0))).unwrap();
+    // Non-IPv4 frames leave basic.p4 on port 0: 1 → 2 → 1 → ...
+    vs.map_port(
+        1,
+        0,
+        Target::Link {
+            device: 2,
+            vport: 0,
+        },
+    )
+    .unwrap();
+    vs.map_port(
+        2,
+        0,
+        Target::Link {
+            device: 1,
+            vport: 0,
+        },
+    )
+    .unwrap();
+    vs.map_port(3, 0, Target::Phys(9)).unwrap();
+    vs.set_max_hops(6);
+    assert!(run_virt(&mut vs, 1, &non_ip()).is_empty());
+    let s1 = vs.device_stats(Caller::Operator, 1).unwrap();
+    let s2 = vs.device_stats(Caller::Operator, 2).unwrap();
+    assert_eq!(s1.packets_in + s2.packets_in, 7);
+    assert_eq!(s1.hop_cut + s2.hop_cut, 1);
+    // The bystander is unaffected.
+    assert_eq!(run_virt(&mut vs, 2, &non_ip()).len(), 1);
+}
+
+#[test]
+fn one_tenant_filling_its_entry_quota_does_not_affect_another() {
+    let json = basic();
+    let mut vs = VirtSwitch::new();
+    vs.add_device(
+        1,
+        DeviceSpec {
+            quotas: Quotas {
+                max_entries: Some(3),
+                ..Quotas::default()
+            },
+            ..spec(&json)
+        },
+    )
+    .unwrap();
+    vs.add_device(2, spec(&json)).unwrap();
+    let key = |i: u8| {
+        vec![MatchParam::Lpm {
+            key: vec![10, 0, i, 0],
+            prefix_len: 24,
+        }]
+    };
+    let data = vec![vec![0, 0, 0, 0, 0, 1], vec![0, 1]];
+    let mut a = vs.runtime(Caller::Operator, 1).unwrap();
+    for i in 0..3 {
+        a.mt_add_entry(
+            "MyIngress.ipv4_lpm",
+            &key(i),
+            "MyIngress.ipv4_forward",
+            &data,
+            None,
+        )
+        .unwrap();
+    }
+    let e = a
+        .mt_add_entry(
+            "MyIngress.ipv4_lpm",
+            &key(3),
+            "MyIngress.ipv4_forward",
+            &data,
+            None,
+        )
+        .unwrap_err();
+    assert_eq!(e, RuntimeError::Table(TableError::TABLE_FULL));
+    // Deleting one makes room again.
+    let h = a.mt_get_entries("MyIngress.ipv4_lpm").unwrap()[0].handle;
+    a.mt_delete_entry("MyIngress.ipv4_lpm", h).unwrap();
+    a.mt_add_entry(
+        "MyIngress.ipv4_lpm",
+        &key(3),
+        "MyIngress.ipv4_forward",
+        &data,
+        None,
+    )
+    .unwrap();
+    let mut b = vs.runtime(Caller::Operator, 2).unwrap();
+    for i in 0..50 {
+        b.mt_add_entry(
+            "MyIngress.ipv4_lpm",
+            &key(i),
+            "MyIngress.ipv4_forward",
+            &data,
+            None,
+        )
+        .unwrap();
+    }
+    assert_eq!(b.mt_get_num_entries("MyIngress.ipv4_lpm").unwrap(), 50);
+    // The CLI language reports the refusal like BMv2 does.
+    let program = vs.runtime(Caller::Operator, 1).unwrap().program().clone();
+    let mut cli = tern_control::Cli::new(&program);
+    let out = cli.execute(
+        &mut vs.runtime(Caller::Operator, 1).unwrap(),
+        "table_add MyIngress.ipv4_lpm MyIngress.ipv4_forward 10.9.0.0/16 => 00:00:00:00:00:01 1",
+    );
+    assert!(cli.last_command_failed());
+    assert!(out.contains("TABLE_FULL"), "{out}");
+}
+
+#[test]
+fn the_pass_quota_bounds_the_copies_of_one_packet() {
+    let json = compile("p4/tutorials/multicast.p4", &[]);
+    let mut vs = VirtSwitch::new();
+    vs.add_device(1, spec(&json)).unwrap();
+    vs.add_device(
+        2,
+        DeviceSpec {
+            quotas: Quotas {
+                max_entries: None,
+                max_passes: 2,
+            },
+            ..spec(&json)
+        },
+    )
+    .unwrap();
+    for d in 1..=2 {
+        let mut rt = vs.runtime(Caller::Operator, d).unwrap();
+        rt.mc_mgrp_create(1).unwrap();
+        for p in 1..=4u32 {
+            let n = rt.mc_node_create(p, &[p], &[]).unwrap();
+            rt.mc_node_associate(1, n).unwrap();
+        }
+        vs.add_rule(rule(0, Some(d * 10), d, Some(9))).unwrap();
+        for p in 1..=4 {
+            vs.map_port(d, p, Target::Phys(d * 10 + p)).unwrap();
+        }
+    }
+    let flood = hex("ffffffffffff 000000000001 0800 0102030405060708");
+    // Four replicas without a quota; the ingress pass plus one replica with max_passes 2.
+    assert_eq!(run_virt(&mut vs, 10, &flood).len(), 4);
+    assert_eq!(run_virt(&mut vs, 20, &flood).len(), 1);
+}
+
+#[test]
+fn a_panic_quarantines_one_device_and_the_others_go_on() {
+    let json = basic();
+    let mut vs = VirtSwitch::new();
+    for d in 1..=2 {
+        vs.add_device(d, spec(&json)).unwrap();
+        vs.add_rule(rule(0, Some(d), d, Some(0))).unwrap();
+        vs.map_port(d, 0, Target::Phys(d + 10)).unwrap();
+    }
+    vs.inject_panic(1, 3).unwrap();
+    let mut got = [0usize; 3];
+    for _ in 0..10 {
+        for d in 1..=2u32 {
+            got[d as usize] += run_virt(&mut vs, d, &non_ip()).len();
+        }
+    }
+    assert_eq!(got, [0, 2, 10]);
+    let s = vs.device_stats(Caller::Operator, 1).unwrap();
+    assert_eq!((s.packets_in, s.panics, s.quarantine_drops), (3, 1, 7));
+    let why = vs.quarantine(Caller::Operator, 1).unwrap().unwrap();
+    assert!(why.contains("injected fault"), "{why}");
+    // State kept; released, it forwards again.
+    vs.release(1).unwrap();
+    assert_eq!(run_virt(&mut vs, 1, &non_ip()).len(), 1);
+}
+
+#[test]
+fn another_tenants_device_answers_like_a_missing_one() {
+    let json = basic();
+    let mut vs = VirtSwitch::new();
+    for (d, who) in [(1, "alice"), (2, "bob")] {
+        vs.add_device(
+            d,
+            DeviceSpec {
+                owner: Some(who.into()),
+                ..spec(&json)
+            },
+        )
+        .unwrap();
+    }
+    assert!(vs.runtime(Caller::Tenant("alice"), 1).is_ok());
+    let foreign = vs.runtime(Caller::Tenant("alice"), 2).err().unwrap();
+    let missing = vs.runtime(Caller::Tenant("alice"), 3).err().unwrap();
+    assert_eq!(
+        foreign.to_string().replace('2', "N"),
+        missing.to_string().replace('3', "N")
+    );
+    assert_eq!(foreign, VirtError::NoSuchDevice(2));
+    assert_eq!(
+        vs.device_stats(Caller::Tenant("bob"), 1),
+        Err(VirtError::NoSuchDevice(1))
+    );
+    assert!(vs.take_cpu_packets(Caller::Tenant("bob"), 2).is_ok());
+    assert!(vs.runtime(Caller::Operator, 2).is_ok());
+}
+
+// ---------------------------------------------------------------------- config
+
+#[test]
+fn config_file_builds_a_chain_with_commands_and_snapshots() {
+    let dir = tern_fixtures::scratch("virt-config");
+    std::fs::write(
+        dir.join("fw.txt"),
+        "table_add FwIngress.fwd FwIngress.set_egress 1 => 2\n\
+         table_add FwIngress.acl FwIngress.deny 10.0.1.0&&&255.255.255.0 0&&&0 17&&&255 => 1\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("rt.txt"),
+        "table_add MyIngress.ipv4_lpm MyIngress.ipv4_forward 10.0.2.2/32 => 08:00:00:00:02:22 2\n",
+    )
+    .unwrap();
+    let text = format!(
+        r#"{{
+  "max_hops": 4,
+  "devices": [
+    {{ "id": 1, "program": "{ROOT}p4/virt/firewall.p4", "owner": "alice", "commands": "fw.txt",
+       "quotas": {{ "max_entries": 10, "max_passes": 16 }},
+       "ports": {{ "2": "link:2:1" }} }},
+    {{ "id": 2, "program": "{ROOT}p4/tutorials/basic.p4", "commands": "rt.txt",
+       "ports": {{ "2": "phys:2", "0": "cpu" }} }}
+  ],
+  "rules": [ {{ "priority": 1, "port": 1, "device": 1 }},
+             {{ "priority": 5, "port": 1, "field": "ipv4.dst", "value": "10.0.3.0",
+                "mask": "255.255.255.0", "device": 2, "vport": 1 }} ],
+  "snapshots": {{ "off": {{ "rules": [] }} }}
+}}"#
+    );
+    let cfg = Config::parse(&text, "virt.json").unwrap();
+    let (mut vs, _log) = cfg.build(&dir).unwrap();
+    let out = run_virt(&mut vs, 1, &ipv4(1, [10, 0, 2, 2], 6));
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].port, 2);
+    assert_eq!(&out[0].data[..6], &[8, 0, 0, 0, 2, 0x22]);
+    assert!(run_virt(&mut vs, 1, &ipv4(1, [10, 0, 2, 2], 17)).is_empty());
+    // The field rule sends 10.0.3.0/24 straight to the router, which has no route: dropped.
+    assert!(run_virt(&mut vs, 1, &ipv4(1, [10, 0, 3, 3], 6)).is_empty());
+    assert_eq!(vs.device_stats(Caller::Operator, 1).unwrap().packets_in, 2);
+    // Non-IPv4 goes through the firewall, then to the router's CPU port.
+    assert!(run_virt(&mut vs, 1, &non_ip()).is_empty());
+    assert_eq!(vs.take_cpu_packets(Caller::Operator, 2).unwrap().len(), 1);
+    vs.activate_snapshot("off").unwrap();
+    assert!(run_virt(&mut vs, 1, &ipv4(1, [10, 0, 2, 2], 6)).is_empty());
+    assert_eq!(vs.stats().unclassified, 1);
+}
+
+#[test]
+fn config_errors_say_what_and_where() {
+    let err = |text: &str| Config::parse(text, "v.json").unwrap_err().to_string();
+    assert!(err("{").contains("not JSON"));
+    let e = err(r#"{"devices": [], "bogus": 1}"#);
+    assert!(e.contains("top level") && e.contains("bogus"), "{e}");
+    let e = err(r#"{"devices": [{"id": 1, "program": "a.json", "ports": {"3": "wire:1"}}]}"#);
+    assert!(
+        e.contains(r#"devices[0].ports."3""#) && e.contains("wire:1"),
+        "{e}"
+    );
+    let e = err(
+        r#"{"devices": [{"id": 1, "program": "a.json"}], "rules": [{"device": 1, "field": "ipv6.dst", "value": 1}]}"#,
+    );
+    assert!(
+        e.contains("rules[0].field") && e.contains("ipv6.dst"),
+        "{e}"
+    );
+    let e = err(
+        r#"{"devices": [{"id": 1, "program": "a.json"}], "rules": [{"device": 1, "vlan": 5000}]}"#,
+    );
+    assert!(e.contains("rules[0].vlan"), "{e}");
+    let e = err(r#"{"devices": [{"id": 1, "program": "a.json"}, {"id": 1, "program": "b.json"}]}"#);
+    assert!(e.contains("devices[1].id"), "{e}");
+    // Build-time errors: a missing program, a link into a device that does not exist.
+    let dir = tern_fixtures::scratch("virt-config-err");
+    let cfg = Config::parse(
+        r#"{"devices": [{"id": 1, "program": "missing.json"}]}"#,
+        "v.json",
+    )
+    .unwrap();
+    let e = cfg.build(&dir).unwrap_err().to_string();
+    assert!(
+        e.contains("devices[0].program") && e.contains("missing.json"),
+        "{e}"
+    );
+    let cfg = Config::parse(
+        &format!(
+            r#"{{"devices": [{{"id": 1, "program": "{ROOT}p4/virt/firewall.p4", "ports": {{"1": "link:7:1"}}}}]}}"#
+        ),
+        "v.json",
+    )
+    .unwrap();
+    let e = cfg.build(&dir).unwrap_err().to_string();
+    assert!(e.contains("device 7"), "{e}");
+}
