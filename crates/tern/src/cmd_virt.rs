@@ -180,7 +180,7 @@ mod tests {
         std::fs::write(dir.join("virt.json"), cfg).unwrap();
         let frame = |b: u8| {
             let mut f = vec![0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 1, 0x86, 0xdd];
-            f.extend(std::iter::repeat(b).take(20));
+            f.extend_from_slice(&[b; 20]);
             f
         };
         write_pcap(&dir.join("p1_in.pcap"), &[frame(1), frame(2)]);
