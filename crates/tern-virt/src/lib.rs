@@ -311,6 +311,8 @@ pub struct DeviceSpec {
 }
 
 struct Work {
+    /// The device that produced the frame (its buffer goes back there).
+    from: DeviceId,
     device: DeviceId,
     vport: Port,
     data: Vec<u8>,
@@ -330,6 +332,9 @@ pub struct VirtSwitch {
     queue: VecDeque<Work>,
     dev_out: Vec<OutputPacket>,
     recycle: Vec<OutputPacket>,
+    /// The producing device of each frame appended to the caller's `out` since the last
+    /// [`VirtSwitch::recycle_outputs`], so that every buffer goes back where it came from.
+    origins: Vec<DeviceId>,
 }
 
 impl Default for VirtSwitch {
@@ -361,6 +366,7 @@ impl VirtSwitch {
             queue: VecDeque::new(),
             dev_out: Vec::new(),
             recycle: Vec::new(),
+            origins: Vec::new(),
         }
     }
 
@@ -664,11 +670,23 @@ impl VirtSwitch {
         }
     }
 
-    /// Give transmitted frames back for reuse (empties `out`).
+    /// Give transmitted frames back for reuse (empties `out`). Each buffer returns to the
+    /// device that produced it when `out` holds exactly the frames [`VirtSwitch::process_batch`]
+    /// appended since the last call; otherwise they go to one device.
     pub fn recycle_outputs(&mut self, out: &mut Vec<OutputPacket>) {
-        match self.devices.values_mut().next() {
-            Some(d) => d.switch.recycle_outputs(out),
-            None => out.clear(),
+        if out.len() == self.origins.len() {
+            for (o, id) in out.drain(..).zip(self.origins.drain(..)) {
+                if let Some(d) = self.devices.get_mut(&id) {
+                    self.recycle.push(o);
+                    d.switch.recycle_outputs(&mut self.recycle);
+                }
+            }
+        } else {
+            self.origins.clear();
+            match self.devices.values_mut().next() {
+                Some(d) => d.switch.recycle_outputs(out),
+                None => out.clear(),
+            }
         }
     }
 
@@ -684,7 +702,7 @@ impl VirtSwitch {
                 port: 0,
                 data: w.data,
             });
-            if let Some(d) = self.devices.get_mut(&w.device) {
+            if let Some(d) = self.devices.get_mut(&w.from) {
                 d.switch.recycle_outputs(&mut self.recycle);
             } else {
                 self.recycle.clear();
@@ -745,6 +763,7 @@ impl VirtSwitch {
                         port: p,
                         data: o.data,
                     });
+                    self.origins.push(id);
                 }
                 Target::Link { device, vport } => {
                     if hops >= self.max_hops {
@@ -753,6 +772,7 @@ impl VirtSwitch {
                     } else {
                         dev.stats.to_links += 1;
                         self.queue.push_back(Work {
+                            from: id,
                             device,
                             vport,
                             data: o.data,
