@@ -22,6 +22,7 @@
 
 pub mod config;
 mod runtime;
+mod shared;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt;
@@ -31,6 +32,7 @@ use tern_dataplane::{Switch, SwitchOptions};
 use tern_runtime::{Digest, OutputPacket, PacketPath, Port, Runtime, RuntimeError, TableError};
 
 pub use runtime::DeviceRuntime;
+pub use shared::SharedDevice;
 
 /// A device's id (also its `switch_info` device id).
 pub type DeviceId = u32;

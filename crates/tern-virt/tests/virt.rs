@@ -825,3 +825,62 @@ fn config_errors_say_what_and_where() {
     let e = cfg.build(&dir).unwrap_err().to_string();
     assert!(e.contains("device 7"), "{e}");
 }
+
+// ---------------------------------------------------------------------- per-tenant Thrift
+
+/// A Thrift server per tenant: the tenant's client (BMv2's wire protocol) reaches its own
+/// device only, while packets flow through the shared switch.
+#[test]
+fn thrift_server_per_tenant_reaches_only_its_device() {
+    use std::sync::{Arc, Mutex};
+    use tern_virt::SharedDevice;
+
+    let json = basic();
+    let mut vs = VirtSwitch::new();
+    for (d, who) in [(1, "alice"), (2, "bob")] {
+        vs.add_device(
+            d,
+            DeviceSpec {
+                owner: Some(who.into()),
+                ..spec(&json)
+            },
+        )
+        .unwrap();
+        vs.add_rule(rule(0, Some(d), d, Some(1))).unwrap();
+        vs.map_port(d, 2, Target::Phys(10 * d + 2)).unwrap();
+    }
+    let vs = Arc::new(Mutex::new(vs));
+    // Alice's credentials do not reach Bob's device: the same answer as for no device.
+    assert_eq!(
+        SharedDevice::new(vs.clone(), Caller::Tenant("alice"), 2).unwrap_err(),
+        VirtError::NoSuchDevice(2)
+    );
+    assert_eq!(
+        SharedDevice::new(vs.clone(), Caller::Tenant("alice"), 3).unwrap_err(),
+        VirtError::NoSuchDevice(3)
+    );
+    let alice = SharedDevice::new(vs.clone(), Caller::Tenant("alice"), 1).unwrap();
+    let (addr, _server) = tern_thrift::spawn("127.0.0.1:0", Arc::new(Mutex::new(alice))).unwrap();
+    let mut client = tern_thrift::ThriftRuntime::connect(addr).unwrap();
+    assert_eq!(client.switch_info().device_id, 1);
+    assert_eq!(client.get_config(), json);
+    router_entries(&mut client);
+    assert_eq!(client.mt_get_num_entries("MyIngress.ipv4_lpm").unwrap(), 2);
+    let mut g = vs.lock().unwrap();
+    assert_eq!(
+        g.runtime(Caller::Operator, 2)
+            .unwrap()
+            .mt_get_num_entries("MyIngress.ipv4_lpm")
+            .unwrap(),
+        0
+    );
+    // Alice's routes forward her traffic; Bob's device, without routes, drops his.
+    let out = run_virt(&mut g, 1, &ipv4(1, [10, 0, 2, 2], 6));
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].port, 12);
+    assert!(run_virt(&mut g, 2, &ipv4(1, [10, 0, 2, 2], 6)).is_empty());
+    // Once the device is removed, the server answers like for a missing device.
+    g.remove_device(1).unwrap();
+    drop(g);
+    assert!(client.mt_get_num_entries("MyIngress.ipv4_lpm").is_err());
+}
