@@ -8,7 +8,7 @@
 //!   "devices": [
 //!     { "id": 1, "program": "firewall.p4", "owner": "alice",
 //!       "quotas": { "max_entries": 100, "max_passes": 64 },
-//!       "commands": "firewall.txt",
+//!       "commands": "firewall.txt", "thrift_port": 9091,
 //!       "ports": { "1": "phys:1", "2": "link:2:1", "3": "cpu", "4": "drop" } }
 //!   ],
 //!   "rules": [
@@ -49,6 +49,8 @@ pub struct DeviceConfig {
     pub owner: Option<String>,
     pub quotas: Quotas,
     pub commands: Option<PathBuf>,
+    /// Serve BMv2's Thrift API for this device (as its owner) on this TCP port.
+    pub thrift_port: Option<u16>,
 }
 
 /// A parsed configuration file.
@@ -315,7 +317,15 @@ impl Config {
             let dobj = cx.obj(
                 d,
                 &place,
-                &["id", "program", "owner", "quotas", "commands", "ports"],
+                &[
+                    "id",
+                    "program",
+                    "owner",
+                    "quotas",
+                    "commands",
+                    "ports",
+                    "thrift_port",
+                ],
             )?;
             let id = dobj
                 .get("id")
@@ -358,6 +368,10 @@ impl Config {
                     cx.err(&format!("{place}.commands"), "expected a path")
                 })?)),
             };
+            let thrift_port = match dobj.get("thrift_port") {
+                None => None,
+                Some(v) => Some(cx.uint(v, &format!("{place}.thrift_port"), 65535)? as u16),
+            };
             if let Some(p) = dobj.get("ports") {
                 ports.push((id, cx.ports(p, &format!("{place}.ports"))?));
             }
@@ -367,6 +381,7 @@ impl Config {
                 owner,
                 quotas,
                 commands,
+                thrift_port,
             });
         }
         let topology = cx.topology(o.get("rules"), ports, "")?;

@@ -73,7 +73,7 @@ impl SharedDevice {
 
 impl Runtime for SharedDevice {
     fn get_config(&self) -> String {
-        self.with(|rt| rt.get_config(), || String::new())
+        self.with(|rt| rt.get_config(), String::new)
     }
 
     fn get_config_md5(&self) -> [u8; 16] {
@@ -93,11 +93,11 @@ impl Runtime for SharedDevice {
     }
 
     fn serialize_state(&self) -> String {
-        self.with(|rt| rt.serialize_state(), || String::new())
+        self.with(|rt| rt.serialize_state(), String::new)
     }
 
     fn switch_info(&self) -> SwitchInfo {
-        self.with(|rt| rt.switch_info(), || SwitchInfo::default())
+        self.with(|rt| rt.switch_info(), SwitchInfo::default)
     }
 
     fn get_id_from_name(&self, kind: ResourceType, name: &str) -> RtResult<i32> {
