@@ -884,3 +884,180 @@ fn thrift_server_per_tenant_reaches_only_its_device() {
     drop(g);
     assert!(client.mt_get_num_entries("MyIngress.ipv4_lpm").is_err());
 }
+
+// ---------------------------------------------------------------------- HyPer4 example 2
+
+/// An IPv4 frame with a correct header checksum.
+fn ipv4_ok(dmac: u64, smac: u64, src: [u8; 4], dst: [u8; 4], proto: u8, ttl: u8) -> Vec<u8> {
+    let mut p = dmac.to_be_bytes()[2..].to_vec();
+    p.extend_from_slice(&smac.to_be_bytes()[2..]);
+    p.extend_from_slice(&[8, 0]);
+    let mut h = vec![0x45, 0, 0, 0x24, 0, 1, 0, 0, ttl, proto, 0, 0];
+    h.extend_from_slice(&src);
+    h.extend_from_slice(&dst);
+    let mut sum: u32 = h
+        .chunks(2)
+        .map(|c| u32::from(c[0]) << 8 | u32::from(c[1]))
+        .sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    let c = !(sum as u16);
+    h[10..12].copy_from_slice(&c.to_be_bytes());
+    p.extend_from_slice(&h);
+    p.extend_from_slice(&[0x42; 16]);
+    p
+}
+
+/// HyPer4's example 2 on one tern: ports 1–2 are an L2 switch's slice; ports 3–4 a firewall
+/// linked to a router. Both slices work, the firewall blocks, and nothing crosses slices.
+#[test]
+fn hyper4_example_2_slicing_and_composition() {
+    let (h1, h2, h3, h4, gw) = (0x0a01u64, 0x0a02u64, 0x0a03u64, 0x0a04u64, 0x0a0au64);
+    let mac = |m: u64| m.to_be_bytes()[2..].to_vec();
+    let mut vs = VirtSwitch::new();
+    vs.add_device(1, spec(&compile("p4/virt/l2_switch.p4", &[])))
+        .unwrap();
+    vs.add_device(2, spec(&firewall())).unwrap();
+    vs.add_device(3, spec(&compile("p4/virt/router.p4", &[])))
+        .unwrap();
+    for (port, dev, vport) in [(1, 1, 1), (2, 1, 2), (3, 2, 1), (4, 2, 2)] {
+        vs.add_rule(rule(0, Some(port), dev, Some(vport))).unwrap();
+    }
+    for (dev, vport, target) in [
+        (1, 1, Target::Phys(1)),
+        (1, 2, Target::Phys(2)),
+        (
+            2,
+            3,
+            Target::Link {
+                device: 3,
+                vport: 1,
+            },
+        ),
+        (3, 1, Target::Phys(3)),
+        (3, 2, Target::Phys(4)),
+    ] {
+        vs.map_port(dev, vport, target).unwrap();
+    }
+    {
+        let mut l2 = vs.runtime(Caller::Operator, 1).unwrap();
+        l2.mc_mgrp_create(1).unwrap();
+        for p in [1, 2] {
+            let n = l2.mc_node_create(0, &[p], &[]).unwrap();
+            l2.mc_node_associate(1, n).unwrap();
+        }
+        for (m, p) in [(h1, 1u8), (h2, 2)] {
+            add(
+                &mut l2,
+                "L2Ingress.smac",
+                vec![MatchParam::Exact(mac(m))],
+                "L2Ingress.known",
+                &[],
+            );
+            add(
+                &mut l2,
+                "L2Ingress.dmac",
+                vec![MatchParam::Exact(mac(m))],
+                "L2Ingress.forward",
+                &[&[0, p]],
+            );
+        }
+    }
+    {
+        let mut fw = vs.runtime(Caller::Operator, 2).unwrap();
+        for p in [1u8, 2] {
+            add(
+                &mut fw,
+                "FwIngress.fwd",
+                vec![MatchParam::Exact(vec![0, p])],
+                "FwIngress.set_egress",
+                &[&[0, 3]],
+            );
+        }
+        // Block UDP into 10.0.2.0/24.
+        let t = |k: &[u8], m: &[u8]| MatchParam::Ternary {
+            key: k.to_vec(),
+            mask: m.to_vec(),
+        };
+        add(
+            &mut fw,
+            "FwIngress.acl",
+            vec![
+                t(&[0; 4], &[0; 4]),
+                t(&[10, 0, 2, 0], &[255, 255, 255, 0]),
+                t(&[17], &[255]),
+            ],
+            "FwIngress.deny",
+            &[],
+        );
+    }
+    {
+        let mut r = vs.runtime(Caller::Operator, 3).unwrap();
+        for (ip, port, m) in [([10, 0, 1, 3], 1u8, h3), ([10, 0, 2, 4], 2, h4)] {
+            add(
+                &mut r,
+                "RtIngress.ipv4_lpm",
+                vec![MatchParam::Lpm {
+                    key: ip.to_vec(),
+                    prefix_len: 24,
+                }],
+                "RtIngress.set_nhop",
+                &[&ip, &[0, port]],
+            );
+            add(
+                &mut r,
+                "RtIngress.forward",
+                vec![MatchParam::Exact(ip.to_vec())],
+                "RtIngress.set_dmac",
+                &[&mac(m)],
+            );
+            add(
+                &mut r,
+                "RtEgress.send_frame",
+                vec![MatchParam::Exact(vec![0, port])],
+                "RtEgress.rewrite_mac",
+                &[&mac(gw)],
+            );
+        }
+    }
+    // h1 -> h2 inside the L2 slice, unchanged.
+    let f = ipv4_ok(h2, h1, [10, 0, 0, 1], [10, 0, 0, 2], 6, 64);
+    let out = run_virt(&mut vs, 1, &f);
+    assert_eq!(out, vec![OutputPacket { port: 2, data: f }]);
+    // A broadcast from h1 floods inside its slice only.
+    let b = hex("ffffffffffff 000000000a01 0806 0001080006040001");
+    let out = run_virt(&mut vs, 1, &b);
+    assert_eq!(out.iter().map(|o| o.port).collect::<Vec<_>>(), vec![2]);
+    // h3 -> h4 through firewall and router: routed (TTL - 1, MACs rewritten, checksum right).
+    let f = ipv4_ok(gw, h3, [10, 0, 1, 3], [10, 0, 2, 4], 6, 64);
+    let out = run_virt(&mut vs, 3, &f);
+    let want = ipv4_ok(h4, gw, [10, 0, 1, 3], [10, 0, 2, 4], 6, 63);
+    assert_eq!(
+        out,
+        vec![OutputPacket {
+            port: 4,
+            data: want
+        }]
+    );
+    // And back.
+    let f = ipv4_ok(gw, h4, [10, 0, 2, 4], [10, 0, 1, 3], 17, 9);
+    let out = run_virt(&mut vs, 4, &f);
+    let want = ipv4_ok(h3, gw, [10, 0, 2, 4], [10, 0, 1, 3], 17, 8);
+    assert_eq!(
+        out,
+        vec![OutputPacket {
+            port: 3,
+            data: want
+        }]
+    );
+    // UDP into 10.0.2.0/24 is blocked by the firewall.
+    let f = ipv4_ok(gw, h3, [10, 0, 1, 3], [10, 0, 2, 4], 17, 64);
+    assert!(run_virt(&mut vs, 3, &f).is_empty());
+    // h4's address sent into the L2 slice stays there (unknown MAC: flooded to port 2 only).
+    let f = ipv4_ok(h4, h1, [10, 0, 0, 1], [10, 0, 2, 4], 6, 64);
+    let out = run_virt(&mut vs, 1, &f);
+    assert_eq!(out.iter().map(|o| o.port).collect::<Vec<_>>(), vec![2]);
+    let s2 = vs.device_stats(Caller::Operator, 2).unwrap();
+    assert_eq!((s2.packets_in, s2.to_links), (3, 2));
+}
