@@ -1061,3 +1061,83 @@ fn hyper4_example_2_slicing_and_composition() {
     let s2 = vs.device_stats(Caller::Operator, 2).unwrap();
     assert_eq!((s2.packets_in, s2.to_links), (3, 2));
 }
+
+/// A tenant whose program clones and resubmits every packet forever (a clone storm) is cut
+/// by its pass quota — the number of copies it emits follows the quota, where the engine's own
+/// cap would allow 10,000 instances; its neighbour forwards every packet meanwhile.
+#[test]
+fn a_clone_and_resubmit_storm_is_bounded_by_the_pass_quota() {
+    const LOOP: &str = r#"
+#include <core.p4>
+#include <v1model.p4>
+header eth_t { bit<48> dst; bit<48> src; bit<16> type; }
+struct headers { eth_t eth; }
+struct metadata { }
+parser P(packet_in p, out headers h, inout metadata m, inout standard_metadata_t sm) {
+    state start { p.extract(h.eth); transition accept; }
+}
+control V(inout headers h, inout metadata m) { apply { } }
+control I(inout headers h, inout metadata m, inout standard_metadata_t sm) {
+    apply { clone(CloneType.I2E, 1); resubmit_preserving_field_list(0); }
+}
+control E(inout headers h, inout metadata m, inout standard_metadata_t sm) { apply { } }
+control C(inout headers h, inout metadata m) { apply { } }
+control D(packet_out p, in headers h) { apply { p.emit(h.eth); } }
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"#;
+    let looping = tern_p4::compile_str(LOOP, "loop.p4", &tern_p4::Options::default())
+        .unwrap_or_else(|d| panic!("{d}"))
+        .json;
+    let mut vs = VirtSwitch::new();
+    vs.add_device(
+        1,
+        DeviceSpec {
+            quotas: Quotas {
+                max_entries: None,
+                max_passes: 16,
+            },
+            ..spec(&looping)
+        },
+    )
+    .unwrap();
+    vs.add_device(
+        3,
+        DeviceSpec {
+            quotas: Quotas {
+                max_entries: None,
+                max_passes: 64,
+            },
+            ..spec(&looping)
+        },
+    )
+    .unwrap();
+    vs.add_device(2, spec(&basic())).unwrap();
+    vs.add_rule(rule(0, Some(1), 1, None)).unwrap();
+    vs.add_rule(rule(0, Some(3), 3, Some(1))).unwrap();
+    vs.add_rule(rule(0, Some(2), 2, Some(0))).unwrap();
+    for d in [1, 3] {
+        vs.map_port(d, 1, Target::Phys(d)).unwrap();
+        vs.runtime(Caller::Operator, d)
+            .unwrap()
+            .mirroring_session_add(
+                1,
+                tern_runtime::MirroringSession {
+                    port: Some(1),
+                    mgid: None,
+                },
+            )
+            .unwrap();
+    }
+    vs.map_port(2, 0, Target::Phys(20)).unwrap();
+    for _ in 0..20 {
+        // Each pass emits one clone, until the quota ends the lineage.
+        let small = run_virt(&mut vs, 1, &non_ip());
+        let big = run_virt(&mut vs, 3, &non_ip());
+        assert!((1..=16).contains(&small.len()), "{}", small.len());
+        assert!(big.len() > small.len() && big.len() <= 64, "{}", big.len());
+        assert!(small.iter().chain(&big).all(|o| o.data == non_ip()));
+        assert_eq!(run_virt(&mut vs, 2, &non_ip()).len(), 1);
+    }
+    let s = vs.device_stats(Caller::Operator, 1).unwrap();
+    assert_eq!((s.packets_in, s.panics), (20, 0));
+}
