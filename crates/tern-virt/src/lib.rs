@@ -431,8 +431,10 @@ impl VirtSwitch {
         Ok(())
     }
 
-    /// Remove a device with its classifier rules and port map; links of other devices into it
-    /// drop from now on (counted as dangling). Returns its final counters.
+    /// Remove a device with its classifier rules and port map; other devices' virtual ports
+    /// linked into it become `Drop` (counted as drops on those devices). Stored snapshots are
+    /// kept as they are: one that names the device fails when activated. Returns its final
+    /// counters.
     pub fn remove_device(&mut self, id: DeviceId) -> Result<DeviceStats, VirtError> {
         let dev = self
             .devices
@@ -440,6 +442,20 @@ impl VirtSwitch {
             .ok_or(VirtError::NoSuchDevice(id))?;
         self.topo.rules.retain(|r| r.device != id);
         self.topo.port_maps.remove(&id);
+        for (d, map) in self.topo.port_maps.iter_mut() {
+            let mut changed = false;
+            for t in map.values_mut() {
+                if matches!(t, Target::Link { device, .. } if *device == id) {
+                    *t = Target::Drop;
+                    changed = true;
+                }
+            }
+            if changed {
+                if let Some(dev) = self.devices.get_mut(d) {
+                    dev.ports = compile_ports(Some(map));
+                }
+            }
+        }
         self.reorder();
         Ok(dev.stats)
     }

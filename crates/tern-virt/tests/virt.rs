@@ -1141,3 +1141,35 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
     let s = vs.device_stats(Caller::Operator, 1).unwrap();
     assert_eq!((s.packets_in, s.panics), (20, 0));
 }
+
+/// Removing a device that others link into turns those links into drops; the topology stays
+/// valid (later changes are accepted) and a snapshot naming the device is refused.
+#[test]
+fn removing_a_linked_device_keeps_the_topology_valid() {
+    let json = basic();
+    let mut vs = VirtSwitch::new();
+    for d in 1..=2 {
+        vs.add_device(d, spec(&json)).unwrap();
+    }
+    vs.add_rule(rule(0, Some(1), 1, Some(0))).unwrap();
+    vs.map_port(
+        1,
+        0,
+        Target::Link {
+            device: 2,
+            vport: 0,
+        },
+    )
+    .unwrap();
+    vs.map_port(2, 0, Target::Phys(7)).unwrap();
+    vs.save_snapshot("both");
+    assert_eq!(run_virt(&mut vs, 1, &non_ip())[0].port, 7);
+    vs.remove_device(2).unwrap();
+    assert!(run_virt(&mut vs, 1, &non_ip()).is_empty());
+    assert_eq!(vs.device_stats(Caller::Operator, 1).unwrap().dropped, 1);
+    assert_eq!(vs.topology().port_maps[&1][&0], Target::Drop);
+    vs.add_rule(rule(1, Some(2), 1, Some(0))).unwrap();
+    let e = vs.activate_snapshot("both").unwrap_err();
+    assert!(e.to_string().contains("device 2"), "{e}");
+    assert_eq!(vs.stats().dangling, 0);
+}
