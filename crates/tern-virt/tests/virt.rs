@@ -1173,3 +1173,36 @@ fn removing_a_linked_device_keeps_the_topology_valid() {
     assert!(e.to_string().contains("device 2"), "{e}");
     assert_eq!(vs.stats().dangling, 0);
 }
+
+/// 64 devices (one P4 program compiled once, its JSON loaded into 64 switches) run at once, each on its
+/// own physical port with its own route.
+#[test]
+fn sixty_four_devices_run_at_once() {
+    let json = basic();
+    let mut vs = VirtSwitch::new();
+    for d in 1..=64u32 {
+        vs.add_device(d, spec(&json)).unwrap();
+        vs.add_rule(rule(0, Some(d), d, Some(1))).unwrap();
+        vs.map_port(d, 2, Target::Phys(1000 + d)).unwrap();
+        let mut rt = vs.runtime(Caller::Operator, d).unwrap();
+        add(
+            &mut rt,
+            "MyIngress.ipv4_lpm",
+            vec![MatchParam::Lpm {
+                key: vec![10, 0, 2, d as u8],
+                prefix_len: 32,
+            }],
+            "MyIngress.ipv4_forward",
+            &[&[8, 0, 0, 0, 2, d as u8], &[0, 2]],
+        );
+    }
+    for d in 1..=64u32 {
+        let out = run_virt(&mut vs, d, &ipv4(1, [10, 0, 2, d as u8], 6));
+        assert_eq!(out.len(), 1, "device {d}");
+        assert_eq!((out[0].port, out[0].data[5]), (1000 + d, d as u8));
+        // Another device's address has no route here.
+        let other = (d % 64 + 1) as u8;
+        assert!(run_virt(&mut vs, d, &ipv4(1, [10, 0, 2, other], 6)).is_empty());
+    }
+    assert_eq!(vs.device_ids().len(), 64);
+}
