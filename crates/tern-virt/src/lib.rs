@@ -26,6 +26,7 @@ mod shared;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use tern_dataplane::{Switch, SwitchOptions};
@@ -36,6 +37,27 @@ pub use shared::SharedDevice;
 
 /// A device's id (also its `switch_info` device id).
 pub type DeviceId = u32;
+
+/// A cheap hasher for device ids (the packet path looks devices up by id; SipHash cost more
+/// than the rest of the classifier).
+#[derive(Default, Clone, Copy)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.0 = (self.0 ^ u64::from(n)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+    fn finish(&self) -> u64 {
+        self.0 ^ (self.0 >> 29)
+    }
+}
+
+type IdMap<V> = HashMap<DeviceId, V, BuildHasherDefault<IdHasher>>;
 
 /// Default hop budget: how many links one packet lineage may cross.
 pub const DEFAULT_MAX_HOPS: u32 = 8;
@@ -323,7 +345,7 @@ struct Work {
 
 /// Many tenant devices behind one classifier (see the module documentation).
 pub struct VirtSwitch {
-    devices: HashMap<DeviceId, Device>,
+    devices: IdMap<Device>,
     topo: Topology,
     /// `topo.rules` in match order.
     order: Vec<usize>,
@@ -359,7 +381,7 @@ impl VirtSwitch {
     /// An empty switch (no devices, no rules: every packet is unclassified).
     pub fn new() -> VirtSwitch {
         VirtSwitch {
-            devices: HashMap::new(),
+            devices: IdMap::default(),
             topo: Topology::default(),
             order: Vec::new(),
             snapshots: HashMap::new(),
@@ -693,18 +715,32 @@ impl VirtSwitch {
     /// appended since the last call; otherwise they go to one device.
     pub fn recycle_outputs(&mut self, out: &mut Vec<OutputPacket>) {
         if out.len() == self.origins.len() {
-            for (o, id) in out.drain(..).zip(self.origins.drain(..)) {
-                if let Some(d) = self.devices.get_mut(&id) {
-                    self.recycle.push(o);
-                    d.switch.recycle_outputs(&mut self.recycle);
+            // Consecutive frames of one device go back in one call.
+            let mut origins = std::mem::take(&mut self.origins);
+            let mut cur: Option<DeviceId> = None;
+            for (o, id) in out.drain(..).zip(origins.drain(..)) {
+                if cur != Some(id) {
+                    self.give_back(cur);
+                    cur = Some(id);
                 }
+                self.recycle.push(o);
             }
+            self.give_back(cur);
+            self.origins = origins;
         } else {
             self.origins.clear();
             match self.devices.values_mut().next() {
                 Some(d) => d.switch.recycle_outputs(out),
                 None => out.clear(),
             }
+        }
+    }
+
+    /// Hand the frames in `self.recycle` to device `id`'s buffer pool.
+    fn give_back(&mut self, id: Option<DeviceId>) {
+        match id.and_then(|id| self.devices.get_mut(&id)) {
+            Some(d) => d.switch.recycle_outputs(&mut self.recycle),
+            None => self.recycle.clear(),
         }
     }
 
