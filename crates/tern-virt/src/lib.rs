@@ -714,7 +714,20 @@ impl VirtSwitch {
     /// device that produced it when `out` holds exactly the frames [`VirtSwitch::process_batch`]
     /// appended since the last call; otherwise they go to one device.
     pub fn recycle_outputs(&mut self, out: &mut Vec<OutputPacket>) {
-        if out.len() == self.origins.len() {
+        if out.len() == self.origins.len()
+            && self
+                .origins
+                .first()
+                .is_some_and(|f| self.origins.iter().all(|o| o == f))
+        {
+            // The common case: every frame from one device, given back in place.
+            let id = self.origins[0];
+            self.origins.clear();
+            match self.devices.get_mut(&id) {
+                Some(d) => d.switch.recycle_outputs(out),
+                None => out.clear(),
+            }
+        } else if out.len() == self.origins.len() {
             // Consecutive frames of one device go back in one call.
             let mut origins = std::mem::take(&mut self.origins);
             let mut cur: Option<DeviceId> = None;
@@ -844,7 +857,9 @@ impl VirtSwitch {
                 }
             }
         }
-        dev.switch.recycle_outputs(&mut self.recycle);
+        if !self.recycle.is_empty() {
+            dev.switch.recycle_outputs(&mut self.recycle);
+        }
     }
 }
 
