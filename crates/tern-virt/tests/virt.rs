@@ -1206,3 +1206,38 @@ fn sixty_four_devices_run_at_once() {
     }
     assert_eq!(vs.device_ids().len(), 64);
 }
+
+/// The shipped HyPer4 example 2 configuration (`p4/virt/example2/`) builds and behaves.
+#[test]
+fn shipped_example_2_config_works() {
+    let path = format!("{ROOT}p4/virt/example2/virt.json");
+    let cfg = Config::load(std::path::Path::new(&path)).unwrap();
+    let (mut vs, _) = cfg
+        .build(std::path::Path::new(&format!("{ROOT}p4/virt/example2")))
+        .unwrap();
+    let (h1, h2, h3, h4, gw) = (0x0a01u64, 0x0a02u64, 0x0a03u64, 0x0a04u64, 0x0a0au64);
+    let f = ipv4_ok(h2, h1, [10, 0, 0, 1], [10, 0, 0, 2], 6, 64);
+    assert_eq!(
+        run_virt(&mut vs, 1, &f),
+        vec![OutputPacket { port: 2, data: f }]
+    );
+    let f = ipv4_ok(gw, h3, [10, 0, 1, 3], [10, 0, 2, 4], 6, 64);
+    let want = ipv4_ok(h4, gw, [10, 0, 1, 3], [10, 0, 2, 4], 6, 63);
+    assert_eq!(
+        run_virt(&mut vs, 3, &f),
+        vec![OutputPacket {
+            port: 4,
+            data: want
+        }]
+    );
+    let f = ipv4_ok(gw, h3, [10, 0, 1, 3], [10, 0, 2, 4], 17, 64);
+    assert!(run_virt(&mut vs, 3, &f).is_empty());
+    // Tenant B reaches the firewall and the router, not the L2 switch.
+    assert!(vs.runtime(Caller::Tenant("tenant-b"), 3).is_ok());
+    assert!(vs.runtime(Caller::Tenant("tenant-b"), 1).is_err());
+    // The "l2-only" snapshot takes slice B offline.
+    vs.activate_snapshot("l2-only").unwrap();
+    let f = ipv4_ok(gw, h3, [10, 0, 1, 3], [10, 0, 2, 4], 6, 64);
+    assert!(run_virt(&mut vs, 3, &f).is_empty());
+    assert_eq!(vs.stats().unclassified, 1);
+}
