@@ -4,7 +4,8 @@
 //! 1:1 port map), or a firewall → router chain over a link versus the two switches applied
 //! one after the other.
 //!
-//! `slice_cost MODE N ROUTER.json [FIREWALL.json]`, MODE = native | slice | chain | pair.
+//! `slice_cost MODE N ROUTER.json [FIREWALL.json]`, MODE = native | slice | chain | pair;
+//! `BATCH=B` in the environment sends the packets in batches of B (native and slice).
 
 use tern_dataplane::{Switch, SwitchOptions};
 use tern_runtime::{MatchParam, OutputPacket, PacketPath, Runtime};
@@ -61,6 +62,12 @@ fn main() {
     pkt.extend_from_slice(&[0x5a; 16]);
     let mut out: Vec<OutputPacket> = Vec::with_capacity(16);
     let mut sent = 0usize;
+    let bsize: usize = std::env::var("BATCH")
+        .ok()
+        .and_then(|b| b.parse().ok())
+        .unwrap_or(1)
+        .max(1);
+    let batch: Vec<(u32, &[u8])> = vec![(1, pkt.as_slice()); bsize];
     let rule = Rule {
         priority: 0,
         port: None,
@@ -73,8 +80,8 @@ fn main() {
         "native" => {
             let mut sw = Switch::from_json(&router, SwitchOptions::default()).unwrap();
             route(&mut sw);
-            for _ in 0..n {
-                sw.process_batch(&[(1, &pkt)], &mut out);
+            for _ in 0..n / bsize {
+                sw.process_batch(&batch, &mut out);
                 sent += out.len();
                 sw.recycle_outputs(&mut out);
             }
@@ -87,8 +94,8 @@ fn main() {
             for p in 0..4 {
                 vs.map_port(1, p, Target::Phys(p)).unwrap();
             }
-            for _ in 0..n {
-                vs.process_batch(&[(1, &pkt)], &mut out);
+            for _ in 0..n / bsize {
+                vs.process_batch(&batch, &mut out);
                 sent += out.len();
                 vs.recycle_outputs(&mut out);
             }
