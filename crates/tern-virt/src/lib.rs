@@ -341,6 +341,13 @@ pub struct DeviceSpec {
     pub quotas: Quotas,
 }
 
+/// The classifier as an array by physical port: the winning (device, virtual port) per port,
+/// and the catch-all winner for ports beyond the array.
+struct PortTable {
+    ports: Vec<Option<(DeviceId, Option<Port>)>>,
+    default: Option<(DeviceId, Option<Port>)>,
+}
+
 /// What a device runs: one packet on a virtual port, or a whole batch (ports = virtual ports).
 #[derive(Clone, Copy)]
 enum Input<'a> {
@@ -363,6 +370,9 @@ pub struct VirtSwitch {
     topo: Topology,
     /// `topo.rules` in match order.
     order: Vec<usize>,
+    /// When no rule looks into the frame (port-only and catch-all rules), the classifier
+    /// compiled to an array by physical port (the design's "form 1").
+    by_port: Option<PortTable>,
     snapshots: HashMap<String, Topology>,
     max_hops: u32,
     stats: VirtStats,
@@ -398,6 +408,7 @@ impl VirtSwitch {
             devices: IdMap::default(),
             topo: Topology::default(),
             order: Vec::new(),
+            by_port: None,
             snapshots: HashMap::new(),
             max_hops: DEFAULT_MAX_HOPS,
             stats: VirtStats::default(),
@@ -703,10 +714,45 @@ impl VirtSwitch {
         // Stable: equal priorities keep insertion order.
         order.sort_by_key(|&i| std::cmp::Reverse(self.topo.rules[i].priority));
         self.order = order;
+        self.by_port = self.port_table();
+    }
+
+    fn port_table(&self) -> Option<PortTable> {
+        let rules = &self.topo.rules;
+        if rules.iter().any(|r| r.vlan.is_some() || r.field.is_some()) {
+            return None;
+        }
+        let ports = rules.iter().filter_map(|r| r.port);
+        let n = ports.max().map_or(0, |m| m as usize + 1);
+        if n > 1 << 16 {
+            return None;
+        }
+        let winner = |p: Option<Port>| {
+            self.order.iter().find_map(|&i| {
+                let r = &rules[i];
+                (r.port.is_none() || r.port == p).then_some((r.device, r.vport))
+            })
+        };
+        Some(PortTable {
+            ports: (0..n as Port).map(|p| winner(Some(p))).collect(),
+            default: self.order.iter().find_map(|&i| {
+                rules[i]
+                    .port
+                    .is_none()
+                    .then_some((rules[i].device, rules[i].vport))
+            }),
+        })
     }
 
     /// (device, virtual ingress port) of a packet arriving on physical `port`.
     pub fn classify(&self, port: Port, pkt: &[u8]) -> Option<(DeviceId, Port)> {
+        if let Some(t) = &self.by_port {
+            let hit = match t.ports.get(port as usize) {
+                Some(h) => *h,
+                None => t.default,
+            };
+            return hit.map(|(d, v)| (d, v.unwrap_or(port)));
+        }
         self.order.iter().find_map(|&i| {
             let r = &self.topo.rules[i];
             r.matches(port, pkt)

@@ -1361,3 +1361,57 @@ fn whole_batch_path_equals_packet_by_packet() {
         }
     }
 }
+
+/// Port-only rule sets are compiled to an array by port; the answers equal the rule scan's
+/// (which a VLAN rule, matching nothing here, forces) for every port and priority order.
+#[test]
+fn port_table_classifier_equals_the_rule_scan() {
+    let json = basic();
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for round in 0..30 {
+        let mut vs = VirtSwitch::new();
+        for d in 1..=3 {
+            vs.add_device(d, spec(&json)).unwrap();
+        }
+        let mut t = Topology::default();
+        for _ in 0..(next() % 8) {
+            t.rules.push(Rule {
+                priority: (next() % 4) as i32,
+                port: (next() % 3 != 0).then(|| (next() % 6) as Port),
+                vlan: None,
+                field: None,
+                device: (next() % 3 + 1) as u32,
+                vport: (next() % 2 == 0).then(|| (next() % 9) as Port),
+            });
+        }
+        vs.set_topology(t.clone()).unwrap();
+        let frame = non_ip();
+        let table: Vec<_> = (0..10).map(|p| vs.classify(p, &frame)).collect();
+        // The straightforward rule scan, written out here.
+        let mut order: Vec<&Rule> = t.rules.iter().collect();
+        order.sort_by_key(|r| std::cmp::Reverse(r.priority));
+        let scan: Vec<_> = (0..10)
+            .map(|p| {
+                order
+                    .iter()
+                    .find(|r| !matches!(r.port, Some(q) if q != p))
+                    .map(|r| (r.device, r.vport.unwrap_or(p)))
+            })
+            .collect();
+        assert_eq!(table, scan, "round {round}: {:?}", t.rules);
+        // A VLAN rule (no frame here is tagged) switches to the scan: same answers.
+        t.rules.push(Rule {
+            vlan: Some(9),
+            ..rule(100, None, 1, None)
+        });
+        vs.set_topology(t).unwrap();
+        let scanned: Vec<_> = (0..10).map(|p| vs.classify(p, &frame)).collect();
+        assert_eq!(scanned, scan, "round {round}");
+    }
+}
