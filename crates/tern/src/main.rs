@@ -16,6 +16,7 @@ mod cmd_kv_up;
 mod cmd_p4rt;
 mod cmd_run;
 mod cmd_test;
+mod cmd_virt;
 mod kv_sim;
 
 use clap::{Parser, Subcommand};
@@ -54,6 +55,8 @@ enum Command {
     Kv(cmd_kv::KvArgs),
     /// The built-in demo: compile an IPv4 router, install routes, push traffic, report.
     Demo(cmd_demo::DemoArgs),
+    /// Many tenant programs on one tern: devices, classifier, links, quotas, snapshots.
+    Virt(cmd_virt::VirtArgs),
 }
 
 /// simple_switch's command line (`simple_switch [options] <JSON> [-- <target options>]`).
@@ -158,6 +161,7 @@ fn main() -> ExitCode {
         Some(Command::Bench(a)) => cmd_bench::run(a),
         Some(Command::Kv(a)) => cmd_kv::run(a),
         Some(Command::Demo(a)) => cmd_demo::run(a),
+        Some(Command::Virt(a)) => cmd_virt::run(a),
         None => cmd_demo::run(cmd_demo::DemoArgs::default()),
     };
     report(result)

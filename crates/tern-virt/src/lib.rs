@@ -1,0 +1,1092 @@
+//! Native data-plane virtualization: many tenant devices in one process.
+//!
+//! A [`VirtSwitch`] hosts devices. A device is one tenant's [`Switch`] (its own program and all
+//! of its v1model state) plus a map from its *virtual* ports to targets: a physical port, a
+//! link into another device's virtual port, the CPU, or drop. A priority-ordered classifier
+//! maps each packet arriving on a physical port to (device, virtual ingress port), by physical
+//! port, VLAN id and/or one Ethernet/IPv4 header field. Packets run to completion across
+//! links under a hop budget, so a loop between devices is cut and counted, never hangs.
+//!
+//! The classifier rules and port maps together form a [`Topology`]; named snapshots of it can
+//! be stored and activated between packets. Devices can be added, removed and replaced between
+//! packets without touching other devices' state; a replace carries table entries over where
+//! the old and new tables have the same name, key and action signatures.
+//!
+//! Each device has quotas (table entries, passes per packet) and is isolated: a panic inside
+//! its processing is caught and quarantines the device (its packets are then dropped and
+//! counted) while the others go on. A device's control API is a [`Runtime`]
+//! ([`VirtSwitch::runtime`]); a device the caller may not reach answers exactly like one that
+//! does not exist.
+//!
+//! Everything runs on the caller's thread: a `VirtSwitch` is driven like a `Switch`.
+
+pub mod config;
+mod runtime;
+mod shared;
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::fmt;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use tern_dataplane::{Switch, SwitchOptions};
+use tern_runtime::{Digest, OutputPacket, PacketPath, Port, Runtime, RuntimeError, TableError};
+
+pub use runtime::DeviceRuntime;
+pub use shared::SharedDevice;
+
+/// A device's id (also its `switch_info` device id).
+pub type DeviceId = u32;
+
+/// A cheap hasher for device ids (the packet path looks devices up by id; SipHash cost more
+/// than the rest of the classifier).
+#[derive(Default, Clone, Copy)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.0 = (self.0 ^ u64::from(n)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+    fn finish(&self) -> u64 {
+        self.0 ^ (self.0 >> 29)
+    }
+}
+
+type IdMap<V> = HashMap<DeviceId, V, BuildHasherDefault<IdHasher>>;
+
+/// Default hop budget: how many links one packet lineage may cross.
+pub const DEFAULT_MAX_HOPS: u32 = 8;
+
+/// Where a device's virtual port leads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// Out of the physical port.
+    Phys(Port),
+    /// Into `device`, arriving on its virtual port `vport` as a fresh packet.
+    Link { device: DeviceId, vport: Port },
+    /// To the device's CPU queue ([`VirtSwitch::take_cpu_packets`]).
+    Cpu,
+    /// Dropped (counted).
+    Drop,
+}
+
+/// A header field the classifier can match (offsets for untagged or single-tagged Ethernet).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Field {
+    EthDst,
+    EthSrc,
+    /// The EtherType after an optional 802.1Q tag.
+    EtherType,
+    Ipv4Src,
+    Ipv4Dst,
+    Ipv4Proto,
+}
+
+impl Field {
+    /// Parse `ethernet.dstAddr`-style or short names.
+    pub fn parse(s: &str) -> Option<Field> {
+        Some(match s {
+            "eth.dst" | "ethernet.dst" | "ethernet.dstAddr" => Field::EthDst,
+            "eth.src" | "ethernet.src" | "ethernet.srcAddr" => Field::EthSrc,
+            "eth.type" | "ethernet.etherType" | "ethertype" => Field::EtherType,
+            "ipv4.src" | "ipv4.srcAddr" => Field::Ipv4Src,
+            "ipv4.dst" | "ipv4.dstAddr" => Field::Ipv4Dst,
+            "ipv4.proto" | "ipv4.protocol" => Field::Ipv4Proto,
+            _ => return None,
+        })
+    }
+
+    /// Width in bits.
+    pub fn width(self) -> u32 {
+        match self {
+            Field::EthDst | Field::EthSrc => 48,
+            Field::EtherType => 16,
+            Field::Ipv4Src | Field::Ipv4Dst => 32,
+            Field::Ipv4Proto => 8,
+        }
+    }
+
+    /// The field's value in `pkt`, or `None` when the packet does not carry it.
+    fn extract(self, pkt: &[u8]) -> Option<u64> {
+        let be = |off: usize, len: usize| -> Option<u64> {
+            let b = pkt.get(off..off + len)?;
+            Some(b.iter().fold(0u64, |a, &x| (a << 8) | x as u64))
+        };
+        let l2 = if be(12, 2)? == 0x8100 { 18 } else { 14 };
+        match self {
+            Field::EthDst => be(0, 6),
+            Field::EthSrc => be(6, 6),
+            Field::EtherType => be(l2 - 2, 2),
+            _ => {
+                if be(l2 - 2, 2)? != 0x0800 {
+                    return None;
+                }
+                match self {
+                    Field::Ipv4Src => be(l2 + 12, 4),
+                    Field::Ipv4Dst => be(l2 + 16, 4),
+                    _ => be(l2 + 9, 1),
+                }
+            }
+        }
+    }
+}
+
+/// `field & mask == value`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FieldMatch {
+    pub field: Field,
+    pub value: u64,
+    pub mask: u64,
+}
+
+/// A classifier rule: every present condition must hold. Higher `priority` wins; among equal
+/// priorities the rule added first wins.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rule {
+    pub priority: i32,
+    /// Physical ingress port.
+    pub port: Option<Port>,
+    /// 802.1Q VLAN id (the tag is left in the frame).
+    pub vlan: Option<u16>,
+    pub field: Option<FieldMatch>,
+    pub device: DeviceId,
+    /// Virtual ingress port; `None` = the physical port's number.
+    pub vport: Option<Port>,
+}
+
+impl Rule {
+    fn matches(&self, port: Port, pkt: &[u8]) -> bool {
+        if self.port.is_some_and(|p| p != port) {
+            return false;
+        }
+        if let Some(v) = self.vlan {
+            let tagged = pkt.len() >= 16 && pkt[12] == 0x81 && pkt[13] == 0x00;
+            if !tagged || (u16::from_be_bytes([pkt[14], pkt[15]]) & 0x0fff) != v {
+                return false;
+            }
+        }
+        if let Some(f) = self.field {
+            match f.field.extract(pkt) {
+                Some(x) if x & f.mask == f.value & f.mask => {}
+                _ => return false,
+            }
+        }
+        true
+    }
+}
+
+/// The classifier and every device's port map: what a snapshot stores.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Topology {
+    pub rules: Vec<Rule>,
+    /// Per device: virtual port → target. Unmapped virtual ports drop (counted).
+    pub port_maps: BTreeMap<DeviceId, BTreeMap<Port, Target>>,
+}
+
+/// Per-device limits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Quotas {
+    /// Table entries over all the device's tables (`None` = only the tables' own sizes).
+    pub max_entries: Option<u64>,
+    /// Packet instances (the input, clones, replicas, resubmits, recirculations) one arriving
+    /// packet may spawn inside the device.
+    pub max_passes: usize,
+}
+
+impl Default for Quotas {
+    fn default() -> Self {
+        Quotas {
+            max_entries: None,
+            max_passes: 10_000,
+        }
+    }
+}
+
+/// Per-device counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeviceStats {
+    /// Packets that entered the device (from the classifier or a link).
+    pub packets_in: u64,
+    /// Frames sent to physical ports.
+    pub to_phys: u64,
+    /// Frames handed over links to other devices.
+    pub to_links: u64,
+    /// Frames sent to the CPU queue.
+    pub to_cpu: u64,
+    /// Frames on an unmapped or `Drop` virtual port.
+    pub dropped: u64,
+    /// Frames that would have crossed a link past the hop budget.
+    pub hop_cut: u64,
+    /// Panics caught in this device.
+    pub panics: u64,
+    /// Packets dropped because the device is quarantined.
+    pub quarantine_drops: u64,
+}
+
+/// Whole-switch counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct VirtStats {
+    /// Packets no classifier rule matched (dropped).
+    pub unclassified: u64,
+    /// Frames sent over a link to a device that does not exist (dropped).
+    pub dangling: u64,
+}
+
+/// Who is calling the control API.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Caller<'a> {
+    /// The operator reaches every device.
+    Operator,
+    /// A tenant reaches the devices it owns.
+    Tenant(&'a str),
+}
+
+/// Errors of the operator API.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum VirtError {
+    /// Unknown device, or one the caller may not reach (the same answer on purpose).
+    #[error("device {0} not found")]
+    NoSuchDevice(DeviceId),
+    #[error("device {0} already exists")]
+    DeviceExists(DeviceId),
+    #[error("device {device}: {message}")]
+    Program { device: DeviceId, message: String },
+    #[error("{0}")]
+    Topology(String),
+    #[error("snapshot '{0}' not found")]
+    NoSuchSnapshot(String),
+}
+
+/// What a replace carried over from the old device.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CarryReport {
+    /// Tables whose entries were carried over.
+    pub tables: Vec<String>,
+    pub entries: usize,
+    /// What was not carried, and why.
+    pub skipped: Vec<String>,
+}
+
+/// A tenant device.
+pub struct Device {
+    id: DeviceId,
+    owner: Option<String>,
+    switch: Switch,
+    quotas: Quotas,
+    /// Names of the program's tables (for the entry quota).
+    tables: Vec<String>,
+    /// Compiled port map: index = virtual port.
+    ports: Vec<Target>,
+    /// Whether any virtual port links into another device.
+    has_links: bool,
+    stats: DeviceStats,
+    quarantine: Option<String>,
+    /// Fault injection: panic when this many more packets have entered.
+    fault_in: Option<u64>,
+    cpu: Vec<(Port, Vec<u8>)>,
+}
+
+impl fmt::Debug for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Device")
+            .field("id", &self.id)
+            .field("owner", &self.owner)
+            .field("quotas", &self.quotas)
+            .field("stats", &self.stats)
+            .field("quarantine", &self.quarantine)
+            .finish()
+    }
+}
+
+impl Device {
+    fn total_entries(&self) -> u64 {
+        self.tables
+            .iter()
+            .map(|t| self.switch.mt_get_num_entries(t).unwrap_or(0))
+            .sum()
+    }
+
+    fn check_entry_quota(&self) -> Result<(), RuntimeError> {
+        match self.quotas.max_entries {
+            Some(max) if self.total_entries() >= max => Err(TableError::TABLE_FULL.into()),
+            _ => Ok(()),
+        }
+    }
+
+    fn set_ports(&mut self, ports: Vec<Target>) {
+        self.has_links = ports.iter().any(|t| matches!(t, Target::Link { .. }));
+        self.ports = ports;
+    }
+
+    fn target(&self, vport: Port) -> Target {
+        self.ports
+            .get(vport as usize)
+            .copied()
+            .unwrap_or(Target::Drop)
+    }
+}
+
+/// What defines a device.
+#[derive(Clone, Debug, Default)]
+pub struct DeviceSpec {
+    /// The program, BMv2 JSON.
+    pub json: String,
+    /// The tenant that owns it (`None`: operator only).
+    pub owner: Option<String>,
+    pub quotas: Quotas,
+}
+
+/// The classifier as an array by physical port: the winning (device, virtual port) per port,
+/// and the catch-all winner for ports beyond the array.
+struct PortTable {
+    ports: Vec<Option<(DeviceId, Option<Port>)>>,
+    default: Option<(DeviceId, Option<Port>)>,
+}
+
+/// What a device runs: one packet on a virtual port, or a whole batch (ports = virtual ports).
+#[derive(Clone, Copy)]
+enum Input<'a> {
+    One(Port, &'a [u8]),
+    Batch(&'a [(Port, &'a [u8])]),
+}
+
+struct Work {
+    /// The device that produced the frame (its buffer goes back there).
+    from: DeviceId,
+    device: DeviceId,
+    vport: Port,
+    data: Vec<u8>,
+    hops: u32,
+}
+
+/// Many tenant devices behind one classifier (see the module documentation).
+pub struct VirtSwitch {
+    devices: IdMap<Device>,
+    topo: Topology,
+    /// `topo.rules` in match order.
+    order: Vec<usize>,
+    /// When no rule looks into the frame (port-only and catch-all rules), the classifier
+    /// compiled to an array by physical port (the design's "form 1").
+    by_port: Option<PortTable>,
+    snapshots: HashMap<String, Topology>,
+    max_hops: u32,
+    stats: VirtStats,
+    // Scratch, reused across packets.
+    queue: VecDeque<Work>,
+    dev_out: Vec<OutputPacket>,
+    recycle: Vec<OutputPacket>,
+    /// The producing device of each frame appended to the caller's `out` since the last
+    /// [`VirtSwitch::recycle_outputs`], so that every buffer goes back where it came from.
+    origins: Vec<DeviceId>,
+}
+
+impl Default for VirtSwitch {
+    fn default() -> Self {
+        VirtSwitch::new()
+    }
+}
+
+impl fmt::Debug for VirtSwitch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("VirtSwitch")
+            .field("devices", &self.devices)
+            .field("topology", &self.topo)
+            .field("stats", &self.stats)
+            .finish()
+    }
+}
+
+impl VirtSwitch {
+    /// An empty switch (no devices, no rules: every packet is unclassified).
+    pub fn new() -> VirtSwitch {
+        VirtSwitch {
+            devices: IdMap::default(),
+            topo: Topology::default(),
+            order: Vec::new(),
+            by_port: None,
+            snapshots: HashMap::new(),
+            max_hops: DEFAULT_MAX_HOPS,
+            stats: VirtStats::default(),
+            queue: VecDeque::new(),
+            dev_out: Vec::new(),
+            recycle: Vec::new(),
+            origins: Vec::new(),
+        }
+    }
+
+    /// Fix every device's clock (see [`Switch::set_clock_us`]) for deterministic runs;
+    /// devices added later keep real time. `None` returns to real time.
+    pub fn set_clock_us(&mut self, now_us: Option<u64>) {
+        for d in self.devices.values_mut() {
+            d.switch.set_clock_us(now_us);
+        }
+    }
+
+    /// Set the hop budget (links one packet lineage may cross).
+    pub fn set_max_hops(&mut self, hops: u32) {
+        self.max_hops = hops;
+    }
+
+    fn build_switch(id: DeviceId, spec: &DeviceSpec) -> Result<Switch, VirtError> {
+        let opts = SwitchOptions {
+            device_id: id as u64,
+            max_instances_per_packet: spec.quotas.max_passes.max(1),
+            ..SwitchOptions::default()
+        };
+        Switch::from_json(&spec.json, opts).map_err(|e| VirtError::Program {
+            device: id,
+            message: e.to_string(),
+        })
+    }
+
+    /// Load a new device. It receives packets once rules or links point at it.
+    pub fn add_device(&mut self, id: DeviceId, spec: DeviceSpec) -> Result<(), VirtError> {
+        if self.devices.contains_key(&id) {
+            return Err(VirtError::DeviceExists(id));
+        }
+        let switch = Self::build_switch(id, &spec)?;
+        let tables = table_names(&switch);
+        let mut dev = Device {
+            id,
+            owner: spec.owner,
+            switch,
+            quotas: spec.quotas,
+            tables,
+            ports: Vec::new(),
+            has_links: false,
+            stats: DeviceStats::default(),
+            quarantine: None,
+            fault_in: None,
+            cpu: Vec::new(),
+        };
+        // The const entries of the program count towards its quota.
+        if let Some(max) = dev.quotas.max_entries {
+            let n = dev.total_entries();
+            if n > max {
+                return Err(VirtError::Program {
+                    device: id,
+                    message: format!("the program's {n} const entries exceed the quota of {max}"),
+                });
+            }
+        }
+        dev.set_ports(compile_ports(self.topo.port_maps.get(&id)));
+        self.devices.insert(id, dev);
+        Ok(())
+    }
+
+    /// Remove a device with its classifier rules and port map; other devices' virtual ports
+    /// linked into it become `Drop` (counted as drops on those devices). Stored snapshots are
+    /// kept as they are: one that names the device fails when activated. Returns its final
+    /// counters.
+    pub fn remove_device(&mut self, id: DeviceId) -> Result<DeviceStats, VirtError> {
+        let dev = self
+            .devices
+            .remove(&id)
+            .ok_or(VirtError::NoSuchDevice(id))?;
+        self.topo.rules.retain(|r| r.device != id);
+        self.topo.port_maps.remove(&id);
+        for (d, map) in self.topo.port_maps.iter_mut() {
+            let mut changed = false;
+            for t in map.values_mut() {
+                if matches!(t, Target::Link { device, .. } if *device == id) {
+                    *t = Target::Drop;
+                    changed = true;
+                }
+            }
+            if changed {
+                if let Some(dev) = self.devices.get_mut(d) {
+                    dev.set_ports(compile_ports(Some(map)));
+                }
+            }
+        }
+        self.reorder();
+        Ok(dev.stats)
+    }
+
+    /// Replace a device's program. Its port map, rules, links, owner and counters stay; its
+    /// quotas become `spec.quotas`. Entries of tables with the same name, key and action
+    /// signatures in both programs are carried over (direct actions only; default actions
+    /// too); registers, counters, meters, profiles, PRE and mirroring start fresh. Clears a
+    /// quarantine.
+    pub fn replace_device(
+        &mut self,
+        id: DeviceId,
+        spec: DeviceSpec,
+    ) -> Result<CarryReport, VirtError> {
+        let old = self.devices.get(&id).ok_or(VirtError::NoSuchDevice(id))?;
+        let mut switch = Self::build_switch(id, &spec)?;
+        let report = carry_entries(&old.switch, &mut switch, spec.quotas.max_entries);
+        let tables = table_names(&switch);
+        let dev = self.devices.get_mut(&id).expect("checked above");
+        dev.switch = switch;
+        dev.tables = tables;
+        dev.quotas = spec.quotas;
+        if spec.owner.is_some() {
+            dev.owner = spec.owner;
+        }
+        dev.quarantine = None;
+        dev.fault_in = None;
+        Ok(report)
+    }
+
+    /// The device ids, ascending.
+    pub fn device_ids(&self) -> Vec<DeviceId> {
+        let mut v: Vec<_> = self.devices.keys().copied().collect();
+        v.sort_unstable();
+        v
+    }
+
+    fn reachable(&self, caller: Caller, id: DeviceId) -> Result<&Device, VirtError> {
+        match self.devices.get(&id) {
+            Some(d) if may_reach(caller, d) => Ok(d),
+            _ => Err(VirtError::NoSuchDevice(id)),
+        }
+    }
+
+    /// A device's runtime API, for `caller`. An unknown device and a device the caller does
+    /// not own give the same [`VirtError::NoSuchDevice`].
+    pub fn runtime(
+        &mut self,
+        caller: Caller,
+        id: DeviceId,
+    ) -> Result<DeviceRuntime<'_>, VirtError> {
+        self.reachable(caller, id)?;
+        Ok(DeviceRuntime { vs: self, id })
+    }
+
+    /// A device's counters.
+    pub fn device_stats(&self, caller: Caller, id: DeviceId) -> Result<DeviceStats, VirtError> {
+        Ok(self.reachable(caller, id)?.stats)
+    }
+
+    /// Why a device is quarantined, if it is.
+    pub fn quarantine(&self, caller: Caller, id: DeviceId) -> Result<Option<String>, VirtError> {
+        Ok(self.reachable(caller, id)?.quarantine.clone())
+    }
+
+    /// Put a quarantined device back in service (its state is as the panic left it).
+    pub fn release(&mut self, id: DeviceId) -> Result<(), VirtError> {
+        let d = self
+            .devices
+            .get_mut(&id)
+            .ok_or(VirtError::NoSuchDevice(id))?;
+        d.quarantine = None;
+        Ok(())
+    }
+
+    /// Packets the device sent to its CPU port since the last call: (virtual port, frame).
+    pub fn take_cpu_packets(
+        &mut self,
+        caller: Caller,
+        id: DeviceId,
+    ) -> Result<Vec<(Port, Vec<u8>)>, VirtError> {
+        self.reachable(caller, id)?;
+        Ok(std::mem::take(
+            &mut self.devices.get_mut(&id).expect("checked").cpu,
+        ))
+    }
+
+    /// Digests of a device since the last call.
+    pub fn take_digests(&mut self, caller: Caller, id: DeviceId) -> Result<Vec<Digest>, VirtError> {
+        self.reachable(caller, id)?;
+        Ok(self
+            .devices
+            .get_mut(&id)
+            .expect("checked")
+            .switch
+            .take_digests())
+    }
+
+    /// Whole-switch counters.
+    pub fn stats(&self) -> VirtStats {
+        self.stats
+    }
+
+    /// Fault injection for isolation tests: the device panics inside its processing when the
+    /// `after`-th next packet enters it (1 = the next one).
+    pub fn inject_panic(&mut self, id: DeviceId, after: u64) -> Result<(), VirtError> {
+        let d = self
+            .devices
+            .get_mut(&id)
+            .ok_or(VirtError::NoSuchDevice(id))?;
+        d.fault_in = Some(after.max(1));
+        Ok(())
+    }
+
+    // ------------------------------------------------------------------ topology
+
+    /// The live topology.
+    pub fn topology(&self) -> &Topology {
+        &self.topo
+    }
+
+    fn validate(&self, t: &Topology) -> Result<(), VirtError> {
+        for (i, r) in t.rules.iter().enumerate() {
+            if !self.devices.contains_key(&r.device) {
+                return Err(VirtError::Topology(format!(
+                    "rule {i}: device {} does not exist",
+                    r.device
+                )));
+            }
+            if r.vlan.is_some_and(|v| v > 4095) {
+                return Err(VirtError::Topology(format!("rule {i}: VLAN id above 4095")));
+            }
+        }
+        for (d, map) in &t.port_maps {
+            if !self.devices.contains_key(d) {
+                return Err(VirtError::Topology(format!(
+                    "port map of device {d}: the device does not exist"
+                )));
+            }
+            for (vp, target) in map {
+                if *vp > MAX_VPORT {
+                    return Err(VirtError::Topology(format!(
+                        "device {d}: virtual port {vp} is above {MAX_VPORT}"
+                    )));
+                }
+                if let Target::Link { device, .. } = target {
+                    if !self.devices.contains_key(device) {
+                        return Err(VirtError::Topology(format!(
+                            "device {d} virtual port {vp}: link into device {device}, which does not exist"
+                        )));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Replace the whole topology (validated first; on error nothing changes).
+    pub fn set_topology(&mut self, t: Topology) -> Result<(), VirtError> {
+        self.validate(&t)?;
+        for (id, d) in self.devices.iter_mut() {
+            d.set_ports(compile_ports(t.port_maps.get(id)));
+        }
+        self.topo = t;
+        self.reorder();
+        Ok(())
+    }
+
+    /// Add one classifier rule.
+    pub fn add_rule(&mut self, rule: Rule) -> Result<(), VirtError> {
+        let mut t = self.topo.clone();
+        t.rules.push(rule);
+        self.set_topology(t)
+    }
+
+    /// Map one virtual port of a device.
+    pub fn map_port(&mut self, id: DeviceId, vport: Port, target: Target) -> Result<(), VirtError> {
+        if !self.devices.contains_key(&id) {
+            return Err(VirtError::NoSuchDevice(id));
+        }
+        let mut t = self.topo.clone();
+        t.port_maps.entry(id).or_default().insert(vport, target);
+        self.set_topology(t)
+    }
+
+    /// Store the live topology as snapshot `name` (replacing one of that name).
+    pub fn save_snapshot(&mut self, name: &str) {
+        self.snapshots.insert(name.to_string(), self.topo.clone());
+    }
+
+    /// Store `t` as snapshot `name` without activating it.
+    pub fn store_snapshot(&mut self, name: &str, t: Topology) {
+        self.snapshots.insert(name.to_string(), t);
+    }
+
+    /// Make snapshot `name` the live topology (validated against today's devices).
+    pub fn activate_snapshot(&mut self, name: &str) -> Result<(), VirtError> {
+        let t = self
+            .snapshots
+            .get(name)
+            .cloned()
+            .ok_or_else(|| VirtError::NoSuchSnapshot(name.to_string()))?;
+        self.set_topology(t)
+    }
+
+    fn reorder(&mut self) {
+        let mut order: Vec<usize> = (0..self.topo.rules.len()).collect();
+        // Stable: equal priorities keep insertion order.
+        order.sort_by_key(|&i| std::cmp::Reverse(self.topo.rules[i].priority));
+        self.order = order;
+        self.by_port = self.port_table();
+    }
+
+    fn port_table(&self) -> Option<PortTable> {
+        let rules = &self.topo.rules;
+        if rules.iter().any(|r| r.vlan.is_some() || r.field.is_some()) {
+            return None;
+        }
+        let ports = rules.iter().filter_map(|r| r.port);
+        let n = ports.max().map_or(0, |m| m as usize + 1);
+        if n > 1 << 16 {
+            return None;
+        }
+        let winner = |p: Option<Port>| {
+            self.order.iter().find_map(|&i| {
+                let r = &rules[i];
+                (r.port.is_none() || r.port == p).then_some((r.device, r.vport))
+            })
+        };
+        Some(PortTable {
+            ports: (0..n as Port).map(|p| winner(Some(p))).collect(),
+            default: self.order.iter().find_map(|&i| {
+                rules[i]
+                    .port
+                    .is_none()
+                    .then_some((rules[i].device, rules[i].vport))
+            }),
+        })
+    }
+
+    /// (device, virtual ingress port) of a packet arriving on physical `port`.
+    pub fn classify(&self, port: Port, pkt: &[u8]) -> Option<(DeviceId, Port)> {
+        if let Some(t) = &self.by_port {
+            let hit = match t.ports.get(port as usize) {
+                Some(h) => *h,
+                None => t.default,
+            };
+            return hit.map(|(d, v)| (d, v.unwrap_or(port)));
+        }
+        self.order.iter().find_map(|&i| {
+            let r = &self.topo.rules[i];
+            r.matches(port, pkt)
+                .then(|| (r.device, r.vport.unwrap_or(port)))
+        })
+    }
+
+    // ------------------------------------------------------------------ packet path
+
+    /// Process a batch of packets arriving on physical ports, in order; frames leaving on
+    /// physical ports are appended to `out` (port = physical port). Give them back with
+    /// [`VirtSwitch::recycle_outputs`] to reuse their buffers.
+    ///
+    /// When every packet of the batch goes to one device on its own port number, and that
+    /// device links nowhere, the batch runs through the device's `Switch::process_batch` in
+    /// one call (outputs in the same order; like a native batch, one clock reading for all;
+    /// a panic then drops the device's whole batch).
+    pub fn process_batch(&mut self, pkts: &[(Port, &[u8])], out: &mut Vec<OutputPacket>) {
+        if pkts.len() > 1 {
+            if let Some(id) = self.batch_device(pkts) {
+                self.run_device(id, Input::Batch(pkts), 0, out);
+                return;
+            }
+        }
+        for &(port, data) in pkts {
+            self.process_one(port, data, out);
+        }
+    }
+
+    /// The device a whole batch can run on in one call (see [`VirtSwitch::process_batch`]).
+    fn batch_device(&self, pkts: &[(Port, &[u8])]) -> Option<DeviceId> {
+        let (port, data) = pkts[0];
+        let (id, vport) = self.classify(port, data)?;
+        let dev = self.devices.get(&id)?;
+        if vport != port || dev.has_links || dev.quarantine.is_some() || dev.fault_in.is_some() {
+            return None;
+        }
+        pkts[1..]
+            .iter()
+            .all(|&(p, d)| self.classify(p, d) == Some((id, p)))
+            .then_some(id)
+    }
+
+    /// Give transmitted frames back for reuse (empties `out`). Each buffer returns to the
+    /// device that produced it when `out` holds exactly the frames [`VirtSwitch::process_batch`]
+    /// appended since the last call; otherwise they go to one device.
+    pub fn recycle_outputs(&mut self, out: &mut Vec<OutputPacket>) {
+        if out.len() == self.origins.len()
+            && self
+                .origins
+                .first()
+                .is_some_and(|f| self.origins.iter().all(|o| o == f))
+        {
+            // The common case: every frame from one device, given back in place.
+            let id = self.origins[0];
+            self.origins.clear();
+            match self.devices.get_mut(&id) {
+                Some(d) => d.switch.recycle_outputs(out),
+                None => out.clear(),
+            }
+        } else if out.len() == self.origins.len() {
+            // Consecutive frames of one device go back in one call.
+            let mut origins = std::mem::take(&mut self.origins);
+            let mut cur: Option<DeviceId> = None;
+            for (o, id) in out.drain(..).zip(origins.drain(..)) {
+                if cur != Some(id) {
+                    self.give_back(cur);
+                    cur = Some(id);
+                }
+                self.recycle.push(o);
+            }
+            self.give_back(cur);
+            self.origins = origins;
+        } else {
+            self.origins.clear();
+            match self.devices.values_mut().next() {
+                Some(d) => d.switch.recycle_outputs(out),
+                None => out.clear(),
+            }
+        }
+    }
+
+    /// Hand the frames in `self.recycle` to device `id`'s buffer pool.
+    fn give_back(&mut self, id: Option<DeviceId>) {
+        match id.and_then(|id| self.devices.get_mut(&id)) {
+            Some(d) => d.switch.recycle_outputs(&mut self.recycle),
+            None => self.recycle.clear(),
+        }
+    }
+
+    fn process_one(&mut self, port: Port, data: &[u8], out: &mut Vec<OutputPacket>) {
+        let Some((dev, vport)) = self.classify(port, data) else {
+            self.stats.unclassified += 1;
+            return;
+        };
+        self.run_device(dev, Input::One(vport, data), 0, out);
+        while let Some(w) = self.queue.pop_front() {
+            self.run_device(w.device, Input::One(w.vport, &w.data), w.hops, out);
+            self.recycle.push(OutputPacket {
+                port: 0,
+                data: w.data,
+            });
+            if let Some(d) = self.devices.get_mut(&w.from) {
+                d.switch.recycle_outputs(&mut self.recycle);
+            } else {
+                self.recycle.clear();
+            }
+        }
+    }
+
+    fn run_device(
+        &mut self,
+        id: DeviceId,
+        input: Input<'_>,
+        hops: u32,
+        out: &mut Vec<OutputPacket>,
+    ) {
+        let n = match input {
+            Input::One(..) => 1,
+            Input::Batch(b) => b.len() as u64,
+        };
+        let Some(dev) = self.devices.get_mut(&id) else {
+            self.stats.dangling += 1;
+            return;
+        };
+        if dev.quarantine.is_some() {
+            dev.stats.quarantine_drops += n;
+            return;
+        }
+        dev.stats.packets_in += n;
+        let dev_out = &mut self.dev_out;
+        dev_out.clear();
+        let fault = match dev.fault_in.as_mut() {
+            Some(n) => {
+                *n -= 1;
+                *n == 0
+            }
+            None => false,
+        };
+        let sw = &mut dev.switch;
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            if fault {
+                panic!("injected fault");
+            }
+            match input {
+                Input::One(vport, data) => sw.process_packet(vport, data, dev_out),
+                Input::Batch(pkts) => sw.process_batch(pkts, dev_out),
+            }
+        }));
+        if let Err(e) = r {
+            let msg = e
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| e.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "panic".to_string());
+            dev.fault_in = None;
+            dev.stats.panics += 1;
+            dev.quarantine = Some(format!("panicked while processing a packet: {msg}"));
+            dev.switch.recycle_outputs(dev_out);
+            return;
+        }
+        for o in dev_out.drain(..) {
+            match dev.target(o.port) {
+                Target::Phys(p) => {
+                    dev.stats.to_phys += 1;
+                    out.push(OutputPacket {
+                        port: p,
+                        data: o.data,
+                    });
+                    self.origins.push(id);
+                }
+                Target::Link { device, vport } => {
+                    if hops >= self.max_hops {
+                        dev.stats.hop_cut += 1;
+                        self.recycle.push(o);
+                    } else {
+                        dev.stats.to_links += 1;
+                        self.queue.push_back(Work {
+                            from: id,
+                            device,
+                            vport,
+                            data: o.data,
+                            hops: hops + 1,
+                        });
+                    }
+                }
+                Target::Cpu => {
+                    dev.stats.to_cpu += 1;
+                    dev.cpu.push((o.port, o.data));
+                }
+                Target::Drop => {
+                    dev.stats.dropped += 1;
+                    self.recycle.push(o);
+                }
+            }
+        }
+        if !self.recycle.is_empty() {
+            dev.switch.recycle_outputs(&mut self.recycle);
+        }
+    }
+}
+
+/// Highest virtual port number a port map may use.
+pub const MAX_VPORT: Port = 4095;
+
+fn may_reach(caller: Caller, d: &Device) -> bool {
+    match caller {
+        Caller::Operator => true,
+        Caller::Tenant(t) => d.owner.as_deref() == Some(t),
+    }
+}
+
+fn compile_ports(map: Option<&BTreeMap<Port, Target>>) -> Vec<Target> {
+    let Some(map) = map else { return Vec::new() };
+    let n = map.keys().next_back().map_or(0, |&p| p as usize + 1);
+    let mut v = vec![Target::Drop; n];
+    for (&p, &t) in map {
+        v[p as usize] = t;
+    }
+    v
+}
+
+fn table_names(sw: &Switch) -> Vec<String> {
+    sw.program()
+        .pipelines
+        .iter()
+        .flat_map(|p| p.tables.iter().map(|t| t.name.clone()))
+        .collect()
+}
+
+/// A table's signature: key (kinds, targets, masks) and actions with parameter widths.
+fn table_signature(p: &tern_model::Program, t: &tern_model::Table) -> String {
+    let mut acts: Vec<String> = t
+        .actions
+        .iter()
+        .filter_map(|&a| p.actions.get(a as usize))
+        .map(|a| {
+            let w: Vec<u32> = a.runtime_data.iter().map(|(_, w)| *w).collect();
+            format!("{}{:?}", a.name, w)
+        })
+        .collect();
+    acts.sort();
+    format!(
+        "{:?}|{:?}|{:?}|{:?}",
+        t.match_type, t.table_type, t.key, acts
+    )
+}
+
+fn find_table<'a>(p: &'a tern_model::Program, name: &str) -> Option<&'a tern_model::Table> {
+    p.pipelines
+        .iter()
+        .flat_map(|pl| pl.tables.iter())
+        .find(|t| t.name == name)
+}
+
+fn carry_entries(old: &Switch, new: &mut Switch, max_entries: Option<u64>) -> CarryReport {
+    let mut report = CarryReport::default();
+    let (po, pn) = (old.program().clone(), new.program().clone());
+    let mut budget = max_entries.map(|m| {
+        m.saturating_sub(
+            table_names(new)
+                .iter()
+                .map(|t| new.mt_get_num_entries(t).unwrap_or(0))
+                .sum(),
+        )
+    });
+    for t_old in po.pipelines.iter().flat_map(|p| p.tables.iter()) {
+        let Some(t_new) = find_table(&pn, &t_old.name) else {
+            continue;
+        };
+        if table_signature(&po, t_old) != table_signature(&pn, t_new) {
+            report
+                .skipped
+                .push(format!("{}: key or actions differ", t_old.name));
+            continue;
+        }
+        if t_new.entries.is_some() {
+            report
+                .skipped
+                .push(format!("{}: const entries in the new program", t_old.name));
+            continue;
+        }
+        let entries = old.mt_get_entries(&t_old.name).unwrap_or_default();
+        let mut moved = 0;
+        for e in &entries {
+            let tern_runtime::ActionEntry::Action { name, data } = &e.action else {
+                report.skipped.push(format!(
+                    "{} entry {}: indirect (action profiles are not carried)",
+                    t_old.name, e.handle
+                ));
+                continue;
+            };
+            if budget == Some(0) {
+                report.skipped.push(format!(
+                    "{} entry {}: entry quota reached",
+                    t_old.name, e.handle
+                ));
+                continue;
+            }
+            let prio = (e.priority >= 0).then_some(e.priority);
+            match new.mt_add_entry(&t_old.name, &e.match_key, name, data, prio) {
+                Ok(h) => {
+                    if let Some(l) = e.life {
+                        let _ = new.mt_set_entry_ttl(&t_old.name, h, l.timeout_ms);
+                    }
+                    moved += 1;
+                    if let Some(b) = budget.as_mut() {
+                        *b -= 1;
+                    }
+                }
+                Err(err) => report
+                    .skipped
+                    .push(format!("{} entry {}: {err}", t_old.name, e.handle)),
+            }
+        }
+        let old_default = old.mt_get_default_entry(&t_old.name);
+        if old_default.is_ok() && old_default != new.mt_get_default_entry(&t_old.name) {
+            let Ok(tern_runtime::ActionEntry::Action { name, data }) = old_default else {
+                report.skipped.push(format!(
+                    "{}: indirect default entry (action profiles are not carried)",
+                    t_old.name
+                ));
+                report.entries += moved;
+                report.tables.push(t_old.name.clone());
+                continue;
+            };
+            if let Err(err) = new.mt_set_default_action(&t_old.name, &name, &data) {
+                report
+                    .skipped
+                    .push(format!("{} default action: {err}", t_old.name));
+            }
+        }
+        report.entries += moved;
+        report.tables.push(t_old.name.clone());
+    }
+    report
+}
