@@ -152,8 +152,17 @@ impl Diff {
                 for k in &t.key {
                     if let KeyTarget::Field(f) = k.target {
                         let w = prog.field_width(f);
+                        // Small values too: metadata keys (ports, lengths) take them.
                         pools.entry(f).or_insert_with(|| {
-                            (0..6).map(|_| fit(rng.bytes(16), w)).collect::<Vec<_>>()
+                            (0..8)
+                                .map(|i| {
+                                    if i % 2 == 0 {
+                                        num(rng.below(64) as u64, w)
+                                    } else {
+                                        fit(rng.bytes(16), w)
+                                    }
+                                })
+                                .collect::<Vec<_>>()
                         });
                     }
                 }
