@@ -358,8 +358,12 @@ fn execute(args: &BenchArgs) -> anyhow::Result<Outcome> {
     check_args(args)?;
     let n = args.workers.unwrap_or(1);
     let (name, json) = load(args)?;
-    let (mut ctl, mut ws) = workers::build(&json, SwitchOptions::default(), n)
-        .with_context(|| format!("loading {name}"))?;
+    let opts = SwitchOptions {
+        bcache: args.bcache.config()?,
+        ..SwitchOptions::default()
+    };
+    let (mut ctl, mut ws) =
+        workers::build(&json, opts, n).with_context(|| format!("loading {name}"))?;
     let prog = ctl.switch().program().clone();
     let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
 
@@ -541,6 +545,13 @@ fn execute(args: &BenchArgs) -> anyhow::Result<Outcome> {
             base.misforwarded
         );
     }
+    if ws.iter().any(|w| w.bcache_stats().is_some()) {
+        let mut sum = tern_dataplane::bcache::Stats::default();
+        for w in &ws {
+            sum.add(&w.bcache_stats().unwrap_or_default());
+        }
+        let _ = writeln!(r, "  bcache (sum over {n} workers): {sum}");
+    }
     let kb = |v: Option<u64>| v.map_or("?".to_string(), |v| format!("{v} kB"));
     let _ = writeln!(
         r,
@@ -591,6 +602,7 @@ mod tests {
             stage_packets: 0,
             workers: Some(2),
             update_rate: 0,
+            bcache: Default::default(),
         }
     }
 

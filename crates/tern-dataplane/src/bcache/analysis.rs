@@ -188,11 +188,10 @@ impl Walker<'_> {
                 cond,
             } => {
                 if matches!(op, Op::Valid) {
-                    if let Some(l) = left.as_deref() {
-                        if let Expr::Header(h) = l {
-                            a.vreads.insert(*h);
-                            return;
-                        }
+                    // `valid(h)` reads h's validity only (the header may be either operand).
+                    if let Some(Expr::Header(h)) = left.as_deref().or(right.as_deref()) {
+                        a.vreads.insert(*h);
+                        return;
                     }
                 }
                 for x in [left, right, cond].into_iter().flatten() {

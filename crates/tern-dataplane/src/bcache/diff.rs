@@ -191,6 +191,9 @@ impl Diff {
         what: &str,
         f: impl Fn(&mut Switch) -> RtResult<T>,
     ) -> Result<RtResult<T>, String> {
+        // One virtual clock for both (entries added now start ageing now).
+        self.on.set_clock_us(Some(self.now));
+        self.off.set_clock_us(Some(self.now));
         let a = f(&mut self.on);
         let b = f(&mut self.off);
         let (sa, sb) = (format!("{a:?}"), format!("{b:?}"));
