@@ -1502,7 +1502,13 @@ impl Engine {
         let t = &self.tables[ti as usize];
         let ts = &mut tables[ti as usize];
         if let Some(r) = ext.rec.as_deref_mut() {
-            r.path.push((ti, hit.map(|i| (i, ts.store.handle_of(i)))));
+            r.path.push((
+                ti,
+                hit.map(|i| (i, ts.store.handle_of(i))),
+                r.keys.len() as u32,
+                key.len() as u32,
+            ));
+            r.keys.extend_from_slice(key);
         }
         if TRACE {
             let handle = hit.map(|i| ts.store.handle_of(i) as u64);

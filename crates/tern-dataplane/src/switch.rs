@@ -704,6 +704,20 @@ impl Switch {
         }
     }
 
+    /// Entry `h` was added to table `ti` of the program control operations address: the
+    /// cached behaviours whose lookup in it the entry matches.
+    fn bc_added(&mut self, ti: usize, h: EntryHandle) {
+        if self.pending.is_some() {
+            return;
+        }
+        if let (Some(bc), Ok(e)) = (
+            self.bcache.as_deref_mut(),
+            self.live.state.tables[ti].store.get(h),
+        ) {
+            bc.invalidate_added(ti as u32, e);
+        }
+    }
+
     /// An action profile's members or groups change: every table using it.
     fn bc_profile(&mut self, prof: &str) {
         if self.pending.is_some() {
@@ -1366,13 +1380,14 @@ impl Runtime for Switch {
         data: &[Vec<u8>],
         priority: Option<i32>,
     ) -> RtResult<EntryHandle> {
-        self.bc_table(table, Invalidate::Table);
         let i = self.ctl_mut();
         let ti = i.table(table)?;
         i.want_type(ti, TableType::Simple)?;
         let a = i.table_action(ti, action)?;
         let data = norm_data(&i.engine.actions[a as usize].param_widths, data)?;
-        i.add_entry(ti, key, priority, EntryAction::Action { action: a, data })
+        let h = i.add_entry(ti, key, priority, EntryAction::Action { action: a, data })?;
+        self.bc_added(ti, h);
+        Ok(h)
     }
 
     fn mt_set_default_action(
@@ -1467,14 +1482,15 @@ impl Runtime for Switch {
         member: MemberHandle,
         priority: Option<i32>,
     ) -> RtResult<EntryHandle> {
-        self.bc_table(table, Invalidate::Table);
         let i = self.ctl_mut();
         let ti = i.table(table)?;
         if i.engine.tables[ti].table_type == TableType::Simple {
             return Err(TableError::WRONG_TABLE_TYPE.into());
         }
         i.member_ok(ti, member)?;
-        i.add_entry(ti, key, priority, EntryAction::Member(member))
+        let h = i.add_entry(ti, key, priority, EntryAction::Member(member))?;
+        self.bc_added(ti, h);
+        Ok(h)
     }
 
     fn mt_indirect_modify_entry(
@@ -1541,12 +1557,13 @@ impl Runtime for Switch {
         group: GroupHandle,
         priority: Option<i32>,
     ) -> RtResult<EntryHandle> {
-        self.bc_table(table, Invalidate::Table);
         let i = self.ctl_mut();
         let ti = i.table(table)?;
         i.want_type(ti, TableType::IndirectWs)?;
         i.group_ok(ti, group)?;
-        i.add_entry(ti, key, priority, EntryAction::Group(group))
+        let h = i.add_entry(ti, key, priority, EntryAction::Group(group))?;
+        self.bc_added(ti, h);
+        Ok(h)
     }
 
     fn mt_indirect_ws_modify_entry(

@@ -682,6 +682,44 @@ impl Diff {
         self.packet(port, &frame)
     }
 
+    /// Events taken from fuzzer bytes: per event an op byte, then its operands. `op % 8`:
+    /// 0 a control operation (the next byte reseeds the generator), 1 a generated event, 2 a
+    /// recent packet again, else a frame of the next byte's length (port `op / 8 % 8`).
+    /// All state is compared at the end.
+    pub fn fuzz(&mut self, data: &[u8]) -> Result<(), String> {
+        let mut i = 0usize;
+        while i < data.len() {
+            let op = data[i];
+            i += 1;
+            self.now += 1;
+            match op % 8 {
+                0 => {
+                    let b = data.get(i).copied().unwrap_or(0);
+                    i += 1;
+                    self.rng = Rng((self.rng.0 ^ (b as u64) << 17) | 1);
+                    self.control()?;
+                }
+                1 => self.event()?,
+                2 if !self.recent.is_empty() => {
+                    let (port, f) = self.recent[op as usize / 8 % self.recent.len()].clone();
+                    self.packet(port, &f)?;
+                }
+                _ => {
+                    let n = data.get(i).copied().unwrap_or(0) as usize;
+                    i += 1;
+                    let f = data[i.min(data.len())..(i + n).min(data.len())].to_vec();
+                    i += n;
+                    let port = (op as u32 / 8) % 8;
+                    if self.recent.len() < 64 {
+                        self.recent.push((port, f.clone()));
+                    }
+                    self.packet(port, &f)?;
+                }
+            }
+        }
+        self.compare_state()
+    }
+
     /// Set up, then `events` events with a state comparison every `every` events and at the
     /// end.
     pub fn run(&mut self, events: u64, every: u64) -> Result<Report, String> {

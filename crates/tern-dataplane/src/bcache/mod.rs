@@ -209,12 +209,18 @@ impl std::fmt::Display for Stats {
 /// [`crate::exec::ExternState::rec`] while a miss is recorded).
 #[derive(Clone, Debug, Default)]
 pub struct Rec {
-    /// Every table applied: `(table, Some((slot, handle)))` on a hit, `(table, None)` on a
-    /// miss.
-    pub path: Vec<(u32, Option<(u32, u32)>)>,
+    /// Every table applied: `(table, Some((slot, handle)), key offset, key length)` on a
+    /// hit, `(table, None, ..)` on a miss; the key is the one the table looked up, in
+    /// [`Rec::keys`].
+    pub path: Vec<Step>,
+    pub keys: Vec<u8>,
     /// Indirect counters counted: `(counter array, index)`.
     pub counts: Vec<(u32, u32)>,
 }
+
+/// One table applied by a recorded run: table, `(slot, handle)` of the entry hit (`None`
+/// on a miss), offset and length of the lookup key in the entry's key bytes.
+pub type Step = (u32, Option<(u32, u32)>, u32, u32);
 
 /// The key layout and write set of the ingress pipeline, at the engine's byte level.
 #[derive(Clone, Debug, Default)]
@@ -404,7 +410,9 @@ struct Entry {
     len0: u32,
     /// `None`: the pipeline completed; `Some(fault)`: it faulted (the packet is dropped).
     fault: Option<String>,
-    path: Box<[(u32, Option<(u32, u32)>)]>,
+    path: Box<[Step]>,
+    /// The lookup keys of `path`, concatenated.
+    keys: Box<[u8]>,
     counts: Box<[(u32, u32)]>,
     referenced: bool,
 }
@@ -416,7 +424,8 @@ impl Entry {
             + self.writes.len()
             + self.valid.len()
             + 4 * (self.stack_next.len() + self.union_stack_next.len() + self.vl_width.len())
-            + 12 * self.path.len()
+            + std::mem::size_of::<Step>() * self.path.len()
+            + self.keys.len()
             + 8 * self.counts.len()
             + self.fault.as_ref().map_or(0, |f| f.len())
     }
@@ -542,6 +551,7 @@ impl Cache {
         let regs0 = pkt.regs.clone();
         let mut rec = self.rec.take().unwrap_or_default();
         rec.path.clear();
+        rec.keys.clear();
         rec.counts.clear();
         st.ext.rec = Some(rec);
         let r = eng.run_pipeline(st, pkt, "ingress", init);
@@ -571,6 +581,7 @@ impl Cache {
                 len0,
                 fault: r.as_ref().err().map(|f| f.0.clone()),
                 path: rec.path.as_slice().into(),
+                keys: rec.keys.as_slice().into(),
                 counts: rec.counts.as_slice().into(),
                 referenced: false,
             };
@@ -657,7 +668,7 @@ impl Cache {
         pkt.regs.clone_from(&e.regs);
         pkt.length_reg = (pkt.length_reg as i64 + e.len_delta) as u32;
         let now = st.ext.now_us;
-        for &(ti, hit) in e.path.iter() {
+        for &(ti, hit, _, _) in e.path.iter() {
             let Some((s, _)) = hit else { continue };
             let t = &eng.tables[ti as usize];
             if !(t.with_counters || t.support_timeout) {
@@ -703,7 +714,7 @@ impl Cache {
         };
         let g = self.gens[slot as usize];
         let r = (slot, g);
-        for &(ti, hit) in e.path.iter() {
+        for &(ti, hit, _, _) in e.path.iter() {
             self.by_table[ti as usize].push(r);
             match hit {
                 Some((_, h)) => self.by_entry.entry((ti, h)).or_default().push(r),
@@ -791,7 +802,7 @@ impl Cache {
         for (s, e) in self.slab.iter().enumerate() {
             let Some(e) = e else { continue };
             let r = (s as u32, self.gens[s]);
-            for &(ti, hit) in e.path.iter() {
+            for &(ti, hit, _, _) in e.path.iter() {
                 self.by_table[ti as usize].push(r);
                 match hit {
                     Some((_, h)) => self.by_entry.entry((ti, h)).or_default().push(r),
@@ -835,6 +846,42 @@ impl Cache {
         self.by_miss = vec![Vec::new(); eng.tables.len()];
     }
 
+    /// Table `t` got entry `e`: remove exactly the cached behaviours whose lookup in `t`
+    /// the new entry matches (their result may change; a lookup it does not match keeps
+    /// its result whatever the priorities).
+    pub fn invalidate_added(&mut self, t: u32, e: &crate::table::Entry) {
+        self.stats.invalidation_ops += 1;
+        let Some(v) = self.by_table.get_mut(t as usize) else {
+            return;
+        };
+        let refs = std::mem::take(v);
+        let mut keep = Vec::with_capacity(refs.len());
+        for (s, g) in refs {
+            let Some(en) = self.slab[s as usize]
+                .as_ref()
+                .filter(|_| self.gens[s as usize] == g)
+            else {
+                continue;
+            };
+            let hit = en.path.iter().any(|&(ti, _, o, n)| {
+                ti == t
+                    && tern_match::entry_matches(
+                        &e.value,
+                        &e.mask,
+                        &e.ranges,
+                        &en.keys[o as usize..(o + n) as usize],
+                    )
+            });
+            if hit {
+                self.remove(s);
+                self.stats.invalidated += 1;
+            } else {
+                keep.push((s, g));
+            }
+        }
+        self.by_table[t as usize] = keep;
+    }
+
     /// Remove every entry.
     pub fn flush(&mut self) {
         self.stats.flushes += 1;
@@ -861,8 +908,8 @@ pub enum Invalidate {
     Entry(u32, u32),
     /// Table `t`'s default entry changed: entries that missed it.
     Default(u32),
-    /// Table `t` got a new entry, was cleared, or its action profile changed: entries that
-    /// applied it.
+    /// Table `t` was cleared or its action profile changed: entries that applied it. (A new
+    /// entry goes through [`Cache::invalidate_added`].)
     Table(u32),
     /// Everything (program swap, state reset, hash parameters).
     All,
