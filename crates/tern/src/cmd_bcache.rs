@@ -160,6 +160,143 @@ mod tests {
         assert!(cacheable >= 8, "only {cacheable} programs cacheable");
     }
 
+    use tern_dataplane::{Switch, SwitchOptions};
+    use tern_runtime::{MatchParam, PacketPath, Runtime};
+
+    /// The L3 router with the cache, routes 10.0.1.0/24 → port 1 and 10.0.2.0/24 → port 2.
+    fn router(cfg: Config) -> (Switch, u32, u32) {
+        let json = load_json(&p4("bench/l3_router.p4")).expect("compiles");
+        let mut sw = Switch::from_json(
+            &json,
+            SwitchOptions {
+                bcache: Some(cfg),
+                ..SwitchOptions::default()
+            },
+        )
+        .expect("loads");
+        let mut h = [0u32; 2];
+        for (i, net) in [1u8, 2].iter().enumerate() {
+            let key = [MatchParam::Lpm {
+                key: vec![10, 0, *net, 0],
+                prefix_len: 24,
+            }];
+            let data = [vec![0, 0, 0, 0, 0, *net], vec![0, *net]];
+            h[i] = sw
+                .mt_add_entry("RIngress.ipv4_lpm", &key, "RIngress.set_nhop", &data, None)
+                .expect("route");
+        }
+        (sw, h[0], h[1])
+    }
+
+    fn frame(net: u8, host: u8) -> Vec<u8> {
+        let mut b = vec![0u8; 60];
+        b[0..6].copy_from_slice(&[2, 0, 0, 0, 0, 9]);
+        b[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
+        b[12..14].copy_from_slice(&[0x08, 0x00]);
+        b[14] = 0x45;
+        b[22] = 64;
+        b[23] = 17;
+        b[30..34].copy_from_slice(&[10, 0, net, host]);
+        b
+    }
+
+    fn send(sw: &mut Switch, f: &[u8]) -> Vec<u32> {
+        let mut out = Vec::new();
+        sw.process_packet(0, f, &mut out);
+        out.iter().map(|o| o.port).collect()
+    }
+
+    /// Changes invalidate exactly the behaviours that depend on them: a new entry only those
+    /// whose lookup it matches, a modified entry only those that hit it, a default change
+    /// only those that missed.
+    #[test]
+    fn invalidation_is_precise() {
+        let (mut sw, h1, _) = router(Config::default());
+        let (a, b, c) = (frame(1, 5), frame(2, 5), frame(3, 5));
+        for f in [&a, &b, &c] {
+            send(&mut sw, f);
+        }
+        let st = sw.bcache_stats().unwrap();
+        assert_eq!((st.inserts, st.entries, st.hits), (3, 3, 0));
+        assert_eq!(send(&mut sw, &a), vec![1]);
+        assert_eq!(send(&mut sw, &c), Vec::<u32>::new());
+        assert_eq!(sw.bcache_stats().unwrap().hits, 2);
+        // A /32 for a's host: only a's behaviour goes.
+        let key = [MatchParam::Lpm {
+            key: vec![10, 0, 1, 5],
+            prefix_len: 32,
+        }];
+        sw.mt_add_entry(
+            "RIngress.ipv4_lpm",
+            &key,
+            "RIngress.set_nhop",
+            &[vec![0; 6], vec![0, 7]],
+            None,
+        )
+        .unwrap();
+        let st = sw.bcache_stats().unwrap();
+        assert_eq!((st.invalidated, st.entries), (1, 2));
+        assert_eq!(send(&mut sw, &a), vec![7]);
+        // Modifying route 1 (no cached behaviour hits it now: a hits the /32) removes
+        // nothing.
+        sw.mt_modify_entry(
+            "RIngress.ipv4_lpm",
+            h1,
+            "RIngress.set_nhop",
+            &[vec![0; 6], vec![0, 3]],
+        )
+        .unwrap();
+        assert_eq!(sw.bcache_stats().unwrap().invalidated, 1);
+        // The default changes: c (a miss) goes, a and b stay.
+        sw.mt_set_default_action(
+            "RIngress.ipv4_lpm",
+            "RIngress.set_nhop",
+            &[vec![0; 6], vec![0, 4]],
+        )
+        .unwrap();
+        let st = sw.bcache_stats().unwrap();
+        assert_eq!(st.invalidated, 2, "{st}");
+        assert_eq!(send(&mut sw, &c), vec![4]);
+        assert_eq!(send(&mut sw, &b), vec![2]);
+        // Program reset: everything.
+        sw.reset_state();
+        assert_eq!(sw.bcache_stats().unwrap().entries, 0);
+    }
+
+    /// Capacity bounds the entries (evictions counted); the count-min detector admits a
+    /// behaviour once it has been seen more than `threshold` times.
+    #[test]
+    fn capacity_and_admission() {
+        for ev in [Eviction::Fifo, Eviction::Clock] {
+            let (mut sw, _, _) = router(Config {
+                capacity: 4,
+                admission: Admission::Always,
+                eviction: ev,
+            });
+            for host in 0..10 {
+                send(&mut sw, &frame(1, host));
+            }
+            let st = sw.bcache_stats().unwrap();
+            assert_eq!(
+                (st.entries, st.evictions, st.inserts),
+                (4, 6, 10),
+                "{ev:?}: {st}"
+            );
+        }
+        let (mut sw, _, _) = router(Config {
+            capacity: 16,
+            admission: Admission::CountMin { threshold: 2 },
+            eviction: Eviction::Clock,
+        });
+        let a = frame(1, 1);
+        for n in 1..=4 {
+            send(&mut sw, &a);
+            let st = sw.bcache_stats().unwrap();
+            assert_eq!(st.inserts, (n >= 3) as u64, "after {n}: {st}");
+        }
+        assert_eq!(sw.bcache_stats().unwrap().hits, 1);
+    }
+
     #[test]
     fn explain_names_key_effects_and_guards() {
         let json = load_json(&p4("bench/l3_router.p4")).expect("compiles");
