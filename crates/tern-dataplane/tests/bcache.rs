@@ -4,6 +4,7 @@
 //! program gets `TERN_BCACHE_EVENTS` events (default 100,000); programs whose ingress the
 //! analysis refuses get a shorter run (the cache is bypassed, the harness still checks that).
 
+#[allow(dead_code)] // the shared generator is not used here
 mod common;
 use common::fixture_jsons;
 use tern_dataplane::bcache::diff::Diff;

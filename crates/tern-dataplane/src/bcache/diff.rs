@@ -26,20 +26,20 @@ use crate::{Switch, SwitchOptions};
 pub struct Rng(pub u64);
 
 impl Rng {
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
         self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
     }
     pub fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
+        (self.next_u64() % n.max(1) as u64) as usize
     }
     fn chance(&mut self, pct: usize) -> bool {
         self.below(100) < pct
     }
     fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next() as u8).collect()
+        (0..n).map(|_| self.next_u64() as u8).collect()
     }
 }
 
@@ -407,7 +407,7 @@ impl Diff {
                         r.name.clone(),
                         self.rng.below(r.size.max(1) as usize) as u32,
                     );
-                    let v = self.rng.next() & 0xff;
+                    let v = self.rng.next_u64() & 0xff;
                     let _ = self.both("register_write", |sw| sw.register_write(&n, idx, v))?;
                 }
             }

@@ -387,6 +387,9 @@ impl Hasher for KeyHasher {
 
 type KeyMap = HashMap<Box<[u8]>, u32, BuildHasherDefault<KeyHasher>>;
 
+/// `(table, entry handle)` → `(slot, generation)` of the cached behaviours that hit it.
+type EntryIndex = HashMap<(u32, u32), Vec<(u32, u32)>, BuildHasherDefault<KeyHasher>>;
+
 fn hash_key(k: &[u8]) -> u64 {
     let mut h = KeyHasher::default();
     h.write(k);
@@ -446,7 +449,7 @@ pub struct Cache {
     hand: usize,
     by_table: Vec<Vec<(u32, u32)>>,
     by_miss: Vec<Vec<(u32, u32)>>,
-    by_entry: HashMap<(u32, u32), Vec<(u32, u32)>, BuildHasherDefault<KeyHasher>>,
+    by_entry: EntryIndex,
     index_refs: usize,
     cm: Vec<[u16; 2]>,
     cm_ticks: u32,
