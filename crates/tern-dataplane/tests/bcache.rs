@@ -43,9 +43,11 @@ fn cached_and_uncached_switches_agree_on_every_fixture() {
             continue; // not loadable by simple_switch either (the loader tests cover that)
         };
         let ok = d.on.bcache_plan().is_some_and(|p| p.uncacheable.is_none());
+        let t = std::time::Instant::now();
         let r = d
             .run(if ok { n } else { n / 50 }, 997)
             .unwrap_or_else(|e| panic!("{name}: {e}"));
+        println!("{name}: {:.1} s", t.elapsed().as_secs_f64());
         if ok {
             cacheable += 1;
         }

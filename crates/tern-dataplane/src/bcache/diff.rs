@@ -134,15 +134,21 @@ pub struct Diff {
 impl Diff {
     /// Two switches for `json`: `cfg` on one, no cache on the other.
     pub fn new(json: &str, cfg: Config, seed: u64) -> Result<Diff, String> {
+        // Resubmit/recirculate loops: 100 instances per input packet on both sides (not
+        // 10,000) keep a looping program's events cheap.
+        let opts = SwitchOptions {
+            max_instances_per_packet: 100,
+            ..SwitchOptions::default()
+        };
         let on = Switch::from_json(
             json,
             SwitchOptions {
                 bcache: Some(cfg),
-                ..SwitchOptions::default()
+                ..opts.clone()
             },
         )
         .map_err(|e| e.to_string())?;
-        let off = Switch::from_json(json, SwitchOptions::default()).map_err(|e| e.to_string())?;
+        let off = Switch::from_json(json, opts).map_err(|e| e.to_string())?;
         let prog = on.program().clone();
         let mut rng = Rng(seed | 1);
         let mut pools = HashMap::new();
