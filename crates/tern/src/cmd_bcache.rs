@@ -25,6 +25,9 @@ pub struct BcacheArgs {
     /// Eviction: clock or fifo.
     #[arg(long, value_name = "POLICY", default_value = "clock")]
     pub bcache_eviction: String,
+    /// Do not cache behaviours that apply this table (JSON name; repeatable).
+    #[arg(long, value_name = "TABLE")]
+    pub bcache_skip_table: Vec<String>,
 }
 
 impl BcacheArgs {
@@ -39,6 +42,7 @@ impl BcacheArgs {
                 .map_err(|e| anyhow::anyhow!("--bcache-admission: {e}"))?,
             eviction: Config::parse_eviction(&self.bcache_eviction)
                 .map_err(|e| anyhow::anyhow!("--bcache-eviction: {e}"))?,
+            skip_tables: self.bcache_skip_table.clone(),
         }))
     }
 }
@@ -134,6 +138,7 @@ mod tests {
                     Admission::CountMin { threshold: 0 },
                 ][i % 3],
                 eviction: [Eviction::Fifo, Eviction::Clock][i % 2],
+                skip_tables: Vec::new(),
             };
             let mut d = Diff::new(&json, cfg, 0xb0c + i as u64).expect("loads");
             let ok = d.on.bcache_plan().is_some_and(|p| p.uncacheable.is_none());
@@ -272,6 +277,7 @@ mod tests {
                 capacity: 4,
                 admission: Admission::Always,
                 eviction: ev,
+                skip_tables: Vec::new(),
             });
             for host in 0..10 {
                 send(&mut sw, &frame(1, host));
@@ -287,6 +293,7 @@ mod tests {
             capacity: 16,
             admission: Admission::CountMin { threshold: 2 },
             eviction: Eviction::Clock,
+            skip_tables: Vec::new(),
         });
         let a = frame(1, 1);
         for n in 1..=4 {
@@ -295,6 +302,20 @@ mod tests {
             assert_eq!(st.inserts, (n >= 3) as u64, "after {n}: {st}");
         }
         assert_eq!(sw.bcache_stats().unwrap().hits, 1);
+        // The opt-out: behaviours through the routing table are never stored.
+        let (mut sw, _, _) = router(Config {
+            skip_tables: vec!["RIngress.ipv4_lpm".into()],
+            ..Config::default()
+        });
+        for _ in 0..4 {
+            assert_eq!(send(&mut sw, &a), vec![1]);
+        }
+        let st = sw.bcache_stats().unwrap();
+        assert_eq!(
+            (st.inserts, st.hits, st.insert_refused_opt_out),
+            (0, 0, 4),
+            "{st}"
+        );
     }
 
     #[test]
@@ -317,6 +338,7 @@ mod tests {
             bcache_admission: "sometimes".into(),
             bcache_eviction: "clock".into(),
             bcache_size: 8,
+            bcache_skip_table: Vec::new(),
         };
         let e = a.config().unwrap_err().to_string();
         assert!(

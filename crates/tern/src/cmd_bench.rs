@@ -264,7 +264,7 @@ pub(crate) fn frame(f: &Flow, size: usize) -> Vec<u8> {
 /// The cache's counters as a JSON object.
 pub(crate) fn bcache_json(b: &tern_dataplane::bcache::Stats) -> String {
     format!(
-        "{{\"lookups\":{},\"hits\":{},\"miss_absent\":{},\"miss_length\":{},\"bypass_uncacheable\":{},         \"bypass_debug\":{},\"admission_rejected\":{},\"inserts\":{},\"insert_refused_length\":{},         \"insert_refused_unexpected_write\":{},\"evictions\":{},\"invalidated\":{},\"invalidation_ops\":{},         \"flushes\":{},\"entries\":{},\"bytes\":{}}}",
+        "{{\"lookups\":{},\"hits\":{},\"miss_absent\":{},\"miss_length\":{},\"bypass_uncacheable\":{},         \"bypass_debug\":{},\"admission_rejected\":{},\"inserts\":{},\"insert_refused_length\":{},         \"insert_refused_unexpected_write\":{},\"insert_refused_opt_out\":{},\"evictions\":{},\"invalidated\":{},\"invalidation_ops\":{},         \"flushes\":{},\"entries\":{},\"bytes\":{}}}",
         b.lookups,
         b.hits,
         b.miss_absent,
@@ -275,6 +275,7 @@ pub(crate) fn bcache_json(b: &tern_dataplane::bcache::Stats) -> String {
         b.inserts,
         b.insert_refused_length,
         b.insert_refused_unexpected_write,
+        b.insert_refused_opt_out,
         b.evictions,
         b.invalidated,
         b.invalidation_ops,

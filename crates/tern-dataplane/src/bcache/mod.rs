@@ -55,6 +55,9 @@ pub struct Config {
     pub capacity: usize,
     pub admission: Admission,
     pub eviction: Eviction,
+    /// Tables (by their JSON names) whose application makes a behaviour uncached (a
+    /// per-table opt-out, for debugging); names the program does not have are ignored.
+    pub skip_tables: Vec<String>,
 }
 
 impl Default for Config {
@@ -63,6 +66,7 @@ impl Default for Config {
             capacity: 65_536,
             admission: Admission::Always,
             eviction: Eviction::Clock,
+            skip_tables: Vec::new(),
         }
     }
 }
@@ -134,6 +138,8 @@ pub struct Stats {
     /// Recorded misses not inserted: the pipeline changed a byte outside the analysed write
     /// set (an analysis gap; must stay 0).
     pub insert_refused_unexpected_write: u64,
+    /// Recorded misses not inserted: they applied an opted-out table.
+    pub insert_refused_opt_out: u64,
     pub evictions: u64,
     /// Entries removed by control-plane changes.
     pub invalidated: u64,
@@ -160,6 +166,7 @@ impl Stats {
         self.inserts += o.inserts;
         self.insert_refused_length += o.insert_refused_length;
         self.insert_refused_unexpected_write += o.insert_refused_unexpected_write;
+        self.insert_refused_opt_out += o.insert_refused_opt_out;
         self.evictions += o.evictions;
         self.invalidated += o.invalidated;
         self.invalidation_ops += o.invalidation_ops;
@@ -181,7 +188,7 @@ impl std::fmt::Display for Stats {
         write!(
             f,
             "lookups {}, hits {} ({:.1}%), misses: absent {}, length {}; bypassed: uncacheable {}, debug {}; \
-             admission rejected {}, inserts {}, refused (length {}, unexpected write {}), evictions {}, \
+             admission rejected {}, inserts {}, refused (length {}, unexpected write {}, opt-out {}), evictions {}, \
              invalidated {} in {} changes, flushes {}, entries {} ({} bytes, {} per entry)",
             self.lookups,
             self.hits,
@@ -194,6 +201,7 @@ impl std::fmt::Display for Stats {
             self.inserts,
             self.insert_refused_length,
             self.insert_refused_unexpected_write,
+            self.insert_refused_opt_out,
             self.evictions,
             self.invalidated,
             self.invalidation_ops,
@@ -436,11 +444,20 @@ impl Entry {
 
 const CM_SLOTS: usize = 1 << 16;
 
+fn skip_of(cfg: &Config, eng: &Engine) -> Vec<bool> {
+    eng.tables
+        .iter()
+        .map(|t| cfg.skip_tables.contains(&t.name))
+        .collect()
+}
+
 /// The behaviour cache of one switch replica.
 #[derive(Debug)]
 pub struct Cache {
     pub cfg: Config,
     pub plan: Plan,
+    /// Per engine table: opted out ([`Config::skip_tables`]).
+    skip: Vec<bool>,
     map: KeyMap,
     slab: Vec<Option<Entry>>,
     gens: Vec<u32>,
@@ -469,9 +486,11 @@ impl Cache {
             Admission::Always => Vec::new(),
             _ => vec![[0u16; 2]; CM_SLOTS],
         };
+        let skip = skip_of(&cfg, eng);
         Cache {
             cfg,
             plan,
+            skip,
             map: KeyMap::default(),
             slab: Vec::new(),
             gens: Vec::new(),
@@ -561,6 +580,8 @@ impl Cache {
         let rec = st.ext.rec.take().unwrap_or_default();
         if regs0.len_saturated || pkt.regs.len_saturated {
             self.stats.insert_refused_length += 1;
+        } else if rec.path.iter().any(|s| self.skip[s.0 as usize]) {
+            self.stats.insert_refused_opt_out += 1;
         } else if !self.only_writes_planned(&pkt.phv.bytes) {
             self.stats.insert_refused_unexpected_write += 1;
         } else {
@@ -845,6 +866,7 @@ impl Cache {
     pub fn rebuild(&mut self, eng: &Engine) {
         self.flush();
         self.plan = Plan::new(eng);
+        self.skip = skip_of(&self.cfg, eng);
         self.by_table = vec![Vec::new(); eng.tables.len()];
         self.by_miss = vec![Vec::new(); eng.tables.len()];
     }
