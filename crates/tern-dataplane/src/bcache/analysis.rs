@@ -675,6 +675,9 @@ pub fn explain(p: &Program) -> String {
                 )
             }
         );
+        if a.name != "ingress" {
+            let _ = writeln!(s, "  (the engine caches the ingress pipeline only)");
+        }
         let _ = writeln!(
             s,
             "  control reads ({} bits): {}",
