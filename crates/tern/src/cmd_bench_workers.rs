@@ -642,6 +642,43 @@ mod tests {
         }
     }
 
+    /// The same storm with the behaviour cache on in every worker: still no packet differs
+    /// from both references (each update and its invalidation reach a worker between two
+    /// batches), the cache was hit and the updates invalidated entries.
+    #[test]
+    fn update_storm_with_the_behaviour_cache_never_misforwards() {
+        for file in ["l3_router.p4", "l2l3_acl_nat.p4"] {
+            let mut a = args(file);
+            a.packets = 20_000;
+            a.update_rate = 50_000;
+            a.bcache = crate::cmd_bcache::BcacheArgs {
+                bcache: true,
+                bcache_size: 4096,
+                bcache_admission: "always".into(),
+                bcache_eviction: "clock".into(),
+                bcache_skip_table: Vec::new(),
+            };
+            let o = execute(&a).expect("run");
+            let s = o.storm.expect("storm ran");
+            assert_eq!(s.outputs, s.packets, "{file}: {}", o.report);
+            assert_eq!((s.lost, s.misforwarded), (0, 0), "{file}: {}", o.report);
+            assert!(s.applied > 0, "{file}: {}", o.report);
+            assert!(
+                o.report.contains("bcache (sum over 2 workers)"),
+                "{}",
+                o.report
+            );
+            let line = o
+                .report
+                .lines()
+                .find(|l| l.contains("bcache (sum"))
+                .unwrap();
+            println!("{file}: {line}");
+            assert!(!line.contains(" hits 0 "), "{file}: {line}");
+            assert!(!line.contains("invalidated 0 "), "{file}: {line}");
+        }
+    }
+
     /// The checker itself: a frame that differs from both references is a misforward, a
     /// missing output is a loss.
     #[test]
