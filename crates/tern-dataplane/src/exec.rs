@@ -25,6 +25,9 @@ pub struct PktRegs {
     pub digest: Option<i64>,
     pub truncate: Option<u32>,
     pub exit: bool,
+    /// A `remove_header` found the packet-length register smaller than the header (it
+    /// saturated at 0): the behaviour cache does not record such a run.
+    pub len_saturated: bool,
 }
 
 /// One packet instance in flight.
@@ -138,6 +141,9 @@ pub struct ExternState {
     /// `round_robin_consistent`: the value each (calculation, input) got first.
     pub rr_seen: std::collections::HashMap<(usize, Vec<u8>), u64>,
     scratch: Vec<u8>,
+    /// While the behaviour cache records a miss: the tables applied and counters counted
+    /// ([`crate::bcache::Rec`]); the pipeline then runs interpreted.
+    pub rec: Option<Box<crate::bcache::Rec>>,
 }
 
 /// Table state: entries plus the default entry.
@@ -1327,9 +1333,9 @@ impl Engine {
                 Instr::RemoveHeader { header } => {
                     let h = eval_header(header, &cx!()).map_err(fault)?;
                     if pkt.phv.valid[h as usize] {
-                        pkt.length_reg = pkt
-                            .length_reg
-                            .saturating_sub(self.header_bytes(&pkt.phv, h));
+                        let n = self.header_bytes(&pkt.phv, h);
+                        pkt.regs.len_saturated |= pkt.length_reg < n;
+                        pkt.length_reg = pkt.length_reg.saturating_sub(n);
                         pkt.phv.valid[h as usize] = false;
                     }
                 }
@@ -1385,6 +1391,9 @@ impl Engine {
                         if idx >= 0 {
                             c.packets += 1;
                             c.bytes += pkt.ingress_len as u64;
+                            if let Some(r) = ext.rec.as_deref_mut() {
+                                r.counts.push((*counter, idx as u32));
+                            }
                         }
                     }
                 }
@@ -1549,6 +1558,15 @@ impl Engine {
     ) -> (bool, Resolved<'s>) {
         let t = &self.tables[ti as usize];
         let ts = &mut tables[ti as usize];
+        if let Some(r) = ext.rec.as_deref_mut() {
+            r.path.push((
+                ti,
+                hit.map(|i| (i, ts.store.handle_of(i))),
+                r.keys.len() as u32,
+                key.len() as u32,
+            ));
+            r.keys.extend_from_slice(key);
+        }
         if TRACE {
             let handle = hit.map(|i| ts.store.handle_of(i) as u64);
             self.trace_table(ext, t, key, handle);
@@ -1622,7 +1640,7 @@ impl Engine {
         name: &str,
         init: Option<GNode>,
     ) -> XR<()> {
-        if st.ext.trace.is_none() && st.ext.probe.is_none() {
+        if st.ext.trace.is_none() && st.ext.probe.is_none() && st.ext.rec.is_none() {
             // An empty pipeline has nothing to run (traced, it still logs its start and end).
             let Some(init) = init else { return Ok(()) };
             if let Some(r) = self

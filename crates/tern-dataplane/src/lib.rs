@@ -9,9 +9,10 @@
 //! [`exec`] (parser, actions, tables, pipelines, deparser), [`csum`] (checksums over emitted
 //! bytes), [`jit`] (parser and emit loop as native code), [`uses`] (fields the program refers to), [`table`] (entries and lookup),
 //! [`externs`] (meters, multicast PRE), [`hash`] (hash algorithms, from `tern-hash`), [`switch`] (packet flow
-//! and control plane), [`trace`] (per-packet trace in BMv2's log wording), [`workers`] (run-to-completion worker threads with updates published
+//! and control plane), [`bcache`] (behaviour-level cache of the ingress pipeline), [`trace`] (per-packet trace in BMv2's log wording), [`workers`] (run-to-completion worker threads with updates published
 //! between batches).
 
+pub mod bcache;
 pub mod compile;
 pub mod csum;
 pub mod exec;

@@ -2,6 +2,7 @@
 //! (`simple-switch.md` §2) in deterministic run-to-completion mode, and the
 //! [`tern_runtime::Runtime`] control surface.
 
+use crate::bcache::Invalidate;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -90,6 +91,8 @@ pub struct SwitchOptions {
     /// `--priority-queues` (1): packets whose `intrinsic_metadata.priority` is not below it
     /// are dropped at enqueue, as in BMv2.
     pub priority_queues: u32,
+    /// Behaviour-level caching of the ingress pipeline ([`crate::bcache`]); off by default.
+    pub bcache: Option<crate::bcache::Config>,
 }
 
 impl Default for SwitchOptions {
@@ -102,6 +105,7 @@ impl Default for SwitchOptions {
             seed: 0x9E37_79B9_7F4A_7C15,
             max_instances_per_packet: 10_000,
             priority_queues: 1,
+            bcache: None,
         }
     }
 }
@@ -500,6 +504,8 @@ pub struct Switch {
     /// (`--workers`, [`crate::workers`]): swapped into the live state for each packet and
     /// each control operation while the bank's lock is held.
     shared: Option<std::sync::Arc<std::sync::Mutex<SharedExterns>>>,
+    /// The behaviour cache of the live program's ingress pipeline (`opts.bcache`).
+    bcache: Option<Box<crate::bcache::Cache>>,
 }
 
 /// Register arrays and indirect meter arrays of a program shared by several replicas of a
@@ -524,7 +530,12 @@ impl Switch {
     /// loader errors).
     pub fn from_json(json: &str, opts: SwitchOptions) -> Result<Switch, SwitchError> {
         let live = Instance::new(json, &opts)?;
+        let bcache = opts
+            .bcache
+            .clone()
+            .map(|c| Box::new(crate::bcache::Cache::new(c, &live.engine)));
         Ok(Switch {
+            bcache,
             live,
             pending: None,
             opts,
@@ -681,6 +692,70 @@ impl Switch {
             .unwrap_or_else(|| self.start.elapsed().as_micros() as u64)
     }
 
+    /// Tell the behaviour cache about a change to table `table` of the program control
+    /// operations address (before the change: an error afterwards only costs entries).
+    /// Changes staged for a pending swap do not touch the live program.
+    fn bc_table(&mut self, table: &str, what: impl FnOnce(u32) -> Invalidate) {
+        if self.pending.is_some() {
+            return;
+        }
+        if let (Some(bc), Ok(ti)) = (self.bcache.as_deref_mut(), self.live.table(table)) {
+            bc.invalidate(what(ti as u32));
+        }
+    }
+
+    /// Entry `h` was added to table `ti` of the program control operations address: the
+    /// cached behaviours whose lookup in it the entry matches.
+    fn bc_added(&mut self, ti: usize, h: EntryHandle) {
+        if self.pending.is_some() {
+            return;
+        }
+        if let (Some(bc), Ok(e)) = (
+            self.bcache.as_deref_mut(),
+            self.live.state.tables[ti].store.get(h),
+        ) {
+            bc.invalidate_added(ti as u32, e);
+        }
+    }
+
+    /// An action profile's members or groups change: every table using it.
+    fn bc_profile(&mut self, prof: &str) {
+        if self.pending.is_some() {
+            return;
+        }
+        let (Some(bc), Ok(pi)) = (self.bcache.as_deref_mut(), self.live.profile(prof)) else {
+            return;
+        };
+        for (ti, t) in self.live.engine.tables.iter().enumerate() {
+            if t.profile == Some(pi as u32) {
+                bc.invalidate(Invalidate::Table(ti as u32));
+            }
+        }
+    }
+
+    fn bc_flush(&mut self) {
+        if let Some(bc) = self.bcache.as_deref_mut() {
+            bc.invalidate(Invalidate::All);
+        }
+    }
+
+    /// A new live program: a new plan, no entries.
+    fn bc_rebuild(&mut self) {
+        if let Some(bc) = self.bcache.as_deref_mut() {
+            bc.rebuild(&self.live.engine);
+        }
+    }
+
+    /// The behaviour cache's counters (`None` when it is off).
+    pub fn bcache_stats(&self) -> Option<crate::bcache::Stats> {
+        self.bcache.as_ref().map(|b| b.stats())
+    }
+
+    /// The behaviour cache's plan for the live program (`None` when it is off).
+    pub fn bcache_plan(&self) -> Option<&crate::bcache::Plan> {
+        self.bcache.as_ref().map(|b| &b.plan)
+    }
+
     fn ctl(&self) -> &Instance {
         self.pending.as_ref().unwrap_or(&self.live)
     }
@@ -732,6 +807,7 @@ struct Flow<'a> {
     spare: &'a mut Vec<Vec<u8>>,
     priority_queues: u32,
     now: u64,
+    bcache: Option<&'a mut crate::bcache::Cache>,
 }
 
 impl Flow<'_> {
@@ -862,10 +938,11 @@ impl Flow<'_> {
         let eng = self.eng;
         self.parse_and_verify(&mut pkt);
         if let Some(init) = eng.ingress {
-            if eng
-                .run_pipeline(self.st, &mut pkt, "ingress", init)
-                .is_err()
-            {
+            let r = match self.bcache.as_deref_mut() {
+                Some(bc) => bc.run(eng, self.st, &mut pkt, init),
+                None => eng.run_pipeline(self.st, &mut pkt, "ingress", init),
+            };
+            if r.is_err() {
                 self.recycle(pkt);
                 return None;
             }
@@ -1120,6 +1197,7 @@ impl Switch {
             spare: &mut self.spare,
             priority_queues: self.opts.priority_queues.max(1),
             now,
+            bcache: self.bcache.as_deref_mut(),
         };
         let mut pkt = flow.new_pkt(data, port);
         set(eng, &mut pkt.phv, |s| &s.ingress_port, port as u64);
@@ -1196,6 +1274,7 @@ impl Runtime for Switch {
             Some(p) => {
                 self.live = p;
                 self.pool.clear();
+                self.bc_rebuild();
                 Ok(())
             }
             None => Err(SwapError::NO_ONGOING_SWAP.into()),
@@ -1207,6 +1286,7 @@ impl Runtime for Switch {
         if let Ok(inst) = Instance::new(&json, &self.opts) {
             self.live = inst;
         }
+        self.bc_rebuild();
         self.pending = None;
         self.pool.clear();
         self.pre = Pre::default();
@@ -1281,6 +1361,7 @@ impl Runtime for Switch {
     }
 
     fn mt_clear_entries(&mut self, table: &str, reset_default_entry: bool) -> RtResult<()> {
+        self.bc_table(table, Invalidate::Table);
         let i = self.ctl_mut();
         let ti = i.table(table)?;
         i.check_mutable(ti)?;
@@ -1304,7 +1385,9 @@ impl Runtime for Switch {
         i.want_type(ti, TableType::Simple)?;
         let a = i.table_action(ti, action)?;
         let data = norm_data(&i.engine.actions[a as usize].param_widths, data)?;
-        i.add_entry(ti, key, priority, EntryAction::Action { action: a, data })
+        let h = i.add_entry(ti, key, priority, EntryAction::Action { action: a, data })?;
+        self.bc_added(ti, h);
+        Ok(h)
     }
 
     fn mt_set_default_action(
@@ -1313,6 +1396,7 @@ impl Runtime for Switch {
         action: &str,
         data: &[Vec<u8>],
     ) -> RtResult<()> {
+        self.bc_table(table, Invalidate::Default);
         let i = self.ctl_mut();
         let ti = i.table(table)?;
         i.want_type(ti, TableType::Simple)?;
@@ -1331,6 +1415,7 @@ impl Runtime for Switch {
     }
 
     fn mt_reset_default_entry(&mut self, table: &str) -> RtResult<()> {
+        self.bc_table(table, Invalidate::Default);
         let i = self.ctl_mut();
         let ti = i.table(table)?;
         i.want_type(ti, TableType::Simple)?;
@@ -1346,6 +1431,7 @@ impl Runtime for Switch {
     }
 
     fn mt_delete_entry(&mut self, table: &str, handle: EntryHandle) -> RtResult<()> {
+        self.bc_table(table, |t| Invalidate::Entry(t, handle));
         let i = self.ctl_mut();
         let ti = i.table(table)?;
         i.want_type(ti, TableType::Simple)?;
@@ -1361,6 +1447,7 @@ impl Runtime for Switch {
         action: &str,
         data: &[Vec<u8>],
     ) -> RtResult<()> {
+        self.bc_table(table, |t| Invalidate::Entry(t, handle));
         let i = self.ctl_mut();
         let ti = i.table(table)?;
         i.want_type(ti, TableType::Simple)?;
@@ -1401,7 +1488,9 @@ impl Runtime for Switch {
             return Err(TableError::WRONG_TABLE_TYPE.into());
         }
         i.member_ok(ti, member)?;
-        i.add_entry(ti, key, priority, EntryAction::Member(member))
+        let h = i.add_entry(ti, key, priority, EntryAction::Member(member))?;
+        self.bc_added(ti, h);
+        Ok(h)
     }
 
     fn mt_indirect_modify_entry(
@@ -1410,6 +1499,7 @@ impl Runtime for Switch {
         handle: EntryHandle,
         member: MemberHandle,
     ) -> RtResult<()> {
+        self.bc_table(table, |t| Invalidate::Entry(t, handle));
         let i = self.ctl_mut();
         let ti = i.table(table)?;
         if i.engine.tables[ti].table_type == TableType::Simple {
@@ -1423,6 +1513,7 @@ impl Runtime for Switch {
     }
 
     fn mt_indirect_delete_entry(&mut self, table: &str, handle: EntryHandle) -> RtResult<()> {
+        self.bc_table(table, |t| Invalidate::Entry(t, handle));
         let i = self.ctl_mut();
         let ti = i.table(table)?;
         if i.engine.tables[ti].table_type == TableType::Simple {
@@ -1437,6 +1528,7 @@ impl Runtime for Switch {
         table: &str,
         member: MemberHandle,
     ) -> RtResult<()> {
+        self.bc_table(table, Invalidate::Default);
         let i = self.ctl_mut();
         let ti = i.table(table)?;
         if i.engine.tables[ti].table_type == TableType::Simple {
@@ -1448,6 +1540,7 @@ impl Runtime for Switch {
     }
 
     fn mt_indirect_reset_default_entry(&mut self, table: &str) -> RtResult<()> {
+        self.bc_table(table, Invalidate::Default);
         let i = self.ctl_mut();
         let ti = i.table(table)?;
         if i.engine.tables[ti].table_type == TableType::Simple {
@@ -1468,7 +1561,9 @@ impl Runtime for Switch {
         let ti = i.table(table)?;
         i.want_type(ti, TableType::IndirectWs)?;
         i.group_ok(ti, group)?;
-        i.add_entry(ti, key, priority, EntryAction::Group(group))
+        let h = i.add_entry(ti, key, priority, EntryAction::Group(group))?;
+        self.bc_added(ti, h);
+        Ok(h)
     }
 
     fn mt_indirect_ws_modify_entry(
@@ -1477,6 +1572,7 @@ impl Runtime for Switch {
         handle: EntryHandle,
         group: GroupHandle,
     ) -> RtResult<()> {
+        self.bc_table(table, |t| Invalidate::Entry(t, handle));
         let i = self.ctl_mut();
         let ti = i.table(table)?;
         i.want_type(ti, TableType::IndirectWs)?;
@@ -1492,6 +1588,7 @@ impl Runtime for Switch {
         table: &str,
         group: GroupHandle,
     ) -> RtResult<()> {
+        self.bc_table(table, Invalidate::Default);
         let i = self.ctl_mut();
         let ti = i.table(table)?;
         i.want_type(ti, TableType::IndirectWs)?;
@@ -1628,6 +1725,7 @@ impl Runtime for Switch {
     }
 
     fn act_prof_delete_member(&mut self, prof: &str, member: MemberHandle) -> RtResult<()> {
+        self.bc_profile(prof);
         let i = self.ctl_mut();
         let pi = i.profile(prof)?;
         i.state.profiles[pi].member(member)?;
@@ -1660,6 +1758,7 @@ impl Runtime for Switch {
         action: &str,
         data: &[Vec<u8>],
     ) -> RtResult<()> {
+        self.bc_profile(prof);
         let i = self.ctl_mut();
         let pi = i.profile(prof)?;
         i.state.profiles[pi].member(member)?;
@@ -1679,6 +1778,7 @@ impl Runtime for Switch {
     }
 
     fn act_prof_delete_group(&mut self, prof: &str, group: GroupHandle) -> RtResult<()> {
+        self.bc_profile(prof);
         let i = self.ctl_mut();
         let pi = i.profile(prof)?;
         i.state.profiles[pi].group(group)?;
@@ -1705,6 +1805,7 @@ impl Runtime for Switch {
         member: MemberHandle,
         group: GroupHandle,
     ) -> RtResult<()> {
+        self.bc_profile(prof);
         let i = self.ctl_mut();
         let pi = i.profile(prof)?;
         let p = &mut i.state.profiles[pi];
@@ -1727,6 +1828,7 @@ impl Runtime for Switch {
         member: MemberHandle,
         group: GroupHandle,
     ) -> RtResult<()> {
+        self.bc_profile(prof);
         let i = self.ctl_mut();
         let pi = i.profile(prof)?;
         let p = &mut i.state.profiles[pi];
@@ -1949,14 +2051,17 @@ impl Runtime for Switch {
     }
 
     fn set_crc16_custom_parameters(&mut self, calc: &str, config: CrcConfig) -> RtResult<()> {
+        self.bc_flush();
         self.set_custom_crc(calc, "crc16_custom", 16, config)
     }
 
     fn set_crc32_custom_parameters(&mut self, calc: &str, config: CrcConfig) -> RtResult<()> {
+        self.bc_flush();
         self.set_custom_crc(calc, "crc32_custom", 32, config)
     }
 
     fn set_toeplitz_hash_key(&mut self, calc: &str, key: &[u8]) -> RtResult<()> {
+        self.bc_flush();
         let i = self.ctl();
         let c = i
             .engine

@@ -862,6 +862,11 @@ impl Worker {
         self.sw.recycle_outputs(out);
     }
 
+    /// This worker's behaviour-cache counters (`None` when the cache is off).
+    pub fn bcache_stats(&self) -> Option<crate::bcache::Stats> {
+        self.sw.bcache_stats()
+    }
+
     /// This worker's replica (its counters are this worker's share).
     pub fn switch_mut(&mut self) -> &mut Switch {
         &mut self.sw

@@ -53,7 +53,7 @@ pub const VALID_FIELD: u32 = u32::MAX;
 
 /// A field of a header instance: `headers[header]`, field `field` of its type
 /// (or [`VALID_FIELD`] for the hidden validity bit).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct FieldRef {
     pub header: u32,
     pub field: u32,

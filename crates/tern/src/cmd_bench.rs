@@ -66,6 +66,9 @@ pub struct BenchArgs {
     /// against the two reference forwardings. Implies `--workers 1` if not given.
     #[arg(long, value_name = "PER_SEC", default_value_t = 0)]
     pub update_rate: u64,
+    /// Behaviour-level caching (`--bcache`, off by default); its counters are reported.
+    #[command(flatten)]
+    pub bcache: crate::cmd_bcache::BcacheArgs,
 }
 
 /// One flow's header values.
@@ -258,6 +261,30 @@ pub(crate) fn frame(f: &Flow, size: usize) -> Vec<u8> {
     b
 }
 
+/// The cache's counters as a JSON object.
+pub(crate) fn bcache_json(b: &tern_dataplane::bcache::Stats) -> String {
+    format!(
+        "{{\"lookups\":{},\"hits\":{},\"miss_absent\":{},\"miss_length\":{},\"bypass_uncacheable\":{},         \"bypass_debug\":{},\"admission_rejected\":{},\"inserts\":{},\"insert_refused_length\":{},         \"insert_refused_unexpected_write\":{},\"insert_refused_opt_out\":{},\"evictions\":{},\"invalidated\":{},\"invalidation_ops\":{},         \"flushes\":{},\"entries\":{},\"bytes\":{}}}",
+        b.lookups,
+        b.hits,
+        b.miss_absent,
+        b.miss_length,
+        b.bypass_uncacheable,
+        b.bypass_debug,
+        b.admission_rejected,
+        b.inserts,
+        b.insert_refused_length,
+        b.insert_refused_unexpected_write,
+        b.insert_refused_opt_out,
+        b.evictions,
+        b.invalidated,
+        b.invalidation_ops,
+        b.flushes,
+        b.entries,
+        b.bytes
+    )
+}
+
 /// Resident and peak memory (kB) from /proc/self/status, if readable.
 pub(crate) fn memory_kb() -> (Option<u64>, Option<u64>) {
     let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -359,8 +386,11 @@ fn run_single(args: BenchArgs) -> anyhow::Result<ExitCode> {
 
     let (name, json) = load(&args)?;
     let t = Instant::now();
-    let mut sw = Switch::from_json(&json, SwitchOptions::default())
-        .with_context(|| format!("loading {name}"))?;
+    let opts = SwitchOptions {
+        bcache: args.bcache.config()?,
+        ..SwitchOptions::default()
+    };
+    let mut sw = Switch::from_json(&json, opts).with_context(|| format!("loading {name}"))?;
     let load_ms = t.elapsed().as_secs_f64() * 1e3;
     let prog = sw.program().clone();
     let tables: usize = prog.pipelines.iter().map(|p| p.tables.len()).sum();
@@ -448,6 +478,9 @@ fn run_single(args: BenchArgs) -> anyhow::Result<ExitCode> {
         }
         t.elapsed().as_nanos() as f64 / n as f64
     };
+    // The cache's counters after the timed runs and latency samples (the stage breakdown
+    // bypasses the cache: timed packets take the pipeline).
+    let bstats = sw.bcache_stats();
     let stages = stage_breakdown(&mut sw, &batches, args.stage_packets, clock_mean);
     let (rss_end, hwm) = memory_kb();
 
@@ -487,6 +520,21 @@ fn run_single(args: BenchArgs) -> anyhow::Result<ExitCode> {
         lats[3],
         lat.last().copied().unwrap_or(0)
     );
+    if let Some(b) = &bstats {
+        println!("  bcache: {b}");
+        if let Some(p) = sw.bcache_plan() {
+            println!(
+                "  bcache plan: {}; key {} bytes, effect {} bytes",
+                p.uncacheable
+                    .as_deref()
+                    .map_or("ingress cached".to_string(), |w| format!(
+                        "not cached ({w})"
+                    )),
+                p.key_bytes,
+                p.write_bytes
+            );
+        }
+    }
     println!(
         "  memory: RSS {} at start, {} loaded, {} with entries, {} at end (peak {})",
         kb(rss0),
@@ -521,7 +569,7 @@ fn run_single(args: BenchArgs) -> anyhow::Result<ExitCode> {
              \"flows\":{},\"routes\":{},\"size\":{},\"batch\":{},\"packets_per_run\":{},\
              \"flows_forwarded\":{forwarded},\"mpps\":[{}],\"mpps_median\":{median:.4},\
              \"ns_per_packet\":{:.2},\"latency_ns\":{{\"p50\":{},\"p90\":{},\"p99\":{},\"p999\":{},\"max\":{}}},\
-             \"clock_read_ns\":{clock_ns},\"stages_ns\":{{{}}},\"rss_kb\":{{\"start\":{},\"loaded\":{},\"entries\":{},\"end\":{},\"peak\":{}}}}}",
+             \"clock_read_ns\":{clock_ns},\"bcache\":{},\"stages_ns\":{{{}}},\"rss_kb\":{{\"start\":{},\"loaded\":{},\"entries\":{},\"end\":{},\"peak\":{}}}}}",
             name,
             args.flows,
             args.routes,
@@ -538,6 +586,7 @@ fn run_single(args: BenchArgs) -> anyhow::Result<ExitCode> {
             lats[2],
             lats[3],
             lat.last().copied().unwrap_or(0),
+            bstats.map_or("null".to_string(), |b| bcache_json(&b)),
             STAGE_NAMES
                 .iter()
                 .zip(&stages.ns)
@@ -575,6 +624,7 @@ mod tests {
             stage_packets: 2_000,
             workers: None,
             update_rate: 0,
+            bcache: Default::default(),
         }
     }
 

@@ -358,8 +358,12 @@ fn execute(args: &BenchArgs) -> anyhow::Result<Outcome> {
     check_args(args)?;
     let n = args.workers.unwrap_or(1);
     let (name, json) = load(args)?;
-    let (mut ctl, mut ws) = workers::build(&json, SwitchOptions::default(), n)
-        .with_context(|| format!("loading {name}"))?;
+    let opts = SwitchOptions {
+        bcache: args.bcache.config()?,
+        ..SwitchOptions::default()
+    };
+    let (mut ctl, mut ws) =
+        workers::build(&json, opts, n).with_context(|| format!("loading {name}"))?;
     let prog = ctl.switch().program().clone();
     let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
 
@@ -541,6 +545,13 @@ fn execute(args: &BenchArgs) -> anyhow::Result<Outcome> {
             base.misforwarded
         );
     }
+    if ws.iter().any(|w| w.bcache_stats().is_some()) {
+        let mut sum = tern_dataplane::bcache::Stats::default();
+        for w in &ws {
+            sum.add(&w.bcache_stats().unwrap_or_default());
+        }
+        let _ = writeln!(r, "  bcache (sum over {n} workers): {sum}");
+    }
     let kb = |v: Option<u64>| v.map_or("?".to_string(), |v| format!("{v} kB"));
     let _ = writeln!(
         r,
@@ -591,6 +602,7 @@ mod tests {
             stage_packets: 0,
             workers: Some(2),
             update_rate: 0,
+            bcache: Default::default(),
         }
     }
 
@@ -627,6 +639,43 @@ mod tests {
                 "{file}: no update applied during the run: {}",
                 o.report
             );
+        }
+    }
+
+    /// The same storm with the behaviour cache on in every worker: still no packet differs
+    /// from both references (each update and its invalidation reach a worker between two
+    /// batches), the cache was hit and the updates invalidated entries.
+    #[test]
+    fn update_storm_with_the_behaviour_cache_never_misforwards() {
+        for file in ["l3_router.p4", "l2l3_acl_nat.p4"] {
+            let mut a = args(file);
+            a.packets = 20_000;
+            a.update_rate = 50_000;
+            a.bcache = crate::cmd_bcache::BcacheArgs {
+                bcache: true,
+                bcache_size: 4096,
+                bcache_admission: "always".into(),
+                bcache_eviction: "clock".into(),
+                bcache_skip_table: Vec::new(),
+            };
+            let o = execute(&a).expect("run");
+            let s = o.storm.expect("storm ran");
+            assert_eq!(s.outputs, s.packets, "{file}: {}", o.report);
+            assert_eq!((s.lost, s.misforwarded), (0, 0), "{file}: {}", o.report);
+            assert!(s.applied > 0, "{file}: {}", o.report);
+            assert!(
+                o.report.contains("bcache (sum over 2 workers)"),
+                "{}",
+                o.report
+            );
+            let line = o
+                .report
+                .lines()
+                .find(|l| l.contains("bcache (sum"))
+                .unwrap();
+            println!("{file}: {line}");
+            assert!(!line.contains(" hits 0 "), "{file}: {line}");
+            assert!(!line.contains("invalidated 0 "), "{file}: {line}");
         }
     }
 

@@ -194,6 +194,10 @@ pub struct RunArgs {
 /// Device id, port limit, live receive ring and worker threads.
 #[derive(clap::Args, Default, Debug)]
 pub struct DataplaneArgs {
+    /// Behaviour-level caching of the ingress pipeline (`--bcache`, off by default).
+    #[command(flatten)]
+    pub bcache: crate::cmd_bcache::BcacheArgs,
+
     /// Device id.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub device_id: u64,
@@ -318,6 +322,7 @@ fn switch_options(args: &RunArgs) -> anyhow::Result<SwitchOptions> {
     if let Some(p) = args.drop_port {
         o.drop_port = p;
     }
+    o.bcache = args.dataplane.bcache.config()?;
     let mut it = args.target_options.iter();
     while let Some(opt) = it.next() {
         let (name, inline) = match opt.split_once('=') {
@@ -825,6 +830,9 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
     ports.flush()?;
     log.finish()?;
     summary(&stats);
+    if let Some(b) = sw.lock().ok().and_then(|s| s.bcache_stats()) {
+        eprintln!("tern run: bcache: {b}");
+    }
     if let Some(rx) = grpc.as_ref().and_then(|g| g.packet_outs.as_ref()) {
         // Keep serving P4Runtime: packet-outs to attached ports are written to their files.
         eprintln!("tern run: inputs exhausted; P4Runtime server still running");
@@ -911,6 +919,9 @@ fn run_live(
     };
     log.finish()?;
     summary(&stats);
+    if let Some(b) = sw.lock().ok().and_then(|s| s.bcache_stats()) {
+        eprintln!("tern run: bcache: {b}");
+    }
     eprintln!(
         "tern run: interfaces: {} frames sent, {} send errors, {} checksums completed, \
          {} too long for the ring, {} received whole past the ring, {} interface errors",

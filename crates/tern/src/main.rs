@@ -5,6 +5,7 @@
 //! Invoked under the name `simple_switch` (a symlink), the binary parses simple_switch's own
 //! command line and runs it as `tern run` does.
 
+mod cmd_bcache;
 mod cmd_bench;
 mod cmd_bench_workers;
 mod cmd_cli;
@@ -51,6 +52,10 @@ enum Command {
     P4runtime(cmd_p4rt::P4rtArgs),
     /// Benchmark a program in memory: packets per second, latency percentiles, memory.
     Bench(cmd_bench::BenchArgs),
+    /// Behaviour-level caching (B-Cache): `tern bcache explain PROG` prints what the cache
+    /// keys on, replays and refuses, per pipeline.
+    #[command(subcommand)]
+    Bcache(cmd_bcache::BcacheCmd),
     /// Key-value suite: RocksDB storage servers, YCSB workloads, benchmarks.
     Kv(cmd_kv::KvArgs),
     /// The built-in demo: compile an IPv4 router, install routes, push traffic, report.
@@ -159,6 +164,7 @@ fn main() -> ExitCode {
         Some(Command::Cli(a)) => cmd_cli::run(a),
         Some(Command::P4runtime(a)) => cmd_p4rt::run(a),
         Some(Command::Bench(a)) => cmd_bench::run(a),
+        Some(Command::Bcache(a)) => cmd_bcache::run(a),
         Some(Command::Kv(a)) => cmd_kv::run(a),
         Some(Command::Demo(a)) => cmd_demo::run(a),
         Some(Command::Virt(a)) => cmd_virt::run(a),

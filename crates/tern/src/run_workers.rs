@@ -198,6 +198,14 @@ fn worker_summary(ctl: &Arc<Mutex<Control>>, packets: &[u64]) -> anyhow::Result<
     for line in worker_lines(&cpu, packets, true) {
         eprintln!("{line}");
     }
+    let bc = lock(ctl)?.query(|_, sw| sw.bcache_stats());
+    if bc.iter().any(|b| b.is_some()) {
+        let mut sum = tern_dataplane::bcache::Stats::default();
+        for b in bc.iter().flatten() {
+            sum.add(b);
+        }
+        eprintln!("tern run: bcache (sum over {} workers): {sum}", bc.len());
+    }
     Ok(())
 }
 

@@ -1,0 +1,941 @@
+//! Behaviour-level caching (B-Cache) of the ingress pipeline: owns the per-switch cache
+//! (one per worker replica), its key layout ([`Plan`], from [`analysis`]), admission and
+//! eviction, the replay of a cached behaviour and the invalidation of entries when the
+//! control plane changes a table.
+//!
+//! A behaviour is keyed on the packed input bits of every field the pipeline may read or
+//! write (a field written on one path keeps its input value on another, so its input decides
+//! the output too), the validity of every header, stack fill levels and variable-length
+//! widths. Given the same key and the same table contents the pipeline is deterministic
+//! (pipelines with registers, meters, random numbers, logging or volatile metadata are not
+//! cached), so the recorded outcome is exact: the final bytes of every field the pipeline
+//! may write, validity, the packet registers (clone, resubmit, recirculate, digest,
+//! truncate), the packet-length change, success or fault (drops are cached too), and the
+//! side effects replayed live on every hit: the direct counters and ageing stamps of the
+//! entries that were hit and the indirect counters that were counted (with the hit packet's
+//! own length). Each entry records the table entries it hit and the tables it missed, and
+//! the control plane's changes remove exactly the entries that depended on what changed.
+
+pub mod analysis;
+pub mod diff;
+
+use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
+
+use crate::compile::{Engine, GNode};
+use crate::exec::{Fault, Pkt, PktRegs, State};
+
+/// How new behaviours are admitted into the cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Admission {
+    /// Every recorded miss is inserted.
+    Always,
+    /// The paper's hot-behaviour detector: a count-min sketch of 2 × 64K 16-bit counters;
+    /// a behaviour is admitted when both its counters exceed `threshold` (then both are
+    /// cleared).
+    CountMin { threshold: u16 },
+    /// The same sketch with decay (TinyLFU-style): every `window` increments all counters
+    /// are halved.
+    TinyLfu { threshold: u16, window: u32 },
+}
+
+/// Which entry makes room for a new one when the cache is full.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Eviction {
+    /// Oldest inserted first (the paper's cache manager).
+    Fifo,
+    /// CLOCK (second chance): entries hit since the hand last passed are kept.
+    Clock,
+}
+
+/// Cache settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Entries per cache (per worker).
+    pub capacity: usize,
+    pub admission: Admission,
+    pub eviction: Eviction,
+    /// Tables (by their JSON names) whose application makes a behaviour uncached (a
+    /// per-table opt-out, for debugging); names the program does not have are ignored.
+    pub skip_tables: Vec<String>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            capacity: 65_536,
+            admission: Admission::Always,
+            eviction: Eviction::Clock,
+            skip_tables: Vec::new(),
+        }
+    }
+}
+
+impl Config {
+    /// Parse an admission policy: `always`, `cm:T` (count-min, threshold T) or
+    /// `tinylfu:T[:W]` (count-min with halving every W increments, default 1,000,000).
+    pub fn parse_admission(s: &str) -> Result<Admission, String> {
+        let mut it = s.split(':');
+        let kind = it.next().unwrap_or("");
+        let num = |v: Option<&str>, what: &str, default: Option<u32>| -> Result<u32, String> {
+            match v {
+                Some(v) => v
+                    .parse::<u32>()
+                    .map_err(|_| format!("admission '{s}': {what} '{v}' is not a number")),
+                None => default.ok_or(format!("admission '{s}': give a {what}")),
+            }
+        };
+        let adm = match kind {
+            "always" => Admission::Always,
+            "cm" | "count-min" => Admission::CountMin {
+                threshold: num(it.next(), "threshold", None)?.min(u16::MAX as u32 - 1) as u16,
+            },
+            "tinylfu" => Admission::TinyLfu {
+                threshold: num(it.next(), "threshold", None)?.min(u16::MAX as u32 - 1) as u16,
+                window: num(it.next(), "window", Some(1_000_000))?.max(1),
+            },
+            _ => {
+                return Err(format!(
+                    "admission '{s}': give always, cm:THRESHOLD or tinylfu:THRESHOLD[:WINDOW]"
+                ))
+            }
+        };
+        if it.next().is_some() {
+            return Err(format!("admission '{s}': too many ':' parts"));
+        }
+        Ok(adm)
+    }
+
+    /// Parse an eviction policy: `fifo` or `clock`.
+    pub fn parse_eviction(s: &str) -> Result<Eviction, String> {
+        match s {
+            "fifo" => Ok(Eviction::Fifo),
+            "clock" => Ok(Eviction::Clock),
+            _ => Err(format!("eviction '{s}': give fifo or clock")),
+        }
+    }
+}
+
+/// Counters of one cache (or the sum over workers).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Packets that reached the cached pipeline.
+    pub lookups: u64,
+    pub hits: u64,
+    /// Misses: no entry for the key.
+    pub miss_absent: u64,
+    /// Misses: an entry whose packet-length precondition the packet does not meet.
+    pub miss_length: u64,
+    /// Not looked up: the pipeline is not cacheable.
+    pub bypass_uncacheable: u64,
+    /// Not looked up: tracing or stage timing is on.
+    pub bypass_debug: u64,
+    /// Misses not recorded (the admission policy said no).
+    pub admission_rejected: u64,
+    pub inserts: u64,
+    /// Recorded misses not inserted: the packet-length register saturated.
+    pub insert_refused_length: u64,
+    /// Recorded misses not inserted: the pipeline changed a byte outside the analysed write
+    /// set (an analysis gap; must stay 0).
+    pub insert_refused_unexpected_write: u64,
+    /// Recorded misses not inserted: they applied an opted-out table.
+    pub insert_refused_opt_out: u64,
+    pub evictions: u64,
+    /// Entries removed by control-plane changes.
+    pub invalidated: u64,
+    /// Control-plane changes that reached the cache.
+    pub invalidation_ops: u64,
+    /// Whole-cache flushes (program swap, state reset, hash parameters).
+    pub flushes: u64,
+    /// Entries now.
+    pub entries: u64,
+    /// Bytes held by the entries now (keys, effects, paths), estimated.
+    pub bytes: u64,
+}
+
+impl Stats {
+    /// Add `o` into `self` (for the sum over workers).
+    pub fn add(&mut self, o: &Stats) {
+        self.lookups += o.lookups;
+        self.hits += o.hits;
+        self.miss_absent += o.miss_absent;
+        self.miss_length += o.miss_length;
+        self.bypass_uncacheable += o.bypass_uncacheable;
+        self.bypass_debug += o.bypass_debug;
+        self.admission_rejected += o.admission_rejected;
+        self.inserts += o.inserts;
+        self.insert_refused_length += o.insert_refused_length;
+        self.insert_refused_unexpected_write += o.insert_refused_unexpected_write;
+        self.insert_refused_opt_out += o.insert_refused_opt_out;
+        self.evictions += o.evictions;
+        self.invalidated += o.invalidated;
+        self.invalidation_ops += o.invalidation_ops;
+        self.flushes += o.flushes;
+        self.entries += o.entries;
+        self.bytes += o.bytes;
+    }
+}
+
+impl std::fmt::Display for Stats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let pct = |n: u64| {
+            if self.lookups == 0 {
+                0.0
+            } else {
+                100.0 * n as f64 / self.lookups as f64
+            }
+        };
+        write!(
+            f,
+            "lookups {}, hits {} ({:.1}%), misses: absent {}, length {}; bypassed: uncacheable {}, debug {}; \
+             admission rejected {}, inserts {}, refused (length {}, unexpected write {}, opt-out {}), evictions {}, \
+             invalidated {} in {} changes, flushes {}, entries {} ({} bytes, {} per entry)",
+            self.lookups,
+            self.hits,
+            pct(self.hits),
+            self.miss_absent,
+            self.miss_length,
+            self.bypass_uncacheable,
+            self.bypass_debug,
+            self.admission_rejected,
+            self.inserts,
+            self.insert_refused_length,
+            self.insert_refused_unexpected_write,
+            self.insert_refused_opt_out,
+            self.evictions,
+            self.invalidated,
+            self.invalidation_ops,
+            self.flushes,
+            self.entries,
+            self.bytes,
+            self.bytes.checked_div(self.entries).unwrap_or(0)
+        )
+    }
+}
+
+/// What the slow path records while it runs for the cache (kept in
+/// [`crate::exec::ExternState::rec`] while a miss is recorded).
+#[derive(Clone, Debug, Default)]
+pub struct Rec {
+    /// Every table applied: `(table, Some((slot, handle)), key offset, key length)` on a
+    /// hit, `(table, None, ..)` on a miss; the key is the one the table looked up, in
+    /// [`Rec::keys`].
+    pub path: Vec<Step>,
+    pub keys: Vec<u8>,
+    /// Indirect counters counted: `(counter array, index)`.
+    pub counts: Vec<(u32, u32)>,
+}
+
+/// One table applied by a recorded run: table, `(slot, handle)` of the entry hit (`None`
+/// on a miss), offset and length of the lookup key in the entry's key bytes.
+pub type Step = (u32, Option<(u32, u32)>, u32, u32);
+
+/// The key layout and write set of the ingress pipeline, at the engine's byte level.
+#[derive(Clone, Debug, Default)]
+pub struct Plan {
+    /// Why the pipeline is not cached (`None`: cached).
+    pub uncacheable: Option<String>,
+    /// PHV byte ranges `(offset, length)` packed into the key (read or written fields).
+    pub key_ranges: Vec<(u32, u32)>,
+    /// PHV byte ranges the pipeline may write (their final bytes are the effect).
+    pub write_ranges: Vec<(u32, u32)>,
+    /// Bytes of the key: ranges, validity bits, stack levels, VL widths.
+    pub key_bytes: usize,
+    pub write_bytes: usize,
+    /// Some action removes a header: hits need the packet-length register at least as large
+    /// as the recorded packet's.
+    pub removes_headers: bool,
+    pub has_vl: bool,
+}
+
+fn merge(mut r: Vec<(u32, u32)>) -> Vec<(u32, u32)> {
+    r.sort_unstable();
+    let mut out: Vec<(u32, u32)> = Vec::new();
+    for (o, n) in r {
+        if n == 0 {
+            continue;
+        }
+        match out.last_mut() {
+            Some((lo, ln)) if o <= *lo + *ln => *ln = (*ln).max(o + n - *lo),
+            _ => out.push((o, n)),
+        }
+    }
+    out
+}
+
+impl Plan {
+    /// The plan of `eng`'s ingress pipeline.
+    pub fn new(eng: &Engine) -> Plan {
+        let p = &eng.prog;
+        let Some(pi) = p.pipelines.iter().position(|pl| pl.name == "ingress") else {
+            return Plan {
+                uncacheable: Some("no ingress pipeline".into()),
+                ..Default::default()
+            };
+        };
+        let a = analysis::analyse(p, pi);
+        let mut plan = Plan {
+            removes_headers: a.removes_headers,
+            has_vl: eng.layout.has_vl,
+            ..Default::default()
+        };
+        if let Some((node, why)) = a.uncacheable.first() {
+            plan.uncacheable = Some(format!("{node}: {why}"));
+        }
+        let loc = |f: &tern_model::FieldRef| {
+            eng.layout
+                .headers
+                .get(f.header as usize)
+                .and_then(|h| h.fields.get(f.field as usize))
+                .map(|l| (l.off, l.nbytes))
+        };
+        let whole = |h: u32| {
+            let hl = &eng.layout.headers[h as usize];
+            (hl.off, hl.slot_bytes)
+        };
+        let mut key: Vec<(u32, u32)> = a.key_fields(p).iter().filter_map(loc).collect();
+        key.extend(a.whole_headers.iter().map(|h| whole(*h)));
+        let mut w: Vec<(u32, u32)> = a
+            .writes
+            .iter()
+            .filter(|f| f.field != tern_model::VALID_FIELD)
+            .filter_map(loc)
+            .collect();
+        w.extend(a.whole_headers.iter().map(|h| whole(*h)));
+        // Drops write the engine's resolved egress_spec / mcast_grp slots.
+        if a.effects.iter().any(|(e, _)| e == "drop") {
+            for s in [&eng.std.egress_spec, &eng.std.mcast_grp] {
+                if let Some(f) = s.f {
+                    w.push((f.off, f.nbytes));
+                }
+            }
+        }
+        key.extend(w.iter().copied());
+        // Volatile standard metadata the analysis may have missed by name.
+        if plan.uncacheable.is_none() {
+            for s in [&eng.std.ingress_ts, &eng.std.egress_ts] {
+                if let Some(f) = s.f {
+                    if key
+                        .iter()
+                        .any(|(o, n)| f.off < o + n && *o < f.off + f.nbytes)
+                    {
+                        plan.uncacheable = Some("reads a timestamp".into());
+                    }
+                }
+            }
+        }
+        plan.key_ranges = merge(key);
+        plan.write_ranges = merge(w);
+        plan.write_bytes = plan.write_ranges.iter().map(|r| r.1 as usize).sum();
+        let valid_bytes = eng.layout.headers.len().div_ceil(8);
+        plan.key_bytes = plan.key_ranges.iter().map(|r| r.1 as usize).sum::<usize>()
+            + valid_bytes
+            + 4 * (eng.layout.stacks.len() + eng.layout.union_stacks.len())
+            + if plan.has_vl {
+                4 * eng.layout.headers.len()
+            } else {
+                0
+            };
+        plan
+    }
+
+    /// Pack `pkt`'s key into `out`.
+    fn key(&self, pkt: &Pkt, out: &mut Vec<u8>) {
+        out.clear();
+        let b = &pkt.phv.bytes;
+        for &(o, n) in &self.key_ranges {
+            out.extend_from_slice(&b[o as usize..(o + n) as usize]);
+        }
+        for c in pkt.phv.valid.chunks(8) {
+            let mut x = 0u8;
+            for (i, v) in c.iter().enumerate() {
+                x |= (*v as u8) << i;
+            }
+            out.push(x);
+        }
+        for s in pkt.phv.stack_next.iter().chain(&pkt.phv.union_stack_next) {
+            out.extend_from_slice(&s.to_le_bytes());
+        }
+        if self.has_vl {
+            for w in &pkt.phv.vl_width {
+                out.extend_from_slice(&w.to_le_bytes());
+            }
+        }
+    }
+}
+
+/// FxHash-style hasher over the packed key (keys are not attacker-chosen hash-flooding
+/// targets beyond what the admission policy bounds; SipHash would double the lookup cost).
+#[derive(Default)]
+pub struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        // Final avalanche so the low bits (bucket index) depend on every input bit.
+        let mut x = self.0;
+        x ^= x >> 33;
+        x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        x ^= x >> 33;
+        x
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        const K: u64 = 0x517c_c1b7_2722_0a95;
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let v = u64::from_le_bytes(c.try_into().unwrap_or([0; 8]));
+            self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(K);
+        }
+        let mut last = 0u64;
+        for (i, b) in chunks.remainder().iter().enumerate() {
+            last |= (*b as u64) << (8 * i);
+        }
+        self.0 = (self.0.rotate_left(5) ^ last ^ ((bytes.len() as u64) << 56)).wrapping_mul(K);
+    }
+}
+
+type KeyMap = HashMap<Box<[u8]>, u32, BuildHasherDefault<KeyHasher>>;
+
+/// `(table, entry handle)` → `(slot, generation)` of the cached behaviours that hit it.
+type EntryIndex = HashMap<(u32, u32), Vec<(u32, u32)>, BuildHasherDefault<KeyHasher>>;
+
+fn hash_key(k: &[u8]) -> u64 {
+    let mut h = KeyHasher::default();
+    h.write(k);
+    h.finish()
+}
+
+/// One cached behaviour.
+#[derive(Debug)]
+struct Entry {
+    key: Box<[u8]>,
+    /// Final bytes of the plan's write ranges, concatenated.
+    writes: Box<[u8]>,
+    valid: Box<[bool]>,
+    stack_next: Box<[u32]>,
+    union_stack_next: Box<[u32]>,
+    vl_width: Box<[u32]>,
+    regs: PktRegs,
+    len_delta: i64,
+    /// The recorded packet's length register (a hit needs at least this much when the
+    /// pipeline removes headers).
+    len0: u32,
+    /// `None`: the pipeline completed; `Some(fault)`: it faulted (the packet is dropped).
+    fault: Option<String>,
+    path: Box<[Step]>,
+    /// The lookup keys of `path`, concatenated.
+    keys: Box<[u8]>,
+    counts: Box<[(u32, u32)]>,
+    referenced: bool,
+}
+
+impl Entry {
+    fn bytes(&self) -> usize {
+        std::mem::size_of::<Entry>()
+            + self.key.len()
+            + self.writes.len()
+            + self.valid.len()
+            + 4 * (self.stack_next.len() + self.union_stack_next.len() + self.vl_width.len())
+            + std::mem::size_of::<Step>() * self.path.len()
+            + self.keys.len()
+            + 8 * self.counts.len()
+            + self.fault.as_ref().map_or(0, |f| f.len())
+    }
+}
+
+const CM_SLOTS: usize = 1 << 16;
+
+fn skip_of(cfg: &Config, eng: &Engine) -> Vec<bool> {
+    eng.tables
+        .iter()
+        .map(|t| cfg.skip_tables.contains(&t.name))
+        .collect()
+}
+
+/// The behaviour cache of one switch replica.
+#[derive(Debug)]
+pub struct Cache {
+    pub cfg: Config,
+    pub plan: Plan,
+    /// Per engine table: opted out ([`Config::skip_tables`]).
+    skip: Vec<bool>,
+    map: KeyMap,
+    slab: Vec<Option<Entry>>,
+    gens: Vec<u32>,
+    free: Vec<u32>,
+    fifo: VecDeque<(u32, u32)>,
+    hand: usize,
+    by_table: Vec<Vec<(u32, u32)>>,
+    by_miss: Vec<Vec<(u32, u32)>>,
+    by_entry: EntryIndex,
+    index_refs: usize,
+    cm: Vec<[u16; 2]>,
+    cm_ticks: u32,
+    kbuf: Vec<u8>,
+    pre: Vec<u8>,
+    rec: Option<Box<Rec>>,
+    stats: Stats,
+    bytes: usize,
+}
+
+impl Cache {
+    /// An empty cache for `eng`'s ingress pipeline.
+    pub fn new(cfg: Config, eng: &Engine) -> Cache {
+        let plan = Plan::new(eng);
+        let n = eng.tables.len();
+        let cm = match cfg.admission {
+            Admission::Always => Vec::new(),
+            _ => vec![[0u16; 2]; CM_SLOTS],
+        };
+        let skip = skip_of(&cfg, eng);
+        Cache {
+            cfg,
+            plan,
+            skip,
+            map: KeyMap::default(),
+            slab: Vec::new(),
+            gens: Vec::new(),
+            free: Vec::new(),
+            fifo: VecDeque::new(),
+            hand: 0,
+            by_table: vec![Vec::new(); n],
+            by_miss: vec![Vec::new(); n],
+            by_entry: HashMap::default(),
+            index_refs: 0,
+            cm,
+            cm_ticks: 0,
+            kbuf: Vec::new(),
+            pre: Vec::new(),
+            rec: Some(Box::default()),
+            stats: Stats::default(),
+            bytes: 0,
+        }
+    }
+
+    /// The counters so far (entries and bytes as of now).
+    pub fn stats(&self) -> Stats {
+        let mut s = self.stats;
+        s.entries = self.map.len() as u64;
+        s.bytes = self.bytes as u64;
+        s
+    }
+
+    /// Run the ingress pipeline of `pkt` through the cache: replay a cached behaviour, or
+    /// run the pipeline (recording it when the admission policy admits the key).
+    pub(crate) fn run(
+        &mut self,
+        eng: &Engine,
+        st: &mut State,
+        pkt: &mut Pkt,
+        init: Option<GNode>,
+    ) -> Result<(), Fault> {
+        self.stats.lookups += 1;
+        if self.plan.uncacheable.is_some() {
+            self.stats.bypass_uncacheable += 1;
+            return eng.run_pipeline(st, pkt, "ingress", init);
+        }
+        if st.ext.trace.is_some() || st.ext.probe.is_some() {
+            self.stats.bypass_debug += 1;
+            return eng.run_pipeline(st, pkt, "ingress", init);
+        }
+        let mut kbuf = std::mem::take(&mut self.kbuf);
+        self.plan.key(pkt, &mut kbuf);
+        let r = self.lookup_or_record(eng, st, pkt, init, &kbuf);
+        self.kbuf = kbuf;
+        r
+    }
+
+    fn lookup_or_record(
+        &mut self,
+        eng: &Engine,
+        st: &mut State,
+        pkt: &mut Pkt,
+        init: Option<GNode>,
+        key: &[u8],
+    ) -> Result<(), Fault> {
+        if let Some(&slot) = self.map.get(key) {
+            if let Some(r) = self.replay(eng, st, pkt, slot) {
+                self.stats.hits += 1;
+                return r;
+            }
+            self.stats.miss_length += 1;
+            return eng.run_pipeline(st, pkt, "ingress", init);
+        }
+        self.stats.miss_absent += 1;
+        if !self.admit(key) {
+            self.stats.admission_rejected += 1;
+            return eng.run_pipeline(st, pkt, "ingress", init);
+        }
+        // Record: the slow path (interpreted, so every table apply is seen) with the
+        // recorder on.
+        self.pre.clear();
+        self.pre.extend_from_slice(&pkt.phv.bytes);
+        let len0 = pkt.length_reg;
+        let regs0 = pkt.regs.clone();
+        let mut rec = self.rec.take().unwrap_or_default();
+        rec.path.clear();
+        rec.keys.clear();
+        rec.counts.clear();
+        st.ext.rec = Some(rec);
+        let r = eng.run_pipeline(st, pkt, "ingress", init);
+        let rec = st.ext.rec.take().unwrap_or_default();
+        if regs0.len_saturated || pkt.regs.len_saturated {
+            self.stats.insert_refused_length += 1;
+        } else if rec.path.iter().any(|s| self.skip[s.0 as usize]) {
+            self.stats.insert_refused_opt_out += 1;
+        } else if !self.only_writes_planned(&pkt.phv.bytes) {
+            self.stats.insert_refused_unexpected_write += 1;
+        } else {
+            let mut writes = Vec::with_capacity(self.plan.write_bytes);
+            for &(o, n) in &self.plan.write_ranges {
+                writes.extend_from_slice(&pkt.phv.bytes[o as usize..(o + n) as usize]);
+            }
+            let e = Entry {
+                key: key.into(),
+                writes: writes.into(),
+                valid: pkt.phv.valid.as_slice().into(),
+                stack_next: pkt.phv.stack_next.as_slice().into(),
+                union_stack_next: pkt.phv.union_stack_next.as_slice().into(),
+                vl_width: if self.plan.has_vl {
+                    pkt.phv.vl_width.as_slice().into()
+                } else {
+                    Box::new([])
+                },
+                regs: pkt.regs.clone(),
+                len_delta: pkt.length_reg as i64 - len0 as i64,
+                len0,
+                fault: r.as_ref().err().map(|f| f.0.clone()),
+                path: rec.path.as_slice().into(),
+                keys: rec.keys.as_slice().into(),
+                counts: rec.counts.as_slice().into(),
+                referenced: false,
+            };
+            self.insert(e);
+        }
+        self.rec = Some(rec);
+        r
+    }
+
+    /// No byte outside the planned write ranges changed since `self.pre`.
+    fn only_writes_planned(&self, now: &[u8]) -> bool {
+        let mut at = 0usize;
+        for &(o, n) in &self.plan.write_ranges {
+            if now[at..o as usize] != self.pre[at..o as usize] {
+                return false;
+            }
+            at = (o + n) as usize;
+        }
+        now[at..] == self.pre[at..]
+    }
+
+    fn admit(&mut self, key: &[u8]) -> bool {
+        let (threshold, window) = match self.cfg.admission {
+            Admission::Always => return true,
+            Admission::CountMin { threshold } => (threshold, 0),
+            Admission::TinyLfu { threshold, window } => (threshold, window),
+        };
+        let h = hash_key(key);
+        let i1 = (h & 0xffff) as usize;
+        let i2 = ((h >> 32) & 0xffff) as usize;
+        let c1 = self.cm[i1][0].saturating_add(1);
+        let c2 = self.cm[i2][1].saturating_add(1);
+        self.cm[i1][0] = c1;
+        self.cm[i2][1] = c2;
+        if window > 0 {
+            self.cm_ticks += 1;
+            if self.cm_ticks >= window {
+                self.cm_ticks = 0;
+                for c in &mut self.cm {
+                    c[0] >>= 1;
+                    c[1] >>= 1;
+                }
+            }
+        }
+        if c1.min(c2) > threshold {
+            self.cm[i1][0] = 0;
+            self.cm[i2][1] = 0;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Replay entry `slot` onto `pkt`; `None` if its packet-length precondition fails.
+    fn replay(
+        &mut self,
+        eng: &Engine,
+        st: &mut State,
+        pkt: &mut Pkt,
+        slot: u32,
+    ) -> Option<Result<(), Fault>> {
+        let e = self.slab[slot as usize].as_mut()?;
+        if self.plan.removes_headers && pkt.length_reg < e.len0 {
+            return None;
+        }
+        let mut at = 0usize;
+        for &(o, n) in &self.plan.write_ranges {
+            let n = n as usize;
+            pkt.phv.bytes[o as usize..o as usize + n].copy_from_slice(&e.writes[at..at + n]);
+            at += n;
+        }
+        pkt.phv.valid.copy_from_slice(&e.valid);
+        if !e.stack_next.is_empty() {
+            pkt.phv.stack_next.copy_from_slice(&e.stack_next);
+        }
+        if !e.union_stack_next.is_empty() {
+            pkt.phv
+                .union_stack_next
+                .copy_from_slice(&e.union_stack_next);
+        }
+        if !e.vl_width.is_empty() {
+            pkt.phv.vl_width.copy_from_slice(&e.vl_width);
+        }
+        pkt.regs.clone_from(&e.regs);
+        pkt.length_reg = (pkt.length_reg as i64 + e.len_delta) as u32;
+        let now = st.ext.now_us;
+        for &(ti, hit, _, _) in e.path.iter() {
+            let Some((s, _)) = hit else { continue };
+            let t = &eng.tables[ti as usize];
+            if !(t.with_counters || t.support_timeout) {
+                continue;
+            }
+            if let Some(en) = st.tables[ti as usize].store.slots[s as usize].as_mut() {
+                if t.support_timeout {
+                    en.last_hit_us = now;
+                }
+                if t.with_counters {
+                    en.counter.packets += 1;
+                    en.counter.bytes += pkt.ingress_len as u64;
+                }
+            }
+        }
+        for &(c, i) in e.counts.iter() {
+            if let Some(cv) = st.ext.counters[c as usize].get_mut(i as usize) {
+                cv.packets += 1;
+                cv.bytes += pkt.ingress_len as u64;
+            }
+        }
+        e.referenced = true;
+        Some(match &e.fault {
+            None => Ok(()),
+            Some(f) => Err(Fault(f.clone())),
+        })
+    }
+
+    fn insert(&mut self, e: Entry) {
+        if self.cfg.capacity == 0 {
+            return;
+        }
+        if self.map.len() >= self.cfg.capacity {
+            self.evict_one();
+        }
+        let slot = match self.free.pop() {
+            Some(s) => s,
+            None => {
+                self.slab.push(None);
+                self.gens.push(0);
+                (self.slab.len() - 1) as u32
+            }
+        };
+        let g = self.gens[slot as usize];
+        let r = (slot, g);
+        for &(ti, hit, _, _) in e.path.iter() {
+            self.by_table[ti as usize].push(r);
+            match hit {
+                Some((_, h)) => self.by_entry.entry((ti, h)).or_default().push(r),
+                None => self.by_miss[ti as usize].push(r),
+            }
+            self.index_refs += 2;
+        }
+        if self.cfg.eviction == Eviction::Fifo {
+            self.fifo.push_back(r);
+        }
+        self.bytes += e.bytes();
+        self.map.insert(e.key.clone(), slot);
+        self.slab[slot as usize] = Some(e);
+        self.stats.inserts += 1;
+        if self.index_refs > 8 * self.cfg.capacity + 4096
+            || self.fifo.len() > 2 * self.cfg.capacity + 1024
+        {
+            self.rebuild_indexes();
+        }
+    }
+
+    fn evict_one(&mut self) {
+        match self.cfg.eviction {
+            Eviction::Fifo => {
+                while let Some((s, g)) = self.fifo.pop_front() {
+                    if self.gens[s as usize] == g && self.slab[s as usize].is_some() {
+                        self.remove(s);
+                        self.stats.evictions += 1;
+                        return;
+                    }
+                }
+            }
+            Eviction::Clock => {
+                let n = self.slab.len();
+                for _ in 0..2 * n + 1 {
+                    let s = self.hand % n.max(1);
+                    self.hand = s + 1;
+                    if let Some(e) = self.slab[s].as_mut() {
+                        if e.referenced {
+                            e.referenced = false;
+                        } else {
+                            self.remove(s as u32);
+                            self.stats.evictions += 1;
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn remove(&mut self, slot: u32) {
+        if let Some(e) = self.slab[slot as usize].take() {
+            self.bytes -= e.bytes();
+            self.map.remove(&e.key);
+            self.gens[slot as usize] = self.gens[slot as usize].wrapping_add(1);
+            self.free.push(slot);
+        }
+    }
+
+    fn remove_refs(&mut self, refs: Vec<(u32, u32)>) {
+        for (s, g) in refs {
+            if self.gens[s as usize] == g && self.slab[s as usize].is_some() {
+                self.remove(s);
+                self.stats.invalidated += 1;
+            }
+        }
+    }
+
+    /// Rebuild the reverse indexes and the FIFO from the live entries (drops references to
+    /// removed entries; amortised over many inserts).
+    fn rebuild_indexes(&mut self) {
+        for v in self.by_table.iter_mut().chain(self.by_miss.iter_mut()) {
+            v.clear();
+        }
+        self.by_entry.clear();
+        self.index_refs = 0;
+        let fifo: Vec<(u32, u32)> = self
+            .fifo
+            .iter()
+            .copied()
+            .filter(|(s, g)| self.gens[*s as usize] == *g && self.slab[*s as usize].is_some())
+            .collect();
+        self.fifo = fifo.into();
+        for (s, e) in self.slab.iter().enumerate() {
+            let Some(e) = e else { continue };
+            let r = (s as u32, self.gens[s]);
+            for &(ti, hit, _, _) in e.path.iter() {
+                self.by_table[ti as usize].push(r);
+                match hit {
+                    Some((_, h)) => self.by_entry.entry((ti, h)).or_default().push(r),
+                    None => self.by_miss[ti as usize].push(r),
+                }
+                self.index_refs += 2;
+            }
+        }
+    }
+
+    /// A control-plane change: remove exactly the entries that depend on it.
+    pub fn invalidate(&mut self, what: Invalidate) {
+        self.stats.invalidation_ops += 1;
+        match what {
+            Invalidate::Entry(t, h) => {
+                if let Some(refs) = self.by_entry.remove(&(t, h)) {
+                    self.remove_refs(refs);
+                }
+            }
+            Invalidate::Default(t) => {
+                if let Some(v) = self.by_miss.get_mut(t as usize) {
+                    let refs = std::mem::take(v);
+                    self.remove_refs(refs);
+                }
+            }
+            Invalidate::Table(t) => {
+                if let Some(v) = self.by_table.get_mut(t as usize) {
+                    let refs = std::mem::take(v);
+                    self.remove_refs(refs);
+                }
+            }
+            Invalidate::All => self.flush(),
+        }
+    }
+
+    /// A new program: flush, then a new plan and indexes for it (counters kept).
+    pub fn rebuild(&mut self, eng: &Engine) {
+        self.flush();
+        self.plan = Plan::new(eng);
+        self.skip = skip_of(&self.cfg, eng);
+        self.by_table = vec![Vec::new(); eng.tables.len()];
+        self.by_miss = vec![Vec::new(); eng.tables.len()];
+    }
+
+    /// Table `t` got entry `e`: remove exactly the cached behaviours whose lookup in `t`
+    /// the new entry matches (their result may change; a lookup it does not match keeps
+    /// its result whatever the priorities).
+    pub fn invalidate_added(&mut self, t: u32, e: &crate::table::Entry) {
+        self.stats.invalidation_ops += 1;
+        let Some(v) = self.by_table.get_mut(t as usize) else {
+            return;
+        };
+        let refs = std::mem::take(v);
+        let mut keep = Vec::with_capacity(refs.len());
+        for (s, g) in refs {
+            let Some(en) = self.slab[s as usize]
+                .as_ref()
+                .filter(|_| self.gens[s as usize] == g)
+            else {
+                continue;
+            };
+            let hit = en.path.iter().any(|&(ti, _, o, n)| {
+                ti == t
+                    && tern_match::entry_matches(
+                        &e.value,
+                        &e.mask,
+                        &e.ranges,
+                        &en.keys[o as usize..(o + n) as usize],
+                    )
+            });
+            if hit {
+                self.remove(s);
+                self.stats.invalidated += 1;
+            } else {
+                keep.push((s, g));
+            }
+        }
+        self.by_table[t as usize] = keep;
+    }
+
+    /// Remove every entry.
+    pub fn flush(&mut self) {
+        self.stats.flushes += 1;
+        self.stats.invalidated += self.map.len() as u64;
+        self.map.clear();
+        self.slab.clear();
+        self.gens.clear();
+        self.free.clear();
+        self.fifo.clear();
+        self.hand = 0;
+        for v in self.by_table.iter_mut().chain(self.by_miss.iter_mut()) {
+            v.clear();
+        }
+        self.by_entry.clear();
+        self.index_refs = 0;
+        self.bytes = 0;
+    }
+}
+
+/// What a control-plane change affects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Invalidate {
+    /// Entry `handle` of table `t` was modified or deleted: entries that hit it.
+    Entry(u32, u32),
+    /// Table `t`'s default entry changed: entries that missed it.
+    Default(u32),
+    /// Table `t` was cleared or its action profile changed: entries that applied it. (A new
+    /// entry goes through [`Cache::invalidate_added`].)
+    Table(u32),
+    /// Everything (program swap, state reset, hash parameters).
+    All,
+}
