@@ -14,10 +14,11 @@ set -uo pipefail
 netns_names() { ip netns list 2>/dev/null | awk '{print $1}' | sort; }
 link_names() { ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | sed 's/@.*//' | sort; }
 
-# PIDs (other than this script's own ancestry) whose executable or command line lies in one of
-# the given folders.
+# PIDs (other than this script's own ancestry) whose executable or program name (argv[0], e.g. a
+# virtual environment's python) lies in one of the given folders. Arguments do not count: a
+# compiler building into the checkout's target/ is not something a test left behind.
 procs_from() {
-    local pid exe cmd dir
+    local pid exe cmd arg0 dir
     local -A mine=()
     pid=$$
     while [ -n "$pid" ] && [ "$pid" != 0 ]; do
@@ -29,8 +30,9 @@ procs_from() {
         [ -n "${mine[$pid]:-}" ] && continue
         exe=$(readlink "$d/exe" 2>/dev/null) || continue
         cmd=$(tr '\0' ' ' <"$d/cmdline" 2>/dev/null)
+        arg0=$(tr '\0' '\n' <"$d/cmdline" 2>/dev/null | head -n 1)
         for dir in "$@"; do
-            case "$exe $cmd" in
+            case "$exe $arg0" in
             *"$dir/"*)
                 echo "$pid $cmd"
                 break
