@@ -1166,6 +1166,13 @@ impl Switch {
         }
     }
 
+    /// Drop the digests generated so far without handing them out (keeps the queue's memory):
+    /// for a caller with no digest listener, so that the queue does not grow with every packet
+    /// of a program that learns (e.g. `tern bench`).
+    pub fn discard_digests(&mut self) {
+        self.digests.clear();
+    }
+
     fn process_at(&mut self, now: u64, port: Port, data: &[u8], out: &mut Vec<OutputPacket>) {
         if self.shared.is_some() {
             // Replicas share registers and meters: the whole packet (all its actions) runs

@@ -851,6 +851,11 @@ impl Worker {
         self.sw.process_batch(pkts, out);
     }
 
+    /// Drop this replica's pending digests ([`Switch::discard_digests`]).
+    pub fn discard_digests(&mut self) {
+        self.sw.discard_digests();
+    }
+
     /// Apply pending updates, then run one packet.
     pub fn process_packet(&mut self, port: Port, data: &[u8], out: &mut Vec<OutputPacket>) {
         self.poll();

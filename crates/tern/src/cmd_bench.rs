@@ -334,6 +334,7 @@ pub(crate) fn stage_breakdown(
     while done < packets && !batches.is_empty() {
         sw.process_batch(&batches[bi], &mut out);
         sw.recycle_outputs(&mut out);
+        sw.discard_digests();
         done += batches[bi].len() as u64;
         bi = (bi + 1) % batches.len();
     }
@@ -416,6 +417,7 @@ fn run_single(args: BenchArgs) -> anyhow::Result<ExitCode> {
         sw.process_packet(0, f, &mut out);
         forwarded += out.len() as u64;
         sw.recycle_outputs(&mut out);
+        sw.discard_digests();
     }
 
     // Timed runs.
@@ -436,6 +438,8 @@ fn run_single(args: BenchArgs) -> anyhow::Result<ExitCode> {
             sw.process_batch(b, &mut out);
             sent += out.len() as u64;
             sw.recycle_outputs(&mut out);
+            // No digest listener here: the learned samples are dropped, not queued forever.
+            sw.discard_digests();
             done += b.len() as u64;
             if done % (1 << 20) < b.len() as u64 && last.elapsed().as_secs() >= 2 {
                 eprintln!("  run {}: {done} / {} packets", run + 1, args.packets);
@@ -460,6 +464,7 @@ fn run_single(args: BenchArgs) -> anyhow::Result<ExitCode> {
         sw.process_packet(0, f, &mut out);
         lat.push(t.elapsed().as_nanos() as u64);
         sw.recycle_outputs(&mut out);
+        sw.discard_digests();
     }
     lat.sort_unstable();
     let mut clock = Vec::with_capacity(10_000);

@@ -183,6 +183,7 @@ fn worker_run(
             st.misforwarded += m;
         }
         w.recycle_outputs(&mut out);
+        w.discard_digests();
         st.packets += b.len() as u64;
         bi = (bi + 1) % pkts.len();
     }
