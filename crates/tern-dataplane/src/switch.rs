@@ -486,7 +486,7 @@ pub struct Switch {
     start: Instant,
     pre: Pre,
     mirroring: HashMap<u32, MirroringSession>,
-    digests: Vec<Digest>,
+    digests: DigestQueue,
     ports: BTreeMap<Port, (String, Option<String>)>,
     jobs: VecDeque<Job>,
     replicas: Vec<(Port, u32)>,
@@ -506,6 +506,43 @@ pub struct Switch {
     shared: Option<std::sync::Arc<std::sync::Mutex<SharedExterns>>>,
     /// The behaviour cache of the live program's ingress pipeline (`opts.bcache`).
     bcache: Option<Box<crate::bcache::Cache>>,
+}
+
+/// Default bound of a switch's pending digests ([`Switch::set_digest_queue_cap`]).
+pub const DIGEST_QUEUE_CAP: usize = 65_536;
+
+/// Digests waiting for the control plane: bounded, so that a program that learns on every
+/// packet cannot grow memory without limit when nobody takes them.
+#[derive(Debug)]
+struct DigestQueue {
+    items: Vec<Digest>,
+    cap: usize,
+    dropped: u64,
+}
+
+impl Default for DigestQueue {
+    fn default() -> Self {
+        DigestQueue {
+            items: Vec::new(),
+            cap: DIGEST_QUEUE_CAP,
+            dropped: 0,
+        }
+    }
+}
+
+impl DigestQueue {
+    /// Queue the digest `make` builds, or count it dropped (without building it) when full.
+    fn push(&mut self, make: impl FnOnce() -> Digest) {
+        if self.items.len() < self.cap {
+            self.items.push(make());
+        } else {
+            self.dropped += 1;
+        }
+    }
+
+    fn clear(&mut self) {
+        self.items.clear();
+    }
 }
 
 /// Register arrays and indirect meter arrays of a program shared by several replicas of a
@@ -542,7 +579,7 @@ impl Switch {
             start: Instant::now(),
             pre: Pre::default(),
             mirroring: HashMap::new(),
-            digests: Vec::new(),
+            digests: DigestQueue::default(),
             ports: BTreeMap::new(),
             jobs: VecDeque::new(),
             replicas: Vec::new(),
@@ -798,7 +835,7 @@ struct Flow<'a> {
     st: &'a mut State,
     pre: &'a Pre,
     mirroring: &'a HashMap<u32, MirroringSession>,
-    digests: &'a mut Vec<Digest>,
+    digests: &'a mut DigestQueue,
     jobs: &'a mut VecDeque<Job>,
     replicas: &'a mut Vec<(Port, u32)>,
     out: &'a mut Vec<OutputPacket>,
@@ -972,7 +1009,7 @@ impl Flow<'_> {
         if let Some(id) = pkt.regs.digest.take() {
             if let Some((li, fields)) = eng.learn_lists.get(&id) {
                 let l = &eng.prog.learn_lists[*li];
-                self.digests.push(Digest {
+                self.digests.push(|| Digest {
                     list_id: l.id as i32,
                     list_name: l.name.clone(),
                     fields: fields
@@ -1173,6 +1210,18 @@ impl Switch {
         self.digests.clear();
     }
 
+    /// Bound the digests kept for the control plane between two [`Runtime::take_digests`]
+    /// calls (default [`DIGEST_QUEUE_CAP`]); digests generated while the queue is full are
+    /// dropped and counted, as BMv2's learn engine drops samples it has no room for.
+    pub fn set_digest_queue_cap(&mut self, cap: usize) {
+        self.digests.cap = cap;
+    }
+
+    /// Digests dropped because the queue was full (see [`Switch::set_digest_queue_cap`]).
+    pub fn digests_dropped(&self) -> u64 {
+        self.digests.dropped
+    }
+
     fn process_at(&mut self, now: u64, port: Port, data: &[u8], out: &mut Vec<OutputPacket>) {
         if self.shared.is_some() {
             // Replicas share registers and meters: the whole packet (all its actions) runs
@@ -1241,7 +1290,7 @@ impl PacketPath for Switch {
     }
 
     fn take_digests(&mut self) -> Vec<Digest> {
-        std::mem::take(&mut self.digests)
+        std::mem::take(&mut self.digests.items)
     }
 }
 

@@ -1365,3 +1365,27 @@ fn fixed_clock_makes_ageing_deterministic() {
     let e = sw.mt_get_entry("ingress.smac", h).unwrap();
     assert_eq!(e.life.map(|l| l.time_since_hit_ms), Some(10));
 }
+
+#[test]
+fn digests_beyond_the_queue_cap_are_dropped_and_counted() {
+    let Some(mut sw) = load("targets/l2_switch/l2_switch.json") else {
+        return;
+    };
+    sw.mt_set_default_action("smac", "mac_learn", &[]).unwrap();
+    sw.mt_set_default_action("dmac", "broadcast", &[]).unwrap();
+    sw.set_digest_queue_cap(3);
+    for i in 0..5u8 {
+        let frame = hex(&format!("ffffffffffff 0000000000{i:02x} 0800 00000000"));
+        // Forwarding goes on whether or not the digest had room.
+        assert_eq!(run(&mut sw, 3, &frame).len(), 1);
+    }
+    let d = sw.take_digests();
+    assert_eq!(d.len(), 3);
+    // The first three are kept, in order.
+    assert_eq!(d[2].fields[0], hex("000000000002"));
+    assert_eq!(sw.digests_dropped(), 2);
+    // Taking them makes room again.
+    run(&mut sw, 3, &hex("ffffffffffff 0000000000aa 0800 00000000"));
+    assert_eq!(sw.take_digests().len(), 1);
+    assert_eq!(sw.digests_dropped(), 2);
+}
