@@ -28,6 +28,10 @@ const PCAPNG_EPB: u32 = 6;
 /// Largest record or block accepted (larger lengths are taken as corruption).
 pub const MAX_RECORD: u32 = 64 * 1024 * 1024;
 
+/// Records up to this size are read straight into the caller's buffer (see
+/// `PcapReader::read_record_into`).
+const DIRECT_READ: usize = 64 * 1024;
+
 /// Why a pcap file cannot be read.
 #[derive(Debug, thiserror::Error)]
 pub enum PcapError {
@@ -319,10 +323,35 @@ impl<R: Read> PcapReader<R> {
     /// The buffer grows only as bytes arrive, so a corrupt length cannot make the reader
     /// allocate more than the file holds.
     fn read_into_buf(&mut self, len: usize, what: &str) -> Result<(), PcapError> {
+        let mut buf = std::mem::take(&mut self.buf);
+        let res = self.read_record_into(&mut buf, len, what);
+        self.buf = buf;
+        res
+    }
+
+    /// Read `len` bytes into `buf` (replacing its contents). Records up to
+    /// [`DIRECT_READ`] bytes are read straight into the buffer's memory; longer ones grow the
+    /// buffer only as bytes arrive, so a corrupt length cannot make the reader allocate more
+    /// than the file holds.
+    fn read_record_into(
+        &mut self,
+        buf: &mut Vec<u8>,
+        len: usize,
+        what: &str,
+    ) -> Result<(), PcapError> {
         let at = self.offset;
-        self.buf.clear();
-        let res = (&mut self.r).take(len as u64).read_to_end(&mut self.buf);
-        let n = self.buf.len();
+        let (n, res) = if len <= DIRECT_READ {
+            // Only the growth (if any) is zero-filled; the bytes are overwritten right away.
+            buf.resize(len, 0);
+            let res = read_full(&mut self.r, buf);
+            let n = *res.as_ref().unwrap_or(&0);
+            buf.truncate(n);
+            (n, res.map(|_| ()))
+        } else {
+            buf.clear();
+            let res = (&mut self.r).take(len as u64).read_to_end(buf);
+            (buf.len(), res.map(|_| ()))
+        };
         self.offset += n as u64;
         res.map_err(|error| PcapError::Io { offset: at, error })?;
         if n < len {
@@ -415,7 +444,44 @@ impl<R: Read> PcapReader<R> {
         }
     }
 
+    /// Next packet's bytes into `buf` (its contents replaced) and its timestamp in ns, or
+    /// `None` at a clean end of file: [`PcapReader::next_packet`] without the copy out of the
+    /// reader's own buffer for classic pcap files.
+    pub fn next_packet_into(&mut self, buf: &mut Vec<u8>) -> Result<Option<u64>, PcapError> {
+        match self.format {
+            Format::Classic { resolution, .. } => {
+                let Some((ts_ns, caplen, _)) = self.classic_record_header(resolution)? else {
+                    return Ok(None);
+                };
+                self.read_record_into(buf, caplen as usize, "record data")?;
+                Ok(Some(ts_ns))
+            }
+            Format::Ng => Ok(self.next_ng()?.map(|p| {
+                buf.clear();
+                buf.extend_from_slice(p.data);
+                p.ts_ns
+            })),
+        }
+    }
+
     fn next_classic(&mut self, res: TsResolution) -> Result<Option<Packet<'_>>, PcapError> {
+        let Some((ts_ns, caplen, orig_len)) = self.classic_record_header(res)? else {
+            return Ok(None);
+        };
+        self.read_into_buf(caplen as usize, "record data")?;
+        Ok(Some(Packet {
+            ts_ns,
+            orig_len,
+            linktype: self.header.linktype,
+            data: &self.buf,
+        }))
+    }
+
+    /// A classic record header: (timestamp ns, captured length, original length).
+    fn classic_record_header(
+        &mut self,
+        res: TsResolution,
+    ) -> Result<Option<(u64, u32, u32)>, PcapError> {
         let at = self.offset;
         let mut h = [0u8; 16];
         let n = read_full(&mut self.r, &mut h).map_err(|e| self.io(e))?;
@@ -444,13 +510,7 @@ impl<R: Read> PcapReader<R> {
             TsResolution::Micro => sec * 1_000_000_000 + frac * 1_000,
             TsResolution::Nano => sec * 1_000_000_000 + frac,
         };
-        self.read_into_buf(caplen as usize, "record data")?;
-        Ok(Some(Packet {
-            ts_ns,
-            orig_len,
-            linktype: self.header.linktype,
-            data: &self.buf,
-        }))
+        Ok(Some((ts_ns, caplen, orig_len)))
     }
 
     fn next_ng(&mut self) -> Result<Option<Packet<'_>>, PcapError> {

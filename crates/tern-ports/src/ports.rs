@@ -178,12 +178,8 @@ impl FileInput {
         if self.head.is_some() || self.done {
             return Ok(());
         }
-        match self.reader.next_packet() {
-            Ok(Some(p)) => {
-                self.head_buf.clear();
-                self.head_buf.extend_from_slice(p.data);
-                self.head = Some(p.ts_ns);
-            }
+        match self.reader.next_packet_into(&mut self.head_buf) {
+            Ok(Some(ts_ns)) => self.head = Some(ts_ns),
             Ok(None) => self.done = true,
             Err(error) => {
                 return Err(PortError::Pcap {

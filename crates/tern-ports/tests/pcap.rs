@@ -416,3 +416,49 @@ fn fifo_inputs_are_detected() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn next_packet_into_reads_what_next_packet_reads() {
+    let fr = frames();
+    for c in [
+        cfg(ByteOrder::Little, TsResolution::Nano),
+        cfg(ByteOrder::Big, TsResolution::Micro),
+    ] {
+        let b = write_all(c, &fr);
+        let mut a = PcapReader::new(&b[..]).unwrap();
+        let mut d = PcapReader::new(&b[..]).unwrap();
+        // A reused buffer, longer than some records: its old bytes must not leak through.
+        let mut buf = vec![0xee; 4000];
+        let mut n = 0;
+        while let Some(p) = a.next_packet().unwrap() {
+            let ts = d.next_packet_into(&mut buf).unwrap().unwrap();
+            assert_eq!((ts, &buf[..]), (p.ts_ns, p.data));
+            n += 1;
+        }
+        assert_eq!(n, fr.len());
+        assert_eq!(d.next_packet_into(&mut buf).unwrap(), None);
+        assert_eq!(a.offset(), d.offset());
+    }
+    // Truncated record data: the same error, at the same offset.
+    let b = write_all(cfg(ByteOrder::Little, TsResolution::Nano), &fr[..2]);
+    let cut = &b[..24 + 16 + fr[0].1.len() + 16 + 100];
+    let mut r = PcapReader::new(cut).unwrap();
+    let mut buf = Vec::new();
+    r.next_packet_into(&mut buf).unwrap().unwrap();
+    let e = r.next_packet_into(&mut buf).unwrap_err();
+    assert_eq!(e.offset() as usize, 24 + 16 + fr[0].1.len() + 16);
+    assert!(
+        e.to_string()
+            .contains("expected 1514 bytes, file ends after 100"),
+        "{e}"
+    );
+    // pcapng goes through the general path.
+    if let Ok(b) = std::fs::read(format!("{FIX}/en0.pcap")) {
+        let mut r = PcapReader::new(&b[..]).unwrap();
+        let mut k = 0;
+        while r.next_packet_into(&mut buf).unwrap().is_some() {
+            k += 1;
+        }
+        assert_eq!(k, 27);
+    }
+}
