@@ -127,7 +127,7 @@ pub struct Scale {
     pub recovery_sizes: Vec<u32>,
     /// exp2 target rates as fractions of NoCache's closed-loop throughput.
     pub rates: Vec<f64>,
-    /// exp10: packets of the two callgrind runs (the difference gives instructions/packet).
+    /// exp10: packets of the resident-set probe and of the callgrind run.
     pub probe_packets: (u64, u64),
 }
 
@@ -165,7 +165,7 @@ impl Scale {
             } else {
                 vec![0.25, 0.5, 0.75, 1.0]
             },
-            probe_packets: if q { (20, 120) } else { (1_000, 11_000) },
+            probe_packets: if q { (100, 200) } else { (1_000, 10_000) },
         };
         if s.records < 10 || s.ops < 10 || s.dyn_ops < 10 {
             bail!("--records, --ops and --dyn-ops must be at least 10");
@@ -1125,7 +1125,8 @@ impl Ctx {
         let mut cfg = self.cfg(Router::new(bed.sim.fronts())?, w);
         cfg.dynamic = pattern.map(|p| DynamicConfig {
             pattern: p,
-            keys: 200,
+            // FarReach: 200; fewer on small key spaces (a pattern needs 8× as many records).
+            keys: 200.min(self.scale.records as usize / 8).max(1),
             period_s: self.scale.dyn_period,
         });
         let stats = bed.os().map(|os| {
@@ -1386,7 +1387,7 @@ impl Ctx {
         if r.errors > 0 || r.mismatches > 0 {
             bail!("{}: {} errors, {} mismatches", m.name(), r.errors, r.mismatches);
         }
-        if let Some(os) = bed.os() {
+        if let (Some(os), Method::FarReach) = (bed.os(), m) {
             os.snapshot();
         }
         // Crash: the switch goes down; the switch OS dies (the controller keeps its snapshot).
@@ -1573,9 +1574,16 @@ impl Ctx {
     /// Runs the exp10 probe for `m` (memory) and, with valgrind, twice under callgrind.
     fn probe(&self, m: Method, valgrind: bool) -> anyhow::Result<serde_json::Value> {
         let exe = std::env::current_exe().context("locating tern")?;
+        let (src, name) = m.source();
+        let prog = self.data.join(format!("{}.json", m.name()));
+        let json = tern_p4::compile_str(src, name, &Default::default())
+            .map_err(|d| anyhow::anyhow!("compiling {name}: {d}"))?
+            .json;
+        std::fs::write(&prog, json).context("writing the probe's program")?;
         let run = |packets: u64| -> anyhow::Result<serde_json::Value> {
             let o = std::process::Command::new(&exe)
-                .args(["kv", "experiment", "probe", "--probe-program", m.name()])
+                .args(["kv", "experiment", "probe", "--probe-program"])
+                .arg(&prog)
                 .args(["--probe-packets", &packets.to_string()])
                 .output()
                 .context("running the exp10 probe")?;
@@ -1593,35 +1601,41 @@ impl Ctx {
         }
         let dir = self.data.join(format!("callgrind-{}", m.name()));
         std::fs::create_dir_all(&dir)?;
-        let count = |packets: u64| -> anyhow::Result<u64> {
-            let f = dir.join(format!("out.{packets}"));
-            let st = std::process::Command::new("valgrind")
-                .arg("--tool=callgrind")
-                .arg(format!("--callgrind-out-file={}", f.display()))
-                .arg(&exe)
-                .args(["kv", "experiment", "probe", "--probe-program", m.name()])
-                .args(["--probe-packets", &packets.to_string()])
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .status()
-                .context("running valgrind")?;
-            if !st.success() {
-                bail!("valgrind failed ({st})");
-            }
-            let text = std::fs::read_to_string(&f)?;
-            text.lines()
-                .find_map(|l| {
-                    l.strip_prefix("summary:")
-                        .or_else(|| l.strip_prefix("totals:"))
-                        .and_then(|r| r.split_whitespace().next())
-                        .and_then(|n| n.parse().ok())
-                })
-                .context("no total in the callgrind output")
-        };
-        let (p1, p2) = self.scale.probe_packets;
-        let (i1, i2) = (count(p1)?, count(p2)?);
-        v["instructions_per_packet"] = serde_json::json!(i2.saturating_sub(i1) as f64 / (p2 - p1) as f64);
-        v["callgrind"] = serde_json::json!({ "packets": [p1, p2], "instructions": [i1, i2] });
+        // Only the measured packets are counted (callgrind collects inside
+        // `probe_measured` alone), so start-up and program loading cancel out.
+        let packets = self.scale.probe_packets.1;
+        let f = dir.join("callgrind.out");
+        let st = std::process::Command::new("valgrind")
+            .arg("--tool=callgrind")
+            .arg("--collect-atstart=no")
+            .arg("--toggle-collect=*probe_measured*")
+            .arg(format!("--callgrind-out-file={}", f.display()))
+            .arg(&exe)
+            .args(["kv", "experiment", "probe", "--probe-program"])
+            .arg(&prog)
+            .args(["--probe-packets", &packets.to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .context("running valgrind")?;
+        if !st.success() {
+            bail!("valgrind failed ({st})");
+        }
+        let text = std::fs::read_to_string(&f)?;
+        let total: u64 = text
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("summary:")
+                    .or_else(|| l.strip_prefix("totals:"))
+                    .and_then(|r| r.split_whitespace().next())
+                    .and_then(|n| n.parse().ok())
+            })
+            .context("no total in the callgrind output")?;
+        if total == 0 {
+            bail!("callgrind counted nothing in probe_measured");
+        }
+        v["instructions_per_packet"] = serde_json::json!(total as f64 / packets as f64);
+        v["callgrind"] = serde_json::json!({ "packets": packets, "instructions": total });
         let _ = std::fs::remove_dir_all(&dir);
         Ok(v)
     }
@@ -1645,14 +1659,29 @@ fn rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
-/// `tern kv experiment probe --probe-program M --probe-packets N`: loads M's program with its
-/// forwarding entries, sends N GET requests of uncached keys through it, prints JSON.
+/// Sends `frames` into port 1; returns the packets that came out (callgrind counts this
+/// function alone).
+#[inline(never)]
+fn probe_measured(sw: &mut tern_dataplane::Switch, frames: &[Vec<u8>]) -> u64 {
+    let mut out = Vec::new();
+    let mut sent = 0;
+    for f in frames {
+        out.clear();
+        sw.process_packet(1, f, &mut out);
+        sent += out.len() as u64;
+    }
+    sent
+}
+
+/// `tern kv experiment probe --probe-program FILE.json --probe-packets N`: loads the program
+/// with its forwarding entries, sends N GET requests of uncached keys through it, prints JSON.
 pub fn probe(a: &ExperimentArgs) -> anyhow::Result<()> {
-    let m = Method::parse(a.probe_program.as_deref().unwrap_or(""))?;
-    let (src, name) = m.source();
-    let json = tern_p4::compile_str(src, name, &Default::default())
-        .map_err(|d| anyhow::anyhow!("compiling {name}: {d}"))?
-        .json;
+    let name = a
+        .probe_program
+        .as_deref()
+        .context("probe: --probe-program FILE.json")?;
+    let json =
+        std::fs::read_to_string(name).with_context(|| format!("reading {name}"))?;
     let before = rss_kib();
     let mut sw = tern_dataplane::Switch::from_json(&json, tern_dataplane::SwitchOptions::default())
         .context("loading the program")?;
@@ -1666,17 +1695,20 @@ pub fn probe(a: &ExperimentArgs) -> anyhow::Result<()> {
     cli.run_script(&mut sw, &mut entries.as_bytes(), &mut sink)
         .context("applying the entries")?;
     let loaded = rss_kib();
-    let mut out = Vec::new();
-    let mut sent = 0u64;
-    for i in 0..a.probe_packets {
+    // 50 warm-up packets, then the measured ones (different keys each).
+    let mut frames = Vec::new();
+    for i in 0..50 + a.probe_packets {
         let msg = tern_kv::protocol::Message::new(tern_kv::protocol::Op::GETREQ, Key::from_id(i))
             .encode()
             .map_err(|e| anyhow::anyhow!("{e}"))?;
-        let f = super::kv_sim::frame((CLIENT_IP, 40000), (server_ip(0), 1152), &msg);
-        out.clear();
-        sw.process_packet(1, &f, &mut out);
-        sent += out.len() as u64;
+        frames.push(super::kv_sim::frame(
+            (CLIENT_IP, 40000),
+            (server_ip(0), 1152),
+            &msg,
+        ));
     }
+    probe_measured(&mut sw, &frames[..50]);
+    let sent = probe_measured(&mut sw, &frames[50..]);
     say(&serde_json::json!({
         "program": name,
         "packets": a.probe_packets,
