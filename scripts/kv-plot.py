@@ -239,6 +239,7 @@ def paper(r):
         ax.set_xticklabels(xs)
         ax.set_ylabel("seconds")
         ax.set_title("hatching: none NoCache, // NetCache, xx FarReach", fontsize=9)
+        ax.legend(fontsize=8)
     elif kind == "table":
         fig, ax = plt.subplots(figsize=(11, 2.5))
         ax.axis("off")

@@ -177,7 +177,10 @@ impl Scale {
             bail!("--rotation and --scale: between 2 and 1024 emulated servers");
         }
         if s.cache == 0 || s.cache > 10_000 || s.recovery_sizes.iter().any(|&c| c > 10_000) {
-            bail!("--cache-size {}: between 1 and 10000 (the programs' KV_RECORDS)", s.cache);
+            bail!(
+                "--cache-size {}: between 1 and 10000 (the programs' KV_RECORDS)",
+                s.cache
+            );
         }
         if s.dyn_period.is_nan() || s.dyn_period <= 0.0 {
             bail!("--dynamic-period must be positive");
@@ -543,8 +546,15 @@ fn hottest(ops: &[KvOp], n: usize, logical: Option<usize>) -> anyhow::Result<Vec
     };
     let mut keys: Vec<(Key, u64)> = count.into_iter().collect();
     keys.sort_by(|a, b| b.1.cmp(&a.1).then(a.0 .0.cmp(&b.0 .0)));
-    Ok(keys.into_iter().take(n).map(|(k, _)| (k, place(&k))).collect())
+    Ok(keys
+        .into_iter()
+        .take(n)
+        .map(|(k, _)| (k, place(&k)))
+        .collect())
 }
+
+/// A record to replay: value (`None`: deleted) and seq.
+type Record = (Option<Vec<u8>>, u32);
 
 /// What one rotation or direct run gave.
 struct Sample {
@@ -657,7 +667,14 @@ fn find<'a>(points: &'a [Point], x: &str, m: Method) -> Option<&'a Point> {
 }
 
 /// `ours = a / b` of the means at `x`, compared with the paper's `paper` (a factor).
-fn gain(points: &[Point], x: &str, a: Method, b: Method, paper: &str, pv: Option<f64>) -> Option<Compare> {
+fn gain(
+    points: &[Point],
+    x: &str,
+    a: Method,
+    b: Method,
+    paper: &str,
+    pv: Option<f64>,
+) -> Option<Compare> {
     let (pa, pb) = (find(points, x, a)?, find(points, x, b)?);
     if pb.mean <= 0.0 {
         return None;
@@ -691,7 +708,10 @@ pub fn run(a: &ExperimentArgs) -> anyhow::Result<()> {
         super::cmd_kv::plot_script()?;
     }
     let methods = match &a.methods {
-        Some(ms) => ms.iter().map(|m| Method::parse(m)).collect::<anyhow::Result<_>>()?,
+        Some(ms) => ms
+            .iter()
+            .map(|m| Method::parse(m))
+            .collect::<anyhow::Result<_>>()?,
         None => Method::ALL.to_vec(),
     };
     let data = std::env::temp_dir().join(format!("tern-kv-paper-{}", std::process::id()));
@@ -716,7 +736,10 @@ pub fn run(a: &ExperimentArgs) -> anyhow::Result<()> {
         if names.len() > 1 {
             let p = ctx.out.join("summary.md");
             std::fs::write(&p, summary_md(&done)).context("writing summary.md")?;
-            say(&format!("tern kv experiment all: summary in {}", p.display()));
+            say(&format!(
+                "tern kv experiment all: summary in {}",
+                p.display()
+            ));
         }
         Ok(())
     })();
@@ -872,7 +895,10 @@ impl Ctx {
         let peak = {
             let bed = self.bed(Method::NoCache, &store, &self.no_cache_cfg())?;
             let r = bench::run(&self.cfg(Router::new(bed.sim.fronts())?, w.clone()))?;
-            say(&format!("[exp2] NoCache closed loop: {:.0} ops/s", r.throughput));
+            say(&format!(
+                "[exp2] NoCache closed loop: {:.0} ops/s",
+                r.throughput
+            ));
             r.throughput
         };
         let ops = tern_kv::ycsb::generate_with_ack_lag(&w, 1, 2 * self.scale.threads)?;
@@ -892,18 +918,28 @@ impl Ctx {
                             cache: c.scale.cache,
                             admission: false,
                             snapshot: None,
-                            hot: if m.kind().is_some() { hot.clone() } else { Vec::new() },
+                            hot: if m.kind().is_some() {
+                                hot.clone()
+                            } else {
+                                Vec::new()
+                            },
                         },
                     )?;
                     let mut cfg = c.cfg(Router::new(bed.sim.fronts())?, w.clone());
                     cfg.target_rate = Some(rate);
-                    cfg.workload.operation_count =
-                        ((rate * if c.scale.quick { 0.5 } else { 5.0 }) as i64).clamp(100, c.scale.ops);
+                    cfg.workload.operation_count = ((rate * if c.scale.quick { 0.5 } else { 5.0 })
+                        as i64)
+                        .clamp(100, c.scale.ops);
                     let before = bed.ops();
                     let r = bench::run(&cfg)?;
                     let d = bed.ops().since(before);
                     if r.errors > 0 || r.mismatches > 0 {
-                        bail!("{}: {} errors, {} mismatches", m.name(), r.errors, r.mismatches);
+                        bail!(
+                            "{}: {} errors, {} mismatches",
+                            m.name(),
+                            r.errors,
+                            r.mismatches
+                        );
                     }
                     Ok(Sample {
                         value: r.latency.mean_us,
@@ -932,7 +968,10 @@ impl Ctx {
                     if pb.mean > 0.0 {
                         let ours = 1.0 - pf.mean / pb.mean;
                         cmp.push(Compare {
-                            what: format!("farreach's mean-latency reduction vs {} at the top rate", b.name()),
+                            what: format!(
+                                "farreach's mean-latency reduction vs {} at the top rate",
+                                b.name()
+                            ),
                             paper: format!("{:.0} % (at 0.8 MOPS)", paper * 100.0),
                             paper_value: Some(paper),
                             ours,
@@ -981,11 +1020,25 @@ impl Ctx {
         }
         let mut cmp = Vec::new();
         for (n, g) in [(16, 1.9), (32, 2.5), (64, 3.9), (128, 6.6)] {
-            cmp.extend(gain(&points, &n.to_string(), Method::FarReach, Method::NoCache, &format!("{g}×"), Some(g)));
+            cmp.extend(gain(
+                &points,
+                &n.to_string(),
+                Method::FarReach,
+                Method::NoCache,
+                &format!("{g}×"),
+                Some(g),
+            ));
         }
         if cmp.is_empty() {
             for n in &self.scale.scale {
-                cmp.extend(gain(&points, &n.to_string(), Method::FarReach, Method::NoCache, "1.9–6.6× (16–128 servers)", None));
+                cmp.extend(gain(
+                    &points,
+                    &n.to_string(),
+                    Method::FarReach,
+                    Method::NoCache,
+                    "1.9–6.6× (16–128 servers)",
+                    None,
+                ));
             }
         }
         Ok(self.report(
@@ -1001,7 +1054,12 @@ impl Ctx {
         ))
     }
 
-    fn synthetic(&self, write: f64, dist: Distribution, value_len: usize) -> anyhow::Result<WorkloadSpec> {
+    fn synthetic(
+        &self,
+        write: f64,
+        dist: Distribution,
+        value_len: usize,
+    ) -> anyhow::Result<WorkloadSpec> {
         let mut w = self.spec("write-only", value_len)?;
         w.read = 1.0 - write;
         w.update = write;
@@ -1019,9 +1077,27 @@ impl Ctx {
         let points = self.rotation_points("exp4", &cases, self.scale.servers)?;
         let mut cmp = Vec::new();
         for (x, _) in &cases {
-            cmp.extend(gain(&points, x, Method::FarReach, Method::NoCache, "1.67–2.35× (0–100 %)", None));
-            let pc = if x == "0%" { "≈ 1 (similar)" } else { "1.48–2.86× (25–100 %)" };
-            cmp.extend(gain(&points, x, Method::FarReach, Method::NetCache, pc, (x == "0%").then_some(1.0)));
+            cmp.extend(gain(
+                &points,
+                x,
+                Method::FarReach,
+                Method::NoCache,
+                "1.67–2.35× (0–100 %)",
+                None,
+            ));
+            let pc = if x == "0%" {
+                "≈ 1 (similar)"
+            } else {
+                "1.48–2.86× (25–100 %)"
+            };
+            cmp.extend(gain(
+                &points,
+                x,
+                Method::FarReach,
+                Method::NetCache,
+                pc,
+                (x == "0%").then_some(1.0),
+            ));
         }
         Ok(self.report(
             "exp4",
@@ -1050,10 +1126,31 @@ impl Ctx {
         }
         let points = self.rotation_points("exp5", &cases, self.scale.servers)?;
         let mut cmp = Vec::new();
-        cmp.extend(gain(&points, "uniform", Method::FarReach, Method::NoCache, "≈ 1 (all ≈ 1 MOPS)", Some(1.0)));
+        cmp.extend(gain(
+            &points,
+            "uniform",
+            Method::FarReach,
+            Method::NoCache,
+            "≈ 1 (all ≈ 1 MOPS)",
+            Some(1.0),
+        ));
         for x in ["zipf-0.9", "zipf-0.95", "zipf-0.99"] {
-            cmp.extend(gain(&points, x, Method::FarReach, Method::NoCache, "1.34–2.35× (0.9–0.99)", None));
-            cmp.extend(gain(&points, x, Method::FarReach, Method::NetCache, "1.50–2.86× (0.9–0.99)", None));
+            cmp.extend(gain(
+                &points,
+                x,
+                Method::FarReach,
+                Method::NoCache,
+                "1.34–2.35× (0.9–0.99)",
+                None,
+            ));
+            cmp.extend(gain(
+                &points,
+                x,
+                Method::FarReach,
+                Method::NetCache,
+                "1.50–2.86× (0.9–0.99)",
+                None,
+            ));
         }
         Ok(self.report(
             "exp5",
@@ -1078,8 +1175,22 @@ impl Ctx {
         let points = self.rotation_points("exp6", &cases, self.scale.servers)?;
         let mut cmp = Vec::new();
         for (x, _) in &cases {
-            cmp.extend(gain(&points, x, Method::FarReach, Method::NoCache, "2.33×", Some(2.33)));
-            cmp.extend(gain(&points, x, Method::FarReach, Method::NetCache, "2.33×", Some(2.33)));
+            cmp.extend(gain(
+                &points,
+                x,
+                Method::FarReach,
+                Method::NoCache,
+                "2.33×",
+                Some(2.33),
+            ));
+            cmp.extend(gain(
+                &points,
+                x,
+                Method::FarReach,
+                Method::NetCache,
+                "2.33×",
+                Some(2.33),
+            ));
         }
         Ok(self.report(
             "exp6",
@@ -1141,7 +1252,12 @@ impl Ctx {
         let r = bench::run(&cfg)?;
         let d = bed.ops().since(before);
         if r.errors > 0 || r.mismatches > 0 {
-            bail!("{}: {} errors, {} mismatches", m.name(), r.errors, r.mismatches);
+            bail!(
+                "{}: {} errors, {} mismatches",
+                m.name(),
+                r.errors,
+                r.mismatches
+            );
         }
         let after = bed.os().map(|os| {
             (
@@ -1183,7 +1299,11 @@ impl Ctx {
         let store = self.store(128)?;
         let mut points = Vec::new();
         for p in ["static", "hot-in", "hot-out", "random"] {
-            let pattern = if p == "static" { None } else { Some(Dynamic::parse(p)?) };
+            let pattern = if p == "static" {
+                None
+            } else {
+                Some(Dynamic::parse(p)?)
+            };
             for m in self.methods.clone() {
                 let pt = self.point("exp7", p, m, |c| {
                     c.dynamic_run(m, &store, pattern, None).map(|(_, s)| s)
@@ -1193,8 +1313,22 @@ impl Ctx {
         }
         let mut cmp = Vec::new();
         for p in ["static", "hot-in", "hot-out", "random"] {
-            cmp.extend(gain(&points, p, Method::FarReach, Method::NoCache, "≥ 1.59×", None));
-            cmp.extend(gain(&points, p, Method::FarReach, Method::NetCache, "≥ 1.59×", None));
+            cmp.extend(gain(
+                &points,
+                p,
+                Method::FarReach,
+                Method::NoCache,
+                "≥ 1.59×",
+                None,
+            ));
+            cmp.extend(gain(
+                &points,
+                p,
+                Method::FarReach,
+                Method::NetCache,
+                "≥ 1.59×",
+                None,
+            ));
         }
         Ok(self.report(
             "exp7",
@@ -1241,7 +1375,11 @@ impl Ctx {
             let v: Vec<f64> = p
                 .extra
                 .as_array()
-                .map(|a| a.iter().filter_map(|e| e["control_mib_s"].as_f64()).collect())
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|e| e["control_mib_s"].as_f64())
+                        .collect()
+                })
                 .unwrap_or_default();
             mean_ci95(&v).0
         };
@@ -1262,15 +1400,23 @@ impl Ctx {
                     _ => None,
                 };
                 cmp.push(Compare {
-                    what: format!("farreach control-plane bandwidth, snapshot every {} s (MiB/s)", p.x),
-                    paper: paper.map_or("1.41 → 0.33 MiB/s (2.5 → 10 s)".into(), |v| format!("{v} MiB/s")),
+                    what: format!(
+                        "farreach control-plane bandwidth, snapshot every {} s (MiB/s)",
+                        p.x
+                    ),
+                    paper: paper.map_or("1.41 → 0.33 MiB/s (2.5 → 10 s)".into(), |v| {
+                        format!("{v} MiB/s")
+                    }),
                     paper_value: paper,
                     ours: bw(p),
                     ratio: paper.map(|v| bw(p) / v),
                 });
                 if base.mean > 0.0 {
                     cmp.push(Compare {
-                        what: format!("farreach throughput with snapshots every {} s / without", p.x),
+                        what: format!(
+                            "farreach throughput with snapshots every {} s / without",
+                            p.x
+                        ),
                         paper: "≈ 1 (≈ 0.2 MOPS throughout)".into(),
                         paper_value: Some(1.0),
                         ours: p.mean / base.mean,
@@ -1300,7 +1446,9 @@ impl Ctx {
         let mut points = Vec::new();
         for size in self.scale.recovery_sizes.clone() {
             for m in self.methods.clone() {
-                let pt = self.point("exp9", &size.to_string(), m, |c| c.recovery(m, &store, size))?;
+                let pt = self.point("exp9", &size.to_string(), m, |c| {
+                    c.recovery(m, &store, size)
+                })?;
                 points.push(pt);
             }
         }
@@ -1328,7 +1476,8 @@ impl Ctx {
             });
             cmp.push(Compare {
                 what: format!("farreach switch recovery, cache {} (s)", p.x),
-                paper: paper_switch.map_or("1 → 1.35 s (100 → 10,000)".into(), |v| format!("{v} s")),
+                paper: paper_switch
+                    .map_or("1 → 1.35 s (100 → 10,000)".into(), |v| format!("{v} s")),
                 paper_value: paper_switch,
                 ours: phase(p, "switch_s"),
                 ratio: paper_switch.map(|v| phase(p, "switch_s") / v),
@@ -1385,7 +1534,12 @@ impl Ctx {
         )?;
         let r = bench::run(&self.cfg(Router::new(bed.sim.fronts())?, w))?;
         if r.errors > 0 || r.mismatches > 0 {
-            bail!("{}: {} errors, {} mismatches", m.name(), r.errors, r.mismatches);
+            bail!(
+                "{}: {} errors, {} mismatches",
+                m.name(),
+                r.errors,
+                r.mismatches
+            );
         }
         if let (Some(os), Method::FarReach) = (bed.os(), m) {
             os.snapshot();
@@ -1400,7 +1554,7 @@ impl Ctx {
         });
         let collect = t0.elapsed().as_secs_f64();
         let t1 = Instant::now();
-        let mut per_server: Vec<HashMap<Key, (Option<Vec<u8>>, u32)>> = vec![HashMap::new(); 2];
+        let mut per_server: Vec<HashMap<Key, Record>> = vec![HashMap::new(); 2];
         let snap_records = snapshot.as_ref().map_or(0, |s| s.records.len());
         if m == Method::FarReach {
             for rec in snapshot.iter().flat_map(|s| s.records.iter()) {
@@ -1437,7 +1591,9 @@ impl Ctx {
             c.snapshot_period = None;
             let os = SwitchOs::start(bed.sim.access(), c).context("restarting the switch OS")?;
             let keys: Vec<(Key, u16)> = match &snapshot {
-                Some(s) if m == Method::FarReach => s.records.iter().map(|r| (r.key, r.server)).collect(),
+                Some(s) if m == Method::FarReach => {
+                    s.records.iter().map(|r| (r.key, r.server)).collect()
+                }
                 _ => hot.iter().map(|(k, s)| (*k, *s as u16)).collect(),
             };
             for (k, s) in &keys {
@@ -1449,7 +1605,12 @@ impl Ctx {
             }
             cached = os.cached_count();
             if cached < keys.len() {
-                bail!("{}: {} of {} keys re-admitted", m.name(), cached, keys.len());
+                bail!(
+                    "{}: {} of {} keys re-admitted",
+                    m.name(),
+                    cached,
+                    keys.len()
+                );
             }
             for h in &store.handles {
                 h.cache_ctl().set_switchos(Some(os.addr()));
@@ -1546,7 +1707,8 @@ impl Ctx {
         if let (Some(f), Some(n)) = (regb(Method::FarReach), regb(Method::NetCache)) {
             if n > 0.0 {
                 cmp.push(Compare {
-                    what: "farreach / netcache stateful memory (register bytes; paper: SRAM)".into(),
+                    what: "farreach / netcache stateful memory (register bytes; paper: SRAM)"
+                        .into(),
                     paper: "8992 / 8800 KiB = 1.02".into(),
                     paper_value: Some(8992.0 / 8800.0),
                     ours: f / n,
@@ -1590,7 +1752,7 @@ impl Ctx {
             if !o.status.success() {
                 bail!("exp10 probe failed: {}", String::from_utf8_lossy(&o.stderr));
             }
-            Ok(serde_json::from_slice(&o.stdout).context("reading the probe's output")?)
+            serde_json::from_slice(&o.stdout).context("reading the probe's output")
         };
         let base = run(self.scale.probe_packets.0)?;
         let mut v = serde_json::json!({ "rss_load_kib": base["rss_load_kib"] });
@@ -1642,9 +1804,8 @@ impl Ctx {
 }
 
 fn which(prog: &str) -> bool {
-    std::env::var_os("PATH").is_some_and(|p| {
-        std::env::split_paths(&p).any(|d| d.join(prog).is_file())
-    })
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(prog).is_file()))
 }
 
 fn rss_kib() -> u64 {
@@ -1680,8 +1841,7 @@ pub fn probe(a: &ExperimentArgs) -> anyhow::Result<()> {
         .probe_program
         .as_deref()
         .context("probe: --probe-program FILE.json")?;
-    let json =
-        std::fs::read_to_string(name).with_context(|| format!("reading {name}"))?;
+    let json = std::fs::read_to_string(name).with_context(|| format!("reading {name}"))?;
     let before = rss_kib();
     let mut sw = tern_dataplane::Switch::from_json(&json, tern_dataplane::SwitchOptions::default())
         .context("loading the program")?;
