@@ -972,7 +972,7 @@ impl Ctx {
                                 "farreach's mean-latency reduction vs {} at the top rate",
                                 b.name()
                             ),
-                            paper: format!("{:.0} % (at 0.8 MOPS)", paper * 100.0),
+                            paper: format!("{paper:.2} (−{:.0} % at 0.8 MOPS)", paper * 100.0),
                             paper_value: Some(paper),
                             ours,
                             ratio: Some(ours / paper),
