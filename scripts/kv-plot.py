@@ -4,7 +4,10 @@ Kinds, told apart by their fields:
 * bench report (`timeline_100ms`): throughput over time, latency CDF, per-server load;
 * rotation report (`per_server_rate`): per emulated server request rate and request share;
 * experiment summary (`kind` = "nocache-summary"): throughput per workload, scalability,
-  latency against offered load, throughput over time under dynamic popularity.
+  latency against offered load, throughput over time under dynamic popularity;
+* paper experiment (`kind` = "kv-paper-experiment", `tern kv experiment exp1`…`exp10`): the
+  FarReach paper's figure form — grouped bars or lines per method with 95 % CI error bars,
+  per-second throughput (exp7), stacked recovery phases (exp9), a resource table (exp10).
 """
 import argparse
 import json
@@ -137,6 +140,136 @@ def summary(s, title):
     return fig
 
 
+METHODS = ["nocache", "netcache", "farreach"]
+COLORS = {"nocache": "tab:gray", "netcache": "tab:blue", "farreach": "tab:red"}
+LABELS = {"nocache": "NoCache", "netcache": "NetCache", "farreach": "FarReach"}
+
+
+def xs_of(r):
+    xs = []
+    for p in r["points"]:
+        if p["x"] not in xs:
+            xs.append(p["x"])
+    return xs
+
+
+def point(r, x, m):
+    for p in r["points"]:
+        if p["x"] == x and p["method"] == m:
+            return p
+    return None
+
+
+def paper_bars(r, ax):
+    xs = xs_of(r)
+    ms = [m for m in METHODS if any(p["method"] == m for p in r["points"])]
+    w = 0.8 / max(1, len(ms))
+    for j, m in enumerate(ms):
+        ps = [point(r, x, m) for x in xs]
+        ax.bar([i + (j - (len(ms) - 1) / 2) * w for i in range(len(xs))],
+               [p["mean"] / 1000 if p else 0 for p in ps], width=w,
+               yerr=[p["ci95"] / 1000 if p else 0 for p in ps], capsize=3,
+               color=COLORS[m], label=LABELS[m])
+    ax.set_xticks(range(len(xs)))
+    ax.set_xticklabels(xs)
+    ax.set_ylabel("k " + r["metric"])
+
+
+def paper_lines(r, ax, scale=1000.0, unit="k "):
+    xs = xs_of(r)
+    for m in METHODS:
+        pts = [(x, point(r, x, m)) for x in xs if point(r, x, m)]
+        if not pts:
+            continue
+        ax.errorbar([float(x) for x, _ in pts], [p["mean"] / scale for _, p in pts],
+                    yerr=[p["ci95"] / scale for _, p in pts], marker="o", capsize=3,
+                    color=COLORS[m], label=LABELS[m])
+    ax.set_ylabel(unit + r["metric"])
+
+
+def paper(r):
+    kind = r["plot"]
+    title = "%s (%s): %s" % (r["experiment"], r["figure"], r["title"])
+    if kind == "timeline":
+        pats = xs_of(r)
+        fig, axs = plt.subplots(1, len(pats) + 1, figsize=(4 * (len(pats) + 1), 4))
+        for ax, x in zip(axs, pats):
+            for m in METHODS:
+                p = point(r, x, m)
+                if not p or not p["extra"]:
+                    continue
+                e = p["extra"][0]
+                series = e.get("per_second") or []
+                step = 1.0
+                if len(series) < 3:
+                    series, step = rates(e.get("per_100ms") or [], e.get("seconds")), 0.1
+                else:
+                    series = series[:-1] or series  # the last second is partial
+                ax.plot([i * step for i in range(len(series))], [v / 1000 for v in series],
+                        color=COLORS[m], label=LABELS[m])
+            ax.set_title(x)
+            ax.set_xlabel("time (s)")
+            ax.set_ylabel("k ops/s")
+            ax.set_ylim(bottom=0)
+            ax.legend(fontsize=8)
+        paper_bars(r, axs[-1])
+        axs[-1].set_title("average throughput")
+        axs[-1].legend(fontsize=8)
+    elif kind == "stacked":
+        fig, ax = plt.subplots(figsize=(9, 4.5))
+        xs = xs_of(r)
+        ms = [m for m in METHODS if any(p["method"] == m for p in r["points"])]
+        w = 0.8 / max(1, len(ms))
+        phases = [("collect_s", "collect"), ("preprocess_s", "preprocess"),
+                  ("server_s", "server replay"), ("switch_s", "switch recovery")]
+        hatches = {"nocache": "", "netcache": "//", "farreach": "xx"}
+        for j, m in enumerate(ms):
+            bottom = [0.0] * len(xs)
+            for k, (key, label) in enumerate(phases):
+                vals = []
+                for x in xs:
+                    p = point(r, x, m)
+                    ex = p["extra"] if p else []
+                    vals.append(sum(e.get(key, 0) for e in ex) / max(1, len(ex)))
+                ax.bar([i + (j - (len(ms) - 1) / 2) * w for i in range(len(xs))], vals, width=w,
+                       bottom=bottom, color="C%d" % k, hatch=hatches[m], edgecolor="black",
+                       label=label if j == len(ms) - 1 else None)
+                bottom = [b + v for b, v in zip(bottom, vals)]
+        ax.set_xticks(range(len(xs)))
+        ax.set_xticklabels(xs)
+        ax.set_ylabel("seconds")
+        ax.set_title("hatching: none NoCache, // NetCache, xx FarReach", fontsize=9)
+        ax.legend(fontsize=8)
+    elif kind == "table":
+        fig, ax = plt.subplots(figsize=(11, 2.5))
+        ax.axis("off")
+        cols = ["tables", "entries_installed", "register_arrays", "register_bytes", "actions",
+                "instructions_per_packet"]
+        rows = [[str(p["extra"].get(c)) for c in cols] + [str(p["extra"]["probe"].get("rss_load_kib"))]
+                for p in r["points"]]
+        ax.table(cellText=rows, rowLabels=[LABELS[p["method"]] for p in r["points"]],
+                 colLabels=cols + ["RSS KiB"], loc="center")
+    else:
+        fig, ax = plt.subplots(figsize=(9, 4.5))
+        if kind == "lines":
+            if r["experiment"] == "exp2":
+                paper_lines(r, ax, 1.0, "")
+            else:
+                paper_lines(r, ax)
+            if r["experiment"] == "exp3":
+                ax.set_xscale("log", base=2)
+        else:
+            paper_bars(r, ax)
+        ax.legend()
+        ax.grid(alpha=0.3)
+    if kind != "table":
+        for a in fig.axes:
+            if not a.get_xlabel():
+                a.set_xlabel(r["x_label"])
+    fig.suptitle("%s\n%s" % (title, r["note"]), fontsize=9)
+    return fig
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("-o", "--out", required=True, help="PNG to write")
@@ -145,7 +278,9 @@ def main():
     a = p.parse_args()
     with open(a.report) as f:
         r = json.load(f)
-    if r.get("kind") == "nocache-summary":
+    if r.get("kind") == "kv-paper-experiment":
+        fig = paper(r)
+    elif r.get("kind") == "nocache-summary":
         fig = summary(r, a.title)
     elif "per_server_rate" in r:
         fig = rotation(r, a.title)

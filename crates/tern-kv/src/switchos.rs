@@ -143,6 +143,12 @@ pub struct SwitchOsStats {
     pub last_snapshot_us: AtomicU64,
     /// Longest snapshot, µs.
     pub max_snapshot_us: AtomicU64,
+    /// Bytes of control datagrams the switch OS sent or received (reports, acknowledgements,
+    /// requests to servers and their answers): the control-plane traffic of cache management.
+    pub control_bytes: AtomicU64,
+    /// Bytes of the snapshots' records in FarReach's wire form (16-byte key, u16 value length,
+    /// value, u32 seq, 1-byte stat each): what a snapshot ships to the controller.
+    pub snapshot_bytes: AtomicU64,
 }
 
 /// One record of a snapshot: the key, its server, its value (`None`: deleted) and seq.
@@ -369,6 +375,7 @@ fn receiver<A: SwitchAccess>(s: &Shared<A>, sock: &UdpSocket, tx: &Sender<(Key, 
         let Ok((n, from)) = sock.recv_from(&mut buf) else {
             continue;
         };
+        s.stats.control_bytes.fetch_add(n as u64, Ordering::Relaxed);
         let m = match Message::decode(&buf[..n]) {
             Ok(m) => m,
             Err(e) => {
@@ -395,6 +402,9 @@ fn receiver<A: SwitchAccess>(s: &Shared<A>, sock: &UdpSocket, tx: &Sender<(Key, 
         s.stats.reports.fetch_add(1, Ordering::Relaxed);
         if let Ok(b) = Message::new(ack, m.key).encode() {
             if !(s.cfg.loss > 0.0 && rng.next_f64() < s.cfg.loss) {
+                s.stats
+                    .control_bytes
+                    .fetch_add(b.len() as u64, Ordering::Relaxed);
                 let _ = sock.send_to(&b, from);
             } else {
                 s.stats.dropped.fetch_add(1, Ordering::Relaxed);
@@ -520,6 +530,10 @@ impl<A: SwitchAccess> Worker<A> {
                 self.s.stats.retried.fetch_add(1, Ordering::Relaxed);
             }
             if !self.lose() {
+                self.s
+                    .stats
+                    .control_bytes
+                    .fetch_add(bytes.len() as u64, Ordering::Relaxed);
                 self.ctl.send_to(&bytes, dest)?;
             }
             let deadline = Instant::now() + self.s.cfg.ack_timeout;
@@ -532,6 +546,10 @@ impl<A: SwitchAccess> Worker<A> {
                 let Ok((n, _)) = self.ctl.recv_from(&mut buf) else {
                     break;
                 };
+                self.s
+                    .stats
+                    .control_bytes
+                    .fetch_add(n as u64, Ordering::Relaxed);
                 if let Ok(m) = Message::decode(&buf[..n]) {
                     if m.op == ack && m.key == msg.key {
                         return Ok(m);
@@ -742,6 +760,14 @@ impl<A: SwitchAccess> Worker<A> {
         self.set_params(0)?;
         self.rt(&mut |rt| rt.register_reset(&format!("{P}case1_reg")))?;
         result?;
+        let bytes: usize = records
+            .iter()
+            .map(|r| 16 + 2 + r.value.as_ref().map_or(0, Vec::len) + 4 + 1)
+            .sum();
+        self.s
+            .stats
+            .snapshot_bytes
+            .fetch_add(bytes as u64, Ordering::Relaxed);
         if let Ok(mut s) = self.s.snapshot.lock() {
             *s = Snapshot {
                 id: self.token,

@@ -20,38 +20,62 @@ use super::cmd_kv::{plot, say, write_json};
 /// `tern kv experiment`
 #[derive(clap::Args, Debug)]
 pub struct ExperimentArgs {
-    /// The suite: `nocache`.
-    suite: String,
-    /// Output directory (JSON reports, PNGs, nocache.md).
+    /// The suite: `nocache` (the NoCache baseline), `exp1` … `exp10` (FarReach's evaluation,
+    /// each with NoCache, NetCache and FarReach), or `all` (exp1 … exp10 in order).
+    pub(crate) suite: String,
+    /// Output directory (JSON reports, PNGs, Markdown tables).
     #[arg(long, default_value = "bench/kv")]
-    out: PathBuf,
-    /// Records loaded.
-    #[arg(long, default_value_t = 100_000)]
-    records: i64,
-    /// Operations per workload run.
-    #[arg(long, default_value_t = 100_000)]
-    ops: i64,
-    /// Client threads.
-    #[arg(long, default_value_t = 4)]
-    threads: usize,
+    pub(crate) out: PathBuf,
+    /// Small sizes (exp1 … exp10): each experiment in under a minute, for tests.
+    #[arg(long)]
+    pub(crate) quick: bool,
+    /// Records loaded (nocache: 100000; exp*: 100000, --quick 1000).
+    #[arg(long)]
+    pub(crate) records: Option<i64>,
+    /// Operations per workload run / request stream (100000; --quick 1000).
+    #[arg(long)]
+    pub(crate) ops: Option<i64>,
+    /// Client threads (4; --quick 2).
+    #[arg(long)]
+    pub(crate) threads: Option<usize>,
     /// Worker threads per server.
     #[arg(long, default_value_t = 2)]
-    workers: usize,
-    /// Emulated servers for the per-workload rotation runs.
-    #[arg(long, default_value_t = 16)]
-    rotation: usize,
-    /// Emulated server counts for the scalability runs (workload A).
-    #[arg(long, value_delimiter = ',', default_value = "32,64,128")]
-    scale: Vec<usize>,
-    /// Open-loop target rates for workload A, as fractions of its closed-loop throughput.
+    pub(crate) workers: usize,
+    /// Emulated servers of the rotation runs (16; --quick 4).
+    #[arg(long)]
+    pub(crate) rotation: Option<usize>,
+    /// Emulated server counts for the scalability runs (nocache: 32,64,128; exp3:
+    /// 16,32,64,128; --quick 4,8).
+    #[arg(long, value_delimiter = ',')]
+    pub(crate) scale: Option<Vec<usize>>,
+    /// Open-loop target rates for workload A, as fractions of its closed-loop throughput
+    /// (nocache suite).
     #[arg(long, value_delimiter = ',', default_value = "0.2,0.4,0.6,0.8")]
-    rates: Vec<f64>,
-    /// Dynamic-popularity period in seconds (FarReach: 10; shorter so short runs see changes).
-    #[arg(long, default_value_t = 1.0)]
-    dynamic_period: f64,
+    pub(crate) rates: Vec<f64>,
+    /// Dynamic-popularity period in seconds (FarReach: 10; nocache 1, exp7 2, --quick 0.25).
+    #[arg(long)]
+    pub(crate) dynamic_period: Option<f64>,
+    /// Cache size in records (exp*: 10000, FarReach's; --quick 50).
+    #[arg(long)]
+    pub(crate) cache_size: Option<u32>,
+    /// Repetitions of every point (exp*: 3; --quick 2; the paper: 5).
+    #[arg(long)]
+    pub(crate) repeat: Option<usize>,
+    /// Operations of a dynamic run (exp7, exp8: 300000; --quick 1500).
+    #[arg(long)]
+    pub(crate) dyn_ops: Option<i64>,
+    /// Methods to run (default nocache,netcache,farreach).
+    #[arg(long, value_delimiter = ',')]
+    pub(crate) methods: Option<Vec<String>>,
     /// Skip the plots.
     #[arg(long)]
-    no_plot: bool,
+    pub(crate) no_plot: bool,
+    /// exp10's probe (internal): the program to load.
+    #[arg(long, hide = true)]
+    pub(crate) probe_program: Option<String>,
+    /// exp10's probe (internal): packets to send.
+    #[arg(long, hide = true, default_value_t = 0)]
+    pub(crate) probe_packets: u64,
 }
 
 /// One row of the summary table.
@@ -91,7 +115,7 @@ struct Summary {
     dynamic: Vec<(String, Vec<u64>)>,
 }
 
-fn machine() -> String {
+pub(crate) fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|s| {
@@ -123,7 +147,7 @@ fn machine() -> String {
     format!("{cores} cores ({cpu}), {mem} RAM, Linux {kernel}, load average {load} at start")
 }
 
-fn now_utc() -> String {
+pub(crate) fn now_utc() -> String {
     std::process::Command::new("date")
         .args(["-u", "+%Y-%m-%d %H:%M UTC"])
         .output()
@@ -166,8 +190,13 @@ fn rot_row(r: &RotationReport, file: &str) -> Row {
 
 /// Runs `tern kv experiment`.
 pub fn run(a: ExperimentArgs) -> anyhow::Result<ExitCode> {
+    if a.suite == "probe" {
+        super::kv_paper::probe(&a)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     if a.suite != "nocache" {
-        bail!("experiment {:?}: only `nocache` exists so far", a.suite);
+        super::kv_paper::run(&a)?;
+        return Ok(ExitCode::SUCCESS);
     }
     std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
     if !a.no_plot {
@@ -197,6 +226,12 @@ fn suite(
     machine: String,
     date: String,
 ) -> anyhow::Result<()> {
+    let records = a.records.unwrap_or(100_000);
+    let ops = a.ops.unwrap_or(100_000);
+    let threads = a.threads.unwrap_or(4);
+    let rotation = a.rotation.unwrap_or(16);
+    let scale = a.scale.clone().unwrap_or(vec![32, 64, 128]);
+    let dynamic_period = a.dynamic_period.unwrap_or(1.0);
     let out = |name: &str| a.out.join(name);
     let plots = |json: &Path, png: &str| -> anyhow::Result<()> {
         if !a.no_plot {
@@ -206,12 +241,12 @@ fn suite(
     };
     let addrs = bench::addrs(servers);
     let base = |name: &str| -> anyhow::Result<BenchConfig> {
-        let mut w = WorkloadSpec::core(name, a.records, a.ops)?;
+        let mut w = WorkloadSpec::core(name, records, ops)?;
         w.name = name.to_string();
         Ok(BenchConfig {
             router: Router::new(addrs.clone())?,
             workload: w,
-            threads: a.threads,
+            threads,
             seed: 1,
             timeout: Duration::from_millis(200),
             retries: 5,
@@ -265,9 +300,9 @@ fn suite(
     for (name, tput) in &closed {
         say(&format!(
             "== workload {name}, server rotation over {} emulated servers",
-            a.rotation
+            rotation
         ));
-        let r = tern_kv::rotation::run(&base(name)?, a.rotation, phys)?;
+        let r = tern_kv::rotation::run(&base(name)?, rotation, phys)?;
         say(r
             .summary()
             .lines()
@@ -275,16 +310,16 @@ fn suite(
             .collect::<Vec<_>>()
             .join("\n")
             .as_str());
-        let file = format!("rot{}-{name}.json", a.rotation);
+        let file = format!("rot{}-{name}.json", rotation);
         write_json(&out(&file), &r)?;
-        plots(&out(&file), &format!("rot{}-{name}.png", a.rotation))?;
+        plots(&out(&file), &format!("rot{}-{name}.png", rotation))?;
         rows.push(rot_row(&r, &file));
         workloads.push((name.to_string(), *tput, r.aggregate_rate));
     }
     let mut scalability = Vec::new();
-    for &n in std::iter::once(&a.rotation).chain(a.scale.iter()) {
+    for &n in std::iter::once(&rotation).chain(scale.iter()) {
         let file = format!("rot{n}-a.json");
-        if n == a.rotation {
+        if n == rotation {
             let text = std::fs::read_to_string(out(&file))?;
             let v: serde_json::Value = serde_json::from_str(&text)?;
             scalability.push((
@@ -321,7 +356,7 @@ fn suite(
         let mut c = base("a")?;
         c.target_rate = Some(rate);
         // About two seconds of operations at the target rate.
-        c.workload.operation_count = ((rate * 2.0) as i64).clamp(200, a.ops);
+        c.workload.operation_count = ((rate * 2.0) as i64).clamp(200, ops);
         let r = bench::run(&c)?;
         let file = format!("rate{}.json", i + 1);
         write_json(&out(&file), &r)?;
@@ -344,7 +379,7 @@ fn suite(
             c.dynamic = Some(DynamicConfig {
                 pattern: Dynamic::parse(p)?,
                 keys: 200,
-                period_s: a.dynamic_period,
+                period_s: dynamic_period,
             });
         }
         let r = bench::run(&c)?;
@@ -361,9 +396,9 @@ fn suite(
         date,
         machine,
         command,
-        records: a.records,
-        ops: a.ops,
-        threads: a.threads,
+        records,
+        ops,
+        threads,
         load_throughput: l.throughput,
         rows,
         workloads,

@@ -64,7 +64,7 @@ pub struct SimSwitch {
 }
 
 /// An Ethernet/IPv4/UDP frame around `payload`.
-fn frame(src: (Ipv4Addr, u16), dst: (Ipv4Addr, u16), payload: &[u8]) -> Vec<u8> {
+pub(crate) fn frame(src: (Ipv4Addr, u16), dst: (Ipv4Addr, u16), payload: &[u8]) -> Vec<u8> {
     let mut f = Vec::with_capacity(42 + payload.len());
     f.extend_from_slice(&[0x02, 0x77, 0, 0, 0, 2, 0x02, 0x77, 0, 0, 0, 1, 0x08, 0x00]);
     let total = (20 + 8 + payload.len()) as u16;

@@ -18,6 +18,7 @@ mod cmd_p4rt;
 mod cmd_run;
 mod cmd_test;
 mod cmd_virt;
+mod kv_paper;
 mod kv_sim;
 
 use clap::{Parser, Subcommand};
