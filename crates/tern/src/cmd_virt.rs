@@ -18,6 +18,9 @@ use tern_runtime::OutputPacket;
 use tern_virt::config::Config;
 use tern_virt::{Caller, VirtSwitch};
 
+#[path = "cmd_virt_bench.rs"]
+mod bench;
+
 /// `tern virt …`
 #[derive(clap::Args)]
 pub struct VirtArgs {
@@ -35,6 +38,9 @@ enum VirtCommand {
     /// Send one operator command to a running `tern virt run --admin SOCKET` and print the
     /// answer: `snapshot NAME` (activate it, reports the switch time), `stats`, `devices`.
     Ctl(CtlArgs),
+    /// HyPer4's penalty table on tern: tables, passes and entries per packet, native vs
+    /// sliced, for the four functions and Example 1 B/C (`--timed` adds packet rates).
+    Bench(bench::BenchArgs),
 }
 
 #[derive(clap::Args)]
@@ -83,6 +89,7 @@ struct CheckArgs {
 pub fn run(args: VirtArgs) -> anyhow::Result<std::process::ExitCode> {
     match args.command {
         VirtCommand::Run(a) => run_files(a).map(|()| std::process::ExitCode::SUCCESS),
+        VirtCommand::Bench(a) => bench::run(a),
         VirtCommand::Ctl(a) => {
             let answer = ctl(&a.socket, &a.command.join(" "))?;
             print!("{answer}");
