@@ -8,8 +8,10 @@
 #        B (L2 | firewall | L2), C (L2 | ARP proxy -> firewall -> router | L2), all devices
 #        pre-loaded, phases switched live (with ping floods running: 0 loss for unaffected flows)
 #   ex2  slicing and composition: ports 1-2 an L2 switch, ports 3-4 a firewall -> router chain
+#   ex3  virtual networking: eight devices (firewalls f1, f2, routers r1-r4, internal L2
+#        switches l2_s1, l2_s2), four hosts in four networks, 14 links
 #
-# Usage: scripts/virt/scenario.sh ex1|ex2 [path to tern]   (default: target/debug/tern)
+# Usage: scripts/virt/scenario.sh ex1|ex2|ex3 [path to tern]   (default: target/debug/tern)
 # Needs root, `ip`, `ping` and python3. Exit status: 0 all checks passed, 1 a check failed,
 # 77 skipped (not root or a tool missing). Everything it creates (namespaces, veths, processes,
 # the temporary folder) is removed on exit, also on failure or Ctrl-C.
@@ -18,9 +20,9 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 SCEN=${1:-}
 TERN=${2:-$ROOT/target/debug/tern}
 case $SCEN in
-ex1 | ex2) ;;
+ex1 | ex2 | ex3) ;;
 *)
-  echo "usage: $0 ex1|ex2 [tern binary]" >&2
+  echo "usage: $0 ex1|ex2|ex3 [tern binary]" >&2
   exit 2
   ;;
 esac
@@ -160,8 +162,8 @@ pings() { # FROM ADDR [COUNT]: every echo answered
 no_ping() { # FROM ADDR: nothing answered
   ! in_ns "h$1" ping -c 2 -i 0.2 -W 1 -q "$2" >/dev/null 2>&1
 }
-routed() { # FROM ADDR: answered with TTL 63 (one router on the way)
-  in_ns "h$1" ping -c 1 -W 2 "$2" 2>&1 | grep -q "ttl=63"
+routed() { # FROM ADDR [TTL]: answered with TTL 63 (one router on the way) or TTL
+  in_ns "h$1" ping -c 1 -W 2 "$2" 2>&1 | grep -q "ttl=${3:-63}"
 }
 serve() { # HOST PROTO PORT: an echo server for 60 s
   in_ns "h$1" python3 "$PROBE" serve "$2" "$3" 60 &
@@ -334,6 +336,42 @@ scenario_ex2() {
   check "h3 -> h4 UDP 5001 passes" probe 3 udp 10.0.2.4 5001 pass
   check "h1 -> h2 TCP 4000 passes (slice A has no firewall)" probe 1 tcp 10.0.0.2 4000 pass
   check "h1 -> h2 UDP 5000 passes (slice A)" probe 1 udp 10.0.0.2 5000 pass
+}
+
+scenario_ex3() {
+  local k
+  for k in 1 2 3 4; do
+    host $k "00:00:00:00:00:0$k" "10.$k.0.2/24" "10.$k.0.1"
+    ip -n "$P-h$k" neigh replace "10.$k.0.1" lladdr "00:00:00:00:0$k:01" dev eth0 nud permanent
+  done
+  start_switch 4
+  echo "== h1 -> f1 -> r1, h2 -> f2 -> r2, h3 -> r3, h4 -> r4; routers joined by l2_s1 - l2_s2"
+  local a b pair
+  for pair in "1 10.2.0.2" "1 10.3.0.2" "1 10.4.0.2" "2 10.3.0.2" "2 10.4.0.2" "3 10.4.0.2"; do
+    # shellcheck disable=SC2086
+    check "h${pair% *} -> ${pair#* } ping" pings $pair
+    # shellcheck disable=SC2086
+    check "h${pair% *} -> ${pair#* } answered with TTL 62 (two routers)" routed $pair 62
+  done
+  # h3 <-> h4 crosses r3, l2_s2, r4 only: tenant 1 and 2's devices and l2_s1 see none of it.
+  local before=() after=() d
+  for d in 1 2 3 4 5; do before+=("$(dev_in $d)"); done
+  check "h3 -> h4 ping (r3, l2_s2, r4 only)" pings 3 10.4.0.2
+  for d in 1 2 3 4 5; do after+=("$(dev_in $d)"); done
+  delta_is "h3 <-> h4: devices f1, r1, l2_s1, f2, r2 saw none of it" "0 0 0 0 0" \
+    "$((after[0] - before[0])) $((after[1] - before[1])) $((after[2] - before[2])) $((after[3] - before[3])) $((after[4] - before[4]))"
+  serve 1 tcp 5001
+  serve 1 tcp 4000
+  serve 1 udp 5000
+  serve 4 tcp 4000
+  serve 4 udp 5000
+  sleep 0.5
+  check "h3 -> h1 TCP 5001 passes f1" probe 3 tcp 10.1.0.2 5001 pass
+  check "h3 -> h1 TCP 4000 blocked by f1 (server's source port 4000)" probe 3 tcp 10.1.0.2 4000 blocked
+  check "h3 -> h1 UDP 5000 blocked by f1" probe 3 udp 10.1.0.2 5000 blocked
+  check "h3 -> h4 TCP 4000 passes (no firewall on that path)" probe 3 tcp 10.4.0.2 4000 pass
+  check "h3 -> h4 UDP 5000 passes (no firewall on that path)" probe 3 udp 10.4.0.2 5000 pass
+  check "h2 -> h4 UDP 5000 blocked by f2" probe 2 udp 10.4.0.2 5000 blocked
 }
 
 "scenario_$SCEN"

@@ -1,4 +1,4 @@
-//! HyPer4's scenarios in network namespaces (`scripts/virt/scenario.sh`): hosts on veth pairs,
+//! HyPer4's three scenarios in network namespaces (`scripts/virt/scenario.sh`): hosts on veth pairs,
 //! one `tern virt run --live` with many devices, every expected behaviour checked (pings per
 //! pair, ARP answered locally, firewall rules, routed pings, isolation between slices, live
 //! snapshot switches under ping floods with 0 % loss). Needs root, `ip`, `ping` and python3
@@ -44,4 +44,9 @@ fn hyper4_example1_snapshots_and_composition() {
 #[test]
 fn hyper4_example2_slicing_and_composition() {
     scenario("ex2");
+}
+
+#[test]
+fn hyper4_example3_virtual_networking() {
+    scenario("ex3");
 }
