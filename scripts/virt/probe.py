@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """Traffic end points for scripts/virt/scenario.sh, run inside a host's network namespace.
 
-  probe.py serve tcp|udp PORT SECONDS   echo every TCP connection / UDP datagram for SECONDS
-  probe.py try tcp|udp ADDR PORT        send a line to an echo server; prints `pass` when the
-                                        echo came back, `blocked` otherwise (exit status 0
-                                        either way; 2 on bad usage)
+  probe.py serve tcp|udp PORT SECONDS [READY_FILE]
+        echo every TCP connection / UDP datagram for SECONDS; READY_FILE is created once the
+        socket listens
+  probe.py try tcp|udp ADDR PORT
+        send a line to an echo server; prints `pass` when the echo came back, `refused` when
+        the TCP connection was refused (RST: the packets crossed, no server), `blocked` when
+        nothing came back in time (exit status 0 either way; 2 on bad usage)
 """
 import socket
 import sys
@@ -12,13 +15,19 @@ import threading
 import time
 
 
-def serve(proto, port, seconds):
+def ready(path):
+    if path:
+        open(path, "w").close()
+
+
+def serve(proto, port, seconds, ready_file=None):
     end = time.time() + seconds
     if proto == "tcp":
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(("0.0.0.0", port))
         s.listen(16)
+        ready(ready_file)
 
         def echo(c):
             c.settimeout(3)
@@ -42,6 +51,7 @@ def serve(proto, port, seconds):
     else:
         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         s.bind(("0.0.0.0", port))
+        ready(ready_file)
         while time.time() < end:
             s.settimeout(max(0.05, end - time.time()))
             try:
@@ -55,8 +65,8 @@ def try_(proto, addr, port):
     msg = b"tern-virt-probe\n"
     if proto == "tcp":
         try:
-            c = socket.create_connection((addr, port), timeout=2)
-            c.settimeout(2)
+            c = socket.create_connection((addr, port), timeout=5)
+            c.settimeout(5)
             c.sendall(msg)
             got = b""
             while len(got) < len(msg):
@@ -65,27 +75,29 @@ def try_(proto, addr, port):
                     break
                 got += d
             c.close()
-            return got == msg
+            return "pass" if got == msg else "blocked"
+        except ConnectionRefusedError:
+            return "refused"
         except OSError:
-            return False
+            return "blocked"
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    s.settimeout(0.7)
-    for _ in range(3):
+    s.settimeout(1.0)
+    for _ in range(5):
         s.sendto(msg, (addr, port))
         try:
             d, _ = s.recvfrom(4096)
             if d == msg:
-                return True
+                return "pass"
         except OSError:
             pass
-    return False
+    return "blocked"
 
 
 def main(argv):
-    if len(argv) == 5 and argv[1] == "serve" and argv[2] in ("tcp", "udp"):
-        serve(argv[2], int(argv[3]), float(argv[4]))
+    if len(argv) in (5, 6) and argv[1] == "serve" and argv[2] in ("tcp", "udp"):
+        serve(argv[2], int(argv[3]), float(argv[4]), argv[5] if len(argv) == 6 else None)
     elif len(argv) == 5 and argv[1] == "try" and argv[2] in ("tcp", "udp"):
-        print("pass" if try_(argv[2], argv[3], int(argv[4])) else "blocked")
+        print(try_(argv[2], argv[3], int(argv[4])))
     else:
         print(__doc__, file=sys.stderr)
         return 2

@@ -156,18 +156,30 @@ dev_in() { # DEVICE: packets that entered it so far
 }
 
 pings() { # FROM ADDR [COUNT]: every echo answered
-  in_ns "h$1" ping -c "${3:-3}" -i 0.2 -W 2 -q "$2" >"$TMP/ping" 2>&1
+  in_ns "h$1" ping -c "${3:-3}" -i 0.2 -W 5 -q "$2" >"$TMP/ping" 2>&1
   grep -q " 0% packet loss" "$TMP/ping"
 }
 no_ping() { # FROM ADDR: nothing answered
-  ! in_ns "h$1" ping -c 2 -i 0.2 -W 1 -q "$2" >/dev/null 2>&1
+  ! in_ns "h$1" ping -c 2 -i 0.2 -W 2 -q "$2" >/dev/null 2>&1
 }
 routed() { # FROM ADDR [TTL]: answered with TTL 63 (one router on the way) or TTL
-  in_ns "h$1" ping -c 1 -W 2 "$2" 2>&1 | grep -q "ttl=${3:-63}"
+  local o
+  o=$(in_ns "h$1" ping -c 3 -i 0.2 -W 5 "$2" 2>&1)
+  grep -q "ttl=${3:-63}" <<<"$o" || {
+    echo "$o"
+    return 1
+  }
 }
-serve() { # HOST PROTO PORT: an echo server for 60 s
-  in_ns "h$1" python3 "$PROBE" serve "$2" "$3" 60 &
+serve() { # HOST PROTO PORT: an echo server for 90 s, waited for until it listens
+  local ready=$TMP/ready-h$1-$2-$3 i
+  rm -f "$ready"
+  in_ns "h$1" python3 "$PROBE" serve "$2" "$3" 90 "$ready" &
   HELPERS+=($!)
+  for i in $(seq 200); do
+    [[ -e $ready ]] && return 0
+    sleep 0.1
+  done
+  fail "echo server $2/$3 on h$1 did not start"
 }
 probe() { # FROM PROTO ADDR PORT EXPECTED(pass|blocked)
   local got
@@ -255,7 +267,6 @@ scenario_ex1() {
   serve 3 udp 5001
   serve 2 tcp 4000
   serve 2 udp 5000
-  sleep 0.5
   check "B: h1 -> h3 TCP 5001 passes the firewall" probe 1 tcp 10.0.0.3 5001 pass
   check "B: h1 -> h3 TCP 4000 blocked (server's source port 4000)" probe 1 tcp 10.0.0.3 4000 blocked
   check "B: h1 -> h3 UDP 5000 blocked" probe 1 udp 10.0.0.3 5000 blocked
@@ -288,7 +299,6 @@ scenario_ex1() {
   serve 4 tcp 5001
   serve 4 tcp 4000
   serve 4 udp 5000
-  sleep 0.5
   check "C: h1 -> h4 TCP 5001 passes (routed)" probe 1 tcp 10.0.1.4 5001 pass
   check "C: h1 -> h4 TCP 4000 blocked by s2's firewall" probe 1 tcp 10.0.1.4 4000 blocked
   check "C: h1 -> h4 UDP 5000 blocked by s2's firewall" probe 1 udp 10.0.1.4 5000 blocked
@@ -301,6 +311,9 @@ scenario_ex2() {
   host 4 $MAC4 10.0.2.4/24 10.0.2.1
   ip -n "$P-h3" neigh replace 10.0.1.1 lladdr $RMAC dev eth0 nud permanent
   ip -n "$P-h4" neigh replace 10.0.2.1 lladdr $RMAC dev eth0 nud permanent
+  # Static neighbours in slice A too: no ARP upkeep traffic blurs the per-device counts below.
+  ip -n "$P-h1" neigh replace 10.0.0.2 lladdr $MAC2 dev eth0 nud permanent
+  ip -n "$P-h2" neigh replace 10.0.0.1 lladdr $MAC1 dev eth0 nud permanent
   start_switch 4
   echo "== slice A (ports 1-2): L2 switch; slice B (ports 3-4): firewall -> router"
   check "h1 -> h2 ping (slice A)" pings 1 10.0.0.2
@@ -329,7 +342,6 @@ scenario_ex2() {
   serve 4 udp 5001
   serve 2 tcp 4000
   serve 2 udp 5000
-  sleep 0.5
   check "h3 -> h4 TCP 5001 passes firewall and router" probe 3 tcp 10.0.2.4 5001 pass
   check "h3 -> h4 TCP 4000 blocked (server's source port 4000)" probe 3 tcp 10.0.2.4 4000 blocked
   check "h3 -> h4 UDP 5000 blocked" probe 3 udp 10.0.2.4 5000 blocked
@@ -365,7 +377,6 @@ scenario_ex3() {
   serve 1 udp 5000
   serve 4 tcp 4000
   serve 4 udp 5000
-  sleep 0.5
   check "h3 -> h1 TCP 5001 passes f1" probe 3 tcp 10.1.0.2 5001 pass
   check "h3 -> h1 TCP 4000 blocked by f1 (server's source port 4000)" probe 3 tcp 10.1.0.2 4000 blocked
   check "h3 -> h1 UDP 5000 blocked by f1" probe 3 udp 10.1.0.2 5000 blocked

@@ -50,3 +50,21 @@ fn hyper4_example2_slicing_and_composition() {
 fn hyper4_example3_virtual_networking() {
     scenario("ex3");
 }
+
+/// The hand-merged s2 of Example 1 C (the penalty table's native baseline) behaves as the
+/// chain it stands for: proxy answers, routed frames, firewall drops (STF; runs anywhere).
+#[test]
+fn merged_s2_baseline_stf() {
+    let dir = format!("{ROOT}/p4/virt/scenarios/ex1");
+    let o = Command::new(TERN)
+        .args(["test", "s2_merged.p4", "s2_merged.stf"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    let out = text(&o.stdout);
+    assert!(
+        o.status.success() && out.contains("PASS s2_merged.stf: 2/2"),
+        "{out}{}",
+        text(&o.stderr)
+    );
+}
