@@ -1,18 +1,25 @@
 //! `tern virt …`: many tenant devices in one tern (crate `tern-virt`). `tern virt run CONFIG`
 //! builds the devices, classifier, links and snapshots of a configuration file and runs
 //! them on pcap-file ports as `tern run --use-files` does (`-i P@NAME` reads
-//! `NAME_in.pcap`, writes `NAME_out.pcap`), then prints every device's counters. Devices
-//! with a `thrift_port` get their own BMv2 Thrift server (acting as the device's owner).
+//! `NAME_in.pcap`, writes `NAME_out.pcap`) or, with `--live`, on network interfaces
+//! (AF_PACKET, as `tern run -i P@IFACE`) until SIGINT/SIGTERM, then prints every device's
+//! counters. Devices with a `thrift_port` get their own BMv2 Thrift server (acting as the
+//! device's owner); `--admin SOCKET` opens the operator's line interface (snapshots, counters)
+//! that `tern virt ctl SOCKET ...` talks to.
 
 use std::sync::{Arc, Mutex};
 
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use tern_ports::{FilePorts, PortIo, PortSpec};
+use tern_ports::afpacket::install_stop_signals;
+use tern_ports::{FilePorts, LiveConfig, LivePorts, PortIo, PortSpec};
 use tern_runtime::OutputPacket;
 use tern_virt::config::Config;
 use tern_virt::{Caller, VirtSwitch};
+
+#[path = "cmd_virt_bench.rs"]
+mod bench;
 
 /// `tern virt …`
 #[derive(clap::Args)]
@@ -28,15 +35,39 @@ enum VirtCommand {
     Run(RunArgs),
     /// Parse and build a config (programs loaded or compiled, command files run), then exit.
     Check(CheckArgs),
+    /// Send one operator command to a running `tern virt run --admin SOCKET` and print the
+    /// answer: `snapshot NAME` (activate it, reports the switch time), `stats`, `devices`.
+    Ctl(CtlArgs),
+    /// HyPer4's penalty table on tern: tables, passes and entries per packet, native vs
+    /// sliced, for the four functions and Example 1 B/C (`--timed` adds packet rates).
+    Bench(bench::BenchArgs),
+}
+
+#[derive(clap::Args)]
+struct CtlArgs {
+    /// The admin socket of the running switch (`--admin` of `tern virt run`).
+    socket: PathBuf,
+    /// The command and its arguments.
+    #[arg(required = true, num_args = 1..)]
+    command: Vec<String>,
 }
 
 #[derive(clap::Args)]
 struct RunArgs {
     /// The configuration file (JSON).
     config: PathBuf,
-    /// Attach physical port PORT to NAME_in.pcap / NAME_out.pcap (repeatable).
+    /// Attach physical port PORT to NAME_in.pcap / NAME_out.pcap, or with `--live` to the
+    /// network interface NAME (repeatable).
     #[arg(short = 'i', long = "interface", value_name = "PORT@NAME")]
     interfaces: Vec<String>,
+    /// Ports are live network interfaces (AF_PACKET; needs CAP_NET_RAW), switched until
+    /// SIGINT/SIGTERM, instead of pcap files.
+    #[arg(long)]
+    live: bool,
+    /// Serve the operator's line interface on this Unix socket (`tern virt ctl`); the file is
+    /// removed when the run ends.
+    #[arg(long, value_name = "SOCKET")]
+    admin: Option<PathBuf>,
     /// Folder of the pcap files (default: the working directory).
     #[arg(long, default_value = ".")]
     pcap_dir: PathBuf,
@@ -58,6 +89,16 @@ struct CheckArgs {
 pub fn run(args: VirtArgs) -> anyhow::Result<std::process::ExitCode> {
     match args.command {
         VirtCommand::Run(a) => run_files(a).map(|()| std::process::ExitCode::SUCCESS),
+        VirtCommand::Bench(a) => bench::run(a),
+        VirtCommand::Ctl(a) => {
+            let answer = ctl(&a.socket, &a.command.join(" "))?;
+            print!("{answer}");
+            Ok(if answer.starts_with("error") {
+                std::process::ExitCode::FAILURE
+            } else {
+                std::process::ExitCode::SUCCESS
+            })
+        }
         VirtCommand::Check(a) => {
             let (vs, _) = build(&a.config)?;
             println!(
@@ -127,26 +168,65 @@ fn run_files(a: RunArgs) -> anyhow::Result<()> {
     if let Some(s) = &a.snapshot {
         vs.activate_snapshot(s)?;
     }
-    let mut ports = FilePorts::open(&a.pcap_dir, &specs)
-        .with_context(|| format!("opening the pcap ports in {}", a.pcap_dir.display()))?;
+    let mut ports: Box<dyn PortIo> = if a.live {
+        install_stop_signals().context("installing the SIGINT/SIGTERM handlers")?;
+        let live = LivePorts::open(&specs, LiveConfig::default(), Arc::default())
+            .context("opening the live interfaces")?;
+        for name in live.down_interfaces() {
+            eprintln!(
+                "tern virt run: warning: interface '{name}' is down and receives nothing \
+                 (ip link set {name} up)"
+            );
+        }
+        Box::new(live)
+    } else {
+        Box::new(
+            FilePorts::open(&a.pcap_dir, &specs)
+                .with_context(|| format!("opening the pcap ports in {}", a.pcap_dir.display()))?,
+        )
+    };
     let shared = Arc::new(Mutex::new(vs));
     start_servers(&shared, &cfg)?;
+    let _admin = match &a.admin {
+        Some(path) => Some(AdminSocket::start(path, Arc::clone(&shared))?),
+        None => None,
+    };
     if a.wait > 0 {
         std::thread::sleep(std::time::Duration::from_secs(a.wait));
     }
-    let (packets, sent, discarded) = pump(&shared, &mut ports)?;
+    if a.live {
+        eprintln!(
+            "tern virt run: switching on {} (Ctrl-C or SIGTERM to stop)",
+            specs
+                .iter()
+                .map(|s| format!("{}@{}", s.port, s.name))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    let (packets, sent, discarded) = pump(&shared, ports.as_mut())?;
     ports.flush()?;
     let vs = shared.lock().unwrap_or_else(|e| e.into_inner());
     println!("{packets} packet(s) in, {sent} frame(s) out, {discarded} on unattached ports");
+    print!("{}", stats_text(&vs)?);
+    Ok(())
+}
+
+/// The switch's and every device's counters, one line each.
+fn stats_text(vs: &VirtSwitch) -> anyhow::Result<String> {
+    use std::fmt::Write;
+    let mut t = String::new();
     let st = vs.stats();
-    println!(
+    writeln!(
+        t,
         "unclassified {}, dangling links {}",
         st.unclassified, st.dangling
-    );
+    )?;
     for id in vs.device_ids() {
         let s = vs.device_stats(Caller::Operator, id)?;
         let q = vs.quarantine(Caller::Operator, id)?;
-        println!(
+        writeln!(
+            t,
             "device {id}: in {}, to ports {}, to links {}, to cpu {}, dropped {}, hop-cut {}, \
              panics {}, quarantine drops {}{}",
             s.packets_in,
@@ -159,21 +239,142 @@ fn run_files(a: RunArgs) -> anyhow::Result<()> {
             s.quarantine_drops,
             q.map(|w| format!(" (QUARANTINED: {w})"))
                 .unwrap_or_default()
-        );
+        )?;
     }
-    Ok(())
+    Ok(t)
+}
+
+/// The operator's line interface of a running `tern virt run`: a Unix socket; each line is a
+/// command, each answer ends with an empty line. Commands run between packets (they take the
+/// switch lock), so switching a snapshot loses nothing. The socket file goes with the value.
+struct AdminSocket {
+    path: PathBuf,
+}
+
+impl AdminSocket {
+    fn start(path: &Path, vs: Arc<Mutex<VirtSwitch>>) -> anyhow::Result<AdminSocket> {
+        use std::os::unix::fs::FileTypeExt;
+        // A socket file left by a run that was killed is replaced; anything else is an error.
+        if let Ok(m) = std::fs::symlink_metadata(path) {
+            if m.file_type().is_socket() {
+                std::fs::remove_file(path).with_context(|| {
+                    format!("removing the stale admin socket {}", path.display())
+                })?;
+            } else {
+                anyhow::bail!(
+                    "--admin {}: the file exists and is not a socket",
+                    path.display()
+                );
+            }
+        }
+        let listener = std::os::unix::net::UnixListener::bind(path)
+            .with_context(|| format!("--admin: cannot listen on {}", path.display()))?;
+        std::thread::Builder::new()
+            .name("virt-admin".into())
+            .spawn(move || {
+                for conn in listener.incoming().flatten() {
+                    let vs = Arc::clone(&vs);
+                    std::thread::spawn(move || admin_session(conn, &vs));
+                }
+            })
+            .context("starting the admin thread")?;
+        println!("admin socket on {}", path.display());
+        Ok(AdminSocket {
+            path: path.to_path_buf(),
+        })
+    }
+}
+
+impl Drop for AdminSocket {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+fn admin_session(conn: std::os::unix::net::UnixStream, vs: &Mutex<VirtSwitch>) {
+    use std::io::{BufRead, Write};
+    let Ok(read) = conn.try_clone() else { return };
+    let mut w = conn;
+    for line in std::io::BufReader::new(read).lines() {
+        let Ok(line) = line else { return };
+        let answer = admin_command(vs, line.trim());
+        if w.write_all(format!("{answer}\n").as_bytes()).is_err() {
+            return;
+        }
+    }
+}
+
+/// One operator command; the answer starts with `ok` or `error` (possibly several lines,
+/// always ending with a newline).
+fn admin_command(vs: &Mutex<VirtSwitch>, line: &str) -> String {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let mut vs = vs.lock().unwrap_or_else(|e| e.into_inner());
+    match words.as_slice() {
+        ["snapshot", name] => {
+            let t = std::time::Instant::now();
+            match vs.activate_snapshot(name) {
+                Ok(()) => format!(
+                    "ok snapshot {name} active (switched in {} us)\n",
+                    t.elapsed().as_micros()
+                ),
+                Err(e) => format!("error: snapshot {name}: {e}\n"),
+            }
+        }
+        ["stats"] => match stats_text(&vs) {
+            Ok(t) => format!("ok\n{t}"),
+            Err(e) => format!("error: {e:#}\n"),
+        },
+        ["devices"] => format!(
+            "ok {}\n",
+            vs.device_ids()
+                .iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(" ")
+        ),
+        _ => format!("error: unknown command '{line}' (snapshot NAME | stats | devices)\n"),
+    }
+}
+
+/// `tern virt ctl`: send one command line, return the answer (up to its empty line).
+fn ctl(socket: &Path, line: &str) -> anyhow::Result<String> {
+    use std::io::{BufRead, Write};
+    let mut s = std::os::unix::net::UnixStream::connect(socket).with_context(|| {
+        format!(
+            "cannot connect to the admin socket {} (is `tern virt run --admin` running?)",
+            socket.display()
+        )
+    })?;
+    s.set_read_timeout(Some(std::time::Duration::from_secs(30)))?;
+    s.write_all(format!("{line}\n").as_bytes())?;
+    let mut answer = String::new();
+    for l in std::io::BufReader::new(s).lines() {
+        let l = l.context("reading the answer")?;
+        if l.is_empty() {
+            break;
+        }
+        answer.push_str(&l);
+        answer.push('\n');
+    }
+    Ok(answer)
 }
 
 /// Every input packet in timestamp order through the switch; outputs carry the input's
 /// timestamp. Returns (packets in, frames written, frames for unattached ports).
 fn pump(shared: &Mutex<VirtSwitch>, ports: &mut dyn PortIo) -> anyhow::Result<(u64, u64, u64)> {
-    let (mut n, mut sent, mut discarded) = (0, 0, 0);
+    let (mut n, mut sent, mut discarded) = (0u64, 0, 0);
     let mut buf = Vec::new();
     let mut out: Vec<OutputPacket> = Vec::new();
     while let Some(meta) = ports.recv(&mut buf)? {
         n += 1;
         // Locked per packet: the tenants' control servers get in between packets.
         let mut vs = shared.lock().unwrap_or_else(|e| e.into_inner());
+        if n % 1024 == 0 {
+            // Digests nobody listens for (learning programs) are dropped, not hoarded.
+            for id in vs.device_ids() {
+                let _ = vs.take_digests(Caller::Operator, id);
+            }
+        }
         vs.process_batch(&[(meta.port, &buf)], &mut out);
         for o in &out {
             if ports.send(o.port, meta.ts_ns, &o.data)? {
@@ -241,6 +442,8 @@ mod tests {
                 .map(|s| s.to_string())
                 .collect(),
             pcap_dir: dir.to_path_buf(),
+            live: false,
+            admin: None,
             snapshot: None,
             wait: 0,
         })
@@ -307,5 +510,51 @@ mod tests {
             .mt_get_num_entries("MyIngress.ipv4_lpm")
             .unwrap();
         assert_eq!(n, 0);
+    }
+
+    /// The operator's admin socket: snapshots switched by name (with the switch time), a
+    /// bad name or command is an error answer, counters; the socket file goes with the run.
+    #[test]
+    fn admin_socket_switches_snapshots() {
+        let dir = tern_fixtures::scratch("virt-admin");
+        let (vs, _, _) = build_cfg(&Path::new(ROOT).join("p4/virt/example2/virt.json")).unwrap();
+        let shared = Arc::new(Mutex::new(vs));
+        let sock = dir.join("admin.sock");
+        let admin = AdminSocket::start(&sock, Arc::clone(&shared)).unwrap();
+        let a = ctl(&sock, "snapshot l2-only").unwrap();
+        assert!(
+            a.starts_with("ok snapshot l2-only active (switched in "),
+            "{a}"
+        );
+        assert_eq!(shared.lock().unwrap().topology().rules.len(), 2);
+        let a = ctl(&sock, "snapshot nope").unwrap();
+        assert!(a.starts_with("error: snapshot nope"), "{a}");
+        let a = ctl(&sock, "stats").unwrap();
+        assert!(a.starts_with("ok\n") && a.contains("device 3: in 0"), "{a}");
+        assert_eq!(ctl(&sock, "devices").unwrap(), "ok 1 2 3\n");
+        assert!(ctl(&sock, "reboot")
+            .unwrap()
+            .starts_with("error: unknown command"));
+        drop(admin);
+        assert!(!sock.exists());
+        let e = ctl(&sock, "stats").unwrap_err().to_string();
+        assert!(e.contains("cannot connect to the admin socket"), "{e}");
+    }
+
+    /// `--live` on an interface that does not exist is a clear error naming it.
+    #[test]
+    fn live_port_that_does_not_exist() {
+        let e = run_files(RunArgs {
+            config: Path::new(ROOT).join("p4/virt/example2/virt.json"),
+            interfaces: vec!["1@tern-no-such-if0".into()],
+            pcap_dir: ".".into(),
+            live: true,
+            admin: None,
+            snapshot: None,
+            wait: 0,
+        })
+        .unwrap_err();
+        let e = format!("{e:#}");
+        assert!(e.contains("tern-no-such-if0"), "{e}");
     }
 }

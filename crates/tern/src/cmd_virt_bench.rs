@@ -1,0 +1,758 @@
+//! `tern virt bench`: HyPer4's penalty table (`../shared/reference/virtualization.md` §1.7–1.8)
+//! measured on tern. For each of HyPer4's four functions and for Example 1's phases B and C, one
+//! packet on the function's most complex path goes through the native programs (bare `Switch`es,
+//! one after the other for a chain, traced) and through the sliced tern of the scenario configs
+//! (`p4/virt/scenarios/`); both must give the same frame on the same port. Counted per packet:
+//! tables applied (match stages), parser passes (resubmits / recirculations show up as extra
+//! passes), link hops and classifier lookups; counted per configuration: table entries,
+//! classifier rules and links. With `--timed`, packet rates in memory (native vs sliced, median
+//! of several runs) are added: never record those from a shared, busy machine.
+//! Writes `virt_bench.json` and `virt_bench.md` (HyPer4's figures beside tern's) to `--out`.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{bail, Context};
+use serde_json::json;
+use tern_dataplane::{Switch, SwitchOptions};
+use tern_runtime::{OutputPacket, PacketPath};
+use tern_virt::config::{load_program, Config};
+use tern_virt::{Caller, DeviceId, Target, VirtSwitch};
+
+/// `tern virt bench`
+#[derive(clap::Args)]
+pub struct BenchArgs {
+    /// Folder for virt_bench.json and virt_bench.md (created).
+    #[arg(long, default_value = "bench/virt")]
+    out: PathBuf,
+    /// The scenario configs (p4/virt/scenarios of the repository).
+    #[arg(long, default_value = "p4/virt/scenarios")]
+    scenarios: PathBuf,
+    /// Also time the packet rate in memory, native vs sliced (release build, quiet machine).
+    #[arg(long)]
+    timed: bool,
+    /// Packets per timed run.
+    #[arg(long, default_value_t = 200_000)]
+    packets: usize,
+    /// Timed runs per case (the median is reported).
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+}
+
+/// HyPer4's published figures for one row (virtualization.md §1.5, §1.7).
+struct Hyper4 {
+    stages_native: Option<u32>,
+    stages_hp4: Option<u32>,
+    entries_native: Option<u32>,
+    entries_hp4: Option<u32>,
+    passes: &'static str,
+    bandwidth_loss_pct: Option<f64>,
+    latency_factor: Option<f64>,
+}
+
+/// One native switch of a native baseline: program, command file, ingress port, and the port
+/// its output must leave on (into the next switch, or the final port).
+struct Hop {
+    program: &'static str,
+    commands: &'static str,
+    ingress: u32,
+    egress: u32,
+}
+
+struct Case {
+    name: &'static str,
+    what: &'static str,
+    packet: Vec<u8>,
+    native: Vec<Hop>,
+    /// The devices of the sliced path as native switches, when `native` is another baseline
+    /// (a merged program): the sliced counts come from these.
+    slice_native: Option<Vec<Hop>>,
+    /// Scenario config (relative to --scenarios), snapshot, physical in and out port.
+    config: &'static str,
+    snapshot: Option<&'static str>,
+    phys_in: u32,
+    phys_out: u32,
+    hyper4: Hyper4,
+}
+
+const H1: [u8; 6] = [0, 0, 0, 0, 0, 1];
+const H2: [u8; 6] = [0, 0, 0, 0, 0, 2];
+const H3: [u8; 6] = [0, 0, 0, 0, 0, 3];
+const RMAC: [u8; 6] = [0, 0, 0, 0, 0x0a, 0x0a];
+
+fn csum(b: &[u8]) -> u16 {
+    let mut s: u32 = b
+        .chunks(2)
+        .map(|c| u32::from(c[0]) << 8 | u32::from(*c.get(1).unwrap_or(&0)))
+        .sum();
+    while s > 0xffff {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    !(s as u16)
+}
+
+/// Ethernet + IPv4 (valid checksum) + `l4` payload.
+fn ipv4(dst: [u8; 6], src: [u8; 6], sip: [u8; 4], dip: [u8; 4], proto: u8, l4: &[u8]) -> Vec<u8> {
+    let mut f = Vec::new();
+    f.extend_from_slice(&dst);
+    f.extend_from_slice(&src);
+    f.extend_from_slice(&[8, 0]);
+    let len = (20 + l4.len()) as u16;
+    let mut ip = vec![
+        0x45,
+        0,
+        (len >> 8) as u8,
+        len as u8,
+        0,
+        1,
+        0x40,
+        0,
+        64,
+        proto,
+        0,
+        0,
+    ];
+    ip.extend_from_slice(&sip);
+    ip.extend_from_slice(&dip);
+    let c = csum(&ip);
+    ip[10] = (c >> 8) as u8;
+    ip[11] = c as u8;
+    f.extend_from_slice(&ip);
+    f.extend_from_slice(l4);
+    f
+}
+
+/// A TCP segment 1234 -> 5001 (iperf's port) with 64 bytes of data.
+fn tcp_5001(dst: [u8; 6], sip: [u8; 4], dip: [u8; 4]) -> Vec<u8> {
+    let mut l4 = vec![
+        0x04, 0xd2, 0x13, 0x89, 0, 0, 0, 1, 0, 0, 0, 0, 0x50, 0x18, 0x20, 0, 0, 0, 0, 0,
+    ];
+    l4.extend_from_slice(&[0x5a; 64]);
+    ipv4(dst, H1, sip, dip, 6, &l4)
+}
+
+/// An ARP request from h1 (10.0.0.1) for `tpa`.
+fn arp_request(tpa: [u8; 4]) -> Vec<u8> {
+    let mut f = vec![0xff; 6];
+    f.extend_from_slice(&H1);
+    f.extend_from_slice(&[8, 6, 0, 1, 8, 0, 6, 4, 0, 1]);
+    f.extend_from_slice(&H1);
+    f.extend_from_slice(&[10, 0, 0, 1]);
+    f.extend_from_slice(&[0; 6]);
+    f.extend_from_slice(&tpa);
+    f
+}
+
+fn cases() -> Vec<Case> {
+    let hop = |program, commands, ingress, egress| Hop {
+        program,
+        commands,
+        ingress,
+        egress,
+    };
+    let icmp = [8, 0, 0xf7, 0xfe, 0, 1, 0, 0];
+    vec![
+        Case {
+            name: "L2 switch",
+            what: "ICMP echo h1 -> h2 (known MACs)",
+            packet: ipv4(H2, H1, [10, 0, 0, 1], [10, 0, 0, 2], 1, &icmp),
+            native: vec![hop("l2_switch.p4", "ex1/s1_l2.txt", 1, 2)],
+            slice_native: None,
+            config: "functions/virt.json",
+            snapshot: None,
+            phys_in: 1,
+            phys_out: 2,
+            hyper4: Hyper4 {
+                stages_native: Some(2),
+                stages_hp4: Some(13),
+                entries_native: Some(4),
+                entries_hp4: Some(35),
+                passes: "0 resubmits",
+                bandwidth_loss_pct: Some(83.0),
+                latency_factor: Some(3.4),
+            },
+        },
+        Case {
+            name: "firewall",
+            what: "TCP 1234 -> 5001, allowed (fwd, tcp_block, ipv4_block)",
+            packet: tcp_5001(H3, [10, 0, 0, 1], [10, 0, 0, 3]),
+            native: vec![hop("firewall_l4.p4", "ex1/s2_fw_b.txt", 1, 2)],
+            slice_native: None,
+            config: "functions/virt.json",
+            snapshot: None,
+            phys_in: 4,
+            phys_out: 5,
+            hyper4: Hyper4 {
+                stages_native: Some(3),
+                stages_hp4: Some(22),
+                entries_native: Some(7),
+                entries_hp4: Some(66),
+                passes: "1 resubmit per ping, 2 per TCP packet",
+                bandwidth_loss_pct: Some(88.7),
+                latency_factor: Some(4.7),
+            },
+        },
+        Case {
+            name: "router",
+            what: "TCP h1 -> 10.0.1.3, routed (lpm, next hop, source MAC)",
+            packet: tcp_5001(RMAC, [10, 0, 0, 1], [10, 0, 1, 3]),
+            native: vec![hop("router.p4", "ex1/s2_router.txt", 1, 2)],
+            slice_native: None,
+            config: "functions/virt.json",
+            snapshot: None,
+            phys_in: 6,
+            phys_out: 7,
+            hyper4: Hyper4 {
+                stages_native: Some(4),
+                stages_hp4: Some(28),
+                entries_native: Some(7),
+                entries_hp4: Some(49),
+                passes: "not given",
+                bandwidth_loss_pct: None,
+                latency_factor: None,
+            },
+        },
+        Case {
+            name: "ARP proxy (answered)",
+            what: "ARP request for 10.0.0.2, answered out of the ingress port",
+            packet: arp_request([10, 0, 0, 2]),
+            native: vec![hop("arp_proxy.p4", "functions/arp_proxy.txt", 1, 1)],
+            slice_native: None,
+            config: "functions/virt.json",
+            snapshot: None,
+            phys_in: 8,
+            phys_out: 8,
+            hyper4: Hyper4 {
+                stages_native: Some(4),
+                stages_hp4: Some(48),
+                entries_native: Some(9),
+                entries_hp4: Some(87),
+                passes: "not given",
+                bandwidth_loss_pct: None,
+                latency_factor: None,
+            },
+        },
+        Case {
+            name: "ARP proxy (forwarded)",
+            what: "ARP request for 10.0.0.9 (not proxied), forwarded",
+            packet: arp_request([10, 0, 0, 9]),
+            native: vec![hop("arp_proxy.p4", "functions/arp_proxy.txt", 1, 2)],
+            slice_native: None,
+            config: "functions/virt.json",
+            snapshot: None,
+            phys_in: 8,
+            phys_out: 9,
+            hyper4: Hyper4 {
+                stages_native: None,
+                stages_hp4: None,
+                entries_native: None,
+                entries_hp4: None,
+                passes: "not given",
+                bandwidth_loss_pct: None,
+                latency_factor: None,
+            },
+        },
+        Case {
+            name: "Ex. 1 B (L2 - FW - L2)",
+            what: "TCP h1 -> h3 port 5001 across s1, s2, s3",
+            packet: tcp_5001(H3, [10, 0, 0, 1], [10, 0, 0, 3]),
+            native: vec![
+                hop("l2_switch.p4", "ex1/s1_l2.txt", 1, 3),
+                hop("firewall_l4.p4", "ex1/s2_fw_b.txt", 1, 2),
+                hop("l2_switch.p4", "ex1/s3_l2.txt", 3, 1),
+            ],
+            slice_native: None,
+            config: "ex1/virt.json",
+            snapshot: Some("B"),
+            phys_in: 1,
+            phys_out: 3,
+            hyper4: Hyper4 {
+                stages_native: None,
+                stages_hp4: None,
+                entries_native: None,
+                entries_hp4: None,
+                passes: "1 resubmit per ping, 2 per TCP packet (at s2)",
+                bandwidth_loss_pct: Some(83.0),
+                latency_factor: Some(3.4),
+            },
+        },
+        Case {
+            name: "Ex. 1 C (L2 - [ARP -> FW -> R] - L2)",
+            what: "TCP h1 -> h3 (10.0.1.3) port 5001, routed at s2",
+            packet: tcp_5001(RMAC, [10, 0, 0, 1], [10, 0, 1, 3]),
+            native: vec![
+                hop("l2_switch.p4", "ex1/s1_l2.txt", 1, 3),
+                hop("arp_proxy.p4", "ex1/s2_arp.txt", 1, 3),
+                hop("firewall_l4.p4", "ex1/s2_fw_c.txt", 1, 3),
+                hop("router.p4", "ex1/s2_router.txt", 1, 2),
+                hop("l2_switch.p4", "ex1/s3_l2.txt", 3, 1),
+            ],
+            slice_native: None,
+            config: "ex1/virt.json",
+            snapshot: Some("C"),
+            phys_in: 1,
+            phys_out: 3,
+            hyper4: Hyper4 {
+                stages_native: None,
+                stages_hp4: None,
+                entries_native: None,
+                entries_hp4: None,
+                passes: "2 recirculations + 2 resubmits per ping, 2 + 3 per TCP packet (at s2)",
+                bandwidth_loss_pct: Some(88.2),
+                latency_factor: Some(3.9),
+            },
+        },
+        Case {
+            name: "Ex. 1 C, merged native s2",
+            what: "as Ex. 1 C; native: s2 as one hand-merged program (HyPer4's d1_C_s2_native)",
+            packet: tcp_5001(RMAC, [10, 0, 0, 1], [10, 0, 1, 3]),
+            native: vec![
+                hop("l2_switch.p4", "ex1/s1_l2.txt", 1, 3),
+                hop("scenarios/ex1/s2_merged.p4", "ex1/s2_merged.txt", 1, 2),
+                hop("l2_switch.p4", "ex1/s3_l2.txt", 3, 1),
+            ],
+            slice_native: Some(vec![
+                hop("l2_switch.p4", "ex1/s1_l2.txt", 1, 3),
+                hop("arp_proxy.p4", "ex1/s2_arp.txt", 1, 3),
+                hop("firewall_l4.p4", "ex1/s2_fw_c.txt", 1, 3),
+                hop("router.p4", "ex1/s2_router.txt", 1, 2),
+                hop("l2_switch.p4", "ex1/s3_l2.txt", 3, 1),
+            ]),
+            config: "ex1/virt.json",
+            snapshot: Some("C"),
+            phys_in: 1,
+            phys_out: 3,
+            hyper4: Hyper4 {
+                stages_native: None,
+                stages_hp4: None,
+                entries_native: None,
+                entries_hp4: None,
+                passes: "as Ex. 1 C",
+                bandwidth_loss_pct: Some(88.2),
+                latency_factor: Some(3.9),
+            },
+        },
+    ]
+}
+
+/// A native switch loaded with its program and command file.
+fn native_switch(dir: &Path, hop: &Hop) -> anyhow::Result<(Switch, u64)> {
+    let p4 = dir.join("..").join(hop.program);
+    let json = load_program(&p4).map_err(|e| anyhow::anyhow!(e))?;
+    let mut sw = Switch::from_json(&json, SwitchOptions::default())
+        .with_context(|| format!("loading {}", p4.display()))?;
+    let cmds = dir.join(hop.commands);
+    let text =
+        std::fs::read_to_string(&cmds).with_context(|| format!("reading {}", cmds.display()))?;
+    let program = sw.program().clone();
+    let mut cli = tern_control::Cli::new(&program);
+    let mut entries = 0;
+    for (n, line) in text.lines().enumerate() {
+        let t = line.trim();
+        if t.is_empty() || t.starts_with('#') {
+            continue;
+        }
+        let out = cli.execute(&mut sw, t);
+        if cli.last_command_failed() {
+            bail!("{}:{}: '{t}' failed: {}", cmds.display(), n + 1, out.trim());
+        }
+        if t.starts_with("table_add") {
+            entries += 1;
+        }
+    }
+    Ok((sw, entries))
+}
+
+/// What one native chain did with the case's packet.
+#[derive(Clone)]
+struct NativeRun {
+    out: (u32, Vec<u8>),
+    /// Match tables applied (tables with a key).
+    tables: u64,
+    /// Every table applied, with the compiler's keyless action tables (`tbl_act*`).
+    applied: u64,
+    parser_passes: u64,
+    entries: u64,
+}
+
+fn run_native(dir: &Path, c: &Case, hops: &[Hop]) -> anyhow::Result<(Vec<Switch>, NativeRun)> {
+    let mut switches = Vec::new();
+    let mut entries = 0;
+    for h in hops {
+        let (sw, e) = native_switch(dir, h)?;
+        switches.push(sw);
+        entries += e;
+    }
+    let (mut tables, mut applied, mut passes) = (0, 0, 0);
+    let mut data = c.packet.clone();
+    let mut port = 0;
+    for (sw, h) in switches.iter_mut().zip(hops) {
+        let keyed: std::collections::HashSet<String> = sw
+            .program()
+            .pipelines
+            .iter()
+            .flat_map(|p| &p.tables)
+            .filter(|t| !t.key.is_empty())
+            .map(|t| t.name.clone())
+            .collect();
+        sw.set_trace(true);
+        let mut out = Vec::new();
+        sw.process_packet(h.ingress, &data, &mut out);
+        for l in sw.take_trace() {
+            if let Some(name) = l.text.strip_prefix("Applying table '") {
+                applied += 1;
+                if keyed.contains(name.trim_end_matches('\'')) {
+                    tables += 1;
+                }
+            }
+            if l.text.starts_with("Parser") && l.text.ends_with(": start") {
+                passes += 1;
+            }
+        }
+        sw.set_trace(false);
+        if out.len() != 1 || out[0].port != h.egress {
+            bail!(
+                "{}: native {} sent {:?} instead of one frame on port {}",
+                c.name,
+                h.program,
+                out.iter().map(|o| o.port).collect::<Vec<_>>(),
+                h.egress
+            );
+        }
+        data = out[0].data.to_vec();
+        port = out[0].port;
+    }
+    Ok((
+        switches,
+        NativeRun {
+            out: (port, data),
+            tables,
+            applied,
+            parser_passes: passes,
+            entries,
+        },
+    ))
+}
+
+/// The sliced tern of a case: the scenario config built, its snapshot active.
+fn build_slice(dir: &Path, c: &Case) -> anyhow::Result<VirtSwitch> {
+    let path = dir.join(c.config);
+    let cfg = Config::load(&path)?;
+    let (mut vs, _) = cfg.build(path.parent().unwrap_or(Path::new(".")))?;
+    if let Some(s) = c.snapshot {
+        vs.activate_snapshot(s)?;
+    }
+    Ok(vs)
+}
+
+/// Table entries of every device that took part, the classifier rules pointing at them and
+/// their links (virtual ports mapped to another device).
+fn slice_entries(vs: &mut VirtSwitch, devices: &[DeviceId]) -> anyhow::Result<(u64, u64, u64)> {
+    let mut entries = 0;
+    for &d in devices {
+        let rt = vs.runtime(Caller::Operator, d)?;
+        let program = rt.program().clone();
+        for t in program.pipelines.iter().flat_map(|p| &p.tables) {
+            entries += tern_runtime::Runtime::mt_get_num_entries(&rt, &t.name)?;
+        }
+    }
+    let topo = vs.topology();
+    let rules = topo
+        .rules
+        .iter()
+        .filter(|r| devices.contains(&r.device))
+        .count() as u64;
+    let links = devices
+        .iter()
+        .filter_map(|d| topo.port_maps.get(d))
+        .flat_map(|m| m.values())
+        .filter(|t| matches!(t, Target::Link { .. }))
+        .count() as u64;
+    Ok((entries, rules, links))
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+/// Packets per second through the native chain (one packet at a time, buffers recycled).
+fn time_native(switches: &mut [Switch], c: &Case, n: usize) -> f64 {
+    let mut outs: Vec<Vec<OutputPacket>> = switches.iter().map(|_| Vec::new()).collect();
+    let t = Instant::now();
+    for _ in 0..n {
+        for i in 0..switches.len() {
+            let (before, rest) = outs.split_at_mut(i);
+            let out = &mut rest[0];
+            switches[i].recycle_outputs(out);
+            let input: &[u8] = if i == 0 {
+                &c.packet
+            } else {
+                &before[i - 1][0].data
+            };
+            switches[i].process_packet(c.native[i].ingress, input, out);
+        }
+    }
+    n as f64 / t.elapsed().as_secs_f64()
+}
+
+fn time_slice(vs: &mut VirtSwitch, c: &Case, n: usize) -> f64 {
+    let mut out = Vec::new();
+    let t = Instant::now();
+    for _ in 0..n {
+        vs.recycle_outputs(&mut out);
+        vs.process_batch(&[(c.phys_in, &c.packet)], &mut out);
+    }
+    n as f64 / t.elapsed().as_secs_f64()
+}
+
+fn opt<T: serde::Serialize>(v: Option<T>) -> serde_json::Value {
+    v.map_or(serde_json::Value::Null, |x| json!(x))
+}
+
+fn cell<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map_or("—".to_string(), |x| x.to_string())
+}
+
+pub fn run(a: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
+    let dir = &a.scenarios;
+    if !dir.join("ex1/virt.json").is_file() {
+        bail!(
+            "{}: no scenario configs here (give --scenarios p4/virt/scenarios of the repository)",
+            dir.display()
+        );
+    }
+    let mut rows = Vec::new();
+    let mut md = String::from(
+        "| row | path | tables/packet: HyPer4 native → persona | tern native → sliced | \
+         extra passes: HyPer4 | tern (native / sliced) | entries: HyPer4 native → persona | \
+         tern native → sliced (+ rules + links) |\n|---|---|---|---|---|---|---|---|\n",
+    );
+    let mut timed_md = String::new();
+    for c in cases() {
+        let (mut switches, nat) = run_native(dir, &c, &c.native)?;
+        // What the slice's own devices do natively (the same as `nat` unless the baseline is
+        // a merged program).
+        let dev = match &c.slice_native {
+            Some(h) => {
+                let d = run_native(dir, &c, h)?.1;
+                if d.out != nat.out {
+                    bail!("{}: the merged baseline and the chain differ", c.name);
+                }
+                d
+            }
+            None => nat.clone(),
+        };
+        let mut vs = build_slice(dir, &c)?;
+        let before: Vec<(DeviceId, tern_virt::DeviceStats)> = vs
+            .device_ids()
+            .into_iter()
+            .map(|d| Ok((d, vs.device_stats(Caller::Operator, d)?)))
+            .collect::<anyhow::Result<_>>()?;
+        let mut out = Vec::new();
+        vs.process_batch(&[(c.phys_in, &c.packet)], &mut out);
+        if out.len() != 1 || out[0].port != c.phys_out || out[0].data[..] != nat.out.1[..] {
+            bail!(
+                "{}: the sliced tern sent {:?}, the native chain one frame on port {} \
+                 (frames equal: {})",
+                c.name,
+                out.iter().map(|o| o.port).collect::<Vec<_>>(),
+                c.phys_out,
+                out.first().is_some_and(|o| o.data[..] == nat.out.1[..])
+            );
+        }
+        vs.recycle_outputs(&mut out);
+        let (mut devices, mut hops) = (Vec::new(), 0);
+        for (d, s0) in &before {
+            let s1 = vs.device_stats(Caller::Operator, *d)?;
+            if s1.packets_in > s0.packets_in {
+                devices.push(*d);
+            }
+            hops += s1.to_links - s0.to_links;
+        }
+        let (entries, rules, links) = slice_entries(&mut vs, &devices)?;
+        // One classifier lookup on arrival; each link hop is one port-map lookup.
+        let sliced_tables = dev.tables + 1 + hops;
+        let extra_native = nat.parser_passes - c.native.len() as u64;
+        let extra_sliced =
+            dev.parser_passes - c.slice_native.as_ref().map_or(c.native.len(), Vec::len) as u64;
+        let h = &c.hyper4;
+        let mut row = json!({
+            "row": c.name,
+            "path": c.what,
+            "devices_on_path": devices,
+            "hyper4": {
+                "tables_native": opt(h.stages_native),
+                "tables_persona": opt(h.stages_hp4),
+                "entries_native": opt(h.entries_native),
+                "entries_persona": opt(h.entries_hp4),
+                "passes": h.passes,
+                "bandwidth_loss_pct": opt(h.bandwidth_loss_pct),
+                "ping_flood_factor": opt(h.latency_factor),
+            },
+            "tern": {
+                "tables_native": nat.tables,
+                "tables_sliced": sliced_tables,
+                "tables_applied_with_keyless_native": nat.applied,
+                "classifier_lookups": 1,
+                "link_hops": hops,
+                "extra_passes_native": extra_native,
+                "extra_passes_sliced": extra_sliced,
+                "entries_native": nat.entries,
+                "entries_sliced": entries,
+                "classifier_rules": rules,
+                "links": links,
+                "same_output": true,
+            },
+        });
+        md.push_str(&format!(
+            "| {} | {} | {} → {} | {} → {} ({} classifier + {} link hops) | {} | {} / {} | {} → {} \
+             | {} → {} (+ {} rules + {} links) |\n",
+            c.name,
+            c.what,
+            cell(h.stages_native),
+            cell(h.stages_hp4),
+            nat.tables,
+            sliced_tables,
+            1,
+            hops,
+            h.passes,
+            extra_native,
+            extra_sliced,
+            cell(h.entries_native),
+            cell(h.entries_hp4),
+            nat.entries,
+            entries,
+            rules,
+            links
+        ));
+        if a.timed {
+            let (mut tn, mut ts) = (Vec::new(), Vec::new());
+            for _ in 0..a.runs.max(1) {
+                tn.push(time_native(&mut switches, &c, a.packets));
+                ts.push(time_slice(&mut vs, &c, a.packets));
+            }
+            let (n, s) = (median(tn), median(ts));
+            let loss = 100.0 * (1.0 - s / n);
+            row["tern"]["timed"] = json!({
+                "packets_per_run": a.packets,
+                "runs": a.runs,
+                "native_mpps_median": n / 1e6,
+                "sliced_mpps_median": s / 1e6,
+                "rate_loss_pct": loss,
+                "ns_added_per_packet": 1e9 / s - 1e9 / n,
+            });
+            timed_md.push_str(&format!(
+                "| {} | {} | {:.3} | {:.3} | {:+.1} % | {:+.0} |\n",
+                c.name,
+                cell(h.bandwidth_loss_pct.map(|b| format!("−{b} %"))),
+                n / 1e6,
+                s / 1e6,
+                -loss,
+                1e9 / s - 1e9 / n
+            ));
+        }
+        println!(
+            "{}: tables {} native, {} sliced; entries {} native, {} sliced (+{} rules, +{} links)",
+            c.name, nat.tables, sliced_tables, nat.entries, entries, rules, links
+        );
+        rows.push(row);
+    }
+    std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
+    let report = json!({
+        "what": "HyPer4's penalty table on tern (tern virt bench)",
+        "timed": a.timed,
+        "rows": rows,
+    });
+    let jpath = a.out.join("virt_bench.json");
+    std::fs::write(&jpath, serde_json::to_string_pretty(&report)? + "\n")
+        .with_context(|| format!("writing {}", jpath.display()))?;
+    let mut text = String::from(
+        "# HyPer4's penalties beside tern's (`tern virt bench`)\n\nCounted per packet on the \
+         row's most complex path; the sliced tern gives the same frame on the same port as the \
+         native programs. HyPer4's figures: `../shared/reference/virtualization.md` §1.5, §1.7 \
+         (its native rows are P4-14 programs with more condition tables; tern's are \
+         `p4/virt/*.p4`).\n\n",
+    );
+    text.push_str(&md);
+    if a.timed {
+        text.push_str(
+            "\n## Packet rate in memory (one core, one packet per call, median)\n\n\
+             | row | HyPer4 bandwidth | tern native Mpps | tern sliced Mpps | sliced vs native | \
+             ns added |\n|---|---|---|---|---|---|\n",
+        );
+        text.push_str(&timed_md);
+    }
+    let mpath = a.out.join("virt_bench.md");
+    std::fs::write(&mpath, text).with_context(|| format!("writing {}", mpath.display()))?;
+    println!("wrote {} and {}", jpath.display(), mpath.display());
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../");
+
+    /// Every row runs: native and sliced give the same frame; the counts are what the
+    /// programs do (no extra passes; the sliced path adds one classifier lookup plus its hops).
+    #[test]
+    fn counted_table() {
+        let dir = tern_fixtures::scratch("virt-bench");
+        run(BenchArgs {
+            out: dir.to_path_buf(),
+            scenarios: Path::new(ROOT).join("p4/virt/scenarios"),
+            timed: true,
+            packets: 50,
+            runs: 1,
+        })
+        .unwrap();
+        let j: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("virt_bench.json")).unwrap())
+                .unwrap();
+        let rows = j["rows"].as_array().unwrap();
+        assert_eq!(rows.len(), 8);
+        let row = |name: &str| {
+            rows.iter()
+                .find(|r| r["row"].as_str().unwrap().starts_with(name))
+                .unwrap()["tern"]
+                .clone()
+        };
+        let t = |name: &str, k: &str| row(name)[k].as_u64().unwrap();
+        assert_eq!(t("L2 switch", "tables_native"), 2);
+        assert_eq!(t("firewall", "tables_native"), 3);
+        assert_eq!(t("router", "tables_native"), 3);
+        assert_eq!(t("ARP proxy (answered)", "tables_native"), 1);
+        assert_eq!(t("ARP proxy (forwarded)", "tables_native"), 2);
+        for r in rows {
+            let tr = &r["tern"];
+            assert_eq!(tr["extra_passes_native"], 0, "{r}");
+            assert_eq!(tr["extra_passes_sliced"], 0, "{r}");
+            if !r["row"].as_str().unwrap().contains("merged") {
+                assert_eq!(
+                    tr["tables_sliced"].as_u64().unwrap(),
+                    tr["tables_native"].as_u64().unwrap() + 1 + tr["link_hops"].as_u64().unwrap()
+                );
+                assert_eq!(tr["entries_sliced"], tr["entries_native"], "{r}");
+            }
+        }
+        assert_eq!(t("L2 switch", "link_hops"), 0);
+        assert_eq!(t("Ex. 1 B", "link_hops"), 2);
+        assert_eq!(t("Ex. 1 C", "link_hops"), 4);
+        // s1 L2 (smac, dmac), ARP proxy (fwd: not ARP), firewall (fwd, tcp_block, ipv4_block),
+        // router (ipv4_lpm, forward, send_frame), s3 L2.
+        assert_eq!(t("Ex. 1 C", "tables_native"), 2 + 1 + 3 + 3 + 2);
+        assert!(
+            row("firewall")["timed"]["sliced_mpps_median"]
+                .as_f64()
+                .unwrap()
+                > 0.0
+        );
+        let md = std::fs::read_to_string(dir.join("virt_bench.md")).unwrap();
+        assert!(
+            md.contains("| L2 switch |") && md.contains("2 → 13"),
+            "{md}"
+        );
+    }
+}

@@ -1,0 +1,277 @@
+#!/usr/bin/env bash
+# HyPer4's penalty table on tern, one command: writes bench/virt/ (or OUT).
+#
+#   scripts/virt/bench.sh [--timed] [--out DIR] [--tern PATH]
+#
+# Always: `tern virt bench` (counted per packet: tables, passes, hops; entries, rules, links;
+# native vs sliced, the four functions and Example 1 B/C) -> DIR/virt_bench.{json,md}, and a
+# plot DIR/virt_bench.png (matplotlib from .venv-plot, created if missing; skipped without
+# network access to install it).
+# With --timed (a release build on a quiet machine only; numbers from a shared machine are
+# meaningless): packet rates in memory (`tern virt bench --timed`), and on veth pairs between
+# network namespaces (root needed) per function: the total time of `ping -f -c 1000` (HyPer4's
+# latency figure, RUNS runs, default 10) and, when iperf3 is installed, TCP bandwidth
+# (iperf3 -t 10), native `tern run PROGRAM` vs the same program as a device of
+# `tern virt run p4/virt/scenarios/functions/virt.json`, and Example 1 B / C h1 -> h3: three
+# native `tern run` switches on veth (s2 hand-merged for C) vs one sliced tern -> DIR/veth.json.
+# COUNT (default 1000), RUNS (default 10) and PACKETS (in memory, default 200000) shrink the
+# timed runs for a smoke test.
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+TIMED=0
+OUT=$ROOT/bench/virt
+TERN=$ROOT/target/debug/tern
+while (($#)); do
+  case $1 in
+  --timed) TIMED=1 ;;
+  --out)
+    OUT=$2
+    shift
+    ;;
+  --tern)
+    TERN=$2
+    shift
+    ;;
+  *)
+    echo "usage: $0 [--timed] [--out DIR] [--tern PATH]" >&2
+    exit 2
+    ;;
+  esac
+  shift
+done
+COUNT=${COUNT:-1000}
+RUNS=${RUNS:-10}
+SC=$ROOT/p4/virt/scenarios
+mkdir -p "$OUT"
+timed_arg=()
+((TIMED)) && timed_arg=(--timed --packets "${PACKETS:-200000}")
+"$TERN" virt bench --scenarios "$SC" --out "$OUT" "${timed_arg[@]}" || exit 1
+
+plot() {
+  local py=$ROOT/.venv-plot/bin/python
+  if ! "$py" -c "import matplotlib" 2>/dev/null; then
+    { python3 -m venv "$ROOT/.venv-plot" && "$ROOT/.venv-plot/bin/pip" install -q matplotlib; } \
+      >/dev/null 2>&1 || {
+      echo "no matplotlib (pip install matplotlib into .venv-plot failed): no plot"
+      return
+    }
+  fi
+  "$py" "$ROOT/scripts/virt/plot.py" "$OUT"
+}
+
+if ((!TIMED)); then
+  plot
+  exit 0
+fi
+if [[ $(id -u) != 0 ]]; then
+  echo "veth runs skipped: need root"
+  plot
+  exit 0
+fi
+
+P=tb$$
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/tern-virt-bench-XXXXXX")
+SW=
+HELPERS=()
+teardown() {
+  local p ns i
+  for p in "${HELPERS[@]}"; do kill -TERM "$p" 2>/dev/null; done
+  if [[ -n $SW ]]; then
+    kill -TERM "$SW" 2>/dev/null
+    for i in $(seq 50); do
+      kill -0 "$SW" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -KILL "$SW" 2>/dev/null
+    wait "$SW" 2>/dev/null
+    SW=
+  fi
+  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$P-"); do
+    ip netns pids "$ns" 2>/dev/null | xargs -r kill -KILL 2>/dev/null
+    ip netns del "$ns" 2>/dev/null
+  done
+  HELPERS=()
+}
+cleanup() {
+  teardown
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# One topology per function: two hosts a (port A) and b (port B), static neighbours.
+# host NAME ...: namespace $P-NAME, its eth0 paired with ${P}NAME in the switch namespace.
+host() { # NAME MAC ADDR/PLEN [GW GW_MAC [SWITCH_NS]]
+  local ns=$P-$1 swns=${6:-$P-sw}
+  ip netns add "$ns"
+  ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
+  ip -n "$swns" link add "${P}$1" type veth peer name eth0 netns "$ns"
+  ip -n "$ns" link set eth0 address "$2"
+  ip -n "$ns" addr add "$3" dev eth0
+  ip -n "$ns" link set lo up
+  ip -n "$ns" link set eth0 up
+  ip -n "$swns" link set "${P}$1" up
+  if [[ -n ${4:-} ]]; then
+    ip -n "$ns" route add default via "$4" dev eth0
+    ip -n "$ns" neigh replace "$4" lladdr "$5" dev eth0 nud permanent
+  fi
+}
+switch_ns() { # NAME
+  ip netns add "$P-$1"
+  ip netns exec "$P-$1" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
+}
+static_pair() { # A ADDR_A MAC_A B ADDR_B MAC_B: each host knows the other's MAC
+  ip -n "$P-$1" neigh replace "$5" lladdr "$6" dev eth0 nud permanent
+  ip -n "$P-$4" neigh replace "$2" lladdr "$3" dev eth0 nud permanent
+}
+topology() { # FN
+  switch_ns sw
+  case $1 in
+  router)
+    host a 00:00:00:00:00:01 10.0.0.1/24 10.0.0.5 00:00:00:00:0a:0a
+    host b 00:00:00:00:00:03 10.0.1.3/24 10.0.1.1 00:00:00:00:0a:0a
+    DST=10.0.1.3
+    ;;
+  *)
+    host a 00:00:00:00:00:01 10.0.0.1/24
+    host b 00:00:00:00:00:02 10.0.0.2/24
+    static_pair a 10.0.0.1 00:00:00:00:00:01 b 10.0.0.2 00:00:00:00:00:02
+    DST=10.0.0.2
+    ;;
+  esac
+}
+start() { # NS LOG COMMAND...: a switch in NS, waited for until it switches
+  local ns=$1 log=$2 i pid
+  shift 2
+  ip netns exec "$P-$ns" "$@" >"$log" 2>&1 &
+  pid=$!
+  [[ -z $SW ]] && SW=$pid
+  for i in $(seq 600); do
+    grep -q "switching on" "$log" 2>/dev/null && return 0
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  cat "$log" >&2
+  return 1
+}
+# FN -> program, command file, and its two ports in functions/virt.json
+declare -A PROG=([l2]=l2_switch.p4 [firewall]=firewall_l4.p4 [router]=router.p4 [arp_proxy]=arp_proxy.p4)
+declare -A CMDS=([l2]=ex1/s1_l2.txt [firewall]=ex1/s2_fw_b.txt [router]=ex1/s2_router.txt [arp_proxy]=functions/arp_proxy.txt)
+declare -A PORTS=([l2]="1 2" [firewall]="4 5" [router]="6 7" [arp_proxy]="8 9")
+
+# Example 1 B or C from h1 (s1 port 1) to h3 (s3 port 1). native: three tern processes (s1, s2,
+# s3) wired by veth pairs, s2 the firewall (B) or the hand-merged ARP proxy + firewall + router
+# (C, s2_merged.p4); sliced: one tern virt run of ex1/virt.json with the snapshot.
+ex1_topology() { # PHASE MODE
+  local phase=$1 mode=$2
+  if [[ $mode == native ]]; then
+    switch_ns sw
+    switch_ns sw2
+    switch_ns sw3
+    ip -n "$P-sw" link add "${P}u1" type veth peer name "${P}d1" netns "$P-sw2"
+    ip -n "$P-sw2" link add "${P}d2" type veth peer name "${P}u3" netns "$P-sw3"
+    ip -n "$P-sw" link set "${P}u1" up
+    ip -n "$P-sw2" link set "${P}d1" up
+    ip -n "$P-sw2" link set "${P}d2" up
+    ip -n "$P-sw3" link set "${P}u3" up
+  else
+    switch_ns sw
+  fi
+  local s3ns=$P-sw
+  [[ $mode == native ]] && s3ns=$P-sw3
+  if [[ $phase == B ]]; then
+    host a 00:00:00:00:00:01 10.0.0.1/24
+    host b 00:00:00:00:00:03 10.0.0.3/24 "" "" "$s3ns"
+    static_pair a 10.0.0.1 00:00:00:00:00:01 b 10.0.0.3 00:00:00:00:00:03
+    DST=10.0.0.3
+  else
+    host a 00:00:00:00:00:01 10.0.0.1/24 10.0.0.5 00:00:00:00:0a:0a
+    host b 00:00:00:00:00:03 10.0.1.3/24 10.0.1.1 00:00:00:00:0a:0a "$s3ns"
+    DST=10.0.1.3
+  fi
+  if [[ $mode == native ]]; then
+    local s2=(firewall_l4.p4 ex1/s2_fw_b.txt)
+    [[ $phase == C ]] && s2=(scenarios/ex1/s2_merged.p4 ex1/s2_merged.txt)
+    start sw "$TMP/s1.log" "$TERN" run -i "1@${P}a" -i "3@${P}u1" \
+      --commands "$SC/ex1/s1_l2.txt" "$ROOT/p4/virt/l2_switch.p4" || return 1
+    start sw2 "$TMP/s2.log" "$TERN" run -i "1@${P}d1" -i "2@${P}d2" \
+      --commands "$SC/${s2[1]}" "$ROOT/p4/virt/${s2[0]}" || return 1
+    start sw3 "$TMP/s3.log" "$TERN" run -i "1@${P}b" -i "3@${P}u3" \
+      --commands "$SC/ex1/s3_l2.txt" "$ROOT/p4/virt/l2_switch.p4" || return 1
+  else
+    start sw "$TMP/sw.log" "$TERN" virt run "$SC/ex1/virt.json" --live --snapshot "$phase" \
+      -i "1@${P}a" -i "3@${P}b" || return 1
+  fi
+}
+
+measure() { # FN MODE(native|sliced): prints one JSON object
+  local fn=$1 mode=$2 pa pb times=() bw=null r t
+  case $fn in
+  ex1_B | ex1_C) ex1_topology "${fn#ex1_}" "$mode" || return 1 ;;
+  *)
+    read -r pa pb <<<"${PORTS[$fn]}"
+    topology "$fn"
+    if [[ $mode == native ]]; then
+      start sw "$TMP/sw.log" "$TERN" run -i "1@${P}a" -i "2@${P}b" \
+        --commands "$SC/${CMDS[$fn]}" "$ROOT/p4/virt/${PROG[$fn]}" || return 1
+    else
+      start sw "$TMP/sw.log" "$TERN" virt run "$SC/functions/virt.json" --live \
+        -i "$pa@${P}a" -i "$pb@${P}b" || return 1
+    fi
+    ;;
+  esac
+  ip netns exec "$P-a" ping -c 3 -W 2 -q "$DST" >/dev/null || {
+    echo "$fn $mode: no ping through the switch" >&2
+    return 1
+  }
+  for r in $(seq "$RUNS"); do
+    t=$(ip netns exec "$P-a" ping -f -c "$COUNT" -q "$DST" | sed -n 's/.*received, .* time \([0-9]*\)ms.*/\1/p')
+    times+=("${t:-null}")
+  done
+  if command -v iperf3 >/dev/null; then
+    ip netns exec "$P-b" iperf3 -s -1 >/dev/null 2>&1 &
+    HELPERS+=($!)
+    sleep 0.5
+    bw=$(ip netns exec "$P-a" iperf3 -c "$DST" -t 10 -J 2>/dev/null |
+      python3 -c 'import json,sys; print(json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"]/1e6)' 2>/dev/null || echo null)
+  fi
+  teardown
+  local IFS=,
+  echo "{\"function\": \"$fn\", \"mode\": \"$mode\", \"ping_flood_count\": $COUNT, \"ping_flood_ms\": [${times[*]}], \"iperf3_mbit_s\": $bw}"
+}
+
+{
+  echo "["
+  first=1
+  for fn in l2 firewall router arp_proxy ex1_B ex1_C; do
+    for mode in native sliced; do
+      row=$(measure "$fn" "$mode") || exit 1
+      ((first)) || echo ","
+      first=0
+      echo "  $row"
+    done
+  done
+  echo "]"
+} >"$OUT/veth.json.tmp" && mv "$OUT/veth.json.tmp" "$OUT/veth.json"
+command -v iperf3 >/dev/null || echo "iperf3 not installed (apt-get install iperf3): bandwidth not measured"
+echo "wrote $OUT/veth.json"
+# The veth rows beside HyPer4's (median of the runs), appended to the Markdown table.
+python3 - "$OUT" <<'PY'
+import json, os, statistics, sys
+d = sys.argv[1]
+rows = json.load(open(os.path.join(d, "veth.json")))
+hp4 = {"l2": ("3.4x", "-83 %"), "firewall": ("4.7x", "-89 %"), "router": ("-", "-"), "arp_proxy": ("-", "-"),
+       "ex1_B": ("3.4x", "-83 %"), "ex1_C": ("3.9x", "-88 %")}
+by = {(r["function"], r["mode"]): r for r in rows}
+med = lambda v: statistics.median([x for x in v if x is not None]) if any(x is not None for x in v) else None
+out = ["", "## On veth (ping -f -c %d total time, median of %d runs; iperf3 TCP)" % (rows[0]["ping_flood_count"], len(rows[0]["ping_flood_ms"])), "",
+       "| function | HyPer4 ping-flood factor | tern native ms | tern sliced ms | factor | HyPer4 bandwidth | tern native Mbit/s | tern sliced Mbit/s |",
+       "|---|---|---|---|---|---|---|---|"]
+for fn in ["l2", "firewall", "router", "arp_proxy", "ex1_B", "ex1_C"]:
+    n, s = by[(fn, "native")], by[(fn, "sliced")]
+    mn, ms = med(n["ping_flood_ms"]), med(s["ping_flood_ms"])
+    f = "%.2fx" % (ms / mn) if mn and ms else "-"
+    out.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (fn, hp4[fn][0], mn, ms, f, hp4[fn][1], n["iperf3_mbit_s"], s["iperf3_mbit_s"]))
+open(os.path.join(d, "virt_bench.md"), "a").write("\n".join(out) + "\n")
+PY
+plot
