@@ -6,7 +6,7 @@
 //! through tern's runtime interface ([`Runtime`]): table `tenant`, table `cache_lookup`, registers
 //! `page_owner_reg`, `valid_reg`, `vallen_reg`, `val_reg`.
 
-use crate::madinc::{MADINC_MAX_VALUE_LEN, PAGE_VALUES};
+use crate::madinc::{MadBody, MadMessage, MadOp, MADINC_MAX_VALUE_LEN, PAGE_VALUES};
 use crate::protocol::Key;
 use std::collections::{HashMap, VecDeque};
 use tern_runtime::{EntryHandle, MatchParam, Runtime};
@@ -91,6 +91,12 @@ pub enum CtlError {
         /// The switch holding it.
         switch: usize,
     },
+    /// A message given as a hot report is another op.
+    #[error("{0} is not a HOT_REPORT")]
+    NotAReport(MadOp),
+    /// A report whose tag is not its tenant's secret.
+    #[error("report for tenant {0} carries a tag that is not the tenant's")]
+    ForgedTag(u16),
     /// A value over 128 bytes.
     #[error("value of {0} bytes exceeds the MADINC maximum of {MADINC_MAX_VALUE_LEN}")]
     ValueTooLong(usize),
@@ -169,6 +175,32 @@ fn rt_err(switch: usize) -> impl Fn(tern_runtime::RuntimeError) -> CtlError {
         switch,
         msg: e.to_string(),
     }
+}
+
+/// Writes a value into a slot: invalid while the words change, valid after.
+fn write_value(
+    rt: &mut dyn Runtime,
+    switch: usize,
+    slot: u32,
+    value: &[u8],
+) -> Result<(), CtlError> {
+    let e = rt_err(switch);
+    rt.register_write(&format!("{P}valid_reg"), slot, 0)
+        .map_err(&e)?;
+    rt.register_write(&format!("{P}vallen_reg"), slot, value.len() as u64)
+        .map_err(&e)?;
+    for (i, w) in value.chunks(8).enumerate() {
+        let mut b = [0u8; 8];
+        b[..w.len()].copy_from_slice(w);
+        rt.register_write(
+            &format!("{P}val_reg"),
+            slot * WORDS + i as u32,
+            u64::from_be_bytes(b),
+        )
+        .map_err(&e)?;
+    }
+    rt.register_write(&format!("{P}valid_reg"), slot, 1)
+        .map_err(&e)
 }
 
 /// Which switch each of `n` new pages goes to under `policy`, given the free pages per switch
@@ -414,24 +446,9 @@ impl Controller {
         let (page, offset) = self.next_slot(rts, tenant)?;
         let slot = page.page * PAGE_VALUES + offset;
         let s = page.switch;
+        write_value(&mut *rts[s], s, slot, value)?;
         let rt = &mut *rts[s];
         let e = rt_err(s);
-        rt.register_write(&format!("{P}valid_reg"), slot, 0)
-            .map_err(&e)?;
-        rt.register_write(&format!("{P}vallen_reg"), slot, value.len() as u64)
-            .map_err(&e)?;
-        for (i, w) in value.chunks(8).enumerate() {
-            let mut b = [0u8; 8];
-            b[..w.len()].copy_from_slice(w);
-            rt.register_write(
-                &format!("{P}val_reg"),
-                slot * WORDS + i as u32,
-                u64::from_be_bytes(b),
-            )
-            .map_err(&e)?;
-        }
-        rt.register_write(&format!("{P}valid_reg"), slot, 1)
-            .map_err(&e)?;
         let k = tenant.to_be_bytes().to_vec();
         let h = rt
             .mt_add_entry(
@@ -515,6 +532,52 @@ impl Controller {
             self.drop_item(rts, tenant, k)?;
         }
         Ok((pr, 0))
+    }
+
+    /// A new value for a cached item (write-through: the switch invalidated its copy when the
+    /// write passed; the store's answer refreshes it). Returns whether the item was cached.
+    pub fn refresh(
+        &mut self,
+        rts: Switches,
+        tenant: u16,
+        key: Key,
+        value: &[u8],
+    ) -> Result<bool, CtlError> {
+        self.check_path(rts)?;
+        if value.len() > MADINC_MAX_VALUE_LEN {
+            return Err(CtlError::ValueTooLong(value.len()));
+        }
+        let Some((p, _)) = self.items.get(&(tenant, key)).copied() else {
+            return Ok(false);
+        };
+        write_value(&mut *rts[p.switch], p.switch, p.slot, value)?;
+        Ok(true)
+    }
+
+    /// A HOT_REPORT from a switch: admits its (tenant, key) with `value` (read from the store by
+    /// the caller). Refused when it is not a HOT_REPORT, its tenant is unknown or its tag is not
+    /// the tenant's secret. An item already cached anywhere on the path is not cached again:
+    /// `Ok(None)` (the report is absorbed).
+    pub fn on_hot_report(
+        &mut self,
+        rts: Switches,
+        report: &MadMessage,
+        value: &[u8],
+    ) -> Result<Option<Placement>, CtlError> {
+        if !matches!(report.body, MadBody::HotReport { .. }) {
+            return Err(CtlError::NotAReport(report.body.op()));
+        }
+        let t = self
+            .tenants
+            .get(&report.tenant)
+            .ok_or(CtlError::UnknownTenant(report.tenant))?;
+        if t.secret != report.tag {
+            return Err(CtlError::ForgedTag(report.tenant));
+        }
+        if self.items.contains_key(&(report.tenant, report.key)) {
+            return Ok(None);
+        }
+        self.insert(rts, report.tenant, report.key, value).map(Some)
     }
 
     /// The tenant's secret and hot threshold (for the clients and tests).

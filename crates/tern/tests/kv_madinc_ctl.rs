@@ -9,7 +9,7 @@ use tern_dataplane::switch::{Switch, SwitchOptions};
 use tern_kv::madinc::{MadBody, MadMessage, SOURCE_SWITCH};
 use tern_kv::madinc_ctl::{Controller, CtlError, Placement, Policy, TenantSpec};
 use tern_kv::protocol::Key;
-use tern_runtime::{MatchParam, OutputPacket, PacketPath, Runtime};
+use tern_runtime::{MatchParam, MirroringSession, OutputPacket, PacketPath, Runtime};
 
 const CLIENT_IP: [u8; 4] = [10, 77, 1, 1];
 const STORE_IP: [u8; 4] = [10, 77, 2, 1];
@@ -62,14 +62,17 @@ fn rts(sws: &mut [Switch]) -> Vec<&mut dyn Runtime> {
 
 /// A READ_REQUEST frame from the client to the store.
 fn read(tenant: u16, tag: u32, key: Key) -> Vec<u8> {
-    let payload = MadMessage {
+    frame(&MadMessage {
         tenant,
         tag,
         key,
         body: MadBody::ReadRequest,
-    }
-    .encode()
-    .unwrap();
+    })
+}
+
+/// A MADINC message in a UDP frame from the client to the store.
+fn frame(m: &MadMessage) -> Vec<u8> {
+    let payload = m.encode().unwrap();
     let mut f = vec![2, 0x77, 0, 0, 0, 2, 2, 0x77, 0, 0, 0, 1, 8, 0];
     let total = 28 + payload.len() as u16;
     f.extend_from_slice(&[0x45, 0]);
@@ -322,5 +325,100 @@ fn two_tenants_caching_the_same_key_each_read_their_own() {
     assert_eq!(
         ask(&mut sws[0], 2, 0x2, k),
         Ok(Some(b"tenant two".to_vec()))
+    );
+}
+
+/// End to end: a switch's HOT_REPORT (cloned to the controller's port) decodes with the Rust
+/// decoder, the controller admits the item once (a second report, or one with a forged tag,
+/// adds nothing), the next read is a hit, a write invalidates the copy and a refresh restores it.
+#[test]
+fn hot_reports_admit_items_once_and_writes_invalidate_them() {
+    let mut sws = switches(2);
+    for (i, sw) in sws.iter_mut().enumerate() {
+        sw.mirroring_session_add(
+            250,
+            MirroringSession {
+                port: Some(3),
+                mgid: None,
+            },
+        )
+        .unwrap();
+        sw.mt_set_default_action(
+            "MadIngress.mad_params",
+            "MadIngress.set_switch",
+            &[(i as u16 + 10).to_be_bytes().to_vec()],
+        )
+        .unwrap();
+    }
+    let mut c = Controller::new(&[PAGES; 2]);
+    c.add_tenant(
+        &mut rts(&mut sws),
+        spec(1, 0x5ec, 2, 2, 2, Policy::EvenSplit),
+    )
+    .unwrap();
+    let k = Key::from_id(99);
+    // Two uncached reads through switch 1: the second is reported to port 3 as well.
+    let mut reports = Vec::new();
+    for _ in 0..3 {
+        let mut out: Vec<OutputPacket> = Vec::new();
+        sws[1].process_packet(1, &read(1, 0x5ec, k), &mut out);
+        assert!(
+            out.iter().any(|o| o.port == 2),
+            "the read goes on to the store"
+        );
+        reports.extend(out.into_iter().filter(|o| o.port == 3));
+    }
+    assert_eq!(reports.len(), 1, "reported once");
+    let report = MadMessage::decode(&reports[0].data[42..]).unwrap();
+    assert_eq!(
+        report,
+        MadMessage {
+            tenant: 1,
+            tag: 0x5ec,
+            key: k,
+            body: MadBody::HotReport {
+                switch: 11,
+                frequency: 2
+            }
+        }
+    );
+    let mut forged = report.clone();
+    forged.tag = 0x5ed;
+    assert_eq!(
+        c.on_hot_report(&mut rts(&mut sws), &forged, b"x"),
+        Err(CtlError::ForgedTag(1))
+    );
+    let p = c
+        .on_hot_report(&mut rts(&mut sws), &report, b"hot value")
+        .unwrap()
+        .expect("admitted");
+    assert_eq!(
+        c.on_hot_report(&mut rts(&mut sws), &report, b"hot value"),
+        Ok(None),
+        "no second copy"
+    );
+    assert_eq!(c.items(), 1);
+    let hits: Vec<usize> = (0..2)
+        .filter(|&s| ask(&mut sws[s], 1, 0x5ec, k).unwrap().is_some())
+        .collect();
+    assert_eq!(hits, vec![p.switch]);
+    // Write-through: the write passes on to the store and invalidates the copy.
+    let w = frame(&MadMessage {
+        tenant: 1,
+        tag: 0x5ec,
+        key: k,
+        body: MadBody::WriteRequest {
+            value: b"newer".to_vec(),
+        },
+    });
+    let mut out: Vec<OutputPacket> = Vec::new();
+    sws[p.switch].process_packet(1, &w, &mut out);
+    assert_eq!(out.len(), 1);
+    assert_eq!((out[0].port, &out[0].data), (2, &w));
+    assert_eq!(ask(&mut sws[p.switch], 1, 0x5ec, k), Ok(None));
+    assert!(c.refresh(&mut rts(&mut sws), 1, k, b"newer").unwrap());
+    assert_eq!(
+        ask(&mut sws[p.switch], 1, 0x5ec, k),
+        Ok(Some(b"newer".to_vec()))
     );
 }
