@@ -23,7 +23,7 @@ pub enum Policy {
     NearClient,
     /// Fill the switch nearest the store first.
     NearStore,
-    /// One page per switch in turn.
+    /// One page per switch in turn, starting at the switch with the most free pages.
     EvenSplit,
 }
 
@@ -212,8 +212,15 @@ pub fn plan(policy: Policy, free: &[u32], n: u32) -> Option<Vec<usize>> {
     let mut left = free.to_vec();
     let mut out = Vec::with_capacity(n as usize);
     let order: Vec<usize> = match policy {
-        Policy::NearClient | Policy::EvenSplit => (0..free.len()).collect(),
+        Policy::NearClient => (0..free.len()).collect(),
         Policy::NearStore => (0..free.len()).rev().collect(),
+        Policy::EvenSplit => {
+            // Start at the switch with the most free pages (nearest the clients on a tie), so
+            // one-page tenants spread over the path too.
+            let most = free.iter().copied().max().unwrap_or(0);
+            let first = free.iter().position(|&f| f == most).unwrap_or(0);
+            (0..free.len()).map(|i| (first + i) % free.len()).collect()
+        }
     };
     match policy {
         Policy::NearClient | Policy::NearStore => {
@@ -604,8 +611,13 @@ mod tests {
         );
         assert_eq!(
             plan(Policy::EvenSplit, &[1, 3, 3], 5),
-            Some(vec![0, 1, 2, 1, 2])
+            Some(vec![1, 2, 0, 1, 2])
         );
+        assert_eq!(
+            plan(Policy::EvenSplit, &[4, 4, 4], 4),
+            Some(vec![0, 1, 2, 0])
+        );
+        assert_eq!(plan(Policy::EvenSplit, &[3, 4, 4], 1), Some(vec![1]));
         assert_eq!(plan(Policy::EvenSplit, &[1, 1, 1], 4), None);
         assert_eq!(plan(Policy::NearClient, &[0, 0], 0), Some(vec![]));
     }

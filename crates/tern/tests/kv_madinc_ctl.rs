@@ -422,3 +422,35 @@ fn hot_reports_admit_items_once_and_writes_invalidate_them() {
         Ok(Some(b"newer".to_vec()))
     );
 }
+
+/// 150 tenants at once (ids above 255, past the thesis's 1-byte id), one page each spread over
+/// three switches, all caching the same key: each reads its own value on its own switch, and
+/// no tenant's packet with another tenant's id passes.
+#[test]
+fn a_hundred_and_fifty_tenants_share_three_switches() {
+    let mut sws = switches(3);
+    let mut c = Controller::new(&[64; 3]);
+    let k = Key::from_id(1);
+    let tenants: Vec<u16> = (0..150).map(|i| 1000 + i * 7).collect();
+    let secret = |t: u16| 0x9e37_79b9u32.wrapping_mul(t as u32 + 1);
+    for &t in &tenants {
+        c.add_tenant(
+            &mut rts(&mut sws),
+            spec(t, secret(t), 2, 1, 1, Policy::EvenSplit),
+        )
+        .unwrap();
+        c.insert(&mut rts(&mut sws), t, k, format!("value of {t}").as_bytes())
+            .unwrap();
+    }
+    assert_eq!(c.free_pages(), vec![14; 3]);
+    for (i, &t) in tenants.iter().enumerate() {
+        let p = c.placement(t, k).unwrap();
+        assert_eq!(p.switch, i % 3);
+        assert_eq!(
+            ask(&mut sws[p.switch], t, secret(t), k),
+            Ok(Some(format!("value of {t}").into_bytes()))
+        );
+        let other = tenants[(i + 1) % tenants.len()];
+        assert_eq!(ask(&mut sws[p.switch], t, secret(other), k), Err(()));
+    }
+}
