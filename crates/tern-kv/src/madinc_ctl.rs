@@ -587,6 +587,20 @@ impl Controller {
         self.insert(rts, report.tenant, report.key, value).map(Some)
     }
 
+    /// Clears every switch's count-min sketch and Bloom filter (the start of a new detection
+    /// period: an item still hot is reported again).
+    pub fn reset_sketches(&mut self, rts: Switches) -> Result<(), CtlError> {
+        self.check_path(rts)?;
+        for (i, rt) in rts.iter_mut().enumerate() {
+            for r in [
+                "cm1_reg", "cm2_reg", "cm3_reg", "cm4_reg", "bf1_reg", "bf2_reg", "bf3_reg",
+            ] {
+                rt.register_reset(&format!("{P}{r}")).map_err(rt_err(i))?;
+            }
+        }
+        Ok(())
+    }
+
     /// The tenant's secret and hot threshold (for the clients and tests).
     pub fn tenant_secret(&self, tenant: u16) -> Option<(u32, u16)> {
         self.tenants

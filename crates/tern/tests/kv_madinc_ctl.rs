@@ -369,6 +369,15 @@ fn hot_reports_admit_items_once_and_writes_invalidate_them() {
         reports.extend(out.into_iter().filter(|o| o.port == 3));
     }
     assert_eq!(reports.len(), 1, "reported once");
+    // A new detection period: the item, still hot, is reported once more.
+    c.reset_sketches(&mut rts(&mut sws)).unwrap();
+    let mut again = 0;
+    for _ in 0..3 {
+        let mut out: Vec<OutputPacket> = Vec::new();
+        sws[1].process_packet(1, &read(1, 0x5ec, k), &mut out);
+        again += out.iter().filter(|o| o.port == 3).count();
+    }
+    assert_eq!(again, 1);
     let report = MadMessage::decode(&reports[0].data[42..]).unwrap();
     assert_eq!(
         report,
