@@ -11,11 +11,16 @@
 //! * [`switchos`]: the caches' control plane (admission, eviction, snapshots) on the runtime
 //!   interface.
 //! * [`rotation`]: FarReach's server rotation (N emulated servers on two physical ones).
+//! * [`madinc`]: MADINC's multitenant cache ops (tenant id + secret tag) on the same wire.
+//! * [`madinc_ctl`]: MADINC's control plane (tenants, pages, policies, quotas) on the runtime
+//!   interface.
 //! * [`rng`]: the deterministic PRNG used by workloads and tests.
 
 pub mod bench;
 pub mod client;
 pub mod history;
+pub mod madinc;
+pub mod madinc_ctl;
 pub mod protocol;
 pub mod rng;
 pub mod rotation;
