@@ -1166,6 +1166,14 @@ impl Switch {
         }
     }
 
+    /// Keep one transmitted frame's buffer for reuse (as [`Switch::recycle_outputs`] does for
+    /// a whole batch): for callers that hand frames on one by one (tern-virt's links).
+    pub fn recycle_buffer(&mut self, data: Vec<u8>) {
+        if self.spare.len() < MAX_SPARE {
+            self.spare.push(data);
+        }
+    }
+
     /// Drop the digests generated so far without handing them out (keeps the queue's memory):
     /// for a caller with no digest listener, so that the queue does not grow with every packet
     /// of a program that learns (e.g. `tern bench`).
