@@ -29,7 +29,7 @@ use std::fmt;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use tern_dataplane::{Switch, SwitchOptions};
+use tern_dataplane::{CompiledProgram, Switch, SwitchOptions};
 use tern_runtime::{Digest, OutputPacket, PacketPath, Port, Runtime, RuntimeError, TableError};
 
 pub use runtime::DeviceRuntime;
@@ -196,6 +196,10 @@ pub struct Quotas {
     /// Packet instances (the input, clones, replicas, resubmits, recirculations) one arriving
     /// packet may spawn inside the device.
     pub max_passes: usize,
+    /// Bytes of register memory over all the program's register arrays (cells of
+    /// `ceil(bitwidth / 8)` bytes), checked when the program is loaded, before any of it is
+    /// allocated (`None` = no limit).
+    pub max_register_bytes: Option<u64>,
 }
 
 impl Default for Quotas {
@@ -203,8 +207,18 @@ impl Default for Quotas {
         Quotas {
             max_entries: None,
             max_passes: 10_000,
+            max_register_bytes: None,
         }
     }
+}
+
+/// Register memory a program's register arrays take (what [`Quotas::max_register_bytes`]
+/// limits).
+pub fn register_bytes(p: &tern_model::Program) -> u64 {
+    p.register_arrays
+        .iter()
+        .map(|r| u64::from(r.size) * u64::from(r.bitwidth.div_ceil(8).max(1)))
+        .sum()
 }
 
 /// Per-device counters.
@@ -413,6 +427,8 @@ pub struct VirtSwitch {
     /// compiled to an array by physical port (the design's "form 1").
     by_port: Option<PortTable>,
     snapshots: HashMap<String, Topology>,
+    /// Compiled programs shared by the devices running them (see `build_switch`).
+    programs: Vec<CompiledProgram>,
     max_hops: u32,
     stats: VirtStats,
     // Scratch, reused across packets.
@@ -450,6 +466,7 @@ impl VirtSwitch {
             order: Vec::new(),
             by_port: None,
             snapshots: HashMap::new(),
+            programs: Vec::new(),
             max_hops: DEFAULT_MAX_HOPS,
             stats: VirtStats::default(),
             queue: VecDeque::new(),
@@ -472,16 +489,44 @@ impl VirtSwitch {
         self.max_hops = hops;
     }
 
-    fn build_switch(id: DeviceId, spec: &DeviceSpec) -> Result<Switch, VirtError> {
+    /// A device's switch: the compiled program is shared with every device running the same
+    /// JSON (compiled once, kept while a device uses it); the state is the device's own.
+    fn build_switch(&mut self, id: DeviceId, spec: &DeviceSpec) -> Result<Switch, VirtError> {
         let opts = SwitchOptions {
             device_id: id as u64,
             max_instances_per_packet: spec.quotas.max_passes.max(1),
             ..SwitchOptions::default()
         };
-        Switch::from_json(&spec.json, opts).map_err(|e| VirtError::Program {
+        let err = |e: tern_dataplane::SwitchError| VirtError::Program {
             device: id,
             message: e.to_string(),
-        })
+        };
+        self.programs.retain(|p| p.holders() > 1);
+        let cp = match self.programs.iter().find(|p| p.json() == spec.json) {
+            Some(p) => p.clone(),
+            None => {
+                let cp = CompiledProgram::compile(&spec.json, &opts).map_err(err)?;
+                self.programs.push(cp.clone());
+                cp
+            }
+        };
+        if let Some(max) = spec.quotas.max_register_bytes {
+            let n = register_bytes(cp.program());
+            if n > max {
+                return Err(VirtError::Program {
+                    device: id,
+                    message: format!(
+                        "the program's registers take {n} bytes, over the quota of {max}"
+                    ),
+                });
+            }
+        }
+        Switch::from_program(&cp, opts).map_err(err)
+    }
+
+    /// How many distinct compiled programs the devices share (one per distinct JSON).
+    pub fn compiled_programs(&self) -> usize {
+        self.programs.iter().filter(|p| p.holders() > 1).count()
     }
 
     /// Load a new device. It receives packets once rules or links point at it.
@@ -489,7 +534,7 @@ impl VirtSwitch {
         if self.devices.contains_key(&id) {
             return Err(VirtError::DeviceExists(id));
         }
-        let switch = Self::build_switch(id, &spec)?;
+        let switch = self.build_switch(id, &spec)?;
         let tables = table_names(&switch);
         let mut dev = Device {
             id,
@@ -558,8 +603,11 @@ impl VirtSwitch {
         id: DeviceId,
         spec: DeviceSpec,
     ) -> Result<CarryReport, VirtError> {
-        let old = self.devices.get(&id).ok_or(VirtError::NoSuchDevice(id))?;
-        let mut switch = Self::build_switch(id, &spec)?;
+        if !self.devices.contains_key(&id) {
+            return Err(VirtError::NoSuchDevice(id));
+        }
+        let mut switch = self.build_switch(id, &spec)?;
+        let old = &self.devices[&id];
         let report = carry_entries(&old.switch, &mut switch, spec.quotas.max_entries);
         let tables = table_names(&switch);
         let dev = self.devices.get_mut(&id).expect("checked above");
