@@ -21,6 +21,7 @@
 //! Everything runs on the caller's thread: a `VirtSwitch` is driven like a `Switch`.
 
 pub mod config;
+mod forward;
 mod runtime;
 mod shared;
 
