@@ -21,6 +21,7 @@
 //! Everything runs on the caller's thread: a `VirtSwitch` is driven like a `Switch`.
 
 pub mod config;
+mod fair;
 mod forward;
 mod runtime;
 mod shared;
@@ -33,6 +34,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use tern_dataplane::{CompiledProgram, Switch, SwitchOptions};
 use tern_runtime::{Digest, OutputPacket, PacketPath, Port, Runtime, RuntimeError, TableError};
 
+pub use fair::{FairScheduler, FairStats};
 pub use runtime::DeviceRuntime;
 pub use shared::SharedDevice;
 
