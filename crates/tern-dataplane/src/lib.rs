@@ -29,4 +29,4 @@ pub mod workers;
 /// The hash algorithms (re-exported from `tern-hash`).
 pub use tern_hash as hash;
 
-pub use switch::{NativeSummary, Switch, SwitchError, SwitchOptions};
+pub use switch::{CompiledProgram, NativeSummary, Switch, SwitchError, SwitchOptions};

@@ -4,6 +4,7 @@
 
 use crate::bcache::Invalidate;
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use crate::compile::{CompileError, Engine, FlElem, Std};
@@ -127,12 +128,58 @@ pub enum SwitchError {
     Compile(#[from] CompileError),
 }
 
+/// An immutable compiled program (the engine, with its native code, and its JSON), shareable
+/// between devices: N switches built from one `CompiledProgram` ([`Switch::from_program`])
+/// hold one copy of the program and each its own state. Cloning is a reference count.
+#[derive(Clone, Debug)]
+pub struct CompiledProgram {
+    engine: Arc<Engine>,
+    json: Arc<str>,
+}
+
+impl CompiledProgram {
+    /// Load and compile a BMv2 JSON (the same checks as [`Switch::from_json`]). Of `opts`
+    /// only `drop_port` shapes the program.
+    pub fn compile(json: &str, opts: &SwitchOptions) -> Result<CompiledProgram, SwitchError> {
+        let prog = tern_model::load(json)?;
+        if let Some(f) = prog.missing_required_field() {
+            return Err(SwitchError::MissingField(f.to_string()));
+        }
+        let mut engine = Engine::compile(prog)?;
+        engine.drop_port = opts.drop_port;
+        Ok(CompiledProgram {
+            engine: Arc::new(engine),
+            json: json.into(),
+        })
+    }
+
+    /// The program model.
+    pub fn program(&self) -> &tern_model::Program {
+        &self.engine.prog
+    }
+
+    /// The BMv2 JSON it was compiled from.
+    pub fn json(&self) -> &str {
+        &self.json
+    }
+
+    /// The drop port it was compiled for.
+    pub fn drop_port(&self) -> u32 {
+        self.engine.drop_port
+    }
+
+    /// How many switches (and other holders) share this compiled copy.
+    pub fn holders(&self) -> usize {
+        Arc::strong_count(&self.engine)
+    }
+}
+
 /// A loaded program with its state.
 #[derive(Debug)]
 struct Instance {
-    engine: Engine,
+    engine: Arc<Engine>,
     state: State,
-    json: String,
+    json: Arc<str>,
     /// Const-entry tables.
     immutable: Vec<bool>,
 }
@@ -165,12 +212,25 @@ fn norm_data(widths: &[u32], data: &[Vec<u8>]) -> Result<Vec<Vec<u8>>, TableErro
 
 impl Instance {
     fn new(json: &str, opts: &SwitchOptions) -> Result<Instance, SwitchError> {
-        let prog = tern_model::load(json)?;
-        if let Some(f) = prog.missing_required_field() {
-            return Err(SwitchError::MissingField(f.to_string()));
+        Instance::from_program(&CompiledProgram::compile(json, opts)?, opts)
+    }
+
+    /// The engine to change (CRC parameters, Toeplitz keys, test switches): a shared engine is
+    /// always as compiled (changes privatize first), so a private copy is compiled again from
+    /// its program model before the change; other switches keep the shared one.
+    fn engine_mut(&mut self) -> &mut Engine {
+        if Arc::get_mut(&mut self.engine).is_none() {
+            let mut e = Engine::compile(self.engine.prog.clone())
+                .expect("a program that compiled once compiles again");
+            e.drop_port = self.engine.drop_port;
+            self.engine = Arc::new(e);
         }
-        let mut engine = Engine::compile(prog)?;
-        engine.drop_port = opts.drop_port;
+        Arc::get_mut(&mut self.engine).expect("private after the copy")
+    }
+
+    /// Fresh state for a compiled program (the program itself is shared).
+    fn from_program(cp: &CompiledProgram, opts: &SwitchOptions) -> Result<Instance, SwitchError> {
+        let engine = cp.engine.clone();
         let p = &engine.prog;
         let mut state = State {
             tables: engine
@@ -204,7 +264,7 @@ impl Instance {
         let mut inst = Instance {
             engine,
             state,
-            json: json.to_string(),
+            json: cp.json.clone(),
             immutable: Vec::new(),
         };
         inst.immutable = inst
@@ -566,7 +626,14 @@ impl Switch {
     /// decisions; the error's `Display` is BMv2's message, prefixed by the JSON path for
     /// loader errors).
     pub fn from_json(json: &str, opts: SwitchOptions) -> Result<Switch, SwitchError> {
-        let live = Instance::new(json, &opts)?;
+        Switch::from_program(&CompiledProgram::compile(json, &opts)?, opts)
+    }
+
+    /// A switch running a compiled program that other switches may share: only the state
+    /// (tables, externs, PRE, mirroring, ...) is this switch's own. The program's drop port
+    /// wins over `opts.drop_port`.
+    pub fn from_program(cp: &CompiledProgram, opts: SwitchOptions) -> Result<Switch, SwitchError> {
+        let live = Instance::from_program(cp, &opts)?;
         let bcache = opts
             .bcache
             .clone()
@@ -656,14 +723,14 @@ impl Switch {
     /// Drop the checksum plan so every checksum takes the generic path (field packing): for
     /// differential tests of the two paths. The next program loaded plans again.
     pub fn use_generic_checksums(&mut self) {
-        self.live.engine.csum_plan = None;
+        self.live.engine_mut().csum_plan = None;
     }
 
     /// Drop the running program's native code ([`crate::jit`]) so every stage is interpreted:
     /// for differential tests of the two paths in one process (`TERN_NO_JIT=1` does the same
     /// for a whole run). The next program loaded compiles again.
     pub fn use_interpreter(&mut self) {
-        self.live.engine.jit = None;
+        self.live.engine_mut().jit = None;
     }
 
     /// What of the running program runs as native code, and why the rest does not.
@@ -1203,6 +1270,14 @@ impl Switch {
         }
     }
 
+    /// Keep one transmitted frame's buffer for reuse (as [`Switch::recycle_outputs`] does for
+    /// a whole batch): for callers that hand frames on one by one (tern-virt's links).
+    pub fn recycle_buffer(&mut self, data: Vec<u8>) {
+        if self.spare.len() < MAX_SPARE {
+            self.spare.push(data);
+        }
+    }
+
     /// Drop the digests generated so far without handing them out (keeps the queue's memory):
     /// for a caller with no digest listener, so that the queue does not grow with every packet
     /// of a program that learns (e.g. `tern bench`).
@@ -1298,7 +1373,7 @@ impl PacketPath for Switch {
 
 impl Runtime for Switch {
     fn get_config(&self) -> String {
-        self.live.json.clone()
+        self.live.json.to_string()
     }
 
     fn get_config_md5(&self) -> [u8; 16] {
@@ -1338,6 +1413,7 @@ impl Runtime for Switch {
     }
 
     fn reset_state(&mut self) {
+        // A fresh engine too: CRC parameters and Toeplitz keys go back to the program's.
         let json = self.live.json.clone();
         if let Ok(inst) = Instance::new(&json, &self.opts) {
             self.live = inst;
@@ -2140,7 +2216,7 @@ impl Runtime for Switch {
             .iter()
             .position(|c| c.name == calc)
         {
-            i.engine.calcs[ci].algo = Algo::Toeplitz(key.to_vec());
+            i.engine_mut().calcs[ci].algo = Algo::Toeplitz(key.to_vec());
         }
         Ok(())
     }
@@ -2305,7 +2381,7 @@ impl Switch {
             return Err(CrcError::WRONG_TYPE_CALCULATION.into());
         }
         let mask = if width == 32 { u32::MAX } else { 0xffff };
-        i.engine.calcs[ci].algo = Algo::Crc {
+        i.engine_mut().calcs[ci].algo = Algo::Crc {
             width,
             poly: (c.polynomial & mask) as u64,
             init: (c.initial_remainder & mask) as u64,

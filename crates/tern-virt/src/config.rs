@@ -7,7 +7,7 @@
 //!   "max_hops": 8,
 //!   "devices": [
 //!     { "id": 1, "program": "firewall.p4", "owner": "alice",
-//!       "quotas": { "max_entries": 100, "max_passes": 64 },
+//!       "quotas": { "max_entries": 100, "max_passes": 64, "max_register_bytes": 65536 },
 //!       "commands": "firewall.txt", "thrift_port": 9091,
 //!       "ports": { "1": "phys:1", "2": "link:2:1", "3": "cpu", "4": "drop" } }
 //!   ],
@@ -349,10 +349,14 @@ impl Config {
             let mut quotas = Quotas::default();
             if let Some(q) = dobj.get("quotas") {
                 let qp = format!("{place}.quotas");
-                let qo = cx.obj(q, &qp, &["max_entries", "max_passes"])?;
+                let qo = cx.obj(q, &qp, &["max_entries", "max_passes", "max_register_bytes"])?;
                 if let Some(v) = qo.get("max_entries") {
                     quotas.max_entries =
                         Some(cx.uint(v, &format!("{qp}.max_entries"), u64::MAX)?);
+                }
+                if let Some(v) = qo.get("max_register_bytes") {
+                    quotas.max_register_bytes =
+                        Some(cx.uint(v, &format!("{qp}.max_register_bytes"), u64::MAX)?);
                 }
                 if let Some(v) = qo.get("max_passes") {
                     let n = cx.uint(v, &format!("{qp}.max_passes"), 1_000_000)?;

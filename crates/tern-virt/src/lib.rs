@@ -21,6 +21,8 @@
 //! Everything runs on the caller's thread: a `VirtSwitch` is driven like a `Switch`.
 
 pub mod config;
+mod fair;
+mod forward;
 mod runtime;
 mod shared;
 
@@ -29,9 +31,10 @@ use std::fmt;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use tern_dataplane::{Switch, SwitchOptions};
+use tern_dataplane::{CompiledProgram, Switch, SwitchOptions};
 use tern_runtime::{Digest, OutputPacket, PacketPath, Port, Runtime, RuntimeError, TableError};
 
+pub use fair::{FairScheduler, FairStats};
 pub use runtime::DeviceRuntime;
 pub use shared::SharedDevice;
 
@@ -196,6 +199,10 @@ pub struct Quotas {
     /// Packet instances (the input, clones, replicas, resubmits, recirculations) one arriving
     /// packet may spawn inside the device.
     pub max_passes: usize,
+    /// Bytes of register memory over all the program's register arrays (cells of
+    /// `ceil(bitwidth / 8)` bytes), checked when the program is loaded, before any of it is
+    /// allocated (`None` = no limit).
+    pub max_register_bytes: Option<u64>,
 }
 
 impl Default for Quotas {
@@ -203,8 +210,18 @@ impl Default for Quotas {
         Quotas {
             max_entries: None,
             max_passes: 10_000,
+            max_register_bytes: None,
         }
     }
+}
+
+/// Register memory a program's register arrays take (what [`Quotas::max_register_bytes`]
+/// limits).
+pub fn register_bytes(p: &tern_model::Program) -> u64 {
+    p.register_arrays
+        .iter()
+        .map(|r| u64::from(r.size) * u64::from(r.bitwidth.div_ceil(8).max(1)))
+        .sum()
 }
 
 /// Per-device counters.
@@ -344,8 +361,47 @@ pub struct DeviceSpec {
 /// The classifier as an array by physical port: the winning (device, virtual port) per port,
 /// and the catch-all winner for ports beyond the array.
 struct PortTable {
-    ports: Vec<Option<(DeviceId, Option<Port>)>>,
-    default: Option<(DeviceId, Option<Port>)>,
+    ports: Vec<Option<Hit>>,
+    default: Option<Hit>,
+}
+
+/// A classifier result in [`PortTable`]: the device and its virtual ingress port
+/// ([`SAME_PORT`] = the physical port's number).
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Hit {
+    device: DeviceId,
+    vport: Port,
+}
+
+/// [`Hit::vport`] when the virtual port is the physical port's number (virtual ports are at
+/// most [`MAX_VPORT`]).
+const SAME_PORT: Port = Port::MAX;
+
+impl Hit {
+    fn new(device: DeviceId, vport: Option<Port>) -> Hit {
+        Hit {
+            device,
+            vport: vport.unwrap_or(SAME_PORT),
+        }
+    }
+}
+
+impl PortTable {
+    #[inline(always)]
+    fn get(&self, port: Port) -> Option<(DeviceId, Port)> {
+        let hit = match self.ports.get(port as usize) {
+            Some(h) => h.as_ref(),
+            None => self.default.as_ref(),
+        }?;
+        Some((
+            hit.device,
+            if hit.vport == SAME_PORT {
+                port
+            } else {
+                hit.vport
+            },
+        ))
+    }
 }
 
 /// What a device runs: one packet on a virtual port, or a whole batch (ports = virtual ports).
@@ -374,15 +430,18 @@ pub struct VirtSwitch {
     /// compiled to an array by physical port (the design's "form 1").
     by_port: Option<PortTable>,
     snapshots: HashMap<String, Topology>,
+    /// Compiled programs shared by the devices running them (see `build_switch`).
+    programs: Vec<CompiledProgram>,
     max_hops: u32,
     stats: VirtStats,
     // Scratch, reused across packets.
     queue: VecDeque<Work>,
-    dev_out: Vec<OutputPacket>,
     recycle: Vec<OutputPacket>,
-    /// The producing device of each frame appended to the caller's `out` since the last
-    /// [`VirtSwitch::recycle_outputs`], so that every buffer goes back where it came from.
-    origins: Vec<DeviceId>,
+    /// The producing devices of the frames appended to the caller's `out` since the last
+    /// [`VirtSwitch::recycle_outputs`], as runs (device, frames), so that every buffer goes
+    /// back where it came from; `origin_total` frames in all.
+    origins: Vec<(DeviceId, u32)>,
+    origin_total: usize,
 }
 
 impl Default for VirtSwitch {
@@ -410,12 +469,13 @@ impl VirtSwitch {
             order: Vec::new(),
             by_port: None,
             snapshots: HashMap::new(),
+            programs: Vec::new(),
             max_hops: DEFAULT_MAX_HOPS,
             stats: VirtStats::default(),
             queue: VecDeque::new(),
-            dev_out: Vec::new(),
             recycle: Vec::new(),
             origins: Vec::new(),
+            origin_total: 0,
         }
     }
 
@@ -432,16 +492,44 @@ impl VirtSwitch {
         self.max_hops = hops;
     }
 
-    fn build_switch(id: DeviceId, spec: &DeviceSpec) -> Result<Switch, VirtError> {
+    /// A device's switch: the compiled program is shared with every device running the same
+    /// JSON (compiled once, kept while a device uses it); the state is the device's own.
+    fn build_switch(&mut self, id: DeviceId, spec: &DeviceSpec) -> Result<Switch, VirtError> {
         let opts = SwitchOptions {
             device_id: id as u64,
             max_instances_per_packet: spec.quotas.max_passes.max(1),
             ..SwitchOptions::default()
         };
-        Switch::from_json(&spec.json, opts).map_err(|e| VirtError::Program {
+        let err = |e: tern_dataplane::SwitchError| VirtError::Program {
             device: id,
             message: e.to_string(),
-        })
+        };
+        self.programs.retain(|p| p.holders() > 1);
+        let cp = match self.programs.iter().find(|p| p.json() == spec.json) {
+            Some(p) => p.clone(),
+            None => {
+                let cp = CompiledProgram::compile(&spec.json, &opts).map_err(err)?;
+                self.programs.push(cp.clone());
+                cp
+            }
+        };
+        if let Some(max) = spec.quotas.max_register_bytes {
+            let n = register_bytes(cp.program());
+            if n > max {
+                return Err(VirtError::Program {
+                    device: id,
+                    message: format!(
+                        "the program's registers take {n} bytes, over the quota of {max}"
+                    ),
+                });
+            }
+        }
+        Switch::from_program(&cp, opts).map_err(err)
+    }
+
+    /// How many distinct compiled programs the devices share (one per distinct JSON).
+    pub fn compiled_programs(&self) -> usize {
+        self.programs.iter().filter(|p| p.holders() > 1).count()
     }
 
     /// Load a new device. It receives packets once rules or links point at it.
@@ -449,7 +537,7 @@ impl VirtSwitch {
         if self.devices.contains_key(&id) {
             return Err(VirtError::DeviceExists(id));
         }
-        let switch = Self::build_switch(id, &spec)?;
+        let switch = self.build_switch(id, &spec)?;
         let tables = table_names(&switch);
         let mut dev = Device {
             id,
@@ -518,8 +606,11 @@ impl VirtSwitch {
         id: DeviceId,
         spec: DeviceSpec,
     ) -> Result<CarryReport, VirtError> {
-        let old = self.devices.get(&id).ok_or(VirtError::NoSuchDevice(id))?;
-        let mut switch = Self::build_switch(id, &spec)?;
+        if !self.devices.contains_key(&id) {
+            return Err(VirtError::NoSuchDevice(id));
+        }
+        let mut switch = self.build_switch(id, &spec)?;
+        let old = &self.devices[&id];
         let report = carry_entries(&old.switch, &mut switch, spec.quotas.max_entries);
         let tables = table_names(&switch);
         let dev = self.devices.get_mut(&id).expect("checked above");
@@ -730,7 +821,7 @@ impl VirtSwitch {
         let winner = |p: Option<Port>| {
             self.order.iter().find_map(|&i| {
                 let r = &rules[i];
-                (r.port.is_none() || r.port == p).then_some((r.device, r.vport))
+                (r.port.is_none() || r.port == p).then_some(Hit::new(r.device, r.vport))
             })
         };
         Some(PortTable {
@@ -739,19 +830,16 @@ impl VirtSwitch {
                 rules[i]
                     .port
                     .is_none()
-                    .then_some((rules[i].device, rules[i].vport))
+                    .then_some(Hit::new(rules[i].device, rules[i].vport))
             }),
         })
     }
 
     /// (device, virtual ingress port) of a packet arriving on physical `port`.
+    #[inline]
     pub fn classify(&self, port: Port, pkt: &[u8]) -> Option<(DeviceId, Port)> {
         if let Some(t) = &self.by_port {
-            let hit = match t.ports.get(port as usize) {
-                Some(h) => *h,
-                None => t.default,
-            };
-            return hit.map(|(d, v)| (d, v.unwrap_or(port)));
+            return t.get(port);
         }
         self.order.iter().find_map(|&i| {
             let r = &self.topo.rules[i];
@@ -771,6 +859,10 @@ impl VirtSwitch {
     /// one call (outputs in the same order; like a native batch, one clock reading for all;
     /// a panic then drops the device's whole batch).
     pub fn process_batch(&mut self, pkts: &[(Port, &[u8])], out: &mut Vec<OutputPacket>) {
+        if let [(port, data)] = pkts {
+            self.process_one(*port, data, out);
+            return;
+        }
         if pkts.len() > 1 {
             if let Some(id) = self.batch_device(pkts) {
                 self.run_device(id, Input::Batch(pkts), 0, out);
@@ -786,63 +878,58 @@ impl VirtSwitch {
     fn batch_device(&self, pkts: &[(Port, &[u8])]) -> Option<DeviceId> {
         let (port, data) = pkts[0];
         let (id, vport) = self.classify(port, data)?;
-        let dev = self.devices.get(&id)?;
-        if vport != port || dev.has_links || dev.quarantine.is_some() || dev.fault_in.is_some() {
+        if vport != port {
             return None;
         }
-        pkts[1..]
-            .iter()
-            .all(|&(p, d)| self.classify(p, d) == Some((id, p)))
-            .then_some(id)
+        let same = match &self.by_port {
+            // Only a catch-all rule keeping port numbers: every packet goes to `id`.
+            Some(t) if t.ports.is_empty() => true,
+            Some(t) => pkts[1..].iter().all(|&(p, _)| t.get(p) == Some((id, p))),
+            None => pkts[1..]
+                .iter()
+                .all(|&(p, d)| self.classify(p, d) == Some((id, p))),
+        };
+        let dev = self.devices.get(&id)?;
+        (same && !dev.has_links && dev.quarantine.is_none() && dev.fault_in.is_none()).then_some(id)
     }
 
     /// Give transmitted frames back for reuse (empties `out`). Each buffer returns to the
     /// device that produced it when `out` holds exactly the frames [`VirtSwitch::process_batch`]
     /// appended since the last call; otherwise they go to one device.
     pub fn recycle_outputs(&mut self, out: &mut Vec<OutputPacket>) {
-        if out.len() == self.origins.len()
-            && self
-                .origins
-                .first()
-                .is_some_and(|f| self.origins.iter().all(|o| o == f))
-        {
+        let total = std::mem::take(&mut self.origin_total);
+        if out.len() == total && self.origins.len() == 1 {
             // The common case: every frame from one device, given back in place.
-            let id = self.origins[0];
+            let id = self.origins[0].0;
             self.origins.clear();
             match self.devices.get_mut(&id) {
                 Some(d) => d.switch.recycle_outputs(out),
                 None => out.clear(),
             }
-        } else if out.len() == self.origins.len() {
-            // Consecutive frames of one device go back in one call.
-            let mut origins = std::mem::take(&mut self.origins);
-            let mut cur: Option<DeviceId> = None;
-            for (o, id) in out.drain(..).zip(origins.drain(..)) {
-                if cur != Some(id) {
-                    self.give_back(cur);
-                    cur = Some(id);
+            return;
+        }
+        let runs = std::mem::take(&mut self.origins);
+        if out.len() == total {
+            // Each run of consecutive frames of one device goes back in one call.
+            let mut frames = out.drain(..);
+            for &(id, n) in &runs {
+                self.recycle.extend(frames.by_ref().take(n as usize));
+                match self.devices.get_mut(&id) {
+                    Some(d) => d.switch.recycle_outputs(&mut self.recycle),
+                    None => self.recycle.clear(),
                 }
-                self.recycle.push(o);
             }
-            self.give_back(cur);
-            self.origins = origins;
         } else {
-            self.origins.clear();
             match self.devices.values_mut().next() {
                 Some(d) => d.switch.recycle_outputs(out),
                 None => out.clear(),
             }
         }
+        self.origins = runs;
+        self.origins.clear();
     }
 
-    /// Hand the frames in `self.recycle` to device `id`'s buffer pool.
-    fn give_back(&mut self, id: Option<DeviceId>) {
-        match id.and_then(|id| self.devices.get_mut(&id)) {
-            Some(d) => d.switch.recycle_outputs(&mut self.recycle),
-            None => self.recycle.clear(),
-        }
-    }
-
+    #[inline]
     fn process_one(&mut self, port: Port, data: &[u8], out: &mut Vec<OutputPacket>) {
         let Some((dev, vport)) = self.classify(port, data) else {
             self.stats.unclassified += 1;
@@ -851,18 +938,17 @@ impl VirtSwitch {
         self.run_device(dev, Input::One(vport, data), 0, out);
         while let Some(w) = self.queue.pop_front() {
             self.run_device(w.device, Input::One(w.vport, &w.data), w.hops, out);
-            self.recycle.push(OutputPacket {
-                port: 0,
-                data: w.data,
-            });
+            // The frame's buffer goes back to the device that produced it.
             if let Some(d) = self.devices.get_mut(&w.from) {
-                d.switch.recycle_outputs(&mut self.recycle);
-            } else {
-                self.recycle.clear();
+                d.switch.recycle_buffer(w.data);
             }
         }
     }
 
+    /// Run one device on `input` (virtual ports) and map its outputs through its port map:
+    /// the switch appends straight to `out`, frames for physical ports are renumbered in
+    /// place, the others (links, CPU, drop) are taken out of `out` in the same pass.
+    #[inline]
     fn run_device(
         &mut self,
         id: DeviceId,
@@ -883,8 +969,7 @@ impl VirtSwitch {
             return;
         }
         dev.stats.packets_in += n;
-        let dev_out = &mut self.dev_out;
-        dev_out.clear();
+        let start = out.len();
         let fault = match dev.fault_in.as_mut() {
             Some(n) => {
                 *n -= 1;
@@ -898,8 +983,8 @@ impl VirtSwitch {
                 panic!("injected fault");
             }
             match input {
-                Input::One(vport, data) => sw.process_packet(vport, data, dev_out),
-                Input::Batch(pkts) => sw.process_batch(pkts, dev_out),
+                Input::One(vport, data) => sw.process_packet(vport, data, out),
+                Input::Batch(pkts) => sw.process_batch(pkts, out),
             }
         }));
         if let Err(e) = r {
@@ -911,46 +996,61 @@ impl VirtSwitch {
             dev.fault_in = None;
             dev.stats.panics += 1;
             dev.quarantine = Some(format!("panicked while processing a packet: {msg}"));
-            dev.switch.recycle_outputs(dev_out);
+            self.recycle.extend(out.drain(start..));
+            dev.switch.recycle_outputs(&mut self.recycle);
             return;
         }
-        for o in dev_out.drain(..) {
-            match dev.target(o.port) {
+        // Stable compaction: kept (physical) frames move down over the taken ones.
+        let mut keep = start;
+        for i in start..out.len() {
+            match dev.target(out[i].port) {
                 Target::Phys(p) => {
-                    dev.stats.to_phys += 1;
-                    out.push(OutputPacket {
-                        port: p,
-                        data: o.data,
-                    });
-                    self.origins.push(id);
-                }
-                Target::Link { device, vport } => {
-                    if hops >= self.max_hops {
-                        dev.stats.hop_cut += 1;
-                        self.recycle.push(o);
-                    } else {
-                        dev.stats.to_links += 1;
-                        self.queue.push_back(Work {
-                            from: id,
-                            device,
-                            vport,
-                            data: o.data,
-                            hops: hops + 1,
-                        });
+                    out[i].port = p;
+                    if keep != i {
+                        out.swap(keep, i);
                     }
+                    keep += 1;
                 }
-                Target::Cpu => {
-                    dev.stats.to_cpu += 1;
-                    dev.cpu.push((o.port, o.data));
-                }
-                Target::Drop => {
-                    dev.stats.dropped += 1;
-                    self.recycle.push(o);
+                target => {
+                    let vport = out[i].port;
+                    let data = std::mem::take(&mut out[i].data);
+                    match target {
+                        Target::Link { device, vport } if hops < self.max_hops => {
+                            dev.stats.to_links += 1;
+                            self.queue.push_back(Work {
+                                from: id,
+                                device,
+                                vport,
+                                data,
+                                hops: hops + 1,
+                            });
+                        }
+                        Target::Link { .. } => {
+                            dev.stats.hop_cut += 1;
+                            dev.switch.recycle_buffer(data);
+                        }
+                        Target::Cpu => {
+                            dev.stats.to_cpu += 1;
+                            dev.cpu.push((vport, data));
+                        }
+                        _ => {
+                            dev.stats.dropped += 1;
+                            dev.switch.recycle_buffer(data);
+                        }
+                    }
                 }
             }
         }
-        if !self.recycle.is_empty() {
-            dev.switch.recycle_outputs(&mut self.recycle);
+        // The taken frames' slots hold empty buffers: truncating frees nothing.
+        out.truncate(keep);
+        let sent = (keep - start) as u32;
+        if sent > 0 {
+            dev.stats.to_phys += u64::from(sent);
+            self.origin_total += sent as usize;
+            match self.origins.last_mut() {
+                Some((last, k)) if *last == id => *k += sent,
+                _ => self.origins.push((id, sent)),
+            }
         }
     }
 }

@@ -650,6 +650,7 @@ fn the_pass_quota_bounds_the_copies_of_one_packet() {
             quotas: Quotas {
                 max_entries: None,
                 max_passes: 2,
+                ..Quotas::default()
             },
             ..spec(&json)
         },
@@ -1095,6 +1096,7 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
             quotas: Quotas {
                 max_entries: None,
                 max_passes: 16,
+                ..Quotas::default()
             },
             ..spec(&looping)
         },
@@ -1106,6 +1108,7 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
             quotas: Quotas {
                 max_entries: None,
                 max_passes: 64,
+                ..Quotas::default()
             },
             ..spec(&looping)
         },

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Cost of a tern-virt slice and chain in exact instructions per packet (valgrind callgrind,
+# delta method: Ir(N2) - Ir(N1) over N2 - N1 packets, so loading, JIT compilation and entry
+# installation cancel out). Runs crates/tern-virt/examples/slice_cost.rs in each mode:
+#   native / slice          - basic.p4 with one /32 route, bare Switch vs inside a VirtSwitch
+#                             (catch-all rule, 1:1 port map), one packet per call;
+#   native32 / slice32      - the same in batches of 32;
+#   pair / chain            - firewall then router as two bare switches vs a chain over a link;
+# Usage (repository root): bench/virt_callgrind.sh
+#   X   the slice_cost binary (default target/release/examples/slice_cost, build it with
+#       `cargo build --release -p tern-virt --example slice_cost`)
+#   T   a tern binary for `tern compile` (default target/release/tern)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+X=${X:-target/release/examples/slice_cost}
+T=${T:-target/release/tern}
+N1=${N1:-1024}
+N2=${N2:-11264}
+MODES=${MODES:-"native slice native32 slice32 pair chain"}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+"$T" compile p4/tutorials/basic.p4 -o "$tmp/router.json" >/dev/null
+"$T" compile p4/virt/firewall.p4 -o "$tmp/fw.json" >/dev/null
+ir() { grep -E '^(summary|totals):' "$1" | head -1 | awk '{print $2}'; }
+for m in $MODES; do
+    mode=${m%32}
+    batch=1
+    [ "$mode" != "$m" ] && batch=32
+    for n in $N1 $N2; do
+        BATCH=$batch valgrind --tool=callgrind --callgrind-out-file="$tmp/$m.$n.cg" \
+            "$X" "$mode" "$n" "$tmp/router.json" "$tmp/fw.json" >/dev/null 2>&1
+    done
+    a=$(ir "$tmp/$m.$N1.cg")
+    b=$(ir "$tmp/$m.$N2.cg")
+    printf '%-10s %8d instructions/packet\n' "$m" $(( (b - a) / (N2 - N1) ))
+done

@@ -1,0 +1,355 @@
+//! Isolation between tenants (issue 17, "quotas and isolation"): the register-memory quota
+//! checked at load, a parser that loops, a multicast storm and a control-plane flood. In each
+//! case a victim device (basic.p4 with one /32 route) forwards every one of its packets
+//! correctly and its counters are exact, while the attacker is contained.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tern_runtime::{MatchParam, OutputPacket, Runtime, RuntimeError, TableError};
+use tern_virt::{
+    register_bytes, Caller, DeviceSpec, Quotas, Rule, SharedDevice, Target, VirtError, VirtSwitch,
+};
+
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../");
+const VICTIM: u32 = 1;
+const ATTACKER: u32 = 2;
+
+fn p4(src: &str) -> String {
+    tern_p4::compile_str(src, "attacker.p4", &tern_p4::Options::default())
+        .unwrap_or_else(|d| panic!("{d}"))
+        .json
+}
+
+fn basic() -> String {
+    tern_p4::compile_file(
+        std::path::Path::new(&format!("{ROOT}p4/tutorials/basic.p4")),
+        &tern_p4::Options::default(),
+    )
+    .unwrap()
+    .json
+}
+
+fn spec(json: &str, owner: &str, quotas: Quotas) -> DeviceSpec {
+    DeviceSpec {
+        json: json.to_string(),
+        owner: Some(owner.to_string()),
+        quotas,
+    }
+}
+
+/// A v1model program around `parser_body` and `ingress_body` (Ethernet only).
+fn program(parser_body: &str, ingress_decls: &str, ingress_body: &str) -> String {
+    format!(
+        r#"
+#include <core.p4>
+#include <v1model.p4>
+header eth_t {{ bit<48> dst; bit<48> src; bit<16> type; }}
+struct headers {{ eth_t eth; }}
+struct metadata {{ }}
+parser P(packet_in p, out headers h, inout metadata m, inout standard_metadata_t sm) {{
+    {parser_body}
+}}
+control V(inout headers h, inout metadata m) {{ apply {{ }} }}
+control I(inout headers h, inout metadata m, inout standard_metadata_t sm) {{
+    {ingress_decls}
+    apply {{ {ingress_body} }}
+}}
+control E(inout headers h, inout metadata m, inout standard_metadata_t sm) {{ apply {{ }} }}
+control C(inout headers h, inout metadata m) {{ apply {{ }} }}
+control D(packet_out p, in headers h) {{ apply {{ p.emit(h.eth); }} }}
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"#
+    )
+}
+
+/// The victim's packet: IPv4 10.0.1.1 → 10.0.2.2 in on port 1.
+fn victim_packet(seq: u16) -> Vec<u8> {
+    let mut p = vec![0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 1, 8, 0];
+    p.extend_from_slice(&[
+        0x45, 0, 0, 0x24, 0, 1, 0, 0, 0x40, 6, 0, 0, 10, 0, 1, 1, 10, 0, 2, 2,
+    ]);
+    p.extend_from_slice(&seq.to_be_bytes());
+    p.extend_from_slice(&[0x5a; 14]);
+    p
+}
+
+/// What basic.p4 makes of it: MACs rewritten, TTL decremented, checksum updated, port 2.
+fn victim_expected(seq: u16) -> Vec<u8> {
+    let mut native =
+        tern_dataplane::Switch::from_json(&basic(), tern_dataplane::SwitchOptions::default())
+            .unwrap();
+    victim_route(&mut native);
+    let mut out = Vec::new();
+    tern_runtime::PacketPath::process_packet(&mut native, 1, &victim_packet(seq), &mut out);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].port, 2);
+    out.remove(0).data
+}
+
+fn victim_route(rt: &mut dyn Runtime) {
+    rt.mt_add_entry(
+        "MyIngress.ipv4_lpm",
+        &[MatchParam::Lpm {
+            key: vec![10, 0, 2, 2],
+            prefix_len: 32,
+        }],
+        "MyIngress.ipv4_forward",
+        &[vec![8, 0, 0, 0, 2, 0x22], vec![0, 2]],
+        None,
+    )
+    .unwrap();
+}
+
+/// Victim on physical port 1 (out on 2), attacker on physical port 10 (virtual port 0).
+fn two_tenants(attacker_json: &str, attacker_quotas: Quotas) -> VirtSwitch {
+    let mut vs = VirtSwitch::new();
+    vs.add_device(VICTIM, spec(&basic(), "alice", Quotas::default()))
+        .unwrap();
+    vs.add_device(ATTACKER, spec(attacker_json, "mallory", attacker_quotas))
+        .unwrap();
+    victim_route(&mut vs.runtime(Caller::Tenant("alice"), VICTIM).unwrap());
+    let rule = |port, device, vport| Rule {
+        priority: 0,
+        port: Some(port),
+        vlan: None,
+        field: None,
+        device,
+        vport,
+    };
+    vs.add_rule(rule(1, VICTIM, None)).unwrap();
+    vs.add_rule(rule(10, ATTACKER, Some(0))).unwrap();
+    vs.map_port(VICTIM, 2, Target::Phys(2)).unwrap();
+    for vp in 0..512 {
+        vs.map_port(ATTACKER, vp, Target::Phys(100 + vp)).unwrap();
+    }
+    vs
+}
+
+fn attacker_frame() -> Vec<u8> {
+    let mut f = vec![0xff; 6];
+    f.extend_from_slice(&[0, 0, 0, 0, 0, 9, 0x88, 0xb5]);
+    f.extend_from_slice(&[0; 46]);
+    f
+}
+
+/// Interleave `n` victim packets with attacker frames; every victim packet must come out
+/// exactly as natively. Returns the attacker's frames out.
+fn interleave(vs: &mut VirtSwitch, n: u16) -> usize {
+    let mut attacker_out = 0;
+    let mut out: Vec<OutputPacket> = Vec::new();
+    let want = victim_expected(0);
+    for seq in 0..n {
+        let a = attacker_frame();
+        vs.process_batch(&[(10, &a)], &mut out);
+        attacker_out += out.len();
+        assert!(out.iter().all(|o| (100..612).contains(&o.port)));
+        vs.recycle_outputs(&mut out);
+        let v = victim_packet(seq);
+        vs.process_batch(&[(1, &v)], &mut out);
+        assert_eq!(out.len(), 1, "victim packet {seq}");
+        assert_eq!(out[0].port, 2);
+        let mut w = want.clone();
+        w[34..36].copy_from_slice(&seq.to_be_bytes());
+        assert_eq!(out[0].data, w, "victim packet {seq}");
+        vs.recycle_outputs(&mut out);
+    }
+    let s = vs.device_stats(Caller::Tenant("alice"), VICTIM).unwrap();
+    assert_eq!(
+        (s.packets_in, s.to_phys, s.dropped, s.panics),
+        (u64::from(n), u64::from(n), 0, 0)
+    );
+    attacker_out
+}
+
+#[test]
+fn register_memory_quota_is_checked_at_load() {
+    let json = p4(&program(
+        "state start { p.extract(h.eth); transition accept; }",
+        "register<bit<32>>(1024) r;",
+        "r.write(0, 1); sm.egress_spec = 1;",
+    ));
+    let model = tern_model::load(&json).unwrap();
+    assert_eq!(register_bytes(&model), 4096);
+    let quota = |bytes| Quotas {
+        max_register_bytes: Some(bytes),
+        ..Quotas::default()
+    };
+    let mut vs = VirtSwitch::new();
+    let e = vs
+        .add_device(ATTACKER, spec(&json, "mallory", quota(4095)))
+        .unwrap_err();
+    assert_eq!(
+        e,
+        VirtError::Program {
+            device: ATTACKER,
+            message: "the program's registers take 4096 bytes, over the quota of 4095".into()
+        }
+    );
+    assert!(vs.device_ids().is_empty());
+    vs.add_device(ATTACKER, spec(&json, "mallory", quota(4096)))
+        .unwrap();
+    // A replacement with more register memory than the quota is refused; the device keeps
+    // its program.
+    let big = p4(&program(
+        "state start { p.extract(h.eth); transition accept; }",
+        "register<bit<48>>(100000) r;",
+        "r.write(0, 1); sm.egress_spec = 1;",
+    ));
+    let e = vs
+        .replace_device(ATTACKER, spec(&big, "mallory", quota(4096)))
+        .unwrap_err();
+    assert!(e.to_string().contains("600000 bytes"), "{e}");
+    let rt = vs.runtime(Caller::Tenant("mallory"), ATTACKER).unwrap();
+    assert_eq!(rt.program().register_arrays[0].size, 1024);
+    // 16M cells of 64 bits (128 MiB) are refused before anything is allocated.
+    let huge = p4(&program(
+        "state start { p.extract(h.eth); transition accept; }",
+        "register<bit<64>>(16777216) r;",
+        "r.write(0, 1); sm.egress_spec = 1;",
+    ));
+    let e = vs
+        .add_device(3, spec(&huge, "mallory", quota(1 << 20)))
+        .unwrap_err();
+    assert!(e.to_string().contains("134217728 bytes"), "{e}");
+}
+
+#[test]
+fn a_parser_loop_is_contained() {
+    // The parser never reaches accept: it goes round one state until the engine's bound on
+    // parser states ends the packet.
+    let json = p4(&program(
+        "state start { p.extract(h.eth); transition spin; } state spin { transition spin; }",
+        "",
+        "sm.egress_spec = 1;",
+    ));
+    let mut vs = two_tenants(&json, Quotas::default());
+    let attacker_out = interleave(&mut vs, 40);
+    let s = vs
+        .device_stats(Caller::Tenant("mallory"), ATTACKER)
+        .unwrap();
+    assert_eq!((s.packets_in, s.panics), (40, 0));
+    assert_eq!(vs.quarantine(Caller::Operator, ATTACKER).unwrap(), None);
+    // Whatever the loop ends in, the attacker cannot send more than one frame per packet.
+    assert!(attacker_out <= 40, "{attacker_out}");
+}
+
+#[test]
+fn a_multicast_storm_is_bounded_by_the_pass_quota() {
+    // Every packet is multicast to group 1, which replicates to 512 ports.
+    let json = p4(&program(
+        "state start { p.extract(h.eth); transition accept; }",
+        "",
+        "sm.mcast_grp = 1;",
+    ));
+    let mut vs = two_tenants(
+        &json,
+        Quotas {
+            max_passes: 9,
+            ..Quotas::default()
+        },
+    );
+    {
+        let mut rt = vs.runtime(Caller::Tenant("mallory"), ATTACKER).unwrap();
+        let g = rt.mc_mgrp_create(1).unwrap();
+        let ports: Vec<u32> = (0..512).collect();
+        let node = rt.mc_node_create(0, &ports, &[]).unwrap();
+        rt.mc_node_associate(g, node).unwrap();
+    }
+    let attacker_out = interleave(&mut vs, 50);
+    // The input pass plus at most 8 replicas per packet.
+    assert!(attacker_out > 0 && attacker_out <= 50 * 8, "{attacker_out}");
+    let s = vs
+        .device_stats(Caller::Tenant("mallory"), ATTACKER)
+        .unwrap();
+    assert_eq!((s.packets_in, s.to_phys), (50, attacker_out as u64));
+    // The same group without the quota would have sent 512 per packet.
+    let mut free = two_tenants(&json, Quotas::default());
+    {
+        let mut rt = free.runtime(Caller::Tenant("mallory"), ATTACKER).unwrap();
+        let g = rt.mc_mgrp_create(1).unwrap();
+        let ports: Vec<u32> = (0..512).collect();
+        let node = rt.mc_node_create(0, &ports, &[]).unwrap();
+        rt.mc_node_associate(g, node).unwrap();
+    }
+    assert_eq!(interleave(&mut free, 2), 1024);
+}
+
+#[test]
+fn a_control_plane_flood_leaves_the_victims_packets_intact() {
+    let json = p4(&program(
+        "state start { p.extract(h.eth); transition accept; }",
+        "action fwd(bit<9> port) { sm.egress_spec = port; }
+         table t { key = { h.eth.dst: exact; } actions = { fwd; NoAction; } size = 100000; }",
+        "t.apply();",
+    ));
+    let vs = Arc::new(Mutex::new(two_tenants(
+        &json,
+        Quotas {
+            max_entries: Some(500),
+            ..Quotas::default()
+        },
+    )));
+    // Mallory's credentials reach her device only: Alice's answers like a missing one.
+    let e = SharedDevice::new(vs.clone(), Caller::Tenant("mallory"), VICTIM).unwrap_err();
+    assert_eq!(e, VirtError::NoSuchDevice(VICTIM));
+    let mut mallory = SharedDevice::new(vs.clone(), Caller::Tenant("mallory"), ATTACKER).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let flood = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let (mut calls, mut full) = (0u64, 0u64);
+            let mut handles = Vec::new();
+            let mut k = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                k += 1;
+                let key = MatchParam::Exact(k.to_be_bytes()[2..].to_vec());
+                match mallory.mt_add_entry("I.t", &[key], "I.fwd", &[vec![0, 1]], None) {
+                    Ok(h) => handles.push(h),
+                    Err(RuntimeError::Table(TableError::TABLE_FULL)) => {
+                        full += 1;
+                        // Make room and go on hammering.
+                        for h in handles.drain(..10) {
+                            mallory.mt_delete_entry("I.t", h).unwrap();
+                            calls += 1;
+                        }
+                    }
+                    Err(e) => panic!("unexpected {e}"),
+                }
+                calls += 1;
+                let _ = mallory.mt_get_num_entries("I.t");
+                calls += 1;
+            }
+            (calls, full, mallory.mt_get_num_entries("I.t").unwrap())
+        })
+    };
+    let want = victim_expected(0);
+    let mut out: Vec<OutputPacket> = Vec::new();
+    let n: u16 = 2000;
+    for seq in 0..n {
+        let v = victim_packet(seq);
+        let mut g = vs.lock().unwrap();
+        g.process_batch(&[(1, &v)], &mut out);
+        assert_eq!(out.len(), 1, "victim packet {seq}");
+        let mut w = want.clone();
+        w[34..36].copy_from_slice(&seq.to_be_bytes());
+        assert_eq!((out[0].port, &out[0].data), (2, &w), "victim packet {seq}");
+        g.recycle_outputs(&mut out);
+        drop(g);
+        if seq % 100 == 0 {
+            std::thread::yield_now();
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let (calls, full, entries) = flood.join().unwrap();
+    assert!(calls > 0);
+    assert!(entries <= 500, "{entries}");
+    let g = vs.lock().unwrap();
+    let s = g.device_stats(Caller::Operator, VICTIM).unwrap();
+    assert_eq!((s.packets_in, s.to_phys), (u64::from(n), u64::from(n)));
+    // The victim's table holds exactly its one route.
+    drop(g);
+    let alice = SharedDevice::new(vs.clone(), Caller::Tenant("alice"), VICTIM).unwrap();
+    assert_eq!(alice.mt_get_num_entries("MyIngress.ipv4_lpm").unwrap(), 1);
+    println!("control-plane flood: {calls} calls, {full} refused with TABLE_FULL, victim {n}/{n}");
+}
