@@ -427,6 +427,17 @@ impl Diff {
 
     /// A packet by walking the parser: random header bytes, select values taken from the
     /// transitions, table-key fields set to pooled values.
+    /// `n` generated frames with their ingress ports (after [`Diff::setup`], the traffic of
+    /// the cost benchmark `examples/bcache_cost.rs`).
+    pub fn frames(&mut self, n: usize) -> Vec<(u32, Vec<u8>)> {
+        (0..n)
+            .map(|_| {
+                let port = self.rng.below(8) as u32;
+                (port, self.gen_packet())
+            })
+            .collect()
+    }
+
     fn gen_packet(&mut self) -> Vec<u8> {
         let p = &self.prog;
         let mut buf: Vec<u8> = Vec::new();
