@@ -1706,6 +1706,13 @@ impl Engine {
             if pkt.regs.exit {
                 break;
             }
+            if let Some(rc) = st.ext.rec.as_deref_mut() {
+                // Prefix caching: the recorded run stops before an uncacheable node.
+                if rc.stop.contains(&n) {
+                    rc.resume = Some(n);
+                    break;
+                }
+            }
             steps += 1;
             if steps > 100_000 {
                 return Err(fault("control flow does not terminate"));

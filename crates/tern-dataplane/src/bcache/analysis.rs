@@ -50,6 +50,11 @@ pub struct PipelineAnalysis {
     /// Nodes reachable from the start without crossing an uncacheable node (the longest
     /// cacheable prefix of the control graph).
     pub cacheable_prefix: Vec<String>,
+    /// The uncacheable nodes (where a cached prefix stops and the pipeline resumes natively).
+    pub stop_nodes: Vec<Node>,
+    /// The facts of the cacheable prefix alone (set when the pipeline is not cacheable as a
+    /// whole but its prefix is not empty): what a prefix cache keys and replays.
+    pub prefix: Option<Box<PipelineAnalysis>>,
 }
 
 impl PipelineAnalysis {
@@ -630,6 +635,7 @@ pub fn analyse(p: &Program, pi: usize) -> PipelineAnalysis {
         .collect();
     out.data_reads = data;
     // The longest cacheable prefix: reachable from the start through cacheable nodes.
+    let mut prefix_facts: Vec<usize> = Vec::new();
     let mut pre_seen = HashSet::new();
     let mut stack: Vec<Node> = pl.init.into_iter().collect();
     while let Some(n) = stack.pop() {
@@ -638,12 +644,45 @@ pub fn analyse(p: &Program, pi: usize) -> PipelineAnalysis {
         }
         let (name, a, next) = &facts[seen[&n]];
         if !a.bad.is_empty() {
+            out.stop_nodes.push(n);
             continue;
         }
+        prefix_facts.push(seen[&n]);
         out.cacheable_prefix.push(name.clone());
         for nx in next.iter().rev() {
             stack.push(*nx);
         }
+    }
+    if !out.uncacheable.is_empty() && !prefix_facts.is_empty() {
+        let mut pa = PipelineAnalysis {
+            name: out.name.clone(),
+            pipeline: pi,
+            cacheable_prefix: out.cacheable_prefix.clone(),
+            stop_nodes: out.stop_nodes.clone(),
+            ..Default::default()
+        };
+        for i in prefix_facts {
+            let (name, a, _) = &facts[i];
+            pa.nodes.push(name.clone());
+            pa.control_reads.extend(a.control.iter().copied());
+            pa.data_reads.extend(a.data.iter().copied());
+            pa.writes.extend(a.writes.iter().copied());
+            pa.validity_reads.extend(a.vreads.iter().copied());
+            pa.validity_writes.extend(a.vwrites.iter().copied());
+            pa.whole_headers.extend(a.whole.iter().copied());
+            pa.removes_headers |= a.removes;
+            pa.effects.extend(a.effects.iter().cloned());
+            for b in &a.state {
+                pa.stateful.push((name.clone(), b.clone()));
+            }
+        }
+        let data: BTreeSet<FieldRef> = pa
+            .data_reads
+            .difference(&pa.control_reads)
+            .copied()
+            .collect();
+        pa.data_reads = data;
+        out.prefix = Some(Box::new(pa));
     }
     out
 }
@@ -707,8 +746,11 @@ pub fn explain(p: &Program) -> String {
                 )
             }
         );
-        if a.name != "ingress" {
-            let _ = writeln!(s, "  (the engine caches the ingress pipeline only)");
+        if !a.cacheable() && a.prefix.is_some() {
+            let _ = writeln!(
+                s,
+                "  cached: the prefix (replayed, then the pipeline resumes natively at the first uncacheable node)"
+            );
         }
         let _ = writeln!(
             s,

@@ -25,6 +25,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::compile::{Engine, GNode};
 use crate::exec::{Fault, Pkt, PktRegs, State};
+use analysis::PipelineAnalysis;
 
 /// How new behaviours are admitted into the cache.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -151,6 +152,8 @@ pub struct Stats {
     /// Packets that reached the cached pipeline.
     pub lookups: u64,
     pub hits: u64,
+    /// Hits that replayed a cached prefix and resumed the pipeline natively.
+    pub resumed: u64,
     /// Misses: no entry for the key.
     pub miss_absent: u64,
     /// Misses: an entry whose preconditions the packet does not meet (packet-length register
@@ -198,6 +201,7 @@ impl Stats {
     pub fn add(&mut self, o: &Stats) {
         self.lookups += o.lookups;
         self.hits += o.hits;
+        self.resumed += o.resumed;
         self.miss_absent += o.miss_absent;
         self.miss_length += o.miss_length;
         self.miss_guard += o.miss_guard;
@@ -230,12 +234,13 @@ impl std::fmt::Display for Stats {
         };
         write!(
             f,
-            "lookups {}, hits {} ({:.1}%), misses: absent {}, length {}, guard {}; bypassed: uncacheable {}, debug {}; \
+            "lookups {}, hits {} ({:.1}%, {} resumed), misses: absent {}, length {}, guard {}; bypassed: uncacheable {}, debug {}; \
              admission rejected {}, inserts {}, refused (length {}, unexpected write {}, opt-out {}, stateful {}), evictions {}, \
              invalidated {} in {} changes, flushes {}, entries {} ({} bytes, {} per entry)",
             self.lookups,
             self.hits,
             pct(self.hits),
+            self.resumed,
             self.miss_absent,
             self.miss_length,
             self.miss_guard,
@@ -271,6 +276,10 @@ pub struct Rec {
     pub counts: Vec<(u32, u32)>,
     /// Register accesses and conditions ([`state`]).
     pub regs: state::RegLog,
+    /// Prefix caching: the interpreter stops before any of these nodes ...
+    pub stop: Vec<GNode>,
+    /// ... and leaves here the one it stopped at.
+    pub resume: Option<GNode>,
 }
 
 impl Rec {
@@ -340,6 +349,11 @@ pub struct Plan {
     pub symbolic_refused: Option<String>,
     /// Per engine condition: it reads a state field (re-checked on a hit).
     pub guard_conds: Vec<bool>,
+    /// Prefix caching: the pipeline is not cacheable as a whole (`prefix_of` says why), so
+    /// the cache keys and replays its cacheable prefix and the pipeline resumes natively at
+    /// the first of these (uncacheable) nodes a packet reaches.
+    pub stop: Vec<GNode>,
+    pub prefix_of: Option<String>,
     /// Bytes of a packed key in the cache's key arena: `key_bytes` rounded up to 8 (the
     /// hash and the comparison work on whole 64-bit words; the padding is zero).
     pub stride: usize,
@@ -382,8 +396,39 @@ impl Plan {
                 ..Default::default()
             };
         };
-        let a = analysis::analyse(p, pi);
+        let full = analysis::analyse(p, pi);
+        let mut stop = Vec::new();
+        let mut prefix_of = None;
+        let a = match full.prefix {
+            Some(pa) if !full.uncacheable.is_empty() => {
+                let (tb, cb, ab) = p.pipelines[..pi].iter().fold((0, 0, 0), |(t, c, a), pl| {
+                    (
+                        t + pl.tables.len() as u32,
+                        c + pl.conditionals.len() as u32,
+                        a + pl.action_calls.len() as u32,
+                    )
+                });
+                for n in &full.stop_nodes {
+                    stop.push(match *n {
+                        tern_model::Node::Table(t) => GNode::Table(tb + t),
+                        tern_model::Node::Conditional(c) => GNode::Cond(cb + c),
+                        tern_model::Node::ActionCall(c) => GNode::Call(ab + c),
+                    });
+                }
+                prefix_of = full
+                    .uncacheable
+                    .first()
+                    .map(|(node, why)| format!("{node}: {why}"));
+                *pa
+            }
+            _ => PipelineAnalysis {
+                prefix: None,
+                ..full
+            },
+        };
         let mut plan = Plan {
+            stop,
+            prefix_of,
             removes_headers: a.removes_headers,
             has_vl: eng.layout.has_vl,
             pipeline: name.to_string(),
@@ -711,6 +756,8 @@ struct Entry {
     live: Box<[(u32, u32, u32)]>,
     /// Register guards and effects (stateful pipelines).
     state: Option<state::EntryState>,
+    /// Prefix caching: where the pipeline resumes natively after the replay.
+    resume: Option<GNode>,
     referenced: bool,
 }
 
@@ -923,12 +970,16 @@ impl Cache {
         rec.counts.clear();
         rec.regs.clear();
         rec.regs.watch.clear();
+        rec.stop.clear();
+        rec.stop.extend_from_slice(&self.plan.stop);
+        rec.resume = None;
         if let Some(w) = &self.plan.state_fields {
             rec.regs.watch.extend_from_slice(w);
         }
         st.ext.rec = Some(rec);
         let r = eng.run_pipeline(st, pkt, &self.plan.pipeline, init);
         let rec = st.ext.rec.take().unwrap_or_default();
+        let resume = rec.resume;
         let est = state::build(
             &rec.regs,
             st,
@@ -980,6 +1031,7 @@ impl Cache {
                 counts: rec.counts.as_slice().into(),
                 live: live.into(),
                 state: est,
+                resume,
                 referenced: false,
             };
             // A behaviour whose guards failed is replaced.
@@ -989,7 +1041,11 @@ impl Cache {
             self.insert(e, h);
         }
         self.rec = Some(rec);
-        r
+        match resume {
+            // The prefix is recorded; the rest runs natively.
+            Some(n) if r.is_ok() => eng.run_pipeline(st, pkt, &self.plan.pipeline, Some(n)),
+            _ => r,
+        }
     }
 
     /// No byte outside the planned write ranges changed since `self.pre`.
@@ -1097,9 +1153,16 @@ impl Cache {
             state::replay(es, st, pkt);
         }
         e.referenced = true;
-        Ok(match &e.fault {
+        let r = match &e.fault {
             None => Ok(()),
             Some(f) => Err(Fault(f.clone())),
+        };
+        Ok(match e.resume {
+            Some(n) if r.is_ok() => {
+                self.stats.resumed += 1;
+                eng.run_pipeline(st, pkt, &self.plan.pipeline, Some(n))
+            }
+            _ => r,
         })
     }
 
