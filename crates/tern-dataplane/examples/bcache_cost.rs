@@ -55,13 +55,34 @@ fn main() {
         std::process::exit(1);
     }
     let frames = d.frames(flows);
+    if std::env::var_os("BCACHE_COST_COMPARE").is_some() {
+        // Debugging aid: both switches, frame by frame.
+        for (i, (port, f)) in frames.iter().enumerate() {
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            d.on.process_packet(*port, f, &mut a);
+            d.off.process_packet(*port, f, &mut b);
+            if format!("{a:?}") != format!("{b:?}") {
+                println!("frame {i} port {port} {f:02x?}:\n cached   {a:?}\n uncached {b:?}");
+            }
+        }
+        return;
+    }
     let sw = if mode == "off" { &mut d.off } else { &mut d.on };
     sw.set_clock_us(Some(1_000));
     let mut out: Vec<OutputPacket> = Vec::new();
     let mut sent = 0usize;
-    for (port, f) in &frames {
+    let dump = std::env::var_os("BCACHE_COST_DUMP").is_some();
+    for (i, (port, f)) in frames.iter().enumerate() {
         sw.process_packet(*port, f, &mut out);
         sent += out.len();
+        if dump {
+            println!(
+                "{i}: {:?}",
+                out.iter()
+                    .map(|o| (o.port, o.data.len()))
+                    .collect::<Vec<_>>()
+            );
+        }
         sw.recycle_outputs(&mut out);
         sw.discard_digests();
     }

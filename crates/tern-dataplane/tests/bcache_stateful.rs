@@ -107,3 +107,17 @@ fn stateful_off_bypasses() {
     assert_eq!(r.stats.hits, 0);
     assert_eq!(r.stats.bypass_uncacheable, r.stats.lookups);
 }
+
+/// Case #4 (`p4/bcache/case4.p4`: VLAN insertion/removal, multicast, digests, counters,
+/// ageing) with its egress cached too.
+#[test]
+fn case4_agrees_with_ingress_and_egress_cached() {
+    let json = compile("case4.p4");
+    let mut d = Diff::new(&json, Config::default(), 0xca5e4).expect("loads");
+    let r = d
+        .run(events(), 997)
+        .unwrap_or_else(|e| panic!("case4: {e}"));
+    let eg = d.on.bcache_egress_stats().expect("egress cache");
+    println!("case4: {}; egress: {eg}", r.stats);
+    assert!(r.stats.hits > 0 && eg.hits > 0);
+}
