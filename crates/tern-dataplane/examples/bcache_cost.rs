@@ -4,7 +4,7 @@
 //! FLOWS frames (default 1,024) once to warm up, then PACKETS more round-robin over them, and
 //! prints the cache counters. MODE: `off` (no cache), `hit` (`--bcache`: the warm-up
 //! inserts), `miss` (`--bcache-admission cm:65000`: every packet misses, nothing is
-//! admitted). Per-packet cost = (Ir at PACKETS=N2 − Ir at N1) / (N2 − N1), so loading, JIT
+//! admitted). `BCACHE_EGRESS=1` caches the egress pipeline too. Per-packet cost = (Ir at PACKETS=N2 − Ir at N1) / (N2 − N1), so loading, JIT
 //! compilation and the warm-up cancel out; `bench/bcache_callgrind_engine.sh` runs it.
 
 use tern_dataplane::bcache::diff::Diff;
@@ -41,6 +41,7 @@ fn main() {
     let cfg = Config {
         capacity: 4 * flows,
         admission,
+        egress: std::env::var_os("BCACHE_EGRESS").is_some(),
         ..Config::default()
     };
     let mut d = match Diff::new(&json, cfg, 0xc057) {

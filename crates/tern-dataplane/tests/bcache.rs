@@ -41,6 +41,7 @@ fn cached_and_uncached_switches_agree_on_every_fixture() {
             eviction: [Eviction::Clock, Eviction::Fifo][i % 2],
             skip_tables: Vec::new(),
             stateful: Default::default(),
+            egress: true,
         };
         let Ok(mut d) = Diff::new(&json, cfg, 0x5eed + i as u64) else {
             continue; // not loadable by simple_switch either (the loader tests cover that)

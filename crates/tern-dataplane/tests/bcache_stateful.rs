@@ -113,7 +113,11 @@ fn stateful_off_bypasses() {
 #[test]
 fn case4_agrees_with_ingress_and_egress_cached() {
     let json = compile("case4.p4");
-    let mut d = Diff::new(&json, Config::default(), 0xca5e4).expect("loads");
+    let cfg = Config {
+        egress: true,
+        ..Config::default()
+    };
+    let mut d = Diff::new(&json, cfg, 0xca5e4).expect("loads");
     let r = d
         .run(events(), 997)
         .unwrap_or_else(|e| panic!("case4: {e}"));

@@ -44,6 +44,7 @@ impl BcacheArgs {
                 .map_err(|e| anyhow::anyhow!("--bcache-eviction: {e}"))?,
             skip_tables: self.bcache_skip_table.clone(),
             stateful: Default::default(),
+            egress: false,
         }))
     }
 }
@@ -141,6 +142,7 @@ mod tests {
                 eviction: [Eviction::Fifo, Eviction::Clock][i % 2],
                 skip_tables: Vec::new(),
                 stateful: Default::default(),
+                egress: false,
             };
             let mut d = Diff::new(&json, cfg, 0xb0c + i as u64).expect("loads");
             let ok = d.on.bcache_plan().is_some_and(|p| p.uncacheable.is_none());
@@ -281,6 +283,7 @@ mod tests {
                 eviction: ev,
                 skip_tables: Vec::new(),
                 stateful: Default::default(),
+                egress: false,
             });
             for host in 0..10 {
                 send(&mut sw, &frame(1, host));
@@ -298,6 +301,7 @@ mod tests {
             eviction: Eviction::Clock,
             skip_tables: Vec::new(),
             stateful: Default::default(),
+            egress: false,
         });
         let a = frame(1, 1);
         for n in 1..=4 {
@@ -310,6 +314,7 @@ mod tests {
         let (mut sw, _, _) = router(Config {
             skip_tables: vec!["RIngress.ipv4_lpm".into()],
             stateful: Default::default(),
+            egress: false,
             ..Config::default()
         });
         for _ in 0..4 {

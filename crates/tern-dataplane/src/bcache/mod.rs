@@ -77,6 +77,9 @@ pub struct Config {
     pub skip_tables: Vec<String>,
     /// Pipelines with registers.
     pub stateful: Stateful,
+    /// Cache the egress pipeline too (off by default: on case #4 the egress pipeline is
+    /// cheaper natively than a lookup, see `bench/RESULTS.md`).
+    pub egress: bool,
 }
 
 impl Default for Config {
@@ -87,6 +90,7 @@ impl Default for Config {
             eviction: Eviction::Clock,
             skip_tables: Vec::new(),
             stateful: Stateful::default(),
+            egress: false,
         }
     }
 }
@@ -532,7 +536,7 @@ impl Plan {
         let mut at = 0usize;
         for &(o, n) in &self.key_ranges {
             let (o, n) = (o as usize, n as usize);
-            out[at..at + n].copy_from_slice(&b[o..o + n]);
+            copy_exact(&mut out[at..at + n], &b[o..o + n]);
             at += n;
         }
         // SAFETY: `bool` is one byte holding 0 or 1, so a `[bool]` is a valid `[u8]` of the
@@ -567,6 +571,29 @@ impl Plan {
                 at += 4;
             }
         }
+    }
+}
+
+/// `d.copy_from_slice(s)` with fixed-size moves for the short lengths fields have (a
+/// variable-length `copy_from_slice` is a `memcpy` call, ~25 instructions for a few bytes).
+#[inline(always)]
+fn copy_exact(d: &mut [u8], s: &[u8]) {
+    macro_rules! fixed {
+        ($n:literal) => {{
+            let a: [u8; $n] = s[..$n].try_into().unwrap_or([0; $n]);
+            d[..$n].copy_from_slice(&a);
+        }};
+    }
+    match s.len() {
+        1 => d[0] = s[0],
+        2 => fixed!(2),
+        3 => fixed!(3),
+        4 => fixed!(4),
+        5 => fixed!(5),
+        6 => fixed!(6),
+        7 => fixed!(7),
+        8 => fixed!(8),
+        _ => d.copy_from_slice(s),
     }
 }
 
@@ -859,7 +886,7 @@ impl Cache {
             bytes: 0,
             egress: None,
         };
-        if name == "ingress" && eng.egress.is_some() {
+        if name == "ingress" && c.cfg.egress && eng.egress.is_some() {
             c.egress = Some(Box::new(Cache::for_pipeline(c.cfg.clone(), eng, "egress")));
         }
         c
@@ -1114,7 +1141,10 @@ impl Cache {
         let mut at = 0usize;
         for &(o, n) in &self.plan.write_ranges {
             let n = n as usize;
-            pkt.phv.bytes[o as usize..o as usize + n].copy_from_slice(&e.writes[at..at + n]);
+            copy_exact(
+                &mut pkt.phv.bytes[o as usize..o as usize + n],
+                &e.writes[at..at + n],
+            );
             at += n;
         }
         pkt.phv.valid.copy_from_slice(&e.valid);
@@ -1323,9 +1353,7 @@ impl Cache {
         self.flush();
         if self.plan.pipeline == "ingress" {
             let cfg = self.cfg.clone();
-            self.egress = eng
-                .egress
-                .is_some()
+            self.egress = (cfg.egress && eng.egress.is_some())
                 .then(|| Box::new(Cache::for_pipeline(cfg, eng, "egress")));
         }
         self.plan = Plan::with_mode(eng, &self.plan.pipeline.clone(), self.cfg.stateful);
