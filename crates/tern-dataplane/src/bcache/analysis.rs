@@ -813,7 +813,12 @@ pub fn explain(p: &Program) -> String {
                 }
             );
         }
-        if a.uncacheable.is_empty() {
+        if a.uncacheable.is_empty() && !a.stateful.is_empty() {
+            let _ = writeln!(
+                s,
+                "  guards: the register state (conditions on state fields, or the cells read)"
+            );
+        } else if a.uncacheable.is_empty() {
             let _ = writeln!(s, "  guards: none");
         } else {
             let _ = writeln!(s, "  uncacheable:");
