@@ -36,6 +36,8 @@ fn harnesses() -> &'static Mutex<Vec<Diff>> {
                     },
                     eviction: if i % 2 == 0 { Eviction::Clock } else { Eviction::Fifo },
                     skip_tables: Vec::new(),
+                    stateful: Default::default(),
+                    egress: true,
                 };
                 let mut d = Diff::new(&json, cfg, 7 + i as u64).expect("loads");
                 d.setup().expect("setup agrees");

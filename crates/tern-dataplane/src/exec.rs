@@ -16,7 +16,7 @@ use tern_model::{KeyElem, MatchKind, MeterType};
 use tern_runtime::CounterValue;
 
 /// Per-packet registers the program cannot read (`simple-switch.md` §2.7).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PktRegs {
     /// `(session, field list id)` of the last clone call.
     pub clone: Option<(u32, i64)>,
@@ -1410,6 +1410,13 @@ impl Engine {
                             r.cell(idx as u32),
                         )),
                     };
+                    if let Some(rc) = ext.rec.as_deref_mut() {
+                        let f = match dst {
+                            LVal::Field(f) => Some(f.off),
+                            _ => None,
+                        };
+                        rc.reg_read(*array, idx as u32, r.cell(idx as u32), f);
+                    }
                     self.assign(ext, pkt, locals, dst, &v)?;
                 }
                 Instr::RegisterWrite {
@@ -1419,6 +1426,15 @@ impl Engine {
                 } => {
                     let idx = data!(index).to_i64_sat();
                     let v = data!(value);
+                    if let Some(rc) = ext.rec.as_deref_mut() {
+                        if idx >= 0 && (idx as u64) < ext.regs[*array as usize].size as u64 {
+                            let f = match value {
+                                crate::expr::CExpr::Field(f) => Some(f.off),
+                                _ => None,
+                            };
+                            rc.reg_write(*array, idx as u32, v.low_u64(), f);
+                        }
+                    }
                     let r = &mut ext.regs[*array as usize];
                     if idx >= 0 && (idx as u64) < r.size as u64 {
                         let w = r.width;
@@ -1666,6 +1682,17 @@ impl Engine {
         r
     }
 
+    /// Evaluate condition `c` on `pkt` as the pipeline would (the behaviour cache's guards).
+    pub(crate) fn eval_cond(&self, st: &State, pkt: &Pkt, c: u32) -> XR<bool> {
+        let cond = &self.conds[c as usize];
+        match &cond.fast {
+            Some(f) => Ok(f.eval(&pkt.phv)),
+            None => {
+                eval_bool(&cond.expr, &self.cx(&pkt.phv, &[], &st.ext, &pkt.data, 0)).map_err(fault)
+            }
+        }
+    }
+
     fn run_nodes<const TRACE: bool>(
         &self,
         st: &mut State,
@@ -1678,6 +1705,13 @@ impl Engine {
         while let Some(n) = node {
             if pkt.regs.exit {
                 break;
+            }
+            if let Some(rc) = st.ext.rec.as_deref_mut() {
+                // Prefix caching: the recorded run stops before an uncacheable node.
+                if rc.stop.contains(&n) {
+                    rc.resume = Some(n);
+                    break;
+                }
             }
             steps += 1;
             if steps > 100_000 {
@@ -1695,6 +1729,9 @@ impl Engine {
                     };
                     if TRACE {
                         self.trace_cond(&mut st.ext, c, v);
+                    }
+                    if let Some(rc) = st.ext.rec.as_deref_mut() {
+                        rc.cond(c, v, &pkt.phv);
                     }
                     mark(&mut st.ext, stage::TABLES);
                     if v {

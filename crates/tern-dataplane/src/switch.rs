@@ -855,6 +855,18 @@ impl Switch {
         self.bcache.as_ref().map(|b| b.stats())
     }
 
+    /// The egress behaviour cache's counters (`None` when the cache is off or the program has
+    /// no egress pipeline).
+    pub fn bcache_egress_stats(&self) -> Option<crate::bcache::Stats> {
+        self.bcache.as_ref().and_then(|b| b.egress_stats())
+    }
+
+    /// The egress behaviour cache's plan (`None` when the cache is off or the program has no
+    /// egress pipeline).
+    pub fn bcache_egress_plan(&self) -> Option<&crate::bcache::Plan> {
+        self.bcache.as_ref().and_then(|b| b.egress_plan())
+    }
+
     /// The behaviour cache's plan for the live program (`None` when it is off).
     pub fn bcache_plan(&self) -> Option<&crate::bcache::Plan> {
         self.bcache.as_ref().map(|b| &b.plan)
@@ -1164,7 +1176,11 @@ impl Flow<'_> {
         );
         mark(&mut self.st.ext, stage::QUEUE);
         if let Some(init) = eng.egress {
-            if eng.run_pipeline(self.st, &mut pkt, "egress", init).is_err() {
+            let r = match self.bcache.as_deref_mut() {
+                Some(bc) => bc.run_egress(eng, self.st, &mut pkt, init),
+                None => eng.run_pipeline(self.st, &mut pkt, "egress", init),
+            };
+            if r.is_err() {
                 self.recycle(pkt);
                 return;
             }

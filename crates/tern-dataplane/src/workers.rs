@@ -35,6 +35,13 @@
 //!   and applies updates while idle. Known differences from one switch: per-entry hit times
 //!   (entry ageing) and `serialize_state`'s counters are the control replica's (it sees no
 //!   packets); `load_new_config` is refused for programs with registers or indirect meters.
+//! * The barrier ([`Control::set_barrier`], off by default; `tern run --workers` turns it on
+//!   with the behaviour cache): an
+//!   update returns only after every live worker has applied it, so once the control plane
+//!   has its answer no worker can still replay a cached behaviour the change invalidated
+//!   (each worker's cache is invalidated by the same operation, when the worker applies it).
+//!   The time from publishing to the last worker's acknowledgement is kept
+//!   ([`Control::barrier_stats`]: p50, p99, max).
 
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -59,8 +66,72 @@ pub type UpdateFn = dyn Fn(&mut Switch) + Send + Sync;
 type QueryFn = dyn FnOnce(usize, &mut Switch) + Send;
 
 enum Msg {
-    Update(Arc<UpdateFn>),
+    /// An operation, and where to acknowledge it once applied (barrier on).
+    Update(Arc<UpdateFn>, Option<mpsc::Sender<()>>),
     Query(Box<QueryFn>),
+}
+
+/// Barrier latencies: publish → every live worker applied, over the last
+/// [`BARRIER_SAMPLES`] barriered updates (max over all of them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BarrierStats {
+    /// Barriered updates so far.
+    pub count: u64,
+    /// Updates whose wait gave up after [`BARRIER_TIMEOUT`] (a worker thread that stopped
+    /// polling without ending).
+    pub timeouts: u64,
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    pub max_ns: u64,
+}
+
+/// Latency samples kept for [`BarrierStats`]' percentiles.
+pub const BARRIER_SAMPLES: usize = 4096;
+
+/// How long an update waits for one worker's acknowledgement before giving up (and counting
+/// a timeout): a worker whose thread neither polls nor ends.
+pub const BARRIER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+#[derive(Debug, Default)]
+struct Barrier {
+    on: bool,
+    count: u64,
+    timeouts: u64,
+    max_ns: u64,
+    samples: Vec<u64>,
+    next: usize,
+}
+
+impl Barrier {
+    fn record(&mut self, ns: u64) {
+        self.count += 1;
+        self.max_ns = self.max_ns.max(ns);
+        if self.samples.len() < BARRIER_SAMPLES {
+            self.samples.push(ns);
+        } else {
+            self.samples[self.next] = ns;
+            self.next = (self.next + 1) % BARRIER_SAMPLES;
+        }
+    }
+
+    fn stats(&self) -> BarrierStats {
+        let mut v = self.samples.clone();
+        v.sort_unstable();
+        let pct = |p: f64| -> u64 {
+            if v.is_empty() {
+                0
+            } else {
+                v[((v.len() - 1) as f64 * p).round() as usize]
+            }
+        };
+        BarrierStats {
+            count: self.count,
+            timeouts: self.timeouts,
+            p50_ns: pct(0.5),
+            p99_ns: pct(0.99),
+            max_ns: self.max_ns,
+        }
+    }
 }
 
 /// The control side: answers reads, validates and publishes updates.
@@ -70,6 +141,7 @@ pub struct Control {
     published: u64,
     waker: Option<Box<Waker>>,
     opts: SwitchOptions,
+    barrier: Barrier,
 }
 
 /// One worker's replica; owned by the thread that runs its packets.
@@ -110,6 +182,10 @@ pub fn build(
             sw,
             txs,
             published: 0,
+            barrier: Barrier {
+                on: false,
+                ..Barrier::default()
+            },
             waker: None,
             opts,
         },
@@ -228,12 +304,54 @@ impl Control {
         let op: Arc<UpdateFn> = Arc::new(move |sw: &mut Switch| {
             let _ = g(sw);
         });
+        let t0 = std::time::Instant::now();
+        let (ack_tx, ack_rx) = mpsc::channel();
+        let mut waiting = 0;
         for i in 0..self.txs.len() {
             // A worker whose thread has ended no longer needs updates.
-            self.send(i, Msg::Update(op.clone()));
+            let ack = self.barrier.on.then(|| ack_tx.clone());
+            if self.send(i, Msg::Update(op.clone(), ack)) {
+                waiting += 1;
+            }
         }
+        drop(ack_tx);
         self.published += 1;
+        if self.barrier.on {
+            // Every live worker acknowledges once it has applied the operation (and so
+            // invalidated its cache); a worker dropped meanwhile drops its sender, which
+            // ends the wait early with an error.
+            let mut timed_out = false;
+            for _ in 0..waiting {
+                match ack_rx.recv_timeout(BARRIER_TIMEOUT) {
+                    Ok(()) => {}
+                    Err(mpsc::RecvTimeoutError::Timeout) => {
+                        timed_out = true;
+                        break;
+                    }
+                    Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                }
+            }
+            if timed_out {
+                self.barrier.timeouts += 1;
+            }
+            self.barrier.record(t0.elapsed().as_nanos() as u64);
+        }
         Ok(r)
+    }
+
+    /// Make each update wait until every live worker has applied it (`true`) or return once
+    /// it is queued (`false`, the default: callers that drive the workers from the thread
+    /// that publishes, or publish before starting them, would wait). With the
+    /// barrier on, the workers' threads must keep polling ([`Worker::poll`], or a waker
+    /// from [`Control::set_waker`] when they block elsewhere): an update waits for each at
+    /// most [`BARRIER_TIMEOUT`].
+    pub fn set_barrier(&mut self, on: bool) {
+        self.barrier.on = on;
+    }
+
+    /// Barrier latencies so far.
+    pub fn barrier_stats(&self) -> BarrierStats {
+        self.barrier.stats()
     }
 
     /// A change to the shared register/meter bank alone, applied once, here, under the bank's
@@ -826,9 +944,12 @@ impl Worker {
         let mut n = 0;
         while let Ok(m) = self.rx.try_recv() {
             match m {
-                Msg::Update(f) => {
+                Msg::Update(f, ack) => {
                     self.sw.with_shared_externs(|sw| f(sw));
                     n += 1;
+                    if let Some(a) = ack {
+                        let _ = a.send(());
+                    }
                 }
                 Msg::Query(f) => {
                     let id = self.id;

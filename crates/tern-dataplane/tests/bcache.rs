@@ -21,7 +21,8 @@ fn events() -> u64 {
 fn cached_and_uncached_switches_agree_on_every_fixture() {
     tern_fixtures::require!();
     let n = events();
-    let (mut cacheable, mut total_events, mut hits) = (0, 0u64, 0u64);
+    let (mut cacheable, mut total_events, mut hits, mut egress_hits) = (0, 0u64, 0u64, 0u64);
+    let mut resumed = 0u64;
     let mut lines = Vec::new();
     for (i, path) in fixture_jsons().iter().enumerate() {
         let json = std::fs::read_to_string(path).expect("read fixture");
@@ -39,6 +40,8 @@ fn cached_and_uncached_switches_agree_on_every_fixture() {
             ][i % 3],
             eviction: [Eviction::Clock, Eviction::Fifo][i % 2],
             skip_tables: Vec::new(),
+            stateful: Default::default(),
+            egress: true,
         };
         let Ok(mut d) = Diff::new(&json, cfg, 0x5eed + i as u64) else {
             continue; // not loadable by simple_switch either (the loader tests cover that)
@@ -54,6 +57,10 @@ fn cached_and_uncached_switches_agree_on_every_fixture() {
         }
         total_events += r.events;
         hits += r.stats.hits;
+        resumed += r.stats.resumed;
+        if let Some(e) = d.on.bcache_egress_stats() {
+            egress_hits += e.hits;
+        }
         lines.push(format!(
             "{name}: {} events, {} packets, {} outputs, {} control ops, {} state checks; {}",
             r.events,
@@ -62,7 +69,12 @@ fn cached_and_uncached_switches_agree_on_every_fixture() {
             r.controls,
             r.state_checks,
             match d.on.bcache_plan().and_then(|p| p.uncacheable.clone()) {
-                None => format!("{}", r.stats),
+                None => format!(
+                    "{}; egress: {}",
+                    r.stats,
+                    d.on.bcache_egress_stats()
+                        .map_or("none".to_string(), |e| e.to_string())
+                ),
                 Some(why) => format!("not cached: {why}"),
             }
         ));
@@ -74,7 +86,9 @@ fn cached_and_uncached_switches_agree_on_every_fixture() {
     for l in &lines {
         println!("{l}");
     }
-    println!("{cacheable} cacheable programs, {total_events} events, {hits} hits");
+    println!("{cacheable} cacheable programs, {total_events} events, {hits} hits ({resumed} of a cached prefix), {egress_hits} egress hits");
     assert!(cacheable >= 5, "only {cacheable} fixtures were cacheable");
-    assert!(hits > 0);
+    // Egress is cached, and a program with a meter late in ingress (serialize.json) has its
+    // prefix cached.
+    assert!(hits > 0 && egress_hits > 0 && resumed > 0);
 }

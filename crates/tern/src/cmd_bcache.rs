@@ -43,6 +43,8 @@ impl BcacheArgs {
             eviction: Config::parse_eviction(&self.bcache_eviction)
                 .map_err(|e| anyhow::anyhow!("--bcache-eviction: {e}"))?,
             skip_tables: self.bcache_skip_table.clone(),
+            stateful: Default::default(),
+            egress: false,
         }))
     }
 }
@@ -139,6 +141,8 @@ mod tests {
                 ][i % 3],
                 eviction: [Eviction::Fifo, Eviction::Clock][i % 2],
                 skip_tables: Vec::new(),
+                stateful: Default::default(),
+                egress: false,
             };
             let mut d = Diff::new(&json, cfg, 0xb0c + i as u64).expect("loads");
             let ok = d.on.bcache_plan().is_some_and(|p| p.uncacheable.is_none());
@@ -278,6 +282,8 @@ mod tests {
                 admission: Admission::Always,
                 eviction: ev,
                 skip_tables: Vec::new(),
+                stateful: Default::default(),
+                egress: false,
             });
             for host in 0..10 {
                 send(&mut sw, &frame(1, host));
@@ -294,6 +300,8 @@ mod tests {
             admission: Admission::CountMin { threshold: 2 },
             eviction: Eviction::Clock,
             skip_tables: Vec::new(),
+            stateful: Default::default(),
+            egress: false,
         });
         let a = frame(1, 1);
         for n in 1..=4 {
@@ -305,6 +313,8 @@ mod tests {
         // The opt-out: behaviours through the routing table are never stored.
         let (mut sw, _, _) = router(Config {
             skip_tables: vec!["RIngress.ipv4_lpm".into()],
+            stateful: Default::default(),
+            egress: false,
             ..Config::default()
         });
         for _ in 0..4 {

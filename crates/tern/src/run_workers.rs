@@ -177,6 +177,11 @@ fn shared_control(
             let _ = wake[i].send(Job::Wake);
         }
     });
+    // With the behaviour cache on, a change is acknowledged only once every worker has
+    // applied it (and dropped the cached behaviours it invalidates).
+    if ctl.switch().bcache_stats().is_some() {
+        ctl.set_barrier(true);
+    }
     Arc::new(Mutex::new(ctl))
 }
 

@@ -43,9 +43,18 @@ pub struct PipelineAnalysis {
     pub effects: BTreeSet<(String, String)>,
     /// Why a node cannot be cached: `(node, reason)`.
     pub uncacheable: Vec<(String, String)>,
+    /// Register accesses (`register_read` / `register_write` primitives): `(node, what)`.
+    /// They do not make the pipeline uncacheable; the cache handles them by guards on the
+    /// state ([`super::Stateful`]).
+    pub stateful: Vec<(String, String)>,
     /// Nodes reachable from the start without crossing an uncacheable node (the longest
     /// cacheable prefix of the control graph).
     pub cacheable_prefix: Vec<String>,
+    /// The uncacheable nodes (where a cached prefix stops and the pipeline resumes natively).
+    pub stop_nodes: Vec<Node>,
+    /// The facts of the cacheable prefix alone (set when the pipeline is not cacheable as a
+    /// whole but its prefix is not empty): what a prefix cache keys and replays.
+    pub prefix: Option<Box<PipelineAnalysis>>,
 }
 
 impl PipelineAnalysis {
@@ -91,6 +100,7 @@ struct Acc {
     removes: bool,
     effects: BTreeSet<(String, String)>,
     bad: Vec<String>,
+    state: Vec<String>,
 }
 
 struct Walker<'a> {
@@ -437,7 +447,29 @@ impl Walker<'_> {
             }
             "modify_field_rng_uniform" => a.bad.push("draws a random number".into()),
             "execute_meter" => a.bad.push("executes a meter".into()),
-            "register_read" | "register_write" => a.bad.push("accesses a register".into()),
+            "register_read" | "register_write" => {
+                let reg = if pr.op == "register_read" { 1 } else { 0 };
+                let name = match args.get(reg) {
+                    Some(Arg::RegisterArray(r)) => self
+                        .p
+                        .register_arrays
+                        .get(*r as usize)
+                        .map_or("?".to_string(), |r| r.name.clone()),
+                    _ => {
+                        a.bad.push("accesses a register".into());
+                        return;
+                    }
+                };
+                if pr.op == "register_read" {
+                    wr(0, a);
+                    rd(2, a);
+                    a.state.push(format!("reads register {name}"));
+                } else {
+                    rd(1, a);
+                    rd(2, a);
+                    a.state.push(format!("writes register {name}"));
+                }
+            }
             "log_msg" => a.bad.push("logs a message (log_msg)".into()),
             "exit" => eff(a, "exit"),
             "_jump" | "_jump_if_zero" | "assert" | "assume" | "no_op" => {
@@ -590,6 +622,11 @@ pub fn analyse(p: &Program, pi: usize) -> PipelineAnalysis {
         for b in bad {
             out.uncacheable.push((name.clone(), b.clone()));
         }
+        let mut st: Vec<&String> = a.state.iter().collect();
+        st.dedup();
+        for b in st {
+            out.stateful.push((name.clone(), b.clone()));
+        }
     }
     let data: BTreeSet<FieldRef> = out
         .data_reads
@@ -598,6 +635,7 @@ pub fn analyse(p: &Program, pi: usize) -> PipelineAnalysis {
         .collect();
     out.data_reads = data;
     // The longest cacheable prefix: reachable from the start through cacheable nodes.
+    let mut prefix_facts: Vec<usize> = Vec::new();
     let mut pre_seen = HashSet::new();
     let mut stack: Vec<Node> = pl.init.into_iter().collect();
     while let Some(n) = stack.pop() {
@@ -606,12 +644,45 @@ pub fn analyse(p: &Program, pi: usize) -> PipelineAnalysis {
         }
         let (name, a, next) = &facts[seen[&n]];
         if !a.bad.is_empty() {
+            out.stop_nodes.push(n);
             continue;
         }
+        prefix_facts.push(seen[&n]);
         out.cacheable_prefix.push(name.clone());
         for nx in next.iter().rev() {
             stack.push(*nx);
         }
+    }
+    if !out.uncacheable.is_empty() && !prefix_facts.is_empty() {
+        let mut pa = PipelineAnalysis {
+            name: out.name.clone(),
+            pipeline: pi,
+            cacheable_prefix: out.cacheable_prefix.clone(),
+            stop_nodes: out.stop_nodes.clone(),
+            ..Default::default()
+        };
+        for i in prefix_facts {
+            let (name, a, _) = &facts[i];
+            pa.nodes.push(name.clone());
+            pa.control_reads.extend(a.control.iter().copied());
+            pa.data_reads.extend(a.data.iter().copied());
+            pa.writes.extend(a.writes.iter().copied());
+            pa.validity_reads.extend(a.vreads.iter().copied());
+            pa.validity_writes.extend(a.vwrites.iter().copied());
+            pa.whole_headers.extend(a.whole.iter().copied());
+            pa.removes_headers |= a.removes;
+            pa.effects.extend(a.effects.iter().cloned());
+            for b in &a.state {
+                pa.stateful.push((name.clone(), b.clone()));
+            }
+        }
+        let data: BTreeSet<FieldRef> = pa
+            .data_reads
+            .difference(&pa.control_reads)
+            .copied()
+            .collect();
+        pa.data_reads = data;
+        out.prefix = Some(Box::new(pa));
     }
     out
 }
@@ -675,8 +746,11 @@ pub fn explain(p: &Program) -> String {
                 )
             }
         );
-        if a.name != "ingress" {
-            let _ = writeln!(s, "  (the engine caches the ingress pipeline only)");
+        if !a.cacheable() && a.prefix.is_some() {
+            let _ = writeln!(
+                s,
+                "  cached: the prefix (replayed, then the pipeline resumes natively at the first uncacheable node)"
+            );
         }
         let _ = writeln!(
             s,
@@ -719,7 +793,32 @@ pub fn explain(p: &Program) -> String {
                 let _ = writeln!(s, "    {what} ({at})");
             }
         }
-        if a.uncacheable.is_empty() {
+        if !a.stateful.is_empty() {
+            let _ = writeln!(s, "  state (guards on register values at hit time):");
+            for (node, what) in &a.stateful {
+                let _ = writeln!(s, "    {node}: {what}");
+            }
+            let _ = writeln!(
+                s,
+                "  symbolic register updates: {}",
+                match symbolic_state(p, a.pipeline) {
+                    Ok(fs) => format!(
+                        "yes (state fields: {})",
+                        fs.iter()
+                            .map(|f| p.field_name(*f))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                    Err(why) => format!("no, values in the key instead: {why}"),
+                }
+            );
+        }
+        if a.uncacheable.is_empty() && !a.stateful.is_empty() {
+            let _ = writeln!(
+                s,
+                "  guards: the register state (conditions on state fields, or the cells read)"
+            );
+        } else if a.uncacheable.is_empty() {
             let _ = writeln!(s, "  guards: none");
         } else {
             let _ = writeln!(s, "  uncacheable:");
@@ -729,4 +828,258 @@ pub fn explain(p: &Program) -> String {
         }
     }
     s
+}
+
+/// Whether pipeline `pi` qualifies for symbolic register updates ([`super::Stateful::Symbolic`]):
+/// the fields its `register_read`s write (the *state fields*) are used only as
+/// `register_read` destinations, incremented by constants (`m = m + c`, also masked to m's
+/// width), written back by `register_write`, and read by conditions that read nothing but
+/// state fields (re-evaluated as guards on a hit); no table key, selector, hash, field list,
+/// other action or other pipeline reads them; all are unsigned and at most 64 bits wide, as
+/// are the register arrays. `Ok(state fields)`, or why not.
+pub fn symbolic_state(p: &Program, pi: usize) -> Result<Vec<FieldRef>, String> {
+    let pl = &p.pipelines[pi];
+    let w = Walker { p, pl };
+    let fname = |f: FieldRef| p.field_name(f);
+    // Reachable nodes.
+    let mut seen = HashSet::new();
+    let mut order = Vec::new();
+    let mut stack: Vec<Node> = pl.init.into_iter().collect();
+    while let Some(n) = stack.pop() {
+        if !seen.insert(n) {
+            continue;
+        }
+        order.push(n);
+        let (_, _, next) = w.node(n);
+        stack.extend(next.iter().rev());
+    }
+    let mut actions: BTreeSet<u32> = BTreeSet::new();
+    for n in &order {
+        match *n {
+            Node::Table(t) => {
+                let t = &pl.tables[t as usize];
+                actions.extend(t.actions.iter().copied());
+                if let Some(d) = &t.default_entry {
+                    actions.insert(d.action);
+                }
+                for e in t.entries.iter().flatten() {
+                    actions.insert(e.action);
+                }
+            }
+            Node::ActionCall(c) => {
+                actions.insert(pl.action_calls[c as usize].action);
+            }
+            Node::Conditional(_) => {}
+        }
+    }
+    let prims = || {
+        actions
+            .iter()
+            .filter_map(|a| p.actions.get(*a as usize))
+            .flat_map(|a| a.primitives.iter())
+    };
+    // The state fields.
+    let mut state: BTreeSet<FieldRef> = BTreeSet::new();
+    for pr in prims() {
+        if pr.op == "register_read" {
+            match pr.params.first() {
+                Some(Arg::Field(f)) | Some(Arg::Expr(Expr::Field(f))) => {
+                    state.insert(*f);
+                }
+                _ => return Err("a register_read writes something other than a field".into()),
+            }
+            if let Some(Arg::RegisterArray(r)) = pr.params.get(1) {
+                if p.register_arrays
+                    .get(*r as usize)
+                    .map_or(65, |r| r.bitwidth)
+                    > 64
+                {
+                    return Err("a register array is wider than 64 bits".into());
+                }
+            }
+        }
+    }
+    if state.is_empty() {
+        return Err("no register_read".into());
+    }
+    for f in &state {
+        let fd = &p.header_types[p.headers[f.header as usize].header_type as usize].fields
+            [f.field as usize];
+        if p.field_width(*f) > 64 || fd.signed || fd.saturating {
+            return Err(format!(
+                "{} is signed, saturating or wider than 64 bits",
+                fname(*f)
+            ));
+        }
+    }
+    let is_state = |e: &Expr| matches!(e, Expr::Field(f) if state.contains(f));
+    let is_const = |e: &Option<Box<Expr>>| matches!(e.as_deref(), Some(Expr::Const(_)));
+    // `m + c`, or `(m + c) & all-ones(width m)`, for the state field m being assigned.
+    let increment = |m: FieldRef, e: &Expr| -> bool {
+        let plus = |e: &Expr| match e {
+            Expr::Op {
+                op: Op::Add,
+                left: Some(l),
+                right,
+                cond: None,
+            } => matches!(**l, Expr::Field(f) if f == m) && is_const(right),
+            _ => false,
+        };
+        match e {
+            Expr::Op {
+                op: Op::And,
+                left: Some(l),
+                right: Some(r),
+                cond: None,
+            } => {
+                let ones = match &**r {
+                    Expr::Const(c) if !c.negative => {
+                        let bits: u32 = c
+                            .magnitude
+                            .iter()
+                            .skip_while(|b| **b == 0)
+                            .map(|b| b.count_ones())
+                            .sum();
+                        let all = c
+                            .magnitude
+                            .iter()
+                            .skip_while(|b| **b == 0)
+                            .all(|b| b.count_ones() == 8 || (b + 1).is_power_of_two());
+                        all && bits == p.field_width(m)
+                    }
+                    _ => false,
+                };
+                ones && plus(l)
+            }
+            other => plus(other),
+        }
+    };
+    for a in actions.iter().filter_map(|a| p.actions.get(*a as usize)) {
+        for pr in &a.primitives {
+            let mut acc = Acc::default();
+            w.primitive(pr, &a.name, &mut acc);
+            let reads: Vec<FieldRef> = acc
+                .control
+                .iter()
+                .chain(&acc.data)
+                .filter(|f| state.contains(f))
+                .copied()
+                .collect();
+            let writes: Vec<FieldRef> = acc
+                .writes
+                .iter()
+                .filter(|f| state.contains(f))
+                .copied()
+                .collect();
+            if reads.is_empty() && writes.is_empty() {
+                continue;
+            }
+            let arg = |i: usize| match pr.params.get(i) {
+                Some(Arg::Field(f)) => Some(Expr::Field(*f)),
+                Some(Arg::Expr(e)) => Some(e.clone()),
+                _ => None,
+            };
+            let ok = match pr.op.as_str() {
+                "register_read" => reads.is_empty(),
+                "register_write" => {
+                    arg(2).is_some_and(|e| is_state(&e)) && {
+                        let mut ix = Acc::default();
+                        if let Some(x) = pr.params.get(1) {
+                            w.arg_read(x, &mut ix);
+                        }
+                        !ix.control.iter().chain(&ix.data).any(|f| state.contains(f))
+                    }
+                }
+                "assign" | "modify_field" => match (arg(0), arg(1)) {
+                    (Some(Expr::Field(m)), Some(e)) if state.contains(&m) => increment(m, &e),
+                    _ => false,
+                },
+                _ => false,
+            };
+            if !ok {
+                return Err(format!(
+                    "action {} uses state field {} in {}",
+                    a.name,
+                    fname(*reads.first().or(writes.first()).unwrap_or(&FieldRef {
+                        header: 0,
+                        field: 0
+                    })),
+                    pr.op
+                ));
+            }
+        }
+    }
+    for n in &order {
+        match *n {
+            Node::Table(t) => {
+                let t = &pl.tables[t as usize];
+                let mut acc = Acc::default();
+                for k in &t.key {
+                    if let KeyTarget::Field(f) = k.target {
+                        acc.control.insert(f);
+                    }
+                }
+                if let Some(ap) = t
+                    .action_profile
+                    .and_then(|x| pl.action_profiles.get(x as usize))
+                {
+                    if let Some(sel) = &ap.selector {
+                        acc.control.extend(sel.input.iter().copied());
+                    }
+                }
+                if acc.control.iter().any(|f| state.contains(f)) {
+                    return Err(format!("table {} matches on a state field", t.name));
+                }
+            }
+            Node::Conditional(c) => {
+                let c = &pl.conditionals[c as usize];
+                let mut acc = Acc::default();
+                w.expr(&c.expr, true, &mut acc);
+                let reads_state = acc.control.iter().any(|f| state.contains(f));
+                let only_state = acc.control.iter().all(|f| state.contains(f))
+                    && acc.vreads.is_empty()
+                    && acc.whole.is_empty()
+                    && acc.bad.is_empty();
+                if reads_state && !only_state {
+                    return Err(format!(
+                        "condition {} reads a state field and other fields",
+                        c.name
+                    ));
+                }
+            }
+            Node::ActionCall(_) => {}
+        }
+    }
+    // Nothing else in the program reads the state fields.
+    for (qi, _) in p.pipelines.iter().enumerate().filter(|(q, _)| *q != pi) {
+        let o = analyse(p, qi);
+        if let Some(f) = o
+            .control_reads
+            .iter()
+            .chain(&o.data_reads)
+            .chain(&o.writes)
+            .find(|f| state.contains(f))
+        {
+            return Err(format!(
+                "pipeline {} uses state field {}",
+                o.name,
+                fname(*f)
+            ));
+        }
+    }
+    for fl in &p.field_lists {
+        if fl
+            .elements
+            .iter()
+            .any(|e| matches!(e, tern_model::FieldListElem::Field(f) if state.contains(f)))
+        {
+            return Err(format!("field list {} holds a state field", fl.name));
+        }
+    }
+    for l in &p.learn_lists {
+        if l.elements.iter().any(|f| state.contains(f)) {
+            return Err(format!("learn list {} holds a state field", l.name));
+        }
+    }
+    Ok(state.into_iter().collect())
 }

@@ -9,7 +9,7 @@
 //! counter and register writes, clock jumps) are interleaved. Used by the test suite and the
 //! `bcache_diff` fuzz target.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::fmt::Debug;
 
 use tern_model::{
@@ -122,10 +122,10 @@ pub struct Diff {
     prog: Program,
     rng: Rng,
     /// Values each table-key field takes in entries and packets.
-    pools: HashMap<FieldRef, Vec<Vec<u8>>>,
+    pools: BTreeMap<FieldRef, Vec<Vec<u8>>>,
     /// Mutable tables (simple type, no const entries): `(name, model pipeline, table)`.
     tables: Vec<(String, usize, usize)>,
-    handles: HashMap<String, Vec<u32>>,
+    handles: BTreeMap<String, Vec<u32>>,
     recent: Vec<(u32, Vec<u8>)>,
     now: u64,
     pub report: Report,
@@ -151,7 +151,7 @@ impl Diff {
         let off = Switch::from_json(json, opts).map_err(|e| e.to_string())?;
         let prog = on.program().clone();
         let mut rng = Rng(seed | 1);
-        let mut pools = HashMap::new();
+        let mut pools = BTreeMap::new();
         let mut tables = Vec::new();
         for (pi, pl) in prog.pipelines.iter().enumerate() {
             for (ti, t) in pl.tables.iter().enumerate() {
@@ -184,7 +184,7 @@ impl Diff {
             rng,
             pools,
             tables,
-            handles: HashMap::new(),
+            handles: BTreeMap::new(),
             recent: Vec::new(),
             now: 1_000,
             report: Report::default(),
@@ -427,11 +427,22 @@ impl Diff {
 
     /// A packet by walking the parser: random header bytes, select values taken from the
     /// transitions, table-key fields set to pooled values.
+    /// `n` generated frames with their ingress ports (after [`Diff::setup`], the traffic of
+    /// the cost benchmark `examples/bcache_cost.rs`).
+    pub fn frames(&mut self, n: usize) -> Vec<(u32, Vec<u8>)> {
+        (0..n)
+            .map(|_| {
+                let port = self.rng.below(8) as u32;
+                (port, self.gen_packet())
+            })
+            .collect()
+    }
+
     fn gen_packet(&mut self) -> Vec<u8> {
         let p = &self.prog;
         let mut buf: Vec<u8> = Vec::new();
-        let mut at: HashMap<u32, usize> = HashMap::new();
-        let mut stack_n: HashMap<u32, usize> = HashMap::new();
+        let mut at: BTreeMap<u32, usize> = BTreeMap::new();
+        let mut stack_n: BTreeMap<u32, usize> = BTreeMap::new();
         let Some(parser) = p.parsers.first() else {
             return self.rng.bytes(64);
         };

@@ -18,12 +18,14 @@
 
 pub mod analysis;
 pub mod diff;
+pub mod state;
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::compile::{Engine, GNode};
 use crate::exec::{Fault, Pkt, PktRegs, State};
+use analysis::PipelineAnalysis;
 
 /// How new behaviours are admitted into the cache.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,6 +50,21 @@ pub enum Eviction {
     Clock,
 }
 
+/// How pipelines that read or write registers are cached ([`state`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Stateful {
+    /// Not cached (bypassed as uncacheable).
+    Off,
+    /// The paper's value-in-key: a hit needs every register cell the behaviour read to hold
+    /// the recorded value.
+    Value,
+    /// Guards and symbolic updates where the analysis allows them (a register
+    /// read-modify-write replayed as `cell := live + c`, conditions on the value re-checked),
+    /// value guards elsewhere.
+    #[default]
+    Symbolic,
+}
+
 /// Cache settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
@@ -58,6 +75,11 @@ pub struct Config {
     /// Tables (by their JSON names) whose application makes a behaviour uncached (a
     /// per-table opt-out, for debugging); names the program does not have are ignored.
     pub skip_tables: Vec<String>,
+    /// Pipelines with registers.
+    pub stateful: Stateful,
+    /// Cache the egress pipeline too (off by default: on case #4 the egress pipeline is
+    /// cheaper natively than a lookup, see `bench/RESULTS.md`).
+    pub egress: bool,
 }
 
 impl Default for Config {
@@ -67,6 +89,8 @@ impl Default for Config {
             admission: Admission::Always,
             eviction: Eviction::Clock,
             skip_tables: Vec::new(),
+            stateful: Stateful::default(),
+            egress: false,
         }
     }
 }
@@ -106,6 +130,16 @@ impl Config {
         Ok(adm)
     }
 
+    /// Parse a stateful mode: `off`, `value` or `symbolic`.
+    pub fn parse_stateful(s: &str) -> Result<Stateful, String> {
+        match s {
+            "off" => Ok(Stateful::Off),
+            "value" => Ok(Stateful::Value),
+            "symbolic" => Ok(Stateful::Symbolic),
+            _ => Err(format!("stateful mode '{s}': give off, value or symbolic")),
+        }
+    }
+
     /// Parse an eviction policy: `fifo` or `clock`.
     pub fn parse_eviction(s: &str) -> Result<Eviction, String> {
         match s {
@@ -122,10 +156,16 @@ pub struct Stats {
     /// Packets that reached the cached pipeline.
     pub lookups: u64,
     pub hits: u64,
+    /// Hits that replayed a cached prefix and resumed the pipeline natively.
+    pub resumed: u64,
     /// Misses: no entry for the key.
     pub miss_absent: u64,
-    /// Misses: an entry whose packet-length precondition the packet does not meet.
+    /// Misses: an entry whose preconditions the packet does not meet (packet-length register
+    /// too small, other incoming packet registers).
     pub miss_length: u64,
+    /// Misses: an entry whose state guards fail (a register value or branch changed); the
+    /// new behaviour replaces it.
+    pub miss_guard: u64,
     /// Not looked up: the pipeline is not cacheable.
     pub bypass_uncacheable: u64,
     /// Not looked up: tracing or stage timing is on.
@@ -140,11 +180,18 @@ pub struct Stats {
     pub insert_refused_unexpected_write: u64,
     /// Recorded misses not inserted: they applied an opted-out table.
     pub insert_refused_opt_out: u64,
+    /// Recorded misses not inserted: register accesses the symbolic mode cannot replay
+    /// (a cell read twice or after a write in one run).
+    pub insert_refused_stateful: u64,
     pub evictions: u64,
     /// Entries removed by control-plane changes.
     pub invalidated: u64,
     /// Control-plane changes that reached the cache.
     pub invalidation_ops: u64,
+    /// Index references the changes examined (the invalidation work: the affected entries
+    /// for deletes, modifies and default changes; every entry that applied the table for an
+    /// added entry).
+    pub invalidation_scanned: u64,
     /// Whole-cache flushes (program swap, state reset, hash parameters).
     pub flushes: u64,
     /// Entries now.
@@ -158,8 +205,10 @@ impl Stats {
     pub fn add(&mut self, o: &Stats) {
         self.lookups += o.lookups;
         self.hits += o.hits;
+        self.resumed += o.resumed;
         self.miss_absent += o.miss_absent;
         self.miss_length += o.miss_length;
+        self.miss_guard += o.miss_guard;
         self.bypass_uncacheable += o.bypass_uncacheable;
         self.bypass_debug += o.bypass_debug;
         self.admission_rejected += o.admission_rejected;
@@ -167,9 +216,11 @@ impl Stats {
         self.insert_refused_length += o.insert_refused_length;
         self.insert_refused_unexpected_write += o.insert_refused_unexpected_write;
         self.insert_refused_opt_out += o.insert_refused_opt_out;
+        self.insert_refused_stateful += o.insert_refused_stateful;
         self.evictions += o.evictions;
         self.invalidated += o.invalidated;
         self.invalidation_ops += o.invalidation_ops;
+        self.invalidation_scanned += o.invalidation_scanned;
         self.flushes += o.flushes;
         self.entries += o.entries;
         self.bytes += o.bytes;
@@ -187,14 +238,16 @@ impl std::fmt::Display for Stats {
         };
         write!(
             f,
-            "lookups {}, hits {} ({:.1}%), misses: absent {}, length {}; bypassed: uncacheable {}, debug {}; \
-             admission rejected {}, inserts {}, refused (length {}, unexpected write {}, opt-out {}), evictions {}, \
+            "lookups {}, hits {} ({:.1}%, {} resumed), misses: absent {}, length {}, guard {}; bypassed: uncacheable {}, debug {}; \
+             admission rejected {}, inserts {}, refused (length {}, unexpected write {}, opt-out {}, stateful {}), evictions {}, \
              invalidated {} in {} changes, flushes {}, entries {} ({} bytes, {} per entry)",
             self.lookups,
             self.hits,
             pct(self.hits),
+            self.resumed,
             self.miss_absent,
             self.miss_length,
+            self.miss_guard,
             self.bypass_uncacheable,
             self.bypass_debug,
             self.admission_rejected,
@@ -202,6 +255,7 @@ impl std::fmt::Display for Stats {
             self.insert_refused_length,
             self.insert_refused_unexpected_write,
             self.insert_refused_opt_out,
+            self.insert_refused_stateful,
             self.evictions,
             self.invalidated,
             self.invalidation_ops,
@@ -224,6 +278,49 @@ pub struct Rec {
     pub keys: Vec<u8>,
     /// Indirect counters counted: `(counter array, index)`.
     pub counts: Vec<(u32, u32)>,
+    /// Register accesses and conditions ([`state`]).
+    pub regs: state::RegLog,
+    /// Prefix caching: the interpreter stops before any of these nodes ...
+    pub stop: Vec<GNode>,
+    /// ... and leaves here the one it stopped at.
+    pub resume: Option<GNode>,
+}
+
+impl Rec {
+    pub(crate) fn reg_read(&mut self, array: u32, index: u32, cell: &[u8], dst: Option<u32>) {
+        let l = &mut self.regs;
+        l.reads.push(state::RegAccess {
+            array,
+            index,
+            value: l.bytes.len() as u64,
+            field: dst,
+            seq: l.reads.len() as u32,
+        });
+        l.bytes.extend_from_slice(cell);
+    }
+
+    pub(crate) fn reg_write(&mut self, array: u32, index: u32, value: u64, src: Option<u32>) {
+        let l = &mut self.regs;
+        l.writes.push(state::RegAccess {
+            array,
+            index,
+            value,
+            field: src,
+            seq: l.reads.len() as u32,
+        });
+    }
+
+    pub(crate) fn cond(&mut self, c: u32, v: bool, phv: &crate::layout::Phv) {
+        let l = &mut self.regs;
+        if l.watch.is_empty() {
+            return;
+        }
+        l.conds
+            .push((c, v, l.vals.len() as u32, l.reads.len() as u32));
+        for w in &l.watch {
+            l.vals.push(phv.read_u64(w));
+        }
+    }
 }
 
 /// One table applied by a recorded run: table, `(slot, handle)` of the entry hit (`None`
@@ -246,6 +343,24 @@ pub struct Plan {
     /// as the recorded packet's.
     pub removes_headers: bool,
     pub has_vl: bool,
+    /// The pipeline this plan caches (`ingress` or `egress`).
+    pub pipeline: String,
+    /// The pipeline accesses registers (entries carry state guards, [`state`]).
+    pub stateful: bool,
+    /// Symbolic mode: the state fields (`None`: value guards).
+    pub state_fields: Option<Vec<crate::layout::FieldLoc>>,
+    /// Why the symbolic mode was not used (stateful pipelines only).
+    pub symbolic_refused: Option<String>,
+    /// Per engine condition: it reads a state field (re-checked on a hit).
+    pub guard_conds: Vec<bool>,
+    /// Prefix caching: the pipeline is not cacheable as a whole (`prefix_of` says why), so
+    /// the cache keys and replays its cacheable prefix and the pipeline resumes natively at
+    /// the first of these (uncacheable) nodes a packet reaches.
+    pub stop: Vec<GNode>,
+    pub prefix_of: Option<String>,
+    /// Bytes of a packed key in the cache's key arena: `key_bytes` rounded up to 8 (the
+    /// hash and the comparison work on whole 64-bit words; the padding is zero).
+    pub stride: usize,
 }
 
 fn merge(mut r: Vec<(u32, u32)>) -> Vec<(u32, u32)> {
@@ -266,21 +381,96 @@ fn merge(mut r: Vec<(u32, u32)>) -> Vec<(u32, u32)> {
 impl Plan {
     /// The plan of `eng`'s ingress pipeline.
     pub fn new(eng: &Engine) -> Plan {
+        Plan::for_pipeline(eng, "ingress")
+    }
+
+    /// The plan of `eng`'s pipeline `name` (`ingress` or `egress`), registers cached
+    /// symbolically where possible.
+    pub fn for_pipeline(eng: &Engine, name: &str) -> Plan {
+        Plan::with_mode(eng, name, Stateful::default())
+    }
+
+    /// The plan of `eng`'s pipeline `name` with stateful mode `mode`.
+    pub fn with_mode(eng: &Engine, name: &str, mode: Stateful) -> Plan {
         let p = &eng.prog;
-        let Some(pi) = p.pipelines.iter().position(|pl| pl.name == "ingress") else {
+        let Some(pi) = p.pipelines.iter().position(|pl| pl.name == name) else {
             return Plan {
-                uncacheable: Some("no ingress pipeline".into()),
+                uncacheable: Some(format!("no {name} pipeline")),
+                pipeline: name.to_string(),
                 ..Default::default()
             };
         };
-        let a = analysis::analyse(p, pi);
+        let full = analysis::analyse(p, pi);
+        let mut stop = Vec::new();
+        let mut prefix_of = None;
+        let a = match full.prefix {
+            Some(pa) if !full.uncacheable.is_empty() => {
+                let (tb, cb, ab) = p.pipelines[..pi].iter().fold((0, 0, 0), |(t, c, a), pl| {
+                    (
+                        t + pl.tables.len() as u32,
+                        c + pl.conditionals.len() as u32,
+                        a + pl.action_calls.len() as u32,
+                    )
+                });
+                for n in &full.stop_nodes {
+                    stop.push(match *n {
+                        tern_model::Node::Table(t) => GNode::Table(tb + t),
+                        tern_model::Node::Conditional(c) => GNode::Cond(cb + c),
+                        tern_model::Node::ActionCall(c) => GNode::Call(ab + c),
+                    });
+                }
+                prefix_of = full
+                    .uncacheable
+                    .first()
+                    .map(|(node, why)| format!("{node}: {why}"));
+                *pa
+            }
+            _ => PipelineAnalysis {
+                prefix: None,
+                ..full
+            },
+        };
         let mut plan = Plan {
+            stop,
+            prefix_of,
             removes_headers: a.removes_headers,
             has_vl: eng.layout.has_vl,
+            pipeline: name.to_string(),
             ..Default::default()
         };
         if let Some((node, why)) = a.uncacheable.first() {
             plan.uncacheable = Some(format!("{node}: {why}"));
+        }
+        if let Some((node, what)) = a.stateful.first() {
+            plan.stateful = true;
+            if mode == Stateful::Off && plan.uncacheable.is_none() {
+                plan.uncacheable = Some(format!("{node}: {what} (stateful caching is off)"));
+            }
+            if mode == Stateful::Symbolic {
+                match analysis::symbolic_state(p, pi) {
+                    Ok(fs) => {
+                        let locs: Vec<crate::layout::FieldLoc> = fs
+                            .iter()
+                            .filter_map(|f| {
+                                eng.layout
+                                    .headers
+                                    .get(f.header as usize)
+                                    .and_then(|h| h.fields.get(f.field as usize))
+                                    .copied()
+                            })
+                            .collect();
+                        plan.guard_conds = eng
+                            .conds
+                            .iter()
+                            .map(|c| reads_any(&c.expr, &locs))
+                            .collect();
+                        plan.state_fields = Some(locs);
+                    }
+                    Err(why) => plan.symbolic_refused = Some(why),
+                }
+            } else if mode == Stateful::Value {
+                plan.symbolic_refused = Some("value mode".into());
+            }
         }
         let loc = |f: &tern_model::FieldRef| {
             eng.layout
@@ -336,31 +526,85 @@ impl Plan {
             } else {
                 0
             };
+        plan.stride = plan.key_bytes.div_ceil(8).max(1) * 8;
         plan
     }
 
-    /// Pack `pkt`'s key into `out`.
-    fn key(&self, pkt: &Pkt, out: &mut Vec<u8>) {
-        out.clear();
+    /// Pack `pkt`'s key into `out` (`stride` bytes; the padding stays zero).
+    fn key(&self, pkt: &Pkt, out: &mut [u8]) {
         let b = &pkt.phv.bytes;
+        let mut at = 0usize;
         for &(o, n) in &self.key_ranges {
-            out.extend_from_slice(&b[o as usize..(o + n) as usize]);
+            let (o, n) = (o as usize, n as usize);
+            copy_exact(&mut out[at..at + n], &b[o..o + n]);
+            at += n;
         }
-        for c in pkt.phv.valid.chunks(8) {
+        // SAFETY: `bool` is one byte holding 0 or 1, so a `[bool]` is a valid `[u8]` of the
+        // same length; the slice borrows `pkt` for this function only.
+        let valid: &[u8] = unsafe {
+            std::slice::from_raw_parts(pkt.phv.valid.as_ptr().cast::<u8>(), pkt.phv.valid.len())
+        };
+        let mut chunks = valid.chunks_exact(8);
+        for c in &mut chunks {
+            // Eight 0/1 bytes to eight bits: every partial product of the multiply lands on
+            // its own bit, so the top byte holds the eight flags (no carries).
+            let w = u64::from_le_bytes(c.try_into().unwrap_or([0; 8]));
+            out[at] = (w.wrapping_mul(0x0102_0408_1020_4080) >> 56) as u8;
+            at += 1;
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
             let mut x = 0u8;
-            for (i, v) in c.iter().enumerate() {
-                x |= (*v as u8) << i;
+            for (i, v) in rest.iter().enumerate() {
+                x |= v << (7 - i);
             }
-            out.push(x);
+            out[at] = x;
+            at += 1;
         }
         for s in pkt.phv.stack_next.iter().chain(&pkt.phv.union_stack_next) {
-            out.extend_from_slice(&s.to_le_bytes());
+            out[at..at + 4].copy_from_slice(&s.to_le_bytes());
+            at += 4;
         }
         if self.has_vl {
             for w in &pkt.phv.vl_width {
-                out.extend_from_slice(&w.to_le_bytes());
+                out[at..at + 4].copy_from_slice(&w.to_le_bytes());
+                at += 4;
             }
         }
+    }
+}
+
+/// `d.copy_from_slice(s)` with fixed-size moves for the short lengths fields have (a
+/// variable-length `copy_from_slice` is a `memcpy` call, ~25 instructions for a few bytes).
+#[inline(always)]
+fn copy_exact(d: &mut [u8], s: &[u8]) {
+    macro_rules! fixed {
+        ($n:literal) => {{
+            let a: [u8; $n] = s[..$n].try_into().unwrap_or([0; $n]);
+            d[..$n].copy_from_slice(&a);
+        }};
+    }
+    match s.len() {
+        1 => d[0] = s[0],
+        2 => fixed!(2),
+        3 => fixed!(3),
+        4 => fixed!(4),
+        5 => fixed!(5),
+        6 => fixed!(6),
+        7 => fixed!(7),
+        8 => fixed!(8),
+        _ => d.copy_from_slice(s),
+    }
+}
+
+/// Does `e` read one of the fields `locs`?
+fn reads_any(e: &crate::expr::CExpr, locs: &[crate::layout::FieldLoc]) -> bool {
+    use crate::expr::CExpr;
+    match e {
+        CExpr::Field(f) => locs.iter().any(|l| l.off == f.off),
+        CExpr::Register { index, .. } => reads_any(index, locs),
+        CExpr::Op { l, r, c, .. } => [l, r, c].into_iter().flatten().any(|x| reads_any(x, locs)),
+        _ => false,
     }
 }
 
@@ -393,21 +637,127 @@ impl Hasher for KeyHasher {
     }
 }
 
-type KeyMap = HashMap<Box<[u8]>, u32, BuildHasherDefault<KeyHasher>>;
-
 /// `(table, entry handle)` → `(slot, generation)` of the cached behaviours that hit it.
 type EntryIndex = HashMap<(u32, u32), Vec<(u32, u32)>, BuildHasherDefault<KeyHasher>>;
 
+/// The hash of a packed key (`stride` bytes, a multiple of 8): one pass over its words.
+#[inline]
 fn hash_key(k: &[u8]) -> u64 {
-    let mut h = KeyHasher::default();
-    h.write(k);
-    h.finish()
+    const K: u64 = 0x517c_c1b7_2722_0a95;
+    let mut h = k.len() as u64;
+    for c in k.chunks_exact(8) {
+        let v = u64::from_le_bytes(c.try_into().unwrap_or([0; 8]));
+        h = (h.rotate_left(5) ^ v).wrapping_mul(K);
+    }
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h
+}
+
+/// Open-addressing index over the cache's slots (linear probing, backward-shift deletion, no
+/// tombstones): each bucket holds `slot + 1` (0: empty) in its low 32 bits and the top 32 bits
+/// of the slot's hash above, so a probe compares a tag before touching the key arena.
+#[derive(Debug, Default)]
+struct Index {
+    buckets: Vec<u64>,
+    len: usize,
+}
+
+impl Index {
+    fn mask(&self) -> usize {
+        self.buckets.len().wrapping_sub(1)
+    }
+
+    #[inline]
+    fn find(&self, h: u64, key: &[u8], keys: &[u8], stride: usize) -> Option<u32> {
+        if self.buckets.is_empty() {
+            return None;
+        }
+        let mask = self.mask();
+        let tag = h >> 32;
+        let mut i = h as usize & mask;
+        loop {
+            let b = self.buckets[i];
+            if b == 0 {
+                return None;
+            }
+            if b >> 32 == tag {
+                let s = (b as u32 - 1) as usize;
+                if &keys[s * stride..(s + 1) * stride] == key {
+                    return Some(s as u32);
+                }
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// Add `slot` (hash `h`), growing to keep the load at most one half.
+    fn insert(&mut self, h: u64, slot: u32, hashes: &[u64]) {
+        if 2 * (self.len + 1) > self.buckets.len() {
+            let n = (self.buckets.len() * 2).max(16);
+            let old = std::mem::replace(&mut self.buckets, vec![0; n]);
+            for b in old.into_iter().filter(|b| *b != 0) {
+                let s = (b as u32 - 1) as usize;
+                self.place(hashes[s], b);
+            }
+        }
+        self.place(h, (h >> 32) << 32 | (slot as u64 + 1));
+        self.len += 1;
+    }
+
+    fn place(&mut self, h: u64, b: u64) {
+        let mask = self.mask();
+        let mut i = h as usize & mask;
+        while self.buckets[i] != 0 {
+            i = (i + 1) & mask;
+        }
+        self.buckets[i] = b;
+    }
+
+    /// Remove `slot` (hash `h`; it must be present).
+    fn remove(&mut self, h: u64, slot: u32, hashes: &[u64]) {
+        let mask = self.mask();
+        let mut i = h as usize & mask;
+        while self.buckets[i] as u32 != slot + 1 {
+            if self.buckets[i] == 0 {
+                return;
+            }
+            i = (i + 1) & mask;
+        }
+        self.len -= 1;
+        // Backward shift: pull later members of the cluster into the hole when their home
+        // bucket is not cyclically in (hole, their position].
+        let mut j = i;
+        loop {
+            j = (j + 1) & mask;
+            let b = self.buckets[j];
+            if b == 0 {
+                self.buckets[i] = 0;
+                return;
+            }
+            let k = hashes[(b as u32 - 1) as usize] as usize & mask;
+            let stays = if i <= j {
+                i < k && k <= j
+            } else {
+                i < k || k <= j
+            };
+            if !stays {
+                self.buckets[i] = b;
+                i = j;
+            }
+        }
+    }
+
+    fn clear(&mut self) {
+        self.buckets.clear();
+        self.len = 0;
+    }
 }
 
 /// One cached behaviour.
 #[derive(Debug)]
 struct Entry {
-    key: Box<[u8]>,
     /// Final bytes of the plan's write ranges, concatenated.
     writes: Box<[u8]>,
     valid: Box<[bool]>,
@@ -415,6 +765,9 @@ struct Entry {
     union_stack_next: Box<[u32]>,
     vl_width: Box<[u32]>,
     regs: PktRegs,
+    /// The packet registers the recorded run started with (egress packets carry ingress's
+    /// truncation; a hit needs the same).
+    regs0: PktRegs,
     len_delta: i64,
     /// The recorded packet's length register (a hit needs at least this much when the
     /// pipeline removes headers).
@@ -425,19 +778,27 @@ struct Entry {
     /// The lookup keys of `path`, concatenated.
     keys: Box<[u8]>,
     counts: Box<[(u32, u32)]>,
+    /// The steps of `path` whose entry has a direct counter or ageing: `(table, store slot,
+    /// flags)` (bit 0: ageing, bit 1: counter), replayed on every hit.
+    live: Box<[(u32, u32, u32)]>,
+    /// Register guards and effects (stateful pipelines).
+    state: Option<state::EntryState>,
+    /// Prefix caching: where the pipeline resumes natively after the replay.
+    resume: Option<GNode>,
     referenced: bool,
 }
 
 impl Entry {
     fn bytes(&self) -> usize {
         std::mem::size_of::<Entry>()
-            + self.key.len()
             + self.writes.len()
             + self.valid.len()
             + 4 * (self.stack_next.len() + self.union_stack_next.len() + self.vl_width.len())
             + std::mem::size_of::<Step>() * self.path.len()
             + self.keys.len()
             + 8 * self.counts.len()
+            + 12 * self.live.len()
+            + self.state.as_ref().map_or(0, |s| s.bytes())
             + self.fault.as_ref().map_or(0, |f| f.len())
     }
 }
@@ -458,7 +819,12 @@ pub struct Cache {
     pub plan: Plan,
     /// Per engine table: opted out ([`Config::skip_tables`]).
     skip: Vec<bool>,
-    map: KeyMap,
+    /// Slots by key.
+    index: Index,
+    /// Packed keys, `plan.stride` bytes per slot.
+    keys: Vec<u8>,
+    /// Key hash per slot.
+    hashes: Vec<u64>,
     slab: Vec<Option<Entry>>,
     gens: Vec<u32>,
     free: Vec<u32>,
@@ -475,23 +841,33 @@ pub struct Cache {
     rec: Option<Box<Rec>>,
     stats: Stats,
     bytes: usize,
+    /// The egress pipeline's cache (owned by the ingress one, so every invalidation reaches
+    /// both); `None` in the egress cache itself.
+    egress: Option<Box<Cache>>,
 }
 
 impl Cache {
     /// An empty cache for `eng`'s ingress pipeline.
     pub fn new(cfg: Config, eng: &Engine) -> Cache {
-        let plan = Plan::new(eng);
+        Cache::for_pipeline(cfg, eng, "ingress")
+    }
+
+    /// An empty cache for `eng`'s pipeline `name` (`ingress` or `egress`).
+    pub fn for_pipeline(cfg: Config, eng: &Engine, name: &str) -> Cache {
+        let plan = Plan::with_mode(eng, name, cfg.stateful);
         let n = eng.tables.len();
         let cm = match cfg.admission {
             Admission::Always => Vec::new(),
             _ => vec![[0u16; 2]; CM_SLOTS],
         };
         let skip = skip_of(&cfg, eng);
-        Cache {
+        let mut c = Cache {
             cfg,
             plan,
             skip,
-            map: KeyMap::default(),
+            index: Index::default(),
+            keys: Vec::new(),
+            hashes: Vec::new(),
             slab: Vec::new(),
             gens: Vec::new(),
             free: Vec::new(),
@@ -508,13 +884,43 @@ impl Cache {
             rec: Some(Box::default()),
             stats: Stats::default(),
             bytes: 0,
+            egress: None,
+        };
+        if name == "ingress" && c.cfg.egress && eng.egress.is_some() {
+            c.egress = Some(Box::new(Cache::for_pipeline(c.cfg.clone(), eng, "egress")));
+        }
+        c
+    }
+
+    /// The egress cache's plan and counters (`None`: the program has no egress pipeline).
+    pub fn egress_plan(&self) -> Option<&Plan> {
+        self.egress.as_ref().map(|e| &e.plan)
+    }
+
+    /// The egress cache's counters (entries and bytes as of now).
+    pub fn egress_stats(&self) -> Option<Stats> {
+        self.egress.as_ref().map(|e| e.stats())
+    }
+
+    /// Run the egress pipeline of `pkt` through the egress cache (natively when there is
+    /// none).
+    pub(crate) fn run_egress(
+        &mut self,
+        eng: &Engine,
+        st: &mut State,
+        pkt: &mut Pkt,
+        init: Option<GNode>,
+    ) -> Result<(), Fault> {
+        match self.egress.as_deref_mut() {
+            Some(e) => e.run(eng, st, pkt, init),
+            None => eng.run_pipeline(st, pkt, "egress", init),
         }
     }
 
     /// The counters so far (entries and bytes as of now).
     pub fn stats(&self) -> Stats {
         let mut s = self.stats;
-        s.entries = self.map.len() as u64;
+        s.entries = self.index.len as u64;
         s.bytes = self.bytes as u64;
         s
     }
@@ -531,40 +937,54 @@ impl Cache {
         self.stats.lookups += 1;
         if self.plan.uncacheable.is_some() {
             self.stats.bypass_uncacheable += 1;
-            return eng.run_pipeline(st, pkt, "ingress", init);
+            return eng.run_pipeline(st, pkt, &self.plan.pipeline, init);
         }
         if st.ext.trace.is_some() || st.ext.probe.is_some() {
             self.stats.bypass_debug += 1;
-            return eng.run_pipeline(st, pkt, "ingress", init);
+            return eng.run_pipeline(st, pkt, &self.plan.pipeline, init);
         }
-        let mut kbuf = std::mem::take(&mut self.kbuf);
-        self.plan.key(pkt, &mut kbuf);
-        let r = self.lookup_or_record(eng, st, pkt, init, &kbuf);
-        self.kbuf = kbuf;
-        r
+        let stride = self.plan.stride;
+        if self.kbuf.len() != stride {
+            self.kbuf = vec![0; stride];
+        }
+        self.plan.key(pkt, &mut self.kbuf);
+        let h = hash_key(&self.kbuf);
+        if let Some(slot) = self.index.find(h, &self.kbuf, &self.keys, stride) {
+            match self.replay(eng, st, pkt, slot) {
+                Ok(r) => {
+                    self.stats.hits += 1;
+                    return r;
+                }
+                Err(Miss::Length) => {
+                    self.stats.miss_length += 1;
+                    return eng.run_pipeline(st, pkt, &self.plan.pipeline, init);
+                }
+                Err(Miss::Guard) => {
+                    // The state moved on: record the behaviour it leads to now (it
+                    // replaces the entry).
+                    self.stats.miss_guard += 1;
+                    return self.record(eng, st, pkt, init, h);
+                }
+            }
+        }
+        self.stats.miss_absent += 1;
+        if !self.admit(h) {
+            self.stats.admission_rejected += 1;
+            return eng.run_pipeline(st, pkt, &self.plan.pipeline, init);
+        }
+        self.record(eng, st, pkt, init, h)
     }
 
-    fn lookup_or_record(
+    /// Run the pipeline with the recorder on and insert the behaviour (key in `self.kbuf`,
+    /// hash `h`) if it can be replayed.
+    fn record(
         &mut self,
         eng: &Engine,
         st: &mut State,
         pkt: &mut Pkt,
         init: Option<GNode>,
-        key: &[u8],
+        h: u64,
     ) -> Result<(), Fault> {
-        if let Some(&slot) = self.map.get(key) {
-            if let Some(r) = self.replay(eng, st, pkt, slot) {
-                self.stats.hits += 1;
-                return r;
-            }
-            self.stats.miss_length += 1;
-            return eng.run_pipeline(st, pkt, "ingress", init);
-        }
-        self.stats.miss_absent += 1;
-        if !self.admit(key) {
-            self.stats.admission_rejected += 1;
-            return eng.run_pipeline(st, pkt, "ingress", init);
-        }
         // Record: the slow path (interpreted, so every table apply is seen) with the
         // recorder on.
         self.pre.clear();
@@ -575,22 +995,50 @@ impl Cache {
         rec.path.clear();
         rec.keys.clear();
         rec.counts.clear();
+        rec.regs.clear();
+        rec.regs.watch.clear();
+        rec.stop.clear();
+        rec.stop.extend_from_slice(&self.plan.stop);
+        rec.resume = None;
+        if let Some(w) = &self.plan.state_fields {
+            rec.regs.watch.extend_from_slice(w);
+        }
         st.ext.rec = Some(rec);
-        let r = eng.run_pipeline(st, pkt, "ingress", init);
+        let r = eng.run_pipeline(st, pkt, &self.plan.pipeline, init);
         let rec = st.ext.rec.take().unwrap_or_default();
+        let resume = rec.resume;
+        let est = state::build(
+            &rec.regs,
+            st,
+            &pkt.phv,
+            self.plan.state_fields.is_some(),
+            &self.plan.guard_conds,
+        );
         if regs0.len_saturated || pkt.regs.len_saturated {
             self.stats.insert_refused_length += 1;
         } else if rec.path.iter().any(|s| self.skip[s.0 as usize]) {
             self.stats.insert_refused_opt_out += 1;
         } else if !self.only_writes_planned(&pkt.phv.bytes) {
             self.stats.insert_refused_unexpected_write += 1;
+        } else if est.is_err() {
+            self.stats.insert_refused_stateful += 1;
         } else {
+            let est = est.ok().flatten();
             let mut writes = Vec::with_capacity(self.plan.write_bytes);
             for &(o, n) in &self.plan.write_ranges {
                 writes.extend_from_slice(&pkt.phv.bytes[o as usize..(o + n) as usize]);
             }
+            let live: Vec<(u32, u32, u32)> = rec
+                .path
+                .iter()
+                .filter_map(|&(ti, hit, _, _)| {
+                    let (s, _) = hit?;
+                    let t = &eng.tables[ti as usize];
+                    let flags = t.support_timeout as u32 | (t.with_counters as u32) << 1;
+                    (flags != 0).then_some((ti, s, flags))
+                })
+                .collect();
             let e = Entry {
-                key: key.into(),
                 writes: writes.into(),
                 valid: pkt.phv.valid.as_slice().into(),
                 stack_next: pkt.phv.stack_next.as_slice().into(),
@@ -601,18 +1049,30 @@ impl Cache {
                     Box::new([])
                 },
                 regs: pkt.regs.clone(),
+                regs0: regs0.clone(),
                 len_delta: pkt.length_reg as i64 - len0 as i64,
                 len0,
                 fault: r.as_ref().err().map(|f| f.0.clone()),
                 path: rec.path.as_slice().into(),
                 keys: rec.keys.as_slice().into(),
                 counts: rec.counts.as_slice().into(),
+                live: live.into(),
+                state: est,
+                resume,
                 referenced: false,
             };
-            self.insert(e);
+            // A behaviour whose guards failed is replaced.
+            if let Some(old) = self.index.find(h, &self.kbuf, &self.keys, self.plan.stride) {
+                self.remove(old);
+            }
+            self.insert(e, h);
         }
         self.rec = Some(rec);
-        r
+        match resume {
+            // The prefix is recorded; the rest runs natively.
+            Some(n) if r.is_ok() => eng.run_pipeline(st, pkt, &self.plan.pipeline, Some(n)),
+            _ => r,
+        }
     }
 
     /// No byte outside the planned write ranges changed since `self.pre`.
@@ -627,13 +1087,12 @@ impl Cache {
         now[at..] == self.pre[at..]
     }
 
-    fn admit(&mut self, key: &[u8]) -> bool {
+    fn admit(&mut self, h: u64) -> bool {
         let (threshold, window) = match self.cfg.admission {
             Admission::Always => return true,
             Admission::CountMin { threshold } => (threshold, 0),
             Admission::TinyLfu { threshold, window } => (threshold, window),
         };
-        let h = hash_key(key);
         let i1 = (h & 0xffff) as usize;
         let i2 = ((h >> 32) & 0xffff) as usize;
         let c1 = self.cm[i1][0].saturating_add(1);
@@ -659,22 +1118,33 @@ impl Cache {
         }
     }
 
-    /// Replay entry `slot` onto `pkt`; `None` if its packet-length precondition fails.
+    /// Replay entry `slot` onto `pkt`; `Err` if its packet-length precondition or its state
+    /// guards fail.
     fn replay(
         &mut self,
         eng: &Engine,
         st: &mut State,
         pkt: &mut Pkt,
         slot: u32,
-    ) -> Option<Result<(), Fault>> {
-        let e = self.slab[slot as usize].as_mut()?;
-        if self.plan.removes_headers && pkt.length_reg < e.len0 {
-            return None;
+    ) -> Result<Result<(), Fault>, Miss> {
+        let Some(e) = self.slab[slot as usize].as_mut() else {
+            return Err(Miss::Length);
+        };
+        if (self.plan.removes_headers && pkt.length_reg < e.len0) || pkt.regs != e.regs0 {
+            return Err(Miss::Length);
+        }
+        if let Some(es) = &e.state {
+            if !state::check(es, eng, st, pkt) {
+                return Err(Miss::Guard);
+            }
         }
         let mut at = 0usize;
         for &(o, n) in &self.plan.write_ranges {
             let n = n as usize;
-            pkt.phv.bytes[o as usize..o as usize + n].copy_from_slice(&e.writes[at..at + n]);
+            copy_exact(
+                &mut pkt.phv.bytes[o as usize..o as usize + n],
+                &e.writes[at..at + n],
+            );
             at += n;
         }
         pkt.phv.valid.copy_from_slice(&e.valid);
@@ -692,17 +1162,12 @@ impl Cache {
         pkt.regs.clone_from(&e.regs);
         pkt.length_reg = (pkt.length_reg as i64 + e.len_delta) as u32;
         let now = st.ext.now_us;
-        for &(ti, hit, _, _) in e.path.iter() {
-            let Some((s, _)) = hit else { continue };
-            let t = &eng.tables[ti as usize];
-            if !(t.with_counters || t.support_timeout) {
-                continue;
-            }
+        for &(ti, s, flags) in e.live.iter() {
             if let Some(en) = st.tables[ti as usize].store.slots[s as usize].as_mut() {
-                if t.support_timeout {
+                if flags & 1 != 0 {
                     en.last_hit_us = now;
                 }
-                if t.with_counters {
+                if flags & 2 != 0 {
                     en.counter.packets += 1;
                     en.counter.bytes += pkt.ingress_len as u64;
                 }
@@ -714,18 +1179,29 @@ impl Cache {
                 cv.bytes += pkt.ingress_len as u64;
             }
         }
+        if let Some(es) = &e.state {
+            state::replay(es, st, pkt);
+        }
         e.referenced = true;
-        Some(match &e.fault {
+        let r = match &e.fault {
             None => Ok(()),
             Some(f) => Err(Fault(f.clone())),
+        };
+        Ok(match e.resume {
+            Some(n) if r.is_ok() => {
+                self.stats.resumed += 1;
+                eng.run_pipeline(st, pkt, &self.plan.pipeline, Some(n))
+            }
+            _ => r,
         })
     }
 
-    fn insert(&mut self, e: Entry) {
+    /// Insert `e` under the key in `self.kbuf` (hash `h`).
+    fn insert(&mut self, e: Entry, h: u64) {
         if self.cfg.capacity == 0 {
             return;
         }
-        if self.map.len() >= self.cfg.capacity {
+        if self.index.len >= self.cfg.capacity {
             self.evict_one();
         }
         let slot = match self.free.pop() {
@@ -733,9 +1209,15 @@ impl Cache {
             None => {
                 self.slab.push(None);
                 self.gens.push(0);
+                self.hashes.push(0);
+                self.keys.resize(self.keys.len() + self.plan.stride, 0);
                 (self.slab.len() - 1) as u32
             }
         };
+        let stride = self.plan.stride;
+        self.keys[slot as usize * stride..(slot as usize + 1) * stride].copy_from_slice(&self.kbuf);
+        self.hashes[slot as usize] = h;
+        self.index.insert(h, slot, &self.hashes);
         let g = self.gens[slot as usize];
         let r = (slot, g);
         for &(ti, hit, _, _) in e.path.iter() {
@@ -750,7 +1232,6 @@ impl Cache {
             self.fifo.push_back(r);
         }
         self.bytes += e.bytes();
-        self.map.insert(e.key.clone(), slot);
         self.slab[slot as usize] = Some(e);
         self.stats.inserts += 1;
         if self.index_refs > 8 * self.cfg.capacity + 4096
@@ -793,13 +1274,15 @@ impl Cache {
     fn remove(&mut self, slot: u32) {
         if let Some(e) = self.slab[slot as usize].take() {
             self.bytes -= e.bytes();
-            self.map.remove(&e.key);
+            self.index
+                .remove(self.hashes[slot as usize], slot, &self.hashes);
             self.gens[slot as usize] = self.gens[slot as usize].wrapping_add(1);
             self.free.push(slot);
         }
     }
 
     fn remove_refs(&mut self, refs: Vec<(u32, u32)>) {
+        self.stats.invalidation_scanned += refs.len() as u64;
         for (s, g) in refs {
             if self.gens[s as usize] == g && self.slab[s as usize].is_some() {
                 self.remove(s);
@@ -839,6 +1322,9 @@ impl Cache {
 
     /// A control-plane change: remove exactly the entries that depend on it.
     pub fn invalidate(&mut self, what: Invalidate) {
+        if let Some(e) = self.egress.as_deref_mut() {
+            e.invalidate(what);
+        }
         self.stats.invalidation_ops += 1;
         match what {
             Invalidate::Entry(t, h) => {
@@ -865,7 +1351,12 @@ impl Cache {
     /// A new program: flush, then a new plan and indexes for it (counters kept).
     pub fn rebuild(&mut self, eng: &Engine) {
         self.flush();
-        self.plan = Plan::new(eng);
+        if self.plan.pipeline == "ingress" {
+            let cfg = self.cfg.clone();
+            self.egress = (cfg.egress && eng.egress.is_some())
+                .then(|| Box::new(Cache::for_pipeline(cfg, eng, "egress")));
+        }
+        self.plan = Plan::with_mode(eng, &self.plan.pipeline.clone(), self.cfg.stateful);
         self.skip = skip_of(&self.cfg, eng);
         self.by_table = vec![Vec::new(); eng.tables.len()];
         self.by_miss = vec![Vec::new(); eng.tables.len()];
@@ -875,11 +1366,15 @@ impl Cache {
     /// the new entry matches (their result may change; a lookup it does not match keeps
     /// its result whatever the priorities).
     pub fn invalidate_added(&mut self, t: u32, e: &crate::table::Entry) {
+        if let Some(eg) = self.egress.as_deref_mut() {
+            eg.invalidate_added(t, e);
+        }
         self.stats.invalidation_ops += 1;
         let Some(v) = self.by_table.get_mut(t as usize) else {
             return;
         };
         let refs = std::mem::take(v);
+        self.stats.invalidation_scanned += refs.len() as u64;
         let mut keep = Vec::with_capacity(refs.len());
         for (s, g) in refs {
             let Some(en) = self.slab[s as usize]
@@ -909,9 +1404,14 @@ impl Cache {
 
     /// Remove every entry.
     pub fn flush(&mut self) {
+        if let Some(e) = self.egress.as_deref_mut() {
+            e.flush();
+        }
         self.stats.flushes += 1;
-        self.stats.invalidated += self.map.len() as u64;
-        self.map.clear();
+        self.stats.invalidated += self.index.len as u64;
+        self.index.clear();
+        self.keys.clear();
+        self.hashes.clear();
         self.slab.clear();
         self.gens.clear();
         self.free.clear();
@@ -924,6 +1424,12 @@ impl Cache {
         self.index_refs = 0;
         self.bytes = 0;
     }
+}
+
+/// Why a found entry was not replayed.
+enum Miss {
+    Length,
+    Guard,
 }
 
 /// What a control-plane change affects.
