@@ -349,3 +349,47 @@ fn bench_warm_up_admits_the_hottest_keys() {
         assert!(j["hit_ratio"].as_f64().unwrap() > 0.2, "{cache}: {j}");
     }
 }
+
+/// Large values (600 bytes, > 128: never cached, forwarded to the server with a switch seq)
+/// mixed with small ones on the same keys, under all three caches: the checker finds nothing,
+/// large values are read back, and the cache still answers (small values) from the switch.
+#[test]
+fn large_values_mixed_with_small_ones_stay_correct_under_every_cache() {
+    for cache in ["farreach", "netcache", "nocache"] {
+        let mut args = vec!["--cache", cache];
+        if cache != "nocache" {
+            args.extend_from_slice(SMALL_CACHE);
+        }
+        let mut cmd = CHECK.to_vec();
+        cmd.extend_from_slice(&["--large-ratio", "0.3", "--large-size", "600"]);
+        let r = up(&format!("large-{cache}"), &args, &cmd);
+        assert!(r.ok, "{cache}: {}", r.out);
+        assert!(
+            r.out
+                .contains("violations: 0 stale, 0 unknown value, 0 value/seq mixed"),
+            "{cache}: {}",
+            r.out
+        );
+        let line = r
+            .out
+            .lines()
+            .find(|l| l.contains("large values (600 bytes)"))
+            .unwrap_or_else(|| panic!("{cache}: no large-value line: {}", r.out));
+        let nums: Vec<u64> = line
+            .split(|c: char| !c.is_ascii_digit())
+            .filter_map(|w| w.parse().ok())
+            .collect();
+        // [600, writes, reads]
+        assert!(
+            nums.len() >= 3 && nums[1] > 100 && nums[2] > 50,
+            "{cache}: {line}"
+        );
+        if cache != "nocache" {
+            assert!(
+                !r.out.contains("(0 answered by the switch)"),
+                "{cache}: {}",
+                r.out
+            );
+        }
+    }
+}
