@@ -680,7 +680,10 @@ control KvIngress(inout headers hdr,
         if (meta.valid != 0) {
             latest_reg.read(latest, meta.idx);
         }
-        hash(meta.bucket, HashAlgorithm.crc32, 32w0, { hdr.op.key }, (bit<32>) KV_SEQ_BUCKETS);
+        /* The key's seq bucket: responses and writes only (a GET hit never needs it). */
+        if (meta.from_server == 1 || hdr.op.optype != GETREQ) {
+            hash(meta.bucket, HashAlgorithm.crc32, 32w0, { hdr.op.key }, (bit<32>) KV_SEQ_BUCKETS);
+        }
 
         if (meta.from_server == 1) {
             /* GETRES_LATEST_SEQ / GETRES_DELETED_SEQ answering a GETREQ_NLATEST. */
