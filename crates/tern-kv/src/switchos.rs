@@ -89,6 +89,9 @@ pub struct SwitchOsConfig {
     pub tries: u32,
     /// Fraction of the switch OS's sends and received reports dropped (lossy-control mode).
     pub loss: f64,
+    /// Fraction of the switch OS's sends and received reports duplicated (sent twice, handled
+    /// twice: duplicated-control mode).
+    pub dup: f64,
     /// Seed of the sampling and loss generator.
     pub seed: u64,
     /// Address of the report socket (port 0: any free loopback port).
@@ -110,6 +113,7 @@ impl SwitchOsConfig {
             ack_timeout: Duration::from_millis(20),
             tries: 50,
             loss: 0.0,
+            dup: 0.0,
             seed: 0x5eed,
             bind: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
         }
@@ -133,6 +137,8 @@ pub struct SwitchOsStats {
     pub gave_up: AtomicU64,
     /// Messages dropped on purpose (lossy mode).
     pub dropped: AtomicU64,
+    /// Messages duplicated on purpose (duplicated-control mode).
+    pub duplicated: AtomicU64,
     /// Runtime-interface calls that failed.
     pub runtime_errors: AtomicU64,
     /// Sketch resets.
@@ -407,14 +413,24 @@ fn receiver<A: SwitchAccess>(s: &Shared<A>, sock: &UdpSocket, tx: &Sender<(Key, 
             continue;
         };
         s.stats.reports.fetch_add(1, Ordering::Relaxed);
+        let dup = s.cfg.dup > 0.0 && rng.next_f64() < s.cfg.dup;
+        if dup {
+            s.stats.duplicated.fetch_add(1, Ordering::Relaxed);
+        }
         if let Ok(b) = Message::new(ack, m.key).encode() {
             if !(s.cfg.loss > 0.0 && rng.next_f64() < s.cfg.loss) {
                 let _ = sock.send_to(&b, from);
+                if dup {
+                    let _ = sock.send_to(&b, from);
+                }
             } else {
                 s.stats.dropped.fetch_add(1, Ordering::Relaxed);
             }
         }
         let _ = tx.send((m.key, server));
+        if dup {
+            let _ = tx.send((m.key, server));
+        }
     }
 }
 
@@ -529,12 +545,20 @@ impl<A: SwitchAccess> Worker<A> {
             .encode()
             .map_err(|e| SwitchOsError::Config(e.to_string()))?;
         let mut buf = vec![0u8; 65536];
+        // Late or duplicated answers to earlier requests must not acknowledge this one.
+        self.ctl.set_nonblocking(true)?;
+        while self.ctl.recv_from(&mut buf).is_ok() {}
+        self.ctl.set_nonblocking(false)?;
         for t in 0..self.s.cfg.tries {
             if t > 0 {
                 self.s.stats.retried.fetch_add(1, Ordering::Relaxed);
             }
             if !self.lose() {
                 self.ctl.send_to(&bytes, dest)?;
+                if self.s.cfg.dup > 0.0 && self.rng.next_f64() < self.s.cfg.dup {
+                    self.s.stats.duplicated.fetch_add(1, Ordering::Relaxed);
+                    self.ctl.send_to(&bytes, dest)?;
+                }
             }
             let deadline = Instant::now() + self.s.cfg.ack_timeout;
             loop {

@@ -135,6 +135,11 @@ pub struct CacheOpts {
     /// Fraction of the switch OS's control messages dropped on purpose (lossy-control mode).
     #[arg(long, default_value_t = 0.0)]
     control_loss: f64,
+    /// Fraction of the switch OS's control messages sent twice (duplicated-control mode: every
+    /// request to a server, every acknowledgement of a report; a duplicated report is also
+    /// handled twice).
+    #[arg(long, default_value_t = 0.0)]
+    control_dup: f64,
 }
 
 /// `tern kv switchos`
@@ -1536,7 +1541,8 @@ fn netns_switchos(t: &mut Topology, a: &UpArgs, s: &Settings, exe: &Path) -> any
         .args(["--cache-size", &o.cache_size.to_string()])
         .args(["--hot-threshold", &o.hot_threshold.to_string()])
         .args(["--snapshot-ms", &o.snapshot_ms.to_string()])
-        .args(["--control-loss", &o.control_loss.to_string()]);
+        .args(["--control-loss", &o.control_loss.to_string()])
+        .args(["--control-dup", &o.control_dup.to_string()]);
     if o.sample_all {
         c.arg("--sample-all");
     }
@@ -1588,6 +1594,10 @@ fn switchos_config(
     c.hot_threshold = a.hot_threshold;
     c.sample_all = a.sample_all;
     c.loss = a.control_loss;
+    c.dup = a.control_dup;
+    if !(0.0..=1.0).contains(&c.loss) || !(0.0..=1.0).contains(&c.dup) {
+        bail!("--control-loss and --control-dup must be in [0, 1]");
+    }
     c.bind = bind;
     c.snapshot_period = (kind == tern_kv::switchos::CacheKind::FarReach && a.snapshot_ms > 0)
         .then(|| Duration::from_millis(a.snapshot_ms));
@@ -1678,6 +1688,7 @@ fn os_stats(
         "control_retried": st.retried.load(Relaxed) + server_retried,
         "control_gave_up": st.gave_up.load(Relaxed) + server_gave_up,
         "control_dropped_on_purpose": st.dropped.load(Relaxed),
+        "control_duplicated_on_purpose": st.duplicated.load(Relaxed),
         "runtime_errors": st.runtime_errors.load(Relaxed),
         "seq_base": os.seq_base(),
         "crashes": crashes,

@@ -184,6 +184,30 @@ fn lossy_control_retries_and_stays_correct() {
     }
 }
 
+/// Duplicated control messages (half the switch OS's requests and report acknowledgements sent
+/// twice, half the reports handled twice) change nothing: every admission, eviction write-back
+/// and NetCache update stays idempotent and the checker finds nothing.
+#[test]
+fn duplicated_control_messages_change_nothing() {
+    for cache in ["farreach", "netcache"] {
+        let mut args = vec!["--cache", cache, "--control-dup", "0.5"];
+        args.extend_from_slice(SMALL_CACHE);
+        let r = up(&format!("dup-{cache}"), &args, CHECK);
+        assert!(r.ok, "{cache}: {}", r.out);
+        assert!(
+            r.out
+                .contains("violations: 0 stale, 0 unknown value, 0 value/seq mixed"),
+            "{cache}: {}",
+            r.out
+        );
+        let j = r.stats.expect("stats");
+        assert!(n(&j, "control_duplicated_on_purpose") > 10, "{cache}: {j}");
+        assert!(n(&j, "admissions") > 20, "{cache}: {j}");
+        assert!(n(&j, "evictions") > 0, "{cache}: {j}");
+        assert_eq!(n(&j, "control_gave_up"), 0, "{cache}: {j}");
+    }
+}
+
 /// NetCache without its invalidation on writes serves stale copies: the checker must say so.
 #[test]
 fn the_checker_finds_stale_reads_of_a_broken_cache() {
