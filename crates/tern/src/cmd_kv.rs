@@ -78,6 +78,10 @@ struct CheckArgs {
     /// Value size in bytes (16..=128).
     #[arg(long, default_value_t = 64)]
     value_size: usize,
+    /// Hot-set shifts: the run is cut into N + 1 phases, each moving the skewed key
+    /// distribution by keys / (N + 1) ids (admission and eviction under a moving hot set).
+    #[arg(long, default_value_t = 0)]
+    shifts: u32,
     /// Fraction of the PUTs that write a large value (never cached; forwarded to the server).
     #[arg(long, default_value_t = 0.0)]
     large_ratio: f64,
@@ -338,6 +342,7 @@ fn check_cmd(a: CheckArgs) -> anyhow::Result<ExitCode> {
         delete_ratio: a.delete_ratio,
         value_len: a.value_size,
         large_ratio: a.large_ratio,
+        shifts: a.shifts,
         large_len: a.large_size,
         timeout: std::time::Duration::from_millis(a.timeout_ms),
         retries: a.retries,
@@ -352,6 +357,17 @@ fn check_cmd(a: CheckArgs) -> anyhow::Result<ExitCode> {
          violations: {} stale, {} unknown value, {} value/seq mixed",
         r.reads, r.switch_reads, r.writes, r.deletes, r.errors, r.stale, r.unknown, r.mixed
     ));
+    if a.shifts > 0 {
+        let per: Vec<String> = r
+            .phase_reads
+            .iter()
+            .map(|(n, s)| format!("{:.3}", *s as f64 / (*n).max(1) as f64))
+            .collect();
+        say(&format!(
+            "  switch-answered share of reads by hot-set phase: {}",
+            per.join(" ")
+        ));
+    }
     if a.large_ratio > 0.0 {
         say(&format!(
             "  large values ({} bytes): {} writes, {} reads returned one",
