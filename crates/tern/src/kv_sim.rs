@@ -555,4 +555,71 @@ mod tests {
             );
         }
     }
+
+    /// A dead server while the cache runs (FarReach): the switch keeps answering for its
+    /// cached key (absorbed writes acknowledged), writes of uncached keys are not acknowledged,
+    /// the switch OS's eviction write-back gets no answer and leaves the record in the switch
+    /// (logged, the OS carries on); once the server is back on the same address, the next
+    /// eviction writes the newest record back. No acknowledged write is lost.
+    #[test]
+    fn a_dead_server_loses_no_acknowledged_write() {
+        let (d, mut servers, _sim, os, mut c) = setup("deadsrv", 1);
+        let k1 = Key::from_id(1);
+        until_absorbed(&mut c, k1, b"k1 absorbed");
+        let addr = servers[0].addr();
+        servers.pop().unwrap().shutdown().unwrap();
+        let (s2, by) = c.put_detailed(k1, b"k1 while the server is dead").unwrap();
+        assert_eq!(by, 0xFFFF, "a cached key's write is absorbed");
+        let g = c.get(k1).unwrap();
+        assert_eq!(
+            g.value.as_deref(),
+            Some(&b"k1 while the server is dead"[..])
+        );
+        assert_eq!(g.served_by, 0xFFFF);
+        assert!(
+            c.put(Key::from_id(5), b"nobody stores this").is_err(),
+            "a write nobody stored must not be acknowledged"
+        );
+        // k2 needs k1's slot: the write-back gets no answer, k1 stays and is still served.
+        os.admit_later(Key::from_id(2), 0);
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while os.stats().gave_up.load(Ordering::Relaxed) == 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the write-back never gave up"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(os.stats().writebacks.load(Ordering::Relaxed), 0);
+        let g = c.get(k1).unwrap();
+        assert_eq!(
+            (g.value.as_deref(), g.served_by),
+            (Some(&b"k1 while the server is dead"[..]), 0xFFFF)
+        );
+        // The server comes back with its data on the same address.
+        let mut cfg = tern_kv::server::ServerConfig::new(d.0.join("server0"), addr.port());
+        cfg.switchos = Some(os.addr());
+        servers.push(tern_kv::server::start(&cfg).unwrap());
+        os.admit_later(Key::from_id(2), 0);
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while os.stats().writebacks.load(Ordering::Relaxed) == 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no write-back after the restart"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let stored = servers[0].store().get(&k1).unwrap().unwrap();
+        assert_eq!(stored.seq, s2);
+        assert_eq!(
+            stored.value.as_deref(),
+            Some(&b"k1 while the server is dead"[..])
+        );
+        let g = c.get(k1).unwrap();
+        assert_eq!(
+            g.value.as_deref(),
+            Some(&b"k1 while the server is dead"[..])
+        );
+        assert_ne!(g.served_by, 0xFFFF);
+    }
 }
