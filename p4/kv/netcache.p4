@@ -301,6 +301,7 @@ control KvVerifyChecksum(inout headers hdr, inout metadata meta) {
 
 #define SERVE_WORD(i) if (n > i) { hdr.vals[i].setValid(); val_reg.read(hdr.vals[i].word, base + i); }
 #define STORE_WORD(i) if (hdr.vals[i].isValid()) { val_reg.write(base + i, hdr.vals[i].word); }
+#define LOAD_WORD(i) hdr.vals[i].setValid(); val_reg.read(hdr.vals[i].word, b + i);
 #define DROP_WORD(i) hdr.vals[i].setInvalid();
 
 /* The slot's record into the packet: value, seq_hdr(savedseq), stat_hdr(0xFFFF). */
@@ -310,10 +311,14 @@ control KvVerifyChecksum(inout headers hdr, inout metadata meta) {
     hdr.vallen.vallen = t_len; \
     n = (t_len + 7) >> 3; \
     base = meta.idx * KV_WORDS; \
-    SERVE_WORD(0) SERVE_WORD(1) SERVE_WORD(2) SERVE_WORD(3) \
-    SERVE_WORD(4) SERVE_WORD(5) SERVE_WORD(6) SERVE_WORD(7) \
-    SERVE_WORD(8) SERVE_WORD(9) SERVE_WORD(10) SERVE_WORD(11) \
-    SERVE_WORD(12) SERVE_WORD(13) SERVE_WORD(14) SERVE_WORD(15) \
+    if (n == KV_WORDS) { \
+        serve_all_words(base); \
+    } else { \
+        SERVE_WORD(0) SERVE_WORD(1) SERVE_WORD(2) SERVE_WORD(3) \
+        SERVE_WORD(4) SERVE_WORD(5) SERVE_WORD(6) SERVE_WORD(7) \
+        SERVE_WORD(8) SERVE_WORD(9) SERVE_WORD(10) SERVE_WORD(11) \
+        SERVE_WORD(12) SERVE_WORD(13) SERVE_WORD(14) SERVE_WORD(15) \
+    } \
     hdr.seq.setValid(); \
     savedseq_reg.read(hdr.seq.seq, meta.idx); \
     hdr.seq.token = 0; \
@@ -484,6 +489,15 @@ control KvIngress(inout headers hdr,
         hdr.shadow.setValid();
         hdr.shadow.shadowtype = op;
         meta.rewrite = 1;
+    }
+
+    /* A full value (16 words, the common 128-byte case) in one action: one step instead
+     * of sixteen conditional ones. */
+    action serve_all_words(bit<32> b) {
+        LOAD_WORD(0) LOAD_WORD(1) LOAD_WORD(2) LOAD_WORD(3)
+        LOAD_WORD(4) LOAD_WORD(5) LOAD_WORD(6) LOAD_WORD(7)
+        LOAD_WORD(8) LOAD_WORD(9) LOAD_WORD(10) LOAD_WORD(11)
+        LOAD_WORD(12) LOAD_WORD(13) LOAD_WORD(14) LOAD_WORD(15)
     }
 
     action drop_value() {
