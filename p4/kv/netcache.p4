@@ -302,6 +302,7 @@ control KvVerifyChecksum(inout headers hdr, inout metadata meta) {
 #define SERVE_WORD(i) if (n > i) { hdr.vals[i].setValid(); val_reg.read(hdr.vals[i].word, base + i); }
 #define STORE_WORD(i) if (hdr.vals[i].isValid()) { val_reg.write(base + i, hdr.vals[i].word); }
 #define LOAD_WORD(i) hdr.vals[i].setValid(); val_reg.read(hdr.vals[i].word, b + i);
+#define SAVE_WORD(i) val_reg.write(b + i, hdr.vals[i].word);
 #define DROP_WORD(i) hdr.vals[i].setInvalid();
 
 /* The slot's record into the packet: value, seq_hdr(savedseq), stat_hdr(0xFFFF). */
@@ -339,10 +340,14 @@ control KvVerifyChecksum(inout headers hdr, inout metadata meta) {
     } \
     vallen_reg.write(meta.idx, t_len); \
     base = meta.idx * KV_WORDS; \
-    STORE_WORD(0) STORE_WORD(1) STORE_WORD(2) STORE_WORD(3) \
-    STORE_WORD(4) STORE_WORD(5) STORE_WORD(6) STORE_WORD(7) \
-    STORE_WORD(8) STORE_WORD(9) STORE_WORD(10) STORE_WORD(11) \
-    STORE_WORD(12) STORE_WORD(13) STORE_WORD(14) STORE_WORD(15)
+    if (hdr.vals[KV_WORDS - 1].isValid()) { \
+        store_all_words(base); \
+    } else { \
+        STORE_WORD(0) STORE_WORD(1) STORE_WORD(2) STORE_WORD(3) \
+        STORE_WORD(4) STORE_WORD(5) STORE_WORD(6) STORE_WORD(7) \
+        STORE_WORD(8) STORE_WORD(9) STORE_WORD(10) STORE_WORD(11) \
+        STORE_WORD(12) STORE_WORD(13) STORE_WORD(14) STORE_WORD(15) \
+    }
 
 /* A sampled hit counts towards the slot's frequency (eviction policy). */
 #define COUNT_HIT \
@@ -498,6 +503,14 @@ control KvIngress(inout headers hdr,
         LOAD_WORD(4) LOAD_WORD(5) LOAD_WORD(6) LOAD_WORD(7)
         LOAD_WORD(8) LOAD_WORD(9) LOAD_WORD(10) LOAD_WORD(11)
         LOAD_WORD(12) LOAD_WORD(13) LOAD_WORD(14) LOAD_WORD(15)
+    }
+
+    /* A full value (16 words) into the slot in one action. */
+    action store_all_words(bit<32> b) {
+        SAVE_WORD(0) SAVE_WORD(1) SAVE_WORD(2) SAVE_WORD(3)
+        SAVE_WORD(4) SAVE_WORD(5) SAVE_WORD(6) SAVE_WORD(7)
+        SAVE_WORD(8) SAVE_WORD(9) SAVE_WORD(10) SAVE_WORD(11)
+        SAVE_WORD(12) SAVE_WORD(13) SAVE_WORD(14) SAVE_WORD(15)
     }
 
     action drop_value() {
