@@ -27,10 +27,20 @@
  *   uncached GET/PUT, sampled: count-min sketch (4 rows); when every row reaches the hot
  *     threshold and the Bloom filter (3 rows) had not seen the key, the request becomes
  *     GETREQ_POP / PUTREQ_POP_SEQ: the server answers it and reports the key to the switch OS.
+ * Large values (129..8192 bytes; PUTREQ and the server's GETRES_*_SEQ): not parsed, never
+ *   cached. A large PUT gets a seq as every write; a record the switch holds for its key
+ *   (latest 1) stays but is marked latest 2: a GET then carries it to the server
+ *   (GETREQ_LARGEVALUEBLOCK_RECORD, the newer of it and the server's wins), an eviction or
+ *   snapshot still writes it back, the next absorbed write or fill makes it latest 1 again. The
+ *   write goes on as TERN_PUTREQ_LARGE_SEQ: the seq header is inserted in front of the value
+ *   (lengths + 8). A large GETRES_*_SEQ fills nothing and passes (the servers answer a read of
+ *   a large value with GETRES_SEQ).
  * Strict parsing: a key-value packet that is truncated (parser error), whose UDP length differs
- * from the headers parsed, whose shadowtype differs from its op, or whose value is longer than
- * 128 bytes is dropped and counted in `kv_dropped` (0 truncated, 1 length, 2 shadowtype,
- * 3 oversized value); it never touches the cache state. `kv_ops` counts the op paths. */
+ * from the headers parsed (large values: UDP and IPv4 lengths must match the value's length
+ * exactly, so an IP fragment is dropped), whose shadowtype differs from its op, or whose value
+ * is longer than 8192 bytes is dropped and counted in `kv_dropped` (0 truncated, 1 length,
+ * 2 shadowtype, 3 oversized value); it never touches the cache state. `kv_ops` counts the op
+ * paths (11: large writes, 12: records they marked latest 2, 13: GETs of such records). */
 #include <core.p4>
 #include <v1model.p4>
 
@@ -62,6 +72,7 @@ const bit<16> DELRES_SEQ = 0x001a;
 const bit<16> GETREQ_POP = 0x0050;
 const bit<16> GETREQ_NLATEST = 0x0060;
 const bit<16> GETREQ_BEINGEVICTED_RECORD = 0x007b;
+const bit<16> GETREQ_LARGEVALUEBLOCK_RECORD = 0x008b;
 const bit<16> PUTREQ_SEQ = 0x0003;
 const bit<16> PUTREQ_POP_SEQ = 0x0013;
 const bit<16> PUTREQ_SEQ_CASE3 = 0x0023;
@@ -74,6 +85,8 @@ const bit<16> DELREQ_SEQ_BEINGEVICTED = 0x0062;
 const bit<16> DELREQ_SEQ_CASE3_BEINGEVICTED = 0x0072;
 const bit<16> GETRES_LATEST_SEQ = 0x000b;
 const bit<16> GETRES_DELETED_SEQ = 0x001b;
+/* tern: a PUTREQ of a large value with its seq (seq_hdr in front of the value). */
+const bit<16> TERN_PUTREQ_LARGE_SEQ = 0x0f63;
 
 /* kv_dropped counter indexes (strict parsing). */
 const bit<32> DROP_TRUNCATED = 0;
@@ -93,6 +106,9 @@ const bit<32> OPS_FILL = 7;
 const bit<32> OPS_FILL_SKIPPED = 8;
 const bit<32> OPS_CASE1 = 9;
 const bit<32> OPS_PASS = 10;
+const bit<32> OPS_LARGE_WRITE = 11;
+const bit<32> OPS_LARGE_INVALIDATE = 12;
+const bit<32> OPS_GET_LARGEBLOCK = 13;
 
 header ethernet_t {
     bit<48> dstAddr;
@@ -171,6 +187,8 @@ struct metadata {
     /* The op is one the switch parses completely (its length is checked). */
     bit<1>  parsed;
     bit<8>  words;
+    /* A value longer than 128 bytes: not parsed, never cached (the large-value path). */
+    bit<1>  large;
     /* The packet was changed: lengths and the IPv4 checksum are recomputed. */
     bit<1>  rewrite;
     /* kv_params */
@@ -194,6 +212,7 @@ struct headers {
     ipv4_t         ipv4;
     udp_t          udp;
     op_t           op;
+    seq_t          lseq;
     vallen_t       vallen;
     val_t[KV_WORDS] vals;
     shadowtype_t   shadow;
@@ -265,9 +284,14 @@ parser KvParser(packet_in packet,
             0: parse_shadow;
             0 &&& 0xFF80: parse_words;
             128: parse_words;
-            /* Oversized: stop here; ingress drops it. */
-            default: accept;
+            /* Large: the value is not parsed (ingress checks its length). */
+            default: parse_large;
         }
+    }
+
+    state parse_large {
+        meta.large = 1;
+        transition accept;
     }
 
     state parse_words {
@@ -306,6 +330,8 @@ control KvVerifyChecksum(inout headers hdr, inout metadata meta) {
 #define SERVE_WORD(i) if (n > i) { hdr.vals[i].setValid(); val_reg.read(hdr.vals[i].word, base + i); }
 #define STORE_WORD(i) if (hdr.vals[i].isValid()) { val_reg.write(base + i, hdr.vals[i].word); }
 #define COPY_WORD(i) val_reg.read(w, base + i); snap_val_reg.write(base + i, w);
+#define LOAD_WORD(i) hdr.vals[i].setValid(); val_reg.read(hdr.vals[i].word, b + i);
+#define SAVE_WORD(i) val_reg.write(b + i, hdr.vals[i].word);
 #define DROP_WORD(i) hdr.vals[i].setInvalid();
 
 /* The slot's record into the packet: value, seq_hdr(savedseq), stat_hdr(0xFFFF). */
@@ -315,10 +341,14 @@ control KvVerifyChecksum(inout headers hdr, inout metadata meta) {
     hdr.vallen.vallen = t_len; \
     n = (t_len + 7) >> 3; \
     base = meta.idx * KV_WORDS; \
-    SERVE_WORD(0) SERVE_WORD(1) SERVE_WORD(2) SERVE_WORD(3) \
-    SERVE_WORD(4) SERVE_WORD(5) SERVE_WORD(6) SERVE_WORD(7) \
-    SERVE_WORD(8) SERVE_WORD(9) SERVE_WORD(10) SERVE_WORD(11) \
-    SERVE_WORD(12) SERVE_WORD(13) SERVE_WORD(14) SERVE_WORD(15) \
+    if (n == KV_WORDS) { \
+        serve_all_words(base); \
+    } else { \
+        SERVE_WORD(0) SERVE_WORD(1) SERVE_WORD(2) SERVE_WORD(3) \
+        SERVE_WORD(4) SERVE_WORD(5) SERVE_WORD(6) SERVE_WORD(7) \
+        SERVE_WORD(8) SERVE_WORD(9) SERVE_WORD(10) SERVE_WORD(11) \
+        SERVE_WORD(12) SERVE_WORD(13) SERVE_WORD(14) SERVE_WORD(15) \
+    } \
     hdr.seq.setValid(); \
     savedseq_reg.read(hdr.seq.seq, meta.idx); \
     hdr.seq.token = 0; \
@@ -361,10 +391,14 @@ control KvVerifyChecksum(inout headers hdr, inout metadata meta) {
     } \
     vallen_reg.write(meta.idx, t_len); \
     base = meta.idx * KV_WORDS; \
-    STORE_WORD(0) STORE_WORD(1) STORE_WORD(2) STORE_WORD(3) \
-    STORE_WORD(4) STORE_WORD(5) STORE_WORD(6) STORE_WORD(7) \
-    STORE_WORD(8) STORE_WORD(9) STORE_WORD(10) STORE_WORD(11) \
-    STORE_WORD(12) STORE_WORD(13) STORE_WORD(14) STORE_WORD(15)
+    if (hdr.vals[KV_WORDS - 1].isValid()) { \
+        store_all_words(base); \
+    } else { \
+        STORE_WORD(0) STORE_WORD(1) STORE_WORD(2) STORE_WORD(3) \
+        STORE_WORD(4) STORE_WORD(5) STORE_WORD(6) STORE_WORD(7) \
+        STORE_WORD(8) STORE_WORD(9) STORE_WORD(10) STORE_WORD(11) \
+        STORE_WORD(12) STORE_WORD(13) STORE_WORD(14) STORE_WORD(15) \
+    }
 
 /* A sampled hit counts towards the slot's frequency (eviction policy). */
 #define COUNT_HIT \
@@ -417,7 +451,7 @@ control KvIngress(inout headers hdr,
     counter(16, CounterType.packets) kv_ops;
 
     register<bit<8>>(KV_RECORDS) validvalue_reg;
-    register<bit<1>>(KV_RECORDS) latest_reg;
+    register<bit<8>>(KV_RECORDS) latest_reg;
     register<bit<1>>(KV_RECORDS) deleted_reg;
     register<bit<32>>(KV_RECORDS) savedseq_reg;
     register<bit<16>>(KV_RECORDS) vallen_reg;
@@ -517,6 +551,23 @@ control KvIngress(inout headers hdr,
         meta.rewrite = 1;
     }
 
+    /* A full value (16 words, the common 128-byte case) in one action: one step instead
+     * of sixteen conditional ones. */
+    action serve_all_words(bit<32> b) {
+        LOAD_WORD(0) LOAD_WORD(1) LOAD_WORD(2) LOAD_WORD(3)
+        LOAD_WORD(4) LOAD_WORD(5) LOAD_WORD(6) LOAD_WORD(7)
+        LOAD_WORD(8) LOAD_WORD(9) LOAD_WORD(10) LOAD_WORD(11)
+        LOAD_WORD(12) LOAD_WORD(13) LOAD_WORD(14) LOAD_WORD(15)
+    }
+
+    /* A full value (16 words) into the slot in one action. */
+    action store_all_words(bit<32> b) {
+        SAVE_WORD(0) SAVE_WORD(1) SAVE_WORD(2) SAVE_WORD(3)
+        SAVE_WORD(4) SAVE_WORD(5) SAVE_WORD(6) SAVE_WORD(7)
+        SAVE_WORD(8) SAVE_WORD(9) SAVE_WORD(10) SAVE_WORD(11)
+        SAVE_WORD(12) SAVE_WORD(13) SAVE_WORD(14) SAVE_WORD(15)
+    }
+
     action drop_value() {
         hdr.vallen.setInvalid();
         DROP_WORD(0) DROP_WORD(1) DROP_WORD(2) DROP_WORD(3)
@@ -566,9 +617,64 @@ control KvIngress(inout headers hdr,
             drop();
             return;
         }
-        if (hdr.vallen.isValid() && hdr.vallen.vallen > 128) {
-            kv_dropped.count(DROP_OVERSIZED);
-            drop();
+        /* Lookups only (no state changes): every parsed key-value packet takes them. */
+        kv_params.apply();
+        cache_lookup.apply();
+        if (meta.large == 1) {
+            /* Large-value path: values of 129..8192 bytes are never cached. The datagram must
+             * hold exactly its headers (an IP fragment does not: dropped as a length error). */
+            if (hdr.vallen.vallen > 8192) {
+                kv_dropped.count(DROP_OVERSIZED);
+                drop();
+                return;
+            }
+            bit<16> llen = 18 + 2 + (((hdr.vallen.vallen + 7) >> 3) << 3) + 2;
+            if (meta.from_server == 1) {
+                llen = llen + 12;
+            }
+            if (hdr.udp.length != llen + 8 || hdr.ipv4.totalLen != llen + 28) {
+                kv_dropped.count(DROP_LENGTH);
+                drop();
+                return;
+            }
+            if (meta.from_server == 1) {
+                /* A large GETRES_LATEST_SEQ / GETRES_DELETED_SEQ fills nothing. */
+                kv_ops.count(OPS_FILL_SKIPPED);
+                return;
+            }
+            /* PUTREQ: a seq as every write; a record the switch holds (latest 1) is older now
+             * but stays, marked latest 2: reads carry it to the server
+             * (GETREQ_LARGEVALUEBLOCK_RECORD), which answers with the newer of it and its own,
+             * and an eviction or snapshot still writes it back (seq-checked), so a large write
+             * lost on its way never loses the write before it. The server gets the seq in a
+             * seq header in front of the value (TERN_PUTREQ_LARGE_SEQ). */
+            hash(meta.bucket, HashAlgorithm.crc32, 32w0, { hdr.op.key }, (bit<32>) KV_SEQ_BUCKETS);
+            bit<32> ls;
+            seq_reg.read(ls, meta.bucket);
+            if (ls < meta.seq_base) {
+                ls = meta.seq_base;
+            }
+            ls = ls + 1;
+            seq_reg.write(meta.bucket, ls);
+            if (meta.is_cached == 1) {
+                validvalue_reg.read(meta.valid, meta.idx);
+                bit<8> lt = 0;
+                if (meta.valid != 0) {
+                    latest_reg.read(lt, meta.idx);
+                }
+                if (lt == 1) {
+                    /* The slot's record stays (the large write may yet be lost) but is no
+                     * longer served: latest 2 = a large write followed it. */
+                    latest_reg.write(meta.idx, 2);
+                    kv_ops.count(OPS_LARGE_INVALIDATE);
+                }
+            }
+            hdr.op.optype = TERN_PUTREQ_LARGE_SEQ;
+            hdr.lseq.setValid();
+            hdr.lseq.seq = ls;
+            hdr.lseq.token = meta.snapshot_token;
+            meta.rewrite = 1;
+            kv_ops.count(OPS_LARGE_WRITE);
             return;
         }
         if (meta.parsed == 0) {
@@ -593,17 +699,18 @@ control KvIngress(inout headers hdr,
             return;
         }
 
-        kv_params.apply();
-        cache_lookup.apply();
         meta.valid = 0;
         if (meta.is_cached == 1) {
             validvalue_reg.read(meta.valid, meta.idx);
         }
-        bit<1> latest = 0;
+        bit<8> latest = 0;
         if (meta.valid != 0) {
             latest_reg.read(latest, meta.idx);
         }
-        hash(meta.bucket, HashAlgorithm.crc32, 32w0, { hdr.op.key }, (bit<32>) KV_SEQ_BUCKETS);
+        /* The key's seq bucket: responses and writes only (a GET hit never needs it). */
+        if (meta.from_server == 1 || hdr.op.optype != GETREQ) {
+            hash(meta.bucket, HashAlgorithm.crc32, 32w0, { hdr.op.key }, (bit<32>) KV_SEQ_BUCKETS);
+        }
 
         if (meta.from_server == 1) {
             /* GETRES_LATEST_SEQ / GETRES_DELETED_SEQ answering a GETREQ_NLATEST. */
@@ -641,6 +748,10 @@ control KvIngress(inout headers hdr,
                 reply_to_sender();
                 COUNT_HIT
                 kv_ops.count(OPS_GET_HIT);
+            } else if (latest == 2) {
+                LOAD_RECORD
+                set_op(GETREQ_LARGEVALUEBLOCK_RECORD);
+                kv_ops.count(OPS_GET_LARGEBLOCK);
             } else if (meta.valid == 1) {
                 hdr.op.optype = GETREQ_NLATEST;
                 meta.rewrite = 1;
@@ -724,7 +835,14 @@ control KvEgress(inout headers hdr,
                  inout metadata meta,
                  inout standard_metadata_t standard_metadata) {
     apply {
-        if (meta.rewrite == 1) {
+        if (meta.large == 1) {
+            /* The seq header inserted in front of the (unparsed) value. */
+            if (hdr.lseq.isValid()) {
+                hdr.udp.length = hdr.udp.length + 8;
+                hdr.ipv4.totalLen = hdr.ipv4.totalLen + 8;
+                hdr.udp.checksum = 0;
+            }
+        } else if (meta.rewrite == 1) {
             bit<16> len = 18;
             if (hdr.vallen.isValid()) {
                 len = len + 2 + (((hdr.vallen.vallen + 7) >> 3) << 3);
@@ -762,6 +880,7 @@ control KvDeparser(packet_out packet, in headers hdr) {
         packet.emit(hdr.ipv4);
         packet.emit(hdr.udp);
         packet.emit(hdr.op);
+        packet.emit(hdr.lseq);
         packet.emit(hdr.vallen);
         packet.emit(hdr.vals);
         packet.emit(hdr.shadow);

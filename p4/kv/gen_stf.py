@@ -25,7 +25,8 @@ OPS = dict(
     DELREQ_SEQ_BEINGEVICTED=0x0062, GETRES_LATEST_SEQ=0x000B, GETRES_DELETED_SEQ=0x001B,
     NETCACHE_PUTREQ_SEQ_CACHED=0x0043, NETCACHE_DELREQ_SEQ_CACHED=0x0022,
     NETCACHE_VALUEUPDATE=0x003B, NETCACHE_VALUEUPDATE_ACK=0x0190,
-    NETCACHE_GETREQ_POP=0x0120,
+    NETCACHE_GETREQ_POP=0x0120, TERN_PUTREQ_LARGE_SEQ=0x0F63,
+    GETREQ_LARGEVALUEBLOCK_RECORD=0x008B,
 )
 
 
@@ -49,6 +50,13 @@ def msg(op, k, value=None, seq=None, stat=None):
     if stat is not None:
         b += struct.pack(">BHB", stat[0], stat[1], 0)
     return b
+
+
+def large_seq(k, value, seq):
+    """TERN_PUTREQ_LARGE_SEQ: op_hdr, seq_hdr, vallen + words, the client's PUTREQ shadowtype."""
+    padded = value + bytes(-len(value) % 8)
+    return (struct.pack(">H", OPS["TERN_PUTREQ_LARGE_SEQ"]) + k + struct.pack(">II", *seq)
+            + struct.pack(">H", len(value)) + padded + struct.pack(">H", OPS["PUTREQ"]))
 
 
 def csum(b):
@@ -121,6 +129,64 @@ def common(s):
     s.cmd("add forward dst:0x0a4d0101 to_port(port:1)")
 
 
+def large(s, program):
+    """The large-value path (values of 129..8192 bytes): never cached, always to the server."""
+    s.c("large values: fresh seq floor 500, no hot reports")
+    s.cmd("setdefault kv_params set_params(hot_threshold:1000, sample_all:1, seq_base:500, "
+          "snapshot_token:0)")
+    k1, k2 = key(950), key(951)
+    big = bytes((i * 7 + 3) % 256 for i in range(300))
+    s.c("an uncached large PUT gets a seq: TERN_PUTREQ_LARGE_SEQ, seq header in front of the "
+        "value, lengths + 8, UDP checksum cleared")
+    s.expect(2, c2s(large_seq(k1, big, (501, 0))))
+    s.packet(1, c2s(msg("PUTREQ", k1, value=big), udp_csum=0x1234))
+    s.c("a large PUT of a cached key: the copy stops being served (FarReach: latest 2, the "
+        "record stays; NetCache: invalid)")
+    slot(s, 40, 1, 1, 90, b"small-v!")
+    s.cmd(f"add cache_lookup key:0x{k2.hex()} set_cached(idx:40)")
+    s.expect(1, s2c(msg("GETRES_SEQ", k2, value=b"small-v!", seq=(90, 0), stat=(1, 0xFFFF))))
+    s.packet(1, c2s(msg("GETREQ", k2)))
+    s.expect(2, c2s(large_seq(k2, big, (501, 0))))
+    s.packet(1, c2s(msg("PUTREQ", k2, value=big)))
+    if program == "farreach":
+        s.c("the next GET carries the switch's record to the server "
+            "(GETREQ_LARGEVALUEBLOCK_RECORD): the newer of it and the server's wins")
+        s.expect(2, c2s(msg("GETREQ_LARGEVALUEBLOCK_RECORD", k2, value=b"small-v!",
+                            seq=(90, 0), stat=(1, 0xFFFF))))
+        s.packet(1, c2s(msg("GETREQ", k2)))
+        s.c("a large GETRES_LATEST_SEQ fills nothing and passes unchanged")
+        res = s2c(msg("GETRES_LATEST_SEQ", k2, value=big, seq=(501, 0), stat=(1, 0)))
+        s.expect(1, res)
+        s.packet(2, res)
+        s.cmd("check_counter kv_ops(8) packets == 3")
+        s.c("a small PUT is absorbed again (latest 1) and served from the switch")
+        s.expect(1, s2c(msg("PUTRES_SEQ", k2, seq=(502, 0), stat=(1, 0xFFFF))))
+        s.packet(1, c2s(msg("PUTREQ", k2, value=b"small-2!")))
+        s.expect(1, s2c(msg("GETRES_SEQ", k2, value=b"small-2!", seq=(502, 0),
+                            stat=(1, 0xFFFF))))
+        s.packet(1, c2s(msg("GETREQ", k2)))
+        s.cmd("check_counter kv_ops(13) packets == 1")
+    else:
+        s.c("the next GET goes to the server (invalid copy)")
+        s.expect(2, c2s(msg("GETREQ", k2)))
+        s.packet(1, c2s(msg("GETREQ", k2)))
+        s.c("a large NETCACHE_VALUEUPDATE cannot refresh a copy: refused, dropped")
+        s.packet(2, s2c(msg("NETCACHE_VALUEUPDATE", k2, value=big, seq=(501, 0),
+                            stat=(1, 0))))
+        s.cmd("check_counter kv_ops(8) packets == 3")
+    s.c("the server's answer with a large value (GETRES_SEQ) passes unchanged")
+    res = s2c(msg("GETRES_SEQ", k2, value=big, seq=(501, 0), stat=(1, 0)))
+    s.expect(1, res)
+    s.packet(2, res)
+    s.c("a first IP fragment of a large PUT (IPv4 length short of the UDP length): dropped, "
+        "kv_dropped[1]")
+    whole = msg("PUTREQ", k1, value=bytes(1600))
+    s.packet(1, c2s(whole[:1000], udp_len=8 + len(whole)))
+    s.cmd("check_counter kv_ops(11) packets == 2")
+    s.cmd("check_counter kv_ops(12) packets == 1")
+    s.cmd("check_counter kv_dropped(1) packets == 1")
+
+
 def malformed(s, ops_name):
     k = key(900)
     s.c("strict parsing: truncated value (vallen 16, 8 bytes present) -> dropped, kv_dropped[0]")
@@ -128,16 +194,17 @@ def malformed(s, ops_name):
     s.packet(1, c2s(good[:18 + 2 + 8], udp_len=8 + len(good)))
     s.c("truncated op_hdr (10 bytes) -> dropped, kv_dropped[0]")
     s.packet(1, c2s(msg("GETREQ", k)[:10]))
-    s.c("UDP length longer than the headers (a trailing byte) -> dropped, kv_dropped[1]")
+    s.c("UDP length longer than the headers (a trailing byte) -> dropped, kv_dropped[1] (the "
+        "second: the large-value fragment above is the first)")
     s.packet(1, c2s(msg("GETREQ", k) + b"\x00"))
     s.c("shadowtype differs from the op -> dropped, kv_dropped[2]")
     bad = bytearray(msg("PUTREQ", k, value=b"abcdefgh"))
     bad[-2:] = b"\x00\x03"
     s.packet(1, c2s(bytes(bad)))
-    s.c("value of 136 bytes (> 128) -> dropped, kv_dropped[3]")
-    s.packet(1, c2s(msg("PUTREQ", k, value=bytes(136))))
+    s.c("value of 8200 bytes (> 8192, the protocol's largest) -> dropped, kv_dropped[3]")
+    s.packet(1, c2s(msg("PUTREQ", k, value=bytes(8200))))
     s.cmd("check_counter kv_dropped(0) packets == 2")
-    s.cmd("check_counter kv_dropped(1) packets == 1")
+    s.cmd("check_counter kv_dropped(1) packets == 2")
     s.cmd("check_counter kv_dropped(2) packets == 1")
     s.cmd("check_counter kv_dropped(3) packets == 1")
     s.c("ops the switch does not parse pass unchanged (LOADREQ, a server's GETRES_SEQ)")
@@ -279,6 +346,7 @@ def farreach():
     s.expect(2, c2s(msg("PUTREQ_SEQ", k7, value=v, seq=(5001, 0))))
     s.packet(1, c2s(msg("PUTREQ", k7, value=v)))
 
+    large(s, "farreach")
     malformed(s, "kv_ops")
     return s
 
@@ -376,6 +444,7 @@ def netcache():
     s.cmd("check_counter kv_ops(8) packets == 2")
     s.cmd("check_counter kv_ops(9) packets == 1")
 
+    large(s, "netcache")
     malformed(s, "kv_ops")
     return s
 

@@ -21,6 +21,9 @@
  *   the server), the copy is refreshed and latest := 1; the switch then answers
  *   NETCACHE_VALUEUPDATE_ACK to the server. A refused update is dropped (counted): the server
  *   retries with its then-current record. An update for a key that is not cached is acknowledged.
+ * Large values (129..8192 bytes; PUTREQ): not parsed, never cached: the PUT gets a seq, a cached
+ *   copy is invalidated and the write goes on as TERN_PUTREQ_LARGE_SEQ (seq_hdr in front of the
+ *   value); the server sends no update for it. As farreach.p4.
  * Strict parsing as farreach.p4: kv_dropped 0 truncated, 1 length, 2 shadowtype, 3 oversized. */
 #include <core.p4>
 #include <v1model.p4>
@@ -57,6 +60,8 @@ const bit<16> NETCACHE_PUTREQ_SEQ_CACHED = 0x0043;
 const bit<16> NETCACHE_DELREQ_SEQ_CACHED = 0x0022;
 const bit<16> NETCACHE_VALUEUPDATE = 0x003b;
 const bit<16> NETCACHE_VALUEUPDATE_ACK = 0x0190;
+/* tern: a PUTREQ of a large value with its seq (seq_hdr in front of the value). */
+const bit<16> TERN_PUTREQ_LARGE_SEQ = 0x0f63;
 
 /* kv_dropped counter indexes (strict parsing). */
 const bit<32> DROP_TRUNCATED = 0;
@@ -75,6 +80,8 @@ const bit<32> OPS_UPDATE = 7;
 const bit<32> OPS_UPDATE_REFUSED = 8;
 const bit<32> OPS_UPDATE_UNCACHED = 9;
 const bit<32> OPS_PASS = 10;
+const bit<32> OPS_LARGE_WRITE = 11;
+const bit<32> OPS_LARGE_INVALIDATE = 12;
 
 header ethernet_t {
     bit<48> dstAddr;
@@ -153,6 +160,8 @@ struct metadata {
     /* The op is one the switch parses completely (its length is checked). */
     bit<1>  parsed;
     bit<8>  words;
+    /* A value longer than 128 bytes: not parsed, never cached (the large-value path). */
+    bit<1>  large;
     /* The packet was changed: lengths and the IPv4 checksum are recomputed. */
     bit<1>  rewrite;
     /* kv_params */
@@ -176,6 +185,7 @@ struct headers {
     ipv4_t         ipv4;
     udp_t          udp;
     op_t           op;
+    seq_t          lseq;
     vallen_t       vallen;
     val_t[KV_WORDS] vals;
     shadowtype_t   shadow;
@@ -246,9 +256,14 @@ parser KvParser(packet_in packet,
             0: parse_shadow;
             0 &&& 0xFF80: parse_words;
             128: parse_words;
-            /* Oversized: stop here; ingress drops it. */
-            default: accept;
+            /* Large: the value is not parsed (ingress checks its length). */
+            default: parse_large;
         }
+    }
+
+    state parse_large {
+        meta.large = 1;
+        transition accept;
     }
 
     state parse_words {
@@ -286,6 +301,8 @@ control KvVerifyChecksum(inout headers hdr, inout metadata meta) {
 
 #define SERVE_WORD(i) if (n > i) { hdr.vals[i].setValid(); val_reg.read(hdr.vals[i].word, base + i); }
 #define STORE_WORD(i) if (hdr.vals[i].isValid()) { val_reg.write(base + i, hdr.vals[i].word); }
+#define LOAD_WORD(i) hdr.vals[i].setValid(); val_reg.read(hdr.vals[i].word, b + i);
+#define SAVE_WORD(i) val_reg.write(b + i, hdr.vals[i].word);
 #define DROP_WORD(i) hdr.vals[i].setInvalid();
 
 /* The slot's record into the packet: value, seq_hdr(savedseq), stat_hdr(0xFFFF). */
@@ -295,10 +312,14 @@ control KvVerifyChecksum(inout headers hdr, inout metadata meta) {
     hdr.vallen.vallen = t_len; \
     n = (t_len + 7) >> 3; \
     base = meta.idx * KV_WORDS; \
-    SERVE_WORD(0) SERVE_WORD(1) SERVE_WORD(2) SERVE_WORD(3) \
-    SERVE_WORD(4) SERVE_WORD(5) SERVE_WORD(6) SERVE_WORD(7) \
-    SERVE_WORD(8) SERVE_WORD(9) SERVE_WORD(10) SERVE_WORD(11) \
-    SERVE_WORD(12) SERVE_WORD(13) SERVE_WORD(14) SERVE_WORD(15) \
+    if (n == KV_WORDS) { \
+        serve_all_words(base); \
+    } else { \
+        SERVE_WORD(0) SERVE_WORD(1) SERVE_WORD(2) SERVE_WORD(3) \
+        SERVE_WORD(4) SERVE_WORD(5) SERVE_WORD(6) SERVE_WORD(7) \
+        SERVE_WORD(8) SERVE_WORD(9) SERVE_WORD(10) SERVE_WORD(11) \
+        SERVE_WORD(12) SERVE_WORD(13) SERVE_WORD(14) SERVE_WORD(15) \
+    } \
     hdr.seq.setValid(); \
     savedseq_reg.read(hdr.seq.seq, meta.idx); \
     hdr.seq.token = 0; \
@@ -319,10 +340,14 @@ control KvVerifyChecksum(inout headers hdr, inout metadata meta) {
     } \
     vallen_reg.write(meta.idx, t_len); \
     base = meta.idx * KV_WORDS; \
-    STORE_WORD(0) STORE_WORD(1) STORE_WORD(2) STORE_WORD(3) \
-    STORE_WORD(4) STORE_WORD(5) STORE_WORD(6) STORE_WORD(7) \
-    STORE_WORD(8) STORE_WORD(9) STORE_WORD(10) STORE_WORD(11) \
-    STORE_WORD(12) STORE_WORD(13) STORE_WORD(14) STORE_WORD(15)
+    if (hdr.vals[KV_WORDS - 1].isValid()) { \
+        store_all_words(base); \
+    } else { \
+        STORE_WORD(0) STORE_WORD(1) STORE_WORD(2) STORE_WORD(3) \
+        STORE_WORD(4) STORE_WORD(5) STORE_WORD(6) STORE_WORD(7) \
+        STORE_WORD(8) STORE_WORD(9) STORE_WORD(10) STORE_WORD(11) \
+        STORE_WORD(12) STORE_WORD(13) STORE_WORD(14) STORE_WORD(15) \
+    }
 
 /* A sampled hit counts towards the slot's frequency (eviction policy). */
 #define COUNT_HIT \
@@ -471,6 +496,23 @@ control KvIngress(inout headers hdr,
         meta.rewrite = 1;
     }
 
+    /* A full value (16 words, the common 128-byte case) in one action: one step instead
+     * of sixteen conditional ones. */
+    action serve_all_words(bit<32> b) {
+        LOAD_WORD(0) LOAD_WORD(1) LOAD_WORD(2) LOAD_WORD(3)
+        LOAD_WORD(4) LOAD_WORD(5) LOAD_WORD(6) LOAD_WORD(7)
+        LOAD_WORD(8) LOAD_WORD(9) LOAD_WORD(10) LOAD_WORD(11)
+        LOAD_WORD(12) LOAD_WORD(13) LOAD_WORD(14) LOAD_WORD(15)
+    }
+
+    /* A full value (16 words) into the slot in one action. */
+    action store_all_words(bit<32> b) {
+        SAVE_WORD(0) SAVE_WORD(1) SAVE_WORD(2) SAVE_WORD(3)
+        SAVE_WORD(4) SAVE_WORD(5) SAVE_WORD(6) SAVE_WORD(7)
+        SAVE_WORD(8) SAVE_WORD(9) SAVE_WORD(10) SAVE_WORD(11)
+        SAVE_WORD(12) SAVE_WORD(13) SAVE_WORD(14) SAVE_WORD(15)
+    }
+
     action drop_value() {
         hdr.vallen.setInvalid();
         DROP_WORD(0) DROP_WORD(1) DROP_WORD(2) DROP_WORD(3)
@@ -518,9 +560,58 @@ control KvIngress(inout headers hdr,
             drop();
             return;
         }
-        if (hdr.vallen.isValid() && hdr.vallen.vallen > 128) {
-            kv_dropped.count(DROP_OVERSIZED);
-            drop();
+        /* Lookups only (no state changes): every parsed key-value packet takes them. */
+        kv_params.apply();
+        cache_lookup.apply();
+        if (meta.large == 1) {
+            /* Large-value path: values of 129..8192 bytes are never cached. The datagram must
+             * hold exactly its headers (an IP fragment does not: dropped as a length error). */
+            if (hdr.vallen.vallen > 8192) {
+                kv_dropped.count(DROP_OVERSIZED);
+                drop();
+                return;
+            }
+            bit<16> llen = 18 + 2 + (((hdr.vallen.vallen + 7) >> 3) << 3) + 2;
+            if (meta.from_server == 1) {
+                llen = llen + 12;
+            }
+            if (hdr.udp.length != llen + 8 || hdr.ipv4.totalLen != llen + 28) {
+                kv_dropped.count(DROP_LENGTH);
+                drop();
+                return;
+            }
+            if (meta.from_server == 1) {
+                /* A large NETCACHE_VALUEUPDATE cannot refresh a copy: refused. */
+                kv_ops.count(OPS_UPDATE_REFUSED);
+                drop();
+                return;
+            }
+            /* PUTREQ: a seq as every write; a cached copy is invalidated as by any write
+             * (latest := 0, savedseq := seq) and stays invalid until a write of a small value
+             * refreshes it; the server gets the seq in a seq header in front of the value
+             * (TERN_PUTREQ_LARGE_SEQ) and sends no update. */
+            hash(meta.bucket, HashAlgorithm.crc32, 32w0, { hdr.op.key }, (bit<32>) KV_SEQ_BUCKETS);
+            bit<32> ls;
+            seq_reg.read(ls, meta.bucket);
+            if (ls < meta.seq_base) {
+                ls = meta.seq_base;
+            }
+            ls = ls + 1;
+            seq_reg.write(meta.bucket, ls);
+            if (meta.is_cached == 1) {
+                validvalue_reg.read(meta.valid, meta.idx);
+                if (meta.valid != 0) {
+                    latest_reg.write(meta.idx, 0);
+                    savedseq_reg.write(meta.idx, ls);
+                    kv_ops.count(OPS_LARGE_INVALIDATE);
+                }
+            }
+            hdr.op.optype = TERN_PUTREQ_LARGE_SEQ;
+            hdr.lseq.setValid();
+            hdr.lseq.seq = ls;
+            hdr.lseq.token = 0;
+            meta.rewrite = 1;
+            kv_ops.count(OPS_LARGE_WRITE);
             return;
         }
         if (meta.parsed == 0) {
@@ -545,8 +636,6 @@ control KvIngress(inout headers hdr,
             return;
         }
 
-        kv_params.apply();
-        cache_lookup.apply();
         meta.valid = 0;
         if (meta.is_cached == 1) {
             validvalue_reg.read(meta.valid, meta.idx);
@@ -555,7 +644,10 @@ control KvIngress(inout headers hdr,
         if (meta.valid != 0) {
             latest_reg.read(latest, meta.idx);
         }
-        hash(meta.bucket, HashAlgorithm.crc32, 32w0, { hdr.op.key }, (bit<32>) KV_SEQ_BUCKETS);
+        /* The key's seq bucket: responses and writes only (a GET hit never needs it). */
+        if (meta.from_server == 1 || hdr.op.optype != GETREQ) {
+            hash(meta.bucket, HashAlgorithm.crc32, 32w0, { hdr.op.key }, (bit<32>) KV_SEQ_BUCKETS);
+        }
 
         if (meta.from_server == 1) {
             /* NETCACHE_VALUEUPDATE: refresh the copy unless a newer write may exist. */
@@ -650,7 +742,14 @@ control KvEgress(inout headers hdr,
                  inout metadata meta,
                  inout standard_metadata_t standard_metadata) {
     apply {
-        if (meta.rewrite == 1) {
+        if (meta.large == 1) {
+            /* The seq header inserted in front of the (unparsed) value. */
+            if (hdr.lseq.isValid()) {
+                hdr.udp.length = hdr.udp.length + 8;
+                hdr.ipv4.totalLen = hdr.ipv4.totalLen + 8;
+                hdr.udp.checksum = 0;
+            }
+        } else if (meta.rewrite == 1) {
             bit<16> len = 18;
             if (hdr.vallen.isValid()) {
                 len = len + 2 + (((hdr.vallen.vallen + 7) >> 3) << 3);
@@ -688,6 +787,7 @@ control KvDeparser(packet_out packet, in headers hdr) {
         packet.emit(hdr.ipv4);
         packet.emit(hdr.udp);
         packet.emit(hdr.op);
+        packet.emit(hdr.lseq);
         packet.emit(hdr.vallen);
         packet.emit(hdr.vals);
         packet.emit(hdr.shadow);

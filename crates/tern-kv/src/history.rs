@@ -31,6 +31,15 @@ pub struct CheckConfig {
     pub delete_ratio: f64,
     /// Value size in bytes (16..=128).
     pub value_len: usize,
+    /// Fraction of the PUTs that write a large value (`large_len` bytes, never cached: the
+    /// switch forwards them to the server).
+    pub large_ratio: f64,
+    /// Hot-set shifts: the run is cut into `shifts + 1` phases of equal length and each phase
+    /// moves the skewed key distribution by `keys / (shifts + 1)` ids (0: no shift).
+    pub shifts: u32,
+    /// Size of the large values (129..=8192; over namespaces keep it under the MTU: a
+    /// fragmented request is dropped by the cache programs).
+    pub large_len: usize,
     /// Per-attempt timeout.
     pub timeout: Duration,
     /// Retries after the first attempt.
@@ -111,6 +120,12 @@ pub struct CheckReport {
     pub reads: u64,
     /// Reads answered by the switch (nodeidx 0xFFFF).
     pub switch_reads: u64,
+    /// `(reads, answered by the switch)` per hot-set phase.
+    pub phase_reads: Vec<(u64, u64)>,
+    /// Acknowledged PUTs of large values.
+    pub large_writes: u64,
+    /// Reads that returned a large value.
+    pub large_reads: u64,
     /// Writes acknowledged.
     pub writes: u64,
     /// Deletes acknowledged.
@@ -171,6 +186,7 @@ pub fn run(cfg: &CheckConfig) -> Result<CheckReport, ClientError> {
         ))
     })?;
     let len = cfg.value_len.clamp(16, 128);
+    let large_len = cfg.large_len.clamp(129, crate::protocol::MAX_VALUE_LEN);
     let hist: Arc<Vec<Mutex<KeyHistory>>> = Arc::new(
         (0..=cfg.keys)
             .map(|_| Mutex::new(KeyHistory::default()))
@@ -222,14 +238,18 @@ pub fn run(cfg: &CheckConfig) -> Result<CheckReport, ClientError> {
             let mut c = Client::new(router, cfg.timeout, cfg.retries)?;
             let mut rng = Rng::new(cfg.seed ^ (t as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
             let mut local = CheckReport::default();
+            let phases = u64::from(cfg.shifts) + 1;
             for n in 0..cfg.ops as u64 {
                 let u = rng.next_f64();
-                let id = 1 + ((cfg.keys as f64) * u * u * u) as u64 % cfg.keys;
+                let phase = (n * phases / (cfg.ops as u64).max(1)).min(phases - 1) as usize;
+                let offset = phase as u64 * cfg.keys / phases;
+                let id = 1 + (((cfg.keys as f64) * u * u * u) as u64 + offset) % cfg.keys;
                 let key = Key::from_id(id);
                 let r = rng.next_f64();
                 if r < cfg.write_ratio {
                     let del = r < cfg.write_ratio * cfg.delete_ratio;
-                    let v = value_of(id, t, n + 1, len);
+                    let big = !del && rng.next_f64() < cfg.large_ratio;
+                    let v = value_of(id, t, n + 1, if big { large_len } else { len });
                     let res = if del {
                         c.delete_detailed(key)
                     } else {
@@ -238,6 +258,7 @@ pub fn run(cfg: &CheckConfig) -> Result<CheckReport, ClientError> {
                     match res {
                         Ok((seq, by)) => {
                             let now = Instant::now();
+                            local.large_writes += u64::from(big);
                             if by == 0xFFFF && cfg.preserve.is_some() {
                                 if let Ok(mut p) = preserved.lock() {
                                     let e = p.1.entry(id).or_insert((None, 0));
@@ -270,6 +291,13 @@ pub fn run(cfg: &CheckConfig) -> Result<CheckReport, ClientError> {
                     };
                     local.reads += 1;
                     local.switch_reads += u64::from(g.served_by == 0xFFFF);
+                    if local.phase_reads.len() <= phase {
+                        local.phase_reads.resize(phase + 1, (0, 0));
+                    }
+                    local.phase_reads[phase].0 += 1;
+                    local.phase_reads[phase].1 += u64::from(g.served_by == 0xFFFF);
+                    local.large_reads +=
+                        u64::from(g.value.as_ref().is_some_and(|v| v.len() == large_len));
                     let Ok(h) = hist[id as usize].lock() else {
                         continue;
                     };
@@ -281,7 +309,7 @@ pub fn run(cfg: &CheckConfig) -> Result<CheckReport, ClientError> {
                         .max();
                     let mut bad = Vec::new();
                     if let Some(v) = &g.value {
-                        if !names_key(v, id) || v.len() != len {
+                        if !names_key(v, id) || (v.len() != len && v.len() != large_len) {
                             local.unknown += 1;
                             bad.push("a value no write of the key attempted");
                         }
@@ -312,6 +340,15 @@ pub fn run(cfg: &CheckConfig) -> Result<CheckReport, ClientError> {
             if let Ok(mut r) = report.lock() {
                 r.reads += local.reads;
                 r.switch_reads += local.switch_reads;
+                if r.phase_reads.len() < local.phase_reads.len() {
+                    r.phase_reads.resize(local.phase_reads.len(), (0, 0));
+                }
+                for (a, b) in r.phase_reads.iter_mut().zip(&local.phase_reads) {
+                    a.0 += b.0;
+                    a.1 += b.1;
+                }
+                r.large_writes += local.large_writes;
+                r.large_reads += local.large_reads;
                 r.writes += local.writes;
                 r.deletes += local.deletes;
                 r.errors += local.errors;

@@ -187,6 +187,11 @@ ops! {
     TERN_MAXSEQ = 0x0f40,
     /// tern: answer to TERN_MAXSEQ; body = u32 seq, big-endian.
     TERN_MAXSEQ_ACK = 0x0f50,
+    /// tern: a client's PUTREQ of a value larger than a switch stores, with the seq the cache
+    /// switch assigned it. Layout: `op_hdr → seq_hdr → vallen + value → shadowtype` where the
+    /// shadow type is the client's PUTREQ (0x0001): the switch inserts the seq header in front
+    /// of the value it does not parse (see `PROTOCOL.md`).
+    TERN_PUTREQ_LARGE_SEQ = 0x0f63,
 }
 
 /// Which optional headers an op carries, derived from its code.
@@ -267,6 +272,17 @@ impl Op {
             stat: nibble & 8 != 0,
             extra,
             body,
+        }
+    }
+}
+
+impl Op {
+    /// The shadow type this op carries: its own code, except TERN_PUTREQ_LARGE_SEQ, which keeps
+    /// the client's PUTREQ (the switch does not rewrite what follows the value).
+    pub fn shadow_code(self) -> u16 {
+        match self {
+            Op::TERN_PUTREQ_LARGE_SEQ => Op::PUTREQ.code(),
+            op => op.code(),
         }
     }
 }
@@ -512,6 +528,13 @@ impl Message {
         out.reserve(self.encoded_len());
         out.extend_from_slice(&self.op.code().to_be_bytes());
         out.extend_from_slice(&self.key.0);
+        let large = self.op == Op::TERN_PUTREQ_LARGE_SEQ;
+        if large {
+            if let Some(s) = &self.seq {
+                out.extend_from_slice(&s.seq.to_be_bytes());
+                out.extend_from_slice(&s.snapshot_token.to_be_bytes());
+            }
+        }
         if let Some(v) = &self.value {
             // Bounded by MAX_VALUE_LEN (checked by validate), so this fits in u16.
             out.extend_from_slice(&(v.len() as u16).to_be_bytes());
@@ -520,9 +543,9 @@ impl Message {
             out.resize(padded, 0);
         }
         if l.shadow {
-            out.extend_from_slice(&self.op.code().to_be_bytes());
+            out.extend_from_slice(&self.op.shadow_code().to_be_bytes());
         }
-        if let Some(s) = &self.seq {
+        if let Some(s) = self.seq.as_ref().filter(|_| !large) {
             out.extend_from_slice(&s.seq.to_be_bytes());
             out.extend_from_slice(&s.snapshot_token.to_be_bytes());
         }
@@ -575,6 +598,13 @@ impl Message {
         key.copy_from_slice(r.take(KEY_LEN, "op_hdr.key")?);
         let l = op.layout();
         let mut m = Message::new(op, Key(key));
+        let large = op == Op::TERN_PUTREQ_LARGE_SEQ;
+        if large {
+            m.seq = Some(SeqHdr {
+                seq: r.u32("seq_hdr.seq")?,
+                snapshot_token: r.u32("seq_hdr.snapshot_token")?,
+            });
+        }
         if l.value {
             let at = r.pos;
             let len = usize::from(r.u16("vallen_hdr")?);
@@ -591,7 +621,7 @@ impl Message {
         if l.shadow {
             let at = r.pos;
             let shadow = r.u16("shadowtype_hdr")?;
-            if shadow != code {
+            if shadow != op.shadow_code() {
                 return Err(DecodeError::ShadowMismatch {
                     op: code,
                     shadow,
@@ -599,7 +629,7 @@ impl Message {
                 });
             }
         }
-        if l.seq {
+        if l.seq && !large {
             m.seq = Some(SeqHdr {
                 seq: r.u32("seq_hdr.seq")?,
                 snapshot_token: r.u32("seq_hdr.snapshot_token")?,

@@ -130,6 +130,12 @@ impl CacheCtl {
                 },
             };
             debug_assert_eq!(msg.op, op);
+            if !msg.fits_switch() {
+                // A value larger than the switch stores is never cached: the copy stays invalid
+                // (reads come here) until a write of a small value refreshes it.
+                self.acked(op, &key);
+                continue;
+            }
             if let Ok(b) = msg.encode() {
                 let _ = sock.send_to(&b, dest);
             }
@@ -414,7 +420,14 @@ fn handle_plain(
             Action::Reply(get_reply(Op::GETRES_SEQ, Op::GETRES_SEQ)?)
         }
         Op::GETREQ_NLATEST => {
-            Action::Reply(get_reply(Op::GETRES_LATEST_SEQ, Op::GETRES_DELETED_SEQ)?)
+            let m = get_reply(Op::GETRES_LATEST_SEQ, Op::GETRES_DELETED_SEQ)?;
+            if m.fits_switch() {
+                Action::Reply(m)
+            } else {
+                // The latest value is larger than the switch stores: straight to the client
+                // (GETRES_SEQ passes the switch untouched; the slot stays not latest).
+                Action::Reply(get_reply(Op::GETRES_SEQ, Op::GETRES_SEQ)?)
+            }
         }
         Op::PUTREQ => {
             let v = req.value.as_deref().unwrap_or(&[]);
@@ -447,7 +460,8 @@ fn handle_plain(
         | Op::PUTREQ_POP_SEQ_CASE3
         | Op::PUTREQ_SEQ_BEINGEVICTED
         | Op::PUTREQ_SEQ_CASE3_BEINGEVICTED
-        | Op::NETCACHE_PUTREQ_SEQ_CACHED => {
+        | Op::NETCACHE_PUTREQ_SEQ_CACHED
+        | Op::TERN_PUTREQ_LARGE_SEQ => {
             checked(Some(req.value.as_deref().unwrap_or(&[])), Op::PUTRES_SEQ)?
         }
         Op::DELREQ_SEQ
@@ -455,8 +469,9 @@ fn handle_plain(
         | Op::DELREQ_SEQ_BEINGEVICTED
         | Op::DELREQ_SEQ_CASE3_BEINGEVICTED
         | Op::NETCACHE_DELREQ_SEQ_CACHED => checked(None, Op::DELRES_SEQ)?,
-        Op::GETREQ_BEINGEVICTED_RECORD => {
-            // The switch's record of a key being evicted (record embedding): the newer wins.
+        Op::GETREQ_BEINGEVICTED_RECORD | Op::GETREQ_LARGEVALUEBLOCK_RECORD => {
+            // The switch's record of a key being evicted, or followed by a large write that
+            // may not have arrived (record embedding): the newer wins.
             let stored = get_reply(Op::GETRES_SEQ, Op::GETRES_SEQ)?;
             let embedded_seq = seq_of(req);
             let stored_seq = seq_of(&stored);

@@ -89,6 +89,9 @@ pub struct SwitchOsConfig {
     pub tries: u32,
     /// Fraction of the switch OS's sends and received reports dropped (lossy-control mode).
     pub loss: f64,
+    /// Fraction of the switch OS's sends and received reports duplicated (sent twice, handled
+    /// twice: duplicated-control mode).
+    pub dup: f64,
     /// Seed of the sampling and loss generator.
     pub seed: u64,
     /// Address of the report socket (port 0: any free loopback port).
@@ -110,6 +113,7 @@ impl SwitchOsConfig {
             ack_timeout: Duration::from_millis(20),
             tries: 50,
             loss: 0.0,
+            dup: 0.0,
             seed: 0x5eed,
             bind: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
         }
@@ -133,6 +137,8 @@ pub struct SwitchOsStats {
     pub gave_up: AtomicU64,
     /// Messages dropped on purpose (lossy mode).
     pub dropped: AtomicU64,
+    /// Messages duplicated on purpose (duplicated-control mode).
+    pub duplicated: AtomicU64,
     /// Runtime-interface calls that failed.
     pub runtime_errors: AtomicU64,
     /// Sketch resets.
@@ -302,6 +308,20 @@ impl<A: SwitchAccess> SwitchOs<A> {
         }
     }
 
+    /// Queues every key for admission and waits until the cache holds them all or `timeout`
+    /// passed (the re-install phase of recovery); returns the records cached then.
+    pub fn reinstall(&self, keys: &[(Key, u16)], timeout: Duration) -> usize {
+        let target = (self.cached_count() + keys.len()).min(self.shared.cfg.capacity as usize);
+        for &(k, server) in keys {
+            self.admit_later(k, server);
+        }
+        let deadline = Instant::now() + timeout;
+        while self.cached_count() < target && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        self.cached_count()
+    }
+
     /// The address servers report hot keys to.
     pub fn addr(&self) -> SocketAddr {
         self.addr
@@ -400,17 +420,27 @@ fn receiver<A: SwitchAccess>(s: &Shared<A>, sock: &UdpSocket, tx: &Sender<(Key, 
             continue;
         };
         s.stats.reports.fetch_add(1, Ordering::Relaxed);
+        let dup = s.cfg.dup > 0.0 && rng.next_f64() < s.cfg.dup;
+        if dup {
+            s.stats.duplicated.fetch_add(1, Ordering::Relaxed);
+        }
         if let Ok(b) = Message::new(ack, m.key).encode() {
             if !(s.cfg.loss > 0.0 && rng.next_f64() < s.cfg.loss) {
                 s.stats
                     .control_bytes
                     .fetch_add(b.len() as u64, Ordering::Relaxed);
                 let _ = sock.send_to(&b, from);
+                if dup {
+                    let _ = sock.send_to(&b, from);
+                }
             } else {
                 s.stats.dropped.fetch_add(1, Ordering::Relaxed);
             }
         }
         let _ = tx.send((m.key, server));
+        if dup {
+            let _ = tx.send((m.key, server));
+        }
     }
 }
 
@@ -525,6 +555,10 @@ impl<A: SwitchAccess> Worker<A> {
             .encode()
             .map_err(|e| SwitchOsError::Config(e.to_string()))?;
         let mut buf = vec![0u8; 65536];
+        // Late or duplicated answers to earlier requests must not acknowledge this one.
+        self.ctl.set_nonblocking(true)?;
+        while self.ctl.recv_from(&mut buf).is_ok() {}
+        self.ctl.set_nonblocking(false)?;
         for t in 0..self.s.cfg.tries {
             if t > 0 {
                 self.s.stats.retried.fetch_add(1, Ordering::Relaxed);
@@ -535,6 +569,10 @@ impl<A: SwitchAccess> Worker<A> {
                     .control_bytes
                     .fetch_add(bytes.len() as u64, Ordering::Relaxed);
                 self.ctl.send_to(&bytes, dest)?;
+                if self.s.cfg.dup > 0.0 && self.rng.next_f64() < self.s.cfg.dup {
+                    self.s.stats.duplicated.fetch_add(1, Ordering::Relaxed);
+                    self.ctl.send_to(&bytes, dest)?;
+                }
             }
             let deadline = Instant::now() + self.s.cfg.ack_timeout;
             loop {
@@ -682,7 +720,7 @@ impl<A: SwitchAccess> Worker<A> {
                 latest = rt.register_read(&format!("{P}latest_reg"), idx)?;
                 Ok(())
             })?;
-            if latest == 1 {
+            if latest != 0 {
                 // The values stay put while validvalue is 3: this is the record to keep.
                 let (value, seq) = self.read_record(idx, false)?;
                 let m = Message::new(Op::CACHE_EVICT, slot.key)
@@ -741,7 +779,9 @@ impl<A: SwitchAccess> Worker<A> {
                 })?;
                 let rec = if case1 == 1 {
                     Some(self.read_record(idx, true)?)
-                } else if latest == 1 {
+                } else if latest != 0 {
+                    // 1: the switch's record is the latest; 2 (FarReach): a large write
+                    // followed it, which the seq check sorts out on replay.
                     Some(live)
                 } else {
                     None
@@ -823,6 +863,32 @@ pub fn max_seq(
     Ok(best)
 }
 
+/// The phases of a recovery after a switch crash (FarReach §3.9), as measured.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RecoveryReport {
+    /// Records of the last snapshot.
+    pub snapshot_records: usize,
+    /// Records the clients preserved.
+    pub preserved_records: usize,
+    /// Records replayed into the servers (the newest per key).
+    pub replayed: usize,
+    /// Records cached again after the re-install.
+    pub reinstalled: usize,
+    /// Taking the last snapshot's records from the dead switch OS.
+    pub snapshot_load: Duration,
+    /// Reading the clients' preserved records.
+    pub preserved_load: Duration,
+    /// Replaying the merged records into the servers with the seq check.
+    pub replay: Duration,
+    /// Starting a switch OS and re-admitting the snapshot's keys.
+    pub reinstall: Duration,
+    /// Crash to switch up again.
+    pub total: Duration,
+}
+
+/// Records [`replay`] keeps in flight at once.
+const REPLAY_WINDOW: usize = 256;
+
 /// What [`replay`] did.
 #[derive(Clone, Debug, Default)]
 pub struct ReplayReport {
@@ -856,37 +922,52 @@ pub fn replay(
             *e = (v, seq);
         }
     }
+    // Pipelined: up to REPLAY_WINDOW records in flight, each resent after `timeout` until
+    // acknowledged (the seq check makes a duplicate harmless), `tries` sends at most.
     let sock = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))?;
     let mut buf = vec![0u8; 65536];
+    let mut todo: Vec<(Key, SocketAddr, Vec<u8>)> = Vec::with_capacity(newest.len());
     for (key, (value, seq)) in &newest {
         let dest = servers[router.server_index(key)];
         let bytes = Message::new(Op::CACHE_EVICT, *key)
             .with_body(evict_body(value.as_deref(), *seq))
             .encode()
             .map_err(|e| SwitchOsError::Config(e.to_string()))?;
-        let mut acked = false;
-        'tries: for _ in 0..tries {
-            sock.send_to(&bytes, dest)?;
-            let deadline = Instant::now() + timeout;
-            loop {
-                let left = deadline.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    break;
-                }
-                sock.set_read_timeout(Some(left))?;
-                let Ok((n, _)) = sock.recv_from(&mut buf) else {
-                    break;
-                };
-                if let Ok(m) = Message::decode(&buf[..n]) {
-                    if m.op == Op::CACHE_EVICT_ACK && m.key == *key {
-                        acked = true;
-                        break 'tries;
-                    }
+        todo.push((*key, dest, bytes));
+    }
+    // In flight: key → (index into todo, next send, sends so far).
+    let mut flight: HashMap<Key, (usize, Instant, u32)> = HashMap::new();
+    let mut next = 0usize;
+    sock.set_read_timeout(Some(Duration::from_millis(1)))?;
+    while next < todo.len() || !flight.is_empty() {
+        while next < todo.len() && flight.len() < REPLAY_WINDOW {
+            let (key, dest, bytes) = &todo[next];
+            sock.send_to(bytes, dest)?;
+            flight.insert(*key, (next, Instant::now() + timeout, 1));
+            next += 1;
+        }
+        // Drain the acknowledgements that arrived.
+        while let Ok((n, _)) = sock.recv_from(&mut buf) {
+            if let Ok(m) = Message::decode(&buf[..n]) {
+                if m.op == Op::CACHE_EVICT_ACK {
+                    flight.remove(&m.key);
                 }
             }
+            sock.set_nonblocking(true)?;
         }
-        if !acked {
-            return Err(SwitchOsError::NoAnswer(dest, "CACHE_EVICT_ACK"));
+        sock.set_nonblocking(false)?;
+        let now = Instant::now();
+        for (i, due, sent) in flight.values_mut() {
+            if *due > now {
+                continue;
+            }
+            let (_, dest, bytes) = &todo[*i];
+            if *sent >= tries {
+                return Err(SwitchOsError::NoAnswer(*dest, "CACHE_EVICT_ACK"));
+            }
+            sock.send_to(bytes, dest)?;
+            *sent += 1;
+            *due = now + timeout;
         }
     }
     Ok(ReplayReport {

@@ -69,6 +69,9 @@ pub struct BenchArgs {
     /// Behaviour-level caching (`--bcache`, off by default); its counters are reported.
     #[command(flatten)]
     pub bcache: crate::cmd_bcache::BcacheArgs,
+    /// Key-value workload (`--kv`, for `p4/kv/*.p4`).
+    #[command(flatten)]
+    pub kv_args: crate::cmd_bench_kv::KvBenchArgs,
 }
 
 /// One flow's header values.
@@ -359,6 +362,13 @@ pub(crate) fn percentile(sorted: &[u64], p: f64) -> u64 {
 }
 
 pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
+    if args.kv_args.kv {
+        anyhow::ensure!(
+            args.workers.is_none() && args.update_rate == 0,
+            "--kv runs on one thread: --workers and --update-rate do not apply"
+        );
+        return crate::cmd_bench_kv::run(args);
+    }
     if args.workers.is_some() || args.update_rate > 0 {
         return crate::cmd_bench_workers::run(args);
     }
@@ -630,6 +640,7 @@ mod tests {
             workers: None,
             update_rate: 0,
             bcache: Default::default(),
+            kv_args: Default::default(),
         }
     }
 

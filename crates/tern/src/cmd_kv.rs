@@ -78,6 +78,16 @@ struct CheckArgs {
     /// Value size in bytes (16..=128).
     #[arg(long, default_value_t = 64)]
     value_size: usize,
+    /// Hot-set shifts: the run is cut into N + 1 phases, each moving the skewed key
+    /// distribution by keys / (N + 1) ids (admission and eviction under a moving hot set).
+    #[arg(long, default_value_t = 0)]
+    shifts: u32,
+    /// Fraction of the PUTs that write a large value (never cached; forwarded to the server).
+    #[arg(long, default_value_t = 0.0)]
+    large_ratio: f64,
+    /// Size of the large values in bytes (129..=8192; over namespaces stay under the MTU).
+    #[arg(long, default_value_t = 600)]
+    large_size: usize,
     /// Per-attempt timeout in milliseconds.
     #[arg(long, default_value_t = 200)]
     timeout_ms: u64,
@@ -315,6 +325,14 @@ fn check_cmd(a: CheckArgs) -> anyhow::Result<ExitCode> {
     if a.keys == 0 || a.threads == 0 || !(0.0..=1.0).contains(&a.write_ratio) {
         bail!("--keys and --threads must be positive, --write-ratio in [0, 1]");
     }
+    if !(0.0..=1.0).contains(&a.large_ratio)
+        || !(129..=tern_kv::protocol::MAX_VALUE_LEN).contains(&a.large_size)
+    {
+        bail!(
+            "--large-ratio must be in [0, 1] and --large-size in 129..={}",
+            tern_kv::protocol::MAX_VALUE_LEN
+        );
+    }
     let cfg = tern_kv::history::CheckConfig {
         servers: Router::parse(&list)?.servers().to_vec(),
         keys: a.keys,
@@ -323,6 +341,9 @@ fn check_cmd(a: CheckArgs) -> anyhow::Result<ExitCode> {
         write_ratio: a.write_ratio,
         delete_ratio: a.delete_ratio,
         value_len: a.value_size,
+        large_ratio: a.large_ratio,
+        shifts: a.shifts,
+        large_len: a.large_size,
         timeout: std::time::Duration::from_millis(a.timeout_ms),
         retries: a.retries,
         seed: a.seed,
@@ -336,6 +357,23 @@ fn check_cmd(a: CheckArgs) -> anyhow::Result<ExitCode> {
          violations: {} stale, {} unknown value, {} value/seq mixed",
         r.reads, r.switch_reads, r.writes, r.deletes, r.errors, r.stale, r.unknown, r.mixed
     ));
+    if a.shifts > 0 {
+        let per: Vec<String> = r
+            .phase_reads
+            .iter()
+            .map(|(n, s)| format!("{:.3}", *s as f64 / (*n).max(1) as f64))
+            .collect();
+        say(&format!(
+            "  switch-answered share of reads by hot-set phase: {}",
+            per.join(" ")
+        ));
+    }
+    if a.large_ratio > 0.0 {
+        say(&format!(
+            "  large values ({} bytes): {} writes, {} reads returned one",
+            a.large_size, r.large_writes, r.large_reads
+        ));
+    }
     for e in &r.examples {
         say(&format!("  {e}"));
     }

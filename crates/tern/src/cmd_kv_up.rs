@@ -135,6 +135,11 @@ pub struct CacheOpts {
     /// Fraction of the switch OS's control messages dropped on purpose (lossy-control mode).
     #[arg(long, default_value_t = 0.0)]
     control_loss: f64,
+    /// Fraction of the switch OS's control messages sent twice (duplicated-control mode: every
+    /// request to a server, every acknowledgement of a report; a duplicated report is also
+    /// handled twice).
+    #[arg(long, default_value_t = 0.0)]
+    control_dup: f64,
 }
 
 /// `tern kv switchos`
@@ -526,6 +531,8 @@ struct Topology {
     injector: Option<(Arc<AtomicBool>, std::thread::JoinHandle<()>)>,
     /// `(crashes, recovery times in ms, records replayed)` of the fault injector.
     recoveries: Arc<std::sync::Mutex<(u32, Vec<f64>, usize)>>,
+    /// The phases of every recovery.
+    recovery_phases: Arc<std::sync::Mutex<Vec<tern_kv::switchos::RecoveryReport>>>,
     /// Declared before `sim`: stopped before the switch it drives.
     switchos: Arc<std::sync::Mutex<Option<CacheOs>>>,
     sim: Option<Arc<super::kv_sim::SimSwitch>>,
@@ -546,6 +553,7 @@ impl Topology {
             switch_proc: Arc::default(),
             injector: None,
             recoveries: Arc::default(),
+            recovery_phases: Arc::default(),
             switchos: Arc::default(),
             sim: None,
             namespaces: Vec::new(),
@@ -1028,6 +1036,7 @@ pub fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
                             period: Duration::from_millis(a.crash_period_ms.max(1)),
                             stop: stop.clone(),
                             log: t.recoveries.clone(),
+                            phases: t.recovery_phases.clone(),
                         };
                         t.injector = Some((stop, std::thread::spawn(move || inj.run())));
                     }
@@ -1152,6 +1161,8 @@ struct Injector {
     period: Duration,
     stop: Arc<AtomicBool>,
     log: Arc<std::sync::Mutex<(u32, Vec<f64>, usize)>>,
+    /// Every recovery's phases.
+    phases: Arc<std::sync::Mutex<Vec<tern_kv::switchos::RecoveryReport>>>,
 }
 
 impl Injector {
@@ -1207,14 +1218,18 @@ impl Injector {
         let t0 = Instant::now();
         let old = self.os.lock().ok().and_then(|mut o| o.take());
         let snapshot = old.map(|os| os.last_snapshot()).unwrap_or_default();
+        let mut rep = tern_kv::switchos::RecoveryReport {
+            snapshot_load: t0.elapsed(),
+            ..Default::default()
+        };
         sim.crash_and_reboot()?;
         let keys: Vec<_> = snapshot.records.iter().map(|r| (r.key, r.server)).collect();
-        let replayed = self.replay(snapshot)?;
+        self.replay(snapshot, &mut rep)?;
+        let t = Instant::now();
         let access: Box<dyn tern_kv::switchos::SwitchAccess> = Box::new(sim.access());
         let os = tern_kv::switchos::SwitchOs::start(access, self.cfg.clone())?;
-        for (k, server) in keys {
-            os.admit_later(k, server);
-        }
+        rep.reinstalled = os.reinstall(&keys, REINSTALL_WAIT);
+        rep.reinstall = t.elapsed();
         for c in &self.ctls {
             c.set_switchos(Some(os.addr()));
         }
@@ -1222,7 +1237,9 @@ impl Injector {
             *o = Some(os);
         }
         sim.set_down(false);
-        Ok((t0.elapsed().as_secs_f64() * 1000.0, replayed))
+        rep.total = t0.elapsed();
+        self.log_phases(&rep);
+        Ok((t0.elapsed().as_secs_f64() * 1000.0, rep.replayed))
     }
 
     /// SIGKILL of the `tern kv sim-switch` process (switch and, with it, its switch OS);
@@ -1234,10 +1251,16 @@ impl Injector {
             let _ = c.kill();
             let _ = c.wait();
         }
+        let t = Instant::now();
         let old = self.os.lock().ok().and_then(|mut o| o.take());
         let snapshot = old.map(|os| os.last_snapshot()).unwrap_or_default();
+        let mut rep = tern_kv::switchos::RecoveryReport {
+            snapshot_load: t.elapsed(),
+            ..Default::default()
+        };
         let keys: Vec<_> = snapshot.records.iter().map(|r| (r.key, r.server)).collect();
-        let replayed = self.replay(snapshot)?;
+        self.replay(snapshot, &mut rep)?;
+        let t = Instant::now();
         let floor =
             tern_kv::switchos::max_seq(&self.cfg.servers, self.cfg.ack_timeout, self.cfg.tries)?;
         let commands = format!(
@@ -1259,39 +1282,101 @@ impl Injector {
         let rt = connect_thrift(thrift)?;
         let access: Box<dyn tern_kv::switchos::SwitchAccess> = Box::new(std::sync::Mutex::new(rt));
         let os = tern_kv::switchos::SwitchOs::start(access, self.cfg.clone())?;
-        for (k, server) in keys {
-            os.admit_later(k, server);
-        }
+        rep.reinstalled = os.reinstall(&keys, REINSTALL_WAIT);
+        rep.reinstall = t.elapsed();
         if let Ok(mut o) = self.os.lock() {
             *o = Some(os);
         }
-        Ok((t0.elapsed().as_secs_f64() * 1000.0, replayed))
+        rep.total = t0.elapsed();
+        self.log_phases(&rep);
+        Ok((t0.elapsed().as_secs_f64() * 1000.0, rep.replayed))
     }
 
     /// Server recovery: the last snapshot plus the clients' preserved records, newest per key,
     /// replayed with the seq check. Waits first for replies already on their way, so the
     /// preserved records are complete (nothing answers while the switch is down) and the
     /// servers hold every write the switch forwarded before the crash.
-    fn replay(&self, snapshot: tern_kv::switchos::Snapshot) -> anyhow::Result<usize> {
+    fn replay(
+        &self,
+        snapshot: tern_kv::switchos::Snapshot,
+        rep: &mut tern_kv::switchos::RecoveryReport,
+    ) -> anyhow::Result<()> {
         std::thread::sleep(Duration::from_millis(50));
-        let preserved = match tern_kv::history::read_preserved(&self.preserve) {
-            Ok(p) => p,
-            Err(_) if !self.preserve.exists() => Vec::new(),
-            Err(e) => anyhow::bail!(e),
-        };
-        let records = snapshot
-            .records
-            .into_iter()
-            .map(|r| (r.key, r.value, r.seq))
-            .chain(preserved);
-        let rep = tern_kv::switchos::replay(
-            &self.cfg.servers,
-            records,
-            self.cfg.ack_timeout,
-            self.cfg.tries,
-        )?;
-        Ok(rep.replayed)
+        replay_records(&self.cfg, snapshot, &self.preserve, rep)
     }
+
+    fn log_phases(&self, rep: &tern_kv::switchos::RecoveryReport) {
+        super::cmd_kv::say(&format!("tern kv up: recovery {}", phases_line(rep)));
+        if let Ok(mut p) = self.phases.lock() {
+            p.push(rep.clone());
+        }
+    }
+}
+
+/// How long a recovery waits for the snapshot's keys to be cached again.
+const REINSTALL_WAIT: Duration = Duration::from_secs(10);
+
+/// The server side of a recovery: the clients' preserved records read from `preserve` and the
+/// snapshot's merged (newest per key) and replayed into the servers with the seq check; the
+/// phases' sizes and durations go into `rep`.
+pub(crate) fn replay_records(
+    cfg: &tern_kv::switchos::SwitchOsConfig,
+    snapshot: tern_kv::switchos::Snapshot,
+    preserve: &std::path::Path,
+    rep: &mut tern_kv::switchos::RecoveryReport,
+) -> anyhow::Result<()> {
+    let t = Instant::now();
+    let preserved = match tern_kv::history::read_preserved(preserve) {
+        Ok(p) => p,
+        Err(_) if !preserve.exists() => Vec::new(),
+        Err(e) => anyhow::bail!(e),
+    };
+    rep.preserved_load = t.elapsed();
+    rep.snapshot_records = snapshot.records.len();
+    rep.preserved_records = preserved.len();
+    let records = snapshot
+        .records
+        .into_iter()
+        .map(|r| (r.key, r.value, r.seq))
+        .chain(preserved);
+    let r = tern_kv::switchos::replay(&cfg.servers, records, cfg.ack_timeout, cfg.tries)?;
+    rep.replay = r.elapsed;
+    rep.replayed = r.replayed;
+    Ok(())
+}
+
+/// One line of a recovery's phases.
+pub(crate) fn phases_line(r: &tern_kv::switchos::RecoveryReport) -> String {
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    format!(
+        "{:.1} ms: snapshot load {:.1} ms ({} records), preserved records {:.1} ms ({}), \
+         server replay {:.1} ms ({} records), re-install {:.1} ms ({} cached)",
+        ms(r.total),
+        ms(r.snapshot_load),
+        r.snapshot_records,
+        ms(r.preserved_load),
+        r.preserved_records,
+        ms(r.replay),
+        r.replayed,
+        ms(r.reinstall),
+        r.reinstalled
+    )
+}
+
+/// The phases of a recovery as JSON (milliseconds).
+fn phases_json(r: &tern_kv::switchos::RecoveryReport) -> serde_json::Value {
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    serde_json::json!({
+        "total_ms": ms(r.total),
+        "snapshot_load_ms": ms(r.snapshot_load),
+        "snapshot_records": r.snapshot_records,
+        "preserved_load_ms": ms(r.preserved_load),
+        "preserved_records": r.preserved_records,
+        "replay_ms": ms(r.replay),
+        "replayed": r.replayed,
+        "reinstall_ms": ms(r.reinstall),
+        "reinstalled": r.reinstalled,
+    })
 }
 
 /// What the fault injector crashes.
@@ -1424,6 +1509,7 @@ fn loopback_cache(
             period: Duration::from_millis(a.crash_period_ms.max(1)),
             stop: stop.clone(),
             log: t.recoveries.clone(),
+            phases: t.recovery_phases.clone(),
         };
         t.injector = Some((stop, std::thread::spawn(move || inj.run())));
     }
@@ -1455,7 +1541,8 @@ fn netns_switchos(t: &mut Topology, a: &UpArgs, s: &Settings, exe: &Path) -> any
         .args(["--cache-size", &o.cache_size.to_string()])
         .args(["--hot-threshold", &o.hot_threshold.to_string()])
         .args(["--snapshot-ms", &o.snapshot_ms.to_string()])
-        .args(["--control-loss", &o.control_loss.to_string()]);
+        .args(["--control-loss", &o.control_loss.to_string()])
+        .args(["--control-dup", &o.control_dup.to_string()]);
     if o.sample_all {
         c.arg("--sample-all");
     }
@@ -1507,6 +1594,10 @@ fn switchos_config(
     c.hot_threshold = a.hot_threshold;
     c.sample_all = a.sample_all;
     c.loss = a.control_loss;
+    c.dup = a.control_dup;
+    if !(0.0..=1.0).contains(&c.loss) || !(0.0..=1.0).contains(&c.dup) {
+        bail!("--control-loss and --control-dup must be in [0, 1]");
+    }
     c.bind = bind;
     c.snapshot_period = (kind == tern_kv::switchos::CacheKind::FarReach && a.snapshot_ms > 0)
         .then(|| Duration::from_millis(a.snapshot_ms));
@@ -1525,6 +1616,11 @@ fn cache_stats(t: &Topology, kind: tern_kv::switchos::CacheKind) -> Option<serde
     let guard = t.switchos.lock().ok()?;
     let os = guard.as_ref()?;
     let rec = t.recoveries.lock().map(|r| r.clone()).unwrap_or_default();
+    let phases: Vec<serde_json::Value> = t
+        .recovery_phases
+        .lock()
+        .map(|p| p.iter().map(phases_json).collect())
+        .unwrap_or_default();
     let server_retried: u64 = t
         .inproc
         .iter()
@@ -1535,7 +1631,9 @@ fn cache_stats(t: &Topology, kind: tern_kv::switchos::CacheKind) -> Option<serde
         .iter()
         .map(|h| h.cache_ctl().gave_up.load(Relaxed))
         .sum();
-    Some(os_stats(os, kind, rec, (server_retried, server_gave_up)))
+    let mut j = os_stats(os, kind, rec, (server_retried, server_gave_up));
+    j["recovery_phases"] = serde_json::Value::Array(phases);
+    Some(j)
 }
 
 /// The counters of a switch OS and of the data plane it drives, as JSON.
@@ -1547,7 +1645,7 @@ fn os_stats(
 ) -> serde_json::Value {
     use std::sync::atomic::Ordering::Relaxed;
     let st = os.stats();
-    let mut ops = [0u64; 11];
+    let mut ops = [0u64; 14];
     let mut dropped = [0u64; 4];
     let _ = os.with_switch(&mut |rt| {
         for (i, o) in ops.iter_mut().enumerate() {
@@ -1559,7 +1657,7 @@ fn os_stats(
         Ok(())
     });
     // kv_ops: 0 hit, 1 miss, 2 cached but not served (not latest / invalid), 3 being evicted.
-    let gets = ops[0] + ops[1] + ops[2] + ops[3];
+    let gets = ops[0] + ops[1] + ops[2] + ops[3] + ops[13];
     let hit = ops[OPS_GET_HIT as usize];
     // kv_ops[4]: FarReach writes absorbed, NetCache writes that invalidated a copy (they go on
     // to the server); kv_ops[5]: writes of uncached keys.
@@ -1574,6 +1672,8 @@ fn os_stats(
         "writes_in_switch": in_switch,
         "writes_to_servers": to_servers,
         "hot_reports": ops[6],
+        "large_writes": ops[11],
+        "large_invalidations": ops[12],
         "kv_ops": ops.to_vec(),
         "malformed_dropped": dropped.to_vec(),
         "cached": os.cached_count(),
@@ -1588,6 +1688,7 @@ fn os_stats(
         "control_retried": st.retried.load(Relaxed) + server_retried,
         "control_gave_up": st.gave_up.load(Relaxed) + server_gave_up,
         "control_dropped_on_purpose": st.dropped.load(Relaxed),
+        "control_duplicated_on_purpose": st.duplicated.load(Relaxed),
         "runtime_errors": st.runtime_errors.load(Relaxed),
         "seq_base": os.seq_base(),
         "crashes": crashes,

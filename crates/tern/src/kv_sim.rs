@@ -87,7 +87,7 @@ pub(crate) fn frame(src: (Ipv4Addr, u16), dst: (Ipv4Addr, u16), payload: &[u8]) 
 }
 
 /// `(src ip, src port, dst ip, dst port, payload)` of an Ethernet/IPv4/UDP frame.
-fn parse(f: &[u8]) -> Option<(Ipv4Addr, u16, Ipv4Addr, u16, &[u8])> {
+pub(crate) fn parse(f: &[u8]) -> Option<(Ipv4Addr, u16, Ipv4Addr, u16, &[u8])> {
     if f.len() < 14 + 20 + 8 || f[12..14] != [0x08, 0x00] || f[23] != 17 {
         return None;
     }
@@ -477,6 +477,149 @@ mod tests {
         // And a read through the switch now goes to the server and sees it.
         let g = c.get(k1).unwrap();
         assert_eq!(g.value.as_deref(), Some(&b"k1 in the switch only"[..]));
+        assert_ne!(g.served_by, 0xFFFF);
+    }
+
+    /// Recovery of a 10,000-record cache, phase by phase (snapshot load, preserved records,
+    /// server replay, re-install): the servers end with the newest record of every key (the
+    /// snapshot's or a client's preserved one, whichever has the larger seq), the switch OS
+    /// caches all 10,000 keys again, and a read of one is served with its newest value.
+    #[test]
+    fn recovery_of_a_10000_record_cache_is_measured() {
+        let (d, servers, sim, os, mut c) = setup("recover10k", 10_000);
+        let n = 10_000u64;
+        let value =
+            |id: u64, seq: u32| format!("v{id}-s{seq}-").repeat(20).into_bytes()[..96].to_vec();
+        let snapshot = tern_kv::switchos::Snapshot {
+            id: 1,
+            records: (1..=n)
+                .map(|id| tern_kv::switchos::SnapshotRecord {
+                    key: Key::from_id(id),
+                    server: 0,
+                    value: Some(value(id, 1_000 + id as u32)),
+                    seq: 1_000 + id as u32,
+                })
+                .collect(),
+        };
+        // The clients preserved 2,000 records: newer ones for odd ids, older ones for even.
+        let preserved: Vec<tern_kv::history::Preserved> = (1..=2_000u64)
+            .map(|id| {
+                let seq = if id % 2 == 1 { 50_000 + id as u32 } else { 10 };
+                (Key::from_id(id), Some(value(id, seq)), seq)
+            })
+            .collect();
+        let path = d.0.join("preserved.txt");
+        tern_kv::history::write_preserved(&path, &preserved).unwrap();
+        let cfg = SwitchOsConfig::new(CacheKind::FarReach, tern_kv::bench::addrs(&servers));
+        let t0 = std::time::Instant::now();
+        sim.crash_and_reboot().unwrap();
+        let mut rep = tern_kv::switchos::RecoveryReport::default();
+        crate::cmd_kv_up::replay_records(&cfg, snapshot, &path, &mut rep).unwrap();
+        let keys: Vec<(Key, u16)> = (1..=n).map(|id| (Key::from_id(id), 0)).collect();
+        let t = std::time::Instant::now();
+        rep.reinstalled = os.reinstall(&keys, Duration::from_secs(60));
+        rep.reinstall = t.elapsed();
+        sim.set_down(false);
+        rep.total = t0.elapsed();
+        eprintln!(
+            "recovery of a 10,000-record cache (this build): {}",
+            crate::cmd_kv_up::phases_line(&rep)
+        );
+        assert_eq!(rep.snapshot_records, 10_000);
+        assert_eq!(rep.preserved_records, 2_000);
+        assert_eq!(rep.replayed, 10_000);
+        assert_eq!(rep.reinstalled, 10_000);
+        for id in [1u64, 2, 1_999, 2_000, 2_001, 9_999, 10_000] {
+            let r = servers[0].store().get(&Key::from_id(id)).unwrap().unwrap();
+            let seq = if id <= 2_000 && id % 2 == 1 {
+                50_000 + id as u32
+            } else {
+                1_000 + id as u32
+            };
+            assert_eq!((r.seq, r.value), (seq, Some(value(id, seq))), "key {id}");
+        }
+        // Re-installed not latest: the first read fetches the server's record, then hits.
+        let k = Key::from_id(3);
+        let g = c.get(k).unwrap();
+        assert_eq!(g.value, Some(value(3, 50_003)));
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            let g = c.get(k).unwrap();
+            assert_eq!(g.value, Some(value(3, 50_003)));
+            if g.served_by == 0xFFFF {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "never served by the switch"
+            );
+        }
+    }
+
+    /// A dead server while the cache runs (FarReach): the switch keeps answering for its
+    /// cached key (absorbed writes acknowledged), writes of uncached keys are not acknowledged,
+    /// the switch OS's eviction write-back gets no answer and leaves the record in the switch
+    /// (logged, the OS carries on); once the server is back on the same address, the next
+    /// eviction writes the newest record back. No acknowledged write is lost.
+    #[test]
+    fn a_dead_server_loses_no_acknowledged_write() {
+        let (d, mut servers, _sim, os, mut c) = setup("deadsrv", 1);
+        let k1 = Key::from_id(1);
+        until_absorbed(&mut c, k1, b"k1 absorbed");
+        let addr = servers[0].addr();
+        servers.pop().unwrap().shutdown().unwrap();
+        let (s2, by) = c.put_detailed(k1, b"k1 while the server is dead").unwrap();
+        assert_eq!(by, 0xFFFF, "a cached key's write is absorbed");
+        let g = c.get(k1).unwrap();
+        assert_eq!(
+            g.value.as_deref(),
+            Some(&b"k1 while the server is dead"[..])
+        );
+        assert_eq!(g.served_by, 0xFFFF);
+        assert!(
+            c.put(Key::from_id(5), b"nobody stores this").is_err(),
+            "a write nobody stored must not be acknowledged"
+        );
+        // k2 needs k1's slot: the write-back gets no answer, k1 stays and is still served.
+        os.admit_later(Key::from_id(2), 0);
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while os.stats().gave_up.load(Ordering::Relaxed) == 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the write-back never gave up"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(os.stats().writebacks.load(Ordering::Relaxed), 0);
+        let g = c.get(k1).unwrap();
+        assert_eq!(
+            (g.value.as_deref(), g.served_by),
+            (Some(&b"k1 while the server is dead"[..]), 0xFFFF)
+        );
+        // The server comes back with its data on the same address.
+        let mut cfg = tern_kv::server::ServerConfig::new(d.0.join("server0"), addr.port());
+        cfg.switchos = Some(os.addr());
+        servers.push(tern_kv::server::start(&cfg).unwrap());
+        os.admit_later(Key::from_id(2), 0);
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while os.stats().writebacks.load(Ordering::Relaxed) == 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no write-back after the restart"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let stored = servers[0].store().get(&k1).unwrap().unwrap();
+        assert_eq!(stored.seq, s2);
+        assert_eq!(
+            stored.value.as_deref(),
+            Some(&b"k1 while the server is dead"[..])
+        );
+        let g = c.get(k1).unwrap();
+        assert_eq!(
+            g.value.as_deref(),
+            Some(&b"k1 while the server is dead"[..])
+        );
         assert_ne!(g.served_by, 0xFFFF);
     }
 }

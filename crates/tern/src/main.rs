@@ -7,6 +7,7 @@
 
 mod cmd_bcache;
 mod cmd_bench;
+mod cmd_bench_kv;
 mod cmd_bench_workers;
 mod cmd_cli;
 mod cmd_compile;

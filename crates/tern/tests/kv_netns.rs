@@ -286,8 +286,19 @@ fn caches_through_a_tern_switch_between_namespaces() {
             .arg(&topo)
             .arg("--stats-file")
             .arg(&stats)
+            // A fifth of the PUTs write 600-byte values (the large-value path through the
+            // live switch; under the veths' MTU).
             .args([
-                "--", "tern", "kv", "check", "--keys", "100", "--ops", "1000",
+                "--",
+                "tern",
+                "kv",
+                "check",
+                "--keys",
+                "100",
+                "--ops",
+                "1000",
+                "--large-ratio",
+                "0.2",
             ])
             .output()
             .unwrap();
@@ -306,6 +317,8 @@ fn caches_through_a_tern_switch_between_namespaces() {
         assert!(j["admissions"].as_u64().unwrap() > 20, "{cache}: {j}");
         assert!(j["evictions"].as_u64().unwrap() > 0, "{cache}: {j}");
         assert!(j["get_hits"].as_u64().unwrap() > 0, "{cache}: {j}");
+        assert!(j["large_writes"].as_u64().unwrap() > 50, "{cache}: {j}");
+        assert!(out.contains("large values (600 bytes)"), "{cache}: {out}");
         if cache == "farreach" {
             assert!(j["writes_in_switch"].as_u64().unwrap() > 0, "{j}");
             assert!(j["writebacks"].as_u64().unwrap() > 0, "{j}");
