@@ -604,6 +604,7 @@ mod tests {
             workers: Some(2),
             update_rate: 0,
             bcache: Default::default(),
+            case: Default::default(),
         }
     }
 
