@@ -14,6 +14,8 @@
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
+use tern_runtime::{MatchParam, Runtime};
+
 /// Access ports.
 pub const PORTS: u32 = 8;
 /// Hosts (MAC learning, switching and source-guard entries: one each).
@@ -242,25 +244,258 @@ pub fn nat_target(i: u32) -> (u32, u16) {
     )
 }
 
-fn ip(v: u32) -> String {
-    let b = v.to_be_bytes();
-    format!("{}.{}.{}.{}", b[0], b[1], b[2], b[3])
-}
-fn mac(v: u64) -> String {
-    let b = v.to_be_bytes();
-    format!(
-        "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
-        b[2], b[3], b[4], b[5], b[6], b[7]
-    )
-}
-
 /// The case number of a name like `case3` (1..=4).
 pub fn case_number(name: &str) -> Option<u32> {
     let n: u32 = name.strip_prefix("case")?.parse().ok()?;
     (1..=4).contains(&n).then_some(n)
 }
 
-/// The table contents of `case` as runtime-CLI commands (simple_switch_CLI syntax).
+/// One table operation of a case's contents.
+#[derive(Clone, Debug)]
+pub enum Op {
+    Add {
+        table: &'static str,
+        key: Vec<MatchParam>,
+        action: &'static str,
+        data: Vec<Vec<u8>>,
+        priority: Option<i32>,
+    },
+    SetDefault {
+        table: &'static str,
+        action: &'static str,
+    },
+}
+
+fn be(v: u64, bytes: usize) -> Vec<u8> {
+    v.to_be_bytes()[8 - bytes..].to_vec()
+}
+fn ex(v: u64, bytes: usize) -> MatchParam {
+    MatchParam::Exact(be(v, bytes))
+}
+fn tern(v: u64, m: u64, bytes: usize) -> MatchParam {
+    MatchParam::Ternary {
+        key: be(v, bytes),
+        mask: be(m, bytes),
+    }
+}
+fn lpm(v: u32, len: u32) -> MatchParam {
+    MatchParam::Lpm {
+        key: v.to_be_bytes().to_vec(),
+        prefix_len: len,
+    }
+}
+
+/// The table contents of `case` (multicast group aside: [`FLOOD_GROUP`] on every port).
+pub fn ops(case: u32) -> Vec<Op> {
+    let mut v = Vec::new();
+    let mut add = |table, key, action, data, priority| {
+        v.push(Op::Add {
+            table,
+            key,
+            action,
+            data,
+            priority,
+        })
+    };
+    for p in 0..PORTS as u64 {
+        let vid = vid_of_vlan(vlan_of_port(p as u32)) as u64;
+        let valid = |b| MatchParam::Exact(vec![b]);
+        add(
+            "CIngress.vlan_ingress",
+            vec![ex(p, 2), valid(0)],
+            "CIngress.add_vlan",
+            vec![be(vid, 2)],
+            None,
+        );
+        add(
+            "CIngress.vlan_ingress",
+            vec![ex(p, 2), valid(1)],
+            "CIngress.use_vlan",
+            vec![],
+            None,
+        );
+    }
+    for i in 0..HOSTS {
+        add(
+            "CIngress.mac_learning",
+            vec![ex(host_mac(i), 6)],
+            "CIngress.nop",
+            vec![],
+            None,
+        );
+    }
+    let vidb = |h: u32| be(vid_of_vlan(host_vlan(h)) as u64, 2);
+    if case >= 4 {
+        for i in 0..HOSTS {
+            let key = vec![
+                ex(host_port(i) as u64, 2),
+                MatchParam::Exact(vidb(i)),
+                ex(host_mac(i), 6),
+            ];
+            add(
+                "CIngress.source_guard",
+                key,
+                "CIngress.sg_permit",
+                vec![],
+                None,
+            );
+        }
+        for p in 0..PORTS as u64 {
+            let key = vec![ex(p, 2), tern(0xffff_ffff_ffff, 0xffff_ffff_ffff, 6)];
+            add(
+                "CIngress.storm_control",
+                key,
+                "CIngress.storm_count",
+                vec![be(p, 1)],
+                Some(1),
+            );
+        }
+        for vl in 0..4 {
+            let key = vec![ex(vid_of_vlan(vl) as u64, 2)];
+            add(
+                "CIngress.vrf",
+                key,
+                "CIngress.set_vrf",
+                vec![be(vrf_of_vlan(vl) as u64, 1)],
+                None,
+            );
+        }
+    }
+    for vl in 0..4 {
+        let key = vec![ex(ROUTER_MAC, 6), ex(vid_of_vlan(vl) as u64, 2)];
+        add("CIngress.routable", key, "CIngress.route", vec![], None);
+    }
+    if case >= 3 {
+        for (i, (a, p)) in nat_bindings().into_iter().enumerate() {
+            let (ta, tp) = nat_target(i as u32);
+            let key = vec![ex(a as u64, 4), ex(p as u64, 2)];
+            add(
+                "CIngress.nat",
+                key,
+                "CIngress.snat",
+                vec![be(ta as u64, 4), be(tp as u64, 2)],
+                None,
+            );
+        }
+    }
+    let route_key = |host: u32, m: MatchParam| {
+        if case >= 4 {
+            vec![ex(vrf_of_vlan(host_vlan(host)) as u64, 1), m]
+        } else {
+            vec![m]
+        }
+    };
+    let nhop = |host: u32| vec![be(ROUTER_MAC, 6), be(host_mac(host), 6), vidb(host)];
+    for i in 0..SERVERS {
+        add(
+            "CIngress.routing",
+            route_key(i, lpm(host_ip(i), 32)),
+            "CIngress.set_nhop",
+            nhop(i),
+            None,
+        );
+    }
+    for r in 0..PREFIXES {
+        let g = gateway(r);
+        add(
+            "CIngress.routing",
+            route_key(g, lpm(prefix(r), 24)),
+            "CIngress.set_nhop",
+            nhop(g),
+            None,
+        );
+    }
+    for i in 0..HOSTS {
+        let key = vec![ex(host_mac(i), 6), MatchParam::Exact(vidb(i))];
+        add(
+            "CIngress.switching",
+            key,
+            "CIngress.forward",
+            vec![be(host_port(i) as u64, 2)],
+            None,
+        );
+    }
+    if case >= 2 {
+        // Denies first (BMv2: the smaller priority wins), then permits of the remote
+        // prefixes; the two sets match disjoint flows.
+        let any = |n| tern(0, 0, n);
+        for d in 0..ACL_DENY {
+            let key = vec![
+                any(4),
+                any(4),
+                any(1),
+                any(2),
+                tern(6000 + d as u64, 0xffff, 2),
+            ];
+            add(
+                "CIngress.acl",
+                key,
+                "CIngress.acl_deny",
+                vec![],
+                Some(d as i32 + 1),
+            );
+        }
+        for r in 0..ACL_PERMIT {
+            let key = vec![
+                any(4),
+                tern(prefix(r) as u64, 0xffff_ff00, 4),
+                any(1),
+                any(2),
+                any(2),
+            ];
+            add(
+                "CIngress.acl",
+                key,
+                "CIngress.acl_permit",
+                vec![],
+                Some((ACL_DENY + r) as i32 + 1),
+            );
+        }
+    }
+    for p in 0..PORTS as u64 {
+        add(
+            "CIngress.vlan_egress",
+            vec![ex(p, 2)],
+            "CIngress.strip_vlan",
+            vec![],
+            None,
+        );
+    }
+    if case >= 4 {
+        v.push(Op::SetDefault {
+            table: "CIngress.source_guard",
+            action: "CIngress.drop",
+        });
+    }
+    v
+}
+
+/// A key or parameter value in the CLI's syntax: MAC for 6 bytes, dotted quad for 4,
+/// decimal otherwise.
+fn cli_value(b: &[u8]) -> String {
+    match b.len() {
+        6 => b
+            .iter()
+            .map(|x| format!("{x:02x}"))
+            .collect::<Vec<_>>()
+            .join(":"),
+        4 => format!("{}.{}.{}.{}", b[0], b[1], b[2], b[3]),
+        _ => b.iter().fold(0u64, |a, x| a << 8 | *x as u64).to_string(),
+    }
+}
+
+fn cli_key(m: &MatchParam) -> String {
+    match m {
+        MatchParam::Exact(v) => cli_value(v),
+        MatchParam::Lpm { key, prefix_len } => format!("{}/{prefix_len}", cli_value(key)),
+        MatchParam::Ternary { key, mask } => format!("{}&&&{}", cli_value(key), cli_value(mask)),
+        MatchParam::Valid(b) => (*b as u8).to_string(),
+        MatchParam::Range { start, end } => format!("{}->{}", cli_value(start), cli_value(end)),
+    }
+}
+
+/// The table contents of `case` as runtime-CLI commands (simple_switch_CLI syntax), the
+/// same operations [`install`] applies.
 pub fn commands(case: u32) -> String {
     let mut s = String::new();
     let w = &mut s;
@@ -274,129 +509,68 @@ pub fn commands(case: u32) -> String {
     let ports: Vec<String> = (0..PORTS).map(|p| p.to_string()).collect();
     let _ = writeln!(w, "mc_node_create 0 {}", ports.join(" "));
     let _ = writeln!(w, "mc_node_associate {FLOOD_GROUP} 0");
-    for p in 0..PORTS {
-        let vid = vid_of_vlan(vlan_of_port(p));
-        let _ = writeln!(w, "table_add CIngress.vlan_ingress add_vlan {p} 0 => {vid}");
-        let _ = writeln!(w, "table_add CIngress.vlan_ingress use_vlan {p} 1 =>");
-    }
-    for i in 0..HOSTS {
-        let _ = writeln!(
-            w,
-            "table_add CIngress.mac_learning nop {} =>",
-            mac(host_mac(i))
-        );
-    }
-    if case >= 4 {
-        let _ = writeln!(w, "table_set_default CIngress.source_guard drop");
-        for i in 0..HOSTS {
-            let _ = writeln!(
-                w,
-                "table_add CIngress.source_guard sg_permit {} {} {} =>",
-                host_port(i),
-                vid_of_vlan(host_vlan(i)),
-                mac(host_mac(i))
-            );
+    for op in ops(case) {
+        match op {
+            Op::Add {
+                table,
+                key,
+                action,
+                data,
+                priority,
+            } => {
+                let k: Vec<String> = key.iter().map(cli_key).collect();
+                let d: Vec<String> = data.iter().map(|b| cli_value(b)).collect();
+                let short = action.rsplit('.').next().unwrap_or(action);
+                let _ = write!(w, "table_add {table} {short} {} =>", k.join(" "));
+                for x in d {
+                    let _ = write!(w, " {x}");
+                }
+                if let Some(p) = priority {
+                    let _ = write!(w, " {p}");
+                }
+                let _ = writeln!(w);
+            }
+            Op::SetDefault { table, action } => {
+                let short = action.rsplit('.').next().unwrap_or(action);
+                let _ = writeln!(w, "table_set_default {table} {short}");
+            }
         }
-        for p in 0..PORTS {
-            let _ = writeln!(
-                w,
-                "table_add CIngress.storm_control storm_count {p} ff:ff:ff:ff:ff:ff&&&ff:ff:ff:ff:ff:ff => {p} 1"
-            );
-        }
-        for v in 0..4 {
-            let _ = writeln!(
-                w,
-                "table_add CIngress.vrf set_vrf {} => {}",
-                vid_of_vlan(v),
-                vrf_of_vlan(v)
-            );
-        }
-    }
-    for v in 0..4 {
-        let _ = writeln!(
-            w,
-            "table_add CIngress.routable route {} {} =>",
-            mac(ROUTER_MAC),
-            vid_of_vlan(v)
-        );
-    }
-    if case >= 3 {
-        for (i, (a, p)) in nat_bindings().into_iter().enumerate() {
-            let (ta, tp) = nat_target(i as u32);
-            let _ = writeln!(
-                w,
-                "table_add CIngress.nat snat {} {p} => {} {tp}",
-                ip(a),
-                ip(ta)
-            );
-        }
-    }
-    let vrf = |host: u32| {
-        if case >= 4 {
-            format!("{} ", vrf_of_vlan(host_vlan(host)))
-        } else {
-            String::new()
-        }
-    };
-    let nhop = |host: u32| {
-        format!(
-            "{} {} {}",
-            mac(ROUTER_MAC),
-            mac(host_mac(host)),
-            vid_of_vlan(host_vlan(host))
-        )
-    };
-    for i in 0..SERVERS {
-        let _ = writeln!(
-            w,
-            "table_add CIngress.routing set_nhop {}{}/32 => {}",
-            vrf(i),
-            ip(host_ip(i)),
-            nhop(i)
-        );
-    }
-    for r in 0..PREFIXES {
-        let g = gateway(r);
-        let _ = writeln!(
-            w,
-            "table_add CIngress.routing set_nhop {}{}/24 => {}",
-            vrf(g),
-            ip(prefix(r)),
-            nhop(g)
-        );
-    }
-    for i in 0..HOSTS {
-        let _ = writeln!(
-            w,
-            "table_add CIngress.switching forward {} {} => {}",
-            mac(host_mac(i)),
-            vid_of_vlan(host_vlan(i)),
-            host_port(i)
-        );
-    }
-    if case >= 2 {
-        // Denies first (priorities 1..100), then permits of the remote prefixes; disjoint.
-        for d in 0..ACL_DENY {
-            let _ = writeln!(
-                w,
-                "table_add CIngress.acl acl_deny 0&&&0 0&&&0 0&&&0 0&&&0 {}&&&0xffff => {}",
-                6000 + d,
-                d + 1
-            );
-        }
-        for r in 0..ACL_PERMIT {
-            let _ = writeln!(
-                w,
-                "table_add CIngress.acl acl_permit 0&&&0 {}&&&255.255.255.0 0&&&0 0&&&0 0&&&0 => {}",
-                ip(prefix(r)),
-                ACL_DENY + r + 1
-            );
-        }
-    }
-    for p in 0..PORTS {
-        let _ = writeln!(w, "table_add CIngress.vlan_egress strip_vlan {p} =>");
     }
     s
+}
+
+/// Apply `case`'s contents to `rt` through the runtime API (the same operations as
+/// [`commands`], without the CLI's parsing: ~20x faster in a debug build).
+pub fn install(rt: &mut dyn Runtime, case: u32) -> Result<usize, String> {
+    let g = rt
+        .mc_mgrp_create(FLOOD_GROUP)
+        .map_err(|e| format!("mc_mgrp_create: {e}"))?;
+    let ports: Vec<u32> = (0..PORTS).collect();
+    let n = rt
+        .mc_node_create(0, &ports, &[])
+        .map_err(|e| format!("mc_node_create: {e}"))?;
+    rt.mc_node_associate(g, n)
+        .map_err(|e| format!("mc_node_associate: {e}"))?;
+    let ops = ops(case);
+    for op in &ops {
+        match op {
+            Op::Add {
+                table,
+                key,
+                action,
+                data,
+                priority,
+            } => {
+                rt.mt_add_entry(table, key, action, data, *priority)
+                    .map_err(|e| format!("{table} {action} {key:?}: {e}"))?;
+            }
+            Op::SetDefault { table, action } => {
+                rt.mt_set_default_action(table, action, &[])
+                    .map_err(|e| format!("default of {table}: {e}"))?;
+            }
+        }
+    }
+    Ok(ops.len())
 }
 
 /// An untagged Ethernet/IPv4/(TCP|UDP) frame of `size` bytes (at least 54) for `f`, with a
@@ -521,6 +695,34 @@ mod tests {
         sw
     }
 
+    /// The runtime-API installation and the CLI commands give the same tables.
+    #[test]
+    fn install_equals_the_commands() {
+        for case in 1..=4 {
+            let a = case_switch(case, SwitchOptions::default());
+            let p = root().join(format!("p4/bcache/case{case}.p4"));
+            let json = crate::cmd_bcache::load_json(&p).expect("compiles");
+            let mut b = Switch::from_json(&json, SwitchOptions::default()).expect("loads");
+            let n = install(&mut b, case).expect("installs");
+            assert!(n > 10_000, "case{case}: {n}");
+            for pl in &a.program().pipelines {
+                for t in &pl.tables {
+                    let n = &t.name;
+                    assert_eq!(
+                        format!("{:?}", a.mt_get_entries(n)),
+                        format!("{:?}", b.mt_get_entries(n)),
+                        "case{case} {n}"
+                    );
+                    assert_eq!(
+                        format!("{:?}", a.mt_get_default_entry(n)),
+                        format!("{:?}", b.mt_get_default_entry(n)),
+                        "case{case} default of {n}"
+                    );
+                }
+            }
+        }
+    }
+
     /// The committed command files are the generator's output (they cannot drift from the
     /// traffic).
     #[test]
@@ -599,6 +801,45 @@ mod tests {
                 assert_eq!((src, sport), (ta, tp), "case{case}");
             } else {
                 assert_eq!((src, sport), (f.src_ip, f.sport), "case{case}");
+            }
+        }
+    }
+
+    /// With a cache larger than the population, each flow is one behaviour: Zipf traffic
+    /// inserts at most one entry per distinct flow, whatever the order.
+    ///
+    /// Fails today: a recycled packet keeps the previous packet's bytes in the slots of
+    /// headers that are invalid on arrival (only validity is reset), and the cache keys the
+    /// prior value of every written range, so `add_vlan`'s writes to the (invalid) VLAN
+    /// header key on the previous packet's tag: the same flow is a new behaviour after a
+    /// packet of another VLAN. Not a correctness problem (the pipeline never reads those
+    /// bytes), a hit-ratio one; the fix belongs in the engine's cache (crates/tern-dataplane/
+    /// src/bcache, another branch). Run with `--ignored` to check the fix.
+    #[test]
+    #[ignore = "engine: stale bytes of invalid headers in the cache key (reported)"]
+    fn one_behaviour_per_flow() {
+        for case in [1, 4] {
+            let mut sw = case_switch(
+                case,
+                SwitchOptions {
+                    bcache: Some(tern_dataplane::bcache::Config::default()),
+                    ..SwitchOptions::default()
+                },
+            );
+            let t = Traffic::new(300, 1.0, 3000, 64, 3);
+            let mut out = Vec::new();
+            let mut seen = BTreeSet::new();
+            for &r in &t.sequence {
+                let f = &t.flows[r as usize];
+                sw.process_packet(f.port, &t.frames[r as usize], &mut out);
+                out.clear();
+                sw.take_digests();
+                seen.insert(r);
+                let st = sw.bcache_stats().unwrap();
+                assert!(
+                    st.inserts <= seen.len() as u64,
+                    "case{case} after flow {r} ({f:?}): {st}"
+                );
             }
         }
     }

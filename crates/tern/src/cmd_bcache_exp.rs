@@ -185,29 +185,26 @@ fn opts(cfg: Option<Config>) -> SwitchOptions {
     }
 }
 
-/// A case's switch with its table contents applied.
-pub(crate) fn case_switch(case: u32, cfg: Option<Config>) -> anyhow::Result<Switch> {
+/// A case's switch without table contents.
+fn case_switch_empty(case: u32, cfg: Option<Config>) -> anyhow::Result<Switch> {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../../p4/bcache/case{case}.p4"));
     let local = PathBuf::from(format!("p4/bcache/case{case}.p4"));
     let p = if local.is_file() { local } else { p };
     let json = crate::cmd_bcache::load_json(&p)?;
-    let mut sw = Switch::from_json(&json, opts(cfg)).with_context(|| p.display().to_string())?;
+    Switch::from_json(&json, opts(cfg)).with_context(|| p.display().to_string())
+}
+
+/// A case's switch with its table contents applied.
+pub(crate) fn case_switch(case: u32, cfg: Option<Config>) -> anyhow::Result<Switch> {
+    let mut sw = case_switch_empty(case, cfg)?;
     apply_case(&mut sw, case)?;
     Ok(sw)
 }
 
-/// Apply case `case`'s generated table contents to `rt`.
+/// Apply case `case`'s table contents to `sw` (runtime API; the same operations as
+/// `p4/bcache/caseN.txt`).
 pub(crate) fn apply_case(sw: &mut Switch, case: u32) -> anyhow::Result<()> {
-    let mut cli = tern_control::Cli::new(sw.program());
-    for (n, line) in cases::commands(case).lines().enumerate() {
-        if line.starts_with('#') || line.trim().is_empty() {
-            continue;
-        }
-        let out = cli.execute(sw, line);
-        if cli.last_command_failed() {
-            bail!("case{case} contents, line {}: {line}: {out}", n + 1);
-        }
-    }
+    cases::install(sw, case).map_err(|e| anyhow::anyhow!("case{case} contents: {e}"))?;
     Ok(())
 }
 
@@ -456,7 +453,7 @@ fn e3(_a: &ExperimentArgs) -> anyhow::Result<(Value, String)> {
          |---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for case in 1..=4 {
-        let sw = case_switch(case, Mode::Hit.config(1024))?;
+        let sw = case_switch_empty(case, Mode::Hit.config(1024))?;
         let p = sw.program();
         let an = analysis::analyse_all(p)
             .into_iter()
@@ -649,7 +646,7 @@ fn e6(a: &ExperimentArgs) -> anyhow::Result<(Value, String)> {
     let mut rows = Vec::new();
     let mut md = format!(
         "# E6: hit ratio vs cache size, Zipf skew and admission (case #4)\n\n\
-         Not in the paper. Anchor: OVS megaflow hit ratio 97.7 % in production. Ours: case #4, \
+         Paper: not measured. Anchor: OVS megaflow hit ratio 97.7 % in production. Ours: case #4, \
          {flows} flows, {packets} packets Zipf(s); hit ratio over the last 90 % of the packets; \
          eviction CLOCK. `ideal` = share of packets to the C most popular flows (a static \
          oracle).\n\n| skew | cache entries | ideal | always | cm:2 | tinylfu:2 |\n\

@@ -462,11 +462,11 @@ fn run_single(args: BenchArgs) -> anyhow::Result<ExitCode> {
                 .with_context(|| format!("--commands: reading {}", path.display()))?;
             run_commands(&mut sw, &text, &path.display().to_string())?
         }
-        (None, Some(c)) => run_commands(
-            &mut sw,
-            &crate::bcache_cases::commands(c),
-            &format!("the case{c} contents"),
-        )?,
+        (None, Some(c)) => {
+            let n = crate::bcache_cases::install(&mut sw, c)
+                .map_err(|e| anyhow::anyhow!("installing the case{c} contents: {e}"))?;
+            (n as u64, 0, None)
+        }
         (None, None) => install(&mut sw, &prog, &args),
     };
     let install_s = t.elapsed().as_secs_f64();
