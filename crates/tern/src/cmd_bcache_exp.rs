@@ -644,13 +644,13 @@ fn e6(a: &ExperimentArgs) -> anyhow::Result<(Value, String)> {
     let (flows, packets) = if a.quick {
         (500, 5_000)
     } else {
-        (10_000, 300_000)
+        (10_000, 150_000)
     };
     let skews = [0.9, 1.0, 1.1, 1.2];
     let fracs: &[f64] = if a.quick {
         &[0.05, 0.2]
     } else {
-        &[0.005, 0.01, 0.02, 0.05, 0.1, 0.2]
+        &[0.01, 0.02, 0.05, 0.1, 0.2]
     };
     let policies = ["always", "cm:2", "tinylfu:2:20000"];
     let frames = case_frames(flows);

@@ -970,6 +970,50 @@ mod tests {
         );
     }
 
+    /// `--traffic case1` installs case1's contents and sends its flows: every flow is
+    /// forwarded (case1 drops nothing); case4 drops some (ACL, source guard) but not most;
+    /// `--commands` with the committed file gives the same; bad cases and files are refused.
+    #[test]
+    fn case_traffic_is_forwarded() {
+        let dir = std::env::temp_dir().join(format!("tern-bench-case-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("tmp dir");
+        struct Rm(PathBuf);
+        impl Drop for Rm {
+            fn drop(&mut self) {
+                let _ = std::fs::remove_dir_all(&self.0);
+            }
+        }
+        let _rm = Rm(dir.clone());
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let forwarded = |case: u32, commands: bool| -> u64 {
+            let j = dir.join(format!("c{case}{commands}.json"));
+            let mut a = args(Some(root.join(format!("p4/bcache/case{case}.p4"))));
+            a.case.traffic = Some(format!("case{case}"));
+            a.case.zipf = 1.0;
+            if commands {
+                a.case.commands = Some(root.join(format!("p4/bcache/case{case}.txt")));
+            }
+            a.json = Some(j.clone());
+            assert_eq!(run(a).expect("run"), ExitCode::SUCCESS);
+            let v: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(&j).unwrap()).unwrap();
+            assert_eq!(v["entries_refused"], 0, "{v}");
+            v["flows_forwarded"].as_u64().unwrap()
+        };
+        assert_eq!(forwarded(1, false), 64);
+        assert_eq!(forwarded(1, true), 64);
+        let f4 = forwarded(4, false);
+        assert!((48..64).contains(&f4), "case4 forwarded {f4} of 64");
+        let mut a = args(None);
+        a.case.traffic = Some("case9".into());
+        let e = run(a).unwrap_err().to_string();
+        assert!(e.contains("case9"), "{e}");
+        let mut a = args(None);
+        a.case.commands = Some(dir.join("missing.txt"));
+        let e = format!("{:#}", run(a).unwrap_err());
+        assert!(e.contains("missing.txt"), "{e}");
+    }
+
     /// A full (small) run of the command with a JSON report.
     #[test]
     fn run_writes_json() {
