@@ -41,6 +41,9 @@ pub struct ExperimentArgs {
     /// debug build; the timed experiments are refused.
     #[arg(long)]
     pub counts_only: bool,
+    /// Packets per point (E6) or per run (E7) instead of the defaults (150,000 and 2,000,000).
+    #[arg(long, value_name = "N")]
+    pub packets: Option<u64>,
 }
 
 const ALL: [&str; 7] = ["e1", "e2", "e3", "e5", "e6", "e7", "e9"];
@@ -105,10 +108,12 @@ fn with_meta(mut v: Value, id: &str, a: &ExperimentArgs) -> Value {
         "release"
     });
     v["command"] = json!(format!(
-        "tern bcache experiment {id} --out {}{}{}",
+        "tern bcache experiment {id} --out {}{}{}{}",
         a.out.display(),
         if a.quick { " --quick" } else { "" },
-        if a.counts_only { " --counts-only" } else { "" }
+        if a.counts_only { " --counts-only" } else { "" },
+        a.packets
+            .map_or(String::new(), |n| format!(" --packets {n}"))
     ));
     v
 }
@@ -644,7 +649,7 @@ fn e6(a: &ExperimentArgs) -> anyhow::Result<(Value, String)> {
     let (flows, packets) = if a.quick {
         (500, 5_000)
     } else {
-        (10_000, 150_000)
+        (10_000, a.packets.unwrap_or(150_000) as usize)
     };
     let skews = [0.9, 1.0, 1.1, 1.2];
     let fracs: &[f64] = if a.quick {
@@ -844,7 +849,7 @@ fn e7(a: &ExperimentArgs) -> anyhow::Result<(Value, String)> {
     let (flows, packets) = if a.quick {
         (1_000, 20_000u64)
     } else {
-        (10_000, 2_000_000)
+        (10_000, a.packets.unwrap_or(2_000_000))
     };
     // 10K updates/s at a nominal 1 Mpps: one update every 100 packets.
     let every = 100u64;
@@ -1068,6 +1073,7 @@ mod tests {
             runs: 1,
             no_plot: true,
             counts_only: false,
+            packets: None,
         };
         run(a).expect("runs");
         for id in ALL {
@@ -1118,6 +1124,7 @@ mod tests {
             runs: 1,
             no_plot: true,
             counts_only: false,
+            packets: None,
         })
         .unwrap_err()
         .to_string();
