@@ -7,7 +7,9 @@
 #   miss - --bcache --bcache-admission cm:65000: every packet misses and is never admitted
 #          (key packing, hashing, probe and count-min update on top of the pipeline).
 # Usage (repository root): bench/bcache_callgrind.sh   (needs target/release/tern and
-# valgrind; PROGS="a.p4 b.p4" overrides the programs, T the binary, D the output folder)
+# valgrind; PROGS="a.p4 b.p4" overrides the programs, T the binary, D the output folder;
+# CASE_TRAFFIC=1 sends p4/bcache/caseN.p4 its own contents and flows, `--traffic caseN`,
+# instead of the bench's generic entries, and names the outputs bcache_instr_caseN_traffic)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 T=${T:-target/release/tern}
@@ -22,6 +24,11 @@ ir() { grep -E '^(summary|totals):' "$1" | head -1 | awk '{print $2}'; }
 printf '%-16s %10s %10s %10s %8s %8s\n' program off hit miss hit/off miss/off
 for prog in $PROGS; do
     name=$(basename "$prog" .p4)
+    traffic=()
+    if [ -n "${CASE_TRAFFIC:-}" ] && [[ $name == case[1-4] ]]; then
+        traffic=(--traffic "$name")
+        name=${name}_traffic
+    fi
     "$T" compile "$prog" -o "$tmp/$name.json" >/dev/null
     declare -A per=()
     for mode in off hit miss; do
@@ -33,7 +40,7 @@ for prog in $PROGS; do
         for n in $N1 $N2; do
             valgrind --tool=callgrind --callgrind-out-file="$tmp/$name.$mode.$n.cg" \
                 "$T" bench "$tmp/$name.json" --packets "$n" --runs 1 --latency-samples 0 \
-                --stage-packets 0 "${extra[@]}" >"$tmp/$name.$mode.$n.out" 2>/dev/null
+                --stage-packets 0 "${traffic[@]}" "${extra[@]}" >"$tmp/$name.$mode.$n.out" 2>/dev/null
         done
         a=$(ir "$tmp/$name.$mode.$N1.cg")
         b=$(ir "$tmp/$name.$mode.$N2.cg")

@@ -5,7 +5,8 @@
  * forwarding (VRF: the routing key includes a VRF id computed in the pipeline). Exercises
  * what the cache must replay exactly: direct counters (acl), an indirect counter (storm
  * control), ageing (switching), digests (MAC learning), header insertion and removal (VLAN),
- * multicast, drops. Written for tern; table contents come from the harness or the bench. */
+ * multicast, drops. Written for tern; table contents and traffic: `tern bcache gen case4`
+ * (p4/bcache/case4.txt), `tern bench --traffic case4`. */
 #include <core.p4>
 #include <v1model.p4>
 
@@ -270,7 +271,10 @@ control CIngress(inout headers hdr, inout metadata meta,
                 }
                 routing.apply();
             }
-            switching.apply();
+            // A routing miss dropped the packet: do not flood it (switching's default).
+            if (standard_metadata.egress_spec != 511) {
+                switching.apply();
+            }
             if (hdr.ipv4.isValid() && hdr.l4.isValid()) {
                 acl.apply();
             }

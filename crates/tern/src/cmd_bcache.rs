@@ -58,6 +58,21 @@ pub enum BcacheCmd {
         #[arg(value_name = "PROG.json|PROG.p4")]
         program: PathBuf,
     },
+    /// Print (or write with -o) the table contents of one of the paper's cases
+    /// (`p4/bcache/caseN.p4`) as runtime-CLI commands; `tern bench --traffic caseN` sends
+    /// the traffic that matches them.
+    Gen {
+        /// case1, case2, case3 or case4.
+        #[arg(value_name = "CASE")]
+        case: String,
+        /// Write to FILE instead of stdout.
+        #[arg(short, long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
+    /// Run one of the B-Cache experiments (E1, E2, E3, E5, E6, E7, E9 of
+    /// ../shared/reference/bcache.md §6.H): JSON, a Markdown table beside the paper's figure
+    /// and a PNG plot in --out.
+    Experiment(crate::cmd_bcache_exp::ExperimentArgs),
 }
 
 /// Load `path` as BMv2 JSON, or compile it when it is P4-16.
@@ -80,6 +95,40 @@ pub fn run(cmd: BcacheCmd) -> anyhow::Result<ExitCode> {
             print!("{}", bcache::analysis::explain(&prog));
             Ok(ExitCode::SUCCESS)
         }
+        BcacheCmd::Gen { case, out } => {
+            let n = crate::bcache_cases::case_number(&case).ok_or_else(|| {
+                anyhow::anyhow!("case '{case}': give case1, case2, case3 or case4")
+            })?;
+            let text = crate::bcache_cases::commands(n);
+            let mut mix = std::collections::BTreeMap::new();
+            for k in 0..10_000 {
+                *mix.entry(crate::bcache_cases::flow(k).kind.name())
+                    .or_insert(0u32) += 1;
+            }
+            let mix: Vec<String> = crate::bcache_cases::Kind::ALL
+                .iter()
+                .map(|k| {
+                    format!(
+                        "{} {:.1} %",
+                        k.name(),
+                        mix.get(k.name()).copied().unwrap_or(0) as f64 / 100.0
+                    )
+                })
+                .collect();
+            eprintln!(
+                "case{n}: {} commands; traffic mix of the first 10,000 flows: {}",
+                text.lines().filter(|l| !l.starts_with('#')).count(),
+                mix.join(", ")
+            );
+            match out {
+                Some(p) => {
+                    std::fs::write(&p, text).with_context(|| format!("writing {}", p.display()))?
+                }
+                None => print!("{text}"),
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        BcacheCmd::Experiment(a) => crate::cmd_bcache_exp::run(a),
     }
 }
 

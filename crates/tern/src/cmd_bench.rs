@@ -72,6 +72,27 @@ pub struct BenchArgs {
     /// Key-value workload (`--kv`, for `p4/kv/*.p4`).
     #[command(flatten)]
     pub kv_args: crate::cmd_bench_kv::KvBenchArgs,
+    /// The table contents and traffic of one of B-Cache's cases (p4/bcache/): `--traffic
+    /// case4` installs case4's entries (unless --commands) and sends case4's flows.
+    #[command(flatten)]
+    pub case: CaseTraffic,
+}
+
+/// `--commands`, `--traffic` and `--zipf` (single-threaded bench only).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct CaseTraffic {
+    /// Install these runtime commands (simple_switch_CLI language) instead of the generated
+    /// entries.
+    #[arg(long, value_name = "FILE")]
+    pub commands: Option<PathBuf>,
+    /// Traffic of a B-Cache case (case1..case4, `tern bcache gen`): flows with their ingress
+    /// ports from the case's population (most forwarded, some dropped by ACL and source
+    /// guard, some flooded); the case's table contents are installed unless --commands.
+    #[arg(long, value_name = "CASE")]
+    pub traffic: Option<String>,
+    /// Zipf skew of the flows' popularity with --traffic (0: every flow in turn).
+    #[arg(long, value_name = "S", default_value_t = 0.0)]
+    pub zipf: f64,
 }
 
 /// One flow's header values.
@@ -264,6 +285,31 @@ pub(crate) fn frame(f: &Flow, size: usize) -> Vec<u8> {
     b
 }
 
+/// Run a file of runtime commands on `sw`; returns (commands that succeeded, failures, first
+/// failure) like [`install`]. `what` names the source in messages.
+pub(crate) fn run_commands(
+    sw: &mut Switch,
+    text: &str,
+    what: &str,
+) -> anyhow::Result<(u64, u64, Option<String>)> {
+    let mut cli = tern_control::Cli::new(sw.program());
+    let (mut ok, mut failed, mut first) = (0u64, 0u64, None);
+    for (n, line) in text.lines().enumerate() {
+        let l = line.trim();
+        if l.is_empty() || l.starts_with('#') {
+            continue;
+        }
+        let out = cli.execute(sw, l);
+        if cli.last_command_failed() {
+            failed += 1;
+            first.get_or_insert_with(|| format!("{what} line {}: {l}: {}", n + 1, out.trim()));
+        } else {
+            ok += 1;
+        }
+    }
+    Ok((ok, failed, first))
+}
+
 /// The cache's counters as a JSON object.
 pub(crate) fn bcache_json(b: &tern_dataplane::bcache::Stats) -> String {
     format!(
@@ -370,6 +416,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         return crate::cmd_bench_kv::run(args);
     }
     if args.workers.is_some() || args.update_rate > 0 {
+        anyhow::ensure!(
+            args.case.commands.is_none() && args.case.traffic.is_none(),
+            "--commands and --traffic are single-threaded only (not with --workers or --update-rate)"
+        );
         return crate::cmd_bench_workers::run(args);
     }
     check_args(&args)?;
@@ -409,31 +459,90 @@ fn run_single(args: BenchArgs) -> anyhow::Result<ExitCode> {
 
     eprintln!("installing entries ...");
     let t = Instant::now();
-    let (entries, failed, first_err) = install(&mut sw, &prog, &args);
+    let case =
+        match &args.case.traffic {
+            Some(c) => Some(crate::bcache_cases::case_number(c).ok_or_else(|| {
+                anyhow::anyhow!("--traffic {c}: give case1, case2, case3 or case4")
+            })?),
+            None => None,
+        };
+    let (entries, failed, first_err) = match (&args.case.commands, case) {
+        (Some(path), _) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("--commands: reading {}", path.display()))?;
+            run_commands(&mut sw, &text, &path.display().to_string())?
+        }
+        (None, Some(c)) => {
+            let n = crate::bcache_cases::install(&mut sw, c)
+                .map_err(|e| anyhow::anyhow!("installing the case{c} contents: {e}"))?;
+            (n as u64, 0, None)
+        }
+        (None, None) => install(&mut sw, &prog, &args),
+    };
     let install_s = t.elapsed().as_secs_f64();
     if let Some(e) = &first_err {
         eprintln!("warning: {failed} entries were refused; first: {e}");
     }
     let (rss_entries, _) = memory_kb();
 
-    let frames: Vec<Vec<u8>> = (0..args.flows)
-        .map(|k| frame(&flow(k, args.routes), args.size))
-        .collect();
+    // Flows as (ingress port, frame), and the order they are sent in (indices).
+    let mut model: Vec<Option<u32>> = Vec::new();
+    let (frames, seq): (Vec<(u32, Vec<u8>)>, Vec<u32>) = match case {
+        Some(c) => {
+            let len = if args.case.zipf > 0.0 {
+                (args.flows as usize).max(1 << 18)
+            } else {
+                args.flows as usize
+            };
+            let t =
+                crate::bcache_cases::Traffic::new(args.flows, args.case.zipf, len, args.size, 1);
+            model = t
+                .flows
+                .iter()
+                .map(|f| crate::bcache_cases::expected_port(f, c))
+                .collect();
+            let fr = t
+                .flows
+                .iter()
+                .zip(t.frames)
+                .map(|(f, b)| (f.port, b))
+                .collect();
+            (fr, t.sequence)
+        }
+        None => (
+            (0..args.flows)
+                .map(|k| (0, frame(&flow(k, args.routes), args.size)))
+                .collect(),
+            (0..args.flows).collect(),
+        ),
+    };
     let mut out: Vec<OutputPacket> = Vec::with_capacity(args.batch * 2);
 
     // Correctness / warm-up pass: every flow once.
-    let mut forwarded = 0u64;
-    for f in &frames {
-        sw.process_packet(0, f, &mut out);
-        forwarded += out.len() as u64;
+    let (mut forwarded, mut as_modelled) = (0u64, 0u64);
+    for (k, (p, f)) in frames.iter().enumerate() {
+        sw.process_packet(*p, f, &mut out);
+        forwarded += !out.is_empty() as u64;
+        if let Some(want) = model.get(k) {
+            let ok = match want {
+                None => out.is_empty(),
+                Some(u32::MAX) => out.len() > 1,
+                Some(p) => out.len() == 1 && out[0].port == *p,
+            };
+            as_modelled += ok as u64;
+        }
         sw.recycle_outputs(&mut out);
         sw.discard_digests();
     }
 
     // Timed runs.
-    let batches: Vec<Vec<(u32, &[u8])>> = frames
+    let batches: Vec<Vec<(u32, &[u8])>> = seq
         .chunks(args.batch)
-        .map(|c| c.iter().map(|f| (0u32, f.as_slice())).collect())
+        .map(|c| {
+            c.iter()
+                .map(|&i| (frames[i as usize].0, frames[i as usize].1.as_slice()))
+                .collect()
+        })
         .collect();
     let mut mpps = Vec::new();
     let mut sent_total = 0u64;
@@ -469,9 +578,9 @@ fn run_single(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let samples = args.packets.min(args.latency_samples) as usize;
     let mut lat = Vec::with_capacity(samples);
     for i in 0..samples {
-        let f = &frames[i % frames.len()];
+        let (p, f) = &frames[seq[i % seq.len()] as usize];
         let t = Instant::now();
-        sw.process_packet(0, f, &mut out);
+        sw.process_packet(*p, f, &mut out);
         lat.push(t.elapsed().as_nanos() as u64);
         sw.recycle_outputs(&mut out);
         sw.discard_digests();
@@ -517,6 +626,12 @@ fn run_single(args: BenchArgs) -> anyhow::Result<ExitCode> {
         "  traffic: {} flows, {} routes, {}-byte frames, batches of {}; {} of {} flows forwarded",
         args.flows, args.routes, args.size, args.batch, forwarded, args.flows
     );
+    if let Some(c) = case {
+        println!(
+            "  case{c} traffic (zipf {}): {as_modelled} of {} flows forwarded or dropped as the population says",
+            args.case.zipf, args.flows
+        );
+    }
     println!(
         "  throughput (1 core, {} runs x {} packets): median {:.2} Mpps = {:.0} ns/packet (min {:.2}, max {:.2} Mpps); {:.1}% of packets sent",
         args.runs,
@@ -641,6 +756,7 @@ mod tests {
             update_rate: 0,
             bcache: Default::default(),
             kv_args: Default::default(),
+            case: Default::default(),
         }
     }
 
@@ -863,6 +979,50 @@ mod tests {
             native_pipelines >= 10,
             "{native_pipelines} native pipelines"
         );
+    }
+
+    /// `--traffic case1` installs case1's contents and sends its flows: every flow is
+    /// forwarded (case1 drops nothing); case4 drops some (ACL, source guard) but not most;
+    /// `--commands` with the committed file gives the same; bad cases and files are refused.
+    #[test]
+    fn case_traffic_is_forwarded() {
+        let dir = std::env::temp_dir().join(format!("tern-bench-case-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("tmp dir");
+        struct Rm(PathBuf);
+        impl Drop for Rm {
+            fn drop(&mut self) {
+                let _ = std::fs::remove_dir_all(&self.0);
+            }
+        }
+        let _rm = Rm(dir.clone());
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let forwarded = |case: u32, commands: bool| -> u64 {
+            let j = dir.join(format!("c{case}{commands}.json"));
+            let mut a = args(Some(root.join(format!("p4/bcache/case{case}.p4"))));
+            a.case.traffic = Some(format!("case{case}"));
+            a.case.zipf = 1.0;
+            if commands {
+                a.case.commands = Some(root.join(format!("p4/bcache/case{case}.txt")));
+            }
+            a.json = Some(j.clone());
+            assert_eq!(run(a).expect("run"), ExitCode::SUCCESS);
+            let v: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(&j).unwrap()).unwrap();
+            assert_eq!(v["entries_refused"], 0, "{v}");
+            v["flows_forwarded"].as_u64().unwrap()
+        };
+        assert_eq!(forwarded(1, false), 64);
+        assert_eq!(forwarded(1, true), 64);
+        let f4 = forwarded(4, false);
+        assert!((48..64).contains(&f4), "case4 forwarded {f4} of 64");
+        let mut a = args(None);
+        a.case.traffic = Some("case9".into());
+        let e = run(a).unwrap_err().to_string();
+        assert!(e.contains("case9"), "{e}");
+        let mut a = args(None);
+        a.case.commands = Some(dir.join("missing.txt"));
+        let e = format!("{:#}", run(a).unwrap_err());
+        assert!(e.contains("missing.txt"), "{e}");
     }
 
     /// A full (small) run of the command with a JSON report.

@@ -605,6 +605,7 @@ mod tests {
             update_rate: 0,
             bcache: Default::default(),
             kv_args: Default::default(),
+            case: Default::default(),
         }
     }
 

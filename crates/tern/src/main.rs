@@ -5,7 +5,9 @@
 //! Invoked under the name `simple_switch` (a symlink), the binary parses simple_switch's own
 //! command line and runs it as `tern run` does.
 
+mod bcache_cases;
 mod cmd_bcache;
+mod cmd_bcache_exp;
 mod cmd_bench;
 mod cmd_bench_kv;
 mod cmd_bench_workers;
