@@ -685,7 +685,7 @@ fn e6(a: &ExperimentArgs) -> anyhow::Result<(Value, String)> {
                     capacity: cap,
                     admission: Config::parse_admission(pol).map_err(anyhow::Error::msg)?,
                     eviction: Eviction::Clock,
-                    skip_tables: Vec::new(),
+                    ..Config::default()
                 };
                 let mut sw = case_switch(4, Some(cfg))?;
                 let mut out = Vec::new();
