@@ -449,6 +449,7 @@ mod tests {
             update_rate: 0,
             bcache: Default::default(),
             kv_args: k,
+            case: Default::default(),
         }
     }
 
