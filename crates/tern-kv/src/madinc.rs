@@ -18,33 +18,9 @@ pub const SOURCE_SWITCH: u16 = 0xFFFF;
 /// Values per cache page (the thesis's page size).
 pub const PAGE_VALUES: u32 = 128;
 
-macro_rules! mad_ops {
-    ($( $(#[$m:meta])* $name:ident = $code:literal, )*) => {
-        /// The MADINC op codes.
-        #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, PartialOrd, Ord)]
-        #[allow(non_camel_case_types)]
-        pub enum MadOp { $( $(#[$m])* $name, )* }
-
-        impl MadOp {
-            /// All ops, in declaration order.
-            pub const ALL: &'static [MadOp] = &[ $( MadOp::$name, )* ];
-            /// The 16-bit wire value.
-            pub fn code(self) -> u16 {
-                match self { $( MadOp::$name => $code, )* }
-            }
-            /// The op of a wire value, if it is one.
-            pub fn from_code(code: u16) -> Option<MadOp> {
-                match code { $( $code => Some(MadOp::$name), )* _ => None }
-            }
-            /// The upper-case name.
-            pub fn name(self) -> &'static str {
-                match self { $( MadOp::$name => stringify!($name), )* }
-            }
-        }
-    };
-}
-
-mad_ops! {
+crate::protocol::op_enum! {
+    /// The MADINC op codes.
+    MadOp;
     /// client → store (a switch on the path may answer).
     READ_REQUEST = 0x0e00,
     /// answer to READ_REQUEST: stat, source, value.

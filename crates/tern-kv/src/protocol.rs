@@ -72,37 +72,42 @@ impl fmt::Debug for Key {
     }
 }
 
-macro_rules! ops {
-    ($( $(#[$m:meta])* $name:ident = $code:literal, )*) => {
-        /// Every op code of the protocol (FarReach's `packet_format.h` space plus tern's own
-        /// control ops in `0x0fX0`).
+/// An op-code enum with its wire values: `code`, `from_code`, `name` and `ALL` (used for
+/// FarReach's ops here and for MADINC's in [`crate::madinc`]).
+macro_rules! op_enum {
+    ($(#[$em:meta])* $enum:ident; $( $(#[$m:meta])* $name:ident = $code:literal, )*) => {
+        $(#[$em])*
         #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, PartialOrd, Ord)]
         #[allow(non_camel_case_types)]
-        pub enum Op { $( $(#[$m])* $name, )* }
+        pub enum $enum { $( $(#[$m])* $name, )* }
 
-        impl Op {
+        impl $enum {
             /// All op codes, in declaration order.
-            pub const ALL: &'static [Op] = &[ $( Op::$name, )* ];
+            pub const ALL: &'static [$enum] = &[ $( $enum::$name, )* ];
 
             /// The 16-bit wire value.
             pub fn code(self) -> u16 {
-                match self { $( Op::$name => $code, )* }
+                match self { $( $enum::$name => $code, )* }
             }
 
             /// The op for a wire value, if it is one.
-            pub fn from_code(code: u16) -> Option<Op> {
-                match code { $( $code => Some(Op::$name), )* _ => None }
+            pub fn from_code(code: u16) -> Option<$enum> {
+                match code { $( $code => Some($enum::$name), )* _ => None }
             }
 
-            /// The upper-case name, as in FarReach's sources.
+            /// The upper-case name (as in FarReach's sources for its ops).
             pub fn name(self) -> &'static str {
-                match self { $( Op::$name => stringify!($name), )* }
+                match self { $( $enum::$name => stringify!($name), )* }
             }
         }
     };
 }
+pub(crate) use op_enum;
 
-ops! {
+op_enum! {
+    /// Every op code of the protocol (FarReach's `packet_format.h` space plus tern's own
+    /// control ops in `0x0fX0`).
+    Op;
     WARMUPREQ = 0x0000,
     PUTREQ = 0x0001,
     SCANREQ = 0x0010,
