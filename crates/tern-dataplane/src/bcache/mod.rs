@@ -833,7 +833,13 @@ pub struct Cache {
     by_table: Vec<Vec<(u32, u32)>>,
     by_miss: Vec<Vec<(u32, u32)>>,
     by_entry: EntryIndex,
+    /// References pushed into the reverse indexes since their last rebuild (live or stale).
     index_refs: usize,
+    /// References the live entries hold (two per table on their path): the indexes are
+    /// rebuilt once the stale ones outnumber these, so a rebuild costs no more than the inserts
+    /// that made it necessary (a bound on the capacity alone made a full cache of long-path
+    /// behaviours rebuild on almost every insert).
+    live_refs: usize,
     cm: Vec<[u16; 2]>,
     cm_ticks: u32,
     kbuf: Vec<u8>,
@@ -877,6 +883,7 @@ impl Cache {
             by_miss: vec![Vec::new(); n],
             by_entry: HashMap::default(),
             index_refs: 0,
+            live_refs: 0,
             cm,
             cm_ticks: 0,
             kbuf: Vec::new(),
@@ -1232,9 +1239,10 @@ impl Cache {
             self.fifo.push_back(r);
         }
         self.bytes += e.bytes();
+        self.live_refs += 2 * e.path.len();
         self.slab[slot as usize] = Some(e);
         self.stats.inserts += 1;
-        if self.index_refs > 8 * self.cfg.capacity + 4096
+        if self.index_refs > 2 * self.live_refs + 4096
             || self.fifo.len() > 2 * self.cfg.capacity + 1024
         {
             self.rebuild_indexes();
@@ -1274,6 +1282,7 @@ impl Cache {
     fn remove(&mut self, slot: u32) {
         if let Some(e) = self.slab[slot as usize].take() {
             self.bytes -= e.bytes();
+            self.live_refs -= 2 * e.path.len();
             self.index
                 .remove(self.hashes[slot as usize], slot, &self.hashes);
             self.gens[slot as usize] = self.gens[slot as usize].wrapping_add(1);
@@ -1422,6 +1431,7 @@ impl Cache {
         }
         self.by_entry.clear();
         self.index_refs = 0;
+        self.live_refs = 0;
         self.bytes = 0;
     }
 }
