@@ -7,7 +7,7 @@
 //! `protocol::Op` never use, so one UDP port range carries both and a switch tells them apart by
 //! the first two bytes. See `crates/tern-kv/PROTOCOL.md` ("MADINC extension").
 
-use crate::protocol::{Key, KEY_LEN, SWITCH_MAX_VALUE_LEN};
+use crate::protocol::{Key, Reader, Short, KEY_LEN, SWITCH_MAX_VALUE_LEN};
 
 /// Bytes of `madinc_hdr`: op u16, tenant u16, tag u32, key 16.
 pub const MADINC_HDR_LEN: usize = 2 + 2 + 4 + KEY_LEN;
@@ -359,7 +359,7 @@ impl MadMessage {
     /// error, as are values over 128 bytes and flags other than 0/1. The padding of the last
     /// value word is not checked (a switch replies with whatever its register word holds).
     pub fn decode(buf: &[u8]) -> Result<MadMessage, MadError> {
-        let mut r = Rd { buf, pos: 0 };
+        let mut r = Reader { buf, pos: 0 };
         let code = r.u16("madinc_hdr.op")?;
         let op = MadOp::from_code(code).ok_or(MadError::UnknownOp { code })?;
         let tenant = r.u16("madinc_hdr.tenant")?;
@@ -457,34 +457,25 @@ impl MadMessage {
     }
 }
 
-struct Rd<'a> {
-    buf: &'a [u8],
-    pos: usize,
+impl From<Short> for MadError {
+    fn from(s: Short) -> Self {
+        let Short {
+            what,
+            offset,
+            need,
+            have,
+        } = s;
+        MadError::Truncated {
+            what,
+            offset,
+            need,
+            have,
+        }
+    }
 }
 
-impl<'a> Rd<'a> {
-    fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], MadError> {
-        let have = self.buf.len() - self.pos;
-        if have < n {
-            return Err(MadError::Truncated {
-                what,
-                offset: self.pos,
-                need: n,
-                have,
-            });
-        }
-        let s = &self.buf[self.pos..self.pos + n];
-        self.pos += n;
-        Ok(s)
-    }
-    fn u16(&mut self, what: &'static str) -> Result<u16, MadError> {
-        let b = self.take(2, what)?;
-        Ok(u16::from_be_bytes([b[0], b[1]]))
-    }
-    fn u32(&mut self, what: &'static str) -> Result<u32, MadError> {
-        let b = self.take(4, what)?;
-        Ok(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-    }
+/// MADINC's own field kinds on the shared payload cursor.
+impl Reader<'_> {
     fn flag(&mut self, what: &'static str) -> Result<bool, MadError> {
         let offset = self.pos;
         match self.take(1, what)?[0] {

@@ -717,16 +717,37 @@ impl Message {
     }
 }
 
-struct Reader<'a> {
-    buf: &'a [u8],
-    pos: usize,
+/// A field that runs past the end of a payload: converted into each decoder's own error
+/// (`DecodeError::Truncated`, `madinc::MadError::Truncated`).
+pub(crate) struct Short {
+    pub(crate) what: &'static str,
+    pub(crate) offset: usize,
+    pub(crate) need: usize,
+    pub(crate) have: usize,
+}
+
+impl From<Short> for DecodeError {
+    fn from(s: Short) -> Self {
+        DecodeError::Truncated {
+            what: s.what,
+            offset: s.offset,
+            need: s.need,
+            have: s.have,
+        }
+    }
+}
+
+/// A cursor over a payload's big-endian fields (this protocol's and MADINC's decoders).
+pub(crate) struct Reader<'a> {
+    pub(crate) buf: &'a [u8],
+    pub(crate) pos: usize,
 }
 
 impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], DecodeError> {
+    pub(crate) fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], Short> {
         let have = self.buf.len() - self.pos;
         if have < n {
-            return Err(DecodeError::Truncated {
+            return Err(Short {
                 what,
                 offset: self.pos,
                 need: n,
@@ -737,11 +758,11 @@ impl<'a> Reader<'a> {
         self.pos += n;
         Ok(s)
     }
-    fn u16(&mut self, what: &'static str) -> Result<u16, DecodeError> {
+    pub(crate) fn u16(&mut self, what: &'static str) -> Result<u16, Short> {
         let b = self.take(2, what)?;
         Ok(u16::from_be_bytes([b[0], b[1]]))
     }
-    fn u32(&mut self, what: &'static str) -> Result<u32, DecodeError> {
+    pub(crate) fn u32(&mut self, what: &'static str) -> Result<u32, Short> {
         let b = self.take(4, what)?;
         Ok(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
     }
