@@ -18,6 +18,8 @@
 # timed runs for a smoke test.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=scripts/virt/common.sh
+. "$ROOT/scripts/virt/common.sh"
 TIMED=0
 OUT=$ROOT/bench/virt
 TERN=$ROOT/target/debug/tern
@@ -73,27 +75,8 @@ P=tb$$
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/tern-virt-bench-XXXXXX")
 SW=
 HELPERS=()
-teardown() {
-  local p ns i
-  for p in "${HELPERS[@]}"; do kill -TERM "$p" 2>/dev/null; done
-  if [[ -n $SW ]]; then
-    kill -TERM "$SW" 2>/dev/null
-    for i in $(seq 50); do
-      kill -0 "$SW" 2>/dev/null || break
-      sleep 0.1
-    done
-    kill -KILL "$SW" 2>/dev/null
-    wait "$SW" 2>/dev/null
-    SW=
-  fi
-  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$P-"); do
-    ip netns pids "$ns" 2>/dev/null | xargs -r kill -KILL 2>/dev/null
-    ip netns del "$ns" 2>/dev/null
-  done
-  HELPERS=()
-}
 cleanup() {
-  teardown
+  virt_teardown
   rm -rf "$TMP"
 }
 trap cleanup EXIT
@@ -103,14 +86,7 @@ trap 'exit 130' INT TERM
 # host NAME ...: namespace $P-NAME, its eth0 paired with ${P}NAME in the switch namespace.
 host() { # NAME MAC ADDR/PLEN [GW GW_MAC [SWITCH_NS]]
   local ns=$P-$1 swns=${6:-$P-sw}
-  ip netns add "$ns"
-  ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
-  ip -n "$swns" link add "${P}$1" type veth peer name eth0 netns "$ns"
-  ip -n "$ns" link set eth0 address "$2"
-  ip -n "$ns" addr add "$3" dev eth0
-  ip -n "$ns" link set lo up
-  ip -n "$ns" link set eth0 up
-  ip -n "$swns" link set "${P}$1" up
+  attach_host "$ns" "$swns" "${P}$1" "$2" "$3"
   if [[ -n ${4:-} ]]; then
     ip -n "$ns" route add default via "$4" dev eth0
     ip -n "$ns" neigh replace "$4" lladdr "$5" dev eth0 nud permanent
@@ -235,7 +211,7 @@ measure() { # FN MODE(native|sliced): prints one JSON object
     bw=$(ip netns exec "$P-a" iperf3 -c "$DST" -t 10 -J 2>/dev/null |
       python3 -c 'import json,sys; print(json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"]/1e6)' 2>/dev/null || echo null)
   fi
-  teardown
+  virt_teardown
   local IFS=,
   echo "{\"function\": \"$fn\", \"mode\": \"$mode\", \"ping_flood_count\": $COUNT, \"ping_flood_ms\": [${times[*]}], \"iperf3_mbit_s\": $bw}"
 }

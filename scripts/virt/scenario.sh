@@ -17,6 +17,8 @@
 # the temporary folder) is removed on exit, also on failure or Ctrl-C.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=scripts/virt/common.sh
+. "$ROOT/scripts/virt/common.sh"
 SCEN=${1:-}
 TERN=${2:-$ROOT/target/debug/tern}
 case $SCEN in
@@ -53,22 +55,7 @@ FAILS=0
 CHECKS=0
 
 cleanup() {
-  local p ns i
-  for p in "${HELPERS[@]}"; do kill -TERM "$p" 2>/dev/null; done
-  if [[ -n $SW ]]; then
-    kill -TERM "$SW" 2>/dev/null
-    for i in $(seq 50); do
-      kill -0 "$SW" 2>/dev/null || break
-      sleep 0.1
-    done
-    kill -KILL "$SW" 2>/dev/null
-    wait "$SW" 2>/dev/null
-    SW=
-  fi
-  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$P-"); do
-    ip netns pids "$ns" 2>/dev/null | xargs -r kill -KILL 2>/dev/null
-    ip netns del "$ns" 2>/dev/null
-  done
+  virt_teardown
   rm -rf "$TMP"
 }
 trap cleanup EXIT
@@ -103,14 +90,7 @@ ip -n "$SWNS" link set lo up
 
 host() { # N MAC ADDR/PLEN [GATEWAY]: host hN on switch port N (interface ${P}pN)
   local ns=$P-h$1
-  ip netns add "$ns"
-  ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
-  ip -n "$SWNS" link add "${P}p$1" type veth peer name eth0 netns "$ns"
-  ip -n "$ns" link set eth0 address "$2"
-  ip -n "$ns" addr add "$3" dev eth0
-  ip -n "$ns" link set lo up
-  ip -n "$ns" link set eth0 up
-  ip -n "$SWNS" link set "${P}p$1" up
+  attach_host "$ns" "$SWNS" "${P}p$1" "$2" "$3"
   # Small frames only: no TSO/GSO super-frames towards the switch.
   ip netns exec "$ns" ethtool -K eth0 tso off gso off gro off >/dev/null 2>&1 || true
   if [[ -n ${4:-} ]]; then ip -n "$ns" route add default via "$4" dev eth0; fi
