@@ -3,28 +3,10 @@
 //! switch OS admits, evicts (FarReach: with write-backs) and snapshots; the lossy-control mode
 //! retries and stays correct; and the checker does find stale reads when a cache is broken.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
-
-/// A temporary directory removed on drop (also when the test fails).
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let d = std::env::temp_dir().join(format!("tern-kvc-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        TempDir(d)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 struct Run {
     ok: bool,
@@ -34,11 +16,11 @@ struct Run {
 
 /// `tern kv up --mode sim --servers 2 UP... -- tern CMD...` with a stats file.
 fn up(tag: &str, up_args: &[&str], cmd: &[&str]) -> Run {
-    let tmp = TempDir::new(tag);
-    let stats = tmp.0.join("stats.json");
+    let tmp = tern_fixtures::scratch(&format!("kvc-{tag}"));
+    let stats = tmp.join("stats.json");
     let o = Command::new(env!("CARGO_BIN_EXE_tern"))
         .args(["kv", "up", "--mode", "sim", "--servers", "2", "--dir"])
-        .arg(tmp.0.join("data"))
+        .arg(tmp.join("data"))
         .arg("--stats-file")
         .arg(&stats)
         .args(up_args)
@@ -83,6 +65,17 @@ const CHECK: &[&str] = &[
     "2500",
 ];
 
+/// The run succeeded and the history checker found no stale, unknown or mixed value.
+fn assert_clean(r: &Run, what: &str) {
+    assert!(r.ok, "{what}: {}", r.out);
+    assert!(
+        r.out
+            .contains("violations: 0 stale, 0 unknown value, 0 value/seq mixed"),
+        "{what}: {}",
+        r.out
+    );
+}
+
 fn n(j: &serde_json::Value, k: &str) -> u64 {
     j[k].as_u64()
         .unwrap_or_else(|| panic!("stats without {k}: {j}"))
@@ -92,13 +85,7 @@ fn check_cache(cache: &str) -> serde_json::Value {
     let mut args = vec!["--cache", cache];
     args.extend_from_slice(SMALL_CACHE);
     let r = up(cache, &args, CHECK);
-    assert!(r.ok, "{}", r.out);
-    assert!(
-        r.out
-            .contains("violations: 0 stale, 0 unknown value, 0 value/seq mixed"),
-        "{}",
-        r.out
-    );
+    assert_clean(&r, "run");
     let j = r
         .stats
         .unwrap_or_else(|| panic!("no stats file:\n{}", r.out));
@@ -170,13 +157,7 @@ fn lossy_control_retries_and_stays_correct() {
         let mut args = vec!["--cache", cache, "--control-loss", "0.3"];
         args.extend_from_slice(SMALL_CACHE);
         let r = up(&format!("lossy-{cache}"), &args, CHECK);
-        assert!(r.ok, "{cache}: {}", r.out);
-        assert!(
-            r.out
-                .contains("violations: 0 stale, 0 unknown value, 0 value/seq mixed"),
-            "{cache}: {}",
-            r.out
-        );
+        assert_clean(&r, cache);
         let j = r.stats.expect("stats");
         assert!(n(&j, "control_dropped_on_purpose") > 0, "{cache}: {j}");
         assert!(n(&j, "control_retried") > 0, "{cache}: {j}");
@@ -193,13 +174,7 @@ fn duplicated_control_messages_change_nothing() {
         let mut args = vec!["--cache", cache, "--control-dup", "0.5"];
         args.extend_from_slice(SMALL_CACHE);
         let r = up(&format!("dup-{cache}"), &args, CHECK);
-        assert!(r.ok, "{cache}: {}", r.out);
-        assert!(
-            r.out
-                .contains("violations: 0 stale, 0 unknown value, 0 value/seq mixed"),
-            "{cache}: {}",
-            r.out
-        );
+        assert_clean(&r, cache);
         let j = r.stats.expect("stats");
         assert!(n(&j, "control_duplicated_on_purpose") > 10, "{cache}: {j}");
         assert!(n(&j, "admissions") > 20, "{cache}: {j}");
@@ -215,8 +190,8 @@ fn the_checker_finds_stale_reads_of_a_broken_cache() {
     let needle = "            latest_reg.write(meta.idx, 0);\n            savedseq_reg.write(meta.idx, s);\n";
     assert!(src.contains(needle));
     let broken = src.replace(needle, "");
-    let tmp = TempDir::new("broken");
-    let p4 = tmp.0.join("broken.p4");
+    let tmp = tern_fixtures::scratch("kvc-broken");
+    let p4 = tmp.join("broken.p4");
     std::fs::write(&p4, broken).unwrap();
     let mut args = vec!["--cache", "netcache", "--program", p4.to_str().unwrap()];
     args.extend_from_slice(SMALL_CACHE);
@@ -240,13 +215,7 @@ fn farreach_recovers_from_switch_crashes_without_losing_a_write() {
     args.extend_from_slice(SMALL_CACHE);
     args.extend_from_slice(CRASHES);
     let r = up("crash", &args, CHECK);
-    assert!(r.ok, "{}", r.out);
-    assert!(
-        r.out
-            .contains("violations: 0 stale, 0 unknown value, 0 value/seq mixed"),
-        "{}",
-        r.out
-    );
+    assert_clean(&r, "run");
     let j = r.stats.expect("stats");
     assert!(n(&j, "crashes") >= 1, "{j}");
     assert!(r.out.contains("switch crashed and recovered"), "{}", r.out);
@@ -267,8 +236,8 @@ fn netcache_survives_switch_crashes() {
 /// die with it: the checker must see stale reads.
 #[test]
 fn recovery_without_client_preservation_loses_writes_and_the_checker_sees_it() {
-    let tmp = TempDir::new("nopreserve");
-    let elsewhere = tmp.0.join("elsewhere.txt");
+    let tmp = tern_fixtures::scratch("kvc-nopreserve");
+    let elsewhere = tmp.join("elsewhere.txt");
     let mut args = vec!["--cache", "farreach"];
     args.extend_from_slice(SMALL_CACHE);
     args.extend_from_slice(CRASHES);
@@ -304,11 +273,11 @@ fn loopback_switch_process_sigkilled_and_recovered() {
         let mut args = vec!["--cache", cache, "--base-port", &base];
         args.extend_from_slice(SMALL_CACHE);
         args.extend_from_slice(CRASHES);
-        let tmp = TempDir::new(&format!("lo-{cache}"));
-        let stats = tmp.0.join("stats.json");
+        let tmp = tern_fixtures::scratch(&format!("kvc-lo-{cache}"));
+        let stats = tmp.join("stats.json");
         let o = Command::new(env!("CARGO_BIN_EXE_tern"))
             .args(["kv", "up", "--mode", "loopback", "--servers", "2", "--dir"])
-            .arg(tmp.0.join("data"))
+            .arg(tmp.join("data"))
             .arg("--stats-file")
             .arg(&stats)
             .args(&args)
@@ -387,13 +356,7 @@ fn large_values_mixed_with_small_ones_stay_correct_under_every_cache() {
         let mut cmd = CHECK.to_vec();
         cmd.extend_from_slice(&["--large-ratio", "0.3", "--large-size", "600"]);
         let r = up(&format!("large-{cache}"), &args, &cmd);
-        assert!(r.ok, "{cache}: {}", r.out);
-        assert!(
-            r.out
-                .contains("violations: 0 stale, 0 unknown value, 0 value/seq mixed"),
-            "{cache}: {}",
-            r.out
-        );
+        assert_clean(&r, cache);
         let line = r
             .out
             .lines()
@@ -440,13 +403,7 @@ fn the_caches_follow_a_moving_hot_set() {
             "3",
         ];
         let r = up(&format!("shift-{cache}"), &args, &cmd);
-        assert!(r.ok, "{cache}: {}", r.out);
-        assert!(
-            r.out
-                .contains("violations: 0 stale, 0 unknown value, 0 value/seq mixed"),
-            "{cache}: {}",
-            r.out
-        );
+        assert_clean(&r, cache);
         let line = r
             .out
             .lines()
