@@ -26,24 +26,6 @@ fn text(o: &Output) -> String {
     )
 }
 
-/// A temporary directory removed on drop (also when the test fails).
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let d = std::env::temp_dir().join(format!("tern-madinc-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        TempDir(d)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn kv_dir() -> PathBuf {
     Path::new(ROOT).join("p4/kv")
 }
@@ -58,8 +40,8 @@ fn madinc_stf_passes_from_source_and_json() {
         "{}",
         text(&o)
     );
-    let tmp = TempDir::new("json");
-    let json = tmp.0.join("madinc.json");
+    let tmp = tern_fixtures::scratch("kvm-json");
+    let json = tmp.join("madinc.json");
     let c = Command::new(env!("CARGO_BIN_EXE_tern"))
         .arg("compile")
         .arg(&p4)
@@ -86,8 +68,8 @@ fn serving_another_tenants_value_fails_the_stf() {
     let mut mine = hex(b"value-01");
     mine.push_str(&"00".repeat(b"tenant-2 has its own value".len() - 8));
     let broken = stf.replacen(&theirs, &mine, 1);
-    let tmp = TempDir::new("broken");
-    let path = tmp.0.join("broken.stf");
+    let tmp = tern_fixtures::scratch("kvm-broken");
+    let path = tmp.join("broken.stf");
     std::fs::write(&path, broken).unwrap();
     let o = tern(&[&kv_dir().join("madinc.p4"), &path]);
     assert!(!o.status.success(), "{}", text(&o));

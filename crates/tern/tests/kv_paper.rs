@@ -4,16 +4,7 @@
 //! positive, NoCache's zero), FarReach's snapshots and recovery happen, and the resource table
 //! has each program's registers. No timing is asserted.
 
-use std::path::PathBuf;
 use std::process::Command;
-
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn json(dir: &std::path::Path, name: &str) -> serde_json::Value {
     let p = dir.join(format!("{name}.json"));
@@ -37,11 +28,10 @@ fn mean(v: &serde_json::Value) -> f64 {
 
 #[test]
 fn every_experiment_runs_quick_with_all_methods() {
-    let tmp = TempDir(std::env::temp_dir().join(format!("tern-kvpaper-{}", std::process::id())));
-    let _ = std::fs::remove_dir_all(&tmp.0);
+    let tmp = tern_fixtures::scratch("kvpaper");
     let o = Command::new(env!("CARGO_BIN_EXE_tern"))
         .args(["kv", "experiment", "all", "--quick", "--no-plot", "--out"])
-        .arg(&tmp.0)
+        .arg(&*tmp)
         .output()
         .unwrap();
     let out = String::from_utf8_lossy(&o.stdout);
@@ -54,7 +44,7 @@ fn every_experiment_runs_quick_with_all_methods() {
     assert!(out.contains("[exp1] A farreach: run 2/2"), "{out}");
     for i in 1..=10 {
         let name = format!("exp{i}");
-        let r = json(&tmp.0, &name);
+        let r = json(&tmp, &name);
         assert_eq!(r["kind"], "kv-paper-experiment");
         assert_eq!(r["experiment"], name.as_str());
         let points = r["points"].as_array().unwrap();
@@ -77,19 +67,19 @@ fn every_experiment_runs_quick_with_all_methods() {
             !r["compare"].as_array().unwrap().is_empty(),
             "{name}: no comparison with the paper"
         );
-        let md = std::fs::read_to_string(tmp.0.join(format!("{name}.md"))).unwrap();
+        let md = std::fs::read_to_string(tmp.join(format!("{name}.md"))).unwrap();
         assert!(
             md.contains("| what | paper | ours | ours / paper |"),
             "{md}"
         );
         assert!(md.contains("not a result"), "{md}");
     }
-    let summary = std::fs::read_to_string(tmp.0.join("summary.md")).unwrap();
+    let summary = std::fs::read_to_string(tmp.join("summary.md")).unwrap();
     assert!(summary.contains("exp1") && summary.contains("exp10"));
 
     // exp1: with the hottest keys cached, the switch answers part of workload A (both caches)
     // and of read-only C; NoCache's switch answers nothing.
-    let e1 = json(&tmp.0, "exp1");
+    let e1 = json(&tmp, "exp1");
     for x in ["A", "C"] {
         assert!(
             mean(&point(&e1, x, "farreach")["switch_share"]) > 0.0,
@@ -102,7 +92,7 @@ fn every_experiment_runs_quick_with_all_methods() {
         assert_eq!(mean(&point(&e1, x, "nocache")["switch_share"]), 0.0, "{x}");
     }
     // Write-only: FarReach absorbs writes, NetCache (write-through) answers none of them.
-    let e5 = json(&tmp.0, "exp5");
+    let e5 = json(&tmp, "exp5");
     assert!(mean(&point(&e5, "zipf-0.99", "farreach")["switch_share"]) > 0.0);
     assert_eq!(
         mean(&point(&e5, "zipf-0.99", "netcache")["switch_share"]),
@@ -110,7 +100,7 @@ fn every_experiment_runs_quick_with_all_methods() {
     );
 
     // exp8: periodic snapshots were taken and cost bandwidth.
-    let e8 = json(&tmp.0, "exp8");
+    let e8 = json(&tmp, "exp8");
     let snaps: u64 = e8["points"]
         .as_array()
         .unwrap()
@@ -125,7 +115,7 @@ fn every_experiment_runs_quick_with_all_methods() {
     }
 
     // exp9: FarReach's snapshot held the cached records, all re-admitted after the crash.
-    let e9 = json(&tmp.0, "exp9");
+    let e9 = json(&tmp, "exp9");
     for e in point(&e9, "50", "farreach")["extra"].as_array().unwrap() {
         let n = e["snapshot_records"].as_u64().unwrap();
         assert!(n > 0, "{e}");
@@ -134,7 +124,7 @@ fn every_experiment_runs_quick_with_all_methods() {
     }
 
     // exp10: the caches' registers, the forward program's three entries.
-    let e10 = json(&tmp.0, "exp10");
+    let e10 = json(&tmp, "exp10");
     let ex = |m: &str| point(&e10, "resources", m)["extra"].clone();
     assert_eq!(ex("nocache")["entries_installed"], 3);
     assert_eq!(ex("farreach")["entries_installed"], 3 + 50);

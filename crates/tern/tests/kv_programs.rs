@@ -3,7 +3,7 @@
 //! snapshot case 1, sketch report, strict parsing) through the `tern` binary, from the P4 source
 //! and from the BMv2 JSON tern's compiler writes for it, with `check_counter` lines evaluated.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
@@ -35,31 +35,13 @@ fn assert_stf_passes(prog: &Path, stf: &Path) {
     assert!(out.contains("PASS"), "{out}");
 }
 
-/// A temporary directory removed on drop (also when the test fails).
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let d = std::env::temp_dir().join(format!("tern-kvp-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        TempDir(d)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn check_program(name: &str) {
     let dir = Path::new(ROOT).join("p4/kv");
     let p4 = dir.join(format!("{name}.p4"));
     let stf = dir.join(format!("{name}.stf"));
     assert_stf_passes(&p4, &stf);
-    let tmp = TempDir::new(name);
-    let json = tmp.0.join(format!("{name}.json"));
+    let tmp = tern_fixtures::scratch(&format!("kvp-{name}"));
+    let json = tmp.join(format!("{name}.json"));
     let o = tern()
         .arg("compile")
         .arg(&p4)
@@ -97,8 +79,8 @@ fn a_wrong_cache_answer_fails() {
         "000a0000000000000000000000000000000e000a0000006600000000",
         1,
     );
-    let tmp = TempDir::new("broken");
-    let stf = tmp.0.join("broken.stf");
+    let tmp = tern_fixtures::scratch("kvp-broken");
+    let stf = tmp.join("broken.stf");
     std::fs::write(&stf, broken).unwrap();
     let o = tern()
         .arg("test")
