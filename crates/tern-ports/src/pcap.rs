@@ -6,7 +6,7 @@
 //! internal buffer and reuses it for every record (no per-packet allocation).
 
 use std::fmt;
-use std::io::{self, Read, Write};
+use std::io::{self, BufRead, Read, Write};
 
 /// `LINKTYPE_NULL` (BSD loopback): the link type simple_switch writes in its output files.
 pub const LINKTYPE_NULL: u32 = 0;
@@ -206,6 +206,31 @@ fn read_full<R: Read>(r: &mut R, buf: &mut [u8]) -> io::Result<usize> {
         }
     }
     Ok(n)
+}
+
+/// Decode a classic record header read at offset `at`: (timestamp ns, captured length,
+/// original length); a captured length over [`MAX_RECORD`] is corruption.
+fn decode_record_header(
+    o: ByteOrder,
+    at: u64,
+    h: &[u8; 16],
+    res: TsResolution,
+) -> Result<(u64, u32, u32), PcapError> {
+    let sec = o.u32(arr4(h, 0)) as u64;
+    let frac = o.u32(arr4(h, 4)) as u64;
+    let caplen = o.u32(arr4(h, 8));
+    let orig_len = o.u32(arr4(h, 12));
+    if caplen > MAX_RECORD {
+        return Err(PcapError::format(
+            at + 8,
+            format!("record length {caplen} is larger than {MAX_RECORD}: file is corrupt"),
+        ));
+    }
+    let ts_ns = match res {
+        TsResolution::Micro => sec * 1_000_000_000 + frac * 1_000,
+        TsResolution::Nano => sec * 1_000_000_000 + frac,
+    };
+    Ok((ts_ns, caplen, orig_len))
 }
 
 fn arr4(b: &[u8], at: usize) -> [u8; 4] {
@@ -495,22 +520,7 @@ impl<R: Read> PcapReader<R> {
                 format!("truncated record header: expected 16 bytes, file ends after {n}"),
             ));
         }
-        let o = self.order;
-        let sec = o.u32(arr4(&h, 0)) as u64;
-        let frac = o.u32(arr4(&h, 4)) as u64;
-        let caplen = o.u32(arr4(&h, 8));
-        let orig_len = o.u32(arr4(&h, 12));
-        if caplen > MAX_RECORD {
-            return Err(PcapError::format(
-                at + 8,
-                format!("record length {caplen} is larger than {MAX_RECORD}: file is corrupt"),
-            ));
-        }
-        let ts_ns = match res {
-            TsResolution::Micro => sec * 1_000_000_000 + frac * 1_000,
-            TsResolution::Nano => sec * 1_000_000_000 + frac,
-        };
-        Ok(Some((ts_ns, caplen, orig_len)))
+        decode_record_header(self.order, at, &h, res).map(Some)
     }
 
     fn next_ng(&mut self) -> Result<Option<Packet<'_>>, PcapError> {
@@ -733,6 +743,37 @@ pub struct PcapWriter<W: Write> {
     w: W,
     cfg: WriterConfig,
     packets: u64,
+}
+
+impl<R: BufRead> PcapReader<R> {
+    /// [`PcapReader::next_packet_into`] for a buffered source: a classic record lying whole in
+    /// the reader's buffer (the common case: records are small, the buffer is 64 KiB) is
+    /// decoded and copied straight out of it, one copy and no read call; a record that
+    /// straddles the buffer's end, and pcapng, take the general path.
+    pub fn next_packet_buffered(&mut self, buf: &mut Vec<u8>) -> Result<Option<u64>, PcapError> {
+        let Format::Classic { resolution, .. } = self.format else {
+            return self.next_packet_into(buf);
+        };
+        let (at, order) = (self.offset, self.order);
+        let avail = self
+            .r
+            .fill_buf()
+            .map_err(|error| PcapError::Io { offset: at, error })?;
+        if avail.len() < 16 {
+            return self.next_packet_into(buf);
+        }
+        let h: &[u8; 16] = avail[..16].try_into().expect("16 bytes");
+        let (ts_ns, caplen, _) = decode_record_header(order, at, h, resolution)?;
+        let end = 16 + caplen as usize;
+        if avail.len() < end {
+            return self.next_packet_into(buf);
+        }
+        buf.clear();
+        buf.extend_from_slice(&avail[16..end]);
+        self.r.consume(end);
+        self.offset += end as u64;
+        Ok(Some(ts_ns))
+    }
 }
 
 impl<W: Write> fmt::Debug for PcapWriter<W> {

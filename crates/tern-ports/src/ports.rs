@@ -178,7 +178,7 @@ impl FileInput {
         if self.head.is_some() || self.done {
             return Ok(());
         }
-        match self.reader.next_packet_into(&mut self.head_buf) {
+        match self.reader.next_packet_buffered(&mut self.head_buf) {
             Ok(Some(ts_ns)) => self.head = Some(ts_ns),
             Ok(None) => self.done = true,
             Err(error) => {
@@ -197,6 +197,8 @@ impl FileInput {
 pub struct FilePorts {
     specs: Vec<PortSpec>,
     inputs: Vec<FileInput>,
+    /// Indices of the inputs not yet exhausted, ascending (so ties go to the lower port).
+    active: Vec<usize>,
     outputs: BTreeMap<Port, (PathBuf, PcapWriter<BufWriter<File>>)>,
 }
 
@@ -281,6 +283,7 @@ impl FilePorts {
         }
         Ok(FilePorts {
             specs,
+            active: (0..inputs.len()).collect(),
             inputs,
             outputs,
         })
@@ -300,7 +303,9 @@ fn create_writer(path: &Path, cfg: WriterConfig) -> Result<PcapWriter<BufWriter<
         error,
     };
     let f = File::create(path).map_err(io)?;
-    PcapWriter::new(BufWriter::new(f), cfg).map_err(io)
+    // Large writes: one system call per 256 KiB of records (the default 8 KiB would be one
+    // per ~100 small frames). Writers that must show each packet at once flush per packet.
+    PcapWriter::new(BufWriter::with_capacity(1 << 18, f), cfg).map_err(io)
 }
 
 impl PortIo for FilePorts {
@@ -310,12 +315,22 @@ impl PortIo for FilePorts {
 
     fn recv(&mut self, buf: &mut Vec<u8>) -> Result<Option<RxMeta>, PortError> {
         let mut best: Option<(u64, usize)> = None;
-        for (i, inp) in self.inputs.iter_mut().enumerate() {
+        let mut k = 0;
+        while k < self.active.len() {
+            let i = self.active[k];
+            let inp = &mut self.inputs[i];
             inp.load_head()?;
-            if let Some(ts) = inp.head {
-                // Inputs are in ascending port order, so `<` keeps the lower port on ties.
-                if best.is_none_or(|(b, _)| ts < b) {
-                    best = Some((ts, i));
+            match inp.head {
+                Some(ts) => {
+                    // Inputs are in ascending port order, so `<` keeps the lower port on ties.
+                    if best.is_none_or(|(b, _)| ts < b) {
+                        best = Some((ts, i));
+                    }
+                    k += 1;
+                }
+                // Exhausted: never looked at again.
+                None => {
+                    self.active.remove(k);
                 }
             }
         }

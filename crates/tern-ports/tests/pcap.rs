@@ -462,3 +462,58 @@ fn next_packet_into_reads_what_next_packet_reads() {
         assert_eq!(k, 27);
     }
 }
+
+/// The buffered fast path (records decoded straight from the reader's buffer) reads exactly
+/// what the general path reads, whatever the buffer size: records whole in the buffer, records
+/// straddling its end, buffers smaller than one record header; errors at the same offsets.
+#[test]
+fn next_packet_buffered_reads_what_next_packet_reads() {
+    use std::io::BufReader;
+    let mut fr = frames();
+    // Many small frames too, so most records lie whole in a buffer of a few hundred bytes.
+    fr.extend((0..200u64).map(|k| (k * 7, vec![k as u8; 40 + (k as usize % 50)])));
+    for c in [
+        cfg(ByteOrder::Little, TsResolution::Nano),
+        cfg(ByteOrder::Big, TsResolution::Micro),
+    ] {
+        let b = write_all(c, &fr);
+        for cap in [1, 7, 16, 17, 100, 300, 4096, 1 << 16] {
+            let mut a = PcapReader::new(&b[..]).unwrap();
+            let mut d = PcapReader::new(BufReader::with_capacity(cap, &b[..])).unwrap();
+            let mut buf = vec![0xee; 4000];
+            let mut n = 0;
+            while let Some(p) = a.next_packet().unwrap() {
+                let ts = d.next_packet_buffered(&mut buf).unwrap().unwrap();
+                assert_eq!(
+                    (ts, &buf[..]),
+                    (p.ts_ns, p.data),
+                    "capacity {cap}, record {n}"
+                );
+                assert_eq!(a.offset(), d.offset(), "capacity {cap}, record {n}");
+                n += 1;
+            }
+            assert_eq!(n, fr.len());
+            assert_eq!(d.next_packet_buffered(&mut buf).unwrap(), None);
+        }
+    }
+    // Truncated data and a corrupt length: the general path's errors, at its offsets.
+    let b = write_all(cfg(ByteOrder::Little, TsResolution::Nano), &fr[..2]);
+    let cut = &b[..24 + 16 + fr[0].1.len() + 16 + 100];
+    for cap in [16, 4096] {
+        let mut r = PcapReader::new(BufReader::with_capacity(cap, cut)).unwrap();
+        let mut buf = Vec::new();
+        r.next_packet_buffered(&mut buf).unwrap().unwrap();
+        let e = r.next_packet_buffered(&mut buf).unwrap_err();
+        assert_eq!(
+            e.offset() as usize,
+            24 + 16 + fr[0].1.len() + 16,
+            "capacity {cap}"
+        );
+        assert!(e.to_string().contains("file ends after 100"), "{e}");
+        let mut f = b.clone();
+        f[24 + 8 + 3] = 0x7f;
+        let mut r = PcapReader::new(BufReader::with_capacity(cap, &f[..])).unwrap();
+        let e = r.next_packet_buffered(&mut buf).unwrap_err();
+        assert_eq!(e.offset(), 24 + 8, "capacity {cap}");
+    }
+}
