@@ -299,7 +299,7 @@ impl VirtP4rt {
                 tern_p4rt::Options {
                     device_id: u64::from(*id),
                     cpu_port: None,
-                    initial: Some((info, json)),
+                    initial: Some((info.clone(), json)),
                     switch_options: SwitchOptions::default(),
                 },
             )
@@ -307,6 +307,7 @@ impl VirtP4rt {
                 device: *id,
                 message,
             })?;
+            check_roles(*id, roles, &info)?;
             h.set_roles(roles.clone());
             handles.push((*id, h));
         }
@@ -356,6 +357,40 @@ impl VirtP4rt {
         let me = Arc::clone(self);
         Arc::new(move || me.deliver())
     }
+}
+
+/// Every entity a role names must be an object of the device's P4Info (a typo would
+/// otherwise silently own nothing).
+fn check_roles(
+    id: DeviceId,
+    roles: &Roles,
+    info: &tern_p4rt::proto::p4::config::v1::P4Info,
+) -> Result<(), VirtError> {
+    let known: BTreeSet<&str> = info
+        .tables
+        .iter()
+        .map(|x| &x.preamble)
+        .chain(info.action_profiles.iter().map(|x| &x.preamble))
+        .chain(info.counters.iter().map(|x| &x.preamble))
+        .chain(info.meters.iter().map(|x| &x.preamble))
+        .chain(info.registers.iter().map(|x| &x.preamble))
+        .chain(info.value_sets.iter().map(|x| &x.preamble))
+        .chain(info.digests.iter().map(|x| &x.preamble))
+        .flatten()
+        .flat_map(|p| [p.name.as_str(), p.alias.as_str()])
+        .collect();
+    for (name, r) in roles {
+        if let Some(e) = r.entities.iter().find(|e| !known.contains(e.as_str())) {
+            return Err(VirtError::Program {
+                device: id,
+                message: format!(
+                    "role '{name}': the program has no table, action profile, counter, meter, \
+                     register, value set or digest named '{e}'"
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Tenant credentials: each tenant's token reaches the devices it owns (now), the operator's

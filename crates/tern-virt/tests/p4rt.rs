@@ -801,3 +801,33 @@ async fn live_pipeline_push_on_one_device_while_another_forwards() {
         .unwrap();
     assert_eq!((st.packets_in, st.to_phys), (u64::from(n), u64::from(n)));
 }
+
+/// A role naming something the program does not have is refused when the server is built.
+#[test]
+fn a_role_naming_an_unknown_object_is_refused() {
+    let mut vs = VirtSwitch::new();
+    vs.add_device(
+        1,
+        DeviceSpec {
+            json: program("l2_switch.p4"),
+            owner: None,
+            quotas: Default::default(),
+        },
+    )
+    .unwrap();
+    let roles: Roles = BTreeMap::from([(
+        "r".to_string(),
+        RoleConfig {
+            entities: vec!["L2Ingress.nope".into()],
+            ..Default::default()
+        },
+    )]);
+    let e = VirtP4rt::new(Arc::new(Mutex::new(vs)), &[(1, roles)])
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("device 1") && e.contains("role 'r'") && e.contains("'L2Ingress.nope'"),
+        "{e}"
+    );
+}
