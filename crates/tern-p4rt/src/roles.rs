@@ -13,6 +13,8 @@
 //! ids they reach; a device the token does not reach answers exactly like one that does not
 //! exist.
 
+#![allow(clippy::result_large_err)]
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::proto::p4::config::v1 as cfg;

@@ -339,7 +339,7 @@ impl Handle {
                     })
                     .cloned()
                     .collect();
-                (!mine.is_empty()).then(|| p4::StreamMessageResponse {
+                (!mine.is_empty()).then_some(p4::StreamMessageResponse {
                     update: Some(
                         p4::stream_message_response::Update::IdleTimeoutNotification(
                             p4::IdleTimeoutNotification {

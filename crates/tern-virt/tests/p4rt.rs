@@ -731,7 +731,7 @@ async fn live_pipeline_push_on_one_device_while_another_forwards() {
                 g.recycle_outputs(&mut out);
                 drop(g);
                 n += 1;
-                if n % 64 == 0 {
+                if n.is_multiple_of(64) {
                     std::thread::yield_now();
                 }
             }

@@ -671,6 +671,7 @@ mod tests {
     /// The config's `p4runtime` serves every device under its own id; a tenant's token
     /// reaches its device, another tenant's device answers like a missing one.
     #[test]
+    #[allow(clippy::result_large_err)]
     fn p4runtime_serves_each_device_to_its_tenant() {
         use tern_p4rt::proto::p4::v1 as p4;
         let dir = tern_fixtures::scratch("virt-p4rt");
