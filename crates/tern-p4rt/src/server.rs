@@ -1025,7 +1025,9 @@ fn handle_stream_msg(
                     (None, _) => {
                         Err("No forwarding pipeline config set for this device".to_string())
                     }
-                    (_, None) => Err("No CPU port configured (--cpu-port)".to_string()),
+                    (_, None) => Err("No CPU port configured (--cpu-port; in a virtual switch, \
+                                      a virtual port mapped to cpu)"
+                        .to_string()),
                     (Some(_), Some(_)) if not_primary => Err("Not primary".to_string()),
                     (Some(_), Some(_)) if no_io => {
                         Err("This role may not send packet-outs".to_string())

@@ -492,6 +492,18 @@ async fn tenants_reach_only_their_own_device() {
         .unwrap()
         .is_empty());
     assert_eq!(get_pipeline(&mut bob, 2).await.unwrap(), env.info);
+    // The operator reaches device 3, which has no CPU port: a packet-out is a clear error.
+    let mut s = Stream::open(&mut op, 3, 1, "").await;
+    assert_eq!(s.arbitration().await, (true, 1));
+    s.send(p4::stream_message_request::Update::Packet(p4::PacketOut {
+        payload: frame(1, 2, 3),
+        metadata: vec![],
+    }))
+    .await;
+    match s.next_event().await {
+        Update::Error(e) => assert!(e.message.contains("No CPU port"), "{e:?}"),
+        other => panic!("expected a stream error, got {other:?}"),
+    }
     // No token, or an unknown one: refused before any device is looked at.
     for tok in [None, Some("tok-mallory")] {
         let mut c = env.client(tok).await;
