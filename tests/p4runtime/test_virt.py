@@ -23,14 +23,12 @@ def free_port():
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    d = tmp_path_factory.mktemp("virt-p4rt")
+def start(d, tokens=""):
     (d / "virt.json").write_text(
         '{ "devices": ['
         f' {{ "id": 1, "program": "{L2}", "owner": "alice", "ports": {{ "1": "phys:1", "100": "cpu" }} }},'
         f' {{ "id": 2, "program": "{L2}", "owner": "bob", "ports": {{ "4": "phys:4" }} }} ],'
-        ' "rules": [ { "port": 1, "device": 1 } ] }'
+        f' "rules": [ {{ "port": 1, "device": 1 }} ] {tokens} }}'
     )
     # An empty pcap input: the run serves P4Runtime during --wait, then reads it and ends.
     (d / "p1_in.pcap").write_bytes(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
@@ -52,10 +50,33 @@ def server(tmp_path_factory):
                 proc.kill()
                 raise RuntimeError("tern virt run did not start: " + proc.stderr.read().decode())
             time.sleep(0.1)
-    yield addr
-    assert proc.poll() is None, "the switch must still be running after all tests"
+    return proc, addr
+
+
+def stop(proc):
+    alive = proc.poll() is None
     proc.terminate()
     proc.wait(timeout=10)
+    assert alive, "the switch must still be running after all tests"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    proc, addr = start(tmp_path_factory.mktemp("virt-p4rt"))
+    try:
+        yield addr
+    finally:
+        stop(proc)
+
+
+@pytest.fixture(scope="module")
+def server_with_tokens(tmp_path_factory):
+    tokens = ', "p4runtime": { "tokens": { "alice": "tok-a", "bob": "tok-b" } }'
+    proc, addr = start(tmp_path_factory.mktemp("virt-p4rt-tok"), tokens)
+    try:
+        yield addr
+    finally:
+        stop(proc)
 
 
 def dmac_entries():
@@ -92,3 +113,24 @@ def test_unknown_device_id_is_not_found(server):
         assert e.value.code() == grpc.StatusCode.NOT_FOUND
         req = p4runtime_pb2.GetForwardingPipelineConfigRequest(device_id=1)
         assert stub.GetForwardingPipelineConfig(req).config.p4info.tables
+
+
+def test_tokens_reach_only_the_tenants_device(server_with_tokens):
+    """Any gRPC client (here Python's grpc with call metadata): alice's token reaches device 1;
+    bob's device 2 answers exactly like device 9, which does not exist."""
+    def get(stub, device_id, token):
+        req = p4runtime_pb2.GetForwardingPipelineConfigRequest(device_id=device_id)
+        return stub.GetForwardingPipelineConfig(req, metadata=[("authorization", f"Bearer {token}")])
+
+    with grpc.insecure_channel(server_with_tokens) as ch:
+        stub = p4runtime_pb2_grpc.P4RuntimeStub(ch)
+        assert get(stub, 1, "tok-a").config.p4info.tables
+        answers = []
+        for device_id in (2, 9):
+            with pytest.raises(grpc.RpcError) as e:
+                get(stub, device_id, "tok-a")
+            answers.append((e.value.code(), e.value.details().replace(str(device_id), "N")))
+        assert answers[0] == answers[1] == (grpc.StatusCode.NOT_FOUND, "Invalid device id N")
+        with pytest.raises(grpc.RpcError) as e:
+            get(stub, 1, "tok-wrong")
+        assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED
