@@ -1,5 +1,6 @@
-//! The P4Runtime gRPC service: pipeline config, arbitration, packet I/O, digests, and the
-//! Write/Read entity translation onto `tern_runtime::Runtime` calls of a shared `Switch`.
+//! The P4Runtime gRPC service: pipeline config, arbitration (per role), packet I/O, digests,
+//! tenant tokens, and the Write/Read entity translation onto `tern_runtime::Runtime` calls of
+//! a device (a [`P4rtTarget`]: a shared `Switch`, or one device of a virtual switch).
 
 #![allow(clippy::result_large_err)]
 
