@@ -371,6 +371,12 @@ impl Handle {
         r.outputs
     }
 
+    /// Whether the device still exists.
+    fn present(&self) -> bool {
+        let target = lock(&self.inner).target.clone();
+        target.present()
+    }
+
     fn cpu_port(&self, target: &dyn P4rtTarget) -> Option<u32> {
         target.cpu_port().or(self.opts.cpu_port)
     }
@@ -561,7 +567,7 @@ impl Service {
     /// unknown and an unreachable device get the same answer, which names no other device.
     fn device(&self, md: &tonic::metadata::MetadataMap, device_id: u64) -> Result<&Handle, Status> {
         let found = if self.access.reaches(md, device_id)? {
-            self.devices.get(&device_id)
+            self.devices.get(&device_id).filter(|h| h.present())
         } else {
             None
         };
@@ -852,7 +858,8 @@ impl P4Runtime for Service {
                         continue;
                     };
                     let reached = access.reaches(&md, a.device_id).unwrap_or(false);
-                    let Some(h) = devices.get(&a.device_id).filter(|_| reached) else {
+                    let Some(h) = devices.get(&a.device_id).filter(|h| reached && h.present())
+                    else {
                         let _ = tx
                             .send(Err(Status::not_found(format!(
                                 "Invalid device id {}",

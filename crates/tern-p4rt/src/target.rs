@@ -69,6 +69,10 @@ pub trait P4rtTarget: Send + Sync {
     fn build(&self, json: &str, opts: &SwitchOptions) -> Result<Switch, String>;
     /// Install `sw` as the device (live), returning the switch it replaces.
     fn install(&self, sw: Switch) -> Result<Switch, String>;
+    /// Whether the device still exists (a removed device answers like an unknown one).
+    fn present(&self) -> bool {
+        true
+    }
     /// The device's CPU port, when the target knows it better than `Options::cpu_port`.
     fn cpu_port(&self) -> Option<u32> {
         None

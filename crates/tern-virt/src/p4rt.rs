@@ -239,6 +239,10 @@ impl P4rtTarget for VirtTarget {
             .map_err(|e| e.to_string())
     }
 
+    fn present(&self) -> bool {
+        lock(&self.vs).devices.contains_key(&self.id)
+    }
+
     fn cpu_port(&self) -> Option<u32> {
         lock(&self.vs)
             .cpu_port(Caller::Operator, self.id)

@@ -504,6 +504,13 @@ async fn tenants_reach_only_their_own_device() {
         Update::Error(e) => assert!(e.message.contains("No CPU port"), "{e:?}"),
         other => panic!("expected a stream error, got {other:?}"),
     }
+    // Once the operator removes bob's device, its id answers like one that never existed.
+    env.vs.lock().unwrap().remove_device(2).unwrap();
+    let e = get_pipeline(&mut bob, 2).await.unwrap_err();
+    assert_eq!(
+        (e.code(), e.message()),
+        (Code::NotFound, "Invalid device id 2")
+    );
     // No token, or an unknown one: refused before any device is looked at.
     for tok in [None, Some("tok-mallory")] {
         let mut c = env.client(tok).await;
