@@ -8,19 +8,14 @@ use crate::p4info::{canonical, hex, nbytes, to_width};
 use crate::proto::p4::config::v1 as cfg;
 use crate::proto::p4::v1 as p4;
 use crate::server::Inner;
-use std::sync::{Mutex, MutexGuard};
-use tern_dataplane::Switch;
+use crate::target::DeviceState;
 use tern_model::{MatchKind, Program};
 use tern_runtime::{
-    ActionEntry, CounterValue, MatchParam, MeterRate, MirroringSession, Runtime, RuntimeError,
+    ActionEntry, CounterValue, MatchParam, MeterRate, MirroringSession, RuntimeError,
 };
 use tonic::Status;
 
 type R<T> = Result<T, Status>;
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 fn inv(msg: impl Into<String>) -> Status {
     Status::invalid_argument(msg.into())
@@ -551,7 +546,9 @@ pub fn apply_update(inner: &mut Inner, u: &p4::Update) -> R<()> {
                 packets: d.packet_count as u64,
             };
             let idx = index_u32(idx.index, ctr.size, name)?;
-            lock(&inner.sw)
+            inner
+                .target
+                .lock()
                 .counter_write(name, idx, v)
                 .map_err(|e| rt(e, name))
         }
@@ -565,7 +562,9 @@ pub fn apply_update(inner: &mut Inner, u: &p4::Update) -> R<()> {
                 .ok_or_else(|| inv("Direct counter entry without table_entry"))?;
             let (tname, h) = find_entry(inner, &info, te)?;
             let c = d.data.unwrap_or_default();
-            lock(&inner.sw)
+            inner
+                .target
+                .lock()
                 .mt_write_counter(
                     &tname,
                     h,
@@ -591,7 +590,9 @@ pub fn apply_update(inner: &mut Inner, u: &p4::Update) -> R<()> {
             })?;
             let idx = index_u32(idx.index, mt.size, name)?;
             let rates = meter_rates(m.config.as_ref())?;
-            lock(&inner.sw)
+            inner
+                .target
+                .lock()
                 .meter_set_rates(name, idx, &rates)
                 .map_err(|e| rt(e, name))
         }
@@ -605,7 +606,9 @@ pub fn apply_update(inner: &mut Inner, u: &p4::Update) -> R<()> {
                 .ok_or_else(|| inv("Direct meter entry without table_entry"))?;
             let (tname, h) = find_entry(inner, &info, te)?;
             let rates = meter_rates(d.config.as_ref())?;
-            lock(&inner.sw)
+            inner
+                .target
+                .lock()
                 .mt_set_meter_rates(&tname, h, &rates)
                 .map_err(|e| rt(e, &tname))
         }
@@ -626,7 +629,7 @@ pub fn apply_update(inner: &mut Inner, u: &p4::Update) -> R<()> {
             let bw = register_width(reg).min(64);
             let c = to_width(&v, bw, &format!("register '{name}'")).map_err(inv)?;
             let val = c.iter().fold(0u64, |a, b| (a << 8) | u64::from(*b));
-            let mut sw = lock(&inner.sw);
+            let mut sw = inner.target.lock();
             match &r.index {
                 Some(i) => {
                     let idx = index_u32(i.index, i64::from(reg.size), name)?;
@@ -673,7 +676,7 @@ pub fn apply_update(inner: &mut Inner, u: &p4::Update) -> R<()> {
                 };
                 vals.push(to_width(val, f.bitwidth, &format!("value set '{name}'")).map_err(inv)?);
             }
-            let mut sw = lock(&inner.sw);
+            let mut sw = inner.target.lock();
             sw.parse_vset_clear(name).map_err(|e| rt(e, name))?;
             for v in vals {
                 sw.parse_vset_add(name, &v).map_err(|e| rt(e, name))?;
@@ -766,7 +769,7 @@ fn rates_to_config(r: &[MeterRate]) -> Option<p4::MeterConfig> {
 fn find_entry(inner: &Inner, info: &cfg::P4Info, te: &p4::TableEntry) -> R<(String, u32)> {
     let t = table_by_id(info, te.table_id)?;
     let tname = pre_name(&t.preamble).to_string();
-    let sw = lock(&inner.sw);
+    let sw = inner.target.lock();
     let jt = json_table(sw.program(), &tname)
         .ok_or_else(|| inv(format!("table '{tname}' is not in the program")))?;
     let key = build_key(t, jt, &te.r#match)?;
@@ -798,7 +801,7 @@ fn write_table_entry(
                 "table '{tname}': a default entry has no match and no priority"
             )));
         }
-        let mut sw = lock(&inner.sw);
+        let mut sw = inner.target.lock();
         return match te.action.as_ref().and_then(|a| a.r#type.as_ref()) {
             None => sw.mt_reset_default_entry(&tname).map_err(|e| rt(e, &tname)),
             Some(A::Action(a)) => {
@@ -849,7 +852,7 @@ fn write_table_entry(
     let prio = np.then(|| bm_priority(te.priority));
     if ty == T::Delete {
         let (_, h) = find_entry(inner, info, te)?;
-        let mut sw = lock(&inner.sw);
+        let mut sw = inner.target.lock();
         let e = sw.mt_get_entry(&tname, h).map_err(|e| rt(e, &tname))?;
         match e.action {
             ActionEntry::Member(_) => sw.mt_indirect_delete_entry(&tname, h),
@@ -858,7 +861,7 @@ fn write_table_entry(
         }
         .map_err(|e| rt(e, &tname))?;
         if let Some(old) = inner.pre.oneshots.remove(&(tname.clone(), h)) {
-            oneshot_remove(&mut sw, info, t, &old);
+            oneshot_remove(&mut *sw, info, t, &old);
         }
         return Ok(());
     }
@@ -869,12 +872,12 @@ fn write_table_entry(
         .ok_or_else(|| inv(format!("table '{tname}': entry without an action")))?;
     let handle = if ty == T::Insert {
         let sw_prog_key = {
-            let sw = lock(&inner.sw);
+            let sw = inner.target.lock();
             let jt = json_table(sw.program(), &tname)
                 .ok_or_else(|| inv(format!("table '{tname}' is not in the program")))?;
             build_key(t, jt, &te.r#match)?
         };
-        let mut sw = lock(&inner.sw);
+        let mut sw = inner.target.lock();
         if sw.mt_get_entry_from_key(&tname, &sw_prog_key, prio).is_ok() {
             return Err(Status::already_exists(format!(
                 "Entry already exists in table '{tname}'"
@@ -905,7 +908,7 @@ fn write_table_entry(
                 sw.mt_indirect_ws_add_entry(&tname, &sw_prog_key, h, prio)
             }
             A::ActionProfileActionSet(set) => {
-                let os = oneshot_install(&mut sw, info, t, set)?;
+                let os = oneshot_install(&mut *sw, info, t, set)?;
                 let r = match os.0 {
                     Some(g) => sw.mt_indirect_ws_add_entry(&tname, &sw_prog_key, g, prio),
                     None => sw.mt_indirect_add_entry(&tname, &sw_prog_key, os.1[0], prio),
@@ -916,7 +919,7 @@ fn write_table_entry(
                         Ok(h)
                     }
                     Err(e) => {
-                        oneshot_remove(&mut sw, info, t, &os);
+                        oneshot_remove(&mut *sw, info, t, &os);
                         Err(e)
                     }
                 }
@@ -925,7 +928,7 @@ fn write_table_entry(
         .map_err(|e| rt(e, &tname))?
     } else {
         let (_, h) = find_entry(inner, info, te)?;
-        let mut sw = lock(&inner.sw);
+        let mut sw = inner.target.lock();
         match action {
             A::Action(a) => {
                 let (aname, data) = action_data(info, a, Some(t))?;
@@ -951,15 +954,15 @@ fn write_table_entry(
                 sw.mt_indirect_ws_modify_entry(&tname, h, gh)
             }
             A::ActionProfileActionSet(set) => {
-                let os = oneshot_install(&mut sw, info, t, set)?;
+                let os = oneshot_install(&mut *sw, info, t, set)?;
                 let r = match os.0 {
                     Some(g) => sw.mt_indirect_ws_modify_entry(&tname, h, g),
                     None => sw.mt_indirect_modify_entry(&tname, h, os.1[0]),
                 };
                 if r.is_err() {
-                    oneshot_remove(&mut sw, info, t, &os);
+                    oneshot_remove(&mut *sw, info, t, &os);
                 } else if let Some(old) = inner.pre.oneshots.insert((tname.clone(), h), os) {
-                    oneshot_remove(&mut sw, info, t, &old);
+                    oneshot_remove(&mut *sw, info, t, &old);
                 }
                 r
             }
@@ -967,12 +970,12 @@ fn write_table_entry(
         .map_err(|e| rt(e, &tname))?;
         if !matches!(action, A::ActionProfileActionSet(_)) {
             if let Some(old) = inner.pre.oneshots.remove(&(tname.clone(), h)) {
-                oneshot_remove(&mut sw, info, t, &old);
+                oneshot_remove(&mut *sw, info, t, &old);
             }
         }
         h
     };
-    let mut sw = lock(&inner.sw);
+    let mut sw = inner.target.lock();
     if te.idle_timeout_ns > 0 {
         let ms = (te.idle_timeout_ns / 1_000_000).clamp(1, u32::MAX as i64) as u32;
         sw.mt_set_entry_ttl(&tname, handle, ms)
@@ -1027,7 +1030,7 @@ fn write_member(
     let pname = pre_name(&prof.preamble).to_string();
     let key = (m.action_profile_id, m.member_id);
     let existing = inner.pre.members.get(&key).copied();
-    let mut sw = lock(&inner.sw);
+    let mut sw = inner.target.lock();
     match (ty, existing) {
         (T::Insert, Some(_)) => Err(Status::already_exists(format!(
             "member {} already exists in '{pname}'",
@@ -1085,7 +1088,7 @@ fn write_group(
             .ok_or_else(|| Status::not_found(format!("No member {} in '{pname}'", m.member_id)))?;
         wanted.push((m.member_id, h));
     }
-    let mut sw = lock(&inner.sw);
+    let mut sw = inner.target.lock();
     match (ty, existing) {
         (T::Insert, Some(_)) => Err(Status::already_exists(format!(
             "group {} already exists in '{pname}'",
@@ -1142,7 +1145,7 @@ fn replica_port(r: &p4::Replica) -> R<u32> {
     }
 }
 
-fn mc_install(sw: &mut Switch, gid: u32, replicas: &[p4::Replica]) -> R<(u32, Vec<u32>)> {
+fn mc_install(sw: &mut dyn DeviceState, gid: u32, replicas: &[p4::Replica]) -> R<(u32, Vec<u32>)> {
     let mut by_instance: Vec<(u32, Vec<u32>)> = Vec::new();
     for r in replicas {
         let p = replica_port(r)?;
@@ -1172,7 +1175,7 @@ fn mc_install(sw: &mut Switch, gid: u32, replicas: &[p4::Replica]) -> R<(u32, Ve
     Ok((gh, nodes))
 }
 
-fn mc_remove(sw: &mut Switch, gh: u32, nodes: &[u32]) -> R<()> {
+fn mc_remove(sw: &mut dyn DeviceState, gh: u32, nodes: &[u32]) -> R<()> {
     for n in nodes {
         let _ = sw.mc_node_dissociate(gh, *n);
         sw.mc_node_destroy(*n)
@@ -1188,7 +1191,7 @@ fn write_mc(inner: &mut Inner, ty: p4::update::Type, g: &p4::MulticastGroupEntry
         return Err(inv("multicast_group_id 0 is reserved"));
     }
     let existing = inner.pre.groups.get(&gid).cloned();
-    let mut sw = lock(&inner.sw);
+    let mut sw = inner.target.lock();
     match (ty, existing) {
         (T::Insert, Some(_)) => Err(Status::already_exists(format!(
             "Multicast group {gid} already exists"
@@ -1197,16 +1200,16 @@ fn write_mc(inner: &mut Inner, ty: p4::update::Type, g: &p4::MulticastGroupEntry
             "Multicast group {gid} does not exist"
         ))),
         (T::Delete, Some((gh, nodes, _))) => {
-            mc_remove(&mut sw, gh, &nodes)?;
+            mc_remove(&mut *sw, gh, &nodes)?;
             inner.pre.groups.remove(&gid);
             Ok(())
         }
         (_, existing) => {
             if let Some((gh, nodes, _)) = existing {
-                mc_remove(&mut sw, gh, &nodes)?;
+                mc_remove(&mut *sw, gh, &nodes)?;
                 inner.pre.groups.remove(&gid);
             }
-            let (gh, nodes) = mc_install(&mut sw, gid, &g.replicas)?;
+            let (gh, nodes) = mc_install(&mut *sw, gid, &g.replicas)?;
             inner
                 .pre
                 .groups
@@ -1248,12 +1251,12 @@ fn write_clone(inner: &mut Inner, ty: p4::update::Type, c: &p4::CloneSessionEntr
         }
         _ => {}
     }
-    let mut sw = lock(&inner.sw);
+    let mut sw = inner.target.lock();
     if existing.is_some() {
         sw.mirroring_session_delete(sid)
             .map_err(|e| rt(e, "clone session"))?;
         if let Some((gh, nodes, _)) = internal_group(&inner.pre) {
-            mc_remove(&mut sw, gh, &nodes)?;
+            mc_remove(&mut *sw, gh, &nodes)?;
             inner.pre.groups.remove(&(CLONE_MGID_BASE + sid));
         }
         inner.pre.clones.remove(&sid);
@@ -1268,7 +1271,7 @@ fn write_clone(inner: &mut Inner, ty: p4::update::Type, c: &p4::CloneSessionEntr
             mgid: None,
         },
         many => {
-            let (gh, nodes) = mc_install(&mut sw, CLONE_MGID_BASE + sid, many)?;
+            let (gh, nodes) = mc_install(&mut *sw, CLONE_MGID_BASE + sid, many)?;
             inner
                 .pre
                 .groups
@@ -1338,7 +1341,7 @@ pub fn read_entity(inner: &Inner, e: &p4::Entity, out: &mut Vec<p4::Entity>) -> 
             }
         }
         E::CounterEntry(c) => {
-            let sw = lock(&inner.sw);
+            let sw = inner.target.lock();
             let ctrs: Vec<&cfg::Counter> = info
                 .counters
                 .iter()
@@ -1369,7 +1372,7 @@ pub fn read_entity(inner: &Inner, e: &p4::Entity, out: &mut Vec<p4::Entity>) -> 
             }
         }
         E::MeterEntry(m) => {
-            let sw = lock(&inner.sw);
+            let sw = inner.target.lock();
             let ms: Vec<&cfg::Meter> = info
                 .meters
                 .iter()
@@ -1398,7 +1401,7 @@ pub fn read_entity(inner: &Inner, e: &p4::Entity, out: &mut Vec<p4::Entity>) -> 
             }
         }
         E::RegisterEntry(r) => {
-            let sw = lock(&inner.sw);
+            let sw = inner.target.lock();
             let regs: Vec<&cfg::Register> = info
                 .registers
                 .iter()
@@ -1428,7 +1431,7 @@ pub fn read_entity(inner: &Inner, e: &p4::Entity, out: &mut Vec<p4::Entity>) -> 
             }
         }
         E::ValueSetEntry(v) => {
-            let sw = lock(&inner.sw);
+            let sw = inner.target.lock();
             for vs in info
                 .value_sets
                 .iter()
@@ -1456,7 +1459,7 @@ pub fn read_entity(inner: &Inner, e: &p4::Entity, out: &mut Vec<p4::Entity>) -> 
             }
         }
         E::ActionProfileMember(m) => {
-            let sw = lock(&inner.sw);
+            let sw = inner.target.lock();
             let mut keys: Vec<&(u32, u32)> = inner
                 .pre
                 .members
@@ -1579,7 +1582,7 @@ fn read_table(inner: &Inner, info: &cfg::P4Info, f: &p4::TableEntry) -> R<Vec<p4
     } else {
         vec![table_by_id(info, f.table_id)?]
     };
-    let sw = lock(&inner.sw);
+    let sw = inner.target.lock();
     let mut out = Vec::new();
     for t in tables {
         let tname = pre_name(&t.preamble);
@@ -1704,7 +1707,7 @@ pub fn aged_entries(inner: &Inner) -> Vec<((String, u32), p4::TableEntry)> {
     let Some(p) = &inner.pipeline else {
         return Vec::new();
     };
-    let sw = lock(&inner.sw);
+    let sw = inner.target.lock();
     let mut out = Vec::new();
     for (tname, h) in sw.aged_entries() {
         let Some(t) = p
@@ -1741,7 +1744,7 @@ pub type Oneshot = (Option<u32>, Vec<u32>, p4::ActionProfileActionSet);
 
 /// Create the members (and, for a selector, the group) a one-shot action set needs.
 fn oneshot_install(
-    sw: &mut Switch,
+    sw: &mut dyn DeviceState,
     info: &cfg::P4Info,
     t: &cfg::Table,
     set: &p4::ActionProfileActionSet,
@@ -1768,7 +1771,7 @@ fn oneshot_install(
         resolved.push(action_data(info, act, Some(t))?);
     }
     let mut members = Vec::new();
-    let undo = |sw: &mut Switch, members: &[u32]| {
+    let undo = |sw: &mut dyn DeviceState, members: &[u32]| {
         for m in members {
             let _ = sw.act_prof_delete_member(pname, *m);
         }
@@ -1803,7 +1806,7 @@ fn oneshot_install(
 }
 
 /// Remove what [`oneshot_install`] created (best effort: the entry no longer uses it).
-fn oneshot_remove(sw: &mut Switch, info: &cfg::P4Info, t: &cfg::Table, os: &Oneshot) {
+fn oneshot_remove(sw: &mut dyn DeviceState, info: &cfg::P4Info, t: &cfg::Table, os: &Oneshot) {
     let Ok((_, pname)) = profile_of(info, t) else {
         return;
     };

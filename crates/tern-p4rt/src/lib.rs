@@ -2,7 +2,8 @@
 //!
 //! [`serve`] runs the `p4.v1.P4Runtime` service (wire format of P4Runtime 1.4.1, protos in
 //! `proto/`) for one shared [`tern_dataplane::Switch`]; [`multi_device_service`] serves several
-//! switches, one per device id. [`Handle`] is the server state: a packet loop that owns real
+//! switches, one per device id, each a [`P4rtTarget`] (a `Switch`, or one device of a virtual
+//! switch), with [`roles`] and per-tenant tokens ([`multi_device_service_with_access`]). [`Handle`] is the server state: a packet loop that owns real
 //! ports passes CPU-port outputs and digests through it ([`Handle::deliver_outputs`],
 //! [`Handle::deliver_digests`]), or injects packets with [`Handle::inject`].
 //!
@@ -15,9 +16,13 @@
 mod entities;
 pub mod p4info;
 pub mod proto;
+pub mod roles;
 mod server;
+pub mod target;
 
+pub use roles::{Access, Reach, RoleConfig, Roles};
 pub use server::{
-    multi_device_service, serve, serve_async, Handle, Options, OutputSink, Service, API_VERSION,
-    ERROR_SPACE,
+    multi_device_service, multi_device_service_with_access, serve, serve_async, serve_devices,
+    serve_devices_async, Handle, Options, OutputSink, Service, Tick, API_VERSION, ERROR_SPACE,
 };
+pub use target::{DeviceState, Injected, Locked, P4rtTarget, SwitchTarget};

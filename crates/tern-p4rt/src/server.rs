@@ -1,9 +1,12 @@
-//! The P4Runtime gRPC service: pipeline config, arbitration, packet I/O, digests, and the
-//! Write/Read entity translation onto `tern_runtime::Runtime` calls of a shared `Switch`.
+//! The P4Runtime gRPC service: pipeline config, arbitration (per role), packet I/O, digests,
+//! tenant tokens, and the Write/Read entity translation onto `tern_runtime::Runtime` calls of
+//! a device (a [`P4rtTarget`]: a shared `Switch`, or one device of a virtual switch).
 
 #![allow(clippy::result_large_err)]
 
 use crate::entities;
+use crate::roles::{self, Access, RoleConfig, Roles};
+use crate::target::{P4rtTarget, SwitchTarget};
 
 use crate::proto::google::rpc as grpc;
 use crate::proto::p4::config::v1 as cfg;
@@ -14,7 +17,7 @@ use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use tern_dataplane::{Switch, SwitchOptions};
-use tern_runtime::{Digest, OutputPacket, PacketPath};
+use tern_runtime::{Digest, OutputPacket};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::{Stream, StreamExt};
@@ -50,7 +53,7 @@ pub(crate) struct Pipeline {
 struct Client {
     id: u64,
     election: Option<u128>,
-    /// The role the client named (echoed back; roles are otherwise ignored, as in PI).
+    /// The role the client named (echoed back; enforced when the device has roles).
     role: Option<p4::Role>,
     tx: mpsc::Sender<Result<p4::StreamMessageResponse, Status>>,
 }
@@ -73,7 +76,9 @@ pub(crate) struct PreState {
 }
 
 pub(crate) struct Inner {
-    pub sw: Arc<Mutex<Switch>>,
+    pub target: Arc<dyn P4rtTarget>,
+    /// The device's roles (empty: role names are echoed, not enforced).
+    roles: Roles,
     pub pipeline: Option<Pipeline>,
     saved: Option<Pipeline>,
     clients: Vec<Client>,
@@ -114,9 +119,15 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Handle {
     /// Create the service state around a shared switch.
     pub fn new(sw: Arc<Mutex<Switch>>, opts: Options) -> Result<Handle, String> {
+        Handle::with_target(Arc::new(SwitchTarget(sw)), opts)
+    }
+
+    /// Create the service state around any [`P4rtTarget`] (for example one device of a
+    /// virtual switch).
+    pub fn with_target(target: Arc<dyn P4rtTarget>, opts: Options) -> Result<Handle, String> {
         let mut pipeline = None;
         if let Some((p4info, json)) = &opts.initial {
-            entities::check_p4info_matches(p4info, lock(&sw).program())?;
+            entities::check_p4info_matches(p4info, target.lock().program())?;
             pipeline = Some(Pipeline {
                 p4info: p4info.clone(),
                 json: json.clone().into_bytes(),
@@ -125,7 +136,8 @@ impl Handle {
         }
         Ok(Handle {
             inner: Arc::new(Mutex::new(Inner {
-                sw,
+                target,
+                roles: Roles::new(),
                 pipeline,
                 saved: None,
                 clients: Vec::new(),
@@ -142,10 +154,22 @@ impl Handle {
         })
     }
 
+    /// The device's P4Runtime id.
+    pub fn device_id(&self) -> u64 {
+        self.opts.device_id
+    }
+
+    /// Enforce these roles on the device (see [`crate::roles`]); an empty map turns
+    /// enforcement off (role names are then only echoed, as in PI).
+    pub fn set_roles(&self, roles: Roles) {
+        lock(&self.inner).roles = roles;
+    }
+
     /// The gRPC service to add to a tonic server.
     pub fn service(&self) -> P4RuntimeServer<Service> {
         P4RuntimeServer::new(Service {
             devices: Arc::new(HashMap::from([(self.opts.device_id, self.clone())])),
+            access: Arc::new(Access::default()),
         })
         .max_decoding_message_size(64 << 20)
         .max_encoding_message_size(64 << 20)
@@ -155,23 +179,38 @@ impl Handle {
     /// to the primary client; other outputs are returned.
     pub fn deliver_outputs(&self, outs: Vec<OutputPacket>) -> Vec<OutputPacket> {
         let mut rest = Vec::new();
-        let inner = lock(&self.inner);
+        let mut pins = Vec::new();
         for o in outs {
             if Some(o.port) == self.opts.cpu_port {
-                if let Some(p) = &inner.pipeline {
-                    let pin = entities::packet_in(&p.p4info, &o.data);
-                    send_primary(
-                        &inner,
-                        p4::StreamMessageResponse {
-                            update: Some(p4::stream_message_response::Update::Packet(pin)),
-                        },
-                    );
-                }
+                pins.push(o.data);
             } else {
                 rest.push(o);
             }
         }
+        self.deliver_packet_ins(pins);
         rest
+    }
+
+    /// Deliver frames the device sent to its CPU port as packet-in messages to the primary
+    /// of the default role and of every role that receives packet-ins.
+    pub fn deliver_packet_ins(&self, frames: Vec<Vec<u8>>) {
+        if frames.is_empty() {
+            return;
+        }
+        let inner = lock(&self.inner);
+        let Some(p) = &inner.pipeline else { return };
+        for f in frames {
+            let pin = entities::packet_in(&p.p4info, &f);
+            send_to(
+                &inner,
+                |r| r.is_none_or(|r| r.packet_in),
+                |_| {
+                    Some(p4::StreamMessageResponse {
+                        update: Some(p4::stream_message_response::Update::Packet(pin.clone())),
+                    })
+                },
+            );
+        }
     }
 
     /// Deliver digests to the primary client as DigestList messages (only digests a controller
@@ -286,17 +325,31 @@ impl Handle {
             return 0;
         }
         let n = fresh.len();
-        send_primary(
+        let info = inner.pipeline.as_ref().map(|p| p.p4info.clone());
+        let ts = unix_ns();
+        send_to(
             &inner,
-            p4::StreamMessageResponse {
-                update: Some(
-                    p4::stream_message_response::Update::IdleTimeoutNotification(
-                        p4::IdleTimeoutNotification {
-                            table_entry: fresh,
-                            timestamp: unix_ns(),
-                        },
+            |_| true,
+            |role| {
+                // Each role hears about the entries of the tables it owns.
+                let mine: Vec<p4::TableEntry> = fresh
+                    .iter()
+                    .filter(|e| {
+                        info.as_ref()
+                            .is_some_and(|i| roles::owns_table(i, role, e.table_id))
+                    })
+                    .cloned()
+                    .collect();
+                (!mine.is_empty()).then_some(p4::StreamMessageResponse {
+                    update: Some(
+                        p4::stream_message_response::Update::IdleTimeoutNotification(
+                            p4::IdleTimeoutNotification {
+                                table_entry: mine,
+                                timestamp: ts,
+                            },
+                        ),
                     ),
-                ),
+                })
             },
         );
         n
@@ -311,30 +364,68 @@ impl Handle {
     /// Inject a packet into the switch on `port` and deliver what comes out (CPU port → packet-in,
     /// digests → digest lists). Returns outputs to other ports.
     pub fn inject(&self, port: u32, data: &[u8]) -> Vec<OutputPacket> {
-        let (outs, digests) = {
-            let sw = lock(&self.inner).sw.clone();
-            let mut sw = lock(&sw);
-            let mut outs = Vec::new();
-            sw.process_packet(port, data, &mut outs);
-            (outs, sw.take_digests())
-        };
-        let rest = self.deliver_outputs(outs);
-        self.deliver_digests(digests);
-        rest
+        let target = lock(&self.inner).target.clone();
+        let r = target.inject(port, data, self.cpu_port(&*target));
+        self.deliver_packet_ins(r.packet_ins);
+        self.deliver_digests(r.digests);
+        r.outputs
+    }
+
+    /// Whether the device still exists.
+    fn present(&self) -> bool {
+        let target = lock(&self.inner).target.clone();
+        target.present()
+    }
+
+    fn cpu_port(&self, target: &dyn P4rtTarget) -> Option<u32> {
+        target.cpu_port().or(self.opts.cpu_port)
     }
 }
 
-fn primary(inner: &Inner) -> Option<&Client> {
+/// The election domain of a client: its role's name when the device enforces roles, else
+/// one domain for all (PI's behaviour).
+fn role_key<'a>(inner: &Inner, c: &'a Client) -> &'a str {
+    if inner.roles.is_empty() {
+        ""
+    } else {
+        c.role.as_ref().map_or("", |r| r.name.as_str())
+    }
+}
+
+/// The primary client of election domain `role`.
+fn primary<'a>(inner: &'a Inner, role: &str) -> Option<&'a Client> {
     inner
         .clients
         .iter()
-        .filter(|c| c.election.is_some())
+        .filter(|c| c.election.is_some() && role_key(inner, c) == role)
         .max_by_key(|c| c.election)
 }
 
-fn send_primary(inner: &Inner, msg: p4::StreamMessageResponse) {
-    if let Some(c) = primary(inner) {
-        let _ = c.tx.try_send(Ok(msg));
+/// Send to the primary of every role `wants` (the default role as `None`), the message
+/// `msg` builds for that role (`None`: nothing for it).
+fn send_to(
+    inner: &Inner,
+    wants: impl Fn(Option<&RoleConfig>) -> bool,
+    msg: impl Fn(Option<&RoleConfig>) -> Option<p4::StreamMessageResponse>,
+) {
+    let mut keys: Vec<&str> = inner.clients.iter().map(|c| role_key(inner, c)).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    for k in keys {
+        let role = if k.is_empty() {
+            None
+        } else {
+            match inner.roles.get(k) {
+                Some(r) => Some(r),
+                None => continue,
+            }
+        };
+        if !wants(role) {
+            continue;
+        }
+        if let (Some(c), Some(m)) = (primary(inner, k), msg(role)) {
+            let _ = c.tx.try_send(Ok(m));
+        }
     }
 }
 
@@ -354,17 +445,28 @@ fn flush_batch(inner: &mut Inner, id: u32, now: std::time::Instant) {
         .entry(digest_id)
         .or_default()
         .extend(fields.into_iter().map(|f| (f, list_id, now)));
-    send_primary(
+    let info = inner.pipeline.as_ref().map(|p| p.p4info.clone());
+    let digest = p4::Entity {
+        entity: Some(p4::entity::Entity::DigestEntry(p4::DigestEntry {
+            digest_id,
+            config: None,
+        })),
+    };
+    let ts = unix_ns();
+    send_to(
         inner,
-        p4::StreamMessageResponse {
-            update: Some(p4::stream_message_response::Update::Digest(
-                p4::DigestList {
-                    digest_id,
-                    list_id,
-                    data,
-                    timestamp: unix_ns(),
-                },
-            )),
+        |role| info.as_ref().is_some_and(|i| roles::owns(i, role, &digest)),
+        |_| {
+            Some(p4::StreamMessageResponse {
+                update: Some(p4::stream_message_response::Update::Digest(
+                    p4::DigestList {
+                        digest_id,
+                        list_id,
+                        data: data.clone(),
+                        timestamp: ts,
+                    },
+                )),
+            })
         },
     );
 }
@@ -390,13 +492,13 @@ fn to_uint128(v: u128) -> p4::Uint128 {
     }
 }
 
-/// Tell every arbitrated client who is primary.
+/// Tell every arbitrated client who is primary (of its role).
 fn announce(inner: &Inner, device_id: u64) {
-    let prim = primary(inner).map(|c| (c.id, c.election));
     for c in &inner.clients {
         if c.election.is_none() {
             continue;
         }
+        let prim = primary(inner, role_key(inner, c)).map(|c| (c.id, c.election));
         let is_primary = prim.map(|p| p.0) == Some(c.id);
         let status = grpc::Status {
             code: if is_primary {
@@ -428,11 +530,23 @@ fn announce(inner: &Inner, device_id: u64) {
 /// The tonic service: one or more devices (switches), addressed by P4Runtime device id.
 pub struct Service {
     devices: Arc<HashMap<u64, Handle>>,
+    access: Arc<Access>,
 }
 
 /// A service serving several devices, each its own program instance; the device ids come
 /// from each handle's [`Options::device_id`] and must be distinct.
 pub fn multi_device_service(handles: Vec<Handle>) -> Result<P4RuntimeServer<Service>, String> {
+    multi_device_service_with_access(handles, Access::default())
+}
+
+/// [`multi_device_service`] where requests must carry a token of `access` (gRPC metadata
+/// `authorization: Bearer TOKEN`), and reach only the devices of that token: a device the
+/// token does not reach is answered exactly like one that does not exist (`NOT_FOUND`,
+/// `Invalid device id N`). Empty `access`: no token needed.
+pub fn multi_device_service_with_access(
+    handles: Vec<Handle>,
+    access: Access,
+) -> Result<P4RuntimeServer<Service>, String> {
     let mut devices = HashMap::new();
     for h in handles {
         let id = h.opts.device_id;
@@ -442,14 +556,25 @@ pub fn multi_device_service(handles: Vec<Handle>) -> Result<P4RuntimeServer<Serv
     }
     Ok(P4RuntimeServer::new(Service {
         devices: Arc::new(devices),
+        access: Arc::new(access),
     })
     .max_decoding_message_size(64 << 20)
     .max_encoding_message_size(64 << 20))
 }
 
 impl Service {
-    fn device(&self, device_id: u64) -> Result<&Handle, Status> {
-        self.devices.get(&device_id).ok_or_else(|| {
+    /// The device a request names, if the request's token reaches it. With tokens, an
+    /// unknown and an unreachable device get the same answer, which names no other device.
+    fn device(&self, md: &tonic::metadata::MetadataMap, device_id: u64) -> Result<&Handle, Status> {
+        let found = if self.access.reaches(md, device_id)? {
+            self.devices.get(&device_id).filter(|h| h.present())
+        } else {
+            None
+        };
+        found.ok_or_else(|| {
+            if !self.access.tokens.is_empty() {
+                return Status::not_found(format!("Invalid device id {device_id}"));
+            }
             let mut ids: Vec<&u64> = self.devices.keys().collect();
             ids.sort();
             Status::not_found(format!(
@@ -458,16 +583,35 @@ impl Service {
         })
     }
 
-    /// PI's rule: with arbitrated streams, the request's election id must be the primary's; with
-    /// none, only requests without an election id are accepted.
-    fn check_primary(inner: &Inner, election: &Option<p4::Uint128>) -> Result<(), Status> {
+    /// PI's rule: with arbitrated streams, the request's election id must be the primary's
+    /// (of the request's role, when the device has roles); with none, only requests without
+    /// an election id are accepted.
+    fn check_primary(
+        inner: &Inner,
+        election: &Option<p4::Uint128>,
+        role: &str,
+    ) -> Result<(), Status> {
+        role_config(inner, role)?;
+        let key = if inner.roles.is_empty() { "" } else { role };
         let req = u128_of(election).filter(|v| *v != 0);
-        match primary(inner) {
+        match primary(inner, key) {
             Some(p) if p.election == Some(req.unwrap_or(0)) => Ok(()),
             None if req.is_none() => Ok(()),
             _ => Err(Status::permission_denied("Not primary")),
         }
     }
+}
+
+/// The configuration of role `name` (`None`: the default role, or roles not enforced).
+fn role_config<'a>(inner: &'a Inner, name: &str) -> Result<Option<&'a RoleConfig>, Status> {
+    if inner.roles.is_empty() || name.is_empty() {
+        return Ok(None);
+    }
+    inner
+        .roles
+        .get(name)
+        .map(Some)
+        .ok_or_else(|| Status::permission_denied(format!("Unknown role '{name}'")))
 }
 
 fn write_error(results: &[Result<(), Status>]) -> Status {
@@ -514,21 +658,33 @@ impl P4Runtime for Service {
         &self,
         req: Request<p4::WriteRequest>,
     ) -> Result<Response<p4::WriteResponse>, Status> {
-        let req = req.into_inner();
-        let h = self.device(req.device_id)?;
+        let (md, _, req) = req.into_parts();
+        let h = self.device(&md, req.device_id)?;
         if req.atomicity != p4::write_request::Atomicity::ContinueOnError as i32 {
             return Err(Status::unimplemented(
                 "Only CONTINUE_ON_ERROR atomicity is supported",
             ));
         }
         let mut inner = lock(&h.inner);
-        Self::check_primary(&inner, &req.election_id)?;
-        if inner.pipeline.is_none() {
+        Self::check_primary(&inner, &req.election_id, &req.role)?;
+        let Some(info) = inner.pipeline.as_ref().map(|p| p.p4info.clone()) else {
             return Err(no_pipeline());
-        }
+        };
+        let role = role_config(&inner, &req.role)?.cloned();
         let mut results = Vec::with_capacity(req.updates.len());
         for u in &req.updates {
-            results.push(entities::apply_update(&mut inner, u));
+            let mine = u
+                .entity
+                .as_ref()
+                .is_some_and(|e| roles::owns(&info, role.as_ref(), e));
+            results.push(if mine || role.is_none() {
+                entities::apply_update(&mut inner, u)
+            } else {
+                Err(Status::permission_denied(format!(
+                    "Role '{}' does not own this entity",
+                    req.role
+                )))
+            });
         }
         if results.iter().any(|r| r.is_err()) {
             return Err(write_error(&results));
@@ -542,16 +698,19 @@ impl P4Runtime for Service {
         &self,
         req: Request<p4::ReadRequest>,
     ) -> Result<Response<Self::ReadStream>, Status> {
-        let req = req.into_inner();
-        let h = self.device(req.device_id)?;
+        let (md, _, req) = req.into_parts();
+        let h = self.device(&md, req.device_id)?;
         let inner = lock(&h.inner);
-        if inner.pipeline.is_none() {
+        let Some(info) = inner.pipeline.as_ref().map(|p| p.p4info.clone()) else {
             return Err(no_pipeline());
-        }
+        };
+        let role = role_config(&inner, &req.role)?;
         let mut out = Vec::new();
         for e in &req.entities {
             entities::read_entity(&inner, e, &mut out)?;
         }
+        // A role reads only what it owns.
+        out.retain(|e| roles::owns(&info, role, e));
         let resp = p4::ReadResponse { entities: out };
         Ok(Response::new(Box::pin(tokio_stream::once(Ok(resp)))))
     }
@@ -561,11 +720,18 @@ impl P4Runtime for Service {
         req: Request<p4::SetForwardingPipelineConfigRequest>,
     ) -> Result<Response<p4::SetForwardingPipelineConfigResponse>, Status> {
         use p4::set_forwarding_pipeline_config_request::Action as A;
-        let req = req.into_inner();
-        let h = self.device(req.device_id)?;
+        let (md, _, req) = req.into_parts();
+        let h = self.device(&md, req.device_id)?;
         let action = A::try_from(req.action).unwrap_or(A::Unspecified);
         let mut inner = lock(&h.inner);
-        Self::check_primary(&inner, &req.election_id)?;
+        Self::check_primary(&inner, &req.election_id, &req.role)?;
+        if role_config(&inner, &req.role)?.is_some_and(|r| !r.pipeline) {
+            return Err(Status::permission_denied(format!(
+                "Role '{}' may not set the forwarding pipeline",
+                req.role
+            )));
+        }
+        let target = inner.target.clone();
         let verify =
             |config: &Option<p4::ForwardingPipelineConfig>| -> Result<(Pipeline, Switch), Status> {
                 let c = config
@@ -578,7 +744,7 @@ impl P4Runtime for Service {
                 let json = std::str::from_utf8(&c.p4_device_config).map_err(|_| {
                     Status::invalid_argument("p4_device_config is not a UTF-8 BMv2 JSON")
                 })?;
-                let sw = Switch::from_json(json, h.opts.switch_options.clone()).map_err(|e| {
+                let sw = target.build(json, &h.opts.switch_options).map_err(|e| {
                     Status::invalid_argument(format!("Invalid BMv2 JSON in p4_device_config: {e}"))
                 })?;
                 entities::check_p4info_matches(&p4info, sw.program())
@@ -602,7 +768,7 @@ impl P4Runtime for Service {
             }
             A::VerifyAndCommit => {
                 let (p, sw) = verify(&req.config)?;
-                *lock(&inner.sw) = sw;
+                install(&*target, sw)?;
                 inner.pre = PreState::default();
                 inner.pipeline = Some(p);
             }
@@ -611,7 +777,7 @@ impl P4Runtime for Service {
                 let same = inner.pipeline.as_ref().map(|c| &c.json) == Some(&p.json);
                 if same || inner.pipeline.is_none() {
                     if !same {
-                        *lock(&inner.sw) = sw;
+                        install(&*target, sw)?;
                     }
                     inner.pipeline = Some(p);
                 } else {
@@ -623,9 +789,10 @@ impl P4Runtime for Service {
                     Status::failed_precondition("COMMIT without a saved config (VERIFY_AND_SAVE)")
                 })?;
                 let json = String::from_utf8_lossy(&p.json).into_owned();
-                let sw = Switch::from_json(&json, h.opts.switch_options.clone())
-                    .map_err(|e| Status::invalid_argument(e.to_string()))?;
-                *lock(&inner.sw) = sw;
+                let sw = target
+                    .build(&json, &h.opts.switch_options)
+                    .map_err(Status::invalid_argument)?;
+                install(&*target, sw)?;
                 inner.pre = PreState::default();
                 inner.pipeline = Some(p);
             }
@@ -643,8 +810,8 @@ impl P4Runtime for Service {
         req: Request<p4::GetForwardingPipelineConfigRequest>,
     ) -> Result<Response<p4::GetForwardingPipelineConfigResponse>, Status> {
         use p4::get_forwarding_pipeline_config_request::ResponseType as R;
-        let req = req.into_inner();
-        let h = self.device(req.device_id)?;
+        let (md, _, req) = req.into_parts();
+        let h = self.device(&md, req.device_id)?;
         let inner = lock(&h.inner);
         let p = inner.pipeline.as_ref().ok_or_else(no_pipeline)?;
         let rt = R::try_from(req.response_type)
@@ -669,7 +836,10 @@ impl P4Runtime for Service {
         &self,
         req: Request<tonic::Streaming<p4::StreamMessageRequest>>,
     ) -> Result<Response<Self::StreamChannelStream>, Status> {
-        let mut inbound = req.into_inner();
+        let (md, _, mut inbound) = req.into_parts();
+        // A missing or unknown token is refused now; reach is checked at arbitration.
+        self.access.reaches(&md, 0)?;
+        let access = self.access.clone();
         let (tx, rx) = mpsc::channel(1024);
         let devices = self.devices.clone();
         tokio::spawn(async move {
@@ -687,7 +857,9 @@ impl P4Runtime for Service {
                         )));
                         continue;
                     };
-                    let Some(h) = devices.get(&a.device_id) else {
+                    let reached = access.reaches(&md, a.device_id).unwrap_or(false);
+                    let Some(h) = devices.get(&a.device_id).filter(|h| reached && h.present())
+                    else {
                         let _ = tx
                             .send(Err(Status::not_found(format!(
                                 "Invalid device id {}",
@@ -716,7 +888,9 @@ impl P4Runtime for Service {
             }
             if let Some((h, id)) = joined {
                 let mut inner = lock(&h.inner);
-                let was_primary = primary(&inner).map(|c| c.id) == Some(id);
+                let was_primary = inner.clients.iter().find(|c| c.id == id).is_some_and(|c| {
+                    primary(&inner, role_key(&inner, c)).map(|p| p.id) == Some(id)
+                });
                 inner.clients.retain(|c| c.id != id);
                 if was_primary {
                     announce(&inner, h.opts.device_id);
@@ -759,7 +933,8 @@ fn reconcile(inner: &mut Inner, p: Pipeline, sw: Switch) -> Result<(), Status> {
     for f in filters {
         entities::read_entity(inner, &p4::Entity { entity: Some(f) }, &mut state)?;
     }
-    let old_sw = std::mem::replace(&mut *lock(&inner.sw), sw);
+    let target = inner.target.clone();
+    let old_sw = install(&*target, sw)?;
     let old_pre = std::mem::take(&mut inner.pre);
     let old_p = inner.pipeline.replace(p);
     for e in state {
@@ -768,7 +943,7 @@ fn reconcile(inner: &mut Inner, p: Pipeline, sw: Switch) -> Result<(), Status> {
             entity: Some(e),
         };
         if let Err(st) = entities::apply_update(inner, &u) {
-            *lock(&inner.sw) = old_sw;
+            let _ = target.install(old_sw);
             inner.pre = old_pre;
             inner.pipeline = old_p;
             return Err(Status::invalid_argument(format!(
@@ -778,6 +953,11 @@ fn reconcile(inner: &mut Inner, p: Pipeline, sw: Switch) -> Result<(), Status> {
         }
     }
     Ok(())
+}
+
+/// Install a built switch as the device (a device that went away meanwhile fails).
+fn install(target: &dyn P4rtTarget, sw: Switch) -> Result<Switch, Status> {
+    target.install(sw).map_err(Status::not_found)
 }
 
 fn no_pipeline() -> Status {
@@ -819,10 +999,13 @@ fn handle_stream_msg(
             }
             let election = u128_of(&a.election_id).unwrap_or(0);
             let mut inner = lock(&h.inner);
+            let name = a.role.as_ref().map_or("", |r| r.name.as_str());
+            role_config(&inner, name)?;
+            let key = if inner.roles.is_empty() { "" } else { name };
             if inner
                 .clients
                 .iter()
-                .any(|c| c.id != id && c.election == Some(election))
+                .any(|c| c.id != id && role_key(&inner, c) == key && c.election == Some(election))
             {
                 return Err(Status::invalid_argument(format!(
                     "Election id {election} is already used by another client"
@@ -835,24 +1018,34 @@ fn handle_stream_msg(
             announce(&inner, h.opts.device_id);
         }
         Some(U::Packet(po)) => {
-            let not_primary = {
-                let inner = lock(&h.inner);
-                primary(&inner).map(|c| c.id) != Some(id)
-            };
+            let target = lock(&h.inner).target.clone();
+            let cpu_port = h.cpu_port(&*target);
             let frame = {
                 let inner = lock(&h.inner);
-                match (&inner.pipeline, h.opts.cpu_port) {
+                let me = inner.clients.iter().find(|c| c.id == id);
+                let not_primary = me
+                    .is_none_or(|c| primary(&inner, role_key(&inner, c)).map(|p| p.id) != Some(id));
+                let no_io = me.is_some_and(|c| {
+                    let name = role_key(&inner, c);
+                    role_config(&inner, name).is_ok_and(|r| r.is_some_and(|r| !r.packet_in))
+                });
+                match (&inner.pipeline, cpu_port) {
                     (None, _) => {
                         Err("No forwarding pipeline config set for this device".to_string())
                     }
-                    (_, None) => Err("No CPU port configured (--cpu-port)".to_string()),
+                    (_, None) => Err("No CPU port configured (--cpu-port; in a virtual switch, \
+                                      a virtual port mapped to cpu)"
+                        .to_string()),
                     (Some(_), Some(_)) if not_primary => Err("Not primary".to_string()),
+                    (Some(_), Some(_)) if no_io => {
+                        Err("This role may not send packet-outs".to_string())
+                    }
                     (Some(p), Some(_)) => entities::packet_out_frame(&p.p4info, &po),
                 }
             };
             match frame {
                 Ok(frame) => {
-                    let port = h.opts.cpu_port.unwrap_or(0);
+                    let port = cpu_port.unwrap_or(0);
                     let rest = h.inject(port, &frame);
                     let sink = lock(&h.inner).output_sink.clone();
                     if let (Some(sink), false) = (sink, rest.is_empty()) {
@@ -952,6 +1145,64 @@ impl Handle {
     pub fn serve(&self, addr: std::net::SocketAddr) -> Result<(), String> {
         runtime()?.block_on(self.serve_async(addr))
     }
+}
+
+/// Called every 10 ms while [`serve_devices`] runs (for example to move a virtual switch's
+/// CPU-port frames and digests to the devices' handles).
+pub type Tick = Arc<dyn Fn() + Send + Sync>;
+
+/// Serve several devices (see [`multi_device_service_with_access`]) on an already bound
+/// listener, with every handle's digest flush and idle-timeout sweep and `tick`, until the
+/// future is dropped or the listener fails.
+pub async fn serve_devices_async(
+    listener: tokio::net::TcpListener,
+    handles: Vec<Handle>,
+    access: Access,
+    tick: Option<Tick>,
+) -> Result<(), String> {
+    let addr = listener
+        .local_addr()
+        .map_or_else(|_| "?".to_string(), |a| a.to_string());
+    let svc = multi_device_service_with_access(handles.clone(), access)?;
+    let sweep = tokio::spawn(async move {
+        let mut every = tokio::time::interval(std::time::Duration::from_millis(10));
+        for n in 0u64.. {
+            every.tick().await;
+            if let Some(t) = &tick {
+                t();
+            }
+            for h in &handles {
+                h.flush_digests();
+                if n % 100 == 0 {
+                    h.sweep_idle();
+                }
+            }
+        }
+    });
+    let r = tonic::transport::Server::builder()
+        .add_service(svc)
+        .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
+        .await
+        .map_err(|e| format!("gRPC server on {addr}: {e}"));
+    sweep.abort();
+    r
+}
+
+/// Blocking [`serve_devices_async`] on a bound std listener, on its own 2-thread runtime.
+pub fn serve_devices(
+    listener: std::net::TcpListener,
+    handles: Vec<Handle>,
+    access: Access,
+    tick: Option<Tick>,
+) -> Result<(), String> {
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| format!("gRPC listener: {e}"))?;
+    runtime()?.block_on(async {
+        let l = tokio::net::TcpListener::from_std(listener)
+            .map_err(|e| format!("gRPC listener: {e}"))?;
+        serve_devices_async(l, handles, access, tick).await
+    })
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, String> {

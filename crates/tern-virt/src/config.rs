@@ -15,8 +15,16 @@
 //!     { "priority": 10, "port": 1, "vlan": 5, "field": "ipv4.dst",
 //!       "value": "10.0.0.1", "mask": "255.255.255.255", "device": 1, "vport": 1 }
 //!   ],
-//!   "snapshots": { "maintenance": { "rules": [ ... ], "ports": { "1": { "1": "drop" } } } }
+//!   "snapshots": { "maintenance": { "rules": [ ... ], "ports": { "1": { "1": "drop" } } } },
+//!   "p4runtime": { "addr": "127.0.0.1:9559", "tokens": { "alice": "alice-secret" },
+//!                  "operator_token": "op-secret" }
 //! }
+//! ```
+//!
+//! A device may also name P4Runtime roles (see `tern_p4rt::roles`):
+//!
+//! ```json
+//! "roles": { "acl": { "entities": ["MyIngress.acl"], "packet_in": false, "pipeline": false } }
 //! ```
 //!
 //! Paths are relative to the configuration file's folder; `.p4` programs are compiled with
@@ -51,6 +59,19 @@ pub struct DeviceConfig {
     pub commands: Option<PathBuf>,
     /// Serve BMv2's Thrift API for this device (as its owner) on this TCP port.
     pub thrift_port: Option<u16>,
+    /// P4Runtime roles of the device (empty: role names are not enforced).
+    pub roles: tern_p4rt::Roles,
+}
+
+/// The P4Runtime server of the file (`"p4runtime"`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct P4rtConfig {
+    /// Listen address (`--grpc-addr` overrides it).
+    pub addr: Option<String>,
+    /// Tenant → bearer token; with any token (or an operator token) every request needs one.
+    pub tokens: BTreeMap<String, String>,
+    /// The operator's token: reaches every device.
+    pub operator_token: Option<String>,
 }
 
 /// A parsed configuration file.
@@ -62,6 +83,8 @@ pub struct Config {
     /// The rules and every device's port map.
     pub topology: Topology,
     pub snapshots: BTreeMap<String, Topology>,
+    /// The P4Runtime server, if the file configures one.
+    pub p4runtime: Option<P4rtConfig>,
 }
 
 struct Ctx<'a> {
@@ -213,6 +236,73 @@ impl Ctx<'_> {
         Ok(m)
     }
 
+    fn string(&self, v: &Value, place: &str) -> Result<String, ConfigError> {
+        match v.as_str() {
+            Some(s) if !s.is_empty() => Ok(s.to_string()),
+            _ => Err(self.err(place, "expected a non-empty string")),
+        }
+    }
+
+    fn p4runtime(&self, v: &Value) -> Result<P4rtConfig, ConfigError> {
+        let o = self.obj(v, "p4runtime", &["addr", "tokens", "operator_token"])?;
+        let mut c = P4rtConfig::default();
+        if let Some(a) = o.get("addr") {
+            c.addr = Some(self.string(a, "p4runtime.addr")?);
+        }
+        if let Some(t) = o.get("tokens") {
+            let to = t.as_object().ok_or_else(|| {
+                self.err("p4runtime.tokens", "expected an object of tenant → token")
+            })?;
+            for (tenant, tok) in to {
+                let tok = self.string(tok, &format!("p4runtime.tokens.\"{tenant}\""))?;
+                c.tokens.insert(tenant.clone(), tok);
+            }
+        }
+        if let Some(t) = o.get("operator_token") {
+            c.operator_token = Some(self.string(t, "p4runtime.operator_token")?);
+        }
+        Ok(c)
+    }
+
+    fn roles(&self, v: &Value, place: &str) -> Result<tern_p4rt::Roles, ConfigError> {
+        let o = v
+            .as_object()
+            .ok_or_else(|| self.err(place, "expected an object of role name → role"))?;
+        let mut roles = tern_p4rt::Roles::new();
+        for (name, r) in o {
+            let rp = format!("{place}.\"{name}\"");
+            if name.is_empty() {
+                return Err(self.err(&rp, "the default role (empty name) owns everything"));
+            }
+            let ro = self.obj(r, &rp, &["entities", "packet_in", "pipeline"])?;
+            let mut rc = tern_p4rt::RoleConfig::default();
+            if let Some(e) = ro.get("entities") {
+                let arr = e.as_array().ok_or_else(|| {
+                    self.err(
+                        &format!("{rp}.entities"),
+                        "expected an array of P4Info names",
+                    )
+                })?;
+                for (i, n) in arr.iter().enumerate() {
+                    rc.entities
+                        .push(self.string(n, &format!("{rp}.entities[{i}]"))?);
+                }
+            }
+            for (k, slot) in [
+                ("packet_in", &mut rc.packet_in),
+                ("pipeline", &mut rc.pipeline),
+            ] {
+                if let Some(b) = ro.get(k) {
+                    *slot = b
+                        .as_bool()
+                        .ok_or_else(|| self.err(&format!("{rp}.{k}"), "expected true or false"))?;
+                }
+            }
+            roles.insert(name.clone(), rc);
+        }
+        Ok(roles)
+    }
+
     fn topology(
         &self,
         rules: Option<&Value>,
@@ -300,7 +390,7 @@ impl Config {
         let o = cx.obj(
             &root,
             "top level",
-            &["max_hops", "devices", "rules", "snapshots"],
+            &["max_hops", "devices", "rules", "snapshots", "p4runtime"],
         )?;
         let max_hops = match o.get("max_hops") {
             None => crate::DEFAULT_MAX_HOPS,
@@ -325,6 +415,7 @@ impl Config {
                     "commands",
                     "ports",
                     "thrift_port",
+                    "roles",
                 ],
             )?;
             let id = dobj
@@ -379,6 +470,10 @@ impl Config {
             if let Some(p) = dobj.get("ports") {
                 ports.push((id, cx.ports(p, &format!("{place}.ports"))?));
             }
+            let roles = match dobj.get("roles") {
+                None => tern_p4rt::Roles::new(),
+                Some(r) => cx.roles(r, &format!("{place}.roles"))?,
+            };
             devices.push(DeviceConfig {
                 id,
                 program: PathBuf::from(program),
@@ -386,6 +481,7 @@ impl Config {
                 quotas,
                 commands,
                 thrift_port,
+                roles,
             });
         }
         let topology = cx.topology(o.get("rules"), ports, "")?;
@@ -420,6 +516,7 @@ impl Config {
             devices,
             topology,
             snapshots,
+            p4runtime: o.get("p4runtime").map(|v| cx.p4runtime(v)).transpose()?,
         })
     }
 

@@ -23,6 +23,7 @@
 pub mod config;
 mod fair;
 mod forward;
+mod p4rt;
 mod runtime;
 mod shared;
 
@@ -35,6 +36,7 @@ use tern_dataplane::{CompiledProgram, Switch, SwitchOptions};
 use tern_runtime::{Digest, OutputPacket, PacketPath, Port, Runtime, RuntimeError, TableError};
 
 pub use fair::{FairScheduler, FairStats};
+pub use p4rt::{tenant_access, VirtP4rt, VirtTarget};
 pub use runtime::DeviceRuntime;
 pub use shared::SharedDevice;
 

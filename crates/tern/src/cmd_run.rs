@@ -635,7 +635,7 @@ fn start_p4runtime(
 
 /// Live mode: transmit packet-out traffic on a thread with its own AF_PACKET sockets on the
 /// attached interfaces (the run loop blocks in receive).
-fn spawn_packet_out_sender(
+pub(crate) fn spawn_packet_out_sender(
     specs: &[PortSpec],
     rx: std::sync::mpsc::Receiver<Vec<OutputPacket>>,
 ) -> anyhow::Result<()> {

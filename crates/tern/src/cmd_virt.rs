@@ -5,7 +5,8 @@
 //! (AF_PACKET, as `tern run -i P@IFACE`) until SIGINT/SIGTERM, then prints every device's
 //! counters. Devices with a `thrift_port` get their own BMv2 Thrift server (acting as the
 //! device's owner); `--admin SOCKET` opens the operator's line interface (snapshots, counters)
-//! that `tern virt ctl SOCKET ...` talks to.
+//! that `tern virt ctl SOCKET ...` talks to; `--grpc-addr` (or the config's `p4runtime`) serves
+//! P4Runtime for every device under its own device id, tenants reaching only their own.
 
 use std::sync::{Arc, Mutex};
 
@@ -31,7 +32,8 @@ pub struct VirtArgs {
 #[derive(clap::Subcommand)]
 enum VirtCommand {
     /// Run a virtualization config (devices, rules, links, quotas; see crates/tern-virt/README.md)
-    /// on pcap-file ports.
+    /// on pcap-file ports or live interfaces; per-device Thrift servers, and one P4Runtime
+    /// server for all devices (each under its own device id, tenants by token).
     Run(RunArgs),
     /// Parse and build a config (programs loaded or compiled, command files run), then exit.
     Check(CheckArgs),
@@ -78,6 +80,11 @@ struct RunArgs {
     /// `--use-files N` does.
     #[arg(long, default_value_t = 0)]
     wait: u64,
+    /// Serve P4Runtime for every device on this address (overrides the config's
+    /// `p4runtime.addr`): device id = the device's id; with `p4runtime.tokens` each request
+    /// needs `authorization: Bearer TOKEN` and a tenant's token reaches only its devices.
+    #[arg(long, value_name = "ADDR")]
+    grpc_addr: Option<std::net::SocketAddr>,
 }
 
 #[derive(clap::Args)]
@@ -187,6 +194,12 @@ fn run_files(a: RunArgs) -> anyhow::Result<()> {
     };
     let shared = Arc::new(Mutex::new(vs));
     start_servers(&shared, &cfg)?;
+    let grpc = start_p4runtime(&shared, &cfg, a.grpc_addr)?;
+    let mut packet_outs = grpc.as_ref().map(|g| g.packet_outs.clone());
+    if let (true, Some(rx)) = (a.live, packet_outs.take()) {
+        // Live ports block in receive: packet-outs leave from a thread of their own.
+        crate::cmd_run::spawn_packet_out_sender(&specs, rx.into_inner())?;
+    }
     let _admin = match &a.admin {
         Some(path) => Some(AdminSocket::start(path, Arc::clone(&shared))?),
         None => None,
@@ -204,12 +217,107 @@ fn run_files(a: RunArgs) -> anyhow::Result<()> {
                 .join(", ")
         );
     }
-    let (packets, sent, discarded) = pump(&shared, ports.as_mut())?;
+    let (packets, sent, discarded) = pump(
+        &shared,
+        ports.as_mut(),
+        grpc.as_ref().map(|g| &*g.p4rt),
+        packet_outs.as_ref(),
+    )?;
     ports.flush()?;
     let vs = shared.lock().unwrap_or_else(|e| e.into_inner());
     println!("{packets} packet(s) in, {sent} frame(s) out, {discarded} on unattached ports");
     print!("{}", stats_text(&vs)?);
     Ok(())
+}
+
+/// Packet-out traffic for physical ports, from the P4Runtime server.
+type PacketOuts = Arc<OnceRx>;
+
+/// A receiver handed over once (to the live transmit thread) or polled by the run loop.
+struct OnceRx(Mutex<Option<std::sync::mpsc::Receiver<Vec<OutputPacket>>>>);
+
+impl OnceRx {
+    fn into_inner(self: Arc<Self>) -> std::sync::mpsc::Receiver<Vec<OutputPacket>> {
+        let mut g = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        g.take().expect("the packet-out receiver is taken once")
+    }
+
+    fn drain(&self) -> Vec<OutputPacket> {
+        let g = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        g.as_ref()
+            .map(|rx| rx.try_iter().flatten().collect())
+            .unwrap_or_default()
+    }
+}
+
+/// Start the P4Runtime server when `--grpc-addr` or the config's `p4runtime.addr` asks for
+/// one: every device under its own id, with its roles; tokens from the config.
+fn start_p4runtime(
+    vs: &Arc<Mutex<VirtSwitch>>,
+    cfg: &Config,
+    addr: Option<std::net::SocketAddr>,
+) -> anyhow::Result<Option<Grpc>> {
+    let pc = cfg.p4runtime.clone().unwrap_or_default();
+    let addr = match (addr, &pc.addr) {
+        (Some(a), _) => a,
+        (None, Some(a)) => a
+            .parse()
+            .with_context(|| format!("{}: p4runtime.addr: '{a}' is not IP:PORT", cfg.file))?,
+        (None, None) => return Ok(None),
+    };
+    let devices: Vec<_> = cfg
+        .devices
+        .iter()
+        .map(|d| (d.id, d.roles.clone()))
+        .collect();
+    let access = {
+        let g = vs.lock().unwrap_or_else(|e| e.into_inner());
+        tern_virt::tenant_access(&g, &pc.tokens, pc.operator_token.as_deref())
+            .map_err(|e| anyhow::anyhow!("{}: p4runtime: {e}", cfg.file))?
+    };
+    let p4rt = Arc::new(tern_virt::VirtP4rt::new(Arc::clone(vs), &devices)?);
+    let (tx, rx) = std::sync::mpsc::channel::<Vec<OutputPacket>>();
+    p4rt.set_output_sink(Arc::new(move |outs| {
+        let _ = tx.send(outs);
+    }));
+    let listener = std::net::TcpListener::bind(addr)
+        .with_context(|| format!("cannot start the P4Runtime server on {addr}"))?;
+    let bound = listener.local_addr()?;
+    let (handles, tick) = (p4rt.handles(), p4rt.tick());
+    std::thread::Builder::new()
+        .name("p4runtime".into())
+        .spawn(move || {
+            if let Err(e) = tern_p4rt::serve_devices(listener, handles, access, Some(tick)) {
+                eprintln!("P4Runtime server stopped: {e}");
+            }
+        })
+        .context("starting the P4Runtime thread")?;
+    println!(
+        "P4Runtime on {bound}: device ids {}{}",
+        devices
+            .iter()
+            .map(|d| d.0.to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        if pc.tokens.is_empty() && pc.operator_token.is_none() {
+            " (no tokens: every client reaches every device)"
+        } else {
+            " (tenant tokens)"
+        }
+    );
+    Ok(Some(Grpc {
+        p4rt,
+        packet_outs: Arc::new(OnceRx(Mutex::new(Some(rx)))),
+        addr: bound,
+    }))
+}
+
+/// The running P4Runtime server of `tern virt run`.
+struct Grpc {
+    p4rt: Arc<tern_virt::VirtP4rt>,
+    packet_outs: PacketOuts,
+    #[cfg_attr(not(test), allow(dead_code))]
+    addr: std::net::SocketAddr,
 }
 
 /// The switch's and every device's counters, one line each.
@@ -360,13 +468,27 @@ fn ctl(socket: &Path, line: &str) -> anyhow::Result<String> {
 }
 
 /// Every input packet in timestamp order through the switch; outputs carry the input's
-/// timestamp. Returns (packets in, frames written, frames for unattached ports).
-fn pump(shared: &Mutex<VirtSwitch>, ports: &mut dyn PortIo) -> anyhow::Result<(u64, u64, u64)> {
+/// timestamp. With P4Runtime, CPU-port frames and digests go to the controllers after each
+/// packet, and packet-out traffic (when not sent by a thread of its own) leaves between
+/// packets. Returns (packets in, frames written, frames for unattached ports).
+fn pump(
+    shared: &Mutex<VirtSwitch>,
+    ports: &mut dyn PortIo,
+    p4rt: Option<&tern_virt::VirtP4rt>,
+    packet_outs: Option<&PacketOuts>,
+) -> anyhow::Result<(u64, u64, u64)> {
     let (mut n, mut sent, mut discarded) = (0u64, 0, 0);
     let mut buf = Vec::new();
     let mut out: Vec<OutputPacket> = Vec::new();
     while let Some(meta) = ports.recv(&mut buf)? {
         n += 1;
+        for o in packet_outs.map(|p| p.drain()).unwrap_or_default() {
+            if ports.send(o.port, meta.ts_ns, &o.data)? {
+                sent += 1;
+            } else {
+                discarded += 1;
+            }
+        }
         // Locked per packet: the tenants' control servers get in between packets.
         let mut vs = shared.lock().unwrap_or_else(|e| e.into_inner());
         if n % 1024 == 0 {
@@ -384,6 +506,10 @@ fn pump(shared: &Mutex<VirtSwitch>, ports: &mut dyn PortIo) -> anyhow::Result<(u
             }
         }
         vs.recycle_outputs(&mut out);
+        drop(vs);
+        if let Some(p) = p4rt {
+            p.deliver();
+        }
     }
     Ok((n, sent, discarded))
 }
@@ -446,6 +572,7 @@ mod tests {
             admin: None,
             snapshot: None,
             wait: 0,
+            grpc_addr: None,
         })
         .unwrap();
         assert_eq!(
@@ -541,6 +668,84 @@ mod tests {
         assert!(e.contains("cannot connect to the admin socket"), "{e}");
     }
 
+    /// The config's `p4runtime` serves every device under its own id; a tenant's token
+    /// reaches its device, another tenant's device answers like a missing one.
+    #[test]
+    #[allow(clippy::result_large_err)]
+    fn p4runtime_serves_each_device_to_its_tenant() {
+        use tern_p4rt::proto::p4::v1 as p4;
+        let dir = tern_fixtures::scratch("virt-p4rt");
+        let cfg = format!(
+            r#"{{ "devices": [
+                {{ "id": 1, "program": "{ROOT}p4/virt/l2_switch.p4", "owner": "alice",
+                   "roles": {{ "learner": {{ "entities": ["L2Ingress.smac"], "packet_in": true }} }} }},
+                {{ "id": 2, "program": "{ROOT}p4/virt/router.p4", "owner": "bob" }} ],
+              "p4runtime": {{ "addr": "127.0.0.1:0",
+                             "tokens": {{ "alice": "tok-a", "bob": "tok-b" }} }} }}"#
+        );
+        std::fs::write(dir.join("virt.json"), cfg).unwrap();
+        let (vs, _, cfg) = build_cfg(&dir.join("virt.json")).unwrap();
+        let shared = Arc::new(Mutex::new(vs));
+        let g = start_p4runtime(&shared, &cfg, None).unwrap().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let get = |tok: &'static str, device_id: u64| {
+            rt.block_on(async {
+                let ch = tonic::transport::Channel::from_shared(format!("http://{}", g.addr))
+                    .unwrap()
+                    .connect()
+                    .await
+                    .unwrap();
+                let mut c =
+                    tern_p4rt::proto::p4::v1::p4_runtime_client::P4RuntimeClient::with_interceptor(
+                        ch,
+                        move |mut r: tonic::Request<()>| {
+                            r.metadata_mut()
+                                .insert("authorization", format!("Bearer {tok}").parse().unwrap());
+                            Ok(r)
+                        },
+                    );
+                c.get_forwarding_pipeline_config(p4::GetForwardingPipelineConfigRequest {
+                    device_id,
+                    response_type: 0,
+                })
+                .await
+                .map(|r| {
+                    let info = r.into_inner().config.unwrap().p4info.unwrap();
+                    info.tables
+                        .iter()
+                        .map(|t| t.preamble.as_ref().unwrap().name.clone())
+                        .collect::<Vec<_>>()
+                })
+            })
+        };
+        let has = |v: Vec<String>, t: &str| v.iter().any(|n| n.ends_with(t));
+        assert!(has(get("tok-a", 1).unwrap(), ".smac"));
+        assert!(has(get("tok-b", 2).unwrap(), ".ipv4_lpm"));
+        for (tok, id) in [("tok-a", 2), ("tok-b", 1)] {
+            let e = get(tok, id).unwrap_err();
+            assert_eq!(
+                (e.code(), e.message()),
+                (
+                    tonic::Code::NotFound,
+                    format!("Invalid device id {id}").as_str()
+                )
+            );
+        }
+        let e = get("tok-x", 1).unwrap_err();
+        assert_eq!(e.code(), tonic::Code::Unauthenticated);
+        // Roles and tokens are checked when the file is read.
+        let bad = r#"{ "devices": [ { "id": 1, "program": "x.json",
+                        "roles": { "r": { "tables": [] } } } ] }"#;
+        let e = Config::parse(bad, "bad.json").unwrap_err().to_string();
+        assert!(
+            e.contains("devices[0].roles.\"r\"") && e.contains("unknown key 'tables'"),
+            "{e}"
+        );
+    }
+
     /// `--live` on an interface that does not exist is a clear error naming it.
     #[test]
     fn live_port_that_does_not_exist() {
@@ -552,6 +757,7 @@ mod tests {
             admin: None,
             snapshot: None,
             wait: 0,
+            grpc_addr: None,
         })
         .unwrap_err();
         let e = format!("{e:#}");
