@@ -46,6 +46,7 @@ const BASE_PORT: u16 = 1152;
     tern kv up --mode sim --cache farreach -- tern kv bench --workload a   # FarReach + switch OS\n  \
     tern kv up --mode loopback --cache netcache --crashes 3 -- tern kv check   # SIGKILL the switch\n  \
     tern kv up --mode netns --cache farreach --stats-file s.json -- tern kv check\n  \
+    tern kv up --mode netns --cache farreach --crashes 3 -- tern kv check   # SIGKILL tern run\n  \
     tern kv up --config topo.json -- tern kv bench --workload c --json c.json\n\n\
     The command after `--` runs once everything answers (in the first client namespace in \
     netns mode), with `{servers}` in its arguments and the TERN_KV_SERVERS environment \
@@ -96,11 +97,14 @@ pub struct UpArgs {
     cache: Option<String>,
     #[command(flatten)]
     opts: CacheOpts,
-    /// Fault injection (sim or loopback mode with a cache; loopback: SIGKILL of the switch
-    /// process): crash the switch this many times at random
-    /// moments (it loses every register and entry and its switch OS dies), then recover:
-    /// replay the last snapshot and the clients' preserved records into the servers, restart
-    /// the switch OS with a seq floor above every stored seq, bring the switch back.
+    /// Fault injection (with a cache, in every mode with a switch): crash the switch this many
+    /// times at random moments (it loses every register and entry and its switch OS dies),
+    /// then recover: replay the last snapshot and the clients' preserved records into the
+    /// servers, restart the switch OS with a seq floor above every stored seq, bring the switch
+    /// back. sim: in-process crash; loopback: SIGKILL of the `tern kv sim-switch` process;
+    /// netns: SIGKILL of `tern run` and of `tern kv switchos` (the snapshot survives in the
+    /// switch OS's snapshot file), restart of both with `tern kv switchos --recover` while the
+    /// clients' switch ports are held down.
     #[arg(long, default_value_t = 0)]
     crashes: u32,
     /// Mean time between crashes in milliseconds (each wait is uniform in [0.5, 1.5] × this).
@@ -160,6 +164,21 @@ pub struct SwitchOsArgs {
     /// Write the counters as JSON here on exit (SIGINT).
     #[arg(long)]
     stats_file: Option<PathBuf>,
+    /// FarReach: write every completed snapshot to this file (atomically: temporary file and
+    /// rename, with a CRC-32), so that it survives this process.
+    #[arg(long)]
+    snapshot_file: Option<PathBuf>,
+    /// Start by recovering from a switch crash (FarReach §3.9): read the last snapshot from
+    /// --snapshot-file (none yet: no records) and the clients' preserved records from
+    /// --preserved, replay the newest record per key into the servers with the seq check, then
+    /// set the seq floor above every stored seq and re-admit the snapshot's keys, all before
+    /// printing the `listening` line. Prints `tern kv switchos: recovered {phases as JSON}`
+    /// first.
+    #[arg(long)]
+    recover: bool,
+    /// With --recover: the clients' preserved records (the file `tern kv check` dumps).
+    #[arg(long)]
+    preserved: Option<PathBuf>,
     #[command(flatten)]
     opts: CacheOpts,
 }
@@ -183,10 +202,42 @@ pub fn switchos_cmd(a: SwitchOsArgs) -> anyhow::Result<ExitCode> {
         .split(',')
         .map(|x| x.trim().parse().with_context(|| format!("address {x:?}")))
         .collect::<anyhow::Result<_>>()?;
-    let c = switchos_config(&a.opts, kind, servers, a.bind)?;
+    let mut c = switchos_config(&a.opts, kind, servers, a.bind)?;
+    c.snapshot_file = a.snapshot_file.clone();
+    if a.recover && kind == tern_kv::switchos::CacheKind::FarReach && a.snapshot_file.is_none() {
+        bail!("--recover needs --snapshot-file (the snapshot to recover from)");
+    }
     let rt = connect_thrift(a.thrift_port)?;
+    let t0 = Instant::now();
+    let mut rep = tern_kv::switchos::RecoveryReport::default();
+    let mut keys = Vec::new();
+    if a.recover {
+        // The switch is up (Thrift answers, its --commands applied): the servers are reachable
+        // through it. Its clients are not (the fault injector holds their ports down) until
+        // the seq floor is set below.
+        let snapshot = match &a.snapshot_file {
+            Some(f) => tern_kv::snapfile::read(f)?.unwrap_or_default(),
+            None => Default::default(),
+        };
+        rep.snapshot_load = t0.elapsed();
+        keys = snapshot.records.iter().map(|r| (r.key, r.server)).collect();
+        let none = PathBuf::new();
+        replay_records(
+            &c,
+            snapshot,
+            a.preserved.as_deref().unwrap_or(&none),
+            &mut rep,
+        )?;
+    }
+    let t = Instant::now();
     let access: Box<dyn tern_kv::switchos::SwitchAccess> = Box::new(std::sync::Mutex::new(rt));
     let os = tern_kv::switchos::SwitchOs::start(access, c).context("starting the switch OS")?;
+    if a.recover {
+        rep.reinstalled = os.reinstall(&keys, REINSTALL_WAIT);
+        rep.reinstall = t.elapsed();
+        rep.total = t0.elapsed();
+        println!("tern kv switchos: recovered {}", phases_json(&rep));
+    }
     println!("tern kv switchos: listening on {}", os.addr());
     std::io::stdout().flush()?;
     let stop = Arc::new(AtomicBool::new(false));
@@ -380,8 +431,8 @@ fn settings(a: &UpArgs) -> anyhow::Result<Settings> {
     if cache.is_some() && mode == Mode::Inproc {
         bail!("--cache netcache/farreach needs a switch: --mode sim, loopback or netns");
     }
-    if a.crashes > 0 && (cache.is_none() || mode == Mode::Netns) {
-        bail!("--crashes needs --cache netcache/farreach in --mode sim or loopback");
+    if a.crashes > 0 && cache.is_none() {
+        bail!("--crashes needs --cache netcache/farreach (in --mode sim, loopback or netns)");
     }
     if cache.is_some() && switch == SwitchKind::Bridge {
         bail!("--cache netcache/farreach needs --switch tern");
@@ -525,8 +576,17 @@ pub fn down(a: DownArgs) -> anyhow::Result<ExitCode> {
 struct Topology {
     children: Vec<(String, Child)>,
     inproc: Vec<tern_kv::server::ServerHandle>,
-    /// loopback + cache: the `tern kv sim-switch` process (the fault injector kills it).
+    /// loopback + cache: the `tern kv sim-switch` process; netns: the `tern run` switch (the
+    /// fault injector kills and restarts it).
     switch_proc: Arc<std::sync::Mutex<Option<Child>>>,
+    /// netns + cache: the `tern kv switchos` process (killed with the switch by the injector).
+    switchos_proc: Arc<std::sync::Mutex<Option<Child>>>,
+    /// netns: how the switch is started (the injector restarts it the same way).
+    netns_switch: Option<NetnsSwitch>,
+    /// netns + cache: the switch OS's arguments after `tern` (restarts add `--recover`).
+    switchos_args: Vec<std::ffi::OsString>,
+    /// The fault injector's failure, if it failed (then `up` fails).
+    injector_error: Arc<std::sync::Mutex<Option<String>>>,
     /// The fault injector (`--crashes`) and its stop flag.
     injector: Option<(Arc<AtomicBool>, std::thread::JoinHandle<()>)>,
     /// `(crashes, recovery times in ms, records replayed)` of the fault injector.
@@ -551,6 +611,10 @@ impl Topology {
             children: Vec::new(),
             inproc: Vec::new(),
             switch_proc: Arc::default(),
+            switchos_proc: Arc::default(),
+            netns_switch: None,
+            switchos_args: Vec::new(),
+            injector_error: Arc::default(),
             injector: None,
             recoveries: Arc::default(),
             recovery_phases: Arc::default(),
@@ -629,6 +693,9 @@ impl Topology {
         }
         if let Ok(mut os) = self.switchos.lock() {
             os.take();
+        }
+        if let Some(mut c) = self.switchos_proc.lock().ok().and_then(|mut p| p.take()) {
+            stop_child(&mut c, "the switch OS");
         }
         if let Some(mut c) = self.switch_proc.lock().ok().and_then(|mut p| p.take()) {
             let _ = c.kill();
@@ -856,23 +923,19 @@ fn netns_up(t: &mut Topology, exe: &Path, s: &Settings) -> anyhow::Result<()> {
             std::fs::write(&jpath, json).context("writing the switch program")?;
             let cpath = t.dir.join("switch-commands.txt");
             std::fs::write(&cpath, &entries).context("writing the switch commands")?;
-            let log =
-                std::fs::File::create(t.dir.join("switch.log")).context("creating switch.log")?;
-            let mut c = Command::new("ip");
-            c.args(["netns", "exec", &sw])
-                .arg(exe)
-                .arg("run")
-                .arg(&jpath);
-            for p in &t.switch_ports {
-                c.arg("-i").arg(format!("{p}@p{p}"));
-            }
-            c.arg("--commands").arg(&cpath);
-            c.args(["--thrift-port", "9090"]);
-            c.stdin(Stdio::null())
-                .stdout(log.try_clone().context("switch.log")?)
-                .stderr(log);
-            let child = c.spawn().context("starting the tern switch")?;
-            t.children.push(("switch".into(), child));
+            let spec = NetnsSwitch {
+                exe: exe.to_path_buf(),
+                ns: sw.clone(),
+                json: jpath,
+                commands: cpath,
+                ports: t.switch_ports.clone(),
+                log: t.dir.join("switch.log"),
+            };
+            let _ = std::fs::remove_file(&spec.log);
+            *t.switch_proc
+                .lock()
+                .map_err(|_| anyhow::anyhow!("switch slot"))? = Some(spec.spawn()?);
+            t.netns_switch = Some(spec);
             t.switch_ns = Some(sw.clone());
         }
     }
@@ -918,6 +981,20 @@ fn wait_ready(t: &mut Topology, exe: &Path, timeout: Duration) -> anyhow::Result
     let deadline = Instant::now() + timeout;
     let list = t.server_list();
     loop {
+        if let Some(c) = t
+            .switch_proc
+            .lock()
+            .ok()
+            .as_deref_mut()
+            .and_then(Option::as_mut)
+        {
+            if let Ok(Some(st)) = c.try_wait() {
+                bail!(
+                    "the switch exited during start-up ({st}); logs in {}",
+                    t.dir.display()
+                );
+            }
+        }
         for (name, c) in &mut t.children {
             if let Ok(Some(st)) = c.try_wait() {
                 bail!(
@@ -1037,6 +1114,7 @@ pub fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
                             stop: stop.clone(),
                             log: t.recoveries.clone(),
                             phases: t.recovery_phases.clone(),
+                            failed: t.injector_error.clone(),
                         };
                         t.injector = Some((stop, std::thread::spawn(move || inj.run())));
                     }
@@ -1051,8 +1129,11 @@ pub fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
         Mode::Netns => netns_up(&mut t, &exe, &s)?,
     }
     wait_ready(&mut t, &exe, Duration::from_secs(a.ready_timeout))?;
-    if let (Mode::Netns, Some(_)) = (s.mode, s.cache) {
+    if let (Mode::Netns, Some(kind)) = (s.mode, s.cache) {
         netns_switchos(&mut t, &a, &s, &exe)?;
+        if a.crashes > 0 {
+            netns_injector(&mut t, &a, &s, kind)?;
+        }
     }
     let list = t.server_list();
     let where_ = match &t.client_ns {
@@ -1115,6 +1196,10 @@ pub fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
             None => ExitCode::from(130),
         }
     };
+    if let Some((stop, h)) = t.injector.take() {
+        stop.store(true, Ordering::Release);
+        let _ = h.join();
+    }
     let counts = match &t.sim {
         Some(sim) => Some(sim.out_counts()),
         None => t.switch_counts(&exe),
@@ -1130,7 +1215,22 @@ pub fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
         ));
     }
     let stats = match (s.mode, s.cache) {
-        (Mode::Netns, Some(_)) => netns_switchos_stats(&mut t),
+        (Mode::Netns, Some(_)) => netns_switchos_stats(&mut t).map(|mut j| {
+            // The switch OS process's counters cover its life since the last restart; the
+            // crashes and recoveries are the injector's.
+            let (crashes, ms, replayed) =
+                t.recoveries.lock().map(|r| r.clone()).unwrap_or_default();
+            j["crashes"] = crashes.into();
+            j["max_recovery_ms"] = ms.iter().copied().fold(0.0, f64::max).into();
+            j["recovery_ms"] = ms.into();
+            j["records_replayed"] = replayed.into();
+            j["recovery_phases"] = t
+                .recovery_phases
+                .lock()
+                .map(|p| p.iter().map(phases_json).collect())
+                .unwrap_or_default();
+            j
+        }),
         (_, Some(k)) => cache_stats(&t, k),
         _ => None,
     };
@@ -1143,6 +1243,10 @@ pub fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
     }
     t.teardown();
     super::cmd_kv::say("tern kv up: stopped and cleaned up");
+    if let Some(e) = t.injector_error.lock().ok().and_then(|mut e| e.take()) {
+        eprintln!("tern kv up: the fault injector failed: {e}");
+        return Ok(ExitCode::FAILURE);
+    }
     Ok(code)
 }
 
@@ -1163,6 +1267,8 @@ struct Injector {
     log: Arc<std::sync::Mutex<(u32, Vec<f64>, usize)>>,
     /// Every recovery's phases.
     phases: Arc<std::sync::Mutex<Vec<tern_kv::switchos::RecoveryReport>>>,
+    /// Set when a recovery failed (the run then fails).
+    failed: Arc<std::sync::Mutex<Option<String>>>,
 }
 
 impl Injector {
@@ -1186,6 +1292,14 @@ impl Injector {
                     r
                 }
                 Target::Process(p) => self.kill_and_recover(p),
+                Target::Netns(n) => {
+                    let r = self.kill_and_recover_netns(n);
+                    // Whatever happened, the clients get their ports back.
+                    for p in &n.client_ports {
+                        let _ = ns_ip(&n.spec.ns, &["link", "set", &format!("p{p}"), "up"]);
+                    }
+                    r
+                }
             };
             match r {
                 Ok((ms, n)) => {
@@ -1201,6 +1315,9 @@ impl Injector {
                 }
                 Err(e) => {
                     eprintln!("tern kv up: recovery failed: {e:#}");
+                    if let Ok(mut f) = self.failed.lock() {
+                        *f = Some(format!("{e:#}"));
+                    }
                     return;
                 }
             }
@@ -1292,6 +1409,47 @@ impl Injector {
         Ok((t0.elapsed().as_secs_f64() * 1000.0, rep.replayed))
     }
 
+    /// netns: SIGKILL of the `tern run` switch and of its switch OS (the switch's CPU dies with
+    /// it; only the snapshot file survives). The clients' switch ports are held down while the
+    /// switch restarts with its forwarding entries and a new switch OS runs the recovery
+    /// (`tern kv switchos --recover`: snapshot file + preserved records replayed into the
+    /// servers, seq floor above every stored seq, snapshot keys re-admitted); the ports come up
+    /// only after its `listening` line, so the switch forwards no client request before the
+    /// floor is set.
+    fn kill_and_recover_netns(&self, n: &NetnsTarget) -> anyhow::Result<(f64, usize)> {
+        let t0 = Instant::now();
+        // The switch OS first: the two die together, it never sees its switch gone.
+        for slot in [&n.switchos, &n.switch] {
+            if let Some(mut c) = slot.lock().ok().and_then(|mut c| c.take()) {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+        for p in &n.client_ports {
+            ns_ip(&n.spec.ns, &["link", "set", &format!("p{p}"), "down"])?;
+        }
+        // Replies already on their way to the clients (the preserved records' last dump).
+        std::thread::sleep(Duration::from_millis(50));
+        let child = n.spec.spawn()?;
+        if let Ok(mut c) = n.switch.lock() {
+            *c = Some(child);
+        }
+        let extra: Vec<std::ffi::OsString> = vec![
+            "--recover".into(),
+            "--preserved".into(),
+            self.preserve.clone().into_os_string(),
+        ];
+        let (child, phases) =
+            spawn_netns_switchos(&n.spec.exe, &n.spec.ns, &n.switchos_args, &extra, &n.dir)?;
+        if let Ok(mut c) = n.switchos.lock() {
+            *c = Some(child);
+        }
+        let mut rep = phases.as_ref().map(phases_from_json).unwrap_or_default();
+        rep.total = t0.elapsed();
+        self.log_phases(&rep);
+        Ok((t0.elapsed().as_secs_f64() * 1000.0, rep.replayed))
+    }
+
     /// Server recovery: the last snapshot plus the clients' preserved records, newest per key,
     /// replayed with the seq check. Waits first for replies already on their way, so the
     /// preserved records are complete (nothing answers while the switch is down) and the
@@ -1345,6 +1503,23 @@ pub(crate) fn replay_records(
     Ok(())
 }
 
+/// The phases of a recovery from their JSON form ([`phases_json`]).
+fn phases_from_json(j: &serde_json::Value) -> tern_kv::switchos::RecoveryReport {
+    let d = |k: &str| Duration::from_secs_f64(j[k].as_f64().unwrap_or(0.0).max(0.0) / 1000.0);
+    let n = |k: &str| j[k].as_u64().unwrap_or(0) as usize;
+    tern_kv::switchos::RecoveryReport {
+        snapshot_records: n("snapshot_records"),
+        preserved_records: n("preserved_records"),
+        replayed: n("replayed"),
+        reinstalled: n("reinstalled"),
+        snapshot_load: d("snapshot_load_ms"),
+        preserved_load: d("preserved_load_ms"),
+        replay: d("replay_ms"),
+        reinstall: d("reinstall_ms"),
+        total: d("total_ms"),
+    }
+}
+
 /// One line of a recovery's phases.
 pub(crate) fn phases_line(r: &tern_kv::switchos::RecoveryReport) -> String {
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
@@ -1385,6 +1560,19 @@ enum Target {
     Sim(Arc<super::kv_sim::SimSwitch>),
     /// The `tern kv sim-switch` process of `--mode loopback`.
     Process(SwitchProcess),
+    /// The `tern run` switch and the `tern kv switchos` of `--mode netns`.
+    Netns(NetnsTarget),
+}
+
+/// What the injector kills and restarts in netns mode.
+struct NetnsTarget {
+    spec: NetnsSwitch,
+    switch: Arc<std::sync::Mutex<Option<Child>>>,
+    switchos: Arc<std::sync::Mutex<Option<Child>>>,
+    switchos_args: Vec<std::ffi::OsString>,
+    /// The switch ports of the client hosts (held down while the switch recovers).
+    client_ports: Vec<u32>,
+    dir: PathBuf,
 }
 
 /// How to restart the switch process.
@@ -1510,6 +1698,7 @@ fn loopback_cache(
             stop: stop.clone(),
             log: t.recoveries.clone(),
             phases: t.recovery_phases.clone(),
+            failed: t.injector_error.clone(),
         };
         t.injector = Some((stop, std::thread::spawn(move || inj.run())));
     }
@@ -1518,66 +1707,198 @@ fn loopback_cache(
 }
 
 /// netns + cache: `tern kv switchos` in the switch namespace, on the tern switch's Thrift port,
-/// reports on cpu0.
+/// reports on cpu0; FarReach's snapshots go to `snapshot.bin` in the topology's folder.
 fn netns_switchos(t: &mut Topology, a: &UpArgs, s: &Settings, exe: &Path) -> anyhow::Result<()> {
     let (Some(ns), Some(bind), Some(kind)) = (t.switch_ns.clone(), s.switchos, s.cache) else {
         bail!("netns cache: no switch namespace");
     };
-    let list = t.server_list();
     let o = &a.opts;
-    let log = std::fs::File::create(t.dir.join("switchos.log")).context("creating switchos.log")?;
-    let mut c = Command::new("ip");
-    c.args(["netns", "exec", &ns])
-        .arg(exe)
-        .args(["kv", "switchos", "--cache"])
-        .arg(if kind == tern_kv::switchos::CacheKind::FarReach {
-            "farreach"
-        } else {
-            "netcache"
-        })
-        .args(["--servers", &list, "--thrift-port", "9090"])
-        .args(["--bind", &bind.to_string(), "--stats-file"])
-        .arg(t.dir.join("switchos-stats.json"))
-        .args(["--cache-size", &o.cache_size.to_string()])
-        .args(["--hot-threshold", &o.hot_threshold.to_string()])
-        .args(["--snapshot-ms", &o.snapshot_ms.to_string()])
-        .args(["--control-loss", &o.control_loss.to_string()])
-        .args(["--control-dup", &o.control_dup.to_string()]);
-    if o.sample_all {
-        c.arg("--sample-all");
+    let mut args: Vec<std::ffi::OsString> = Vec::new();
+    let mut add = |x: &dyn AsRef<std::ffi::OsStr>| args.push(x.as_ref().to_owned());
+    for x in ["kv", "switchos", "--cache"] {
+        add(&x);
     }
-    let mut child = c
+    add(&if kind == tern_kv::switchos::CacheKind::FarReach {
+        "farreach"
+    } else {
+        "netcache"
+    });
+    for x in [
+        "--servers".to_string(),
+        t.server_list(),
+        "--thrift-port".into(),
+        "9090".into(),
+        "--bind".into(),
+        bind.to_string(),
+        "--cache-size".into(),
+        o.cache_size.to_string(),
+        "--hot-threshold".into(),
+        o.hot_threshold.to_string(),
+        "--snapshot-ms".into(),
+        o.snapshot_ms.to_string(),
+        "--control-loss".into(),
+        o.control_loss.to_string(),
+        "--control-dup".into(),
+        o.control_dup.to_string(),
+    ] {
+        add(&x);
+    }
+    add(&"--stats-file");
+    add(&t.dir.join("switchos-stats.json"));
+    add(&"--snapshot-file");
+    add(&t.dir.join("snapshot.bin"));
+    if o.sample_all {
+        add(&"--sample-all");
+    }
+    let _ = std::fs::remove_file(t.dir.join("switchos.log"));
+    t.switchos_args = args;
+    let (child, _) = spawn_netns_switchos(exe, &ns, &t.switchos_args, &[], &t.dir)?;
+    *t.switchos_proc
+        .lock()
+        .map_err(|_| anyhow::anyhow!("switch OS slot"))? = Some(child);
+    Ok(())
+}
+
+/// Starts `tern kv switchos ARGS EXTRA` in namespace `ns` and waits for its `listening` line;
+/// returns the child and the phases of its recovery (with `--recover`).
+fn spawn_netns_switchos(
+    exe: &Path,
+    ns: &str,
+    args: &[std::ffi::OsString],
+    extra: &[std::ffi::OsString],
+    dir: &Path,
+) -> anyhow::Result<(Child, Option<serde_json::Value>)> {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("switchos.log"))
+        .context("opening switchos.log")?;
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", ns])
+        .arg(exe)
+        .args(args)
+        .args(extra)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(log)
         .spawn()
         .context("starting the switch OS")?;
     let stdout = child.stdout.take().context("switch OS stdout")?;
-    let ok = BufReader::new(stdout)
-        .lines()
-        .next()
-        .and_then(|l| l.ok())
-        .is_some_and(|l| l.starts_with("tern kv switchos: listening"));
-    t.children.push(("switch OS".into(), child));
+    let mut recovered = None;
+    let mut ok = false;
+    for l in BufReader::new(stdout).lines() {
+        let Ok(l) = l else { break };
+        if let Some(j) = l.strip_prefix("tern kv switchos: recovered ") {
+            recovered = serde_json::from_str(j).ok();
+        }
+        if l.starts_with("tern kv switchos: listening") {
+            ok = true;
+            break;
+        }
+    }
     if !ok {
+        stop_child(&mut child, "the switch OS");
         bail!(
             "the switch OS did not start; see {}",
-            t.dir.join("switchos.log").display()
+            dir.join("switchos.log").display()
         );
     }
+    Ok((child, recovered))
+}
+
+/// SIGINT, up to 5 s to exit, then SIGKILL; reaped.
+fn stop_child(c: &mut Child, name: &str) {
+    if matches!(c.try_wait(), Ok(None)) {
+        let _ = Command::new("kill")
+            .args(["-INT", &c.id().to_string()])
+            .status();
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while matches!(c.try_wait(), Ok(None)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if matches!(c.try_wait(), Ok(None)) {
+        eprintln!("tern kv up: {name} did not stop on SIGINT; killing it");
+        let _ = c.kill();
+    }
+    let _ = c.wait();
+}
+
+/// netns: `tern run` on the switch namespace's ports with the forwarding entries and Thrift on
+/// 9090.
+#[derive(Clone, Debug)]
+struct NetnsSwitch {
+    exe: PathBuf,
+    ns: String,
+    json: PathBuf,
+    commands: PathBuf,
+    ports: Vec<u32>,
+    log: PathBuf,
+}
+
+impl NetnsSwitch {
+    fn spawn(&self) -> anyhow::Result<Child> {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .context("opening switch.log")?;
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.ns])
+            .arg(&self.exe)
+            .arg("run")
+            .arg(&self.json);
+        for p in &self.ports {
+            c.arg("-i").arg(format!("{p}@p{p}"));
+        }
+        c.arg("--commands").arg(&self.commands);
+        c.args(["--thrift-port", "9090"]);
+        c.stdin(Stdio::null())
+            .stdout(log.try_clone().context("switch.log")?)
+            .stderr(log);
+        c.spawn().context("starting the tern switch")
+    }
+}
+
+/// netns + cache + `--crashes`: the fault injector on the netns switch.
+fn netns_injector(
+    t: &mut Topology,
+    a: &UpArgs,
+    s: &Settings,
+    kind: tern_kv::switchos::CacheKind,
+) -> anyhow::Result<()> {
+    let (Some(spec), Some(bind)) = (t.netns_switch.clone(), s.switchos) else {
+        bail!("--crashes in netns mode needs the tern switch");
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let inj = Injector {
+        target: Target::Netns(NetnsTarget {
+            spec,
+            switch: t.switch_proc.clone(),
+            switchos: t.switchos_proc.clone(),
+            switchos_args: t.switchos_args.clone(),
+            client_ports: t.switch_ports.iter().copied().take(s.clients).collect(),
+            dir: t.dir.clone(),
+        }),
+        os: t.switchos.clone(),
+        ctls: Vec::new(),
+        cfg: switchos_config(&a.opts, kind, t.servers.clone(), bind)?,
+        preserve: t.dir.join("preserved.txt"),
+        crashes: a.crashes,
+        period: Duration::from_millis(a.crash_period_ms.max(1)),
+        stop: stop.clone(),
+        log: t.recoveries.clone(),
+        phases: t.recovery_phases.clone(),
+        failed: t.injector_error.clone(),
+    };
+    t.injector = Some((stop, std::thread::spawn(move || inj.run())));
     Ok(())
 }
 
 /// netns + cache: stops the switch OS (SIGINT: it writes its counters) and reads them.
 fn netns_switchos_stats(t: &mut Topology) -> Option<serde_json::Value> {
-    let (_, c) = t.children.iter_mut().find(|(n, _)| n == "switch OS")?;
-    let _ = Command::new("kill")
-        .args(["-INT", &c.id().to_string()])
-        .status();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while matches!(c.try_wait(), Ok(None)) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let mut c = t.switchos_proc.lock().ok()?.take()?;
+    stop_child(&mut c, "the switch OS");
     let text = std::fs::read_to_string(t.dir.join("switchos-stats.json")).ok()?;
     serde_json::from_str(&text).ok()
 }
