@@ -107,9 +107,20 @@ pub struct UpArgs {
     /// clients' switch ports are held down.
     #[arg(long, default_value_t = 0)]
     crashes: u32,
-    /// Mean time between crashes in milliseconds (each wait is uniform in [0.5, 1.5] × this).
+    /// Mean time between crashes (and server kills) in milliseconds (each wait is uniform in
+    /// [0.5, 1.5] × this).
     #[arg(long, default_value_t = 1000)]
     crash_period_ms: u64,
+    /// Fault injection (loopback or netns mode: the servers are processes): SIGKILL a random
+    /// storage server this many times at random moments, keep it dead for --server-down-ms,
+    /// then restart it on the same folder and port and wait until it answers through the
+    /// topology again. Reported: how many cached GETs the switch answered while the server was
+    /// dead (`server_kills` in the stats file).
+    #[arg(long, default_value_t = 0)]
+    kill_server: u32,
+    /// How long a killed server stays dead, in milliseconds.
+    #[arg(long, default_value_t = 1000)]
+    server_down_ms: u64,
     /// Write the switch OS and data-plane counters as JSON to this file on exit.
     #[arg(long)]
     stats_file: Option<PathBuf>,
@@ -371,7 +382,7 @@ enum SwitchKind {
 }
 
 /// The merged settings.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Settings {
     mode: Mode,
     switch: SwitchKind,
@@ -430,6 +441,9 @@ fn settings(a: &UpArgs) -> anyhow::Result<Settings> {
     )?;
     if cache.is_some() && mode == Mode::Inproc {
         bail!("--cache netcache/farreach needs a switch: --mode sim, loopback or netns");
+    }
+    if a.kill_server > 0 && !matches!(mode, Mode::Loopback | Mode::Netns) {
+        bail!("--kill-server needs server processes: --mode loopback or netns");
     }
     if a.crashes > 0 && cache.is_none() {
         bail!("--crashes needs --cache netcache/farreach (in --mode sim, loopback or netns)");
@@ -585,6 +599,14 @@ struct Topology {
     netns_switch: Option<NetnsSwitch>,
     /// netns + cache: the switch OS's arguments after `tern` (restarts add `--recover`).
     switchos_args: Vec<std::ffi::OsString>,
+    /// loopback / netns: the server processes by index (the server killer restarts them).
+    server_procs: Arc<std::sync::Mutex<Vec<Option<Child>>>>,
+    /// How each server was started: `(namespace, address)`.
+    server_specs: Vec<(Option<String>, SocketAddr)>,
+    /// The server killer (`--kill-server`) and its stop flag.
+    killer: Option<(Arc<AtomicBool>, std::thread::JoinHandle<()>)>,
+    /// What the server killer saw, one JSON object per kill.
+    kills: Arc<std::sync::Mutex<Vec<serde_json::Value>>>,
     /// The fault injector's failure, if it failed (then `up` fails).
     injector_error: Arc<std::sync::Mutex<Option<String>>>,
     /// The fault injector (`--crashes`) and its stop flag.
@@ -615,6 +637,10 @@ impl Topology {
             netns_switch: None,
             switchos_args: Vec::new(),
             injector_error: Arc::default(),
+            server_procs: Arc::default(),
+            server_specs: Vec::new(),
+            killer: None,
+            kills: Arc::default(),
             injector: None,
             recoveries: Arc::default(),
             recovery_phases: Arc::default(),
@@ -628,6 +654,15 @@ impl Topology {
             switch_ns: None,
             switch_ports: Vec::new(),
         }
+    }
+
+    /// Registers server process `child` (the next index) listening on `at` in `ns`.
+    fn add_server(&mut self, ns: Option<String>, at: SocketAddr, child: Child) {
+        if let Ok(mut p) = self.server_procs.lock() {
+            p.push(Some(child));
+        }
+        self.server_specs.push((ns, at));
+        self.servers.push(at);
     }
 
     fn server_list(&self) -> String {
@@ -687,9 +722,19 @@ impl Topology {
 
     /// Graceful stop: servers flush on SIGINT; then everything else; then the namespaces.
     fn teardown(&mut self) {
-        if let Some((stop, h)) = self.injector.take() {
+        for (stop, h) in [self.injector.take(), self.killer.take()]
+            .into_iter()
+            .flatten()
+        {
             stop.store(true, Ordering::Release);
             let _ = h.join();
+        }
+        if let Ok(mut p) = self.server_procs.lock() {
+            for (i, c) in p.drain(..).enumerate() {
+                if let Some(c) = c {
+                    self.children.push((format!("server {i}"), c));
+                }
+            }
         }
         if let Ok(mut os) = self.switchos.lock() {
             os.take();
@@ -764,7 +809,10 @@ fn spawn_server(
         }
         None => Command::new(exe),
     };
-    let log = std::fs::File::create(dir.join(format!("server{index}.log")))
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join(format!("server{index}.log")))
         .with_context(|| format!("creating the log of server {index}"))?;
     c.args(["kv", "server", "--dir"])
         .arg(dir.join(format!("server{index}")))
@@ -944,9 +992,8 @@ fn netns_up(t: &mut Topology, exe: &Path, s: &Settings) -> anyhow::Result<()> {
         let h = i % s.server_hosts;
         let (ns, addr, _) = &hosts[s.clients + h];
         let child = spawn_server(exe, Some(ns), &t.dir, *addr, BASE_PORT + i as u16, i, s)?;
-        t.children.push((format!("server {i}"), child));
-        t.servers
-            .push(SocketAddr::from((*addr, BASE_PORT + i as u16)));
+        let at = SocketAddr::from((*addr, BASE_PORT + i as u16));
+        t.add_server(Some(ns.clone()), at, child);
     }
     Ok(())
 }
@@ -993,6 +1040,16 @@ fn wait_ready(t: &mut Topology, exe: &Path, timeout: Duration) -> anyhow::Result
                     "the switch exited during start-up ({st}); logs in {}",
                     t.dir.display()
                 );
+            }
+        }
+        if let Ok(mut p) = t.server_procs.lock() {
+            for (i, c) in p.iter_mut().enumerate() {
+                if let Some(Ok(Some(st))) = c.as_mut().map(Child::try_wait) {
+                    bail!(
+                        "server {i} exited during start-up ({st}); logs in {}",
+                        t.dir.display()
+                    );
+                }
             }
         }
         for (name, c) in &mut t.children {
@@ -1053,9 +1110,7 @@ pub fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
             for i in 0..s.servers {
                 let port = a.base_port + i as u16;
                 let child = spawn_server(&exe, None, &dir, Ipv4Addr::LOCALHOST, port, i, &s)?;
-                t.children.push((format!("server {i}"), child));
-                t.servers
-                    .push(SocketAddr::from((Ipv4Addr::LOCALHOST, port)));
+                t.add_server(None, SocketAddr::from((Ipv4Addr::LOCALHOST, port)), child);
             }
             if let (Some(kind), Some(so)) = (s.cache, s.switchos) {
                 loopback_cache(&mut t, &a, &s, &exe, &dir, kind, so)?;
@@ -1135,6 +1190,9 @@ pub fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
             netns_injector(&mut t, &a, &s, kind)?;
         }
     }
+    if a.kill_server > 0 {
+        start_killer(&mut t, &a, &s, &exe);
+    }
     let list = t.server_list();
     let where_ = match &t.client_ns {
         Some(ns) => format!(" (client namespace {ns})"),
@@ -1196,7 +1254,7 @@ pub fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
             None => ExitCode::from(130),
         }
     };
-    if let Some((stop, h)) = t.injector.take() {
+    for (stop, h) in [t.injector.take(), t.killer.take()].into_iter().flatten() {
         stop.store(true, Ordering::Release);
         let _ = h.join();
     }
@@ -1234,8 +1292,19 @@ pub fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
         (_, Some(k)) => cache_stats(&t, k),
         _ => None,
     };
+    let kills = t.kills.lock().map(|k| k.clone()).unwrap_or_default();
+    let stats = match stats {
+        Some(mut j) => {
+            j["server_kills"] = kills.into();
+            Some(j)
+        }
+        None if a.kill_server > 0 => Some(serde_json::json!({ "server_kills": kills })),
+        None => None,
+    };
     if let Some(j) = stats {
-        super::cmd_kv::say(&format!("tern kv up: cache {}", stats_line(&j)));
+        if j.get("hit_ratio").is_some() {
+            super::cmd_kv::say(&format!("tern kv up: cache {}", stats_line(&j)));
+        }
         if let Some(f) = &a.stats_file {
             std::fs::write(f, serde_json::to_string_pretty(&j)? + "\n")
                 .with_context(|| format!("writing {}", f.display()))?;
@@ -1248,6 +1317,198 @@ pub fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::FAILURE);
     }
     Ok(code)
+}
+
+/// `--kill-server`: SIGKILLs random server processes during the run and restarts them.
+struct ServerKiller {
+    exe: PathBuf,
+    dir: PathBuf,
+    settings: Settings,
+    procs: Arc<std::sync::Mutex<Vec<Option<Child>>>>,
+    specs: Vec<(Option<String>, SocketAddr)>,
+    /// The address each server answers on through the topology (its switch front).
+    fronts: Vec<SocketAddr>,
+    client_ns: Option<String>,
+    switch_ns: Option<String>,
+    /// loopback + cache: the in-process switch OS (reads the hit counter).
+    os: Arc<std::sync::Mutex<Option<CacheOs>>>,
+    kills: u32,
+    period: Duration,
+    down: Duration,
+    stop: Arc<AtomicBool>,
+    log: Arc<std::sync::Mutex<Vec<serde_json::Value>>>,
+    failed: Arc<std::sync::Mutex<Option<String>>>,
+}
+
+fn start_killer(t: &mut Topology, a: &UpArgs, s: &Settings, exe: &Path) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let k = ServerKiller {
+        exe: exe.to_path_buf(),
+        dir: t.dir.clone(),
+        settings: s.clone(),
+        procs: t.server_procs.clone(),
+        specs: t.server_specs.clone(),
+        fronts: t.servers.clone(),
+        client_ns: t.client_ns.clone(),
+        switch_ns: t.switch_ns.clone().filter(|_| s.cache.is_some()),
+        os: t.switchos.clone(),
+        kills: a.kill_server,
+        period: Duration::from_millis(a.crash_period_ms.max(1)),
+        down: Duration::from_millis(a.server_down_ms),
+        stop: stop.clone(),
+        log: t.kills.clone(),
+        failed: t.injector_error.clone(),
+    };
+    t.killer = Some((stop, std::thread::spawn(move || k.run())));
+}
+
+impl ServerKiller {
+    fn run(self) {
+        let mut rng = tern_kv::rng::Rng::new(0x5e7a);
+        for _ in 0..self.kills {
+            let until = Instant::now() + self.period.mul_f64(0.5 + rng.next_f64());
+            while Instant::now() < until {
+                if self.stop.load(Ordering::Acquire) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let i = (rng.next_f64() * self.specs.len() as f64) as usize % self.specs.len();
+            match self.kill_and_restart(i) {
+                Ok(j) => {
+                    super::cmd_kv::say(&format!(
+                        "tern kv up: server {i} killed (SIGKILL), dead {} ms, the switch \
+                         answered {} cached GETs meanwhile; restarted, answering again after \
+                         {:.1} ms",
+                        j["down_ms"],
+                        j["hits_while_down"],
+                        j["answering_after_ms"].as_f64().unwrap_or(0.0)
+                    ));
+                    if let Ok(mut l) = self.log.lock() {
+                        l.push(j);
+                    }
+                }
+                Err(e) => {
+                    eprintln!("tern kv up: server kill/restart failed: {e:#}");
+                    if let Ok(mut f) = self.failed.lock() {
+                        *f = Some(format!("{e:#}"));
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The switch's cached-GET hit counter (`kv_ops[0]`), when there is a cache.
+    fn hits(&self) -> Option<u64> {
+        if let Some(ns) = &self.switch_ns {
+            let mut child = Command::new("ip")
+                .args(["netns", "exec", ns])
+                .arg(&self.exe)
+                .args(["cli", "--thrift-port", "9090"])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .ok()?;
+            child
+                .stdin
+                .take()?
+                .write_all(b"counter_read KvIngress.kv_ops 0\n")
+                .ok()?;
+            let out = child.wait_with_output().ok()?;
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            return text.lines().find_map(|l| {
+                let (_, tail) = l.split_once("]= (")?;
+                tail.split(", ")
+                    .nth(1)?
+                    .split_whitespace()
+                    .next()?
+                    .parse()
+                    .ok()
+            });
+        }
+        let guard = self.os.lock().ok()?;
+        let os = guard.as_ref()?;
+        let mut n = None;
+        let _ = os.with_switch(&mut |rt| {
+            n = Some(rt.counter_read("KvIngress.kv_ops", OPS_GET_HIT)?.packets);
+            Ok(())
+        });
+        n
+    }
+
+    fn kill_and_restart(&self, i: usize) -> anyhow::Result<serde_json::Value> {
+        let before = self.hits();
+        let child = self
+            .procs
+            .lock()
+            .map_err(|_| anyhow::anyhow!("server slots"))?
+            .get_mut(i)
+            .and_then(Option::take);
+        let Some(mut child) = child else {
+            bail!("server {i} is not running");
+        };
+        let _ = child.kill();
+        let _ = child.wait();
+        let t0 = Instant::now();
+        // Stopped early by the end of the run: restart at once.
+        while t0.elapsed() < self.down && !self.stop.load(Ordering::Acquire) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let after = self.hits();
+        let down_ms = t0.elapsed().as_millis() as u64;
+        let (ns, at) = &self.specs[i];
+        let ip = match at.ip() {
+            std::net::IpAddr::V4(v) => v,
+            std::net::IpAddr::V6(_) => bail!("server {i}: IPv6 address {at}"),
+        };
+        let child = spawn_server(
+            &self.exe,
+            ns.as_deref(),
+            &self.dir,
+            ip,
+            at.port(),
+            i,
+            &self.settings,
+        )?;
+        if let Ok(mut p) = self.procs.lock() {
+            p[i] = Some(child);
+        }
+        // Converged: the restarted server answers through the topology (switch included).
+        let t1 = Instant::now();
+        let front = self.fronts[i].to_string();
+        loop {
+            let mut c = match &self.client_ns {
+                Some(ns) => {
+                    let mut c = Command::new("ip");
+                    c.args(["netns", "exec", ns]).arg(&self.exe);
+                    c
+                }
+                None => Command::new(&self.exe),
+            };
+            let o = c
+                .args(["kv", "snapshot", "--servers", &front])
+                .output()
+                .context("probing the restarted server")?;
+            if o.status.success() {
+                break;
+            }
+            if t1.elapsed() > Duration::from_secs(30) {
+                bail!("server {i} does not answer through the topology 30 s after its restart");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(serde_json::json!({
+            "server": i,
+            "down_ms": down_ms,
+            "hits_while_down": match (before, after) {
+                (Some(b), Some(a)) => serde_json::Value::from(a.saturating_sub(b)),
+                _ => serde_json::Value::Null,
+            },
+            "answering_after_ms": t1.elapsed().as_secs_f64() * 1000.0,
+        }))
+    }
 }
 
 /// A cache's switch OS, whatever switch it drives.
