@@ -2285,7 +2285,8 @@ pub fn stats_line(j: &serde_json::Value) -> String {
     format!(
         "hit ratio {:.3} ({} of {} GETs), writes in switch {}, to servers {}, cached {}, \
          admissions {}, evictions {} (write-backs {}), snapshots {} (last {:.1} ms, max {:.1} ms), \
-         control messages retried {} / given up {}, malformed dropped {}",
+         control messages retried {} / given up {} (dropped on purpose {}, duplicated on \
+         purpose {}), malformed dropped {}",
         j["hit_ratio"].as_f64().unwrap_or(0.0),
         j["get_hits"],
         j["gets"],
@@ -2300,6 +2301,8 @@ pub fn stats_line(j: &serde_json::Value) -> String {
         j["max_snapshot_ms"].as_f64().unwrap_or(0.0),
         j["control_retried"],
         j["control_gave_up"],
+        j["control_dropped_on_purpose"],
+        j["control_duplicated_on_purpose"],
         j["malformed_dropped"]
             .as_array()
             .map_or(0, |a| a.iter().filter_map(|x| x.as_u64()).sum::<u64>()),

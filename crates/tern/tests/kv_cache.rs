@@ -524,3 +524,76 @@ fn kill_server_needs_server_processes() {
         "{err}"
     );
 }
+
+/// The number after `label` in `text` (e.g. "control messages retried 12").
+fn number_after(text: &str, label: &str) -> u64 {
+    let at = text
+        .find(label)
+        .unwrap_or_else(|| panic!("no {label:?} in {text}"));
+    text[at + label.len()..]
+        .trim_start()
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no number after {label:?} in {text}"))
+}
+
+/// Lost and duplicated control messages in loopback mode (the switch in a `tern kv sim-switch`
+/// process, the switch OS driving it over Thrift and talking to server processes over UDP):
+/// 30 % of the switch OS's messages dropped and 30 % sent twice; the checker finds nothing and
+/// `tern kv stats` shows the retries.
+#[test]
+fn loopback_lost_and_duplicated_control_messages() {
+    for cache in ["farreach", "netcache"] {
+        let base = free_udp_pair().to_string();
+        let mut args = vec![
+            "--cache",
+            cache,
+            "--base-port",
+            &base,
+            "--control-loss",
+            "0.3",
+            "--control-dup",
+            "0.3",
+        ];
+        args.extend_from_slice(SMALL_CACHE);
+        let tmp = tern_fixtures::scratch(&format!("kvc-lossdup-{cache}"));
+        let stats = tmp.join("stats.json");
+        let o = Command::new(env!("CARGO_BIN_EXE_tern"))
+            .args(["kv", "up", "--mode", "loopback", "--servers", "2", "--dir"])
+            .arg(tmp.join("data"))
+            .arg("--stats-file")
+            .arg(&stats)
+            .args(&args)
+            .arg("--")
+            .arg("tern")
+            .args(CHECK)
+            .output()
+            .unwrap();
+        let out = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(o.status.success(), "{cache}: {out}");
+        assert!(
+            out.contains("violations: 0 stale, 0 unknown value, 0 value/seq mixed"),
+            "{cache}: {out}"
+        );
+        let s = Command::new(env!("CARGO_BIN_EXE_tern"))
+            .args(["kv", "stats"])
+            .arg(&stats)
+            .output()
+            .unwrap();
+        let line = String::from_utf8_lossy(&s.stdout).into_owned();
+        assert!(s.status.success(), "{line}");
+        assert!(
+            number_after(&line, "control messages retried") > 0,
+            "{line}"
+        );
+        assert!(number_after(&line, "dropped on purpose") > 0, "{line}");
+        assert!(number_after(&line, "duplicated on purpose") > 0, "{line}");
+        assert_eq!(number_after(&line, "given up"), 0, "{line}");
+        assert!(number_after(&line, "admissions") > 20, "{line}");
+    }
+}

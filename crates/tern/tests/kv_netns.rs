@@ -550,3 +550,52 @@ fn netns_servers_killed_and_restarted() {
         .sum();
     assert!(hits > 0, "{j}");
 }
+
+/// Lost and duplicated control messages through namespaces (the switch OS in the switch
+/// namespace, its messages to the servers crossing the live switch): 30 % dropped, 30 % sent
+/// twice; the checker finds nothing and `tern kv stats` shows the retries.
+#[test]
+fn netns_lost_and_duplicated_control_messages() {
+    if !is_root() || !has_ip() {
+        eprintln!("skipping: needs root and ip (network namespaces)");
+        return;
+    }
+    for cache in ["farreach", "netcache"] {
+        let (ok, out, j) = netns_check(
+            &format!("lossdup-{cache}"),
+            cache,
+            &["--control-loss", "0.3", "--control-dup", "0.3"],
+            &["--ops", "2500"],
+        );
+        assert!(ok, "{cache}: {out}");
+        assert!(
+            out.contains("violations: 0 stale, 0 unknown value, 0 value/seq mixed"),
+            "{cache}: {out}"
+        );
+        let j = j.unwrap_or_else(|| panic!("{cache}: no stats\n{out}"));
+        let tmp = tempfile::tempdir().unwrap();
+        let f = tmp.path().join("stats.json");
+        std::fs::write(&f, j.to_string()).unwrap();
+        let s = Command::new(TERN)
+            .args(["kv", "stats"])
+            .arg(&f)
+            .output()
+            .unwrap();
+        let line = text(&s.stdout);
+        assert!(s.status.success(), "{line}");
+        for (label, positive) in [
+            ("control messages retried ", true),
+            ("dropped on purpose ", true),
+            ("duplicated on purpose ", true),
+            ("/ given up ", false),
+        ] {
+            let n: u64 = line
+                .split(label)
+                .nth(1)
+                .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("{cache}: no {label:?} in {line}"));
+            assert_eq!(n > 0, positive, "{cache}: {label}{n} in {line}");
+        }
+    }
+}
