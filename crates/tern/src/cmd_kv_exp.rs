@@ -252,6 +252,7 @@ fn suite(
             retries: 5,
             target_rate: None,
             dynamic: None,
+            preserve: None,
         })
     };
     let mut rows = Vec::new();
