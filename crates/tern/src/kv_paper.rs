@@ -147,7 +147,13 @@ impl Scale {
                 .clone()
                 .unwrap_or(if q { vec![4, 8] } else { vec![16, 32, 64, 128] }),
             cache: a.cache_size.unwrap_or(if q { 50 } else { 10_000 }),
-            repeat: a.repeat.unwrap_or(if q { 2 } else { 3 }),
+            // `all` with 3 repetitions is ≈ 1.6 h in a release build (docs/kv-experiments.md,
+            // "Duration"); one repetition keeps the suite under the hour.
+            repeat: a.repeat.unwrap_or(match (q, a.suite == "all") {
+                (true, _) => 2,
+                (false, true) => 1,
+                (false, false) => 3,
+            }),
             dyn_ops: a.dyn_ops.unwrap_or(if q { 1_500 } else { 300_000 }),
             dyn_period: a.dynamic_period.unwrap_or(if q { 0.25 } else { 2.0 }),
             snapshot_periods: if q {
