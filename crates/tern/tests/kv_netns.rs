@@ -466,18 +466,24 @@ fn netns_switch_sigkilled_and_recovered_from_the_snapshot_file() {
         );
         assert!(j["get_hits"].as_u64().unwrap() > 0, "{cache}: {j}");
         if cache == "farreach" {
-            // Something was recovered. Whether a crash found records in the snapshot file
-            // depends on timing (a loaded machine may not finish a snapshot between two
-            // crashes); the file's format and atomic replacement are tested in tern-kv.
+            // Every recovery re-admitted the snapshot's keys (reports may add others
+            // meanwhile: at least as many cached as the snapshot held). How much there
+            // was to recover depends on timing (on a loaded machine a snapshot may not finish
+            // between two crashes, nothing may be cached yet): the negative test below shows
+            // the recovered records matter; the file's format is tested in tern-kv.
             let phases = j["recovery_phases"].as_array().unwrap();
             assert_eq!(phases.len(), 3, "{j}");
-            let replayed: u64 = phases.iter().map(|p| p["replayed"].as_u64().unwrap()).sum();
-            assert!(replayed > 0, "{j}");
-            let from_file: u64 = phases
-                .iter()
-                .map(|p| p["snapshot_records"].as_u64().unwrap())
-                .sum();
-            eprintln!("{cache}: {from_file} records recovered from snapshot files");
+            for p in phases {
+                let (cached, held) = (p["reinstalled"].as_u64(), p["snapshot_records"].as_u64());
+                assert!(cached >= held, "{p}");
+            }
+            let sum = |k: &str| -> u64 { phases.iter().map(|p| p[k].as_u64().unwrap()).sum() };
+            eprintln!(
+                "{cache}: {} records from snapshot files, {} preserved, {} replayed",
+                sum("snapshot_records"),
+                sum("preserved_records"),
+                sum("replayed")
+            );
         }
     }
 }
