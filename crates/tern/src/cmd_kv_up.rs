@@ -47,6 +47,7 @@ const BASE_PORT: u16 = 1152;
     tern kv up --mode loopback --cache netcache --crashes 3 -- tern kv check   # SIGKILL the switch\n  \
     tern kv up --mode netns --cache farreach --stats-file s.json -- tern kv check\n  \
     tern kv up --mode netns --cache farreach --crashes 3 -- tern kv check   # SIGKILL tern run\n  \
+    tern kv up --mode loopback --cache farreach --kill-server 2 -- tern kv check   # dead servers\n  \
     tern kv up --config topo.json -- tern kv bench --workload c --json c.json\n\n\
     The command after `--` runs once everything answers (in the first client namespace in \
     netns mode), with `{servers}` in its arguments and the TERN_KV_SERVERS environment \
@@ -187,7 +188,8 @@ pub struct SwitchOsArgs {
     /// first.
     #[arg(long)]
     recover: bool,
-    /// With --recover: the clients' preserved records (the file `tern kv check` dumps).
+    /// With --recover: the clients' preserved records (the file `tern kv check` and
+    /// `tern kv bench --preserve` dump).
     #[arg(long)]
     preserved: Option<PathBuf>,
     #[command(flatten)]
@@ -218,19 +220,20 @@ pub fn switchos_cmd(a: SwitchOsArgs) -> anyhow::Result<ExitCode> {
     if a.recover && kind == tern_kv::switchos::CacheKind::FarReach && a.snapshot_file.is_none() {
         bail!("--recover needs --snapshot-file (the snapshot to recover from)");
     }
-    let rt = connect_thrift(a.thrift_port)?;
     let t0 = Instant::now();
     let mut rep = tern_kv::switchos::RecoveryReport::default();
     let mut keys = Vec::new();
+    // The snapshot first: a damaged file stops here, before anything is touched.
+    let snapshot = match (&a.snapshot_file, a.recover) {
+        (Some(f), true) => tern_kv::snapfile::read(f)?.unwrap_or_default(),
+        _ => Default::default(),
+    };
+    rep.snapshot_load = t0.elapsed();
+    let rt = connect_thrift(a.thrift_port)?;
     if a.recover {
         // The switch is up (Thrift answers, its --commands applied): the servers are reachable
         // through it. Its clients are not (the fault injector holds their ports down) until
         // the seq floor is set below.
-        let snapshot = match &a.snapshot_file {
-            Some(f) => tern_kv::snapfile::read(f)?.unwrap_or_default(),
-            None => Default::default(),
-        };
-        rep.snapshot_load = t0.elapsed();
         keys = snapshot.records.iter().map(|r| (r.key, r.server)).collect();
         let none = PathBuf::new();
         replay_records(

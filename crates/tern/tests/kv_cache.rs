@@ -597,3 +597,34 @@ fn loopback_lost_and_duplicated_control_messages() {
         assert!(number_after(&line, "admissions") > 20, "{line}");
     }
 }
+
+/// A damaged snapshot file stops `tern kv switchos --recover` with an error naming the file
+/// and what is wrong, before it touches a switch or a server.
+#[test]
+fn recovery_from_a_damaged_snapshot_file_is_a_clear_error() {
+    let tmp = tern_fixtures::scratch("kvc-badsnap");
+    let f = tmp.join("snapshot.bin");
+    for (bytes, want) in [
+        (&b"TERNSNAP\0\0\0\x01 and then some garbage"[..], "checksum"),
+        (&b"short"[..], "shorter than"),
+    ] {
+        std::fs::write(&f, bytes).unwrap();
+        let o = Command::new(env!("CARGO_BIN_EXE_tern"))
+            .args(["kv", "switchos", "--cache", "farreach"])
+            .args([
+                "--servers",
+                "127.0.0.1:9",
+                "--bind",
+                "127.0.0.1:0",
+                "--recover",
+            ])
+            .arg("--snapshot-file")
+            .arg(&f)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{err}");
+        assert!(err.contains("snapshot.bin") && err.contains(want), "{err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
