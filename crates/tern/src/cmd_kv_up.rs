@@ -1632,9 +1632,16 @@ impl Injector {
             let _ = c.kill();
             let _ = c.wait();
         }
+        let mut old = self.os.lock().ok().and_then(|mut o| o.take());
+        if self.cfg.snapshot_file.is_some() {
+            // Stopped before reading: a snapshot it was finishing is on disk or never was.
+            old.take();
+        }
         let t = Instant::now();
-        let old = self.os.lock().ok().and_then(|mut o| o.take());
-        let snapshot = old.map(|os| os.last_snapshot()).unwrap_or_default();
+        let snapshot = match &self.cfg.snapshot_file {
+            Some(f) => tern_kv::snapfile::read(f)?.unwrap_or_default(),
+            None => old.map(|os| os.last_snapshot()).unwrap_or_default(),
+        };
         let mut rep = tern_kv::switchos::RecoveryReport {
             snapshot_load: t.elapsed(),
             ..Default::default()
@@ -1937,7 +1944,9 @@ fn loopback_cache(
     let proc = Arc::new(std::sync::Mutex::new(Some(child)));
     t.switch_proc = proc.clone();
     let rt = connect_thrift(thrift)?;
-    let c = switchos_config(&a.opts, kind, servers, so)?;
+    let mut c = switchos_config(&a.opts, kind, servers, so)?;
+    // As in netns mode, recovery reads the snapshot from the file, not from the dead OS.
+    c.snapshot_file = Some(dir.join("snapshot.bin"));
     let access: Box<dyn tern_kv::switchos::SwitchAccess> = Box::new(std::sync::Mutex::new(rt));
     let os = SwitchOs::start(access, c.clone()).context("starting the switch OS")?;
     if let Ok(mut slot) = t.switchos.lock() {
