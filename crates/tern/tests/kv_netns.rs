@@ -435,7 +435,7 @@ fn netns_check(
 }
 
 /// SIGKILL of the live switch (`tern run`) and of its switch OS three times during a
-/// write-heavy run through namespaces: each time the clients' switch ports are held down, the
+/// write-heavy run (80 % writes) through namespaces: each time the clients' switch ports are held down, the
 /// switch restarts and a new switch OS recovers from the snapshot file, the clients' preserved
 /// records and the servers before the clients get their ports back. The history checker finds
 /// no lost or stale value; both caches.
@@ -450,7 +450,7 @@ fn netns_switch_sigkilled_and_recovered_from_the_snapshot_file() {
             &format!("crash-{cache}"),
             cache,
             &["--crashes", "3", "--crash-period-ms", "400"],
-            &["--ops", "5000"],
+            &["--ops", "5000", "--write-ratio", "0.8"],
         );
         assert!(ok, "{cache}: {out}");
         assert!(
