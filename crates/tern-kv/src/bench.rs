@@ -37,6 +37,9 @@ pub struct BenchConfig {
     pub target_rate: Option<f64>,
     /// Dynamic popularity: pattern, keys moved per period, period length.
     pub dynamic: Option<DynamicConfig>,
+    /// Client-side preservation for switch recovery: keep the newest switch-answered write of
+    /// every key and dump them to this file ([`crate::history::Preserver`]).
+    pub preserve: Option<std::path::PathBuf>,
 }
 
 /// A dynamic-popularity setting for a run.
@@ -355,7 +358,20 @@ fn run_thread(
     version: u64,
     inserted: &[AtomicBool],
     shift: Option<&PopularityShift>,
+    keep: Option<&crate::history::Preserver>,
 ) -> Result<ThreadResult, ClientError> {
+    // A PUT; a write the switch answered (nodeidx 0xFFFF) is preserved for recovery.
+    let put = |c: &mut Client, key, value: Vec<u8>| -> bool {
+        match c.put_detailed(key, &value) {
+            Ok((seq, by)) => {
+                if let (Some(k), 0xFFFF) = (keep, by) {
+                    k.record(key, Some(value), seq);
+                }
+                true
+            }
+            Err(_) => false,
+        }
+    };
     let mut c = Client::new(cfg.router.clone(), cfg.timeout, cfg.retries)?;
     let n_servers = cfg.router.servers().len();
     let mut r = ThreadResult {
@@ -424,9 +440,7 @@ fn run_thread(
             }
             OpKind::Update | OpKind::Insert => {
                 r.per_server[server] += 1;
-                let ok = c
-                    .put(op.key, &value_for(op.keynum, value_len, version))
-                    .is_ok();
+                let ok = put(&mut c, op.key, value_for(op.keynum, value_len, version));
                 if ok && op.kind == OpKind::Insert {
                     let slot = usize::try_from(op.keynum - rc).ok();
                     if let Some(f) = slot.and_then(|i| inserted.get(i)) {
@@ -442,9 +456,7 @@ fn run_thread(
                     r.misses += u64::from(g.value.is_none());
                     r.mismatches += u64::from(!plausible(g, op.keynum, value_len, version));
                 }
-                read.is_ok()
-                    && c.put(op.key, &value_for(op.keynum, value_len, version))
-                        .is_ok()
+                read.is_ok() && put(&mut c, op.key, value_for(op.keynum, value_len, version))
             }
         };
         let done = Instant::now();
@@ -508,11 +520,16 @@ pub fn run_ops(cfg: &BenchConfig, ops: Vec<KvOp>) -> Result<BenchReport, BenchEr
     let shift = shift.as_ref();
     let per_thread = deal(ops, cfg.threads);
     let version = cfg.seed.wrapping_add(1);
+    let preserver = cfg
+        .preserve
+        .as_ref()
+        .map(|p| crate::history::Preserver::start(Some(p.clone())));
+    let keep = preserver.as_ref();
     let start = Instant::now();
     let results = std::thread::scope(|s| {
         let handles: Vec<_> = per_thread
             .iter()
-            .map(|ops| s.spawn(move || run_thread(cfg, ops, start, version, inserted, shift)))
+            .map(|ops| s.spawn(move || run_thread(cfg, ops, start, version, inserted, shift, keep)))
             .collect();
         handles
             .into_iter()
@@ -526,6 +543,9 @@ pub fn run_ops(cfg: &BenchConfig, ops: Vec<KvOp>) -> Result<BenchReport, BenchEr
             .collect::<Result<Vec<_>, _>>()
     })?;
     let seconds = start.elapsed().as_secs_f64();
+    if let Some(p) = &preserver {
+        p.finish();
+    }
     let n_servers = cfg.router.servers().len();
     let (mut all, mut reads, mut writes) = (Vec::new(), Vec::new(), Vec::new());
     let mut per_server = vec![0u64; n_servers];

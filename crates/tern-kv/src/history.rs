@@ -52,8 +52,87 @@ pub struct CheckConfig {
     pub preserve: Option<std::path::PathBuf>,
 }
 
-/// The clients' preserved records by key id (`(changed since the last dump, records)`).
-type PreserveMap = Mutex<(bool, HashMap<u64, (Option<Vec<u8>>, u32)>)>;
+/// The clients' preserved records by key (`(changed since the last dump, records)`).
+type PreserveMap = Mutex<(bool, HashMap<Key, (Option<Vec<u8>>, u32)>)>;
+
+/// Client-side preservation (FarReach's upstream backup, §3.9 of the reference): the newest
+/// switch-answered write of every key, dumped to a file (atomically, [`write_preserved`]) every
+/// 10 ms while it changes and once more when finished, for the recovery of a crashed switch.
+/// Shared by the client threads of `tern kv check` and `tern kv bench`.
+pub struct Preserver {
+    map: Arc<PreserveMap>,
+    done: Arc<std::sync::atomic::AtomicBool>,
+    dumper: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl Preserver {
+    /// Starts dumping to `path` (`None`: records are kept in memory only).
+    pub fn start(path: Option<std::path::PathBuf>) -> Preserver {
+        let map: Arc<PreserveMap> = Arc::new(Mutex::new((false, HashMap::new())));
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let dump = |p: &std::path::Path, m: &PreserveMap| {
+            let recs: Option<Vec<Preserved>> = m.lock().ok().and_then(|mut g| {
+                let changed = std::mem::take(&mut g.0);
+                changed.then(|| g.1.iter().map(|(k, (v, s))| (*k, v.clone(), *s)).collect())
+            });
+            if let Some(recs) = recs {
+                if let Err(e) = write_preserved(p, &recs) {
+                    eprintln!("preserving records to {}: {e}", p.display());
+                }
+            }
+        };
+        let dumper = path.map(|p| {
+            let (m, done) = (map.clone(), done.clone());
+            std::thread::spawn(move || {
+                while !done.load(std::sync::atomic::Ordering::Acquire) {
+                    dump(&p, &m);
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                dump(&p, &m);
+            })
+        });
+        Preserver {
+            map,
+            done,
+            dumper: Mutex::new(dumper),
+        }
+    }
+
+    /// Keeps `(value, seq)` (`None`: deleted) for `key` unless a newer seq is kept already.
+    pub fn record(&self, key: Key, value: Option<Vec<u8>>, seq: u32) {
+        if let Ok(mut p) = self.map.lock() {
+            let e = p.1.entry(key).or_insert((None, 0));
+            if seq >= e.1 {
+                *e = (value, seq);
+            }
+            p.0 = true;
+        }
+    }
+
+    /// Records kept so far.
+    pub fn len(&self) -> usize {
+        self.map.lock().map_or(0, |m| m.1.len())
+    }
+
+    /// Whether no record is kept.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Writes the final dump and stops the dumper.
+    pub fn finish(&self) {
+        self.done.store(true, std::sync::atomic::Ordering::Release);
+        if let Some(d) = self.dumper.lock().ok().and_then(|mut d| d.take()) {
+            let _ = d.join();
+        }
+    }
+}
+
+impl Drop for Preserver {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
 
 /// A preserved record: `(key, value or None for deleted, seq)`.
 pub type Preserved = (Key, Option<Vec<u8>>, u32);
@@ -202,33 +281,7 @@ pub fn run(cfg: &CheckConfig) -> Result<CheckReport, ClientError> {
         }
     }
     let report = Arc::new(Mutex::new(CheckReport::default()));
-    let preserved: Arc<PreserveMap> = Arc::new(Mutex::new((false, HashMap::new())));
-    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let dump = |p: &std::path::Path, m: &PreserveMap| {
-        let recs: Option<Vec<Preserved>> = m.lock().ok().and_then(|mut g| {
-            let changed = std::mem::take(&mut g.0);
-            changed.then(|| {
-                g.1.iter()
-                    .map(|(id, (v, s))| (Key::from_id(*id), v.clone(), *s))
-                    .collect()
-            })
-        });
-        if let Some(recs) = recs {
-            if let Err(e) = write_preserved(p, &recs) {
-                eprintln!("tern kv check: preserving to {}: {e}", p.display());
-            }
-        }
-    };
-    let dumper = cfg.preserve.clone().map(|p| {
-        let (m, done) = (preserved.clone(), done.clone());
-        std::thread::spawn(move || {
-            while !done.load(std::sync::atomic::Ordering::Acquire) {
-                dump(&p, &m);
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            dump(&p, &m);
-        })
-    });
+    let preserved = Arc::new(Preserver::start(cfg.preserve.clone()));
     let mut handles = Vec::new();
     for t in 0..cfg.threads {
         let (cfg, router, hist, report) =
@@ -260,13 +313,7 @@ pub fn run(cfg: &CheckConfig) -> Result<CheckReport, ClientError> {
                             let now = Instant::now();
                             local.large_writes += u64::from(big);
                             if by == 0xFFFF && cfg.preserve.is_some() {
-                                if let Ok(mut p) = preserved.lock() {
-                                    let e = p.1.entry(id).or_insert((None, 0));
-                                    if seq >= e.1 {
-                                        *e = ((!del).then(|| v.clone()), seq);
-                                    }
-                                    p.0 = true;
-                                }
+                                preserved.record(key, (!del).then(|| v.clone()), seq);
                             }
                             if let Ok(mut h) = hist[id as usize].lock() {
                                 h.acked.push((now, seq));
@@ -371,10 +418,7 @@ pub fn run(cfg: &CheckConfig) -> Result<CheckReport, ClientError> {
             }
         }
     }
-    done.store(true, std::sync::atomic::Ordering::Release);
-    if let Some(d) = dumper {
-        let _ = d.join();
-    }
+    preserved.finish();
     let r = report.lock().map(|r| r.clone()).unwrap_or_default();
     Ok(r)
 }

@@ -10,6 +10,7 @@
 //! * [`bench`]: the closed-loop benchmark driver and its report.
 //! * [`switchos`]: the caches' control plane (admission, eviction, snapshots) on the runtime
 //!   interface.
+//! * [`snapfile`]: FarReach's snapshot on disk (atomic, checksummed) for switch recovery.
 //! * [`rotation`]: FarReach's server rotation (N emulated servers on two physical ones).
 //! * [`madinc`]: MADINC's multitenant cache ops (tenant id + secret tag) on the same wire.
 //! * [`madinc_ctl`]: MADINC's control plane (tenants, pages, policies, quotas) on the runtime
@@ -26,6 +27,7 @@ pub mod rng;
 pub mod rotation;
 pub mod router;
 pub mod server;
+pub mod snapfile;
 pub mod storage;
 pub mod switchos;
 pub mod ycsb;

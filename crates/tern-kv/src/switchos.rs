@@ -96,6 +96,9 @@ pub struct SwitchOsConfig {
     pub seed: u64,
     /// Address of the report socket (port 0: any free loopback port).
     pub bind: SocketAddr,
+    /// FarReach: write every completed snapshot to this file (atomically, checksummed; see
+    /// [`crate::snapfile`]) so that it survives the switch OS process.
+    pub snapshot_file: Option<std::path::PathBuf>,
 }
 
 impl SwitchOsConfig {
@@ -116,6 +119,7 @@ impl SwitchOsConfig {
             dup: 0.0,
             seed: 0x5eed,
             bind: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+            snapshot_file: None,
         }
     }
 }
@@ -808,11 +812,20 @@ impl<A: SwitchAccess> Worker<A> {
             .stats
             .snapshot_bytes
             .fetch_add(bytes as u64, Ordering::Relaxed);
+        let snap = Snapshot {
+            id: self.token,
+            records,
+        };
+        if let Some(path) = &self.s.cfg.snapshot_file {
+            // Written before the snapshot counts as taken: a recovery after the count moved
+            // finds this snapshot (or a newer one) on disk.
+            if let Err(e) = crate::snapfile::write(path, &snap) {
+                eprintln!("switch OS: {e}");
+                self.s.stats.runtime_errors.fetch_add(1, Ordering::Relaxed);
+            }
+        }
         if let Ok(mut s) = self.s.snapshot.lock() {
-            *s = Snapshot {
-                id: self.token,
-                records,
-            };
+            *s = snap;
         }
         let us = t0.elapsed().as_micros() as u64;
         self.s.stats.last_snapshot_us.store(us, Ordering::Relaxed);
@@ -831,7 +844,7 @@ pub fn max_seq(
     timeout: Duration,
     tries: u32,
 ) -> Result<u32, SwitchOsError> {
-    let sock = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))?;
+    let sock = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))?;
     let mut buf = vec![0u8; 2048];
     let bytes = Message::new(Op::TERN_MAXSEQ, Key([0; 16]))
         .encode()
@@ -924,7 +937,8 @@ pub fn replay(
     }
     // Pipelined: up to REPLAY_WINDOW records in flight, each resent after `timeout` until
     // acknowledged (the seq check makes a duplicate harmless), `tries` sends at most.
-    let sock = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))?;
+    // Any local address: in a network namespace the servers are not on loopback.
+    let sock = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))?;
     let mut buf = vec![0u8; 65536];
     let mut todo: Vec<(Key, SocketAddr, Vec<u8>)> = Vec::with_capacity(newest.len());
     for (key, (value, seq)) in &newest {

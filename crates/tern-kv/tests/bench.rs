@@ -30,6 +30,7 @@ fn load_then_run_workloads_a_and_f_over_two_servers() {
             retries: 5,
             target_rate: None,
             dynamic: None,
+            preserve: None,
         };
         cfg.workload.value_len = 64;
         let load = bench::load(&cfg).unwrap();
@@ -96,6 +97,7 @@ fn bad_settings_are_errors() {
         retries: 0,
         target_rate: None,
         dynamic: None,
+        preserve: None,
     };
     assert!(bench::run(&cfg)
         .unwrap_err()
@@ -121,6 +123,7 @@ fn workload_d_reads_only_acknowledged_inserts() {
         retries: 5,
         target_rate: None,
         dynamic: None,
+        preserve: None,
     };
     cfg.workload.value_len = 32;
     bench::load(&cfg).unwrap();
@@ -152,6 +155,7 @@ fn open_loop_paces_requests() {
         retries: 3,
         target_rate: Some(1000.0),
         dynamic: None,
+        preserve: None,
     };
     bench::load(&cfg).unwrap();
     let r = bench::run(&cfg).unwrap();
@@ -189,6 +193,7 @@ fn dynamic_hot_in_requests_only_loaded_keys() {
             keys: 50,
             period_s: 0.002,
         }),
+        preserve: None,
     };
     cfg.workload.value_len = 16;
     bench::load(&cfg).unwrap();
@@ -236,6 +241,7 @@ fn server_rotation_measures_every_emulated_server_and_scales_by_the_bottleneck()
         retries: 5,
         target_rate: None,
         dynamic: None,
+        preserve: None,
     };
     cfg.workload.value_len = 32;
     // Both physical servers hold every record.

@@ -142,6 +142,10 @@ struct ServerArgs {
 
 #[derive(clap::Args)]
 struct BenchArgs {
+    /// Preserve the switch-answered writes in this file for switch recovery (default: the
+    /// TERN_KV_PRESERVE environment variable that `tern kv up --cache` sets).
+    #[arg(long)]
+    preserve: Option<PathBuf>,
     /// Comma-separated server addresses (host:port), in partition-range order (default: the
     /// TERN_KV_SERVERS environment variable that `tern kv up` sets).
     #[arg(long, conflicts_with = "local")]
@@ -452,6 +456,10 @@ fn bench_cmd(a: BenchArgs) -> anyhow::Result<ExitCode> {
             }),
             None => None,
         },
+        preserve: a
+            .preserve
+            .clone()
+            .or_else(|| std::env::var_os("TERN_KV_PRESERVE").map(PathBuf::from)),
     };
     let result = (|| -> anyhow::Result<()> {
         if let Some(n) = a.rotation {

@@ -58,7 +58,8 @@ pub struct ExperimentArgs {
     /// Cache size in records (exp*: 10000, FarReach's; --quick 50).
     #[arg(long)]
     pub(crate) cache_size: Option<u32>,
-    /// Repetitions of every point (exp*: 3; --quick 2; the paper: 5).
+    /// Repetitions of every point (exp*: 3, `all`: 1 so that the suite stays under an hour;
+    /// --quick 2; the paper: 5).
     #[arg(long)]
     pub(crate) repeat: Option<usize>,
     /// Operations of a dynamic run (exp7, exp8: 300000; --quick 1500).
@@ -252,6 +253,7 @@ fn suite(
             retries: 5,
             target_rate: None,
             dynamic: None,
+            preserve: None,
         })
     };
     let mut rows = Vec::new();

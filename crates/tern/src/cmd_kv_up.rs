@@ -46,6 +46,8 @@ const BASE_PORT: u16 = 1152;
     tern kv up --mode sim --cache farreach -- tern kv bench --workload a   # FarReach + switch OS\n  \
     tern kv up --mode loopback --cache netcache --crashes 3 -- tern kv check   # SIGKILL the switch\n  \
     tern kv up --mode netns --cache farreach --stats-file s.json -- tern kv check\n  \
+    tern kv up --mode netns --cache farreach --crashes 3 -- tern kv check   # SIGKILL tern run\n  \
+    tern kv up --mode loopback --cache farreach --kill-server 2 -- tern kv check   # dead servers\n  \
     tern kv up --config topo.json -- tern kv bench --workload c --json c.json\n\n\
     The command after `--` runs once everything answers (in the first client namespace in \
     netns mode), with `{servers}` in its arguments and the TERN_KV_SERVERS environment \
@@ -96,16 +98,30 @@ pub struct UpArgs {
     cache: Option<String>,
     #[command(flatten)]
     opts: CacheOpts,
-    /// Fault injection (sim or loopback mode with a cache; loopback: SIGKILL of the switch
-    /// process): crash the switch this many times at random
-    /// moments (it loses every register and entry and its switch OS dies), then recover:
-    /// replay the last snapshot and the clients' preserved records into the servers, restart
-    /// the switch OS with a seq floor above every stored seq, bring the switch back.
+    /// Fault injection (with a cache, in every mode with a switch): crash the switch this many
+    /// times at random moments (it loses every register and entry and its switch OS dies),
+    /// then recover: replay the last snapshot and the clients' preserved records into the
+    /// servers, restart the switch OS with a seq floor above every stored seq, bring the switch
+    /// back. sim: in-process crash; loopback: SIGKILL of the `tern kv sim-switch` process;
+    /// netns: SIGKILL of `tern run` and of `tern kv switchos` (the snapshot survives in the
+    /// switch OS's snapshot file), restart of both with `tern kv switchos --recover` while the
+    /// clients' switch ports are held down.
     #[arg(long, default_value_t = 0)]
     crashes: u32,
-    /// Mean time between crashes in milliseconds (each wait is uniform in [0.5, 1.5] × this).
+    /// Mean time between crashes (and server kills) in milliseconds (each wait is uniform in
+    /// [0.5, 1.5] × this).
     #[arg(long, default_value_t = 1000)]
     crash_period_ms: u64,
+    /// Fault injection (loopback or netns mode: the servers are processes): SIGKILL a random
+    /// storage server this many times at random moments, keep it dead for --server-down-ms,
+    /// then restart it on the same folder and port and wait until it answers through the
+    /// topology again. Reported: how many cached GETs the switch answered while the server was
+    /// dead (`server_kills` in the stats file).
+    #[arg(long, default_value_t = 0)]
+    kill_server: u32,
+    /// How long a killed server stays dead, in milliseconds.
+    #[arg(long, default_value_t = 1000)]
+    server_down_ms: u64,
     /// Write the switch OS and data-plane counters as JSON to this file on exit.
     #[arg(long)]
     stats_file: Option<PathBuf>,
@@ -160,6 +176,22 @@ pub struct SwitchOsArgs {
     /// Write the counters as JSON here on exit (SIGINT).
     #[arg(long)]
     stats_file: Option<PathBuf>,
+    /// FarReach: write every completed snapshot to this file (atomically: temporary file and
+    /// rename, with a CRC-32), so that it survives this process.
+    #[arg(long)]
+    snapshot_file: Option<PathBuf>,
+    /// Start by recovering from a switch crash (FarReach §3.9): read the last snapshot from
+    /// --snapshot-file (none yet: no records) and the clients' preserved records from
+    /// --preserved, replay the newest record per key into the servers with the seq check, then
+    /// set the seq floor above every stored seq and re-admit the snapshot's keys, all before
+    /// printing the `listening` line. Prints `tern kv switchos: recovered {phases as JSON}`
+    /// first.
+    #[arg(long)]
+    recover: bool,
+    /// With --recover: the clients' preserved records (the file `tern kv check` and
+    /// `tern kv bench --preserve` dump).
+    #[arg(long)]
+    preserved: Option<PathBuf>,
     #[command(flatten)]
     opts: CacheOpts,
 }
@@ -183,10 +215,43 @@ pub fn switchos_cmd(a: SwitchOsArgs) -> anyhow::Result<ExitCode> {
         .split(',')
         .map(|x| x.trim().parse().with_context(|| format!("address {x:?}")))
         .collect::<anyhow::Result<_>>()?;
-    let c = switchos_config(&a.opts, kind, servers, a.bind)?;
+    let mut c = switchos_config(&a.opts, kind, servers, a.bind)?;
+    c.snapshot_file = a.snapshot_file.clone();
+    if a.recover && kind == tern_kv::switchos::CacheKind::FarReach && a.snapshot_file.is_none() {
+        bail!("--recover needs --snapshot-file (the snapshot to recover from)");
+    }
+    let t0 = Instant::now();
+    let mut rep = tern_kv::switchos::RecoveryReport::default();
+    let mut keys = Vec::new();
+    // The snapshot first: a damaged file stops here, before anything is touched.
+    let snapshot = match (&a.snapshot_file, a.recover) {
+        (Some(f), true) => tern_kv::snapfile::read(f)?.unwrap_or_default(),
+        _ => Default::default(),
+    };
+    rep.snapshot_load = t0.elapsed();
     let rt = connect_thrift(a.thrift_port)?;
+    if a.recover {
+        // The switch is up (Thrift answers, its --commands applied): the servers are reachable
+        // through it. Its clients are not (the fault injector holds their ports down) until
+        // the seq floor is set below.
+        keys = snapshot.records.iter().map(|r| (r.key, r.server)).collect();
+        let none = PathBuf::new();
+        replay_records(
+            &c,
+            snapshot,
+            a.preserved.as_deref().unwrap_or(&none),
+            &mut rep,
+        )?;
+    }
+    let t = Instant::now();
     let access: Box<dyn tern_kv::switchos::SwitchAccess> = Box::new(std::sync::Mutex::new(rt));
     let os = tern_kv::switchos::SwitchOs::start(access, c).context("starting the switch OS")?;
+    if a.recover {
+        rep.reinstalled = os.reinstall(&keys, REINSTALL_WAIT);
+        rep.reinstall = t.elapsed();
+        rep.total = t0.elapsed();
+        println!("tern kv switchos: recovered {}", phases_json(&rep));
+    }
     println!("tern kv switchos: listening on {}", os.addr());
     std::io::stdout().flush()?;
     let stop = Arc::new(AtomicBool::new(false));
@@ -320,7 +385,7 @@ enum SwitchKind {
 }
 
 /// The merged settings.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Settings {
     mode: Mode,
     switch: SwitchKind,
@@ -380,8 +445,11 @@ fn settings(a: &UpArgs) -> anyhow::Result<Settings> {
     if cache.is_some() && mode == Mode::Inproc {
         bail!("--cache netcache/farreach needs a switch: --mode sim, loopback or netns");
     }
-    if a.crashes > 0 && (cache.is_none() || mode == Mode::Netns) {
-        bail!("--crashes needs --cache netcache/farreach in --mode sim or loopback");
+    if a.kill_server > 0 && !matches!(mode, Mode::Loopback | Mode::Netns) {
+        bail!("--kill-server needs server processes: --mode loopback or netns");
+    }
+    if a.crashes > 0 && cache.is_none() {
+        bail!("--crashes needs --cache netcache/farreach (in --mode sim, loopback or netns)");
     }
     if cache.is_some() && switch == SwitchKind::Bridge {
         bail!("--cache netcache/farreach needs --switch tern");
@@ -525,8 +593,25 @@ pub fn down(a: DownArgs) -> anyhow::Result<ExitCode> {
 struct Topology {
     children: Vec<(String, Child)>,
     inproc: Vec<tern_kv::server::ServerHandle>,
-    /// loopback + cache: the `tern kv sim-switch` process (the fault injector kills it).
+    /// loopback + cache: the `tern kv sim-switch` process; netns: the `tern run` switch (the
+    /// fault injector kills and restarts it).
     switch_proc: Arc<std::sync::Mutex<Option<Child>>>,
+    /// netns + cache: the `tern kv switchos` process (killed with the switch by the injector).
+    switchos_proc: Arc<std::sync::Mutex<Option<Child>>>,
+    /// netns: how the switch is started (the injector restarts it the same way).
+    netns_switch: Option<NetnsSwitch>,
+    /// netns + cache: the switch OS's arguments after `tern` (restarts add `--recover`).
+    switchos_args: Vec<std::ffi::OsString>,
+    /// loopback / netns: the server processes by index (the server killer restarts them).
+    server_procs: Arc<std::sync::Mutex<Vec<Option<Child>>>>,
+    /// How each server was started: `(namespace, address)`.
+    server_specs: Vec<(Option<String>, SocketAddr)>,
+    /// The server killer (`--kill-server`) and its stop flag.
+    killer: Option<(Arc<AtomicBool>, std::thread::JoinHandle<()>)>,
+    /// What the server killer saw, one JSON object per kill.
+    kills: Arc<std::sync::Mutex<Vec<serde_json::Value>>>,
+    /// The fault injector's failure, if it failed (then `up` fails).
+    injector_error: Arc<std::sync::Mutex<Option<String>>>,
     /// The fault injector (`--crashes`) and its stop flag.
     injector: Option<(Arc<AtomicBool>, std::thread::JoinHandle<()>)>,
     /// `(crashes, recovery times in ms, records replayed)` of the fault injector.
@@ -551,6 +636,14 @@ impl Topology {
             children: Vec::new(),
             inproc: Vec::new(),
             switch_proc: Arc::default(),
+            switchos_proc: Arc::default(),
+            netns_switch: None,
+            switchos_args: Vec::new(),
+            injector_error: Arc::default(),
+            server_procs: Arc::default(),
+            server_specs: Vec::new(),
+            killer: None,
+            kills: Arc::default(),
             injector: None,
             recoveries: Arc::default(),
             recovery_phases: Arc::default(),
@@ -564,6 +657,15 @@ impl Topology {
             switch_ns: None,
             switch_ports: Vec::new(),
         }
+    }
+
+    /// Registers server process `child` (the next index) listening on `at` in `ns`.
+    fn add_server(&mut self, ns: Option<String>, at: SocketAddr, child: Child) {
+        if let Ok(mut p) = self.server_procs.lock() {
+            p.push(Some(child));
+        }
+        self.server_specs.push((ns, at));
+        self.servers.push(at);
     }
 
     fn server_list(&self) -> String {
@@ -623,12 +725,25 @@ impl Topology {
 
     /// Graceful stop: servers flush on SIGINT; then everything else; then the namespaces.
     fn teardown(&mut self) {
-        if let Some((stop, h)) = self.injector.take() {
+        for (stop, h) in [self.injector.take(), self.killer.take()]
+            .into_iter()
+            .flatten()
+        {
             stop.store(true, Ordering::Release);
             let _ = h.join();
         }
+        if let Ok(mut p) = self.server_procs.lock() {
+            for (i, c) in p.drain(..).enumerate() {
+                if let Some(c) = c {
+                    self.children.push((format!("server {i}"), c));
+                }
+            }
+        }
         if let Ok(mut os) = self.switchos.lock() {
             os.take();
+        }
+        if let Some(mut c) = self.switchos_proc.lock().ok().and_then(|mut p| p.take()) {
+            stop_child(&mut c, "the switch OS");
         }
         if let Some(mut c) = self.switch_proc.lock().ok().and_then(|mut p| p.take()) {
             let _ = c.kill();
@@ -697,7 +812,10 @@ fn spawn_server(
         }
         None => Command::new(exe),
     };
-    let log = std::fs::File::create(dir.join(format!("server{index}.log")))
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join(format!("server{index}.log")))
         .with_context(|| format!("creating the log of server {index}"))?;
     c.args(["kv", "server", "--dir"])
         .arg(dir.join(format!("server{index}")))
@@ -856,23 +974,19 @@ fn netns_up(t: &mut Topology, exe: &Path, s: &Settings) -> anyhow::Result<()> {
             std::fs::write(&jpath, json).context("writing the switch program")?;
             let cpath = t.dir.join("switch-commands.txt");
             std::fs::write(&cpath, &entries).context("writing the switch commands")?;
-            let log =
-                std::fs::File::create(t.dir.join("switch.log")).context("creating switch.log")?;
-            let mut c = Command::new("ip");
-            c.args(["netns", "exec", &sw])
-                .arg(exe)
-                .arg("run")
-                .arg(&jpath);
-            for p in &t.switch_ports {
-                c.arg("-i").arg(format!("{p}@p{p}"));
-            }
-            c.arg("--commands").arg(&cpath);
-            c.args(["--thrift-port", "9090"]);
-            c.stdin(Stdio::null())
-                .stdout(log.try_clone().context("switch.log")?)
-                .stderr(log);
-            let child = c.spawn().context("starting the tern switch")?;
-            t.children.push(("switch".into(), child));
+            let spec = NetnsSwitch {
+                exe: exe.to_path_buf(),
+                ns: sw.clone(),
+                json: jpath,
+                commands: cpath,
+                ports: t.switch_ports.clone(),
+                log: t.dir.join("switch.log"),
+            };
+            let _ = std::fs::remove_file(&spec.log);
+            *t.switch_proc
+                .lock()
+                .map_err(|_| anyhow::anyhow!("switch slot"))? = Some(spec.spawn()?);
+            t.netns_switch = Some(spec);
             t.switch_ns = Some(sw.clone());
         }
     }
@@ -881,9 +995,8 @@ fn netns_up(t: &mut Topology, exe: &Path, s: &Settings) -> anyhow::Result<()> {
         let h = i % s.server_hosts;
         let (ns, addr, _) = &hosts[s.clients + h];
         let child = spawn_server(exe, Some(ns), &t.dir, *addr, BASE_PORT + i as u16, i, s)?;
-        t.children.push((format!("server {i}"), child));
-        t.servers
-            .push(SocketAddr::from((*addr, BASE_PORT + i as u16)));
+        let at = SocketAddr::from((*addr, BASE_PORT + i as u16));
+        t.add_server(Some(ns.clone()), at, child);
     }
     Ok(())
 }
@@ -918,6 +1031,30 @@ fn wait_ready(t: &mut Topology, exe: &Path, timeout: Duration) -> anyhow::Result
     let deadline = Instant::now() + timeout;
     let list = t.server_list();
     loop {
+        if let Some(c) = t
+            .switch_proc
+            .lock()
+            .ok()
+            .as_deref_mut()
+            .and_then(Option::as_mut)
+        {
+            if let Ok(Some(st)) = c.try_wait() {
+                bail!(
+                    "the switch exited during start-up ({st}); logs in {}",
+                    t.dir.display()
+                );
+            }
+        }
+        if let Ok(mut p) = t.server_procs.lock() {
+            for (i, c) in p.iter_mut().enumerate() {
+                if let Some(Ok(Some(st))) = c.as_mut().map(Child::try_wait) {
+                    bail!(
+                        "server {i} exited during start-up ({st}); logs in {}",
+                        t.dir.display()
+                    );
+                }
+            }
+        }
         for (name, c) in &mut t.children {
             if let Ok(Some(st)) = c.try_wait() {
                 bail!(
@@ -976,9 +1113,7 @@ pub fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
             for i in 0..s.servers {
                 let port = a.base_port + i as u16;
                 let child = spawn_server(&exe, None, &dir, Ipv4Addr::LOCALHOST, port, i, &s)?;
-                t.children.push((format!("server {i}"), child));
-                t.servers
-                    .push(SocketAddr::from((Ipv4Addr::LOCALHOST, port)));
+                t.add_server(None, SocketAddr::from((Ipv4Addr::LOCALHOST, port)), child);
             }
             if let (Some(kind), Some(so)) = (s.cache, s.switchos) {
                 loopback_cache(&mut t, &a, &s, &exe, &dir, kind, so)?;
@@ -1037,6 +1172,7 @@ pub fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
                             stop: stop.clone(),
                             log: t.recoveries.clone(),
                             phases: t.recovery_phases.clone(),
+                            failed: t.injector_error.clone(),
                         };
                         t.injector = Some((stop, std::thread::spawn(move || inj.run())));
                     }
@@ -1051,8 +1187,14 @@ pub fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
         Mode::Netns => netns_up(&mut t, &exe, &s)?,
     }
     wait_ready(&mut t, &exe, Duration::from_secs(a.ready_timeout))?;
-    if let (Mode::Netns, Some(_)) = (s.mode, s.cache) {
+    if let (Mode::Netns, Some(kind)) = (s.mode, s.cache) {
         netns_switchos(&mut t, &a, &s, &exe)?;
+        if a.crashes > 0 {
+            netns_injector(&mut t, &a, &s, kind)?;
+        }
+    }
+    if a.kill_server > 0 {
+        start_killer(&mut t, &a, &s, &exe);
     }
     let list = t.server_list();
     let where_ = match &t.client_ns {
@@ -1115,6 +1257,10 @@ pub fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
             None => ExitCode::from(130),
         }
     };
+    for (stop, h) in [t.injector.take(), t.killer.take()].into_iter().flatten() {
+        stop.store(true, Ordering::Release);
+        let _ = h.join();
+    }
     let counts = match &t.sim {
         Some(sim) => Some(sim.out_counts()),
         None => t.switch_counts(&exe),
@@ -1130,12 +1276,38 @@ pub fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
         ));
     }
     let stats = match (s.mode, s.cache) {
-        (Mode::Netns, Some(_)) => netns_switchos_stats(&mut t),
+        (Mode::Netns, Some(_)) => netns_switchos_stats(&mut t).map(|mut j| {
+            // The switch OS process's counters cover its life since the last restart; the
+            // crashes and recoveries are the injector's.
+            let (crashes, ms, replayed) =
+                t.recoveries.lock().map(|r| r.clone()).unwrap_or_default();
+            j["crashes"] = crashes.into();
+            j["max_recovery_ms"] = ms.iter().copied().fold(0.0, f64::max).into();
+            j["recovery_ms"] = ms.into();
+            j["records_replayed"] = replayed.into();
+            j["recovery_phases"] = t
+                .recovery_phases
+                .lock()
+                .map(|p| p.iter().map(phases_json).collect())
+                .unwrap_or_default();
+            j
+        }),
         (_, Some(k)) => cache_stats(&t, k),
         _ => None,
     };
+    let kills = t.kills.lock().map(|k| k.clone()).unwrap_or_default();
+    let stats = match stats {
+        Some(mut j) => {
+            j["server_kills"] = kills.into();
+            Some(j)
+        }
+        None if a.kill_server > 0 => Some(serde_json::json!({ "server_kills": kills })),
+        None => None,
+    };
     if let Some(j) = stats {
-        super::cmd_kv::say(&format!("tern kv up: cache {}", stats_line(&j)));
+        if j.get("hit_ratio").is_some() {
+            super::cmd_kv::say(&format!("tern kv up: cache {}", stats_line(&j)));
+        }
         if let Some(f) = &a.stats_file {
             std::fs::write(f, serde_json::to_string_pretty(&j)? + "\n")
                 .with_context(|| format!("writing {}", f.display()))?;
@@ -1143,7 +1315,203 @@ pub fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
     }
     t.teardown();
     super::cmd_kv::say("tern kv up: stopped and cleaned up");
+    if let Some(e) = t.injector_error.lock().ok().and_then(|mut e| e.take()) {
+        eprintln!("tern kv up: the fault injector failed: {e}");
+        return Ok(ExitCode::FAILURE);
+    }
     Ok(code)
+}
+
+/// `--kill-server`: SIGKILLs random server processes during the run and restarts them.
+struct ServerKiller {
+    exe: PathBuf,
+    dir: PathBuf,
+    settings: Settings,
+    procs: Arc<std::sync::Mutex<Vec<Option<Child>>>>,
+    specs: Vec<(Option<String>, SocketAddr)>,
+    /// The address each server answers on through the topology (its switch front).
+    fronts: Vec<SocketAddr>,
+    client_ns: Option<String>,
+    switch_ns: Option<String>,
+    /// loopback + cache: the in-process switch OS (reads the hit counter).
+    os: Arc<std::sync::Mutex<Option<CacheOs>>>,
+    kills: u32,
+    period: Duration,
+    down: Duration,
+    stop: Arc<AtomicBool>,
+    log: Arc<std::sync::Mutex<Vec<serde_json::Value>>>,
+    failed: Arc<std::sync::Mutex<Option<String>>>,
+}
+
+fn start_killer(t: &mut Topology, a: &UpArgs, s: &Settings, exe: &Path) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let k = ServerKiller {
+        exe: exe.to_path_buf(),
+        dir: t.dir.clone(),
+        settings: s.clone(),
+        procs: t.server_procs.clone(),
+        specs: t.server_specs.clone(),
+        fronts: t.servers.clone(),
+        client_ns: t.client_ns.clone(),
+        switch_ns: t.switch_ns.clone().filter(|_| s.cache.is_some()),
+        os: t.switchos.clone(),
+        kills: a.kill_server,
+        period: Duration::from_millis(a.crash_period_ms.max(1)),
+        down: Duration::from_millis(a.server_down_ms),
+        stop: stop.clone(),
+        log: t.kills.clone(),
+        failed: t.injector_error.clone(),
+    };
+    t.killer = Some((stop, std::thread::spawn(move || k.run())));
+}
+
+impl ServerKiller {
+    fn run(self) {
+        let mut rng = tern_kv::rng::Rng::new(0x5e7a);
+        for _ in 0..self.kills {
+            let until = Instant::now() + self.period.mul_f64(0.5 + rng.next_f64());
+            while Instant::now() < until {
+                if self.stop.load(Ordering::Acquire) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let i = (rng.next_f64() * self.specs.len() as f64) as usize % self.specs.len();
+            match self.kill_and_restart(i) {
+                Ok(j) => {
+                    super::cmd_kv::say(&format!(
+                        "tern kv up: server {i} killed (SIGKILL), dead {} ms, the switch \
+                         answered {} cached GETs meanwhile; restarted, answering again after \
+                         {:.1} ms",
+                        j["down_ms"],
+                        j["hits_while_down"],
+                        j["answering_after_ms"].as_f64().unwrap_or(0.0)
+                    ));
+                    if let Ok(mut l) = self.log.lock() {
+                        l.push(j);
+                    }
+                }
+                Err(e) => {
+                    eprintln!("tern kv up: server kill/restart failed: {e:#}");
+                    if let Ok(mut f) = self.failed.lock() {
+                        *f = Some(format!("{e:#}"));
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The switch's cached-GET hit counter (`kv_ops[0]`), when there is a cache.
+    fn hits(&self) -> Option<u64> {
+        if let Some(ns) = &self.switch_ns {
+            let mut child = Command::new("ip")
+                .args(["netns", "exec", ns])
+                .arg(&self.exe)
+                .args(["cli", "--thrift-port", "9090"])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .ok()?;
+            child
+                .stdin
+                .take()?
+                .write_all(b"counter_read KvIngress.kv_ops 0\n")
+                .ok()?;
+            let out = child.wait_with_output().ok()?;
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            return text.lines().find_map(|l| {
+                let (_, tail) = l.split_once("]= (")?;
+                tail.split(", ")
+                    .nth(1)?
+                    .split_whitespace()
+                    .next()?
+                    .parse()
+                    .ok()
+            });
+        }
+        let guard = self.os.lock().ok()?;
+        let os = guard.as_ref()?;
+        let mut n = None;
+        let _ = os.with_switch(&mut |rt| {
+            n = Some(rt.counter_read("KvIngress.kv_ops", OPS_GET_HIT)?.packets);
+            Ok(())
+        });
+        n
+    }
+
+    fn kill_and_restart(&self, i: usize) -> anyhow::Result<serde_json::Value> {
+        let before = self.hits();
+        let child = self
+            .procs
+            .lock()
+            .map_err(|_| anyhow::anyhow!("server slots"))?
+            .get_mut(i)
+            .and_then(Option::take);
+        let Some(mut child) = child else {
+            bail!("server {i} is not running");
+        };
+        let _ = child.kill();
+        let _ = child.wait();
+        let t0 = Instant::now();
+        // Stopped early by the end of the run: restart at once.
+        while t0.elapsed() < self.down && !self.stop.load(Ordering::Acquire) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let after = self.hits();
+        let down_ms = t0.elapsed().as_millis() as u64;
+        let (ns, at) = &self.specs[i];
+        let ip = match at.ip() {
+            std::net::IpAddr::V4(v) => v,
+            std::net::IpAddr::V6(_) => bail!("server {i}: IPv6 address {at}"),
+        };
+        let child = spawn_server(
+            &self.exe,
+            ns.as_deref(),
+            &self.dir,
+            ip,
+            at.port(),
+            i,
+            &self.settings,
+        )?;
+        if let Ok(mut p) = self.procs.lock() {
+            p[i] = Some(child);
+        }
+        // Converged: the restarted server answers through the topology (switch included).
+        let t1 = Instant::now();
+        let front = self.fronts[i].to_string();
+        loop {
+            let mut c = match &self.client_ns {
+                Some(ns) => {
+                    let mut c = Command::new("ip");
+                    c.args(["netns", "exec", ns]).arg(&self.exe);
+                    c
+                }
+                None => Command::new(&self.exe),
+            };
+            let o = c
+                .args(["kv", "snapshot", "--servers", &front])
+                .output()
+                .context("probing the restarted server")?;
+            if o.status.success() {
+                break;
+            }
+            if t1.elapsed() > Duration::from_secs(30) {
+                bail!("server {i} does not answer through the topology 30 s after its restart");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(serde_json::json!({
+            "server": i,
+            "down_ms": down_ms,
+            "hits_while_down": match (before, after) {
+                (Some(b), Some(a)) => serde_json::Value::from(a.saturating_sub(b)),
+                _ => serde_json::Value::Null,
+            },
+            "answering_after_ms": t1.elapsed().as_secs_f64() * 1000.0,
+        }))
+    }
 }
 
 /// A cache's switch OS, whatever switch it drives.
@@ -1163,6 +1531,8 @@ struct Injector {
     log: Arc<std::sync::Mutex<(u32, Vec<f64>, usize)>>,
     /// Every recovery's phases.
     phases: Arc<std::sync::Mutex<Vec<tern_kv::switchos::RecoveryReport>>>,
+    /// Set when a recovery failed (the run then fails).
+    failed: Arc<std::sync::Mutex<Option<String>>>,
 }
 
 impl Injector {
@@ -1186,6 +1556,14 @@ impl Injector {
                     r
                 }
                 Target::Process(p) => self.kill_and_recover(p),
+                Target::Netns(n) => {
+                    let r = self.kill_and_recover_netns(n);
+                    // Whatever happened, the clients get their ports back.
+                    for p in &n.client_ports {
+                        let _ = ns_ip(&n.spec.ns, &["link", "set", &format!("p{p}"), "up"]);
+                    }
+                    r
+                }
             };
             match r {
                 Ok((ms, n)) => {
@@ -1201,6 +1579,9 @@ impl Injector {
                 }
                 Err(e) => {
                     eprintln!("tern kv up: recovery failed: {e:#}");
+                    if let Ok(mut f) = self.failed.lock() {
+                        *f = Some(format!("{e:#}"));
+                    }
                     return;
                 }
             }
@@ -1251,9 +1632,16 @@ impl Injector {
             let _ = c.kill();
             let _ = c.wait();
         }
+        let mut old = self.os.lock().ok().and_then(|mut o| o.take());
+        if self.cfg.snapshot_file.is_some() {
+            // Stopped before reading: a snapshot it was finishing is on disk or never was.
+            old.take();
+        }
         let t = Instant::now();
-        let old = self.os.lock().ok().and_then(|mut o| o.take());
-        let snapshot = old.map(|os| os.last_snapshot()).unwrap_or_default();
+        let snapshot = match &self.cfg.snapshot_file {
+            Some(f) => tern_kv::snapfile::read(f)?.unwrap_or_default(),
+            None => old.map(|os| os.last_snapshot()).unwrap_or_default(),
+        };
         let mut rep = tern_kv::switchos::RecoveryReport {
             snapshot_load: t.elapsed(),
             ..Default::default()
@@ -1287,6 +1675,47 @@ impl Injector {
         if let Ok(mut o) = self.os.lock() {
             *o = Some(os);
         }
+        rep.total = t0.elapsed();
+        self.log_phases(&rep);
+        Ok((t0.elapsed().as_secs_f64() * 1000.0, rep.replayed))
+    }
+
+    /// netns: SIGKILL of the `tern run` switch and of its switch OS (the switch's CPU dies with
+    /// it; only the snapshot file survives). The clients' switch ports are held down while the
+    /// switch restarts with its forwarding entries and a new switch OS runs the recovery
+    /// (`tern kv switchos --recover`: snapshot file + preserved records replayed into the
+    /// servers, seq floor above every stored seq, snapshot keys re-admitted); the ports come up
+    /// only after its `listening` line, so the switch forwards no client request before the
+    /// floor is set.
+    fn kill_and_recover_netns(&self, n: &NetnsTarget) -> anyhow::Result<(f64, usize)> {
+        let t0 = Instant::now();
+        // The switch OS first: the two die together, it never sees its switch gone.
+        for slot in [&n.switchos, &n.switch] {
+            if let Some(mut c) = slot.lock().ok().and_then(|mut c| c.take()) {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+        for p in &n.client_ports {
+            ns_ip(&n.spec.ns, &["link", "set", &format!("p{p}"), "down"])?;
+        }
+        // Replies already on their way to the clients (the preserved records' last dump).
+        std::thread::sleep(Duration::from_millis(50));
+        let child = n.spec.spawn()?;
+        if let Ok(mut c) = n.switch.lock() {
+            *c = Some(child);
+        }
+        let extra: Vec<std::ffi::OsString> = vec![
+            "--recover".into(),
+            "--preserved".into(),
+            self.preserve.clone().into_os_string(),
+        ];
+        let (child, phases) =
+            spawn_netns_switchos(&n.spec.exe, &n.spec.ns, &n.switchos_args, &extra, &n.dir)?;
+        if let Ok(mut c) = n.switchos.lock() {
+            *c = Some(child);
+        }
+        let mut rep = phases.as_ref().map(phases_from_json).unwrap_or_default();
         rep.total = t0.elapsed();
         self.log_phases(&rep);
         Ok((t0.elapsed().as_secs_f64() * 1000.0, rep.replayed))
@@ -1345,6 +1774,23 @@ pub(crate) fn replay_records(
     Ok(())
 }
 
+/// The phases of a recovery from their JSON form ([`phases_json`]).
+fn phases_from_json(j: &serde_json::Value) -> tern_kv::switchos::RecoveryReport {
+    let d = |k: &str| Duration::from_secs_f64(j[k].as_f64().unwrap_or(0.0).max(0.0) / 1000.0);
+    let n = |k: &str| j[k].as_u64().unwrap_or(0) as usize;
+    tern_kv::switchos::RecoveryReport {
+        snapshot_records: n("snapshot_records"),
+        preserved_records: n("preserved_records"),
+        replayed: n("replayed"),
+        reinstalled: n("reinstalled"),
+        snapshot_load: d("snapshot_load_ms"),
+        preserved_load: d("preserved_load_ms"),
+        replay: d("replay_ms"),
+        reinstall: d("reinstall_ms"),
+        total: d("total_ms"),
+    }
+}
+
 /// One line of a recovery's phases.
 pub(crate) fn phases_line(r: &tern_kv::switchos::RecoveryReport) -> String {
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
@@ -1385,6 +1831,19 @@ enum Target {
     Sim(Arc<super::kv_sim::SimSwitch>),
     /// The `tern kv sim-switch` process of `--mode loopback`.
     Process(SwitchProcess),
+    /// The `tern run` switch and the `tern kv switchos` of `--mode netns`.
+    Netns(NetnsTarget),
+}
+
+/// What the injector kills and restarts in netns mode.
+struct NetnsTarget {
+    spec: NetnsSwitch,
+    switch: Arc<std::sync::Mutex<Option<Child>>>,
+    switchos: Arc<std::sync::Mutex<Option<Child>>>,
+    switchos_args: Vec<std::ffi::OsString>,
+    /// The switch ports of the client hosts (held down while the switch recovers).
+    client_ports: Vec<u32>,
+    dir: PathBuf,
 }
 
 /// How to restart the switch process.
@@ -1485,7 +1944,9 @@ fn loopback_cache(
     let proc = Arc::new(std::sync::Mutex::new(Some(child)));
     t.switch_proc = proc.clone();
     let rt = connect_thrift(thrift)?;
-    let c = switchos_config(&a.opts, kind, servers, so)?;
+    let mut c = switchos_config(&a.opts, kind, servers, so)?;
+    // As in netns mode, recovery reads the snapshot from the file, not from the dead OS.
+    c.snapshot_file = Some(dir.join("snapshot.bin"));
     let access: Box<dyn tern_kv::switchos::SwitchAccess> = Box::new(std::sync::Mutex::new(rt));
     let os = SwitchOs::start(access, c.clone()).context("starting the switch OS")?;
     if let Ok(mut slot) = t.switchos.lock() {
@@ -1510,6 +1971,7 @@ fn loopback_cache(
             stop: stop.clone(),
             log: t.recoveries.clone(),
             phases: t.recovery_phases.clone(),
+            failed: t.injector_error.clone(),
         };
         t.injector = Some((stop, std::thread::spawn(move || inj.run())));
     }
@@ -1518,66 +1980,198 @@ fn loopback_cache(
 }
 
 /// netns + cache: `tern kv switchos` in the switch namespace, on the tern switch's Thrift port,
-/// reports on cpu0.
+/// reports on cpu0; FarReach's snapshots go to `snapshot.bin` in the topology's folder.
 fn netns_switchos(t: &mut Topology, a: &UpArgs, s: &Settings, exe: &Path) -> anyhow::Result<()> {
     let (Some(ns), Some(bind), Some(kind)) = (t.switch_ns.clone(), s.switchos, s.cache) else {
         bail!("netns cache: no switch namespace");
     };
-    let list = t.server_list();
     let o = &a.opts;
-    let log = std::fs::File::create(t.dir.join("switchos.log")).context("creating switchos.log")?;
-    let mut c = Command::new("ip");
-    c.args(["netns", "exec", &ns])
-        .arg(exe)
-        .args(["kv", "switchos", "--cache"])
-        .arg(if kind == tern_kv::switchos::CacheKind::FarReach {
-            "farreach"
-        } else {
-            "netcache"
-        })
-        .args(["--servers", &list, "--thrift-port", "9090"])
-        .args(["--bind", &bind.to_string(), "--stats-file"])
-        .arg(t.dir.join("switchos-stats.json"))
-        .args(["--cache-size", &o.cache_size.to_string()])
-        .args(["--hot-threshold", &o.hot_threshold.to_string()])
-        .args(["--snapshot-ms", &o.snapshot_ms.to_string()])
-        .args(["--control-loss", &o.control_loss.to_string()])
-        .args(["--control-dup", &o.control_dup.to_string()]);
-    if o.sample_all {
-        c.arg("--sample-all");
+    let mut args: Vec<std::ffi::OsString> = Vec::new();
+    let mut add = |x: &dyn AsRef<std::ffi::OsStr>| args.push(x.as_ref().to_owned());
+    for x in ["kv", "switchos", "--cache"] {
+        add(&x);
     }
-    let mut child = c
+    add(&if kind == tern_kv::switchos::CacheKind::FarReach {
+        "farreach"
+    } else {
+        "netcache"
+    });
+    for x in [
+        "--servers".to_string(),
+        t.server_list(),
+        "--thrift-port".into(),
+        "9090".into(),
+        "--bind".into(),
+        bind.to_string(),
+        "--cache-size".into(),
+        o.cache_size.to_string(),
+        "--hot-threshold".into(),
+        o.hot_threshold.to_string(),
+        "--snapshot-ms".into(),
+        o.snapshot_ms.to_string(),
+        "--control-loss".into(),
+        o.control_loss.to_string(),
+        "--control-dup".into(),
+        o.control_dup.to_string(),
+    ] {
+        add(&x);
+    }
+    add(&"--stats-file");
+    add(&t.dir.join("switchos-stats.json"));
+    add(&"--snapshot-file");
+    add(&t.dir.join("snapshot.bin"));
+    if o.sample_all {
+        add(&"--sample-all");
+    }
+    let _ = std::fs::remove_file(t.dir.join("switchos.log"));
+    t.switchos_args = args;
+    let (child, _) = spawn_netns_switchos(exe, &ns, &t.switchos_args, &[], &t.dir)?;
+    *t.switchos_proc
+        .lock()
+        .map_err(|_| anyhow::anyhow!("switch OS slot"))? = Some(child);
+    Ok(())
+}
+
+/// Starts `tern kv switchos ARGS EXTRA` in namespace `ns` and waits for its `listening` line;
+/// returns the child and the phases of its recovery (with `--recover`).
+fn spawn_netns_switchos(
+    exe: &Path,
+    ns: &str,
+    args: &[std::ffi::OsString],
+    extra: &[std::ffi::OsString],
+    dir: &Path,
+) -> anyhow::Result<(Child, Option<serde_json::Value>)> {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("switchos.log"))
+        .context("opening switchos.log")?;
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", ns])
+        .arg(exe)
+        .args(args)
+        .args(extra)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(log)
         .spawn()
         .context("starting the switch OS")?;
     let stdout = child.stdout.take().context("switch OS stdout")?;
-    let ok = BufReader::new(stdout)
-        .lines()
-        .next()
-        .and_then(|l| l.ok())
-        .is_some_and(|l| l.starts_with("tern kv switchos: listening"));
-    t.children.push(("switch OS".into(), child));
+    let mut recovered = None;
+    let mut ok = false;
+    for l in BufReader::new(stdout).lines() {
+        let Ok(l) = l else { break };
+        if let Some(j) = l.strip_prefix("tern kv switchos: recovered ") {
+            recovered = serde_json::from_str(j).ok();
+        }
+        if l.starts_with("tern kv switchos: listening") {
+            ok = true;
+            break;
+        }
+    }
     if !ok {
+        stop_child(&mut child, "the switch OS");
         bail!(
             "the switch OS did not start; see {}",
-            t.dir.join("switchos.log").display()
+            dir.join("switchos.log").display()
         );
     }
+    Ok((child, recovered))
+}
+
+/// SIGINT, up to 5 s to exit, then SIGKILL; reaped.
+fn stop_child(c: &mut Child, name: &str) {
+    if matches!(c.try_wait(), Ok(None)) {
+        let _ = Command::new("kill")
+            .args(["-INT", &c.id().to_string()])
+            .status();
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while matches!(c.try_wait(), Ok(None)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if matches!(c.try_wait(), Ok(None)) {
+        eprintln!("tern kv up: {name} did not stop on SIGINT; killing it");
+        let _ = c.kill();
+    }
+    let _ = c.wait();
+}
+
+/// netns: `tern run` on the switch namespace's ports with the forwarding entries and Thrift on
+/// 9090.
+#[derive(Clone, Debug)]
+struct NetnsSwitch {
+    exe: PathBuf,
+    ns: String,
+    json: PathBuf,
+    commands: PathBuf,
+    ports: Vec<u32>,
+    log: PathBuf,
+}
+
+impl NetnsSwitch {
+    fn spawn(&self) -> anyhow::Result<Child> {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .context("opening switch.log")?;
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.ns])
+            .arg(&self.exe)
+            .arg("run")
+            .arg(&self.json);
+        for p in &self.ports {
+            c.arg("-i").arg(format!("{p}@p{p}"));
+        }
+        c.arg("--commands").arg(&self.commands);
+        c.args(["--thrift-port", "9090"]);
+        c.stdin(Stdio::null())
+            .stdout(log.try_clone().context("switch.log")?)
+            .stderr(log);
+        c.spawn().context("starting the tern switch")
+    }
+}
+
+/// netns + cache + `--crashes`: the fault injector on the netns switch.
+fn netns_injector(
+    t: &mut Topology,
+    a: &UpArgs,
+    s: &Settings,
+    kind: tern_kv::switchos::CacheKind,
+) -> anyhow::Result<()> {
+    let (Some(spec), Some(bind)) = (t.netns_switch.clone(), s.switchos) else {
+        bail!("--crashes in netns mode needs the tern switch");
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let inj = Injector {
+        target: Target::Netns(NetnsTarget {
+            spec,
+            switch: t.switch_proc.clone(),
+            switchos: t.switchos_proc.clone(),
+            switchos_args: t.switchos_args.clone(),
+            client_ports: t.switch_ports.iter().copied().take(s.clients).collect(),
+            dir: t.dir.clone(),
+        }),
+        os: t.switchos.clone(),
+        ctls: Vec::new(),
+        cfg: switchos_config(&a.opts, kind, t.servers.clone(), bind)?,
+        preserve: t.dir.join("preserved.txt"),
+        crashes: a.crashes,
+        period: Duration::from_millis(a.crash_period_ms.max(1)),
+        stop: stop.clone(),
+        log: t.recoveries.clone(),
+        phases: t.recovery_phases.clone(),
+        failed: t.injector_error.clone(),
+    };
+    t.injector = Some((stop, std::thread::spawn(move || inj.run())));
     Ok(())
 }
 
 /// netns + cache: stops the switch OS (SIGINT: it writes its counters) and reads them.
 fn netns_switchos_stats(t: &mut Topology) -> Option<serde_json::Value> {
-    let (_, c) = t.children.iter_mut().find(|(n, _)| n == "switch OS")?;
-    let _ = Command::new("kill")
-        .args(["-INT", &c.id().to_string()])
-        .status();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while matches!(c.try_wait(), Ok(None)) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let mut c = t.switchos_proc.lock().ok()?.take()?;
+    stop_child(&mut c, "the switch OS");
     let text = std::fs::read_to_string(t.dir.join("switchos-stats.json")).ok()?;
     serde_json::from_str(&text).ok()
 }
@@ -1703,7 +2297,8 @@ pub fn stats_line(j: &serde_json::Value) -> String {
     format!(
         "hit ratio {:.3} ({} of {} GETs), writes in switch {}, to servers {}, cached {}, \
          admissions {}, evictions {} (write-backs {}), snapshots {} (last {:.1} ms, max {:.1} ms), \
-         control messages retried {} / given up {}, malformed dropped {}",
+         control messages retried {} / given up {} (dropped on purpose {}, duplicated on \
+         purpose {}), malformed dropped {}",
         j["hit_ratio"].as_f64().unwrap_or(0.0),
         j["get_hits"],
         j["gets"],
@@ -1718,6 +2313,8 @@ pub fn stats_line(j: &serde_json::Value) -> String {
         j["max_snapshot_ms"].as_f64().unwrap_or(0.0),
         j["control_retried"],
         j["control_gave_up"],
+        j["control_dropped_on_purpose"],
+        j["control_duplicated_on_purpose"],
         j["malformed_dropped"]
             .as_array()
             .map_or(0, |a| a.iter().filter_map(|x| x.as_u64()).sum::<u64>()),

@@ -147,7 +147,13 @@ impl Scale {
                 .clone()
                 .unwrap_or(if q { vec![4, 8] } else { vec![16, 32, 64, 128] }),
             cache: a.cache_size.unwrap_or(if q { 50 } else { 10_000 }),
-            repeat: a.repeat.unwrap_or(if q { 2 } else { 3 }),
+            // `all` with 3 repetitions is ≈ 1.6 h in a release build (docs/kv-experiments.md,
+            // "Duration"); one repetition keeps the suite under the hour.
+            repeat: a.repeat.unwrap_or(match (q, a.suite == "all") {
+                (true, _) => 2,
+                (false, true) => 1,
+                (false, false) => 3,
+            }),
             dyn_ops: a.dyn_ops.unwrap_or(if q { 1_500 } else { 300_000 }),
             dyn_period: a.dynamic_period.unwrap_or(if q { 0.25 } else { 2.0 }),
             snapshot_periods: if q {
@@ -389,6 +395,7 @@ impl Ctx {
             retries: 5,
             target_rate: None,
             dynamic: None,
+            preserve: None,
         }
     }
 
@@ -1498,9 +1505,10 @@ impl Ctx {
             "cache size (records)",
             "recovery time (s)",
             "write-only static run with the cache pre-loaded, a snapshot, then the switch and \
-             its OS are killed. Phases: collect (the controller's last snapshot; client-side \
-             preserved records are not kept by the bench client, so only the snapshot), \
-             preprocess (newest record per key, split by server), server (mean per server of \
+             its OS are killed. Phases: collect (the controller's last snapshot and the file of \
+             the clients' preserved records: every write the switch answered, newest per key; \
+             the crash follows the last snapshot, so they add no newer record but are read \
+             and merged), preprocess (newest record per key of both, split by server), server (mean per server of \
              replaying its records with the seq check), switch (reboot with program and \
              forwarding entries, new switch OS, re-admission of the snapshot's keys until all \
              are cached). NoCache: reboot only; NetCache: reboot and re-admission of its cached \
@@ -1532,7 +1540,13 @@ impl Ctx {
                 hot: hot.clone(),
             },
         )?;
-        let r = bench::run(&self.cfg(Router::new(bed.sim.fronts())?, w))?;
+        // FarReach's clients preserve the writes the switch answered (their upstream backup),
+        // dumped to a file as the paper's clients do.
+        let preserve = self.data.join(format!("preserved-{size}.txt"));
+        let _ = std::fs::remove_file(&preserve);
+        let mut bc = self.cfg(Router::new(bed.sim.fronts())?, w);
+        bc.preserve = (m == Method::FarReach).then(|| preserve.clone());
+        let r = bench::run(&bc)?;
         if r.errors > 0 || r.mismatches > 0 {
             bail!(
                 "{}: {} errors, {} mismatches",
@@ -1552,17 +1566,29 @@ impl Ctx {
             os.stop();
             s
         });
+        let preserved = if m == Method::FarReach {
+            tern_kv::history::read_preserved(&preserve).map_err(|e| anyhow::anyhow!(e))?
+        } else {
+            Vec::new()
+        };
+        let _ = std::fs::remove_file(&preserve);
         let collect = t0.elapsed().as_secs_f64();
         let t1 = Instant::now();
         let mut per_server: Vec<HashMap<Key, Record>> = vec![HashMap::new(); 2];
         let snap_records = snapshot.as_ref().map_or(0, |s| s.records.len());
+        let preserved_records = preserved.len();
         if m == Method::FarReach {
-            for rec in snapshot.iter().flat_map(|s| s.records.iter()) {
-                let e = per_server[usize::from(rec.server).min(1)]
-                    .entry(rec.key)
+            let router = Router::new(store.addrs.clone())?;
+            let from_snapshot = snapshot
+                .iter()
+                .flat_map(|s| s.records.iter())
+                .map(|r| (r.key, r.value.clone(), r.seq));
+            for (key, value, seq) in from_snapshot.chain(preserved) {
+                let e = per_server[router.server_index(&key).min(1)]
+                    .entry(key)
                     .or_insert((None, 0));
-                if rec.seq >= e.1 {
-                    *e = (rec.value.clone(), rec.seq);
+                if seq >= e.1 {
+                    *e = (value, seq);
                 }
             }
         }
@@ -1625,7 +1651,8 @@ impl Ctx {
             switch_share: 0.0,
             extra: serde_json::json!({
                 "collect_s": collect, "preprocess_s": preprocess, "server_s": server,
-                "switch_s": switch, "snapshot_records": snap_records, "readmitted": cached,
+                "switch_s": switch, "snapshot_records": snap_records,
+                "preserved_records": preserved_records, "readmitted": cached,
                 "per_server_s": server_times,
             }),
         })

@@ -340,3 +340,268 @@ fn caches_through_a_tern_switch_between_namespaces() {
         assert!(left.is_empty(), "namespaces left behind: {left:?}");
     }
 }
+
+/// Processes whose command line mentions `needle` (a test's unique folder).
+fn processes_mentioning(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        let cmd = text(&cmd).replace('\0', " ");
+        if cmd.contains(needle) {
+            found.push(format!("{}: {cmd}", e.file_name().to_string_lossy()));
+        }
+    }
+    found
+}
+
+/// Namespaces of finished `tern kv up` runs (named tkv<pid>-…).
+fn stale_namespaces() -> Vec<String> {
+    let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    text(&ns.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| {
+            n.strip_prefix("tkv")
+                .and_then(|r| r.split_once('-'))
+                .and_then(|(pid, _)| pid.parse::<u32>().ok())
+                .is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+        })
+        .map(String::from)
+        .collect()
+}
+
+/// `tern kv up --mode netns --cache CACHE UP... -- tern kv check CHECK...` in a scratch folder
+/// removed afterwards (also when an assertion fails); returns (success, output, stats).
+fn netns_check(
+    tag: &str,
+    cache: &str,
+    up: &[&str],
+    check: &[&str],
+) -> (bool, String, Option<serde_json::Value>) {
+    let tmp = tempfile::Builder::new()
+        .prefix(&format!("tern-kvns-{tag}-"))
+        .tempdir()
+        .unwrap();
+    let topo = tmp.path().join("topo");
+    let stats = tmp.path().join("stats.json");
+    let snapshots: &[&str] = if up.contains(&"--snapshot-ms") {
+        &[]
+    } else {
+        &["--snapshot-ms", "300"]
+    };
+    let o = Command::new(TERN)
+        .args([
+            "kv",
+            "up",
+            "--mode",
+            "netns",
+            "--servers",
+            "2",
+            "--cache",
+            cache,
+        ])
+        .args(["--cache-size", "20", "--hot-threshold", "2", "--sample-all"])
+        .args(snapshots)
+        .args(up)
+        .arg("--dir")
+        .arg(&topo)
+        .arg("--stats-file")
+        .arg(&stats)
+        .args([
+            "--",
+            "tern",
+            "kv",
+            "check",
+            "--keys",
+            "100",
+            "--timeout-ms",
+            "300",
+        ])
+        .args(check)
+        .output()
+        .unwrap();
+    let out = format!("{}{}", text(&o.stdout), text(&o.stderr));
+    let j = std::fs::read_to_string(&stats)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok());
+    let left = processes_mentioning(&tmp.path().to_string_lossy());
+    assert!(left.is_empty(), "{tag}: processes left behind: {left:?}");
+    assert!(out.contains("stopped and cleaned up"), "{tag}: {out}");
+    let left = stale_namespaces();
+    assert!(left.is_empty(), "{tag}: namespaces left behind: {left:?}");
+    (o.status.success(), out, j)
+}
+
+/// SIGKILL of the live switch (`tern run`) and of its switch OS three times during a
+/// write-heavy run (80 % writes) through namespaces: each time the clients' switch ports are held down, the
+/// switch restarts and a new switch OS recovers from the snapshot file, the clients' preserved
+/// records and the servers before the clients get their ports back. The history checker finds
+/// no lost or stale value; both caches.
+#[test]
+fn netns_switch_sigkilled_and_recovered_from_the_snapshot_file() {
+    if !is_root() || !has_ip() {
+        eprintln!("skipping: needs root and ip (network namespaces)");
+        return;
+    }
+    for cache in ["farreach", "netcache"] {
+        let (ok, out, j) = netns_check(
+            &format!("crash-{cache}"),
+            cache,
+            &["--crashes", "3", "--crash-period-ms", "400"],
+            &["--ops", "5000", "--write-ratio", "0.8"],
+        );
+        assert!(ok, "{cache}: {out}");
+        assert!(
+            out.contains("violations: 0 stale, 0 unknown value, 0 value/seq mixed"),
+            "{cache}: {out}"
+        );
+        let j = j.unwrap_or_else(|| panic!("{cache}: no stats\n{out}"));
+        assert_eq!(j["crashes"], 3, "{cache}: {j}\n{out}");
+        assert_eq!(
+            out.matches("switch crashed and recovered").count(),
+            3,
+            "{cache}: {out}"
+        );
+        assert!(j["get_hits"].as_u64().unwrap() > 0, "{cache}: {j}");
+        if cache == "farreach" {
+            // Every recovery re-admitted the snapshot's keys (reports may add others
+            // meanwhile: at least as many cached as the snapshot held). How much there
+            // was to recover depends on timing (on a loaded machine a snapshot may not finish
+            // between two crashes, nothing may be cached yet): the negative test below shows
+            // the recovered records matter; the file's format is tested in tern-kv.
+            let phases = j["recovery_phases"].as_array().unwrap();
+            assert_eq!(phases.len(), 3, "{j}");
+            for p in phases {
+                let (cached, held) = (p["reinstalled"].as_u64(), p["snapshot_records"].as_u64());
+                assert!(cached >= held, "{p}");
+            }
+            let sum = |k: &str| -> u64 { phases.iter().map(|p| p[k].as_u64().unwrap()).sum() };
+            eprintln!(
+                "{cache}: {} records from snapshot files, {} preserved, {} replayed",
+                sum("snapshot_records"),
+                sum("preserved_records"),
+                sum("replayed")
+            );
+        }
+    }
+}
+
+/// The same crashes with the clients' preserved records written elsewhere (recovery sees
+/// none): the writes the switch absorbed after its last snapshot die with it and the checker
+/// must say so.
+#[test]
+fn netns_recovery_without_preserved_records_is_caught() {
+    if !is_root() || !has_ip() {
+        eprintln!("skipping: needs root and ip (network namespaces)");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let elsewhere = tmp.path().join("elsewhere.txt");
+    let (ok, out, _) = netns_check(
+        "nopreserve",
+        "farreach",
+        // No periodic snapshot: every absorbed write lives only in the switch and the clients.
+        &[
+            "--crashes",
+            "3",
+            "--crash-period-ms",
+            "400",
+            "--snapshot-ms",
+            "0",
+        ],
+        &["--ops", "5000", "--preserve", elsewhere.to_str().unwrap()],
+    );
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains("stale: older than an acknowledged write"),
+        "{out}"
+    );
+}
+
+/// `--kill-server` through namespaces: server processes SIGKILLed twice and restarted in
+/// their namespace; the checker finds no lost or stale value, the live switch answered cached
+/// GETs while a server was dead, and each restarted server answers through it again.
+#[test]
+fn netns_servers_killed_and_restarted() {
+    if !is_root() || !has_ip() {
+        eprintln!("skipping: needs root and ip (network namespaces)");
+        return;
+    }
+    let (ok, out, j) = netns_check(
+        "kill",
+        "farreach",
+        &[
+            "--kill-server",
+            "2",
+            "--crash-period-ms",
+            "600",
+            "--server-down-ms",
+            "800",
+        ],
+        &["--ops", "1500", "--threads", "16"],
+    );
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("violations: 0 stale, 0 unknown value, 0 value/seq mixed"),
+        "{out}"
+    );
+    let j = j.unwrap_or_else(|| panic!("no stats\n{out}"));
+    let k = j["server_kills"].as_array().unwrap();
+    assert_eq!(k.len(), 2, "{j}\n{out}");
+    let hits: u64 = k
+        .iter()
+        .map(|x| x["hits_while_down"].as_u64().unwrap())
+        .sum();
+    assert!(hits > 0, "{j}");
+}
+
+/// Lost and duplicated control messages through namespaces (the switch OS in the switch
+/// namespace, its messages to the servers crossing the live switch): 30 % dropped, 30 % sent
+/// twice; the checker finds nothing and `tern kv stats` shows the retries.
+#[test]
+fn netns_lost_and_duplicated_control_messages() {
+    if !is_root() || !has_ip() {
+        eprintln!("skipping: needs root and ip (network namespaces)");
+        return;
+    }
+    for cache in ["farreach", "netcache"] {
+        let (ok, out, j) = netns_check(
+            &format!("lossdup-{cache}"),
+            cache,
+            &["--control-loss", "0.3", "--control-dup", "0.3"],
+            &["--ops", "2500"],
+        );
+        assert!(ok, "{cache}: {out}");
+        assert!(
+            out.contains("violations: 0 stale, 0 unknown value, 0 value/seq mixed"),
+            "{cache}: {out}"
+        );
+        let j = j.unwrap_or_else(|| panic!("{cache}: no stats\n{out}"));
+        let tmp = tempfile::tempdir().unwrap();
+        let f = tmp.path().join("stats.json");
+        std::fs::write(&f, j.to_string()).unwrap();
+        let s = Command::new(TERN)
+            .args(["kv", "stats"])
+            .arg(&f)
+            .output()
+            .unwrap();
+        let line = text(&s.stdout);
+        assert!(s.status.success(), "{line}");
+        for (label, positive) in [
+            ("control messages retried ", true),
+            ("dropped on purpose ", true),
+            ("duplicated on purpose ", true),
+            ("/ given up ", false),
+        ] {
+            let n: u64 = line
+                .split(label)
+                .nth(1)
+                .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("{cache}: no {label:?} in {line}"));
+            assert_eq!(n > 0, positive, "{cache}: {label}{n} in {line}");
+        }
+    }
+}

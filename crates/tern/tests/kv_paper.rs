@@ -114,11 +114,13 @@ fn every_experiment_runs_quick_with_all_methods() {
         assert_eq!(e["snapshots"], 0);
     }
 
-    // exp9: FarReach's snapshot held the cached records, all re-admitted after the crash.
+    // exp9: FarReach's snapshot held the cached records, all re-admitted after the crash;
+    // the clients preserved the writes the switch answered and recovery read them.
     let e9 = json(&tmp, "exp9");
     for e in point(&e9, "50", "farreach")["extra"].as_array().unwrap() {
         let n = e["snapshot_records"].as_u64().unwrap();
         assert!(n > 0, "{e}");
+        assert!(e["preserved_records"].as_u64().unwrap() > 0, "{e}");
         assert_eq!(e["readmitted"].as_u64().unwrap(), n, "{e}");
         assert!(e["switch_s"].as_f64().unwrap() > 0.0);
     }
