@@ -13,7 +13,7 @@
 use crate::madinc::{MadBody, MadMessage, MadOp, ReplyStatus};
 use crate::protocol::Key;
 use crate::rng::Rng;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -42,7 +42,9 @@ pub fn msg_id(m: &MadMessage) -> Option<MsgId> {
         MadBody::HotReport { switch, .. } => (0, *switch),
         MadBody::Store { id, switch, .. }
         | MadBody::Evict { id, switch, .. }
-        | MadBody::Page { id, switch, .. } => (*id, *switch),
+        | MadBody::Page { id, switch, .. }
+        | MadBody::Tenant { id, switch, .. }
+        | MadBody::Reset { id, switch } => (*id, *switch),
         _ => return None,
     };
     Some(MsgId {
@@ -155,7 +157,13 @@ struct LinkShared {
     stop: AtomicBool,
     stats: LinkStats,
     next_id: AtomicU32,
+    /// Messages acknowledged with a non-OK status, or given up ([`GAVE_UP`]), until
+    /// [`Link::call`] takes their outcome.
+    outcomes: Mutex<HashMap<MsgId, u8>>,
 }
+
+/// The outcome [`Link::call`] reports for a message given up after its last try.
+pub const GAVE_UP: u8 = 0xFF;
 
 impl LinkShared {
     fn put(&self, bytes: &[u8]) {
@@ -222,6 +230,7 @@ impl Link {
             stop: AtomicBool::new(false),
             stats: LinkStats::default(),
             next_id: AtomicU32::new(1),
+            outcomes: Mutex::new(HashMap::new()),
         });
         let s = shared.clone();
         let thread = std::thread::Builder::new()
@@ -264,6 +273,32 @@ impl Link {
             },
         );
         Ok(())
+    }
+
+    /// Sends `m` and waits for its acknowledgement: the status the receiver answered
+    /// ([`ReplyStatus`]), or [`GAVE_UP`] after the link's last try.
+    pub fn call(&self, m: &MadMessage) -> Result<u8, WireError> {
+        let id = msg_id(m).ok_or(WireError::NotControl(m.body.op()))?;
+        self.send(m)?;
+        loop {
+            let pending = self
+                .shared
+                .pending
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .contains_key(&id);
+            if !pending {
+                break;
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        Ok(self
+            .shared
+            .outcomes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&id)
+            .unwrap_or(ReplyStatus::OK))
     }
 
     /// Messages not yet acknowledged.
@@ -314,16 +349,17 @@ fn pump(s: &LinkShared) {
             let Some((id, status)) = acked_id(&r) else {
                 continue;
             };
-            let removed = s
-                .pending
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&id)
-                .is_some();
-            if removed {
+            // The outcome is recorded before the pending entry goes (under its lock), so a
+            // caller waiting in `call` never sees the message done without its status.
+            let mut p = s.pending.lock().unwrap_or_else(|p| p.into_inner());
+            if p.remove(&id).is_some() {
                 s.stats.acked.fetch_add(1, Ordering::Relaxed);
                 if status != ReplyStatus::OK {
                     s.stats.refused.fetch_add(1, Ordering::Relaxed);
+                    s.outcomes
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(id, status);
                 }
             }
         }
@@ -331,12 +367,14 @@ fn pump(s: &LinkShared) {
         let mut due = Vec::new();
         {
             let mut p = s.pending.lock().unwrap_or_else(|p| p.into_inner());
-            p.retain(|_, m| {
+            let mut lost = Vec::new();
+            p.retain(|id, m| {
                 if m.next > now {
                     return true;
                 }
                 if m.tries >= s.max_tries {
                     s.stats.gave_up.fetch_add(1, Ordering::Relaxed);
+                    lost.push(*id);
                     return false;
                 }
                 m.tries += 1;
@@ -344,6 +382,10 @@ fn pump(s: &LinkShared) {
                 due.push(m.bytes.clone());
                 true
             });
+            let mut o = s.outcomes.lock().unwrap_or_else(|p| p.into_inner());
+            for id in lost {
+                o.insert(id, GAVE_UP);
+            }
         }
         for b in due {
             s.stats.retried.fetch_add(1, Ordering::Relaxed);
@@ -370,7 +412,8 @@ pub struct InboxStats {
 /// The receiving end: acknowledges and deduplicates control messages.
 pub struct Inbox {
     sock: UdpSocket,
-    seen: HashSet<MsgId>,
+    /// Messages delivered and the status they were acknowledged with.
+    seen: HashMap<MsgId, u8>,
     dropper: Dropper,
     stats: InboxStats,
     buf: Vec<u8>,
@@ -382,7 +425,7 @@ impl Inbox {
         let sock = UdpSocket::bind(addr)?;
         Ok(Inbox {
             sock,
-            seen: HashSet::new(),
+            seen: HashMap::new(),
             dropper: Dropper::new(loss),
             stats: InboxStats::default(),
             buf: vec![0u8; 2048],
@@ -402,18 +445,34 @@ impl Inbox {
     /// A new detection period: the switches may report the same items again.
     pub fn new_period(&mut self) {
         let hot = MadOp::HOT_REPORT.code();
-        self.seen.retain(|i| i.op != hot);
+        self.seen.retain(|i, _| i.op != hot);
     }
 
-    /// The next new control message (acknowledged), waiting at most `timeout`; `None` when none
-    /// arrived in time. Duplicates are acknowledged again and skipped; malformed datagrams are
-    /// dropped and counted.
+    /// The next new control message (acknowledged OK), waiting at most `timeout`; `None` when
+    /// none arrived in time. Duplicates are acknowledged again and skipped; malformed datagrams
+    /// are dropped and counted.
     pub fn recv(&mut self, timeout: Duration) -> Result<Option<MadMessage>, WireError> {
+        let mut got = None;
+        self.serve(timeout, &mut |m| {
+            got = Some(m.clone());
+            ReplyStatus::OK
+        })?;
+        Ok(got)
+    }
+
+    /// Like [`Inbox::recv`], but `apply` handles the new message first and its status is what
+    /// the acknowledgement carries (now and for every later copy). Returns whether a new message
+    /// was handled.
+    pub fn serve(
+        &mut self,
+        timeout: Duration,
+        apply: &mut dyn FnMut(&MadMessage) -> u8,
+    ) -> Result<bool, WireError> {
         let end = Instant::now() + timeout;
         loop {
             let left = end.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Ok(None);
+                return Ok(false);
             }
             self.sock.set_read_timeout(Some(left))?;
             let (n, from) = match self.sock.recv_from(&mut self.buf) {
@@ -442,7 +501,19 @@ impl Inbox {
                 self.stats.not_control += 1;
                 continue;
             };
-            if let Some(a) = ack_for(&m, ReplyStatus::OK) {
+            let (status, new) = match self.seen.get(&id) {
+                Some(&st) => {
+                    self.stats.duplicates += 1;
+                    (st, false)
+                }
+                None => {
+                    let st = apply(&m);
+                    self.seen.insert(id, st);
+                    self.stats.delivered += 1;
+                    (st, true)
+                }
+            };
+            if let Some(a) = ack_for(&m, status) {
                 if self.dropper.drop_next() {
                     self.stats.injected_drops += 1;
                 } else if let Ok(b) = a.encode() {
@@ -450,11 +521,9 @@ impl Inbox {
                     let _ = self.sock.send_to(&b, from);
                 }
             }
-            if self.seen.insert(id) {
-                self.stats.delivered += 1;
-                return Ok(Some(m));
+            if new {
+                return Ok(true);
             }
-            self.stats.duplicates += 1;
         }
     }
 }
