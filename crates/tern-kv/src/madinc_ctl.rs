@@ -164,7 +164,7 @@ impl PathOps for [&mut dyn Runtime] {
     }
 }
 
-impl<'a> PathOps for Vec<&'a mut dyn Runtime> {
+impl PathOps for Vec<&mut dyn Runtime> {
     fn switches(&self) -> usize {
         self.len()
     }
