@@ -109,6 +109,14 @@ pub enum CtlError {
     /// A value over 128 bytes.
     #[error("value of {0} bytes exceeds the MADINC maximum of {MADINC_MAX_VALUE_LEN}")]
     ValueTooLong(usize),
+    /// A tenant route that is empty, repeats a switch or names one beyond the path.
+    #[error("route {route:?} is not a list of distinct switches below {switches}")]
+    BadRoute {
+        /// The route given.
+        route: Vec<usize>,
+        /// Switches on the path.
+        switches: usize,
+    },
     /// The runtime list does not match the path.
     #[error("{given} switches given for a path of {path}")]
     PathMismatch {
@@ -340,6 +348,8 @@ struct TenantState {
     active: Option<(PageRef, u32)>,
     /// Items per page (offset → key).
     contents: HashMap<PageRef, Vec<Option<Key>>>,
+    /// The switches between the tenant's client and its store, client side first.
+    route: Vec<usize>,
 }
 
 impl TenantState {
@@ -504,6 +514,20 @@ impl Controller {
     /// check everywhere), then `pages` pages allocated under `policy`. Refused when the id is
     /// taken, `pages` exceeds `quota`, or the path has too few free pages; nothing changes then.
     pub fn add_tenant(&mut self, rts: Switches, spec: TenantSpec) -> Result<(), CtlError> {
+        let all: Vec<usize> = (0..self.free.len()).collect();
+        self.add_tenant_on(rts, spec, &all)
+    }
+
+    /// [`Controller::add_tenant`] for a tenant whose client and store are joined by `route` (a
+    /// subset of the switches, client side first — e.g. leaf, core, leaf in a star): its pages
+    /// are placed on those switches only, `policy` reading "near the client" as the route's
+    /// first switch. Its tenant entry still goes to every switch.
+    pub fn add_tenant_on(
+        &mut self,
+        rts: Switches,
+        spec: TenantSpec,
+        route: &[usize],
+    ) -> Result<(), CtlError> {
         let TenantSpec {
             id: tenant,
             secret,
@@ -516,7 +540,19 @@ impl Controller {
         if self.tenants.contains_key(&tenant) {
             return Err(CtlError::TenantExists(tenant));
         }
-        self.check_alloc(tenant, 0, quota, pages)?;
+        let n = self.free.len();
+        let mut seen = vec![false; n];
+        if route.is_empty()
+            || route
+                .iter()
+                .any(|&s| s >= n || std::mem::replace(&mut seen[s], true))
+        {
+            return Err(CtlError::BadRoute {
+                route: route.to_vec(),
+                switches: n,
+            });
+        }
+        self.check_alloc(tenant, 0, quota, pages, route)?;
         self.tenants.insert(
             tenant,
             TenantState {
@@ -527,6 +563,7 @@ impl Controller {
                 next_switch: 0,
                 active: None,
                 contents: HashMap::new(),
+                route: route.to_vec(),
             },
         );
         for s in 0..self.free.len() {
@@ -544,7 +581,14 @@ impl Controller {
         self.alloc_pages(rts, tenant, pages, policy)
     }
 
-    fn check_alloc(&self, tenant: u16, held: u32, quota: u32, n: u32) -> Result<(), CtlError> {
+    fn check_alloc(
+        &self,
+        tenant: u16,
+        held: u32,
+        quota: u32,
+        n: u32,
+        route: &[usize],
+    ) -> Result<(), CtlError> {
         if held as u64 + n as u64 > quota as u64 {
             return Err(CtlError::Quota {
                 tenant,
@@ -553,7 +597,7 @@ impl Controller {
                 quota,
             });
         }
-        let free: u32 = self.free_pages().iter().sum();
+        let free: u32 = route.iter().map(|&s| self.free[s].len() as u32).sum();
         if free < n {
             return Err(CtlError::NoPages {
                 tenant,
@@ -577,9 +621,11 @@ impl Controller {
             .tenants
             .get(&tenant)
             .ok_or(CtlError::UnknownTenant(tenant))?;
-        self.check_alloc(tenant, t.held(), t.quota, n)?;
-        let targets = plan(policy, &self.free_pages(), n).expect("checked above");
-        for s in targets {
+        self.check_alloc(tenant, t.held(), t.quota, n, &t.route)?;
+        let route = t.route.clone();
+        let free: Vec<u32> = route.iter().map(|&s| self.free[s].len() as u32).collect();
+        let targets = plan(policy, &free, n).expect("checked above");
+        for s in targets.into_iter().map(|i| route[i]) {
             let page = self.free[s].remove(0);
             if let Err(e) = self.send(rts, s, tenant, Key([0; 16]), |id, switch| MadBody::Page {
                 alloc: true,

@@ -145,7 +145,13 @@ struct Pending {
     bytes: Vec<u8>,
     next: Instant,
     tries: u32,
+    /// The wait before the next send: the retry interval, doubled after every send up to
+    /// [`MAX_BACKOFF`] (a burst of unacknowledged messages must not flood the receiver).
+    wait: Duration,
 }
+
+/// The longest wait between two sends of one message.
+pub const MAX_BACKOFF: Duration = Duration::from_millis(50);
 
 struct LinkShared {
     sock: UdpSocket,
@@ -182,8 +188,9 @@ impl LinkShared {
     }
 }
 
-/// A reliable sender of MADINC control messages to one receiver (its own socket and thread);
-/// stopped on drop.
+/// A reliable sender of MADINC control messages to one receiver (its own socket and thread):
+/// each message is sent again after the retry interval, then after twice that, and so on up to
+/// [`MAX_BACKOFF`], until acknowledged. Stopped on drop.
 pub struct Link {
     shared: Arc<LinkShared>,
     thread: Option<JoinHandle<()>>,
@@ -270,6 +277,7 @@ impl Link {
                 bytes,
                 next: Instant::now() + self.shared.retry,
                 tries: 1,
+                wait: self.shared.retry,
             },
         );
         Ok(())
@@ -378,7 +386,8 @@ fn pump(s: &LinkShared) {
                     return false;
                 }
                 m.tries += 1;
-                m.next = now + s.retry;
+                m.wait = (m.wait * 2).min(MAX_BACKOFF.max(s.retry));
+                m.next = now + m.wait;
                 due.push(m.bytes.clone());
                 true
             });
@@ -470,11 +479,14 @@ impl Inbox {
     ) -> Result<bool, WireError> {
         let end = Instant::now() + timeout;
         loop {
+            // Once the time is up (or with a zero timeout) one more look at what is queued.
             let left = end.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Ok(false);
+                self.sock.set_nonblocking(true)?;
+            } else {
+                self.sock.set_nonblocking(false)?;
+                self.sock.set_read_timeout(Some(left))?;
             }
-            self.sock.set_read_timeout(Some(left))?;
             let (n, from) = match self.sock.recv_from(&mut self.buf) {
                 Ok(x) => x,
                 Err(e)
@@ -486,7 +498,10 @@ impl Inbox {
                             | std::io::ErrorKind::ConnectionRefused
                     ) =>
                 {
-                    continue
+                    if left.is_zero() {
+                        return Ok(false);
+                    }
+                    continue;
                 }
                 Err(e) => return Err(e.into()),
             };
@@ -578,4 +593,165 @@ pub fn call(
         }
     }
     Ok(None)
+}
+
+/// A switch's agent: applies the control messages that arrive on its inbox to the switch
+/// ([`crate::madinc_ctl::apply_control`]), acknowledging each with the status of applying it,
+/// and sends the switch's HOT_REPORTs to the controller over an acknowledged link. Stopped on
+/// drop.
+pub struct SwitchAgent {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+    stats: Arc<Mutex<InboxStats>>,
+    reports: Option<Link>,
+}
+
+impl SwitchAgent {
+    /// An agent for `switch` listening on an ephemeral loopback port, with `loss` injected into
+    /// its acknowledgements; its hot reports go to `controller` (if given) with `loss` too.
+    pub fn start(
+        switch: Arc<dyn crate::switchos::SwitchAccess>,
+        controller: Option<SocketAddr>,
+        retry: Duration,
+        loss: Loss,
+    ) -> Result<SwitchAgent, WireError> {
+        let mut inbox = Inbox::bind(([127, 0, 0, 1], 0).into(), loss)?;
+        let addr = inbox.addr()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let stats = Arc::new(Mutex::new(InboxStats::default()));
+        let (st, sts) = (stop.clone(), stats.clone());
+        let thread = std::thread::Builder::new()
+            .name("madinc-agent".into())
+            .spawn(move || {
+                while !st.load(Ordering::Acquire) {
+                    let served = inbox.serve(Duration::from_millis(5), &mut |m| {
+                        let mut status = ReplyStatus::OK;
+                        let _ = switch.with(&mut |rt| {
+                            if let Err((s, _)) = crate::madinc_ctl::apply_control(rt, m) {
+                                status = s;
+                            }
+                            Ok(())
+                        });
+                        status
+                    });
+                    if served.is_err() {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                    *sts.lock().unwrap_or_else(|p| p.into_inner()) = inbox.stats();
+                }
+            })?;
+        let reports = match controller {
+            Some(c) => Some(Link::start(
+                c,
+                retry,
+                u32::MAX,
+                Loss {
+                    per_million: loss.per_million,
+                    seed: loss.seed ^ 0x5eed,
+                },
+            )?),
+            None => None,
+        };
+        Ok(SwitchAgent {
+            addr,
+            stop,
+            thread: Some(thread),
+            stats,
+            reports,
+        })
+    }
+
+    /// Where the agent takes control messages.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Its inbox's counters.
+    pub fn stats(&self) -> InboxStats {
+        *self.stats.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Sends a HOT_REPORT the switch produced to the controller, until acknowledged.
+    pub fn report(&self, m: &MadMessage) -> Result<(), WireError> {
+        match &self.reports {
+            Some(l) => l.send(m),
+            None => Ok(()),
+        }
+    }
+
+    /// The report link (its counters), if there is a controller.
+    pub fn report_link(&self) -> Option<&Link> {
+        self.reports.as_ref()
+    }
+}
+
+impl Drop for SwitchAgent {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The controller's side of a path whose switches have agents: one acknowledged link per
+/// switch; each control message waits for its acknowledgement (a refusal is an error).
+pub struct WirePath {
+    links: Vec<Link>,
+}
+
+impl WirePath {
+    /// Links to the agents at `agents` (in path order), retrying every `retry` up to
+    /// `max_tries` times, with `loss` injected.
+    pub fn connect(
+        agents: &[SocketAddr],
+        retry: Duration,
+        max_tries: u32,
+        loss: Loss,
+    ) -> Result<WirePath, WireError> {
+        let links = agents
+            .iter()
+            .enumerate()
+            .map(|(i, a)| {
+                Link::start(
+                    *a,
+                    retry,
+                    max_tries,
+                    Loss {
+                        per_million: loss.per_million,
+                        seed: loss.seed.wrapping_add(i as u64 * 7919),
+                    },
+                )
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(WirePath { links })
+    }
+
+    /// The link to switch `i` (its counters).
+    pub fn link(&self, i: usize) -> &Link {
+        &self.links[i]
+    }
+}
+
+impl crate::madinc_ctl::PathOps for WirePath {
+    fn switches(&self) -> usize {
+        self.links.len()
+    }
+
+    fn apply(&mut self, switch: usize, m: &MadMessage) -> Result<(), crate::madinc_ctl::CtlError> {
+        use crate::madinc_ctl::CtlError;
+        let status = self.links[switch].call(m).map_err(|e| CtlError::Runtime {
+            switch,
+            msg: e.to_string(),
+        })?;
+        match status {
+            ReplyStatus::OK => Ok(()),
+            status => Err(CtlError::Refused {
+                switch,
+                op: m.body.op(),
+                status,
+            }),
+        }
+    }
 }

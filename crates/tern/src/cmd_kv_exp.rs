@@ -190,6 +190,10 @@ fn rot_row(r: &RotationReport, file: &str) -> Row {
 
 /// Runs `tern kv experiment`.
 pub fn run(a: ExperimentArgs) -> anyhow::Result<ExitCode> {
+    if a.suite.starts_with("madinc") {
+        super::madinc_exp::run(&a)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     if a.suite == "probe" {
         super::kv_paper::probe(&a)?;
         return Ok(ExitCode::SUCCESS);
