@@ -747,7 +747,9 @@ fn tenants_exp(s: &Sizes, a: &ExperimentArgs) -> anyhow::Result<Report> {
             serde_json::json!({"reads": reads, "writes": counts.iter().map(|c| c.writes).sum::<u64>(),
                                "wrong_values": counts.iter().map(|c| c.wrong).sum::<u64>()}),
         ));
-        // Four leave (their items and pages go), six join (the free pages are reused).
+        // A new detection period, then four leave (their items and pages go) and six join (the
+        // free pages are reused).
+        net.new_period()?;
         for _ in 0..4 {
             let i = rng.below(live.len() as u64) as usize;
             let t = live.swap_remove(i);

@@ -687,3 +687,154 @@ impl Drop for Net {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The wire path end to end: hot reports and control messages over lossy links, isolation
+    //! of tenants (same key, forged tag, unknown tenant, departed tenant, reused pages),
+    //! write-through re-validation, quota refusal, malformed frames dropped and counted, and
+    //! routes of a star.
+    use super::*;
+
+    fn net(topology: Topology, switches: usize, loss: u32) -> (Net, tern_fixtures::ScratchDir) {
+        let dir = tern_fixtures::scratch("madinc-net");
+        let n = Net::start(
+            NetConfig {
+                topology,
+                switches,
+                pages: 4,
+                loss: Loss {
+                    per_million: loss,
+                    seed: 3,
+                },
+                retry: Duration::from_millis(2),
+            },
+            2,
+            &dir,
+        )
+        .unwrap();
+        (n, dir)
+    }
+
+    /// Reads until the switch answers (the item became hot and was admitted).
+    fn until_cached(n: &mut Net, t: u16, k: Key) -> (usize, Vec<u8>) {
+        for _ in 0..50 {
+            if let (Answer::Switch(h), Some(v)) = n.read(t, k).unwrap() {
+                return (h, v);
+            }
+            n.settle(Duration::from_secs(10)).unwrap();
+        }
+        panic!("tenant {t}: key never cached");
+    }
+
+    #[test]
+    fn tenants_are_isolated_over_the_lossy_wire_path() {
+        let (mut n, _d) = net(Topology::Line, 3, 250_000);
+        n.add_tenant(1, 0xaaaa, 2, 2, Policy::EvenSplit).unwrap();
+        n.add_tenant(2, 0xbbbb, 2, 2, Policy::NearStore).unwrap();
+        let k = Key::from_id(5);
+        n.load(1, k, b"one's").unwrap();
+        n.load(2, k, b"two's").unwrap();
+        let (_, v1) = until_cached(&mut n, 1, k);
+        let (_, v2) = until_cached(&mut n, 2, k);
+        assert_eq!(
+            (v1.as_slice(), v2.as_slice()),
+            (&b"one's"[..], &b"two's"[..])
+        );
+        assert_eq!(n.stats().reports_made, n.stats().reports_delivered);
+        // Tenant 2 claiming tenant 1's id with its own tag: dropped at the first switch.
+        let forged = n.request(1, 0xbbbb, k, MadBody::ReadRequest).unwrap();
+        assert_eq!(forged.0, Answer::Dropped);
+        assert_eq!(n.dropped(0, 4).unwrap(), 1);
+        // An unknown tenant: dropped and counted.
+        assert_eq!(
+            n.request(9, 0x9999, k, MadBody::ReadRequest).unwrap().0,
+            Answer::Dropped
+        );
+        assert_eq!(n.dropped(0, 3).unwrap(), 1);
+        // A forged write cannot overwrite tenant 1's item, in the cache or the store.
+        let w = MadBody::WriteRequest {
+            value: b"evil".to_vec(),
+        };
+        assert_eq!(n.request(1, 0xbbbb, k, w).unwrap().0, Answer::Dropped);
+        n.settle(Duration::from_secs(10)).unwrap();
+        assert_eq!(n.read(1, k).unwrap().1.unwrap(), b"one's");
+        // Malformed: a truncated MADINC header is dropped and counted.
+        let bad = Net::client_frame(&[0x0e, 0x00, 0, 1, 0, 0]);
+        assert_eq!(n.raw(0, &bad).unwrap(), 0);
+        assert_eq!(n.dropped(0, 0).unwrap(), 1);
+        // Tenant 1 leaves: its packets are dropped; a newcomer gets its pages and reads only
+        // its own (empty) key space.
+        n.remove_tenant(1).unwrap();
+        assert_eq!(n.read(1, k).unwrap().0, Answer::Dropped);
+        n.add_tenant(3, 0xcccc, 2, 2, Policy::EvenSplit).unwrap();
+        assert_eq!(n.read(3, k).unwrap(), (Answer::Store, None));
+        assert_eq!(n.read(2, k).unwrap().1.unwrap(), b"two's");
+        assert!(n.controller().placement(1, k).is_none());
+        // Control messages were retried (loss was injected) and nothing is pending.
+        assert!(n.injected_drops() > 0);
+        assert!(n.settle(Duration::from_secs(10)).unwrap());
+    }
+
+    #[test]
+    fn a_write_invalidates_the_copy_and_the_controller_revalidates_it() {
+        let (mut n, _d) = net(Topology::Line, 2, 200_000);
+        n.add_tenant(7, 0x77, 2, 1, Policy::NearClient).unwrap();
+        let k = Key::from_id(1);
+        n.load(7, k, b"old").unwrap();
+        let (h, v) = until_cached(&mut n, 7, k);
+        assert_eq!((h, v.as_slice()), (0, &b"old"[..]));
+        assert!(n.write(7, k, b"new").unwrap());
+        // Invalid until re-validated: the store answers, with the new value.
+        assert_eq!(
+            n.read(7, k).unwrap(),
+            (Answer::Store, Some(b"new".to_vec()))
+        );
+        assert!(n.settle(Duration::from_secs(10)).unwrap());
+        assert_eq!(n.stats().refreshed, 1);
+        assert_eq!(
+            n.read(7, k).unwrap(),
+            (Answer::Switch(0), Some(b"new".to_vec()))
+        );
+    }
+
+    #[test]
+    fn quotas_and_full_routes_are_refused_with_clear_errors() {
+        let (mut n, _d) = net(Topology::Line, 2, 0);
+        n.add_tenant(1, 1, 2, 6, Policy::NearClient).unwrap();
+        let e = n
+            .add_tenant(2, 2, 2, 3, Policy::NearClient)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "tenant 2 asked for 3 pages but only 2 are free on the path"
+        );
+        assert!(n.read(2, Key::from_id(1)).unwrap().0 == Answer::Dropped);
+    }
+
+    #[test]
+    fn star_routes_hold_pages_on_leaf_core_leaf_only() {
+        let (mut n, _d) = net(Topology::Star, 4, 0);
+        for t in 0..3u16 {
+            n.add_tenant(t, 0x100 + t as u32, 2, 3, Policy::EvenSplit)
+                .unwrap();
+        }
+        // Tenant 0: client on leaf 1, store on leaf 2: one page each on leaf 1, core, leaf 2.
+        assert_eq!(n.pages_of(0), vec![1, 1, 1, 0]);
+        assert_eq!(n.pages_of(1), vec![1, 0, 1, 1]);
+        assert_eq!(n.route_len(2), 3);
+        assert!(Net::start(
+            NetConfig {
+                topology: Topology::Star,
+                switches: 2,
+                pages: 4,
+                loss: Loss::default(),
+                retry: Duration::from_millis(2),
+            },
+            1,
+            &_d,
+        )
+        .is_err());
+    }
+}
