@@ -700,7 +700,7 @@ fn burst_exp(s: &Sizes, a: &ExperimentArgs) -> anyhow::Result<Report> {
 /// ≥ 64 tenants at once, joining and leaving during the run, reads and writes, every read
 /// checked against the tenant's latest write.
 fn tenants_exp(s: &Sizes, a: &ExperimentArgs) -> anyhow::Result<Report> {
-    let keys: u64 = 64;
+    let keys: u64 = if s.quick { 16 } else { 64 };
     let start: u16 = 64;
     let mut bed = Bed::new(Topology::Star, 4, 64, 4, s.loss)?;
     let net = bed.net();
@@ -713,7 +713,8 @@ fn tenants_exp(s: &Sizes, a: &ExperimentArgs) -> anyhow::Result<Report> {
     load(net, &live, keys, &mut latest)?;
     let mut rng = Rng::new(99);
     let rounds = 8u64;
-    let per_round = s.ops / rounds;
+    // Enough requests per round for every tenant's hot keys to cross its threshold.
+    let per_round = (s.ops / rounds).max(16 * start as u64);
     let mut points = Vec::new();
     let mut peak = live.len();
     let mut wrong = 0;
