@@ -622,7 +622,7 @@ fn distribution_exp(s: &Sizes, a: &ExperimentArgs) -> anyhow::Result<Report> {
 /// 20 % loss on every control link; every report made must be delivered.
 fn burst_exp(s: &Sizes, a: &ExperimentArgs) -> anyhow::Result<Report> {
     let tenants: u16 = 64;
-    let keys: u64 = if s.quick { 32 } else { 128 };
+    let keys: u64 = if s.quick { 16 } else { 128 };
     let mut points = Vec::new();
     let mut ctls = Vec::new();
     for loss in [0u32, s.loss, 2 * s.loss] {

@@ -602,6 +602,7 @@ impl Net {
         &self.stats
     }
 
+    #[cfg(test)]
     /// The controller (placements, free pages).
     pub fn controller(&self) -> &Controller {
         &self.ctl
@@ -652,6 +653,7 @@ impl Net {
         links + acks
     }
 
+    #[cfg(test)]
     /// A switch's packet counter `mad_dropped[index]` (0 truncated, 1 length, 2 oversized,
     /// 3 unknown tenant, 4 forged tag, 5 foreign page).
     pub fn dropped(&self, s: usize, index: u32) -> anyhow::Result<u64> {
@@ -662,11 +664,13 @@ impl Net {
             .packets)
     }
 
+    #[cfg(test)]
     /// Runs a raw frame into switch `s`'s client port (for malformed-packet tests).
     pub fn raw(&mut self, s: usize, f: &[u8]) -> anyhow::Result<usize> {
         Ok(self.pass(s, 1, f)?.len())
     }
 
+    #[cfg(test)]
     /// A client frame around `payload` (for malformed-packet tests).
     pub fn client_frame(payload: &[u8]) -> Vec<u8> {
         frame(CLIENT_IP, STORE_IP, 8888, 1152, payload)
