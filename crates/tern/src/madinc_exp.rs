@@ -580,7 +580,7 @@ fn distribution_exp(s: &Sizes, a: &ExperimentArgs) -> anyhow::Result<Report> {
         ));
         let s1 = c.at.first().copied().unwrap_or(0) as f64 / reads;
         match d {
-            Dist::Zipf(t) if t == 0.99 => compare.push(cmp(
+            Dist::Zipf(0.99) => compare.push(cmp(
                 "zipf-0.99: share of reads answered at switch 1",
                 "≈ 70 %",
                 Some(0.70),

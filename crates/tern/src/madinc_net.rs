@@ -692,6 +692,117 @@ impl Drop for Net {
     }
 }
 
+/// What `tern kv up --cache madinc` needs.
+pub struct UpConfig {
+    /// The network.
+    pub net: NetConfig,
+    /// Storage servers.
+    pub stores: usize,
+    /// Tenants added at start (ids 1 … N).
+    pub tenants: u16,
+    /// Their hot threshold.
+    pub hot_threshold: u16,
+    /// Pages per tenant (even-split on its route).
+    pub pages: u32,
+    /// Working directory (the stores' data).
+    pub dir: std::path::PathBuf,
+    /// Where to write `{"front": ADDR, "tenants": [[id, secret], …]}` once up.
+    pub front_file: Option<std::path::PathBuf>,
+    /// The command to run (with TERN_MADINC_FRONT and TERN_MADINC_TENANTS); none: until
+    /// ctrl-c.
+    pub command: Vec<String>,
+}
+
+/// `tern kv up --mode sim --cache madinc`: the network behind one front UDP socket that takes
+/// MADINC READ/WRITE requests from clients (each carried along its tenant's route, the reply
+/// sent back), until ctrl-c (`stop`) or the command ends; its exit status is returned.
+pub fn up(cfg: UpConfig, stop: &std::sync::atomic::AtomicBool) -> anyhow::Result<i32> {
+    use std::sync::atomic::Ordering;
+    let mut net = Net::start(cfg.net.clone(), cfg.stores, &cfg.dir)?;
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64)
+        ^ std::process::id() as u64;
+    let mut rng = tern_kv::rng::Rng::new(seed);
+    let mut tenants = Vec::new();
+    for id in 1..=cfg.tenants {
+        let secret = rng.next_u64() as u32 | 1;
+        net.add_tenant(id, secret, cfg.hot_threshold, cfg.pages, Policy::EvenSplit)
+            .with_context(|| format!("adding tenant {id}"))?;
+        tenants.push((id, secret));
+    }
+    let front = UdpSocket::bind("127.0.0.1:0")?;
+    front.set_read_timeout(Some(Duration::from_millis(1)))?;
+    let addr = front.local_addr()?;
+    let info = serde_json::json!({"front": addr.to_string(), "tenants": tenants});
+    if let Some(f) = &cfg.front_file {
+        let tmp = f.with_extension("tmp");
+        std::fs::write(&tmp, info.to_string())
+            .and_then(|_| std::fs::rename(&tmp, f))
+            .with_context(|| format!("writing {}", f.display()))?;
+    }
+    println!(
+        "madinc: front {addr}, {:?} of {} switches, tenants (id, secret) {tenants:?}",
+        cfg.net.topology, cfg.net.switches
+    );
+    let mut child = match cfg.command.split_first() {
+        Some((prog, args)) => Some(
+            std::process::Command::new(prog)
+                .args(args)
+                .env("TERN_MADINC_FRONT", addr.to_string())
+                .env(
+                    "TERN_MADINC_TENANTS",
+                    tenants
+                        .iter()
+                        .map(|(i, s)| format!("{i}:{s}"))
+                        .collect::<Vec<_>>()
+                        .join(","),
+                )
+                .spawn()
+                .with_context(|| format!("starting {prog}"))?,
+        ),
+        None => None,
+    };
+    let mut buf = vec![0u8; 2048];
+    let mut malformed = 0u64;
+    let code = loop {
+        if stop.load(Ordering::Acquire) {
+            if let Some(c) = &mut child {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+            break 130;
+        }
+        if let Some(c) = &mut child {
+            if let Some(st) = c.try_wait()? {
+                break st.code().unwrap_or(1);
+            }
+        }
+        net.pump(Duration::ZERO)?;
+        let (n, from) = match front.recv_from(&mut buf) {
+            Ok(x) => x,
+            Err(_) => continue,
+        };
+        let m = match MadMessage::decode(&buf[..n]) {
+            Ok(m) if matches!(m.body, MadBody::ReadRequest | MadBody::WriteRequest { .. }) => m,
+            _ => {
+                malformed += 1;
+                continue;
+            }
+        };
+        if let (_, Some(reply)) = net.request(m.tenant, m.tag, m.key, m.body)? {
+            let _ = front.send_to(&reply.encode()?, from);
+        }
+    };
+    net.settle(Duration::from_secs(5))?;
+    let s = net.stats();
+    println!(
+        "madinc: reports made {}, delivered {}, admitted {}, write notices {}, refreshed {}, malformed datagrams {malformed}",
+        s.reports_made, s.reports_delivered, s.admitted, s.notices, s.refreshed
+    );
+    Ok(code)
+}
+
 #[cfg(test)]
 mod tests {
     //! The wire path end to end: hot reports and control messages over lossy links, isolation
@@ -841,115 +952,4 @@ mod tests {
         )
         .is_err());
     }
-}
-
-/// What `tern kv up --cache madinc` needs.
-pub struct UpConfig {
-    /// The network.
-    pub net: NetConfig,
-    /// Storage servers.
-    pub stores: usize,
-    /// Tenants added at start (ids 1 … N).
-    pub tenants: u16,
-    /// Their hot threshold.
-    pub hot_threshold: u16,
-    /// Pages per tenant (even-split on its route).
-    pub pages: u32,
-    /// Working directory (the stores' data).
-    pub dir: std::path::PathBuf,
-    /// Where to write `{"front": ADDR, "tenants": [[id, secret], …]}` once up.
-    pub front_file: Option<std::path::PathBuf>,
-    /// The command to run (with TERN_MADINC_FRONT and TERN_MADINC_TENANTS); none: until
-    /// ctrl-c.
-    pub command: Vec<String>,
-}
-
-/// `tern kv up --mode sim --cache madinc`: the network behind one front UDP socket that takes
-/// MADINC READ/WRITE requests from clients (each carried along its tenant's route, the reply
-/// sent back), until ctrl-c (`stop`) or the command ends; its exit status is returned.
-pub fn up(cfg: UpConfig, stop: &std::sync::atomic::AtomicBool) -> anyhow::Result<i32> {
-    use std::sync::atomic::Ordering;
-    let mut net = Net::start(cfg.net.clone(), cfg.stores, &cfg.dir)?;
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(1, |d| d.as_nanos() as u64)
-        ^ std::process::id() as u64;
-    let mut rng = tern_kv::rng::Rng::new(seed);
-    let mut tenants = Vec::new();
-    for id in 1..=cfg.tenants {
-        let secret = rng.next_u64() as u32 | 1;
-        net.add_tenant(id, secret, cfg.hot_threshold, cfg.pages, Policy::EvenSplit)
-            .with_context(|| format!("adding tenant {id}"))?;
-        tenants.push((id, secret));
-    }
-    let front = UdpSocket::bind("127.0.0.1:0")?;
-    front.set_read_timeout(Some(Duration::from_millis(1)))?;
-    let addr = front.local_addr()?;
-    let info = serde_json::json!({"front": addr.to_string(), "tenants": tenants});
-    if let Some(f) = &cfg.front_file {
-        let tmp = f.with_extension("tmp");
-        std::fs::write(&tmp, info.to_string())
-            .and_then(|_| std::fs::rename(&tmp, f))
-            .with_context(|| format!("writing {}", f.display()))?;
-    }
-    println!(
-        "madinc: front {addr}, {:?} of {} switches, tenants (id, secret) {tenants:?}",
-        cfg.net.topology, cfg.net.switches
-    );
-    let mut child = match cfg.command.split_first() {
-        Some((prog, args)) => Some(
-            std::process::Command::new(prog)
-                .args(args)
-                .env("TERN_MADINC_FRONT", addr.to_string())
-                .env(
-                    "TERN_MADINC_TENANTS",
-                    tenants
-                        .iter()
-                        .map(|(i, s)| format!("{i}:{s}"))
-                        .collect::<Vec<_>>()
-                        .join(","),
-                )
-                .spawn()
-                .with_context(|| format!("starting {prog}"))?,
-        ),
-        None => None,
-    };
-    let mut buf = vec![0u8; 2048];
-    let mut malformed = 0u64;
-    let code = loop {
-        if stop.load(Ordering::Acquire) {
-            if let Some(c) = &mut child {
-                let _ = c.kill();
-                let _ = c.wait();
-            }
-            break 130;
-        }
-        if let Some(c) = &mut child {
-            if let Some(st) = c.try_wait()? {
-                break st.code().unwrap_or(1);
-            }
-        }
-        net.pump(Duration::ZERO)?;
-        let (n, from) = match front.recv_from(&mut buf) {
-            Ok(x) => x,
-            Err(_) => continue,
-        };
-        let m = match MadMessage::decode(&buf[..n]) {
-            Ok(m) if matches!(m.body, MadBody::ReadRequest | MadBody::WriteRequest { .. }) => m,
-            _ => {
-                malformed += 1;
-                continue;
-            }
-        };
-        if let (_, Some(reply)) = net.request(m.tenant, m.tag, m.key, m.body)? {
-            let _ = front.send_to(&reply.encode()?, from);
-        }
-    };
-    net.settle(Duration::from_secs(5))?;
-    let s = net.stats();
-    println!(
-        "madinc: reports made {}, delivered {}, admitted {}, write notices {}, refreshed {}, malformed datagrams {malformed}",
-        s.reports_made, s.reports_delivered, s.admitted, s.notices, s.refreshed
-    );
-    Ok(code)
 }
