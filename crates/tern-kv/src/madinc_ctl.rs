@@ -34,6 +34,11 @@ pub enum Policy {
     NearStore,
     /// One page per switch in turn, starting at the switch with the most free pages.
     EvenSplit,
+    /// By measured load ([`Controller::set_loads`]): each page to the switch of the route
+    /// whose load, counting the pages already given in this allocation at the path's mean load
+    /// per page, is lowest (ties: nearest the client). [`Controller::rebalance`] moves pages
+    /// at run time the same way.
+    LeastLoaded,
 }
 
 /// A cache page: (switch index on the path, page index on that switch).
@@ -367,6 +372,10 @@ pub struct Controller {
     items: HashMap<(u16, Key), Placement>,
     /// The next control message id.
     next_id: u32,
+    /// Measured load per switch ([`Controller::set_loads`]).
+    loads: Vec<u64>,
+    /// Pages per switch at the start.
+    total: Vec<u32>,
 }
 
 /// Writes a value into a slot: invalid while the words change, valid after.
@@ -392,6 +401,37 @@ fn write_value(
 /// Which switch each of `n` new pages goes to under `policy`, given the free pages per switch
 /// (`None` when fewer than `n` pages are free).
 pub fn plan(policy: Policy, free: &[u32], n: u32) -> Option<Vec<usize>> {
+    plan_loaded(policy, free, &vec![0; free.len()], 0.0, n)
+}
+
+/// [`plan`] with the measured load of each switch and the path's mean load per page (used by
+/// [`Policy::LeastLoaded`] only).
+pub fn plan_loaded(
+    policy: Policy,
+    free: &[u32],
+    load: &[u64],
+    per_page: f64,
+    n: u32,
+) -> Option<Vec<usize>> {
+    if policy == Policy::LeastLoaded {
+        if free.iter().map(|&f| f as u64).sum::<u64>() < n as u64 {
+            return None;
+        }
+        let mut left = free.to_vec();
+        let mut est: Vec<f64> = (0..free.len())
+            .map(|i| load.get(i).copied().unwrap_or(0) as f64)
+            .collect();
+        let mut out = Vec::with_capacity(n as usize);
+        for _ in 0..n {
+            let s = (0..free.len())
+                .filter(|&s| left[s] > 0)
+                .min_by(|&a, &b| est[a].total_cmp(&est[b]).then(a.cmp(&b)))?;
+            left[s] -= 1;
+            est[s] += per_page;
+            out.push(s);
+        }
+        return Some(out);
+    }
     if free.iter().map(|&f| f as u64).sum::<u64>() < n as u64 {
         return None;
     }
@@ -407,9 +447,10 @@ pub fn plan(policy: Policy, free: &[u32], n: u32) -> Option<Vec<usize>> {
             let first = free.iter().position(|&f| f == most).unwrap_or(0);
             (0..free.len()).map(|i| (first + i) % free.len()).collect()
         }
+        Policy::LeastLoaded => unreachable!("planned above"),
     };
     match policy {
-        Policy::NearClient | Policy::NearStore => {
+        Policy::NearClient | Policy::NearStore | Policy::LeastLoaded => {
             for &s in &order {
                 while left[s] > 0 && (out.len() as u32) < n {
                     left[s] -= 1;
@@ -440,7 +481,105 @@ impl Controller {
             tenants: HashMap::new(),
             items: HashMap::new(),
             next_id: 1,
+            loads: vec![0; pages.len()],
+            total: pages.to_vec(),
         }
+    }
+
+    /// The measured load of each switch of the path (e.g. reads it answered in the last
+    /// period), for [`Policy::LeastLoaded`] and [`Controller::rebalance`].
+    pub fn set_loads(&mut self, loads: &[u64]) {
+        for (i, l) in self.loads.iter_mut().enumerate() {
+            *l = loads.get(i).copied().unwrap_or(0);
+        }
+    }
+
+    /// The path's mean load per page in use.
+    fn per_page(&self) -> f64 {
+        let used: u32 = self
+            .total
+            .iter()
+            .zip(&self.free)
+            .map(|(t, f)| t - f.len() as u32)
+            .sum();
+        self.loads.iter().sum::<u64>() as f64 / used.max(1) as f64
+    }
+
+    /// Moves one of `tenant`'s pages from the most loaded switch of its route where it holds
+    /// one to the least loaded switch of its route with a free page, when the first's load is
+    /// more than twice the second's: the page's items are evicted (a hot item is reported and
+    /// admitted again), the page freed and a page allocated on the other switch. Returns the
+    /// move (from, to), or `None` when the loads are balanced enough.
+    pub fn rebalance(
+        &mut self,
+        rts: Switches,
+        tenant: u16,
+    ) -> Result<Option<(usize, usize)>, CtlError> {
+        self.check_path(rts)?;
+        let t = self
+            .tenants
+            .get(&tenant)
+            .ok_or(CtlError::UnknownTenant(tenant))?;
+        let hi = t
+            .route
+            .iter()
+            .copied()
+            .filter(|&s| !t.lru[s].is_empty())
+            .max_by(|&a, &b| self.loads[a].cmp(&self.loads[b]).then(b.cmp(&a)));
+        let lo = t
+            .route
+            .iter()
+            .copied()
+            .filter(|&s| !self.free[s].is_empty())
+            .min_by(|&a, &b| self.loads[a].cmp(&self.loads[b]).then(a.cmp(&b)));
+        let (Some(hi), Some(lo)) = (hi, lo) else {
+            return Ok(None);
+        };
+        if hi == lo || self.loads[hi] <= 2 * self.loads[lo] {
+            return Ok(None);
+        }
+        // The least recently used of the tenant's pages on `hi`.
+        let t = self.tenants.get_mut(&tenant).expect("present");
+        let page = t.lru[hi].pop_front().expect("non-empty");
+        let pr = PageRef { switch: hi, page };
+        if t.active.is_some_and(|(p, _)| p == pr) {
+            t.active = None;
+        }
+        let keys: Vec<Key> = t
+            .contents
+            .remove(&pr)
+            .unwrap_or_default()
+            .into_iter()
+            .flatten()
+            .collect();
+        for k in keys {
+            self.drop_item(rts, tenant, k)?;
+        }
+        self.send(rts, hi, tenant, Key([0; 16]), |id, switch| MadBody::Page {
+            alloc: false,
+            id,
+            switch,
+            page,
+        })?;
+        let at = self.free[hi].partition_point(|&p| p < page);
+        self.free[hi].insert(at, page);
+        let new = self.free[lo].remove(0);
+        self.send(rts, lo, tenant, Key([0; 16]), |id, switch| MadBody::Page {
+            alloc: true,
+            id,
+            switch,
+            page: new,
+        })?;
+        let t = self.tenants.get_mut(&tenant).expect("present");
+        t.lru[lo].push_front(new);
+        t.contents.insert(
+            PageRef {
+                switch: lo,
+                page: new,
+            },
+            vec![None; PAGE_VALUES as usize],
+        );
+        Ok(Some((hi, lo)))
     }
 
     fn check_path(&self, rts: &dyn PathOps) -> Result<(), CtlError> {
@@ -624,7 +763,8 @@ impl Controller {
         self.check_alloc(tenant, t.held(), t.quota, n, &t.route)?;
         let route = t.route.clone();
         let free: Vec<u32> = route.iter().map(|&s| self.free[s].len() as u32).collect();
-        let targets = plan(policy, &free, n).expect("checked above");
+        let load: Vec<u64> = route.iter().map(|&s| self.loads[s]).collect();
+        let targets = plan_loaded(policy, &free, &load, self.per_page(), n).expect("checked above");
         for s in targets.into_iter().map(|i| route[i]) {
             let page = self.free[s].remove(0);
             if let Err(e) = self.send(rts, s, tenant, Key([0; 16]), |id, switch| MadBody::Page {
@@ -894,5 +1034,18 @@ mod tests {
         assert_eq!(plan(Policy::EvenSplit, &[3, 4, 4], 1), Some(vec![1]));
         assert_eq!(plan(Policy::EvenSplit, &[1, 1, 1], 4), None);
         assert_eq!(plan(Policy::NearClient, &[0, 0], 0), Some(vec![]));
+        // By load: the idle switch first, then spread as the estimate grows.
+        assert_eq!(
+            plan_loaded(Policy::LeastLoaded, &[4, 4, 4], &[900, 0, 300], 200.0, 4),
+            Some(vec![1, 1, 2, 1])
+        );
+        assert_eq!(
+            plan_loaded(Policy::LeastLoaded, &[4, 0, 4], &[900, 0, 300], 200.0, 2),
+            Some(vec![2, 2])
+        );
+        assert_eq!(
+            plan_loaded(Policy::LeastLoaded, &[1, 0], &[0, 0], 0.0, 2),
+            None
+        );
     }
 }

@@ -489,6 +489,7 @@ fn policies_exp(s: &Sizes, a: &ExperimentArgs) -> anyhow::Result<Report> {
             ("near-client", Policy::NearClient),
             ("near-store", Policy::NearStore),
             ("even-split", Policy::EvenSplit),
+            ("least-loaded", Policy::LeastLoaded),
         ] {
             let (counts, ctl, pages) = run_once(s, Topology::Line, 2, 1, 20, p, d, 11)?;
             let c = &counts[0];
@@ -529,7 +530,7 @@ fn policies_exp(s: &Sizes, a: &ExperimentArgs) -> anyhow::Result<Report> {
         figure: "thesis §6, Exp 2".into(),
         x_label: "workload".into(),
         metric: "modelled throughput (QPS)".into(),
-        method_note: "line of 2 tern switches (client side, store side), 1 user with 20 pages under each policy; 30 kQPS offered; throughput modelled from the counted store share (store host 2,400 QPS); 20 % loss injected on every control link".into(),
+        method_note: "line of 2 tern switches (client side, store side), 1 user with 20 pages under each policy (least-loaded: tern's fourth policy, pages moved from the switch answering most reads to an idle one after each quarter of the warm-up); 30 kQPS offered; throughput modelled from the counted store share (store host 2,400 QPS); 20 % loss injected on every control link".into(),
         scale: scale_json(s, a),
         date: super::cmd_kv_exp::now_utc(),
         machine: super::cmd_kv_exp::machine(),

@@ -116,6 +116,8 @@ pub struct Net {
     tenants: std::collections::HashMap<u16, TenantInfo>,
     stats: NetStats,
     _links: Vec<Arc<Link>>,
+    /// Each switch's read-hit count at the last rebalance.
+    hits_seen: Vec<u64>,
 }
 
 /// MADINC's switch program.
@@ -275,6 +277,7 @@ impl Net {
             tenants: Default::default(),
             stats: NetStats::default(),
             _links: links,
+            hits_seen: Vec::new(),
         })
     }
 
@@ -585,6 +588,27 @@ impl Net {
                 return Ok(false);
             }
         }
+    }
+
+    /// Reads each switch's count of reads it answered (`mad_ops[0]`) since the last call, gives
+    /// them to the controller as the measured load and lets it move one of `tenant`'s pages from
+    /// an overloaded switch of its route to an idle one (`Controller::rebalance`).
+    pub fn rebalance(&mut self, tenant: u16) -> anyhow::Result<Option<(usize, usize)>> {
+        let mut loads = Vec::with_capacity(self.sw.len());
+        for (i, s) in self.sw.iter().enumerate() {
+            let hits = s
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .counter_read("MadIngress.mad_ops", 0)?
+                .packets;
+            if self.hits_seen.len() <= i {
+                self.hits_seen.push(0);
+            }
+            loads.push(hits - self.hits_seen[i].min(hits));
+            self.hits_seen[i] = hits;
+        }
+        self.ctl.set_loads(&loads);
+        Ok(self.ctl.rebalance(&mut self.path, tenant)?)
     }
 
     /// A new detection period on every switch.
@@ -911,6 +935,36 @@ mod tests {
             n.read(7, k).unwrap(),
             (Answer::Switch(0), Some(b"new".to_vec()))
         );
+    }
+
+    #[test]
+    fn rebalancing_moves_a_page_off_the_loaded_switch() {
+        let (mut n, _d) = net(Topology::Line, 2, 100_000);
+        n.add_tenant(4, 0x44, 2, 2, Policy::NearClient).unwrap();
+        assert_eq!(n.pages_of(4), vec![2, 0]);
+        for id in 0..3 {
+            n.load(4, Key::from_id(id), format!("v{id}").as_bytes())
+                .unwrap();
+        }
+        for id in 0..3 {
+            assert_eq!(until_cached(&mut n, 4, Key::from_id(id)).0, 0);
+        }
+        for _ in 0..20 {
+            assert_eq!(n.read(4, Key::from_id(0)).unwrap().0, Answer::Switch(0));
+        }
+        // Switch 0 answered everything, switch 1 nothing: one page moves.
+        assert_eq!(n.rebalance(4).unwrap(), Some((0, 1)));
+        assert_eq!(n.pages_of(4), vec![1, 1]);
+        // No reads since: balanced enough.
+        assert_eq!(n.rebalance(4).unwrap(), None);
+        // Whatever the moved page held was evicted; every item is (again) cached when hot and
+        // every value is still the tenant's.
+        n.new_period().unwrap();
+        for id in 0..3 {
+            let (_, v) = until_cached(&mut n, 4, Key::from_id(id));
+            assert_eq!(v, format!("v{id}").as_bytes());
+        }
+        assert_eq!(n.controller().items(), 3);
     }
 
     #[test]
