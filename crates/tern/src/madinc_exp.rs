@@ -364,17 +364,25 @@ fn run_once(
         .collect();
     let mut rng = Rng::new(seed);
     let mut warm = vec![Counts::default(); users];
-    drive(
-        net,
-        &ids,
-        &mut gens,
-        s.ops / 2,
-        0.0,
-        &mut rng,
-        &mut latest,
-        &mut warm,
-        route_len,
-    )?;
+    // The warm-up in four parts; by load, each user's pages are rebalanced after each part.
+    for _ in 0..4 {
+        drive(
+            net,
+            &ids,
+            &mut gens,
+            s.ops / 8,
+            0.0,
+            &mut rng,
+            &mut latest,
+            &mut warm,
+            route_len,
+        )?;
+        if policy == Policy::LeastLoaded {
+            for &t in &ids {
+                net.rebalance(t)?;
+            }
+        }
+    }
     let mut counts = vec![Counts::default(); users];
     drive(
         net,
