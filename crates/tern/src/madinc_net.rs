@@ -695,6 +695,12 @@ impl Net {
     }
 
     #[cfg(test)]
+    /// Where switch `s`'s agent takes control messages.
+    pub fn agent_addr(&self, s: usize) -> SocketAddr {
+        self.agents[s].addr()
+    }
+
+    #[cfg(test)]
     /// A client frame around `payload` (for malformed-packet tests).
     pub fn client_frame(payload: &[u8]) -> Vec<u8> {
         frame(CLIENT_IP, STORE_IP, 8888, 1152, payload)
@@ -965,6 +971,85 @@ mod tests {
             assert_eq!(v, format!("v{id}").as_bytes());
         }
         assert_eq!(n.controller().items(), 3);
+    }
+
+    #[test]
+    fn an_agent_refuses_control_messages_into_another_tenants_pages() {
+        use tern_kv::madinc::{MadOp, ReplyStatus};
+        let (mut n, _d) = net(Topology::Line, 1, 0);
+        n.add_tenant(1, 0x11, 2, 1, Policy::NearClient).unwrap();
+        n.add_tenant(2, 0x22, 2, 1, Policy::NearClient).unwrap();
+        let k = Key::from_id(3);
+        n.load(1, k, b"one's").unwrap();
+        until_cached(&mut n, 1, k);
+        let p = n.controller().placement(1, k).unwrap();
+        let link = Link::start(
+            n.agent_addr(0),
+            Duration::from_millis(2),
+            100,
+            Loss::default(),
+        )
+        .unwrap();
+        let msg = |tenant, body| MadMessage {
+            tenant,
+            tag: 0x22,
+            key: k,
+            body,
+        };
+        // Tenant 2 overwriting, evicting or taking tenant 1's slot and page: refused.
+        let insert = msg(
+            2,
+            MadBody::Store {
+                op: StoreOp::Insert,
+                id: 1,
+                switch: 0,
+                slot: p.slot,
+                value: b"evil".to_vec(),
+            },
+        );
+        assert_eq!(link.call(&insert).unwrap(), ReplyStatus::SLOT);
+        let update = msg(
+            2,
+            MadBody::Store {
+                op: StoreOp::Update,
+                id: 2,
+                switch: 0,
+                slot: p.slot,
+                value: b"evil".to_vec(),
+            },
+        );
+        assert_eq!(link.call(&update).unwrap(), ReplyStatus::SLOT);
+        let free = msg(
+            2,
+            MadBody::Page {
+                alloc: false,
+                id: 3,
+                switch: 0,
+                page: p.slot / 128,
+            },
+        );
+        assert_eq!(link.call(&free).unwrap(), ReplyStatus::SLOT);
+        let alloc = msg(
+            2,
+            MadBody::Page {
+                alloc: true,
+                id: 4,
+                switch: 0,
+                page: p.slot / 128,
+            },
+        );
+        assert_eq!(link.call(&alloc).unwrap(), ReplyStatus::SLOT);
+        // A sketch reset names no tenant's state: the agent applies it (it trusts whoever reaches
+        // its port; see docs/status.md). A read request is no control message at all.
+        let reset = msg(2, MadBody::Reset { id: 5, switch: 0 });
+        assert_eq!(reset.body.op(), MadOp::SKETCH_RESET);
+        assert_eq!(link.call(&reset).unwrap(), ReplyStatus::OK);
+        assert!(link.call(&msg(2, MadBody::ReadRequest)).is_err());
+        // Tenant 1's item is intact and still answered by the switch.
+        assert_eq!(
+            n.read(1, k).unwrap(),
+            (Answer::Switch(0), Some(b"one's".to_vec()))
+        );
     }
 
     #[test]
