@@ -293,13 +293,16 @@ def madinc(r):
     axs[0].set_xlabel(r["x_label"])
     axs[0].set_title("tern")
     axs[0].legend(fontsize=7)
-    labels = [c["what"] for c in r["compare"] if c.get("paper_value") is not None]
-    vals = [(c["paper_value"], c["ours"]) for c in r["compare"] if c.get("paper_value") is not None]
-    ys = range(len(vals))
-    axs[1].barh([y + 0.2 for y in ys], [v[0] for v in vals], height=0.4, color="tab:gray", label="thesis")
-    axs[1].barh([y - 0.2 for y in ys], [v[1] for v in vals], height=0.4, color="tab:blue", label="tern")
+    rows = [c for c in r["compare"] if c.get("paper_value")]
+    ys = range(len(rows))
+    axs[1].barh(list(ys), [c["ours"] / c["paper_value"] for c in rows], color="tab:blue")
+    axs[1].axvline(1.0, color="tab:gray", linestyle="--", label="thesis = 1")
+    for y, c in zip(ys, rows):
+        axs[1].annotate("thesis %s, tern %.3g" % (c["paper"], c["ours"]), (0, y), fontsize=7,
+                        xytext=(3, 8), textcoords="offset points")
     axs[1].set_yticks(list(ys))
-    axs[1].set_yticklabels(labels, fontsize=7)
+    axs[1].set_yticklabels([c["what"] for c in rows], fontsize=7)
+    axs[1].set_xlabel("tern ÷ thesis")
     axs[1].set_title("thesis beside tern")
     axs[1].legend(fontsize=7)
     if cdf:
