@@ -7,7 +7,10 @@ Kinds, told apart by their fields:
   latency against offered load, throughput over time under dynamic popularity;
 * paper experiment (`kind` = "kv-paper-experiment", `tern kv experiment exp1`…`exp10`): the
   FarReach paper's figure form — grouped bars or lines per method with 95 % CI error bars,
-  per-second throughput (exp7), stacked recovery phases (exp9), a resource table (exp10).
+  per-second throughput (exp7), stacked recovery phases (exp9), a resource table (exp10);
+* MADINC experiment (`kind` = "kv-madinc-experiment", `tern kv experiment madinc-…`): tern's
+  points as grouped bars per series beside the thesis's figures, and the modelled RTT CDF of
+  madinc-distribution.
 """
 import argparse
 import json
@@ -270,6 +273,50 @@ def paper(r):
     return fig
 
 
+def madinc(r):
+    xs = xs_of(r)
+    series = []
+    for p in r["points"]:
+        if p["method"] not in series:
+            series.append(p["method"])
+    cdf = [p for p in r["points"] if isinstance(p.get("extra"), dict) and "rtt_cdf_ms" in p["extra"]]
+    panels = 3 if cdf else 2
+    fig, axs = plt.subplots(1, panels, figsize=(6 * panels, 4.5))
+    w = 0.8 / max(1, len(series))
+    for j, m in enumerate(series):
+        ps = [point(r, x, m) for x in xs]
+        axs[0].bar([i + (j - (len(series) - 1) / 2) * w for i in range(len(xs))],
+                   [p["mean"] if p else 0 for p in ps], width=w, color="C%d" % j, label=m)
+    axs[0].set_xticks(range(len(xs)))
+    axs[0].set_xticklabels(xs, fontsize=8)
+    axs[0].set_ylabel(r["metric"])
+    axs[0].set_xlabel(r["x_label"])
+    axs[0].set_title("tern")
+    axs[0].legend(fontsize=7)
+    rows = [c for c in r["compare"] if c.get("paper_value")]
+    ys = range(len(rows))
+    axs[1].barh(list(ys), [c["ours"] / c["paper_value"] for c in rows], color="tab:blue")
+    axs[1].axvline(1.0, color="tab:gray", linestyle="--", label="thesis = 1")
+    for y, c in zip(ys, rows):
+        axs[1].annotate("thesis %s, tern %.3g" % (c["paper"], c["ours"]), (0, y), fontsize=7,
+                        xytext=(3, 8), textcoords="offset points")
+    axs[1].set_yticks(list(ys))
+    axs[1].set_yticklabels([c["what"] for c in rows], fontsize=7)
+    axs[1].set_xlabel("tern ÷ thesis")
+    axs[1].set_title("thesis beside tern")
+    axs[1].legend(fontsize=7)
+    if cdf:
+        for p in cdf:
+            steps = p["extra"]["rtt_cdf_ms"]
+            axs[2].step([0] + [s[0] for s in steps], [0] + [s[1] for s in steps], where="post", label=p["x"])
+        axs[2].set_xlabel("modelled RTT (ms, 0.4 ms per switch hop)")
+        axs[2].set_ylabel("CDF of reads")
+        axs[2].set_title("RTT CDF")
+        axs[2].legend(fontsize=7)
+    fig.suptitle("%s (%s): %s" % (r["experiment"], r["figure"], r["title"]), fontsize=9)
+    return fig
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("-o", "--out", required=True, help="PNG to write")
@@ -280,6 +327,8 @@ def main():
         r = json.load(f)
     if r.get("kind") == "kv-paper-experiment":
         fig = paper(r)
+    elif r.get("kind") == "kv-madinc-experiment":
+        fig = madinc(r)
     elif r.get("kind") == "nocache-summary":
         fig = summary(r, a.title)
     elif "per_server_rate" in r:

@@ -15,6 +15,8 @@
 //! * [`madinc`]: MADINC's multitenant cache ops (tenant id + secret tag) on the same wire.
 //! * [`madinc_ctl`]: MADINC's control plane (tenants, pages, policies, quotas) on the runtime
 //!   interface.
+//! * [`madinc_wire`]: MADINC's control messages on UDP, acknowledged, retried, deduplicated,
+//!   with loss injection.
 //! * [`rng`]: the deterministic PRNG used by workloads and tests.
 
 pub mod bench;
@@ -22,6 +24,7 @@ pub mod client;
 pub mod history;
 pub mod madinc;
 pub mod madinc_ctl;
+pub mod madinc_wire;
 pub mod protocol;
 pub mod rng;
 pub mod rotation;

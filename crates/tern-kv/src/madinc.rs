@@ -3,7 +3,7 @@
 //! of the read/write, hot-report, cache-control and page-allocation operations, with strict
 //! encode/decode (truncated, oversized, trailing or unknown → an error naming the field and byte).
 //!
-//! The op codes live in `0x0e00..=0x0e21`, a block that FarReach's op space and tern's
+//! The op codes live in `0x0e00..=0x0e24`, a block that FarReach's op space and tern's
 //! `protocol::Op` never use, so one UDP port range carries both and a switch tells them apart by
 //! the first two bytes. See `crates/tern-kv/PROTOCOL.md` ("MADINC extension").
 
@@ -45,6 +45,12 @@ crate::protocol::op_enum! {
     PAGE_ALLOC = 0x0e20,
     /// control plane → controller: a page leaves a tenant's page table.
     PAGE_FREE = 0x0e21,
+    /// controller → switch: a tenant arrives (the header's tag is its secret).
+    TENANT_ADD = 0x0e22,
+    /// controller → switch: a tenant leaves.
+    TENANT_DEL = 0x0e23,
+    /// controller → switch: clear the count-min sketch and Bloom filter (a new detection period).
+    SKETCH_RESET = 0x0e24,
 }
 
 impl std::fmt::Display for MadOp {
@@ -130,6 +136,24 @@ pub enum MadBody {
         /// The page index on that switch.
         page: u32,
     },
+    /// TENANT_ADD / TENANT_DEL (the tenant's secret is the header's tag).
+    Tenant {
+        /// Add (true) or remove.
+        add: bool,
+        /// The control message id.
+        id: u32,
+        /// The switch.
+        switch: u16,
+        /// The tenant's hot threshold (0 for TENANT_DEL).
+        hot_threshold: u16,
+    },
+    /// SKETCH_RESET.
+    Reset {
+        /// The control message id.
+        id: u32,
+        /// The switch.
+        switch: u16,
+    },
 }
 
 /// Which value-carrying control op a [`MadBody::Store`] is.
@@ -157,6 +181,8 @@ impl ReplyStatus {
     pub const SLOT: u8 = 3;
     /// The item is already cached on another switch.
     pub const DUPLICATE: u8 = 4;
+    /// The switch could not apply it (a runtime call failed).
+    pub const FAILED: u8 = 5;
 }
 
 /// One MADINC message: the header fields and the op's body.
@@ -264,6 +290,9 @@ impl MadBody {
             MadBody::Reply { .. } => MadOp::CONTROL_REPLY,
             MadBody::Page { alloc: true, .. } => MadOp::PAGE_ALLOC,
             MadBody::Page { alloc: false, .. } => MadOp::PAGE_FREE,
+            MadBody::Tenant { add: true, .. } => MadOp::TENANT_ADD,
+            MadBody::Tenant { add: false, .. } => MadOp::TENANT_DEL,
+            MadBody::Reset { .. } => MadOp::SKETCH_RESET,
         }
     }
 }
@@ -350,6 +379,20 @@ impl MadMessage {
                 out.extend_from_slice(&id.to_be_bytes());
                 out.extend_from_slice(&switch.to_be_bytes());
                 out.extend_from_slice(&page.to_be_bytes());
+            }
+            MadBody::Tenant {
+                id,
+                switch,
+                hot_threshold,
+                ..
+            } => {
+                out.extend_from_slice(&id.to_be_bytes());
+                out.extend_from_slice(&switch.to_be_bytes());
+                out.extend_from_slice(&hot_threshold.to_be_bytes());
+            }
+            MadBody::Reset { id, switch } => {
+                out.extend_from_slice(&id.to_be_bytes());
+                out.extend_from_slice(&switch.to_be_bytes());
             }
         }
         Ok(out)
@@ -439,6 +482,16 @@ impl MadMessage {
                 id: r.u32("control.id")?,
                 switch: r.u16("control.switch")?,
                 page: r.u32("page.index")?,
+            },
+            MadOp::TENANT_ADD | MadOp::TENANT_DEL => MadBody::Tenant {
+                add: op == MadOp::TENANT_ADD,
+                id: r.u32("control.id")?,
+                switch: r.u16("control.switch")?,
+                hot_threshold: r.u16("tenant.hot_threshold")?,
+            },
+            MadOp::SKETCH_RESET => MadBody::Reset {
+                id: r.u32("control.id")?,
+                switch: r.u16("control.switch")?,
             },
         };
         if r.pos != buf.len() {

@@ -2,14 +2,23 @@
 //! clients, the last nearest the store): tenants arriving and leaving at run time, cache pages
 //! of 128 values handed out by a policy (near-client, near-store, even-split) within each
 //! tenant's quota, per-tenant page tables (round-robin over the tenant's switches, LRU pages on
-//! each), and item placement with no item cached on two switches. It drives the switches only
-//! through tern's runtime interface ([`Runtime`]): table `tenant`, table `cache_lookup`, registers
-//! `page_owner_reg`, `valid_reg`, `vallen_reg`, `val_reg`.
+//! each), and item placement with no item cached on two switches.
+//!
+//! Every change the controller makes to a switch is one MADINC control message (TENANT_ADD/DEL,
+//! PAGE_ALLOC/FREE, CONTROL_INSERT/EVICT/UPDATE, SKETCH_RESET) given to a [`PathOps`]: applied
+//! at once through each switch's runtime interface (`[&mut dyn Runtime]`), or sent over UDP,
+//! acknowledged and retried, to each switch's agent (`madinc_wire::WirePath`), which applies it
+//! with [`apply_control`] — table `tenant`, table `cache_lookup`, registers `page_owner_reg`,
+//! `valid_reg`, `vallen_reg`, `val_reg` and the sketches. The agent checks what it is asked
+//! (the slot must lie in a page the tenant owns, a page must be free to be allocated) and answers
+//! a refusal with a CONTROL_REPLY status.
 
-use crate::madinc::{MadBody, MadMessage, MadOp, MADINC_MAX_VALUE_LEN, PAGE_VALUES};
+use crate::madinc::{
+    MadBody, MadMessage, MadOp, ReplyStatus, StoreOp, MADINC_MAX_VALUE_LEN, PAGE_VALUES,
+};
 use crate::protocol::Key;
 use std::collections::{HashMap, VecDeque};
-use tern_runtime::{EntryHandle, MatchParam, Runtime};
+use tern_runtime::{MatchParam, Runtime};
 
 /// Prefix of the program's ingress objects.
 const P: &str = "MadIngress.";
@@ -25,6 +34,11 @@ pub enum Policy {
     NearStore,
     /// One page per switch in turn, starting at the switch with the most free pages.
     EvenSplit,
+    /// By measured load ([`Controller::set_loads`]): each page to the switch of the route
+    /// whose load, counting the pages already given in this allocation at the path's mean load
+    /// per page, is lowest (ties: nearest the client). [`Controller::rebalance`] moves pages
+    /// at run time the same way.
+    LeastLoaded,
 }
 
 /// A cache page: (switch index on the path, page index on that switch).
@@ -100,6 +114,14 @@ pub enum CtlError {
     /// A value over 128 bytes.
     #[error("value of {0} bytes exceeds the MADINC maximum of {MADINC_MAX_VALUE_LEN}")]
     ValueTooLong(usize),
+    /// A tenant route that is empty, repeats a switch or names one beyond the path.
+    #[error("route {route:?} is not a list of distinct switches below {switches}")]
+    BadRoute {
+        /// The route given.
+        route: Vec<usize>,
+        /// Switches on the path.
+        switches: usize,
+    },
     /// The runtime list does not match the path.
     #[error("{given} switches given for a path of {path}")]
     PathMismatch {
@@ -116,6 +138,186 @@ pub enum CtlError {
         /// The runtime's error.
         msg: String,
     },
+    /// A switch's agent refused a control message (CONTROL_REPLY status) or never answered.
+    #[error("switch {switch} refused {op} with status {status}")]
+    Refused {
+        /// The switch.
+        switch: usize,
+        /// The op refused.
+        op: MadOp,
+        /// The status ([`ReplyStatus`], or `madinc_wire::GAVE_UP`).
+        status: u8,
+    },
+}
+
+/// The switches of a path as the controller sees them: each takes control messages.
+pub trait PathOps {
+    /// Number of switches.
+    fn switches(&self) -> usize;
+    /// Applies (or delivers and waits for) control message `m` on switch `switch`.
+    fn apply(&mut self, switch: usize, m: &MadMessage) -> Result<(), CtlError>;
+}
+
+impl PathOps for [&mut dyn Runtime] {
+    fn switches(&self) -> usize {
+        self.len()
+    }
+    fn apply(&mut self, switch: usize, m: &MadMessage) -> Result<(), CtlError> {
+        apply_control(&mut *self[switch], m).map_err(|(status, msg)| {
+            if status == ReplyStatus::FAILED {
+                CtlError::Runtime { switch, msg }
+            } else {
+                CtlError::Refused {
+                    switch,
+                    op: m.body.op(),
+                    status,
+                }
+            }
+        })
+    }
+}
+
+impl PathOps for Vec<&mut dyn Runtime> {
+    fn switches(&self) -> usize {
+        self.len()
+    }
+    fn apply(&mut self, switch: usize, m: &MadMessage) -> Result<(), CtlError> {
+        self.as_mut_slice().apply(switch, m)
+    }
+}
+
+/// A switch agent's duty: applies one control message to the switch through its runtime.
+/// Idempotent (a second TENANT_ADD or CONTROL_INSERT modifies the entry, a second EVICT or
+/// TENANT_DEL finds nothing to remove). Refused — `Err((status, why))` with a non-OK
+/// [`ReplyStatus`] — when a slot is not in a page the message's tenant owns (SLOT), a page to
+/// allocate or free belongs to another tenant (SLOT), an UPDATE names an item not cached in
+/// that slot (SLOT) or the message is not a control message for a switch (TENANT); a failed
+/// runtime call is FAILED.
+pub fn apply_control(rt: &mut dyn Runtime, m: &MadMessage) -> Result<(), (u8, String)> {
+    let rt_fail = |e: tern_runtime::RuntimeError| (ReplyStatus::FAILED, e.to_string());
+    let owner_of = |rt: &dyn Runtime, slot: u32| -> Result<u64, (u8, String)> {
+        rt.register_read(&format!("{P}page_owner_reg"), slot / PAGE_VALUES)
+            .map_err(|e| (ReplyStatus::SLOT, format!("slot {slot}: {e}")))
+    };
+    let me = m.tenant as u64 + 1;
+    let lookup_key = || {
+        vec![
+            MatchParam::Exact(m.tenant.to_be_bytes().to_vec()),
+            MatchParam::Exact(m.key.0.to_vec()),
+        ]
+    };
+    let tenant_key = || vec![MatchParam::Exact(m.tenant.to_be_bytes().to_vec())];
+    match &m.body {
+        MadBody::Tenant {
+            add: true,
+            hot_threshold,
+            ..
+        } => {
+            let data = [
+                m.tag.to_be_bytes().to_vec(),
+                hot_threshold.to_be_bytes().to_vec(),
+            ];
+            let t = format!("{P}tenant");
+            match rt.mt_get_entry_from_key(&t, &tenant_key(), None) {
+                Ok(e) => rt
+                    .mt_modify_entry(&t, e.handle, &format!("{P}set_tenant"), &data)
+                    .map_err(rt_fail),
+                Err(_) => rt
+                    .mt_add_entry(&t, &tenant_key(), &format!("{P}set_tenant"), &data, None)
+                    .map(|_| ())
+                    .map_err(rt_fail),
+            }
+        }
+        MadBody::Tenant { add: false, .. } => {
+            let t = format!("{P}tenant");
+            match rt.mt_get_entry_from_key(&t, &tenant_key(), None) {
+                Ok(e) => rt.mt_delete_entry(&t, e.handle).map_err(rt_fail),
+                Err(_) => Ok(()),
+            }
+        }
+        MadBody::Page { alloc, page, .. } => {
+            let r = format!("{P}page_owner_reg");
+            let cur = rt
+                .register_read(&r, *page)
+                .map_err(|e| (ReplyStatus::SLOT, format!("page {page}: {e}")))?;
+            if cur != 0 && cur != me {
+                return Err((
+                    ReplyStatus::SLOT,
+                    format!("page {page} belongs to tenant {}", cur - 1),
+                ));
+            }
+            rt.register_write(&r, *page, if *alloc { me } else { 0 })
+                .map_err(rt_fail)
+        }
+        MadBody::Store {
+            op, slot, value, ..
+        } => {
+            if owner_of(rt, *slot)? != me {
+                return Err((
+                    ReplyStatus::SLOT,
+                    format!("slot {slot} is not in a page of tenant {}", m.tenant),
+                ));
+            }
+            let t = format!("{P}cache_lookup");
+            let entry = rt.mt_get_entry_from_key(&t, &lookup_key(), None).ok();
+            if *op == StoreOp::Update {
+                let here = entry.as_ref().is_some_and(|e| match &e.action {
+                    tern_runtime::ActionEntry::Action { data, .. } => {
+                        data.first().map(|d| be_u32(d)) == Some(*slot)
+                    }
+                    _ => false,
+                });
+                if !here {
+                    return Err((
+                        ReplyStatus::SLOT,
+                        format!(
+                            "tenant {} key {:?} is not cached in slot {slot}",
+                            m.tenant, m.key
+                        ),
+                    ));
+                }
+                return write_value(rt, *slot, value).map_err(rt_fail);
+            }
+            write_value(rt, *slot, value).map_err(rt_fail)?;
+            let data = [slot.to_be_bytes().to_vec()];
+            match entry {
+                Some(e) => rt
+                    .mt_modify_entry(&t, e.handle, &format!("{P}set_slot"), &data)
+                    .map_err(rt_fail),
+                None => rt
+                    .mt_add_entry(&t, &lookup_key(), &format!("{P}set_slot"), &data, None)
+                    .map(|_| ())
+                    .map_err(rt_fail),
+            }
+        }
+        MadBody::Evict { slot, .. } => {
+            let t = format!("{P}cache_lookup");
+            if let Ok(e) = rt.mt_get_entry_from_key(&t, &lookup_key(), None) {
+                rt.mt_delete_entry(&t, e.handle).map_err(rt_fail)?;
+            }
+            if owner_of(rt, *slot)? == me {
+                rt.register_write(&format!("{P}valid_reg"), *slot, 0)
+                    .map_err(rt_fail)?;
+            }
+            Ok(())
+        }
+        MadBody::Reset { .. } => {
+            for r in [
+                "cm1_reg", "cm2_reg", "cm3_reg", "cm4_reg", "bf1_reg", "bf2_reg", "bf3_reg",
+            ] {
+                rt.register_reset(&format!("{P}{r}")).map_err(rt_fail)?;
+            }
+            Ok(())
+        }
+        b => Err((
+            ReplyStatus::TENANT,
+            format!("{} is not a control message for a switch", b.op()),
+        )),
+    }
+}
+
+fn be_u32(d: &[u8]) -> u32 {
+    d.iter().fold(0u32, |a, &b| (a << 8) | b as u32)
 }
 
 /// A tenant to add: its id, secret tag, hot threshold (reads of an uncached item before it is
@@ -136,8 +338,8 @@ pub struct TenantSpec {
     pub policy: Policy,
 }
 
-/// One runtime per switch of the path, in path order.
-pub type Switches<'a, 'b> = &'a mut [&'b mut dyn Runtime];
+/// The switches of the path, in path order (one runtime per switch, or the wire path).
+pub type Switches<'a> = &'a mut dyn PathOps;
 
 struct TenantState {
     secret: u32,
@@ -151,8 +353,8 @@ struct TenantState {
     active: Option<(PageRef, u32)>,
     /// Items per page (offset → key).
     contents: HashMap<PageRef, Vec<Option<Key>>>,
-    /// tenant table entry handle per switch.
-    handles: Vec<EntryHandle>,
+    /// The switches between the tenant's client and its store, client side first.
+    route: Vec<usize>,
 }
 
 impl TenantState {
@@ -166,29 +368,24 @@ pub struct Controller {
     /// Free pages per switch (kept sorted, lowest first).
     free: Vec<Vec<u32>>,
     tenants: HashMap<u16, TenantState>,
-    /// Every cached item: (tenant, key) → placement and lookup entry handle.
-    items: HashMap<(u16, Key), (Placement, EntryHandle)>,
-}
-
-fn rt_err(switch: usize) -> impl Fn(tern_runtime::RuntimeError) -> CtlError {
-    move |e| CtlError::Runtime {
-        switch,
-        msg: e.to_string(),
-    }
+    /// Every cached item: (tenant, key) → placement.
+    items: HashMap<(u16, Key), Placement>,
+    /// The next control message id.
+    next_id: u32,
+    /// Measured load per switch ([`Controller::set_loads`]).
+    loads: Vec<u64>,
+    /// Pages per switch at the start.
+    total: Vec<u32>,
 }
 
 /// Writes a value into a slot: invalid while the words change, valid after.
 fn write_value(
     rt: &mut dyn Runtime,
-    switch: usize,
     slot: u32,
     value: &[u8],
-) -> Result<(), CtlError> {
-    let e = rt_err(switch);
-    rt.register_write(&format!("{P}valid_reg"), slot, 0)
-        .map_err(&e)?;
-    rt.register_write(&format!("{P}vallen_reg"), slot, value.len() as u64)
-        .map_err(&e)?;
+) -> Result<(), tern_runtime::RuntimeError> {
+    rt.register_write(&format!("{P}valid_reg"), slot, 0)?;
+    rt.register_write(&format!("{P}vallen_reg"), slot, value.len() as u64)?;
     for (i, w) in value.chunks(8).enumerate() {
         let mut b = [0u8; 8];
         b[..w.len()].copy_from_slice(w);
@@ -196,16 +393,45 @@ fn write_value(
             &format!("{P}val_reg"),
             slot * WORDS + i as u32,
             u64::from_be_bytes(b),
-        )
-        .map_err(&e)?;
+        )?;
     }
     rt.register_write(&format!("{P}valid_reg"), slot, 1)
-        .map_err(&e)
 }
 
 /// Which switch each of `n` new pages goes to under `policy`, given the free pages per switch
 /// (`None` when fewer than `n` pages are free).
 pub fn plan(policy: Policy, free: &[u32], n: u32) -> Option<Vec<usize>> {
+    plan_loaded(policy, free, &vec![0; free.len()], 0.0, n)
+}
+
+/// [`plan`] with the measured load of each switch and the path's mean load per page (used by
+/// [`Policy::LeastLoaded`] only).
+pub fn plan_loaded(
+    policy: Policy,
+    free: &[u32],
+    load: &[u64],
+    per_page: f64,
+    n: u32,
+) -> Option<Vec<usize>> {
+    if policy == Policy::LeastLoaded {
+        if free.iter().map(|&f| f as u64).sum::<u64>() < n as u64 {
+            return None;
+        }
+        let mut left = free.to_vec();
+        let mut est: Vec<f64> = (0..free.len())
+            .map(|i| load.get(i).copied().unwrap_or(0) as f64)
+            .collect();
+        let mut out = Vec::with_capacity(n as usize);
+        for _ in 0..n {
+            let s = (0..free.len())
+                .filter(|&s| left[s] > 0)
+                .min_by(|&a, &b| est[a].total_cmp(&est[b]).then(a.cmp(&b)))?;
+            left[s] -= 1;
+            est[s] += per_page;
+            out.push(s);
+        }
+        return Some(out);
+    }
     if free.iter().map(|&f| f as u64).sum::<u64>() < n as u64 {
         return None;
     }
@@ -221,9 +447,10 @@ pub fn plan(policy: Policy, free: &[u32], n: u32) -> Option<Vec<usize>> {
             let first = free.iter().position(|&f| f == most).unwrap_or(0);
             (0..free.len()).map(|i| (first + i) % free.len()).collect()
         }
+        Policy::LeastLoaded => unreachable!("planned above"),
     };
     match policy {
-        Policy::NearClient | Policy::NearStore => {
+        Policy::NearClient | Policy::NearStore | Policy::LeastLoaded => {
             for &s in &order {
                 while left[s] > 0 && (out.len() as u32) < n {
                     left[s] -= 1;
@@ -253,17 +480,141 @@ impl Controller {
             free: pages.iter().map(|&p| (0..p).collect()).collect(),
             tenants: HashMap::new(),
             items: HashMap::new(),
+            next_id: 1,
+            loads: vec![0; pages.len()],
+            total: pages.to_vec(),
         }
     }
 
-    fn check_path(&self, rts: &[&mut dyn Runtime]) -> Result<(), CtlError> {
-        if rts.len() != self.free.len() {
+    /// The measured load of each switch of the path (e.g. reads it answered in the last
+    /// period), for [`Policy::LeastLoaded`] and [`Controller::rebalance`].
+    pub fn set_loads(&mut self, loads: &[u64]) {
+        for (i, l) in self.loads.iter_mut().enumerate() {
+            *l = loads.get(i).copied().unwrap_or(0);
+        }
+    }
+
+    /// The path's mean load per page in use.
+    fn per_page(&self) -> f64 {
+        let used: u32 = self
+            .total
+            .iter()
+            .zip(&self.free)
+            .map(|(t, f)| t - f.len() as u32)
+            .sum();
+        self.loads.iter().sum::<u64>() as f64 / used.max(1) as f64
+    }
+
+    /// Moves one of `tenant`'s pages from the most loaded switch of its route where it holds
+    /// one to the least loaded switch of its route with a free page, when the first's load is
+    /// more than twice the second's: the page's items are evicted (a hot item is reported and
+    /// admitted again), the page freed and a page allocated on the other switch. Returns the
+    /// move (from, to), or `None` when the loads are balanced enough.
+    pub fn rebalance(
+        &mut self,
+        rts: Switches,
+        tenant: u16,
+    ) -> Result<Option<(usize, usize)>, CtlError> {
+        self.check_path(rts)?;
+        let t = self
+            .tenants
+            .get(&tenant)
+            .ok_or(CtlError::UnknownTenant(tenant))?;
+        let hi = t
+            .route
+            .iter()
+            .copied()
+            .filter(|&s| !t.lru[s].is_empty())
+            .max_by(|&a, &b| self.loads[a].cmp(&self.loads[b]).then(b.cmp(&a)));
+        let lo = t
+            .route
+            .iter()
+            .copied()
+            .filter(|&s| !self.free[s].is_empty())
+            .min_by(|&a, &b| self.loads[a].cmp(&self.loads[b]).then(a.cmp(&b)));
+        let (Some(hi), Some(lo)) = (hi, lo) else {
+            return Ok(None);
+        };
+        if hi == lo || self.loads[hi] <= 2 * self.loads[lo] {
+            return Ok(None);
+        }
+        // The least recently used of the tenant's pages on `hi`.
+        let t = self.tenants.get_mut(&tenant).expect("present");
+        let page = t.lru[hi].pop_front().expect("non-empty");
+        let pr = PageRef { switch: hi, page };
+        if t.active.is_some_and(|(p, _)| p == pr) {
+            t.active = None;
+        }
+        let keys: Vec<Key> = t
+            .contents
+            .remove(&pr)
+            .unwrap_or_default()
+            .into_iter()
+            .flatten()
+            .collect();
+        for k in keys {
+            self.drop_item(rts, tenant, k)?;
+        }
+        self.send(rts, hi, tenant, Key([0; 16]), |id, switch| MadBody::Page {
+            alloc: false,
+            id,
+            switch,
+            page,
+        })?;
+        let at = self.free[hi].partition_point(|&p| p < page);
+        self.free[hi].insert(at, page);
+        let new = self.free[lo].remove(0);
+        self.send(rts, lo, tenant, Key([0; 16]), |id, switch| MadBody::Page {
+            alloc: true,
+            id,
+            switch,
+            page: new,
+        })?;
+        let t = self.tenants.get_mut(&tenant).expect("present");
+        t.lru[lo].push_front(new);
+        t.contents.insert(
+            PageRef {
+                switch: lo,
+                page: new,
+            },
+            vec![None; PAGE_VALUES as usize],
+        );
+        Ok(Some((hi, lo)))
+    }
+
+    fn check_path(&self, rts: &dyn PathOps) -> Result<(), CtlError> {
+        if rts.switches() != self.free.len() {
             return Err(CtlError::PathMismatch {
-                given: rts.len(),
+                given: rts.switches(),
                 path: self.free.len(),
             });
         }
         Ok(())
+    }
+
+    fn id(&mut self) -> u32 {
+        let id = self.next_id;
+        self.next_id = self.next_id.wrapping_add(1).max(1);
+        id
+    }
+
+    /// Sends one control message for (tenant, key) to switch `s`.
+    fn send(
+        &mut self,
+        rts: Switches,
+        s: usize,
+        tenant: u16,
+        key: Key,
+        body: impl FnOnce(u32, u16) -> MadBody,
+    ) -> Result<(), CtlError> {
+        let tag = self.tenants.get(&tenant).map_or(0, |t| t.secret);
+        let m = MadMessage {
+            tenant,
+            tag,
+            key,
+            body: body(self.id(), s as u16),
+        };
+        rts.apply(s, &m)
     }
 
     /// Free pages per switch.
@@ -290,7 +641,7 @@ impl Controller {
 
     /// Where (tenant, key) is cached, if it is.
     pub fn placement(&self, tenant: u16, key: Key) -> Option<Placement> {
-        self.items.get(&(tenant, key)).map(|(p, _)| *p)
+        self.items.get(&(tenant, key)).copied()
     }
 
     /// Number of cached items.
@@ -302,6 +653,20 @@ impl Controller {
     /// check everywhere), then `pages` pages allocated under `policy`. Refused when the id is
     /// taken, `pages` exceeds `quota`, or the path has too few free pages; nothing changes then.
     pub fn add_tenant(&mut self, rts: Switches, spec: TenantSpec) -> Result<(), CtlError> {
+        let all: Vec<usize> = (0..self.free.len()).collect();
+        self.add_tenant_on(rts, spec, &all)
+    }
+
+    /// [`Controller::add_tenant`] for a tenant whose client and store are joined by `route` (a
+    /// subset of the switches, client side first — e.g. leaf, core, leaf in a star): its pages
+    /// are placed on those switches only, `policy` reading "near the client" as the route's
+    /// first switch. Its tenant entry still goes to every switch.
+    pub fn add_tenant_on(
+        &mut self,
+        rts: Switches,
+        spec: TenantSpec,
+        route: &[usize],
+    ) -> Result<(), CtlError> {
         let TenantSpec {
             id: tenant,
             secret,
@@ -314,23 +679,19 @@ impl Controller {
         if self.tenants.contains_key(&tenant) {
             return Err(CtlError::TenantExists(tenant));
         }
-        self.check_alloc(tenant, 0, quota, pages)?;
-        let mut handles = Vec::new();
-        for (i, rt) in rts.iter_mut().enumerate() {
-            let h = rt
-                .mt_add_entry(
-                    &format!("{P}tenant"),
-                    &[MatchParam::Exact(tenant.to_be_bytes().to_vec())],
-                    &format!("{P}set_tenant"),
-                    &[
-                        secret.to_be_bytes().to_vec(),
-                        hot_threshold.to_be_bytes().to_vec(),
-                    ],
-                    None,
-                )
-                .map_err(rt_err(i))?;
-            handles.push(h);
+        let n = self.free.len();
+        let mut seen = vec![false; n];
+        if route.is_empty()
+            || route
+                .iter()
+                .any(|&s| s >= n || std::mem::replace(&mut seen[s], true))
+        {
+            return Err(CtlError::BadRoute {
+                route: route.to_vec(),
+                switches: n,
+            });
         }
+        self.check_alloc(tenant, 0, quota, pages, route)?;
         self.tenants.insert(
             tenant,
             TenantState {
@@ -341,13 +702,32 @@ impl Controller {
                 next_switch: 0,
                 active: None,
                 contents: HashMap::new(),
-                handles,
+                route: route.to_vec(),
             },
         );
+        for s in 0..self.free.len() {
+            let r = self.send(rts, s, tenant, Key([0; 16]), |id, switch| MadBody::Tenant {
+                add: true,
+                id,
+                switch,
+                hot_threshold,
+            });
+            if let Err(e) = r {
+                self.tenants.remove(&tenant);
+                return Err(e);
+            }
+        }
         self.alloc_pages(rts, tenant, pages, policy)
     }
 
-    fn check_alloc(&self, tenant: u16, held: u32, quota: u32, n: u32) -> Result<(), CtlError> {
+    fn check_alloc(
+        &self,
+        tenant: u16,
+        held: u32,
+        quota: u32,
+        n: u32,
+        route: &[usize],
+    ) -> Result<(), CtlError> {
         if held as u64 + n as u64 > quota as u64 {
             return Err(CtlError::Quota {
                 tenant,
@@ -356,7 +736,7 @@ impl Controller {
                 quota,
             });
         }
-        let free: u32 = self.free_pages().iter().sum();
+        let free: u32 = route.iter().map(|&s| self.free[s].len() as u32).sum();
         if free < n {
             return Err(CtlError::NoPages {
                 tenant,
@@ -380,13 +760,22 @@ impl Controller {
             .tenants
             .get(&tenant)
             .ok_or(CtlError::UnknownTenant(tenant))?;
-        self.check_alloc(tenant, t.held(), t.quota, n)?;
-        let targets = plan(policy, &self.free_pages(), n).expect("checked above");
-        for s in targets {
+        self.check_alloc(tenant, t.held(), t.quota, n, &t.route)?;
+        let route = t.route.clone();
+        let free: Vec<u32> = route.iter().map(|&s| self.free[s].len() as u32).collect();
+        let load: Vec<u64> = route.iter().map(|&s| self.loads[s]).collect();
+        let targets = plan_loaded(policy, &free, &load, self.per_page(), n).expect("checked above");
+        for s in targets.into_iter().map(|i| route[i]) {
             let page = self.free[s].remove(0);
-            rts[s]
-                .register_write(&format!("{P}page_owner_reg"), page, tenant as u64 + 1)
-                .map_err(rt_err(s))?;
+            if let Err(e) = self.send(rts, s, tenant, Key([0; 16]), |id, switch| MadBody::Page {
+                alloc: true,
+                id,
+                switch,
+                page,
+            }) {
+                self.free[s].insert(0, page);
+                return Err(e);
+            }
             let t = self.tenants.get_mut(&tenant).expect("present");
             t.lru[s].push_front(page);
             t.contents.insert(
@@ -406,23 +795,33 @@ impl Controller {
             .remove(&tenant)
             .ok_or(CtlError::UnknownTenant(tenant))?;
         let keys: Vec<Key> = t.contents.values().flatten().flatten().copied().collect();
+        // Messages for the departing tenant carry its tag (it is gone from the table).
+        self.tenants.insert(tenant, t);
         for k in keys {
             self.drop_item(rts, tenant, k)?;
         }
-        for (s, q) in t.lru.iter().enumerate() {
+        let lru = self.tenants[&tenant].lru.clone();
+        for (s, q) in lru.iter().enumerate() {
             for &page in q {
-                rts[s]
-                    .register_write(&format!("{P}page_owner_reg"), page, 0)
-                    .map_err(rt_err(s))?;
+                self.send(rts, s, tenant, Key([0; 16]), |id, switch| MadBody::Page {
+                    alloc: false,
+                    id,
+                    switch,
+                    page,
+                })?;
                 let at = self.free[s].partition_point(|&p| p < page);
                 self.free[s].insert(at, page);
             }
         }
-        for (s, h) in t.handles.iter().enumerate() {
-            rts[s]
-                .mt_delete_entry(&format!("{P}tenant"), *h)
-                .map_err(rt_err(s))?;
+        for s in 0..self.free.len() {
+            self.send(rts, s, tenant, Key([0; 16]), |id, switch| MadBody::Tenant {
+                add: false,
+                id,
+                switch,
+                hot_threshold: 0,
+            })?;
         }
+        self.tenants.remove(&tenant);
         Ok(())
     }
 
@@ -443,7 +842,7 @@ impl Controller {
         if !self.tenants.contains_key(&tenant) {
             return Err(CtlError::UnknownTenant(tenant));
         }
-        if let Some((p, _)) = self.items.get(&(tenant, key)) {
+        if let Some(p) = self.items.get(&(tenant, key)) {
             return Err(CtlError::Duplicate {
                 tenant,
                 key,
@@ -453,30 +852,25 @@ impl Controller {
         let (page, offset) = self.next_slot(rts, tenant)?;
         let slot = page.page * PAGE_VALUES + offset;
         let s = page.switch;
-        write_value(&mut *rts[s], s, slot, value)?;
-        let rt = &mut *rts[s];
-        let e = rt_err(s);
-        let k = tenant.to_be_bytes().to_vec();
-        let h = rt
-            .mt_add_entry(
-                &format!("{P}cache_lookup"),
-                &[MatchParam::Exact(k), MatchParam::Exact(key.0.to_vec())],
-                &format!("{P}set_slot"),
-                &[slot.to_be_bytes().to_vec()],
-                None,
-            )
-            .map_err(&e)?;
+        let value = value.to_vec();
+        self.send(rts, s, tenant, key, |id, switch| MadBody::Store {
+            op: StoreOp::Insert,
+            id,
+            switch,
+            slot,
+            value,
+        })?;
         let t = self.tenants.get_mut(&tenant).expect("present");
         t.contents.get_mut(&page).expect("own page")[offset as usize] = Some(key);
         let p = Placement { switch: s, slot };
-        self.items.insert((tenant, key), (p, h));
+        self.items.insert((tenant, key), p);
         Ok(p)
     }
 
     /// Evicts (tenant, key) if cached; returns whether it was.
     pub fn evict(&mut self, rts: Switches, tenant: u16, key: Key) -> Result<bool, CtlError> {
         self.check_path(rts)?;
-        let Some((p, _)) = self.items.get(&(tenant, key)).copied() else {
+        let Some(p) = self.items.get(&(tenant, key)).copied() else {
             return Ok(false);
         };
         self.drop_item(rts, tenant, key)?;
@@ -495,12 +889,12 @@ impl Controller {
     /// Removes the item's lookup entry and invalidates its slot (page bookkeeping is the
     /// caller's).
     fn drop_item(&mut self, rts: Switches, tenant: u16, key: Key) -> Result<(), CtlError> {
-        if let Some((p, h)) = self.items.remove(&(tenant, key)) {
-            let rt = &mut *rts[p.switch];
-            rt.mt_delete_entry(&format!("{P}cache_lookup"), h)
-                .map_err(rt_err(p.switch))?;
-            rt.register_write(&format!("{P}valid_reg"), p.slot, 0)
-                .map_err(rt_err(p.switch))?;
+        if let Some(p) = self.items.remove(&(tenant, key)) {
+            self.send(rts, p.switch, tenant, key, |id, switch| MadBody::Evict {
+                id,
+                switch,
+                slot: p.slot,
+            })?;
         }
         Ok(())
     }
@@ -554,10 +948,17 @@ impl Controller {
         if value.len() > MADINC_MAX_VALUE_LEN {
             return Err(CtlError::ValueTooLong(value.len()));
         }
-        let Some((p, _)) = self.items.get(&(tenant, key)).copied() else {
+        let Some(p) = self.items.get(&(tenant, key)).copied() else {
             return Ok(false);
         };
-        write_value(&mut *rts[p.switch], p.switch, p.slot, value)?;
+        let value = value.to_vec();
+        self.send(rts, p.switch, tenant, key, |id, switch| MadBody::Store {
+            op: StoreOp::Update,
+            id,
+            switch,
+            slot: p.slot,
+            value,
+        })?;
         Ok(true)
     }
 
@@ -591,12 +992,11 @@ impl Controller {
     /// period: an item still hot is reported again).
     pub fn reset_sketches(&mut self, rts: Switches) -> Result<(), CtlError> {
         self.check_path(rts)?;
-        for (i, rt) in rts.iter_mut().enumerate() {
-            for r in [
-                "cm1_reg", "cm2_reg", "cm3_reg", "cm4_reg", "bf1_reg", "bf2_reg", "bf3_reg",
-            ] {
-                rt.register_reset(&format!("{P}{r}")).map_err(rt_err(i))?;
-            }
+        for s in 0..self.free.len() {
+            self.send(rts, s, 0, Key([0; 16]), |id, switch| MadBody::Reset {
+                id,
+                switch,
+            })?;
         }
         Ok(())
     }
@@ -634,5 +1034,18 @@ mod tests {
         assert_eq!(plan(Policy::EvenSplit, &[3, 4, 4], 1), Some(vec![1]));
         assert_eq!(plan(Policy::EvenSplit, &[1, 1, 1], 4), None);
         assert_eq!(plan(Policy::NearClient, &[0, 0], 0), Some(vec![]));
+        // By load: the idle switch first, then spread as the estimate grows.
+        assert_eq!(
+            plan_loaded(Policy::LeastLoaded, &[4, 4, 4], &[900, 0, 300], 200.0, 4),
+            Some(vec![1, 1, 2, 1])
+        );
+        assert_eq!(
+            plan_loaded(Policy::LeastLoaded, &[4, 0, 4], &[900, 0, 300], 200.0, 2),
+            Some(vec![2, 2])
+        );
+        assert_eq!(
+            plan_loaded(Policy::LeastLoaded, &[1, 0], &[0, 0], 0.0, 2),
+            None
+        );
     }
 }

@@ -10,7 +10,12 @@
 //! NetCache writes of cached keys (NETCACHE_*_SEQ_CACHED) and NETCACHE_CACHE_POP_FINISH make the
 //! server send NETCACHE_VALUEUPDATE (its current record) through the switch until the switch
 //! acknowledges it.
+//!
+//! MADINC requests (`madinc::is_madinc`) are answered from the tenant's own key space
+//! ([`handle_madinc`]); a tenant write is told to the MADINC controller when one is set
+//! ([`CacheCtl::set_madinc_controller`]).
 
+use crate::madinc::{is_madinc, MadBody, MadMessage, StoreOp};
 use crate::protocol::{Key, Message, Op};
 use crate::storage::{Store, StoreError, StoreOptions, WriteOutcome};
 use std::collections::HashMap;
@@ -51,9 +56,25 @@ pub struct CacheCtl {
     pub gave_up: AtomicU64,
     /// Control messages sent again after a timeout.
     pub retried: AtomicU64,
+    /// MADINC: the acknowledged link to the controller that write notices go to, if any.
+    madinc: Mutex<Option<Arc<crate::madinc_wire::Link>>>,
 }
 
 impl CacheCtl {
+    /// Sets (or clears) the MADINC controller a server tells of every tenant write (a
+    /// CONTROL_UPDATE with slot `u32::MAX` and the stored value, acknowledged and retried), so
+    /// it re-validates a cached copy the write invalidated on its way through a switch.
+    pub fn set_madinc_controller(&self, link: Option<Arc<crate::madinc_wire::Link>>) {
+        *self.madinc.lock().unwrap_or_else(|p| p.into_inner()) = link;
+    }
+
+    fn madinc_link(&self) -> Option<Arc<crate::madinc_wire::Link>> {
+        self.madinc
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
     /// Sets (or clears) the switch OS address hot keys are reported to.
     pub fn set_switchos(&self, addr: Option<SocketAddr>) {
         if let Ok(mut s) = self.switchos.lock() {
@@ -515,6 +536,58 @@ fn handle_plain(
     })
 }
 
+/// Answers one MADINC request against the tenant's own key space of `store`: READ_REQUEST →
+/// READ_REPLY, WRITE_REQUEST → WRITE_REPLY (and a write notice to the controller when `ctl` has
+/// one). Other MADINC ops are not for a server: `None`.
+pub fn handle_madinc(
+    store: &Store,
+    index: u16,
+    req: &MadMessage,
+    stats: &ServerStats,
+    ctl: &CacheCtl,
+) -> Result<Option<MadMessage>, StoreError> {
+    let reply = |body| MadMessage {
+        tenant: req.tenant,
+        tag: req.tag,
+        key: req.key,
+        body,
+    };
+    Ok(match &req.body {
+        MadBody::ReadRequest => {
+            stats.gets.fetch_add(1, Ordering::Relaxed);
+            let value = store
+                .tenant_get(req.tenant, &req.key)?
+                .and_then(|r| r.value);
+            Some(reply(MadBody::ReadReply {
+                found: value.is_some(),
+                source: index,
+                value: value.unwrap_or_default(),
+            }))
+        }
+        MadBody::WriteRequest { value } => {
+            store.tenant_write(req.tenant, &req.key, Some(value))?;
+            stats.puts.fetch_add(1, Ordering::Relaxed);
+            if let Some(link) = ctl.madinc_link() {
+                let notice = reply(MadBody::Store {
+                    op: StoreOp::Update,
+                    id: link.next_id(),
+                    switch: index,
+                    slot: u32::MAX,
+                    value: value.clone(),
+                });
+                if link.send(&notice).is_err() {
+                    stats.store_errors.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            Some(reply(MadBody::WriteReply {
+                stored: true,
+                source: index,
+            }))
+        }
+        _ => None,
+    })
+}
+
 fn count_write(stats: &ServerStats, put: bool, outcome: &WriteOutcome) {
     match outcome {
         WriteOutcome::Applied if put => stats.puts.fetch_add(1, Ordering::Relaxed),
@@ -617,6 +690,31 @@ fn worker(
                 continue;
             }
         };
+        if is_madinc(&buf[..n]) {
+            let reply = match MadMessage::decode(&buf[..n]) {
+                Ok(req) => match handle_madinc(store, index, &req, stats, ctl) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        eprintln!(
+                            "kv server: MADINC tenant {} key {:?}: {e}",
+                            req.tenant, req.key
+                        );
+                        stats.store_errors.fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    }
+                },
+                Err(_) => None,
+            };
+            match reply.map(|r| r.encode()) {
+                Some(Ok(b)) => {
+                    let _ = sock.send_to(&b, from);
+                }
+                _ => {
+                    stats.rejected.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            continue;
+        }
         let req = match Message::decode(&buf[..n]) {
             Ok(m) => m,
             Err(_) => {

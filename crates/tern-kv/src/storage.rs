@@ -4,6 +4,11 @@
 //! per-partition view.
 //!
 //! On-disk record: `seq u32 BE ‖ flag u8 (1 live, 0 tombstone) ‖ value`.
+//!
+//! MADINC's tenants have key spaces of their own in the same partitions: a tenant's record is
+//! stored under `0xAD ‖ tenant u16 BE ‖ key` (19 bytes), which never equals a FarReach key (16
+//! bytes), so two tenants' equal keys are two records and neither is one of FarReach's
+//! ([`Store::tenant_get`], [`Store::tenant_write`]). Snapshots list FarReach's 16-byte keys only.
 
 use crate::protocol::{Key, KEY_LEN};
 use rocksdb::{BlockBasedOptions, Cache, Options, WriteOptions, DB};
@@ -100,6 +105,20 @@ impl Default for StoreOptions {
 
 const LOCK_STRIPES: usize = 64;
 
+/// First byte of a MADINC tenant's stored key.
+const TENANT_KEY_TAG: u8 = 0xAD;
+/// Length of a MADINC tenant's stored key.
+const TENANT_KEY_LEN: usize = 3 + KEY_LEN;
+
+/// The stored key of tenant `tenant`'s `key`: `0xAD ‖ tenant ‖ key`.
+fn tenant_key(tenant: u16, key: &Key) -> [u8; TENANT_KEY_LEN] {
+    let mut k = [0u8; TENANT_KEY_LEN];
+    k[0] = TENANT_KEY_TAG;
+    k[1..3].copy_from_slice(&tenant.to_be_bytes());
+    k[3..].copy_from_slice(&key.0);
+    k
+}
+
 /// One partition: a RocksDB instance plus lock stripes that make read-check-write atomic.
 pub struct Partition {
     db: DB,
@@ -157,12 +176,49 @@ impl Partition {
     }
 
     fn get_locked(&self, key: &Key) -> Result<Option<Record>, StoreError> {
-        match self.db.get_pinned(key.0).map_err(|e| self.rocks(e))? {
+        self.get_raw(&key.0, key)
+    }
+
+    fn get_raw(&self, raw: &[u8], key: &Key) -> Result<Option<Record>, StoreError> {
+        match self.db.get_pinned(raw).map_err(|e| self.rocks(e))? {
             None => Ok(None),
             Some(b) => {
                 Record::decode(&b, &format!("{} key {key:?}", self.path.display())).map(Some)
             }
         }
+    }
+
+    /// Tenant `tenant`'s record of `key` (its own key space; see the module docs).
+    pub fn tenant_get(&self, tenant: u16, key: &Key) -> Result<Option<Record>, StoreError> {
+        self.get_raw(&tenant_key(tenant, key), key)
+    }
+
+    /// Stores tenant `tenant`'s `value` (or a tombstone) of `key` with the next seq of that
+    /// tenant's record and returns the seq.
+    pub fn tenant_write(
+        &self,
+        tenant: u16,
+        key: &Key,
+        value: Option<&[u8]>,
+    ) -> Result<u32, StoreError> {
+        let _g = self.lock(key);
+        let raw = tenant_key(tenant, key);
+        let seq = match self.get_raw(&raw, key)? {
+            Some(cur) => cur.seq.checked_add(1).ok_or_else(|| {
+                StoreError::Corrupt(format!(
+                    "seq of tenant {tenant} key {key:?} would overflow u32"
+                ))
+            })?,
+            None => 1,
+        };
+        let rec = Record {
+            seq,
+            value: value.map(<[u8]>::to_vec),
+        };
+        self.db
+            .put_opt(raw, rec.encode(), &self.write_opts)
+            .map_err(|e| self.rocks(e))?;
+        Ok(seq)
     }
 
     /// The stored record of `key` (a tombstone is `Some` with `value: None`).
@@ -226,6 +282,9 @@ impl Partition {
         let mut out = Vec::new();
         for item in snap.iterator(rocksdb::IteratorMode::Start) {
             let (k, v) = item.map_err(|e| self.rocks(e))?;
+            if k.len() == TENANT_KEY_LEN && k[0] == TENANT_KEY_TAG {
+                continue;
+            }
             let key: [u8; KEY_LEN] = k.as_ref().try_into().map_err(|_| {
                 StoreError::Corrupt(format!(
                     "{}: stored key of {} bytes (expected {KEY_LEN})",
@@ -312,6 +371,21 @@ impl Store {
     /// See [`Partition::write_next`].
     pub fn write_next(&self, key: &Key, value: Option<&[u8]>) -> Result<u32, StoreError> {
         self.partition(key).write_next(key, value)
+    }
+
+    /// See [`Partition::tenant_get`].
+    pub fn tenant_get(&self, tenant: u16, key: &Key) -> Result<Option<Record>, StoreError> {
+        self.partition(key).tenant_get(tenant, key)
+    }
+
+    /// See [`Partition::tenant_write`].
+    pub fn tenant_write(
+        &self,
+        tenant: u16,
+        key: &Key,
+        value: Option<&[u8]>,
+    ) -> Result<u32, StoreError> {
+        self.partition(key).tenant_write(tenant, key, value)
     }
 
     /// Number of live (non-tombstone) records over a snapshot of every partition.

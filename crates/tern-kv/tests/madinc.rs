@@ -83,6 +83,19 @@ fn all_messages() -> Vec<MadMessage> {
             switch: 2,
             page: 40,
         },
+        MadBody::Tenant {
+            add: true,
+            id: 3,
+            switch: 1,
+            hot_threshold: 8,
+        },
+        MadBody::Tenant {
+            add: false,
+            id: 4,
+            switch: 1,
+            hot_threshold: 0,
+        },
+        MadBody::Reset { id: 9, switch: 2 },
     ];
     bodies
         .into_iter()

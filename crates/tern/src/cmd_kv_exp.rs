@@ -21,7 +21,9 @@ use super::cmd_kv::{plot, say, write_json};
 #[derive(clap::Args, Debug)]
 pub struct ExperimentArgs {
     /// The suite: `nocache` (the NoCache baseline), `exp1` … `exp10` (FarReach's evaluation,
-    /// each with NoCache, NetCache and FarReach), or `all` (exp1 … exp10 in order).
+    /// each with NoCache, NetCache and FarReach), `all` (exp1 … exp10 in order), or MADINC's
+    /// `madinc-users`, `madinc-policies`, `madinc-distribution`, `madinc-burst`,
+    /// `madinc-tenants`, `madinc-all` (only --out, --quick, --ops and --no-plot apply).
     pub(crate) suite: String,
     /// Output directory (JSON reports, PNGs, Markdown tables).
     #[arg(long, default_value = "bench/kv")]
@@ -191,6 +193,10 @@ fn rot_row(r: &RotationReport, file: &str) -> Row {
 
 /// Runs `tern kv experiment`.
 pub fn run(a: ExperimentArgs) -> anyhow::Result<ExitCode> {
+    if a.suite.starts_with("madinc") {
+        super::madinc_exp::run(&a)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     if a.suite == "probe" {
         super::kv_paper::probe(&a)?;
         return Ok(ExitCode::SUCCESS);

@@ -93,9 +93,23 @@ pub struct UpArgs {
     /// loopback: first server port (netns always uses FarReach's 1152 + i).
     #[arg(long, default_value_t = BASE_PORT)]
     base_port: u16,
-    /// In-network cache: nocache (forward.p4), netcache or farreach.
+    /// In-network cache: nocache (forward.p4), netcache, farreach or madinc (sim mode: a line
+    /// or star of tern switches, see --topology).
     #[arg(long)]
     cache: Option<String>,
+    /// MADINC: line or star (core + leaves).
+    #[arg(long, default_value = "line")]
+    topology: String,
+    /// MADINC: switches in the topology (star: at least 3).
+    #[arg(long, default_value_t = 3)]
+    switches: usize,
+    /// MADINC: tenants added at start (ids 1 … N, secrets printed and passed to the command
+    /// as TERN_MADINC_TENANTS=id:secret,…; the front address as TERN_MADINC_FRONT).
+    #[arg(long, default_value_t = 4)]
+    tenants: u16,
+    /// MADINC: write the front address and tenants as JSON to this file once up.
+    #[arg(long)]
+    front_file: Option<PathBuf>,
     #[command(flatten)]
     opts: CacheOpts,
     /// Fault injection (with a cache, in every mode with a switch): crash the switch this many
@@ -203,6 +217,44 @@ fn parse_cache(name: &str) -> anyhow::Result<Option<tern_kv::switchos::CacheKind
         "farreach" => Some(tern_kv::switchos::CacheKind::FarReach),
         other => bail!("cache {other:?}: expected nocache, netcache or farreach"),
     })
+}
+
+/// `tern kv up --cache madinc` (`madinc_net::up`).
+fn madinc_up(a: UpArgs) -> anyhow::Result<ExitCode> {
+    if !matches!(a.mode.as_deref(), None | Some("sim")) {
+        bail!("--cache madinc runs in --mode sim only (network namespaces: not yet)");
+    }
+    let dir = a.dir.clone().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("tern-kv-up-madinc-{}", std::process::id()))
+    });
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let stop = stop.clone();
+        ctrlc::set_handler(move || stop.store(true, Ordering::Release))
+            .context("installing the ctrl-c handler")?;
+    }
+    let cfg = super::madinc_net::UpConfig {
+        net: super::madinc_net::NetConfig {
+            topology: a.topology.parse()?,
+            switches: a.switches,
+            pages: 64,
+            loss: Default::default(),
+            retry: std::time::Duration::from_millis(3),
+        },
+        stores: a.servers.unwrap_or(1),
+        tenants: a.tenants,
+        hot_threshold: a.opts.hot_threshold,
+        pages: 2,
+        dir: dir.clone(),
+        front_file: a.front_file.clone(),
+        command: a.command.clone(),
+    };
+    let r = super::madinc_net::up(cfg, &stop);
+    if a.dir.is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    Ok(ExitCode::from(r?.clamp(0, 255) as u8))
 }
 
 /// Runs `tern kv switchos`: the caches' switch OS against a switch's Thrift API, until SIGINT.
@@ -1085,6 +1137,9 @@ fn wait_ready(t: &mut Topology, exe: &Path, timeout: Duration) -> anyhow::Result
 
 /// Runs `tern kv up`.
 pub fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
+    if a.cache.as_deref() == Some("madinc") {
+        return madinc_up(a);
+    }
     let s = settings(&a)?;
     let exe = std::env::current_exe().context("locating the tern binary")?;
     let (dir, remove_dir) = match &s.dir {

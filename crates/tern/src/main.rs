@@ -23,6 +23,8 @@ mod cmd_test;
 mod cmd_virt;
 mod kv_paper;
 mod kv_sim;
+mod madinc_exp;
+mod madinc_net;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

@@ -1,0 +1,290 @@
+//! MADINC's store side and control messages on the wire: a real RocksDB storage server answers
+//! tenants from key spaces of their own (two tenants' equal keys are two records, neither is a
+//! FarReach record) and tells the controller of every write; hot reports and write notices are
+//! acknowledged and retried, and a uniform burst of thousands of reports from 64 tenants through
+//! links that drop a third of the reports and a third of the acknowledgements loses none and
+//! delivers each once.
+
+use std::collections::HashSet;
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::Arc;
+use std::time::Duration;
+use tern_kv::client::Client;
+use tern_kv::madinc::{MadBody, MadMessage, StoreOp};
+use tern_kv::madinc_wire::{call, Inbox, Link, Loss};
+use tern_kv::protocol::Key;
+use tern_kv::router::Router;
+use tern_kv::server::{start, ServerConfig};
+
+fn msg(tenant: u16, key: Key, body: MadBody) -> MadMessage {
+    MadMessage {
+        tenant,
+        tag: 0x1000 + tenant as u32,
+        key,
+        body,
+    }
+}
+
+/// Keeps the inbox answering (retries whose acknowledgement was lost) until the link has
+/// nothing pending; nothing new may arrive meanwhile.
+fn settle(inbox: &mut Inbox, link: &Link) {
+    let end = std::time::Instant::now() + Duration::from_secs(10);
+    while link.pending() > 0 {
+        assert!(std::time::Instant::now() < end, "link never settled");
+        assert_eq!(inbox.recv(Duration::from_millis(10)).unwrap(), None);
+    }
+}
+
+fn client() -> UdpSocket {
+    UdpSocket::bind("127.0.0.1:0").unwrap()
+}
+
+fn read(sock: &UdpSocket, server: SocketAddr, tenant: u16, key: Key) -> Option<Vec<u8>> {
+    let r = call(
+        sock,
+        server,
+        &msg(tenant, key, MadBody::ReadRequest),
+        Duration::from_millis(500),
+        4,
+    )
+    .unwrap()
+    .expect("the server answers");
+    match r.body {
+        MadBody::ReadReply {
+            found: true,
+            source: 0,
+            value,
+        } => Some(value),
+        MadBody::ReadReply {
+            found: false,
+            source: 0,
+            value,
+        } => {
+            assert!(value.is_empty());
+            None
+        }
+        b => panic!("unexpected reply {b:?}"),
+    }
+}
+
+fn write(sock: &UdpSocket, server: SocketAddr, tenant: u16, key: Key, value: &[u8]) {
+    let r = call(
+        sock,
+        server,
+        &msg(
+            tenant,
+            key,
+            MadBody::WriteRequest {
+                value: value.to_vec(),
+            },
+        ),
+        Duration::from_millis(500),
+        4,
+    )
+    .unwrap()
+    .expect("the server answers");
+    assert_eq!(
+        r.body,
+        MadBody::WriteReply {
+            stored: true,
+            source: 0
+        }
+    );
+}
+
+#[test]
+fn tenants_have_key_spaces_of_their_own_in_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(&ServerConfig::new(dir.path(), 0)).unwrap();
+    let s = client();
+    let k = Key::from_id(7);
+    assert_eq!(read(&s, server.addr(), 1, k), None);
+    write(&s, server.addr(), 1, k, b"one's");
+    write(&s, server.addr(), 2, k, b"two's");
+    assert_eq!(read(&s, server.addr(), 1, k).unwrap(), b"one's");
+    assert_eq!(read(&s, server.addr(), 2, k).unwrap(), b"two's");
+    // A third tenant and FarReach's protocol see neither.
+    assert_eq!(read(&s, server.addr(), 3, k), None);
+    let mut fr = Client::new(
+        Router::new(vec![server.addr()]).unwrap(),
+        Duration::from_millis(500),
+        4,
+    )
+    .unwrap();
+    assert_eq!(fr.get(k).unwrap().value, None);
+    fr.put(k, b"farreach's").unwrap();
+    assert_eq!(read(&s, server.addr(), 1, k).unwrap(), b"one's");
+    // Tenant records are not FarReach records: snapshots count only the latter.
+    assert_eq!(server.store().snapshot_live_count().unwrap(), 1);
+    // A malformed MADINC datagram (truncated header) and a control op are dropped and counted.
+    let before = server.stats().snapshot()[4];
+    s.send_to(&[0x0e, 0x00, 0, 1], server.addr()).unwrap();
+    let ctl = msg(
+        1,
+        k,
+        MadBody::Evict {
+            id: 1,
+            switch: 0,
+            slot: 0,
+        },
+    );
+    s.send_to(&ctl.encode().unwrap(), server.addr()).unwrap();
+    let mut n = 0;
+    while server.stats().snapshot()[4] < before + 2 && n < 200 {
+        std::thread::sleep(Duration::from_millis(5));
+        n += 1;
+    }
+    assert_eq!(server.stats().snapshot()[4], before + 2);
+    assert_eq!(read(&s, server.addr(), 1, k).unwrap(), b"one's");
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn every_tenant_write_is_told_to_the_controller_once_despite_loss() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(&ServerConfig::new(dir.path(), 0)).unwrap();
+    let mut inbox = Inbox::bind(
+        "127.0.0.1:0".parse().unwrap(),
+        Loss {
+            per_million: 300_000,
+            seed: 5,
+        },
+    )
+    .unwrap();
+    let link = Arc::new(
+        Link::start(
+            inbox.addr().unwrap(),
+            Duration::from_millis(5),
+            10_000,
+            Loss {
+                per_million: 300_000,
+                seed: 6,
+            },
+        )
+        .unwrap(),
+    );
+    server.cache_ctl().set_madinc_controller(Some(link.clone()));
+    let s = client();
+    let mut expected = HashSet::new();
+    for i in 0..200u16 {
+        let (tenant, key) = (i % 8, Key::from_id(i as u64 / 8));
+        let value = format!("v{i}").into_bytes();
+        write(&s, server.addr(), tenant, key, &value);
+        expected.insert((tenant, key, value));
+    }
+    let mut got = HashSet::new();
+    while got.len() < expected.len() {
+        let m = inbox
+            .recv(Duration::from_secs(10))
+            .unwrap()
+            .expect("a notice within 10 s");
+        match m.body {
+            MadBody::Store {
+                op: StoreOp::Update,
+                switch: 0,
+                slot: u32::MAX,
+                value,
+                ..
+            } => assert!(got.insert((m.tenant, m.key, value)), "delivered twice"),
+            b => panic!("unexpected {b:?}"),
+        }
+    }
+    assert_eq!(got, expected);
+    settle(&mut inbox, &link);
+    let st = link.stats();
+    assert_eq!(st.gave_up.load(std::sync::atomic::Ordering::Relaxed), 0);
+    assert!(st.injected_drops.load(std::sync::atomic::Ordering::Relaxed) > 0);
+    assert!(st.retried.load(std::sync::atomic::Ordering::Relaxed) > 0);
+    server.cache_ctl().set_madinc_controller(None);
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn a_uniform_burst_of_hot_reports_loses_none_under_loss() {
+    let mut inbox = Inbox::bind(
+        "127.0.0.1:0".parse().unwrap(),
+        Loss {
+            per_million: 330_000,
+            seed: 1,
+        },
+    )
+    .unwrap();
+    let link = Link::start(
+        inbox.addr().unwrap(),
+        Duration::from_millis(5),
+        10_000,
+        Loss {
+            per_million: 330_000,
+            seed: 2,
+        },
+    )
+    .unwrap();
+    // 64 tenants × 64 keys, all hot at once (a uniform burst), from three switches.
+    let mut sent = HashSet::new();
+    for t in 0..64u16 {
+        for k in 0..64u64 {
+            let switch = ((t as u64 + k) % 3) as u16;
+            let m = msg(
+                t + 300,
+                Key::from_id(k),
+                MadBody::HotReport {
+                    switch,
+                    frequency: 8,
+                },
+            );
+            link.send(&m).unwrap();
+            sent.insert((m.tenant, m.key, switch));
+        }
+    }
+    let mut got = HashSet::new();
+    while got.len() < sent.len() {
+        let m = inbox
+            .recv(Duration::from_secs(10))
+            .unwrap()
+            .expect("a report within 10 s");
+        let MadBody::HotReport { switch, .. } = m.body else {
+            panic!("unexpected {m:?}");
+        };
+        assert!(got.insert((m.tenant, m.key, switch)), "delivered twice");
+    }
+    assert_eq!(got, sent, "no hot report lost");
+    // Retries whose acknowledgement was lost come in again and are skipped.
+    settle(&mut inbox, &link);
+    let st = link.stats();
+    let ord = std::sync::atomic::Ordering::Relaxed;
+    assert_eq!(st.gave_up.load(ord), 0);
+    assert_eq!(st.acked.load(ord), sent.len() as u64);
+    assert!(st.injected_drops.load(ord) > 1000);
+    let is = inbox.stats();
+    assert_eq!(is.delivered, sent.len() as u64);
+    assert!(is.duplicates > 0 && is.injected_drops > 0);
+    // A new detection period: the same report is new again.
+    inbox.new_period();
+    let again = msg(
+        300,
+        Key::from_id(0),
+        MadBody::HotReport {
+            switch: 0,
+            frequency: 9,
+        },
+    );
+    link.send(&again).unwrap();
+    assert_eq!(
+        inbox.recv(Duration::from_secs(10)).unwrap(),
+        Some(again.clone())
+    );
+    // Garbage and non-control MADINC messages are dropped and counted, never delivered.
+    let s = client();
+    let to = inbox.addr().unwrap();
+    s.send_to(b"\x0e\x04garbage", to).unwrap();
+    s.send_to(
+        &msg(1, Key::from_id(1), MadBody::ReadRequest)
+            .encode()
+            .unwrap(),
+        to,
+    )
+    .unwrap();
+    assert_eq!(inbox.recv(Duration::from_millis(200)).unwrap(), None);
+    assert_eq!(inbox.stats().malformed, 1);
+    assert_eq!(inbox.stats().not_control, 1);
+}

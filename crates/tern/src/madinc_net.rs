@@ -1,0 +1,1094 @@
+//! A MADINC network in one process: N tern switches running `p4/kv/madinc.p4` in a line or a
+//! star, real RocksDB storage servers (tern-kv's, one per store) on loopback UDP, a switch
+//! agent per switch and the controller (`tern_kv::madinc_ctl`) reaching them only through
+//! acknowledged, retried control messages (`tern_kv::madinc_wire`), with loss injected on every
+//! control link. The driver carries each request frame hop by hop along its tenant's route
+//! (client side first): a switch that answers sends the reply back through the switches it
+//! passed; a request no switch answers goes to the tenant's store server over UDP and the
+//! store's reply comes back through the route. HOT_REPORT clones (mirror session 250, port 3)
+//! go to the switch's agent, which sends them to the controller until acknowledged; servers tell
+//! the controller of every tenant write (write-through re-validation).
+//!
+//! Line: client – s0 – s1 – … – s(N−1) – stores; every route is the whole line. Star (N ≥ 3):
+//! s0 is the core, s1 … s(N−1) leaves; tenant i's client sits on leaf 1 + i mod (N−1), its store
+//! on the next leaf, so its route is leaf, core, leaf.
+
+use anyhow::{bail, Context};
+use std::net::{SocketAddr, UdpSocket};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tern_dataplane::{Switch, SwitchOptions};
+use tern_kv::madinc::{MadBody, MadMessage, StoreOp};
+use tern_kv::madinc_ctl::{Controller, Policy, TenantSpec};
+use tern_kv::madinc_wire::{call, Inbox, Link, Loss, SwitchAgent, WirePath};
+use tern_kv::protocol::Key;
+use tern_kv::server::{ServerConfig, ServerHandle};
+use tern_runtime::{MatchParam, MirroringSession, OutputPacket, PacketPath, Runtime};
+
+const CLIENT_IP: [u8; 4] = [10, 77, 1, 1];
+const STORE_IP: [u8; 4] = [10, 77, 2, 1];
+const CPU_PORT: u32 = 3;
+
+/// How the switches are joined.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub enum Topology {
+    /// Client, s0 … s(N−1), stores.
+    Line,
+    /// Core s0, leaves s1 … s(N−1).
+    Star,
+}
+
+impl std::str::FromStr for Topology {
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> anyhow::Result<Topology> {
+        match s {
+            "line" => Ok(Topology::Line),
+            "star" => Ok(Topology::Star),
+            _ => bail!("unknown topology {s:?} (line or star)"),
+        }
+    }
+}
+
+/// A network's shape and control-link behaviour.
+#[derive(Clone, Debug)]
+pub struct NetConfig {
+    /// Line or star.
+    pub topology: Topology,
+    /// Switches (star: at least 3).
+    pub switches: usize,
+    /// Cache pages per switch (at most the program's 64).
+    pub pages: u32,
+    /// Loss injected on every control link (reports, notices, control messages, their acks).
+    pub loss: Loss,
+    /// Retry interval of the control links.
+    pub retry: Duration,
+}
+
+/// Who answered a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// The switch at this position of the route (0 = nearest the client).
+    Switch(usize),
+    /// The store, after the whole route.
+    Store,
+    /// Nobody: the request was dropped (unknown or forged tenant, malformed).
+    Dropped,
+}
+
+/// Counters of a network.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct NetStats {
+    /// HOT_REPORTs the switches produced.
+    pub reports_made: u64,
+    /// HOT_REPORTs the controller received (each once).
+    pub reports_delivered: u64,
+    /// Items admitted on a report.
+    pub admitted: u64,
+    /// Reports absorbed (item already cached) or refused (quota, no page).
+    pub absorbed: u64,
+    /// Write notices the controller received.
+    pub notices: u64,
+    /// Cached copies refreshed after a write.
+    pub refreshed: u64,
+}
+
+struct TenantInfo {
+    secret: u32,
+    route: Vec<usize>,
+    store: usize,
+}
+
+/// The network; everything is stopped on drop.
+pub struct Net {
+    cfg: NetConfig,
+    sw: Vec<Arc<Mutex<Switch>>>,
+    agents: Vec<SwitchAgent>,
+    path: WirePath,
+    ctl: Controller,
+    /// The controller's receiving thread: acknowledges at once and queues for [`Net::pump`].
+    inbox: Arc<Mutex<Inbox>>,
+    queue: std::sync::mpsc::Receiver<MadMessage>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    reader: Option<std::thread::JoinHandle<()>>,
+    servers: Vec<ServerHandle>,
+    sock: UdpSocket,
+    tenants: std::collections::HashMap<u16, TenantInfo>,
+    stats: NetStats,
+    _links: Vec<Arc<Link>>,
+    /// Each switch's read-hit count at the last rebalance.
+    hits_seen: Vec<u64>,
+}
+
+/// MADINC's switch program.
+pub const MADINC_P4: &str = include_str!("../../../p4/kv/madinc.p4");
+
+/// madinc.p4 compiled once per process.
+fn program() -> anyhow::Result<String> {
+    static JSON: std::sync::OnceLock<Result<String, String>> = std::sync::OnceLock::new();
+    JSON.get_or_init(|| {
+        tern_p4::compile_str(MADINC_P4, "p4/kv/madinc.p4", &Default::default())
+            .map(|c| c.json)
+            .map_err(|e| format!("compiling p4/kv/madinc.p4: {e:?}"))
+    })
+    .clone()
+    .map_err(anyhow::Error::msg)
+}
+
+/// An Ethernet/IPv4/UDP frame around a MADINC payload.
+fn frame(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
+    let mut f = vec![2, 0x77, 0, 0, 0, 2, 2, 0x77, 0, 0, 0, 1, 8, 0];
+    let total = 28 + payload.len() as u16;
+    f.extend_from_slice(&[0x45, 0]);
+    f.extend_from_slice(&total.to_be_bytes());
+    f.extend_from_slice(&[0, 0, 0, 0, 64, 17, 0, 0]);
+    f.extend_from_slice(&src);
+    f.extend_from_slice(&dst);
+    f.extend_from_slice(&sport.to_be_bytes());
+    f.extend_from_slice(&dport.to_be_bytes());
+    f.extend_from_slice(&(8 + payload.len() as u16).to_be_bytes());
+    f.extend_from_slice(&[0, 0]);
+    f.extend_from_slice(payload);
+    f
+}
+
+impl Net {
+    /// Starts the switches, their agents, one storage server per store (data under `dir`) and
+    /// the controller's links.
+    pub fn start(cfg: NetConfig, stores: usize, dir: &Path) -> anyhow::Result<Net> {
+        if cfg.switches == 0 || (cfg.topology == Topology::Star && cfg.switches < 3) {
+            bail!(
+                "a {:?} topology needs at least {} switches, {} given",
+                cfg.topology,
+                if cfg.topology == Topology::Star { 3 } else { 1 },
+                cfg.switches
+            );
+        }
+        if cfg.pages == 0 || cfg.pages > 64 {
+            bail!("{} pages per switch: madinc.p4 has 1 to 64", cfg.pages);
+        }
+        if stores == 0 {
+            bail!("at least one store is needed");
+        }
+        let json = program()?;
+        let inbox = Inbox::bind(([127, 0, 0, 1], 0).into(), cfg.loss)?;
+        let ctl_addr = inbox.addr()?;
+        let mut sw = Vec::new();
+        let mut agents = Vec::new();
+        for i in 0..cfg.switches {
+            let mut s = Switch::from_json(&json, SwitchOptions::default())?;
+            for (ip, port) in [(CLIENT_IP, 1u8), (STORE_IP, 2u8)] {
+                s.mt_add_entry(
+                    "MadIngress.forward",
+                    &[MatchParam::Exact(ip.to_vec())],
+                    "MadIngress.to_port",
+                    &[vec![0, port]],
+                    None,
+                )?;
+            }
+            s.mirroring_session_add(
+                250,
+                MirroringSession {
+                    port: Some(CPU_PORT),
+                    mgid: None,
+                },
+            )?;
+            s.mt_set_default_action(
+                "MadIngress.mad_params",
+                "MadIngress.set_switch",
+                &[(i as u16).to_be_bytes().to_vec()],
+            )?;
+            let s = Arc::new(Mutex::new(s));
+            let loss = Loss {
+                per_million: cfg.loss.per_million,
+                seed: cfg.loss.seed.wrapping_add(100 + i as u64),
+            };
+            agents.push(SwitchAgent::start(
+                s.clone(),
+                Some(ctl_addr),
+                cfg.retry,
+                loss,
+            )?);
+            sw.push(s);
+        }
+        let addrs: Vec<SocketAddr> = agents.iter().map(|a| a.addr()).collect();
+        let path = WirePath::connect(&addrs, cfg.retry, u32::MAX, cfg.loss)?;
+        let mut servers = Vec::new();
+        let mut links = Vec::new();
+        for j in 0..stores {
+            let mut sc = ServerConfig::new(dir.join(format!("store{j}")), 0);
+            sc.index = j as u16;
+            let h = tern_kv::server::start(&sc)
+                .with_context(|| format!("starting store {j} under {}", dir.display()))?;
+            let link = Arc::new(Link::start(
+                ctl_addr,
+                cfg.retry,
+                u32::MAX,
+                Loss {
+                    per_million: cfg.loss.per_million,
+                    seed: cfg.loss.seed.wrapping_add(1000 + j as u64),
+                },
+            )?);
+            h.cache_ctl().set_madinc_controller(Some(link.clone()));
+            links.push(link);
+            servers.push(h);
+        }
+        let sock = UdpSocket::bind("127.0.0.1:0")?;
+        let inbox = Arc::new(Mutex::new(inbox));
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (tx, queue) = std::sync::mpsc::channel();
+        let reader = {
+            let (inbox, stop) = (inbox.clone(), stop.clone());
+            std::thread::Builder::new()
+                .name("madinc-ctl-rx".into())
+                .spawn(move || {
+                    while !stop.load(std::sync::atomic::Ordering::Acquire) {
+                        let got = inbox
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .recv(Duration::from_millis(2));
+                        match got {
+                            Ok(Some(m)) => {
+                                if tx.send(m).is_err() {
+                                    return;
+                                }
+                            }
+                            Ok(None) => {}
+                            Err(e) => {
+                                eprintln!("madinc controller: receive failed: {e}");
+                                std::thread::sleep(Duration::from_millis(2));
+                            }
+                        }
+                    }
+                })?
+        };
+        Ok(Net {
+            ctl: Controller::new(&vec![cfg.pages; cfg.switches]),
+            cfg,
+            sw,
+            agents,
+            path,
+            inbox,
+            queue,
+            stop,
+            reader: Some(reader),
+            servers,
+            sock,
+            tenants: Default::default(),
+            stats: NetStats::default(),
+            _links: links,
+            hits_seen: Vec::new(),
+        })
+    }
+
+    /// The route of tenant `id` (client side first) and its store.
+    fn route_of(&self, id: u16) -> (Vec<usize>, usize) {
+        let n = self.cfg.switches;
+        let stores = self.servers.len();
+        match self.cfg.topology {
+            Topology::Line => ((0..n).collect(), id as usize % stores),
+            Topology::Star => {
+                let leaves = n - 1;
+                let c = 1 + id as usize % leaves;
+                let s = 1 + (id as usize + 1) % leaves;
+                (vec![c, 0, s], id as usize % stores)
+            }
+        }
+    }
+
+    /// A tenant arrives with `pages` pages (its quota) placed by `policy` on its route.
+    pub fn add_tenant(
+        &mut self,
+        id: u16,
+        secret: u32,
+        hot_threshold: u16,
+        pages: u32,
+        policy: Policy,
+    ) -> anyhow::Result<()> {
+        let (route, store) = self.route_of(id);
+        self.ctl.add_tenant_on(
+            &mut self.path,
+            TenantSpec {
+                id,
+                secret,
+                hot_threshold,
+                quota: pages,
+                pages,
+                policy,
+            },
+            &route,
+        )?;
+        self.tenants.insert(
+            id,
+            TenantInfo {
+                secret,
+                route,
+                store,
+            },
+        );
+        Ok(())
+    }
+
+    /// A tenant leaves (its items evicted, pages freed, tenant entries removed).
+    pub fn remove_tenant(&mut self, id: u16) -> anyhow::Result<()> {
+        self.ctl.remove_tenant(&mut self.path, id)?;
+        self.tenants.remove(&id);
+        Ok(())
+    }
+
+    /// Sends one request of `tenant` (carrying `tag`) along the tenant's route; returns who
+    /// answered and the reply.
+    pub fn request(
+        &mut self,
+        tenant: u16,
+        tag: u32,
+        key: Key,
+        body: MadBody,
+    ) -> anyhow::Result<(Answer, Option<MadMessage>)> {
+        let (route, store) = match self.tenants.get(&tenant) {
+            Some(t) => (t.route.clone(), t.store),
+            None => self.route_of(tenant),
+        };
+        let req = MadMessage {
+            tenant,
+            tag,
+            key,
+            body,
+        };
+        let mut f = frame(CLIENT_IP, STORE_IP, 8888, 1152, &req.encode()?);
+        for (h, &s) in route.iter().enumerate() {
+            let out = self.pass(s, 1, &f)?;
+            let mut next = None;
+            for o in out {
+                match o.port {
+                    1 => {
+                        let back = self.back(&route[..h], &o.data)?;
+                        return Ok((Answer::Switch(h), Some(back)));
+                    }
+                    2 => next = Some(o.data),
+                    _ => {}
+                }
+            }
+            match next {
+                Some(d) => f = d,
+                None => return Ok((Answer::Dropped, None)),
+            }
+        }
+        let m = MadMessage::decode(&f[42..]).context("a request leaving the route")?;
+        let reply = call(
+            &self.sock,
+            self.servers[store].addr(),
+            &m,
+            Duration::from_millis(500),
+            8,
+        )?
+        .with_context(|| format!("store {store} did not answer"))?;
+        let rf = frame(STORE_IP, CLIENT_IP, 1152, 8888, &reply.encode()?);
+        let back = self.back(&route, &rf)?;
+        Ok((Answer::Store, Some(back)))
+    }
+
+    /// One switch processes a frame; HOT_REPORT clones go to its agent.
+    fn pass(&mut self, s: usize, port: u32, f: &[u8]) -> anyhow::Result<Vec<OutputPacket>> {
+        let mut out: Vec<OutputPacket> = Vec::new();
+        self.sw[s]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .process_packet(port, f, &mut out);
+        let mut rest = Vec::with_capacity(out.len());
+        for o in out {
+            if o.port == CPU_PORT {
+                let r = MadMessage::decode(o.data.get(42..).unwrap_or(&[]))
+                    .context("a HOT_REPORT clone")?;
+                self.stats.reports_made += 1;
+                self.agents[s].report(&r)?;
+            } else {
+                rest.push(o);
+            }
+        }
+        Ok(rest)
+    }
+
+    /// Carries a reply back through `passed` (in reverse) and decodes it at the client.
+    fn back(&mut self, passed: &[usize], f: &[u8]) -> anyhow::Result<MadMessage> {
+        let mut f = f.to_vec();
+        for &s in passed.iter().rev() {
+            let out = self.pass(s, 2, &f)?;
+            f = out
+                .into_iter()
+                .find(|o| o.port == 1)
+                .map(|o| o.data)
+                .with_context(|| format!("switch {s} did not pass a reply back"))?;
+        }
+        Ok(MadMessage::decode(&f[42..])?)
+    }
+
+    /// Reads (tenant's own tag) → who answered and the value.
+    pub fn read(&mut self, tenant: u16, key: Key) -> anyhow::Result<(Answer, Option<Vec<u8>>)> {
+        let tag = self.tenants.get(&tenant).map_or(0, |t| t.secret);
+        let (a, r) = self.request(tenant, tag, key, MadBody::ReadRequest)?;
+        Ok((
+            a,
+            r.and_then(|m| match m.body {
+                MadBody::ReadReply {
+                    found: true, value, ..
+                } => Some(value),
+                _ => None,
+            }),
+        ))
+    }
+
+    /// Writes (tenant's own tag); true when the store acknowledged.
+    pub fn write(&mut self, tenant: u16, key: Key, value: &[u8]) -> anyhow::Result<bool> {
+        let tag = self.tenants.get(&tenant).map_or(0, |t| t.secret);
+        let (_, r) = self.request(
+            tenant,
+            tag,
+            key,
+            MadBody::WriteRequest {
+                value: value.to_vec(),
+            },
+        )?;
+        Ok(matches!(
+            r.map(|m| m.body),
+            Some(MadBody::WriteReply { stored: true, .. })
+        ))
+    }
+
+    /// The controller's turn: takes every report and write notice that arrived (waiting up to
+    /// `wait` for the first), admits reported items (value read from the tenant's store) and
+    /// refreshes written ones.
+    pub fn pump(&mut self, wait: Duration) -> anyhow::Result<usize> {
+        let mut msgs = Vec::new();
+        let mut w = wait;
+        loop {
+            let m = if w.is_zero() {
+                self.queue.try_recv().ok()
+            } else {
+                self.queue.recv_timeout(w).ok()
+            };
+            let Some(m) = m else { break };
+            msgs.push(m);
+            w = Duration::ZERO;
+        }
+        let n = msgs.len();
+        for m in msgs {
+            let report = matches!(m.body, MadBody::HotReport { .. });
+            if report {
+                self.stats.reports_delivered += 1;
+            }
+            // A report or notice of a tenant that has left since is void.
+            let Some(t) = self.tenants.get(&m.tenant) else {
+                self.stats.absorbed += u64::from(report);
+                continue;
+            };
+            let store = self.servers[t.store].addr();
+            match &m.body {
+                MadBody::HotReport { .. } => {
+                    // An item that is not in the store is not cached.
+                    let Some(value) = self.store_value(store, &m)? else {
+                        self.stats.absorbed += 1;
+                        continue;
+                    };
+                    match self.ctl.on_hot_report(&mut self.path, &m, &value) {
+                        Ok(Some(_)) => self.stats.admitted += 1,
+                        Ok(None) => self.stats.absorbed += 1,
+                        Err(tern_kv::madinc_ctl::CtlError::NoTenantPages(_)) => {
+                            self.stats.absorbed += 1
+                        }
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+                MadBody::Store {
+                    op: StoreOp::Update,
+                    ..
+                } => {
+                    self.stats.notices += 1;
+                    if self.ctl.placement(m.tenant, m.key).is_some() {
+                        // The store's current value (a later write may have overtaken this
+                        // notice; its own notice follows).
+                        match self.store_value(store, &m)? {
+                            Some(value) => {
+                                if self.ctl.refresh(&mut self.path, m.tenant, m.key, &value)? {
+                                    self.stats.refreshed += 1;
+                                }
+                            }
+                            None => {
+                                self.ctl.evict(&mut self.path, m.tenant, m.key)?;
+                            }
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(n)
+    }
+
+    fn store_value(&self, store: SocketAddr, m: &MadMessage) -> anyhow::Result<Option<Vec<u8>>> {
+        let req = MadMessage {
+            tenant: m.tenant,
+            tag: m.tag,
+            key: m.key,
+            body: MadBody::ReadRequest,
+        };
+        let r = call(&self.sock, store, &req, Duration::from_millis(500), 8)?
+            .context("the store did not answer the controller")?;
+        Ok(match r.body {
+            MadBody::ReadReply {
+                found: true, value, ..
+            } => Some(value),
+            _ => None,
+        })
+    }
+
+    /// Loads a record of `tenant` straight into its store (as the thesis's store loads its
+    /// file before a run).
+    pub fn load(&mut self, tenant: u16, key: Key, value: &[u8]) -> anyhow::Result<()> {
+        let store = match self.tenants.get(&tenant) {
+            Some(t) => t.store,
+            None => self.route_of(tenant).1,
+        };
+        self.servers[store]
+            .store()
+            .tenant_write(tenant, &key, Some(value))?;
+        Ok(())
+    }
+
+    /// Switches on tenant `id`'s route.
+    pub fn route_len(&self, id: u16) -> usize {
+        self.tenants
+            .get(&id)
+            .map_or_else(|| self.route_of(id).0.len(), |t| t.route.len())
+    }
+
+    /// Tenant `id`'s pages per switch of the path.
+    pub fn pages_of(&self, id: u16) -> Vec<usize> {
+        self.ctl.pages_of(id).iter().map(Vec::len).collect()
+    }
+
+    /// Pumps until the switches' report links and the servers' notice links are idle (every
+    /// report and notice delivered) or `timeout` passes; false on timeout.
+    pub fn settle(&mut self, timeout: Duration) -> anyhow::Result<bool> {
+        let end = std::time::Instant::now() + timeout;
+        loop {
+            self.pump(Duration::from_millis(2))?;
+            let busy = self
+                .agents
+                .iter()
+                .filter_map(|a| a.report_link())
+                .map(|l| l.pending())
+                .sum::<usize>()
+                + self._links.iter().map(|l| l.pending()).sum::<usize>();
+            if busy == 0 {
+                self.pump(Duration::from_millis(2))?;
+                return Ok(true);
+            }
+            if std::time::Instant::now() >= end {
+                return Ok(false);
+            }
+        }
+    }
+
+    /// Reads each switch's count of reads it answered (`mad_ops[0]`) since the last call, gives
+    /// them to the controller as the measured load and lets it move one of `tenant`'s pages from
+    /// an overloaded switch of its route to an idle one (`Controller::rebalance`).
+    pub fn rebalance(&mut self, tenant: u16) -> anyhow::Result<Option<(usize, usize)>> {
+        let mut loads = Vec::with_capacity(self.sw.len());
+        for (i, s) in self.sw.iter().enumerate() {
+            let hits = s
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .counter_read("MadIngress.mad_ops", 0)?
+                .packets;
+            if self.hits_seen.len() <= i {
+                self.hits_seen.push(0);
+            }
+            loads.push(hits - self.hits_seen[i].min(hits));
+            self.hits_seen[i] = hits;
+        }
+        self.ctl.set_loads(&loads);
+        Ok(self.ctl.rebalance(&mut self.path, tenant)?)
+    }
+
+    /// A new detection period on every switch.
+    pub fn new_period(&mut self) -> anyhow::Result<()> {
+        self.ctl.reset_sketches(&mut self.path)?;
+        self.inbox
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .new_period();
+        Ok(())
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> &NetStats {
+        &self.stats
+    }
+
+    #[cfg(test)]
+    /// The controller (placements, free pages).
+    pub fn controller(&self) -> &Controller {
+        &self.ctl
+    }
+
+    /// Retries on the control links: (reports, notices, control messages).
+    pub fn retries(&self) -> (u64, u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let r = self
+            .agents
+            .iter()
+            .filter_map(|a| a.report_link())
+            .map(|l| l.stats().retried.load(Relaxed))
+            .sum();
+        let n = self
+            ._links
+            .iter()
+            .map(|l| l.stats().retried.load(Relaxed))
+            .sum();
+        let c = (0..self.cfg.switches)
+            .map(|i| self.path.link(i).stats().retried.load(Relaxed))
+            .sum();
+        (r, n, c)
+    }
+
+    /// Datagrams the loss injection dropped on all control links.
+    pub fn injected_drops(&self) -> u64 {
+        use std::sync::atomic::Ordering::Relaxed;
+        let links: u64 = self
+            .agents
+            .iter()
+            .filter_map(|a| a.report_link())
+            .chain(self._links.iter().map(|l| &**l))
+            .chain((0..self.cfg.switches).map(|i| self.path.link(i)))
+            .map(|l| l.stats().injected_drops.load(Relaxed))
+            .sum();
+        let acks: u64 = self
+            .agents
+            .iter()
+            .map(|a| a.stats().injected_drops)
+            .sum::<u64>()
+            + self
+                .inbox
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .stats()
+                .injected_drops;
+        links + acks
+    }
+
+    #[cfg(test)]
+    /// A switch's packet counter `mad_dropped[index]` (0 truncated, 1 length, 2 oversized,
+    /// 3 unknown tenant, 4 forged tag, 5 foreign page).
+    pub fn dropped(&self, s: usize, index: u32) -> anyhow::Result<u64> {
+        Ok(self.sw[s]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .counter_read("MadIngress.mad_dropped", index)?
+            .packets)
+    }
+
+    #[cfg(test)]
+    /// Runs a raw frame into switch `s`'s client port (for malformed-packet tests).
+    pub fn raw(&mut self, s: usize, f: &[u8]) -> anyhow::Result<usize> {
+        Ok(self.pass(s, 1, f)?.len())
+    }
+
+    #[cfg(test)]
+    /// Where switch `s`'s agent takes control messages.
+    pub fn agent_addr(&self, s: usize) -> SocketAddr {
+        self.agents[s].addr()
+    }
+
+    #[cfg(test)]
+    /// A client frame around `payload` (for malformed-packet tests).
+    pub fn client_frame(payload: &[u8]) -> Vec<u8> {
+        frame(CLIENT_IP, STORE_IP, 8888, 1152, payload)
+    }
+}
+
+impl Drop for Net {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Release);
+        if let Some(t) = self.reader.take() {
+            let _ = t.join();
+        }
+        for s in self.servers.drain(..) {
+            s.cache_ctl().set_madinc_controller(None);
+            if let Err(e) = s.shutdown() {
+                eprintln!("madinc: stopping a store: {e}");
+            }
+        }
+    }
+}
+
+/// What `tern kv up --cache madinc` needs.
+pub struct UpConfig {
+    /// The network.
+    pub net: NetConfig,
+    /// Storage servers.
+    pub stores: usize,
+    /// Tenants added at start (ids 1 … N).
+    pub tenants: u16,
+    /// Their hot threshold.
+    pub hot_threshold: u16,
+    /// Pages per tenant (even-split on its route).
+    pub pages: u32,
+    /// Working directory (the stores' data).
+    pub dir: std::path::PathBuf,
+    /// Where to write `{"front": ADDR, "tenants": [[id, secret], …]}` once up.
+    pub front_file: Option<std::path::PathBuf>,
+    /// The command to run (with TERN_MADINC_FRONT and TERN_MADINC_TENANTS); none: until
+    /// ctrl-c.
+    pub command: Vec<String>,
+}
+
+/// `tern kv up --mode sim --cache madinc`: the network behind one front UDP socket that takes
+/// MADINC READ/WRITE requests from clients (each carried along its tenant's route, the reply
+/// sent back), until ctrl-c (`stop`) or the command ends; its exit status is returned.
+pub fn up(cfg: UpConfig, stop: &std::sync::atomic::AtomicBool) -> anyhow::Result<i32> {
+    use std::sync::atomic::Ordering;
+    let mut net = Net::start(cfg.net.clone(), cfg.stores, &cfg.dir)?;
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64)
+        ^ std::process::id() as u64;
+    let mut rng = tern_kv::rng::Rng::new(seed);
+    let mut tenants = Vec::new();
+    for id in 1..=cfg.tenants {
+        let secret = rng.next_u64() as u32 | 1;
+        net.add_tenant(id, secret, cfg.hot_threshold, cfg.pages, Policy::EvenSplit)
+            .with_context(|| format!("adding tenant {id}"))?;
+        tenants.push((id, secret));
+    }
+    let front = UdpSocket::bind("127.0.0.1:0")?;
+    front.set_read_timeout(Some(Duration::from_millis(1)))?;
+    let addr = front.local_addr()?;
+    let info = serde_json::json!({"front": addr.to_string(), "tenants": tenants});
+    if let Some(f) = &cfg.front_file {
+        let tmp = f.with_extension("tmp");
+        std::fs::write(&tmp, info.to_string())
+            .and_then(|_| std::fs::rename(&tmp, f))
+            .with_context(|| format!("writing {}", f.display()))?;
+    }
+    println!(
+        "madinc: front {addr}, {:?} of {} switches, tenants (id, secret) {tenants:?}",
+        cfg.net.topology, cfg.net.switches
+    );
+    let mut child = match cfg.command.split_first() {
+        Some((prog, args)) => Some(
+            std::process::Command::new(prog)
+                .args(args)
+                .env("TERN_MADINC_FRONT", addr.to_string())
+                .env(
+                    "TERN_MADINC_TENANTS",
+                    tenants
+                        .iter()
+                        .map(|(i, s)| format!("{i}:{s}"))
+                        .collect::<Vec<_>>()
+                        .join(","),
+                )
+                .spawn()
+                .with_context(|| format!("starting {prog}"))?,
+        ),
+        None => None,
+    };
+    let mut buf = vec![0u8; 2048];
+    let mut malformed = 0u64;
+    let code = loop {
+        if stop.load(Ordering::Acquire) {
+            if let Some(c) = &mut child {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+            break 130;
+        }
+        if let Some(c) = &mut child {
+            if let Some(st) = c.try_wait()? {
+                break st.code().unwrap_or(1);
+            }
+        }
+        net.pump(Duration::ZERO)?;
+        let (n, from) = match front.recv_from(&mut buf) {
+            Ok(x) => x,
+            Err(_) => continue,
+        };
+        let m = match MadMessage::decode(&buf[..n]) {
+            Ok(m) if matches!(m.body, MadBody::ReadRequest | MadBody::WriteRequest { .. }) => m,
+            _ => {
+                malformed += 1;
+                continue;
+            }
+        };
+        if let (_, Some(reply)) = net.request(m.tenant, m.tag, m.key, m.body)? {
+            let _ = front.send_to(&reply.encode()?, from);
+        }
+    };
+    net.settle(Duration::from_secs(5))?;
+    let s = net.stats();
+    println!(
+        "madinc: reports made {}, delivered {}, admitted {}, write notices {}, refreshed {}, malformed datagrams {malformed}",
+        s.reports_made, s.reports_delivered, s.admitted, s.notices, s.refreshed
+    );
+    Ok(code)
+}
+
+#[cfg(test)]
+mod tests {
+    //! The wire path end to end: hot reports and control messages over lossy links, isolation
+    //! of tenants (same key, forged tag, unknown tenant, departed tenant, reused pages),
+    //! write-through re-validation, quota refusal, malformed frames dropped and counted, and
+    //! routes of a star.
+    use super::*;
+
+    fn net(topology: Topology, switches: usize, loss: u32) -> (Net, tern_fixtures::ScratchDir) {
+        let dir = tern_fixtures::scratch("madinc-net");
+        let n = Net::start(
+            NetConfig {
+                topology,
+                switches,
+                pages: 4,
+                loss: Loss {
+                    per_million: loss,
+                    seed: 3,
+                },
+                retry: Duration::from_millis(2),
+            },
+            2,
+            &dir,
+        )
+        .unwrap();
+        (n, dir)
+    }
+
+    /// Reads until the switch answers (the item became hot and was admitted).
+    fn until_cached(n: &mut Net, t: u16, k: Key) -> (usize, Vec<u8>) {
+        for _ in 0..50 {
+            if let (Answer::Switch(h), Some(v)) = n.read(t, k).unwrap() {
+                return (h, v);
+            }
+            n.settle(Duration::from_secs(10)).unwrap();
+        }
+        panic!("tenant {t}: key never cached");
+    }
+
+    #[test]
+    fn tenants_are_isolated_over_the_lossy_wire_path() {
+        let (mut n, _d) = net(Topology::Line, 3, 250_000);
+        n.add_tenant(1, 0xaaaa, 2, 2, Policy::EvenSplit).unwrap();
+        n.add_tenant(2, 0xbbbb, 2, 2, Policy::NearStore).unwrap();
+        let k = Key::from_id(5);
+        n.load(1, k, b"one's").unwrap();
+        n.load(2, k, b"two's").unwrap();
+        let (_, v1) = until_cached(&mut n, 1, k);
+        let (_, v2) = until_cached(&mut n, 2, k);
+        assert_eq!(
+            (v1.as_slice(), v2.as_slice()),
+            (&b"one's"[..], &b"two's"[..])
+        );
+        assert_eq!(n.stats().reports_made, n.stats().reports_delivered);
+        // Tenant 2 claiming tenant 1's id with its own tag: dropped at the first switch.
+        let forged = n.request(1, 0xbbbb, k, MadBody::ReadRequest).unwrap();
+        assert_eq!(forged.0, Answer::Dropped);
+        assert_eq!(n.dropped(0, 4).unwrap(), 1);
+        // An unknown tenant: dropped and counted.
+        assert_eq!(
+            n.request(9, 0x9999, k, MadBody::ReadRequest).unwrap().0,
+            Answer::Dropped
+        );
+        assert_eq!(n.dropped(0, 3).unwrap(), 1);
+        // A forged write cannot overwrite tenant 1's item, in the cache or the store.
+        let w = MadBody::WriteRequest {
+            value: b"evil".to_vec(),
+        };
+        assert_eq!(n.request(1, 0xbbbb, k, w).unwrap().0, Answer::Dropped);
+        n.settle(Duration::from_secs(10)).unwrap();
+        assert_eq!(n.read(1, k).unwrap().1.unwrap(), b"one's");
+        // Malformed: a truncated MADINC header is dropped and counted.
+        let bad = Net::client_frame(&[0x0e, 0x00, 0, 1, 0, 0]);
+        assert_eq!(n.raw(0, &bad).unwrap(), 0);
+        assert_eq!(n.dropped(0, 0).unwrap(), 1);
+        // Tenant 1 leaves: its packets are dropped; a newcomer gets its pages and reads only
+        // its own (empty) key space.
+        n.remove_tenant(1).unwrap();
+        assert_eq!(n.read(1, k).unwrap().0, Answer::Dropped);
+        n.add_tenant(3, 0xcccc, 2, 2, Policy::EvenSplit).unwrap();
+        assert_eq!(n.read(3, k).unwrap(), (Answer::Store, None));
+        assert_eq!(n.read(2, k).unwrap().1.unwrap(), b"two's");
+        assert!(n.controller().placement(1, k).is_none());
+        // Control messages were retried (loss was injected) and nothing is pending.
+        assert!(n.injected_drops() > 0);
+        assert!(n.settle(Duration::from_secs(10)).unwrap());
+    }
+
+    #[test]
+    fn a_write_invalidates_the_copy_and_the_controller_revalidates_it() {
+        let (mut n, _d) = net(Topology::Line, 2, 200_000);
+        n.add_tenant(7, 0x77, 2, 1, Policy::NearClient).unwrap();
+        let k = Key::from_id(1);
+        n.load(7, k, b"old").unwrap();
+        let (h, v) = until_cached(&mut n, 7, k);
+        assert_eq!((h, v.as_slice()), (0, &b"old"[..]));
+        assert!(n.write(7, k, b"new").unwrap());
+        // Invalid until re-validated: the store answers, with the new value.
+        assert_eq!(
+            n.read(7, k).unwrap(),
+            (Answer::Store, Some(b"new".to_vec()))
+        );
+        assert!(n.settle(Duration::from_secs(10)).unwrap());
+        assert_eq!(n.stats().refreshed, 1);
+        assert_eq!(
+            n.read(7, k).unwrap(),
+            (Answer::Switch(0), Some(b"new".to_vec()))
+        );
+    }
+
+    #[test]
+    fn rebalancing_moves_a_page_off_the_loaded_switch() {
+        let (mut n, _d) = net(Topology::Line, 2, 100_000);
+        n.add_tenant(4, 0x44, 2, 2, Policy::NearClient).unwrap();
+        assert_eq!(n.pages_of(4), vec![2, 0]);
+        for id in 0..3 {
+            n.load(4, Key::from_id(id), format!("v{id}").as_bytes())
+                .unwrap();
+        }
+        for id in 0..3 {
+            assert_eq!(until_cached(&mut n, 4, Key::from_id(id)).0, 0);
+        }
+        for _ in 0..20 {
+            assert_eq!(n.read(4, Key::from_id(0)).unwrap().0, Answer::Switch(0));
+        }
+        // Switch 0 answered everything, switch 1 nothing: one page moves.
+        assert_eq!(n.rebalance(4).unwrap(), Some((0, 1)));
+        assert_eq!(n.pages_of(4), vec![1, 1]);
+        // No reads since: balanced enough.
+        assert_eq!(n.rebalance(4).unwrap(), None);
+        // Whatever the moved page held was evicted; every item is (again) cached when hot and
+        // every value is still the tenant's.
+        n.new_period().unwrap();
+        for id in 0..3 {
+            let (_, v) = until_cached(&mut n, 4, Key::from_id(id));
+            assert_eq!(v, format!("v{id}").as_bytes());
+        }
+        assert_eq!(n.controller().items(), 3);
+    }
+
+    #[test]
+    fn an_agent_refuses_control_messages_into_another_tenants_pages() {
+        use tern_kv::madinc::{MadOp, ReplyStatus};
+        let (mut n, _d) = net(Topology::Line, 1, 0);
+        n.add_tenant(1, 0x11, 2, 1, Policy::NearClient).unwrap();
+        n.add_tenant(2, 0x22, 2, 1, Policy::NearClient).unwrap();
+        let k = Key::from_id(3);
+        n.load(1, k, b"one's").unwrap();
+        until_cached(&mut n, 1, k);
+        let p = n.controller().placement(1, k).unwrap();
+        let link = Link::start(
+            n.agent_addr(0),
+            Duration::from_millis(2),
+            100,
+            Loss::default(),
+        )
+        .unwrap();
+        let msg = |tenant, body| MadMessage {
+            tenant,
+            tag: 0x22,
+            key: k,
+            body,
+        };
+        // Tenant 2 overwriting, evicting or taking tenant 1's slot and page: refused.
+        let insert = msg(
+            2,
+            MadBody::Store {
+                op: StoreOp::Insert,
+                id: 1,
+                switch: 0,
+                slot: p.slot,
+                value: b"evil".to_vec(),
+            },
+        );
+        assert_eq!(link.call(&insert).unwrap(), ReplyStatus::SLOT);
+        let update = msg(
+            2,
+            MadBody::Store {
+                op: StoreOp::Update,
+                id: 2,
+                switch: 0,
+                slot: p.slot,
+                value: b"evil".to_vec(),
+            },
+        );
+        assert_eq!(link.call(&update).unwrap(), ReplyStatus::SLOT);
+        let free = msg(
+            2,
+            MadBody::Page {
+                alloc: false,
+                id: 3,
+                switch: 0,
+                page: p.slot / 128,
+            },
+        );
+        assert_eq!(link.call(&free).unwrap(), ReplyStatus::SLOT);
+        let alloc = msg(
+            2,
+            MadBody::Page {
+                alloc: true,
+                id: 4,
+                switch: 0,
+                page: p.slot / 128,
+            },
+        );
+        assert_eq!(link.call(&alloc).unwrap(), ReplyStatus::SLOT);
+        // A sketch reset names no tenant's state: the agent applies it (it trusts whoever reaches
+        // its port; see docs/status.md). A read request is no control message at all.
+        let reset = msg(2, MadBody::Reset { id: 5, switch: 0 });
+        assert_eq!(reset.body.op(), MadOp::SKETCH_RESET);
+        assert_eq!(link.call(&reset).unwrap(), ReplyStatus::OK);
+        assert!(link.call(&msg(2, MadBody::ReadRequest)).is_err());
+        // Tenant 1's item is intact and still answered by the switch.
+        assert_eq!(
+            n.read(1, k).unwrap(),
+            (Answer::Switch(0), Some(b"one's".to_vec()))
+        );
+    }
+
+    #[test]
+    fn quotas_and_full_routes_are_refused_with_clear_errors() {
+        let (mut n, _d) = net(Topology::Line, 2, 0);
+        n.add_tenant(1, 1, 2, 6, Policy::NearClient).unwrap();
+        let e = n
+            .add_tenant(2, 2, 2, 3, Policy::NearClient)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "tenant 2 asked for 3 pages but only 2 are free on the path"
+        );
+        assert!(n.read(2, Key::from_id(1)).unwrap().0 == Answer::Dropped);
+    }
+
+    #[test]
+    fn star_routes_hold_pages_on_leaf_core_leaf_only() {
+        let (mut n, _d) = net(Topology::Star, 4, 0);
+        for t in 0..3u16 {
+            n.add_tenant(t, 0x100 + t as u32, 2, 3, Policy::EvenSplit)
+                .unwrap();
+        }
+        // Tenant 0: client on leaf 1, store on leaf 2: one page each on leaf 1, core, leaf 2.
+        assert_eq!(n.pages_of(0), vec![1, 1, 1, 0]);
+        assert_eq!(n.pages_of(1), vec![1, 0, 1, 1]);
+        assert_eq!(n.route_len(2), 3);
+        assert!(Net::start(
+            NetConfig {
+                topology: Topology::Star,
+                switches: 2,
+                pages: 4,
+                loss: Loss::default(),
+                retry: Duration::from_millis(2),
+            },
+            1,
+            &_d,
+        )
+        .is_err());
+    }
+}

@@ -1,0 +1,63 @@
+//! `tern kv experiment madinc-burst` and `madinc-tenants` in their quick forms: a uniform burst
+//! of hot reports from 64 tenants through control links with 0, 20 and 40 % loss loses no report
+//! and leaves every item cached; 64 to 80 tenants join and leave during a run with 20 % writes
+//! and every read returns the tenant's latest write. JSON and Markdown are written; no timing is
+//! asserted.
+
+use std::process::Command;
+
+fn run(dir: &std::path::Path, name: &str) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_tern"))
+        .args(["kv", "experiment", name, "--quick", "--no-plot", "--out"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{name}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let md = std::fs::read_to_string(dir.join(format!("{name}.md"))).unwrap();
+    assert!(md.contains("## Thesis beside tern"), "{md}");
+    let text = std::fs::read_to_string(dir.join(format!("{name}.json"))).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+#[test]
+fn a_uniform_burst_from_64_tenants_loses_no_hot_report() {
+    let dir = tern_fixtures::scratch("madinc-burst");
+    let r = run(&dir, "madinc-burst");
+    let c = &r["control"];
+    assert!(c["reports_made"].as_u64().unwrap() > 1000, "{c}");
+    assert_eq!(c["reports_made"], c["reports_delivered"]);
+    assert_eq!(c["reports_lost"], 0);
+    assert_eq!(c["all_links_settled"], true);
+    assert!(c["injected_drops"].as_u64().unwrap() > 0);
+    let points = r["points"].as_array().unwrap();
+    assert_eq!(points.len(), 3);
+    for p in points {
+        assert_eq!(p["mean"], 0.0, "{p}");
+        assert_eq!(p["extra"]["cached_after"], p["extra"]["items"], "{p}");
+    }
+}
+
+#[test]
+fn sixty_four_tenants_and_more_join_and_leave_with_writes() {
+    let dir = tern_fixtures::scratch("madinc-tenants");
+    let r = run(&dir, "madinc-tenants");
+    let points = r["points"].as_array().unwrap();
+    assert!(points.iter().all(|p| p["mean"].as_f64().unwrap() >= 64.0));
+    let writes: u64 = points
+        .iter()
+        .map(|p| p["extra"]["writes"].as_u64().unwrap())
+        .sum();
+    assert!(writes > 0);
+    for p in points {
+        assert_eq!(p["extra"]["wrong_values"], 0, "{p}");
+    }
+    // The caches answer once the tenants' keys are hot.
+    let last = points.last().unwrap()["switch_share"][0].as_f64().unwrap();
+    assert!(last > 0.1, "switch share {last}");
+    assert_eq!(r["compare"][0]["ours"], 80.0);
+    assert_eq!(r["control"]["reports_lost"], 0);
+}
