@@ -183,6 +183,9 @@ pub struct Stats {
     /// Recorded misses not inserted: register accesses the symbolic mode cannot replay
     /// (a cell read twice or after a write in one run).
     pub insert_refused_stateful: u64,
+    /// Recorded misses not inserted: the run read bytes of a header invalid on arrival
+    /// (stale bytes the key masks, [`Plan::stale`]).
+    pub insert_refused_stale_read: u64,
     pub evictions: u64,
     /// Entries removed by control-plane changes.
     pub invalidated: u64,
@@ -216,6 +219,7 @@ impl Stats {
         self.insert_refused_length += o.insert_refused_length;
         self.insert_refused_unexpected_write += o.insert_refused_unexpected_write;
         self.insert_refused_opt_out += o.insert_refused_opt_out;
+        self.insert_refused_stale_read += o.insert_refused_stale_read;
         self.insert_refused_stateful += o.insert_refused_stateful;
         self.evictions += o.evictions;
         self.invalidated += o.invalidated;
@@ -239,7 +243,7 @@ impl std::fmt::Display for Stats {
         write!(
             f,
             "lookups {}, hits {} ({:.1}%, {} resumed), misses: absent {}, length {}, guard {}; bypassed: uncacheable {}, debug {}; \
-             admission rejected {}, inserts {}, refused (length {}, unexpected write {}, opt-out {}, stateful {}), evictions {}, \
+             admission rejected {}, inserts {}, refused (length {}, unexpected write {}, opt-out {}, stateful {}, stale read {}), evictions {}, \
              invalidated {} in {} changes, flushes {}, entries {} ({} bytes, {} per entry)",
             self.lookups,
             self.hits,
@@ -256,6 +260,7 @@ impl std::fmt::Display for Stats {
             self.insert_refused_unexpected_write,
             self.insert_refused_opt_out,
             self.insert_refused_stateful,
+            self.insert_refused_stale_read,
             self.evictions,
             self.invalidated,
             self.invalidation_ops,
@@ -275,6 +280,8 @@ pub struct Rec {
     /// hit, `(table, None, ..)` on a miss; the key is the one the table looked up, in
     /// [`Rec::keys`].
     pub path: Vec<Step>,
+    /// The action each step of `path` ran (`u32::MAX`: none).
+    pub actions: Vec<u32>,
     pub keys: Vec<u8>,
     /// Indirect counters counted: `(counter array, index)`.
     pub counts: Vec<(u32, u32)>,
@@ -361,6 +368,25 @@ pub struct Plan {
     /// Bytes of a packed key in the cache's key arena: `key_bytes` rounded up to 8 (the
     /// hash and the comparison work on whole 64-bit words; the padding is zero).
     pub stride: usize,
+    /// Headers whose bytes the key masks while they are invalid ([`analysis::StaleFacts`]).
+    pub stale: Vec<StaleHdr>,
+    /// Per engine table: the candidates (bits of [`StaleHdr::bit`]) its key reads.
+    pub stale_tables: Vec<u64>,
+    /// Per engine action: `(zeroes, stale)` candidates ([`analysis::StaleFacts::actions`]).
+    pub stale_actions: Vec<(u64, u64)>,
+}
+
+/// A header whose stale bytes are masked out of the key while it is invalid.
+#[derive(Clone, Debug, Default)]
+pub struct StaleHdr {
+    pub header: u32,
+    /// Its bit in [`Plan::stale_tables`] and [`Plan::stale_actions`].
+    pub bit: u32,
+    /// `(offset, length)` of its bytes in the packed key.
+    pub key: Vec<(u32, u32)>,
+    /// `(offset, length)` of its bytes in the PHV's write ranges: a hit whose recorded run
+    /// left the header stale (never zeroed) keeps the packet's own bytes there.
+    pub keep: Vec<(u32, u32)>,
 }
 
 fn merge(mut r: Vec<(u32, u32)>) -> Vec<(u32, u32)> {
@@ -527,7 +553,86 @@ impl Plan {
                 0
             };
         plan.stride = plan.key_bytes.div_ceil(8).max(1) * 8;
+        plan.stale_plan(eng, pi);
         plan
+    }
+
+    /// Fill [`Plan::stale`], [`Plan::stale_tables`] and [`Plan::stale_actions`].
+    fn stale_plan(&mut self, eng: &Engine, pi: usize) {
+        let p = &eng.prog;
+        if eng.actions.len() != p.actions.len() {
+            return;
+        }
+        let f = analysis::stale_facts(p, pi);
+        let tb: usize = p.pipelines[..pi].iter().map(|pl| pl.tables.len()).sum();
+        // The part of `[a, a + n)` inside each range of `ranges`, as `(offset in the packed
+        // ranges, PHV offset, length)`.
+        let overlap = |ranges: &[(u32, u32)], a: u32, n: u32| -> Vec<(u32, u32, u32)> {
+            let mut at = 0u32;
+            let mut out = Vec::new();
+            for &(o, l) in ranges {
+                let (lo, hi) = (o.max(a), (o + l).min(a + n));
+                if lo < hi {
+                    out.push((at + lo - o, lo, hi - lo));
+                }
+                at += l;
+            }
+            out
+        };
+        for (bit, &h) in f.headers.iter().enumerate() {
+            let hl = &eng.layout.headers[h as usize];
+            let key: Vec<(u32, u32)> = overlap(&self.key_ranges, hl.off, hl.slot_bytes)
+                .into_iter()
+                .map(|(k, _, n)| (k, n))
+                .collect();
+            if key.is_empty() {
+                continue;
+            }
+            let keep = overlap(&self.write_ranges, hl.off, hl.slot_bytes)
+                .into_iter()
+                .map(|(_, o, n)| (o, n))
+                .collect();
+            self.stale.push(StaleHdr {
+                header: h,
+                bit: bit as u32,
+                key,
+                keep,
+            });
+        }
+        if self.stale.is_empty() {
+            return;
+        }
+        self.stale_tables = vec![0; eng.tables.len()];
+        for (i, m) in f.table_reads.iter().enumerate() {
+            if let Some(t) = self.stale_tables.get_mut(tb + i) {
+                *t = *m;
+            }
+        }
+        self.stale_actions = f.actions;
+    }
+
+    /// The candidates of [`Plan::stale`] invalid in `pkt` (bits of [`StaleHdr::bit`]).
+    fn stale_now(&self, pkt: &Pkt) -> u64 {
+        self.stale
+            .iter()
+            .filter(|s| !pkt.phv.valid[s.header as usize])
+            .fold(0, |m, s| m | 1 << s.bit)
+    }
+
+    /// The candidates still stale after the recorded `path` (`actions`: the action each
+    /// step ran, `u32::MAX` for none) from `stale` on arrival; `None` if the path read one.
+    fn stale_after(&self, mut stale: u64, path: &[Step], actions: &[u32]) -> Option<u64> {
+        for (s, a) in path.iter().zip(actions) {
+            if self.stale_tables.get(s.0 as usize).copied().unwrap_or(0) & stale != 0 {
+                return None;
+            }
+            let (z, t) = self.stale_actions.get(*a as usize).copied().unwrap_or((0, 0));
+            if t & stale != 0 {
+                return None;
+            }
+            stale &= !z;
+        }
+        Some(stale)
     }
 
     /// Pack `pkt`'s key into `out` (`stride` bytes; the padding stays zero).
@@ -569,6 +674,13 @@ impl Plan {
             for w in &pkt.phv.vl_width {
                 out[at..at + 4].copy_from_slice(&w.to_le_bytes());
                 at += 4;
+            }
+        }
+        for s in &self.stale {
+            if !pkt.phv.valid[s.header as usize] {
+                for &(o, n) in &s.key {
+                    out[o as usize..(o + n) as usize].fill(0);
+                }
             }
         }
     }
@@ -785,6 +897,9 @@ struct Entry {
     state: Option<state::EntryState>,
     /// Prefix caching: where the pipeline resumes natively after the replay.
     resume: Option<GNode>,
+    /// Masked headers ([`Plan::stale`] bits) the recorded run left stale: a hit keeps the
+    /// packet's own bytes there (the run did not write them).
+    keep: u64,
     referenced: bool,
 }
 
@@ -843,6 +958,8 @@ pub struct Cache {
     cm: Vec<[u16; 2]>,
     cm_ticks: u32,
     kbuf: Vec<u8>,
+    /// The packet's own bytes of stale headers a hit keeps ([`Entry::keep`]).
+    kept: Vec<u8>,
     pre: Vec<u8>,
     rec: Option<Box<Rec>>,
     stats: Stats,
@@ -887,6 +1004,7 @@ impl Cache {
             cm,
             cm_ticks: 0,
             kbuf: Vec::new(),
+            kept: Vec::new(),
             pre: Vec::new(),
             rec: Some(Box::default()),
             stats: Stats::default(),
@@ -1000,7 +1118,9 @@ impl Cache {
         let regs0 = pkt.regs.clone();
         let mut rec = self.rec.take().unwrap_or_default();
         rec.path.clear();
+        rec.actions.clear();
         rec.keys.clear();
+        let stale0 = self.plan.stale_now(pkt);
         rec.counts.clear();
         rec.regs.clear();
         rec.regs.watch.clear();
@@ -1014,6 +1134,13 @@ impl Cache {
         let r = eng.run_pipeline(st, pkt, &self.plan.pipeline, init);
         let rec = st.ext.rec.take().unwrap_or_default();
         let resume = rec.resume;
+        let stale = if stale0 == 0 {
+            Some(0)
+        } else if rec.path.len() == rec.actions.len() {
+            self.plan.stale_after(stale0, &rec.path, &rec.actions)
+        } else {
+            None
+        };
         let est = state::build(
             &rec.regs,
             st,
@@ -1029,6 +1156,8 @@ impl Cache {
             self.stats.insert_refused_unexpected_write += 1;
         } else if est.is_err() {
             self.stats.insert_refused_stateful += 1;
+        } else if stale.is_none() {
+            self.stats.insert_refused_stale_read += 1;
         } else {
             let est = est.ok().flatten();
             let mut writes = Vec::with_capacity(self.plan.write_bytes);
@@ -1066,6 +1195,7 @@ impl Cache {
                 live: live.into(),
                 state: est,
                 resume,
+                keep: stale.unwrap_or(0),
                 referenced: false,
             };
             // A behaviour whose guards failed is replaced.
@@ -1145,6 +1275,16 @@ impl Cache {
                 return Err(Miss::Guard);
             }
         }
+        let keep = e.keep & self.plan.stale_now(pkt);
+        if keep != 0 {
+            self.kept.clear();
+            for s in self.plan.stale.iter().filter(|s| keep & 1 << s.bit != 0) {
+                for &(o, n) in &s.keep {
+                    self.kept
+                        .extend_from_slice(&pkt.phv.bytes[o as usize..(o + n) as usize]);
+                }
+            }
+        }
         let mut at = 0usize;
         for &(o, n) in &self.plan.write_ranges {
             let n = n as usize;
@@ -1153,6 +1293,17 @@ impl Cache {
                 &e.writes[at..at + n],
             );
             at += n;
+        }
+        if keep != 0 {
+            let mut at = 0usize;
+            for s in self.plan.stale.iter().filter(|s| keep & 1 << s.bit != 0) {
+                for &(o, n) in &s.keep {
+                    let n = n as usize;
+                    pkt.phv.bytes[o as usize..o as usize + n]
+                        .copy_from_slice(&self.kept[at..at + n]);
+                    at += n;
+                }
+            }
         }
         pkt.phv.valid.copy_from_slice(&e.valid);
         if !e.stack_next.is_empty() {
