@@ -1112,7 +1112,11 @@ pub fn stale_facts(p: &Program, pi: usize) -> StaleFacts {
         .header_stacks
         .iter()
         .flat_map(|s| s.headers.iter().copied())
-        .chain(p.header_unions.iter().flat_map(|u| u.headers.iter().copied()))
+        .chain(
+            p.header_unions
+                .iter()
+                .flat_map(|u| u.headers.iter().copied()),
+        )
         .collect();
     // Headers touched (fields, whole, validity written) by `a`.
     let touched = |a: &Acc| -> BTreeSet<u32> {

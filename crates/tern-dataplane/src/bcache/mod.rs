@@ -626,7 +626,11 @@ impl Plan {
             if self.stale_tables.get(s.0 as usize).copied().unwrap_or(0) & stale != 0 {
                 return None;
             }
-            let (z, t) = self.stale_actions.get(*a as usize).copied().unwrap_or((0, 0));
+            let (z, t) = self
+                .stale_actions
+                .get(*a as usize)
+                .copied()
+                .unwrap_or((0, 0));
             if t & stale != 0 {
                 return None;
             }
