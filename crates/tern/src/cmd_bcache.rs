@@ -221,6 +221,55 @@ mod tests {
     use tern_dataplane::{Switch, SwitchOptions};
     use tern_runtime::{MatchParam, PacketPath, Runtime};
 
+    /// A new entry of an exact table looks at the behaviours that looked up its key only,
+    /// not at every behaviour that applied the table.
+    #[test]
+    fn adding_an_exact_entry_scans_only_the_affected_behaviours() {
+        let json = load_json(&p4("bcache/stale_read.p4")).expect("compiles");
+        let mut sw = Switch::from_json(
+            &json,
+            SwitchOptions {
+                bcache: Some(Config::default()),
+                ..SwitchOptions::default()
+            },
+        )
+        .expect("loads");
+        let mut out = Vec::new();
+        for v in 0..200u16 {
+            let mut b = vec![0u8; 64];
+            b[12..14].copy_from_slice(&[0x88, 0xb5]);
+            b[14..16].copy_from_slice(&v.to_be_bytes());
+            sw.process_packet(1, &b, &mut out);
+            out.clear();
+        }
+        let before = sw.bcache_stats().unwrap();
+        assert_eq!(before.entries, 200, "{before}");
+        sw.mt_add_entry(
+            "I.by_tag",
+            &[MatchParam::Exact(vec![0, 5])],
+            "I.drop",
+            &[],
+            None,
+        )
+        .expect("entry");
+        let after = sw.bcache_stats().unwrap();
+        assert_eq!(after.invalidated - before.invalidated, 1, "{after}");
+        assert_eq!(
+            after.invalidation_scanned - before.invalidation_scanned,
+            1,
+            "{after}"
+        );
+        // The dropped tag now drops; another tag still forwards from the cache.
+        let mut b = vec![0u8; 64];
+        b[12..14].copy_from_slice(&[0x88, 0xb5]);
+        b[15] = 5;
+        sw.process_packet(1, &b, &mut out);
+        assert!(out.is_empty(), "tag 5 dropped");
+        b[15] = 6;
+        sw.process_packet(1, &b, &mut out);
+        assert_eq!(out.len(), 1);
+    }
+
     /// Headers invalid on arrival keep the previous packet's bytes (as in BMv2); the cache
     /// masks them out of its key and refuses the behaviours that read them, so a program
     /// that reads them (`stale_read.p4`: a default action and a table key on a header the

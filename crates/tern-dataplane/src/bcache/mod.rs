@@ -755,6 +755,43 @@ impl Hasher for KeyHasher {
 
 /// `(table, entry handle)` → `(slot, generation)` of the cached behaviours that hit it.
 type EntryIndex = HashMap<(u32, u32), Vec<(u32, u32)>, BuildHasherDefault<KeyHasher>>;
+type KeyIndex = HashMap<(u32, u64), Vec<(u32, u32)>, BuildHasherDefault<KeyHasher>>;
+
+/// The mask of an exact-only table's entries (`None`: some field is not exact).
+fn exact_mask(t: &crate::compile::CTable) -> Option<Box<[u8]>> {
+    let mut m = vec![0u8; t.spec.total as usize];
+    for f in &t.spec.fields {
+        let (o, nb) = (f.off as usize, f.nbytes as usize);
+        match f.kind {
+            tern_model::MatchKind::Exact => {
+                let field = m.get_mut(o..o + nb)?;
+                field.fill(0xff);
+                // Clear the bits above the width (big-endian: the leading ones).
+                let mut clear = (nb * 8).saturating_sub(f.width as usize);
+                for b in field.iter_mut() {
+                    if clear == 0 {
+                        break;
+                    }
+                    let c = clear.min(8);
+                    *b &= (0xffu16 >> c) as u8;
+                    clear -= c;
+                }
+            }
+            tern_model::MatchKind::Valid => *m.get_mut(o)? = 1,
+            _ => return None,
+        }
+    }
+    Some(m.into())
+}
+
+/// The hash of a lookup key under an exact table's mask.
+fn masked_hash(key: &[u8], mask: &[u8]) -> u64 {
+    let mut h = KeyHasher::default();
+    for (k, m) in key.iter().zip(mask) {
+        h.write_u8(k & m);
+    }
+    h.finish()
+}
 
 /// The hash of a packed key (`stride` bytes, a multiple of 8): one pass over its words.
 #[inline]
@@ -952,6 +989,13 @@ pub struct Cache {
     by_table: Vec<Vec<(u32, u32)>>,
     by_miss: Vec<Vec<(u32, u32)>>,
     by_entry: EntryIndex,
+    /// Behaviours by the lookup key they looked up in an exact table (masked by
+    /// `exact_mask`, hashed): a new entry of such a table finds the behaviours it affects
+    /// here, without scanning every behaviour that applied the table.
+    by_key: KeyIndex,
+    /// Per engine table whose key fields are all exact (or validity): the mask its entries
+    /// carry.
+    exact_mask: Vec<Option<Box<[u8]>>>,
     /// References pushed into the reverse indexes since their last rebuild (live or stale).
     index_refs: usize,
     /// References the live entries hold (two per table on their path): the indexes are
@@ -1003,6 +1047,8 @@ impl Cache {
             by_table: vec![Vec::new(); n],
             by_miss: vec![Vec::new(); n],
             by_entry: HashMap::default(),
+            by_key: HashMap::default(),
+            exact_mask: eng.tables.iter().map(exact_mask).collect(),
             index_refs: 0,
             live_refs: 0,
             cm,
@@ -1382,19 +1428,24 @@ impl Cache {
         self.index.insert(h, slot, &self.hashes);
         let g = self.gens[slot as usize];
         let r = (slot, g);
-        for &(ti, hit, _, _) in e.path.iter() {
+        for &(ti, hit, o, n) in e.path.iter() {
             self.by_table[ti as usize].push(r);
             match hit {
                 Some((_, h)) => self.by_entry.entry((ti, h)).or_default().push(r),
                 None => self.by_miss[ti as usize].push(r),
             }
             self.index_refs += 2;
+            if let Some(m) = &self.exact_mask[ti as usize] {
+                let k = masked_hash(&e.keys[o as usize..(o + n) as usize], m);
+                self.by_key.entry((ti, k)).or_default().push(r);
+                self.index_refs += 1;
+            }
         }
         if self.cfg.eviction == Eviction::Fifo {
             self.fifo.push_back(r);
         }
         self.bytes += e.bytes();
-        self.live_refs += 2 * e.path.len();
+        self.live_refs += self.refs_of(&e);
         self.slab[slot as usize] = Some(e);
         self.stats.inserts += 1;
         if self.index_refs > 2 * self.live_refs + 4096
@@ -1437,12 +1488,20 @@ impl Cache {
     fn remove(&mut self, slot: u32) {
         if let Some(e) = self.slab[slot as usize].take() {
             self.bytes -= e.bytes();
-            self.live_refs -= 2 * e.path.len();
+            self.live_refs -= self.refs_of(&e);
             self.index
                 .remove(self.hashes[slot as usize], slot, &self.hashes);
             self.gens[slot as usize] = self.gens[slot as usize].wrapping_add(1);
             self.free.push(slot);
         }
+    }
+
+    /// The references entry `e` holds in the reverse indexes.
+    fn refs_of(&self, e: &Entry) -> usize {
+        e.path
+            .iter()
+            .map(|s| 2 + self.exact_mask[s.0 as usize].is_some() as usize)
+            .sum()
     }
 
     fn remove_refs(&mut self, refs: Vec<(u32, u32)>) {
@@ -1462,6 +1521,7 @@ impl Cache {
             v.clear();
         }
         self.by_entry.clear();
+        self.by_key.clear();
         self.index_refs = 0;
         let fifo: Vec<(u32, u32)> = self
             .fifo
@@ -1473,13 +1533,18 @@ impl Cache {
         for (s, e) in self.slab.iter().enumerate() {
             let Some(e) = e else { continue };
             let r = (s as u32, self.gens[s]);
-            for &(ti, hit, _, _) in e.path.iter() {
+            for &(ti, hit, o, n) in e.path.iter() {
                 self.by_table[ti as usize].push(r);
                 match hit {
                     Some((_, h)) => self.by_entry.entry((ti, h)).or_default().push(r),
                     None => self.by_miss[ti as usize].push(r),
                 }
                 self.index_refs += 2;
+                if let Some(m) = &self.exact_mask[ti as usize] {
+                    let k = masked_hash(&e.keys[o as usize..(o + n) as usize], m);
+                    self.by_key.entry((ti, k)).or_default().push(r);
+                    self.index_refs += 1;
+                }
             }
         }
     }
@@ -1534,6 +1599,43 @@ impl Cache {
             eg.invalidate_added(t, e);
         }
         self.stats.invalidation_ops += 1;
+        // An exact table: the behaviours that looked up exactly this key (the new entry
+        // cannot change any other lookup).
+        if let Some(m) = self.exact_mask.get(t as usize).and_then(|m| m.as_deref()) {
+            if e.ranges.is_empty() && *e.mask == *m {
+                let k = (t, masked_hash(&e.value, m));
+                let refs = self.by_key.remove(&k).unwrap_or_default();
+                self.stats.invalidation_scanned += refs.len() as u64;
+                let mut keep = Vec::new();
+                for (s, g) in refs {
+                    let Some(en) = self.slab[s as usize]
+                        .as_ref()
+                        .filter(|_| self.gens[s as usize] == g)
+                    else {
+                        continue;
+                    };
+                    let hit = en.path.iter().any(|&(ti, _, o, n)| {
+                        ti == t
+                            && tern_match::entry_matches(
+                                &e.value,
+                                &e.mask,
+                                &e.ranges,
+                                &en.keys[o as usize..(o + n) as usize],
+                            )
+                    });
+                    if hit {
+                        self.remove(s);
+                        self.stats.invalidated += 1;
+                    } else {
+                        keep.push((s, g));
+                    }
+                }
+                if !keep.is_empty() {
+                    self.by_key.insert(k, keep);
+                }
+                return;
+            }
+        }
         let Some(v) = self.by_table.get_mut(t as usize) else {
             return;
         };
@@ -1585,6 +1687,7 @@ impl Cache {
             v.clear();
         }
         self.by_entry.clear();
+        self.by_key.clear();
         self.index_refs = 0;
         self.live_refs = 0;
         self.bytes = 0;
