@@ -21,7 +21,7 @@ use crate::bcache_cases as cases;
 #[derive(clap::Args, Debug, Clone)]
 pub struct ExperimentArgs {
     /// e1 (pipeline length), e2 (cases × no cache / miss / hit), e3 (key and effect bits),
-    /// e5 (invalidation latency), e6 (hit ratio vs cache size and skew), e7 (update storm),
+    /// e4 (insert latency vs insert rate), e5 (invalidation latency), e6 (hit ratio vs cache size and skew), e7 (update storm),
     /// e8 (stateful programs: value-keyed vs symbolic), e9 (adversarial traffic), e10
     /// (per-worker caches), or all.
     #[arg(value_name = "ID")]
@@ -47,7 +47,7 @@ pub struct ExperimentArgs {
     pub packets: Option<u64>,
 }
 
-const ALL: [&str; 9] = ["e1", "e2", "e3", "e5", "e6", "e7", "e8", "e9", "e10"];
+const ALL: [&str; 10] = ["e1", "e2", "e3", "e4", "e5", "e6", "e7", "e8", "e9", "e10"];
 
 pub fn run(a: ExperimentArgs) -> anyhow::Result<ExitCode> {
     let ids: Vec<&str> = if a.id == "all" {
@@ -56,7 +56,7 @@ pub fn run(a: ExperimentArgs) -> anyhow::Result<ExitCode> {
         vec![a.id.as_str()]
     } else {
         bail!(
-            "experiment '{}': give one of {} or all (E4 is not built yet)",
+            "experiment '{}': give one of {} or all",
             a.id,
             ALL.join(", ")
         );
@@ -75,6 +75,7 @@ pub fn run(a: ExperimentArgs) -> anyhow::Result<ExitCode> {
             "e1" => e1(&a)?,
             "e2" => e2(&a)?,
             "e3" => e3(&a)?,
+            "e4" => e4(&a)?,
             "e5" => e5(&a)?,
             "e6" => e6(&a)?,
             "e7" => e7(&a)?,
@@ -1051,6 +1052,114 @@ fn e9(a: &ExperimentArgs) -> anyhow::Result<(Value, String)> {
     Ok((json!({"kind": "e9", "rows": rows}), md))
 }
 
+/// E4: table inserts during traffic at 100/s to 1M/s (virtual time: 1 Mpps of case #4
+/// traffic, one insert every 1M/R packets). Two kinds of insert: a new MAC in
+/// `mac_learning` (exact: the cache finds the affected behaviours through its key index)
+/// and a /32 in `routing` (LPM: it scans the behaviours that applied the table). Latency of
+/// the table call (invalidation included) is timed unless `--counts-only`; references
+/// scanned and behaviours invalidated per insert are counted.
+fn e4(a: &ExperimentArgs) -> anyhow::Result<(Value, String)> {
+    let (flows, budget) = if a.quick {
+        (256usize, 4_000usize)
+    } else {
+        (4096, a.packets.unwrap_or(200_000) as usize)
+    };
+    let frames = case_frames(flows as u32);
+    let rates: &[u64] = if a.quick {
+        &[1_000_000]
+    } else {
+        &[100, 1_000, 10_000, 100_000, 1_000_000]
+    };
+    let timed = !a.counts_only;
+    let mut rows = Vec::new();
+    let mut md = String::from(
+        "# E4: insert latency vs insert rate\n\n\
+         Paper (Fig. 10a): the cache manager's insert latency as the insertion rate grows \
+         (BMv2, case #1). Ours: table inserts into case #4 during its traffic (4,096 flows \
+         cached; virtual time at 1 Mpps, one insert every 10^6/R packets); each insert \
+         invalidates the behaviours it affects before returning. `mac_learning` is exact \
+         (affected behaviours found by the key index: references scanned = behaviours that \
+         looked up that key), `routing` is LPM (scan of the behaviours that applied it). \
+         Latency of the table call, µs (min / median / max); `-` = counted run \
+         (--counts-only).\n\n| rate /s | table | inserts | scanned / insert | \
+         invalidated | hit ratio | latency µs |\n|---|---|---|---|---|---|---|\n",
+    );
+    for &rate in rates {
+        let gap = (1_000_000 / rate).max(1) as usize;
+        let inserts = (budget / gap).clamp(20, 2_000);
+        for table in ["mac_learning", "routing"] {
+            let mut sw = case_switch(4, Some(Config::default()))?;
+            warm(&mut sw, &frames);
+            let mut out = Vec::new();
+            let mut lat = Vec::new();
+            let mut live = std::collections::VecDeque::new();
+            let before = sw.bcache_stats().unwrap_or_default();
+            let mut i = 0usize;
+            for n in 0..inserts {
+                for _ in 0..gap {
+                    let (p, f) = &frames[i % flows];
+                    i += 1;
+                    sw.process_packet(*p, f, &mut out);
+                    sw.recycle_outputs(&mut out);
+                    sw.discard_digests();
+                }
+                let t = Instant::now();
+                let h = if table == "mac_learning" {
+                    let mac = 0x0a00_0000_0000u64 | n as u64;
+                    sw.mt_add_entry(
+                        "CIngress.mac_learning",
+                        &[MatchParam::Exact(mac.to_be_bytes()[2..].to_vec())],
+                        "CIngress.nop",
+                        &[],
+                        None,
+                    )
+                } else {
+                    // A /32 inside one of the served subnets (host n of 10.1.200.0/24).
+                    let ip = (10 << 24) | (1 << 16) | (200 << 8) | (n as u32 % 250 + 1);
+                    sw.mt_add_entry(
+                        "CIngress.routing",
+                        &[MatchParam::Exact(vec![1]), lpm(ip, 32)],
+                        "CIngress.set_nhop",
+                        &[vec![2, 0, 0, 0, 0, 1], vec![2, 0, 0, 0, 0, 2], vec![0, 1]],
+                        None,
+                    )
+                }
+                .map_err(|e| anyhow::anyhow!("{table} insert: {e}"))?;
+                lat.push(t.elapsed().as_nanos() as f64 / 1e3);
+                live.push_back(h);
+                // Keep the tables below their size: delete the oldest insert.
+                if live.len() > 32 {
+                    let old = live.pop_front().unwrap_or_default();
+                    sw.mt_delete_entry(&format!("CIngress.{table}"), old)
+                        .map_err(|e| anyhow::anyhow!("{table} delete: {e}"))?;
+                }
+            }
+            let after = sw.bcache_stats().unwrap_or_default();
+            let adds = inserts as f64;
+            // Deletes are counted too (by entry id: only the behaviours that hit the entry).
+            let scanned = (after.invalidation_scanned - before.invalidation_scanned) as f64 / adds;
+            let inval = after.invalidated - before.invalidated;
+            let hr =
+                (after.hits - before.hits) as f64 / (after.lookups - before.lookups).max(1) as f64;
+            let l = stats(&lat);
+            md += &format!(
+                "| {rate} | {table} | {inserts} | {scanned:.1} | {inval} | {:.1} % | {} |\n",
+                100.0 * hr,
+                if timed {
+                    format!("{:.1} / {:.1} / {:.1}", l["min"], l["median"], l["max"])
+                } else {
+                    "-".into()
+                }
+            );
+            rows.push(json!({"rate": rate, "table": table, "inserts": inserts,
+                "scanned_per_insert": scanned, "invalidated": inval, "hit_ratio": hr,
+                "latency_us": if timed { l } else { Value::Null },
+                "entries": after.entries}));
+        }
+    }
+    Ok((json!({"kind": "e4", "rows": rows, "timed": timed}), md))
+}
+
 /// A program of `p4/bcache/` compiled (the checkout's copy when run from one).
 fn bcache_json(file: &str) -> anyhow::Result<String> {
     let local = PathBuf::from("p4/bcache").join(file);
@@ -1239,6 +1348,14 @@ mod tests {
             let k = r["impacted"].as_u64().unwrap();
             for v in r["invalidated"].as_array().unwrap() {
                 assert_eq!(v.as_u64(), Some(k), "{r}");
+            }
+        }
+        let e4: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("e4.json")).unwrap()).unwrap();
+        for r in e4["rows"].as_array().unwrap() {
+            if r["table"] == "mac_learning" {
+                // A new MAC: nobody looked it up, nothing to scan (the key index).
+                assert!(r["scanned_per_insert"].as_f64().unwrap() < 1.0, "{r}");
             }
         }
         let e8: Value =
