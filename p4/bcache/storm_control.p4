@@ -1,6 +1,7 @@
 /* storm_control.p4 — a stateful B-Cache test program with a meter (../shared/reference/
- * bcache.md §6.H E8, "metered storm control"): broadcast frames are metered per ingress port
- * and dropped when red; other frames are switched by destination. The meter is not a guard
+ * bcache.md §6.H E8, "metered storm control"): flooded frames (broadcast and unknown
+ * destinations) are metered per ingress port and dropped when red; frames to known
+ * destinations are switched. The meter is not a guard
  * yet, so the cache keeps the part of the pipeline before it (the switching table) and the
  * metered part runs natively. Written for tern. */
 #include <core.p4>
@@ -29,6 +30,7 @@ header ipv4_t {
 
 struct metadata {
     bit<2>  color;
+    bit<1>  flooded;
     bit<32> idx;
     bit<32> count;
 }
@@ -67,6 +69,7 @@ control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) 
     }
     action flood() {
         sm.mcast_grp = 1;
+        meta.flooded = 1;
     }
     table switching {
         key = { hdr.ethernet.dstAddr: exact; }
@@ -75,7 +78,7 @@ control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) 
     }
     apply {
         switching.apply();
-        if (hdr.ethernet.dstAddr == 0xffffffffffff) {
+        if (meta.flooded == 1) {
             storm.execute_meter((bit<32>) sm.ingress_port, meta.color);
             if (meta.color == 2) {
                 drop();
