@@ -996,6 +996,10 @@ pub struct Cache {
     /// Per engine table whose key fields are all exact (or validity): the mask its entries
     /// carry.
     exact_mask: Vec<Option<Box<[u8]>>>,
+    /// Per engine table: indexed in `by_key` (from the first entry added to it while cached:
+    /// tables nobody adds to cost inserts nothing). `by_key` holds at most one reference per
+    /// `by_table` one, so the rebuilds `by_table` triggers bound it too.
+    key_indexed: Vec<bool>,
     /// References pushed into the reverse indexes since their last rebuild (live or stale).
     index_refs: usize,
     /// References the live entries hold (two per table on their path): the indexes are
@@ -1049,6 +1053,7 @@ impl Cache {
             by_entry: HashMap::default(),
             by_key: HashMap::default(),
             exact_mask: eng.tables.iter().map(exact_mask).collect(),
+            key_indexed: vec![false; n],
             index_refs: 0,
             live_refs: 0,
             cm,
@@ -1435,17 +1440,18 @@ impl Cache {
                 None => self.by_miss[ti as usize].push(r),
             }
             self.index_refs += 2;
-            if let Some(m) = &self.exact_mask[ti as usize] {
-                let k = masked_hash(&e.keys[o as usize..(o + n) as usize], m);
-                self.by_key.entry((ti, k)).or_default().push(r);
-                self.index_refs += 1;
+            if self.key_indexed[ti as usize] {
+                if let Some(m) = &self.exact_mask[ti as usize] {
+                    let k = masked_hash(&e.keys[o as usize..(o + n) as usize], m);
+                    self.by_key.entry((ti, k)).or_default().push(r);
+                }
             }
         }
         if self.cfg.eviction == Eviction::Fifo {
             self.fifo.push_back(r);
         }
         self.bytes += e.bytes();
-        self.live_refs += self.refs_of(&e);
+        self.live_refs += 2 * e.path.len();
         self.slab[slot as usize] = Some(e);
         self.stats.inserts += 1;
         if self.index_refs > 2 * self.live_refs + 4096
@@ -1488,7 +1494,7 @@ impl Cache {
     fn remove(&mut self, slot: u32) {
         if let Some(e) = self.slab[slot as usize].take() {
             self.bytes -= e.bytes();
-            self.live_refs -= self.refs_of(&e);
+            self.live_refs -= 2 * e.path.len();
             self.index
                 .remove(self.hashes[slot as usize], slot, &self.hashes);
             self.gens[slot as usize] = self.gens[slot as usize].wrapping_add(1);
@@ -1496,12 +1502,28 @@ impl Cache {
         }
     }
 
-    /// The references entry `e` holds in the reverse indexes.
-    fn refs_of(&self, e: &Entry) -> usize {
-        e.path
-            .iter()
-            .map(|s| 2 + self.exact_mask[s.0 as usize].is_some() as usize)
-            .sum()
+    /// Start indexing table `t`'s lookups in `by_key`: the live behaviours that applied it.
+    fn index_table_keys(&mut self, t: u32) {
+        self.key_indexed[t as usize] = true;
+        let Some(m) = self.exact_mask[t as usize].as_deref() else {
+            return;
+        };
+        // Counted as scanned: the one scan the table's first insert still pays.
+        self.stats.invalidation_scanned += self.by_table[t as usize].len() as u64;
+        for &(s, g) in &self.by_table[t as usize] {
+            let Some(en) = self.slab[s as usize]
+                .as_ref()
+                .filter(|_| self.gens[s as usize] == g)
+            else {
+                continue;
+            };
+            for &(ti, _, o, n) in en.path.iter() {
+                if ti == t {
+                    let k = masked_hash(&en.keys[o as usize..(o + n) as usize], m);
+                    self.by_key.entry((t, k)).or_default().push((s, g));
+                }
+            }
+        }
     }
 
     fn remove_refs(&mut self, refs: Vec<(u32, u32)>) {
@@ -1540,10 +1562,11 @@ impl Cache {
                     None => self.by_miss[ti as usize].push(r),
                 }
                 self.index_refs += 2;
-                if let Some(m) = &self.exact_mask[ti as usize] {
-                    let k = masked_hash(&e.keys[o as usize..(o + n) as usize], m);
-                    self.by_key.entry((ti, k)).or_default().push(r);
-                    self.index_refs += 1;
+                if self.key_indexed[ti as usize] {
+                    if let Some(m) = &self.exact_mask[ti as usize] {
+                        let k = masked_hash(&e.keys[o as usize..(o + n) as usize], m);
+                        self.by_key.entry((ti, k)).or_default().push(r);
+                    }
                 }
             }
         }
@@ -1589,6 +1612,8 @@ impl Cache {
         self.skip = skip_of(&self.cfg, eng);
         self.by_table = vec![Vec::new(); eng.tables.len()];
         self.by_miss = vec![Vec::new(); eng.tables.len()];
+        self.exact_mask = eng.tables.iter().map(exact_mask).collect();
+        self.key_indexed = vec![false; eng.tables.len()];
     }
 
     /// Table `t` got entry `e`: remove exactly the cached behaviours whose lookup in `t`
@@ -1601,9 +1626,17 @@ impl Cache {
         self.stats.invalidation_ops += 1;
         // An exact table: the behaviours that looked up exactly this key (the new entry
         // cannot change any other lookup).
-        if let Some(m) = self.exact_mask.get(t as usize).and_then(|m| m.as_deref()) {
-            if e.ranges.is_empty() && *e.mask == *m {
-                let k = (t, masked_hash(&e.value, m));
+        let exact = self
+            .exact_mask
+            .get(t as usize)
+            .and_then(|m| m.as_deref())
+            .is_some_and(|m| e.ranges.is_empty() && *e.mask == *m);
+        if exact {
+            if !self.key_indexed[t as usize] {
+                self.index_table_keys(t);
+            }
+            {
+                let k = (t, masked_hash(&e.value, &e.mask));
                 let refs = self.by_key.remove(&k).unwrap_or_default();
                 self.stats.invalidation_scanned += refs.len() as u64;
                 let mut keep = Vec::new();
