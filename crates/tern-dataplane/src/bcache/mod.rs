@@ -996,8 +996,9 @@ pub struct Cache {
     /// Per engine table whose key fields are all exact (or validity): the mask its entries
     /// carry.
     exact_mask: Vec<Option<Box<[u8]>>>,
-    /// Per engine table: indexed in `by_key` (from the first entry added to it while cached:
-    /// tables nobody adds to cost inserts nothing). `by_key` holds at most one reference per
+    /// Per engine table: indexed in `by_key` (from the first entry added to it while
+    /// behaviours that applied it are cached: tables nobody adds to during traffic cost
+    /// inserts nothing). `by_key` holds at most one reference per
     /// `by_table` one, so the rebuilds `by_table` triggers bound it too.
     key_indexed: Vec<bool>,
     /// References pushed into the reverse indexes since their last rebuild (live or stale).
@@ -1633,6 +1634,11 @@ impl Cache {
             .is_some_and(|m| e.ranges.is_empty() && *e.mask == *m);
         if exact {
             if !self.key_indexed[t as usize] {
+                if self.by_table[t as usize].is_empty() {
+                    // Nothing cached went through the table (e.g. populating it before
+                    // traffic): nothing to invalidate, and no index yet.
+                    return;
+                }
                 self.index_table_keys(t);
             }
             {
