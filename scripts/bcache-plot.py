@@ -1,8 +1,10 @@
 """Plots for `tern bcache experiment` reports (see scripts/bcache-plot.sh), by their `kind`:
 e1 lines (ns/packet vs tables), e2 grouped bars (cases x modes), e3 bars (key and written bits
-per case, the paper's key bits beside), e5 lines (invalidation latency vs impacted entries),
+per case, the paper's key bits beside), e4 lines (insert latency or references scanned vs insert rate), e5 lines (invalidation
+latency vs impacted entries),
 e6 curves (hit ratio vs cache size per skew and policy), e7 timeline (hit ratio per window,
-with and without the storm), e9 bars (ns/packet per mode). Error bars: min..max of the runs."""
+with and without the storm), e8 bars (hit ratio per stateful program, value vs symbolic), e9
+bars (ns/packet per mode), e10 bars (hit ratio and entries per worker, 1-N workers). Error bars: min..max of the runs."""
 import argparse
 import json
 
@@ -113,6 +115,58 @@ def e9(r, ax):
     ax.set_title("E9: random headers, every packet a miss (paper: penalty <= 3.1 %)")
 
 
+def e4(r, ax):
+    rows = r["rows"]
+    for t in dict.fromkeys(x["table"] for x in rows):
+        pts = [x for x in rows if x["table"] == t]
+        rates = [x["rate"] for x in pts]
+        if r.get("timed"):
+            m3 = [med(x["latency_us"]) for x in pts]
+            ax.errorbar(rates, [v[0] for v in m3], yerr=[[v[1] for v in m3], [v[2] for v in m3]],
+                        marker="o", capsize=3, label=f"{t}: latency (µs)")
+            for x in pts:
+                ax.scatter([x["rate"]] * len(x["latency_us"]["all"]), x["latency_us"]["all"],
+                           s=2, alpha=0.2)
+        else:
+            ax.plot(rates, [x["scanned_per_insert"] for x in pts], marker="o",
+                    label=f"{t}: references scanned / insert")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("inserts / s (virtual time, 1 Mpps)")
+    ax.set_title("E4: insert cost vs insert rate (paper Fig. 10a: latency vs rate)")
+
+
+def e8(r, ax):
+    rows = r["rows"]
+    progs = list(dict.fromkeys(row["program"] for row in rows))
+    for k, mode in enumerate(["value", "symbolic"]):
+        v = [next((x["hit_ratio"] for x in rows if x["program"] == p and x["mode"] == mode), 0)
+             for p in progs]
+        ax.bar([i + 0.38 * k for i in range(len(progs))], [100 * x for x in v], width=0.38,
+               label=mode + (" (paper: register values in the key)" if mode == "value" else ""))
+    ax.set_xticks([i + 0.19 for i in range(len(progs))])
+    ax.set_xticklabels(progs)
+    ax.set_ylabel("hit ratio (%)")
+    ax.set_title("E8: stateful programs, value-keyed vs guarded/symbolic (harness: 0 differences)")
+
+
+def e10(r, ax):
+    xs, hr, ent = [], [], []
+    for row in r["rows"]:
+        for w in row["per_worker"]:
+            xs.append(f"{row['workers']}w/{w['worker']}")
+            hr.append(100 * w["hit_ratio"])
+            ent.append(w["entries"])
+    ax.bar(range(len(xs)), hr, label="hit ratio (%)")
+    ax.set_xticks(range(len(xs)))
+    ax.set_xticklabels(xs, rotation=60, fontsize=7)
+    ax.set_ylabel("hit ratio (%)")
+    ax2 = ax.twinx()
+    ax2.plot(range(len(xs)), ent, "o-", color="C1", label="entries")
+    ax2.set_ylabel("cache entries")
+    ax.set_title("E10: per-worker caches (workers/worker), case #4, flow-hash spread")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("-o", "--out", required=True)
@@ -129,7 +183,8 @@ def main():
         axs[-1].legend(fontsize=8)
     else:
         fig, ax = plt.subplots(figsize=(8, 4.6))
-        {"e1": e1, "e2": e2, "e3": e3, "e5": e5, "e7": e7, "e9": e9}[kind](r, ax)
+        {"e1": e1, "e2": e2, "e3": e3, "e4": e4, "e5": e5, "e7": e7, "e8": e8, "e9": e9,
+         "e10": e10}[kind](r, ax)
         ax.grid(alpha=0.3)
         if kind != "e9":
             ax.legend(fontsize=8)

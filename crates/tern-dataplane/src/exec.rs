@@ -1582,6 +1582,7 @@ impl Engine {
                 key.len() as u32,
             ));
             r.keys.extend_from_slice(key);
+            r.actions.push(u32::MAX);
         }
         if TRACE {
             let handle = hit.map(|i| ts.store.handle_of(i) as u64);
@@ -1618,6 +1619,11 @@ impl Engine {
             },
         };
         let action = self.resolve_action::<TRACE>(ext, profiles, pkt, t, ea);
+        if let Some(r) = ext.rec.as_deref_mut() {
+            if let Some(l) = r.actions.last_mut() {
+                *l = action.map_or(u32::MAX, |a| a.0);
+            }
+        }
         (hit.is_some(), action)
     }
 

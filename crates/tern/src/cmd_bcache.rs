@@ -221,6 +221,139 @@ mod tests {
     use tern_dataplane::{Switch, SwitchOptions};
     use tern_runtime::{MatchParam, PacketPath, Runtime};
 
+    /// A new entry of an exact table looks at the behaviours that looked up its key only,
+    /// not at every behaviour that applied the table (after the table's first insert, which
+    /// indexes them).
+    #[test]
+    fn adding_an_exact_entry_scans_only_the_affected_behaviours() {
+        let json = load_json(&p4("bcache/stale_read.p4")).expect("compiles");
+        let mut sw = Switch::from_json(
+            &json,
+            SwitchOptions {
+                bcache: Some(Config::default()),
+                ..SwitchOptions::default()
+            },
+        )
+        .expect("loads");
+        let mut out = Vec::new();
+        for v in 0..200u16 {
+            let mut b = vec![0u8; 64];
+            b[12..14].copy_from_slice(&[0x88, 0xb5]);
+            b[14..16].copy_from_slice(&v.to_be_bytes());
+            sw.process_packet(1, &b, &mut out);
+            out.clear();
+        }
+        // The table's first insert indexes the behaviours that applied it (one scan).
+        let before = sw.bcache_stats().unwrap();
+        assert_eq!(before.entries, 200, "{before}");
+        sw.mt_add_entry(
+            "I.by_tag",
+            &[MatchParam::Exact(vec![1, 0])],
+            "I.drop",
+            &[],
+            None,
+        )
+        .expect("entry");
+        let first = sw.bcache_stats().unwrap();
+        assert_eq!(
+            first.invalidation_scanned - before.invalidation_scanned,
+            200
+        );
+        assert_eq!(
+            first.invalidated, before.invalidated,
+            "tag 256 was never seen"
+        );
+        let before = first;
+        sw.mt_add_entry(
+            "I.by_tag",
+            &[MatchParam::Exact(vec![0, 5])],
+            "I.drop",
+            &[],
+            None,
+        )
+        .expect("entry");
+        let after = sw.bcache_stats().unwrap();
+        assert_eq!(after.invalidated - before.invalidated, 1, "{after}");
+        assert_eq!(
+            after.invalidation_scanned - before.invalidation_scanned,
+            1,
+            "{after}"
+        );
+        // The dropped tag now drops; another tag still forwards from the cache.
+        let mut b = vec![0u8; 64];
+        b[12..14].copy_from_slice(&[0x88, 0xb5]);
+        b[15] = 5;
+        sw.process_packet(1, &b, &mut out);
+        assert!(out.is_empty(), "tag 5 dropped");
+        b[15] = 6;
+        sw.process_packet(1, &b, &mut out);
+        assert_eq!(out.len(), 1);
+    }
+
+    /// Headers invalid on arrival keep the previous packet's bytes (as in BMv2); the cache
+    /// masks them out of its key and refuses the behaviours that read them, so a program
+    /// that reads them (`stale_read.p4`: a default action and a table key on a header the
+    /// packet may lack) still agrees with the uncached switch, and its pushes are cached.
+    #[test]
+    fn stale_bytes_of_invalid_headers_are_masked_and_never_read_from_the_cache() {
+        let json = load_json(&p4("bcache/stale_read.p4")).expect("compiles");
+        let mut d = Diff::new(&json, Config::default(), 0x57a1e).expect("loads");
+        let plan = d.on.bcache_plan().expect("cache on").clone();
+        assert!(plan.uncacheable.is_none(), "{:?}", plan.uncacheable);
+        // Both headers: a runt frame has no ethernet header either.
+        assert_eq!(plan.stale.len(), 2, "{:?}", plan.stale);
+        let r = d.run(events() / 5, 1009).expect("no difference");
+        println!("stale_read: {} events; {}", r.events, r.stats);
+        assert!(r.stats.hits > 0, "{}", r.stats);
+        assert!(r.stats.insert_refused_stale_read > 0, "{}", r.stats);
+
+        // A pushed tag is zeroed first: the untagged packets of one port are one behaviour
+        // whatever the previous packet's tag was.
+        let mut sw = Switch::from_json(
+            &json,
+            SwitchOptions {
+                bcache: Some(Config::default()),
+                ..SwitchOptions::default()
+            },
+        )
+        .expect("loads");
+        sw.mt_add_entry(
+            "I.edge",
+            &[MatchParam::Exact(vec![0, 2])],
+            "I.push_tag",
+            &[vec![0, 7]],
+            None,
+        )
+        .expect("entry");
+        let frame = |tag: Option<u16>| {
+            let mut b = vec![0u8; 64];
+            b[0..6].copy_from_slice(&[2, 0, 0, 0, 0, 9]);
+            match tag {
+                Some(v) => {
+                    b[12..14].copy_from_slice(&[0x88, 0xb5]);
+                    b[14..16].copy_from_slice(&v.to_be_bytes());
+                    b[16..18].copy_from_slice(&[0x08, 0x00]);
+                }
+                None => b[12..14].copy_from_slice(&[0x08, 0x00]),
+            }
+            b
+        };
+        let mut out = Vec::new();
+        for v in 0..20u16 {
+            // A tagged packet on port 1 (tag v) leaves v in the slot; then untagged on 2.
+            sw.process_packet(1, &frame(Some(v)), &mut out);
+            out.clear();
+            sw.process_packet(2, &frame(None), &mut out);
+            assert_eq!(out.len(), 1);
+            assert_eq!(&out[0].data[12..16], &[0x88, 0xb5, 0, 7]);
+            out.clear();
+        }
+        let st = sw.bcache_stats().unwrap();
+        // Port 2 untagged: one behaviour; port 1 tagged: one per tag value.
+        assert_eq!(st.inserts, 21, "{st}");
+        assert_eq!(st.hits, 19, "{st}");
+    }
+
     /// The L3 router with the cache, routes 10.0.1.0/24 → port 1 and 10.0.2.0/24 → port 2.
     fn router(cfg: Config) -> (Switch, u32, u32) {
         let json = load_json(&p4("bench/l3_router.p4")).expect("compiles");

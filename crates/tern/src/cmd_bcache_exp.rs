@@ -21,8 +21,9 @@ use crate::bcache_cases as cases;
 #[derive(clap::Args, Debug, Clone)]
 pub struct ExperimentArgs {
     /// e1 (pipeline length), e2 (cases × no cache / miss / hit), e3 (key and effect bits),
-    /// e5 (invalidation latency), e6 (hit ratio vs cache size and skew), e7 (update storm),
-    /// e9 (adversarial traffic), or all.
+    /// e4 (insert latency vs insert rate), e5 (invalidation latency), e6 (hit ratio vs cache size and skew), e7 (update storm),
+    /// e8 (stateful programs: value-keyed vs symbolic), e9 (adversarial traffic), e10
+    /// (per-worker caches), or all.
     #[arg(value_name = "ID")]
     pub id: String,
     /// Output folder (created).
@@ -46,7 +47,7 @@ pub struct ExperimentArgs {
     pub packets: Option<u64>,
 }
 
-const ALL: [&str; 7] = ["e1", "e2", "e3", "e5", "e6", "e7", "e9"];
+const ALL: [&str; 10] = ["e1", "e2", "e3", "e4", "e5", "e6", "e7", "e8", "e9", "e10"];
 
 pub fn run(a: ExperimentArgs) -> anyhow::Result<ExitCode> {
     let ids: Vec<&str> = if a.id == "all" {
@@ -55,7 +56,7 @@ pub fn run(a: ExperimentArgs) -> anyhow::Result<ExitCode> {
         vec![a.id.as_str()]
     } else {
         bail!(
-            "experiment '{}': give one of {} or all (E4, E8 and E10 are not built yet)",
+            "experiment '{}': give one of {} or all",
             a.id,
             ALL.join(", ")
         );
@@ -74,9 +75,12 @@ pub fn run(a: ExperimentArgs) -> anyhow::Result<ExitCode> {
             "e1" => e1(&a)?,
             "e2" => e2(&a)?,
             "e3" => e3(&a)?,
+            "e4" => e4(&a)?,
             "e5" => e5(&a)?,
             "e6" => e6(&a)?,
             "e7" => e7(&a)?,
+            "e8" => e8(&a)?,
+            "e10" => e10(&a)?,
             _ => e9(&a)?,
         };
         let v = with_meta(v, id, &a);
@@ -1048,6 +1052,251 @@ fn e9(a: &ExperimentArgs) -> anyhow::Result<(Value, String)> {
     Ok((json!({"kind": "e9", "rows": rows}), md))
 }
 
+/// E4: table inserts during traffic at 100/s to 1M/s (virtual time: 1 Mpps of case #4
+/// traffic, one insert every 1M/R packets). Two kinds of insert: a new MAC in
+/// `mac_learning` (exact: the cache finds the affected behaviours through its key index)
+/// and a /32 in `routing` (LPM: it scans the behaviours that applied the table). Latency of
+/// the table call (invalidation included) is timed unless `--counts-only`; references
+/// scanned and behaviours invalidated per insert are counted.
+fn e4(a: &ExperimentArgs) -> anyhow::Result<(Value, String)> {
+    let (flows, budget) = if a.quick {
+        (256usize, 4_000usize)
+    } else {
+        (4096, a.packets.unwrap_or(200_000) as usize)
+    };
+    let frames = case_frames(flows as u32);
+    let rates: &[u64] = if a.quick {
+        &[1_000_000]
+    } else {
+        &[100, 1_000, 10_000, 100_000, 1_000_000]
+    };
+    let timed = !a.counts_only;
+    let mut rows = Vec::new();
+    let mut md = String::from(
+        "# E4: insert latency vs insert rate\n\n\
+         Paper (Fig. 10a): the cache manager's insert latency as the insertion rate grows \
+         (BMv2, case #1). Ours: table inserts into case #4 during its traffic (4,096 flows \
+         cached; virtual time at 1 Mpps, one insert every 10^6/R packets); each insert \
+         invalidates the behaviours it affects before returning. `mac_learning` is exact \
+         (affected behaviours found by the key index: references scanned = behaviours that \
+         looked up that key), `routing` is LPM (scan of the behaviours that applied it). \
+         Latency of the table call, µs (min / median / max); `-` = counted run \
+         (--counts-only).\n\n| rate /s | table | inserts | scanned / insert | \
+         invalidated | hit ratio | latency µs |\n|---|---|---|---|---|---|---|\n",
+    );
+    for &rate in rates {
+        let gap = (1_000_000 / rate).max(1) as usize;
+        let inserts = (budget / gap).clamp(20, 2_000);
+        for table in ["mac_learning", "routing"] {
+            let mut sw = case_switch(4, Some(Config::default()))?;
+            warm(&mut sw, &frames);
+            let mut out = Vec::new();
+            let mut lat = Vec::new();
+            let mut live = std::collections::VecDeque::new();
+            let before = sw.bcache_stats().unwrap_or_default();
+            let mut i = 0usize;
+            for n in 0..inserts {
+                for _ in 0..gap {
+                    let (p, f) = &frames[i % flows];
+                    i += 1;
+                    sw.process_packet(*p, f, &mut out);
+                    sw.recycle_outputs(&mut out);
+                    sw.discard_digests();
+                }
+                let t = Instant::now();
+                let h = if table == "mac_learning" {
+                    let mac = 0x0a00_0000_0000u64 | n as u64;
+                    sw.mt_add_entry(
+                        "CIngress.mac_learning",
+                        &[MatchParam::Exact(mac.to_be_bytes()[2..].to_vec())],
+                        "CIngress.nop",
+                        &[],
+                        None,
+                    )
+                } else {
+                    // A /32 inside one of the served subnets (host n of 10.1.200.0/24).
+                    let ip = (10 << 24) | (1 << 16) | (200 << 8) | (n as u32 % 250 + 1);
+                    sw.mt_add_entry(
+                        "CIngress.routing",
+                        &[MatchParam::Exact(vec![1]), lpm(ip, 32)],
+                        "CIngress.set_nhop",
+                        &[vec![2, 0, 0, 0, 0, 1], vec![2, 0, 0, 0, 0, 2], vec![0, 1]],
+                        None,
+                    )
+                }
+                .map_err(|e| anyhow::anyhow!("{table} insert: {e}"))?;
+                lat.push(t.elapsed().as_nanos() as f64 / 1e3);
+                live.push_back(h);
+                // Keep the tables below their size: delete the oldest insert.
+                if live.len() > 32 {
+                    let old = live.pop_front().unwrap_or_default();
+                    sw.mt_delete_entry(&format!("CIngress.{table}"), old)
+                        .map_err(|e| anyhow::anyhow!("{table} delete: {e}"))?;
+                }
+            }
+            let after = sw.bcache_stats().unwrap_or_default();
+            let adds = inserts as f64;
+            // Deletes are counted too (by entry id: only the behaviours that hit the entry).
+            let scanned = (after.invalidation_scanned - before.invalidation_scanned) as f64 / adds;
+            let inval = after.invalidated - before.invalidated;
+            let hr =
+                (after.hits - before.hits) as f64 / (after.lookups - before.lookups).max(1) as f64;
+            let l = stats(&lat);
+            md += &format!(
+                "| {rate} | {table} | {inserts} | {scanned:.1} | {inval} | {:.1} % | {} |\n",
+                100.0 * hr,
+                if timed {
+                    format!("{:.1} / {:.1} / {:.1}", l["min"], l["median"], l["max"])
+                } else {
+                    "-".into()
+                }
+            );
+            rows.push(json!({"rate": rate, "table": table, "inserts": inserts,
+                "scanned_per_insert": scanned, "invalidated": inval, "hit_ratio": hr,
+                "latency_us": if timed { l } else { Value::Null },
+                "entries": after.entries}));
+        }
+    }
+    Ok((json!({"kind": "e4", "rows": rows, "timed": timed}), md))
+}
+
+/// A program of `p4/bcache/` compiled (the checkout's copy when run from one).
+fn bcache_json(file: &str) -> anyhow::Result<String> {
+    let local = PathBuf::from("p4/bcache").join(file);
+    let p = if local.is_file() {
+        local
+    } else {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../p4/bcache")
+            .join(file)
+    };
+    crate::cmd_bcache::load_json(&p)
+}
+
+/// E8: stateful programs, hit ratio with register values in the key (the paper) vs guards
+/// and symbolic updates (tern), through the differential harness (so every point is also an
+/// equivalence run: any difference fails the experiment).
+fn e8(a: &ExperimentArgs) -> anyhow::Result<(Value, String)> {
+    use tern_dataplane::bcache::diff::Diff;
+    use tern_dataplane::bcache::Stateful;
+    let events = if a.quick {
+        3_000
+    } else {
+        a.packets.unwrap_or(200_000)
+    };
+    let progs = [
+        ("heavy hitter", "heavy_hitter.p4"),
+        ("stateful firewall", "stateful_firewall.p4"),
+        ("storm control (meter)", "storm_control.p4"),
+    ];
+    let mut rows = Vec::new();
+    let mut md = format!(
+        "# E8: stateful programs, hit ratio value-keyed vs guarded / symbolic\n\n\
+         Paper: no figure; its stateful mode puts the register values a behaviour read into \
+         the key (§II-B), our `value` bars. Ours: `symbolic` replays register \
+         read-modify-writes as `cell := live + c` and re-checks conditions on the state as \
+         guards (value guards where the analysis cannot). Each bar is one run of the \
+         differential harness ({events} events: generated packets with repeats, table and \
+         register writes interleaved; cache 4,096 entries, admission always), cached vs \
+         uncached in lock-step, 0 differences. Meters are not guards yet: storm control caches \
+         the prefix before its meter (`resumed` = hits that then ran the metered part \
+         natively).\n\n| program | mode | hit ratio | hits | guard misses | resumed | differences |\n\
+         |---|---|---|---|---|---|---|\n"
+    );
+    for (name, file) in progs {
+        let json = bcache_json(file)?;
+        for (mode, label) in [(Stateful::Value, "value"), (Stateful::Symbolic, "symbolic")] {
+            let cfg = Config {
+                capacity: 4096,
+                stateful: mode,
+                ..Config::default()
+            };
+            let mut d = Diff::new(&json, cfg, 0xe8).map_err(|e| anyhow::anyhow!("{file}: {e}"))?;
+            let r = d
+                .run(events, 997)
+                .map_err(|e| anyhow::anyhow!("{file} ({label}): difference: {e}"))?;
+            let s = r.stats;
+            let hr = s.hits as f64 / s.lookups.max(1) as f64;
+            md += &format!(
+                "| {name} | {label} | {:.1} % | {} | {} | {} | 0 |\n",
+                100.0 * hr,
+                s.hits,
+                s.miss_guard,
+                s.resumed
+            );
+            rows.push(
+                json!({"program": name, "file": file, "mode": label, "hit_ratio": hr,
+                "events": r.events, "packets": r.packets, "lookups": s.lookups, "hits": s.hits,
+                "miss_guard": s.miss_guard, "resumed": s.resumed, "inserts": s.inserts,
+                "differences": 0}),
+            );
+        }
+    }
+    Ok((json!({"kind": "e8", "rows": rows, "events": events}), md))
+}
+
+/// E10: per-worker caches. Workers share nothing: each has its own switch replica and cache,
+/// and traffic is spread by a flow hash (as RSS does). Counted here: packets, hit ratio,
+/// entries and bytes per worker for 1, 2, 4 and 8 workers (the cache's footprint grows with
+/// the workers only by the flows they share: none with a flow hash). Instructions per packet
+/// per worker: `bench/bcache_workers_callgrind.sh` (callgrind, one thread per worker).
+fn e10(a: &ExperimentArgs) -> anyhow::Result<(Value, String)> {
+    let (flows, packets) = if a.quick {
+        (256, 4_000)
+    } else {
+        (4096, a.packets.unwrap_or(400_000) as usize)
+    };
+    let tr = cases::Traffic::new(flows, 1.0, packets, 64, 0xe10);
+    let mut rows = Vec::new();
+    let mut md = format!(
+        "# E10: per-worker caches, 1–N workers (case #4)\n\n\
+         Paper: one BMv2 thread, no scaling figure. Ours: case #4 with its contents, {flows} \
+         flows, {packets} packets Zipf(1.0), spread over N workers by a flow hash; each \
+         worker has its own switch replica and cache (capacity 65,536, admission always). \
+         Counted per worker (not timed). Throughput per worker needs as many free cores as \
+         workers: on this 2-vCPU machine see the instructions per packet per worker \
+         (`bench/bcache_workers_callgrind.sh`); on a larger machine run \
+         `tern bench p4/bcache/case4.p4 --traffic case4 --bcache --workers N` for N = 1..cores \
+         on a quiet machine (bench/quiet.sh) and plot Mpps against N.\n\n\
+         | workers | worker | packets | hit ratio | entries | bytes |\n|---|---|---|---|---|---|\n"
+    );
+    for n in [1usize, 2, 4, 8] {
+        let mut sws = (0..n)
+            .map(|_| case_switch(4, Some(Config::default())))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let mut out = Vec::new();
+        for &r in &tr.sequence {
+            let f = &tr.flows[r as usize];
+            // The flow hash: the 5-tuple's bytes through the cache's own key hasher.
+            let mut h = tern_dataplane::bcache::KeyHasher::default();
+            std::hash::Hasher::write(&mut h, &tr.frames[r as usize][26..38]);
+            let w = (std::hash::Hasher::finish(&h) % n as u64) as usize;
+            sws[w].process_packet(f.port, &tr.frames[r as usize], &mut out);
+            sws[w].recycle_outputs(&mut out);
+            sws[w].discard_digests();
+        }
+        let mut workers = Vec::new();
+        for (i, sw) in sws.iter().enumerate() {
+            let s = sw.bcache_stats().unwrap_or_default();
+            let hr = s.hits as f64 / s.lookups.max(1) as f64;
+            md += &format!(
+                "| {n} | {i} | {} | {:.1} % | {} | {} |\n",
+                s.lookups,
+                100.0 * hr,
+                s.entries,
+                s.bytes
+            );
+            workers.push(json!({"worker": i, "packets": s.lookups, "hit_ratio": hr,
+                "entries": s.entries, "bytes": s.bytes}));
+        }
+        rows.push(json!({"workers": n, "per_worker": workers}));
+    }
+    Ok((
+        json!({"kind": "e10", "rows": rows, "flows": flows, "packets": packets}),
+        md,
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1100,6 +1349,32 @@ mod tests {
             for v in r["invalidated"].as_array().unwrap() {
                 assert_eq!(v.as_u64(), Some(k), "{r}");
             }
+        }
+        let e4: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("e4.json")).unwrap()).unwrap();
+        for r in e4["rows"].as_array().unwrap() {
+            if r["table"] == "mac_learning" {
+                // A new MAC: nobody looked it up, nothing to scan (the key index).
+                assert!(r["scanned_per_insert"].as_f64().unwrap() < 1.0, "{r}");
+            }
+        }
+        let e8: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("e8.json")).unwrap()).unwrap();
+        let hh: Vec<u64> = e8["rows"].as_array().unwrap()[..2]
+            .iter()
+            .map(|r| r["hits"].as_u64().unwrap())
+            .collect();
+        assert!(
+            hh[1] > hh[0],
+            "heavy hitter: symbolic hits more than value: {hh:?}"
+        );
+        let e10: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("e10.json")).unwrap()).unwrap();
+        for r in e10["rows"].as_array().unwrap() {
+            let w = r["per_worker"].as_array().unwrap();
+            assert_eq!(w.len() as u64, r["workers"].as_u64().unwrap());
+            let total: u64 = w.iter().map(|x| x["packets"].as_u64().unwrap()).sum();
+            assert_eq!(total, e10["packets"].as_u64().unwrap(), "{r}");
         }
         let e3: Value =
             serde_json::from_str(&std::fs::read_to_string(dir.join("e3.json")).unwrap()).unwrap();

@@ -1083,3 +1083,129 @@ pub fn symbolic_state(p: &Program, pi: usize) -> Result<Vec<FieldRef>, String> {
     }
     Ok(state.into_iter().collect())
 }
+
+/// Stale bytes of headers invalid on arrival. A recycled packet keeps the previous packet's
+/// bytes in the slots of headers it does not carry (as BMv2's PHV pool does: `PHV::reset`
+/// only marks headers invalid), so keying those bytes makes one flow many behaviours. The
+/// cache masks them out of its key for the *candidate* headers below, and inserts a recorded
+/// behaviour only when its path never looked at a candidate's stale bytes: a table key or an
+/// action reading (or writing, or validating without zeroing) one of its fields before an
+/// `add_header` zeroed it. Conditions and direct action calls are not on the recorded path,
+/// so a header they touch is no candidate.
+#[derive(Clone, Debug, Default)]
+pub struct StaleFacts {
+    /// Candidate headers (at most 64; bit `i` of the masks below is `headers[i]`).
+    pub headers: Vec<u32>,
+    /// Per table of the pipeline (local index): candidates its key or selector reads.
+    pub table_reads: Vec<u64>,
+    /// Per program action: `(zeroes, stale)` — candidates the action zeroes (`add_header`)
+    /// before anything else touches them, and candidates it touches first otherwise.
+    pub actions: Vec<(u64, u64)>,
+}
+
+/// The [`StaleFacts`] of pipeline `pi` of `p`.
+pub fn stale_facts(p: &Program, pi: usize) -> StaleFacts {
+    let pl = &p.pipelines[pi];
+    let w = Walker { p, pl };
+    // Headers of stacks and unions move or invalidate each other: never candidates.
+    let grouped: HashSet<u32> = p
+        .header_stacks
+        .iter()
+        .flat_map(|s| s.headers.iter().copied())
+        .chain(
+            p.header_unions
+                .iter()
+                .flat_map(|u| u.headers.iter().copied()),
+        )
+        .collect();
+    // Headers touched (fields, whole, validity written) by `a`.
+    let touched = |a: &Acc| -> BTreeSet<u32> {
+        a.control
+            .iter()
+            .chain(&a.data)
+            .chain(&a.writes)
+            .map(|f| f.header)
+            .chain(a.whole.iter().copied())
+            .chain(a.vwrites.iter().copied())
+            .collect()
+    };
+    let mut excluded: HashSet<u32> = grouped;
+    for c in &pl.conditionals {
+        let mut a = Acc::default();
+        w.expr(&c.expr, true, &mut a);
+        excluded.extend(touched(&a));
+    }
+    for c in &pl.action_calls {
+        let mut a = Acc::default();
+        w.action(c.action, &mut a);
+        excluded.extend(touched(&a));
+    }
+    let headers: Vec<u32> = (0..p.headers.len() as u32)
+        .filter(|h| !p.headers[*h as usize].metadata && !excluded.contains(h))
+        .filter(|h| {
+            p.header_types
+                .get(p.headers[*h as usize].header_type as usize)
+                .is_some_and(|t| t.vl_field().is_none())
+        })
+        .take(64)
+        .collect();
+    let bit = |set: &BTreeSet<u32>| -> u64 {
+        headers
+            .iter()
+            .enumerate()
+            .filter(|(_, h)| set.contains(h))
+            .fold(0, |m, (i, _)| m | 1 << i)
+    };
+    let table_reads = pl
+        .tables
+        .iter()
+        .map(|t| {
+            let mut a = Acc::default();
+            for k in &t.key {
+                if let KeyTarget::Field(f) = k.target {
+                    w.expr(&Expr::Field(f), true, &mut a);
+                }
+            }
+            if let Some(s) = t
+                .action_profile
+                .and_then(|i| pl.action_profiles.get(i as usize))
+                .and_then(|ap| ap.selector.as_ref())
+            {
+                a.control.extend(s.input.iter().copied());
+            }
+            bit(&touched(&a))
+        })
+        .collect();
+    let actions = p
+        .actions
+        .iter()
+        .map(|act| {
+            let (mut zeroes, mut stale, mut jumped) = (0u64, 0u64, false);
+            for pr in &act.primitives {
+                jumped |= pr.op.starts_with("_jump");
+                if pr.op == "add_header" && !jumped {
+                    if let Some(Arg::Header(h)) = pr.params.first() {
+                        let b = bit(&BTreeSet::from([*h]));
+                        zeroes |= b & !stale;
+                        continue;
+                    }
+                }
+                if pr.op == "remove_header" {
+                    if let Some(Arg::Header(_)) = pr.params.first() {
+                        // Validity only (keyed); the bytes stay as they are.
+                        continue;
+                    }
+                }
+                let mut a = Acc::default();
+                w.primitive(pr, &act.name, &mut a);
+                stale |= bit(&touched(&a)) & !zeroes;
+            }
+            (zeroes, stale)
+        })
+        .collect();
+    StaleFacts {
+        headers,
+        table_reads,
+        actions,
+    }
+}

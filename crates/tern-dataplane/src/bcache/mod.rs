@@ -183,6 +183,9 @@ pub struct Stats {
     /// Recorded misses not inserted: register accesses the symbolic mode cannot replay
     /// (a cell read twice or after a write in one run).
     pub insert_refused_stateful: u64,
+    /// Recorded misses not inserted: the run read bytes of a header invalid on arrival
+    /// (stale bytes the key masks, [`Plan::stale`]).
+    pub insert_refused_stale_read: u64,
     pub evictions: u64,
     /// Entries removed by control-plane changes.
     pub invalidated: u64,
@@ -216,6 +219,7 @@ impl Stats {
         self.insert_refused_length += o.insert_refused_length;
         self.insert_refused_unexpected_write += o.insert_refused_unexpected_write;
         self.insert_refused_opt_out += o.insert_refused_opt_out;
+        self.insert_refused_stale_read += o.insert_refused_stale_read;
         self.insert_refused_stateful += o.insert_refused_stateful;
         self.evictions += o.evictions;
         self.invalidated += o.invalidated;
@@ -239,7 +243,7 @@ impl std::fmt::Display for Stats {
         write!(
             f,
             "lookups {}, hits {} ({:.1}%, {} resumed), misses: absent {}, length {}, guard {}; bypassed: uncacheable {}, debug {}; \
-             admission rejected {}, inserts {}, refused (length {}, unexpected write {}, opt-out {}, stateful {}), evictions {}, \
+             admission rejected {}, inserts {}, refused (length {}, unexpected write {}, opt-out {}, stateful {}, stale read {}), evictions {}, \
              invalidated {} in {} changes, flushes {}, entries {} ({} bytes, {} per entry)",
             self.lookups,
             self.hits,
@@ -256,6 +260,7 @@ impl std::fmt::Display for Stats {
             self.insert_refused_unexpected_write,
             self.insert_refused_opt_out,
             self.insert_refused_stateful,
+            self.insert_refused_stale_read,
             self.evictions,
             self.invalidated,
             self.invalidation_ops,
@@ -275,6 +280,8 @@ pub struct Rec {
     /// hit, `(table, None, ..)` on a miss; the key is the one the table looked up, in
     /// [`Rec::keys`].
     pub path: Vec<Step>,
+    /// The action each step of `path` ran (`u32::MAX`: none).
+    pub actions: Vec<u32>,
     pub keys: Vec<u8>,
     /// Indirect counters counted: `(counter array, index)`.
     pub counts: Vec<(u32, u32)>,
@@ -361,6 +368,25 @@ pub struct Plan {
     /// Bytes of a packed key in the cache's key arena: `key_bytes` rounded up to 8 (the
     /// hash and the comparison work on whole 64-bit words; the padding is zero).
     pub stride: usize,
+    /// Headers whose bytes the key masks while they are invalid ([`analysis::StaleFacts`]).
+    pub stale: Vec<StaleHdr>,
+    /// Per engine table: the candidates (bits of [`StaleHdr::bit`]) its key reads.
+    pub stale_tables: Vec<u64>,
+    /// Per engine action: `(zeroes, stale)` candidates ([`analysis::StaleFacts::actions`]).
+    pub stale_actions: Vec<(u64, u64)>,
+}
+
+/// A header whose stale bytes are masked out of the key while it is invalid.
+#[derive(Clone, Debug, Default)]
+pub struct StaleHdr {
+    pub header: u32,
+    /// Its bit in [`Plan::stale_tables`] and [`Plan::stale_actions`].
+    pub bit: u32,
+    /// `(offset, length)` of its bytes in the packed key.
+    pub key: Vec<(u32, u32)>,
+    /// `(offset, length)` of its bytes in the PHV's write ranges: a hit whose recorded run
+    /// left the header stale (never zeroed) keeps the packet's own bytes there.
+    pub keep: Vec<(u32, u32)>,
 }
 
 fn merge(mut r: Vec<(u32, u32)>) -> Vec<(u32, u32)> {
@@ -527,7 +553,90 @@ impl Plan {
                 0
             };
         plan.stride = plan.key_bytes.div_ceil(8).max(1) * 8;
+        plan.stale_plan(eng, pi);
         plan
+    }
+
+    /// Fill [`Plan::stale`], [`Plan::stale_tables`] and [`Plan::stale_actions`].
+    fn stale_plan(&mut self, eng: &Engine, pi: usize) {
+        let p = &eng.prog;
+        if eng.actions.len() != p.actions.len() {
+            return;
+        }
+        let f = analysis::stale_facts(p, pi);
+        let tb: usize = p.pipelines[..pi].iter().map(|pl| pl.tables.len()).sum();
+        // The part of `[a, a + n)` inside each range of `ranges`, as `(offset in the packed
+        // ranges, PHV offset, length)`.
+        let overlap = |ranges: &[(u32, u32)], a: u32, n: u32| -> Vec<(u32, u32, u32)> {
+            let mut at = 0u32;
+            let mut out = Vec::new();
+            for &(o, l) in ranges {
+                let (lo, hi) = (o.max(a), (o + l).min(a + n));
+                if lo < hi {
+                    out.push((at + lo - o, lo, hi - lo));
+                }
+                at += l;
+            }
+            out
+        };
+        for (bit, &h) in f.headers.iter().enumerate() {
+            let hl = &eng.layout.headers[h as usize];
+            let key: Vec<(u32, u32)> = overlap(&self.key_ranges, hl.off, hl.slot_bytes)
+                .into_iter()
+                .map(|(k, _, n)| (k, n))
+                .collect();
+            if key.is_empty() {
+                continue;
+            }
+            let keep = overlap(&self.write_ranges, hl.off, hl.slot_bytes)
+                .into_iter()
+                .map(|(_, o, n)| (o, n))
+                .collect();
+            self.stale.push(StaleHdr {
+                header: h,
+                bit: bit as u32,
+                key,
+                keep,
+            });
+        }
+        if self.stale.is_empty() {
+            return;
+        }
+        self.stale_tables = vec![0; eng.tables.len()];
+        for (i, m) in f.table_reads.iter().enumerate() {
+            if let Some(t) = self.stale_tables.get_mut(tb + i) {
+                *t = *m;
+            }
+        }
+        self.stale_actions = f.actions;
+    }
+
+    /// The candidates of [`Plan::stale`] invalid in `pkt` (bits of [`StaleHdr::bit`]).
+    fn stale_now(&self, pkt: &Pkt) -> u64 {
+        self.stale
+            .iter()
+            .filter(|s| !pkt.phv.valid[s.header as usize])
+            .fold(0, |m, s| m | 1 << s.bit)
+    }
+
+    /// The candidates still stale after the recorded `path` (`actions`: the action each
+    /// step ran, `u32::MAX` for none) from `stale` on arrival; `None` if the path read one.
+    fn stale_after(&self, mut stale: u64, path: &[Step], actions: &[u32]) -> Option<u64> {
+        for (s, a) in path.iter().zip(actions) {
+            if self.stale_tables.get(s.0 as usize).copied().unwrap_or(0) & stale != 0 {
+                return None;
+            }
+            let (z, t) = self
+                .stale_actions
+                .get(*a as usize)
+                .copied()
+                .unwrap_or((0, 0));
+            if t & stale != 0 {
+                return None;
+            }
+            stale &= !z;
+        }
+        Some(stale)
     }
 
     /// Pack `pkt`'s key into `out` (`stride` bytes; the padding stays zero).
@@ -569,6 +678,13 @@ impl Plan {
             for w in &pkt.phv.vl_width {
                 out[at..at + 4].copy_from_slice(&w.to_le_bytes());
                 at += 4;
+            }
+        }
+        for s in &self.stale {
+            if !pkt.phv.valid[s.header as usize] {
+                for &(o, n) in &s.key {
+                    out[o as usize..(o + n) as usize].fill(0);
+                }
             }
         }
     }
@@ -639,6 +755,43 @@ impl Hasher for KeyHasher {
 
 /// `(table, entry handle)` → `(slot, generation)` of the cached behaviours that hit it.
 type EntryIndex = HashMap<(u32, u32), Vec<(u32, u32)>, BuildHasherDefault<KeyHasher>>;
+type KeyIndex = HashMap<(u32, u64), Vec<(u32, u32)>, BuildHasherDefault<KeyHasher>>;
+
+/// The mask of an exact-only table's entries (`None`: some field is not exact).
+fn exact_mask(t: &crate::compile::CTable) -> Option<Box<[u8]>> {
+    let mut m = vec![0u8; t.spec.total as usize];
+    for f in &t.spec.fields {
+        let (o, nb) = (f.off as usize, f.nbytes as usize);
+        match f.kind {
+            tern_model::MatchKind::Exact => {
+                let field = m.get_mut(o..o + nb)?;
+                field.fill(0xff);
+                // Clear the bits above the width (big-endian: the leading ones).
+                let mut clear = (nb * 8).saturating_sub(f.width as usize);
+                for b in field.iter_mut() {
+                    if clear == 0 {
+                        break;
+                    }
+                    let c = clear.min(8);
+                    *b &= (0xffu16 >> c) as u8;
+                    clear -= c;
+                }
+            }
+            tern_model::MatchKind::Valid => *m.get_mut(o)? = 1,
+            _ => return None,
+        }
+    }
+    Some(m.into())
+}
+
+/// The hash of a lookup key under an exact table's mask.
+fn masked_hash(key: &[u8], mask: &[u8]) -> u64 {
+    let mut h = KeyHasher::default();
+    for (k, m) in key.iter().zip(mask) {
+        h.write_u8(k & m);
+    }
+    h.finish()
+}
 
 /// The hash of a packed key (`stride` bytes, a multiple of 8): one pass over its words.
 #[inline]
@@ -785,6 +938,9 @@ struct Entry {
     state: Option<state::EntryState>,
     /// Prefix caching: where the pipeline resumes natively after the replay.
     resume: Option<GNode>,
+    /// Masked headers ([`Plan::stale`] bits) the recorded run left stale: a hit keeps the
+    /// packet's own bytes there (the run did not write them).
+    keep: u64,
     referenced: bool,
 }
 
@@ -833,6 +989,18 @@ pub struct Cache {
     by_table: Vec<Vec<(u32, u32)>>,
     by_miss: Vec<Vec<(u32, u32)>>,
     by_entry: EntryIndex,
+    /// Behaviours by the lookup key they looked up in an exact table (masked by
+    /// `exact_mask`, hashed): a new entry of such a table finds the behaviours it affects
+    /// here, without scanning every behaviour that applied the table.
+    by_key: KeyIndex,
+    /// Per engine table whose key fields are all exact (or validity): the mask its entries
+    /// carry.
+    exact_mask: Vec<Option<Box<[u8]>>>,
+    /// Per engine table: indexed in `by_key` (from the first entry added to it while
+    /// behaviours that applied it are cached: tables nobody adds to during traffic cost
+    /// inserts nothing). `by_key` holds at most one reference per
+    /// `by_table` one, so the rebuilds `by_table` triggers bound it too.
+    key_indexed: Vec<bool>,
     /// References pushed into the reverse indexes since their last rebuild (live or stale).
     index_refs: usize,
     /// References the live entries hold (two per table on their path): the indexes are
@@ -843,6 +1011,8 @@ pub struct Cache {
     cm: Vec<[u16; 2]>,
     cm_ticks: u32,
     kbuf: Vec<u8>,
+    /// The packet's own bytes of stale headers a hit keeps ([`Entry::keep`]).
+    kept: Vec<u8>,
     pre: Vec<u8>,
     rec: Option<Box<Rec>>,
     stats: Stats,
@@ -882,11 +1052,15 @@ impl Cache {
             by_table: vec![Vec::new(); n],
             by_miss: vec![Vec::new(); n],
             by_entry: HashMap::default(),
+            by_key: HashMap::default(),
+            exact_mask: eng.tables.iter().map(exact_mask).collect(),
+            key_indexed: vec![false; n],
             index_refs: 0,
             live_refs: 0,
             cm,
             cm_ticks: 0,
             kbuf: Vec::new(),
+            kept: Vec::new(),
             pre: Vec::new(),
             rec: Some(Box::default()),
             stats: Stats::default(),
@@ -1000,7 +1174,9 @@ impl Cache {
         let regs0 = pkt.regs.clone();
         let mut rec = self.rec.take().unwrap_or_default();
         rec.path.clear();
+        rec.actions.clear();
         rec.keys.clear();
+        let stale0 = self.plan.stale_now(pkt);
         rec.counts.clear();
         rec.regs.clear();
         rec.regs.watch.clear();
@@ -1014,6 +1190,13 @@ impl Cache {
         let r = eng.run_pipeline(st, pkt, &self.plan.pipeline, init);
         let rec = st.ext.rec.take().unwrap_or_default();
         let resume = rec.resume;
+        let stale = if stale0 == 0 {
+            Some(0)
+        } else if rec.path.len() == rec.actions.len() {
+            self.plan.stale_after(stale0, &rec.path, &rec.actions)
+        } else {
+            None
+        };
         let est = state::build(
             &rec.regs,
             st,
@@ -1029,6 +1212,8 @@ impl Cache {
             self.stats.insert_refused_unexpected_write += 1;
         } else if est.is_err() {
             self.stats.insert_refused_stateful += 1;
+        } else if stale.is_none() {
+            self.stats.insert_refused_stale_read += 1;
         } else {
             let est = est.ok().flatten();
             let mut writes = Vec::with_capacity(self.plan.write_bytes);
@@ -1066,6 +1251,7 @@ impl Cache {
                 live: live.into(),
                 state: est,
                 resume,
+                keep: stale.unwrap_or(0),
                 referenced: false,
             };
             // A behaviour whose guards failed is replaced.
@@ -1145,6 +1331,16 @@ impl Cache {
                 return Err(Miss::Guard);
             }
         }
+        let keep = e.keep & self.plan.stale_now(pkt);
+        if keep != 0 {
+            self.kept.clear();
+            for s in self.plan.stale.iter().filter(|s| keep & 1 << s.bit != 0) {
+                for &(o, n) in &s.keep {
+                    self.kept
+                        .extend_from_slice(&pkt.phv.bytes[o as usize..(o + n) as usize]);
+                }
+            }
+        }
         let mut at = 0usize;
         for &(o, n) in &self.plan.write_ranges {
             let n = n as usize;
@@ -1153,6 +1349,17 @@ impl Cache {
                 &e.writes[at..at + n],
             );
             at += n;
+        }
+        if keep != 0 {
+            let mut at = 0usize;
+            for s in self.plan.stale.iter().filter(|s| keep & 1 << s.bit != 0) {
+                for &(o, n) in &s.keep {
+                    let n = n as usize;
+                    pkt.phv.bytes[o as usize..o as usize + n]
+                        .copy_from_slice(&self.kept[at..at + n]);
+                    at += n;
+                }
+            }
         }
         pkt.phv.valid.copy_from_slice(&e.valid);
         if !e.stack_next.is_empty() {
@@ -1227,13 +1434,19 @@ impl Cache {
         self.index.insert(h, slot, &self.hashes);
         let g = self.gens[slot as usize];
         let r = (slot, g);
-        for &(ti, hit, _, _) in e.path.iter() {
+        for &(ti, hit, o, n) in e.path.iter() {
             self.by_table[ti as usize].push(r);
             match hit {
                 Some((_, h)) => self.by_entry.entry((ti, h)).or_default().push(r),
                 None => self.by_miss[ti as usize].push(r),
             }
             self.index_refs += 2;
+            if self.key_indexed[ti as usize] {
+                if let Some(m) = &self.exact_mask[ti as usize] {
+                    let k = masked_hash(&e.keys[o as usize..(o + n) as usize], m);
+                    self.by_key.entry((ti, k)).or_default().push(r);
+                }
+            }
         }
         if self.cfg.eviction == Eviction::Fifo {
             self.fifo.push_back(r);
@@ -1290,6 +1503,30 @@ impl Cache {
         }
     }
 
+    /// Start indexing table `t`'s lookups in `by_key`: the live behaviours that applied it.
+    fn index_table_keys(&mut self, t: u32) {
+        self.key_indexed[t as usize] = true;
+        let Some(m) = self.exact_mask[t as usize].as_deref() else {
+            return;
+        };
+        // Counted as scanned: the one scan the table's first insert still pays.
+        self.stats.invalidation_scanned += self.by_table[t as usize].len() as u64;
+        for &(s, g) in &self.by_table[t as usize] {
+            let Some(en) = self.slab[s as usize]
+                .as_ref()
+                .filter(|_| self.gens[s as usize] == g)
+            else {
+                continue;
+            };
+            for &(ti, _, o, n) in en.path.iter() {
+                if ti == t {
+                    let k = masked_hash(&en.keys[o as usize..(o + n) as usize], m);
+                    self.by_key.entry((t, k)).or_default().push((s, g));
+                }
+            }
+        }
+    }
+
     fn remove_refs(&mut self, refs: Vec<(u32, u32)>) {
         self.stats.invalidation_scanned += refs.len() as u64;
         for (s, g) in refs {
@@ -1307,6 +1544,7 @@ impl Cache {
             v.clear();
         }
         self.by_entry.clear();
+        self.by_key.clear();
         self.index_refs = 0;
         let fifo: Vec<(u32, u32)> = self
             .fifo
@@ -1318,13 +1556,19 @@ impl Cache {
         for (s, e) in self.slab.iter().enumerate() {
             let Some(e) = e else { continue };
             let r = (s as u32, self.gens[s]);
-            for &(ti, hit, _, _) in e.path.iter() {
+            for &(ti, hit, o, n) in e.path.iter() {
                 self.by_table[ti as usize].push(r);
                 match hit {
                     Some((_, h)) => self.by_entry.entry((ti, h)).or_default().push(r),
                     None => self.by_miss[ti as usize].push(r),
                 }
                 self.index_refs += 2;
+                if self.key_indexed[ti as usize] {
+                    if let Some(m) = &self.exact_mask[ti as usize] {
+                        let k = masked_hash(&e.keys[o as usize..(o + n) as usize], m);
+                        self.by_key.entry((ti, k)).or_default().push(r);
+                    }
+                }
             }
         }
     }
@@ -1369,6 +1613,8 @@ impl Cache {
         self.skip = skip_of(&self.cfg, eng);
         self.by_table = vec![Vec::new(); eng.tables.len()];
         self.by_miss = vec![Vec::new(); eng.tables.len()];
+        self.exact_mask = eng.tables.iter().map(exact_mask).collect();
+        self.key_indexed = vec![false; eng.tables.len()];
     }
 
     /// Table `t` got entry `e`: remove exactly the cached behaviours whose lookup in `t`
@@ -1379,6 +1625,56 @@ impl Cache {
             eg.invalidate_added(t, e);
         }
         self.stats.invalidation_ops += 1;
+        // An exact table: the behaviours that looked up exactly this key (the new entry
+        // cannot change any other lookup).
+        let exact = self
+            .exact_mask
+            .get(t as usize)
+            .and_then(|m| m.as_deref())
+            .is_some_and(|m| e.ranges.is_empty() && *e.mask == *m);
+        if exact {
+            if !self.key_indexed[t as usize] {
+                if self.by_table[t as usize].is_empty() {
+                    // Nothing cached went through the table (e.g. populating it before
+                    // traffic): nothing to invalidate, and no index yet.
+                    return;
+                }
+                self.index_table_keys(t);
+            }
+            {
+                let k = (t, masked_hash(&e.value, &e.mask));
+                let refs = self.by_key.remove(&k).unwrap_or_default();
+                self.stats.invalidation_scanned += refs.len() as u64;
+                let mut keep = Vec::new();
+                for (s, g) in refs {
+                    let Some(en) = self.slab[s as usize]
+                        .as_ref()
+                        .filter(|_| self.gens[s as usize] == g)
+                    else {
+                        continue;
+                    };
+                    let hit = en.path.iter().any(|&(ti, _, o, n)| {
+                        ti == t
+                            && tern_match::entry_matches(
+                                &e.value,
+                                &e.mask,
+                                &e.ranges,
+                                &en.keys[o as usize..(o + n) as usize],
+                            )
+                    });
+                    if hit {
+                        self.remove(s);
+                        self.stats.invalidated += 1;
+                    } else {
+                        keep.push((s, g));
+                    }
+                }
+                if !keep.is_empty() {
+                    self.by_key.insert(k, keep);
+                }
+                return;
+            }
+        }
         let Some(v) = self.by_table.get_mut(t as usize) else {
             return;
         };
@@ -1430,6 +1726,7 @@ impl Cache {
             v.clear();
         }
         self.by_entry.clear();
+        self.by_key.clear();
         self.index_refs = 0;
         self.live_refs = 0;
         self.bytes = 0;
