@@ -23,8 +23,10 @@ for n in $N1 $N2; do
     callgrind_annotate --auto=no --inclusive=yes --threshold=100 "$tmp/t.$n.cg" >"$tmp/t.$n.inc" 2>/dev/null
     callgrind_annotate --auto=no --threshold=100 "$tmp/t.$n.cg" >"$tmp/t.$n.self" 2>/dev/null
 done
-python3 scripts/cg_delta.py "$tmp/t.$N1.self" "$tmp/t.$N2.self" $((N2 - N1)) self >"$D/split_self.txt"
-python3 scripts/cg_delta.py "$tmp/t.$N1.inc" "$tmp/t.$N2.inc" $((N2 - N1)) inclusive >"$D/split_inclusive.txt"
+# Paths of this machine (checkout, binary) left out of the saved profiles.
+strip() { sed -e "s#$PWD/##g" -e "s#\[$T\]#[tern]#g"; }
+python3 scripts/cg_delta.py "$tmp/t.$N1.self" "$tmp/t.$N2.self" $((N2 - N1)) self | strip >"$D/split_self.txt"
+python3 scripts/cg_delta.py "$tmp/t.$N1.inc" "$tmp/t.$N2.inc" $((N2 - N1)) inclusive | strip >"$D/split_inclusive.txt"
 python3 - "$tmp/t.$N1.inc" "$tmp/t.$N2.inc" "$tmp/t.$N1.self" "$tmp/t.$N2.self" $((N2 - N1)) <<'EOF'
 import re, sys
 def load(p):
