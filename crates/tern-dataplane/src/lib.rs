@@ -7,7 +7,7 @@
 //!
 //! Stages: [`layout`] (PHV layout), [`expr`] (expressions), [`compile`] (model → engine),
 //! [`exec`] (parser, actions, tables, pipelines, deparser), [`csum`] (checksums over emitted
-//! bytes), [`jit`] (parser and emit loop as native code), [`uses`] (fields the program refers to), [`table`] (entries and lookup),
+//! bytes), [`jit`] (parser and emit loop as native code), [`uses`] (fields the program refers to), [`table`] (entries and lookup), [`lpm`] (multibit LPM index),
 //! [`externs`] (meters, multicast PRE), [`hash`] (hash algorithms, from `tern-hash`), [`switch`] (packet flow
 //! and control plane), [`bcache`] (behaviour-level cache of the ingress pipeline), [`trace`] (per-packet trace in BMv2's log wording), [`workers`] (run-to-completion worker threads with updates published
 //! between batches).
@@ -20,6 +20,7 @@ pub mod expr;
 pub mod externs;
 pub mod jit;
 pub mod layout;
+pub mod lpm;
 pub mod switch;
 pub mod table;
 pub mod trace;

@@ -15,6 +15,7 @@ use tern_model::MatchKind;
 use tern_runtime::{CounterValue, EntryHandle, MatchParam, TableError};
 
 use crate::externs::Meter;
+use crate::lpm::LpmIndex;
 
 /// A fast non-cryptographic hasher for packed keys (FxHash's multiply-rotate over 8-byte
 /// words). Keys come from packets, but the table is not exposed to algorithmic-complexity
@@ -445,6 +446,9 @@ static NO_BUCKETS: [Bucket; 1] = [Bucket {
     used: 0,
 }];
 
+/// The first level of an absent [`LpmIndex`]: one miss.
+static NO_CELLS: [u32; 1] = [0];
+
 /// What native code reads of an [`EntryStore`] to look an exact key up and take the hit's
 /// [`HotRec`] without calling back into Rust: where the buckets and records are, and the
 /// index's mask and shift. Refreshed by every method that changes them (and by `clone`).
@@ -456,6 +460,13 @@ pub struct IndexView {
     pub mask: u64,
     pub shift: u64,
     pub hot: *const HotRec,
+    /// LPM tables with an [`LpmIndex`] (see [`EntryStore::lpm_indexable`]): its first level,
+    /// the first level's index shift, its chunks, and the shift that left-aligns a key.
+    /// Tables without one point at a single miss cell with a shift of 32.
+    pub lpm_l1: *const u32,
+    pub lpm_sh1: u64,
+    pub lpm_chunks: *const u32,
+    pub lpm_align: u64,
 }
 
 impl Default for IndexView {
@@ -465,6 +476,10 @@ impl Default for IndexView {
             mask: 0,
             shift: 63,
             hot: std::ptr::null(),
+            lpm_l1: NO_CELLS.as_ptr(),
+            lpm_sh1: 32,
+            lpm_chunks: NO_CELLS.as_ptr(),
+            lpm_align: 0,
         }
     }
 }
@@ -489,6 +504,8 @@ pub struct EntryStore {
     hot: Vec<HotRec>,
     /// Exact tables with keys of at most 8 bytes: the index native code probes.
     index: Option<ExactIndex>,
+    /// LPM tables keyed by one LPM field of at most 32 bits: the multibit index lookups use.
+    lpm: Option<LpmIndex>,
     view: IndexView,
     versions: Vec<u8>,
     count: usize,
@@ -505,6 +522,7 @@ impl Clone for EntryStore {
             slots: self.slots.clone(),
             hot: self.hot.clone(),
             index: self.index.clone(),
+            lpm: self.lpm.clone(),
             view: IndexView::default(),
             versions: self.versions.clone(),
             count: self.count,
@@ -537,13 +555,22 @@ impl EntryStore {
             && spec.fields.iter().all(|f| f.static_mask.is_none())
     }
 
+    /// Whether a table with this key layout gets an [`LpmIndex`]: an LPM table whose key is
+    /// one LPM field of at most 32 bits, with no static mask.
+    pub fn lpm_indexable(spec: &KeySpec) -> bool {
+        spec.table_kind == MatchKind::Lpm
+            && matches!(spec.fields.as_slice(), [f] if f.kind == MatchKind::Lpm
+                && f.static_mask.is_none() && f.off == 0 && (1..=32).contains(&f.width))
+    }
+
     fn refresh_view(&mut self) {
-        self.view = match &self.index {
+        let mut view = match &self.index {
             Some(ix) if !ix.buckets.is_empty() => IndexView {
                 buckets: ix.buckets.as_ptr(),
                 mask: (ix.buckets.len() - 1) as u64,
                 shift: u64::from(ix.shift),
                 hot: self.hot.as_ptr(),
+                ..IndexView::default()
             },
             // Tables without an index: native code finds slots through a helper and reads
             // their records here.
@@ -552,6 +579,14 @@ impl EntryStore {
                 ..IndexView::default()
             },
         };
+        if let Some(lx) = &self.lpm {
+            let (l1, sh1, chunks, align) = lx.raw();
+            view.lpm_l1 = l1;
+            view.lpm_sh1 = u64::from(sh1);
+            view.lpm_chunks = chunks;
+            view.lpm_align = u64::from(align);
+        }
+        self.view = view;
     }
 
     /// The slot the exact index maps a packed key to (what native code finds); `None` when
@@ -582,6 +617,9 @@ impl EntryStore {
         self.hot.fill(HotRec::default());
         if let Some(ix) = &mut self.index {
             ix.clear();
+        }
+        if let Some(lx) = &mut self.lpm {
+            lx.clear();
         }
         self.refresh_view();
         if let Some(e) = &mut self.engine {
@@ -674,6 +712,9 @@ impl EntryStore {
         if self.engine.is_none() && EntryStore::indexable(spec) {
             self.index = Some(ExactIndex::default());
         }
+        if self.engine.is_none() && EntryStore::lpm_indexable(spec) {
+            self.lpm = LpmIndex::new(spec.fields[0].width);
+        }
         let engine = self.engine.get_or_insert_with(|| engine_for(spec));
         let key = EntryKey {
             value: &value,
@@ -711,6 +752,9 @@ impl EntryStore {
         if let Some(ix) = &mut self.index {
             ix.insert(crate::layout::be_read(&value), idx as u32);
         }
+        if let Some(lx) = &mut self.lpm {
+            lx.insert(crate::layout::be_read(&value), prefix, idx as u32);
+        }
         let priority = if spec.has_priority() { priority } else { -1 };
         self.slots[idx] = Some(Entry {
             value,
@@ -737,6 +781,9 @@ impl EntryStore {
         if let Some(ix) = &mut self.index {
             ix.remove(crate::layout::be_read(&e.value));
         }
+        if let Some(lx) = &mut self.lpm {
+            lx.remove(crate::layout::be_read(&e.value), e.prefix);
+        }
         self.refresh_view();
         if let Some(engine) = &mut self.engine {
             // The slot and the engine hold the same entries; a miss here cannot happen.
@@ -758,6 +805,10 @@ impl EntryStore {
     pub fn lookup(&self, _spec: &KeySpec, key: &[u8]) -> Option<u32> {
         if self.count == 0 {
             return None;
+        }
+        if let Some(lx) = &self.lpm {
+            // Same winner as the engine (prefixes are unique): `lpm_index_agrees_with_the_matcher`.
+            return lx.get(crate::layout::be_read(key));
         }
         self.engine.as_ref()?.lookup(key)
     }
@@ -890,6 +941,64 @@ mod tests {
         assert_eq!(c.view().buckets, c.index.as_ref().unwrap().buckets.as_ptr());
         assert_ne!(c.view().buckets, v.buckets);
         assert_eq!(c.view().hot, c.hot.as_ptr());
+    }
+
+    /// The LPM index gives the matcher's winner after random adds, deletes and clears of
+    /// nested and overlapping prefixes (widths 32, 20 and 9), and its view points at it.
+    #[test]
+    fn lpm_index_agrees_with_the_matcher() {
+        for width in [32u32, 20, 9] {
+            let s = spec(MatchKind::Lpm, width);
+            assert!(EntryStore::lpm_indexable(&s));
+            let nb = width.div_ceil(8) as usize;
+            let mut t = EntryStore::new(100_000);
+            let mut handles: std::collections::HashMap<(u64, u32), EntryHandle> =
+                Default::default();
+            let mut x = 0x9e37_79b9u64 ^ u64::from(width);
+            let wmask = (1u64 << width) - 1;
+            let bytes = |v: u64| v.to_be_bytes()[8 - nb..].to_vec();
+            for step in 0..4_000 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                // Keys near a few bases, so prefixes nest.
+                let base = [0x0a00_0000u64, 0xc0a8_0100, 0x0a01_0000][(x >> 50) as usize % 3];
+                let v = (base ^ (x & 0x3_ffff)) & wmask;
+                let len = (x >> 20) as u32 % (width + 1);
+                let norm = if len == 0 {
+                    0
+                } else {
+                    v & (wmask << (width - len)) & wmask
+                };
+                if step % 1_500 == 1_499 {
+                    t.clear();
+                    handles.clear();
+                } else if let Some(h) = handles.remove(&(norm, len)) {
+                    t.delete(h).unwrap();
+                } else {
+                    let p = [MatchParam::Lpm {
+                        key: bytes(v),
+                        prefix_len: len,
+                    }];
+                    handles.insert((norm, len), t.add(&s, &p, 0, act(1)).unwrap());
+                }
+                if step % 97 == 0 || step > 3_990 {
+                    for q in 0..200u64 {
+                        let k = bytes((base ^ (q * 0x1_0101 % 0x4_0000)) & wmask);
+                        let want = t.engine().and_then(|e| e.lookup(&k));
+                        let want = if t.is_empty() { None } else { want };
+                        assert_eq!(t.lookup(&s, &k), want, "w{width} step {step} key {k:?}");
+                    }
+                }
+            }
+            let (v, lx) = (t.view(), t.lpm.as_ref().unwrap());
+            assert_eq!(v.lpm_l1, lx.raw().0);
+            let c = t.clone();
+            assert_eq!(c.view().lpm_l1, c.lpm.as_ref().unwrap().raw().0);
+            assert_ne!(c.view().lpm_l1, v.lpm_l1);
+        }
+        assert!(!EntryStore::lpm_indexable(&spec(MatchKind::Lpm, 33)));
+        assert!(!EntryStore::lpm_indexable(&spec(MatchKind::Exact, 16)));
     }
 
     /// The compact record follows the entry's action through add, modify, delete and clear;

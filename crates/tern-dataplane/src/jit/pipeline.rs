@@ -518,6 +518,9 @@ pub enum TablePath {
     ConstDefault,
     /// Key packed natively, exact index probed inline, native actions inlined.
     Inline,
+    /// Key packed natively, LPM index ([`crate::lpm::LpmIndex`]) read inline, native
+    /// actions inlined.
+    Lpm,
     /// Key packed natively, slot found by [`h_find`], native actions inlined.
     Find,
     /// Everything through [`h_table`], for the reason given.
@@ -552,6 +555,8 @@ pub fn table_path(eng: &Engine, pipes: &Pipes, ti: u32) -> TablePath {
     }
     if EntryStore::indexable(&t.spec) {
         TablePath::Inline
+    } else if EntryStore::lpm_indexable(&t.spec) {
+        TablePath::Lpm
     } else {
         TablePath::Find
     }
@@ -823,9 +828,9 @@ impl Gen<'_, '_> {
                     self.b.append_block_param(post, types::I64);
                     // The decision `NativeSummary` reports ([`table_path`]).
                     let path = table_path(eng, pipes, ti);
-                    match native_key(eng, ti)
-                        .filter(|_| matches!(path, TablePath::Inline | TablePath::Find))
-                    {
+                    match native_key(eng, ti).filter(|_| {
+                        matches!(path, TablePath::Inline | TablePath::Lpm | TablePath::Find)
+                    }) {
                         Some(parts) => {
                             let vars = Vars {
                                 ctx,
@@ -851,8 +856,7 @@ impl Gen<'_, '_> {
                                 resolve,
                                 ret,
                             };
-                            let indexed = path == TablePath::Inline;
-                            self.native_lookup(&vars, ti, indexed, &parts, natives, &exits);
+                            self.native_lookup(&vars, ti, path, &parts, natives, &exits);
                         }
                         None => {
                             self.b.ins().jump(slow, &[]);
@@ -961,7 +965,7 @@ impl Gen<'_, '_> {
         &mut self,
         v: &Vars,
         ti: u32,
-        indexed: bool,
+        path: TablePath,
         parts: &[KeyPart],
         natives: &[(u32, ActPlan)],
         x: &Exits,
@@ -1001,7 +1005,52 @@ impl Gen<'_, '_> {
         let hot = field(self, offset_of!(IndexView, hot));
         let (found, miss) = (self.b.create_block(), self.b.create_block());
         self.b.append_block_param(found, i64t);
-        if indexed {
+        if path == TablePath::Lpm {
+            // DIR-16-8-8 (`LpmIndex::get`): the key left-aligned to 32 bits, the first level's
+            // cell, then up to two chunk cells; 0 is a miss, else `slot + 1`.
+            let l1 = field(self, offset_of!(IndexView, lpm_l1));
+            let sh1 = field(self, offset_of!(IndexView, lpm_sh1));
+            let chunks = field(self, offset_of!(IndexView, lpm_chunks));
+            let align = field(self, offset_of!(IndexView, lpm_align));
+            let a = self.b.ins().ishl(key, align);
+            let a = self.b.ins().band_imm(a, 0xffff_ffff);
+            let i1 = self.b.ins().ushr(a, sh1);
+            let o1 = self.b.ins().ishl_imm(i1, 2);
+            let p1 = self.b.ins().iadd(l1, o1);
+            let c1 = self.b.ins().uload32(mem(), p1, 0);
+            let (lvl2, lvl3, leaf) = (
+                self.b.create_block(),
+                self.b.create_block(),
+                self.b.create_block(),
+            );
+            self.b.append_block_param(leaf, i64t);
+            let ptr = i64::from(crate::lpm::PTR);
+            let is_ptr = self.b.ins().band_imm(c1, ptr);
+            self.b.ins().brif(is_ptr, lvl2, &[], leaf, &[c1.into()]);
+            // A chunk cell: `chunks[(c & !PTR) * 256 + index]`.
+            let cell = |g: &mut Self, c: ir::Value, idx: ir::Value| {
+                let ch = g.b.ins().band_imm(c, ptr - 1);
+                let ch = g.b.ins().ishl_imm(ch, 8);
+                let i = g.b.ins().iadd(ch, idx);
+                let o = g.b.ins().ishl_imm(i, 2);
+                let p = g.b.ins().iadd(chunks, o);
+                g.b.ins().uload32(mem(), p, 0)
+            };
+            self.b.switch_to_block(lvl2);
+            let i2 = self.b.ins().ushr_imm(a, 8);
+            let i2 = self.b.ins().band_imm(i2, 255);
+            let c2 = cell(self, c1, i2);
+            let is_ptr = self.b.ins().band_imm(c2, ptr);
+            self.b.ins().brif(is_ptr, lvl3, &[], leaf, &[c2.into()]);
+            self.b.switch_to_block(lvl3);
+            let i3 = self.b.ins().band_imm(a, 255);
+            let c3 = cell(self, c2, i3);
+            self.b.ins().jump(leaf, &[c3.into()]);
+            self.b.switch_to_block(leaf);
+            let c = self.b.block_params(leaf)[0];
+            let slot = self.b.ins().iadd_imm(c, -1);
+            self.b.ins().brif(c, found, &[slot.into()], miss, &[]);
+        } else if path == TablePath::Inline {
             let buckets = field(self, offset_of!(IndexView, buckets));
             let mask = field(self, offset_of!(IndexView, mask));
             let shift = field(self, offset_of!(IndexView, shift));
