@@ -18,13 +18,16 @@
 //! ([`VirtSwitch::runtime`]); a device the caller may not reach answers exactly like one that
 //! does not exist.
 //!
-//! Everything runs on the caller's thread: a `VirtSwitch` is driven like a `Switch`.
+//! A `VirtSwitch` runs on the caller's thread, driven like a `Switch`; [`VirtWorkers`] spreads
+//! its devices over worker threads (each device on one worker at a time, deficit round robin
+//! between the devices of a worker, devices moved between workers to balance the load).
 
 pub mod config;
 mod fair;
 mod forward;
 mod runtime;
 mod shared;
+mod workers;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt;
@@ -37,6 +40,7 @@ use tern_runtime::{Digest, OutputPacket, PacketPath, Port, Runtime, RuntimeError
 pub use fair::{FairScheduler, FairStats};
 pub use runtime::DeviceRuntime;
 pub use shared::SharedDevice;
+pub use workers::{VirtWorkers, WorkerOptions};
 
 /// A device's id (also its `switch_info` device id).
 pub type DeviceId = u32;
@@ -360,6 +364,7 @@ pub struct DeviceSpec {
 
 /// The classifier as an array by physical port: the winning (device, virtual port) per port,
 /// and the catch-all winner for ports beyond the array.
+#[derive(Clone)]
 struct PortTable {
     ports: Vec<Option<Hit>>,
     default: Option<Hit>,
@@ -424,11 +429,8 @@ struct Work {
 pub struct VirtSwitch {
     devices: IdMap<Device>,
     topo: Topology,
-    /// `topo.rules` in match order.
-    order: Vec<usize>,
-    /// When no rule looks into the frame (port-only and catch-all rules), the classifier
-    /// compiled to an array by physical port (the design's "form 1").
-    by_port: Option<PortTable>,
+    /// `topo.rules` compiled for matching.
+    cls: Classifier,
     snapshots: HashMap<String, Topology>,
     /// Compiled programs shared by the devices running them (see `build_switch`).
     programs: Vec<CompiledProgram>,
@@ -466,8 +468,7 @@ impl VirtSwitch {
         VirtSwitch {
             devices: IdMap::default(),
             topo: Topology::default(),
-            order: Vec::new(),
-            by_port: None,
+            cls: Classifier::default(),
             snapshots: HashMap::new(),
             programs: Vec::new(),
             max_hops: DEFAULT_MAX_HOPS,
@@ -717,39 +718,7 @@ impl VirtSwitch {
     }
 
     fn validate(&self, t: &Topology) -> Result<(), VirtError> {
-        for (i, r) in t.rules.iter().enumerate() {
-            if !self.devices.contains_key(&r.device) {
-                return Err(VirtError::Topology(format!(
-                    "rule {i}: device {} does not exist",
-                    r.device
-                )));
-            }
-            if r.vlan.is_some_and(|v| v > 4095) {
-                return Err(VirtError::Topology(format!("rule {i}: VLAN id above 4095")));
-            }
-        }
-        for (d, map) in &t.port_maps {
-            if !self.devices.contains_key(d) {
-                return Err(VirtError::Topology(format!(
-                    "port map of device {d}: the device does not exist"
-                )));
-            }
-            for (vp, target) in map {
-                if *vp > MAX_VPORT {
-                    return Err(VirtError::Topology(format!(
-                        "device {d}: virtual port {vp} is above {MAX_VPORT}"
-                    )));
-                }
-                if let Target::Link { device, .. } = target {
-                    if !self.devices.contains_key(device) {
-                        return Err(VirtError::Topology(format!(
-                            "device {d} virtual port {vp}: link into device {device}, which does not exist"
-                        )));
-                    }
-                }
-            }
-        }
-        Ok(())
+        validate_topology(t, |d| self.devices.contains_key(&d))
     }
 
     /// Replace the whole topology (validated first; on error nothing changes).
@@ -801,51 +770,13 @@ impl VirtSwitch {
     }
 
     fn reorder(&mut self) {
-        let mut order: Vec<usize> = (0..self.topo.rules.len()).collect();
-        // Stable: equal priorities keep insertion order.
-        order.sort_by_key(|&i| std::cmp::Reverse(self.topo.rules[i].priority));
-        self.order = order;
-        self.by_port = self.port_table();
-    }
-
-    fn port_table(&self) -> Option<PortTable> {
-        let rules = &self.topo.rules;
-        if rules.iter().any(|r| r.vlan.is_some() || r.field.is_some()) {
-            return None;
-        }
-        let ports = rules.iter().filter_map(|r| r.port);
-        let n = ports.max().map_or(0, |m| m as usize + 1);
-        if n > 1 << 16 {
-            return None;
-        }
-        let winner = |p: Option<Port>| {
-            self.order.iter().find_map(|&i| {
-                let r = &rules[i];
-                (r.port.is_none() || r.port == p).then_some(Hit::new(r.device, r.vport))
-            })
-        };
-        Some(PortTable {
-            ports: (0..n as Port).map(|p| winner(Some(p))).collect(),
-            default: self.order.iter().find_map(|&i| {
-                rules[i]
-                    .port
-                    .is_none()
-                    .then_some(Hit::new(rules[i].device, rules[i].vport))
-            }),
-        })
+        self.cls = Classifier::new(&self.topo.rules);
     }
 
     /// (device, virtual ingress port) of a packet arriving on physical `port`.
     #[inline]
     pub fn classify(&self, port: Port, pkt: &[u8]) -> Option<(DeviceId, Port)> {
-        if let Some(t) = &self.by_port {
-            return t.get(port);
-        }
-        self.order.iter().find_map(|&i| {
-            let r = &self.topo.rules[i];
-            r.matches(port, pkt)
-                .then(|| (r.device, r.vport.unwrap_or(port)))
-        })
+        self.cls.classify(port, pkt)
     }
 
     // ------------------------------------------------------------------ packet path
@@ -874,6 +805,85 @@ impl VirtSwitch {
         }
     }
 
+    /// Run packets already classified to device `id`, each on its virtual ingress port (what a
+    /// scheduler that classified them on arrival does: they run on that device whatever the
+    /// classifier says by now). Outputs as [`VirtSwitch::process_batch`]; a device that no
+    /// longer exists counts them as `dangling`.
+    pub fn process_on(
+        &mut self,
+        id: DeviceId,
+        pkts: &[(Port, &[u8])],
+        out: &mut Vec<OutputPacket>,
+    ) {
+        let whole = pkts.len() > 1
+            && self
+                .devices
+                .get(&id)
+                .is_some_and(|d| !d.has_links && d.quarantine.is_none() && d.fault_in.is_none());
+        if whole {
+            self.run_device(id, Input::Batch(pkts), 0, out);
+            return;
+        }
+        for &(vport, data) in pkts {
+            self.run_device(id, Input::One(vport, data), 0, out);
+            self.drain_links(out);
+        }
+    }
+
+    /// Take devices out (state, port map, counters and all) to move them to another
+    /// `VirtSwitch`; their rules and port maps leave this one's topology. Unknown ids are
+    /// skipped.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn take_devices(
+        &mut self,
+        ids: &[DeviceId],
+    ) -> (Vec<Device>, BTreeMap<DeviceId, BTreeMap<Port, Target>>) {
+        let taken: Vec<Device> = ids
+            .iter()
+            .filter_map(|id| self.devices.remove(id))
+            .collect();
+        self.topo.rules.retain(|r| !ids.contains(&r.device));
+        let mut maps = BTreeMap::new();
+        for id in ids {
+            if let Some(m) = self.topo.port_maps.remove(id) {
+                maps.insert(*id, m);
+            }
+        }
+        self.reorder();
+        (taken, maps)
+    }
+
+    /// Put devices taken from another `VirtSwitch` in, with their port maps.
+    pub(crate) fn put_devices(
+        &mut self,
+        devices: Vec<Device>,
+        maps: BTreeMap<DeviceId, BTreeMap<Port, Target>>,
+    ) {
+        for d in devices {
+            self.devices.insert(d.id, d);
+        }
+        self.topo.port_maps.extend(maps);
+        for (id, d) in self.devices.iter_mut() {
+            d.set_ports(compile_ports(self.topo.port_maps.get(id)));
+        }
+    }
+
+    /// The stored snapshots.
+    pub(crate) fn snapshots(&self) -> &HashMap<String, Topology> {
+        &self.snapshots
+    }
+
+    /// Add counters gathered elsewhere (the workers' front).
+    pub(crate) fn add_stats(&mut self, s: VirtStats) {
+        self.stats.unclassified += s.unclassified;
+        self.stats.dangling += s.dangling;
+    }
+
+    /// The hop budget.
+    pub(crate) fn max_hops(&self) -> u32 {
+        self.max_hops
+    }
+
     /// The device a whole batch can run on in one call (see [`VirtSwitch::process_batch`]).
     fn batch_device(&self, pkts: &[(Port, &[u8])]) -> Option<DeviceId> {
         let (port, data) = pkts[0];
@@ -881,7 +891,7 @@ impl VirtSwitch {
         if vport != port {
             return None;
         }
-        let same = match &self.by_port {
+        let same = match &self.cls.by_port {
             // Only a catch-all rule keeping port numbers: every packet goes to `id`.
             Some(t) if t.ports.is_empty() => true,
             Some(t) => pkts[1..].iter().all(|&(p, _)| t.get(p) == Some((id, p))),
@@ -936,6 +946,12 @@ impl VirtSwitch {
             return;
         };
         self.run_device(dev, Input::One(vport, data), 0, out);
+        self.drain_links(out);
+    }
+
+    /// Run the frames handed over links until none is left.
+    #[inline]
+    fn drain_links(&mut self, out: &mut Vec<OutputPacket>) {
         while let Some(w) = self.queue.pop_front() {
             self.run_device(w.device, Input::One(w.vport, &w.data), w.hops, out);
             // The frame's buffer goes back to the device that produced it.
@@ -1052,6 +1068,107 @@ impl VirtSwitch {
                 _ => self.origins.push((id, sent)),
             }
         }
+    }
+}
+
+/// Check a topology against the devices that exist (`exists`).
+fn validate_topology(t: &Topology, exists: impl Fn(DeviceId) -> bool) -> Result<(), VirtError> {
+    for (i, r) in t.rules.iter().enumerate() {
+        if !exists(r.device) {
+            return Err(VirtError::Topology(format!(
+                "rule {i}: device {} does not exist",
+                r.device
+            )));
+        }
+        if r.vlan.is_some_and(|v| v > 4095) {
+            return Err(VirtError::Topology(format!("rule {i}: VLAN id above 4095")));
+        }
+    }
+    for (d, map) in &t.port_maps {
+        if !exists(*d) {
+            return Err(VirtError::Topology(format!(
+                "port map of device {d}: the device does not exist"
+            )));
+        }
+        for (vp, target) in map {
+            if *vp > MAX_VPORT {
+                return Err(VirtError::Topology(format!(
+                    "device {d}: virtual port {vp} is above {MAX_VPORT}"
+                )));
+            }
+            if let Target::Link { device, .. } = target {
+                if !exists(*device) {
+                    return Err(VirtError::Topology(format!(
+                            "device {d} virtual port {vp}: link into device {device}, which does not exist"
+                        )));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The classifier rules compiled for matching: the rules in match order and, when no rule
+/// looks into the frame (port-only and catch-all rules), an array by physical port (the
+/// design's "form 1").
+#[derive(Clone, Default)]
+pub(crate) struct Classifier {
+    rules: Vec<Rule>,
+    order: Vec<usize>,
+    by_port: Option<PortTable>,
+}
+
+impl Classifier {
+    pub(crate) fn new(rules: &[Rule]) -> Classifier {
+        let mut order: Vec<usize> = (0..rules.len()).collect();
+        // Stable: equal priorities keep insertion order.
+        order.sort_by_key(|&i| std::cmp::Reverse(rules[i].priority));
+        let mut c = Classifier {
+            rules: rules.to_vec(),
+            order,
+            by_port: None,
+        };
+        c.by_port = c.port_table();
+        c
+    }
+
+    fn port_table(&self) -> Option<PortTable> {
+        let rules = &self.rules;
+        if rules.iter().any(|r| r.vlan.is_some() || r.field.is_some()) {
+            return None;
+        }
+        let ports = rules.iter().filter_map(|r| r.port);
+        let n = ports.max().map_or(0, |m| m as usize + 1);
+        if n > 1 << 16 {
+            return None;
+        }
+        let winner = |p: Option<Port>| {
+            self.order.iter().find_map(|&i| {
+                let r = &rules[i];
+                (r.port.is_none() || r.port == p).then_some(Hit::new(r.device, r.vport))
+            })
+        };
+        Some(PortTable {
+            ports: (0..n as Port).map(|p| winner(Some(p))).collect(),
+            default: self.order.iter().find_map(|&i| {
+                rules[i]
+                    .port
+                    .is_none()
+                    .then_some(Hit::new(rules[i].device, rules[i].vport))
+            }),
+        })
+    }
+
+    #[inline]
+    pub(crate) fn classify(&self, port: Port, pkt: &[u8]) -> Option<(DeviceId, Port)> {
+        if let Some(t) = &self.by_port {
+            return t.get(port);
+        }
+        self.order.iter().find_map(|&i| {
+            let r = &self.rules[i];
+            r.matches(port, pkt)
+                .then(|| (r.device, r.vport.unwrap_or(port)))
+        })
     }
 }
 
