@@ -193,6 +193,12 @@ pub struct Topology {
     pub rules: Vec<Rule>,
     /// Per device: virtual port → target. Unmapped virtual ports drop (counted).
     pub port_maps: BTreeMap<DeviceId, BTreeMap<Port, Target>>,
+    /// Per device: virtual port → 802.1Q VLAN id (1..=4094) of a *tagged* virtual port (the
+    /// others are untagged). A frame the classifier gives to a tagged virtual port arrives
+    /// with that VLAN's tag stripped when it carries it; every frame the device sends out of
+    /// a tagged virtual port (to a physical port or over a link) gets the tag pushed (PCP 0,
+    /// DEI 0). Frames arriving over links are not stripped.
+    pub vlans: BTreeMap<DeviceId, BTreeMap<Port, u16>>,
 }
 
 /// Per-device limits.
@@ -305,6 +311,9 @@ pub struct Device {
     ports: Vec<Target>,
     /// Whether any virtual port links into another device.
     has_links: bool,
+    /// VLAN id per virtual port (index = virtual port; 0 = untagged), empty when none is
+    /// tagged.
+    tags: Vec<u16>,
     stats: DeviceStats,
     quarantine: Option<String>,
     /// Fault injection: panic when this many more packets have entered.
@@ -342,6 +351,28 @@ impl Device {
     fn set_ports(&mut self, ports: Vec<Target>) {
         self.has_links = ports.iter().any(|t| matches!(t, Target::Link { .. }));
         self.ports = ports;
+    }
+
+    /// Compile the device's port map and VLAN tags from `t`.
+    fn compile(&mut self, t: &Topology) {
+        self.set_ports(compile_ports(t.port_maps.get(&self.id)));
+        self.tags = match t.vlans.get(&self.id) {
+            Some(m) if !m.is_empty() => {
+                let n = m.keys().next_back().map_or(0, |&p| p as usize + 1);
+                let mut v = vec![0u16; n];
+                for (&p, &vid) in m {
+                    v[p as usize] = vid;
+                }
+                v
+            }
+            _ => Vec::new(),
+        };
+    }
+
+    /// The VLAN id of a tagged virtual port (0: untagged).
+    #[inline]
+    fn tag(&self, vport: Port) -> u16 {
+        self.tags.get(vport as usize).copied().unwrap_or(0)
     }
 
     fn target(&self, vport: Port) -> Target {
@@ -438,6 +469,8 @@ pub struct VirtSwitch {
     stats: VirtStats,
     // Scratch, reused across packets.
     queue: VecDeque<Work>,
+    /// A frame with its VLAN tag stripped.
+    strip: Vec<u8>,
     recycle: Vec<OutputPacket>,
     /// The producing devices of the frames appended to the caller's `out` since the last
     /// [`VirtSwitch::recycle_outputs`], as runs (device, frames), so that every buffer goes
@@ -474,6 +507,7 @@ impl VirtSwitch {
             max_hops: DEFAULT_MAX_HOPS,
             stats: VirtStats::default(),
             queue: VecDeque::new(),
+            strip: Vec::new(),
             recycle: Vec::new(),
             origins: Vec::new(),
             origin_total: 0,
@@ -548,6 +582,7 @@ impl VirtSwitch {
             tables,
             ports: Vec::new(),
             has_links: false,
+            tags: Vec::new(),
             stats: DeviceStats::default(),
             quarantine: None,
             fault_in: None,
@@ -563,7 +598,7 @@ impl VirtSwitch {
                 });
             }
         }
-        dev.set_ports(compile_ports(self.topo.port_maps.get(&id)));
+        dev.compile(&self.topo);
         self.devices.insert(id, dev);
         Ok(())
     }
@@ -579,6 +614,7 @@ impl VirtSwitch {
             .ok_or(VirtError::NoSuchDevice(id))?;
         self.topo.rules.retain(|r| r.device != id);
         self.topo.port_maps.remove(&id);
+        self.topo.vlans.remove(&id);
         for (d, map) in self.topo.port_maps.iter_mut() {
             let mut changed = false;
             for t in map.values_mut() {
@@ -724,8 +760,8 @@ impl VirtSwitch {
     /// Replace the whole topology (validated first; on error nothing changes).
     pub fn set_topology(&mut self, t: Topology) -> Result<(), VirtError> {
         self.validate(&t)?;
-        for (id, d) in self.devices.iter_mut() {
-            d.set_ports(compile_ports(t.port_maps.get(id)));
+        for d in self.devices.values_mut() {
+            d.compile(&t);
         }
         self.topo = t;
         self.reorder();
@@ -746,6 +782,21 @@ impl VirtSwitch {
         }
         let mut t = self.topo.clone();
         t.port_maps.entry(id).or_default().insert(vport, target);
+        self.set_topology(t)
+    }
+
+    /// Make a device's virtual port tagged with VLAN `vid` (`None`: untagged); see
+    /// [`Topology::vlans`].
+    pub fn tag_port(
+        &mut self,
+        id: DeviceId,
+        vport: Port,
+        vid: Option<u16>,
+    ) -> Result<(), VirtError> {
+        if !self.devices.contains_key(&id) {
+            return Err(VirtError::NoSuchDevice(id));
+        }
+        let t = with_tag(&self.topo, id, vport, vid);
         self.set_topology(t)
     }
 
@@ -825,8 +876,7 @@ impl VirtSwitch {
             return;
         }
         for &(vport, data) in pkts {
-            self.run_device(id, Input::One(vport, data), 0, out);
-            self.drain_links(out);
+            self.run_classified(id, vport, data, out);
         }
     }
 
@@ -843,6 +893,7 @@ impl VirtSwitch {
             .filter_map(|id| self.devices.remove(id))
             .collect();
         self.topo.rules.retain(|r| !ids.contains(&r.device));
+        self.topo.vlans.retain(|d, _| !ids.contains(d));
         let mut maps = BTreeMap::new();
         for id in ids {
             if let Some(m) = self.topo.port_maps.remove(id) {
@@ -863,8 +914,11 @@ impl VirtSwitch {
             self.devices.insert(d.id, d);
         }
         self.topo.port_maps.extend(maps);
-        for (id, d) in self.devices.iter_mut() {
-            d.set_ports(compile_ports(self.topo.port_maps.get(id)));
+        for d in self.devices.values_mut() {
+            let tags = std::mem::take(&mut d.tags);
+            d.set_ports(compile_ports(self.topo.port_maps.get(&d.id)));
+            // The VLAN tags travel compiled with the device.
+            d.tags = tags;
         }
     }
 
@@ -900,7 +954,12 @@ impl VirtSwitch {
                 .all(|&(p, d)| self.classify(p, d) == Some((id, p))),
         };
         let dev = self.devices.get(&id)?;
-        (same && !dev.has_links && dev.quarantine.is_none() && dev.fault_in.is_none()).then_some(id)
+        (same
+            && !dev.has_links
+            && dev.tags.is_empty()
+            && dev.quarantine.is_none()
+            && dev.fault_in.is_none())
+        .then_some(id)
     }
 
     /// Give transmitted frames back for reuse (empties `out`). Each buffer returns to the
@@ -945,7 +1004,33 @@ impl VirtSwitch {
             self.stats.unclassified += 1;
             return;
         };
-        self.run_device(dev, Input::One(vport, data), 0, out);
+        self.run_classified(dev, vport, data, out);
+    }
+
+    /// Run one packet the classifier gave to (`dev`, `vport`), stripping the VLAN tag of a
+    /// tagged virtual port, then the frames it sends over links.
+    #[inline]
+    fn run_classified(
+        &mut self,
+        dev: DeviceId,
+        vport: Port,
+        data: &[u8],
+        out: &mut Vec<OutputPacket>,
+    ) {
+        let vid = match self.devices.get(&dev) {
+            Some(d) if !d.tags.is_empty() => d.tag(vport),
+            _ => 0,
+        };
+        if vid != 0 && outer_vid(data) == Some(vid) {
+            let mut buf = std::mem::take(&mut self.strip);
+            buf.clear();
+            buf.extend_from_slice(&data[..12]);
+            buf.extend_from_slice(&data[16..]);
+            self.run_device(dev, Input::One(vport, &buf), 0, out);
+            self.strip = buf;
+        } else {
+            self.run_device(dev, Input::One(vport, data), 0, out);
+        }
         self.drain_links(out);
     }
 
@@ -1019,7 +1104,14 @@ impl VirtSwitch {
         // Stable compaction: kept (physical) frames move down over the taken ones.
         let mut keep = start;
         for i in start..out.len() {
-            match dev.target(out[i].port) {
+            let target = dev.target(out[i].port);
+            if !dev.tags.is_empty() && matches!(target, Target::Phys(_) | Target::Link { .. }) {
+                let vid = dev.tag(out[i].port);
+                if vid != 0 {
+                    push_vlan(&mut out[i].data, vid);
+                }
+            }
+            match target {
                 Target::Phys(p) => {
                     out[i].port = p;
                     if keep != i {
@@ -1105,6 +1197,25 @@ fn validate_topology(t: &Topology, exists: impl Fn(DeviceId) -> bool) -> Result<
             }
         }
     }
+    for (d, tags) in &t.vlans {
+        if !exists(*d) {
+            return Err(VirtError::Topology(format!(
+                "VLAN ports of device {d}: the device does not exist"
+            )));
+        }
+        for (vp, vid) in tags {
+            if *vp > MAX_VPORT {
+                return Err(VirtError::Topology(format!(
+                    "device {d}: virtual port {vp} is above {MAX_VPORT}"
+                )));
+            }
+            if !(1..=4094).contains(vid) {
+                return Err(VirtError::Topology(format!(
+                    "device {d} virtual port {vp}: VLAN id {vid} is not in 1..=4094"
+                )));
+            }
+        }
+    }
     Ok(())
 }
 
@@ -1170,6 +1281,40 @@ impl Classifier {
                 .then(|| (r.device, r.vport.unwrap_or(port)))
         })
     }
+}
+
+/// `t` with device `id`'s virtual port `vport` tagged `vid` (or untagged).
+fn with_tag(t: &Topology, id: DeviceId, vport: Port, vid: Option<u16>) -> Topology {
+    let mut t = t.clone();
+    let m = t.vlans.entry(id).or_default();
+    match vid {
+        Some(v) => {
+            m.insert(vport, v);
+        }
+        None => {
+            m.remove(&vport);
+        }
+    }
+    if m.is_empty() {
+        t.vlans.remove(&id);
+    }
+    t
+}
+
+/// The VLAN id of a frame's outer 802.1Q tag.
+#[inline]
+fn outer_vid(pkt: &[u8]) -> Option<u16> {
+    (pkt.len() >= 18 && pkt[12] == 0x81 && pkt[13] == 0x00)
+        .then(|| u16::from_be_bytes([pkt[14], pkt[15]]) & 0x0fff)
+}
+
+/// Insert an 802.1Q tag (PCP 0, DEI 0) after the MAC addresses.
+fn push_vlan(frame: &mut Vec<u8>, vid: u16) {
+    if frame.len() < 12 {
+        return;
+    }
+    let [hi, lo] = vid.to_be_bytes();
+    frame.splice(12..12, [0x81, 0x00, hi, lo]);
 }
 
 /// Highest virtual port number a port map may use.

@@ -214,6 +214,12 @@ fn shard_topology(t: &Topology, devices: &BTreeSet<DeviceId>) -> Topology {
             .filter(|(d, _)| devices.contains(d))
             .map(|(d, m)| (*d, m.clone()))
             .collect(),
+        vlans: t
+            .vlans
+            .iter()
+            .filter(|(d, _)| devices.contains(d))
+            .map(|(d, m)| (*d, m.clone()))
+            .collect(),
     }
 }
 
@@ -459,6 +465,7 @@ impl VirtWorkers {
         // The front stops classifying into it first.
         self.topo.rules.retain(|r| r.device != id);
         self.topo.port_maps.remove(&id);
+        self.topo.vlans.remove(&id);
         for map in self.topo.port_maps.values_mut() {
             for t in map.values_mut() {
                 if matches!(t, Target::Link { device, .. } if *device == id) {
@@ -578,6 +585,20 @@ impl VirtWorkers {
         }
         let mut t = self.topo.clone();
         t.port_maps.entry(id).or_default().insert(vport, target);
+        self.set_topology(t)
+    }
+
+    /// Make a device's virtual port tagged with VLAN `vid` (`None`: untagged).
+    pub fn tag_port(
+        &mut self,
+        id: DeviceId,
+        vport: Port,
+        vid: Option<u16>,
+    ) -> Result<(), VirtError> {
+        if !self.assign.contains_key(&id) {
+            return Err(VirtError::NoSuchDevice(id));
+        }
+        let t = crate::with_tag(&self.topo, id, vport, vid);
         self.set_topology(t)
     }
 
