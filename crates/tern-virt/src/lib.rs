@@ -529,7 +529,11 @@ impl VirtSwitch {
 
     /// A device's switch: the compiled program is shared with every device running the same
     /// JSON (compiled once, kept while a device uses it); the state is the device's own.
-    fn build_switch(&mut self, id: DeviceId, spec: &DeviceSpec) -> Result<Switch, VirtError> {
+    pub(crate) fn build_switch(
+        &mut self,
+        id: DeviceId,
+        spec: &DeviceSpec,
+    ) -> Result<Switch, VirtError> {
         let opts = SwitchOptions {
             device_id: id as u64,
             max_instances_per_packet: spec.quotas.max_passes.max(1),
@@ -646,8 +650,21 @@ impl VirtSwitch {
         if !self.devices.contains_key(&id) {
             return Err(VirtError::NoSuchDevice(id));
         }
-        let mut switch = self.build_switch(id, &spec)?;
-        let old = &self.devices[&id];
+        let switch = self.build_switch(id, &spec)?;
+        self.install_replacement(id, switch, spec)
+    }
+
+    /// The second half of [`VirtSwitch::replace_device`]: carry entries into `switch` (built
+    /// elsewhere, off the packet path) and put it in place.
+    pub(crate) fn install_replacement(
+        &mut self,
+        id: DeviceId,
+        mut switch: Switch,
+        spec: DeviceSpec,
+    ) -> Result<CarryReport, VirtError> {
+        let Some(old) = self.devices.get(&id) else {
+            return Err(VirtError::NoSuchDevice(id));
+        };
         let report = carry_entries(&old.switch, &mut switch, spec.quotas.max_entries);
         let tables = table_names(&switch);
         let dev = self.devices.get_mut(&id).expect("checked above");
@@ -1007,8 +1024,8 @@ impl VirtSwitch {
         self.run_classified(dev, vport, data, out);
     }
 
-    /// Run one packet the classifier gave to (`dev`, `vport`), stripping the VLAN tag of a
-    /// tagged virtual port, then the frames it sends over links.
+    /// Run one packet the classifier gave to (`dev`, `vport`), then the frames it sends over
+    /// links.
     #[inline]
     fn run_classified(
         &mut self,
@@ -1017,20 +1034,7 @@ impl VirtSwitch {
         data: &[u8],
         out: &mut Vec<OutputPacket>,
     ) {
-        let vid = match self.devices.get(&dev) {
-            Some(d) if !d.tags.is_empty() => d.tag(vport),
-            _ => 0,
-        };
-        if vid != 0 && outer_vid(data) == Some(vid) {
-            let mut buf = std::mem::take(&mut self.strip);
-            buf.clear();
-            buf.extend_from_slice(&data[..12]);
-            buf.extend_from_slice(&data[16..]);
-            self.run_device(dev, Input::One(vport, &buf), 0, out);
-            self.strip = buf;
-        } else {
-            self.run_device(dev, Input::One(vport, data), 0, out);
-        }
+        self.run_device(dev, Input::One(vport, data), 0, out);
         self.drain_links(out);
     }
 
@@ -1077,6 +1081,21 @@ impl VirtSwitch {
                 *n == 0
             }
             None => false,
+        };
+        // A frame from the classifier on a tagged virtual port loses its tag (links: hops > 0).
+        let input = match input {
+            Input::One(vport, data) if hops == 0 && !dev.tags.is_empty() => {
+                let vid = dev.tag(vport);
+                if vid != 0 && outer_vid(data) == Some(vid) {
+                    self.strip.clear();
+                    self.strip.extend_from_slice(&data[..12]);
+                    self.strip.extend_from_slice(&data[16..]);
+                    Input::One(vport, &self.strip)
+                } else {
+                    input
+                }
+            }
+            _ => input,
         };
         let sw = &mut dev.switch;
         let r = catch_unwind(AssertUnwindSafe(|| {

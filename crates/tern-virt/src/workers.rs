@@ -28,9 +28,11 @@
 //! every group it creates onto one worker, then sends each worker its part of the port maps,
 //! then switches the front's classifier.
 
+use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use tern_runtime::{OutputPacket, Port};
 
@@ -72,6 +74,8 @@ struct Moved {
     devices: Vec<Device>,
     maps: BTreeMap<DeviceId, BTreeMap<Port, Target>>,
     queues: Vec<(DeviceId, Queue)>,
+    /// How long taking them out held the source worker.
+    took: Duration,
 }
 
 enum Msg {
@@ -129,6 +133,7 @@ fn worker(
             }
             Some(Msg::Call(job)) => job(&mut vs, &mut fair),
             Some(Msg::Take(ids, reply)) => {
+                let t = Instant::now();
                 let (devices, maps) = vs.take_devices(&ids);
                 let queues = ids
                     .iter()
@@ -138,6 +143,7 @@ fn worker(
                     devices,
                     maps,
                     queues,
+                    took: t.elapsed(),
                 });
             }
             Some(Msg::Put(m)) => {
@@ -241,6 +247,12 @@ pub struct VirtWorkers {
     moves: u64,
     stats: VirtStats,
     batches: Vec<Vec<(DeviceId, Port, Vec<u8>)>>,
+    /// Compiles programs and builds devices on the front, off the workers (its cache of
+    /// compiled programs is shared by every device built here).
+    factory: Box<VirtSwitch>,
+    /// How long the last control operation held a worker (the longest, when it ran on
+    /// several).
+    pause: Cell<Duration>,
 }
 
 impl VirtWorkers {
@@ -302,6 +314,8 @@ impl VirtWorkers {
             moves: 0,
             stats: VirtStats::default(),
             batches: (0..n).map(|_| Vec::new()).collect(),
+            factory: Box::default(),
+            pause: Cell::new(Duration::ZERO),
         }
     }
 
@@ -399,10 +413,23 @@ impl VirtWorkers {
         let (s, r) = mpsc::channel();
         self.txs[w]
             .send(Msg::Call(Box::new(move |vs, fair| {
-                let _ = s.send(f(vs, fair));
+                let t = Instant::now();
+                let x = f(vs, fair);
+                let _ = s.send((x, t.elapsed()));
             })))
             .map_err(|_| Self::stopped(w))?;
-        r.recv().map_err(|_| Self::stopped(w))
+        let (x, took) = r.recv().map_err(|_| Self::stopped(w))?;
+        self.pause.set(self.pause.get().max(took));
+        Ok(x)
+    }
+
+    /// How long the last control operation ([`VirtWorkers::add_device`], `replace_device`,
+    /// `remove_device`, `set_topology` and the snapshot and port calls, `call`) kept a worker
+    /// from its devices' packets: the longest stop of one worker, from the moment it took the
+    /// operation to its answer. Compiling and building a device happen on the caller's
+    /// thread and are not part of it.
+    pub fn last_pause(&self) -> Duration {
+        self.pause.get()
     }
 
     /// Run `f` on the shard holding device `id`, on its worker between two rounds (after the
@@ -453,8 +480,12 @@ impl VirtWorkers {
         if self.assign.contains_key(&id) {
             return Err(VirtError::DeviceExists(id));
         }
+        self.pause.set(Duration::ZERO);
+        // Compile and build here; the worker only takes the finished device in.
+        self.factory.add_device(id, spec)?;
+        let (devices, maps) = self.factory.take_devices(&[id]);
         let w = self.idlest();
-        self.run_on(w, move |vs, _| vs.add_device(id, spec))??;
+        self.run_on(w, move |vs, _| vs.put_devices(devices, maps))?;
         self.assign.insert(id, w);
         Ok(())
     }
@@ -462,6 +493,7 @@ impl VirtWorkers {
     /// Remove a device (as [`VirtSwitch::remove_device`]); its waiting packets are dropped.
     pub fn remove_device(&mut self, id: DeviceId) -> Result<DeviceStats, VirtError> {
         let w = *self.assign.get(&id).ok_or(VirtError::NoSuchDevice(id))?;
+        self.pause.set(Duration::ZERO);
         // The front stops classifying into it first.
         self.topo.rules.retain(|r| r.device != id);
         self.topo.port_maps.remove(&id);
@@ -488,7 +520,13 @@ impl VirtWorkers {
         id: DeviceId,
         spec: DeviceSpec,
     ) -> Result<CarryReport, VirtError> {
-        self.call(id, move |vs| vs.replace_device(id, spec))?
+        if !self.assign.contains_key(&id) {
+            return Err(VirtError::NoSuchDevice(id));
+        }
+        self.pause.set(Duration::ZERO);
+        // Compile and build here; the worker carries the entries over and swaps.
+        let switch = self.factory.build_switch(id, &spec)?;
+        self.call(id, move |vs| vs.install_replacement(id, switch, spec))?
     }
 
     /// Move devices to worker `to` (with their state and waiting packets).
@@ -506,6 +544,7 @@ impl VirtWorkers {
                 .send(Msg::Take(ds.clone(), s))
                 .map_err(|_| Self::stopped(w))?;
             let moved = r.recv().map_err(|_| Self::stopped(w))?;
+            self.pause.set(self.pause.get().max(moved.took));
             self.txs[to]
                 .send(Msg::Put(moved))
                 .map_err(|_| Self::stopped(to))?;
@@ -541,6 +580,7 @@ impl VirtWorkers {
     /// the old or the new links join are brought onto one worker first.
     pub fn set_topology(&mut self, t: Topology) -> Result<(), VirtError> {
         validate_topology(&t, |d| self.assign.contains_key(&d))?;
+        self.pause.set(Duration::ZERO);
         let ids = self.device_ids();
         for g in groups(&ids, &[&self.topo, &t]) {
             let mut count: BTreeMap<usize, usize> = BTreeMap::new();
