@@ -66,6 +66,86 @@ impl Hasher for IdHasher {
 
 type IdMap<V> = HashMap<DeviceId, V, BuildHasherDefault<IdHasher>>;
 
+/// Device ids below this are looked up by index, the others by hash.
+const DENSE_IDS: DeviceId = 4096;
+
+/// The devices by id: a slot vector for ids below [`DENSE_IDS`] (the packet path's look-ups
+/// are one bounds check and a load, no hashing), a hash map for the rest.
+#[derive(Default)]
+struct DeviceTable {
+    slots: Vec<Option<Device>>,
+    big: IdMap<Device>,
+}
+
+impl DeviceTable {
+    #[inline]
+    fn get(&self, id: &DeviceId) -> Option<&Device> {
+        if *id < DENSE_IDS {
+            self.slots.get(*id as usize)?.as_ref()
+        } else {
+            self.big.get(id)
+        }
+    }
+
+    #[inline]
+    fn get_mut(&mut self, id: &DeviceId) -> Option<&mut Device> {
+        if *id < DENSE_IDS {
+            self.slots.get_mut(*id as usize)?.as_mut()
+        } else {
+            self.big.get_mut(id)
+        }
+    }
+
+    fn contains_key(&self, id: &DeviceId) -> bool {
+        self.get(id).is_some()
+    }
+
+    fn insert(&mut self, id: DeviceId, d: Device) -> Option<Device> {
+        if id < DENSE_IDS {
+            let i = id as usize;
+            if self.slots.len() <= i {
+                self.slots.resize_with(i + 1, || None);
+            }
+            self.slots[i].replace(d)
+        } else {
+            self.big.insert(id, d)
+        }
+    }
+
+    fn remove(&mut self, id: &DeviceId) -> Option<Device> {
+        if *id < DENSE_IDS {
+            self.slots.get_mut(*id as usize)?.take()
+        } else {
+            self.big.remove(id)
+        }
+    }
+
+    fn values(&self) -> impl Iterator<Item = &Device> {
+        self.slots.iter().flatten().chain(self.big.values())
+    }
+
+    fn values_mut(&mut self) -> impl Iterator<Item = &mut Device> {
+        self.slots.iter_mut().flatten().chain(self.big.values_mut())
+    }
+
+    fn keys(&self) -> impl Iterator<Item = &DeviceId> {
+        self.values().map(|d| &d.id)
+    }
+}
+
+impl std::ops::Index<&DeviceId> for DeviceTable {
+    type Output = Device;
+    fn index(&self, id: &DeviceId) -> &Device {
+        self.get(id).expect("no such device")
+    }
+}
+
+impl fmt::Debug for DeviceTable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.values()).finish()
+    }
+}
+
 /// Default hop budget: how many links one packet lineage may cross.
 pub const DEFAULT_MAX_HOPS: u32 = 8;
 
@@ -458,7 +538,7 @@ struct Work {
 
 /// Many tenant devices behind one classifier (see the module documentation).
 pub struct VirtSwitch {
-    devices: IdMap<Device>,
+    devices: DeviceTable,
     topo: Topology,
     /// `topo.rules` compiled for matching.
     cls: Classifier,
@@ -499,7 +579,7 @@ impl VirtSwitch {
     /// An empty switch (no devices, no rules: every packet is unclassified).
     pub fn new() -> VirtSwitch {
         VirtSwitch {
-            devices: IdMap::default(),
+            devices: DeviceTable::default(),
             topo: Topology::default(),
             cls: Classifier::default(),
             snapshots: HashMap::new(),
