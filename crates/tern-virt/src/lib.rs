@@ -1095,7 +1095,7 @@ impl VirtSwitch {
         self.origins.clear();
     }
 
-    #[inline]
+    #[inline(always)]
     fn process_one(&mut self, port: Port, data: &[u8], out: &mut Vec<OutputPacket>) {
         let Some((dev, vport)) = self.classify(port, data) else {
             self.stats.unclassified += 1;
@@ -1106,7 +1106,7 @@ impl VirtSwitch {
 
     /// Run one packet the classifier gave to (`dev`, `vport`), then the frames it sends over
     /// links.
-    #[inline]
+    #[inline(always)]
     fn run_classified(
         &mut self,
         dev: DeviceId,
@@ -1119,7 +1119,7 @@ impl VirtSwitch {
     }
 
     /// Run the frames handed over links until none is left.
-    #[inline]
+    #[inline(always)]
     fn drain_links(&mut self, out: &mut Vec<OutputPacket>) {
         while let Some(w) = self.queue.pop_front() {
             self.run_device(w.device, Input::One(w.vport, &w.data), w.hops, out);
@@ -1133,7 +1133,7 @@ impl VirtSwitch {
     /// Run one device on `input` (virtual ports) and map its outputs through its port map:
     /// the switch appends straight to `out`, frames for physical ports are renumbered in
     /// place, the others (links, CPU, drop) are taken out of `out` in the same pass.
-    #[inline]
+    #[inline(always)]
     fn run_device(
         &mut self,
         id: DeviceId,
