@@ -275,6 +275,9 @@ impl VirtWorkers {
                 assign.insert(d, w);
             }
         }
+        // Devices added later share the programs compiled so far.
+        let mut factory = Box::<VirtSwitch>::default();
+        factory.programs = std::mem::take(&mut vs.programs);
         let (out_tx, out_rx) = mpsc::channel();
         let mut txs = Vec::new();
         let mut handles = Vec::new();
@@ -314,7 +317,7 @@ impl VirtWorkers {
             moves: 0,
             stats: VirtStats::default(),
             batches: (0..n).map(|_| Vec::new()).collect(),
-            factory: Box::default(),
+            factory,
             pause: Cell::new(Duration::ZERO),
         }
     }
