@@ -80,7 +80,7 @@ struct RunArgs {
     wait: u64,
     /// Spread the devices over N worker threads (each device on one worker, deficit round
     /// robin between a worker's devices, rebalanced by load). 0: on the receiving thread.
-    /// Not with per-device `thrift_port`s or `--admin` yet.
+    /// pcap-file ports only; not with per-device `thrift_port`s, `--admin` or `--live` yet.
     #[arg(long, default_value_t = 0, value_name = "N")]
     workers: usize,
 }
