@@ -14,8 +14,12 @@
 # (iperf3 -t 10), native `tern run PROGRAM` vs the same program as a device of
 # `tern virt run p4/virt/scenarios/functions/virt.json`, and Example 1 B / C h1 -> h3: three
 # native `tern run` switches on veth (s2 hand-merged for C) vs one sliced tern -> DIR/veth.json.
-# COUNT (default 1000), RUNS (default 10) and PACKETS (in memory, default 200000) shrink the
-# timed runs for a smoke test.
+# iperf3 is installed with apt-get when missing (as scripts/setup.sh installs the suite's
+# packages). When BMv2 is installed (SIMPLE_SWITCH, default `simple_switch`, and
+# SIMPLE_SWITCH_CLI, default `simple_switch_CLI`), the four functions also run on BMv2 (the
+# program compiled by `tern compile`, the same command file) for a BMv2 column; "n/a" without.
+# COUNT (default 1000), RUNS (default 10), IPERF_SECONDS (default 10) and PACKETS (in memory,
+# default 200000) shrink the timed runs for a smoke test.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=scripts/virt/common.sh
@@ -43,6 +47,9 @@ while (($#)); do
 done
 COUNT=${COUNT:-1000}
 RUNS=${RUNS:-10}
+IPERF_SECONDS=${IPERF_SECONDS:-10}
+SIMPLE_SWITCH=${SIMPLE_SWITCH:-simple_switch}
+SIMPLE_SWITCH_CLI=${SIMPLE_SWITCH_CLI:-simple_switch_CLI}
 SC=$ROOT/p4/virt/scenarios
 mkdir -p "$OUT"
 timed_arg=()
@@ -71,6 +78,21 @@ if [[ $(id -u) != 0 ]]; then
   exit 0
 fi
 
+if ! command -v iperf3 >/dev/null; then
+  echo "installing iperf3 for the bandwidth leg (apt-get install -y iperf3)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y -qq --no-install-recommends iperf3 >/dev/null 2>&1 ||
+    { apt-get update -qq && apt-get install -y -qq --no-install-recommends iperf3; } >/dev/null 2>&1 ||
+    echo "iperf3 could not be installed: bandwidth not measured"
+fi
+BMV2=0
+# shellcheck disable=SC2086 # SIMPLE_SWITCH_CLI may be a command with arguments
+if command -v "$SIMPLE_SWITCH" >/dev/null && command -v ${SIMPLE_SWITCH_CLI%% *} >/dev/null; then
+  BMV2=1
+else
+  echo "BMv2 ($SIMPLE_SWITCH, $SIMPLE_SWITCH_CLI) not installed: its column is n/a"
+fi
+
 P=tb$$
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/tern-virt-bench-XXXXXX")
 SW=
@@ -87,6 +109,10 @@ trap 'exit 130' INT TERM
 host() { # NAME MAC ADDR/PLEN [GW GW_MAC [SWITCH_NS]]
   local ns=$P-$1 swns=${6:-$P-sw}
   attach_host "$ns" "$swns" "${P}$1" "$2" "$3"
+  # MTU-sized frames only (no TSO/GSO super-frames the switch could not send on), as the
+  # scenarios do; the switch's side does not merge frames either (GRO off).
+  ip netns exec "$ns" ethtool -K eth0 tso off gso off gro off >/dev/null 2>&1 || true
+  ip netns exec "$swns" ethtool -K "${P}$1" gro off >/dev/null 2>&1 || true
   if [[ -n ${4:-} ]]; then
     ip -n "$ns" route add default via "$4" dev eth0
     ip -n "$ns" neigh replace "$4" lladdr "$5" dev eth0 nud permanent
@@ -128,6 +154,25 @@ start() { # NS LOG COMMAND...: a switch in NS, waited for until it switches
     sleep 0.1
   done
   cat "$log" >&2
+  return 1
+}
+start_bmv2() { # NS LOG COMMANDS JSON PORT@IFACE...: BMv2 in NS, its commands loaded once it answers
+  local ns=$1 log=$2 cmds=$3 json=$4 i pid ifs=()
+  shift 4
+  for i in "$@"; do ifs+=(-i "$i"); done
+  # Its own namespace: the Thrift port cannot collide with anything (on its loopback).
+  ip -n "$P-$ns" link set lo up
+  ip netns exec "$P-$ns" "$SIMPLE_SWITCH" "${ifs[@]}" --thrift-port 9090 "$json" >"$log" 2>&1 &
+  pid=$!
+  SW=$pid
+  for i in $(seq 150); do
+    sleep 0.2
+    kill -0 "$pid" 2>/dev/null || break
+    # shellcheck disable=SC2086
+    ip netns exec "$P-$ns" $SIMPLE_SWITCH_CLI --thrift-port 9090 <"$cmds" >"$log.cli" 2>&1 &&
+      ! grep -qi "error\|exception" "$log.cli" && return 0
+  done
+  cat "$log" "$log.cli" >&2
   return 1
 }
 # FN -> program, command file, and its two ports in functions/virt.json
@@ -190,6 +235,12 @@ measure() { # FN MODE(native|sliced): prints one JSON object
     if [[ $mode == native ]]; then
       start sw "$TMP/sw.log" "$TERN" run -i "1@${P}a" -i "2@${P}b" \
         --commands "$SC/${CMDS[$fn]}" "$ROOT/p4/virt/${PROG[$fn]}" || return 1
+    elif [[ $mode == bmv2 ]]; then
+      "$TERN" compile "$ROOT/p4/virt/${PROG[$fn]}" -o "$TMP/$fn.json" >"$TMP/compile.log" 2>&1 || {
+        cat "$TMP/compile.log" >&2
+        return 1
+      }
+      start_bmv2 sw "$TMP/sw.log" "$SC/${CMDS[$fn]}" "$TMP/$fn.json" "1@${P}a" "2@${P}b" || return 1
     else
       start sw "$TMP/sw.log" "$TERN" virt run "$SC/functions/virt.json" --live \
         -i "$pa@${P}a" -i "$pb@${P}b" || return 1
@@ -208,7 +259,7 @@ measure() { # FN MODE(native|sliced): prints one JSON object
     ip netns exec "$P-b" iperf3 -s -1 >/dev/null 2>&1 &
     HELPERS+=($!)
     sleep 0.5
-    bw=$(ip netns exec "$P-a" iperf3 -c "$DST" -t 10 -J 2>/dev/null |
+    bw=$(ip netns exec "$P-a" iperf3 -c "$DST" -t "$IPERF_SECONDS" -J 2>/dev/null |
       python3 -c 'import json,sys; print(json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"]/1e6)' 2>/dev/null || echo null)
   fi
   virt_teardown
@@ -220,7 +271,9 @@ measure() { # FN MODE(native|sliced): prints one JSON object
   echo "["
   first=1
   for fn in l2 firewall router arp_proxy ex1_B ex1_C; do
-    for mode in native sliced; do
+    modes=(native sliced)
+    ((BMV2)) && [[ $fn != ex1_* ]] && modes+=(bmv2)
+    for mode in "${modes[@]}"; do
       row=$(measure "$fn" "$mode") || exit 1
       ((first)) || echo ","
       first=0
@@ -241,13 +294,17 @@ hp4 = {"l2": ("3.4x", "-83 %"), "firewall": ("4.7x", "-89 %"), "router": ("-", "
 by = {(r["function"], r["mode"]): r for r in rows}
 med = lambda v: statistics.median([x for x in v if x is not None]) if any(x is not None for x in v) else None
 out = ["", "## On veth (ping -f -c %d total time, median of %d runs; iperf3 TCP)" % (rows[0]["ping_flood_count"], len(rows[0]["ping_flood_ms"])), "",
-       "| function | HyPer4 ping-flood factor | tern native ms | tern sliced ms | factor | HyPer4 bandwidth | tern native Mbit/s | tern sliced Mbit/s |",
-       "|---|---|---|---|---|---|---|---|"]
+       "| function | HyPer4 ping-flood factor | tern native ms | tern sliced ms | factor | BMv2 ms | HyPer4 bandwidth | tern native Mbit/s | tern sliced Mbit/s | BMv2 Mbit/s |",
+       "|---|---|---|---|---|---|---|---|---|---|"]
+na = lambda v: "n/a" if v is None else ("%.1f" % v if isinstance(v, float) else str(v))
 for fn in ["l2", "firewall", "router", "arp_proxy", "ex1_B", "ex1_C"]:
-    n, s = by[(fn, "native")], by[(fn, "sliced")]
+    n, s, b = by[(fn, "native")], by[(fn, "sliced")], by.get((fn, "bmv2"))
     mn, ms = med(n["ping_flood_ms"]), med(s["ping_flood_ms"])
+    mb = med(b["ping_flood_ms"]) if b else None
     f = "%.2fx" % (ms / mn) if mn and ms else "-"
-    out.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (fn, hp4[fn][0], mn, ms, f, hp4[fn][1], n["iperf3_mbit_s"], s["iperf3_mbit_s"]))
+    out.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        fn, hp4[fn][0], na(mn), na(ms), f, na(mb), hp4[fn][1], na(n["iperf3_mbit_s"]),
+        na(s["iperf3_mbit_s"]), na(b["iperf3_mbit_s"] if b else None)))
 open(os.path.join(d, "virt_bench.md"), "a").write("\n".join(out) + "\n")
 PY
 plot

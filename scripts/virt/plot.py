@@ -18,7 +18,7 @@ veth_path = os.path.join(d, "veth.json")
 veth = json.load(open(veth_path)) if os.path.exists(veth_path) else None
 timed = any("timed" in r["tern"] for r in rows)
 
-panels = 2 + (1 if timed or veth else 0)
+panels = 2 + (1 if timed or veth else 0) + (1 if veth else 0)
 fig, axes = plt.subplots(1, panels, figsize=(6 * panels, 4.5))
 
 
@@ -58,7 +58,7 @@ bars(
     ],
     names,
 )
-if panels == 3:
+if panels >= 3 and timed:
     ax = axes[2]
     series = [("HyPer4 bandwidth loss %", [x["bandwidth_loss_pct"] for x in h])]
     if timed:
@@ -66,6 +66,43 @@ if panels == 3:
             ("tern sliced rate loss % (memory)", [x.get("timed", {}).get("rate_loss_pct") for x in t])
         )
     bars(ax, "penalty vs native (%)", series, names)
+if veth:
+    # veth rows are per function; the table's rows map onto them.
+    fn_of = {"L2 switch": "l2", "firewall": "firewall", "router": "router",
+             "ARP proxy (answered)": "arp_proxy", "Ex. 1 B (L2 - FW - L2)": "ex1_B",
+             "Ex. 1 C (L2 - [ARP -> FW -> R] - L2)": "ex1_C"}
+    by = {(v["function"], v["mode"]): v for v in veth}
+
+    def med(v):
+        v = sorted(x for x in v if x is not None)
+        return v[len(v) // 2] if v else None
+
+    def ratio(fn, mode, base="native"):
+        a, b = by.get((fn, mode)), by.get((fn, base))
+        if not a or not b:
+            return None
+        x, y = med(a["ping_flood_ms"]), med(b["ping_flood_ms"])
+        return x / y if x and y else None
+
+    vnames = [n for n in names if n in fn_of]
+    series = [
+        ("HyPer4 persona / native", [x["ping_flood_factor"] for x, n in zip(h, names) if n in fn_of]),
+        ("tern sliced / native", [ratio(fn_of[n], "sliced") for n in vnames]),
+    ]
+    if any((fn_of[n], "bmv2") in by for n in vnames):
+        series.append(("BMv2 / tern native", [ratio(fn_of[n], "bmv2") for n in vnames]))
+    # The veth loss in the penalty panel too.
+    bars(axes[-1], "ping -f time ratio on veth (x)", series, vnames)
+    if panels == 4 and not timed:
+        bw = [None] * len(names)
+        for i, n in enumerate(names):
+            if n in fn_of:
+                a, b = by.get((fn_of[n], "sliced")), by.get((fn_of[n], "native"))
+                if a and b and a["iperf3_mbit_s"] and b["iperf3_mbit_s"]:
+                    bw[i] = 100 * (1 - a["iperf3_mbit_s"] / b["iperf3_mbit_s"])
+        bars(axes[2], "penalty vs native (%)",
+             [("HyPer4 bandwidth loss %", [x["bandwidth_loss_pct"] for x in h]),
+              ("tern sliced bandwidth loss % (veth)", bw)], names)
 fig.tight_layout()
 out = os.path.join(d, "virt_bench.png")
 fig.savefig(out, dpi=110)

@@ -9,7 +9,8 @@
 //!     { "id": 1, "program": "firewall.p4", "owner": "alice",
 //!       "quotas": { "max_entries": 100, "max_passes": 64, "max_register_bytes": 65536 },
 //!       "commands": "firewall.txt", "thrift_port": 9091,
-//!       "ports": { "1": "phys:1", "2": "link:2:1", "3": "cpu", "4": "drop" } }
+//!       "ports": { "1": "phys:1", "2": "link:2:1", "3": "cpu", "4": "drop" },
+//!       "vlans": { "1": 100 } }
 //!   ],
 //!   "rules": [
 //!     { "priority": 10, "port": 1, "vlan": 5, "field": "ipv4.dst",
@@ -26,6 +27,8 @@
 //! ```json
 //! "roles": { "acl": { "entities": ["MyIngress.acl"], "packet_in": false, "pipeline": false } }
 //! ```
+//! `vlans` makes virtual ports tagged (virtual port → VLAN id, `Topology::vlans`: the tag is
+//! stripped on the way in and pushed on the way out); snapshots keep the devices' `vlans`.
 //!
 //! Paths are relative to the configuration file's folder; `.p4` programs are compiled with
 //! tern's compiler, anything else is read as BMv2 JSON.
@@ -303,6 +306,27 @@ impl Ctx<'_> {
         Ok(roles)
     }
 
+    fn vlans(&self, v: &Value, place: &str) -> Result<BTreeMap<Port, u16>, ConfigError> {
+        let o = v
+            .as_object()
+            .ok_or_else(|| self.err(place, "expected an object of virtual port → VLAN id"))?;
+        let mut m = BTreeMap::new();
+        for (k, vid) in o {
+            let p = format!("{place}.\"{k}\"");
+            let vp = parse_uint(k)
+                .filter(|&n| n <= crate::MAX_VPORT as u64)
+                .ok_or_else(|| {
+                    self.err(&p, format!("virtual port must be 0..={}", crate::MAX_VPORT))
+                })? as Port;
+            let vid = self.uint(vid, &p, 4094)?;
+            if vid == 0 {
+                return Err(self.err(&p, "VLAN id must be 1..=4094"));
+            }
+            m.insert(vp, vid as u16);
+        }
+        Ok(m)
+    }
+
     fn topology(
         &self,
         rules: Option<&Value>,
@@ -402,6 +426,7 @@ impl Config {
             .ok_or_else(|| cx.err("devices", "expected an array of devices"))?;
         let mut devices = Vec::new();
         let mut ports = Vec::new();
+        let mut vlans = BTreeMap::new();
         for (i, d) in devs.iter().enumerate() {
             let place = format!("devices[{i}]");
             let dobj = cx.obj(
@@ -414,6 +439,7 @@ impl Config {
                     "quotas",
                     "commands",
                     "ports",
+                    "vlans",
                     "thrift_port",
                     "roles",
                 ],
@@ -474,6 +500,12 @@ impl Config {
                 None => tern_p4rt::Roles::new(),
                 Some(r) => cx.roles(r, &format!("{place}.roles"))?,
             };
+            if let Some(v) = dobj.get("vlans") {
+                let m = cx.vlans(v, &format!("{place}.vlans"))?;
+                if !m.is_empty() {
+                    vlans.insert(id, m);
+                }
+            }
             devices.push(DeviceConfig {
                 id,
                 program: PathBuf::from(program),
@@ -484,7 +516,8 @@ impl Config {
                 roles,
             });
         }
-        let topology = cx.topology(o.get("rules"), ports, "")?;
+        let mut topology = cx.topology(o.get("rules"), ports, "")?;
+        topology.vlans = vlans.clone();
         let mut snapshots = BTreeMap::new();
         if let Some(s) = o.get("snapshots") {
             let so = s
@@ -506,7 +539,8 @@ impl Config {
                         sports.push((id, cx.ports(m, &dp)?));
                     }
                 }
-                let t = cx.topology(sobj.get("rules"), sports, &format!("{place}."))?;
+                let mut t = cx.topology(sobj.get("rules"), sports, &format!("{place}."))?;
+                t.vlans = vlans.clone();
                 snapshots.insert(name.clone(), t);
             }
         }

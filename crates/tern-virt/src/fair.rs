@@ -3,7 +3,8 @@
 //! bounded queue per device (a full queue drops that device's packet, counted); each round
 //! gives every backlogged device a quantum of bytes to spend (unspent credit carries over
 //! while its queue is not empty, as in DRR), so a tenant that floods the switch fills and
-//! overflows only its own queue and cannot take another device's share.
+//! overflows only its own queue and cannot take another device's share. A packet is
+//! classified once, on arrival, and runs on that device's virtual port when it is served.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -25,8 +26,9 @@ pub struct FairStats {
     pub served: u64,
 }
 
+/// One device's queue: (virtual ingress port, frame) in arrival order, and its credit.
 #[derive(Default)]
-struct Queue {
+pub(crate) struct Queue {
     packets: VecDeque<(Port, Vec<u8>)>,
     deficit: u64,
     stats: FairStats,
@@ -60,9 +62,15 @@ impl FairScheduler {
     /// Queue a packet arriving on physical `port` for the device the classifier picks.
     /// Returns false when it is not queued (unclassified, or its device's queue is full).
     pub fn enqueue(&mut self, vs: &VirtSwitch, port: Port, data: &[u8]) -> bool {
-        let Some((id, _)) = vs.classify(port, data) else {
+        let Some((id, vport)) = vs.classify(port, data) else {
             return false;
         };
+        self.enqueue_to(id, vport, data)
+    }
+
+    /// Queue a packet already classified to device `id`, virtual ingress port `vport`.
+    /// Returns false when the device's queue is full (counted as `overflow`).
+    pub fn enqueue_to(&mut self, id: DeviceId, vport: Port, data: &[u8]) -> bool {
         let q = self.queues.entry(id).or_default();
         if q.packets.len() >= self.capacity {
             q.stats.overflow += 1;
@@ -71,9 +79,25 @@ impl FairScheduler {
         let mut buf = self.spare.pop().unwrap_or_default();
         buf.clear();
         buf.extend_from_slice(data);
-        q.packets.push_back((port, buf));
+        q.packets.push_back((vport, buf));
         q.stats.queued += 1;
         true
+    }
+
+    /// Take a device's queue out (its waiting packets, credit and counters), to move the
+    /// device to another scheduler.
+    pub(crate) fn take_queue(&mut self, id: DeviceId) -> Option<Queue> {
+        self.queues.remove(&id)
+    }
+
+    /// Put a queue taken from another scheduler in.
+    pub(crate) fn put_queue(&mut self, id: DeviceId, q: Queue) {
+        self.queues.insert(id, q);
+    }
+
+    /// Forget a removed device's queue (its waiting packets are dropped).
+    pub(crate) fn forget(&mut self, id: DeviceId) {
+        self.queues.remove(&id);
     }
 
     /// Packets waiting, over all devices.
@@ -86,7 +110,7 @@ impl FairScheduler {
     /// are appended to `out`. Returns the packets served.
     pub fn run_round(&mut self, vs: &mut VirtSwitch, out: &mut Vec<OutputPacket>) -> usize {
         let mut served = 0;
-        for q in self.queues.values_mut() {
+        for (&id, q) in self.queues.iter_mut() {
             if q.packets.is_empty() {
                 q.deficit = 0;
                 continue;
@@ -109,7 +133,7 @@ impl FairScheduler {
             if !self.batch.is_empty() {
                 let refs: Vec<(Port, &[u8])> =
                     self.batch.iter().map(|(p, d)| (*p, d.as_slice())).collect();
-                vs.process_batch(&refs, out);
+                vs.process_on(id, &refs, out);
                 let room = MAX_SPARE.saturating_sub(self.spare.len());
                 self.spare
                     .extend(self.batch.drain(..).map(|(_, d)| d).take(room));

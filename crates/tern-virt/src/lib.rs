@@ -18,7 +18,9 @@
 //! ([`VirtSwitch::runtime`]); a device the caller may not reach answers exactly like one that
 //! does not exist.
 //!
-//! Everything runs on the caller's thread: a `VirtSwitch` is driven like a `Switch`.
+//! A `VirtSwitch` runs on the caller's thread, driven like a `Switch`; [`VirtWorkers`] spreads
+//! its devices over worker threads (each device on one worker at a time, deficit round robin
+//! between the devices of a worker, devices moved between workers to balance the load).
 
 pub mod config;
 mod fair;
@@ -26,6 +28,7 @@ mod forward;
 mod p4rt;
 mod runtime;
 mod shared;
+mod workers;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt;
@@ -39,6 +42,7 @@ pub use fair::{FairScheduler, FairStats};
 pub use p4rt::{tenant_access, VirtP4rt, VirtTarget};
 pub use runtime::DeviceRuntime;
 pub use shared::SharedDevice;
+pub use workers::{VirtWorkers, WorkerOptions};
 
 /// A device's id (also its `switch_info` device id).
 pub type DeviceId = u32;
@@ -63,6 +67,86 @@ impl Hasher for IdHasher {
 }
 
 type IdMap<V> = HashMap<DeviceId, V, BuildHasherDefault<IdHasher>>;
+
+/// Device ids below this are looked up by index, the others by hash.
+const DENSE_IDS: DeviceId = 4096;
+
+/// The devices by id: a slot vector for ids below [`DENSE_IDS`] (the packet path's look-ups
+/// are one bounds check and a load, no hashing), a hash map for the rest.
+#[derive(Default)]
+struct DeviceTable {
+    slots: Vec<Option<Device>>,
+    big: IdMap<Device>,
+}
+
+impl DeviceTable {
+    #[inline]
+    fn get(&self, id: &DeviceId) -> Option<&Device> {
+        if *id < DENSE_IDS {
+            self.slots.get(*id as usize)?.as_ref()
+        } else {
+            self.big.get(id)
+        }
+    }
+
+    #[inline]
+    fn get_mut(&mut self, id: &DeviceId) -> Option<&mut Device> {
+        if *id < DENSE_IDS {
+            self.slots.get_mut(*id as usize)?.as_mut()
+        } else {
+            self.big.get_mut(id)
+        }
+    }
+
+    fn contains_key(&self, id: &DeviceId) -> bool {
+        self.get(id).is_some()
+    }
+
+    fn insert(&mut self, id: DeviceId, d: Device) -> Option<Device> {
+        if id < DENSE_IDS {
+            let i = id as usize;
+            if self.slots.len() <= i {
+                self.slots.resize_with(i + 1, || None);
+            }
+            self.slots[i].replace(d)
+        } else {
+            self.big.insert(id, d)
+        }
+    }
+
+    fn remove(&mut self, id: &DeviceId) -> Option<Device> {
+        if *id < DENSE_IDS {
+            self.slots.get_mut(*id as usize)?.take()
+        } else {
+            self.big.remove(id)
+        }
+    }
+
+    fn values(&self) -> impl Iterator<Item = &Device> {
+        self.slots.iter().flatten().chain(self.big.values())
+    }
+
+    fn values_mut(&mut self) -> impl Iterator<Item = &mut Device> {
+        self.slots.iter_mut().flatten().chain(self.big.values_mut())
+    }
+
+    fn keys(&self) -> impl Iterator<Item = &DeviceId> {
+        self.values().map(|d| &d.id)
+    }
+}
+
+impl std::ops::Index<&DeviceId> for DeviceTable {
+    type Output = Device;
+    fn index(&self, id: &DeviceId) -> &Device {
+        self.get(id).expect("no such device")
+    }
+}
+
+impl fmt::Debug for DeviceTable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.values()).finish()
+    }
+}
 
 /// Default hop budget: how many links one packet lineage may cross.
 pub const DEFAULT_MAX_HOPS: u32 = 8;
@@ -191,6 +275,12 @@ pub struct Topology {
     pub rules: Vec<Rule>,
     /// Per device: virtual port → target. Unmapped virtual ports drop (counted).
     pub port_maps: BTreeMap<DeviceId, BTreeMap<Port, Target>>,
+    /// Per device: virtual port → 802.1Q VLAN id (1..=4094) of a *tagged* virtual port (the
+    /// others are untagged). A frame the classifier gives to a tagged virtual port arrives
+    /// with that VLAN's tag stripped when it carries it; every frame the device sends out of
+    /// a tagged virtual port (to a physical port or over a link) gets the tag pushed (PCP 0,
+    /// DEI 0). Frames arriving over links are not stripped.
+    pub vlans: BTreeMap<DeviceId, BTreeMap<Port, u16>>,
 }
 
 /// Per-device limits.
@@ -303,6 +393,9 @@ pub struct Device {
     ports: Vec<Target>,
     /// Whether any virtual port links into another device.
     has_links: bool,
+    /// VLAN id per virtual port (index = virtual port; 0 = untagged), empty when none is
+    /// tagged.
+    tags: Vec<u16>,
     stats: DeviceStats,
     quarantine: Option<String>,
     /// Fault injection: panic when this many more packets have entered.
@@ -342,6 +435,28 @@ impl Device {
         self.ports = ports;
     }
 
+    /// Compile the device's port map and VLAN tags from `t`.
+    fn compile(&mut self, t: &Topology) {
+        self.set_ports(compile_ports(t.port_maps.get(&self.id)));
+        self.tags = match t.vlans.get(&self.id) {
+            Some(m) if !m.is_empty() => {
+                let n = m.keys().next_back().map_or(0, |&p| p as usize + 1);
+                let mut v = vec![0u16; n];
+                for (&p, &vid) in m {
+                    v[p as usize] = vid;
+                }
+                v
+            }
+            _ => Vec::new(),
+        };
+    }
+
+    /// The VLAN id of a tagged virtual port (0: untagged).
+    #[inline]
+    fn tag(&self, vport: Port) -> u16 {
+        self.tags.get(vport as usize).copied().unwrap_or(0)
+    }
+
     fn target(&self, vport: Port) -> Target {
         self.ports
             .get(vport as usize)
@@ -362,6 +477,7 @@ pub struct DeviceSpec {
 
 /// The classifier as an array by physical port: the winning (device, virtual port) per port,
 /// and the catch-all winner for ports beyond the array.
+#[derive(Clone)]
 struct PortTable {
     ports: Vec<Option<Hit>>,
     default: Option<Hit>,
@@ -424,13 +540,10 @@ struct Work {
 
 /// Many tenant devices behind one classifier (see the module documentation).
 pub struct VirtSwitch {
-    devices: IdMap<Device>,
+    devices: DeviceTable,
     topo: Topology,
-    /// `topo.rules` in match order.
-    order: Vec<usize>,
-    /// When no rule looks into the frame (port-only and catch-all rules), the classifier
-    /// compiled to an array by physical port (the design's "form 1").
-    by_port: Option<PortTable>,
+    /// `topo.rules` compiled for matching.
+    cls: Classifier,
     snapshots: HashMap<String, Topology>,
     /// Compiled programs shared by the devices running them (see `build_switch`).
     programs: Vec<CompiledProgram>,
@@ -438,6 +551,8 @@ pub struct VirtSwitch {
     stats: VirtStats,
     // Scratch, reused across packets.
     queue: VecDeque<Work>,
+    /// A frame with its VLAN tag stripped.
+    strip: Vec<u8>,
     recycle: Vec<OutputPacket>,
     /// The producing devices of the frames appended to the caller's `out` since the last
     /// [`VirtSwitch::recycle_outputs`], as runs (device, frames), so that every buffer goes
@@ -466,15 +581,15 @@ impl VirtSwitch {
     /// An empty switch (no devices, no rules: every packet is unclassified).
     pub fn new() -> VirtSwitch {
         VirtSwitch {
-            devices: IdMap::default(),
+            devices: DeviceTable::default(),
             topo: Topology::default(),
-            order: Vec::new(),
-            by_port: None,
+            cls: Classifier::default(),
             snapshots: HashMap::new(),
             programs: Vec::new(),
             max_hops: DEFAULT_MAX_HOPS,
             stats: VirtStats::default(),
             queue: VecDeque::new(),
+            strip: Vec::new(),
             recycle: Vec::new(),
             origins: Vec::new(),
             origin_total: 0,
@@ -496,7 +611,11 @@ impl VirtSwitch {
 
     /// A device's switch: the compiled program is shared with every device running the same
     /// JSON (compiled once, kept while a device uses it); the state is the device's own.
-    fn build_switch(&mut self, id: DeviceId, spec: &DeviceSpec) -> Result<Switch, VirtError> {
+    pub(crate) fn build_switch(
+        &mut self,
+        id: DeviceId,
+        spec: &DeviceSpec,
+    ) -> Result<Switch, VirtError> {
         let opts = SwitchOptions {
             device_id: id as u64,
             max_instances_per_packet: spec.quotas.max_passes.max(1),
@@ -549,6 +668,7 @@ impl VirtSwitch {
             tables,
             ports: Vec::new(),
             has_links: false,
+            tags: Vec::new(),
             stats: DeviceStats::default(),
             quarantine: None,
             fault_in: None,
@@ -564,7 +684,7 @@ impl VirtSwitch {
                 });
             }
         }
-        dev.set_ports(compile_ports(self.topo.port_maps.get(&id)));
+        dev.compile(&self.topo);
         self.devices.insert(id, dev);
         Ok(())
     }
@@ -580,6 +700,7 @@ impl VirtSwitch {
             .ok_or(VirtError::NoSuchDevice(id))?;
         self.topo.rules.retain(|r| r.device != id);
         self.topo.port_maps.remove(&id);
+        self.topo.vlans.remove(&id);
         for (d, map) in self.topo.port_maps.iter_mut() {
             let mut changed = false;
             for t in map.values_mut() {
@@ -611,8 +732,21 @@ impl VirtSwitch {
         if !self.devices.contains_key(&id) {
             return Err(VirtError::NoSuchDevice(id));
         }
-        let mut switch = self.build_switch(id, &spec)?;
-        let old = &self.devices[&id];
+        let switch = self.build_switch(id, &spec)?;
+        self.install_replacement(id, switch, spec)
+    }
+
+    /// The second half of [`VirtSwitch::replace_device`]: carry entries into `switch` (built
+    /// elsewhere, off the packet path) and put it in place.
+    pub(crate) fn install_replacement(
+        &mut self,
+        id: DeviceId,
+        mut switch: Switch,
+        spec: DeviceSpec,
+    ) -> Result<CarryReport, VirtError> {
+        let Some(old) = self.devices.get(&id) else {
+            return Err(VirtError::NoSuchDevice(id));
+        };
         let report = carry_entries(&old.switch, &mut switch, spec.quotas.max_entries);
         let tables = table_names(&switch);
         let dev = self.devices.get_mut(&id).expect("checked above");
@@ -719,46 +853,14 @@ impl VirtSwitch {
     }
 
     fn validate(&self, t: &Topology) -> Result<(), VirtError> {
-        for (i, r) in t.rules.iter().enumerate() {
-            if !self.devices.contains_key(&r.device) {
-                return Err(VirtError::Topology(format!(
-                    "rule {i}: device {} does not exist",
-                    r.device
-                )));
-            }
-            if r.vlan.is_some_and(|v| v > 4095) {
-                return Err(VirtError::Topology(format!("rule {i}: VLAN id above 4095")));
-            }
-        }
-        for (d, map) in &t.port_maps {
-            if !self.devices.contains_key(d) {
-                return Err(VirtError::Topology(format!(
-                    "port map of device {d}: the device does not exist"
-                )));
-            }
-            for (vp, target) in map {
-                if *vp > MAX_VPORT {
-                    return Err(VirtError::Topology(format!(
-                        "device {d}: virtual port {vp} is above {MAX_VPORT}"
-                    )));
-                }
-                if let Target::Link { device, .. } = target {
-                    if !self.devices.contains_key(device) {
-                        return Err(VirtError::Topology(format!(
-                            "device {d} virtual port {vp}: link into device {device}, which does not exist"
-                        )));
-                    }
-                }
-            }
-        }
-        Ok(())
+        validate_topology(t, |d| self.devices.contains_key(&d))
     }
 
     /// Replace the whole topology (validated first; on error nothing changes).
     pub fn set_topology(&mut self, t: Topology) -> Result<(), VirtError> {
         self.validate(&t)?;
-        for (id, d) in self.devices.iter_mut() {
-            d.set_ports(compile_ports(t.port_maps.get(id)));
+        for d in self.devices.values_mut() {
+            d.compile(&t);
         }
         self.topo = t;
         self.reorder();
@@ -779,6 +881,21 @@ impl VirtSwitch {
         }
         let mut t = self.topo.clone();
         t.port_maps.entry(id).or_default().insert(vport, target);
+        self.set_topology(t)
+    }
+
+    /// Make a device's virtual port tagged with VLAN `vid` (`None`: untagged); see
+    /// [`Topology::vlans`].
+    pub fn tag_port(
+        &mut self,
+        id: DeviceId,
+        vport: Port,
+        vid: Option<u16>,
+    ) -> Result<(), VirtError> {
+        if !self.devices.contains_key(&id) {
+            return Err(VirtError::NoSuchDevice(id));
+        }
+        let t = with_tag(&self.topo, id, vport, vid);
         self.set_topology(t)
     }
 
@@ -803,51 +920,13 @@ impl VirtSwitch {
     }
 
     fn reorder(&mut self) {
-        let mut order: Vec<usize> = (0..self.topo.rules.len()).collect();
-        // Stable: equal priorities keep insertion order.
-        order.sort_by_key(|&i| std::cmp::Reverse(self.topo.rules[i].priority));
-        self.order = order;
-        self.by_port = self.port_table();
-    }
-
-    fn port_table(&self) -> Option<PortTable> {
-        let rules = &self.topo.rules;
-        if rules.iter().any(|r| r.vlan.is_some() || r.field.is_some()) {
-            return None;
-        }
-        let ports = rules.iter().filter_map(|r| r.port);
-        let n = ports.max().map_or(0, |m| m as usize + 1);
-        if n > 1 << 16 {
-            return None;
-        }
-        let winner = |p: Option<Port>| {
-            self.order.iter().find_map(|&i| {
-                let r = &rules[i];
-                (r.port.is_none() || r.port == p).then_some(Hit::new(r.device, r.vport))
-            })
-        };
-        Some(PortTable {
-            ports: (0..n as Port).map(|p| winner(Some(p))).collect(),
-            default: self.order.iter().find_map(|&i| {
-                rules[i]
-                    .port
-                    .is_none()
-                    .then_some(Hit::new(rules[i].device, rules[i].vport))
-            }),
-        })
+        self.cls = Classifier::new(&self.topo.rules);
     }
 
     /// (device, virtual ingress port) of a packet arriving on physical `port`.
     #[inline]
     pub fn classify(&self, port: Port, pkt: &[u8]) -> Option<(DeviceId, Port)> {
-        if let Some(t) = &self.by_port {
-            return t.get(port);
-        }
-        self.order.iter().find_map(|&i| {
-            let r = &self.topo.rules[i];
-            r.matches(port, pkt)
-                .then(|| (r.device, r.vport.unwrap_or(port)))
-        })
+        self.cls.classify(port, pkt)
     }
 
     // ------------------------------------------------------------------ packet path
@@ -876,6 +955,88 @@ impl VirtSwitch {
         }
     }
 
+    /// Run packets already classified to device `id`, each on its virtual ingress port (what a
+    /// scheduler that classified them on arrival does: they run on that device whatever the
+    /// classifier says by now). Outputs as [`VirtSwitch::process_batch`]; a device that no
+    /// longer exists counts them as `dangling`.
+    pub fn process_on(
+        &mut self,
+        id: DeviceId,
+        pkts: &[(Port, &[u8])],
+        out: &mut Vec<OutputPacket>,
+    ) {
+        let whole = pkts.len() > 1
+            && self
+                .devices
+                .get(&id)
+                .is_some_and(|d| !d.has_links && d.quarantine.is_none() && d.fault_in.is_none());
+        if whole {
+            self.run_device(id, Input::Batch(pkts), 0, out);
+            return;
+        }
+        for &(vport, data) in pkts {
+            self.run_classified(id, vport, data, out);
+        }
+    }
+
+    /// Take devices out (state, port map, counters and all) to move them to another
+    /// `VirtSwitch`; their rules and port maps leave this one's topology. Unknown ids are
+    /// skipped.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn take_devices(
+        &mut self,
+        ids: &[DeviceId],
+    ) -> (Vec<Device>, BTreeMap<DeviceId, BTreeMap<Port, Target>>) {
+        let taken: Vec<Device> = ids
+            .iter()
+            .filter_map(|id| self.devices.remove(id))
+            .collect();
+        self.topo.rules.retain(|r| !ids.contains(&r.device));
+        self.topo.vlans.retain(|d, _| !ids.contains(d));
+        let mut maps = BTreeMap::new();
+        for id in ids {
+            if let Some(m) = self.topo.port_maps.remove(id) {
+                maps.insert(*id, m);
+            }
+        }
+        self.reorder();
+        (taken, maps)
+    }
+
+    /// Put devices taken from another `VirtSwitch` in, with their port maps.
+    pub(crate) fn put_devices(
+        &mut self,
+        devices: Vec<Device>,
+        maps: BTreeMap<DeviceId, BTreeMap<Port, Target>>,
+    ) {
+        for d in devices {
+            self.devices.insert(d.id, d);
+        }
+        self.topo.port_maps.extend(maps);
+        for d in self.devices.values_mut() {
+            let tags = std::mem::take(&mut d.tags);
+            d.set_ports(compile_ports(self.topo.port_maps.get(&d.id)));
+            // The VLAN tags travel compiled with the device.
+            d.tags = tags;
+        }
+    }
+
+    /// The stored snapshots.
+    pub(crate) fn snapshots(&self) -> &HashMap<String, Topology> {
+        &self.snapshots
+    }
+
+    /// Add counters gathered elsewhere (the workers' front).
+    pub(crate) fn add_stats(&mut self, s: VirtStats) {
+        self.stats.unclassified += s.unclassified;
+        self.stats.dangling += s.dangling;
+    }
+
+    /// The hop budget.
+    pub(crate) fn max_hops(&self) -> u32 {
+        self.max_hops
+    }
+
     /// The device a whole batch can run on in one call (see [`VirtSwitch::process_batch`]).
     fn batch_device(&self, pkts: &[(Port, &[u8])]) -> Option<DeviceId> {
         let (port, data) = pkts[0];
@@ -883,7 +1044,7 @@ impl VirtSwitch {
         if vport != port {
             return None;
         }
-        let same = match &self.by_port {
+        let same = match &self.cls.by_port {
             // Only a catch-all rule keeping port numbers: every packet goes to `id`.
             Some(t) if t.ports.is_empty() => true,
             Some(t) => pkts[1..].iter().all(|&(p, _)| t.get(p) == Some((id, p))),
@@ -892,7 +1053,12 @@ impl VirtSwitch {
                 .all(|&(p, d)| self.classify(p, d) == Some((id, p))),
         };
         let dev = self.devices.get(&id)?;
-        (same && !dev.has_links && dev.quarantine.is_none() && dev.fault_in.is_none()).then_some(id)
+        (same
+            && !dev.has_links
+            && dev.tags.is_empty()
+            && dev.quarantine.is_none()
+            && dev.fault_in.is_none())
+        .then_some(id)
     }
 
     /// Give transmitted frames back for reuse (empties `out`). Each buffer returns to the
@@ -931,13 +1097,32 @@ impl VirtSwitch {
         self.origins.clear();
     }
 
-    #[inline]
+    #[inline(always)]
     fn process_one(&mut self, port: Port, data: &[u8], out: &mut Vec<OutputPacket>) {
         let Some((dev, vport)) = self.classify(port, data) else {
             self.stats.unclassified += 1;
             return;
         };
+        self.run_classified(dev, vport, data, out);
+    }
+
+    /// Run one packet the classifier gave to (`dev`, `vport`), then the frames it sends over
+    /// links.
+    #[inline(always)]
+    fn run_classified(
+        &mut self,
+        dev: DeviceId,
+        vport: Port,
+        data: &[u8],
+        out: &mut Vec<OutputPacket>,
+    ) {
         self.run_device(dev, Input::One(vport, data), 0, out);
+        self.drain_links(out);
+    }
+
+    /// Run the frames handed over links until none is left.
+    #[inline(always)]
+    fn drain_links(&mut self, out: &mut Vec<OutputPacket>) {
         while let Some(w) = self.queue.pop_front() {
             self.run_device(w.device, Input::One(w.vport, &w.data), w.hops, out);
             // The frame's buffer goes back to the device that produced it.
@@ -950,7 +1135,7 @@ impl VirtSwitch {
     /// Run one device on `input` (virtual ports) and map its outputs through its port map:
     /// the switch appends straight to `out`, frames for physical ports are renumbered in
     /// place, the others (links, CPU, drop) are taken out of `out` in the same pass.
-    #[inline]
+    #[inline(always)]
     fn run_device(
         &mut self,
         id: DeviceId,
@@ -979,6 +1164,21 @@ impl VirtSwitch {
             }
             None => false,
         };
+        // A frame from the classifier on a tagged virtual port loses its tag (links: hops > 0).
+        let input = match input {
+            Input::One(vport, data) if hops == 0 && !dev.tags.is_empty() => {
+                let vid = dev.tag(vport);
+                if vid != 0 && outer_vid(data) == Some(vid) {
+                    self.strip.clear();
+                    self.strip.extend_from_slice(&data[..12]);
+                    self.strip.extend_from_slice(&data[16..]);
+                    Input::One(vport, &self.strip)
+                } else {
+                    input
+                }
+            }
+            _ => input,
+        };
         let sw = &mut dev.switch;
         let r = catch_unwind(AssertUnwindSafe(|| {
             if fault {
@@ -1005,7 +1205,14 @@ impl VirtSwitch {
         // Stable compaction: kept (physical) frames move down over the taken ones.
         let mut keep = start;
         for i in start..out.len() {
-            match dev.target(out[i].port) {
+            let target = dev.target(out[i].port);
+            if !dev.tags.is_empty() && matches!(target, Target::Phys(_) | Target::Link { .. }) {
+                let vid = dev.tag(out[i].port);
+                if vid != 0 {
+                    push_vlan(&mut out[i].data, vid);
+                }
+            }
+            match target {
                 Target::Phys(p) => {
                     out[i].port = p;
                     if keep != i {
@@ -1055,6 +1262,160 @@ impl VirtSwitch {
             }
         }
     }
+}
+
+/// Check a topology against the devices that exist (`exists`).
+fn validate_topology(t: &Topology, exists: impl Fn(DeviceId) -> bool) -> Result<(), VirtError> {
+    for (i, r) in t.rules.iter().enumerate() {
+        if !exists(r.device) {
+            return Err(VirtError::Topology(format!(
+                "rule {i}: device {} does not exist",
+                r.device
+            )));
+        }
+        if r.vlan.is_some_and(|v| v > 4095) {
+            return Err(VirtError::Topology(format!("rule {i}: VLAN id above 4095")));
+        }
+    }
+    for (d, map) in &t.port_maps {
+        if !exists(*d) {
+            return Err(VirtError::Topology(format!(
+                "port map of device {d}: the device does not exist"
+            )));
+        }
+        for (vp, target) in map {
+            if *vp > MAX_VPORT {
+                return Err(VirtError::Topology(format!(
+                    "device {d}: virtual port {vp} is above {MAX_VPORT}"
+                )));
+            }
+            if let Target::Link { device, .. } = target {
+                if !exists(*device) {
+                    return Err(VirtError::Topology(format!(
+                            "device {d} virtual port {vp}: link into device {device}, which does not exist"
+                        )));
+                }
+            }
+        }
+    }
+    for (d, tags) in &t.vlans {
+        if !exists(*d) {
+            return Err(VirtError::Topology(format!(
+                "VLAN ports of device {d}: the device does not exist"
+            )));
+        }
+        for (vp, vid) in tags {
+            if *vp > MAX_VPORT {
+                return Err(VirtError::Topology(format!(
+                    "device {d}: virtual port {vp} is above {MAX_VPORT}"
+                )));
+            }
+            if !(1..=4094).contains(vid) {
+                return Err(VirtError::Topology(format!(
+                    "device {d} virtual port {vp}: VLAN id {vid} is not in 1..=4094"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The classifier rules compiled for matching: the rules in match order and, when no rule
+/// looks into the frame (port-only and catch-all rules), an array by physical port (the
+/// design's "form 1").
+#[derive(Clone, Default)]
+pub(crate) struct Classifier {
+    rules: Vec<Rule>,
+    order: Vec<usize>,
+    by_port: Option<PortTable>,
+}
+
+impl Classifier {
+    pub(crate) fn new(rules: &[Rule]) -> Classifier {
+        let mut order: Vec<usize> = (0..rules.len()).collect();
+        // Stable: equal priorities keep insertion order.
+        order.sort_by_key(|&i| std::cmp::Reverse(rules[i].priority));
+        let mut c = Classifier {
+            rules: rules.to_vec(),
+            order,
+            by_port: None,
+        };
+        c.by_port = c.port_table();
+        c
+    }
+
+    fn port_table(&self) -> Option<PortTable> {
+        let rules = &self.rules;
+        if rules.iter().any(|r| r.vlan.is_some() || r.field.is_some()) {
+            return None;
+        }
+        let ports = rules.iter().filter_map(|r| r.port);
+        let n = ports.max().map_or(0, |m| m as usize + 1);
+        if n > 1 << 16 {
+            return None;
+        }
+        let winner = |p: Option<Port>| {
+            self.order.iter().find_map(|&i| {
+                let r = &rules[i];
+                (r.port.is_none() || r.port == p).then_some(Hit::new(r.device, r.vport))
+            })
+        };
+        Some(PortTable {
+            ports: (0..n as Port).map(|p| winner(Some(p))).collect(),
+            default: self.order.iter().find_map(|&i| {
+                rules[i]
+                    .port
+                    .is_none()
+                    .then_some(Hit::new(rules[i].device, rules[i].vport))
+            }),
+        })
+    }
+
+    #[inline]
+    pub(crate) fn classify(&self, port: Port, pkt: &[u8]) -> Option<(DeviceId, Port)> {
+        if let Some(t) = &self.by_port {
+            return t.get(port);
+        }
+        self.order.iter().find_map(|&i| {
+            let r = &self.rules[i];
+            r.matches(port, pkt)
+                .then(|| (r.device, r.vport.unwrap_or(port)))
+        })
+    }
+}
+
+/// `t` with device `id`'s virtual port `vport` tagged `vid` (or untagged).
+fn with_tag(t: &Topology, id: DeviceId, vport: Port, vid: Option<u16>) -> Topology {
+    let mut t = t.clone();
+    let m = t.vlans.entry(id).or_default();
+    match vid {
+        Some(v) => {
+            m.insert(vport, v);
+        }
+        None => {
+            m.remove(&vport);
+        }
+    }
+    if m.is_empty() {
+        t.vlans.remove(&id);
+    }
+    t
+}
+
+/// The VLAN id of a frame's outer 802.1Q tag.
+#[inline]
+fn outer_vid(pkt: &[u8]) -> Option<u16> {
+    (pkt.len() >= 18 && pkt[12] == 0x81 && pkt[13] == 0x00)
+        .then(|| u16::from_be_bytes([pkt[14], pkt[15]]) & 0x0fff)
+}
+
+/// Insert an 802.1Q tag (PCP 0, DEI 0) after the MAC addresses.
+fn push_vlan(frame: &mut Vec<u8>, vid: u16) {
+    if frame.len() < 12 {
+        return;
+    }
+    let [hi, lo] = vid.to_be_bytes();
+    frame.splice(12..12, [0x81, 0x00, hi, lo]);
 }
 
 /// Highest virtual port number a port map may use.

@@ -1,10 +1,13 @@
 //! Fair share between devices under overload: a tenant that sends twenty times the victim's
 //! rate, beyond what one round serves, overflows only its own queue; the victim's packets are
 //! all served and forwarded (`FairScheduler`, deficit round robin). A single shared FIFO of the
-//! same total size, for contrast, loses victim packets.
+//! same total size, for contrast, loses victim packets. The same holds with the devices over
+//! worker threads (`VirtWorkers`, 1 and 2 workers), the attacker on the victim's worker.
 
 use tern_runtime::{MatchParam, OutputPacket, Runtime};
-use tern_virt::{Caller, DeviceSpec, FairScheduler, Quotas, Rule, Target, VirtSwitch};
+use tern_virt::{
+    Caller, DeviceSpec, FairScheduler, Quotas, Rule, Target, VirtSwitch, VirtWorkers, WorkerOptions,
+};
 
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../");
 
@@ -160,4 +163,110 @@ fn without_fair_queueing_the_victim_starves() {
         vs.recycle_outputs(&mut out);
     }
     assert!(victim < usize::from(TICKS) / 10, "{victim}");
+}
+
+/// The flood through `VirtWorkers`: the victim and the attacker on the same worker (with 2
+/// workers, the attacker is moved onto the victim's), each tick one dispatch of the attacker's
+/// 40 packets (more than its queue holds) and the victim's one. Every victim packet comes out, in order; the attacker's
+/// excess overflows its own queue.
+const FLOOD: u16 = 40;
+
+#[test]
+fn with_workers_a_flooding_tenant_on_the_victims_worker_cannot_starve_it() {
+    for workers in [1, 2] {
+        let mut pool = VirtWorkers::new(
+            switch(),
+            WorkerOptions {
+                workers,
+                quantum: QUANTUM,
+                capacity: CAPACITY,
+                rebalance_every: 0,
+            },
+        );
+        let w = pool.worker_of(1).unwrap();
+        pool.move_group(2, w).unwrap();
+        assert_eq!(pool.worker_of(2), Some(w));
+        let mut out: Vec<OutputPacket> = Vec::new();
+        for t in 0..TICKS {
+            let mut pkts: Vec<Vec<u8>> = (0..FLOOD).map(|k| packet(2, t * FLOOD + k)).collect();
+            pkts.push(packet(1, t));
+            let mut batch: Vec<(u32, &[u8])> = pkts[..FLOOD as usize]
+                .iter()
+                .map(|p| (2, p.as_slice()))
+                .collect();
+            batch.push((1, &pkts[FLOOD as usize]));
+            pool.dispatch(&batch);
+        }
+        pool.wait_idle();
+        pool.take_outputs(&mut out);
+        let victim: Vec<u16> = out
+            .iter()
+            .filter(|o| o.port == 11)
+            .map(|o| u16::from_be_bytes([o.data[34], o.data[35]]))
+            .collect();
+        assert_eq!(victim, (0..TICKS).collect::<Vec<_>>(), "{workers} workers");
+        let v = pool.fair_stats(1).unwrap();
+        assert_eq!((v.queued, v.overflow, v.served), (500, 0, 500));
+        let a = pool.fair_stats(2).unwrap();
+        assert_eq!(a.queued + a.overflow, u64::from(TICKS * FLOOD));
+        assert_eq!(a.served, a.queued);
+        let attacker_out = out.iter().filter(|o| o.port == 12).count() as u64;
+        assert_eq!(attacker_out, a.served);
+        assert_eq!(attacker_out + victim.len() as u64, out.len() as u64);
+        // Each dispatch offers 40 to a queue of 32: at least 8 overflow per tick, however
+        // fast the worker runs.
+        assert!(a.overflow >= u64::from(TICKS) * 8, "{a:?}");
+        let sv = pool.device_stats(1).unwrap();
+        assert_eq!((sv.packets_in, sv.to_phys), (500, 500));
+        println!(
+            "{workers} workers: victim {}/{TICKS}; attacker served {}, overflowed {}",
+            v.served, a.served, a.overflow
+        );
+    }
+}
+
+/// Both devices start on worker 0 of 2; after 100 dispatched packets the front sees worker 1
+/// idle and moves one device there under traffic (its state and waiting packets with it).
+/// Every packet of both devices comes out, each device's in order, and one move was enough.
+#[test]
+fn rebalancing_moves_a_device_under_traffic_losing_nothing() {
+    let mut pool = VirtWorkers::new(
+        switch(),
+        WorkerOptions {
+            workers: 2,
+            quantum: QUANTUM,
+            capacity: 4096,
+            rebalance_every: 100,
+        },
+    );
+    pool.move_group(1, 0).unwrap();
+    pool.move_group(2, 0).unwrap();
+    // Device 2 started on worker 1: pinning it was one move.
+    assert_eq!(pool.moves(), 1);
+    let n: u16 = 2000;
+    for t in 0..n {
+        let (a, b) = (packet(1, t), packet(2, t));
+        pool.dispatch(&[(1, &a), (2, &b)]);
+    }
+    pool.wait_idle();
+    let mut out: Vec<OutputPacket> = Vec::new();
+    pool.take_outputs(&mut out);
+    for (port, dst) in [(11, 1u8), (12, 2)] {
+        let seqs: Vec<u16> = out
+            .iter()
+            .filter(|o| o.port == port)
+            .map(|o| {
+                assert_eq!(o.data[33], dst);
+                u16::from_be_bytes([o.data[34], o.data[35]])
+            })
+            .collect();
+        assert_eq!(seqs, (0..n).collect::<Vec<_>>(), "port {port}");
+    }
+    assert_eq!(out.len(), 2 * usize::from(n));
+    assert_eq!(pool.moves(), 2);
+    assert_ne!(pool.worker_of(1), pool.worker_of(2));
+    for d in [1, 2] {
+        let s = pool.device_stats(d).unwrap();
+        assert_eq!((s.packets_in, s.to_phys), (u64::from(n), u64::from(n)));
+    }
 }

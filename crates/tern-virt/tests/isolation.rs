@@ -1,14 +1,17 @@
 //! Isolation between tenants (issue 17, "quotas and isolation"): the register-memory quota
 //! checked at load, a parser that loops, a multicast storm and a control-plane flood. In each
 //! case a victim device (basic.p4 with one /32 route) forwards every one of its packets
-//! correctly and its counters are exact, while the attacker is contained.
+//! correctly and its counters are exact, while the attacker is contained. The packet attacks
+//! run three ways: on the caller's thread, and with the devices over 1 and 2 worker threads
+//! (`VirtWorkers`; with 1 both devices share the worker).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tern_runtime::{MatchParam, OutputPacket, Runtime, RuntimeError, TableError};
 use tern_virt::{
-    register_bytes, Caller, DeviceSpec, Quotas, Rule, SharedDevice, Target, VirtError, VirtSwitch,
+    register_bytes, Caller, DeviceSpec, DeviceStats, Quotas, Rule, SharedDevice, Target, VirtError,
+    VirtSwitch, VirtWorkers, WorkerOptions,
 };
 
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../");
@@ -133,9 +136,62 @@ fn attacker_frame() -> Vec<u8> {
     f
 }
 
+/// The switch on the caller's thread or over worker threads.
+enum Drive {
+    Direct(VirtSwitch),
+    Workers(VirtWorkers),
+}
+
+impl Drive {
+    /// `workers` = 0: on the caller's thread.
+    fn new(vs: VirtSwitch, workers: usize) -> Drive {
+        if workers == 0 {
+            return Drive::Direct(vs);
+        }
+        Drive::Workers(VirtWorkers::new(
+            vs,
+            WorkerOptions {
+                workers,
+                ..WorkerOptions::default()
+            },
+        ))
+    }
+
+    fn process_batch(&mut self, pkts: &[(u32, &[u8])], out: &mut Vec<OutputPacket>) {
+        match self {
+            Drive::Direct(vs) => vs.process_batch(pkts, out),
+            Drive::Workers(w) => w.process_batch(pkts, out),
+        }
+    }
+
+    fn recycle(&mut self, out: &mut Vec<OutputPacket>) {
+        match self {
+            Drive::Direct(vs) => vs.recycle_outputs(out),
+            Drive::Workers(_) => out.clear(),
+        }
+    }
+
+    fn stats(&self, id: u32) -> DeviceStats {
+        match self {
+            Drive::Direct(vs) => vs.device_stats(Caller::Operator, id).unwrap(),
+            Drive::Workers(w) => w.device_stats(id).unwrap(),
+        }
+    }
+
+    fn quarantine(&self, id: u32) -> Option<String> {
+        match self {
+            Drive::Direct(vs) => vs.quarantine(Caller::Operator, id).unwrap(),
+            Drive::Workers(w) => w
+                .call(id, move |vs| vs.quarantine(Caller::Operator, id))
+                .unwrap()
+                .unwrap(),
+        }
+    }
+}
+
 /// Interleave `n` victim packets with attacker frames; every victim packet must come out
 /// exactly as natively. Returns the attacker's frames out.
-fn interleave(vs: &mut VirtSwitch, n: u16) -> usize {
+fn interleave(vs: &mut Drive, n: u16) -> usize {
     let mut attacker_out = 0;
     let mut out: Vec<OutputPacket> = Vec::new();
     let want = victim_expected(0);
@@ -144,7 +200,7 @@ fn interleave(vs: &mut VirtSwitch, n: u16) -> usize {
         vs.process_batch(&[(10, &a)], &mut out);
         attacker_out += out.len();
         assert!(out.iter().all(|o| (100..612).contains(&o.port)));
-        vs.recycle_outputs(&mut out);
+        vs.recycle(&mut out);
         let v = victim_packet(seq);
         vs.process_batch(&[(1, &v)], &mut out);
         assert_eq!(out.len(), 1, "victim packet {seq}");
@@ -152,9 +208,9 @@ fn interleave(vs: &mut VirtSwitch, n: u16) -> usize {
         let mut w = want.clone();
         w[34..36].copy_from_slice(&seq.to_be_bytes());
         assert_eq!(out[0].data, w, "victim packet {seq}");
-        vs.recycle_outputs(&mut out);
+        vs.recycle(&mut out);
     }
-    let s = vs.device_stats(Caller::Tenant("alice"), VICTIM).unwrap();
+    let s = vs.stats(VICTIM);
     assert_eq!(
         (s.packets_in, s.to_phys, s.dropped, s.panics),
         (u64::from(n), u64::from(n), 0, 0)
@@ -223,15 +279,15 @@ fn a_parser_loop_is_contained() {
         "",
         "sm.egress_spec = 1;",
     ));
-    let mut vs = two_tenants(&json, Quotas::default());
-    let attacker_out = interleave(&mut vs, 40);
-    let s = vs
-        .device_stats(Caller::Tenant("mallory"), ATTACKER)
-        .unwrap();
-    assert_eq!((s.packets_in, s.panics), (40, 0));
-    assert_eq!(vs.quarantine(Caller::Operator, ATTACKER).unwrap(), None);
-    // Whatever the loop ends in, the attacker cannot send more than one frame per packet.
-    assert!(attacker_out <= 40, "{attacker_out}");
+    for workers in [0, 1, 2] {
+        let mut vs = Drive::new(two_tenants(&json, Quotas::default()), workers);
+        let attacker_out = interleave(&mut vs, 40);
+        let s = vs.stats(ATTACKER);
+        assert_eq!((s.packets_in, s.panics), (40, 0), "{workers} workers");
+        assert_eq!(vs.quarantine(ATTACKER), None);
+        // Whatever the loop ends in, the attacker cannot send more than one frame per packet.
+        assert!(attacker_out <= 40, "{attacker_out}");
+    }
 }
 
 #[test]
@@ -242,37 +298,30 @@ fn a_multicast_storm_is_bounded_by_the_pass_quota() {
         "",
         "sm.mcast_grp = 1;",
     ));
-    let mut vs = two_tenants(
-        &json,
-        Quotas {
-            max_passes: 9,
-            ..Quotas::default()
-        },
-    );
-    {
+    let storm = |quotas: Quotas| {
+        let mut vs = two_tenants(&json, quotas);
         let mut rt = vs.runtime(Caller::Tenant("mallory"), ATTACKER).unwrap();
         let g = rt.mc_mgrp_create(1).unwrap();
         let ports: Vec<u32> = (0..512).collect();
         let node = rt.mc_node_create(0, &ports, &[]).unwrap();
         rt.mc_node_associate(g, node).unwrap();
+        vs
+    };
+    for workers in [0, 1, 2] {
+        let quotas = Quotas {
+            max_passes: 9,
+            ..Quotas::default()
+        };
+        let mut vs = Drive::new(storm(quotas), workers);
+        let attacker_out = interleave(&mut vs, 50);
+        // The input pass plus at most 8 replicas per packet.
+        assert!(attacker_out > 0 && attacker_out <= 50 * 8, "{attacker_out}");
+        let s = vs.stats(ATTACKER);
+        assert_eq!((s.packets_in, s.to_phys), (50, attacker_out as u64));
+        // The same group without the quota would have sent 512 per packet.
+        let mut free = Drive::new(storm(Quotas::default()), workers);
+        assert_eq!(interleave(&mut free, 2), 1024, "{workers} workers");
     }
-    let attacker_out = interleave(&mut vs, 50);
-    // The input pass plus at most 8 replicas per packet.
-    assert!(attacker_out > 0 && attacker_out <= 50 * 8, "{attacker_out}");
-    let s = vs
-        .device_stats(Caller::Tenant("mallory"), ATTACKER)
-        .unwrap();
-    assert_eq!((s.packets_in, s.to_phys), (50, attacker_out as u64));
-    // The same group without the quota would have sent 512 per packet.
-    let mut free = two_tenants(&json, Quotas::default());
-    {
-        let mut rt = free.runtime(Caller::Tenant("mallory"), ATTACKER).unwrap();
-        let g = rt.mc_mgrp_create(1).unwrap();
-        let ports: Vec<u32> = (0..512).collect();
-        let node = rt.mc_node_create(0, &ports, &[]).unwrap();
-        rt.mc_node_associate(g, node).unwrap();
-    }
-    assert_eq!(interleave(&mut free, 2), 1024);
 }
 
 #[test]

@@ -10,6 +10,7 @@ use tern_stf::{RunOptions, StfReport};
 use tern_virt::config::Config;
 use tern_virt::{
     Caller, DeviceSpec, Field, FieldMatch, Quotas, Rule, Target, Topology, VirtError, VirtSwitch,
+    VirtWorkers, WorkerOptions,
 };
 
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../");
@@ -403,6 +404,91 @@ fn classifier_by_vlan_and_header_field_with_priorities() {
     assert_eq!(vs.stats().unclassified, 1);
 }
 
+/// `frame` with an 802.1Q tag (VLAN `vid`) after the MAC addresses.
+fn tagged(frame: &[u8], vid: u16) -> Vec<u8> {
+    let mut f = frame[..12].to_vec();
+    f.extend_from_slice(&[0x81, 0x00]);
+    f.extend_from_slice(&vid.to_be_bytes());
+    f.extend_from_slice(&frame[12..]);
+    f
+}
+
+/// VLAN slicing on a trunk: physical port 1 carries VLANs 10 and 20. VLAN 10 goes to
+/// device 1 on tagged virtual ports (tag stripped on the way in, pushed back on the way out
+/// of the trunk); VLAN 20 to device 2, whose output port 3 is an untagged access port. Both
+/// routers see plain IPv4 (without the strip basic.p4 would not parse the tagged frame) and
+/// their outputs are exactly the native router's, with the tag where the port map says. The
+/// same with the devices over 2 workers.
+#[test]
+fn vlan_tags_are_stripped_in_and_pushed_out_per_virtual_port() {
+    let json = basic();
+    let mut reference = native(&json);
+    router_entries(&mut reference);
+    let mut vs = VirtSwitch::new();
+    for d in [1, 2] {
+        vs.add_device(d, spec(&json)).unwrap();
+        router_entries(&mut vs.runtime(Caller::Operator, d).unwrap());
+    }
+    for (vid, d) in [(10, 1), (20, 2)] {
+        vs.add_rule(Rule {
+            vlan: Some(vid),
+            ..rule(0, Some(1), d, Some(1))
+        })
+        .unwrap();
+    }
+    vs.map_port(1, 2, Target::Phys(1)).unwrap();
+    vs.map_port(1, 0, Target::Phys(9)).unwrap();
+    vs.tag_port(1, 1, Some(10)).unwrap();
+    vs.tag_port(1, 2, Some(10)).unwrap();
+    vs.map_port(2, 2, Target::Phys(3)).unwrap();
+    vs.tag_port(2, 1, Some(20)).unwrap();
+    // A bad VLAN id is refused and changes nothing.
+    let before = vs.topology().clone();
+    let e = vs.tag_port(2, 2, Some(4095)).unwrap_err();
+    assert!(e.to_string().contains("VLAN id 4095"), "{e}");
+    assert_eq!(vs.tag_port(7, 1, Some(5)), Err(VirtError::NoSuchDevice(7)));
+    assert_eq!(vs.topology(), &before);
+
+    let plain = ipv4(1, [10, 0, 2, 2], 6);
+    let routed = run_native(&mut reference, 1, &plain);
+    assert_eq!((routed.len(), routed[0].port), (1, 2));
+    let check = |out: &[OutputPacket]| {
+        assert_eq!(out.len(), 2, "{out:?}");
+        // VLAN 10 back out of the trunk, tagged; VLAN 20 out of the access port, untagged.
+        assert_eq!(
+            (out[0].port, &out[0].data),
+            (1, &tagged(&routed[0].data, 10))
+        );
+        assert_eq!((out[1].port, &out[1].data), (3, &routed[0].data));
+    };
+    let (a, b, c) = (tagged(&plain, 10), tagged(&plain, 20), tagged(&plain, 30));
+    let mut out = Vec::new();
+    vs.process_batch(&[(1, &a), (1, &b), (1, &c)], &mut out);
+    check(&out);
+    assert_eq!(vs.stats().unclassified, 1);
+    // An untagged frame classified to a tagged virtual port (no VLAN rule) is left as it
+    // is: basic.p4 routes it and the tag is pushed on the way out.
+    vs.add_rule(rule(-1, Some(1), 1, Some(1))).unwrap();
+    let out = run_virt(&mut vs, 1, &plain);
+    assert_eq!(
+        (out[0].port, &out[0].data),
+        (1, &tagged(&routed[0].data, 10))
+    );
+    vs.set_topology(before).unwrap();
+
+    let mut pool = VirtWorkers::new(
+        vs,
+        WorkerOptions {
+            workers: 2,
+            ..WorkerOptions::default()
+        },
+    );
+    let mut out = Vec::new();
+    pool.process_batch(&[(1, &a)], &mut out);
+    pool.process_batch(&[(1, &b), (1, &c)], &mut out);
+    check(&out);
+}
+
 // ---------------------------------------------------------------------- live change
 
 /// Device A's packets are checked one by one while device B is replaced, added, removed and
@@ -489,6 +575,141 @@ fn live_change_under_traffic_leaves_other_devices_untouched() {
     let s = vs.device_stats(Caller::Operator, 1).unwrap();
     assert_eq!(s.packets_in, 160);
     assert_eq!((s.panics, s.hop_cut, s.quarantine_drops), (0, 0, 0));
+}
+
+/// The same live changes with the devices over 2 worker threads: device A's packets are
+/// dispatched without waiting, interleaved with every change (device B replaced, device C
+/// added, linked from B — which brings B and C onto one worker — and removed, snapshots
+/// switched); afterwards every one of A's 160 packets has come out, in order, exactly as
+/// natively, and B's and C's checks hold after each change.
+#[test]
+fn live_change_under_traffic_with_two_workers() {
+    let (rt_json, fw_json) = (basic(), firewall());
+    let mut reference = native(&rt_json);
+    router_entries(&mut reference);
+
+    let mut vs = VirtSwitch::new();
+    vs.add_device(1, spec(&rt_json)).unwrap();
+    router_entries(&mut vs.runtime(Caller::Operator, 1).unwrap());
+    vs.add_rule(rule(0, Some(1), 1, None)).unwrap();
+    for p in [0, 2, 3] {
+        vs.map_port(1, p, Target::Phys(p)).unwrap();
+    }
+    vs.add_device(2, spec(&fw_json)).unwrap();
+    firewall_entries(&mut vs.runtime(Caller::Operator, 2).unwrap());
+    vs.add_rule(rule(0, Some(5), 2, Some(1))).unwrap();
+    vs.map_port(2, 2, Target::Phys(6)).unwrap();
+    vs.save_snapshot("base");
+    let mut maint = vs.topology().clone();
+    maint
+        .port_maps
+        .insert(2, BTreeMap::from([(2, Target::Drop)]));
+    vs.store_snapshot("maintenance", maint);
+    let mut pool = VirtWorkers::new(
+        vs,
+        WorkerOptions {
+            workers: 2,
+            rebalance_every: 0,
+            ..WorkerOptions::default()
+        },
+    );
+    assert_ne!(pool.worker_of(1), pool.worker_of(2));
+
+    let a_packets = [
+        ipv4(1, [10, 0, 2, 2], 6),
+        ipv4(1, [10, 0, 3, 9], 17),
+        ipv4(1, [10, 1, 1, 1], 6),
+        non_ip(),
+    ];
+    let mut want = Vec::new();
+    let mut a_out: Vec<OutputPacket> = Vec::new();
+    // Runs `pkts` and waits; A's frames (ports 0, 2, 3) go to `a_out`, the rest is returned.
+    let run = |pool: &mut VirtWorkers, a_out: &mut Vec<OutputPacket>, port, data: &[u8]| {
+        let mut out = Vec::new();
+        pool.process_batch(&[(port, data)], &mut out);
+        let (a, rest): (Vec<_>, Vec<_>) = out.into_iter().partition(|o| o.port <= 3);
+        a_out.extend(a);
+        rest
+    };
+    for round in 0..40u32 {
+        for p in &a_packets {
+            want.extend(run_native(&mut reference, 1, p));
+            pool.dispatch(&[(1, p)]);
+        }
+        match round % 5 {
+            0 => {
+                let r = pool.replace_device(2, spec(&fw_json)).unwrap();
+                assert_eq!(r.entries, 2, "{r:?}");
+                let out = run(&mut pool, &mut a_out, 5, &ipv4(1, [10, 0, 2, 2], 6));
+                assert_eq!(out.len(), 1);
+                assert_eq!(out[0].port, 6);
+                assert!(run(&mut pool, &mut a_out, 5, &ipv4(1, [10, 0, 2, 2], 17)).is_empty());
+            }
+            1 => {
+                pool.add_device(3, spec(&rt_json)).unwrap();
+                pool.add_rule(rule(5, Some(7), 3, None)).unwrap();
+                pool.map_port(3, 0, Target::Phys(8)).unwrap();
+                // A link from B into C: the two now share a worker.
+                pool.map_port(
+                    2,
+                    9,
+                    Target::Link {
+                        device: 3,
+                        vport: 0,
+                    },
+                )
+                .unwrap();
+                assert_eq!(pool.worker_of(2), pool.worker_of(3));
+                assert_eq!(run(&mut pool, &mut a_out, 7, &non_ip())[0].port, 8);
+            }
+            2 => {
+                pool.remove_device(3).unwrap();
+                assert!(run(&mut pool, &mut a_out, 7, &non_ip()).is_empty());
+            }
+            3 => {
+                pool.activate_snapshot("maintenance").unwrap();
+                assert!(run(&mut pool, &mut a_out, 5, &ipv4(1, [10, 0, 2, 2], 6)).is_empty());
+            }
+            _ => {
+                pool.activate_snapshot("base").unwrap();
+                let r = pool.replace_device(2, spec(&rt_json)).unwrap();
+                assert_eq!((r.entries, r.tables.len()), (0, 0), "{r:?}");
+                let r = pool.replace_device(2, spec(&fw_json)).unwrap();
+                assert_eq!(r.entries, 0);
+                pool.call(2, |vs| {
+                    firewall_entries(&mut vs.runtime(Caller::Operator, 2).unwrap())
+                })
+                .unwrap();
+            }
+        }
+    }
+    pool.wait_idle();
+    let mut rest = Vec::new();
+    pool.take_outputs(&mut rest);
+    a_out.extend(rest.into_iter().filter(|o| o.port <= 3));
+    assert_eq!(a_out.len(), want.len());
+    assert_eq!(a_out, want);
+    assert!(pool.moves() >= 8, "{}", pool.moves());
+    let n = pool
+        .call(1, |vs| {
+            vs.runtime(Caller::Operator, 1)
+                .unwrap()
+                .mt_get_num_entries("MyIngress.ipv4_lpm")
+        })
+        .unwrap();
+    assert_eq!(n.unwrap(), 2);
+    let s = pool.device_stats(1).unwrap();
+    assert_eq!(s.packets_in, 160);
+    assert_eq!((s.panics, s.hop_cut, s.quarantine_drops), (0, 0, 0));
+    // Back on one thread, every device and the topology are there.
+    let mut out = Vec::new();
+    let vs = pool.shutdown(&mut out);
+    assert!(out.is_empty());
+    assert_eq!(vs.device_ids(), vec![1, 2]);
+    assert_eq!(
+        vs.device_stats(Caller::Operator, 1).unwrap().packets_in,
+        160
+    );
 }
 
 #[test]
@@ -804,6 +1025,26 @@ fn config_errors_say_what_and_where() {
     assert!(e.contains("rules[0].vlan"), "{e}");
     let e = err(r#"{"devices": [{"id": 1, "program": "a.json"}, {"id": 1, "program": "b.json"}]}"#);
     assert!(e.contains("devices[1].id"), "{e}");
+    let e = err(r#"{"devices": [{"id": 1, "program": "a.json", "vlans": {"2": 0}}]}"#);
+    assert!(
+        e.contains(r#"devices[0].vlans."2""#) && e.contains("1..=4094"),
+        "{e}"
+    );
+    let e = err(r#"{"devices": [{"id": 1, "program": "a.json", "vlans": {"2": 4095}}]}"#);
+    assert!(
+        e.contains(r#"devices[0].vlans."2""#) && e.contains("above 4094"),
+        "{e}"
+    );
+    // Tagged virtual ports are part of the topology and of every snapshot.
+    let cfg = Config::parse(
+        r#"{"devices": [{"id": 1, "program": "a.json", "vlans": {"2": 100}}],
+            "snapshots": {"s": {"rules": []}}}"#,
+        "v.json",
+    )
+    .unwrap();
+    let want = BTreeMap::from([(1, BTreeMap::from([(2, 100u16)]))]);
+    assert_eq!(cfg.topology.vlans, want);
+    assert_eq!(cfg.snapshots["s"].vlans, want);
     // Build-time errors: a missing program, a link into a device that does not exist.
     let dir = tern_fixtures::scratch("virt-config-err");
     let cfg = Config::parse(

@@ -8,6 +8,10 @@
 //! classifier rules and links. With `--timed`, packet rates in memory (native vs sliced, median
 //! of several runs) are added: never record those from a shared, busy machine.
 //! Writes `virt_bench.json` and `virt_bench.md` (HyPer4's figures beside tern's) to `--out`.
+//! Live change (always printed; written with `--timed`): how long adding, replacing, removing a
+//! device and switching a snapshot keep the *other* devices waiting — the whole switch on one
+//! thread, the operation's worker over 2 workers (compiling happens off it) — and a count of
+//! the other devices' packets lost meanwhile (must be 0).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -17,7 +21,7 @@ use serde_json::json;
 use tern_dataplane::{Switch, SwitchOptions};
 use tern_runtime::{OutputPacket, PacketPath};
 use tern_virt::config::{load_program, Config};
-use tern_virt::{Caller, DeviceId, Target, VirtSwitch};
+use tern_virt::{Caller, DeviceId, DeviceSpec, Target, VirtSwitch, VirtWorkers, WorkerOptions};
 
 /// `tern virt bench`
 #[derive(clap::Args)]
@@ -514,6 +518,108 @@ fn cell<T: std::fmt::Display>(v: Option<T>) -> String {
     v.map_or("—".to_string(), |x| x.to_string())
 }
 
+/// One live-change figure: the median and the worst of `runs` operations, in microseconds.
+fn us_stats(mut v: Vec<f64>) -> serde_json::Value {
+    v.sort_by(f64::total_cmp);
+    json!({ "median_us": v[v.len() / 2], "max_us": v[v.len() - 1], "runs": v.len() })
+}
+
+/// How long each live change keeps the other devices waiting, on one thread and over two
+/// workers, with the L2 switch's traffic counted across the changes (functions/virt.json: the
+/// four functions as devices 1–4; device 9 added and removed, running the router's program;
+/// device 2 replaced by its own program, entries carried; two snapshots switched).
+fn live_change(dir: &Path, runs: usize) -> anyhow::Result<(serde_json::Value, String)> {
+    let path = dir.join("functions/virt.json");
+    let build = || -> anyhow::Result<VirtSwitch> {
+        let mut vs = Config::load(&path)?
+            .build(path.parent().unwrap_or(Path::new(".")))?
+            .0;
+        vs.save_snapshot("a");
+        let mut t = vs.topology().clone();
+        t.port_maps
+            .insert(4, [(1, Target::Drop)].into_iter().collect());
+        vs.store_snapshot("b", t);
+        Ok(vs)
+    };
+    let program = |f: &str| load_program(&dir.join("../").join(f)).map_err(anyhow::Error::msg);
+    let (router, firewall) = (program("router.p4")?, program("firewall_l4.p4")?);
+    let spec = |json: &String| DeviceSpec {
+        json: json.clone(),
+        owner: None,
+        quotas: Default::default(),
+    };
+    let l2 = cases().remove(0).packet;
+    let ops = ["add", "replace", "snapshot", "remove"];
+    let mut one: Vec<Vec<f64>> = vec![Vec::new(); ops.len()];
+    let mut two: Vec<Vec<f64>> = vec![Vec::new(); ops.len()];
+    // One thread: the caller holds the whole switch for the call.
+    let mut vs = build()?;
+    let (mut sent, mut got) = (0u64, 0u64);
+    let mut out = Vec::new();
+    for r in 0..runs {
+        for (i, op) in ops.iter().enumerate() {
+            vs.process_batch(&[(1, &l2)], &mut out);
+            sent += 1;
+            got += out.len() as u64;
+            vs.recycle_outputs(&mut out);
+            let t = Instant::now();
+            match *op {
+                "add" => vs.add_device(9, spec(&router))?,
+                "replace" => drop(vs.replace_device(2, spec(&firewall))?),
+                "snapshot" => vs.activate_snapshot(if r % 2 == 0 { "b" } else { "a" })?,
+                _ => drop(vs.remove_device(9)?),
+            }
+            one[i].push(t.elapsed().as_secs_f64() * 1e6);
+        }
+    }
+    // Two workers: the operation's worker stops for `last_pause`.
+    let mut pool = VirtWorkers::new(
+        build()?,
+        WorkerOptions {
+            workers: 2,
+            rebalance_every: 0,
+            ..WorkerOptions::default()
+        },
+    );
+    for r in 0..runs {
+        for (i, op) in ops.iter().enumerate() {
+            pool.dispatch(&[(1, &l2)]);
+            sent += 1;
+            match *op {
+                "add" => pool.add_device(9, spec(&router))?,
+                "replace" => drop(pool.replace_device(2, spec(&firewall))?),
+                "snapshot" => pool.activate_snapshot(if r % 2 == 0 { "b" } else { "a" })?,
+                _ => drop(pool.remove_device(9)?),
+            }
+            two[i].push(pool.last_pause().as_secs_f64() * 1e6);
+        }
+    }
+    pool.wait_idle();
+    pool.take_outputs(&mut out);
+    got += out.len() as u64;
+    let lost = sent - got;
+    let mut j = json!({ "other_devices_packets_sent": sent, "other_devices_packets_lost": lost });
+    let mut md = format!(
+        "\n## Live change: the other devices' time (µs, median / worst of {runs})\n\n\
+         On one thread the call holds the whole switch; over 2 workers, only the operation's \
+         worker stops (compiling and building happen off it). The L2 switch's packets across \
+         every change: {sent} sent, {lost} lost. Target: < 1,000 µs.\n\n\
+         | operation | one thread | 2 workers |\n|---|---|---|\n"
+    );
+    for (i, op) in ops.iter().enumerate() {
+        let (a, b) = (us_stats(one[i].clone()), us_stats(two[i].clone()));
+        md.push_str(&format!(
+            "| {op} | {:.0} / {:.0} | {:.0} / {:.0} |\n",
+            a["median_us"].as_f64().unwrap_or(0.0),
+            a["max_us"].as_f64().unwrap_or(0.0),
+            b["median_us"].as_f64().unwrap_or(0.0),
+            b["max_us"].as_f64().unwrap_or(0.0)
+        ));
+        j[op] = json!({ "one_thread": a, "two_workers": b });
+    }
+    Ok((j, md))
+}
+
 pub fn run(a: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
     let dir = &a.scenarios;
     if !dir.join("ex1/virt.json").is_file() {
@@ -658,12 +764,20 @@ pub fn run(a: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
         );
         rows.push(row);
     }
+    let (live, live_md) = live_change(dir, a.runs.max(1) * 5)?;
+    print!("{live_md}");
+    if live["other_devices_packets_lost"] != json!(0) {
+        bail!("live change lost packets of other devices: {live}");
+    }
     std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
-    let report = json!({
+    let mut report = json!({
         "what": "HyPer4's penalty table on tern (tern virt bench)",
         "timed": a.timed,
         "rows": rows,
     });
+    if a.timed {
+        report["live_change"] = live;
+    }
     let jpath = a.out.join("virt_bench.json");
     std::fs::write(&jpath, serde_json::to_string_pretty(&report)? + "\n")
         .with_context(|| format!("writing {}", jpath.display()))?;
@@ -682,6 +796,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
              ns added |\n|---|---|---|---|---|---|\n",
         );
         text.push_str(&timed_md);
+        text.push_str(&live_md);
     }
     let mpath = a.out.join("virt_bench.md");
     std::fs::write(&mpath, text).with_context(|| format!("writing {}", mpath.display()))?;

@@ -1,0 +1,782 @@
+//! Devices spread over worker threads ([`VirtWorkers`]), with fair shares between them.
+//!
+//! Each worker thread owns a *shard*: a [`VirtSwitch`] holding some of the devices (their
+//! whole state, moved in, so the packet path takes no lock) and a [`FairScheduler`] over them.
+//! A device is on exactly one worker at a time, so its packets run in arrival order and its
+//! state is touched by one thread only. Devices joined by links form one *group* and always
+//! sit on the same worker, so a chain runs to completion inside one worker as on one thread.
+//!
+//! The front (the caller's thread) classifies every arriving packet with the full classifier
+//! and hands it, already classified, to the worker of its device (one message per worker per
+//! [`VirtWorkers::dispatch`]). A worker takes one message, queues its packets per device
+//! (bounded queues: a full one drops that device's packets, counted), then runs one
+//! deficit-round-robin round over its devices, and goes on with rounds while packets wait:
+//! inside a worker a flooding device gets its quantum per round like every other device and
+//! overflows only its own queue.
+//!
+//! Across workers the share is kept by the device → worker assignment: the front counts the
+//! bytes it dispatches per device, and [`VirtWorkers::rebalance`] (also run every
+//! `rebalance_every` packets) moves one group from the busiest worker to the idlest when that
+//! evens their load. A move is a message to each of the two workers: the device leaves with
+//! its state, its queue of waiting packets and its credit, so nothing is lost or reordered.
+//! Moving whole device queues now and then, rather than stealing work packet by packet,
+//! keeps each device on one thread (no lock, no cache-line traffic on its tables) and costs
+//! one hand-over per move instead of a synchronisation per stolen batch.
+//!
+//! Control operations (add, remove, replace, runtime calls, topology and snapshots) are
+//! messages too, run by the device's worker between two rounds; a topology change first brings
+//! every group it creates onto one worker, then sends each worker its part of the port maps,
+//! then switches the front's classifier.
+
+use std::cell::Cell;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use tern_runtime::{OutputPacket, Port};
+
+use crate::fair::Queue;
+use crate::{
+    validate_topology, CarryReport, Classifier, Device, DeviceId, DeviceSpec, DeviceStats,
+    FairScheduler, FairStats, Target, Topology, VirtError, VirtStats, VirtSwitch,
+};
+
+/// How [`VirtWorkers`] runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WorkerOptions {
+    /// Worker threads (at least 1).
+    pub workers: usize,
+    /// Bytes of credit a backlogged device gets per round ([`FairScheduler::new`]).
+    pub quantum: u64,
+    /// Packets a device's queue holds.
+    pub capacity: usize,
+    /// Rebalance after this many dispatched packets (0: only when
+    /// [`VirtWorkers::rebalance`] is called).
+    pub rebalance_every: u64,
+}
+
+impl Default for WorkerOptions {
+    fn default() -> Self {
+        WorkerOptions {
+            workers: 2,
+            quantum: 16 * 1514,
+            capacity: 1024,
+            rebalance_every: 65_536,
+        }
+    }
+}
+
+type Job = Box<dyn FnOnce(&mut VirtSwitch, &mut FairScheduler) + Send>;
+
+/// Devices moving between workers, with their port maps and waiting packets.
+struct Moved {
+    devices: Vec<Device>,
+    maps: BTreeMap<DeviceId, BTreeMap<Port, Target>>,
+    queues: Vec<(DeviceId, Queue)>,
+    /// How long taking them out held the source worker.
+    took: Duration,
+}
+
+enum Msg {
+    /// Classified packets: (device, virtual ingress port, frame).
+    Packets(Vec<(DeviceId, Port, Vec<u8>)>),
+    /// A control operation, run between two rounds.
+    Call(Job),
+    Take(Vec<DeviceId>, mpsc::Sender<Moved>),
+    Put(Moved),
+    /// Answer once every packet queued so far has run (its outputs sent before).
+    Sync(mpsc::Sender<()>),
+    /// Stop and give the shard back.
+    Stop(mpsc::Sender<(VirtSwitch, FairScheduler)>),
+}
+
+fn worker(
+    mut vs: VirtSwitch,
+    mut fair: FairScheduler,
+    rx: mpsc::Receiver<Msg>,
+    out_tx: mpsc::Sender<Vec<OutputPacket>>,
+) {
+    let mut out: Vec<OutputPacket> = Vec::new();
+    let mut syncs: Vec<mpsc::Sender<()>> = Vec::new();
+    let mut open = true;
+    loop {
+        let msg = if fair.backlog() == 0 {
+            for s in syncs.drain(..) {
+                let _ = s.send(());
+            }
+            if !open {
+                return;
+            }
+            match rx.recv() {
+                Ok(m) => Some(m),
+                Err(_) => return,
+            }
+        } else if open {
+            match rx.try_recv() {
+                Ok(m) => Some(m),
+                Err(mpsc::TryRecvError::Empty) => None,
+                Err(mpsc::TryRecvError::Disconnected) => {
+                    open = false;
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        match msg {
+            None => {}
+            Some(Msg::Packets(pkts)) => {
+                for (id, vport, data) in pkts {
+                    fair.enqueue_to(id, vport, &data);
+                }
+            }
+            Some(Msg::Call(job)) => job(&mut vs, &mut fair),
+            Some(Msg::Take(ids, reply)) => {
+                let t = Instant::now();
+                let (devices, maps) = vs.take_devices(&ids);
+                let queues = ids
+                    .iter()
+                    .filter_map(|&id| fair.take_queue(id).map(|q| (id, q)))
+                    .collect();
+                let _ = reply.send(Moved {
+                    devices,
+                    maps,
+                    queues,
+                    took: t.elapsed(),
+                });
+            }
+            Some(Msg::Put(m)) => {
+                vs.put_devices(m.devices, m.maps);
+                for (id, q) in m.queues {
+                    fair.put_queue(id, q);
+                }
+            }
+            Some(Msg::Sync(s)) => syncs.push(s),
+            Some(Msg::Stop(reply)) => {
+                // Run what is queued, then hand the shard back.
+                while fair.backlog() > 0 {
+                    fair.run_round(&mut vs, &mut out);
+                    if !out.is_empty() {
+                        let _ = out_tx.send(std::mem::take(&mut out));
+                    }
+                }
+                for s in syncs.drain(..) {
+                    let _ = s.send(());
+                }
+                let _ = reply.send((vs, fair));
+                return;
+            }
+        }
+        if fair.backlog() > 0 {
+            fair.run_round(&mut vs, &mut out);
+            if !out.is_empty() {
+                let _ = out_tx.send(std::mem::take(&mut out));
+            }
+        }
+    }
+}
+
+/// The groups of devices joined by links (in either direction) in any of `topos`.
+fn groups(devices: &[DeviceId], topos: &[&Topology]) -> Vec<Vec<DeviceId>> {
+    let index: HashMap<DeviceId, usize> =
+        devices.iter().enumerate().map(|(i, &d)| (d, i)).collect();
+    let mut parent: Vec<usize> = (0..devices.len()).collect();
+    fn root(p: &mut [usize], mut i: usize) -> usize {
+        while p[i] != i {
+            p[i] = p[p[i]];
+            i = p[i];
+        }
+        i
+    }
+    for t in topos {
+        for (d, map) in &t.port_maps {
+            for target in map.values() {
+                if let Target::Link { device, .. } = target {
+                    if let (Some(&a), Some(&b)) = (index.get(d), index.get(device)) {
+                        let (ra, rb) = (root(&mut parent, a), root(&mut parent, b));
+                        parent[ra] = rb;
+                    }
+                }
+            }
+        }
+    }
+    let mut by_root: BTreeMap<usize, Vec<DeviceId>> = BTreeMap::new();
+    for (i, &d) in devices.iter().enumerate() {
+        let r = root(&mut parent, i);
+        by_root.entry(r).or_default().push(d);
+    }
+    by_root.into_values().collect()
+}
+
+/// The part of `t` a worker holding `devices` needs: their port maps (no rules: packets
+/// arrive classified).
+fn shard_topology(t: &Topology, devices: &BTreeSet<DeviceId>) -> Topology {
+    Topology {
+        rules: Vec::new(),
+        port_maps: t
+            .port_maps
+            .iter()
+            .filter(|(d, _)| devices.contains(d))
+            .map(|(d, m)| (*d, m.clone()))
+            .collect(),
+        vlans: t
+            .vlans
+            .iter()
+            .filter(|(d, _)| devices.contains(d))
+            .map(|(d, m)| (*d, m.clone()))
+            .collect(),
+    }
+}
+
+/// A [`VirtSwitch`]'s devices spread over worker threads (see the module documentation).
+pub struct VirtWorkers {
+    opts: WorkerOptions,
+    txs: Vec<mpsc::Sender<Msg>>,
+    handles: Vec<JoinHandle<()>>,
+    out_rx: mpsc::Receiver<Vec<OutputPacket>>,
+    topo: Topology,
+    cls: Classifier,
+    snapshots: HashMap<String, Topology>,
+    max_hops: u32,
+    /// Device → worker.
+    assign: BTreeMap<DeviceId, usize>,
+    /// Bytes dispatched per device since the last rebalance.
+    load: BTreeMap<DeviceId, u64>,
+    since: u64,
+    moves: u64,
+    stats: VirtStats,
+    batches: Vec<Vec<(DeviceId, Port, Vec<u8>)>>,
+    /// Compiles programs and builds devices on the front, off the workers (its cache of
+    /// compiled programs is shared by every device built here).
+    factory: Box<VirtSwitch>,
+    /// How long the last control operation held a worker (the longest, when it ran on
+    /// several).
+    pause: Cell<Duration>,
+}
+
+impl VirtWorkers {
+    /// Spread `vs`'s devices over `opts.workers` threads (groups of linked devices kept
+    /// together, by device count). Its topology, snapshots and hop budget carry over.
+    pub fn new(mut vs: VirtSwitch, opts: WorkerOptions) -> VirtWorkers {
+        let n = opts.workers.max(1);
+        let topo = vs.topology().clone();
+        let snapshots = vs.snapshots().clone();
+        let max_hops = vs.max_hops();
+        let ids = vs.device_ids();
+        let mut sizes = vec![0usize; n];
+        let mut assign = BTreeMap::new();
+        let mut gs = groups(&ids, &[&topo]);
+        gs.sort_by_key(|g| std::cmp::Reverse(g.len()));
+        for g in gs {
+            let w = (0..n).min_by_key(|&w| (sizes[w], w)).expect("n >= 1");
+            sizes[w] += g.len();
+            for d in g {
+                assign.insert(d, w);
+            }
+        }
+        // Devices added later share the programs compiled so far.
+        let mut factory = Box::<VirtSwitch>::default();
+        factory.programs = std::mem::take(&mut vs.programs);
+        let (out_tx, out_rx) = mpsc::channel();
+        let mut txs = Vec::new();
+        let mut handles = Vec::new();
+        for w in 0..n {
+            let mine: Vec<DeviceId> = assign
+                .iter()
+                .filter(|(_, &x)| x == w)
+                .map(|(&d, _)| d)
+                .collect();
+            let (devices, maps) = vs.take_devices(&mine);
+            let mut shard = VirtSwitch::new();
+            shard.set_max_hops(max_hops);
+            shard.put_devices(devices, maps);
+            let fair = FairScheduler::new(opts.quantum, opts.capacity);
+            let (tx, rx) = mpsc::channel();
+            let out_tx = out_tx.clone();
+            handles.push(
+                std::thread::Builder::new()
+                    .name(format!("tern-virt-{w}"))
+                    .spawn(move || worker(shard, fair, rx, out_tx))
+                    .expect("spawn a worker thread"),
+            );
+            txs.push(tx);
+        }
+        VirtWorkers {
+            opts: WorkerOptions { workers: n, ..opts },
+            txs,
+            handles,
+            out_rx,
+            cls: Classifier::new(&topo.rules),
+            topo,
+            snapshots,
+            max_hops,
+            assign,
+            load: BTreeMap::new(),
+            since: 0,
+            moves: 0,
+            stats: VirtStats::default(),
+            batches: (0..n).map(|_| Vec::new()).collect(),
+            factory,
+            pause: Cell::new(Duration::ZERO),
+        }
+    }
+
+    /// Worker threads.
+    pub fn workers(&self) -> usize {
+        self.opts.workers
+    }
+
+    /// The worker a device runs on.
+    pub fn worker_of(&self, id: DeviceId) -> Option<usize> {
+        self.assign.get(&id).copied()
+    }
+
+    /// Groups moved between workers so far.
+    pub fn moves(&self) -> u64 {
+        self.moves
+    }
+
+    /// The device ids, ascending.
+    pub fn device_ids(&self) -> Vec<DeviceId> {
+        self.assign.keys().copied().collect()
+    }
+
+    /// The live topology.
+    pub fn topology(&self) -> &Topology {
+        &self.topo
+    }
+
+    /// Classify packets arriving on physical ports and hand each to its device's worker
+    /// (returns at once; outputs come through [`VirtWorkers::take_outputs`]).
+    pub fn dispatch(&mut self, pkts: &[(Port, &[u8])]) {
+        for &(port, data) in pkts {
+            let Some((id, vport)) = self.cls.classify(port, data) else {
+                self.stats.unclassified += 1;
+                continue;
+            };
+            let Some(&w) = self.assign.get(&id) else {
+                self.stats.dangling += 1;
+                continue;
+            };
+            *self.load.entry(id).or_default() += data.len() as u64;
+            self.batches[w].push((id, vport, data.to_vec()));
+        }
+        for (w, b) in self.batches.iter_mut().enumerate() {
+            if !b.is_empty() {
+                let _ = self.txs[w].send(Msg::Packets(std::mem::take(b)));
+            }
+        }
+        self.since += pkts.len() as u64;
+        if self.opts.rebalance_every > 0 && self.since >= self.opts.rebalance_every {
+            self.rebalance();
+        }
+    }
+
+    /// Append the outputs the workers have produced so far (physical ports; per device in
+    /// order, devices on different workers interleaved as they ran).
+    pub fn take_outputs(&mut self, out: &mut Vec<OutputPacket>) {
+        while let Ok(mut v) = self.out_rx.try_recv() {
+            out.append(&mut v);
+        }
+    }
+
+    /// Wait until every packet dispatched so far has run.
+    pub fn wait_idle(&mut self) {
+        let replies: Vec<_> = self
+            .txs
+            .iter()
+            .map(|tx| {
+                let (s, r) = mpsc::channel();
+                let _ = tx.send(Msg::Sync(s));
+                r
+            })
+            .collect();
+        for r in replies {
+            let _ = r.recv();
+        }
+    }
+
+    /// [`VirtWorkers::dispatch`], wait until it has run, and append its outputs.
+    pub fn process_batch(&mut self, pkts: &[(Port, &[u8])], out: &mut Vec<OutputPacket>) {
+        self.dispatch(pkts);
+        self.wait_idle();
+        self.take_outputs(out);
+    }
+
+    fn stopped(w: usize) -> VirtError {
+        VirtError::Topology(format!("worker {w} has stopped"))
+    }
+
+    fn run_on<R: Send + 'static>(
+        &self,
+        w: usize,
+        f: impl FnOnce(&mut VirtSwitch, &mut FairScheduler) -> R + Send + 'static,
+    ) -> Result<R, VirtError> {
+        let (s, r) = mpsc::channel();
+        self.txs[w]
+            .send(Msg::Call(Box::new(move |vs, fair| {
+                let t = Instant::now();
+                let x = f(vs, fair);
+                let _ = s.send((x, t.elapsed()));
+            })))
+            .map_err(|_| Self::stopped(w))?;
+        let (x, took) = r.recv().map_err(|_| Self::stopped(w))?;
+        self.pause.set(self.pause.get().max(took));
+        Ok(x)
+    }
+
+    /// How long the last control operation ([`VirtWorkers::add_device`], `replace_device`,
+    /// `remove_device`, `set_topology` and the snapshot and port calls, `call`) kept a worker
+    /// from its devices' packets: the longest stop of one worker, from the moment it took the
+    /// operation to its answer. Compiling and building a device happen on the caller's
+    /// thread and are not part of it.
+    pub fn last_pause(&self) -> Duration {
+        self.pause.get()
+    }
+
+    /// Run `f` on the shard holding device `id`, on its worker between two rounds (after the
+    /// packets dispatched before, in queue order; packets already queued may run after it).
+    /// The way to reach a device's runtime: `call(id, move |vs| vs.runtime(caller, id)...)`.
+    pub fn call<R: Send + 'static>(
+        &self,
+        id: DeviceId,
+        f: impl FnOnce(&mut VirtSwitch) -> R + Send + 'static,
+    ) -> Result<R, VirtError> {
+        let w = *self.assign.get(&id).ok_or(VirtError::NoSuchDevice(id))?;
+        self.run_on(w, move |vs, _| f(vs))
+    }
+
+    /// A device's counters (operator view).
+    pub fn device_stats(&self, id: DeviceId) -> Result<DeviceStats, VirtError> {
+        self.call(id, move |vs| vs.device_stats(crate::Caller::Operator, id))?
+    }
+
+    /// A device's scheduler counters on its worker.
+    pub fn fair_stats(&self, id: DeviceId) -> Result<FairStats, VirtError> {
+        let w = *self.assign.get(&id).ok_or(VirtError::NoSuchDevice(id))?;
+        self.run_on(w, move |_, fair| fair.stats(id))
+    }
+
+    /// Whole-switch counters: the front's (unclassified) plus every worker's.
+    pub fn stats(&self) -> VirtStats {
+        let mut s = self.stats;
+        for w in 0..self.txs.len() {
+            if let Ok(x) = self.run_on(w, |vs, _| vs.stats()) {
+                s.unclassified += x.unclassified;
+                s.dangling += x.dangling;
+            }
+        }
+        s
+    }
+
+    fn idlest(&self) -> usize {
+        let mut count = vec![0usize; self.txs.len()];
+        for &w in self.assign.values() {
+            count[w] += 1;
+        }
+        (0..count.len()).min_by_key(|&w| (count[w], w)).unwrap_or(0)
+    }
+
+    /// Load a new device on the worker with the fewest devices.
+    pub fn add_device(&mut self, id: DeviceId, spec: DeviceSpec) -> Result<(), VirtError> {
+        if self.assign.contains_key(&id) {
+            return Err(VirtError::DeviceExists(id));
+        }
+        self.pause.set(Duration::ZERO);
+        // Compile and build here; the worker only takes the finished device in.
+        self.factory.add_device(id, spec)?;
+        let (devices, maps) = self.factory.take_devices(&[id]);
+        let w = self.idlest();
+        self.run_on(w, move |vs, _| vs.put_devices(devices, maps))?;
+        self.assign.insert(id, w);
+        Ok(())
+    }
+
+    /// Remove a device (as [`VirtSwitch::remove_device`]); its waiting packets are dropped.
+    pub fn remove_device(&mut self, id: DeviceId) -> Result<DeviceStats, VirtError> {
+        let w = *self.assign.get(&id).ok_or(VirtError::NoSuchDevice(id))?;
+        self.pause.set(Duration::ZERO);
+        // The front stops classifying into it first.
+        self.topo.rules.retain(|r| r.device != id);
+        self.topo.port_maps.remove(&id);
+        self.topo.vlans.remove(&id);
+        for map in self.topo.port_maps.values_mut() {
+            for t in map.values_mut() {
+                if matches!(t, Target::Link { device, .. } if *device == id) {
+                    *t = Target::Drop;
+                }
+            }
+        }
+        self.cls = Classifier::new(&self.topo.rules);
+        self.assign.remove(&id);
+        self.load.remove(&id);
+        self.run_on(w, move |vs, fair| {
+            fair.forget(id);
+            vs.remove_device(id)
+        })?
+    }
+
+    /// Replace a device's program (as [`VirtSwitch::replace_device`]).
+    pub fn replace_device(
+        &mut self,
+        id: DeviceId,
+        spec: DeviceSpec,
+    ) -> Result<CarryReport, VirtError> {
+        if !self.assign.contains_key(&id) {
+            return Err(VirtError::NoSuchDevice(id));
+        }
+        self.pause.set(Duration::ZERO);
+        // Compile and build here; the worker carries the entries over and swaps.
+        let switch = self.factory.build_switch(id, &spec)?;
+        self.call(id, move |vs| vs.install_replacement(id, switch, spec))?
+    }
+
+    /// Move devices to worker `to` (with their state and waiting packets).
+    fn move_devices(&mut self, ids: &[DeviceId], to: usize) -> Result<(), VirtError> {
+        let mut from: BTreeMap<usize, Vec<DeviceId>> = BTreeMap::new();
+        for &d in ids {
+            match self.assign.get(&d) {
+                Some(&w) if w != to => from.entry(w).or_default().push(d),
+                _ => {}
+            }
+        }
+        for (w, ds) in from {
+            let (s, r) = mpsc::channel();
+            self.txs[w]
+                .send(Msg::Take(ds.clone(), s))
+                .map_err(|_| Self::stopped(w))?;
+            let moved = r.recv().map_err(|_| Self::stopped(w))?;
+            self.pause.set(self.pause.get().max(moved.took));
+            self.txs[to]
+                .send(Msg::Put(moved))
+                .map_err(|_| Self::stopped(to))?;
+            for d in ds {
+                self.assign.insert(d, to);
+            }
+            self.moves += 1;
+        }
+        Ok(())
+    }
+
+    /// Pin device `id` and the devices linked with it to worker `to` (until the next
+    /// rebalance moves them).
+    pub fn move_group(&mut self, id: DeviceId, to: usize) -> Result<(), VirtError> {
+        if !self.assign.contains_key(&id) {
+            return Err(VirtError::NoSuchDevice(id));
+        }
+        if to >= self.txs.len() {
+            return Err(VirtError::Topology(format!(
+                "worker {to} does not exist ({} workers)",
+                self.txs.len()
+            )));
+        }
+        let ids = self.device_ids();
+        let g = groups(&ids, &[&self.topo])
+            .into_iter()
+            .find(|g| g.contains(&id))
+            .expect("every device is in a group");
+        self.move_devices(&g, to)
+    }
+
+    /// Replace the whole topology (validated first; on error nothing changes). Devices that
+    /// the old or the new links join are brought onto one worker first.
+    pub fn set_topology(&mut self, t: Topology) -> Result<(), VirtError> {
+        validate_topology(&t, |d| self.assign.contains_key(&d))?;
+        self.pause.set(Duration::ZERO);
+        let ids = self.device_ids();
+        for g in groups(&ids, &[&self.topo, &t]) {
+            let mut count: BTreeMap<usize, usize> = BTreeMap::new();
+            for d in &g {
+                *count.entry(self.assign[d]).or_default() += 1;
+            }
+            if count.len() > 1 {
+                let to = count
+                    .iter()
+                    .max_by_key(|(w, c)| (**c, std::cmp::Reverse(**w)))
+                    .map(|(w, _)| *w)
+                    .expect("not empty");
+                self.move_devices(&g, to)?;
+            }
+        }
+        for w in 0..self.txs.len() {
+            let mine: BTreeSet<DeviceId> = self
+                .assign
+                .iter()
+                .filter(|(_, &x)| x == w)
+                .map(|(&d, _)| d)
+                .collect();
+            let part = shard_topology(&t, &mine);
+            self.run_on(w, move |vs, _| vs.set_topology(part))??;
+        }
+        self.cls = Classifier::new(&t.rules);
+        self.topo = t;
+        Ok(())
+    }
+
+    /// Add one classifier rule.
+    pub fn add_rule(&mut self, rule: crate::Rule) -> Result<(), VirtError> {
+        let mut t = self.topo.clone();
+        t.rules.push(rule);
+        self.set_topology(t)
+    }
+
+    /// Map one virtual port of a device.
+    pub fn map_port(&mut self, id: DeviceId, vport: Port, target: Target) -> Result<(), VirtError> {
+        if !self.assign.contains_key(&id) {
+            return Err(VirtError::NoSuchDevice(id));
+        }
+        let mut t = self.topo.clone();
+        t.port_maps.entry(id).or_default().insert(vport, target);
+        self.set_topology(t)
+    }
+
+    /// Make a device's virtual port tagged with VLAN `vid` (`None`: untagged).
+    pub fn tag_port(
+        &mut self,
+        id: DeviceId,
+        vport: Port,
+        vid: Option<u16>,
+    ) -> Result<(), VirtError> {
+        if !self.assign.contains_key(&id) {
+            return Err(VirtError::NoSuchDevice(id));
+        }
+        let t = crate::with_tag(&self.topo, id, vport, vid);
+        self.set_topology(t)
+    }
+
+    /// Store the live topology as snapshot `name`.
+    pub fn save_snapshot(&mut self, name: &str) {
+        self.snapshots.insert(name.to_string(), self.topo.clone());
+    }
+
+    /// Store `t` as snapshot `name` without activating it.
+    pub fn store_snapshot(&mut self, name: &str, t: Topology) {
+        self.snapshots.insert(name.to_string(), t);
+    }
+
+    /// Make snapshot `name` the live topology.
+    pub fn activate_snapshot(&mut self, name: &str) -> Result<(), VirtError> {
+        let t = self
+            .snapshots
+            .get(name)
+            .cloned()
+            .ok_or_else(|| VirtError::NoSuchSnapshot(name.to_string()))?;
+        self.set_topology(t)
+    }
+
+    /// Bytes dispatched per worker since the last rebalance.
+    pub fn worker_load(&self) -> Vec<u64> {
+        let mut load = vec![0u64; self.txs.len()];
+        for (d, &b) in &self.load {
+            if let Some(&w) = self.assign.get(d) {
+                load[w] += b;
+            }
+        }
+        load
+    }
+
+    /// Even the load between the busiest and the idlest worker (bytes dispatched since the
+    /// last rebalance): move the group whose load brings the two closest, when that narrows
+    /// the gap. Returns the groups moved (0 or 1) and starts a new measuring window.
+    pub fn rebalance(&mut self) -> usize {
+        self.since = 0;
+        let load = self.worker_load();
+        let n = load.len();
+        let window = std::mem::take(&mut self.load);
+        if n < 2 {
+            return 0;
+        }
+        let hi = (0..n)
+            .max_by_key(|&w| (load[w], std::cmp::Reverse(w)))
+            .expect("n >= 2");
+        let lo = (0..n).min_by_key(|&w| (load[w], w)).expect("n >= 2");
+        let gap = load[hi] - load[lo];
+        if gap == 0 {
+            return 0;
+        }
+        let ids = self.device_ids();
+        // The group on `hi` whose load is closest to half the gap; moving it must narrow the
+        // gap (a group carrying more than the gap would only swap the roles).
+        let best = groups(&ids, &[&self.topo])
+            .into_iter()
+            .filter(|g| self.assign[&g[0]] == hi)
+            .map(|g| {
+                let l: u64 = g.iter().map(|d| window.get(d).copied().unwrap_or(0)).sum();
+                (g, l)
+            })
+            .filter(|(_, l)| *l > 0 && *l < gap)
+            .min_by_key(|(_, l)| l.abs_diff(gap / 2));
+        match best {
+            Some((g, _)) => usize::from(self.move_devices(&g, lo).is_ok()),
+            None => 0,
+        }
+    }
+
+    /// Stop the workers (after running every queued packet; their last outputs are still in
+    /// [`VirtWorkers::take_outputs`] until this returns) and gather the devices back into one
+    /// [`VirtSwitch`] with the topology and snapshots.
+    pub fn shutdown(mut self, out: &mut Vec<OutputPacket>) -> VirtSwitch {
+        let mut vs = VirtSwitch::new();
+        vs.set_max_hops(self.max_hops);
+        let txs = std::mem::take(&mut self.txs);
+        let replies: Vec<_> = txs
+            .iter()
+            .map(|tx| {
+                let (s, r) = mpsc::channel();
+                let _ = tx.send(Msg::Stop(s));
+                r
+            })
+            .collect();
+        let mut unclassified = self.stats.unclassified;
+        let mut dangling = self.stats.dangling;
+        for r in replies {
+            if let Ok((mut shard, _)) = r.recv() {
+                let s = shard.stats();
+                unclassified += s.unclassified;
+                dangling += s.dangling;
+                let ids = shard.device_ids();
+                let (devices, _) = shard.take_devices(&ids);
+                vs.put_devices(devices, BTreeMap::new());
+            }
+        }
+        for h in std::mem::take(&mut self.handles) {
+            let _ = h.join();
+        }
+        self.take_outputs(out);
+        // Devices lost with a stopped worker make the topology invalid: keep what is valid.
+        let t = std::mem::take(&mut self.topo);
+        if vs.set_topology(t.clone()).is_err() {
+            let present: BTreeSet<DeviceId> = vs.device_ids().into_iter().collect();
+            let mut t = t;
+            t.rules.retain(|r| present.contains(&r.device));
+            t.port_maps.retain(|d, _| present.contains(d));
+            for map in t.port_maps.values_mut() {
+                for tg in map.values_mut() {
+                    if matches!(tg, Target::Link { device, .. } if !present.contains(device)) {
+                        *tg = Target::Drop;
+                    }
+                }
+            }
+            let _ = vs.set_topology(t);
+        }
+        for (name, t) in std::mem::take(&mut self.snapshots) {
+            vs.store_snapshot(&name, t);
+        }
+        vs.add_stats(VirtStats {
+            unclassified,
+            dangling,
+        });
+        vs
+    }
+}
+
+impl Drop for VirtWorkers {
+    fn drop(&mut self) {
+        // Closing the channels ends each worker once its queue is empty.
+        self.txs.clear();
+        for h in std::mem::take(&mut self.handles) {
+            let _ = h.join();
+        }
+    }
+}
