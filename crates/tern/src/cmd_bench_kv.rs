@@ -621,7 +621,7 @@ mod tests {
                 // branch on, and arbitrary ones.
                 for r in &prog_model.register_arrays {
                     for i in 0..r.size.min(2_048) {
-                        if rng.next_u64() % 3 != 0 {
+                        if !rng.next_u64().is_multiple_of(3) {
                             continue;
                         }
                         let v = match rng.next_u64() % 4 {
@@ -670,7 +670,7 @@ mod tests {
                         let t = (rng.next_u64() % 5) as u16;
                         payload.extend_from_slice(&t.to_be_bytes());
                         let tag = match secrets.get(usize::from(t).wrapping_sub(1)) {
-                            Some(s) if rng.next_u64() % 4 != 0 => *s,
+                            Some(s) if !rng.next_u64().is_multiple_of(4) => *s,
                             _ => rng.next_u64() as u32,
                         };
                         payload.extend_from_slice(&tag.to_be_bytes());

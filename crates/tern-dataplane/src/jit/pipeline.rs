@@ -39,7 +39,7 @@ use crate::compile::{Engine, FastBin, FastExpr, FastSrc, GNode, Instr, KeySrc, L
 use crate::exec::{Fault, Pkt, PktRegs, State, TableState};
 use crate::expr::{eval_bool, CExpr, Const, FastBool, FastVal};
 use crate::layout::{be_read, be_write, FieldLoc};
-use crate::table::{Bucket, EntryStore, HotRec, IndexView, INDEX_MUL};
+use crate::table::{Bucket, EntryStore, HotRec, IndexView, INDEX_MUL, INDEX_MUL_HI};
 use tern_model::Op;
 use tern_model::TableType;
 
@@ -462,7 +462,7 @@ extern "C" fn h_hash(ctx: *mut PipeCtx, calc: u32, size: u64) -> u64 {
 /// `[0, 2^64)` (see [`in_u64`]) and `c ? a : b` with a fast condition (both arms are
 /// evaluated: they have no side effects and cannot fault).
 #[derive(Clone, Debug)]
-enum NExpr {
+pub(super) enum NExpr {
     Src(FastSrc),
     Bin(FastBin, Box<NExpr>, Box<NExpr>),
     Shl(Box<NExpr>, u32),
@@ -504,7 +504,7 @@ fn in_u64(e: &CExpr) -> bool {
 }
 
 /// The native form of `e` (see [`NExpr`]).
-fn nexpr(e: &CExpr) -> Option<NExpr> {
+pub(super) fn nexpr(e: &CExpr) -> Option<NExpr> {
     if let Some(FastExpr::Src(s)) = FastExpr::compile(e) {
         return Some(NExpr::Src(s));
     }
@@ -555,7 +555,7 @@ fn index_expr(e: &CExpr) -> Option<NExpr> {
     in_u64(e).then(|| nexpr(e)).flatten()
 }
 
-fn nexpr_ok(eng: &Engine, e: &NExpr, params: &mut u32) -> bool {
+pub(super) fn nexpr_ok(eng: &Engine, e: &NExpr, params: &mut u32) -> bool {
     match e {
         NExpr::Src(s) => src_ok(eng, s, params),
         NExpr::Bin(_, a, b) => nexpr_ok(eng, a, params) && nexpr_ok(eng, b, params),
@@ -596,7 +596,7 @@ fn field_ok(eng: &Engine, f: &FieldLoc) -> bool {
 
 /// A destination the generated code stores into as `store_field_u64` does on its ≤ 64-bit
 /// path (`$valid$` destinations are ignored, as there).
-fn dst_ok(eng: &Engine, f: &FieldLoc) -> bool {
+pub(super) fn dst_ok(eng: &Engine, f: &FieldLoc) -> bool {
     f.is_valid_bit || (field_ok(eng, f) && !f.saturating)
 }
 
@@ -754,7 +754,11 @@ pub enum KeyPart {
 /// inline, the others looked up by [`h_find`].
 fn native_key(eng: &Engine, ti: u32) -> Option<Vec<KeyPart>> {
     let t = &eng.tables[ti as usize];
-    if !t.plain_hits() || t.spec.fields.is_empty() || t.spec.total > 8 {
+    if !t.plain_hits() || t.spec.fields.is_empty() || t.spec.total > 16 {
+        return None;
+    }
+    // Keys of 9 to 16 bytes: exact tables only (probed inline as 128-bit keys).
+    if t.spec.total > 8 && !EntryStore::indexable(&t.spec) {
         return None;
     }
     let headers = eng.layout.headers.len();
@@ -777,12 +781,22 @@ fn native_key(eng: &Engine, ti: u32) -> Option<Vec<KeyPart>> {
             }
             match src {
                 KeySrc::Field(f) if !f.is_valid_bit => {
-                    (field_ok(eng, f) && f.nbytes == kf.nbytes).then_some(KeyPart::Field(*f))
+                    ((field_ok(eng, f) || wide_field_ok(eng, f)) && f.nbytes == kf.nbytes)
+                        .then_some(KeyPart::Field(*f))
                 }
                 _ => (kf.nbytes == 1).then_some(KeyPart::Valid(h)),
             }
         })
         .collect()
+}
+
+/// A field of 9 to 16 bytes the generated code reads as two 64-bit halves (wide exact keys).
+fn wide_field_ok(eng: &Engine, f: &FieldLoc) -> bool {
+    !f.is_valid_bit
+        && !f.is_vl
+        && (9..=16).contains(&f.nbytes)
+        && f.width <= 128
+        && f.off + f.nbytes <= eng.layout.total_bytes
 }
 
 /// A keyless table's constant default: the action, its plan, its parameters as `u64`s.
@@ -845,8 +859,11 @@ pub fn table_path(eng: &Engine, pipes: &Pipes, ti: u32) -> TablePath {
     if t.spec.fields.is_empty() {
         return TablePath::Helper("keyless");
     }
-    if t.spec.total > 8 {
-        return TablePath::Helper("key wider than 8 bytes");
+    if t.spec.total > 16 {
+        return TablePath::Helper("key wider than 16 bytes");
+    }
+    if t.spec.total > 8 && !EntryStore::indexable(&t.spec) {
+        return TablePath::Helper("key wider than 8 bytes, not exact");
     }
     if native_key(eng, ti).is_none() {
         return TablePath::Helper("static key mask or key field out of reach");
@@ -1271,20 +1288,35 @@ impl Gen<'_, '_> {
         x: &Exits,
     ) {
         let i64t = types::I64;
-        // The key: parts concatenated big-endian, as `build_key` lays them out.
+        // The key: parts concatenated big-endian, as `build_key` lays them out; keys of 9 to
+        // 16 bytes as a 128-bit value, split into halves below.
+        let wide = self.eng.tables[ti as usize].spec.total > 8;
+        let kt = if wide { types::I128 } else { i64t };
         let mut key: Option<ir::Value> = None;
         for part in parts {
             let vb = self.b.use_var(v.valid);
             let (val, nbytes) = match part {
                 KeyPart::Valid(h) => {
                     let b = self.b.ins().load(types::I8, mem(), vb, *h as i32);
-                    (self.b.ins().uextend(i64t, b), 1)
+                    (self.b.ins().uextend(kt, b), 1)
+                }
+                KeyPart::Field(f) if f.nbytes > 8 => {
+                    let p = self.b.use_var(v.phv);
+                    let hi = self.load_be(p, f.off, f.nbytes - 8);
+                    let lo = self.load_be(p, f.off + f.nbytes - 8, 8);
+                    let ok = self.b.ins().load(types::I8, mem(), vb, f.header as i32);
+                    let zero = self.b.ins().iconst(i64t, 0);
+                    let hi = self.b.ins().select(ok, hi, zero);
+                    let lo = self.b.ins().select(ok, lo, zero);
+                    (self.b.ins().iconcat(lo, hi), f.nbytes)
                 }
                 KeyPart::Field(f) => {
                     let slot = self.read_field(v.phv, v.valid, f);
                     let ok = self.b.ins().load(types::I8, mem(), vb, f.header as i32);
                     let zero = self.b.ins().iconst(i64t, 0);
-                    (self.b.ins().select(ok, slot, zero), f.nbytes)
+                    let x = self.b.ins().select(ok, slot, zero);
+                    let x = if wide { self.b.ins().uextend(kt, x) } else { x };
+                    (x, f.nbytes)
                 }
             };
             key = Some(match key {
@@ -1296,6 +1328,13 @@ impl Gen<'_, '_> {
             });
         }
         let key = key.expect("a native key has parts");
+        // `(low 64 bits, high 64 bits)`; the high half is 0 for keys of at most 8 bytes.
+        let (key, key_hi) = if wide {
+            let (lo, hi) = self.b.ins().isplit(key);
+            (lo, Some(hi))
+        } else {
+            (key, None)
+        };
         // The view: this table's `TableState::store.view`.
         let base = std::mem::size_of::<TableState>() * ti as usize
             + offset_of!(TableState, store)
@@ -1309,7 +1348,15 @@ impl Gen<'_, '_> {
             let buckets = field(self, offset_of!(IndexView, buckets));
             let mask = field(self, offset_of!(IndexView, mask));
             let shift = field(self, offset_of!(IndexView, shift));
-            let h = self.b.ins().imul_imm(key, INDEX_MUL as i64);
+            // `table::index_hash`.
+            let mixed = match key_hi {
+                Some(hi) => {
+                    let m = self.b.ins().imul_imm(hi, INDEX_MUL_HI as i64);
+                    self.b.ins().bxor(key, m)
+                }
+                None => key,
+            };
+            let h = self.b.ins().imul_imm(mixed, INDEX_MUL as i64);
             let h = self.b.ins().ushr(h, shift);
             let pos = self.b.ins().band(h, mask);
             // Linear probing: an unused bucket ends the run (the index is at most half full).
@@ -1323,8 +1370,8 @@ impl Gen<'_, '_> {
             self.b.ins().jump(probe, &[pos.into()]);
             self.b.switch_to_block(probe);
             let pos = self.b.block_params(probe)[0];
-            const _: () = assert!(std::mem::size_of::<Bucket>() == 16);
-            let off = self.b.ins().ishl_imm(pos, 4);
+            const _: () = assert!(std::mem::size_of::<Bucket>() == 32);
+            let off = self.b.ins().ishl_imm(pos, 5);
             let addr = self.b.ins().iadd(buckets, off);
             let used = self
                 .b
@@ -1337,6 +1384,15 @@ impl Gen<'_, '_> {
                 .ins()
                 .load(i64t, mem(), addr, at(offset_of!(Bucket, key)));
             let same = self.b.ins().icmp(IntCC::Equal, k, key);
+            let same = match key_hi {
+                Some(hi) => {
+                    let off = at(offset_of!(Bucket, key_hi));
+                    let kh = self.b.ins().load(i64t, mem(), addr, off);
+                    let eq = self.b.ins().icmp(IntCC::Equal, kh, hi);
+                    self.b.ins().band(same, eq)
+                }
+                None => same,
+            };
             self.b.ins().brif(same, hit, &[], again, &[]);
             self.b.switch_to_block(again);
             let p1 = self.b.ins().iadd_imm(pos, 1);
@@ -1437,7 +1493,7 @@ impl Gen<'_, '_> {
     }
 
     /// Store the low `width` bits of `v` into `f` (ignored for `$valid$`).
-    fn write_field(&mut self, phv: Variable, f: &FieldLoc, v: ir::Value) {
+    pub(super) fn write_field(&mut self, phv: Variable, f: &FieldLoc, v: ir::Value) {
         if f.is_valid_bit {
             return;
         }
@@ -1646,7 +1702,13 @@ impl Gen<'_, '_> {
         }
     }
 
-    fn nexpr(&mut self, pb: Variable, phv: Variable, valid: Variable, e: &NExpr) -> ir::Value {
+    pub(super) fn nexpr(
+        &mut self,
+        pb: Variable,
+        phv: Variable,
+        valid: Variable,
+        e: &NExpr,
+    ) -> ir::Value {
         match e {
             NExpr::Src(s) => self.src(pb, phv, valid, s),
             NExpr::Bin(op, a, b) => {
