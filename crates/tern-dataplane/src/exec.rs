@@ -166,7 +166,7 @@ pub struct State {
 }
 
 impl ExternState {
-    fn next_rand(&mut self) -> u64 {
+    pub(crate) fn next_rand(&mut self) -> u64 {
         // xorshift64*: deterministic for a given seed.
         let mut x = self.rng;
         x ^= x >> 12;

@@ -13,10 +13,13 @@
 //! Same semantics as the interpreter, by construction and by test: for every packet the PHV
 //! bytes and validity, the error code, the parsed length and the emitted bytes agree
 //! ([`compare_with_interpreter`], run on every fixture with random and mutated packets; the
-//! conformance suite runs through this code). A parser or deparser that uses anything else
-//! (header stacks and union stacks, variable-length headers, `lookahead`, value sets,
-//! `set`/`verify`/primitives in parse states, fields wider than 56 bits outside byte-aligned
-//! headers) is left to the interpreter, and [`compile`] says why. A traced packet
+//! conformance suite runs through this code). Parse states may also extract into a header
+//! stack's next element (out of elements: StackOutOfBounds, before the length check, as the
+//! interpreter) and assign fields from expressions of the pipelines' native subset
+//! (`pipeline::NExpr`). A parser or deparser that uses anything else (union stacks,
+//! variable-length headers, `lookahead`, value sets, `verify`, primitives in parse states,
+//! fields wider than 56 bits outside byte-aligned headers) is left to the interpreter, and
+//! [`compile`] says why. A traced packet
 //! ([`crate::Switch::set_trace`]) always takes the interpreter, and so does a packet whose
 //! stages are timed. `TERN_NO_JIT=1` in the environment turns native code off (for
 //! comparisons); [`crate::Switch::use_interpreter`] does it for one switch (differential
@@ -39,8 +42,9 @@ use crate::compile::{CParser, ETarget, Engine, GNode, PMatch, POp};
 use crate::exec::{Fault, Pkt, State};
 use crate::layout::{FieldLoc, Phv};
 
-/// `(phv bytes, validity bytes, packet bytes, packet length, parsed length out) -> error code`.
-type ParseFn = unsafe extern "C" fn(*mut u8, *mut u8, *const u8, u64, *mut u64) -> i64;
+/// `(phv bytes, validity bytes, packet bytes, packet length, parsed length out, header
+/// stacks' next indexes) -> error code`.
+type ParseFn = unsafe extern "C" fn(*mut u8, *mut u8, *const u8, u64, *mut u64, *mut u32) -> i64;
 
 /// `(phv bytes, validity bytes, output, header start offsets out) -> bytes written`.
 type EmitFn = unsafe extern "C" fn(*const u8, *const u8, *mut u8, *mut u32) -> u64;
@@ -57,9 +61,11 @@ pub struct Native {
     emit_max: usize,
     /// The match-action pipelines (see [`pipeline`]).
     pipes: pipeline::Pipes,
-    /// PHV size and header count the code was generated for (checked before every call).
+    /// PHV size, header count and header stack count the code was generated for (checked
+    /// before every call).
     phv_bytes: usize,
     headers: usize,
+    stacks: usize,
     /// Owns the code; only touched again to free it. (A `Mutex` because the module is `Send`
     /// but not `Sync`, and an engine is shared between threads.)
     module: Mutex<Option<JITModule>>,
@@ -146,10 +152,16 @@ impl Native {
         let f = self.parser?;
         let phv = &mut pkt.phv;
         self.check_phv(phv);
+        assert!(
+            phv.stack_next.len() == self.stacks,
+            "PHV does not belong to this program"
+        );
         let mut cursor = 0u64;
         // SAFETY: the code writes only PHV bytes below `phv_bytes` and validity bytes below
-        // `headers` (offsets checked when it was generated, sizes checked just above); it reads
-        // packet bytes only below `data.len()` (every read is bounds-checked against `len`);
+        // `headers` (offsets checked when it was generated, sizes checked just above), and
+        // stack indexes below `stacks` (stack numbers checked at generation, count just
+        // above); it reads packet bytes only below `data.len()` (every read is bounds-checked
+        // against `len`);
         // `bool` is one byte and the code stores only 0 or 1 into `valid`; `cursor` is a live
         // local. The function is not re-entered and keeps no pointer after returning.
         let err = unsafe {
@@ -159,6 +171,7 @@ impl Native {
                 pkt.data.as_ptr(),
                 pkt.data.len() as u64,
                 &mut cursor,
+                phv.stack_next.as_mut_ptr(),
             )
         };
         pkt.payload_off = cursor as usize;
@@ -291,7 +304,7 @@ fn generate(
         Some(p) => Some(define(
             &mut module,
             "tern_parser",
-            &[ptr, ptr, ptr, types::I64, ptr],
+            &[ptr, ptr, ptr, types::I64, ptr, ptr],
             &|b| Gen { eng, b }.parser(p),
         )?),
         None => None,
@@ -347,6 +360,7 @@ fn generate(
         pipes,
         phv_bytes: eng.layout.total_bytes as usize,
         headers: eng.layout.headers.len(),
+        stacks: eng.layout.stacks.len(),
         module: Mutex::new(Some(module)),
     })
 }
@@ -381,6 +395,31 @@ fn check_parser(eng: &Engine, p: &CParser) -> Result<(), String> {
             match op {
                 POp::Extract(ETarget::Header(h)) => {
                     check_header(eng, *h).map_err(|e| format!("{}: {e}", at()))?;
+                }
+                POp::Extract(ETarget::Stack(st)) => {
+                    let el = eng
+                        .layout
+                        .stacks
+                        .get(*st as usize)
+                        .ok_or_else(|| format!("{}: unknown stack", at()))?;
+                    for h in el {
+                        check_header(eng, *h).map_err(|e| format!("{}: {e}", at()))?;
+                    }
+                    let size = |h: &u32| eng.layout.headers[*h as usize].fixed_bits;
+                    if el.iter().any(|h| size(h) != el.first().map_or(0, size)) {
+                        return Err(format!("{}: stack elements of different sizes", at()));
+                    }
+                }
+                POp::Set(dst, e) => {
+                    let mut params = 0;
+                    let ok = pipeline::dst_ok(eng, dst)
+                        && !dst.is_valid_bit
+                        && pipeline::nexpr(e)
+                            .is_some_and(|e| pipeline::nexpr_ok(eng, &e, &mut params))
+                        && params == 0;
+                    if !ok {
+                        return Err(format!("{}: assignment not compiled natively", at()));
+                    }
                 }
                 POp::Shift(_) => {}
                 _ => return Err(format!("{}: operation not compiled natively", at())),
@@ -513,15 +552,27 @@ impl Gen<'_, '_> {
         }
     }
 
-    /// The parser: `(phv, valid, data, len, cursor out) -> error code`.
+    /// The parser: `(phv, valid, data, len, cursor out, stack next indexes) -> error code`.
     fn parser(mut self, p: &CParser) {
         let eng = self.eng;
         let entry = self.b.create_block();
         self.b.append_block_params_for_function_params(entry);
         self.b.switch_to_block(entry);
         let params = self.b.block_params(entry).to_vec();
-        let (phv, valid, data, len, cursor_out) =
-            (params[0], params[1], params[2], params[3], params[4]);
+        let (phv, valid, data, len, cursor_out, stack_next) = (
+            params[0], params[1], params[2], params[3], params[4], params[5],
+        );
+        // The pipeline generator's expression code works on variables: the PHV, validity and
+        // (unused: parser expressions have no action parameters) parameter pointers.
+        let (phv_v, valid_v, pb_v) = (
+            self.b.declare_var(types::I64),
+            self.b.declare_var(types::I64),
+            self.b.declare_var(types::I64),
+        );
+        self.b.def_var(phv_v, phv);
+        self.b.def_var(valid_v, valid);
+        self.b.def_var(pb_v, phv);
+        let stack_oob = eng.errors.stack_out_of_bounds;
         let cursor: Variable = self.b.declare_var(types::I64);
         let steps: Variable = self.b.declare_var(types::I64);
         let zero = self.b.ins().iconst(types::I64, 0);
@@ -559,10 +610,42 @@ impl Gen<'_, '_> {
             self.b.def_var(steps, left);
 
             for op in &s.ops {
+                if let POp::Set(dst, e) = op {
+                    let e = pipeline::nexpr(e).expect("checked by `check_parser`");
+                    let v = self.nexpr(pb_v, phv_v, valid_v, &e);
+                    self.write_field(phv_v, dst, v);
+                    continue;
+                }
+                // A stack's next element: out of elements is StackOutOfBounds (before the
+                // length check, as the interpreter).
+                let elem = match op {
+                    POp::Extract(ETarget::Stack(st)) => {
+                        let el = &eng.layout.stacks[*st as usize];
+                        let next =
+                            self.b
+                                .ins()
+                                .load(types::I32, mem(), stack_next, (*st * 4) as i32);
+                        let full = self.b.ins().icmp_imm(
+                            IntCC::UnsignedGreaterThanOrEqual,
+                            next,
+                            el.len() as i64,
+                        );
+                        let room = self.b.create_block();
+                        let code = self.b.ins().iconst(types::I64, stack_oob);
+                        self.b.ins().brif(full, exit, &[code.into()], room, &[]);
+                        self.b.switch_to_block(room);
+                        Some((*st, el, next))
+                    }
+                    _ => None,
+                };
                 let n = match op {
                     POp::Extract(ETarget::Header(h)) => {
                         let hl = &eng.layout.headers[*h as usize];
                         hl.fixed_bits.div_ceil(8)
+                    }
+                    POp::Extract(ETarget::Stack(_)) => {
+                        let (_, el, _) = elem.as_ref().expect("just set");
+                        eng.layout.headers[el[0] as usize].fixed_bits.div_ceil(8)
                     }
                     POp::Shift(n) => *n,
                     _ => unreachable!("checked by `check`"),
@@ -578,6 +661,27 @@ impl Gen<'_, '_> {
                 if let POp::Extract(ETarget::Header(h)) = op {
                     let base = self.b.ins().iadd(data, cur);
                     self.extract(phv, valid, base, *h);
+                }
+                if let Some((st, el, next)) = elem {
+                    // Into element `next`, one block per element; then `next + 1`.
+                    let base = self.b.ins().iadd(data, cur);
+                    let done = self.b.create_block();
+                    let mut sw = cranelift_frontend::Switch::new();
+                    let blocks: Vec<ir::Block> = el.iter().map(|_| self.b.create_block()).collect();
+                    for (i, blk) in blocks.iter().enumerate() {
+                        sw.set_entry(i as u128, *blk);
+                    }
+                    let next64 = self.b.ins().uextend(types::I64, next);
+                    // `next` is below the element count (checked above): the default is dead.
+                    sw.emit(&mut self.b, next64, done);
+                    for (h, blk) in el.iter().zip(blocks) {
+                        self.b.switch_to_block(blk);
+                        self.extract(phv, valid, base, *h);
+                        self.b.ins().jump(done, &[]);
+                    }
+                    self.b.switch_to_block(done);
+                    let n1 = self.b.ins().iadd_imm(next, 1);
+                    self.b.ins().store(mem(), n1, stack_next, (st * 4) as i32);
                 }
                 self.b.def_var(cursor, end);
             }
@@ -853,6 +957,11 @@ pub fn compare_with_interpreter<'a>(
                 ))
             } else if a.phv.valid != b.phv.valid {
                 Some("header validity differs".to_string())
+            } else if a.phv.stack_next != b.phv.stack_next {
+                Some(format!(
+                    "stack next indexes {:?} (native) vs {:?} (interpreter)",
+                    a.phv.stack_next, b.phv.stack_next
+                ))
             } else if a.phv.bytes != b.phv.bytes {
                 let i = a
                     .phv

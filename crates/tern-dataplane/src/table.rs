@@ -323,20 +323,38 @@ impl HotRec {
     }
 }
 
-/// One bucket of an [`ExactIndex`]: a packed key and the slot it maps to (`used` 0: empty).
+/// One bucket of an [`ExactIndex`]: a packed key (its low 64 bits in `key`, the high ones
+/// in `key_hi`) and the slot it maps to (`used` 0: empty). 32 bytes: two per cache line.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[repr(C)]
 pub struct Bucket {
     pub key: u64,
+    pub key_hi: u64,
     pub slot: u32,
     pub used: u32,
+    pad: u64,
 }
 
 /// Multiplier of the index's hash (Fibonacci hashing: the bucket is the top bits of
-/// `key × INDEX_MUL`). Native code computes the same.
+/// `(lo ^ hi × INDEX_MUL_HI) × INDEX_MUL` for a key of high and low 64 bits; keys of at most
+/// 8 bytes have `hi` 0, so theirs is `lo × INDEX_MUL`). Native code computes the same.
 pub const INDEX_MUL: u64 = 0x9E37_79B9_7F4A_7C15;
+/// Multiplier of the high 64 bits of keys of 9 to 16 bytes (see [`INDEX_MUL`]).
+pub const INDEX_MUL_HI: u64 = 0xC2B2_AE3D_27D4_EB4F;
 
-/// An exact table's entries by packed key (the key bytes big-endian as a `u64`), in an
+/// The index's hash of a packed key (see [`INDEX_MUL`]).
+#[inline]
+fn index_hash(key: u128) -> u64 {
+    let (hi, lo) = ((key >> 64) as u64, key as u64);
+    (lo ^ hi.wrapping_mul(INDEX_MUL_HI)).wrapping_mul(INDEX_MUL)
+}
+
+/// A packed key of at most 16 bytes, big-endian, as a `u128`.
+fn packed_key(bytes: &[u8]) -> u128 {
+    bytes.iter().fold(0u128, |v, b| (v << 8) | u128::from(*b))
+}
+
+/// An exact table's entries by packed key (the key bytes big-endian as a `u128`), in an
 /// open-addressing table with linear probing kept at most half full, so that native code can
 /// look a key up with a multiply, a shift and a few loads (see [`IndexView`]). Kept beside the
 /// `tern-match` engine, which stays the reference for every other use.
@@ -350,11 +368,11 @@ struct ExactIndex {
 
 impl ExactIndex {
     #[inline]
-    fn pos(&self, key: u64) -> usize {
-        (key.wrapping_mul(INDEX_MUL) >> self.shift) as usize & (self.buckets.len() - 1)
+    fn pos(&self, key: u128) -> usize {
+        (index_hash(key) >> self.shift) as usize & (self.buckets.len() - 1)
     }
 
-    fn get(&self, key: u64) -> Option<u32> {
+    fn get(&self, key: u128) -> Option<u32> {
         if self.buckets.is_empty() {
             return None;
         }
@@ -365,7 +383,7 @@ impl ExactIndex {
             if b.used == 0 {
                 return None;
             }
-            if b.key == key {
+            if b.packed() == key {
                 return Some(b.slot);
             }
             i = (i + 1) & mask;
@@ -373,14 +391,14 @@ impl ExactIndex {
     }
 
     /// Map `key` to `slot` (`key` is not in the index: the matcher refused duplicates).
-    fn insert(&mut self, key: u64, slot: u32) {
+    fn insert(&mut self, key: u128, slot: u32) {
         if (self.len + 1) * 2 > self.buckets.len() {
             let cap = (self.buckets.len() * 2).max(16);
             let old = std::mem::replace(&mut self.buckets, vec![Bucket::default(); cap]);
             self.shift = 64 - cap.trailing_zeros();
             self.len = 0;
             for b in old.into_iter().filter(|b| b.used != 0) {
-                self.insert(b.key, b.slot);
+                self.insert(b.packed(), b.slot);
             }
         }
         let mask = self.buckets.len() - 1;
@@ -388,13 +406,19 @@ impl ExactIndex {
         while self.buckets[i].used != 0 {
             i = (i + 1) & mask;
         }
-        self.buckets[i] = Bucket { key, slot, used: 1 };
+        self.buckets[i] = Bucket {
+            key: key as u64,
+            key_hi: (key >> 64) as u64,
+            slot,
+            used: 1,
+            pad: 0,
+        };
         self.len += 1;
     }
 
     /// Remove `key`, closing the gap by shifting later entries of its probe run back (no
     /// tombstones, so lookups stay short after many deletions).
-    fn remove(&mut self, key: u64) {
+    fn remove(&mut self, key: u128) {
         if self.buckets.is_empty() {
             return;
         }
@@ -405,7 +429,7 @@ impl ExactIndex {
             if b.used == 0 {
                 return;
             }
-            if b.key == key {
+            if b.packed() == key {
                 break;
             }
             i = (i + 1) & mask;
@@ -418,7 +442,7 @@ impl ExactIndex {
                 break;
             }
             // `b` may stay at `j` if its home is cyclically in (i, j].
-            let k = self.pos(b.key);
+            let k = self.pos(b.packed());
             let stays = if i <= j {
                 i < k && k <= j
             } else {
@@ -442,12 +466,20 @@ impl ExactIndex {
 /// An empty index for views of stores that have none: every probe misses.
 static NO_BUCKETS: [Bucket; 1] = [Bucket {
     key: 0,
+    key_hi: 0,
     slot: 0,
     used: 0,
+    pad: 0,
 }];
 
 /// The first level of an absent [`LpmIndex`]: one miss.
 static NO_CELLS: [u32; 1] = [0];
+
+impl Bucket {
+    fn packed(&self) -> u128 {
+        (u128::from(self.key_hi) << 64) | u128::from(self.key)
+    }
+}
 
 /// What native code reads of an [`EntryStore`] to look an exact key up and take the hit's
 /// [`HotRec`] without calling back into Rust: where the buckets and records are, and the
@@ -502,7 +534,7 @@ pub struct EntryStore {
     pub slots: Vec<Option<Entry>>,
     /// The compact form of each slot's action (same indexes as `slots`).
     hot: Vec<HotRec>,
-    /// Exact tables with keys of at most 8 bytes: the index native code probes.
+    /// Exact tables with keys of at most 16 bytes: the index native code probes.
     index: Option<ExactIndex>,
     /// LPM tables keyed by one LPM field of at most 32 bits: the multibit index lookups use.
     lpm: Option<LpmIndex>,
@@ -547,11 +579,11 @@ impl EntryStore {
     pub const VIEW_OFFSET: usize = std::mem::offset_of!(EntryStore, view);
 
     /// Whether a table with this key layout gets an [`ExactIndex`]: exact (and validity)
-    /// fields only, no static masks, at most 8 key bytes.
+    /// fields only, no static masks, at most 16 key bytes.
     pub fn indexable(spec: &KeySpec) -> bool {
         spec.is_exact()
             && !spec.fields.is_empty()
-            && spec.total <= 8
+            && spec.total <= 16
             && spec.fields.iter().all(|f| f.static_mask.is_none())
     }
 
@@ -591,7 +623,7 @@ impl EntryStore {
 
     /// The slot the exact index maps a packed key to (what native code finds); `None` when
     /// there is no index or no such entry.
-    pub fn index_get(&self, key: u64) -> Option<u32> {
+    pub fn index_get(&self, key: u128) -> Option<u32> {
         self.index.as_ref()?.get(key)
     }
 
@@ -750,7 +782,7 @@ impl EntryStore {
         }
         self.hot[idx] = HotRec::of(&action);
         if let Some(ix) = &mut self.index {
-            ix.insert(crate::layout::be_read(&value), idx as u32);
+            ix.insert(packed_key(&value), idx as u32);
         }
         if let Some(lx) = &mut self.lpm {
             lx.insert(crate::layout::be_read(&value), prefix, idx as u32);
@@ -779,7 +811,7 @@ impl EntryStore {
         let e = self.slots[i].take().ok_or(TableError::INVALID_HANDLE)?;
         self.hot[i] = HotRec::default();
         if let Some(ix) = &mut self.index {
-            ix.remove(crate::layout::be_read(&e.value));
+            ix.remove(packed_key(&e.value));
         }
         if let Some(lx) = &mut self.lpm {
             lx.remove(crate::layout::be_read(&e.value), e.prefix);
@@ -899,7 +931,25 @@ mod tests {
     /// collide; the view describes the index; a clone gets its own view.
     #[test]
     fn exact_index_agrees_with_the_matcher() {
-        let s = spec(MatchKind::Exact, 16);
+        // 2-byte keys, and 16-byte keys (`key << 64 | key * odd`: both halves vary).
+        for width in [16u32, 128] {
+            let t = index_vs_matcher(width);
+            check_view(&t);
+        }
+    }
+
+    fn key_bytes(width: u32, k: u16) -> Vec<u8> {
+        let k = u128::from(k);
+        let v = if width > 64 {
+            (k << 64) | (k * 0x1_0000_0001)
+        } else {
+            k
+        };
+        v.to_be_bytes()[16 - width.div_ceil(8) as usize..].to_vec()
+    }
+
+    fn index_vs_matcher(width: u32) -> EntryStore {
+        let s = spec(MatchKind::Exact, width);
         assert!(EntryStore::indexable(&s));
         let mut t = EntryStore::new(100_000);
         let mut handles: std::collections::HashMap<u16, EntryHandle> = Default::default();
@@ -915,21 +965,21 @@ mod tests {
             } else if let Some(h) = handles.remove(&k) {
                 t.delete(h).unwrap();
             } else {
-                let h = t.add(
-                    &s,
-                    &[MatchParam::Exact(k.to_be_bytes().to_vec())],
-                    0,
-                    act(1),
-                );
+                let h = t.add(&s, &[MatchParam::Exact(key_bytes(width, k))], 0, act(1));
                 handles.insert(k, h.unwrap());
             }
             if step % 97 == 0 || step > 19_900 {
                 for k in 0..600u16 {
-                    let want = t.lookup(&s, &k.to_be_bytes());
-                    assert_eq!(t.index_get(u64::from(k)), want, "step {step} key {k}");
+                    let b = key_bytes(width, k);
+                    let want = t.lookup(&s, &b);
+                    assert_eq!(t.index_get(packed_key(&b)), want, "step {step} key {k}");
                 }
             }
         }
+        t
+    }
+
+    fn check_view(t: &EntryStore) {
         let v = t.view();
         let ix = t.index.as_ref().unwrap();
         assert_eq!(

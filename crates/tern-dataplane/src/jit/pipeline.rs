@@ -35,11 +35,11 @@ use cranelift_codegen::ir::{self, condcodes::IntCC, types, AbiParam, InstBuilder
 use cranelift_frontend::{Switch, Variable};
 
 use super::{mem, Gen};
-use crate::compile::{Engine, FastBin, FastExpr, FastSrc, GNode, Instr, KeySrc};
-use crate::exec::{Fault, Pkt, State, TableState};
-use crate::expr::{eval_bool, FastBool, FastVal};
-use crate::layout::{be_read, FieldLoc};
-use crate::table::{Bucket, EntryStore, HotRec, IndexView, INDEX_MUL};
+use crate::compile::{Engine, FastBin, FastExpr, FastSrc, GNode, Instr, KeySrc, LVal};
+use crate::exec::{Fault, Pkt, PktRegs, State, TableState};
+use crate::expr::{eval_bool, CExpr, Const, FastBool, FastVal};
+use crate::layout::{be_read, be_write, FieldLoc};
+use crate::table::{Bucket, EntryStore, HotRec, IndexView, INDEX_MUL, INDEX_MUL_HI};
 use tern_model::Op;
 use tern_model::TableType;
 
@@ -62,6 +62,8 @@ pub struct PipeCtx {
     st: *mut State,
     pkt: *mut Pkt,
     fault: Option<Fault>,
+    /// The value [`h_reg_read`] read.
+    scratch: u64,
 }
 
 /// `(context) -> DONE | FAULT | EXIT`.
@@ -162,6 +164,7 @@ impl Pipes {
             st,
             pkt,
             fault: None,
+            scratch: 0,
         };
         // SAFETY: the code was generated for this engine's layout, and the caller
         // (`Native::run_pipeline`) checked that the PHV has that layout's sizes: every PHV
@@ -172,6 +175,8 @@ impl Pipes {
         let r = unsafe { f(&mut ctx) };
         let fault = ctx.fault.take();
         Some(match r {
+            // A helper that cannot stop the code (`h_hash`) left a fault.
+            _ if fault.is_some() && r != FAULT => Err(fault.expect("just checked")),
             DONE => Ok(()),
             EXIT => {
                 pkt.regs.exit = true;
@@ -345,6 +350,241 @@ extern "C" fn h_call(ctx: *mut PipeCtx, c: u32) -> i64 {
     }
 }
 
+/// `register_read` of cell `idx` of register array `a` (≤ 64 bits wide), as the interpreter
+/// does it: 1 with the cell's value in the context's `scratch`, or 0 (nothing read, the
+/// destination keeps its value) when `idx` is out of range. `idx` is the index's exact value
+/// as an `i64` (see [`index_expr`]).
+extern "C" fn h_reg_read(ctx: *mut PipeCtx, a: u32, idx: i64) -> i64 {
+    // SAFETY: called only by generated code with the context `Pipes::run` gave it: the state
+    // is alive and no other reference to it is in use while the helper runs.
+    let c = unsafe { &mut *ctx };
+    let st = unsafe { &*c.st };
+    let Some(r) = st.ext.regs.get(a as usize) else {
+        return 0;
+    };
+    if idx < 0 || idx as u64 >= u64::from(r.size) || r.nbytes > 8 {
+        return 0;
+    }
+    c.scratch = be_read(r.cell(idx as u32));
+    1
+}
+
+/// `register_write` of the low bits of `v` into cell `idx` of register array `a` (≤ 64 bits
+/// wide); out of range: nothing (the interpreter's rule). Returns 0.
+extern "C" fn h_reg_write(ctx: *mut PipeCtx, a: u32, idx: i64, v: u64) -> i64 {
+    // SAFETY: as in `h_reg_read`; the generated code holds no pointer into the registers.
+    let st = unsafe { &mut *(*ctx).st };
+    let Some(r) = st.ext.regs.get_mut(a as usize) else {
+        return 0;
+    };
+    if idx < 0 || idx as u64 >= u64::from(r.size) || r.nbytes > 8 {
+        return 0;
+    }
+    let v = if r.width < 64 {
+        v & ((1u64 << r.width) - 1)
+    } else {
+        v
+    };
+    be_write(r.cell_mut(idx as u32), v);
+    0
+}
+
+/// `count` on cell `idx` of (indirect) counter array `c`: one packet and the packet's
+/// ingress length in bytes; out of range: nothing. Returns 0.
+extern "C" fn h_count(ctx: *mut PipeCtx, c: u32, idx: i64) -> i64 {
+    // SAFETY: as in `h_reg_read`; the packet is only read.
+    let (st, pkt) = unsafe { (&mut *(*ctx).st, &*(*ctx).pkt) };
+    let Some(cells) = st.ext.counters.get_mut(c as usize) else {
+        return 0;
+    };
+    if idx >= 0 {
+        if let Some(cv) = cells.get_mut(idx as usize) {
+            cv.packets += 1;
+            cv.bytes += u64::from(pkt.ingress_len);
+        }
+    }
+    0
+}
+
+/// `clone3` / `clone_ingress_pkt_to_egress` (and the egress ones): the packet's clone
+/// request, as the interpreter records it (session's low 15 bits, field list). Returns 0.
+extern "C" fn h_clone(ctx: *mut PipeCtx, session: u64, field_list: i64) -> i64 {
+    // SAFETY: as in `h_reg_read`; the generated code holds pointers into the PHV only, which
+    // this does not touch.
+    let pkt = unsafe { &mut *(*ctx).pkt };
+    pkt.regs.clone = Some(((session & 0x7fff) as u32, field_list));
+    0
+}
+
+/// `modify_field_rng_uniform` between `lo` and `hi` (their low 64 bits, as the interpreter
+/// takes them): 1 with the value in the context's `scratch`, or 0 (no value, no draw) when
+/// `lo > hi`. Draws from the switch's generator exactly as the interpreter does.
+extern "C" fn h_rng(ctx: *mut PipeCtx, lo: u64, hi: u64) -> i64 {
+    // SAFETY: as in `h_reg_read`.
+    let c = unsafe { &mut *ctx };
+    let st = unsafe { &mut *c.st };
+    if lo > hi {
+        return 0;
+    }
+    let span = hi - lo;
+    let r = st.ext.next_rand();
+    c.scratch = if span == u64::MAX {
+        r
+    } else {
+        lo + r % (span + 1)
+    };
+    1
+}
+
+/// `modify_field_with_hash_based_offset`'s offset: calculation `calc` over the packet
+/// (`Engine::compute_calc`, the interpreter's), modulo `size` (at least 1). A panic becomes
+/// the context's fault (the pipeline then fails as an interpreted one would) and 0.
+extern "C" fn h_hash(ctx: *mut PipeCtx, calc: u32, size: u64) -> u64 {
+    // SAFETY: as in `h_reg_read`; the packet is only read.
+    let c = unsafe { &mut *ctx };
+    let (eng, st, pkt) = unsafe { (&*c.eng, &mut *c.st, &*c.pkt) };
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        let cc = &eng.calcs[calc as usize];
+        eng.compute_calc(&mut st.ext, pkt, cc, calc as usize)
+    }));
+    match r {
+        Ok(h) => h % size.max(1),
+        Err(_) => {
+            c.fault = Some(Fault("internal error in a hash calculation".into()));
+            0
+        }
+    }
+}
+
+/// An expression of an action body the generated code evaluates to the exact low 64 bits of
+/// the interpreter's (unbounded) value: [`FastExpr`]'s operations (wrapping 64-bit `+ - * &
+/// | ^ <<` keep the low 64 bits exact), plus `>>` by a constant of an operand known to lie in
+/// `[0, 2^64)` (see [`in_u64`]) and `c ? a : b` with a fast condition (both arms are
+/// evaluated: they have no side effects and cannot fault).
+#[derive(Clone, Debug)]
+pub(super) enum NExpr {
+    Src(FastSrc),
+    Bin(FastBin, Box<NExpr>, Box<NExpr>),
+    Shl(Box<NExpr>, u32),
+    Shr(Box<NExpr>, u32),
+    /// `x % c` of an operand in `[0, 2^64)` by a constant `c > 0`.
+    Rem(Box<NExpr>, u64),
+    Cond(FastBool, Box<NExpr>, Box<NExpr>),
+}
+
+fn const_u64(e: &CExpr) -> Option<u64> {
+    match e {
+        CExpr::Const(Const { small: Some(v), .. }) if (0..=u64::MAX as i128).contains(v) => {
+            Some(*v as u64)
+        }
+        _ => None,
+    }
+}
+
+/// Whether the interpreter's value of `e` lies in `[0, 2^64)` (so its low 64 bits are all of
+/// it): unsigned fields, parameters and constants in range, `x & c` with such a constant,
+/// `x >> n` and `c ? a : b` of such operands.
+fn in_u64(e: &CExpr) -> bool {
+    match e {
+        CExpr::Field(_) | CExpr::Local(..) => FastExpr::compile(e).is_some(),
+        CExpr::Const(_) => const_u64(e).is_some(),
+        CExpr::Op {
+            op,
+            l: Some(l),
+            r: Some(r),
+            c,
+        } => match op {
+            Op::And => c.is_none() && (const_u64(l).is_some() || const_u64(r).is_some()),
+            Op::Shr | Op::Mod => c.is_none() && in_u64(l),
+            Op::Ternary => in_u64(l) && in_u64(r),
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+/// The native form of `e` (see [`NExpr`]).
+pub(super) fn nexpr(e: &CExpr) -> Option<NExpr> {
+    if let Some(FastExpr::Src(s)) = FastExpr::compile(e) {
+        return Some(NExpr::Src(s));
+    }
+    let CExpr::Op {
+        op,
+        l: Some(l),
+        r: Some(r),
+        c,
+    } = e
+    else {
+        return None;
+    };
+    let bin = |b| Some(NExpr::Bin(b, Box::new(nexpr(l)?), Box::new(nexpr(r)?)));
+    match (op, c) {
+        (Op::Ternary, Some(c)) => Some(NExpr::Cond(
+            FastBool::compile(c)?,
+            Box::new(nexpr(l)?),
+            Box::new(nexpr(r)?),
+        )),
+        (_, Some(_)) => None,
+        (Op::Add, None) => bin(FastBin::Add),
+        (Op::Sub, None) => bin(FastBin::Sub),
+        (Op::Mul, None) => bin(FastBin::Mul),
+        (Op::And, None) => bin(FastBin::And),
+        (Op::Or, None) => bin(FastBin::Or),
+        (Op::Xor, None) => bin(FastBin::Xor),
+        (Op::Shl, None) => {
+            let n = const_u64(r).filter(|n| *n <= u64::from(u32::MAX))?;
+            Some(NExpr::Shl(Box::new(nexpr(l)?), n as u32))
+        }
+        (Op::Mod, None) if in_u64(l) => {
+            let c = const_u64(r).filter(|c| *c > 0)?;
+            Some(NExpr::Rem(Box::new(nexpr(l)?), c))
+        }
+        (Op::Shr, None) if in_u64(l) => {
+            let n = const_u64(r).filter(|n| *n <= u64::from(u32::MAX))?;
+            Some(NExpr::Shr(Box::new(nexpr(l)?), n as u32))
+        }
+        _ => None,
+    }
+}
+
+/// A register or counter index the generated code computes exactly as the interpreter
+/// decides it (`to_i64_sat` of the unbounded value, then the bounds check): an expression
+/// whose value lies in `[0, 2^64)`; its `u64` read as an `i64` is then out of range exactly
+/// when the interpreter's is.
+fn index_expr(e: &CExpr) -> Option<NExpr> {
+    in_u64(e).then(|| nexpr(e)).flatten()
+}
+
+pub(super) fn nexpr_ok(eng: &Engine, e: &NExpr, params: &mut u32) -> bool {
+    match e {
+        NExpr::Src(s) => src_ok(eng, s, params),
+        NExpr::Bin(_, a, b) => nexpr_ok(eng, a, params) && nexpr_ok(eng, b, params),
+        NExpr::Shl(a, _) | NExpr::Shr(a, _) | NExpr::Rem(a, _) => nexpr_ok(eng, a, params),
+        NExpr::Cond(c, a, b) => {
+            bool_ok(eng, c) && nexpr_ok(eng, a, params) && nexpr_ok(eng, b, params)
+        }
+    }
+}
+
+/// A header `add_header` / `remove_header` can change inline: fixed, named by a constant,
+/// not in a union (whose members' validity would change too).
+fn inline_header(eng: &Engine, e: &CExpr) -> Option<u32> {
+    let CExpr::Header(h) = e else { return None };
+    let hl = eng.layout.headers.get(*h as usize)?;
+    (hl.vl_field.is_none()
+        && hl.union.is_none()
+        && hl.off + hl.slot_bytes <= eng.layout.total_bytes)
+        .then_some(*h)
+}
+
+/// A register array the generated code reads and writes through the helpers: ≤ 64 bits.
+fn reg_ok(eng: &Engine, a: u32) -> bool {
+    eng.prog
+        .register_arrays
+        .get(a as usize)
+        .is_some_and(|r| r.bitwidth <= 64)
+}
+
 /// A field the generated code may read or write as a ≤ 64-bit value: a validity byte, or a
 /// slot of at most 8 bytes inside the PHV.
 fn field_ok(eng: &Engine, f: &FieldLoc) -> bool {
@@ -356,7 +596,7 @@ fn field_ok(eng: &Engine, f: &FieldLoc) -> bool {
 
 /// A destination the generated code stores into as `store_field_u64` does on its ≤ 64-bit
 /// path (`$valid$` destinations are ignored, as there).
-fn dst_ok(eng: &Engine, f: &FieldLoc) -> bool {
+pub(super) fn dst_ok(eng: &Engine, f: &FieldLoc) -> bool {
     f.is_valid_bit || (field_ok(eng, f) && !f.saturating)
 }
 
@@ -425,6 +665,70 @@ fn plan_action(eng: &Engine, a: usize) -> Option<ActPlan> {
                 true
             }
             Instr::NoOp => true,
+            Instr::RegisterRead {
+                dst: LVal::Field(f),
+                array,
+                index,
+            } => {
+                dst_ok(eng, f)
+                    && !f.is_valid_bit
+                    && reg_ok(eng, *array)
+                    && index_expr(index).is_some_and(|e| nexpr_ok(eng, &e, &mut params))
+            }
+            Instr::RegisterWrite {
+                array,
+                index,
+                value,
+            } => {
+                reg_ok(eng, *array)
+                    && index_expr(index).is_some_and(|e| nexpr_ok(eng, &e, &mut params))
+                    && nexpr(value).is_some_and(|e| nexpr_ok(eng, &e, &mut params))
+            }
+            Instr::Count { counter, index } => {
+                (*counter as usize) < eng.prog.counter_arrays.len()
+                    && index_expr(index).is_some_and(|e| nexpr_ok(eng, &e, &mut params))
+            }
+            Instr::AddHeader { header, .. } | Instr::RemoveHeader { header } => {
+                inline_header(eng, header).is_some()
+            }
+            Instr::Clone {
+                session,
+                field_list,
+                ..
+            } => {
+                matches!(field_list, CExpr::Const(Const { small: Some(_), .. }))
+                    && nexpr(session).is_some_and(|e| nexpr_ok(eng, &e, &mut params))
+            }
+            Instr::RngUniform {
+                dst: LVal::Field(f),
+                lo,
+                hi,
+            } => {
+                dst_ok(eng, f)
+                    && !f.is_valid_bit
+                    && nexpr(lo).is_some_and(|e| nexpr_ok(eng, &e, &mut params))
+                    && nexpr(hi).is_some_and(|e| nexpr_ok(eng, &e, &mut params))
+            }
+            Instr::HashOffset {
+                dst: LVal::Field(f),
+                base,
+                calc,
+                size,
+            } => {
+                dst_ok(eng, f)
+                    && !f.is_valid_bit
+                    && (*calc as usize) < eng.calcs.len()
+                    && nexpr(base).is_some_and(|e| nexpr_ok(eng, &e, &mut params))
+                    && nexpr(size).is_some_and(|e| nexpr_ok(eng, &e, &mut params))
+            }
+            Instr::Assign {
+                dst: LVal::Field(f),
+                src,
+            } => {
+                dst_ok(eng, f)
+                    && !f.is_valid_bit
+                    && nexpr(src).is_some_and(|e| nexpr_ok(eng, &e, &mut params))
+            }
             _ => false,
         };
         if !ok {
@@ -450,7 +754,11 @@ pub enum KeyPart {
 /// inline, the others looked up by [`h_find`].
 fn native_key(eng: &Engine, ti: u32) -> Option<Vec<KeyPart>> {
     let t = &eng.tables[ti as usize];
-    if !t.plain_hits() || t.spec.fields.is_empty() || t.spec.total > 8 {
+    if !t.plain_hits() || t.spec.fields.is_empty() || t.spec.total > 16 {
+        return None;
+    }
+    // Keys of 9 to 16 bytes: exact tables only (probed inline as 128-bit keys).
+    if t.spec.total > 8 && !EntryStore::indexable(&t.spec) {
         return None;
     }
     let headers = eng.layout.headers.len();
@@ -473,12 +781,22 @@ fn native_key(eng: &Engine, ti: u32) -> Option<Vec<KeyPart>> {
             }
             match src {
                 KeySrc::Field(f) if !f.is_valid_bit => {
-                    (field_ok(eng, f) && f.nbytes == kf.nbytes).then_some(KeyPart::Field(*f))
+                    ((field_ok(eng, f) || wide_field_ok(eng, f)) && f.nbytes == kf.nbytes)
+                        .then_some(KeyPart::Field(*f))
                 }
                 _ => (kf.nbytes == 1).then_some(KeyPart::Valid(h)),
             }
         })
         .collect()
+}
+
+/// A field of 9 to 16 bytes the generated code reads as two 64-bit halves (wide exact keys).
+fn wide_field_ok(eng: &Engine, f: &FieldLoc) -> bool {
+    !f.is_valid_bit
+        && !f.is_vl
+        && (9..=16).contains(&f.nbytes)
+        && f.width <= 128
+        && f.off + f.nbytes <= eng.layout.total_bytes
 }
 
 /// A keyless table's constant default: the action, its plan, its parameters as `u64`s.
@@ -544,8 +862,11 @@ pub fn table_path(eng: &Engine, pipes: &Pipes, ti: u32) -> TablePath {
     if t.spec.fields.is_empty() {
         return TablePath::Helper("keyless");
     }
-    if t.spec.total > 8 {
-        return TablePath::Helper("key wider than 8 bytes");
+    if t.spec.total > 16 {
+        return TablePath::Helper("key wider than 16 bytes");
+    }
+    if t.spec.total > 8 && !EntryStore::indexable(&t.spec) {
+        return TablePath::Helper("key wider than 8 bytes, not exact");
     }
     if native_key(eng, ti).is_none() {
         return TablePath::Helper("static key mask or key field out of reach");
@@ -971,20 +1292,35 @@ impl Gen<'_, '_> {
         x: &Exits,
     ) {
         let i64t = types::I64;
-        // The key: parts concatenated big-endian, as `build_key` lays them out.
+        // The key: parts concatenated big-endian, as `build_key` lays them out; keys of 9 to
+        // 16 bytes as a 128-bit value, split into halves below.
+        let wide = self.eng.tables[ti as usize].spec.total > 8;
+        let kt = if wide { types::I128 } else { i64t };
         let mut key: Option<ir::Value> = None;
         for part in parts {
             let vb = self.b.use_var(v.valid);
             let (val, nbytes) = match part {
                 KeyPart::Valid(h) => {
                     let b = self.b.ins().load(types::I8, mem(), vb, *h as i32);
-                    (self.b.ins().uextend(i64t, b), 1)
+                    (self.b.ins().uextend(kt, b), 1)
+                }
+                KeyPart::Field(f) if f.nbytes > 8 => {
+                    let p = self.b.use_var(v.phv);
+                    let hi = self.load_be(p, f.off, f.nbytes - 8);
+                    let lo = self.load_be(p, f.off + f.nbytes - 8, 8);
+                    let ok = self.b.ins().load(types::I8, mem(), vb, f.header as i32);
+                    let zero = self.b.ins().iconst(i64t, 0);
+                    let hi = self.b.ins().select(ok, hi, zero);
+                    let lo = self.b.ins().select(ok, lo, zero);
+                    (self.b.ins().iconcat(lo, hi), f.nbytes)
                 }
                 KeyPart::Field(f) => {
                     let slot = self.read_field(v.phv, v.valid, f);
                     let ok = self.b.ins().load(types::I8, mem(), vb, f.header as i32);
                     let zero = self.b.ins().iconst(i64t, 0);
-                    (self.b.ins().select(ok, slot, zero), f.nbytes)
+                    let x = self.b.ins().select(ok, slot, zero);
+                    let x = if wide { self.b.ins().uextend(kt, x) } else { x };
+                    (x, f.nbytes)
                 }
             };
             key = Some(match key {
@@ -996,6 +1332,13 @@ impl Gen<'_, '_> {
             });
         }
         let key = key.expect("a native key has parts");
+        // `(low 64 bits, high 64 bits)`; the high half is 0 for keys of at most 8 bytes.
+        let (key, key_hi) = if wide {
+            let (lo, hi) = self.b.ins().isplit(key);
+            (lo, Some(hi))
+        } else {
+            (key, None)
+        };
         // The view: this table's `TableState::store.view`.
         let base = std::mem::size_of::<TableState>() * ti as usize
             + offset_of!(TableState, store)
@@ -1054,7 +1397,15 @@ impl Gen<'_, '_> {
             let buckets = field(self, offset_of!(IndexView, buckets));
             let mask = field(self, offset_of!(IndexView, mask));
             let shift = field(self, offset_of!(IndexView, shift));
-            let h = self.b.ins().imul_imm(key, INDEX_MUL as i64);
+            // `table::index_hash`.
+            let mixed = match key_hi {
+                Some(hi) => {
+                    let m = self.b.ins().imul_imm(hi, INDEX_MUL_HI as i64);
+                    self.b.ins().bxor(key, m)
+                }
+                None => key,
+            };
+            let h = self.b.ins().imul_imm(mixed, INDEX_MUL as i64);
             let h = self.b.ins().ushr(h, shift);
             let pos = self.b.ins().band(h, mask);
             // Linear probing: an unused bucket ends the run (the index is at most half full).
@@ -1068,8 +1419,8 @@ impl Gen<'_, '_> {
             self.b.ins().jump(probe, &[pos.into()]);
             self.b.switch_to_block(probe);
             let pos = self.b.block_params(probe)[0];
-            const _: () = assert!(std::mem::size_of::<Bucket>() == 16);
-            let off = self.b.ins().ishl_imm(pos, 4);
+            const _: () = assert!(std::mem::size_of::<Bucket>() == 32);
+            let off = self.b.ins().ishl_imm(pos, 5);
             let addr = self.b.ins().iadd(buckets, off);
             let used = self
                 .b
@@ -1082,6 +1433,15 @@ impl Gen<'_, '_> {
                 .ins()
                 .load(i64t, mem(), addr, at(offset_of!(Bucket, key)));
             let same = self.b.ins().icmp(IntCC::Equal, k, key);
+            let same = match key_hi {
+                Some(hi) => {
+                    let off = at(offset_of!(Bucket, key_hi));
+                    let kh = self.b.ins().load(i64t, mem(), addr, off);
+                    let eq = self.b.ins().icmp(IntCC::Equal, kh, hi);
+                    self.b.ins().band(same, eq)
+                }
+                None => same,
+            };
             self.b.ins().brif(same, hit, &[], again, &[]);
             self.b.switch_to_block(again);
             let p1 = self.b.ins().iadd_imm(pos, 1);
@@ -1182,7 +1542,7 @@ impl Gen<'_, '_> {
     }
 
     /// Store the low `width` bits of `v` into `f` (ignored for `$valid$`).
-    fn write_field(&mut self, phv: Variable, f: &FieldLoc, v: ir::Value) {
+    pub(super) fn write_field(&mut self, phv: Variable, f: &FieldLoc, v: ir::Value) {
         if f.is_valid_bit {
             return;
         }
@@ -1285,11 +1645,232 @@ impl Gen<'_, '_> {
                         self.write_field(phv, f, zero);
                     }
                 }
+                Instr::RegisterRead {
+                    dst: LVal::Field(f),
+                    array,
+                    index,
+                } => {
+                    let e = index_expr(index).expect("checked by `plan_action`");
+                    let idx = self.nexpr(pb, phv, valid, &e);
+                    let a = self.b.ins().iconst(types::I32, i64::from(*array));
+                    let r = self.helper(h_reg_read as *const () as usize, &[ctx, a, idx]);
+                    let (read, next) = (self.b.create_block(), self.b.create_block());
+                    self.b.ins().brif(r, read, &[], next, &[]);
+                    self.b.switch_to_block(read);
+                    let off = at(offset_of!(PipeCtx, scratch));
+                    let v = self.b.ins().load(types::I64, mem(), ctx, off);
+                    self.write_field(phv, f, v);
+                    self.b.ins().jump(next, &[]);
+                    self.b.switch_to_block(next);
+                }
+                Instr::RegisterWrite {
+                    array,
+                    index,
+                    value,
+                } => {
+                    let e = index_expr(index).expect("checked by `plan_action`");
+                    let idx = self.nexpr(pb, phv, valid, &e);
+                    let e = nexpr(value).expect("checked by `plan_action`");
+                    let v = self.nexpr(pb, phv, valid, &e);
+                    let a = self.b.ins().iconst(types::I32, i64::from(*array));
+                    self.helper(h_reg_write as *const () as usize, &[ctx, a, idx, v]);
+                }
+                Instr::Count { counter, index } => {
+                    let e = index_expr(index).expect("checked by `plan_action`");
+                    let idx = self.nexpr(pb, phv, valid, &e);
+                    let c = self.b.ins().iconst(types::I32, i64::from(*counter));
+                    self.helper(h_count as *const () as usize, &[ctx, c, idx]);
+                }
+                Instr::Clone {
+                    session,
+                    field_list,
+                    ..
+                } => {
+                    let CExpr::Const(Const {
+                        small: Some(fl), ..
+                    }) = field_list
+                    else {
+                        unreachable!("checked by `plan_action`")
+                    };
+                    // The interpreter's `to_i64_sat`.
+                    let fl = (*fl).clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64;
+                    let s = self.nexpr(pb, phv, valid, &nexpr(session).expect("checked"));
+                    let fl = self.b.ins().iconst(types::I64, fl);
+                    self.helper(h_clone as *const () as usize, &[ctx, s, fl]);
+                }
+                Instr::RngUniform {
+                    dst: LVal::Field(f),
+                    lo,
+                    hi,
+                } => {
+                    let lo = self.nexpr(pb, phv, valid, &nexpr(lo).expect("checked"));
+                    let hi = self.nexpr(pb, phv, valid, &nexpr(hi).expect("checked"));
+                    let r = self.helper(h_rng as *const () as usize, &[ctx, lo, hi]);
+                    let (set, next) = (self.b.create_block(), self.b.create_block());
+                    self.b.ins().brif(r, set, &[], next, &[]);
+                    self.b.switch_to_block(set);
+                    let off = at(offset_of!(PipeCtx, scratch));
+                    let v = self.b.ins().load(types::I64, mem(), ctx, off);
+                    self.write_field(phv, f, v);
+                    self.b.ins().jump(next, &[]);
+                    self.b.switch_to_block(next);
+                }
+                Instr::HashOffset {
+                    dst: LVal::Field(f),
+                    base,
+                    calc,
+                    size,
+                } => {
+                    let b = self.nexpr(pb, phv, valid, &nexpr(base).expect("checked"));
+                    let sz = self.nexpr(pb, phv, valid, &nexpr(size).expect("checked"));
+                    let c = self.b.ins().iconst(types::I32, i64::from(*calc));
+                    let off = self.helper(h_hash as *const () as usize, &[ctx, c, sz]);
+                    let v = self.b.ins().iadd(b, off);
+                    self.write_field(phv, f, v);
+                }
+                Instr::Assign {
+                    dst: LVal::Field(f),
+                    src,
+                } => {
+                    let e = nexpr(src).expect("checked by `plan_action`");
+                    let v = self.nexpr(pb, phv, valid, &e);
+                    self.write_field(phv, f, v);
+                }
+                Instr::AddHeader { header, zero } => {
+                    let h = inline_header(self.eng, header).expect("checked by `plan_action`");
+                    self.add_header(ctx, phv, valid, h, *zero);
+                }
+                Instr::RemoveHeader { header } => {
+                    let h = inline_header(self.eng, header).expect("checked by `plan_action`");
+                    self.remove_header(ctx, valid, h);
+                }
                 // `exit` is acted on after the body (see `ActPlan::exits`).
                 Instr::Exit | Instr::NoOp => {}
                 _ => unreachable!("checked by `plan_action`"),
             }
         }
+    }
+
+    pub(super) fn nexpr(
+        &mut self,
+        pb: Variable,
+        phv: Variable,
+        valid: Variable,
+        e: &NExpr,
+    ) -> ir::Value {
+        match e {
+            NExpr::Src(s) => self.src(pb, phv, valid, s),
+            NExpr::Bin(op, a, b) => {
+                let x = self.nexpr(pb, phv, valid, a);
+                let y = self.nexpr(pb, phv, valid, b);
+                self.bin(*op, x, y)
+            }
+            NExpr::Shl(a, n) | NExpr::Shr(a, n) if *n >= 64 => {
+                let _ = a;
+                self.b.ins().iconst(types::I64, 0)
+            }
+            NExpr::Shl(a, n) => {
+                let x = self.nexpr(pb, phv, valid, a);
+                self.b.ins().ishl_imm(x, i64::from(*n))
+            }
+            NExpr::Shr(a, n) => {
+                let x = self.nexpr(pb, phv, valid, a);
+                self.b.ins().ushr_imm(x, i64::from(*n))
+            }
+            NExpr::Rem(a, c) => {
+                let x = self.nexpr(pb, phv, valid, a);
+                let c = self.b.ins().iconst(types::I64, *c as i64);
+                self.b.ins().urem(x, c)
+            }
+            NExpr::Cond(c, a, b) => {
+                let c = self.fast_bool(phv, valid, c);
+                let x = self.nexpr(pb, phv, valid, a);
+                let y = self.nexpr(pb, phv, valid, b);
+                self.b.ins().select(c, x, y)
+            }
+        }
+    }
+
+    /// Call the extern "C" helper at `addr` with `args` (the context pointer, an `i32`, then
+    /// `i64`s) returning an `i64`.
+    fn helper(&mut self, addr: usize, args: &[ir::Value]) -> ir::Value {
+        let mut sig = self.b.func.signature.clone();
+        sig.params = args
+            .iter()
+            .map(|v| AbiParam::new(self.b.func.dfg.value_type(*v)))
+            .collect();
+        sig.returns = vec![AbiParam::new(types::I64)];
+        let sig = self.b.import_signature(sig);
+        let callee = self.b.ins().iconst(types::I64, addr as i64);
+        let inst = self.b.ins().call_indirect(sig, callee, args);
+        self.b.inst_results(inst)[0]
+    }
+
+    /// The packet's length register and its `len_saturated` flag, as addresses in the packet.
+    fn pkt_ptr(&mut self, ctx: ir::Value) -> ir::Value {
+        let off = at(offset_of!(PipeCtx, pkt));
+        self.b.ins().load(types::I64, mem(), ctx, off)
+    }
+
+    /// `add_header` of fixed header `h` (see [`inline_header`]), as the interpreter does it:
+    /// nothing if valid; else zero its slot (`zero`: p4c's `setValid` zeroes nothing, BMv2's
+    /// `add_header` does), mark it valid and add its size to the packet-length register.
+    fn add_header(&mut self, ctx: ir::Value, phv: Variable, valid: Variable, h: u32, zero: bool) {
+        let hl = &self.eng.layout.headers[h as usize];
+        let (off, slot, size) = (hl.off, hl.slot_bytes, hl.fixed_bits.div_ceil(8));
+        let vb = self.b.use_var(valid);
+        let v = self.b.ins().load(types::I8, mem(), vb, h as i32);
+        let (set, next) = (self.b.create_block(), self.b.create_block());
+        self.b.ins().brif(v, next, &[], set, &[]);
+        self.b.switch_to_block(set);
+        if zero {
+            let p = self.b.use_var(phv);
+            for (o, c) in super::chunks(slot) {
+                let z = self.b.ins().iconst(super::int_type(c), 0);
+                self.b.ins().store(mem(), z, p, (off + o) as i32);
+            }
+        }
+        let one = self.b.ins().iconst(types::I8, 1);
+        self.b.ins().store(mem(), one, vb, h as i32);
+        let pkt = self.pkt_ptr(ctx);
+        let lo = at(offset_of!(Pkt, length_reg));
+        let len = self.b.ins().load(types::I32, mem(), pkt, lo);
+        let len = self.b.ins().iadd_imm(len, i64::from(size));
+        self.b.ins().store(mem(), len, pkt, lo);
+        self.b.ins().jump(next, &[]);
+        self.b.switch_to_block(next);
+    }
+
+    /// `remove_header` of fixed header `h`, as the interpreter does it: if valid, subtract its
+    /// size from the packet-length register (saturating at 0, noted in `len_saturated`) and
+    /// mark it invalid.
+    fn remove_header(&mut self, ctx: ir::Value, valid: Variable, h: u32) {
+        let size = self.eng.layout.headers[h as usize].fixed_bits.div_ceil(8);
+        let vb = self.b.use_var(valid);
+        let v = self.b.ins().load(types::I8, mem(), vb, h as i32);
+        let (clear, next) = (self.b.create_block(), self.b.create_block());
+        self.b.ins().brif(v, clear, &[], next, &[]);
+        self.b.switch_to_block(clear);
+        let pkt = self.pkt_ptr(ctx);
+        let lo = at(offset_of!(Pkt, length_reg));
+        let so = at(offset_of!(Pkt, regs) + offset_of!(PktRegs, len_saturated));
+        let len = self.b.ins().load(types::I32, mem(), pkt, lo);
+        let under = self
+            .b
+            .ins()
+            .icmp_imm(IntCC::UnsignedLessThan, len, i64::from(size));
+        let sat = self.b.ins().load(types::I8, mem(), pkt, so);
+        let sat = self.b.ins().bor(sat, under);
+        self.b.ins().store(mem(), sat, pkt, so);
+        let n = self.b.ins().iconst(types::I32, i64::from(size));
+        let left = self.b.ins().isub(len, n);
+        let zero = self.b.ins().iconst(types::I32, 0);
+        let len = self.b.ins().select(under, zero, left);
+        self.b.ins().store(mem(), len, pkt, lo);
+        let z8 = self.b.ins().iconst(types::I8, 0);
+        self.b.ins().store(mem(), z8, vb, h as i32);
+        self.b.ins().jump(next, &[]);
+        self.b.switch_to_block(next);
     }
 
     fn fast_val(&mut self, phv: Variable, valid: Variable, v: &FastVal) -> ir::Value {
