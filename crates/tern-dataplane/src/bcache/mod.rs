@@ -1644,31 +1644,7 @@ impl Cache {
             {
                 let k = (t, masked_hash(&e.value, &e.mask));
                 let refs = self.by_key.remove(&k).unwrap_or_default();
-                self.stats.invalidation_scanned += refs.len() as u64;
-                let mut keep = Vec::new();
-                for (s, g) in refs {
-                    let Some(en) = self.slab[s as usize]
-                        .as_ref()
-                        .filter(|_| self.gens[s as usize] == g)
-                    else {
-                        continue;
-                    };
-                    let hit = en.path.iter().any(|&(ti, _, o, n)| {
-                        ti == t
-                            && tern_match::entry_matches(
-                                &e.value,
-                                &e.mask,
-                                &e.ranges,
-                                &en.keys[o as usize..(o + n) as usize],
-                            )
-                    });
-                    if hit {
-                        self.remove(s);
-                        self.stats.invalidated += 1;
-                    } else {
-                        keep.push((s, g));
-                    }
-                }
+                let keep = self.invalidate_matching(t, e, refs);
                 if !keep.is_empty() {
                     self.by_key.insert(k, keep);
                 }
@@ -1679,6 +1655,18 @@ impl Cache {
             return;
         };
         let refs = std::mem::take(v);
+        self.by_table[t as usize] = self.invalidate_matching(t, e, refs);
+    }
+
+    /// Of the references `refs` (slot, generation) to behaviours that applied table `t`,
+    /// remove the live ones whose lookup in `t` entry `e` matches, drop the stale ones, and
+    /// return the rest (still live, not matched) to be kept.
+    fn invalidate_matching(
+        &mut self,
+        t: u32,
+        e: &crate::table::Entry,
+        refs: Vec<(u32, u32)>,
+    ) -> Vec<(u32, u32)> {
         self.stats.invalidation_scanned += refs.len() as u64;
         let mut keep = Vec::with_capacity(refs.len());
         for (s, g) in refs {
@@ -1704,7 +1692,7 @@ impl Cache {
                 keep.push((s, g));
             }
         }
-        self.by_table[t as usize] = keep;
+        keep
     }
 
     /// Remove every entry.
