@@ -12,17 +12,25 @@ struct Run {
     ok: bool,
     out: String,
     stats: Option<serde_json::Value>,
+    /// The stats file (for `tern kv stats`), in `_dir`, which lives as long as the run.
+    stats_file: std::path::PathBuf,
+    _dir: tern_fixtures::ScratchDir,
 }
 
 /// `tern kv up --mode sim --servers 2 UP... -- tern CMD...` with a stats file.
 fn up(tag: &str, up_args: &[&str], cmd: &[&str]) -> Run {
+    up_in("sim", tag, up_args, cmd)
+}
+
+/// [`up`] in another topology mode (`loopback`: switch and servers as processes).
+fn up_in(mode: &str, tag: &str, up_args: &[&str], cmd: &[&str]) -> Run {
     let tmp = tern_fixtures::scratch(&format!("kvc-{tag}"));
-    let stats = tmp.join("stats.json");
+    let stats_file = tmp.join("stats.json");
     let o = Command::new(env!("CARGO_BIN_EXE_tern"))
-        .args(["kv", "up", "--mode", "sim", "--servers", "2", "--dir"])
+        .args(["kv", "up", "--mode", mode, "--servers", "2", "--dir"])
         .arg(tmp.join("data"))
         .arg("--stats-file")
-        .arg(&stats)
+        .arg(&stats_file)
         .args(up_args)
         .arg("--")
         .arg("tern")
@@ -34,13 +42,15 @@ fn up(tag: &str, up_args: &[&str], cmd: &[&str]) -> Run {
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
     );
-    let stats = std::fs::read_to_string(&stats)
+    let stats = std::fs::read_to_string(&stats_file)
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok());
     Run {
         ok: o.status.success(),
         out,
         stats,
+        stats_file,
+        _dir: tmp,
     }
 }
 
@@ -273,35 +283,14 @@ fn loopback_switch_process_sigkilled_and_recovered() {
         let mut args = vec!["--cache", cache, "--base-port", &base];
         args.extend_from_slice(SMALL_CACHE);
         args.extend_from_slice(CRASHES);
-        let tmp = tern_fixtures::scratch(&format!("kvc-lo-{cache}"));
-        let stats = tmp.join("stats.json");
-        let o = Command::new(env!("CARGO_BIN_EXE_tern"))
-            .args(["kv", "up", "--mode", "loopback", "--servers", "2", "--dir"])
-            .arg(tmp.join("data"))
-            .arg("--stats-file")
-            .arg(&stats)
-            .args(&args)
-            .arg("--")
-            .arg("tern")
-            .args(CHECK)
-            .output()
-            .unwrap();
-        let out = format!(
-            "{}{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        );
-        assert!(o.status.success(), "{cache}: {out}");
-        assert!(
-            out.contains("violations: 0 stale, 0 unknown value, 0 value/seq mixed"),
-            "{cache}: {out}"
-        );
+        let r = up_in("loopback", &format!("lo-{cache}"), &args, CHECK);
+        assert_clean(&r, cache);
+        let out = &r.out;
         assert!(
             out.contains("switch crashed and recovered"),
             "{cache}: {out}"
         );
-        let j: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+        let j = r.stats.expect("the stats file");
         assert!(n(&j, "crashes") >= 1, "{j}");
         assert!(n(&j, "admissions") > 0, "{j}");
     }
@@ -473,40 +462,21 @@ fn loopback_servers_killed_and_restarted_under_every_cache() {
             "800",
         ];
         args.extend_from_slice(SMALL_CACHE);
-        let tmp = tern_fixtures::scratch(&format!("kvc-kill-{cache}"));
-        let stats = tmp.join("stats.json");
-        let o = Command::new(env!("CARGO_BIN_EXE_tern"))
-            .args(["kv", "up", "--mode", "loopback", "--servers", "2", "--dir"])
-            .arg(tmp.join("data"))
-            .arg("--stats-file")
-            .arg(&stats)
-            .args(&args)
-            .args([
-                "--",
-                "tern",
-                "kv",
-                "check",
-                "--keys",
-                "100",
-                "--threads",
-                "16",
-            ])
-            .args(["--ops", "1500"])
-            .output()
-            .unwrap();
-        let out = format!(
-            "{}{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        );
-        assert!(o.status.success(), "{cache}: {out}");
-        assert!(
-            out.contains("violations: 0 stale, 0 unknown value, 0 value/seq mixed"),
-            "{cache}: {out}"
-        );
+        let check = [
+            "kv",
+            "check",
+            "--keys",
+            "100",
+            "--threads",
+            "16",
+            "--ops",
+            "1500",
+        ];
+        let r = up_in("loopback", &format!("kill-{cache}"), &args, &check);
+        assert_clean(&r, cache);
+        let out = &r.out;
         assert_eq!(out.matches("killed (SIGKILL)").count(), 2, "{cache}: {out}");
-        let j: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+        let j = r.stats.expect("the stats file");
         assert_kills(&j, 2, cache != "nocache", cache);
     }
 }
@@ -557,32 +527,11 @@ fn loopback_lost_and_duplicated_control_messages() {
             "0.3",
         ];
         args.extend_from_slice(SMALL_CACHE);
-        let tmp = tern_fixtures::scratch(&format!("kvc-lossdup-{cache}"));
-        let stats = tmp.join("stats.json");
-        let o = Command::new(env!("CARGO_BIN_EXE_tern"))
-            .args(["kv", "up", "--mode", "loopback", "--servers", "2", "--dir"])
-            .arg(tmp.join("data"))
-            .arg("--stats-file")
-            .arg(&stats)
-            .args(&args)
-            .arg("--")
-            .arg("tern")
-            .args(CHECK)
-            .output()
-            .unwrap();
-        let out = format!(
-            "{}{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        );
-        assert!(o.status.success(), "{cache}: {out}");
-        assert!(
-            out.contains("violations: 0 stale, 0 unknown value, 0 value/seq mixed"),
-            "{cache}: {out}"
-        );
+        let r = up_in("loopback", &format!("lossdup-{cache}"), &args, CHECK);
+        assert_clean(&r, cache);
         let s = Command::new(env!("CARGO_BIN_EXE_tern"))
             .args(["kv", "stats"])
-            .arg(&stats)
+            .arg(&r.stats_file)
             .output()
             .unwrap();
         let line = String::from_utf8_lossy(&s.stdout).into_owned();
