@@ -462,6 +462,8 @@ fn loopback_servers_killed_and_restarted_under_every_cache() {
             "800",
         ];
         args.extend_from_slice(SMALL_CACHE);
+        // Long enough to outlast both kills (≈ 2 × (600 + 800) ms) on a fast, idle machine:
+        // with 1,500 operations per thread the run could end before the second kill.
         let check = [
             "kv",
             "check",
@@ -470,7 +472,7 @@ fn loopback_servers_killed_and_restarted_under_every_cache() {
             "--threads",
             "16",
             "--ops",
-            "1500",
+            "6000",
         ];
         let r = up_in("loopback", &format!("kill-{cache}"), &args, &check);
         assert_clean(&r, cache);

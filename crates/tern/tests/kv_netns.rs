@@ -540,7 +540,8 @@ fn netns_servers_killed_and_restarted() {
             "--server-down-ms",
             "800",
         ],
-        &["--ops", "1500", "--threads", "16"],
+        // Long enough to outlast both kills (≈ 2 × (600 + 800) ms) on a fast, idle machine.
+        &["--ops", "6000", "--threads", "16"],
     );
     assert!(ok, "{out}");
     assert!(
