@@ -793,7 +793,10 @@ impl Switch {
         self.clock_us = now_us;
     }
 
-    fn now_us(&self) -> u64 {
+    /// The switch clock now (microseconds since the switch started, or the fixed value of
+    /// [`Switch::set_clock_us`]): read once per batch by loops that feed
+    /// [`Switch::process_at`] themselves.
+    pub fn now_us(&self) -> u64 {
         self.clock_us
             .unwrap_or_else(|| self.start.elapsed().as_micros() as u64)
     }
@@ -1315,7 +1318,10 @@ impl Switch {
         self.digests.dropped
     }
 
-    fn process_at(&mut self, now: u64, port: Port, data: &[u8], out: &mut Vec<OutputPacket>) {
+    /// Process one packet with switch time `now` (from [`Switch::now_us`]): what
+    /// [`Switch::process_batch`] does per packet, for callers that need each packet's outputs
+    /// apart (they are appended to `out`) without a clock read per packet.
+    pub fn process_at(&mut self, now: u64, port: Port, data: &[u8], out: &mut Vec<OutputPacket>) {
         if self.shared.is_some() {
             // Replicas share registers and meters: the whole packet (all its actions) runs
             // under the bank's lock.

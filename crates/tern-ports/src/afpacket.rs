@@ -90,6 +90,9 @@ pub struct LiveConfig {
     pub tx_batch: usize,
     /// Put every interface in promiscuous mode.
     pub promisc: bool,
+    /// Transmit straight to the driver (`PACKET_QDISC_BYPASS`), skipping the interface's
+    /// queueing discipline; where the kernel refuses the option frames take the qdisc path.
+    pub qdisc_bypass: bool,
 }
 
 impl Default for LiveConfig {
@@ -106,6 +109,7 @@ impl Default for LiveConfig {
             poll_ms: 100,
             tx_batch: 64,
             promisc: true,
+            qdisc_bypass: true,
         }
     }
 }
@@ -420,8 +424,10 @@ impl Iface {
         // the per-frame `sll_pkttype` check below covers them.
         let one: libc::c_int = 1;
         let _ = setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_IGNORE_OUTGOING, &one);
-        // Transmit straight to the driver (veth has no queue anyway).
-        let _ = setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_QDISC_BYPASS, &one);
+        // Transmit straight to the driver (veth has no queue anyway), unless told not to.
+        if cfg.qdisc_bypass {
+            let _ = setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_QDISC_BYPASS, &one);
+        }
 
         // SAFETY: zeroed `sockaddr_ll` is a valid value; fields are then set.
         let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
@@ -874,6 +880,23 @@ impl PortIo for LivePorts {
                 }
             }
         }
+    }
+
+    /// The next frame already in some interface's ring (round robin), without waiting: the
+    /// run loop fills its batch with these after a blocking [`PortIo::recv`].
+    fn try_recv(&mut self, buf: &mut Vec<u8>) -> Result<Option<RxMeta>, PortError> {
+        let n = self.ifaces.len();
+        if self.stopping() {
+            return Ok(None);
+        }
+        for k in 0..n {
+            let i = (self.next + k) % n;
+            if let Some(m) = self.ifaces[i].next_frame(buf, &mut self.stats) {
+                self.next = (i + 1) % n;
+                return Ok(Some(m));
+            }
+        }
+        Ok(None)
     }
 
     /// Queue a frame for `port`; a batch is sent when full, when the receive side goes idle,

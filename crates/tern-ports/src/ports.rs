@@ -153,6 +153,14 @@ pub trait PortIo {
     /// arrival order (round robin across interfaces); for them `None` means "stopped".
     fn recv(&mut self, buf: &mut Vec<u8>) -> Result<Option<RxMeta>, PortError>;
 
+    /// The next input packet as [`PortIo::recv`] gives it, but only if it is ready now:
+    /// `None` when getting it would wait (an idle interface, a FIFO's feeder) or when the
+    /// inputs are exhausted. A run loop calls it after a blocking `recv` to fill a batch of
+    /// packets without ever waiting with packets in hand. The default never has one ready.
+    fn try_recv(&mut self, _buf: &mut Vec<u8>) -> Result<Option<RxMeta>, PortError> {
+        Ok(None)
+    }
+
     /// Send a frame out of `port` with record timestamp `ts_ns`. Returns `false` (frame
     /// discarded, as simple_switch does) when no such port is attached.
     fn send(&mut self, port: Port, ts_ns: u64, data: &[u8]) -> Result<bool, PortError>;
@@ -199,7 +207,11 @@ pub struct FilePorts {
     inputs: Vec<FileInput>,
     /// Indices of the inputs not yet exhausted, ascending (so ties go to the lower port).
     active: Vec<usize>,
-    outputs: BTreeMap<Port, (PathBuf, PcapWriter<BufWriter<File>>)>,
+    /// One output per spec, in the specs' (ascending port) order: found by binary search.
+    outputs: Vec<(PathBuf, PcapWriter<BufWriter<File>>)>,
+    /// Some input is a FIFO: its next packet may have to wait for a feeder, so
+    /// [`PortIo::try_recv`] never reads ahead.
+    fifo: bool,
 }
 
 impl std::fmt::Debug for FilePorts {
@@ -246,11 +258,11 @@ impl FilePorts {
                 return Err(PortError::MissingInput { port: s.port, path });
             }
         }
-        let mut outputs = BTreeMap::new();
+        let mut outputs = Vec::with_capacity(specs.len());
         for s in &specs {
             let path = port_file(base, &s.name, "out");
             let w = create_writer(&path, out_cfg)?;
-            outputs.insert(s.port, (path, w));
+            outputs.push((path, w));
         }
         // Open every input before reading any header: with FIFOs the writer may open them all
         // (in ascending port order) before it writes anything.
@@ -282,6 +294,7 @@ impl FilePorts {
             });
         }
         Ok(FilePorts {
+            fifo: any_fifo_input(base, &specs),
             specs,
             active: (0..inputs.len()).collect(),
             inputs,
@@ -292,7 +305,7 @@ impl FilePorts {
     /// Every file this port set reads or writes.
     pub fn files(&self) -> Vec<PathBuf> {
         let mut v: Vec<PathBuf> = self.inputs.iter().map(|i| i.path.clone()).collect();
-        v.extend(self.outputs.values().map(|(p, _)| p.clone()));
+        v.extend(self.outputs.iter().map(|(p, _)| p.clone()));
         v
     }
 }
@@ -347,10 +360,19 @@ impl PortIo for FilePorts {
         }))
     }
 
+    /// Regular files never make the reader wait: the next packet, as `recv` gives it.
+    fn try_recv(&mut self, buf: &mut Vec<u8>) -> Result<Option<RxMeta>, PortError> {
+        if self.fifo {
+            return Ok(None);
+        }
+        self.recv(buf)
+    }
+
     fn send(&mut self, port: Port, ts_ns: u64, data: &[u8]) -> Result<bool, PortError> {
-        let Some((path, w)) = self.outputs.get_mut(&port) else {
+        let Ok(i) = self.specs.binary_search_by_key(&port, |s| s.port) else {
             return Ok(false);
         };
+        let (path, w) = &mut self.outputs[i];
         w.write_packet(ts_ns, data).map_err(|error| PortError::Io {
             path: path.clone(),
             error,
@@ -359,7 +381,7 @@ impl PortIo for FilePorts {
     }
 
     fn flush(&mut self) -> Result<(), PortError> {
-        for (path, w) in self.outputs.values_mut() {
+        for (path, w) in &mut self.outputs {
             w.flush().map_err(|error| PortError::Io {
                 path: path.clone(),
                 error,
@@ -425,6 +447,10 @@ impl PortIo for MemPorts {
         buf.clear();
         buf.extend_from_slice(&data);
         Ok(Some(RxMeta { port, ts_ns }))
+    }
+
+    fn try_recv(&mut self, buf: &mut Vec<u8>) -> Result<Option<RxMeta>, PortError> {
+        self.recv(buf)
     }
 
     fn send(&mut self, port: Port, ts_ns: u64, data: &[u8]) -> Result<bool, PortError> {
@@ -496,6 +522,16 @@ impl<P: PortIo> Capture<P> {
     pub fn inner(&self) -> &P {
         &self.inner
     }
+
+    /// Copy a received frame to its port's capture file.
+    fn captured(&mut self, m: Option<RxMeta>, buf: &[u8]) -> Result<Option<RxMeta>, PortError> {
+        if let Some(m) = m {
+            if let Some((inp, _)) = self.writers.get_mut(&m.port) {
+                cap_write(inp, m.ts_ns, buf)?;
+            }
+        }
+        Ok(m)
+    }
 }
 
 fn cap_write(w: &mut CaptureWriter, ts_ns: u64, data: &[u8]) -> Result<(), PortError> {
@@ -513,12 +549,12 @@ impl<P: PortIo> PortIo for Capture<P> {
 
     fn recv(&mut self, buf: &mut Vec<u8>) -> Result<Option<RxMeta>, PortError> {
         let m = self.inner.recv(buf)?;
-        if let Some(m) = m {
-            if let Some((inp, _)) = self.writers.get_mut(&m.port) {
-                cap_write(inp, m.ts_ns, buf)?;
-            }
-        }
-        Ok(m)
+        self.captured(m, buf)
+    }
+
+    fn try_recv(&mut self, buf: &mut Vec<u8>) -> Result<Option<RxMeta>, PortError> {
+        let m = self.inner.try_recv(buf)?;
+        self.captured(m, buf)
     }
 
     fn send(&mut self, port: Port, ts_ns: u64, data: &[u8]) -> Result<bool, PortError> {

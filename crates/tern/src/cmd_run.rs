@@ -15,8 +15,13 @@
 //!   started), then replays every input as fast as possible, like simple_switch;
 //! * unlike simple_switch, the process exits once every input is exhausted unless a control
 //!   server was started (then it keeps serving until killed, as simple_switch does); outputs
-//!   are flushed after each packet either way;
-//! * output record timestamps are the wall clock at write time, or with `--deterministic` the
+//!   are flushed after each packet when an input is a FIFO, else through 256 KiB buffers;
+//! * without per-packet logging, tracing or P4Runtime, packets go through the switch in
+//!   batches of up to 32 (what the inputs have ready: a FIFO or an idle interface never holds
+//!   a packet back): one switch lock, one switch clock read and one output clock read per
+//!   batch, so the packets of a batch share their ingress timestamp;
+//! * output record timestamps are the wall clock at write time (read once per batch), or with
+//!   `--deterministic` the
 //!   timestamp of the input packet that produced them (byte-identical output across runs; log
 //!   lines then show packet time and no thread id; the switch clock, which timestamps, meters
 //!   and entry ageing read, is the input packet's timestamp too).
@@ -30,7 +35,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tern_dataplane::{Switch, SwitchOptions};
 use tern_ports::afpacket::install_stop_signals;
-use tern_ports::{Capture, FilePorts, LiveConfig, LivePorts, PortIo, PortSpec, RxRing};
+use tern_ports::{Capture, FilePorts, LiveConfig, LivePorts, PortIo, PortSpec, RxMeta, RxRing};
 use tern_runtime::{OutputPacket, PacketPath, Runtime};
 
 #[path = "run_workers.rs"]
@@ -212,6 +217,12 @@ pub struct DataplaneArgs {
     /// heavy load, but ~1-4 ms added per packet at low rates).
     #[arg(long, value_enum, value_name = "KIND", default_value_t = RxRingArg::Frames)]
     pub rx_ring: RxRingArg,
+
+    /// Live mode: transmit through each interface's queueing discipline (tc qdiscs, filters
+    /// and mirroring see tern's frames) instead of straight to the driver
+    /// (`PACKET_QDISC_BYPASS`, the default: one layer less per frame).
+    #[arg(long)]
+    pub no_qdisc_bypass: bool,
 
     /// Run-to-completion worker threads (default 1: the single-threaded path). With N > 1
     /// packets are spread over N replicas of the program by a hash of their flow, and control
@@ -974,6 +985,9 @@ fn replay(
             .map_err(|_| anyhow::anyhow!("switch state poisoned by a panic"))?
             .set_trace(true);
     }
+    if !tracing && grpc.is_none() && !log.on(Level::Info) {
+        return replay_batched(sw, ports, args, wall_out);
+    }
     let start = Instant::now();
     while let Some(m) = ports.recv(&mut buf)? {
         let id = st.rx;
@@ -1044,6 +1058,87 @@ fn replay(
     Ok((st, start.elapsed()))
 }
 
+/// Packets per batch of [`replay_batched`] (as `tern bench` feeds the switch).
+const RUN_BATCH: usize = 32;
+
+/// [`replay`] without per-packet logging, tracing or a P4Runtime controller (the common case):
+/// packets go through the switch in batches of up to [`RUN_BATCH`], so the switch lock, the
+/// switch clock, the output clock and the recycling of output buffers cost once per batch,
+/// not per packet. A batch is what the ports have ready ([`PortIo::try_recv`] after one
+/// blocking `recv`): a FIFO input or an idle interface never holds packets back. Packets are
+/// processed and their outputs written in input order, as one at a time would; every packet
+/// of a batch has the batch's switch clock (it was read before the first), except with
+/// `--deterministic`, where each packet's clock is its own timestamp, as before.
+fn replay_batched(
+    sw: &Arc<Mutex<Switch>>,
+    ports: &mut dyn PortIo,
+    args: &RunArgs,
+    wall_out: bool,
+) -> anyhow::Result<(Stats, Duration)> {
+    let mut st = Stats::default();
+    let mut bufs: Vec<Vec<u8>> = (0..RUN_BATCH).map(|_| Vec::with_capacity(2048)).collect();
+    let mut metas: Vec<RxMeta> = Vec::with_capacity(RUN_BATCH);
+    // `ends[i]`: outputs of packets 0..=i of the batch.
+    let mut ends: Vec<usize> = Vec::with_capacity(RUN_BATCH);
+    let mut out: Vec<OutputPacket> = Vec::new();
+    let start = Instant::now();
+    loop {
+        metas.clear();
+        match ports.recv(&mut bufs[0])? {
+            Some(m) => metas.push(m),
+            None => break,
+        }
+        while metas.len() < RUN_BATCH {
+            match ports.try_recv(&mut bufs[metas.len()])? {
+                Some(m) => metas.push(m),
+                None => break,
+            }
+        }
+        ends.clear();
+        let digests = {
+            let mut s = sw
+                .lock()
+                .map_err(|_| anyhow::anyhow!("switch state poisoned by a panic"))?;
+            // The previous batch's output buffers go back to the switch for reuse.
+            s.recycle_outputs(&mut out);
+            let now = s.now_us();
+            for (m, data) in metas.iter().zip(&bufs) {
+                if args.deterministic {
+                    // The switch clock follows packet time: timestamps, meters and ageing repeat.
+                    s.set_clock_us(Some(m.ts_ns / 1000));
+                    s.process_packet(m.port, data, &mut out);
+                } else {
+                    s.process_at(now, m.port, data, &mut out);
+                }
+                ends.push(out.len());
+            }
+            // Nobody reads `log_msg` lines or digests here (logging is off, no controller):
+            // they are dropped per batch so that their queues do not grow.
+            drop(s.take_log());
+            s.take_digests().len() as u64
+        };
+        st.rx += metas.len() as u64;
+        st.digests += digests;
+        let wall = if wall_out { wall_ns() } else { 0 };
+        let mut first = 0;
+        for (m, &end) in metas.iter().zip(&ends) {
+            if end == first {
+                st.dropped += 1;
+            }
+            let ts = if wall_out { wall } else { m.ts_ns };
+            for o in &out[first..end] {
+                if ports.send(o.port, ts, &o.data)? {
+                    st.tx += 1;
+                } else {
+                    st.discarded += 1;
+                }
+            }
+            first = end;
+        }
+    }
+    Ok((st, start.elapsed()))
+}
+
 /// Open the live interfaces (after installing the SIGINT/SIGTERM handlers that end the run),
 /// log them, and warn about interfaces that are down. `Ok(None)`: they could not be opened
 /// (already reported on stderr).
@@ -1055,6 +1150,7 @@ fn open_live_ports(
     install_stop_signals().context("installing the SIGINT/SIGTERM handlers")?;
     let cfg = LiveConfig {
         rx_ring: args.dataplane.rx_ring.into(),
+        qdisc_bypass: !args.dataplane.no_qdisc_bypass,
         ..LiveConfig::default()
     };
     let live = match LivePorts::open(specs, cfg, Arc::default()) {

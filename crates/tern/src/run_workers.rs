@@ -708,6 +708,7 @@ fn run_live(
             deterministic: args.deterministic,
             dump: args.log.dump_packet_data,
             logging,
+            qdisc_bypass: !args.dataplane.no_qdisc_bypass,
         };
         let flag = flags[w.id].clone();
         threads.push(
@@ -826,6 +827,8 @@ struct LiveOpts {
     dump: usize,
     /// Some logging is enabled (else the logger's lock is never taken).
     logging: bool,
+    /// `PACKET_QDISC_BYPASS` on the worker's transmit sockets (not `--no-qdisc-bypass`).
+    qdisc_bypass: bool,
 }
 
 /// A live worker: runs the frames it is given and transmits their outputs on its own
@@ -846,6 +849,7 @@ fn live_worker(
         block_nr: 1,
         promisc: false,
         tx_batch: 64,
+        qdisc_bypass: o.qdisc_bypass,
         ..LiveConfig::default()
     };
     let mut ports = match LivePorts::open(specs, cfg, Arc::default()) {
