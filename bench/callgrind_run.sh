@@ -73,7 +73,7 @@ rows = [
     ("whole program (delta of the two runs)", whole),
     ("run loop (`replay`)", loop),
     ("read (`FilePorts` receive: pcap decode, merge)", read),
-    ("switch (`Switch::process_*`)", switch),
+    ("switch (`Switch::process_at`: the packet's own work)", switch),
     ("write (outputs: pcap records into the buffers)", write),
     ("driver (`replay` minus read, switch, write)", loop - read - switch - write),
     ("outside the loop (flushes at exit: whole minus loop)", whole - loop),

@@ -6,6 +6,10 @@
 # Needs root, `ip`, and release builds:
 #   cargo build --release -p tern --bin tern && cargo build --release -p tern-ports --examples
 # Usage: scripts/live-ports-bench.sh [ROUNDS] [SECONDS]
+# NO_BYPASS=1 adds a third contender per round, `tern run --no-qdisc-bypass` (transmit through
+# the qdisc layer); TERN_ARGS="..." adds options to every `tern run` (e.g. --rx-ring blocks).
+# The CPU time per frame (switch user + system time over the frames that reached the sink) is
+# the figure to compare on a shared machine; the rates need a quiet one.
 set -euo pipefail
 ROUNDS=${1:-3}
 SECS=${2:-7}
@@ -70,6 +74,13 @@ measure() { # $1 = label; the switch is already running as $SW
 for r in $(seq "$ROUNDS"); do
   taskset -c 1 "$FWD" tbg0 tbs0 2>"$WORK/sw.err" & SW=$!
   measure "forwarder"
-  taskset -c 1 "$TERN" run -i 1@tbg0 -i 2@tbs0 "$WORK/to2.json" 2>"$WORK/sw.err" & SW=$!
+  # shellcheck disable=SC2086 # TERN_ARGS is a list of options
+  taskset -c 1 "$TERN" run -i 1@tbg0 -i 2@tbs0 ${TERN_ARGS:-} "$WORK/to2.json" 2>"$WORK/sw.err" & SW=$!
   measure "tern run"
+  if [[ -n ${NO_BYPASS:-} ]]; then
+    # shellcheck disable=SC2086
+    taskset -c 1 "$TERN" run -i 1@tbg0 -i 2@tbs0 --no-qdisc-bypass ${TERN_ARGS:-} "$WORK/to2.json" \
+      2>"$WORK/sw.err" & SW=$!
+    measure "no bypass"
+  fi
 done
