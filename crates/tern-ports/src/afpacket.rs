@@ -294,7 +294,7 @@ struct Iface {
     tx: TxBatch,
 }
 
-fn os_err(name: &str, what: &'static str) -> PortError {
+pub(crate) fn os_err(name: &str, what: &'static str) -> PortError {
     PortError::Os {
         name: name.to_string(),
         what,
@@ -302,7 +302,12 @@ fn os_err(name: &str, what: &'static str) -> PortError {
     }
 }
 
-fn setsockopt<T>(fd: &OwnedFd, level: libc::c_int, opt: libc::c_int, val: &T) -> io::Result<()> {
+pub(crate) fn setsockopt<T>(
+    fd: &OwnedFd,
+    level: libc::c_int,
+    opt: libc::c_int,
+    val: &T,
+) -> io::Result<()> {
     // SAFETY: `val` points to a live `T` of exactly `size_of::<T>()` bytes for the call.
     let rc = unsafe {
         libc::setsockopt(
@@ -321,7 +326,7 @@ fn setsockopt<T>(fd: &OwnedFd, level: libc::c_int, opt: libc::c_int, val: &T) ->
 }
 
 /// The index of interface `name`, or a clear error.
-fn ifindex(spec: &PortSpec) -> Result<libc::c_int, PortError> {
+pub(crate) fn ifindex(spec: &PortSpec) -> Result<libc::c_int, PortError> {
     let missing = || PortError::NoInterface {
         port: spec.port,
         name: spec.name.clone(),
@@ -791,16 +796,7 @@ impl LivePorts {
 
     /// Interfaces that are administratively down (they receive nothing), for a warning.
     pub fn down_interfaces(&self) -> Vec<String> {
-        self.specs
-            .iter()
-            .filter(|s| {
-                std::fs::read_to_string(format!("/sys/class/net/{}/flags", s.name))
-                    .ok()
-                    .and_then(|t| u32::from_str_radix(t.trim().trim_start_matches("0x"), 16).ok())
-                    .is_some_and(|f| f & libc::IFF_UP as u32 == 0)
-            })
-            .map(|s| s.name.clone())
-            .collect()
+        down(&self.specs)
     }
 
     fn stopping(&self) -> bool {
@@ -813,6 +809,20 @@ impl LivePorts {
         }
         Ok(())
     }
+}
+
+/// Which of these interfaces are administratively down (they receive nothing).
+pub(crate) fn down(specs: &[PortSpec]) -> Vec<String> {
+    specs
+        .iter()
+        .filter(|s| {
+            std::fs::read_to_string(format!("/sys/class/net/{}/flags", s.name))
+                .ok()
+                .and_then(|t| u32::from_str_radix(t.trim().trim_start_matches("0x"), 16).ok())
+                .is_some_and(|f| f & libc::IFF_UP as u32 == 0)
+        })
+        .map(|s| s.name.clone())
+        .collect()
 }
 
 impl PortIo for LivePorts {

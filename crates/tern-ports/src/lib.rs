@@ -3,13 +3,16 @@
 //! [`pcap`] reads classic pcap (both byte orders, µs and ns) and pcapng, and writes classic
 //! pcap; [`ports`] defines the [`PortIo`] port-set abstraction with [`FilePorts`],
 //! [`MemPorts`] and the `--pcap` [`Capture`] wrapper; [`afpacket`] attaches live interfaces
-//! (AF_PACKET, per-frame TPACKET_V2 or block TPACKET_V3 RX ring) as [`afpacket::LivePorts`].
+//! (AF_PACKET, per-frame TPACKET_V2 or block TPACKET_V3 RX ring) as [`afpacket::LivePorts`];
+//! [`afxdp`] attaches them through AF_XDP sockets ([`afxdp::XdpPorts`]).
 
 pub mod afpacket;
+pub mod afxdp;
 pub mod pcap;
 pub mod ports;
 
 pub use afpacket::{LiveConfig, LivePorts, LiveStats, RxRing};
+pub use afxdp::{AnyLive, XdpPorts};
 pub use pcap::{PcapError, PcapReader, PcapWriter, WriterConfig};
 pub use ports::{
     any_fifo_input, Capture, FilePorts, MemPorts, PortError, PortIo, PortSpec, RxMeta,

@@ -35,7 +35,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tern_dataplane::{Switch, SwitchOptions};
 use tern_ports::afpacket::install_stop_signals;
-use tern_ports::{Capture, FilePorts, LiveConfig, LivePorts, PortIo, PortSpec, RxMeta, RxRing};
+use tern_ports::{
+    AnyLive, Capture, FilePorts, LiveConfig, LivePorts, PortIo, PortSpec, RxMeta, RxRing, XdpPorts,
+};
 use tern_runtime::{OutputPacket, PacketPath, Runtime};
 
 #[path = "run_workers.rs"]
@@ -218,6 +220,14 @@ pub struct DataplaneArgs {
     #[arg(long, value_enum, value_name = "KIND", default_value_t = RxRingArg::Frames)]
     pub rx_ring: RxRingArg,
 
+    /// Live mode socket kind: `afpacket` (AF_PACKET rings, the default), `xdp` (AF_XDP: an
+    /// XDP program redirects each interface's queue 0 into an AF_XDP socket; needs root, a
+    /// kernel with AF_XDP and eBPF; frames up to ~1,790 bytes; --rx-ring does not apply) or
+    /// `auto` (AF_XDP where it opens, else AF_PACKET with the reason printed). With
+    /// --workers N the workers still transmit through AF_PACKET sockets.
+    #[arg(long = "io", value_enum, value_name = "KIND", default_value_t = IoArg::Afpacket)]
+    pub io: IoArg,
+
     /// Live mode: transmit through each interface's queueing discipline (tc qdiscs, filters
     /// and mirroring see tern's frames) instead of straight to the driver
     /// (`PACKET_QDISC_BYPASS`, the default: one layer less per frame).
@@ -230,6 +240,18 @@ pub struct DataplaneArgs {
     #[arg(long, value_name = "N", default_value_t = 1,
           value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub workers: u32,
+}
+
+/// `--io`: which sockets live interfaces use.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum IoArg {
+    /// AF_PACKET sockets with RX rings.
+    #[default]
+    Afpacket,
+    /// AF_XDP sockets (XDP program per interface).
+    Xdp,
+    /// AF_XDP where available, else AF_PACKET.
+    Auto,
 }
 
 /// `--rx-ring`: how live interfaces receive (see [`RxRing`]).
@@ -1146,19 +1168,50 @@ fn open_live_ports(
     specs: &[PortSpec],
     args: &RunArgs,
     log: &mut Logger,
-) -> anyhow::Result<Option<LivePorts>> {
+) -> anyhow::Result<Option<AnyLive>> {
     install_stop_signals().context("installing the SIGINT/SIGTERM handlers")?;
     let cfg = LiveConfig {
         rx_ring: args.dataplane.rx_ring.into(),
         qdisc_bypass: !args.dataplane.no_qdisc_bypass,
         ..LiveConfig::default()
     };
-    let live = match LivePorts::open(specs, cfg, Arc::default()) {
-        Ok(l) => l,
-        Err(e) => {
+    let xdp = match args.dataplane.io {
+        IoArg::Afpacket => None,
+        IoArg::Xdp | IoArg::Auto => Some(XdpPorts::open(specs, Arc::default())),
+    };
+    let live = match xdp {
+        Some(Ok(x)) => {
+            for (name, mode) in x.modes() {
+                eprintln!("tern run: {name}: AF_XDP socket on queue 0 ({mode} XDP)");
+            }
+            AnyLive::Xdp(x)
+        }
+        Some(Err(e)) if args.dataplane.io == IoArg::Xdp => {
+            eprintln!("tern run: --io xdp: {e}");
+            return Ok(None);
+        }
+        // A missing interface is reported as such, not as a reason to fall back.
+        Some(Err(e @ tern_ports::PortError::NoInterface { .. })) => {
             eprintln!("tern run: {e}");
             return Ok(None);
         }
+        Some(Err(e)) => {
+            eprintln!("tern run: AF_XDP is not available ({e}); using AF_PACKET");
+            match LivePorts::open(specs, cfg, Arc::default()) {
+                Ok(l) => AnyLive::Packet(l),
+                Err(e) => {
+                    eprintln!("tern run: {e}");
+                    return Ok(None);
+                }
+            }
+        }
+        None => match LivePorts::open(specs, cfg, Arc::default()) {
+            Ok(l) => AnyLive::Packet(l),
+            Err(e) => {
+                eprintln!("tern run: {e}");
+                return Ok(None);
+            }
+        },
     };
     for s in live.ports() {
         log.log(

@@ -223,4 +223,82 @@ fn bursts_cross_the_switch_every_frame_in_order() {
     tern_fixtures::require!();
     frames_cross("d", &[], 20, 200);
     frames_cross("q", &["--no-qdisc-bypass", "--rx-ring", "blocks"], 10, 200);
+    // AF_XDP on the switch's interfaces (this kernel has it: the run must not fall back).
+    frames_cross("x", &["--io", "xdp"], 10, 200);
+}
+
+/// Without the privileges AF_XDP needs (an unprivileged user with only CAP_NET_RAW, which
+/// AF_PACKET needs), `--io auto` says why and runs on AF_PACKET, and `--io xdp` exits 1 with
+/// the reason. In a namespace of its own (its loopback interface, its Thrift port).
+#[test]
+fn io_auto_falls_back_to_af_packet_with_the_reason() {
+    let has_setpriv = Command::new("setpriv")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !is_root() || !has_setpriv || !ip(&["netns", "list"]) {
+        eprintln!("skipping: needs root, setpriv and `ip`");
+        return;
+    }
+    tern_fixtures::require!();
+    let ns = format!("tlbf{}", std::process::id() % 100_000);
+    assert!(ip(&["netns", "add", &ns]));
+    let mut setup = Setup {
+        ns: ns.clone(),
+        child: None,
+    };
+    assert!(ip(&["-n", &ns, "link", "set", "lo", "up"]));
+    let dir = tern_fixtures::scratch("live-fallback");
+    std::fs::write(dir.join("prog.json"), to_port2()).unwrap();
+    // The unprivileged user must be able to read the program and write nothing.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&*dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let unprivileged = |io: &str, log: &std::path::Path| {
+        Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &ns,
+                "setpriv",
+                "--reuid=65534",
+                "--regid=65534",
+            ])
+            .args([
+                "--clear-groups",
+                "--inh-caps=+net_raw",
+                "--ambient-caps=+net_raw",
+            ])
+            .args([TERN, "run", "--io", io, "-i", "1@lo"])
+            .arg(dir.join("prog.json"))
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .unwrap()
+    };
+
+    let log = dir.join("xdp.txt");
+    let o = unprivileged("xdp", &log).wait().unwrap();
+    let err = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(o.code(), Some(1), "{err}");
+    assert!(err.contains("tern run: --io xdp: interface 'lo'"), "{err}");
+
+    let log = dir.join("auto.txt");
+    setup.child = Some(unprivileged("auto", &log));
+    let t0 = Instant::now();
+    let err = loop {
+        let err = std::fs::read_to_string(&log).unwrap_or_default();
+        if err.contains("switching on") {
+            break err;
+        }
+        if let Some(s) = setup.child.as_mut().unwrap().try_wait().unwrap() {
+            panic!("the switch exited ({s}): {err}");
+        }
+        assert!(t0.elapsed() < Duration::from_secs(20), "no start: {err}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(
+        err.contains("tern run: AF_XDP is not available (interface 'lo': ")
+            && err.contains("); using AF_PACKET"),
+        "{err}"
+    );
 }
