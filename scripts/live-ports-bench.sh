@@ -7,7 +7,8 @@
 #   cargo build --release -p tern --bin tern && cargo build --release -p tern-ports --examples
 # Usage: scripts/live-ports-bench.sh [ROUNDS] [SECONDS]
 # NO_BYPASS=1 adds a third contender per round, `tern run --no-qdisc-bypass` (transmit through
-# the qdisc layer); TERN_ARGS="..." adds options to every `tern run` (e.g. --rx-ring blocks).
+# the qdisc layer); TERN_ARGS="..." adds options to every `tern run` (e.g. --rx-ring blocks);
+# TERN_IO=xdp runs both the forwarder and `tern run` on AF_XDP (`--io xdp`).
 # The CPU time per frame (switch user + system time over the frames that reached the sink) is
 # the figure to compare on a shared machine; the rates need a quiet one.
 set -euo pipefail
@@ -75,7 +76,8 @@ for r in $(seq "$ROUNDS"); do
   taskset -c 1 "$FWD" tbg0 tbs0 2>"$WORK/sw.err" & SW=$!
   measure "forwarder"
   # shellcheck disable=SC2086 # TERN_ARGS is a list of options
-  taskset -c 1 "$TERN" run -i 1@tbg0 -i 2@tbs0 ${TERN_ARGS:-} "$WORK/to2.json" 2>"$WORK/sw.err" & SW=$!
+  taskset -c 1 "$TERN" run -i 1@tbg0 -i 2@tbs0 --io "${TERN_IO:-afpacket}" ${TERN_ARGS:-} \
+    "$WORK/to2.json" 2>"$WORK/sw.err" & SW=$!
   measure "tern run"
   if [[ -n ${NO_BYPASS:-} ]]; then
     # shellcheck disable=SC2086
