@@ -13,7 +13,8 @@
 //!   is behind; results wait in an unbounded channel, bounded in practice by the queues) and
 //!   writes the results back **in input order** (a small reorder buffer keyed
 //!   by packet id), so the output files, log lines and summary are those of one worker
-//!   (outputs are flushed after each batch of results rather than after each packet); with
+//!   (outputs are flushed after each round of results when an input is a FIFO, else when
+//!   their 256 KiB buffers fill; output timestamps read the clock once per round); with
 //!   `--deterministic` (switch clock = packet time) they are byte-identical, except for
 //!   programs whose shared registers couple flows.
 //!   Batches are sent when full (64 packets), every 4,096 packets read, and when the inputs
@@ -288,9 +289,9 @@ fn run_files(
     args: &RunArgs,
     wait: u64,
 ) -> anyhow::Result<ExitCode> {
-    // Outputs are flushed whenever the writer has caught up with the workers (after each
-    // processed batch it writes), not after every packet as with one worker: one write per
-    // batch instead of one per packet, the difference between the two paths' costs.
+    // With a FIFO input outputs are flushed whenever the writer has caught up with the
+    // workers (after each processed batch it writes); with regular files only when the
+    // 256 KiB buffers fill and at the end (a write per batch cost system time per 64 packets).
     let out_cfg = tern_ports::WriterConfig {
         flush_each_packet: false,
         ..tern_ports::WriterConfig::bmv2()
@@ -328,7 +329,8 @@ fn run_files(
         std::thread::sleep(Duration::from_secs(wait));
     }
 
-    let mut d = Dispatcher::new(n, args);
+    let fifo = tern_ports::any_fifo_input(Path::new(""), specs);
+    let mut d = Dispatcher::new(n, args, fifo);
     let res = d.replay(ports.as_mut(), log, &txs, &done_rx);
     let stats = res?;
     ports.flush()?;
@@ -403,10 +405,12 @@ struct Dispatcher {
     st: Stats,
     dump: usize,
     wall_out: bool,
+    /// Flush the outputs after each round of written results (an input is a FIFO).
+    flush_often: bool,
 }
 
 impl Dispatcher {
-    fn new(n: usize, args: &RunArgs) -> Dispatcher {
+    fn new(n: usize, args: &RunArgs, fifo: bool) -> Dispatcher {
         Dispatcher {
             n,
             open: (0..n).map(|_| Batch::default()).collect(),
@@ -418,6 +422,7 @@ impl Dispatcher {
             st: Stats::default(),
             dump: args.log.dump_packet_data,
             wall_out: !args.deterministic,
+            flush_often: fifo,
         }
     }
 
@@ -458,7 +463,7 @@ impl Dispatcher {
                     Err(TryRecvError::Disconnected) => anyhow::bail!("the workers ended early"),
                 }
             }
-            if wrote {
+            if wrote && self.flush_often {
                 ports.flush()?;
             }
         }
@@ -492,6 +497,8 @@ impl Dispatcher {
     /// Keep a processed batch and write every packet now next in input order.
     fn store(&mut self, d: Done, ports: &mut dyn PortIo, log: &mut Logger) -> anyhow::Result<()> {
         self.pending[d.worker].push_back((d, 0));
+        // Output timestamps: the wall clock once per round of writing, not per output.
+        let wall = if self.wall_out { wall_ns() } else { 0 };
         while let Some(&w) = self.order.front() {
             let w = w as usize;
             let Some((d, k)) = self.pending[w].front_mut() else {
@@ -509,7 +516,7 @@ impl Dispatcher {
                 &d.outs[first..d.per[i].outs_end],
                 &d.per[i],
                 self.dump,
-                self.wall_out,
+                self.wall_out.then_some(wall),
             )?;
             self.order.pop_front();
             if *k == d.per.len() {
@@ -535,10 +542,10 @@ fn write_packet(
     outs: &[OutputPacket],
     res: &Res,
     dump: usize,
-    wall_out: bool,
+    wall: Option<u64>,
 ) -> anyhow::Result<()> {
     let m = &batch.pkts[i];
-    let ts = || if wall_out { wall_ns() } else { m.ts_ns };
+    let ts = || wall.unwrap_or(m.ts_ns);
     finish_packet(st, ports, log, m, batch.frame(m), res, outs, dump, ts)
 }
 
