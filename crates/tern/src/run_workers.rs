@@ -442,15 +442,23 @@ impl Dispatcher {
             self.per_worker[w] += 1;
             self.order.push_back(w as u32);
             self.open[w].push(id, m.port, m.ts_ns, &buf);
+            let mut sent = false;
             if self.open[w].pkts.len() >= BATCH {
                 self.dispatch(w, txs)?;
+                sent = true;
             }
             if self.st.rx.is_multiple_of(FLUSH_EVERY) {
                 for w in 0..self.n {
                     if !self.open[w].pkts.is_empty() {
                         self.dispatch(w, txs)?;
+                        sent = true;
                     }
                 }
+            }
+            // Results are collected when a batch has just been sent (every ~BATCH / N packets),
+            // not after every packet: a channel poll per packet is work of the serial thread.
+            if !sent {
+                continue;
             }
             let mut wrote = false;
             loop {
