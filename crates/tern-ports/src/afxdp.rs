@@ -466,12 +466,14 @@ impl Xsk {
     /// Publish the written TX descriptors and kick the kernel until it has taken them all (in
     /// copy mode one kick sends at most 32 frames).
     fn flush(&mut self) {
-        if self.pending == 0 {
-            return;
+        if self.pending > 0 {
+            self.tx.producer().store(self.tx.head, Ordering::Release);
+            self.pending = 0;
         }
-        self.tx.producer().store(self.tx.head, Ordering::Release);
-        self.pending = 0;
         for _ in 0..100_000 {
+            if self.tx.consumer().load(Ordering::Acquire) == self.tx.head {
+                break;
+            }
             // SAFETY: a zero-length sendto on our socket only kicks transmission.
             let rc = unsafe {
                 libc::sendto(
@@ -483,9 +485,6 @@ impl Xsk {
                     0,
                 )
             };
-            if self.tx.consumer().load(Ordering::Acquire) == self.tx.head {
-                break;
-            }
             if rc < 0 {
                 match io::Error::last_os_error().raw_os_error() {
                     Some(libc::EAGAIN | libc::EINTR) => {}
@@ -510,7 +509,6 @@ impl Xsk {
         let mut tries = 0;
         while self.free_tx.is_empty() && tries < 1000 {
             self.flush();
-            self.pending = 0;
             std::thread::yield_now();
             self.reap();
             tries += 1;
