@@ -113,7 +113,9 @@ pub struct LogArgs {
     socket (promiscuous; needs root or CAP_NET_RAW) receiving through a memory-mapped ring, \
     per-frame by default (--rx-ring frames: each frame is handed over as it arrives) or \
     block-based (--rx-ring blocks: fewer wakeups, but up to a kernel timer tick of added \
-    latency at low rates), and the switch runs until \
+    latency at low rates), transmitting in batches straight to the driver (PACKET_QDISC_BYPASS; \
+    --no-qdisc-bypass goes through tc); --io xdp opens AF_XDP sockets instead (an XDP program \
+    per interface; root; --io auto falls back to AF_PACKET and says why); the switch runs until \
     SIGINT/SIGTERM, then prints the summary. Frames larger than the MTU (e.g. TCP with TSO/GRO \
     on the hosts' veths) cannot be sent: disable those offloads with ethtool -K.\n\n\
     Drop-in: the same binary behaves as simple_switch when invoked under that name: \
