@@ -61,16 +61,20 @@ fn to_port2() -> String {
     j.replacen(operand, r#""type" : "hexstr", "value" : "0x2""#, 1)
 }
 
-fn test_frame(k: u32) -> Vec<u8> {
-    let mut f = vec![0x02, 0, 0, 0, 0, 0xbb, 0x02, 0, 0, 0, 0, 0xaa, 0x88, 0xb5];
+/// Test frame `k` of flow `k % flows` (the flow is in the source MAC address, which is what
+/// `--workers` hashes for non-IP frames).
+fn test_frame(k: u32, flows: u32) -> Vec<u8> {
+    let src = 0xaa ^ (k % flows) as u8;
+    let mut f = vec![0x02, 0, 0, 0, 0, 0xbb, 0x02, 0, 0, 0, 0, src, 0x88, 0xb5];
     f.extend_from_slice(&k.to_be_bytes());
     f.resize(60 + (k as usize * 7) % 200, (k % 251) as u8);
     f
 }
 
-/// Run the switch with `extra` options, send `bursts` x `burst` frames into port 1 and check
-/// each one leaves port 2.
-fn frames_cross(tag: &str, extra: &[&str], bursts: u32, burst: u32) {
+/// Run the switch with `extra` options, send `bursts` x `burst` frames of `flows` flows into
+/// port 1 and check that each one leaves port 2 once, byte for byte, every flow in order
+/// (with one flow: all frames in order).
+fn frames_cross(tag: &str, extra: &[&str], bursts: u32, burst: u32, flows: u32) {
     let id = std::process::id() % 100_000;
     let ns = format!("tlb{tag}{id}");
     let (a0, a1, b0, b1) = (
@@ -141,19 +145,21 @@ fn frames_cross(tag: &str, extra: &[&str], bursts: u32, burst: u32) {
     };
     let mut ports = LivePorts::open(&specs, cfg, Arc::new(AtomicBool::new(false))).unwrap();
     let mut buf = Vec::new();
-    let mut next = 0u32;
+    // The last frame number seen of each flow.
+    let mut last: Vec<Option<u32>> = vec![None; flows as usize];
     for b in 0..bursts {
         let first = b * burst;
         for k in first..first + burst {
-            assert!(ports.send(1, 0, &test_frame(k)).unwrap());
+            assert!(ports.send(1, 0, &test_frame(k, flows)).unwrap());
         }
         ports.flush().unwrap();
-        // Every frame of the burst, in order, before the next burst (a veth queues ~1,000).
+        // Every frame of the burst before the next burst (a veth queues ~1,000).
         let deadline = Instant::now() + Duration::from_secs(10);
-        while next < first + burst {
+        let mut seen = 0;
+        while seen < burst {
             assert!(
                 Instant::now() < deadline,
-                "frame {next} did not arrive (burst {b}); switch: {}",
+                "{seen} of burst {b}'s {burst} frames arrived; switch: {}",
                 std::fs::read_to_string(&log).unwrap_or_default()
             );
             let Some(m) = ports.try_recv(&mut buf).unwrap() else {
@@ -163,9 +169,21 @@ fn frames_cross(tag: &str, extra: &[&str], bursts: u32, burst: u32) {
             if buf.get(12..14) != Some(&[0x88, 0xb5][..]) {
                 continue; // not ours
             }
-            assert_eq!(m.port, 2, "frame {next} came back on port {}", m.port);
-            assert!(buf == test_frame(next), "frame {next}: other bytes");
-            next += 1;
+            let k = u32::from_be_bytes(buf[14..18].try_into().unwrap());
+            assert_eq!(m.port, 2, "frame {k} came back on port {}", m.port);
+            assert!(
+                (first..first + burst).contains(&k),
+                "frame {k} in burst {b}"
+            );
+            assert!(buf == test_frame(k, flows), "frame {k}: other bytes");
+            let flow = (k % flows) as usize;
+            assert!(
+                last[flow].is_none_or(|l| l < k),
+                "frame {k} after {:?} of its flow (duplicate or out of order)",
+                last[flow]
+            );
+            last[flow] = Some(k);
+            seen += 1;
         }
     }
     // Nothing more of ours arrives (no duplicates).
@@ -221,10 +239,18 @@ fn bursts_cross_the_switch_every_frame_in_order() {
         return;
     }
     tern_fixtures::require!();
-    frames_cross("d", &[], 20, 200);
-    frames_cross("q", &["--no-qdisc-bypass", "--rx-ring", "blocks"], 10, 200);
+    frames_cross("d", &[], 20, 200, 1);
+    frames_cross(
+        "q",
+        &["--no-qdisc-bypass", "--rx-ring", "blocks"],
+        10,
+        200,
+        1,
+    );
     // AF_XDP on the switch's interfaces (this kernel has it: the run must not fall back).
-    frames_cross("x", &["--io", "xdp"], 10, 200);
+    frames_cross("x", &["--io", "xdp"], 10, 200, 1);
+    // Two workers, eight flows: bursts split between the workers, each flow in order.
+    frames_cross("w", &["--workers", "2"], 10, 200, 8);
 }
 
 /// Without the privileges AF_XDP needs (an unprivileged user with only CAP_NET_RAW, which
