@@ -42,7 +42,19 @@ pub struct FairScheduler {
     queues: BTreeMap<DeviceId, Queue>,
     /// Reused buffers of served packets.
     spare: Vec<Vec<u8>>,
+    /// Served buffers go to the device that ran them (as spare output buffers of its switch)
+    /// instead of `spare`: for queues filled by [`FairScheduler::enqueue_owned`].
+    feed_devices: bool,
     batch: Vec<(Port, Vec<u8>)>,
+    /// The batch as the device takes it (kept empty between rounds for its capacity).
+    refs: Vec<(Port, &'static [u8])>,
+}
+
+/// `v`, emptied, as a vector of another lifetime: the allocation is reused (an in-place
+/// collect of an empty vector), so a per-round batch of borrowed frames allocates nothing.
+fn relifetime<'a, 'b>(mut v: Vec<(Port, &'a [u8])>) -> Vec<(Port, &'b [u8])> {
+    v.clear();
+    v.into_iter().map(|_| unreachable!("emptied")).collect()
 }
 
 impl FairScheduler {
@@ -55,7 +67,18 @@ impl FairScheduler {
             capacity: capacity.max(1),
             queues: BTreeMap::new(),
             spare: Vec::new(),
+            feed_devices: false,
             batch: Vec::new(),
+            refs: Vec::new(),
+        }
+    }
+
+    /// A scheduler whose queues take frames by value ([`FairScheduler::enqueue_owned`]) and
+    /// hand each served frame's buffer to the device that ran it (its next output buffer).
+    pub(crate) fn feeding_devices(quantum: u64, capacity: usize) -> FairScheduler {
+        FairScheduler {
+            feed_devices: true,
+            ..FairScheduler::new(quantum, capacity)
         }
     }
 
@@ -82,6 +105,24 @@ impl FairScheduler {
         q.packets.push_back((vport, buf));
         q.stats.queued += 1;
         true
+    }
+
+    /// Queue a frame already classified to device `id`, virtual ingress port `vport`, by
+    /// value (no copy). A full queue gives the frame back (counted as `overflow`).
+    pub(crate) fn enqueue_owned(
+        &mut self,
+        id: DeviceId,
+        vport: Port,
+        data: Vec<u8>,
+    ) -> Result<(), Vec<u8>> {
+        let q = self.queues.entry(id).or_default();
+        if q.packets.len() >= self.capacity {
+            q.stats.overflow += 1;
+            return Err(data);
+        }
+        q.packets.push_back((vport, data));
+        q.stats.queued += 1;
+        Ok(())
     }
 
     /// Take a device's queue out (its waiting packets, credit and counters), to move the
@@ -131,13 +172,20 @@ impl FairScheduler {
             q.stats.served += self.batch.len() as u64;
             served += self.batch.len();
             if !self.batch.is_empty() {
-                let refs: Vec<(Port, &[u8])> =
-                    self.batch.iter().map(|(p, d)| (*p, d.as_slice())).collect();
+                let mut refs = relifetime(std::mem::take(&mut self.refs));
+                refs.extend(self.batch.iter().map(|(p, d)| (*p, d.as_slice())));
                 vs.process_on(id, &refs, out);
-                let room = MAX_SPARE.saturating_sub(self.spare.len());
-                self.spare
-                    .extend(self.batch.drain(..).map(|(_, d)| d).take(room));
-                self.batch.clear();
+                self.refs = relifetime(refs);
+                if self.feed_devices {
+                    for (_, d) in self.batch.drain(..) {
+                        vs.give_buffer(id, d);
+                    }
+                } else {
+                    let room = MAX_SPARE.saturating_sub(self.spare.len());
+                    self.spare
+                        .extend(self.batch.drain(..).map(|(_, d)| d).take(room));
+                    self.batch.clear();
+                }
             }
         }
         served

@@ -1032,6 +1032,21 @@ impl VirtSwitch {
         self.stats.dangling += s.dangling;
     }
 
+    /// Give a frame buffer to device `id`'s switch (its next output buffer); dropped when the
+    /// device is gone.
+    pub(crate) fn give_buffer(&mut self, id: DeviceId, data: Vec<u8>) {
+        if let Some(d) = self.devices.get_mut(&id) {
+            d.switch.recycle_buffer(data);
+        }
+    }
+
+    /// Forget where the frames appended so far came from (a caller that never gives them back
+    /// through [`VirtSwitch::recycle_outputs`], as a worker handing them to another thread).
+    pub(crate) fn forget_origins(&mut self) {
+        self.origins.clear();
+        self.origin_total = 0;
+    }
+
     /// The hop budget.
     pub(crate) fn max_hops(&self) -> u32 {
         self.max_hops
