@@ -40,11 +40,9 @@ pub struct FairScheduler {
     quantum: u64,
     capacity: usize,
     queues: BTreeMap<DeviceId, Queue>,
-    /// Reused buffers of served packets.
-    spare: Vec<Vec<u8>>,
-    /// Served buffers go to the device that ran them (as spare output buffers of its switch)
-    /// instead of `spare`: for queues filled by [`FairScheduler::enqueue_owned`].
-    feed_devices: bool,
+    /// Reused buffers of served packets (the workers hand them on to the devices that sent
+    /// frames out, see `VirtSwitch::feed_producers`).
+    pub(crate) spare: Vec<Vec<u8>>,
     batch: Vec<(Port, Vec<u8>)>,
     /// The batch as the device takes it (kept empty between rounds for its capacity).
     refs: Vec<(Port, &'static [u8])>,
@@ -67,18 +65,8 @@ impl FairScheduler {
             capacity: capacity.max(1),
             queues: BTreeMap::new(),
             spare: Vec::new(),
-            feed_devices: false,
             batch: Vec::new(),
             refs: Vec::new(),
-        }
-    }
-
-    /// A scheduler whose queues take frames by value ([`FairScheduler::enqueue_owned`]) and
-    /// hand each served frame's buffer to the device that ran it (its next output buffer).
-    pub(crate) fn feeding_devices(quantum: u64, capacity: usize) -> FairScheduler {
-        FairScheduler {
-            feed_devices: true,
-            ..FairScheduler::new(quantum, capacity)
         }
     }
 
@@ -123,6 +111,13 @@ impl FairScheduler {
         q.packets.push_back((vport, data));
         q.stats.queued += 1;
         Ok(())
+    }
+
+    /// Keep a frame buffer for reuse (dropped past the bound).
+    pub(crate) fn keep_spare(&mut self, data: Vec<u8>) {
+        if self.spare.len() < MAX_SPARE {
+            self.spare.push(data);
+        }
     }
 
     /// Take a device's queue out (its waiting packets, credit and counters), to move the
@@ -176,16 +171,10 @@ impl FairScheduler {
                 refs.extend(self.batch.iter().map(|(p, d)| (*p, d.as_slice())));
                 vs.process_on(id, &refs, out);
                 self.refs = relifetime(refs);
-                if self.feed_devices {
-                    for (_, d) in self.batch.drain(..) {
-                        vs.give_buffer(id, d);
-                    }
-                } else {
-                    let room = MAX_SPARE.saturating_sub(self.spare.len());
-                    self.spare
-                        .extend(self.batch.drain(..).map(|(_, d)| d).take(room));
-                    self.batch.clear();
-                }
+                let room = MAX_SPARE.saturating_sub(self.spare.len());
+                self.spare
+                    .extend(self.batch.drain(..).map(|(_, d)| d).take(room));
+                self.batch.clear();
             }
         }
         served

@@ -90,6 +90,10 @@ struct Moved {
 enum Msg {
     /// A classified packet: (device, virtual ingress port, frame).
     Packet(DeviceId, Port, Vec<u8>),
+    /// The end of one dispatch's packets: the worker runs a round before taking more, so a
+    /// backlog of dispatches waits in the inbox (in order) rather than overflowing the device
+    /// queues all at once.
+    Round,
     /// A control operation, run between two rounds.
     Call(Job),
     Take(Vec<DeviceId>, mpsc::Sender<Moved>),
@@ -145,15 +149,16 @@ fn worker(mut vs: VirtSwitch, mut fair: FairScheduler, mb: Arc<Mailbox>, up: Arc
     let _gone = Gone(mb.clone());
     let mut out: Vec<OutputPacket> = Vec::new();
     let mut local: VecDeque<Msg> = VecDeque::new();
-    let send_up = |vs: &mut VirtSwitch, out: &mut Vec<OutputPacket>| {
+    let send_up = |vs: &mut VirtSwitch, fair: &mut FairScheduler, out: &mut Vec<OutputPacket>| {
         if !out.is_empty() {
             lock(&up).extend(out.drain(..));
         }
-        // The frames left the shard: their origins are of no use here.
-        vs.forget_origins();
+        // The frames left the shard for good: each device that sent frames out gets as many
+        // served input buffers for its next outputs (a chain's last device, not its first).
+        vs.feed_producers(&mut fair.spare);
     };
     loop {
-        {
+        if local.is_empty() {
             let mut ib = lock(&mb.inbox);
             if fair.backlog() == 0 {
                 while ib.items.is_empty() {
@@ -169,11 +174,13 @@ fn worker(mut vs: VirtSwitch, mut fair: FairScheduler, mb: Arc<Mailbox>, up: Arc
             // Take everything at once; both rings keep their capacity.
             std::mem::swap(&mut ib.items, &mut local);
         }
+        // One dispatch's worth (up to its `Round`), then one round.
         while let Some(m) = local.pop_front() {
             match m {
+                Msg::Round => break,
                 Msg::Packet(id, vport, data) => {
                     if let Err(data) = fair.enqueue_owned(id, vport, data) {
-                        vs.give_buffer(id, data);
+                        fair.keep_spare(data);
                     }
                 }
                 Msg::Call(job) => job(&mut vs, &mut fair),
@@ -202,7 +209,7 @@ fn worker(mut vs: VirtSwitch, mut fair: FairScheduler, mb: Arc<Mailbox>, up: Arc
                     // Run what is queued, then hand the shard back.
                     while fair.backlog() > 0 {
                         fair.run_round(&mut vs, &mut out);
-                        send_up(&mut vs, &mut out);
+                        send_up(&mut vs, &mut fair, &mut out);
                     }
                     let _ = reply.send((vs, fair));
                     return;
@@ -211,7 +218,7 @@ fn worker(mut vs: VirtSwitch, mut fair: FairScheduler, mb: Arc<Mailbox>, up: Arc
         }
         if fair.backlog() > 0 {
             fair.run_round(&mut vs, &mut out);
-            send_up(&mut vs, &mut out);
+            send_up(&mut vs, &mut fair, &mut out);
         }
     }
 }
@@ -333,7 +340,7 @@ impl VirtWorkers {
             let mut shard = VirtSwitch::new();
             shard.set_max_hops(max_hops);
             shard.put_devices(devices, maps);
-            let fair = FairScheduler::feeding_devices(opts.quantum, opts.capacity);
+            let fair = FairScheduler::new(opts.quantum, opts.capacity);
             let mb: Arc<Mailbox> = Arc::default();
             let (mb2, up2) = (mb.clone(), up.clone());
             handles.push(
@@ -422,6 +429,7 @@ impl VirtWorkers {
             }
             ib.items
                 .extend(b.drain(..).map(|(id, vport, d)| Msg::Packet(id, vport, d)));
+            ib.items.push_back(Msg::Round);
             if ib.idle {
                 mb.wake.notify_one();
             }

@@ -99,8 +99,16 @@ fn steady_state_workers_allocate_nothing_per_packet() {
             None,
         )
         .unwrap();
-    route(&mut vs.runtime(Caller::Operator, 2).unwrap(), [10, 0, 2, 2], 2);
-    route(&mut vs.runtime(Caller::Operator, 3).unwrap(), [10, 0, 3, 3], 2);
+    route(
+        &mut vs.runtime(Caller::Operator, 2).unwrap(),
+        [10, 0, 2, 2],
+        2,
+    );
+    route(
+        &mut vs.runtime(Caller::Operator, 3).unwrap(),
+        [10, 0, 3, 3],
+        2,
+    );
     let rule = |port, device| Rule {
         priority: 0,
         port: Some(port),
@@ -130,7 +138,11 @@ fn steady_state_workers_allocate_nothing_per_packet() {
             ..WorkerOptions::default()
         },
     );
-    assert_ne!(pool.worker_of(1), pool.worker_of(3), "one device group per worker");
+    assert_ne!(
+        pool.worker_of(1),
+        pool.worker_of(3),
+        "one device group per worker"
+    );
     assert_eq!(pool.worker_of(1), pool.worker_of(2));
 
     let (a, b) = (packet([10, 0, 2, 2]), packet([10, 0, 3, 3]));

@@ -129,8 +129,14 @@ fn a_router_in_a_slice_gives_the_native_outputs_packet_by_packet() {
     routes(&mut sw);
     let pkts = traffic(600);
     let want = native(std::slice::from_mut(&mut sw), &pkts);
-    assert!(want.iter().filter(|w| w.is_empty()).count() > 50, "some dropped");
-    assert!(want.iter().filter(|w| w.len() == 1).count() > 300, "most forwarded");
+    assert!(
+        want.iter().filter(|w| w.is_empty()).count() > 50,
+        "some dropped"
+    );
+    assert!(
+        want.iter().filter(|w| w.len() == 1).count() > 300,
+        "most forwarded"
+    );
 
     // Catch-all rule, 1:1 port map: the whole-batch path and the one-packet path.
     let mut vs = VirtSwitch::new();
@@ -201,7 +207,10 @@ fn a_router_in_a_slice_gives_the_native_outputs_packet_by_packet() {
 
 #[test]
 fn a_chain_gives_the_two_programs_outputs_packet_by_packet() {
-    let (fwj, rj) = (compile("p4/virt/firewall.p4"), compile("p4/tutorials/basic.p4"));
+    let (fwj, rj) = (
+        compile("p4/virt/firewall.p4"),
+        compile("p4/tutorials/basic.p4"),
+    );
     let mut a = Switch::from_json(&fwj, SwitchOptions::default()).unwrap();
     fw(&mut a);
     let mut b = Switch::from_json(&rj, SwitchOptions::default()).unwrap();

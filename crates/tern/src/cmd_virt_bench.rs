@@ -966,7 +966,12 @@ mod tests {
             md.contains("| L2 switch |") && md.contains("2 → 13"),
             "{md}"
         );
-        assert!(row("router")["timed"]["sliced_latency_p99_ns"].as_f64().unwrap() > 0.0);
+        assert!(
+            row("router")["timed"]["sliced_latency_p99_ns"]
+                .as_f64()
+                .unwrap()
+                > 0.0
+        );
     }
 
     /// The timed isolation suite runs every attack over 1 and 2 workers; every victim packet

@@ -293,9 +293,13 @@ fn control_work(pool: &VirtWorkers, attack: Attack, batch_no: u64) -> anyhow::Re
             // A burst of adds and deletes (within the quota), as a controller hammering writes.
             if let Ok(mut rt) = vs.runtime(Caller::Tenant("mallory"), ATTACKER) {
                 for i in 0..32 {
-                    if let Ok(h) =
-                        rt.mt_add_entry("I.t", &key(batch_no * 32 + i), "I.fwd", &[vec![0, 3]], None)
-                    {
+                    if let Ok(h) = rt.mt_add_entry(
+                        "I.t",
+                        &key(batch_no * 32 + i),
+                        "I.fwd",
+                        &[vec![0, 3]],
+                        None,
+                    ) {
                         let _ = rt.mt_delete_entry("I.t", h);
                     }
                 }
