@@ -8,17 +8,21 @@
 //!
 //! The front (the caller's thread) classifies every arriving packet with the full classifier
 //! and hands it, already classified, to the worker of its device: each worker has an inbox (a
-//! ring of messages under a lock, one lock per worker per [`VirtWorkers::dispatch`]). A worker
-//! takes everything its inbox holds, queues the packets per device (bounded queues: a full
-//! one drops that device's packets, counted), then runs one deficit-round-robin round over its
-//! devices, and goes on with rounds while packets wait: inside a worker a flooding device gets
-//! its quantum per round like every other device and overflows only its own queue.
+//! ring of messages under a lock, one lock per worker per [`VirtWorkers::dispatch`], each
+//! dispatch's packets closed by a round marker). A worker moves everything its inbox holds into
+//! its own ring, then takes one dispatch's packets at a time, queues them per device (bounded
+//! queues: a full one drops that device's packets, counted), runs one deficit-round-robin
+//! round over its devices, and goes on with rounds while packets wait: inside a worker a
+//! flooding device gets its quantum per round like every other device and overflows only its
+//! own queue, and a backlog of dispatches waits in order instead of flooding the queues at
+//! once.
 //!
 //! No allocation per packet: the rings (the inboxes, the outputs' ring, the device queues)
 //! keep their capacity, and frame buffers go round: the front copies an arriving frame into a
 //! buffer of its pool, the buffer travels to the device's queue, once served it becomes a
-//! spare output buffer of that device's switch, the output frame travels back to the front,
-//! and [`VirtWorkers::recycle_outputs`] puts it into the front's pool again.
+//! spare output buffer of a device that sent a frame out in that round (a chain's last
+//! device), the output frame travels back to the front, and [`VirtWorkers::recycle_outputs`]
+//! puts it into the front's pool again.
 //!
 //! Across workers the share is kept by the device → worker assignment: the front counts the
 //! bytes it dispatches per device, and [`VirtWorkers::rebalance`] (also run every
