@@ -129,8 +129,21 @@ struct Mailbox {
     idle: Condvar,
 }
 
-/// Outputs of every worker, in the order they ran (a ring that keeps its capacity).
-type Outbox = Mutex<VecDeque<OutputPacket>>;
+/// Outputs of every worker, in the order they ran (a ring that keeps its capacity), and
+/// whether the front waits for some ([`VirtWorkers::wait_outputs`]).
+#[derive(Default)]
+struct Outputs {
+    frames: VecDeque<OutputPacket>,
+    waiting: bool,
+}
+
+#[derive(Default)]
+struct Outbox {
+    q: Mutex<Outputs>,
+    /// The front waits here while `waiting` (a worker wakes it only then: no system call per
+    /// round otherwise).
+    ready: Condvar,
+}
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -155,7 +168,12 @@ fn worker(mut vs: VirtSwitch, mut fair: FairScheduler, mb: Arc<Mailbox>, up: Arc
     let mut local: VecDeque<Msg> = VecDeque::new();
     let send_up = |vs: &mut VirtSwitch, fair: &mut FairScheduler, out: &mut Vec<OutputPacket>| {
         if !out.is_empty() {
-            lock(&up).extend(out.drain(..));
+            let mut q = lock(&up.q);
+            q.frames.extend(out.drain(..));
+            if q.waiting {
+                q.waiting = false;
+                up.ready.notify_all();
+            }
         }
         // The frames left the shard for good: each device that sent frames out gets as many
         // served input buffers for its next outputs (a chain's last device, not its first).
@@ -447,7 +465,28 @@ impl VirtWorkers {
     /// Append the outputs the workers have produced so far (physical ports; per device in
     /// order, devices on different workers interleaved as they ran).
     pub fn take_outputs(&mut self, out: &mut Vec<OutputPacket>) {
-        out.extend(lock(&self.up).drain(..));
+        out.extend(lock(&self.up.q).frames.drain(..));
+    }
+
+    /// Wait until some outputs are ready for [`VirtWorkers::take_outputs`] (true), or until
+    /// `timeout` has passed (false): for a caller that waits for its frames without spinning.
+    pub fn wait_outputs(&self, timeout: Duration) -> bool {
+        let end = Instant::now() + timeout;
+        let mut q = lock(&self.up.q);
+        while q.frames.is_empty() {
+            let now = Instant::now();
+            if now >= end {
+                return false;
+            }
+            q.waiting = true;
+            q = self
+                .up
+                .ready
+                .wait_timeout(q, end - now)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        true
     }
 
     /// Give transmitted frames back (empties `out`): their buffers carry the next arriving

@@ -10,7 +10,8 @@
 //! the attacker's frames (and, for the control-plane attacks, queues the attacker's control
 //! work on its worker without waiting), then waits until all of the victim's outputs are back.
 //! A victim packet's latency is from its batch's dispatch to the moment the front holds its
-//! output; the rate is victim packets over the run's wall time. Timings from a shared or busy
+//! output (the front sleeps until a worker hands outputs over: no spinning thread competes
+//! with the workers); the rate is victim packets over the run's wall time. Timings from a shared or busy
 //! machine mean nothing: the figures are for a quiet machine and a release build.
 
 use std::path::{Path, PathBuf};
@@ -358,7 +359,10 @@ fn run_once(
         while got < b {
             pool.take_outputs(&mut out);
             if out.is_empty() {
-                std::hint::spin_loop();
+                // Sleep until a worker hands outputs over (no spinning on the shared cores).
+                if !pool.wait_outputs(std::time::Duration::from_secs(10)) {
+                    bail!("{}: the victim's packets did not come back", attack.name());
+                }
                 continue;
             }
             let now = sent.elapsed().as_nanos() as f64;
