@@ -50,7 +50,7 @@ pub struct FairScheduler {
 
 /// `v`, emptied, as a vector of another lifetime: the allocation is reused (an in-place
 /// collect of an empty vector), so a per-round batch of borrowed frames allocates nothing.
-fn relifetime<'a, 'b>(mut v: Vec<(Port, &'a [u8])>) -> Vec<(Port, &'b [u8])> {
+fn relifetime<'b>(mut v: Vec<(Port, &[u8])>) -> Vec<(Port, &'b [u8])> {
     v.clear();
     v.into_iter().map(|_| unreachable!("emptied")).collect()
 }
