@@ -40,9 +40,19 @@ pub struct FairScheduler {
     quantum: u64,
     capacity: usize,
     queues: BTreeMap<DeviceId, Queue>,
-    /// Reused buffers of served packets.
-    spare: Vec<Vec<u8>>,
+    /// Reused buffers of served packets (the workers hand them on to the devices that sent
+    /// frames out, see `VirtSwitch::feed_producers`).
+    pub(crate) spare: Vec<Vec<u8>>,
     batch: Vec<(Port, Vec<u8>)>,
+    /// The batch as the device takes it (kept empty between rounds for its capacity).
+    refs: Vec<(Port, &'static [u8])>,
+}
+
+/// `v`, emptied, as a vector of another lifetime: the allocation is reused (an in-place
+/// collect of an empty vector), so a per-round batch of borrowed frames allocates nothing.
+fn relifetime<'b>(mut v: Vec<(Port, &[u8])>) -> Vec<(Port, &'b [u8])> {
+    v.clear();
+    v.into_iter().map(|_| unreachable!("emptied")).collect()
 }
 
 impl FairScheduler {
@@ -56,6 +66,7 @@ impl FairScheduler {
             queues: BTreeMap::new(),
             spare: Vec::new(),
             batch: Vec::new(),
+            refs: Vec::new(),
         }
     }
 
@@ -82,6 +93,31 @@ impl FairScheduler {
         q.packets.push_back((vport, buf));
         q.stats.queued += 1;
         true
+    }
+
+    /// Queue a frame already classified to device `id`, virtual ingress port `vport`, by
+    /// value (no copy). A full queue gives the frame back (counted as `overflow`).
+    pub(crate) fn enqueue_owned(
+        &mut self,
+        id: DeviceId,
+        vport: Port,
+        data: Vec<u8>,
+    ) -> Result<(), Vec<u8>> {
+        let q = self.queues.entry(id).or_default();
+        if q.packets.len() >= self.capacity {
+            q.stats.overflow += 1;
+            return Err(data);
+        }
+        q.packets.push_back((vport, data));
+        q.stats.queued += 1;
+        Ok(())
+    }
+
+    /// Keep a frame buffer for reuse (dropped past the bound).
+    pub(crate) fn keep_spare(&mut self, data: Vec<u8>) {
+        if self.spare.len() < MAX_SPARE {
+            self.spare.push(data);
+        }
     }
 
     /// Take a device's queue out (its waiting packets, credit and counters), to move the
@@ -131,9 +167,10 @@ impl FairScheduler {
             q.stats.served += self.batch.len() as u64;
             served += self.batch.len();
             if !self.batch.is_empty() {
-                let refs: Vec<(Port, &[u8])> =
-                    self.batch.iter().map(|(p, d)| (*p, d.as_slice())).collect();
+                let mut refs = relifetime(std::mem::take(&mut self.refs));
+                refs.extend(self.batch.iter().map(|(p, d)| (*p, d.as_slice())));
                 vs.process_on(id, &refs, out);
+                self.refs = relifetime(refs);
                 let room = MAX_SPARE.saturating_sub(self.spare.len());
                 self.spare
                     .extend(self.batch.drain(..).map(|(_, d)| d).take(room));

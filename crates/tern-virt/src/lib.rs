@@ -451,6 +451,13 @@ impl Device {
         };
     }
 
+    /// Whether the one-packet fast lane may run this device: no tagged virtual ports, not
+    /// quarantined, no fault armed.
+    #[inline(always)]
+    fn lane_ok(&self) -> bool {
+        self.tags.is_empty() && self.quarantine.is_none() && self.fault_in.is_none()
+    }
+
     /// The VLAN id of a tagged virtual port (0: untagged).
     #[inline]
     fn tag(&self, vport: Port) -> u16 {
@@ -941,6 +948,18 @@ impl VirtSwitch {
     /// a panic then drops the device's whole batch).
     pub fn process_batch(&mut self, pkts: &[(Port, &[u8])], out: &mut Vec<OutputPacket>) {
         if let [(port, data)] = pkts {
+            if self.fast_one(*port, data, out) {
+                return;
+            }
+        }
+        self.process_general(pkts, out);
+    }
+
+    /// [`VirtSwitch::process_batch`] past the one-packet fast lane (kept out of line so that
+    /// the lane's code stays small).
+    #[inline(never)]
+    fn process_general(&mut self, pkts: &[(Port, &[u8])], out: &mut Vec<OutputPacket>) {
+        if let [(port, data)] = pkts {
             self.process_one(*port, data, out);
             return;
         }
@@ -1032,6 +1051,25 @@ impl VirtSwitch {
         self.stats.dangling += s.dangling;
     }
 
+    /// For a caller that hands the frames appended so far to someone else for good (a worker
+    /// sending them to the front): give each device that produced some of them as many
+    /// buffers from `pool` (its next output buffers, while the pool lasts), and forget the
+    /// frames' origins.
+    pub(crate) fn feed_producers(&mut self, pool: &mut Vec<Vec<u8>>) {
+        for &(id, n) in &self.origins {
+            if let Some(d) = self.devices.get_mut(&id) {
+                for _ in 0..n {
+                    match pool.pop() {
+                        Some(b) => d.switch.recycle_buffer(b),
+                        None => break,
+                    }
+                }
+            }
+        }
+        self.origins.clear();
+        self.origin_total = 0;
+    }
+
     /// The hop budget.
     pub(crate) fn max_hops(&self) -> u32 {
         self.max_hops
@@ -1065,17 +1103,24 @@ impl VirtSwitch {
     /// device that produced it when `out` holds exactly the frames [`VirtSwitch::process_batch`]
     /// appended since the last call; otherwise they go to one device.
     pub fn recycle_outputs(&mut self, out: &mut Vec<OutputPacket>) {
-        let total = std::mem::take(&mut self.origin_total);
-        if out.len() == total && self.origins.len() == 1 {
-            // The common case: every frame from one device, given back in place.
-            let id = self.origins[0].0;
-            self.origins.clear();
-            match self.devices.get_mut(&id) {
-                Some(d) => d.switch.recycle_outputs(out),
-                None => out.clear(),
+        if let [(id, _)] = self.origins[..] {
+            if out.len() == self.origin_total {
+                // The common case: every frame from one device, given back in place.
+                self.origins.clear();
+                self.origin_total = 0;
+                if let Some(d) = self.devices.get_mut(&id) {
+                    d.switch.recycle_outputs(out);
+                    return;
+                }
             }
-            return;
         }
+        self.recycle_general(out);
+    }
+
+    /// [`VirtSwitch::recycle_outputs`] for frames of several devices (or not as appended).
+    #[inline(never)]
+    fn recycle_general(&mut self, out: &mut Vec<OutputPacket>) {
+        let total = std::mem::take(&mut self.origin_total);
         let runs = std::mem::take(&mut self.origins);
         if out.len() == total {
             // Each run of consecutive frames of one device goes back in one call.
@@ -1095,6 +1140,131 @@ impl VirtSwitch {
         }
         self.origins = runs;
         self.origins.clear();
+    }
+
+    /// The one-packet fast lane: a classifier by physical port (no rule looks into the frame)
+    /// giving the packet to a device with no tagged virtual ports, not quarantined and with no
+    /// fault armed. The device runs the packet with one call; a single output to a physical
+    /// port is renumbered in place, anything else goes through [`VirtSwitch::map_outputs`] and
+    /// the links as on the general path (same outputs, same counters). Returns false, having
+    /// done nothing, when the lane does not apply.
+    #[inline(always)]
+    fn fast_one(&mut self, port: Port, data: &[u8], out: &mut Vec<OutputPacket>) -> bool {
+        let Some(t) = &self.cls.by_port else {
+            return false;
+        };
+        let Some((id, vport)) = t.get(port) else {
+            return false;
+        };
+        let Some(dev) = self.devices.get_mut(&id) else {
+            return false;
+        };
+        if !dev.lane_ok() {
+            return false;
+        }
+        let start = out.len();
+        dev.stats.packets_in += 1;
+        let sw = &mut dev.switch;
+        if let Err(e) = catch_unwind(AssertUnwindSafe(|| sw.process_packet(vport, data, out))) {
+            self.quarantine_after_panic(id, panic_message(e), start, out);
+            return true;
+        }
+        if out.len() == start + 1 {
+            if let Some(Target::Phys(p)) = dev.ports.get(out[start].port as usize) {
+                out[start].port = *p;
+                dev.stats.to_phys += 1;
+                self.note_origin(id, 1);
+                return true;
+            }
+        }
+        self.fast_hops(id, start, out);
+        true
+    }
+
+    /// The fast lane past its first device: while the last device sent exactly one frame, over
+    /// a link within the hop budget into a device the lane takes, that device runs it at once
+    /// (no queue; the frame's buffer then goes back to the device that produced it), and one
+    /// frame to a physical port ends the lane. Anything else is mapped and its links run as on
+    /// the general path.
+    #[inline(never)]
+    fn fast_hops(&mut self, mut id: DeviceId, start: usize, out: &mut Vec<OutputPacket>) {
+        let mut hops = 0;
+        while out.len() == start + 1 && hops < self.max_hops {
+            let Some(dev) = self.devices.get(&id) else {
+                break;
+            };
+            let Some(&Target::Link {
+                device: next,
+                vport,
+            }) = dev.ports.get(out[start].port as usize)
+            else {
+                break;
+            };
+            if !self.devices.get(&next).is_some_and(Device::lane_ok) {
+                break;
+            }
+            let frame = out.pop().expect("one frame").data;
+            if let Some(d) = self.devices.get_mut(&id) {
+                d.stats.to_links += 1;
+            }
+            let nd = self.devices.get_mut(&next).expect("checked above");
+            nd.stats.packets_in += 1;
+            let sw = &mut nd.switch;
+            let r = catch_unwind(AssertUnwindSafe(|| sw.process_packet(vport, &frame, out)));
+            // The frame's buffer goes back to the device that produced it.
+            if let Some(d) = self.devices.get_mut(&id) {
+                d.switch.recycle_buffer(frame);
+            }
+            if let Err(e) = r {
+                self.quarantine_after_panic(next, panic_message(e), start, out);
+                return;
+            }
+            id = next;
+            hops += 1;
+            if out.len() == start + 1 {
+                let dev = self.devices.get_mut(&id).expect("it ran");
+                if let Some(Target::Phys(p)) = dev.ports.get(out[start].port as usize) {
+                    out[start].port = *p;
+                    dev.stats.to_phys += 1;
+                    self.note_origin(id, 1);
+                    return;
+                }
+            }
+        }
+        self.map_outputs(id, start, hops, out);
+        self.drain_links(out);
+    }
+
+    /// Frames `sent` appended to the caller's `out` by device `id` (for
+    /// [`VirtSwitch::recycle_outputs`]).
+    #[inline(always)]
+    fn note_origin(&mut self, id: DeviceId, sent: u32) {
+        self.origin_total += sent as usize;
+        match self.origins.last_mut() {
+            Some((last, k)) if *last == id => *k += sent,
+            _ => self.origins.push((id, sent)),
+        }
+    }
+
+    /// A panic caught in device `id`: quarantine it and take back the frames it appended to
+    /// `out` from `start` on.
+    #[cold]
+    #[inline(never)]
+    fn quarantine_after_panic(
+        &mut self,
+        id: DeviceId,
+        msg: String,
+        start: usize,
+        out: &mut Vec<OutputPacket>,
+    ) {
+        let Some(dev) = self.devices.get_mut(&id) else {
+            return;
+        };
+        dev.fault_in = None;
+        dev.stats.panics += 1;
+        dev.quarantine = Some(format!("panicked while processing a packet: {msg}"));
+        self.recycle.extend(out.drain(start..));
+        dev.switch.recycle_outputs(&mut self.recycle);
     }
 
     #[inline(always)]
@@ -1190,18 +1360,20 @@ impl VirtSwitch {
             }
         }));
         if let Err(e) = r {
-            let msg = e
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| e.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "panic".to_string());
-            dev.fault_in = None;
-            dev.stats.panics += 1;
-            dev.quarantine = Some(format!("panicked while processing a packet: {msg}"));
-            self.recycle.extend(out.drain(start..));
-            dev.switch.recycle_outputs(&mut self.recycle);
+            self.quarantine_after_panic(id, panic_message(e), start, out);
             return;
         }
+        self.map_outputs(id, start, hops, out);
+    }
+
+    /// Map the frames device `id` appended to `out` from `start` on through its port map: frames
+    /// for physical ports are renumbered in place (tagged ports get their VLAN tag pushed), the
+    /// others (links, CPU, drop) are taken out of `out` in the same pass.
+    #[inline(always)]
+    fn map_outputs(&mut self, id: DeviceId, start: usize, hops: u32, out: &mut Vec<OutputPacket>) {
+        let Some(dev) = self.devices.get_mut(&id) else {
+            return;
+        };
         // Stable compaction: kept (physical) frames move down over the taken ones.
         let mut keep = start;
         for i in start..out.len() {
@@ -1255,13 +1427,18 @@ impl VirtSwitch {
         let sent = (keep - start) as u32;
         if sent > 0 {
             dev.stats.to_phys += u64::from(sent);
-            self.origin_total += sent as usize;
-            match self.origins.last_mut() {
-                Some((last, k)) if *last == id => *k += sent,
-                _ => self.origins.push((id, sent)),
-            }
+            self.note_origin(id, sent);
         }
     }
+}
+
+/// The message of a caught panic.
+#[cold]
+fn panic_message(e: Box<dyn std::any::Any + Send>) -> String {
+    e.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| e.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panic".to_string())
 }
 
 /// Check a topology against the devices that exist (`exists`).

@@ -7,12 +7,22 @@
 //! sit on the same worker, so a chain runs to completion inside one worker as on one thread.
 //!
 //! The front (the caller's thread) classifies every arriving packet with the full classifier
-//! and hands it, already classified, to the worker of its device (one message per worker per
-//! [`VirtWorkers::dispatch`]). A worker takes one message, queues its packets per device
-//! (bounded queues: a full one drops that device's packets, counted), then runs one
-//! deficit-round-robin round over its devices, and goes on with rounds while packets wait:
-//! inside a worker a flooding device gets its quantum per round like every other device and
-//! overflows only its own queue.
+//! and hands it, already classified, to the worker of its device: each worker has an inbox (a
+//! ring of messages under a lock, one lock per worker per [`VirtWorkers::dispatch`], each
+//! dispatch's packets closed by a round marker). A worker moves everything its inbox holds into
+//! its own ring, then takes one dispatch's packets at a time, queues them per device (bounded
+//! queues: a full one drops that device's packets, counted), runs one deficit-round-robin
+//! round over its devices, and goes on with rounds while packets wait: inside a worker a
+//! flooding device gets its quantum per round like every other device and overflows only its
+//! own queue, and a backlog of dispatches waits in order instead of flooding the queues at
+//! once.
+//!
+//! No allocation per packet: the rings (the inboxes, the outputs' ring, the device queues)
+//! keep their capacity, and frame buffers go round: the front copies an arriving frame into a
+//! buffer of its pool, the buffer travels to the device's queue, once served it becomes a
+//! spare output buffer of a device that sent a frame out in that round (a chain's last
+//! device), the output frame travels back to the front, and [`VirtWorkers::recycle_outputs`]
+//! puts it into the front's pool again.
 //!
 //! Across workers the share is kept by the device → worker assignment: the front counts the
 //! bytes it dispatches per device, and [`VirtWorkers::rebalance`] (also run every
@@ -29,8 +39,8 @@
 //! then switches the front's classifier.
 
 use std::cell::Cell;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::mpsc;
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -67,6 +77,9 @@ impl Default for WorkerOptions {
     }
 }
 
+/// Frame buffers the front keeps for arriving packets.
+const MAX_SPARE: usize = 4096;
+
 type Job = Box<dyn FnOnce(&mut VirtSwitch, &mut FairScheduler) + Send>;
 
 /// Devices moving between workers, with their port maps and waiting packets.
@@ -79,100 +92,155 @@ struct Moved {
 }
 
 enum Msg {
-    /// Classified packets: (device, virtual ingress port, frame).
-    Packets(Vec<(DeviceId, Port, Vec<u8>)>),
+    /// A classified packet: (device, virtual ingress port, frame).
+    Packet(DeviceId, Port, Vec<u8>),
+    /// The end of one dispatch's packets: the worker runs a round before taking more, so a
+    /// backlog of dispatches waits in the inbox (in order) rather than overflowing the device
+    /// queues all at once.
+    Round,
     /// A control operation, run between two rounds.
     Call(Job),
     Take(Vec<DeviceId>, mpsc::Sender<Moved>),
-    Put(Moved),
-    /// Answer once every packet queued so far has run (its outputs sent before).
-    Sync(mpsc::Sender<()>),
+    Put(Box<Moved>),
     /// Stop and give the shard back.
     Stop(mpsc::Sender<(VirtSwitch, FairScheduler)>),
 }
 
-fn worker(
-    mut vs: VirtSwitch,
-    mut fair: FairScheduler,
-    rx: mpsc::Receiver<Msg>,
-    out_tx: mpsc::Sender<Vec<OutputPacket>>,
-) {
+/// What a worker's inbox holds, under its lock.
+#[derive(Default)]
+struct Inbox {
+    /// Messages in arrival order (a ring that keeps its capacity).
+    items: VecDeque<Msg>,
+    /// The worker waits with nothing queued and nothing to run.
+    idle: bool,
+    /// The front has gone: the worker ends once its queues are empty.
+    closed: bool,
+    /// The worker thread has ended (messages are refused).
+    gone: bool,
+}
+
+/// A worker's inbox with its two wake-ups.
+#[derive(Default)]
+struct Mailbox {
+    inbox: Mutex<Inbox>,
+    /// The worker waits here for messages.
+    wake: Condvar,
+    /// [`VirtWorkers::wait_idle`] waits here for the worker to become idle.
+    idle: Condvar,
+}
+
+/// Outputs of every worker, in the order they ran (a ring that keeps its capacity), and
+/// whether the front waits for some ([`VirtWorkers::wait_outputs`]).
+#[derive(Default)]
+struct Outputs {
+    frames: VecDeque<OutputPacket>,
+    waiting: bool,
+}
+
+#[derive(Default)]
+struct Outbox {
+    q: Mutex<Outputs>,
+    /// The front waits here while `waiting` (a worker wakes it only then: no system call per
+    /// round otherwise).
+    ready: Condvar,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Marks the worker gone when its thread ends (also by a panic): its queued messages are
+/// dropped, so every caller waiting for an answer gets an error instead of waiting forever.
+struct Gone(Arc<Mailbox>);
+
+impl Drop for Gone {
+    fn drop(&mut self) {
+        let mut ib = lock(&self.0.inbox);
+        ib.gone = true;
+        ib.items.clear();
+        self.0.idle.notify_all();
+    }
+}
+
+fn worker(mut vs: VirtSwitch, mut fair: FairScheduler, mb: Arc<Mailbox>, up: Arc<Outbox>) {
+    let _gone = Gone(mb.clone());
     let mut out: Vec<OutputPacket> = Vec::new();
-    let mut syncs: Vec<mpsc::Sender<()>> = Vec::new();
-    let mut open = true;
+    let mut local: VecDeque<Msg> = VecDeque::new();
+    let send_up = |vs: &mut VirtSwitch, fair: &mut FairScheduler, out: &mut Vec<OutputPacket>| {
+        if !out.is_empty() {
+            let mut q = lock(&up.q);
+            q.frames.extend(out.drain(..));
+            if q.waiting {
+                q.waiting = false;
+                up.ready.notify_all();
+            }
+        }
+        // The frames left the shard for good: each device that sent frames out gets as many
+        // served input buffers for its next outputs (a chain's last device, not its first).
+        vs.feed_producers(&mut fair.spare);
+    };
     loop {
-        let msg = if fair.backlog() == 0 {
-            for s in syncs.drain(..) {
-                let _ = s.send(());
-            }
-            if !open {
-                return;
-            }
-            match rx.recv() {
-                Ok(m) => Some(m),
-                Err(_) => return,
-            }
-        } else if open {
-            match rx.try_recv() {
-                Ok(m) => Some(m),
-                Err(mpsc::TryRecvError::Empty) => None,
-                Err(mpsc::TryRecvError::Disconnected) => {
-                    open = false;
-                    None
+        if local.is_empty() {
+            let mut ib = lock(&mb.inbox);
+            if fair.backlog() == 0 {
+                while ib.items.is_empty() {
+                    if ib.closed {
+                        return;
+                    }
+                    ib.idle = true;
+                    mb.idle.notify_all();
+                    ib = mb.wake.wait(ib).unwrap_or_else(PoisonError::into_inner);
                 }
             }
-        } else {
-            None
-        };
-        match msg {
-            None => {}
-            Some(Msg::Packets(pkts)) => {
-                for (id, vport, data) in pkts {
-                    fair.enqueue_to(id, vport, &data);
-                }
-            }
-            Some(Msg::Call(job)) => job(&mut vs, &mut fair),
-            Some(Msg::Take(ids, reply)) => {
-                let t = Instant::now();
-                let (devices, maps) = vs.take_devices(&ids);
-                let queues = ids
-                    .iter()
-                    .filter_map(|&id| fair.take_queue(id).map(|q| (id, q)))
-                    .collect();
-                let _ = reply.send(Moved {
-                    devices,
-                    maps,
-                    queues,
-                    took: t.elapsed(),
-                });
-            }
-            Some(Msg::Put(m)) => {
-                vs.put_devices(m.devices, m.maps);
-                for (id, q) in m.queues {
-                    fair.put_queue(id, q);
-                }
-            }
-            Some(Msg::Sync(s)) => syncs.push(s),
-            Some(Msg::Stop(reply)) => {
-                // Run what is queued, then hand the shard back.
-                while fair.backlog() > 0 {
-                    fair.run_round(&mut vs, &mut out);
-                    if !out.is_empty() {
-                        let _ = out_tx.send(std::mem::take(&mut out));
+            ib.idle = false;
+            // Take everything at once; both rings keep their capacity.
+            std::mem::swap(&mut ib.items, &mut local);
+        }
+        // One dispatch's worth (up to its `Round`), then one round.
+        while let Some(m) = local.pop_front() {
+            match m {
+                Msg::Round => break,
+                Msg::Packet(id, vport, data) => {
+                    if let Err(data) = fair.enqueue_owned(id, vport, data) {
+                        fair.keep_spare(data);
                     }
                 }
-                for s in syncs.drain(..) {
-                    let _ = s.send(());
+                Msg::Call(job) => job(&mut vs, &mut fair),
+                Msg::Take(ids, reply) => {
+                    let t = Instant::now();
+                    let (devices, maps) = vs.take_devices(&ids);
+                    let queues = ids
+                        .iter()
+                        .filter_map(|&id| fair.take_queue(id).map(|q| (id, q)))
+                        .collect();
+                    let _ = reply.send(Moved {
+                        devices,
+                        maps,
+                        queues,
+                        took: t.elapsed(),
+                    });
                 }
-                let _ = reply.send((vs, fair));
-                return;
+                Msg::Put(m) => {
+                    let m = *m;
+                    vs.put_devices(m.devices, m.maps);
+                    for (id, q) in m.queues {
+                        fair.put_queue(id, q);
+                    }
+                }
+                Msg::Stop(reply) => {
+                    // Run what is queued, then hand the shard back.
+                    while fair.backlog() > 0 {
+                        fair.run_round(&mut vs, &mut out);
+                        send_up(&mut vs, &mut fair, &mut out);
+                    }
+                    let _ = reply.send((vs, fair));
+                    return;
+                }
             }
         }
         if fair.backlog() > 0 {
             fair.run_round(&mut vs, &mut out);
-            if !out.is_empty() {
-                let _ = out_tx.send(std::mem::take(&mut out));
-            }
+            send_up(&mut vs, &mut fair, &mut out);
         }
     }
 }
@@ -232,9 +300,11 @@ fn shard_topology(t: &Topology, devices: &BTreeSet<DeviceId>) -> Topology {
 /// A [`VirtSwitch`]'s devices spread over worker threads (see the module documentation).
 pub struct VirtWorkers {
     opts: WorkerOptions,
-    txs: Vec<mpsc::Sender<Msg>>,
+    boxes: Vec<Arc<Mailbox>>,
     handles: Vec<JoinHandle<()>>,
-    out_rx: mpsc::Receiver<Vec<OutputPacket>>,
+    up: Arc<Outbox>,
+    /// Frame buffers for arriving packets (given back by [`VirtWorkers::recycle_outputs`]).
+    spare: Vec<Vec<u8>>,
     topo: Topology,
     cls: Classifier,
     snapshots: HashMap<String, Topology>,
@@ -246,6 +316,7 @@ pub struct VirtWorkers {
     since: u64,
     moves: u64,
     stats: VirtStats,
+    /// Per worker: the packets of the current dispatch (kept for their capacity).
     batches: Vec<Vec<(DeviceId, Port, Vec<u8>)>>,
     /// Compiles programs and builds devices on the front, off the workers (its cache of
     /// compiled programs is shared by every device built here).
@@ -278,8 +349,8 @@ impl VirtWorkers {
         // Devices added later share the programs compiled so far.
         let mut factory = Box::<VirtSwitch>::default();
         factory.programs = std::mem::take(&mut vs.programs);
-        let (out_tx, out_rx) = mpsc::channel();
-        let mut txs = Vec::new();
+        let up: Arc<Outbox> = Arc::default();
+        let mut boxes = Vec::new();
         let mut handles = Vec::new();
         for w in 0..n {
             let mine: Vec<DeviceId> = assign
@@ -292,21 +363,22 @@ impl VirtWorkers {
             shard.set_max_hops(max_hops);
             shard.put_devices(devices, maps);
             let fair = FairScheduler::new(opts.quantum, opts.capacity);
-            let (tx, rx) = mpsc::channel();
-            let out_tx = out_tx.clone();
+            let mb: Arc<Mailbox> = Arc::default();
+            let (mb2, up2) = (mb.clone(), up.clone());
             handles.push(
                 std::thread::Builder::new()
                     .name(format!("tern-virt-{w}"))
-                    .spawn(move || worker(shard, fair, rx, out_tx))
+                    .spawn(move || worker(shard, fair, mb2, up2))
                     .expect("spawn a worker thread"),
             );
-            txs.push(tx);
+            boxes.push(mb);
         }
         VirtWorkers {
             opts: WorkerOptions { workers: n, ..opts },
-            txs,
+            boxes,
             handles,
-            out_rx,
+            up,
+            spare: Vec::new(),
             cls: Classifier::new(&topo.rules),
             topo,
             snapshots,
@@ -360,11 +432,28 @@ impl VirtWorkers {
                 continue;
             };
             *self.load.entry(id).or_default() += data.len() as u64;
-            self.batches[w].push((id, vport, data.to_vec()));
+            let mut buf = self.spare.pop().unwrap_or_default();
+            buf.clear();
+            buf.extend_from_slice(data);
+            self.batches[w].push((id, vport, buf));
         }
         for (w, b) in self.batches.iter_mut().enumerate() {
-            if !b.is_empty() {
-                let _ = self.txs[w].send(Msg::Packets(std::mem::take(b)));
+            if b.is_empty() {
+                continue;
+            }
+            let mb = &self.boxes[w];
+            let mut ib = lock(&mb.inbox);
+            if ib.gone {
+                // A stopped worker: its devices' packets are lost with it.
+                self.stats.dangling += b.len() as u64;
+                self.spare.extend(b.drain(..).map(|(_, _, d)| d));
+                continue;
+            }
+            ib.items
+                .extend(b.drain(..).map(|(id, vport, d)| Msg::Packet(id, vport, d)));
+            ib.items.push_back(Msg::Round);
+            if ib.idle {
+                mb.wake.notify_one();
             }
         }
         self.since += pkts.len() as u64;
@@ -376,25 +465,61 @@ impl VirtWorkers {
     /// Append the outputs the workers have produced so far (physical ports; per device in
     /// order, devices on different workers interleaved as they ran).
     pub fn take_outputs(&mut self, out: &mut Vec<OutputPacket>) {
-        while let Ok(mut v) = self.out_rx.try_recv() {
-            out.append(&mut v);
+        out.extend(lock(&self.up.q).frames.drain(..));
+    }
+
+    /// Wait until some outputs are ready for [`VirtWorkers::take_outputs`] (true), or until
+    /// `timeout` has passed (false): for a caller that waits for its frames without spinning.
+    pub fn wait_outputs(&self, timeout: Duration) -> bool {
+        let end = Instant::now() + timeout;
+        let mut q = lock(&self.up.q);
+        while q.frames.is_empty() {
+            let now = Instant::now();
+            if now >= end {
+                return false;
+            }
+            q.waiting = true;
+            q = self
+                .up
+                .ready
+                .wait_timeout(q, end - now)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        true
+    }
+
+    /// Give transmitted frames back (empties `out`): their buffers carry the next arriving
+    /// packets, so the steady state allocates nothing per packet.
+    pub fn recycle_outputs(&mut self, out: &mut Vec<OutputPacket>) {
+        let room = MAX_SPARE.saturating_sub(self.spare.len());
+        self.spare.extend(out.drain(..).map(|o| o.data).take(room));
+        // `take` stops early: the rest of `drain` is dropped with it.
+    }
+
+    /// Wait until every packet dispatched so far has run (and its outputs are in
+    /// [`VirtWorkers::take_outputs`]).
+    pub fn wait_idle(&mut self) {
+        for mb in &self.boxes {
+            let mut ib = lock(&mb.inbox);
+            while !(ib.gone || (ib.idle && ib.items.is_empty())) {
+                ib = mb.idle.wait(ib).unwrap_or_else(PoisonError::into_inner);
+            }
         }
     }
 
-    /// Wait until every packet dispatched so far has run.
-    pub fn wait_idle(&mut self) {
-        let replies: Vec<_> = self
-            .txs
-            .iter()
-            .map(|tx| {
-                let (s, r) = mpsc::channel();
-                let _ = tx.send(Msg::Sync(s));
-                r
-            })
-            .collect();
-        for r in replies {
-            let _ = r.recv();
+    /// Queue a control message for worker `w`.
+    fn send(&self, w: usize, m: Msg) -> Result<(), VirtError> {
+        let mb = &self.boxes[w];
+        let mut ib = lock(&mb.inbox);
+        if ib.gone {
+            return Err(Self::stopped(w));
         }
+        ib.items.push_back(m);
+        if ib.idle {
+            mb.wake.notify_one();
+        }
+        Ok(())
     }
 
     /// [`VirtWorkers::dispatch`], wait until it has run, and append its outputs.
@@ -414,13 +539,14 @@ impl VirtWorkers {
         f: impl FnOnce(&mut VirtSwitch, &mut FairScheduler) -> R + Send + 'static,
     ) -> Result<R, VirtError> {
         let (s, r) = mpsc::channel();
-        self.txs[w]
-            .send(Msg::Call(Box::new(move |vs, fair| {
+        self.send(
+            w,
+            Msg::Call(Box::new(move |vs, fair| {
                 let t = Instant::now();
                 let x = f(vs, fair);
                 let _ = s.send((x, t.elapsed()));
-            })))
-            .map_err(|_| Self::stopped(w))?;
+            })),
+        )?;
         let (x, took) = r.recv().map_err(|_| Self::stopped(w))?;
         self.pause.set(self.pause.get().max(took));
         Ok(x)
@@ -447,6 +573,18 @@ impl VirtWorkers {
         self.run_on(w, move |vs, _| f(vs))
     }
 
+    /// Queue `f` to run on the shard holding device `id` without waiting for it (on its worker
+    /// between two rounds, after the packets dispatched before): control-plane work that does
+    /// not hold the caller, as a controller's stream of writes. What `f` returns is dropped.
+    pub fn post(
+        &self,
+        id: DeviceId,
+        f: impl FnOnce(&mut VirtSwitch) + Send + 'static,
+    ) -> Result<(), VirtError> {
+        let w = *self.assign.get(&id).ok_or(VirtError::NoSuchDevice(id))?;
+        self.send(w, Msg::Call(Box::new(move |vs, _| f(vs))))
+    }
+
     /// A device's counters (operator view).
     pub fn device_stats(&self, id: DeviceId) -> Result<DeviceStats, VirtError> {
         self.call(id, move |vs| vs.device_stats(crate::Caller::Operator, id))?
@@ -461,7 +599,7 @@ impl VirtWorkers {
     /// Whole-switch counters: the front's (unclassified) plus every worker's.
     pub fn stats(&self) -> VirtStats {
         let mut s = self.stats;
-        for w in 0..self.txs.len() {
+        for w in 0..self.boxes.len() {
             if let Ok(x) = self.run_on(w, |vs, _| vs.stats()) {
                 s.unclassified += x.unclassified;
                 s.dangling += x.dangling;
@@ -471,7 +609,7 @@ impl VirtWorkers {
     }
 
     fn idlest(&self) -> usize {
-        let mut count = vec![0usize; self.txs.len()];
+        let mut count = vec![0usize; self.boxes.len()];
         for &w in self.assign.values() {
             count[w] += 1;
         }
@@ -543,14 +681,10 @@ impl VirtWorkers {
         }
         for (w, ds) in from {
             let (s, r) = mpsc::channel();
-            self.txs[w]
-                .send(Msg::Take(ds.clone(), s))
-                .map_err(|_| Self::stopped(w))?;
+            self.send(w, Msg::Take(ds.clone(), s))?;
             let moved = r.recv().map_err(|_| Self::stopped(w))?;
             self.pause.set(self.pause.get().max(moved.took));
-            self.txs[to]
-                .send(Msg::Put(moved))
-                .map_err(|_| Self::stopped(to))?;
+            self.send(to, Msg::Put(Box::new(moved)))?;
             for d in ds {
                 self.assign.insert(d, to);
             }
@@ -565,10 +699,10 @@ impl VirtWorkers {
         if !self.assign.contains_key(&id) {
             return Err(VirtError::NoSuchDevice(id));
         }
-        if to >= self.txs.len() {
+        if to >= self.boxes.len() {
             return Err(VirtError::Topology(format!(
                 "worker {to} does not exist ({} workers)",
-                self.txs.len()
+                self.boxes.len()
             )));
         }
         let ids = self.device_ids();
@@ -599,7 +733,7 @@ impl VirtWorkers {
                 self.move_devices(&g, to)?;
             }
         }
-        for w in 0..self.txs.len() {
+        for w in 0..self.boxes.len() {
             let mine: BTreeSet<DeviceId> = self
                 .assign
                 .iter()
@@ -667,7 +801,7 @@ impl VirtWorkers {
 
     /// Bytes dispatched per worker since the last rebalance.
     pub fn worker_load(&self) -> Vec<u64> {
-        let mut load = vec![0u64; self.txs.len()];
+        let mut load = vec![0u64; self.boxes.len()];
         for (d, &b) in &self.load {
             if let Some(&w) = self.assign.get(d) {
                 load[w] += b;
@@ -719,12 +853,10 @@ impl VirtWorkers {
     pub fn shutdown(mut self, out: &mut Vec<OutputPacket>) -> VirtSwitch {
         let mut vs = VirtSwitch::new();
         vs.set_max_hops(self.max_hops);
-        let txs = std::mem::take(&mut self.txs);
-        let replies: Vec<_> = txs
-            .iter()
-            .map(|tx| {
+        let replies: Vec<_> = (0..self.boxes.len())
+            .map(|w| {
                 let (s, r) = mpsc::channel();
-                let _ = tx.send(Msg::Stop(s));
+                let _ = self.send(w, Msg::Stop(s));
                 r
             })
             .collect();
@@ -744,6 +876,7 @@ impl VirtWorkers {
             let _ = h.join();
         }
         self.take_outputs(out);
+        self.boxes.clear();
         // Devices lost with a stopped worker make the topology invalid: keep what is valid.
         let t = std::mem::take(&mut self.topo);
         if vs.set_topology(t.clone()).is_err() {
@@ -773,8 +906,11 @@ impl VirtWorkers {
 
 impl Drop for VirtWorkers {
     fn drop(&mut self) {
-        // Closing the channels ends each worker once its queue is empty.
-        self.txs.clear();
+        // Closing the inboxes ends each worker once its queues are empty.
+        for mb in &self.boxes {
+            lock(&mb.inbox).closed = true;
+            mb.wake.notify_one();
+        }
         for h in std::mem::take(&mut self.handles) {
             let _ = h.join();
         }

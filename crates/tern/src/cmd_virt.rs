@@ -21,6 +21,8 @@ use tern_virt::{Caller, VirtSwitch};
 
 #[path = "cmd_virt_bench.rs"]
 mod bench;
+#[path = "cmd_virt_isolation.rs"]
+mod isolation;
 
 /// `tern virt …`
 #[derive(clap::Args)]

@@ -41,6 +41,19 @@ pub struct BenchArgs {
     /// Timed runs per case (the median is reported).
     #[arg(long, default_value_t = 3)]
     runs: usize,
+    /// Time the isolation suite instead: the victim's rate and latency alone and under each
+    /// attack, over 1 and 2 workers (writes isolation.json and isolation.md to --out).
+    #[arg(long)]
+    isolation: bool,
+    /// --isolation: victim packets per batch.
+    #[arg(long, default_value_t = 32)]
+    batch: usize,
+    /// --isolation: attacker frames dispatched with each victim batch.
+    #[arg(long, default_value_t = 32)]
+    attack_frames: usize,
+    /// --isolation: worker counts to run (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    workers: Vec<usize>,
 }
 
 /// HyPer4's published figures for one row (virtualization.md §1.5, §1.7).
@@ -510,6 +523,48 @@ fn time_slice(vs: &mut VirtSwitch, c: &Case, n: usize) -> f64 {
     n as f64 / t.elapsed().as_secs_f64()
 }
 
+/// Per-packet latency (ns, each packet timed on its own) through the native chain: (p50, p99).
+fn latency_native(switches: &mut [Switch], c: &Case, n: usize) -> (f64, f64) {
+    let mut outs: Vec<Vec<OutputPacket>> = switches.iter().map(|_| Vec::new()).collect();
+    let mut lat = Vec::with_capacity(n);
+    for _ in 0..n {
+        for (sw, out) in switches.iter_mut().zip(outs.iter_mut()) {
+            sw.recycle_outputs(out);
+        }
+        let t = Instant::now();
+        for i in 0..switches.len() {
+            let (before, rest) = outs.split_at_mut(i);
+            let input: &[u8] = if i == 0 {
+                &c.packet
+            } else {
+                &before[i - 1][0].data
+            };
+            switches[i].process_packet(c.native[i].ingress, input, &mut rest[0]);
+        }
+        lat.push(t.elapsed().as_nanos() as f64);
+    }
+    p50_p99(lat)
+}
+
+/// Per-packet latency (ns) through the sliced tern, timed as [`latency_native`].
+fn latency_slice(vs: &mut VirtSwitch, c: &Case, n: usize) -> (f64, f64) {
+    let mut out = Vec::new();
+    let mut lat = Vec::with_capacity(n);
+    for _ in 0..n {
+        vs.recycle_outputs(&mut out);
+        let t = Instant::now();
+        vs.process_batch(&[(c.phys_in, &c.packet)], &mut out);
+        lat.push(t.elapsed().as_nanos() as f64);
+    }
+    p50_p99(lat)
+}
+
+fn p50_p99(mut v: Vec<f64>) -> (f64, f64) {
+    v.sort_by(f64::total_cmp);
+    let at = |p: f64| v[((v.len() - 1) as f64 * p).round() as usize];
+    (at(0.5), at(0.99))
+}
+
 fn opt<T: serde::Serialize>(v: Option<T>) -> serde_json::Value {
     v.map_or(serde_json::Value::Null, |x| json!(x))
 }
@@ -622,6 +677,21 @@ fn live_change(dir: &Path, runs: usize) -> anyhow::Result<(serde_json::Value, St
 
 pub fn run(a: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
     let dir = &a.scenarios;
+    if a.isolation {
+        if a.workers.is_empty() || a.workers.contains(&0) {
+            bail!("--workers: give worker counts of at least 1 (e.g. 1,2)");
+        }
+        super::isolation::run(&super::isolation::IsolationArgs {
+            out: a.out.clone(),
+            p4_dir: super::isolation::p4_dir(dir),
+            packets: a.packets,
+            runs: a.runs.max(1),
+            batch: a.batch.max(1),
+            attack_frames: a.attack_frames,
+            workers: a.workers.clone(),
+        })?;
+        return Ok(std::process::ExitCode::SUCCESS);
+    }
     if !dir.join("ex1/virt.json").is_file() {
         bail!(
             "{}: no scenario configs here (give --scenarios p4/virt/scenarios of the repository)",
@@ -734,11 +804,22 @@ pub fn run(a: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
         ));
         if a.timed {
             let (mut tn, mut ts) = (Vec::new(), Vec::new());
+            let (mut ln, mut ls) = (Vec::new(), Vec::new());
             for _ in 0..a.runs.max(1) {
                 tn.push(time_native(&mut switches, &c, a.packets));
                 ts.push(time_slice(&mut vs, &c, a.packets));
+                ln.push(latency_native(&mut switches, &c, a.packets));
+                ls.push(latency_slice(&mut vs, &c, a.packets));
             }
             let (n, s) = (median(tn), median(ts));
+            let (n50, n99) = (
+                median(ln.iter().map(|l| l.0).collect()),
+                median(ln.iter().map(|l| l.1).collect()),
+            );
+            let (s50, s99) = (
+                median(ls.iter().map(|l| l.0).collect()),
+                median(ls.iter().map(|l| l.1).collect()),
+            );
             let loss = 100.0 * (1.0 - s / n);
             row["tern"]["timed"] = json!({
                 "packets_per_run": a.packets,
@@ -747,15 +828,26 @@ pub fn run(a: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
                 "sliced_mpps_median": s / 1e6,
                 "rate_loss_pct": loss,
                 "ns_added_per_packet": 1e9 / s - 1e9 / n,
+                "native_latency_p50_ns": n50,
+                "native_latency_p99_ns": n99,
+                "sliced_latency_p50_ns": s50,
+                "sliced_latency_p99_ns": s99,
+                "p99_added_pct": 100.0 * (s99 / n99 - 1.0),
             });
             timed_md.push_str(&format!(
-                "| {} | {} | {:.3} | {:.3} | {:+.1} % | {:+.0} |\n",
+                "| {} | {} | {:.3} | {:.3} | {:+.1} % | {:+.0} | {:.0} / {:.0} | {:.0} / {:.0} | \
+                 {:+.1} % |\n",
                 c.name,
                 cell(h.bandwidth_loss_pct.map(|b| format!("−{b} %"))),
                 n / 1e6,
                 s / 1e6,
                 -loss,
-                1e9 / s - 1e9 / n
+                1e9 / s - 1e9 / n,
+                n50,
+                n99,
+                s50,
+                s99,
+                100.0 * (s99 / n99 - 1.0)
             ));
         }
         println!(
@@ -793,7 +885,8 @@ pub fn run(a: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
         text.push_str(
             "\n## Packet rate in memory (one core, one packet per call, median)\n\n\
              | row | HyPer4 bandwidth | tern native Mpps | tern sliced Mpps | sliced vs native | \
-             ns added |\n|---|---|---|---|---|---|\n",
+             ns added | native latency p50 / p99 ns | sliced p50 / p99 ns | p99 sliced vs native |\n\
+             |---|---|---|---|---|---|---|---|---|\n",
         );
         text.push_str(&timed_md);
         text.push_str(&live_md);
@@ -821,6 +914,10 @@ mod tests {
             timed: true,
             packets: 50,
             runs: 1,
+            isolation: false,
+            batch: 32,
+            attack_frames: 32,
+            workers: vec![1, 2],
         })
         .unwrap();
         let j: serde_json::Value =
@@ -869,5 +966,55 @@ mod tests {
             md.contains("| L2 switch |") && md.contains("2 → 13"),
             "{md}"
         );
+        assert!(
+            row("router")["timed"]["sliced_latency_p99_ns"]
+                .as_f64()
+                .unwrap()
+                > 0.0
+        );
+    }
+
+    /// The timed isolation suite runs every attack over 1 and 2 workers; every victim packet
+    /// comes out byte-exact and in order (checked inside), and each attack did its work.
+    #[test]
+    fn isolation_suite_runs() {
+        let dir = tern_fixtures::scratch("virt-isolation");
+        run(BenchArgs {
+            out: dir.to_path_buf(),
+            scenarios: Path::new(ROOT).join("p4/virt/scenarios"),
+            timed: false,
+            packets: 64,
+            runs: 1,
+            isolation: true,
+            batch: 8,
+            attack_frames: 4,
+            workers: vec![1, 2],
+        })
+        .unwrap();
+        let j: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("isolation.json")).unwrap())
+                .unwrap();
+        let rows = j["rows"].as_array().unwrap();
+        assert_eq!(rows.len(), 18);
+        let row = |w: u64, name: &str| {
+            rows.iter()
+                .find(|r| r["workers"] == w && r["attack"].as_str().unwrap().starts_with(name))
+                .unwrap()
+                .clone()
+        };
+        for w in [1, 2] {
+            assert!(row(w, "alone")["victim_pps_median"].as_f64().unwrap() > 0.0);
+            assert_eq!(row(w, "alone")["attacker_packets_in"], 0);
+            // Each batch's panic is caught: one per batch (warm-up 1 batch + 8 timed).
+            assert_eq!(row(w, "injected panic")["attacker_panics"], 9, "{w}");
+            // The multicast storm is cut by the pass quota (64): at most 63 replicas a frame.
+            let m = row(w, "multicast")["attacker_frames_out"].as_u64().unwrap();
+            assert!(m > 36 && m <= 36 * 63, "{m}");
+            for r in rows.iter().filter(|r| r["workers"] == w) {
+                assert!(r["victim_packets_in"].as_u64().unwrap() >= 72, "{r}");
+            }
+        }
+        let md = std::fs::read_to_string(dir.join("isolation.md")).unwrap();
+        assert!(md.contains("| 2 | control-plane flood |"), "{md}");
     }
 }

@@ -1,0 +1,175 @@
+//! The steady-state packet path of `VirtWorkers` allocates nothing per packet, on any thread:
+//! the front's dispatch, the worker threads' queues and devices, the outputs' way back and the
+//! buffers given back with `recycle_outputs`. A global allocator counts every thread's
+//! allocations while a window is open (this file holds one test, so no other test's
+//! allocations run meanwhile).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use tern_runtime::{MatchParam, OutputPacket, Runtime};
+use tern_virt::{Caller, DeviceSpec, Quotas, Rule, Target, VirtSwitch, VirtWorkers, WorkerOptions};
+
+struct Counting;
+
+static COUNTING: AtomicBool = AtomicBool::new(false);
+static COUNT: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: every call is passed to the system allocator unchanged; the counters are atomics,
+// which never allocate.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        if COUNTING.load(Ordering::Relaxed) {
+            COUNT.fetch_add(1, Ordering::Relaxed);
+        }
+        // SAFETY: forwarded with the caller's layout.
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        // SAFETY: `p` came from `System.alloc` with layout `l`.
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        if COUNTING.load(Ordering::Relaxed) {
+            COUNT.fetch_add(1, Ordering::Relaxed);
+        }
+        // SAFETY: forwarded unchanged.
+        unsafe { System.realloc(p, l, n) }
+    }
+}
+
+#[global_allocator]
+static A: Counting = Counting;
+
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../");
+
+fn compile(rel: &str) -> String {
+    tern_p4::compile_file(
+        std::path::Path::new(&format!("{ROOT}{rel}")),
+        &tern_p4::Options::default(),
+    )
+    .unwrap()
+    .json
+}
+
+fn route(rt: &mut dyn Runtime, dst: [u8; 4], port: u8) {
+    rt.mt_add_entry(
+        "MyIngress.ipv4_lpm",
+        &[MatchParam::Lpm {
+            key: dst.to_vec(),
+            prefix_len: 32,
+        }],
+        "MyIngress.ipv4_forward",
+        &[vec![8, 0, 0, 0, 2, 0x22], vec![0, port]],
+        None,
+    )
+    .unwrap();
+}
+
+fn packet(dst: [u8; 4]) -> Vec<u8> {
+    let mut p = vec![0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 1, 8, 0];
+    p.extend_from_slice(&[0x45, 0, 0, 0x24, 0, 1, 0, 0, 0x40, 6, 0, 0, 10, 0, 1, 1]);
+    p.extend_from_slice(&dst);
+    p.extend_from_slice(&[0x5a; 16]);
+    p
+}
+
+/// Two workers: a firewall → router chain (devices 1 and 2, one group) on one, a router
+/// (device 3) on the other; batches of 8 packets, half to each.
+#[test]
+fn steady_state_workers_allocate_nothing_per_packet() {
+    let spec = |json: String| DeviceSpec {
+        json,
+        owner: None,
+        quotas: Quotas::default(),
+    };
+    let router = compile("p4/tutorials/basic.p4");
+    let mut vs = VirtSwitch::new();
+    vs.add_device(1, spec(compile("p4/virt/firewall.p4")))
+        .unwrap();
+    vs.add_device(2, spec(router.clone())).unwrap();
+    vs.add_device(3, spec(router)).unwrap();
+    vs.runtime(Caller::Operator, 1)
+        .unwrap()
+        .mt_add_entry(
+            "FwIngress.fwd",
+            &[MatchParam::Exact(vec![0, 1])],
+            "FwIngress.set_egress",
+            &[vec![0, 2]],
+            None,
+        )
+        .unwrap();
+    route(
+        &mut vs.runtime(Caller::Operator, 2).unwrap(),
+        [10, 0, 2, 2],
+        2,
+    );
+    route(
+        &mut vs.runtime(Caller::Operator, 3).unwrap(),
+        [10, 0, 3, 3],
+        2,
+    );
+    let rule = |port, device| Rule {
+        priority: 0,
+        port: Some(port),
+        vlan: None,
+        field: None,
+        device,
+        vport: Some(1),
+    };
+    vs.add_rule(rule(1, 1)).unwrap();
+    vs.add_rule(rule(5, 3)).unwrap();
+    vs.map_port(
+        1,
+        2,
+        Target::Link {
+            device: 2,
+            vport: 1,
+        },
+    )
+    .unwrap();
+    vs.map_port(2, 2, Target::Phys(2)).unwrap();
+    vs.map_port(3, 2, Target::Phys(6)).unwrap();
+    let mut pool = VirtWorkers::new(
+        vs,
+        WorkerOptions {
+            workers: 2,
+            rebalance_every: 0,
+            ..WorkerOptions::default()
+        },
+    );
+    assert_ne!(
+        pool.worker_of(1),
+        pool.worker_of(3),
+        "one device group per worker"
+    );
+    assert_eq!(pool.worker_of(1), pool.worker_of(2));
+
+    let (a, b) = (packet([10, 0, 2, 2]), packet([10, 0, 3, 3]));
+    let batch: Vec<(u32, &[u8])> = (0..8)
+        .map(|i| if i % 2 == 0 { (1, &a[..]) } else { (5, &b[..]) })
+        .collect();
+    let mut out: Vec<OutputPacket> = Vec::with_capacity(64);
+    let run = |pool: &mut VirtWorkers, out: &mut Vec<OutputPacket>| {
+        pool.process_batch(&batch, out);
+        assert_eq!(out.len(), 8);
+        assert_eq!(out.iter().filter(|o| o.port == 2).count(), 4);
+        assert_eq!(out.iter().filter(|o| o.port == 6).count(), 4);
+        pool.recycle_outputs(out);
+    };
+    for _ in 0..100 {
+        run(&mut pool, &mut out);
+    }
+    COUNTING.store(true, Ordering::SeqCst);
+    for _ in 0..400 {
+        run(&mut pool, &mut out);
+    }
+    COUNTING.store(false, Ordering::SeqCst);
+    let n = COUNT.load(Ordering::SeqCst);
+    assert_eq!(
+        n, 0,
+        "allocations in 3,200 packets through 2 workers (a chain on one, a router on the other)"
+    );
+    assert_eq!(pool.device_stats(2).unwrap().to_phys, 2000);
+    assert_eq!(pool.device_stats(3).unwrap().to_phys, 2000);
+}
