@@ -207,6 +207,25 @@ pub fn apply_control(rt: &mut dyn Runtime, m: &MadMessage) -> Result<(), (u8, St
         ]
     };
     let tenant_key = || vec![MatchParam::Exact(m.tenant.to_be_bytes().to_vec())];
+    // Per-tenant secret: a message about a tenant this switch knows must carry that tenant's
+    // tag (a TENANT_ADD sets it, a SKETCH_RESET names no tenant).
+    if !matches!(
+        m.body,
+        MadBody::Tenant { add: true, .. } | MadBody::Reset { .. }
+    ) {
+        if let Ok(e) = rt.mt_get_entry_from_key(&format!("{P}tenant"), &tenant_key(), None) {
+            let tag = match &e.action {
+                tern_runtime::ActionEntry::Action { data, .. } => data.first().map(|d| be_u32(d)),
+                _ => None,
+            };
+            if tag.is_some_and(|t| t != m.tag) {
+                return Err((
+                    ReplyStatus::TENANT,
+                    format!("the message's tag is not tenant {}'s secret", m.tenant),
+                ));
+            }
+        }
+    }
     match &m.body {
         MadBody::Tenant {
             add: true,

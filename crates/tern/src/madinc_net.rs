@@ -20,6 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tern_dataplane::{Switch, SwitchOptions};
 use tern_kv::madinc::{MadBody, MadMessage, StoreOp};
+use tern_kv::madinc_auth::AuthKey;
 use tern_kv::madinc_ctl::{Controller, Policy, TenantSpec};
 use tern_kv::madinc_wire::{call, Inbox, Link, Loss, SwitchAgent, WirePath};
 use tern_kv::protocol::Key;
@@ -118,6 +119,8 @@ pub struct Net {
     _links: Vec<Arc<Link>>,
     /// Each switch's read-hit count at the last rebalance.
     hits_seen: Vec<u64>,
+    /// The deployment's control key.
+    key: AuthKey,
 }
 
 /// MADINC's switch program.
@@ -171,7 +174,10 @@ impl Net {
             bail!("at least one store is needed");
         }
         let json = program()?;
-        let inbox = Inbox::bind(([127, 0, 0, 1], 0).into(), cfg.loss)?;
+        // The deployment's control key: every control datagram (controller ↔ agents, agents'
+        // reports, stores' notices, their acknowledgements) is sealed with it.
+        let key = AuthKey::random();
+        let inbox = Inbox::bind(([127, 0, 0, 1], 0).into(), cfg.loss)?.with_auth(key);
         let ctl_addr = inbox.addr()?;
         let mut sw = Vec::new();
         let mut agents = Vec::new();
@@ -203,16 +209,17 @@ impl Net {
                 per_million: cfg.loss.per_million,
                 seed: cfg.loss.seed.wrapping_add(100 + i as u64),
             };
-            agents.push(SwitchAgent::start(
+            agents.push(SwitchAgent::start_auth(
                 s.clone(),
                 Some(ctl_addr),
                 cfg.retry,
                 loss,
+                Some(key),
             )?);
             sw.push(s);
         }
         let addrs: Vec<SocketAddr> = agents.iter().map(|a| a.addr()).collect();
-        let path = WirePath::connect(&addrs, cfg.retry, u32::MAX, cfg.loss)?;
+        let path = WirePath::connect_auth(&addrs, cfg.retry, u32::MAX, cfg.loss, Some(key))?;
         let mut servers = Vec::new();
         let mut links = Vec::new();
         for j in 0..stores {
@@ -220,7 +227,7 @@ impl Net {
             sc.index = j as u16;
             let h = tern_kv::server::start(&sc)
                 .with_context(|| format!("starting store {j} under {}", dir.display()))?;
-            let link = Arc::new(Link::start(
+            let link = Arc::new(Link::start_auth(
                 ctl_addr,
                 cfg.retry,
                 u32::MAX,
@@ -228,6 +235,7 @@ impl Net {
                     per_million: cfg.loss.per_million,
                     seed: cfg.loss.seed.wrapping_add(1000 + j as u64),
                 },
+                Some(key),
             )?);
             h.cache_ctl().set_madinc_controller(Some(link.clone()));
             links.push(link);
@@ -278,6 +286,7 @@ impl Net {
             stats: NetStats::default(),
             _links: links,
             hits_seen: Vec::new(),
+            key,
         })
     }
 
@@ -695,6 +704,18 @@ impl Net {
     }
 
     #[cfg(test)]
+    /// The deployment's control key (tests seal their own control messages with it).
+    pub fn key(&self) -> AuthKey {
+        self.key
+    }
+
+    #[cfg(test)]
+    /// Switch `s`'s agent's counters (forged and replayed control refused).
+    pub fn agent_stats(&self, s: usize) -> tern_kv::madinc_wire::InboxStats {
+        self.agents[s].stats()
+    }
+
+    #[cfg(test)]
     /// Where switch `s`'s agent takes control messages.
     pub fn agent_addr(&self, s: usize) -> SocketAddr {
         self.agents[s].addr()
@@ -983,11 +1004,14 @@ mod tests {
         n.load(1, k, b"one's").unwrap();
         until_cached(&mut n, 1, k);
         let p = n.controller().placement(1, k).unwrap();
-        let link = Link::start(
+        // Sealed with the deployment's key: the agent authenticates the sender, then refuses
+        // what is not the named tenant's.
+        let link = Link::start_auth(
             n.agent_addr(0),
             Duration::from_millis(2),
             100,
             Loss::default(),
+            Some(n.key()),
         )
         .unwrap();
         let msg = |tenant, body| MadMessage {
@@ -1039,8 +1063,8 @@ mod tests {
             },
         );
         assert_eq!(link.call(&alloc).unwrap(), ReplyStatus::SLOT);
-        // A sketch reset names no tenant's state: the agent applies it (it trusts whoever reaches
-        // its port; see docs/status.md). A read request is no control message at all.
+        // A sketch reset names no tenant's state: the agent applies it from a holder of the
+        // deployment's key. A read request is no control message at all.
         let reset = msg(2, MadBody::Reset { id: 5, switch: 0 });
         assert_eq!(reset.body.op(), MadOp::SKETCH_RESET);
         assert_eq!(link.call(&reset).unwrap(), ReplyStatus::OK);
@@ -1050,6 +1074,102 @@ mod tests {
             n.read(1, k).unwrap(),
             (Answer::Switch(0), Some(b"one's".to_vec()))
         );
+    }
+
+    #[test]
+    fn agents_refuse_forged_and_replayed_control() {
+        use tern_kv::madinc::ReplyStatus;
+        use tern_kv::madinc_auth::Sealer;
+        use tern_kv::madinc_wire::GAVE_UP;
+        let (mut n, _d) = net(Topology::Line, 1, 0);
+        n.add_tenant(1, 0x11, 2, 1, Policy::NearClient).unwrap();
+        let k = Key::from_id(3);
+        n.load(1, k, b"one's").unwrap();
+        until_cached(&mut n, 1, k);
+        let p = n.controller().placement(1, k).unwrap();
+        let evict = |id| MadMessage {
+            tenant: 1,
+            tag: 0x11,
+            key: k,
+            body: MadBody::Evict {
+                id,
+                switch: 0,
+                slot: p.slot,
+            },
+        };
+        // Unsealed (whoever reaches the port) and sealed with another key: never applied,
+        // never acknowledged, counted as forged.
+        let plain = Link::start(
+            n.agent_addr(0),
+            Duration::from_millis(2),
+            3,
+            Loss::default(),
+        )
+        .unwrap();
+        assert_eq!(plain.call(&evict(901)).unwrap(), GAVE_UP);
+        let other = Link::start_auth(
+            n.agent_addr(0),
+            Duration::from_millis(2),
+            3,
+            Loss::default(),
+            Some(AuthKey::random()),
+        )
+        .unwrap();
+        assert_eq!(other.call(&evict(902)).unwrap(), GAVE_UP);
+        assert_eq!(n.agent_stats(0).forged, 6);
+        assert_eq!(
+            n.read(1, k).unwrap(),
+            (Answer::Switch(0), Some(b"one's".to_vec()))
+        );
+        // Sealed with the key but carrying another tenant's tag: refused by the per-tenant
+        // secret check.
+        let keyed = Link::start_auth(
+            n.agent_addr(0),
+            Duration::from_millis(2),
+            100,
+            Loss::default(),
+            Some(n.key()),
+        )
+        .unwrap();
+        let mut wrong_tag = evict(903);
+        wrong_tag.tag = 0x22;
+        assert_eq!(keyed.call(&wrong_tag).unwrap(), ReplyStatus::TENANT);
+        // Replay: a genuine sealed TENANT_ADD, then TENANT_DEL, then the TENANT_ADD's bytes
+        // again: refused (no acknowledgement), counted, the tenant stays gone.
+        let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+        sock.set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
+        let mut sealer = Sealer::new(n.key());
+        let tenant9 = |add, id| MadMessage {
+            tenant: 9,
+            tag: 0x99,
+            key: Key::from_id(0),
+            body: MadBody::Tenant {
+                add,
+                id,
+                switch: 0,
+                hot_threshold: if add { 2 } else { 0 },
+            },
+        };
+        let add = sealer.seal(&tenant9(true, 1).encode().unwrap());
+        let del = sealer.seal(&tenant9(false, 2).encode().unwrap());
+        let mut buf = [0u8; 512];
+        for d in [&add, &del] {
+            sock.send_to(d, n.agent_addr(0)).unwrap();
+            assert!(
+                sock.recv_from(&mut buf).is_ok(),
+                "a genuine message is acknowledged"
+            );
+        }
+        sock.send_to(&add, n.agent_addr(0)).unwrap();
+        assert!(
+            sock.recv_from(&mut buf).is_err(),
+            "a replay is not acknowledged"
+        );
+        assert_eq!(n.agent_stats(0).replayed, 1);
+        assert_eq!(n.read(9, k).unwrap().0, Answer::Dropped);
+        // The controller's own traffic was never refused.
+        assert_eq!(n.agent_stats(0).forged, 6);
     }
 
     #[test]
