@@ -43,6 +43,7 @@ pub fn msg_id(m: &MadMessage) -> Option<MsgId> {
         MadBody::HotReport { switch, .. } => (0, *switch),
         MadBody::Store { id, switch, .. }
         | MadBody::Evict { id, switch, .. }
+        | MadBody::Arm { id, switch, .. }
         | MadBody::Page { id, switch, .. }
         | MadBody::Tenant { id, switch, .. }
         | MadBody::Reset { id, switch } => (*id, *switch),

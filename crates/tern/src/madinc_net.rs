@@ -92,6 +92,9 @@ pub struct NetStats {
     pub notices: u64,
     /// Cached copies refreshed after a write.
     pub refreshed: u64,
+    /// Refreshes (and admissions) the switch refused as stale: a write of the item passed it
+    /// between the arming of the slot and the value's arrival (the copy stays invalid).
+    pub stale: u64,
 }
 
 struct TenantInfo {
@@ -121,6 +124,9 @@ pub struct Net {
     hits_seen: Vec<u64>,
     /// The deployment's control key.
     key: AuthKey,
+    /// Tests: runs between the controller's store read and its refresh (to put a write there).
+    #[cfg(test)]
+    between: Option<Box<dyn FnMut(&mut Net) + Send>>,
 }
 
 /// MADINC's switch program.
@@ -287,6 +293,8 @@ impl Net {
             _links: links,
             hits_seen: Vec::new(),
             key,
+            #[cfg(test)]
+            between: None,
         })
     }
 
@@ -495,12 +503,17 @@ impl Net {
             match &m.body {
                 MadBody::HotReport { .. } => {
                     // An item that is not in the store is not cached.
-                    let Some(value) = self.store_value(store, &m)? else {
+                    if self.store_value(store, &m)?.is_none() {
                         self.stats.absorbed += 1;
                         continue;
-                    };
-                    match self.ctl.on_hot_report(&mut self.path, &m, &value) {
-                        Ok(Some(_)) => self.stats.admitted += 1,
+                    }
+                    // Admitted armed (entry installed, copy invalid, write mark clear), then
+                    // the value read and written only if no write passed in between.
+                    match self.ctl.on_hot_report_armed(&mut self.path, &m) {
+                        Ok(Some(_)) => {
+                            self.stats.admitted += 1;
+                            self.revalidate(store, &m)?;
+                        }
                         Ok(None) => self.stats.absorbed += 1,
                         Err(tern_kv::madinc_ctl::CtlError::NoTenantPages(_)) => {
                             self.stats.absorbed += 1
@@ -513,25 +526,46 @@ impl Net {
                     ..
                 } => {
                     self.stats.notices += 1;
-                    if self.ctl.placement(m.tenant, m.key).is_some() {
-                        // The store's current value (a later write may have overtaken this
-                        // notice; its own notice follows).
-                        match self.store_value(store, &m)? {
-                            Some(value) => {
-                                if self.ctl.refresh(&mut self.path, m.tenant, m.key, &value)? {
-                                    self.stats.refreshed += 1;
-                                }
-                            }
-                            None => {
-                                self.ctl.evict(&mut self.path, m.tenant, m.key)?;
-                            }
-                        }
+                    // Arm the slot, then read the store's current value (a later write may
+                    // have overtaken this notice), then refresh: refused as stale if a write
+                    // passed the switch since the arm (its own notice follows).
+                    if self.ctl.arm(&mut self.path, m.tenant, m.key)?
+                        && self.revalidate(store, &m)?
+                    {
+                        self.stats.refreshed += 1;
                     }
                 }
                 _ => {}
             }
         }
         Ok(n)
+    }
+
+    /// After the item's slot was armed: reads the store and writes the value, unless a write
+    /// of the item passed the switch since the arm (stale: the copy stays invalid).
+    /// Returns whether the value was written.
+    fn revalidate(&mut self, store: SocketAddr, m: &MadMessage) -> anyhow::Result<bool> {
+        let value = self.store_value(store, m)?;
+        #[cfg(test)]
+        if let Some(mut f) = self.between.take() {
+            f(self);
+            self.between = Some(f);
+        }
+        let Some(value) = value else {
+            self.ctl.evict(&mut self.path, m.tenant, m.key)?;
+            return Ok(false);
+        };
+        match self.ctl.refresh(&mut self.path, m.tenant, m.key, &value) {
+            Ok(written) => Ok(written),
+            Err(tern_kv::madinc_ctl::CtlError::Refused {
+                status: tern_kv::madinc::ReplyStatus::STALE,
+                ..
+            }) => {
+                self.stats.stale += 1;
+                Ok(false)
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     fn store_value(&self, store: SocketAddr, m: &MadMessage) -> anyhow::Result<Option<Vec<u8>>> {
@@ -701,6 +735,25 @@ impl Net {
     /// Runs a raw frame into switch `s`'s client port (for malformed-packet tests).
     pub fn raw(&mut self, s: usize, f: &[u8]) -> anyhow::Result<usize> {
         Ok(self.pass(s, 1, f)?.len())
+    }
+
+    #[cfg(test)]
+    /// A tenant's WRITE_REPLY from its store carried back through its route (as the reply of
+    /// a write whose request passed the switches earlier).
+    pub fn reply_back(&mut self, tenant: u16, key: Key) -> anyhow::Result<()> {
+        let t = &self.tenants[&tenant];
+        let (route, tag) = (t.route.clone(), t.secret);
+        let r = MadMessage {
+            tenant,
+            tag,
+            key,
+            body: MadBody::WriteReply {
+                stored: true,
+                source: 0,
+            },
+        };
+        let f = frame(STORE_IP, CLIENT_IP, 1152, 8888, &r.encode()?);
+        self.back(&route, &f).map(|_| ())
     }
 
     #[cfg(test)]
@@ -1076,6 +1129,64 @@ mod tests {
         );
     }
 
+    /// Pumps until the controller has handled `n` write notices in all.
+    fn until_notices(net: &mut Net, n: u64) {
+        for _ in 0..5_000 {
+            if net.stats().notices >= n {
+                return;
+            }
+            net.pump(Duration::from_millis(2)).unwrap();
+        }
+        panic!("only {} write notices arrived", net.stats().notices);
+    }
+
+    #[test]
+    fn a_write_between_the_controllers_read_and_its_refresh_never_leaves_an_older_value_valid() {
+        let (mut n, _d) = net(Topology::Line, 2, 0);
+        n.add_tenant(1, 0x11, 2, 2, Policy::NearClient).unwrap();
+        let k = Key::from_id(7);
+        n.load(1, k, b"v1").unwrap();
+        until_cached(&mut n, 1, k);
+        n.settle(Duration::from_secs(10)).unwrap();
+        let seen = n.stats().notices;
+        // 1. A whole write (request through the switches, store, reply back) of v3 lands
+        //    between the controller's read of v2 (for v2's notice) and its refresh.
+        assert!(n.write(1, k, b"v2").unwrap());
+        let mut once = true;
+        n.between = Some(Box::new(move |n: &mut Net| {
+            if std::mem::take(&mut once) {
+                assert!(n.write(1, k, b"v3").unwrap());
+            }
+        }));
+        until_notices(&mut n, seen + 1);
+        n.between = None;
+        // v3 is written and acknowledged; v2 must not be what the switch answers.
+        let (a, v) = n.read(1, k).unwrap();
+        assert_eq!(v.as_deref(), Some(&b"v3"[..]), "answered by {a:?}");
+        assert_eq!(n.stats().stale, 1);
+        // v3's own notice re-validates the copy.
+        until_notices(&mut n, seen + 2);
+        assert_eq!(
+            n.read(1, k).unwrap(),
+            (Answer::Switch(0), Some(b"v3".to_vec()))
+        );
+        // 2. A write in flight: its request passed the switch before the arm, the store took it
+        //    after the controller's read, its reply passes back before the refresh.
+        assert!(n.write(1, k, b"v4").unwrap());
+        let mut once = true;
+        n.between = Some(Box::new(move |n: &mut Net| {
+            if std::mem::take(&mut once) {
+                n.load(1, k, b"v5").unwrap();
+                n.reply_back(1, k).unwrap();
+            }
+        }));
+        until_notices(&mut n, seen + 3);
+        n.between = None;
+        let (a, v) = n.read(1, k).unwrap();
+        assert_eq!(v.as_deref(), Some(&b"v5"[..]), "answered by {a:?}");
+        assert_eq!(n.stats().stale, 2);
+    }
+
     #[test]
     fn agents_refuse_forged_and_replayed_control() {
         use tern_kv::madinc::ReplyStatus;
@@ -1116,6 +1227,13 @@ mod tests {
         )
         .unwrap();
         assert_eq!(other.call(&evict(902)).unwrap(), GAVE_UP);
+        // The agent's thread counts the last copy a moment after the sender gave up.
+        for _ in 0..500 {
+            if n.agent_stats(0).forged >= 6 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
         assert_eq!(n.agent_stats(0).forged, 6);
         assert_eq!(
             n.read(1, k).unwrap(),
