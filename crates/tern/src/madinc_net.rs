@@ -103,11 +103,19 @@ struct TenantInfo {
     store: usize,
 }
 
+/// Tests: a step run between the controller's store read and its refresh.
+#[cfg(test)]
+type Between = Box<dyn FnMut(&mut Net) + Send>;
+
 /// The network; everything is stopped on drop.
 pub struct Net {
     cfg: NetConfig,
     sw: Vec<Arc<Mutex<Switch>>>,
-    agents: Vec<SwitchAgent>,
+    agents: Arc<Vec<SwitchAgent>>,
+    /// HOT_REPORT clones the switches produced (the driver's and every [`NetClient`]'s).
+    reports_made: Arc<std::sync::atomic::AtomicU64>,
+    /// One-way delay of every link traversal (client–switch, switch–switch, switch–store).
+    hop: Duration,
     path: WirePath,
     ctl: Controller,
     /// The controller's receiving thread: acknowledges at once and queues for [`Net::pump`].
@@ -123,10 +131,11 @@ pub struct Net {
     /// Each switch's read-hit count at the last rebalance.
     hits_seen: Vec<u64>,
     /// The deployment's control key.
+    #[cfg_attr(not(test), allow(dead_code))]
     key: AuthKey,
     /// Tests: runs between the controller's store read and its refresh (to put a write there).
     #[cfg(test)]
-    between: Option<Box<dyn FnMut(&mut Net) + Send>>,
+    between: Option<Between>,
 }
 
 /// MADINC's switch program.
@@ -280,7 +289,9 @@ impl Net {
             ctl: Controller::new(&vec![cfg.pages; cfg.switches]),
             cfg,
             sw,
-            agents,
+            agents: Arc::new(agents),
+            reports_made: Default::default(),
+            hop: Duration::ZERO,
             path,
             inbox,
             queue,
@@ -372,72 +383,56 @@ impl Net {
             key,
             body,
         };
-        let mut f = frame(CLIENT_IP, STORE_IP, 8888, 1152, &req.encode()?);
-        for (h, &s) in route.iter().enumerate() {
-            let out = self.pass(s, 1, &f)?;
-            let mut next = None;
-            for o in out {
-                match o.port {
-                    1 => {
-                        let back = self.back(&route[..h], &o.data)?;
-                        return Ok((Answer::Switch(h), Some(back)));
-                    }
-                    2 => next = Some(o.data),
-                    _ => {}
-                }
-            }
-            match next {
-                Some(d) => f = d,
-                None => return Ok((Answer::Dropped, None)),
-            }
-        }
-        let m = MadMessage::decode(&f[42..]).context("a request leaving the route")?;
-        let reply = call(
-            &self.sock,
-            self.servers[store].addr(),
-            &m,
-            Duration::from_millis(500),
-            8,
-        )?
-        .with_context(|| format!("store {store} did not answer"))?;
-        let rf = frame(STORE_IP, CLIENT_IP, 1152, 8888, &reply.encode()?);
-        let back = self.back(&route, &rf)?;
-        Ok((Answer::Store, Some(back)))
+        self.wire()
+            .carry(&self.sock, &route, self.servers[store].addr(), &req)
     }
 
+    fn wire(&self) -> Wire<'_> {
+        Wire {
+            sw: &self.sw,
+            agents: &self.agents,
+            reports: &self.reports_made,
+            hop: self.hop,
+        }
+    }
+
+    #[cfg(test)]
     /// One switch processes a frame; HOT_REPORT clones go to its agent.
     fn pass(&mut self, s: usize, port: u32, f: &[u8]) -> anyhow::Result<Vec<OutputPacket>> {
-        let mut out: Vec<OutputPacket> = Vec::new();
-        self.sw[s]
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .process_packet(port, f, &mut out);
-        let mut rest = Vec::with_capacity(out.len());
-        for o in out {
-            if o.port == CPU_PORT {
-                let r = MadMessage::decode(o.data.get(42..).unwrap_or(&[]))
-                    .context("a HOT_REPORT clone")?;
-                self.stats.reports_made += 1;
-                self.agents[s].report(&r)?;
-            } else {
-                rest.push(o);
-            }
-        }
-        Ok(rest)
+        self.wire().pass(s, port, f)
     }
 
+    #[cfg(test)]
     /// Carries a reply back through `passed` (in reverse) and decodes it at the client.
     fn back(&mut self, passed: &[usize], f: &[u8]) -> anyhow::Result<MadMessage> {
-        let mut f = f.to_vec();
-        for &s in passed.iter().rev() {
-            let out = self.pass(s, 2, &f)?;
-            f = out
-                .into_iter()
-                .find(|o| o.port == 1)
-                .map(|o| o.data)
-                .with_context(|| format!("switch {s} did not pass a reply back"))?;
-        }
-        Ok(MadMessage::decode(&f[42..])?)
+        self.wire().back(passed, f)
+    }
+
+    /// Sets the one-way delay of every link traversal (as `tc netem` on each link of a
+    /// topology): a read answered by the route's h-th switch crosses 2 (h + 1) links, one
+    /// answered by the store 2 (route + 1). Zero (the default) sleeps nowhere.
+    pub fn set_hop_delay(&mut self, d: Duration) {
+        self.hop = d;
+    }
+
+    /// A client of `tenant` that can run on its own thread beside the driver (closed-loop
+    /// load): its own socket, the tenant's route and store, the shared switches and agents.
+    pub fn client(&self, tenant: u16) -> anyhow::Result<NetClient> {
+        let t = self
+            .tenants
+            .get(&tenant)
+            .with_context(|| format!("tenant {tenant} is not in the network"))?;
+        Ok(NetClient {
+            sw: self.sw.clone(),
+            agents: self.agents.clone(),
+            reports: self.reports_made.clone(),
+            hop: self.hop,
+            sock: UdpSocket::bind("127.0.0.1:0")?,
+            route: t.route.clone(),
+            store: self.servers[t.store].addr(),
+            tenant,
+            tag: t.secret,
+        })
     }
 
     /// Reads (tenant's own tag) → who answered and the value.
@@ -665,8 +660,10 @@ impl Net {
     }
 
     /// The counters.
-    pub fn stats(&self) -> &NetStats {
-        &self.stats
+    pub fn stats(&self) -> NetStats {
+        let mut s = self.stats.clone();
+        s.reports_made = self.reports_made.load(std::sync::atomic::Ordering::Relaxed);
+        s
     }
 
     #[cfg(test)]
@@ -778,6 +775,141 @@ impl Net {
     /// A client frame around `payload` (for malformed-packet tests).
     pub fn client_frame(payload: &[u8]) -> Vec<u8> {
         frame(CLIENT_IP, STORE_IP, 8888, 1152, payload)
+    }
+}
+
+/// The switches as a request sees them (shared by the driver and the [`NetClient`]s).
+struct Wire<'a> {
+    sw: &'a [Arc<Mutex<Switch>>],
+    agents: &'a [SwitchAgent],
+    reports: &'a std::sync::atomic::AtomicU64,
+    hop: Duration,
+}
+
+impl Wire<'_> {
+    /// One link traversal.
+    fn link(&self) {
+        if !self.hop.is_zero() {
+            std::thread::sleep(self.hop);
+        }
+    }
+
+    /// Carries `req` along `route` (client side first) and, if no switch answers, to the store
+    /// at `store` from `sock`; the reply comes back the same way.
+    fn carry(
+        &self,
+        sock: &UdpSocket,
+        route: &[usize],
+        store: SocketAddr,
+        req: &MadMessage,
+    ) -> anyhow::Result<(Answer, Option<MadMessage>)> {
+        let mut f = frame(CLIENT_IP, STORE_IP, 8888, 1152, &req.encode()?);
+        for (h, &s) in route.iter().enumerate() {
+            self.link();
+            let out = self.pass(s, 1, &f)?;
+            let mut next = None;
+            for o in out {
+                match o.port {
+                    1 => {
+                        let back = self.back(&route[..h], &o.data)?;
+                        return Ok((Answer::Switch(h), Some(back)));
+                    }
+                    2 => next = Some(o.data),
+                    _ => {}
+                }
+            }
+            match next {
+                Some(d) => f = d,
+                None => return Ok((Answer::Dropped, None)),
+            }
+        }
+        let m = MadMessage::decode(&f[42..]).context("a request leaving the route")?;
+        self.link();
+        let reply = call(sock, store, &m, Duration::from_millis(500), 8)?
+            .with_context(|| format!("store {store} did not answer"))?;
+        let rf = frame(STORE_IP, CLIENT_IP, 1152, 8888, &reply.encode()?);
+        let back = self.back(route, &rf)?;
+        Ok((Answer::Store, Some(back)))
+    }
+
+    /// One switch processes a frame; HOT_REPORT clones go to its agent.
+    fn pass(&self, s: usize, port: u32, f: &[u8]) -> anyhow::Result<Vec<OutputPacket>> {
+        let mut out: Vec<OutputPacket> = Vec::new();
+        self.sw[s]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .process_packet(port, f, &mut out);
+        let mut rest = Vec::with_capacity(out.len());
+        for o in out {
+            if o.port == CPU_PORT {
+                let r = MadMessage::decode(o.data.get(42..).unwrap_or(&[]))
+                    .context("a HOT_REPORT clone")?;
+                self.reports
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.agents[s].report(&r)?;
+            } else {
+                rest.push(o);
+            }
+        }
+        Ok(rest)
+    }
+
+    /// Carries a reply back through `passed` (in reverse) and decodes it at the client.
+    fn back(&self, passed: &[usize], f: &[u8]) -> anyhow::Result<MadMessage> {
+        let mut f = f.to_vec();
+        for &s in passed.iter().rev() {
+            self.link();
+            let out = self.pass(s, 2, &f)?;
+            f = out
+                .into_iter()
+                .find(|o| o.port == 1)
+                .map(|o| o.data)
+                .with_context(|| format!("switch {s} did not pass a reply back"))?;
+        }
+        self.link();
+        Ok(MadMessage::decode(&f[42..])?)
+    }
+}
+
+/// One tenant's client on its own thread (closed-loop load beside the driver): requests cross
+/// the same switches (each behind its lock, one pipeline per switch) with the same link delay.
+pub struct NetClient {
+    sw: Vec<Arc<Mutex<Switch>>>,
+    agents: Arc<Vec<SwitchAgent>>,
+    reports: Arc<std::sync::atomic::AtomicU64>,
+    hop: Duration,
+    sock: UdpSocket,
+    route: Vec<usize>,
+    store: SocketAddr,
+    tenant: u16,
+    tag: u32,
+}
+
+impl NetClient {
+    /// Reads `key` → who answered and the value.
+    pub fn read(&self, key: Key) -> anyhow::Result<(Answer, Option<Vec<u8>>)> {
+        let w = Wire {
+            sw: &self.sw,
+            agents: &self.agents,
+            reports: &self.reports,
+            hop: self.hop,
+        };
+        let req = MadMessage {
+            tenant: self.tenant,
+            tag: self.tag,
+            key,
+            body: MadBody::ReadRequest,
+        };
+        let (a, r) = w.carry(&self.sock, &self.route, self.store, &req)?;
+        Ok((
+            a,
+            r.and_then(|m| match m.body {
+                MadBody::ReadReply {
+                    found: true, value, ..
+                } => Some(value),
+                _ => None,
+            }),
+        ))
     }
 }
 
