@@ -13,6 +13,11 @@
 //! the answering hop (0.4 ms per switch reached, the step of the thesis's CDF; the store one step
 //! beyond the last switch). Outputs per experiment: `madinc-<name>.json` (points, the thesis's
 //! figures, the comparison), `.md` (thesis beside tern) and `.png` (`scripts/kv-plot.sh`).
+//!
+//! Measured, not modelled: `madinc-users-measured`, `madinc-policies-measured` (both:
+//! `madinc-measured`, not part of madinc-all) run closed-loop client threads over the same
+//! network with a one-way delay per link traversal and take reads/s and every read's RTT from
+//! the clients' clocks (tenants join and leave during the policies run).
 
 use super::cmd_kv::{plot, say, write_json};
 use super::cmd_kv_exp::ExperimentArgs;
@@ -801,8 +806,9 @@ fn tenants_exp(s: &Sizes, a: &ExperimentArgs) -> anyhow::Result<Report> {
     })
 }
 
-/// The closed-loop measured runs' size: seconds measured per point, client threads per user,
-/// one-way delay per link traversal.
+/// The closed-loop measured runs' size: seconds measured per point, client threads in all
+/// (split equally among the users, as the thesis split its offered load), one-way delay per
+/// link traversal.
 struct Timed {
     secs: f64,
     clients: usize,
@@ -814,14 +820,14 @@ fn timed(s: &Sizes) -> Timed {
     if s.quick {
         Timed {
             secs: 1.0,
-            clients: 2,
+            clients: 6,
             hop: Duration::from_micros(200),
             dists: vec![Dist::Zipf(0.99), Dist::Uniform],
         }
     } else {
         Timed {
             secs: 10.0,
-            clients: 16,
+            clients: 24,
             hop: Duration::from_micros(200),
             dists: DISTS.to_vec(),
         }
@@ -853,9 +859,10 @@ impl Measured {
         let i = ((q * self.rtt.len() as f64).ceil() as usize).clamp(1, self.rtt.len()) - 1;
         self.rtt[i]
     }
+    /// (RTT in ms, share of reads at or below it) at every 5 %, as madinc-distribution's.
     fn cdf(&self) -> Vec<(f64, f64)> {
         (1..=20)
-            .map(|i| (i as f64 / 20.0, self.pct(i as f64 / 20.0)))
+            .map(|i| (self.pct(i as f64 / 20.0), i as f64 / 20.0))
             .collect()
     }
     fn json(&self) -> serde_json::Value {
@@ -868,7 +875,7 @@ impl Measured {
 
 /// One measured run: a fresh network, `users` users with `pages` pages each under `policy`,
 /// an unmeasured warm-up of `ops / 2` requests (reports admitted as they come), then
-/// `clients` closed-loop client threads per user reading for `secs` seconds with the link
+/// `clients / users` closed-loop client threads per user reading for `secs` seconds with the link
 /// delay on while the controller keeps handling reports; every read's value is checked. With
 /// `churn`, other tenants join (2 pages, a record loaded and read back) and leave every 50 ms
 /// during the window while the measured clients read.
@@ -923,7 +930,7 @@ fn measured_once(
     net.set_hop_delay(t.hop);
     let mut clients = Vec::new();
     for (ui, &u) in ids.iter().enumerate() {
-        for c in 0..t.clients {
+        for c in 0..(t.clients / users.max(1)).max(1) {
             clients.push((ui, u, c, net.client(u)?));
         }
     }
@@ -1056,7 +1063,7 @@ fn measured_once(
 fn timed_scale(s: &Sizes, t: &Timed) -> serde_json::Value {
     serde_json::json!({"quick": s.quick, "warmup_ops": s.ops / 2, "keys": KEYS,
         "hot_threshold": s.threshold, "loss_per_million": s.loss, "seconds_per_point": t.secs,
-        "clients_per_user": t.clients, "link_delay_ms": t.hop.as_secs_f64() * 1e3})
+        "clients_in_all": t.clients, "link_delay_ms": t.hop.as_secs_f64() * 1e3})
 }
 
 fn users_measured(s: &Sizes, a: &ExperimentArgs) -> anyhow::Result<Report> {
@@ -1117,7 +1124,7 @@ fn users_measured(s: &Sizes, a: &ExperimentArgs) -> anyhow::Result<Report> {
         figure: "thesis §6, Exp 1".into(),
         x_label: "workload".into(),
         metric: "measured reads/s (closed loop)".into(),
-        method_note: format!("star of 3 tern switches (core + 2 leaves; one pipeline per switch, each behind its lock), each user's client and store on different leaves, 25 pages per user near-client; after an unmeasured warm-up, {} closed-loop client threads per user read for {} s with a {} ms one-way delay on every link traversal (the thesis's 0.4 ms RTT step per switch hop) while the controller keeps admitting reported items; ops/s and every read's RTT measured by the clients' clocks; in one process on the shared machine, so the absolute rate is this machine's, not a switch's", t.clients, t.secs, t.hop.as_secs_f64() * 1e3),
+        method_note: format!("star of 3 tern switches (core + 2 leaves; one pipeline per switch, each behind its lock), each user's client and store on different leaves, 25 pages per user near-client; after an unmeasured warm-up, {} closed-loop client threads in all (split equally among the users, as the thesis split its 30 kQPS) read for {} s with a {} ms one-way delay on every link traversal (the thesis's 0.4 ms RTT step per switch hop) while the controller keeps admitting reported items; ops/s and every read's RTT measured by the clients' clocks; in one process on the shared machine, so the absolute rate is this machine's, not a switch's", t.clients, t.secs, t.hop.as_secs_f64() * 1e3),
         scale: timed_scale(s, &t),
         date: super::cmd_kv_exp::now_utc(),
         machine: super::cmd_kv_exp::machine(),
