@@ -15,9 +15,10 @@
 //! figures, the comparison), `.md` (thesis beside tern) and `.png` (`scripts/kv-plot.sh`).
 //!
 //! Measured, not modelled: `madinc-users-measured`, `madinc-policies-measured` (both:
-//! `madinc-measured`, not part of madinc-all) run closed-loop client threads over the same
-//! network with a one-way delay per link traversal and take reads/s and every read's RTT from
-//! the clients' clocks (tenants join and leave during the policies run).
+//! `madinc-measured`, not part of madinc-all) run every switch as a `tern kv madinc-switch`
+//! process and closed-loop client threads over it with a one-way delay per link traversal, and
+//! take reads/s and every read's RTT from the clients' clocks (tenants join and leave during the
+//! policies run).
 
 use super::cmd_kv::{plot, say, write_json};
 use super::cmd_kv_exp::ExperimentArgs;
@@ -164,6 +165,23 @@ impl Bed {
         stores: usize,
         loss: u32,
     ) -> anyhow::Result<Bed> {
+        Bed::start(topology, switches, pages, stores, loss, false)
+    }
+
+    /// With `processes`, every switch is a `tern kv madinc-switch` process.
+    fn start(
+        topology: Topology,
+        switches: usize,
+        pages: u32,
+        stores: usize,
+        loss: u32,
+        processes: bool,
+    ) -> anyhow::Result<Bed> {
+        let exe = if processes {
+            Some(std::env::current_exe().context("the tern executable")?)
+        } else {
+            None
+        };
         static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let dir = std::env::temp_dir().join(format!(
             "tern-madinc-{}-{}",
@@ -171,7 +189,7 @@ impl Bed {
             N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         ));
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        let net = Net::start(
+        let net = Net::start_with(
             NetConfig {
                 topology,
                 switches,
@@ -184,6 +202,7 @@ impl Bed {
             },
             stores,
             &dir,
+            exe.as_deref(),
         );
         match net {
             Ok(n) => Ok(Bed { net: Some(n), dir }),
@@ -893,7 +912,7 @@ fn measured_once(
     seed: u64,
 ) -> anyhow::Result<(Measured, Ctl)> {
     use std::sync::atomic::{AtomicBool, Ordering};
-    let mut bed = Bed::new(topology, switches, 64, users.max(1), s.loss)?;
+    let mut bed = Bed::start(topology, switches, 64, users.max(1), s.loss, true)?;
     let net = bed.net();
     let ids: Vec<u16> = (0..users as u16).map(|i| i + 1).collect();
     for &u in &ids {
@@ -1124,7 +1143,7 @@ fn users_measured(s: &Sizes, a: &ExperimentArgs) -> anyhow::Result<Report> {
         figure: "thesis §6, Exp 1".into(),
         x_label: "workload".into(),
         metric: "measured reads/s (closed loop)".into(),
-        method_note: format!("star of 3 tern switches (core + 2 leaves; one pipeline per switch, each behind its lock), each user's client and store on different leaves, 25 pages per user near-client; after an unmeasured warm-up, {} closed-loop client threads in all (split equally among the users, as the thesis split its 30 kQPS) read for {} s with a {} ms one-way delay on every link traversal (the thesis's 0.4 ms RTT step per switch hop) while the controller keeps admitting reported items; ops/s and every read's RTT measured by the clients' clocks; in one process on the shared machine, so the absolute rate is this machine's, not a switch's", t.clients, t.secs, t.hop.as_secs_f64() * 1e3),
+        method_note: format!("star of 3 tern switches (core + 2 leaves), each a `tern kv madinc-switch` process (madinc.p4 and its switch agent) reached over loopback UDP, each user's client and store on different leaves, 25 pages per user near-client; after an unmeasured warm-up, {} closed-loop client threads in all (split equally among the users, as the thesis split its 30 kQPS) read for {} s with a {} ms one-way delay on every link traversal (the thesis's 0.4 ms RTT step per switch hop) while the controller keeps admitting reported items; ops/s and every read's RTT measured by the clients' clocks; on the shared machine, so the absolute rate is this machine's, not a switch's", t.clients, t.secs, t.hop.as_secs_f64() * 1e3),
         scale: timed_scale(s, &t),
         date: super::cmd_kv_exp::now_utc(),
         machine: super::cmd_kv_exp::machine(),
@@ -1191,7 +1210,7 @@ fn policies_measured(s: &Sizes, a: &ExperimentArgs) -> anyhow::Result<Report> {
         figure: "thesis §6, Exp 2 (RTT steps of Exp 3)".into(),
         x_label: "workload".into(),
         metric: "measured reads/s (closed loop)".into(),
-        method_note: format!("line of 2 tern switches (client side, store side), 1 user with 20 pages under each policy; after an unmeasured warm-up, {} closed-loop client threads read for {} s with a {} ms one-way delay on every link traversal while other tenants join (2 pages each, their own record read back) and leave every 50 ms; reads/s and RTT measured (p50/p90/p99 and a 20-point CDF per point in the JSON); in one process on the shared machine", t.clients, t.secs, t.hop.as_secs_f64() * 1e3),
+        method_note: format!("line of 2 tern switches (client side, store side), each a `tern kv madinc-switch` process reached over loopback UDP, 1 user with 20 pages under each policy; after an unmeasured warm-up, {} closed-loop client threads read for {} s with a {} ms one-way delay on every link traversal while other tenants join (2 pages each, their own record read back) and leave every 50 ms; reads/s and RTT measured (p50/p90/p99 and a 20-point CDF per point in the JSON); on the shared machine", t.clients, t.secs, t.hop.as_secs_f64() * 1e3),
         scale: timed_scale(s, &t),
         date: super::cmd_kv_exp::now_utc(),
         machine: super::cmd_kv_exp::machine(),

@@ -1,4 +1,5 @@
-//! A MADINC network in one process: N tern switches running `p4/kv/madinc.p4` in a line or a
+//! A MADINC network: N tern switches running `p4/kv/madinc.p4` (in this process, or each a
+//! `tern kv madinc-switch` process reached over loopback UDP: `Net::start_with`) in a line or a
 //! star, real RocksDB storage servers (tern-kv's, one per store) on loopback UDP, a switch
 //! agent per switch and the controller (`tern_kv::madinc_ctl`) reaching them only through
 //! acknowledged, retried control messages (`tern_kv::madinc_wire`), with loss injected on every
@@ -110,8 +111,10 @@ type Between = Box<dyn FnMut(&mut Net) + Send>;
 /// The network; everything is stopped on drop.
 pub struct Net {
     cfg: NetConfig,
-    sw: Vec<Arc<Mutex<Switch>>>,
+    sw: Arc<Vec<Hop>>,
     agents: Arc<Vec<SwitchAgent>>,
+    /// This driver's socket toward switch processes.
+    swsock: UdpSocket,
     /// HOT_REPORT clones the switches produced (the driver's and every [`NetClient`]'s).
     reports_made: Arc<std::sync::atomic::AtomicU64>,
     /// One-way delay of every link traversal (client–switch, switch–switch, switch–store).
@@ -174,6 +177,18 @@ impl Net {
     /// Starts the switches, their agents, one storage server per store (data under `dir`) and
     /// the controller's links.
     pub fn start(cfg: NetConfig, stores: usize, dir: &Path) -> anyhow::Result<Net> {
+        Net::start_with(cfg, stores, dir, None)
+    }
+
+    /// Like [`Net::start`]; with `processes` (the tern executable), every switch is a
+    /// `tern kv madinc-switch` process of its own (its pipeline and its agent), reached over
+    /// loopback UDP, stopped with the network (and when this process dies: its stdin closes).
+    pub fn start_with(
+        cfg: NetConfig,
+        stores: usize,
+        dir: &Path,
+        processes: Option<&Path>,
+    ) -> anyhow::Result<Net> {
         if cfg.switches == 0 || (cfg.topology == Topology::Star && cfg.switches < 3) {
             bail!(
                 "a {:?} topology needs at least {} switches, {} given",
@@ -196,44 +211,25 @@ impl Net {
         let ctl_addr = inbox.addr()?;
         let mut sw = Vec::new();
         let mut agents = Vec::new();
+        let mut addrs: Vec<SocketAddr> = Vec::new();
         for i in 0..cfg.switches {
-            let mut s = Switch::from_json(&json, SwitchOptions::default())?;
-            for (ip, port) in [(CLIENT_IP, 1u8), (STORE_IP, 2u8)] {
-                s.mt_add_entry(
-                    "MadIngress.forward",
-                    &[MatchParam::Exact(ip.to_vec())],
-                    "MadIngress.to_port",
-                    &[vec![0, port]],
-                    None,
-                )?;
-            }
-            s.mirroring_session_add(
-                250,
-                MirroringSession {
-                    port: Some(CPU_PORT),
-                    mgid: None,
-                },
-            )?;
-            s.mt_set_default_action(
-                "MadIngress.mad_params",
-                "MadIngress.set_switch",
-                &[(i as u16).to_be_bytes().to_vec()],
-            )?;
-            let s = Arc::new(Mutex::new(s));
             let loss = Loss {
                 per_million: cfg.loss.per_million,
                 seed: cfg.loss.seed.wrapping_add(100 + i as u64),
             };
-            agents.push(SwitchAgent::start_auth(
-                s.clone(),
-                Some(ctl_addr),
-                cfg.retry,
-                loss,
-                Some(key),
-            )?);
-            sw.push(s);
+            if let Some(exe) = processes {
+                let r = RemoteSwitch::spawn(exe, i, ctl_addr, cfg.retry, loss, key)?;
+                addrs.push(r.agent);
+                sw.push(Hop::Remote(r));
+                continue;
+            }
+            let s = Arc::new(Mutex::new(madinc_switch(&json, i)?));
+            let agent =
+                SwitchAgent::start_auth(s.clone(), Some(ctl_addr), cfg.retry, loss, Some(key))?;
+            addrs.push(agent.addr());
+            agents.push(agent);
+            sw.push(Hop::Local(s));
         }
-        let addrs: Vec<SocketAddr> = agents.iter().map(|a| a.addr()).collect();
         let path = WirePath::connect_auth(&addrs, cfg.retry, u32::MAX, cfg.loss, Some(key))?;
         let mut servers = Vec::new();
         let mut links = Vec::new();
@@ -288,7 +284,8 @@ impl Net {
         Ok(Net {
             ctl: Controller::new(&vec![cfg.pages; cfg.switches]),
             cfg,
-            sw,
+            sw: Arc::new(sw),
+            swsock: UdpSocket::bind("127.0.0.1:0")?,
             agents: Arc::new(agents),
             reports_made: Default::default(),
             hop: Duration::ZERO,
@@ -393,6 +390,7 @@ impl Net {
             agents: &self.agents,
             reports: &self.reports_made,
             hop: self.hop,
+            swsock: &self.swsock,
         }
     }
 
@@ -428,6 +426,7 @@ impl Net {
             reports: self.reports_made.clone(),
             hop: self.hop,
             sock: UdpSocket::bind("127.0.0.1:0")?,
+            swsock: UdpSocket::bind("127.0.0.1:0")?,
             route: t.route.clone(),
             store: self.servers[t.store].addr(),
             tenant,
@@ -617,7 +616,8 @@ impl Net {
                 .filter_map(|a| a.report_link())
                 .map(|l| l.pending())
                 .sum::<usize>()
-                + self._links.iter().map(|l| l.pending()).sum::<usize>();
+                + self._links.iter().map(|l| l.pending()).sum::<usize>()
+                + self.remote_reports_pending();
             if busy == 0 {
                 self.pump(Duration::from_millis(2))?;
                 return Ok(true);
@@ -628,17 +628,31 @@ impl Net {
         }
     }
 
+    /// Switch processes' reports not yet delivered (their links are in the processes): made
+    /// minus delivered, each report delivered once.
+    fn remote_reports_pending(&self) -> usize {
+        if self.agents.len() == self.sw.len() {
+            return 0;
+        }
+        let made = self.stats().reports_made;
+        made.saturating_sub(self.stats.reports_delivered) as usize
+    }
+
     /// Reads each switch's count of reads it answered (`mad_ops[0]`) since the last call, gives
     /// them to the controller as the measured load and lets it move one of `tenant`'s pages from
     /// an overloaded switch of its route to an idle one (`Controller::rebalance`).
     pub fn rebalance(&mut self, tenant: u16) -> anyhow::Result<Option<(usize, usize)>> {
         let mut loads = Vec::with_capacity(self.sw.len());
         for (i, s) in self.sw.iter().enumerate() {
-            let hits = s
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .counter_read("MadIngress.mad_ops", 0)?
-                .packets;
+            let hits = match s {
+                Hop::Local(s) => {
+                    s.lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .counter_read("MadIngress.mad_ops", 0)?
+                        .packets
+                }
+                Hop::Remote(r) => r.hits(&self.swsock)?,
+            };
             if self.hits_seen.len() <= i {
                 self.hits_seen.push(0);
             }
@@ -661,8 +675,17 @@ impl Net {
 
     /// The counters.
     pub fn stats(&self) -> NetStats {
+        use std::sync::atomic::Ordering::Relaxed;
         let mut s = self.stats.clone();
-        s.reports_made = self.reports_made.load(std::sync::atomic::Ordering::Relaxed);
+        s.reports_made = self.reports_made.load(Relaxed)
+            + self
+                .sw
+                .iter()
+                .map(|h| match h {
+                    Hop::Remote(r) => r.made.load(Relaxed),
+                    Hop::Local(_) => 0,
+                })
+                .sum::<u64>();
         s
     }
 
@@ -721,11 +744,14 @@ impl Net {
     /// A switch's packet counter `mad_dropped[index]` (0 truncated, 1 length, 2 oversized,
     /// 3 unknown tenant, 4 forged tag, 5 foreign page).
     pub fn dropped(&self, s: usize, index: u32) -> anyhow::Result<u64> {
-        Ok(self.sw[s]
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .counter_read("MadIngress.mad_dropped", index)?
-            .packets)
+        match &self.sw[s] {
+            Hop::Local(s) => Ok(s
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .counter_read("MadIngress.mad_dropped", index)?
+                .packets),
+            Hop::Remote(_) => bail!("switch {s} is a process"),
+        }
     }
 
     #[cfg(test)]
@@ -778,12 +804,296 @@ impl Net {
     }
 }
 
+/// A switch running madinc.p4 as switch `i` of a network: the forward entries (client port 1,
+/// stores port 2), the HOT_REPORT mirror session to the CPU port, its switch id.
+fn madinc_switch(json: &str, i: usize) -> anyhow::Result<Switch> {
+    let mut s = Switch::from_json(json, SwitchOptions::default())?;
+    for (ip, port) in [(CLIENT_IP, 1u8), (STORE_IP, 2u8)] {
+        s.mt_add_entry(
+            "MadIngress.forward",
+            &[MatchParam::Exact(ip.to_vec())],
+            "MadIngress.to_port",
+            &[vec![0, port]],
+            None,
+        )?;
+    }
+    s.mirroring_session_add(
+        250,
+        MirroringSession {
+            port: Some(CPU_PORT),
+            mgid: None,
+        },
+    )?;
+    s.mt_set_default_action(
+        "MadIngress.mad_params",
+        "MadIngress.set_switch",
+        &[(i as u16).to_be_bytes().to_vec()],
+    )?;
+    Ok(s)
+}
+
+/// A switch of the network: in this process, or a `tern kv madinc-switch` process.
+enum Hop {
+    Local(Arc<Mutex<Switch>>),
+    Remote(RemoteSwitch),
+}
+
+/// The port number of a request asking a switch process for its `mad_ops[0]` (read hits).
+const HITS_QUERY: u8 = 0xFF;
+
+/// A `tern kv madinc-switch` process. Frames go to its data socket as `seq u32 ‖ port u8 ‖
+/// frame`; the answer is `seq u32 ‖ reports u32 ‖ n u8 ‖ n × (port u8 ‖ len u16 ‖ frame)`,
+/// `reports` = the HOT_REPORT clones the process made so far (they go from its agent to the
+/// controller; only counted here).
+struct RemoteSwitch {
+    data: SocketAddr,
+    agent: SocketAddr,
+    child: Mutex<Option<std::process::Child>>,
+    seq: std::sync::atomic::AtomicU32,
+    /// The highest report count an answer carried.
+    made: std::sync::atomic::AtomicU64,
+}
+
+impl RemoteSwitch {
+    fn spawn(
+        exe: &Path,
+        i: usize,
+        controller: SocketAddr,
+        retry: Duration,
+        loss: Loss,
+        key: AuthKey,
+    ) -> anyhow::Result<RemoteSwitch> {
+        use std::io::BufRead;
+        use std::process::{Command, Stdio};
+        let mut child = Command::new(exe)
+            .args(["kv", "madinc-switch", "--index", &i.to_string()])
+            .args(["--controller", &controller.to_string()])
+            .args(["--retry-us", &retry.as_micros().to_string()])
+            .args(["--loss-ppm", &loss.per_million.to_string()])
+            .args(["--seed", &loss.seed.to_string()])
+            .env("TERN_MADINC_KEY", key.to_hex())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .with_context(|| format!("starting {} kv madinc-switch", exe.display()))?;
+        let mut line = String::new();
+        let read = child
+            .stdout
+            .take()
+            .map(|o| std::io::BufReader::new(o).read_line(&mut line));
+        let parsed = (|| -> Option<(SocketAddr, SocketAddr)> {
+            let rest = line.trim().strip_prefix("tern kv madinc-switch: data ")?;
+            let (d, a) = rest.split_once(" agent ")?;
+            Some((d.parse().ok()?, a.parse().ok()?))
+        })();
+        match (read, parsed) {
+            (Some(Ok(_)), Some((data, agent))) => Ok(RemoteSwitch {
+                data,
+                agent,
+                child: Mutex::new(Some(child)),
+                seq: Default::default(),
+                made: Default::default(),
+            }),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                bail!("switch process {i} did not start (its first line: {line:?})")
+            }
+        }
+    }
+
+    /// One exchange; a lost datagram is sent again (a frame may then be processed twice, as a
+    /// retransmitted packet would be).
+    fn ask(&self, sock: &UdpSocket, port: u8, f: &[u8]) -> anyhow::Result<Vec<u8>> {
+        let seq = self.seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut msg = Vec::with_capacity(f.len() + 5);
+        msg.extend_from_slice(&seq.to_be_bytes());
+        msg.push(port);
+        msg.extend_from_slice(f);
+        let mut buf = vec![0u8; 65536];
+        for _ in 0..5 {
+            sock.send_to(&msg, self.data)?;
+            let end = std::time::Instant::now() + Duration::from_secs(1);
+            loop {
+                let left = end.saturating_duration_since(std::time::Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                sock.set_read_timeout(Some(left))?;
+                match sock.recv_from(&mut buf) {
+                    Ok((n, _)) if n >= 4 && buf[..4] == seq.to_be_bytes() => {
+                        return Ok(buf[4..n].to_vec());
+                    }
+                    Ok(_) => {}
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                        ) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+        bail!("switch process at {} does not answer", self.data)
+    }
+
+    fn process(
+        &self,
+        sock: &UdpSocket,
+        port: u32,
+        f: &[u8],
+    ) -> anyhow::Result<(Vec<OutputPacket>, u64)> {
+        let r = self.ask(sock, port as u8, f)?;
+        let bad = || {
+            anyhow::anyhow!(
+                "a malformed answer from the switch process at {}",
+                self.data
+            )
+        };
+        let reports = u32::from_be_bytes(r.get(..4).ok_or_else(bad)?.try_into()?) as u64;
+        let n = *r.get(4).ok_or_else(bad)?;
+        let mut at = 5;
+        let mut out = Vec::with_capacity(n as usize);
+        for _ in 0..n {
+            let port = *r.get(at).ok_or_else(bad)? as u32;
+            let len =
+                u16::from_be_bytes(r.get(at + 1..at + 3).ok_or_else(bad)?.try_into()?) as usize;
+            let data = r.get(at + 3..at + 3 + len).ok_or_else(bad)?.to_vec();
+            at += 3 + len;
+            out.push(OutputPacket { port, data });
+        }
+        Ok((out, reports))
+    }
+
+    fn hits(&self, sock: &UdpSocket) -> anyhow::Result<u64> {
+        let r = self.ask(sock, HITS_QUERY, &[])?;
+        Ok(u64::from_be_bytes(
+            r.get(..8).context("a short hits answer")?.try_into()?,
+        ))
+    }
+}
+
+impl Drop for RemoteSwitch {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// `tern kv madinc-switch`: one switch of a MADINC network as a process (started by
+/// [`Net::start_with`]): madinc.p4 as switch `index`, its agent (control sealed with the key in
+/// `TERN_MADINC_KEY`, hot reports to `controller`), frames over a loopback UDP socket. Prints
+/// `tern kv madinc-switch: data ADDR agent ADDR`; exits when its stdin closes.
+#[derive(clap::Args, Debug)]
+pub struct MadSwitchArgs {
+    /// The switch's index on the path (its switch id).
+    #[arg(long)]
+    index: usize,
+    /// The controller's address (hot reports).
+    #[arg(long)]
+    controller: SocketAddr,
+    /// Retry interval of the report link (µs).
+    #[arg(long, default_value_t = 3000)]
+    retry_us: u64,
+    /// Loss injected on the agent's acknowledgements and reports (per million).
+    #[arg(long, default_value_t = 0)]
+    loss_ppm: u32,
+    /// Loss injection seed.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+}
+
+/// Runs `tern kv madinc-switch`.
+pub fn mad_switch(a: MadSwitchArgs) -> anyhow::Result<std::process::ExitCode> {
+    use std::io::Write;
+    let key = AuthKey::from_hex(
+        &std::env::var("TERN_MADINC_KEY")
+            .context("TERN_MADINC_KEY (the control key) is not set")?,
+    )
+    .map_err(anyhow::Error::msg)?;
+    let json = program()?;
+    let sw = Arc::new(Mutex::new(madinc_switch(&json, a.index)?));
+    let agent = SwitchAgent::start_auth(
+        sw.clone(),
+        Some(a.controller),
+        Duration::from_micros(a.retry_us.max(1)),
+        Loss {
+            per_million: a.loss_ppm,
+            seed: a.seed,
+        },
+        Some(key),
+    )?;
+    let sock = UdpSocket::bind("127.0.0.1:0")?;
+    println!(
+        "tern kv madinc-switch: data {} agent {}",
+        sock.local_addr()?,
+        agent.addr()
+    );
+    std::io::stdout().flush()?;
+    // The parent holds our stdin: when it goes (even killed), so do we.
+    std::thread::spawn(|| {
+        let mut b = [0u8; 64];
+        while matches!(std::io::Read::read(&mut std::io::stdin(), &mut b), Ok(n) if n > 0) {}
+        std::process::exit(0);
+    });
+    let mut buf = vec![0u8; 65536];
+    let mut made = 0u32;
+    loop {
+        let (n, from) = sock.recv_from(&mut buf)?;
+        if n < 5 {
+            continue;
+        }
+        let mut answer = buf[..4].to_vec();
+        let port = buf[4];
+        if port == HITS_QUERY {
+            let hits = sw
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .counter_read("MadIngress.mad_ops", 0)?
+                .packets;
+            answer.extend_from_slice(&hits.to_be_bytes());
+            sock.send_to(&answer, from)?;
+            continue;
+        }
+        let mut out: Vec<OutputPacket> = Vec::new();
+        sw.lock().unwrap_or_else(|p| p.into_inner()).process_packet(
+            port as u32,
+            &buf[5..n],
+            &mut out,
+        );
+        let mut rest = Vec::new();
+        for o in out {
+            if o.port == CPU_PORT {
+                // A clone that does not decode is the switch's bug; it is dropped, not fatal.
+                if let Ok(r) = MadMessage::decode(o.data.get(42..).unwrap_or(&[])) {
+                    made = made.wrapping_add(1);
+                    agent.report(&r)?;
+                }
+            } else {
+                rest.push(o);
+            }
+        }
+        answer.extend_from_slice(&made.to_be_bytes());
+        answer.push(rest.len() as u8);
+        for o in rest {
+            answer.push(o.port as u8);
+            answer.extend_from_slice(&(o.data.len() as u16).to_be_bytes());
+            answer.extend_from_slice(&o.data);
+        }
+        sock.send_to(&answer, from)?;
+    }
+}
+
 /// The switches as a request sees them (shared by the driver and the [`NetClient`]s).
 struct Wire<'a> {
-    sw: &'a [Arc<Mutex<Switch>>],
+    sw: &'a [Hop],
     agents: &'a [SwitchAgent],
     reports: &'a std::sync::atomic::AtomicU64,
     hop: Duration,
+    swsock: &'a UdpSocket,
 }
 
 impl Wire<'_> {
@@ -835,10 +1145,17 @@ impl Wire<'_> {
     /// One switch processes a frame; HOT_REPORT clones go to its agent.
     fn pass(&self, s: usize, port: u32, f: &[u8]) -> anyhow::Result<Vec<OutputPacket>> {
         let mut out: Vec<OutputPacket> = Vec::new();
-        self.sw[s]
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .process_packet(port, f, &mut out);
+        match &self.sw[s] {
+            Hop::Local(sw) => sw
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .process_packet(port, f, &mut out),
+            Hop::Remote(r) => {
+                let (out, made) = r.process(self.swsock, port, f)?;
+                r.made.fetch_max(made, std::sync::atomic::Ordering::Relaxed);
+                return Ok(out);
+            }
+        }
         let mut rest = Vec::with_capacity(out.len());
         for o in out {
             if o.port == CPU_PORT {
@@ -874,11 +1191,12 @@ impl Wire<'_> {
 /// One tenant's client on its own thread (closed-loop load beside the driver): requests cross
 /// the same switches (each behind its lock, one pipeline per switch) with the same link delay.
 pub struct NetClient {
-    sw: Vec<Arc<Mutex<Switch>>>,
+    sw: Arc<Vec<Hop>>,
     agents: Arc<Vec<SwitchAgent>>,
     reports: Arc<std::sync::atomic::AtomicU64>,
     hop: Duration,
     sock: UdpSocket,
+    swsock: UdpSocket,
     route: Vec<usize>,
     store: SocketAddr,
     tenant: u16,
@@ -893,6 +1211,7 @@ impl NetClient {
             agents: &self.agents,
             reports: &self.reports,
             hop: self.hop,
+            swsock: &self.swsock,
         };
         let req = MadMessage {
             tenant: self.tenant,

@@ -62,8 +62,9 @@ fn sixty_four_tenants_and_more_join_and_leave_with_writes() {
     assert_eq!(r["control"]["reports_lost"], 0);
 }
 
-/// madinc-policies-measured, quick: real closed-loop clients with a 0.2 ms delay per link
-/// traversal, tenants joining and leaving meanwhile. Asserted: structure, not speed — near-client
+/// madinc-policies-measured, quick: every switch a `tern kv madinc-switch` process, real
+/// closed-loop clients with a 0.2 ms delay per link traversal, tenants joining and leaving
+/// meanwhile. Asserted: structure, not speed — near-client
 /// answers at the first switch and near-store at the second (so near-store's median RTT carries
 /// at least the two extra link traversals), every report delivered, every read right (the run
 /// fails otherwise), tenants joined and left.
