@@ -221,9 +221,14 @@ fn parse_cache(name: &str) -> anyhow::Result<Option<tern_kv::switchos::CacheKind
 
 /// `tern kv up --cache madinc` (`madinc_net::up`).
 fn madinc_up(a: UpArgs) -> anyhow::Result<ExitCode> {
-    if !matches!(a.mode.as_deref(), None | Some("sim")) {
-        bail!("--cache madinc runs in --mode sim only (network namespaces: not yet)");
-    }
+    // sim: the switches in this process; loopback: each a `tern kv madinc-switch` process.
+    let processes = match a.mode.as_deref() {
+        None | Some("sim") => false,
+        Some("loopback") => true,
+        Some(m) => bail!(
+            "--cache madinc runs in --mode sim or loopback, not {m:?} (network namespaces: not yet)"
+        ),
+    };
     let dir = a.dir.clone().unwrap_or_else(|| {
         std::env::temp_dir().join(format!("tern-kv-up-madinc-{}", std::process::id()))
     });
@@ -249,6 +254,7 @@ fn madinc_up(a: UpArgs) -> anyhow::Result<ExitCode> {
         dir: dir.clone(),
         front_file: a.front_file.clone(),
         command: a.command.clone(),
+        processes,
     };
     let r = super::madinc_net::up(cfg, &stop);
     if a.dir.is_none() {

@@ -176,6 +176,7 @@ fn frame(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16, payload: &[u8]) -> 
 impl Net {
     /// Starts the switches, their agents, one storage server per store (data under `dir`) and
     /// the controller's links.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub fn start(cfg: NetConfig, stores: usize, dir: &Path) -> anyhow::Result<Net> {
         Net::start_with(cfg, stores, dir, None)
     }
@@ -1266,14 +1267,21 @@ pub struct UpConfig {
     /// The command to run (with TERN_MADINC_FRONT and TERN_MADINC_TENANTS); none: until
     /// ctrl-c.
     pub command: Vec<String>,
+    /// Every switch a `tern kv madinc-switch` process (`--mode loopback`).
+    pub processes: bool,
 }
 
-/// `tern kv up --mode sim --cache madinc`: the network behind one front UDP socket that takes
+/// `tern kv up --mode sim|loopback --cache madinc`: the network behind one front UDP socket that takes
 /// MADINC READ/WRITE requests from clients (each carried along its tenant's route, the reply
 /// sent back), until ctrl-c (`stop`) or the command ends; its exit status is returned.
 pub fn up(cfg: UpConfig, stop: &std::sync::atomic::AtomicBool) -> anyhow::Result<i32> {
     use std::sync::atomic::Ordering;
-    let mut net = Net::start(cfg.net.clone(), cfg.stores, &cfg.dir)?;
+    let exe = if cfg.processes {
+        Some(std::env::current_exe().context("the tern executable")?)
+    } else {
+        None
+    };
+    let mut net = Net::start_with(cfg.net.clone(), cfg.stores, &cfg.dir, exe.as_deref())?;
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(1, |d| d.as_nanos() as u64)

@@ -1,4 +1,5 @@
-//! `tern kv up --mode sim --cache madinc --topology star --switches 3`: an external client
+//! `tern kv up --mode sim|loopback --cache madinc --topology star --switches 3` (loopback: every
+//! switch a `tern kv madinc-switch` process, gone after ctrl-c): an external client
 //! reaches the MADINC network through the front socket; writes are stored in the tenant's own
 //! key space, a hot key ends up answered by a switch, another tenant and a forged tag get
 //! nothing of it; ctrl-c (SIGINT) stops it.
@@ -54,6 +55,29 @@ fn req(
 
 #[test]
 fn a_client_uses_a_star_of_three_switches_through_kv_up() {
+    client_through_kv_up("sim");
+}
+
+/// The same with every switch a `tern kv madinc-switch` process; they are gone after ctrl-c.
+#[test]
+fn a_client_uses_a_star_of_three_switch_processes_through_kv_up() {
+    client_through_kv_up("loopback");
+}
+
+/// The child processes of `pid`.
+fn children(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for t in tasks.flatten() {
+            if let Ok(c) = std::fs::read_to_string(t.path().join("children")) {
+                out.extend(c.split_whitespace().filter_map(|x| x.parse::<u32>().ok()));
+            }
+        }
+    }
+    out
+}
+
+fn client_through_kv_up(mode: &str) {
     let dir = tern_fixtures::scratch("madinc-up");
     let info = dir.join("front.json");
     let data = dir.join("data");
@@ -62,7 +86,7 @@ fn a_client_uses_a_star_of_three_switches_through_kv_up() {
             "kv",
             "up",
             "--mode",
-            "sim",
+            mode,
             "--cache",
             "madinc",
             "--topology",
@@ -135,6 +159,10 @@ fn a_client_uses_a_star_of_three_switches_through_kv_up() {
         std::thread::sleep(Duration::from_millis(10));
     }
     assert!(from_switch, "the hot key was never answered by a switch");
+    let kids = children(up.0.id());
+    if mode == "loopback" {
+        assert_eq!(kids.len(), 3, "one process per switch: {kids:?}");
+    }
     // ctrl-c stops it: exit status 130.
     let mut up = up;
     Command::new("kill")
@@ -150,4 +178,16 @@ fn a_client_uses_a_star_of_three_switches_through_kv_up() {
         std::thread::sleep(Duration::from_millis(20));
     };
     assert_eq!(status.code(), Some(130));
+    // Nothing left behind: the switch processes are gone (killed, or their stdin closed).
+    let end = Instant::now() + Duration::from_secs(10);
+    for k in kids {
+        while std::path::Path::new(&format!("/proc/{k}")).exists()
+            && std::fs::read_to_string(format!("/proc/{k}/stat"))
+                .map(|st| !st.contains(") Z "))
+                .unwrap_or(false)
+        {
+            assert!(Instant::now() < end, "switch process {k} outlived kv up");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
 }
