@@ -248,10 +248,13 @@ impl Link {
         loss: Loss,
         auth: Option<AuthKey>,
     ) -> Result<Link, WireError> {
-        let bind: SocketAddr = if dest.is_ipv4() {
-            ([127, 0, 0, 1], 0).into()
-        } else {
-            (std::net::Ipv6Addr::LOCALHOST, 0).into()
+        // Loopback for a loopback receiver; any local address for one behind an interface (a
+        // switch in a network namespace).
+        let bind: SocketAddr = match (dest.is_ipv4(), dest.ip().is_loopback()) {
+            (true, true) => ([127, 0, 0, 1], 0).into(),
+            (true, false) => ([0, 0, 0, 0], 0).into(),
+            (false, true) => (std::net::Ipv6Addr::LOCALHOST, 0).into(),
+            (false, false) => (std::net::Ipv6Addr::UNSPECIFIED, 0).into(),
         };
         let sock = UdpSocket::bind(bind)?;
         sock.set_read_timeout(Some(Duration::from_millis(1)))?;
@@ -705,7 +708,27 @@ impl SwitchAgent {
         loss: Loss,
         auth: Option<AuthKey>,
     ) -> Result<SwitchAgent, WireError> {
-        let mut inbox = Inbox::bind(([127, 0, 0, 1], 0).into(), loss)?;
+        SwitchAgent::start_on(
+            ([127, 0, 0, 1], 0).into(),
+            switch,
+            controller,
+            retry,
+            loss,
+            auth,
+        )
+    }
+
+    /// Like [`SwitchAgent::start_auth`], its inbox bound to `bind` (an address of a network
+    /// namespace's interface).
+    pub fn start_on(
+        bind: SocketAddr,
+        switch: Arc<dyn crate::switchos::SwitchAccess>,
+        controller: Option<SocketAddr>,
+        retry: Duration,
+        loss: Loss,
+        auth: Option<AuthKey>,
+    ) -> Result<SwitchAgent, WireError> {
+        let mut inbox = Inbox::bind(bind, loss)?;
         if let Some(k) = auth {
             inbox = inbox.with_auth(k);
         }

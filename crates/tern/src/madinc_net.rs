@@ -190,6 +190,31 @@ impl Net {
         dir: &Path,
         processes: Option<&Path>,
     ) -> anyhow::Result<Net> {
+        Net::start_inner(cfg, stores, dir, processes.map(|e| (e, None)))
+    }
+
+    /// Every switch a `tern kv madinc-switch` process in a network namespace of its own, joined
+    /// to this one by a veth pair (10.79.i.1 here, 10.79.i.2 there) with `tc netem` delaying
+    /// each direction by `delay`: every frame a switch processes crosses its link twice.
+    /// Needs root; the namespaces are removed with the network (and stale ones of dead runs at
+    /// the next start).
+    pub fn start_netns(
+        cfg: NetConfig,
+        stores: usize,
+        dir: &Path,
+        exe: &Path,
+        delay: Duration,
+    ) -> anyhow::Result<Net> {
+        netns::remove_stale();
+        Net::start_inner(cfg, stores, dir, Some((exe, Some(delay))))
+    }
+
+    fn start_inner(
+        cfg: NetConfig,
+        stores: usize,
+        dir: &Path,
+        processes: Option<(&Path, Option<Duration>)>,
+    ) -> anyhow::Result<Net> {
         if cfg.switches == 0 || (cfg.topology == Topology::Star && cfg.switches < 3) {
             bail!(
                 "a {:?} topology needs at least {} switches, {} given",
@@ -208,18 +233,42 @@ impl Net {
         // The deployment's control key: every control datagram (controller ↔ agents, agents'
         // reports, stores' notices, their acknowledgements) is sealed with it.
         let key = AuthKey::random();
-        let inbox = Inbox::bind(([127, 0, 0, 1], 0).into(), cfg.loss)?.with_auth(key);
+        // In namespaces the switches reach the controller through their veths.
+        let any = matches!(processes, Some((_, Some(_))));
+        let bind: [u8; 4] = if any { [0, 0, 0, 0] } else { [127, 0, 0, 1] };
+        let inbox = Inbox::bind((bind, 0).into(), cfg.loss)?.with_auth(key);
         let ctl_addr = inbox.addr()?;
         let mut sw = Vec::new();
         let mut agents = Vec::new();
         let mut addrs: Vec<SocketAddr> = Vec::new();
+        // netns without netem: the link delay by sleeping, as `Net::set_hop_delay`.
+        let mut sleep_links = None;
         for i in 0..cfg.switches {
             let loss = Loss {
                 per_million: cfg.loss.per_million,
                 seed: cfg.loss.seed.wrapping_add(100 + i as u64),
             };
-            if let Some(exe) = processes {
-                let r = RemoteSwitch::spawn(exe, i, ctl_addr, cfg.retry, loss, key)?;
+            if let Some((exe, delay)) = processes {
+                let ns = match delay {
+                    Some(d) => {
+                        let (ns, netem) = netns::make(i, d)?;
+                        if !netem && sleep_links.is_none() {
+                            eprintln!(
+                                "madinc netns: no tc netem in this kernel (sch_netem); the driver \
+                                 delays each link traversal by {} µs instead",
+                                d.as_micros()
+                            );
+                            sleep_links = Some(d);
+                        }
+                        Some(ns)
+                    }
+                    None => None,
+                };
+                let ctl = match &ns {
+                    Some(_) => SocketAddr::from((netns::here(i), ctl_addr.port())),
+                    None => ctl_addr,
+                };
+                let r = RemoteSwitch::spawn(exe, i, ctl, cfg.retry, loss, key, ns)?;
                 addrs.push(r.agent);
                 sw.push(Hop::Remote(r));
                 continue;
@@ -286,10 +335,10 @@ impl Net {
             ctl: Controller::new(&vec![cfg.pages; cfg.switches]),
             cfg,
             sw: Arc::new(sw),
-            swsock: UdpSocket::bind("127.0.0.1:0")?,
+            swsock: UdpSocket::bind("0.0.0.0:0")?,
             agents: Arc::new(agents),
             reports_made: Default::default(),
-            hop: Duration::ZERO,
+            hop: sleep_links.unwrap_or(Duration::ZERO),
             path,
             inbox,
             queue,
@@ -427,7 +476,7 @@ impl Net {
             reports: self.reports_made.clone(),
             hop: self.hop,
             sock: UdpSocket::bind("127.0.0.1:0")?,
-            swsock: UdpSocket::bind("127.0.0.1:0")?,
+            swsock: UdpSocket::bind("0.0.0.0:0")?,
             route: t.route.clone(),
             store: self.servers[t.store].addr(),
             tenant,
@@ -850,6 +899,8 @@ struct RemoteSwitch {
     data: SocketAddr,
     agent: SocketAddr,
     child: Mutex<Option<std::process::Child>>,
+    /// Its network namespace (removed after the process).
+    ns: Option<String>,
     seq: std::sync::atomic::AtomicU32,
     /// The highest report count an answer carried.
     made: std::sync::atomic::AtomicU64,
@@ -863,11 +914,30 @@ impl RemoteSwitch {
         retry: Duration,
         loss: Loss,
         key: AuthKey,
+        ns: Option<String>,
     ) -> anyhow::Result<RemoteSwitch> {
         use std::io::BufRead;
         use std::process::{Command, Stdio};
-        let mut child = Command::new(exe)
-            .args(["kv", "madinc-switch", "--index", &i.to_string()])
+        let mut cmd = match &ns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns]).arg(exe);
+                c.args([
+                    "kv",
+                    "madinc-switch",
+                    "--bind",
+                    &netns::there(i).to_string(),
+                ]);
+                c
+            }
+            None => {
+                let mut c = Command::new(exe);
+                c.args(["kv", "madinc-switch"]);
+                c
+            }
+        };
+        let spawned = cmd
+            .args(["--index", &i.to_string()])
             .args(["--controller", &controller.to_string()])
             .args(["--retry-us", &retry.as_micros().to_string()])
             .args(["--loss-ppm", &loss.per_million.to_string()])
@@ -877,7 +947,16 @@ impl RemoteSwitch {
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .with_context(|| format!("starting {} kv madinc-switch", exe.display()))?;
+            .with_context(|| format!("starting {} kv madinc-switch", exe.display()));
+        let mut child = match spawned {
+            Ok(c) => c,
+            Err(e) => {
+                if let Some(ns) = &ns {
+                    netns::remove(ns);
+                }
+                return Err(e);
+            }
+        };
         let mut line = String::new();
         let read = child
             .stdout
@@ -893,12 +972,16 @@ impl RemoteSwitch {
                 data,
                 agent,
                 child: Mutex::new(Some(child)),
+                ns,
                 seq: Default::default(),
                 made: Default::default(),
             }),
             _ => {
                 let _ = child.kill();
                 let _ = child.wait();
+                if let Some(ns) = &ns {
+                    netns::remove(ns);
+                }
                 bail!("switch process {i} did not start (its first line: {line:?})")
             }
         }
@@ -981,6 +1064,114 @@ impl Drop for RemoteSwitch {
             let _ = c.kill();
             let _ = c.wait();
         }
+        if let Some(ns) = &self.ns {
+            netns::remove(ns);
+        }
+    }
+}
+
+/// The network namespaces of `--mode netns` switches: `tmad-<pid>-<i>`, a veth pair
+/// `tmd<pid>r<i>` (here, 10.79.i.1/30) – `tmd<pid>n<i>` (there, 10.79.i.2/30), `tc netem` on
+/// both ends.
+mod netns {
+    use anyhow::{bail, Context};
+    use std::net::Ipv4Addr;
+    use std::process::Command;
+    use std::time::Duration;
+
+    const PREFIX: &str = "tmad-";
+
+    pub fn here(i: usize) -> Ipv4Addr {
+        Ipv4Addr::new(10, 79, i as u8, 1)
+    }
+
+    pub fn there(i: usize) -> Ipv4Addr {
+        Ipv4Addr::new(10, 79, i as u8, 2)
+    }
+
+    fn run(args: &[&str]) -> anyhow::Result<()> {
+        let o = Command::new(args[0])
+            .args(&args[1..])
+            .output()
+            .with_context(|| format!("running {} (netns mode needs iproute2 and root)", args[0]))?;
+        if !o.status.success() {
+            bail!(
+                "`{}` failed: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&o.stderr).trim()
+            );
+        }
+        Ok(())
+    }
+
+    /// Creates switch `i`'s namespace and link; on failure nothing is left. Returns the
+    /// namespace and whether `tc netem` delays the link (false when the kernel has no netem:
+    /// the caller delays the link itself).
+    pub fn make(i: usize, delay: Duration) -> anyhow::Result<(String, bool)> {
+        if i > 250 {
+            bail!("netns mode: at most 251 switches");
+        }
+        let pid = std::process::id() % 100_000;
+        let ns = format!("{PREFIX}{}-{i}", std::process::id());
+        let (r, n) = (format!("tmd{pid}r{i}"), format!("tmd{pid}n{i}"));
+        let us = format!("{}us", delay.as_micros().max(1));
+        let (h, t) = (format!("{}/30", here(i)), format!("{}/30", there(i)));
+        let steps: Vec<Vec<&str>> = vec![
+            vec!["ip", "netns", "add", &ns],
+            vec!["ip", "link", "add", &r, "type", "veth", "peer", "name", &n],
+            vec!["ip", "link", "set", &n, "netns", &ns],
+            vec!["ip", "addr", "add", &h, "dev", &r],
+            vec!["ip", "link", "set", &r, "up"],
+            vec![
+                "ip", "netns", "exec", &ns, "ip", "addr", "add", &t, "dev", &n,
+            ],
+            vec!["ip", "netns", "exec", &ns, "ip", "link", "set", &n, "up"],
+            vec!["ip", "netns", "exec", &ns, "ip", "link", "set", "lo", "up"],
+            vec![
+                "tc", "qdisc", "add", "dev", &r, "root", "netem", "delay", &us,
+            ],
+            vec![
+                "ip", "netns", "exec", &ns, "tc", "qdisc", "add", "dev", &n, "root", "netem",
+                "delay", &us,
+            ],
+        ];
+        for (k, s) in steps.iter().enumerate() {
+            if let Err(e) = run(s) {
+                if k == 8 && e.to_string().contains("qdisc kind is unknown") {
+                    return Ok((ns, false));
+                }
+                remove(&ns);
+                let _ = run(&["ip", "link", "del", &r]);
+                return Err(e);
+            }
+        }
+        Ok((ns, true))
+    }
+
+    /// Deletes a namespace (its veth end goes with it, and so the pair).
+    pub fn remove(ns: &str) {
+        if let Err(e) = run(&["ip", "netns", "del", ns]) {
+            eprintln!("madinc netns: {e}");
+        }
+    }
+
+    /// Removes the namespaces of runs whose process is gone.
+    pub fn remove_stale() {
+        let Ok(o) = Command::new("ip").args(["netns", "list"]).output() else {
+            return;
+        };
+        for line in String::from_utf8_lossy(&o.stdout).lines() {
+            let Some(name) = line.split_whitespace().next() else {
+                continue;
+            };
+            let Some(rest) = name.strip_prefix(PREFIX) else {
+                continue;
+            };
+            let pid = rest.split('-').next().unwrap_or("");
+            if !pid.is_empty() && !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                remove(name);
+            }
+        }
     }
 }
 
@@ -993,6 +1184,9 @@ pub struct MadSwitchArgs {
     /// The switch's index on the path (its switch id).
     #[arg(long)]
     index: usize,
+    /// The address its data socket and agent bind (a namespace's interface address).
+    #[arg(long, default_value = "127.0.0.1")]
+    bind: std::net::IpAddr,
     /// The controller's address (hot reports).
     #[arg(long)]
     controller: SocketAddr,
@@ -1017,7 +1211,8 @@ pub fn mad_switch(a: MadSwitchArgs) -> anyhow::Result<std::process::ExitCode> {
     .map_err(anyhow::Error::msg)?;
     let json = program()?;
     let sw = Arc::new(Mutex::new(madinc_switch(&json, a.index)?));
-    let agent = SwitchAgent::start_auth(
+    let agent = SwitchAgent::start_on(
+        SocketAddr::new(a.bind, 0),
         sw.clone(),
         Some(a.controller),
         Duration::from_micros(a.retry_us.max(1)),
@@ -1027,7 +1222,7 @@ pub fn mad_switch(a: MadSwitchArgs) -> anyhow::Result<std::process::ExitCode> {
         },
         Some(key),
     )?;
-    let sock = UdpSocket::bind("127.0.0.1:0")?;
+    let sock = UdpSocket::bind(SocketAddr::new(a.bind, 0))?;
     println!(
         "tern kv madinc-switch: data {} agent {}",
         sock.local_addr()?,
@@ -1269,6 +1464,9 @@ pub struct UpConfig {
     pub command: Vec<String>,
     /// Every switch a `tern kv madinc-switch` process (`--mode loopback`).
     pub processes: bool,
+    /// Every switch process in a network namespace of its own with this `tc netem` delay on
+    /// each direction of its link (`--mode netns`).
+    pub netns: Option<Duration>,
 }
 
 /// `tern kv up --mode sim|loopback --cache madinc`: the network behind one front UDP socket that takes
@@ -1276,12 +1474,15 @@ pub struct UpConfig {
 /// sent back), until ctrl-c (`stop`) or the command ends; its exit status is returned.
 pub fn up(cfg: UpConfig, stop: &std::sync::atomic::AtomicBool) -> anyhow::Result<i32> {
     use std::sync::atomic::Ordering;
-    let exe = if cfg.processes {
+    let exe = if cfg.processes || cfg.netns.is_some() {
         Some(std::env::current_exe().context("the tern executable")?)
     } else {
         None
     };
-    let mut net = Net::start_with(cfg.net.clone(), cfg.stores, &cfg.dir, exe.as_deref())?;
+    let mut net = match (cfg.netns, &exe) {
+        (Some(d), Some(e)) => Net::start_netns(cfg.net.clone(), cfg.stores, &cfg.dir, e, d)?,
+        _ => Net::start_with(cfg.net.clone(), cfg.stores, &cfg.dir, exe.as_deref())?,
+    };
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(1, |d| d.as_nanos() as u64)

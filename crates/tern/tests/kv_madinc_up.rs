@@ -64,6 +64,33 @@ fn a_client_uses_a_star_of_three_switch_processes_through_kv_up() {
     client_through_kv_up("loopback");
 }
 
+/// The same with every switch process in a network namespace of its own (veth, `tc netem`);
+/// the namespaces are gone after ctrl-c. Needs root (skipped otherwise).
+#[test]
+fn a_client_uses_a_star_of_three_switch_namespaces_through_kv_up() {
+    if !std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| o.stdout.starts_with(b"0\n"))
+        .unwrap_or(false)
+    {
+        eprintln!("skipped: netns mode needs root");
+        return;
+    }
+    client_through_kv_up("netns");
+}
+
+/// The MADINC namespaces of `tern kv up` process `pid`.
+fn namespaces_of(pid: u32) -> Vec<String> {
+    let o = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with(&format!("tmad-{pid}-")))
+        .map(str::to_string)
+        .collect()
+}
+
 /// The child processes of `pid`.
 fn children(pid: u32) -> Vec<u32> {
     let mut out = Vec::new();
@@ -102,8 +129,12 @@ fn client_through_kv_up(mode: &str) {
         .unwrap();
     let up = Up(child);
     let end = Instant::now() + Duration::from_secs(60);
+    let mut up = up;
     while !info.exists() {
         assert!(Instant::now() < end, "kv up never wrote its front file");
+        if let Some(st) = up.0.try_wait().unwrap() {
+            panic!("kv up --mode {mode} ended before it was up: {st}");
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
     let v: serde_json::Value =
@@ -160,11 +191,14 @@ fn client_through_kv_up(mode: &str) {
     }
     assert!(from_switch, "the hot key was never answered by a switch");
     let kids = children(up.0.id());
-    if mode == "loopback" {
+    let pid = up.0.id();
+    if mode != "sim" {
         assert_eq!(kids.len(), 3, "one process per switch: {kids:?}");
     }
+    if mode == "netns" {
+        assert_eq!(namespaces_of(pid).len(), 3, "one namespace per switch");
+    }
     // ctrl-c stops it: exit status 130.
-    let mut up = up;
     Command::new("kill")
         .args(["-INT", &up.0.id().to_string()])
         .status()
@@ -190,4 +224,5 @@ fn client_through_kv_up(mode: &str) {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
+    assert_eq!(namespaces_of(pid), Vec::<String>::new(), "namespaces left");
 }
