@@ -308,8 +308,16 @@ def madinc(r):
     if cdf:
         for p in cdf:
             steps = p["extra"]["rtt_cdf_ms"]
-            axs[2].step([0] + [s[0] for s in steps], [0] + [s[1] for s in steps], where="post", label=p["x"])
-        axs[2].set_xlabel("modelled RTT (ms, 0.4 ms per switch hop)")
+            label = p["x"] if p["method"] == "store" else "%s %s" % (p["x"], p["method"])
+            axs[2].step([0] + [s[0] for s in steps], [0] + [s[1] for s in steps], where="post", label=label)
+        if r["experiment"].endswith("-measured"):
+            # The slowest 5 % (scheduling on a shared machine) would hide the hop steps.
+            p95 = [s[0] for p in cdf for s in p["extra"]["rtt_cdf_ms"] if s[1] <= 0.95]
+            if p95:
+                axs[2].set_xlim(0, 1.2 * max(p95))
+            axs[2].set_xlabel("measured RTT (ms; 2 link traversals per switch hop), to p95")
+        else:
+            axs[2].set_xlabel("modelled RTT (ms, 0.4 ms per switch hop)")
         axs[2].set_ylabel("CDF of reads")
         axs[2].set_title("RTT CDF")
         axs[2].legend(fontsize=7)

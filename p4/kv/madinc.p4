@@ -20,10 +20,13 @@
  *      four counts reach the tenant's threshold a Bloom filter (3 × 1 bit) on (tenant, key) lets
  *      the first crossing through only: an ingress-to-egress clone to session MAD_CPU_SESSION
  *      (the controller's port, `mirroring_add`) becomes HOT_REPORT (switch id, frequency);
- *   4. WRITE_REQUEST (write-through, as NetCache): a cached item's slot is invalidated and the
- *      write goes on to the store; the controller refreshes the copy (register writes through
- *      the runtime, then valid := 1);
- *   5. every other MADINC op (replies, control, page messages) is forwarded unchanged.
+ *   4. WRITE_REQUEST (write-through, as NetCache): a cached item's slot is invalidated, its
+ *      write mark set, and the write goes on to the store; the store's WRITE_REPLY, passing
+ *      back, invalidates and marks the slot again. The controller refreshes the copy by
+ *      arming the slot (mark := 0, through the runtime), reading the store, then writing the
+ *      value with valid := 1 only if the mark is still 0 — a write that passed in between
+ *      (request or reply) makes the refresh stale, never an older value valid;
+ *   5. every other MADINC op (read replies, control, page messages) is forwarded unchanged.
  * Strict parsing: truncated (0), UDP length ≠ the op's headers (1), value over 128 bytes (2) are
  * dropped and counted in mad_dropped. The controller resets the sketch and the Bloom filter
  * periodically (register_reset). */
@@ -54,6 +57,7 @@ const bit<8>  PROTO_UDP = 17;
 const bit<16> READ_REQUEST = 0x0e00;
 const bit<16> READ_REPLY = 0x0e01;
 const bit<16> WRITE_REQUEST = 0x0e02;
+const bit<16> WRITE_REPLY = 0x0e03;
 const bit<16> HOT_REPORT = 0x0e04;
 
 /* mad_dropped counter indexes. */
@@ -72,6 +76,7 @@ const bit<32> OPS_WRITE_INVALIDATE = 3;
 const bit<32> OPS_WRITE_TO_STORE = 4;
 const bit<32> OPS_HOT_REPORT = 5;
 const bit<32> OPS_PASS = 6;
+const bit<32> OPS_WRITE_REPLY_MARK = 7;
 
 header ethernet_t {
     bit<48> dstAddr;
@@ -217,8 +222,14 @@ parser MadParser(packet_in packet,
         transition select(hdr.mad.optype) {
             READ_REQUEST: parsed_done;
             WRITE_REQUEST: parse_vallen;
+            WRITE_REPLY: parse_write_reply;
             default: accept;
         }
+    }
+
+    state parse_write_reply {
+        packet.extract(hdr.reply);
+        transition parsed_done;
     }
 
     state parse_vallen {
@@ -264,6 +275,9 @@ control MadIngress(inout headers hdr,
 
     register<bit<32>>(MAD_PAGES) page_owner_reg;
     register<bit<1>>(MAD_SLOTS) valid_reg;
+    /* Set by every write of the slot's item passing (request or reply); cleared by the
+     * controller's CONTROL_ARM; a CONTROL_UPDATE applies only while it is 0. */
+    register<bit<1>>(MAD_SLOTS) wmark_reg;
     register<bit<16>>(MAD_SLOTS) vallen_reg;
     register<bit<64>>(MAD_SLOTS * MAD_WORDS) val_reg;
     register<bit<16>>(MAD_CM_WIDTH) cm1_reg;
@@ -396,6 +410,9 @@ control MadIngress(inout headers hdr,
         if (hdr.vallen.isValid()) {
             len = len + 2 + (((hdr.vallen.vallen + 7) >> 3) << 3);
         }
+        if (hdr.reply.isValid()) {
+            len = len + 3;
+        }
         if (hdr.udp.length != len + 8) {
             mad_dropped.count(DROP_LENGTH);
             drop();
@@ -432,10 +449,24 @@ control MadIngress(inout headers hdr,
             valid_reg.read(valid, meta.slot);
         }
 
-        if (hdr.mad.optype == WRITE_REQUEST) {
-            /* Write-through: invalidate the copy; the controller refreshes it. */
+        if (hdr.mad.optype == WRITE_REPLY) {
+            /* The store's answer to a write: the write is done, so whatever value the
+             * controller read before this point may be older; invalidate and mark. */
             if (meta.is_cached == 1) {
                 valid_reg.write(meta.slot, 0);
+                wmark_reg.write(meta.slot, 1);
+                mad_ops.count(OPS_WRITE_REPLY_MARK);
+            } else {
+                mad_ops.count(OPS_PASS);
+            }
+            return;
+        }
+        if (hdr.mad.optype == WRITE_REQUEST) {
+            /* Write-through: invalidate the copy and mark the slot; the controller refreshes
+             * it. */
+            if (meta.is_cached == 1) {
+                valid_reg.write(meta.slot, 0);
+                wmark_reg.write(meta.slot, 1);
                 mad_ops.count(OPS_WRITE_INVALIDATE);
             } else {
                 mad_ops.count(OPS_WRITE_TO_STORE);

@@ -23,6 +23,7 @@ pub mod bench;
 pub mod client;
 pub mod history;
 pub mod madinc;
+pub mod madinc_auth;
 pub mod madinc_ctl;
 pub mod madinc_wire;
 pub mod protocol;

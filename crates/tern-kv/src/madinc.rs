@@ -41,6 +41,10 @@ crate::protocol::op_enum! {
     CONTROL_UPDATE = 0x0e13,
     /// switch/control plane → controller: the answer to a control message (by its id).
     CONTROL_REPLY = 0x0e14,
+    /// controller → switch: prepare a slot for a value read after this point: the (tenant,
+    /// key) → slot entry installed if absent, the copy invalid and the slot's write mark
+    /// cleared (a later CONTROL_UPDATE applies only while no write has marked it since).
+    CONTROL_ARM = 0x0e15,
     /// control plane → controller: a page joins a tenant's page table.
     PAGE_ALLOC = 0x0e20,
     /// control plane → controller: a page leaves a tenant's page table.
@@ -107,6 +111,15 @@ pub enum MadBody {
     },
     /// CONTROL_EVICT.
     Evict {
+        /// The control message id.
+        id: u32,
+        /// The switch.
+        switch: u16,
+        /// The slot.
+        slot: u32,
+    },
+    /// CONTROL_ARM.
+    Arm {
         /// The control message id.
         id: u32,
         /// The switch.
@@ -183,6 +196,9 @@ impl ReplyStatus {
     pub const DUPLICATE: u8 = 4;
     /// The switch could not apply it (a runtime call failed).
     pub const FAILED: u8 = 5;
+    /// A CONTROL_UPDATE came too late: a write passed the switch (request or reply) since the
+    /// slot was armed, so the value may be older than the store's; the copy stays invalid.
+    pub const STALE: u8 = 6;
 }
 
 /// One MADINC message: the header fields and the op's body.
@@ -287,6 +303,7 @@ impl MadBody {
                 StoreOp::Update => MadOp::CONTROL_UPDATE,
             },
             MadBody::Evict { .. } => MadOp::CONTROL_EVICT,
+            MadBody::Arm { .. } => MadOp::CONTROL_ARM,
             MadBody::Reply { .. } => MadOp::CONTROL_REPLY,
             MadBody::Page { alloc: true, .. } => MadOp::PAGE_ALLOC,
             MadBody::Page { alloc: false, .. } => MadOp::PAGE_FREE,
@@ -357,7 +374,7 @@ impl MadMessage {
                 out.extend_from_slice(&slot.to_be_bytes());
                 put_value(&mut out, value)?;
             }
-            MadBody::Evict { id, switch, slot } => {
+            MadBody::Evict { id, switch, slot } | MadBody::Arm { id, switch, slot } => {
                 out.extend_from_slice(&id.to_be_bytes());
                 out.extend_from_slice(&switch.to_be_bytes());
                 out.extend_from_slice(&slot.to_be_bytes());
@@ -456,6 +473,11 @@ impl MadMessage {
                 }
             }
             MadOp::CONTROL_EVICT => MadBody::Evict {
+                id: r.u32("control.id")?,
+                switch: r.u16("control.switch")?,
+                slot: r.u32("control.slot")?,
+            },
+            MadOp::CONTROL_ARM => MadBody::Arm {
                 id: r.u32("control.id")?,
                 switch: r.u16("control.switch")?,
                 slot: r.u32("control.slot")?,

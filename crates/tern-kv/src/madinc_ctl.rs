@@ -207,6 +207,25 @@ pub fn apply_control(rt: &mut dyn Runtime, m: &MadMessage) -> Result<(), (u8, St
         ]
     };
     let tenant_key = || vec![MatchParam::Exact(m.tenant.to_be_bytes().to_vec())];
+    // Per-tenant secret: a message about a tenant this switch knows must carry that tenant's
+    // tag (a TENANT_ADD sets it, a SKETCH_RESET names no tenant).
+    if !matches!(
+        m.body,
+        MadBody::Tenant { add: true, .. } | MadBody::Reset { .. }
+    ) {
+        if let Ok(e) = rt.mt_get_entry_from_key(&format!("{P}tenant"), &tenant_key(), None) {
+            let tag = match &e.action {
+                tern_runtime::ActionEntry::Action { data, .. } => data.first().map(|d| be_u32(d)),
+                _ => None,
+            };
+            if tag.is_some_and(|t| t != m.tag) {
+                return Err((
+                    ReplyStatus::TENANT,
+                    format!("the message's tag is not tenant {}'s secret", m.tenant),
+                ));
+            }
+        }
+    }
     match &m.body {
         MadBody::Tenant {
             add: true,
@@ -276,8 +295,24 @@ pub fn apply_control(rt: &mut dyn Runtime, m: &MadMessage) -> Result<(), (u8, St
                         ),
                     ));
                 }
+                // Applied only while no write passed the switch since the slot was armed
+                // (checked and written under the switch's lock, so no packet slips between).
+                let marked = rt
+                    .register_read(&format!("{P}wmark_reg"), *slot)
+                    .map_err(rt_fail)?;
+                if marked != 0 {
+                    return Err((
+                        ReplyStatus::STALE,
+                        format!(
+                            "tenant {} key {:?}: a write passed since slot {slot} was armed",
+                            m.tenant, m.key
+                        ),
+                    ));
+                }
                 return write_value(rt, *slot, value).map_err(rt_fail);
             }
+            rt.register_write(&format!("{P}wmark_reg"), *slot, 0)
+                .map_err(rt_fail)?;
             write_value(rt, *slot, value).map_err(rt_fail)?;
             let data = [slot.to_be_bytes().to_vec()];
             match entry {
@@ -285,6 +320,31 @@ pub fn apply_control(rt: &mut dyn Runtime, m: &MadMessage) -> Result<(), (u8, St
                     .mt_modify_entry(&t, e.handle, &format!("{P}set_slot"), &data)
                     .map_err(rt_fail),
                 None => rt
+                    .mt_add_entry(&t, &lookup_key(), &format!("{P}set_slot"), &data, None)
+                    .map(|_| ())
+                    .map_err(rt_fail),
+            }
+        }
+        MadBody::Arm { slot, .. } => {
+            if owner_of(rt, *slot)? != me {
+                return Err((
+                    ReplyStatus::SLOT,
+                    format!("slot {slot} is not in a page of tenant {}", m.tenant),
+                ));
+            }
+            // Invalid first, then the mark cleared, then the entry: from here on every write
+            // of the item that passes this switch (request or reply) marks the slot.
+            rt.register_write(&format!("{P}valid_reg"), *slot, 0)
+                .map_err(rt_fail)?;
+            rt.register_write(&format!("{P}wmark_reg"), *slot, 0)
+                .map_err(rt_fail)?;
+            let t = format!("{P}cache_lookup");
+            let data = [slot.to_be_bytes().to_vec()];
+            match rt.mt_get_entry_from_key(&t, &lookup_key(), None) {
+                Ok(e) => rt
+                    .mt_modify_entry(&t, e.handle, &format!("{P}set_slot"), &data)
+                    .map_err(rt_fail),
+                Err(_) => rt
                     .mt_add_entry(&t, &lookup_key(), &format!("{P}set_slot"), &data, None)
                     .map(|_| ())
                     .map_err(rt_fail),
@@ -835,7 +895,33 @@ impl Controller {
         key: Key,
         value: &[u8],
     ) -> Result<Placement, CtlError> {
+        self.place(rts, tenant, key, Some(value))
+    }
+
+    /// Like [`Controller::insert`] without a value: the slot is armed (CONTROL_ARM: entry
+    /// installed, copy invalid, write mark cleared). The caller then reads the store and gives
+    /// the value to [`Controller::refresh`], which the switch applies only if no write of the
+    /// item passed it in between — so a write that completes while the value is being read
+    /// can never leave an older value valid.
+    pub fn insert_armed(
+        &mut self,
+        rts: Switches,
+        tenant: u16,
+        key: Key,
+    ) -> Result<Placement, CtlError> {
+        self.place(rts, tenant, key, None)
+    }
+
+    fn place(
+        &mut self,
+        rts: Switches,
+        tenant: u16,
+        key: Key,
+        value: Option<&[u8]>,
+    ) -> Result<Placement, CtlError> {
         self.check_path(rts)?;
+        let armed = value.is_none();
+        let value = value.unwrap_or_default();
         if value.len() > MADINC_MAX_VALUE_LEN {
             return Err(CtlError::ValueTooLong(value.len()));
         }
@@ -853,12 +939,18 @@ impl Controller {
         let slot = page.page * PAGE_VALUES + offset;
         let s = page.switch;
         let value = value.to_vec();
-        self.send(rts, s, tenant, key, |id, switch| MadBody::Store {
-            op: StoreOp::Insert,
-            id,
-            switch,
-            slot,
-            value,
+        self.send(rts, s, tenant, key, |id, switch| {
+            if armed {
+                MadBody::Arm { id, switch, slot }
+            } else {
+                MadBody::Store {
+                    op: StoreOp::Insert,
+                    id,
+                    switch,
+                    slot,
+                    value,
+                }
+            }
         })?;
         let t = self.tenants.get_mut(&tenant).expect("present");
         t.contents.get_mut(&page).expect("own page")[offset as usize] = Some(key);
@@ -937,6 +1029,10 @@ impl Controller {
 
     /// A new value for a cached item (write-through: the switch invalidated its copy when the
     /// write passed; the store's answer refreshes it). Returns whether the item was cached.
+    /// The switch applies it only while no write of the item has passed it (request or reply)
+    /// since [`Controller::arm`] or [`Controller::insert_armed`]; otherwise it is refused with
+    /// [`ReplyStatus::STALE`] (`CtlError::Refused`) and the copy stays invalid until the later
+    /// write's own notice.
     pub fn refresh(
         &mut self,
         rts: Switches,
@@ -962,6 +1058,31 @@ impl Controller {
         Ok(true)
     }
 
+    /// Arms a cached item's slot before the caller reads the store for [`Controller::refresh`]
+    /// (CONTROL_ARM: the copy invalid, the write mark cleared). Returns whether it was cached.
+    pub fn arm(&mut self, rts: Switches, tenant: u16, key: Key) -> Result<bool, CtlError> {
+        self.check_path(rts)?;
+        let Some(p) = self.items.get(&(tenant, key)).copied() else {
+            return Ok(false);
+        };
+        self.send(rts, p.switch, tenant, key, |id, switch| MadBody::Arm {
+            id,
+            switch,
+            slot: p.slot,
+        })?;
+        Ok(true)
+    }
+
+    /// Like [`Controller::on_hot_report`], admitting the item armed and without a value
+    /// ([`Controller::insert_armed`]); the caller reads the store, then [`Controller::refresh`].
+    pub fn on_hot_report_armed(
+        &mut self,
+        rts: Switches,
+        report: &MadMessage,
+    ) -> Result<Option<Placement>, CtlError> {
+        self.admit(rts, report, None)
+    }
+
     /// A HOT_REPORT from a switch: admits its (tenant, key) with `value` (read from the store by
     /// the caller). Refused when it is not a HOT_REPORT, its tenant is unknown or its tag is not
     /// the tenant's secret. An item already cached anywhere on the path is not cached again:
@@ -971,6 +1092,15 @@ impl Controller {
         rts: Switches,
         report: &MadMessage,
         value: &[u8],
+    ) -> Result<Option<Placement>, CtlError> {
+        self.admit(rts, report, Some(value))
+    }
+
+    fn admit(
+        &mut self,
+        rts: Switches,
+        report: &MadMessage,
+        value: Option<&[u8]>,
     ) -> Result<Option<Placement>, CtlError> {
         if !matches!(report.body, MadBody::HotReport { .. }) {
             return Err(CtlError::NotAReport(report.body.op()));
@@ -985,7 +1115,7 @@ impl Controller {
         if self.items.contains_key(&(report.tenant, report.key)) {
             return Ok(None);
         }
-        self.insert(rts, report.tenant, report.key, value).map(Some)
+        self.place(rts, report.tenant, report.key, value).map(Some)
     }
 
     /// Clears every switch's count-min sketch and Bloom filter (the start of a new detection

@@ -11,6 +11,7 @@
 //! [`Inbox::new_period`] (a new detection period, when the switch may report it again).
 
 use crate::madinc::{MadBody, MadMessage, MadOp, ReplyStatus};
+use crate::madinc_auth::{AuthKey, Opener, Refused, Sealer};
 use crate::protocol::Key;
 use crate::rng::Rng;
 use std::collections::HashMap;
@@ -42,6 +43,7 @@ pub fn msg_id(m: &MadMessage) -> Option<MsgId> {
         MadBody::HotReport { switch, .. } => (0, *switch),
         MadBody::Store { id, switch, .. }
         | MadBody::Evict { id, switch, .. }
+        | MadBody::Arm { id, switch, .. }
         | MadBody::Page { id, switch, .. }
         | MadBody::Tenant { id, switch, .. }
         | MadBody::Reset { id, switch } => (*id, *switch),
@@ -138,6 +140,9 @@ pub struct LinkStats {
     pub refused: AtomicU64,
     /// Messages given up after the last try.
     pub gave_up: AtomicU64,
+    /// Acknowledgements refused: not sealed with the deployment's key (forged) or a copy of
+    /// one already taken (replayed).
+    pub forged_acks: AtomicU64,
 }
 
 /// A message waiting for its acknowledgement.
@@ -166,6 +171,8 @@ struct LinkShared {
     /// Messages acknowledged with a non-OK status, or given up ([`GAVE_UP`]), until
     /// [`Link::call`] takes their outcome.
     outcomes: Mutex<HashMap<MsgId, u8>>,
+    /// With a deployment key: seals every send, opens every acknowledgement.
+    auth: Option<Mutex<(Sealer, Opener)>>,
 }
 
 /// The outcome [`Link::call`] reports for a message given up after its last try.
@@ -174,6 +181,15 @@ pub const GAVE_UP: u8 = 0xFF;
 impl LinkShared {
     fn put(&self, bytes: &[u8]) {
         self.stats.sent.fetch_add(1, Ordering::Relaxed);
+        // Every send is sealed afresh: a retry carries a new sequence number.
+        let sealed;
+        let bytes = match &self.auth {
+            Some(a) => {
+                sealed = a.lock().unwrap_or_else(|p| p.into_inner()).0.seal(bytes);
+                &sealed[..]
+            }
+            None => bytes,
+        };
         let lost = self
             .dropper
             .lock()
@@ -220,10 +236,25 @@ impl Link {
         max_tries: u32,
         loss: Loss,
     ) -> Result<Link, WireError> {
-        let bind: SocketAddr = if dest.is_ipv4() {
-            ([127, 0, 0, 1], 0).into()
-        } else {
-            (std::net::Ipv6Addr::LOCALHOST, 0).into()
+        Link::start_auth(dest, retry, max_tries, loss, None)
+    }
+
+    /// Like [`Link::start`]; with `auth`, every datagram is sealed with the deployment's key
+    /// ([`crate::madinc_auth`]) and only acknowledgements sealed with it are taken.
+    pub fn start_auth(
+        dest: SocketAddr,
+        retry: Duration,
+        max_tries: u32,
+        loss: Loss,
+        auth: Option<AuthKey>,
+    ) -> Result<Link, WireError> {
+        // Loopback for a loopback receiver; any local address for one behind an interface (a
+        // switch in a network namespace).
+        let bind: SocketAddr = match (dest.is_ipv4(), dest.ip().is_loopback()) {
+            (true, true) => ([127, 0, 0, 1], 0).into(),
+            (true, false) => ([0, 0, 0, 0], 0).into(),
+            (false, true) => (std::net::Ipv6Addr::LOCALHOST, 0).into(),
+            (false, false) => (std::net::Ipv6Addr::UNSPECIFIED, 0).into(),
         };
         let sock = UdpSocket::bind(bind)?;
         sock.set_read_timeout(Some(Duration::from_millis(1)))?;
@@ -238,6 +269,7 @@ impl Link {
             stats: LinkStats::default(),
             next_id: AtomicU32::new(1),
             outcomes: Mutex::new(HashMap::new()),
+            auth: auth.map(|k| Mutex::new((Sealer::new(k), Opener::new(k)))),
         });
         let s = shared.clone();
         let thread = std::thread::Builder::new()
@@ -351,7 +383,22 @@ fn pump(s: &LinkShared) {
     while !s.stop.load(Ordering::Acquire) {
         // Drain the acknowledgements that arrived.
         while let Ok((n, _)) = s.sock.recv_from(&mut buf) {
-            let Ok(r) = MadMessage::decode(&buf[..n]) else {
+            let body = match &s.auth {
+                Some(a) => match a
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .1
+                    .open(&buf[..n])
+                {
+                    Ok(b) => b,
+                    Err(_) => {
+                        s.stats.forged_acks.fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    }
+                },
+                None => &buf[..n],
+            };
+            let Ok(r) = MadMessage::decode(body) else {
                 continue;
             };
             let Some((id, status)) = acked_id(&r) else {
@@ -416,6 +463,10 @@ pub struct InboxStats {
     pub not_control: u64,
     /// Acknowledgements the loss injection dropped.
     pub injected_drops: u64,
+    /// Datagrams refused because they were not sealed with the deployment's key (or altered).
+    pub forged: u64,
+    /// Sealed datagrams refused because their sequence number was seen before (a replay).
+    pub replayed: u64,
 }
 
 /// The receiving end: acknowledges and deduplicates control messages.
@@ -426,6 +477,8 @@ pub struct Inbox {
     dropper: Dropper,
     stats: InboxStats,
     buf: Vec<u8>,
+    /// With a deployment key: opens every datagram, seals every acknowledgement.
+    auth: Option<(Sealer, Opener)>,
 }
 
 impl Inbox {
@@ -438,7 +491,15 @@ impl Inbox {
             dropper: Dropper::new(loss),
             stats: InboxStats::default(),
             buf: vec![0u8; 2048],
+            auth: None,
         })
+    }
+
+    /// Takes only datagrams sealed with `key` (the others are counted as forged or replayed,
+    /// neither applied nor acknowledged) and seals its acknowledgements.
+    pub fn with_auth(mut self, key: AuthKey) -> Inbox {
+        self.auth = Some((Sealer::new(key), Opener::new(key)));
+        self
     }
 
     /// The bound address.
@@ -505,7 +566,21 @@ impl Inbox {
                 }
                 Err(e) => return Err(e.into()),
             };
-            let m = match MadMessage::decode(&self.buf[..n]) {
+            let body = match &mut self.auth {
+                Some((_, o)) => match o.open(&self.buf[..n]) {
+                    Ok(b) => b,
+                    Err(Refused::Forged) => {
+                        self.stats.forged += 1;
+                        continue;
+                    }
+                    Err(Refused::Replayed) => {
+                        self.stats.replayed += 1;
+                        continue;
+                    }
+                },
+                None => &self.buf[..n],
+            };
+            let m = match MadMessage::decode(body) {
                 Ok(m) => m,
                 Err(_) => {
                     self.stats.malformed += 1;
@@ -532,6 +607,10 @@ impl Inbox {
                 if self.dropper.drop_next() {
                     self.stats.injected_drops += 1;
                 } else if let Ok(b) = a.encode() {
+                    let b = match &mut self.auth {
+                        Some((s, _)) => s.seal(&b),
+                        None => b,
+                    };
                     // A lost acknowledgement is recovered by the sender's retry.
                     let _ = self.sock.send_to(&b, from);
                 }
@@ -616,7 +695,43 @@ impl SwitchAgent {
         retry: Duration,
         loss: Loss,
     ) -> Result<SwitchAgent, WireError> {
-        let mut inbox = Inbox::bind(([127, 0, 0, 1], 0).into(), loss)?;
+        SwitchAgent::start_auth(switch, controller, retry, loss, None)
+    }
+
+    /// Like [`SwitchAgent::start`]; with `auth`, the agent applies only control messages
+    /// sealed with the deployment's key (forged and replayed ones are counted in its
+    /// [`InboxStats`], neither applied nor acknowledged) and seals its hot reports.
+    pub fn start_auth(
+        switch: Arc<dyn crate::switchos::SwitchAccess>,
+        controller: Option<SocketAddr>,
+        retry: Duration,
+        loss: Loss,
+        auth: Option<AuthKey>,
+    ) -> Result<SwitchAgent, WireError> {
+        SwitchAgent::start_on(
+            ([127, 0, 0, 1], 0).into(),
+            switch,
+            controller,
+            retry,
+            loss,
+            auth,
+        )
+    }
+
+    /// Like [`SwitchAgent::start_auth`], its inbox bound to `bind` (an address of a network
+    /// namespace's interface).
+    pub fn start_on(
+        bind: SocketAddr,
+        switch: Arc<dyn crate::switchos::SwitchAccess>,
+        controller: Option<SocketAddr>,
+        retry: Duration,
+        loss: Loss,
+        auth: Option<AuthKey>,
+    ) -> Result<SwitchAgent, WireError> {
+        let mut inbox = Inbox::bind(bind, loss)?;
+        if let Some(k) = auth {
+            inbox = inbox.with_auth(k);
+        }
         let addr = inbox.addr()?;
         let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(Mutex::new(InboxStats::default()));
@@ -642,7 +757,7 @@ impl SwitchAgent {
                 }
             })?;
         let reports = match controller {
-            Some(c) => Some(Link::start(
+            Some(c) => Some(Link::start_auth(
                 c,
                 retry,
                 u32::MAX,
@@ -650,6 +765,7 @@ impl SwitchAgent {
                     per_million: loss.per_million,
                     seed: loss.seed ^ 0x5eed,
                 },
+                auth,
             )?),
             None => None,
         };
@@ -710,11 +826,22 @@ impl WirePath {
         max_tries: u32,
         loss: Loss,
     ) -> Result<WirePath, WireError> {
+        WirePath::connect_auth(agents, retry, max_tries, loss, None)
+    }
+
+    /// Like [`WirePath::connect`], sealing every control message with `auth`.
+    pub fn connect_auth(
+        agents: &[SocketAddr],
+        retry: Duration,
+        max_tries: u32,
+        loss: Loss,
+        auth: Option<AuthKey>,
+    ) -> Result<WirePath, WireError> {
         let links = agents
             .iter()
             .enumerate()
             .map(|(i, a)| {
-                Link::start(
+                Link::start_auth(
                     *a,
                     retry,
                     max_tries,
@@ -722,6 +849,7 @@ impl WirePath {
                         per_million: loss.per_million,
                         seed: loss.seed.wrapping_add(i as u64 * 7919),
                     },
+                    auth,
                 )
             })
             .collect::<Result<_, _>>()?;

@@ -59,6 +59,11 @@ fn all_messages() -> Vec<MadMessage> {
             switch: 0,
             slot: 129,
         },
+        MadBody::Arm {
+            id: 7,
+            switch: 1,
+            slot: 130,
+        },
         MadBody::Reply {
             id: 5,
             switch: 0,

@@ -3,7 +3,7 @@
 //! FarReach record) and tells the controller of every write; hot reports and write notices are
 //! acknowledged and retried, and a uniform burst of thousands of reports from 64 tenants through
 //! links that drop a third of the reports and a third of the acknowledgements loses none and
-//! delivers each once.
+//! delivers each once, also with every datagram sealed (forged and replayed ones refused).
 
 use std::collections::HashSet;
 use std::net::{SocketAddr, UdpSocket};
@@ -287,4 +287,85 @@ fn a_uniform_burst_of_hot_reports_loses_none_under_loss() {
     assert_eq!(inbox.recv(Duration::from_millis(200)).unwrap(), None);
     assert_eq!(inbox.stats().malformed, 1);
     assert_eq!(inbox.stats().not_control, 1);
+}
+
+/// The same burst with every datagram sealed with a deployment key (each retry sealed afresh):
+/// nothing lost, nothing refused; then an unsealed report and a replayed sealed one are
+/// refused and counted, never delivered.
+#[test]
+fn a_sealed_burst_loses_none_and_forged_or_replayed_reports_are_refused() {
+    use tern_kv::madinc_auth::{AuthKey, Sealer};
+    let key = AuthKey::random();
+    let ord = std::sync::atomic::Ordering::Relaxed;
+    let mut inbox = Inbox::bind(
+        "127.0.0.1:0".parse().unwrap(),
+        Loss {
+            per_million: 330_000,
+            seed: 7,
+        },
+    )
+    .unwrap()
+    .with_auth(key);
+    let link = Link::start_auth(
+        inbox.addr().unwrap(),
+        Duration::from_millis(5),
+        10_000,
+        Loss {
+            per_million: 330_000,
+            seed: 8,
+        },
+        Some(key),
+    )
+    .unwrap();
+    let mut sent = HashSet::new();
+    for t in 0..64u16 {
+        for k in 0..32u64 {
+            let m = msg(
+                t + 500,
+                Key::from_id(k),
+                MadBody::HotReport {
+                    switch: 1,
+                    frequency: 8,
+                },
+            );
+            link.send(&m).unwrap();
+            sent.insert((m.tenant, m.key));
+        }
+    }
+    let mut got = HashSet::new();
+    while got.len() < sent.len() {
+        let m = inbox
+            .recv(Duration::from_secs(10))
+            .unwrap()
+            .expect("a report within 10 s");
+        assert!(got.insert((m.tenant, m.key)), "delivered twice");
+    }
+    settle(&mut inbox, &link);
+    assert_eq!(link.stats().gave_up.load(ord), 0);
+    assert_eq!(link.stats().forged_acks.load(ord), 0);
+    assert!(link.stats().retried.load(ord) > 0);
+    assert_eq!((inbox.stats().forged, inbox.stats().replayed), (0, 0));
+    // Unsealed, and sealed once but sent twice.
+    let s = client();
+    let to = inbox.addr().unwrap();
+    let fresh = msg(
+        999,
+        Key::from_id(1),
+        MadBody::HotReport {
+            switch: 2,
+            frequency: 9,
+        },
+    );
+    s.send_to(&fresh.encode().unwrap(), to).unwrap();
+    assert_eq!(inbox.recv(Duration::from_millis(200)).unwrap(), None);
+    assert_eq!(inbox.stats().forged, 1);
+    let sealed = Sealer::new(key).seal(&fresh.encode().unwrap());
+    s.send_to(&sealed, to).unwrap();
+    assert_eq!(
+        inbox.recv(Duration::from_secs(5)).unwrap(),
+        Some(fresh.clone())
+    );
+    s.send_to(&sealed, to).unwrap();
+    assert_eq!(inbox.recv(Duration::from_millis(200)).unwrap(), None);
+    assert_eq!(inbox.stats().replayed, 1);
 }

@@ -44,6 +44,8 @@ enum KvCommand {
     /// The in-process switch of `--mode sim` as a process of its own, with BMv2's Thrift API
     /// (what `tern kv up --mode loopback --cache ...` runs, and its fault injector SIGKILLs).
     SimSwitch(super::cmd_kv_up::SimSwitchArgs),
+    /// One switch of a MADINC network as a process (what the measured MADINC experiments run).
+    MadincSwitch(super::madinc_net::MadSwitchArgs),
     /// The caches' switch OS against a running switch's Thrift API (what `tern kv up --mode
     /// netns --cache ...` runs in the switch namespace).
     Switchos(super::cmd_kv_up::SwitchOsArgs),
@@ -243,6 +245,7 @@ pub fn run(args: KvArgs) -> anyhow::Result<ExitCode> {
         KvCommand::Experiment(a) => super::cmd_kv_exp::run(a),
         KvCommand::Check(a) => check_cmd(a),
         KvCommand::SimSwitch(a) => super::cmd_kv_up::sim_switch(a),
+        KvCommand::MadincSwitch(a) => super::madinc_net::mad_switch(a),
         KvCommand::Switchos(a) => super::cmd_kv_up::switchos_cmd(a),
         KvCommand::Stats(a) => {
             let text = std::fs::read_to_string(&a.file)

@@ -221,9 +221,19 @@ fn parse_cache(name: &str) -> anyhow::Result<Option<tern_kv::switchos::CacheKind
 
 /// `tern kv up --cache madinc` (`madinc_net::up`).
 fn madinc_up(a: UpArgs) -> anyhow::Result<ExitCode> {
-    if !matches!(a.mode.as_deref(), None | Some("sim")) {
-        bail!("--cache madinc runs in --mode sim only (network namespaces: not yet)");
-    }
+    // sim: the switches in this process; loopback: each a `tern kv madinc-switch` process.
+    // netns: each switch process in a namespace of its own (root), 100 µs netem each way.
+    let (processes, netns) = match a.mode.as_deref() {
+        None | Some("sim") => (false, None),
+        Some("loopback") => (true, None),
+        Some("netns") => {
+            if !is_root() {
+                bail!("--mode netns needs root (network namespaces, veths, tc netem)");
+            }
+            (true, Some(std::time::Duration::from_micros(100)))
+        }
+        Some(m) => bail!("--cache madinc runs in --mode sim, loopback or netns, not {m:?}"),
+    };
     let dir = a.dir.clone().unwrap_or_else(|| {
         std::env::temp_dir().join(format!("tern-kv-up-madinc-{}", std::process::id()))
     });
@@ -249,6 +259,8 @@ fn madinc_up(a: UpArgs) -> anyhow::Result<ExitCode> {
         dir: dir.clone(),
         front_file: a.front_file.clone(),
         command: a.command.clone(),
+        processes,
+        netns,
     };
     let r = super::madinc_net::up(cfg, &stop);
     if a.dir.is_none() {

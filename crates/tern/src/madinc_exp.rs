@@ -13,6 +13,12 @@
 //! the answering hop (0.4 ms per switch reached, the step of the thesis's CDF; the store one step
 //! beyond the last switch). Outputs per experiment: `madinc-<name>.json` (points, the thesis's
 //! figures, the comparison), `.md` (thesis beside tern) and `.png` (`scripts/kv-plot.sh`).
+//!
+//! Measured, not modelled: `madinc-users-measured`, `madinc-policies-measured` (both:
+//! `madinc-measured`, not part of madinc-all) run every switch as a `tern kv madinc-switch`
+//! process and closed-loop client threads over it with a one-way delay per link traversal, and
+//! take reads/s and every read's RTT from the clients' clocks (tenants join and leave during the
+//! policies run).
 
 use super::cmd_kv::{plot, say, write_json};
 use super::cmd_kv_exp::ExperimentArgs;
@@ -159,6 +165,23 @@ impl Bed {
         stores: usize,
         loss: u32,
     ) -> anyhow::Result<Bed> {
+        Bed::start(topology, switches, pages, stores, loss, false)
+    }
+
+    /// With `processes`, every switch is a `tern kv madinc-switch` process.
+    fn start(
+        topology: Topology,
+        switches: usize,
+        pages: u32,
+        stores: usize,
+        loss: u32,
+        processes: bool,
+    ) -> anyhow::Result<Bed> {
+        let exe = if processes {
+            Some(std::env::current_exe().context("the tern executable")?)
+        } else {
+            None
+        };
         static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let dir = std::env::temp_dir().join(format!(
             "tern-madinc-{}-{}",
@@ -166,7 +189,7 @@ impl Bed {
             N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         ));
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        let net = Net::start(
+        let net = Net::start_with(
             NetConfig {
                 topology,
                 switches,
@@ -179,6 +202,7 @@ impl Bed {
             },
             stores,
             &dir,
+            exe.as_deref(),
         );
         match net {
             Ok(n) => Ok(Bed { net: Some(n), dir }),
@@ -326,7 +350,7 @@ struct Ctl {
 
 fn settle(net: &mut Net) -> anyhow::Result<Ctl> {
     let settled = net.settle(Duration::from_secs(120))?;
-    let s = net.stats().clone();
+    let s = net.stats();
     Ok(Ctl {
         made: s.reports_made,
         delivered: s.reports_delivered,
@@ -801,6 +825,406 @@ fn tenants_exp(s: &Sizes, a: &ExperimentArgs) -> anyhow::Result<Report> {
     })
 }
 
+/// The closed-loop measured runs' size: seconds measured per point, client threads in all
+/// (split equally among the users, as the thesis split its offered load), one-way delay per
+/// link traversal.
+struct Timed {
+    secs: f64,
+    clients: usize,
+    hop: Duration,
+    dists: Vec<Dist>,
+}
+
+fn timed(s: &Sizes) -> Timed {
+    if s.quick {
+        Timed {
+            secs: 1.0,
+            clients: 6,
+            hop: Duration::from_micros(200),
+            dists: vec![Dist::Zipf(0.99), Dist::Uniform],
+        }
+    } else {
+        Timed {
+            secs: 10.0,
+            clients: 24,
+            hop: Duration::from_micros(200),
+            dists: DISTS.to_vec(),
+        }
+    }
+}
+
+/// What a measured run saw.
+struct Measured {
+    /// Reads per second over the measured window (all users).
+    ops_per_s: f64,
+    /// Reads per user.
+    per_user: Vec<u64>,
+    /// Every read's round-trip time (ms), sorted.
+    rtt: Vec<f64>,
+    /// Reads answered per route position, and by the store.
+    at: Vec<u64>,
+    store: u64,
+    secs: f64,
+    /// Tenants that joined and left during the measured window (with `churn`).
+    joined: u64,
+    left: u64,
+}
+
+impl Measured {
+    fn pct(&self, q: f64) -> f64 {
+        if self.rtt.is_empty() {
+            return 0.0;
+        }
+        let i = ((q * self.rtt.len() as f64).ceil() as usize).clamp(1, self.rtt.len()) - 1;
+        self.rtt[i]
+    }
+    /// (RTT in ms, share of reads at or below it) at every 5 %, as madinc-distribution's.
+    fn cdf(&self) -> Vec<(f64, f64)> {
+        (1..=20)
+            .map(|i| (self.pct(i as f64 / 20.0), i as f64 / 20.0))
+            .collect()
+    }
+    fn json(&self) -> serde_json::Value {
+        serde_json::json!({"reads_per_s": self.ops_per_s, "reads_per_user": self.per_user,
+            "seconds": self.secs, "answered_at_switch": self.at, "store": self.store,
+            "rtt_ms_p50": self.pct(0.5), "rtt_ms_p90": self.pct(0.9), "rtt_ms_p99": self.pct(0.99),
+            "rtt_cdf_ms": self.cdf(), "tenants_joined": self.joined, "tenants_left": self.left})
+    }
+}
+
+/// One measured run: a fresh network, `users` users with `pages` pages each under `policy`,
+/// an unmeasured warm-up of `ops / 2` requests (reports admitted as they come), then
+/// `clients / users` closed-loop client threads per user reading for `secs` seconds with the link
+/// delay on while the controller keeps handling reports; every read's value is checked. With
+/// `churn`, other tenants join (2 pages, a record loaded and read back) and leave every 50 ms
+/// during the window while the measured clients read.
+#[allow(clippy::too_many_arguments)]
+fn measured_once(
+    s: &Sizes,
+    t: &Timed,
+    churn: bool,
+    topology: Topology,
+    switches: usize,
+    users: usize,
+    pages: u32,
+    policy: Policy,
+    d: Dist,
+    seed: u64,
+) -> anyhow::Result<(Measured, Ctl)> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let mut bed = Bed::start(topology, switches, 64, users.max(1), s.loss, true)?;
+    let net = bed.net();
+    let ids: Vec<u16> = (0..users as u16).map(|i| i + 1).collect();
+    for &u in &ids {
+        net.add_tenant(u, 0x7e00_0000 | u as u32, s.threshold, pages, policy)?;
+    }
+    let route_len = net.route_len(ids[0]);
+    let mut latest = HashMap::new();
+    load(net, &ids, KEYS, &mut latest)?;
+    let mut gens: Vec<Gen> = ids
+        .iter()
+        .map(|&u| Gen::new(d, KEYS, seed ^ u as u64))
+        .collect();
+    let mut rng = Rng::new(seed);
+    let mut warm = vec![Counts::default(); users];
+    for _ in 0..4 {
+        drive(
+            net,
+            &ids,
+            &mut gens,
+            s.ops / 8,
+            0.0,
+            &mut rng,
+            &mut latest,
+            &mut warm,
+            route_len,
+        )?;
+        if policy == Policy::LeastLoaded {
+            for &u in &ids {
+                net.rebalance(u)?;
+            }
+        }
+    }
+    net.settle(Duration::from_secs(60))?;
+    net.set_hop_delay(t.hop);
+    let mut clients = Vec::new();
+    for (ui, &u) in ids.iter().enumerate() {
+        for c in 0..(t.clients / users.max(1)).max(1) {
+            clients.push((ui, u, c, net.client(u)?));
+        }
+    }
+    let stop = AtomicBool::new(false);
+    struct Seen {
+        user: usize,
+        reads: u64,
+        rtt: Vec<f64>,
+        at: Vec<u64>,
+        store: u64,
+        wrong: u64,
+    }
+    let (mut joined, mut left) = (0u64, 0u64);
+    let start = std::time::Instant::now();
+    let (seen, secs) = std::thread::scope(|sc| -> anyhow::Result<(Vec<Seen>, f64)> {
+        let stop = &stop;
+        let handles: Vec<_> = clients
+            .into_iter()
+            .map(|(ui, u, c, cl)| {
+                sc.spawn(move || -> anyhow::Result<Seen> {
+                    let mut g = Gen::new(d, KEYS, seed ^ ((u as u64) << 8) ^ c as u64);
+                    let mut out = Seen {
+                        user: ui,
+                        reads: 0,
+                        rtt: Vec::new(),
+                        at: vec![0; route_len],
+                        store: 0,
+                        wrong: 0,
+                    };
+                    while !stop.load(Ordering::Relaxed) {
+                        let k = g.next();
+                        let t0 = std::time::Instant::now();
+                        let (a, v) = cl.read(Key::from_id(k))?;
+                        out.rtt.push(t0.elapsed().as_secs_f64() * 1e3);
+                        out.reads += 1;
+                        if v != Some(value_of(u, k, 1)) {
+                            out.wrong += 1;
+                        }
+                        match a {
+                            Answer::Switch(h) => out.at[h] += 1,
+                            Answer::Store => out.store += 1,
+                            Answer::Dropped => out.wrong += 1,
+                        }
+                    }
+                    Ok(out)
+                })
+            })
+            .collect();
+        let mut pumped = Ok(());
+        let mut next_churn = start + Duration::from_millis(50);
+        let mut live = std::collections::VecDeque::new();
+        let mut churn_id = 1000u16;
+        while start.elapsed().as_secs_f64() < t.secs {
+            let mut turn = || -> anyhow::Result<()> {
+                net.pump(Duration::from_millis(1))?;
+                if churn && std::time::Instant::now() >= next_churn {
+                    next_churn += Duration::from_millis(50);
+                    let id = churn_id;
+                    churn_id += 1;
+                    net.add_tenant(
+                        id,
+                        0x5100_0000 | id as u32,
+                        s.threshold,
+                        2,
+                        Policy::EvenSplit,
+                    )?;
+                    net.load(id, Key::from_id(1), &value_of(id, 1, 1))?;
+                    let (_, v) = net.read(id, Key::from_id(1))?;
+                    if v != Some(value_of(id, 1, 1)) {
+                        bail!("joining tenant {id} read {v:?}, not its own record");
+                    }
+                    live.push_back(id);
+                    joined += 1;
+                    if live.len() > 1 {
+                        if let Some(old) = live.pop_front() {
+                            net.remove_tenant(old)?;
+                            left += 1;
+                        }
+                    }
+                }
+                Ok(())
+            };
+            if let Err(e) = turn() {
+                pumped = Err(e);
+                break;
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        let secs = start.elapsed().as_secs_f64();
+        let mut seen = Vec::new();
+        for h in handles {
+            seen.push(
+                h.join()
+                    .map_err(|_| anyhow::anyhow!("a client thread panicked"))??,
+            );
+        }
+        pumped?;
+        Ok((seen, secs))
+    })?;
+    net.set_hop_delay(Duration::ZERO);
+    let ctl = settle(net)?;
+    let wrong: u64 =
+        seen.iter().map(|x| x.wrong).sum::<u64>() + warm.iter().map(|c| c.wrong).sum::<u64>();
+    if wrong > 0 {
+        bail!("{wrong} measured reads returned a wrong value or were dropped");
+    }
+    let mut m = Measured {
+        ops_per_s: 0.0,
+        per_user: vec![0; users],
+        rtt: Vec::new(),
+        at: vec![0; route_len],
+        store: 0,
+        secs,
+        joined,
+        left,
+    };
+    for x in seen {
+        m.per_user[x.user] += x.reads;
+        m.rtt.extend(x.rtt);
+        for (a, b) in m.at.iter_mut().zip(&x.at) {
+            *a += b;
+        }
+        m.store += x.store;
+    }
+    m.ops_per_s = m.per_user.iter().sum::<u64>() as f64 / secs;
+    m.rtt.sort_by(f64::total_cmp);
+    Ok((m, ctl))
+}
+
+fn timed_scale(s: &Sizes, t: &Timed) -> serde_json::Value {
+    serde_json::json!({"quick": s.quick, "warmup_ops": s.ops / 2, "keys": KEYS,
+        "hot_threshold": s.threshold, "loss_per_million": s.loss, "seconds_per_point": t.secs,
+        "clients_in_all": t.clients, "link_delay_ms": t.hop.as_secs_f64() * 1e3})
+}
+
+fn users_measured(s: &Sizes, a: &ExperimentArgs) -> anyhow::Result<Report> {
+    let _ = a;
+    let t = timed(s);
+    let mut points = Vec::new();
+    let mut ctls = Vec::new();
+    for &d in &t.dists {
+        for users in 1..=3usize {
+            let (m, ctl) = measured_once(
+                s,
+                &t,
+                false,
+                Topology::Star,
+                3,
+                users,
+                25,
+                Policy::NearClient,
+                d,
+                7,
+            )?;
+            let share = 1.0 - m.store as f64 / m.rtt.len().max(1) as f64;
+            points.push(point(
+                &d.name(),
+                &format!("{users} user{}", if users > 1 { "s" } else { "" }),
+                vec![m.ops_per_s],
+                vec![share],
+                m.json(),
+            ));
+            ctls.push(ctl);
+        }
+    }
+    let get = |x: &str, u: &str| {
+        points
+            .iter()
+            .find(|p| p.x == x && p.method == u)
+            .map_or(0.0, |p| p.mean)
+    };
+    let last = t.dists.last().map_or("uniform".into(), |d| d.name());
+    let compare = vec![
+        cmp(
+            "zipf-0.99: 3 users / 1 user, measured reads/s",
+            "slightly below 1 (30 kQPS offered split among users; BMv2 the limit)",
+            Some(1.0),
+            get("zipf-0.99", "3 users") / get("zipf-0.99", "1 user").max(1e-9),
+        ),
+        cmp(
+            "uniform / zipf-0.99, 1 user, measured reads/s",
+            "≈ 1/3 (lost reports under the uniform burst)",
+            Some(1.0 / 3.0),
+            get(&last, "1 user") / get("zipf-0.99", "1 user").max(1e-9),
+        ),
+    ];
+    Ok(Report {
+        kind: "kv-madinc-experiment",
+        experiment: "madinc-users-measured".into(),
+        title: "user scalability, measured (star, 1–3 users, 25 pages each)".into(),
+        figure: "thesis §6, Exp 1".into(),
+        x_label: "workload".into(),
+        metric: "measured reads/s (closed loop)".into(),
+        method_note: format!("star of 3 tern switches (core + 2 leaves), each a `tern kv madinc-switch` process (madinc.p4 and its switch agent) reached over loopback UDP, each user's client and store on different leaves, 25 pages per user near-client; after an unmeasured warm-up, {} closed-loop client threads in all (split equally among the users, as the thesis split its 30 kQPS) read for {} s with a {} ms one-way delay on every link traversal (the thesis's 0.4 ms RTT step per switch hop) while the controller keeps admitting reported items; ops/s and every read's RTT measured by the clients' clocks; on the shared machine, so the absolute rate is this machine's, not a switch's", t.clients, t.secs, t.hop.as_secs_f64() * 1e3),
+        scale: timed_scale(s, &t),
+        date: super::cmd_kv_exp::now_utc(),
+        machine: super::cmd_kv_exp::machine(),
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        points,
+        thesis: vec![
+            thesis("zipf-0.9", "1 user", 30_000.0),
+            thesis("uniform", "1 user", 10_000.0),
+        ],
+        compare,
+        control: control_json(&ctls),
+    })
+}
+
+fn policies_measured(s: &Sizes, a: &ExperimentArgs) -> anyhow::Result<Report> {
+    let _ = a;
+    let t = timed(s);
+    let mut points = Vec::new();
+    let mut ctls = Vec::new();
+    for &d in &t.dists {
+        for (name, p) in [
+            ("near-client", Policy::NearClient),
+            ("near-store", Policy::NearStore),
+            ("even-split", Policy::EvenSplit),
+            ("least-loaded", Policy::LeastLoaded),
+        ] {
+            let (m, ctl) = measured_once(s, &t, true, Topology::Line, 2, 1, 20, p, d, 11)?;
+            let share = 1.0 - m.store as f64 / m.rtt.len().max(1) as f64;
+            points.push(point(
+                &d.name(),
+                name,
+                vec![m.ops_per_s],
+                vec![share],
+                m.json(),
+            ));
+            ctls.push(ctl);
+        }
+    }
+    let p50 = |x: &str, m: &str| {
+        points
+            .iter()
+            .find(|p| p.x == x && p.method == m)
+            .and_then(|p| p.extra["rtt_ms_p50"].as_f64())
+            .unwrap_or(0.0)
+    };
+    let compare = vec![
+        cmp(
+            "zipf-0.99, near-client: median RTT (ms)",
+            "≈ 0.4 ms (answered at the first switch)",
+            Some(0.4),
+            p50("zipf-0.99", "near-client"),
+        ),
+        cmp(
+            "zipf-0.99, near-store: median RTT (ms)",
+            "≈ 0.8 ms (answered at the second switch)",
+            Some(0.8),
+            p50("zipf-0.99", "near-store"),
+        ),
+    ];
+    Ok(Report {
+        kind: "kv-madinc-experiment",
+        experiment: "madinc-policies-measured".into(),
+        title: "allocation policies, measured (line of 2, 1 user, 20 pages)".into(),
+        figure: "thesis §6, Exp 2 (RTT steps of Exp 3)".into(),
+        x_label: "workload".into(),
+        metric: "measured reads/s (closed loop)".into(),
+        method_note: format!("line of 2 tern switches (client side, store side), each a `tern kv madinc-switch` process reached over loopback UDP, 1 user with 20 pages under each policy; after an unmeasured warm-up, {} closed-loop client threads read for {} s with a {} ms one-way delay on every link traversal while other tenants join (2 pages each, their own record read back) and leave every 50 ms; reads/s and RTT measured (p50/p90/p99 and a 20-point CDF per point in the JSON); on the shared machine", t.clients, t.secs, t.hop.as_secs_f64() * 1e3),
+        scale: timed_scale(s, &t),
+        date: super::cmd_kv_exp::now_utc(),
+        machine: super::cmd_kv_exp::machine(),
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        points,
+        thesis: vec![
+            thesis("uniform", "even-split", 20_000.0),
+            thesis("uniform", "near-client", 17_500.0),
+        ],
+        compare,
+        control: control_json(&ctls),
+    })
+}
+
 fn scale_json(s: &Sizes, a: &ExperimentArgs) -> serde_json::Value {
     let _ = a;
     serde_json::json!({"quick": s.quick, "ops": s.ops, "keys": KEYS, "hot_threshold": s.threshold,
@@ -847,15 +1271,20 @@ const ALL: [&str; 5] = [
     "madinc-tenants",
 ];
 
+/// Timed (wall-clock) experiments: not part of madinc-all (a quiet machine is needed).
+const MEASURED: [&str; 2] = ["madinc-users-measured", "madinc-policies-measured"];
+
 /// `tern kv experiment madinc-…`.
 pub fn run(a: &ExperimentArgs) -> anyhow::Result<()> {
     let names: Vec<&str> = if a.suite == "madinc-all" {
         ALL.to_vec()
-    } else if ALL.contains(&a.suite.as_str()) {
+    } else if a.suite == "madinc-measured" {
+        MEASURED.to_vec()
+    } else if ALL.contains(&a.suite.as_str()) || MEASURED.contains(&a.suite.as_str()) {
         vec![a.suite.as_str()]
     } else {
         bail!(
-            "unknown MADINC experiment {:?} (madinc-users, madinc-policies, madinc-distribution, madinc-burst, madinc-tenants, madinc-all)",
+            "unknown MADINC experiment {:?} (madinc-users, madinc-policies, madinc-distribution, madinc-burst, madinc-tenants, madinc-all; measured: madinc-users-measured, madinc-policies-measured, madinc-measured)",
             a.suite
         );
     };
@@ -868,6 +1297,8 @@ pub fn run(a: &ExperimentArgs) -> anyhow::Result<()> {
             "madinc-policies" => policies_exp(&s, a)?,
             "madinc-distribution" => distribution_exp(&s, a)?,
             "madinc-burst" => burst_exp(&s, a)?,
+            "madinc-users-measured" => users_measured(&s, a)?,
+            "madinc-policies-measured" => policies_measured(&s, a)?,
             _ => tenants_exp(&s, a)?,
         };
         let json = a.out.join(format!("{name}.json"));

@@ -1,4 +1,5 @@
-//! A MADINC network in one process: N tern switches running `p4/kv/madinc.p4` in a line or a
+//! A MADINC network: N tern switches running `p4/kv/madinc.p4` (in this process, or each a
+//! `tern kv madinc-switch` process reached over loopback UDP: `Net::start_with`) in a line or a
 //! star, real RocksDB storage servers (tern-kv's, one per store) on loopback UDP, a switch
 //! agent per switch and the controller (`tern_kv::madinc_ctl`) reaching them only through
 //! acknowledged, retried control messages (`tern_kv::madinc_wire`), with loss injected on every
@@ -20,6 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tern_dataplane::{Switch, SwitchOptions};
 use tern_kv::madinc::{MadBody, MadMessage, StoreOp};
+use tern_kv::madinc_auth::AuthKey;
 use tern_kv::madinc_ctl::{Controller, Policy, TenantSpec};
 use tern_kv::madinc_wire::{call, Inbox, Link, Loss, SwitchAgent, WirePath};
 use tern_kv::protocol::Key;
@@ -91,6 +93,9 @@ pub struct NetStats {
     pub notices: u64,
     /// Cached copies refreshed after a write.
     pub refreshed: u64,
+    /// Refreshes (and admissions) the switch refused as stale: a write of the item passed it
+    /// between the arming of the slot and the value's arrival (the copy stays invalid).
+    pub stale: u64,
 }
 
 struct TenantInfo {
@@ -99,11 +104,21 @@ struct TenantInfo {
     store: usize,
 }
 
+/// Tests: a step run between the controller's store read and its refresh.
+#[cfg(test)]
+type Between = Box<dyn FnMut(&mut Net) + Send>;
+
 /// The network; everything is stopped on drop.
 pub struct Net {
     cfg: NetConfig,
-    sw: Vec<Arc<Mutex<Switch>>>,
-    agents: Vec<SwitchAgent>,
+    sw: Arc<Vec<Hop>>,
+    agents: Arc<Vec<SwitchAgent>>,
+    /// This driver's socket toward switch processes.
+    swsock: UdpSocket,
+    /// HOT_REPORT clones the switches produced (the driver's and every [`NetClient`]'s).
+    reports_made: Arc<std::sync::atomic::AtomicU64>,
+    /// One-way delay of every link traversal (client–switch, switch–switch, switch–store).
+    hop: Duration,
     path: WirePath,
     ctl: Controller,
     /// The controller's receiving thread: acknowledges at once and queues for [`Net::pump`].
@@ -118,6 +133,12 @@ pub struct Net {
     _links: Vec<Arc<Link>>,
     /// Each switch's read-hit count at the last rebalance.
     hits_seen: Vec<u64>,
+    /// The deployment's control key.
+    #[cfg_attr(not(test), allow(dead_code))]
+    key: AuthKey,
+    /// Tests: runs between the controller's store read and its refresh (to put a write there).
+    #[cfg(test)]
+    between: Option<Between>,
 }
 
 /// MADINC's switch program.
@@ -155,7 +176,45 @@ fn frame(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16, payload: &[u8]) -> 
 impl Net {
     /// Starts the switches, their agents, one storage server per store (data under `dir`) and
     /// the controller's links.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub fn start(cfg: NetConfig, stores: usize, dir: &Path) -> anyhow::Result<Net> {
+        Net::start_with(cfg, stores, dir, None)
+    }
+
+    /// Like [`Net::start`]; with `processes` (the tern executable), every switch is a
+    /// `tern kv madinc-switch` process of its own (its pipeline and its agent), reached over
+    /// loopback UDP, stopped with the network (and when this process dies: its stdin closes).
+    pub fn start_with(
+        cfg: NetConfig,
+        stores: usize,
+        dir: &Path,
+        processes: Option<&Path>,
+    ) -> anyhow::Result<Net> {
+        Net::start_inner(cfg, stores, dir, processes.map(|e| (e, None)))
+    }
+
+    /// Every switch a `tern kv madinc-switch` process in a network namespace of its own, joined
+    /// to this one by a veth pair (10.79.i.1 here, 10.79.i.2 there) with `tc netem` delaying
+    /// each direction by `delay`: every frame a switch processes crosses its link twice.
+    /// Needs root; the namespaces are removed with the network (and stale ones of dead runs at
+    /// the next start).
+    pub fn start_netns(
+        cfg: NetConfig,
+        stores: usize,
+        dir: &Path,
+        exe: &Path,
+        delay: Duration,
+    ) -> anyhow::Result<Net> {
+        netns::remove_stale();
+        Net::start_inner(cfg, stores, dir, Some((exe, Some(delay))))
+    }
+
+    fn start_inner(
+        cfg: NetConfig,
+        stores: usize,
+        dir: &Path,
+        processes: Option<(&Path, Option<Duration>)>,
+    ) -> anyhow::Result<Net> {
         if cfg.switches == 0 || (cfg.topology == Topology::Star && cfg.switches < 3) {
             bail!(
                 "a {:?} topology needs at least {} switches, {} given",
@@ -171,48 +230,57 @@ impl Net {
             bail!("at least one store is needed");
         }
         let json = program()?;
-        let inbox = Inbox::bind(([127, 0, 0, 1], 0).into(), cfg.loss)?;
+        // The deployment's control key: every control datagram (controller ↔ agents, agents'
+        // reports, stores' notices, their acknowledgements) is sealed with it.
+        let key = AuthKey::random();
+        // In namespaces the switches reach the controller through their veths.
+        let any = matches!(processes, Some((_, Some(_))));
+        let bind: [u8; 4] = if any { [0, 0, 0, 0] } else { [127, 0, 0, 1] };
+        let inbox = Inbox::bind((bind, 0).into(), cfg.loss)?.with_auth(key);
         let ctl_addr = inbox.addr()?;
         let mut sw = Vec::new();
         let mut agents = Vec::new();
+        let mut addrs: Vec<SocketAddr> = Vec::new();
+        // netns without netem: the link delay by sleeping, as `Net::set_hop_delay`.
+        let mut sleep_links = None;
         for i in 0..cfg.switches {
-            let mut s = Switch::from_json(&json, SwitchOptions::default())?;
-            for (ip, port) in [(CLIENT_IP, 1u8), (STORE_IP, 2u8)] {
-                s.mt_add_entry(
-                    "MadIngress.forward",
-                    &[MatchParam::Exact(ip.to_vec())],
-                    "MadIngress.to_port",
-                    &[vec![0, port]],
-                    None,
-                )?;
-            }
-            s.mirroring_session_add(
-                250,
-                MirroringSession {
-                    port: Some(CPU_PORT),
-                    mgid: None,
-                },
-            )?;
-            s.mt_set_default_action(
-                "MadIngress.mad_params",
-                "MadIngress.set_switch",
-                &[(i as u16).to_be_bytes().to_vec()],
-            )?;
-            let s = Arc::new(Mutex::new(s));
             let loss = Loss {
                 per_million: cfg.loss.per_million,
                 seed: cfg.loss.seed.wrapping_add(100 + i as u64),
             };
-            agents.push(SwitchAgent::start(
-                s.clone(),
-                Some(ctl_addr),
-                cfg.retry,
-                loss,
-            )?);
-            sw.push(s);
+            if let Some((exe, delay)) = processes {
+                let ns = match delay {
+                    Some(d) => {
+                        let (ns, netem) = netns::make(i, d)?;
+                        if !netem && sleep_links.is_none() {
+                            eprintln!(
+                                "madinc netns: no tc netem in this kernel (sch_netem); the driver \
+                                 delays each link traversal by {} µs instead",
+                                d.as_micros()
+                            );
+                            sleep_links = Some(d);
+                        }
+                        Some(ns)
+                    }
+                    None => None,
+                };
+                let ctl = match &ns {
+                    Some(_) => SocketAddr::from((netns::here(i), ctl_addr.port())),
+                    None => ctl_addr,
+                };
+                let r = RemoteSwitch::spawn(exe, i, ctl, cfg.retry, loss, key, ns)?;
+                addrs.push(r.agent);
+                sw.push(Hop::Remote(r));
+                continue;
+            }
+            let s = Arc::new(Mutex::new(madinc_switch(&json, i)?));
+            let agent =
+                SwitchAgent::start_auth(s.clone(), Some(ctl_addr), cfg.retry, loss, Some(key))?;
+            addrs.push(agent.addr());
+            agents.push(agent);
+            sw.push(Hop::Local(s));
         }
-        let addrs: Vec<SocketAddr> = agents.iter().map(|a| a.addr()).collect();
-        let path = WirePath::connect(&addrs, cfg.retry, u32::MAX, cfg.loss)?;
+        let path = WirePath::connect_auth(&addrs, cfg.retry, u32::MAX, cfg.loss, Some(key))?;
         let mut servers = Vec::new();
         let mut links = Vec::new();
         for j in 0..stores {
@@ -220,7 +288,7 @@ impl Net {
             sc.index = j as u16;
             let h = tern_kv::server::start(&sc)
                 .with_context(|| format!("starting store {j} under {}", dir.display()))?;
-            let link = Arc::new(Link::start(
+            let link = Arc::new(Link::start_auth(
                 ctl_addr,
                 cfg.retry,
                 u32::MAX,
@@ -228,6 +296,7 @@ impl Net {
                     per_million: cfg.loss.per_million,
                     seed: cfg.loss.seed.wrapping_add(1000 + j as u64),
                 },
+                Some(key),
             )?);
             h.cache_ctl().set_madinc_controller(Some(link.clone()));
             links.push(link);
@@ -265,8 +334,11 @@ impl Net {
         Ok(Net {
             ctl: Controller::new(&vec![cfg.pages; cfg.switches]),
             cfg,
-            sw,
-            agents,
+            sw: Arc::new(sw),
+            swsock: UdpSocket::bind("0.0.0.0:0")?,
+            agents: Arc::new(agents),
+            reports_made: Default::default(),
+            hop: sleep_links.unwrap_or(Duration::ZERO),
             path,
             inbox,
             queue,
@@ -278,6 +350,9 @@ impl Net {
             stats: NetStats::default(),
             _links: links,
             hits_seen: Vec::new(),
+            key,
+            #[cfg(test)]
+            between: None,
         })
     }
 
@@ -355,72 +430,58 @@ impl Net {
             key,
             body,
         };
-        let mut f = frame(CLIENT_IP, STORE_IP, 8888, 1152, &req.encode()?);
-        for (h, &s) in route.iter().enumerate() {
-            let out = self.pass(s, 1, &f)?;
-            let mut next = None;
-            for o in out {
-                match o.port {
-                    1 => {
-                        let back = self.back(&route[..h], &o.data)?;
-                        return Ok((Answer::Switch(h), Some(back)));
-                    }
-                    2 => next = Some(o.data),
-                    _ => {}
-                }
-            }
-            match next {
-                Some(d) => f = d,
-                None => return Ok((Answer::Dropped, None)),
-            }
-        }
-        let m = MadMessage::decode(&f[42..]).context("a request leaving the route")?;
-        let reply = call(
-            &self.sock,
-            self.servers[store].addr(),
-            &m,
-            Duration::from_millis(500),
-            8,
-        )?
-        .with_context(|| format!("store {store} did not answer"))?;
-        let rf = frame(STORE_IP, CLIENT_IP, 1152, 8888, &reply.encode()?);
-        let back = self.back(&route, &rf)?;
-        Ok((Answer::Store, Some(back)))
+        self.wire()
+            .carry(&self.sock, &route, self.servers[store].addr(), &req)
     }
 
+    fn wire(&self) -> Wire<'_> {
+        Wire {
+            sw: &self.sw,
+            agents: &self.agents,
+            reports: &self.reports_made,
+            hop: self.hop,
+            swsock: &self.swsock,
+        }
+    }
+
+    #[cfg(test)]
     /// One switch processes a frame; HOT_REPORT clones go to its agent.
     fn pass(&mut self, s: usize, port: u32, f: &[u8]) -> anyhow::Result<Vec<OutputPacket>> {
-        let mut out: Vec<OutputPacket> = Vec::new();
-        self.sw[s]
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .process_packet(port, f, &mut out);
-        let mut rest = Vec::with_capacity(out.len());
-        for o in out {
-            if o.port == CPU_PORT {
-                let r = MadMessage::decode(o.data.get(42..).unwrap_or(&[]))
-                    .context("a HOT_REPORT clone")?;
-                self.stats.reports_made += 1;
-                self.agents[s].report(&r)?;
-            } else {
-                rest.push(o);
-            }
-        }
-        Ok(rest)
+        self.wire().pass(s, port, f)
     }
 
+    #[cfg(test)]
     /// Carries a reply back through `passed` (in reverse) and decodes it at the client.
     fn back(&mut self, passed: &[usize], f: &[u8]) -> anyhow::Result<MadMessage> {
-        let mut f = f.to_vec();
-        for &s in passed.iter().rev() {
-            let out = self.pass(s, 2, &f)?;
-            f = out
-                .into_iter()
-                .find(|o| o.port == 1)
-                .map(|o| o.data)
-                .with_context(|| format!("switch {s} did not pass a reply back"))?;
-        }
-        Ok(MadMessage::decode(&f[42..])?)
+        self.wire().back(passed, f)
+    }
+
+    /// Sets the one-way delay of every link traversal (as `tc netem` on each link of a
+    /// topology): a read answered by the route's h-th switch crosses 2 (h + 1) links, one
+    /// answered by the store 2 (route + 1). Zero (the default) sleeps nowhere.
+    pub fn set_hop_delay(&mut self, d: Duration) {
+        self.hop = d;
+    }
+
+    /// A client of `tenant` that can run on its own thread beside the driver (closed-loop
+    /// load): its own socket, the tenant's route and store, the shared switches and agents.
+    pub fn client(&self, tenant: u16) -> anyhow::Result<NetClient> {
+        let t = self
+            .tenants
+            .get(&tenant)
+            .with_context(|| format!("tenant {tenant} is not in the network"))?;
+        Ok(NetClient {
+            sw: self.sw.clone(),
+            agents: self.agents.clone(),
+            reports: self.reports_made.clone(),
+            hop: self.hop,
+            sock: UdpSocket::bind("127.0.0.1:0")?,
+            swsock: UdpSocket::bind("0.0.0.0:0")?,
+            route: t.route.clone(),
+            store: self.servers[t.store].addr(),
+            tenant,
+            tag: t.secret,
+        })
     }
 
     /// Reads (tenant's own tag) → who answered and the value.
@@ -486,12 +547,17 @@ impl Net {
             match &m.body {
                 MadBody::HotReport { .. } => {
                     // An item that is not in the store is not cached.
-                    let Some(value) = self.store_value(store, &m)? else {
+                    if self.store_value(store, &m)?.is_none() {
                         self.stats.absorbed += 1;
                         continue;
-                    };
-                    match self.ctl.on_hot_report(&mut self.path, &m, &value) {
-                        Ok(Some(_)) => self.stats.admitted += 1,
+                    }
+                    // Admitted armed (entry installed, copy invalid, write mark clear), then
+                    // the value read and written only if no write passed in between.
+                    match self.ctl.on_hot_report_armed(&mut self.path, &m) {
+                        Ok(Some(_)) => {
+                            self.stats.admitted += 1;
+                            self.revalidate(store, &m)?;
+                        }
                         Ok(None) => self.stats.absorbed += 1,
                         Err(tern_kv::madinc_ctl::CtlError::NoTenantPages(_)) => {
                             self.stats.absorbed += 1
@@ -504,25 +570,46 @@ impl Net {
                     ..
                 } => {
                     self.stats.notices += 1;
-                    if self.ctl.placement(m.tenant, m.key).is_some() {
-                        // The store's current value (a later write may have overtaken this
-                        // notice; its own notice follows).
-                        match self.store_value(store, &m)? {
-                            Some(value) => {
-                                if self.ctl.refresh(&mut self.path, m.tenant, m.key, &value)? {
-                                    self.stats.refreshed += 1;
-                                }
-                            }
-                            None => {
-                                self.ctl.evict(&mut self.path, m.tenant, m.key)?;
-                            }
-                        }
+                    // Arm the slot, then read the store's current value (a later write may
+                    // have overtaken this notice), then refresh: refused as stale if a write
+                    // passed the switch since the arm (its own notice follows).
+                    if self.ctl.arm(&mut self.path, m.tenant, m.key)?
+                        && self.revalidate(store, &m)?
+                    {
+                        self.stats.refreshed += 1;
                     }
                 }
                 _ => {}
             }
         }
         Ok(n)
+    }
+
+    /// After the item's slot was armed: reads the store and writes the value, unless a write
+    /// of the item passed the switch since the arm (stale: the copy stays invalid).
+    /// Returns whether the value was written.
+    fn revalidate(&mut self, store: SocketAddr, m: &MadMessage) -> anyhow::Result<bool> {
+        let value = self.store_value(store, m)?;
+        #[cfg(test)]
+        if let Some(mut f) = self.between.take() {
+            f(self);
+            self.between = Some(f);
+        }
+        let Some(value) = value else {
+            self.ctl.evict(&mut self.path, m.tenant, m.key)?;
+            return Ok(false);
+        };
+        match self.ctl.refresh(&mut self.path, m.tenant, m.key, &value) {
+            Ok(written) => Ok(written),
+            Err(tern_kv::madinc_ctl::CtlError::Refused {
+                status: tern_kv::madinc::ReplyStatus::STALE,
+                ..
+            }) => {
+                self.stats.stale += 1;
+                Ok(false)
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     fn store_value(&self, store: SocketAddr, m: &MadMessage) -> anyhow::Result<Option<Vec<u8>>> {
@@ -579,7 +666,8 @@ impl Net {
                 .filter_map(|a| a.report_link())
                 .map(|l| l.pending())
                 .sum::<usize>()
-                + self._links.iter().map(|l| l.pending()).sum::<usize>();
+                + self._links.iter().map(|l| l.pending()).sum::<usize>()
+                + self.remote_reports_pending();
             if busy == 0 {
                 self.pump(Duration::from_millis(2))?;
                 return Ok(true);
@@ -590,17 +678,31 @@ impl Net {
         }
     }
 
+    /// Switch processes' reports not yet delivered (their links are in the processes): made
+    /// minus delivered, each report delivered once.
+    fn remote_reports_pending(&self) -> usize {
+        if self.agents.len() == self.sw.len() {
+            return 0;
+        }
+        let made = self.stats().reports_made;
+        made.saturating_sub(self.stats.reports_delivered) as usize
+    }
+
     /// Reads each switch's count of reads it answered (`mad_ops[0]`) since the last call, gives
     /// them to the controller as the measured load and lets it move one of `tenant`'s pages from
     /// an overloaded switch of its route to an idle one (`Controller::rebalance`).
     pub fn rebalance(&mut self, tenant: u16) -> anyhow::Result<Option<(usize, usize)>> {
         let mut loads = Vec::with_capacity(self.sw.len());
         for (i, s) in self.sw.iter().enumerate() {
-            let hits = s
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .counter_read("MadIngress.mad_ops", 0)?
-                .packets;
+            let hits = match s {
+                Hop::Local(s) => {
+                    s.lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .counter_read("MadIngress.mad_ops", 0)?
+                        .packets
+                }
+                Hop::Remote(r) => r.hits(&self.swsock)?,
+            };
             if self.hits_seen.len() <= i {
                 self.hits_seen.push(0);
             }
@@ -622,8 +724,19 @@ impl Net {
     }
 
     /// The counters.
-    pub fn stats(&self) -> &NetStats {
-        &self.stats
+    pub fn stats(&self) -> NetStats {
+        use std::sync::atomic::Ordering::Relaxed;
+        let mut s = self.stats.clone();
+        s.reports_made = self.reports_made.load(Relaxed)
+            + self
+                .sw
+                .iter()
+                .map(|h| match h {
+                    Hop::Remote(r) => r.made.load(Relaxed),
+                    Hop::Local(_) => 0,
+                })
+                .sum::<u64>();
+        s
     }
 
     #[cfg(test)]
@@ -681,17 +794,51 @@ impl Net {
     /// A switch's packet counter `mad_dropped[index]` (0 truncated, 1 length, 2 oversized,
     /// 3 unknown tenant, 4 forged tag, 5 foreign page).
     pub fn dropped(&self, s: usize, index: u32) -> anyhow::Result<u64> {
-        Ok(self.sw[s]
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .counter_read("MadIngress.mad_dropped", index)?
-            .packets)
+        match &self.sw[s] {
+            Hop::Local(s) => Ok(s
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .counter_read("MadIngress.mad_dropped", index)?
+                .packets),
+            Hop::Remote(_) => bail!("switch {s} is a process"),
+        }
     }
 
     #[cfg(test)]
     /// Runs a raw frame into switch `s`'s client port (for malformed-packet tests).
     pub fn raw(&mut self, s: usize, f: &[u8]) -> anyhow::Result<usize> {
         Ok(self.pass(s, 1, f)?.len())
+    }
+
+    #[cfg(test)]
+    /// A tenant's WRITE_REPLY from its store carried back through its route (as the reply of
+    /// a write whose request passed the switches earlier).
+    pub fn reply_back(&mut self, tenant: u16, key: Key) -> anyhow::Result<()> {
+        let t = &self.tenants[&tenant];
+        let (route, tag) = (t.route.clone(), t.secret);
+        let r = MadMessage {
+            tenant,
+            tag,
+            key,
+            body: MadBody::WriteReply {
+                stored: true,
+                source: 0,
+            },
+        };
+        let f = frame(STORE_IP, CLIENT_IP, 1152, 8888, &r.encode()?);
+        self.back(&route, &f).map(|_| ())
+    }
+
+    #[cfg(test)]
+    /// The deployment's control key (tests seal their own control messages with it).
+    pub fn key(&self) -> AuthKey {
+        self.key
+    }
+
+    #[cfg(test)]
+    /// Switch `s`'s agent's counters (forged and replayed control refused).
+    pub fn agent_stats(&self, s: usize) -> tern_kv::madinc_wire::InboxStats {
+        self.agents[s].stats()
     }
 
     #[cfg(test)]
@@ -704,6 +851,580 @@ impl Net {
     /// A client frame around `payload` (for malformed-packet tests).
     pub fn client_frame(payload: &[u8]) -> Vec<u8> {
         frame(CLIENT_IP, STORE_IP, 8888, 1152, payload)
+    }
+}
+
+/// A switch running madinc.p4 as switch `i` of a network: the forward entries (client port 1,
+/// stores port 2), the HOT_REPORT mirror session to the CPU port, its switch id.
+fn madinc_switch(json: &str, i: usize) -> anyhow::Result<Switch> {
+    let mut s = Switch::from_json(json, SwitchOptions::default())?;
+    for (ip, port) in [(CLIENT_IP, 1u8), (STORE_IP, 2u8)] {
+        s.mt_add_entry(
+            "MadIngress.forward",
+            &[MatchParam::Exact(ip.to_vec())],
+            "MadIngress.to_port",
+            &[vec![0, port]],
+            None,
+        )?;
+    }
+    s.mirroring_session_add(
+        250,
+        MirroringSession {
+            port: Some(CPU_PORT),
+            mgid: None,
+        },
+    )?;
+    s.mt_set_default_action(
+        "MadIngress.mad_params",
+        "MadIngress.set_switch",
+        &[(i as u16).to_be_bytes().to_vec()],
+    )?;
+    Ok(s)
+}
+
+/// A switch of the network: in this process, or a `tern kv madinc-switch` process.
+enum Hop {
+    Local(Arc<Mutex<Switch>>),
+    Remote(RemoteSwitch),
+}
+
+/// The port number of a request asking a switch process for its `mad_ops[0]` (read hits).
+const HITS_QUERY: u8 = 0xFF;
+
+/// A `tern kv madinc-switch` process. Frames go to its data socket as `seq u32 ‖ port u8 ‖
+/// frame`; the answer is `seq u32 ‖ reports u32 ‖ n u8 ‖ n × (port u8 ‖ len u16 ‖ frame)`,
+/// `reports` = the HOT_REPORT clones the process made so far (they go from its agent to the
+/// controller; only counted here).
+struct RemoteSwitch {
+    data: SocketAddr,
+    agent: SocketAddr,
+    child: Mutex<Option<std::process::Child>>,
+    /// Its network namespace (removed after the process).
+    ns: Option<String>,
+    seq: std::sync::atomic::AtomicU32,
+    /// The highest report count an answer carried.
+    made: std::sync::atomic::AtomicU64,
+}
+
+impl RemoteSwitch {
+    fn spawn(
+        exe: &Path,
+        i: usize,
+        controller: SocketAddr,
+        retry: Duration,
+        loss: Loss,
+        key: AuthKey,
+        ns: Option<String>,
+    ) -> anyhow::Result<RemoteSwitch> {
+        use std::io::BufRead;
+        use std::process::{Command, Stdio};
+        let mut cmd = match &ns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns]).arg(exe);
+                c.args([
+                    "kv",
+                    "madinc-switch",
+                    "--bind",
+                    &netns::there(i).to_string(),
+                ]);
+                c
+            }
+            None => {
+                let mut c = Command::new(exe);
+                c.args(["kv", "madinc-switch"]);
+                c
+            }
+        };
+        let spawned = cmd
+            .args(["--index", &i.to_string()])
+            .args(["--controller", &controller.to_string()])
+            .args(["--retry-us", &retry.as_micros().to_string()])
+            .args(["--loss-ppm", &loss.per_million.to_string()])
+            .args(["--seed", &loss.seed.to_string()])
+            .env("TERN_MADINC_KEY", key.to_hex())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .with_context(|| format!("starting {} kv madinc-switch", exe.display()));
+        let mut child = match spawned {
+            Ok(c) => c,
+            Err(e) => {
+                if let Some(ns) = &ns {
+                    netns::remove(ns);
+                }
+                return Err(e);
+            }
+        };
+        let mut line = String::new();
+        let read = child
+            .stdout
+            .take()
+            .map(|o| std::io::BufReader::new(o).read_line(&mut line));
+        let parsed = (|| -> Option<(SocketAddr, SocketAddr)> {
+            let rest = line.trim().strip_prefix("tern kv madinc-switch: data ")?;
+            let (d, a) = rest.split_once(" agent ")?;
+            Some((d.parse().ok()?, a.parse().ok()?))
+        })();
+        match (read, parsed) {
+            (Some(Ok(_)), Some((data, agent))) => Ok(RemoteSwitch {
+                data,
+                agent,
+                child: Mutex::new(Some(child)),
+                ns,
+                seq: Default::default(),
+                made: Default::default(),
+            }),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                if let Some(ns) = &ns {
+                    netns::remove(ns);
+                }
+                bail!("switch process {i} did not start (its first line: {line:?})")
+            }
+        }
+    }
+
+    /// One exchange; a lost datagram is sent again (a frame may then be processed twice, as a
+    /// retransmitted packet would be).
+    fn ask(&self, sock: &UdpSocket, port: u8, f: &[u8]) -> anyhow::Result<Vec<u8>> {
+        let seq = self.seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut msg = Vec::with_capacity(f.len() + 5);
+        msg.extend_from_slice(&seq.to_be_bytes());
+        msg.push(port);
+        msg.extend_from_slice(f);
+        let mut buf = vec![0u8; 65536];
+        for _ in 0..5 {
+            sock.send_to(&msg, self.data)?;
+            let end = std::time::Instant::now() + Duration::from_secs(1);
+            loop {
+                let left = end.saturating_duration_since(std::time::Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                sock.set_read_timeout(Some(left))?;
+                match sock.recv_from(&mut buf) {
+                    Ok((n, _)) if n >= 4 && buf[..4] == seq.to_be_bytes() => {
+                        return Ok(buf[4..n].to_vec());
+                    }
+                    Ok(_) => {}
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                        ) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+        bail!("switch process at {} does not answer", self.data)
+    }
+
+    fn process(
+        &self,
+        sock: &UdpSocket,
+        port: u32,
+        f: &[u8],
+    ) -> anyhow::Result<(Vec<OutputPacket>, u64)> {
+        let r = self.ask(sock, port as u8, f)?;
+        let bad = || {
+            anyhow::anyhow!(
+                "a malformed answer from the switch process at {}",
+                self.data
+            )
+        };
+        let reports = u32::from_be_bytes(r.get(..4).ok_or_else(bad)?.try_into()?) as u64;
+        let n = *r.get(4).ok_or_else(bad)?;
+        let mut at = 5;
+        let mut out = Vec::with_capacity(n as usize);
+        for _ in 0..n {
+            let port = *r.get(at).ok_or_else(bad)? as u32;
+            let len =
+                u16::from_be_bytes(r.get(at + 1..at + 3).ok_or_else(bad)?.try_into()?) as usize;
+            let data = r.get(at + 3..at + 3 + len).ok_or_else(bad)?.to_vec();
+            at += 3 + len;
+            out.push(OutputPacket { port, data });
+        }
+        Ok((out, reports))
+    }
+
+    fn hits(&self, sock: &UdpSocket) -> anyhow::Result<u64> {
+        let r = self.ask(sock, HITS_QUERY, &[])?;
+        Ok(u64::from_be_bytes(
+            r.get(..8).context("a short hits answer")?.try_into()?,
+        ))
+    }
+}
+
+impl Drop for RemoteSwitch {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        if let Some(ns) = &self.ns {
+            netns::remove(ns);
+        }
+    }
+}
+
+/// The network namespaces of `--mode netns` switches: `tmad-<pid>-<i>`, a veth pair
+/// `tmd<pid>r<i>` (here, 10.79.i.1/30) – `tmd<pid>n<i>` (there, 10.79.i.2/30), `tc netem` on
+/// both ends.
+mod netns {
+    use anyhow::{bail, Context};
+    use std::net::Ipv4Addr;
+    use std::process::Command;
+    use std::time::Duration;
+
+    const PREFIX: &str = "tmad-";
+
+    pub fn here(i: usize) -> Ipv4Addr {
+        Ipv4Addr::new(10, 79, i as u8, 1)
+    }
+
+    pub fn there(i: usize) -> Ipv4Addr {
+        Ipv4Addr::new(10, 79, i as u8, 2)
+    }
+
+    fn run(args: &[&str]) -> anyhow::Result<()> {
+        let o = Command::new(args[0])
+            .args(&args[1..])
+            .output()
+            .with_context(|| format!("running {} (netns mode needs iproute2 and root)", args[0]))?;
+        if !o.status.success() {
+            bail!(
+                "`{}` failed: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&o.stderr).trim()
+            );
+        }
+        Ok(())
+    }
+
+    /// Creates switch `i`'s namespace and link; on failure nothing is left. Returns the
+    /// namespace and whether `tc netem` delays the link (false when the kernel has no netem:
+    /// the caller delays the link itself).
+    pub fn make(i: usize, delay: Duration) -> anyhow::Result<(String, bool)> {
+        if i > 250 {
+            bail!("netns mode: at most 251 switches");
+        }
+        let pid = std::process::id() % 100_000;
+        let ns = format!("{PREFIX}{}-{i}", std::process::id());
+        let (r, n) = (format!("tmd{pid}r{i}"), format!("tmd{pid}n{i}"));
+        let us = format!("{}us", delay.as_micros().max(1));
+        let (h, t) = (format!("{}/30", here(i)), format!("{}/30", there(i)));
+        let steps: Vec<Vec<&str>> = vec![
+            vec!["ip", "netns", "add", &ns],
+            vec!["ip", "link", "add", &r, "type", "veth", "peer", "name", &n],
+            vec!["ip", "link", "set", &n, "netns", &ns],
+            vec!["ip", "addr", "add", &h, "dev", &r],
+            vec!["ip", "link", "set", &r, "up"],
+            vec![
+                "ip", "netns", "exec", &ns, "ip", "addr", "add", &t, "dev", &n,
+            ],
+            vec!["ip", "netns", "exec", &ns, "ip", "link", "set", &n, "up"],
+            vec!["ip", "netns", "exec", &ns, "ip", "link", "set", "lo", "up"],
+            vec![
+                "tc", "qdisc", "add", "dev", &r, "root", "netem", "delay", &us,
+            ],
+            vec![
+                "ip", "netns", "exec", &ns, "tc", "qdisc", "add", "dev", &n, "root", "netem",
+                "delay", &us,
+            ],
+        ];
+        for (k, s) in steps.iter().enumerate() {
+            if let Err(e) = run(s) {
+                if k == 8 && e.to_string().contains("qdisc kind is unknown") {
+                    return Ok((ns, false));
+                }
+                remove(&ns);
+                let _ = run(&["ip", "link", "del", &r]);
+                return Err(e);
+            }
+        }
+        Ok((ns, true))
+    }
+
+    /// Deletes a namespace (its veth end goes with it, and so the pair).
+    pub fn remove(ns: &str) {
+        if let Err(e) = run(&["ip", "netns", "del", ns]) {
+            eprintln!("madinc netns: {e}");
+        }
+    }
+
+    /// Removes the namespaces of runs whose process is gone.
+    pub fn remove_stale() {
+        let Ok(o) = Command::new("ip").args(["netns", "list"]).output() else {
+            return;
+        };
+        for line in String::from_utf8_lossy(&o.stdout).lines() {
+            let Some(name) = line.split_whitespace().next() else {
+                continue;
+            };
+            let Some(rest) = name.strip_prefix(PREFIX) else {
+                continue;
+            };
+            let pid = rest.split('-').next().unwrap_or("");
+            if !pid.is_empty() && !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                remove(name);
+            }
+        }
+    }
+}
+
+/// `tern kv madinc-switch`: one switch of a MADINC network as a process (started by
+/// [`Net::start_with`]): madinc.p4 as switch `index`, its agent (control sealed with the key in
+/// `TERN_MADINC_KEY`, hot reports to `controller`), frames over a loopback UDP socket. Prints
+/// `tern kv madinc-switch: data ADDR agent ADDR`; exits when its stdin closes.
+#[derive(clap::Args, Debug)]
+pub struct MadSwitchArgs {
+    /// The switch's index on the path (its switch id).
+    #[arg(long)]
+    index: usize,
+    /// The address its data socket and agent bind (a namespace's interface address).
+    #[arg(long, default_value = "127.0.0.1")]
+    bind: std::net::IpAddr,
+    /// The controller's address (hot reports).
+    #[arg(long)]
+    controller: SocketAddr,
+    /// Retry interval of the report link (µs).
+    #[arg(long, default_value_t = 3000)]
+    retry_us: u64,
+    /// Loss injected on the agent's acknowledgements and reports (per million).
+    #[arg(long, default_value_t = 0)]
+    loss_ppm: u32,
+    /// Loss injection seed.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+}
+
+/// Runs `tern kv madinc-switch`.
+pub fn mad_switch(a: MadSwitchArgs) -> anyhow::Result<std::process::ExitCode> {
+    use std::io::Write;
+    let key = AuthKey::from_hex(
+        &std::env::var("TERN_MADINC_KEY")
+            .context("TERN_MADINC_KEY (the control key) is not set")?,
+    )
+    .map_err(anyhow::Error::msg)?;
+    let json = program()?;
+    let sw = Arc::new(Mutex::new(madinc_switch(&json, a.index)?));
+    let agent = SwitchAgent::start_on(
+        SocketAddr::new(a.bind, 0),
+        sw.clone(),
+        Some(a.controller),
+        Duration::from_micros(a.retry_us.max(1)),
+        Loss {
+            per_million: a.loss_ppm,
+            seed: a.seed,
+        },
+        Some(key),
+    )?;
+    let sock = UdpSocket::bind(SocketAddr::new(a.bind, 0))?;
+    println!(
+        "tern kv madinc-switch: data {} agent {}",
+        sock.local_addr()?,
+        agent.addr()
+    );
+    std::io::stdout().flush()?;
+    // The parent holds our stdin: when it goes (even killed), so do we.
+    std::thread::spawn(|| {
+        let mut b = [0u8; 64];
+        while matches!(std::io::Read::read(&mut std::io::stdin(), &mut b), Ok(n) if n > 0) {}
+        std::process::exit(0);
+    });
+    let mut buf = vec![0u8; 65536];
+    let mut made = 0u32;
+    loop {
+        let (n, from) = sock.recv_from(&mut buf)?;
+        if n < 5 {
+            continue;
+        }
+        let mut answer = buf[..4].to_vec();
+        let port = buf[4];
+        if port == HITS_QUERY {
+            let hits = sw
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .counter_read("MadIngress.mad_ops", 0)?
+                .packets;
+            answer.extend_from_slice(&hits.to_be_bytes());
+            sock.send_to(&answer, from)?;
+            continue;
+        }
+        let mut out: Vec<OutputPacket> = Vec::new();
+        sw.lock().unwrap_or_else(|p| p.into_inner()).process_packet(
+            port as u32,
+            &buf[5..n],
+            &mut out,
+        );
+        let mut rest = Vec::new();
+        for o in out {
+            if o.port == CPU_PORT {
+                // A clone that does not decode is the switch's bug; it is dropped, not fatal.
+                if let Ok(r) = MadMessage::decode(o.data.get(42..).unwrap_or(&[])) {
+                    made = made.wrapping_add(1);
+                    agent.report(&r)?;
+                }
+            } else {
+                rest.push(o);
+            }
+        }
+        answer.extend_from_slice(&made.to_be_bytes());
+        answer.push(rest.len() as u8);
+        for o in rest {
+            answer.push(o.port as u8);
+            answer.extend_from_slice(&(o.data.len() as u16).to_be_bytes());
+            answer.extend_from_slice(&o.data);
+        }
+        sock.send_to(&answer, from)?;
+    }
+}
+
+/// The switches as a request sees them (shared by the driver and the [`NetClient`]s).
+struct Wire<'a> {
+    sw: &'a [Hop],
+    agents: &'a [SwitchAgent],
+    reports: &'a std::sync::atomic::AtomicU64,
+    hop: Duration,
+    swsock: &'a UdpSocket,
+}
+
+impl Wire<'_> {
+    /// One link traversal.
+    fn link(&self) {
+        if !self.hop.is_zero() {
+            std::thread::sleep(self.hop);
+        }
+    }
+
+    /// Carries `req` along `route` (client side first) and, if no switch answers, to the store
+    /// at `store` from `sock`; the reply comes back the same way.
+    fn carry(
+        &self,
+        sock: &UdpSocket,
+        route: &[usize],
+        store: SocketAddr,
+        req: &MadMessage,
+    ) -> anyhow::Result<(Answer, Option<MadMessage>)> {
+        let mut f = frame(CLIENT_IP, STORE_IP, 8888, 1152, &req.encode()?);
+        for (h, &s) in route.iter().enumerate() {
+            self.link();
+            let out = self.pass(s, 1, &f)?;
+            let mut next = None;
+            for o in out {
+                match o.port {
+                    1 => {
+                        let back = self.back(&route[..h], &o.data)?;
+                        return Ok((Answer::Switch(h), Some(back)));
+                    }
+                    2 => next = Some(o.data),
+                    _ => {}
+                }
+            }
+            match next {
+                Some(d) => f = d,
+                None => return Ok((Answer::Dropped, None)),
+            }
+        }
+        let m = MadMessage::decode(&f[42..]).context("a request leaving the route")?;
+        self.link();
+        let reply = call(sock, store, &m, Duration::from_millis(500), 8)?
+            .with_context(|| format!("store {store} did not answer"))?;
+        let rf = frame(STORE_IP, CLIENT_IP, 1152, 8888, &reply.encode()?);
+        let back = self.back(route, &rf)?;
+        Ok((Answer::Store, Some(back)))
+    }
+
+    /// One switch processes a frame; HOT_REPORT clones go to its agent.
+    fn pass(&self, s: usize, port: u32, f: &[u8]) -> anyhow::Result<Vec<OutputPacket>> {
+        let mut out: Vec<OutputPacket> = Vec::new();
+        match &self.sw[s] {
+            Hop::Local(sw) => sw
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .process_packet(port, f, &mut out),
+            Hop::Remote(r) => {
+                let (out, made) = r.process(self.swsock, port, f)?;
+                r.made.fetch_max(made, std::sync::atomic::Ordering::Relaxed);
+                return Ok(out);
+            }
+        }
+        let mut rest = Vec::with_capacity(out.len());
+        for o in out {
+            if o.port == CPU_PORT {
+                let r = MadMessage::decode(o.data.get(42..).unwrap_or(&[]))
+                    .context("a HOT_REPORT clone")?;
+                self.reports
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.agents[s].report(&r)?;
+            } else {
+                rest.push(o);
+            }
+        }
+        Ok(rest)
+    }
+
+    /// Carries a reply back through `passed` (in reverse) and decodes it at the client.
+    fn back(&self, passed: &[usize], f: &[u8]) -> anyhow::Result<MadMessage> {
+        let mut f = f.to_vec();
+        for &s in passed.iter().rev() {
+            self.link();
+            let out = self.pass(s, 2, &f)?;
+            f = out
+                .into_iter()
+                .find(|o| o.port == 1)
+                .map(|o| o.data)
+                .with_context(|| format!("switch {s} did not pass a reply back"))?;
+        }
+        self.link();
+        Ok(MadMessage::decode(&f[42..])?)
+    }
+}
+
+/// One tenant's client on its own thread (closed-loop load beside the driver): requests cross
+/// the same switches (each behind its lock, one pipeline per switch) with the same link delay.
+pub struct NetClient {
+    sw: Arc<Vec<Hop>>,
+    agents: Arc<Vec<SwitchAgent>>,
+    reports: Arc<std::sync::atomic::AtomicU64>,
+    hop: Duration,
+    sock: UdpSocket,
+    swsock: UdpSocket,
+    route: Vec<usize>,
+    store: SocketAddr,
+    tenant: u16,
+    tag: u32,
+}
+
+impl NetClient {
+    /// Reads `key` → who answered and the value.
+    pub fn read(&self, key: Key) -> anyhow::Result<(Answer, Option<Vec<u8>>)> {
+        let w = Wire {
+            sw: &self.sw,
+            agents: &self.agents,
+            reports: &self.reports,
+            hop: self.hop,
+            swsock: &self.swsock,
+        };
+        let req = MadMessage {
+            tenant: self.tenant,
+            tag: self.tag,
+            key,
+            body: MadBody::ReadRequest,
+        };
+        let (a, r) = w.carry(&self.sock, &self.route, self.store, &req)?;
+        Ok((
+            a,
+            r.and_then(|m| match m.body {
+                MadBody::ReadReply {
+                    found: true, value, ..
+                } => Some(value),
+                _ => None,
+            }),
+        ))
     }
 }
 
@@ -741,14 +1462,27 @@ pub struct UpConfig {
     /// The command to run (with TERN_MADINC_FRONT and TERN_MADINC_TENANTS); none: until
     /// ctrl-c.
     pub command: Vec<String>,
+    /// Every switch a `tern kv madinc-switch` process (`--mode loopback`).
+    pub processes: bool,
+    /// Every switch process in a network namespace of its own with this `tc netem` delay on
+    /// each direction of its link (`--mode netns`).
+    pub netns: Option<Duration>,
 }
 
-/// `tern kv up --mode sim --cache madinc`: the network behind one front UDP socket that takes
+/// `tern kv up --mode sim|loopback --cache madinc`: the network behind one front UDP socket that takes
 /// MADINC READ/WRITE requests from clients (each carried along its tenant's route, the reply
 /// sent back), until ctrl-c (`stop`) or the command ends; its exit status is returned.
 pub fn up(cfg: UpConfig, stop: &std::sync::atomic::AtomicBool) -> anyhow::Result<i32> {
     use std::sync::atomic::Ordering;
-    let mut net = Net::start(cfg.net.clone(), cfg.stores, &cfg.dir)?;
+    let exe = if cfg.processes || cfg.netns.is_some() {
+        Some(std::env::current_exe().context("the tern executable")?)
+    } else {
+        None
+    };
+    let mut net = match (cfg.netns, &exe) {
+        (Some(d), Some(e)) => Net::start_netns(cfg.net.clone(), cfg.stores, &cfg.dir, e, d)?,
+        _ => Net::start_with(cfg.net.clone(), cfg.stores, &cfg.dir, exe.as_deref())?,
+    };
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(1, |d| d.as_nanos() as u64)
@@ -983,11 +1717,14 @@ mod tests {
         n.load(1, k, b"one's").unwrap();
         until_cached(&mut n, 1, k);
         let p = n.controller().placement(1, k).unwrap();
-        let link = Link::start(
+        // Sealed with the deployment's key: the agent authenticates the sender, then refuses
+        // what is not the named tenant's.
+        let link = Link::start_auth(
             n.agent_addr(0),
             Duration::from_millis(2),
             100,
             Loss::default(),
+            Some(n.key()),
         )
         .unwrap();
         let msg = |tenant, body| MadMessage {
@@ -1039,8 +1776,8 @@ mod tests {
             },
         );
         assert_eq!(link.call(&alloc).unwrap(), ReplyStatus::SLOT);
-        // A sketch reset names no tenant's state: the agent applies it (it trusts whoever reaches
-        // its port; see docs/status.md). A read request is no control message at all.
+        // A sketch reset names no tenant's state: the agent applies it from a holder of the
+        // deployment's key. A read request is no control message at all.
         let reset = msg(2, MadBody::Reset { id: 5, switch: 0 });
         assert_eq!(reset.body.op(), MadOp::SKETCH_RESET);
         assert_eq!(link.call(&reset).unwrap(), ReplyStatus::OK);
@@ -1050,6 +1787,167 @@ mod tests {
             n.read(1, k).unwrap(),
             (Answer::Switch(0), Some(b"one's".to_vec()))
         );
+    }
+
+    /// Pumps until the controller has handled `n` write notices in all.
+    fn until_notices(net: &mut Net, n: u64) {
+        for _ in 0..5_000 {
+            if net.stats().notices >= n {
+                return;
+            }
+            net.pump(Duration::from_millis(2)).unwrap();
+        }
+        panic!("only {} write notices arrived", net.stats().notices);
+    }
+
+    #[test]
+    fn a_write_between_the_controllers_read_and_its_refresh_never_leaves_an_older_value_valid() {
+        let (mut n, _d) = net(Topology::Line, 2, 0);
+        n.add_tenant(1, 0x11, 2, 2, Policy::NearClient).unwrap();
+        let k = Key::from_id(7);
+        n.load(1, k, b"v1").unwrap();
+        until_cached(&mut n, 1, k);
+        n.settle(Duration::from_secs(10)).unwrap();
+        let seen = n.stats().notices;
+        // 1. A whole write (request through the switches, store, reply back) of v3 lands
+        //    between the controller's read of v2 (for v2's notice) and its refresh.
+        assert!(n.write(1, k, b"v2").unwrap());
+        let mut once = true;
+        n.between = Some(Box::new(move |n: &mut Net| {
+            if std::mem::take(&mut once) {
+                assert!(n.write(1, k, b"v3").unwrap());
+            }
+        }));
+        until_notices(&mut n, seen + 1);
+        n.between = None;
+        // v3 is written and acknowledged; v2 must not be what the switch answers.
+        let (a, v) = n.read(1, k).unwrap();
+        assert_eq!(v.as_deref(), Some(&b"v3"[..]), "answered by {a:?}");
+        assert_eq!(n.stats().stale, 1);
+        // v3's own notice re-validates the copy.
+        until_notices(&mut n, seen + 2);
+        assert_eq!(
+            n.read(1, k).unwrap(),
+            (Answer::Switch(0), Some(b"v3".to_vec()))
+        );
+        // 2. A write in flight: its request passed the switch before the arm, the store took it
+        //    after the controller's read, its reply passes back before the refresh.
+        assert!(n.write(1, k, b"v4").unwrap());
+        let mut once = true;
+        n.between = Some(Box::new(move |n: &mut Net| {
+            if std::mem::take(&mut once) {
+                n.load(1, k, b"v5").unwrap();
+                n.reply_back(1, k).unwrap();
+            }
+        }));
+        until_notices(&mut n, seen + 3);
+        n.between = None;
+        let (a, v) = n.read(1, k).unwrap();
+        assert_eq!(v.as_deref(), Some(&b"v5"[..]), "answered by {a:?}");
+        assert_eq!(n.stats().stale, 2);
+    }
+
+    #[test]
+    fn agents_refuse_forged_and_replayed_control() {
+        use tern_kv::madinc::ReplyStatus;
+        use tern_kv::madinc_auth::Sealer;
+        use tern_kv::madinc_wire::GAVE_UP;
+        let (mut n, _d) = net(Topology::Line, 1, 0);
+        n.add_tenant(1, 0x11, 2, 1, Policy::NearClient).unwrap();
+        let k = Key::from_id(3);
+        n.load(1, k, b"one's").unwrap();
+        until_cached(&mut n, 1, k);
+        let p = n.controller().placement(1, k).unwrap();
+        let evict = |id| MadMessage {
+            tenant: 1,
+            tag: 0x11,
+            key: k,
+            body: MadBody::Evict {
+                id,
+                switch: 0,
+                slot: p.slot,
+            },
+        };
+        // Unsealed (whoever reaches the port) and sealed with another key: never applied,
+        // never acknowledged, counted as forged.
+        let plain = Link::start(
+            n.agent_addr(0),
+            Duration::from_millis(2),
+            3,
+            Loss::default(),
+        )
+        .unwrap();
+        assert_eq!(plain.call(&evict(901)).unwrap(), GAVE_UP);
+        let other = Link::start_auth(
+            n.agent_addr(0),
+            Duration::from_millis(2),
+            3,
+            Loss::default(),
+            Some(AuthKey::random()),
+        )
+        .unwrap();
+        assert_eq!(other.call(&evict(902)).unwrap(), GAVE_UP);
+        // The agent's thread counts the last copy a moment after the sender gave up.
+        for _ in 0..500 {
+            if n.agent_stats(0).forged >= 6 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        assert_eq!(n.agent_stats(0).forged, 6);
+        assert_eq!(
+            n.read(1, k).unwrap(),
+            (Answer::Switch(0), Some(b"one's".to_vec()))
+        );
+        // Sealed with the key but carrying another tenant's tag: refused by the per-tenant
+        // secret check.
+        let keyed = Link::start_auth(
+            n.agent_addr(0),
+            Duration::from_millis(2),
+            100,
+            Loss::default(),
+            Some(n.key()),
+        )
+        .unwrap();
+        let mut wrong_tag = evict(903);
+        wrong_tag.tag = 0x22;
+        assert_eq!(keyed.call(&wrong_tag).unwrap(), ReplyStatus::TENANT);
+        // Replay: a genuine sealed TENANT_ADD, then TENANT_DEL, then the TENANT_ADD's bytes
+        // again: refused (no acknowledgement), counted, the tenant stays gone.
+        let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+        sock.set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
+        let mut sealer = Sealer::new(n.key());
+        let tenant9 = |add, id| MadMessage {
+            tenant: 9,
+            tag: 0x99,
+            key: Key::from_id(0),
+            body: MadBody::Tenant {
+                add,
+                id,
+                switch: 0,
+                hot_threshold: if add { 2 } else { 0 },
+            },
+        };
+        let add = sealer.seal(&tenant9(true, 1).encode().unwrap());
+        let del = sealer.seal(&tenant9(false, 2).encode().unwrap());
+        let mut buf = [0u8; 512];
+        for d in [&add, &del] {
+            sock.send_to(d, n.agent_addr(0)).unwrap();
+            assert!(
+                sock.recv_from(&mut buf).is_ok(),
+                "a genuine message is acknowledged"
+            );
+        }
+        sock.send_to(&add, n.agent_addr(0)).unwrap();
+        assert!(
+            sock.recv_from(&mut buf).is_err(),
+            "a replay is not acknowledged"
+        );
+        assert_eq!(n.agent_stats(0).replayed, 1);
+        assert_eq!(n.read(9, k).unwrap().0, Answer::Dropped);
+        // The controller's own traffic was never refused.
+        assert_eq!(n.agent_stats(0).forged, 6);
     }
 
     #[test]

@@ -425,6 +425,17 @@ fn hot_reports_admit_items_once_and_writes_invalidate_them() {
     assert_eq!(out.len(), 1);
     assert_eq!((out[0].port, &out[0].data), (2, &w));
     assert_eq!(ask(&mut sws[p.switch], 1, 0x5ec, k), Ok(None));
+    // The write marked the slot: a value read before it (unarmed) is refused as stale; the
+    // controller arms the slot, reads the store, then refreshes.
+    assert!(matches!(
+        c.refresh(&mut rts(&mut sws), 1, k, b"older"),
+        Err(CtlError::Refused {
+            status: tern_kv::madinc::ReplyStatus::STALE,
+            ..
+        })
+    ));
+    assert_eq!(ask(&mut sws[p.switch], 1, 0x5ec, k), Ok(None));
+    assert!(c.arm(&mut rts(&mut sws), 1, k).unwrap());
     assert!(c.refresh(&mut rts(&mut sws), 1, k, b"newer").unwrap());
     assert_eq!(
         ask(&mut sws[p.switch], 1, 0x5ec, k),

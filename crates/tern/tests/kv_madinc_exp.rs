@@ -1,8 +1,8 @@
 //! `tern kv experiment madinc-burst` and `madinc-tenants` in their quick forms: a uniform burst
 //! of hot reports from 64 tenants through control links with 0, 20 and 40 % loss loses no report
 //! and leaves every item cached; 64 to 80 tenants join and leave during a run with 20 % writes
-//! and every read returns the tenant's latest write. JSON and Markdown are written; no timing is
-//! asserted.
+//! and every read returns the tenant's latest write; madinc-policies-measured's closed-loop run
+//! answers at the hop its policy chose. JSON and Markdown are written; no speed is asserted.
 
 use std::process::Command;
 
@@ -60,4 +60,47 @@ fn sixty_four_tenants_and_more_join_and_leave_with_writes() {
     assert!(last > 0.1, "switch share {last}");
     assert_eq!(r["compare"][0]["ours"], 80.0);
     assert_eq!(r["control"]["reports_lost"], 0);
+}
+
+/// madinc-policies-measured, quick: every switch a `tern kv madinc-switch` process, real
+/// closed-loop clients with a 0.2 ms delay per link traversal, tenants joining and leaving
+/// meanwhile. Asserted: structure, not speed — near-client
+/// answers at the first switch and near-store at the second (so near-store's median RTT carries
+/// at least the two extra link traversals), every report delivered, every read right (the run
+/// fails otherwise), tenants joined and left.
+#[test]
+fn measured_policies_show_the_answering_hop_in_the_rtt() {
+    let dir = tern_fixtures::scratch("madinc-measured");
+    let r = run(&dir, "madinc-policies-measured");
+    let c = &r["control"];
+    assert_eq!(c["reports_made"], c["reports_delivered"], "{c}");
+    assert_eq!(c["all_links_settled"], true);
+    let points = r["points"].as_array().unwrap();
+    assert_eq!(points.len(), 8);
+    let find = |x: &str, m: &str| {
+        points
+            .iter()
+            .find(|p| p["x"] == x && p["method"] == m)
+            .unwrap()
+            .clone()
+    };
+    for p in points {
+        assert!(p["mean"].as_f64().unwrap() > 0.0, "{p}");
+        let e = &p["extra"];
+        assert!(e["tenants_joined"].as_u64().unwrap() > 0, "{p}");
+        assert!(e["tenants_left"].as_u64().unwrap() > 0, "{p}");
+        let cdf = e["rtt_cdf_ms"].as_array().unwrap();
+        let v: Vec<f64> = cdf.iter().map(|q| q[0].as_f64().unwrap()).collect();
+        assert!(v.windows(2).all(|w| w[0] <= w[1]), "{p}");
+        // Two link traversals at least, each at least 0.2 ms.
+        assert!(v[0] >= 0.4, "{p}");
+    }
+    let nc = find("zipf-0.99", "near-client");
+    let ns = find("zipf-0.99", "near-store");
+    assert_eq!(nc["extra"]["answered_at_switch"][1], 0, "{nc}");
+    assert!(nc["extra"]["answered_at_switch"][0].as_u64().unwrap() > 0);
+    assert_eq!(ns["extra"]["answered_at_switch"][0], 0, "{ns}");
+    assert!(ns["extra"]["answered_at_switch"][1].as_u64().unwrap() > 0);
+    let p50 = |p: &serde_json::Value| p["extra"]["rtt_ms_p50"].as_f64().unwrap();
+    assert!(p50(&ns) > p50(&nc), "{nc} {ns}");
 }

@@ -1,4 +1,5 @@
-//! `tern kv up --mode sim --cache madinc --topology star --switches 3`: an external client
+//! `tern kv up --mode sim|loopback --cache madinc --topology star --switches 3` (loopback: every
+//! switch a `tern kv madinc-switch` process, gone after ctrl-c): an external client
 //! reaches the MADINC network through the front socket; writes are stored in the tenant's own
 //! key space, a hot key ends up answered by a switch, another tenant and a forged tag get
 //! nothing of it; ctrl-c (SIGINT) stops it.
@@ -54,6 +55,56 @@ fn req(
 
 #[test]
 fn a_client_uses_a_star_of_three_switches_through_kv_up() {
+    client_through_kv_up("sim");
+}
+
+/// The same with every switch a `tern kv madinc-switch` process; they are gone after ctrl-c.
+#[test]
+fn a_client_uses_a_star_of_three_switch_processes_through_kv_up() {
+    client_through_kv_up("loopback");
+}
+
+/// The same with every switch process in a network namespace of its own (veth, `tc netem`);
+/// the namespaces are gone after ctrl-c. Needs root (skipped otherwise).
+#[test]
+fn a_client_uses_a_star_of_three_switch_namespaces_through_kv_up() {
+    if !std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| o.stdout.starts_with(b"0\n"))
+        .unwrap_or(false)
+    {
+        eprintln!("skipped: netns mode needs root");
+        return;
+    }
+    client_through_kv_up("netns");
+}
+
+/// The MADINC namespaces of `tern kv up` process `pid`.
+fn namespaces_of(pid: u32) -> Vec<String> {
+    let o = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with(&format!("tmad-{pid}-")))
+        .map(str::to_string)
+        .collect()
+}
+
+/// The child processes of `pid`.
+fn children(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for t in tasks.flatten() {
+            if let Ok(c) = std::fs::read_to_string(t.path().join("children")) {
+                out.extend(c.split_whitespace().filter_map(|x| x.parse::<u32>().ok()));
+            }
+        }
+    }
+    out
+}
+
+fn client_through_kv_up(mode: &str) {
     let dir = tern_fixtures::scratch("madinc-up");
     let info = dir.join("front.json");
     let data = dir.join("data");
@@ -62,7 +113,7 @@ fn a_client_uses_a_star_of_three_switches_through_kv_up() {
             "kv",
             "up",
             "--mode",
-            "sim",
+            mode,
             "--cache",
             "madinc",
             "--topology",
@@ -78,8 +129,12 @@ fn a_client_uses_a_star_of_three_switches_through_kv_up() {
         .unwrap();
     let up = Up(child);
     let end = Instant::now() + Duration::from_secs(60);
+    let mut up = up;
     while !info.exists() {
         assert!(Instant::now() < end, "kv up never wrote its front file");
+        if let Some(st) = up.0.try_wait().unwrap() {
+            panic!("kv up --mode {mode} ended before it was up: {st}");
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
     let v: serde_json::Value =
@@ -135,8 +190,15 @@ fn a_client_uses_a_star_of_three_switches_through_kv_up() {
         std::thread::sleep(Duration::from_millis(10));
     }
     assert!(from_switch, "the hot key was never answered by a switch");
+    let kids = children(up.0.id());
+    let pid = up.0.id();
+    if mode != "sim" {
+        assert_eq!(kids.len(), 3, "one process per switch: {kids:?}");
+    }
+    if mode == "netns" {
+        assert_eq!(namespaces_of(pid).len(), 3, "one namespace per switch");
+    }
     // ctrl-c stops it: exit status 130.
-    let mut up = up;
     Command::new("kill")
         .args(["-INT", &up.0.id().to_string()])
         .status()
@@ -150,4 +212,17 @@ fn a_client_uses_a_star_of_three_switches_through_kv_up() {
         std::thread::sleep(Duration::from_millis(20));
     };
     assert_eq!(status.code(), Some(130));
+    // Nothing left behind: the switch processes are gone (killed, or their stdin closed).
+    let end = Instant::now() + Duration::from_secs(10);
+    for k in kids {
+        while std::path::Path::new(&format!("/proc/{k}")).exists()
+            && std::fs::read_to_string(format!("/proc/{k}/stat"))
+                .map(|st| !st.contains(") Z "))
+                .unwrap_or(false)
+        {
+            assert!(Instant::now() < end, "switch process {k} outlived kv up");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    assert_eq!(namespaces_of(pid), Vec::<String>::new(), "namespaces left");
 }
