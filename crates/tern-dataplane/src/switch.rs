@@ -793,6 +793,12 @@ impl Switch {
         self.clock_us = now_us;
     }
 
+    /// Change the bound on packet instances one input may spawn
+    /// ([`SwitchOptions::max_instances_per_packet`]) from the next packet on.
+    pub fn set_max_instances_per_packet(&mut self, n: usize) {
+        self.opts.max_instances_per_packet = n.max(1);
+    }
+
     fn now_us(&self) -> u64 {
         self.clock_us
             .unwrap_or_else(|| self.start.elapsed().as_micros() as u64)

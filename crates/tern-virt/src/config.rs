@@ -347,6 +347,71 @@ impl Ctx<'_> {
     }
 }
 
+/// `KEY=VALUE` words as a JSON object (numbers where the value is an integer).
+fn words_object(words: &[&str]) -> Result<Value, String> {
+    let mut o = serde_json::Map::new();
+    for w in words {
+        let (k, v) = w
+            .split_once('=')
+            .ok_or_else(|| format!("'{w}' is not KEY=VALUE"))?;
+        if k.is_empty() {
+            return Err(format!("'{w}' has no key"));
+        }
+        let v = match v.parse::<i64>() {
+            Ok(n) => Value::from(n),
+            Err(_) => Value::from(v),
+        };
+        if o.insert(k.to_string(), v).is_some() {
+            return Err(format!("'{k}' given twice"));
+        }
+    }
+    Ok(Value::Object(o))
+}
+
+/// A classifier rule from the operator's words (`tern virt ctl SOCKET rule add ...`): the
+/// keys of a config rule as `KEY=VALUE` (`priority=10 port=1 vlan=5 field=ipv4.dst
+/// value=10.0.3.0 mask=255.255.255.0 device=2 vport=1`).
+pub fn parse_rule_words(words: &[&str]) -> Result<Rule, String> {
+    let v = words_object(words)?;
+    Ctx { file: "rule" }.rule(&v, "rule").map_err(|e| e.message)
+}
+
+/// Quotas changed by the operator's words (`max_entries=N|none`, `max_passes=N`,
+/// `max_register_bytes=N|none`), starting from `base`.
+pub fn parse_quota_words(words: &[&str], base: Quotas) -> Result<Quotas, String> {
+    let mut q = base;
+    if words.is_empty() {
+        return Err(
+            "no quota given (max_entries=N|none max_passes=N max_register_bytes=N|none)".into(),
+        );
+    }
+    for w in words {
+        let (k, v) = w
+            .split_once('=')
+            .ok_or_else(|| format!("'{w}' is not KEY=VALUE"))?;
+        let num = || parse_uint(v).ok_or_else(|| format!("{k}: '{v}' is not a number"));
+        match k {
+            "max_entries" if v == "none" => q.max_entries = None,
+            "max_entries" => q.max_entries = Some(num()?),
+            "max_register_bytes" if v == "none" => q.max_register_bytes = None,
+            "max_register_bytes" => q.max_register_bytes = Some(num()?),
+            "max_passes" => {
+                let n = num()?;
+                if n == 0 || n > 1_000_000 {
+                    return Err(format!("max_passes: {n} is not in 1..=1000000"));
+                }
+                q.max_passes = n as usize;
+            }
+            _ => {
+                return Err(format!(
+                    "unknown quota '{k}' (max_entries, max_passes, max_register_bytes)"
+                ))
+            }
+        }
+    }
+    Ok(q)
+}
+
 fn parse_uint(s: &str) -> Option<u64> {
     let s = s.trim();
     match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {

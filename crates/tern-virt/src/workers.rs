@@ -30,12 +30,13 @@
 
 use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use tern_runtime::{OutputPacket, Port};
 
+use crate::backend::WorkerControl;
 use crate::fair::Queue;
 use crate::{
     validate_topology, CarryReport, Classifier, Device, DeviceId, DeviceSpec, DeviceStats,
@@ -70,7 +71,7 @@ impl Default for WorkerOptions {
 type Job = Box<dyn FnOnce(&mut VirtSwitch, &mut FairScheduler) + Send>;
 
 /// Devices moving between workers, with their port maps and waiting packets.
-struct Moved {
+pub(crate) struct Moved {
     devices: Vec<Device>,
     maps: BTreeMap<DeviceId, BTreeMap<Port, Target>>,
     queues: Vec<(DeviceId, Queue)>,
@@ -78,7 +79,7 @@ struct Moved {
     took: Duration,
 }
 
-enum Msg {
+pub(crate) enum Msg {
     /// Classified packets: (device, virtual ingress port, frame).
     Packets(Vec<(DeviceId, Port, Vec<u8>)>),
     /// A control operation, run between two rounds.
@@ -247,9 +248,12 @@ pub struct VirtWorkers {
     moves: u64,
     stats: VirtStats,
     batches: Vec<Vec<(DeviceId, Port, Vec<u8>)>>,
-    /// Compiles programs and builds devices on the front, off the workers (its cache of
-    /// compiled programs is shared by every device built here).
-    factory: Box<VirtSwitch>,
+    /// Compiles programs and builds devices off the workers (its cache of compiled programs
+    /// is shared by every device built here); shared with [`WorkerControl`], never taken on
+    /// the packet path.
+    factory: Arc<Mutex<VirtSwitch>>,
+    /// `assign` as the control threads see it (see [`WorkerControl`]).
+    routes: Arc<RwLock<BTreeMap<DeviceId, usize>>>,
     /// How long the last control operation held a worker (the longest, when it ran on
     /// several).
     pause: Cell<Duration>,
@@ -276,7 +280,7 @@ impl VirtWorkers {
             }
         }
         // Devices added later share the programs compiled so far.
-        let mut factory = Box::<VirtSwitch>::default();
+        let mut factory = VirtSwitch::default();
         factory.programs = std::mem::take(&mut vs.programs);
         let (out_tx, out_rx) = mpsc::channel();
         let mut txs = Vec::new();
@@ -308,6 +312,7 @@ impl VirtWorkers {
             handles,
             out_rx,
             cls: Classifier::new(&topo.rules),
+            routes: Arc::new(RwLock::new(assign.clone())),
             topo,
             snapshots,
             max_hops,
@@ -317,9 +322,34 @@ impl VirtWorkers {
             moves: 0,
             stats: VirtStats::default(),
             batches: (0..n).map(|_| Vec::new()).collect(),
-            factory,
+            factory: Arc::new(Mutex::new(factory)),
             pause: Cell::new(Duration::ZERO),
         }
+    }
+
+    /// The handle control threads reach the devices through (leases of the owning worker's
+    /// shard: `Shared::Workers(pool.control())` for `SharedDevice` and `VirtTarget`).
+    pub fn control(&self) -> WorkerControl {
+        WorkerControl {
+            routes: Arc::clone(&self.routes),
+            txs: self.txs.clone(),
+            factory: Arc::clone(&self.factory),
+        }
+    }
+
+    /// Hand the workers' output channel to the caller (for a transmit thread of its own, as
+    /// live ports need); [`VirtWorkers::take_outputs`] gives nothing afterwards.
+    pub fn take_output_channel(&mut self) -> mpsc::Receiver<Vec<OutputPacket>> {
+        let (_, dead) = mpsc::channel();
+        std::mem::replace(&mut self.out_rx, dead)
+    }
+
+    fn factory(&self) -> std::sync::MutexGuard<'_, VirtSwitch> {
+        self.factory.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write_routes(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<DeviceId, usize>> {
+        self.routes.write().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Worker threads.
@@ -485,11 +515,15 @@ impl VirtWorkers {
         }
         self.pause.set(Duration::ZERO);
         // Compile and build here; the worker only takes the finished device in.
-        self.factory.add_device(id, spec)?;
-        let (devices, maps) = self.factory.take_devices(&[id]);
+        let (devices, maps) = {
+            let mut f = self.factory();
+            f.add_device(id, spec)?;
+            f.take_devices(&[id])
+        };
         let w = self.idlest();
         self.run_on(w, move |vs, _| vs.put_devices(devices, maps))?;
         self.assign.insert(id, w);
+        self.write_routes().insert(id, w);
         Ok(())
     }
 
@@ -510,6 +544,7 @@ impl VirtWorkers {
         }
         self.cls = Classifier::new(&self.topo.rules);
         self.assign.remove(&id);
+        self.write_routes().remove(&id);
         self.load.remove(&id);
         self.run_on(w, move |vs, fair| {
             fair.forget(id);
@@ -528,7 +563,7 @@ impl VirtWorkers {
         }
         self.pause.set(Duration::ZERO);
         // Compile and build here; the worker carries the entries over and swaps.
-        let switch = self.factory.build_switch(id, &spec)?;
+        let switch = self.factory().build_switch(id, &spec)?;
         self.call(id, move |vs| vs.install_replacement(id, switch, spec))?
     }
 
@@ -541,6 +576,9 @@ impl VirtWorkers {
                 _ => {}
             }
         }
+        // Control threads' leases are ordered before or after each hand-over.
+        let routes = Arc::clone(&self.routes);
+        let mut routes = routes.write().unwrap_or_else(|e| e.into_inner());
         for (w, ds) in from {
             let (s, r) = mpsc::channel();
             self.txs[w]
@@ -553,6 +591,7 @@ impl VirtWorkers {
                 .map_err(|_| Self::stopped(to))?;
             for d in ds {
                 self.assign.insert(d, to);
+                routes.insert(d, to);
             }
             self.moves += 1;
         }
@@ -645,6 +684,26 @@ impl VirtWorkers {
         self.set_topology(t)
     }
 
+    /// Forget every stored snapshot.
+    pub fn clear_snapshots(&mut self) {
+        self.snapshots.clear();
+    }
+
+    /// The stored snapshots' names, sorted.
+    pub fn snapshot_names(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.snapshots.keys().cloned().collect();
+        v.sort();
+        v
+    }
+
+    /// Set the hop budget on every worker.
+    pub fn set_max_hops(&mut self, hops: u32) {
+        self.max_hops = hops;
+        for w in 0..self.txs.len() {
+            let _ = self.run_on(w, move |vs, _| vs.set_max_hops(hops));
+        }
+    }
+
     /// Store the live topology as snapshot `name`.
     pub fn save_snapshot(&mut self, name: &str) {
         self.snapshots.insert(name.to_string(), self.topo.clone());
@@ -719,6 +778,7 @@ impl VirtWorkers {
     pub fn shutdown(mut self, out: &mut Vec<OutputPacket>) -> VirtSwitch {
         let mut vs = VirtSwitch::new();
         vs.set_max_hops(self.max_hops);
+        self.write_routes().clear();
         let txs = std::mem::take(&mut self.txs);
         let replies: Vec<_> = txs
             .iter()
@@ -773,8 +833,13 @@ impl VirtWorkers {
 
 impl Drop for VirtWorkers {
     fn drop(&mut self) {
-        // Closing the channels ends each worker once its queue is empty.
-        self.txs.clear();
+        // Control handles may still hold senders: stop each worker (after its queue) by
+        // message rather than by closing the channels.
+        self.write_routes().clear();
+        for tx in std::mem::take(&mut self.txs) {
+            let (s, _) = mpsc::channel();
+            let _ = tx.send(Msg::Stop(s));
+        }
         for h in std::mem::take(&mut self.handles) {
             let _ = h.join();
         }

@@ -19,8 +19,12 @@ use tern_runtime::OutputPacket;
 use tern_virt::config::Config;
 use tern_virt::{Caller, VirtSwitch};
 
+#[path = "cmd_virt_admin.rs"]
+mod admin;
 #[path = "cmd_virt_bench.rs"]
 mod bench;
+
+use admin::{ctl, stats_text, AdminSocket, Control, Front};
 
 /// `tern virt …`
 #[derive(clap::Args)]
@@ -38,7 +42,11 @@ enum VirtCommand {
     /// Parse and build a config (programs loaded or compiled, command files run), then exit.
     Check(CheckArgs),
     /// Send one operator command to a running `tern virt run --admin SOCKET` and print the
-    /// answer: `snapshot NAME` (activate it, reports the switch time), `stats`, `devices`.
+    /// answer (exit status 1 on an error answer). Commands: devices, stats, snapshot NAME,
+    /// snapshots, add ID PROGRAM [owner=T] [thrift_port=P] [QUOTA=N...], remove ID,
+    /// replace ID PROGRAM, rules, rule add KEY=VALUE..., rule del N, link ID VPORT TARGET,
+    /// quota ID KEY=VALUE..., release ID, reload CONFIG, help (`help` lists them with their
+    /// arguments).
     Ctl(CtlArgs),
     /// HyPer4's penalty table on tern: tables, passes and entries per packet, native vs
     /// sliced, for the four functions and Example 1 B/C (`--timed` adds packet rates).
@@ -87,7 +95,8 @@ struct RunArgs {
     grpc_addr: Option<std::net::SocketAddr>,
     /// Spread the devices over N worker threads (each device on one worker, deficit round
     /// robin between a worker's devices, rebalanced by load). 0: on the receiving thread.
-    /// pcap-file ports only; not with per-device `thrift_port`s, `--admin` or `--live` yet.
+    /// Works with pcap files and `--live`, per-device Thrift, P4Runtime and `--admin`: a
+    /// tenant's control request runs on the worker that holds its device.
     #[arg(long, default_value_t = 0, value_name = "N")]
     workers: usize,
 }
@@ -103,7 +112,7 @@ pub fn run(args: VirtArgs) -> anyhow::Result<std::process::ExitCode> {
         VirtCommand::Run(a) => run_files(a).map(|()| std::process::ExitCode::SUCCESS),
         VirtCommand::Bench(a) => bench::run(a),
         VirtCommand::Ctl(a) => {
-            let answer = ctl(&a.socket, &a.command.join(" "))?;
+            let answer = ctl(&a.socket, &a.command)?;
             print!("{answer}");
             Ok(if answer.starts_with("error") {
                 std::process::ExitCode::FAILURE
@@ -142,7 +151,7 @@ fn build_cfg(path: &Path) -> anyhow::Result<(VirtSwitch, String, Config)> {
 
 /// Start a Thrift server for every device with a `thrift_port`, as the device's owner.
 fn start_servers(
-    vs: &Arc<Mutex<VirtSwitch>>,
+    vs: &tern_virt::Shared,
     cfg: &Config,
 ) -> anyhow::Result<Vec<(tern_virt::DeviceId, std::net::SocketAddr)>> {
     let mut addrs = Vec::new();
@@ -152,16 +161,7 @@ fn start_servers(
             Some(o) => Caller::Tenant(o),
             None => Caller::Operator,
         };
-        let handle = tern_virt::SharedDevice::new(Arc::clone(vs), caller, d.id)?;
-        let (addr, _) = tern_thrift::spawn(("0.0.0.0", port), Arc::new(Mutex::new(handle)))
-            .with_context(|| {
-                format!(
-                    "device {}: cannot start the Thrift server on port {port}",
-                    d.id
-                )
-            })?;
-        println!("device {}: Thrift server on {addr}", d.id);
-        addrs.push((d.id, addr));
+        addrs.push((d.id, admin::start_thrift(vs, caller, d.id, port)?));
     }
     Ok(addrs)
 }
@@ -197,35 +197,35 @@ fn run_files(a: RunArgs) -> anyhow::Result<()> {
                 .with_context(|| format!("opening the pcap ports in {}", a.pcap_dir.display()))?,
         )
     };
-    if a.workers > 0 {
-        if a.live {
-            // The live ports' receive blocks: outputs would wait for the next arrival.
-            anyhow::bail!(
-                "--workers {} is for pcap-file ports only (not --live yet)",
-                a.workers
-            );
-        }
-        let p4rt =
-            a.grpc_addr.is_some() || cfg.p4runtime.as_ref().is_some_and(|p| p.addr.is_some());
-        if p4rt || a.admin.is_some() || cfg.devices.iter().any(|d| d.thrift_port.is_some()) {
-            anyhow::bail!(
-                "--workers {}: per-device thrift_port, P4Runtime and --admin need the switch \
-                 on one thread (run without --workers)",
-                a.workers
-            );
-        }
-        return run_workers(vs, a.workers, ports.as_mut());
-    }
-    let shared = Arc::new(Mutex::new(vs));
-    start_servers(&shared, &cfg)?;
+    let front = if a.workers > 0 {
+        Front::workers(tern_virt::VirtWorkers::new(
+            vs,
+            tern_virt::WorkerOptions {
+                workers: a.workers,
+                ..tern_virt::WorkerOptions::default()
+            },
+        ))
+    } else {
+        Front::One(Arc::new(Mutex::new(vs)))
+    };
+    let shared = front.shared();
+    let thrift = start_servers(&shared, &cfg)?;
     let grpc = start_p4runtime(&shared, &cfg, a.grpc_addr)?;
     let mut packet_outs = grpc.as_ref().map(|g| g.packet_outs.clone());
     if let (true, Some(rx)) = (a.live, packet_outs.take()) {
         // Live ports block in receive: packet-outs leave from a thread of their own.
         crate::cmd_run::spawn_packet_out_sender(&specs, rx.into_inner())?;
     }
+    let base = config_base(&a.config);
+    let control = Arc::new(Control::new(
+        front.clone(),
+        grpc.as_ref().map(|g| Arc::clone(&g.p4rt)),
+        thrift,
+        cfg,
+        base,
+    ));
     let _admin = match &a.admin {
-        Some(path) => Some(AdminSocket::start(path, Arc::clone(&shared))?),
+        Some(path) => Some(AdminSocket::start(path, Arc::clone(&control))?),
         None => None,
     };
     if a.wait > 0 {
@@ -233,25 +233,70 @@ fn run_files(a: RunArgs) -> anyhow::Result<()> {
     }
     if a.live {
         eprintln!(
-            "tern virt run: switching on {} (Ctrl-C or SIGTERM to stop)",
+            "tern virt run: switching on {}{} (Ctrl-C or SIGTERM to stop)",
             specs
                 .iter()
                 .map(|s| format!("{}@{}", s.port, s.name))
                 .collect::<Vec<_>>()
-                .join(", ")
+                .join(", "),
+            if a.workers > 0 {
+                format!(" with {} workers", a.workers)
+            } else {
+                String::new()
+            }
         );
     }
-    let (packets, sent, discarded) = pump(
-        &shared,
-        ports.as_mut(),
-        grpc.as_ref().map(|g| &*g.p4rt),
-        packet_outs.as_ref(),
-    )?;
-    ports.flush()?;
-    let vs = shared.lock().unwrap_or_else(|e| e.into_inner());
-    println!("{packets} packet(s) in, {sent} frame(s) out, {discarded} on unattached ports");
-    print!("{}", stats_text(&vs)?);
+    match &front {
+        Front::One(shared) => {
+            let (packets, sent, discarded) = pump(
+                shared,
+                ports.as_mut(),
+                grpc.as_ref().map(|g| &*g.p4rt),
+                packet_outs.as_ref(),
+            )?;
+            ports.flush()?;
+            let vs = shared.lock().unwrap_or_else(|e| e.into_inner());
+            println!(
+                "{packets} packet(s) in, {sent} frame(s) out, {discarded} on unattached ports"
+            );
+            print!("{}", stats_text(&*vs)?);
+        }
+        Front::Workers(pool, _) => {
+            let transmit = if a.live {
+                // Outputs leave from a thread of their own: the receive loop blocks in poll.
+                let rx = lock_pool(pool)
+                    .as_mut()
+                    .expect("running")
+                    .take_output_channel();
+                crate::cmd_run::spawn_packet_out_sender(&specs, rx)?;
+                false
+            } else {
+                true
+            };
+            run_workers(
+                pool,
+                ports.as_mut(),
+                packet_outs.as_ref(),
+                transmit,
+                grpc.is_some(),
+                a.workers,
+            )?;
+        }
+    }
     Ok(())
+}
+
+fn config_base(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+type Pool = Mutex<Option<tern_virt::VirtWorkers>>;
+
+fn lock_pool(p: &Pool) -> std::sync::MutexGuard<'_, Option<tern_virt::VirtWorkers>> {
+    p.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Packet-out traffic for physical ports, from the P4Runtime server.
@@ -277,7 +322,7 @@ impl OnceRx {
 /// Start the P4Runtime server when `--grpc-addr` or the config's `p4runtime.addr` asks for
 /// one: every device under its own id, with its roles; tokens from the config.
 fn start_p4runtime(
-    vs: &Arc<Mutex<VirtSwitch>>,
+    vs: &tern_virt::Shared,
     cfg: &Config,
     addr: Option<std::net::SocketAddr>,
 ) -> anyhow::Result<Option<Grpc>> {
@@ -294,12 +339,9 @@ fn start_p4runtime(
         .iter()
         .map(|d| (d.id, d.roles.clone()))
         .collect();
-    let access = {
-        let g = vs.lock().unwrap_or_else(|e| e.into_inner());
-        tern_virt::tenant_access(&g, &pc.tokens, pc.operator_token.as_deref())
-            .map_err(|e| anyhow::anyhow!("{}: p4runtime: {e}", cfg.file))?
-    };
-    let p4rt = Arc::new(tern_virt::VirtP4rt::new(Arc::clone(vs), &devices)?);
+    let p4rt = Arc::new(tern_virt::VirtP4rt::new(vs.clone(), &devices)?);
+    p4rt.set_tokens(pc.tokens.clone(), pc.operator_token.clone())
+        .map_err(|e| anyhow::anyhow!("{}: p4runtime: {e}", cfg.file))?;
     let (tx, rx) = std::sync::mpsc::channel::<Vec<OutputPacket>>();
     p4rt.set_output_sink(Arc::new(move |outs| {
         let _ = tx.send(outs);
@@ -307,11 +349,11 @@ fn start_p4runtime(
     let listener = std::net::TcpListener::bind(addr)
         .with_context(|| format!("cannot start the P4Runtime server on {addr}"))?;
     let bound = listener.local_addr()?;
-    let (handles, tick) = (p4rt.handles(), p4rt.tick());
+    let (set, tick) = (p4rt.set(), p4rt.tick());
     std::thread::Builder::new()
         .name("p4runtime".into())
         .spawn(move || {
-            if let Err(e) = tern_p4rt::serve_devices(listener, handles, access, Some(tick)) {
+            if let Err(e) = tern_p4rt::serve_set(listener, set, Some(tick)) {
                 eprintln!("P4Runtime server stopped: {e}");
             }
         })
@@ -345,16 +387,19 @@ struct Grpc {
 }
 
 /// `tern virt run --workers N`: the devices over N worker threads; every input packet is
-/// dispatched in order, outputs are written as the workers produce them (stamped with the
-/// time of the latest input), the counters printed at the end.
-fn run_workers(vs: VirtSwitch, workers: usize, ports: &mut dyn PortIo) -> anyhow::Result<()> {
-    let mut pool = tern_virt::VirtWorkers::new(
-        vs,
-        tern_virt::WorkerOptions {
-            workers,
-            ..tern_virt::WorkerOptions::default()
-        },
-    );
+/// dispatched in order (the pool's lock taken per frame: operator commands get in between),
+/// outputs are written as the workers produce them (stamped with the time of the latest
+/// input) unless a transmit thread of its own sends them (`transmit` false, live ports), the
+/// counters printed at the end. Tenants' control (Thrift, P4Runtime) reaches each device on
+/// its worker directly.
+fn run_workers(
+    pool: &Pool,
+    ports: &mut dyn PortIo,
+    packet_outs: Option<&PacketOuts>,
+    transmit: bool,
+    p4rt: bool,
+    workers: usize,
+) -> anyhow::Result<()> {
     let (mut n, mut sent, mut discarded) = (0u64, 0u64, 0u64);
     let mut buf = Vec::new();
     let mut out: Vec<OutputPacket> = Vec::new();
@@ -372,169 +417,35 @@ fn run_workers(vs: VirtSwitch, workers: usize, ports: &mut dyn PortIo) -> anyhow
     while let Some(meta) = ports.recv(&mut buf)? {
         n += 1;
         ts = meta.ts_ns;
-        pool.dispatch(&[(meta.port, &buf)]);
-        if n % 65_536 == 0 {
-            // Digests nobody listens for are dropped, not hoarded.
-            for id in pool.device_ids() {
-                let _ = pool.call(id, move |vs| vs.take_digests(Caller::Operator, id));
+        if let Some(p) = packet_outs {
+            out.extend(p.drain());
+        }
+        {
+            let mut g = lock_pool(pool);
+            let pool = g.as_mut().expect("the pool runs until the loop ends");
+            pool.dispatch(&[(meta.port, &buf)]);
+            if n % 65_536 == 0 && !p4rt {
+                // Digests nobody listens for are dropped, not hoarded (with P4Runtime the
+                // server's tick delivers them to the controllers).
+                for id in pool.device_ids() {
+                    let _ = pool.call(id, move |vs| vs.take_digests(Caller::Operator, id));
+                }
+            }
+            if transmit {
+                pool.take_outputs(&mut out);
             }
         }
-        pool.take_outputs(&mut out);
         write(&mut out, ports, ts)?;
     }
+    let pool = lock_pool(pool).take().expect("running");
     let vs = pool.shutdown(&mut out);
-    write(&mut out, ports, ts)?;
+    if transmit {
+        write(&mut out, ports, ts)?;
+    }
     ports.flush()?;
     println!("{n} packet(s) in, {sent} frame(s) out, {discarded} on unattached ports ({workers} workers)");
     print!("{}", stats_text(&vs)?);
     Ok(())
-}
-
-/// The switch's and every device's counters, one line each.
-fn stats_text(vs: &VirtSwitch) -> anyhow::Result<String> {
-    use std::fmt::Write;
-    let mut t = String::new();
-    let st = vs.stats();
-    writeln!(
-        t,
-        "unclassified {}, dangling links {}",
-        st.unclassified, st.dangling
-    )?;
-    for id in vs.device_ids() {
-        let s = vs.device_stats(Caller::Operator, id)?;
-        let q = vs.quarantine(Caller::Operator, id)?;
-        writeln!(
-            t,
-            "device {id}: in {}, to ports {}, to links {}, to cpu {}, dropped {}, hop-cut {}, \
-             panics {}, quarantine drops {}{}",
-            s.packets_in,
-            s.to_phys,
-            s.to_links,
-            s.to_cpu,
-            s.dropped,
-            s.hop_cut,
-            s.panics,
-            s.quarantine_drops,
-            q.map(|w| format!(" (QUARANTINED: {w})"))
-                .unwrap_or_default()
-        )?;
-    }
-    Ok(t)
-}
-
-/// The operator's line interface of a running `tern virt run`: a Unix socket; each line is a
-/// command, each answer ends with an empty line. Commands run between packets (they take the
-/// switch lock), so switching a snapshot loses nothing. The socket file goes with the value.
-struct AdminSocket {
-    path: PathBuf,
-}
-
-impl AdminSocket {
-    fn start(path: &Path, vs: Arc<Mutex<VirtSwitch>>) -> anyhow::Result<AdminSocket> {
-        use std::os::unix::fs::FileTypeExt;
-        // A socket file left by a run that was killed is replaced; anything else is an error.
-        if let Ok(m) = std::fs::symlink_metadata(path) {
-            if m.file_type().is_socket() {
-                std::fs::remove_file(path).with_context(|| {
-                    format!("removing the stale admin socket {}", path.display())
-                })?;
-            } else {
-                anyhow::bail!(
-                    "--admin {}: the file exists and is not a socket",
-                    path.display()
-                );
-            }
-        }
-        let listener = std::os::unix::net::UnixListener::bind(path)
-            .with_context(|| format!("--admin: cannot listen on {}", path.display()))?;
-        std::thread::Builder::new()
-            .name("virt-admin".into())
-            .spawn(move || {
-                for conn in listener.incoming().flatten() {
-                    let vs = Arc::clone(&vs);
-                    std::thread::spawn(move || admin_session(conn, &vs));
-                }
-            })
-            .context("starting the admin thread")?;
-        println!("admin socket on {}", path.display());
-        Ok(AdminSocket {
-            path: path.to_path_buf(),
-        })
-    }
-}
-
-impl Drop for AdminSocket {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
-    }
-}
-
-fn admin_session(conn: std::os::unix::net::UnixStream, vs: &Mutex<VirtSwitch>) {
-    use std::io::{BufRead, Write};
-    let Ok(read) = conn.try_clone() else { return };
-    let mut w = conn;
-    for line in std::io::BufReader::new(read).lines() {
-        let Ok(line) = line else { return };
-        let answer = admin_command(vs, line.trim());
-        if w.write_all(format!("{answer}\n").as_bytes()).is_err() {
-            return;
-        }
-    }
-}
-
-/// One operator command; the answer starts with `ok` or `error` (possibly several lines,
-/// always ending with a newline).
-fn admin_command(vs: &Mutex<VirtSwitch>, line: &str) -> String {
-    let words: Vec<&str> = line.split_whitespace().collect();
-    let mut vs = vs.lock().unwrap_or_else(|e| e.into_inner());
-    match words.as_slice() {
-        ["snapshot", name] => {
-            let t = std::time::Instant::now();
-            match vs.activate_snapshot(name) {
-                Ok(()) => format!(
-                    "ok snapshot {name} active (switched in {} us)\n",
-                    t.elapsed().as_micros()
-                ),
-                Err(e) => format!("error: snapshot {name}: {e}\n"),
-            }
-        }
-        ["stats"] => match stats_text(&vs) {
-            Ok(t) => format!("ok\n{t}"),
-            Err(e) => format!("error: {e:#}\n"),
-        },
-        ["devices"] => format!(
-            "ok {}\n",
-            vs.device_ids()
-                .iter()
-                .map(|d| d.to_string())
-                .collect::<Vec<_>>()
-                .join(" ")
-        ),
-        _ => format!("error: unknown command '{line}' (snapshot NAME | stats | devices)\n"),
-    }
-}
-
-/// `tern virt ctl`: send one command line, return the answer (up to its empty line).
-fn ctl(socket: &Path, line: &str) -> anyhow::Result<String> {
-    use std::io::{BufRead, Write};
-    let mut s = std::os::unix::net::UnixStream::connect(socket).with_context(|| {
-        format!(
-            "cannot connect to the admin socket {} (is `tern virt run --admin` running?)",
-            socket.display()
-        )
-    })?;
-    s.set_read_timeout(Some(std::time::Duration::from_secs(30)))?;
-    s.write_all(format!("{line}\n").as_bytes())?;
-    let mut answer = String::new();
-    for l in std::io::BufReader::new(s).lines() {
-        let l = l.context("reading the answer")?;
-        if l.is_empty() {
-            break;
-        }
-        answer.push_str(&l);
-        answer.push('\n');
-    }
-    Ok(answer)
 }
 
 /// Every input packet in timestamp order through the switch; outputs carry the input's
@@ -590,6 +501,10 @@ mod tests {
     use tern_ports::{PcapReader, PcapWriter, WriterConfig};
 
     const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../");
+
+    fn words(s: &str) -> Vec<String> {
+        s.split_whitespace().map(str::to_string).collect()
+    }
 
     fn write_pcap(path: &Path, frames: &[Vec<u8>]) {
         let f = std::fs::File::create(path).unwrap();
@@ -677,7 +592,7 @@ mod tests {
         std::fs::write(dir.join("virt.json"), cfg).unwrap();
         let (vs, _, cfg) = build_cfg(&dir.join("virt.json")).unwrap();
         let shared = Arc::new(Mutex::new(vs));
-        let addrs = start_servers(&shared, &cfg).unwrap();
+        let addrs = start_servers(&tern_virt::Shared::Locked(Arc::clone(&shared)), &cfg).unwrap();
         assert_eq!(addrs.len(), 1);
         let port = addrs[0].1.port();
         let mut c = tern_thrift::ThriftRuntime::connect(("127.0.0.1", port)).unwrap();
@@ -718,27 +633,35 @@ mod tests {
     #[test]
     fn admin_socket_switches_snapshots() {
         let dir = tern_fixtures::scratch("virt-admin");
-        let (vs, _, _) = build_cfg(&Path::new(ROOT).join("p4/virt/example2/virt.json")).unwrap();
+        let path = Path::new(ROOT).join("p4/virt/example2/virt.json");
+        let (vs, _, cfg) = build_cfg(&path).unwrap();
         let shared = Arc::new(Mutex::new(vs));
         let sock = dir.join("admin.sock");
-        let admin = AdminSocket::start(&sock, Arc::clone(&shared)).unwrap();
-        let a = ctl(&sock, "snapshot l2-only").unwrap();
+        let control = Control::new(
+            Front::One(Arc::clone(&shared)),
+            None,
+            Vec::new(),
+            cfg,
+            config_base(&path),
+        );
+        let admin = AdminSocket::start(&sock, Arc::new(control)).unwrap();
+        let a = ctl(&sock, &words("snapshot l2-only")).unwrap();
         assert!(
             a.starts_with("ok snapshot l2-only active (switched in "),
             "{a}"
         );
         assert_eq!(shared.lock().unwrap().topology().rules.len(), 2);
-        let a = ctl(&sock, "snapshot nope").unwrap();
+        let a = ctl(&sock, &words("snapshot nope")).unwrap();
         assert!(a.starts_with("error: snapshot nope"), "{a}");
-        let a = ctl(&sock, "stats").unwrap();
+        let a = ctl(&sock, &words("stats")).unwrap();
         assert!(a.starts_with("ok\n") && a.contains("device 3: in 0"), "{a}");
-        assert_eq!(ctl(&sock, "devices").unwrap(), "ok 1 2 3\n");
-        assert!(ctl(&sock, "reboot")
+        assert_eq!(ctl(&sock, &words("devices")).unwrap(), "ok 1 2 3\n");
+        assert!(ctl(&sock, &words("reboot"))
             .unwrap()
             .starts_with("error: unknown command"));
         drop(admin);
         assert!(!sock.exists());
-        let e = ctl(&sock, "stats").unwrap_err().to_string();
+        let e = ctl(&sock, &words("stats")).unwrap_err().to_string();
         assert!(e.contains("cannot connect to the admin socket"), "{e}");
     }
 
@@ -760,7 +683,9 @@ mod tests {
         std::fs::write(dir.join("virt.json"), cfg).unwrap();
         let (vs, _, cfg) = build_cfg(&dir.join("virt.json")).unwrap();
         let shared = Arc::new(Mutex::new(vs));
-        let g = start_p4runtime(&shared, &cfg, None).unwrap().unwrap();
+        let g = start_p4runtime(&Arc::clone(&shared).into(), &cfg, None)
+            .unwrap()
+            .unwrap();
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
