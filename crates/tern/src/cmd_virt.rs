@@ -531,9 +531,11 @@ mod tests {
         let dir = tern_fixtures::scratch("virt-run");
         let cfg = format!(
             r#"{{ "devices": [
-                {{ "id": 1, "program": "{ROOT}p4/tutorials/basic.p4", "ports": {{ "0": "phys:2" }} }},
+                {{ "id": 1, "program": "{ROOT}p4/tutorials/basic.p4", "ports": {{ "0": "phys:2" }},
+                   "thrift_port": 0 }},
                 {{ "id": 2, "program": "{ROOT}p4/tutorials/basic.p4", "ports": {{ "0": "phys:4" }} }} ],
-              "rules": [ {{ "port": 1, "device": 1 }}, {{ "port": 3, "device": 2 }} ] }}"#
+              "rules": [ {{ "port": 1, "device": 1 }}, {{ "port": 3, "device": 2 }} ],
+              "p4runtime": {{ "addr": "127.0.0.1:0" }} }}"#
         );
         std::fs::write(dir.join("virt.json"), cfg).unwrap();
         let frame = |b: u8| {
@@ -742,6 +744,297 @@ mod tests {
         assert!(
             e.contains("devices[0].roles.\"r\"") && e.contains("unknown key 'tables'"),
             "{e}"
+        );
+    }
+
+    /// L2 frame: destination MAC 0a:00:00:00:00:DST, source ..:SRC, a sequence number.
+    fn l2_frame(dst: u8, src: u8, seq: u8) -> Vec<u8> {
+        let mut f = vec![
+            0x0a, 0, 0, 0, 0, dst, 0x0a, 0, 0, 0, 0, src, 0x08, 0x00, seq,
+        ];
+        f.extend_from_slice(&[0u8; 45]);
+        f
+    }
+
+    /// GetForwardingPipelineConfig with a token: the P4Info's table names, or the status.
+    fn p4rt_tables(
+        addr: std::net::SocketAddr,
+        tok: &'static str,
+        id: u64,
+    ) -> Result<Vec<String>, tonic::Status> {
+        use tern_p4rt::proto::p4::v1 as p4;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let ch = tonic::transport::Channel::from_shared(format!("http://{addr}"))
+                .unwrap()
+                .connect()
+                .await
+                .unwrap();
+            let mut c = p4::p4_runtime_client::P4RuntimeClient::with_interceptor(
+                ch,
+                move |mut r: tonic::Request<()>| {
+                    r.metadata_mut()
+                        .insert("authorization", format!("Bearer {tok}").parse().unwrap());
+                    Ok(r)
+                },
+            );
+            c.get_forwarding_pipeline_config(p4::GetForwardingPipelineConfigRequest {
+                device_id: id,
+                response_type: 0,
+            })
+            .await
+            .map(|r| {
+                r.into_inner()
+                    .config
+                    .unwrap()
+                    .p4info
+                    .unwrap()
+                    .tables
+                    .iter()
+                    .map(|t| t.preamble.as_ref().unwrap().name.clone())
+                    .collect()
+            })
+        })
+    }
+
+    /// The operator's commands over the admin socket with the devices on two workers, and
+    /// P4Runtime and Thrift following them: a device added live (served at once to its
+    /// tenant's token, its Thrift server started), mapped, classified, its quota changed
+    /// (enforced over Thrift), replaced (entries carried), rules added and deleted, removed
+    /// (NOT_FOUND); clear errors for bad commands; then `reload` of an edited config applies
+    /// the difference (a device removed, one added with its command file and its tenant's
+    /// token, quotas changed, a program replaced) with traffic checked after each step.
+    #[test]
+    fn admin_commands_and_reload_with_workers() {
+        use tern_runtime::Runtime;
+        let dir = tern_fixtures::scratch("virt-admin-workers");
+        let l2 = format!("{ROOT}p4/virt/l2_switch.p4");
+        let write_cfg = |name: &str, devices: &str, rules: &str| {
+            let text = format!(
+                r#"{{ "devices": [ {devices} ], "rules": [ {rules} ],
+                  "p4runtime": {{ "addr": "127.0.0.1:0",
+                                 "tokens": {{ "alice": "tok-a", "bob": "tok-b" }} }} }}"#
+            );
+            std::fs::write(dir.join(name), text).unwrap();
+            dir.join(name)
+        };
+        let dev1 = format!(
+            r#"{{ "id": 1, "program": "{l2}", "owner": "alice", "commands": "d1.txt",
+                 "ports": {{ "1": "phys:1", "2": "phys:2" }} }}"#
+        );
+        let dev2 = format!(
+            r#"{{ "id": 2, "program": "{l2}", "owner": "bob", "ports": {{ "3": "phys:3" }} }}"#
+        );
+        std::fs::write(
+            dir.join("d1.txt"),
+            "table_add L2Ingress.dmac forward 0x0a0000000002 => 2
+             table_add L2Ingress.smac known 0x0a0000000001 =>
+",
+        )
+        .unwrap();
+        let a = write_cfg(
+            "a.json",
+            &format!("{dev1}, {dev2}"),
+            r#"{ "port": 1, "device": 1 }, { "port": 3, "device": 2 }"#,
+        );
+        let (vs, _, cfg) = build_cfg(&a).unwrap();
+        let front = Front::workers(tern_virt::VirtWorkers::new(
+            vs,
+            tern_virt::WorkerOptions {
+                workers: 2,
+                ..Default::default()
+            },
+        ));
+        let shared = front.shared();
+        let grpc = start_p4runtime(&shared, &cfg, None).unwrap().unwrap();
+        let control = Arc::new(Control::new(
+            front.clone(),
+            Some(Arc::clone(&grpc.p4rt)),
+            start_servers(&shared, &cfg).unwrap(),
+            cfg,
+            dir.to_path_buf(),
+        ));
+        let sock = dir.join("admin.sock");
+        let _admin = AdminSocket::start(&sock, Arc::clone(&control)).unwrap();
+        let ok = |cmd: &str| {
+            let a = ctl(&sock, &words(cmd)).unwrap();
+            assert!(a.starts_with("ok"), "{cmd}: {a}");
+            a
+        };
+        let err = |cmd: &str| {
+            let a = ctl(&sock, &words(cmd)).unwrap();
+            assert!(a.starts_with("error: "), "{cmd}: {a}");
+            a
+        };
+        // Traffic through the workers: (port, frame) in, (port, frame) out.
+        let send = |port: u32, f: &[u8]| -> Vec<(u32, Vec<u8>)> {
+            front.with(|_| ()).expect("running");
+            let Front::Workers(pool, _) = &front else {
+                unreachable!()
+            };
+            let mut g = pool.lock().unwrap();
+            let mut out = Vec::new();
+            g.as_mut().unwrap().process_batch(&[(port, f)], &mut out);
+            out.into_iter().map(|o| (o.port, o.data)).collect()
+        };
+        assert_eq!(send(1, &l2_frame(2, 1, 0)), vec![(2, l2_frame(2, 1, 0))]);
+        assert_eq!(ok("devices"), "ok 1 2\n");
+
+        // add: served at once over P4Runtime to alice (not bob) and over Thrift.
+        assert!(p4rt_tables(grpc.addr, "tok-a", 3).is_err());
+        let a = ok(&format!(
+            "add 3 {l2} owner=alice thrift_port=0 max_entries=5"
+        ));
+        assert!(
+            a.contains("Thrift on") && a.contains("P4Runtime device id 3"),
+            "{a}"
+        );
+        assert!(p4rt_tables(grpc.addr, "tok-a", 3)
+            .unwrap()
+            .iter()
+            .any(|t| t.ends_with(".dmac")));
+        assert_eq!(
+            p4rt_tables(grpc.addr, "tok-b", 3).unwrap_err().code(),
+            tonic::Code::NotFound
+        );
+        let thrift3 = control
+            .thrift_addrs()
+            .iter()
+            .find(|(d, _)| *d == 3)
+            .unwrap()
+            .1;
+        let mut t3 = tern_thrift::ThriftRuntime::connect(("127.0.0.1", thrift3.port())).unwrap();
+        let program = tern_model::load(&t3.get_config()).unwrap();
+        let mut cli = tern_control::Cli::new(&program);
+        let out = cli.execute(
+            &mut t3,
+            "table_add L2Ingress.dmac forward 0x0a0000000002 => 1",
+        );
+        assert!(!cli.last_command_failed(), "{out}");
+        // link + rule: port 5 → device 3, its virtual port 1 → physical 6.
+        assert!(ok("link 3 1 phys:6").contains("device 3 port 1 -> phys:6"));
+        ok("rule add priority=5 port=5 device=3");
+        assert_eq!(send(5, &l2_frame(2, 1, 1)), vec![(6, l2_frame(2, 1, 1))]);
+        assert_eq!(ok("rules").lines().count(), 4, "3 rules");
+        // quota: one entry more is refused over Thrift.
+        assert!(ok("quota 3 max_entries=1").contains("max_entries 1,"));
+        let out = cli.execute(
+            &mut t3,
+            "table_add L2Ingress.dmac forward 0x0a0000000003 => 1",
+        );
+        assert!(
+            cli.last_command_failed() && out.contains("TABLE_FULL"),
+            "{out}"
+        );
+        ok("quota 3 max_entries=none");
+        // replace: the entry is carried, the traffic goes on.
+        assert!(ok(&format!("replace 3 {l2}")).contains("1 entries carried"));
+        assert_eq!(send(5, &l2_frame(2, 1, 2)), vec![(6, l2_frame(2, 1, 2))]);
+        ok("rule del 2");
+        assert!(send(5, &l2_frame(2, 1, 3)).is_empty(), "unclassified now");
+        // Errors say what is wrong.
+        assert!(err("remove 9").contains("device 9 not found"));
+        assert!(err("link 9 1 drop").contains("device 9 not found"));
+        assert!(err("link 3 1 wire:2").contains("wire:2"));
+        assert!(err("quota 3 max_fun=2").contains("unknown quota 'max_fun'"));
+        assert!(err("rule add port=1").contains("missing 'device'"));
+        assert!(err("rule del 7").contains("no rule 7"));
+        assert!(err(&format!("add 1 {l2}")).contains("device 1 already exists"));
+        assert!(err("add 4 /no/such.p4").contains("/no/such.p4"));
+        assert!(err("add x y").contains("'x' is not a device id"));
+        assert!(ok("help").contains("reload CONFIG"));
+        // remove: P4Runtime answers NOT_FOUND, the others go on.
+        ok("remove 3");
+        assert_eq!(
+            p4rt_tables(grpc.addr, "tok-a", 3).unwrap_err().code(),
+            tonic::Code::NotFound
+        );
+        assert_eq!(send(1, &l2_frame(2, 1, 4)), vec![(2, l2_frame(2, 1, 4))]);
+
+        // reload: device 2 goes, device 4 (bob's, with a command file) comes, device 1's
+        // quota changes.
+        std::fs::write(
+            dir.join("d4.txt"),
+            "table_add L2Ingress.dmac forward 0x0a0000000009 => 8
+",
+        )
+        .unwrap();
+        let dev1q = dev1.replace(
+            r#""owner": "alice","#,
+            r#""owner": "alice", "quotas": { "max_entries": 50 },"#,
+        );
+        let dev4 = format!(
+            r#"{{ "id": 4, "program": "{l2}", "owner": "bob", "commands": "d4.txt",
+                 "thrift_port": 0, "ports": {{ "8": "phys:8" }} }}"#
+        );
+        let b = write_cfg(
+            "b.json",
+            &format!("{dev1q}, {dev4}"),
+            r#"{ "port": 1, "device": 1 }, { "port": 7, "device": 4 }"#,
+        );
+        let a = ok(&format!("reload {}", b.display()));
+        assert!(
+            a.contains("added [4], removed [2], replaced [] (0 entries carried), reconfigured [1]"),
+            "{a}"
+        );
+        assert_eq!(ok("devices"), "ok 1 4\n");
+        assert!(p4rt_tables(grpc.addr, "tok-b", 4).is_ok());
+        assert_eq!(
+            p4rt_tables(grpc.addr, "tok-b", 2).unwrap_err().code(),
+            tonic::Code::NotFound
+        );
+        assert_eq!(send(7, &l2_frame(9, 1, 5)), vec![(8, l2_frame(9, 1, 5))]);
+        assert!(send(3, &l2_frame(2, 1, 6)).is_empty(), "device 2 is gone");
+        let q = front
+            .with(|op| op.device_config(1).unwrap().1.max_entries)
+            .unwrap();
+        assert_eq!(q, Some(50));
+        // reload with device 1 on another program: replaced, its entries carried where the
+        // tables match (none: the router has other tables), the traffic follows the router.
+        let dev1r = dev1q
+            .replace("l2_switch.p4", "router.p4")
+            .replace(r#""commands": "d1.txt","#, "");
+        let c = write_cfg(
+            "c.json",
+            &format!("{dev1r}, {dev4}"),
+            r#"{ "port": 1, "device": 1 }, { "port": 7, "device": 4 }"#,
+        );
+        let a = ok(&format!("reload {}", c.display()));
+        assert!(a.contains("replaced [1]"), "{a}");
+        assert!(p4rt_tables(grpc.addr, "tok-a", 1)
+            .unwrap()
+            .iter()
+            .any(|t| t.ends_with(".ipv4_lpm")));
+        assert!(
+            send(1, &l2_frame(2, 1, 7)).is_empty(),
+            "the router drops non-IPv4"
+        );
+        // A bad config changes nothing and says where.
+        std::fs::write(dir.join("bad.json"), r#"{ "devices": [ { "id": 1 } ] }"#).unwrap();
+        let e = err(&format!("reload {}", dir.join("bad.json").display()));
+        assert!(e.contains("bad.json") && e.contains("devices[0]"), "{e}");
+        assert_eq!(ok("devices"), "ok 1 4\n");
+        let n = front.with(|op| op.program_json(4).unwrap().len()).unwrap();
+        assert!(n > 0);
+        let Front::Workers(pool, _) = &front else {
+            unreachable!()
+        };
+        let vs = pool
+            .lock()
+            .unwrap()
+            .take()
+            .unwrap()
+            .shutdown(&mut Vec::new());
+        let mut vs = vs;
+        assert_eq!(
+            vs.runtime(Caller::Operator, 4)
+                .unwrap()
+                .mt_get_num_entries("L2Ingress.dmac")
+                .unwrap(),
+            1
         );
     }
 
