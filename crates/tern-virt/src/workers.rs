@@ -280,8 +280,10 @@ impl VirtWorkers {
             }
         }
         // Devices added later share the programs compiled so far.
-        let mut factory = VirtSwitch::default();
-        factory.programs = std::mem::take(&mut vs.programs);
+        let factory = VirtSwitch {
+            programs: std::mem::take(&mut vs.programs),
+            ..VirtSwitch::default()
+        };
         let (out_tx, out_rx) = mpsc::channel();
         let mut txs = Vec::new();
         let mut handles = Vec::new();

@@ -4,6 +4,9 @@
 //! workers meanwhile), and P4Runtime serving devices added and removed after start-up with
 //! their tenants' tokens.
 
+// tonic's Status is the error of every RPC helper here.
+#![allow(clippy::result_large_err)]
+
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
@@ -322,7 +325,7 @@ fn thrift_and_p4runtime_reach_devices_on_two_workers_under_traffic() {
             pool.move_group(2, to).unwrap();
         }
         pool.take_outputs(&mut out);
-        if seq % 64 == 0 {
+        if seq.is_multiple_of(64) {
             // Let the control threads in as the traffic goes on.
             std::thread::yield_now();
         }

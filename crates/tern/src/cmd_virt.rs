@@ -757,6 +757,7 @@ mod tests {
     }
 
     /// GetForwardingPipelineConfig with a token: the P4Info's table names, or the status.
+    #[allow(clippy::result_large_err)]
     fn p4rt_tables(
         addr: std::net::SocketAddr,
         tok: &'static str,
