@@ -1242,16 +1242,33 @@ pub async fn serve_devices_async(
     access: Access,
     tick: Option<Tick>,
 ) -> Result<(), String> {
-    serve_set_async(listener, DeviceSet::new(handles, access)?, tick).await
+    serve_set_async(listener, DeviceSet::new(handles, access)?, tick, None).await
+}
+
+/// TLS for a P4Runtime server: its certificate chain and private key, PEM.
+#[derive(Clone, Debug)]
+pub struct TlsPem {
+    pub cert: Vec<u8>,
+    pub key: Vec<u8>,
 }
 
 /// [`serve_devices_async`] for a [`DeviceSet`] that may change while it is served (devices
-/// added and removed, tokens changed).
+/// added and removed, tokens changed), in plain text or over TLS (`tls`).
 pub async fn serve_set_async(
     listener: tokio::net::TcpListener,
     set: DeviceSet,
     tick: Option<Tick>,
+    tls: Option<TlsPem>,
 ) -> Result<(), String> {
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(t) = tls {
+        builder = builder
+            .tls_config(
+                tonic::transport::ServerTlsConfig::new()
+                    .identity(tonic::transport::Identity::from_pem(t.cert, t.key)),
+            )
+            .map_err(|e| format!("P4Runtime TLS: {e}"))?;
+    }
     let addr = listener
         .local_addr()
         .map_or_else(|_| "?".to_string(), |a| a.to_string());
@@ -1271,7 +1288,7 @@ pub async fn serve_set_async(
             }
         }
     });
-    let r = tonic::transport::Server::builder()
+    let r = builder
         .add_service(svc)
         .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
         .await
@@ -1302,6 +1319,7 @@ pub fn serve_set(
     listener: std::net::TcpListener,
     set: DeviceSet,
     tick: Option<Tick>,
+    tls: Option<TlsPem>,
 ) -> Result<(), String> {
     listener
         .set_nonblocking(true)
@@ -1309,7 +1327,7 @@ pub fn serve_set(
     runtime()?.block_on(async {
         let l = tokio::net::TcpListener::from_std(listener)
             .map_err(|e| format!("gRPC listener: {e}"))?;
-        serve_set_async(l, set, tick).await
+        serve_set_async(l, set, tick, tls).await
     })
 }
 

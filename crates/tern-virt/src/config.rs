@@ -75,6 +75,9 @@ pub struct P4rtConfig {
     pub tokens: BTreeMap<String, String>,
     /// The operator's token: reaches every device.
     pub operator_token: Option<String>,
+    /// TLS: (PEM certificate chain, PEM private key) files, relative to the config's folder;
+    /// `None`: plain text.
+    pub tls: Option<(PathBuf, PathBuf)>,
 }
 
 /// A parsed configuration file.
@@ -247,7 +250,7 @@ impl Ctx<'_> {
     }
 
     fn p4runtime(&self, v: &Value) -> Result<P4rtConfig, ConfigError> {
-        let o = self.obj(v, "p4runtime", &["addr", "tokens", "operator_token"])?;
+        let o = self.obj(v, "p4runtime", &["addr", "tokens", "operator_token", "tls"])?;
         let mut c = P4rtConfig::default();
         if let Some(a) = o.get("addr") {
             c.addr = Some(self.string(a, "p4runtime.addr")?);
@@ -263,6 +266,18 @@ impl Ctx<'_> {
         }
         if let Some(t) = o.get("operator_token") {
             c.operator_token = Some(self.string(t, "p4runtime.operator_token")?);
+        }
+        if let Some(t) = o.get("tls") {
+            let to = self.obj(t, "p4runtime.tls", &["cert", "key"])?;
+            let file = |k: &str| -> Result<PathBuf, ConfigError> {
+                let v = to.get(k).ok_or_else(|| {
+                    self.err("p4runtime.tls", format!("missing '{k}' (a PEM file)"))
+                })?;
+                Ok(PathBuf::from(
+                    self.string(v, &format!("p4runtime.tls.{k}"))?,
+                ))
+            };
+            c.tls = Some((file("cert")?, file("key")?));
         }
         Ok(c)
     }

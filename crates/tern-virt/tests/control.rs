@@ -217,7 +217,7 @@ fn serve(
     let (set, tick) = (p4rt.set(), p4rt.tick());
     rt.spawn(async move {
         let l = tokio::net::TcpListener::from_std(listener).unwrap();
-        let _ = tern_p4rt::serve_set_async(l, set, Some(tick)).await;
+        let _ = tern_p4rt::serve_set_async(l, set, Some(tick), None).await;
     });
     (p4rt, addr)
 }

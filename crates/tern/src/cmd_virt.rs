@@ -349,17 +349,23 @@ fn start_p4runtime(
     let listener = std::net::TcpListener::bind(addr)
         .with_context(|| format!("cannot start the P4Runtime server on {addr}"))?;
     let bound = listener.local_addr()?;
+    let tls = match &pc.tls {
+        None => None,
+        Some((cert, key)) => Some(read_tls(cfg, cert, key)?),
+    };
+    let secure = tls.is_some();
     let (set, tick) = (p4rt.set(), p4rt.tick());
     std::thread::Builder::new()
         .name("p4runtime".into())
         .spawn(move || {
-            if let Err(e) = tern_p4rt::serve_set(listener, set, Some(tick)) {
+            if let Err(e) = tern_p4rt::serve_set(listener, set, Some(tick), tls) {
                 eprintln!("P4Runtime server stopped: {e}");
             }
         })
         .context("starting the P4Runtime thread")?;
     println!(
-        "P4Runtime on {bound}: device ids {}{}",
+        "P4Runtime on {bound}{}: device ids {}{}",
+        if secure { " (TLS)" } else { "" },
         devices
             .iter()
             .map(|d| d.0.to_string())
@@ -376,6 +382,28 @@ fn start_p4runtime(
         packet_outs: Arc::new(OnceRx(Mutex::new(Some(rx)))),
         addr: bound,
     }))
+}
+
+/// The config's `p4runtime.tls` files (relative to the config's folder), checked now: a
+/// missing file or a certificate and key that do not parse stop the start-up with the file.
+fn read_tls(cfg: &Config, cert: &Path, key: &Path) -> anyhow::Result<tern_p4rt::TlsPem> {
+    let base = config_base(Path::new(&cfg.file));
+    let read = |p: &Path, what: &str| {
+        let p = base.join(p);
+        std::fs::read(&p)
+            .with_context(|| format!("{}: p4runtime.tls.{what}: {}", cfg.file, p.display()))
+    };
+    let pem = tern_p4rt::TlsPem {
+        cert: read(cert, "cert")?,
+        key: read(key, "key")?,
+    };
+    tonic::transport::Server::builder()
+        .tls_config(
+            tonic::transport::ServerTlsConfig::new()
+                .identity(tonic::transport::Identity::from_pem(&pem.cert, &pem.key)),
+        )
+        .map_err(|e| anyhow::anyhow!("{}: p4runtime.tls: {e}", cfg.file))?;
+    Ok(pem)
 }
 
 /// The running P4Runtime server of `tern virt run`.
@@ -1037,6 +1065,168 @@ mod tests {
                 .unwrap(),
             1
         );
+    }
+
+    /// P4Runtime over TLS (`p4runtime.tls`, a throwaway certificate made with openssl):
+    /// a client trusting the certificate reaches its tenant's device with its token, a wrong
+    /// token is refused, a plain-text client gets nothing; a key that is not one stops the
+    /// start-up naming the config.
+    #[test]
+    #[allow(clippy::result_large_err)]
+    fn p4runtime_over_tls() {
+        use tern_p4rt::proto::p4::v1 as p4;
+        if std::process::Command::new("openssl")
+            .arg("version")
+            .output()
+            .is_err()
+        {
+            eprintln!("skipping: needs openssl to make a throwaway certificate");
+            return;
+        }
+        let dir = tern_fixtures::scratch("virt-p4rt-tls");
+        // A throwaway CA and a server certificate for localhost / 127.0.0.1 signed by it.
+        let openssl = |args: &[&str]| {
+            let o = std::process::Command::new("openssl")
+                .args(args)
+                .current_dir(&dir)
+                .output()
+                .unwrap();
+            assert!(
+                o.status.success(),
+                "openssl {args:?}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        };
+        let ec = [
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+        ];
+        openssl(
+            &[
+                &["req", "-x509"][..],
+                &ec,
+                &["-days", "1", "-subj", "/CN=tern-test-ca"],
+                &["-keyout", "ca.key", "-out", "ca.pem"],
+            ]
+            .concat(),
+        );
+        openssl(
+            &[
+                &["req"][..],
+                &ec,
+                &["-subj", "/CN=localhost"],
+                &["-keyout", "key.pem", "-out", "srv.csr"],
+            ]
+            .concat(),
+        );
+        std::fs::write(
+            dir.join("ext.cnf"),
+            "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
+        )
+        .unwrap();
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            "srv.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "1",
+            "-extfile",
+            "ext.cnf",
+            "-out",
+            "cert.pem",
+        ]);
+        let write = |key: &str| {
+            let cfg = format!(
+                r#"{{ "devices": [
+                    {{ "id": 1, "program": "{ROOT}p4/virt/l2_switch.p4", "owner": "alice" }} ],
+                  "p4runtime": {{ "addr": "127.0.0.1:0", "tokens": {{ "alice": "tok-a" }},
+                                 "tls": {{ "cert": "cert.pem", "key": "{key}" }} }} }}"#
+            );
+            std::fs::write(dir.join("virt.json"), cfg).unwrap();
+            build_cfg(&dir.join("virt.json")).unwrap()
+        };
+        let (vs, _, cfg) = write("key.pem");
+        let shared = Arc::new(Mutex::new(vs));
+        let g = start_p4runtime(&Arc::clone(&shared).into(), &cfg, None)
+            .unwrap()
+            .unwrap();
+        let ca = std::fs::read(dir.join("ca.pem")).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let get = |tls: bool, tok: &'static str| {
+            rt.block_on(async {
+                let ep = if tls {
+                    tonic::transport::Channel::from_shared(format!("https://{}", g.addr))
+                        .unwrap()
+                        .tls_config(
+                            tonic::transport::ClientTlsConfig::new()
+                                .ca_certificate(tonic::transport::Certificate::from_pem(&ca))
+                                .domain_name("localhost"),
+                        )
+                        .unwrap()
+                } else {
+                    tonic::transport::Channel::from_shared(format!("http://{}", g.addr)).unwrap()
+                };
+                let ch = ep
+                    .connect_timeout(std::time::Duration::from_secs(5))
+                    .timeout(std::time::Duration::from_secs(5))
+                    .connect()
+                    .await
+                    .map_err(|e| tonic::Status::unavailable(format!("{e:?}")))?;
+                let mut c = p4::p4_runtime_client::P4RuntimeClient::with_interceptor(
+                    ch,
+                    move |mut r: tonic::Request<()>| {
+                        r.metadata_mut()
+                            .insert("authorization", format!("Bearer {tok}").parse().unwrap());
+                        Ok(r)
+                    },
+                );
+                c.get_forwarding_pipeline_config(p4::GetForwardingPipelineConfigRequest {
+                    device_id: 1,
+                    response_type: 0,
+                })
+                .await
+                .map(|r| r.into_inner().config.unwrap().p4info.unwrap().tables.len())
+            })
+        };
+        assert!(get(true, "tok-a").unwrap() > 0);
+        assert_eq!(
+            get(true, "tok-x").unwrap_err().code(),
+            tonic::Code::Unauthenticated
+        );
+        assert!(
+            get(false, "tok-a").is_err(),
+            "plain text reaches a TLS server"
+        );
+        // A key that is not a key: refused at start-up, naming the config.
+        std::fs::write(dir.join("bad.pem"), "not a key\n").unwrap();
+        let (vs, _, cfg) = write("bad.pem");
+        let e = start_p4runtime(&Arc::new(Mutex::new(vs)).into(), &cfg, None)
+            .err()
+            .expect("a bad key is refused");
+        let e = format!("{e:#}");
+        assert!(
+            e.contains("virt.json") && e.contains("p4runtime.tls"),
+            "{e}"
+        );
+        // A missing file names itself.
+        let (vs, _, mut cfg) = write("key.pem");
+        cfg.p4runtime.as_mut().unwrap().tls = Some(("nope.pem".into(), "key.pem".into()));
+        let e = start_p4runtime(&Arc::new(Mutex::new(vs)).into(), &cfg, None)
+            .err()
+            .expect("a missing certificate is refused");
+        assert!(format!("{e:#}").contains("nope.pem"), "{e:#}");
     }
 
     /// `--live` on an interface that does not exist is a clear error naming it.
