@@ -164,6 +164,23 @@ async fn pipeline(c: &mut Client, device_id: u64) -> Result<cfg::P4Info, tonic::
     .map(|r| r.into_inner().config.unwrap().p4info.unwrap())
 }
 
+/// SetForwardingPipelineConfig (VERIFY_AND_COMMIT) of a BMv2 JSON with its derived P4Info.
+async fn push(c: &mut Client, device_id: u64, json: &str) -> Result<(), tonic::Status> {
+    let sw = tern_dataplane::Switch::from_json(json, Default::default()).unwrap();
+    c.set_forwarding_pipeline_config(p4::SetForwardingPipelineConfigRequest {
+        device_id,
+        action: p4::set_forwarding_pipeline_config_request::Action::VerifyAndCommit as i32,
+        config: Some(p4::ForwardingPipelineConfig {
+            p4info: Some(tern_p4rt::p4info::derive_p4info(sw.program())),
+            p4_device_config: json.as_bytes().to_vec(),
+            cookie: None,
+        }),
+        ..Default::default()
+    })
+    .await
+    .map(|_| ())
+}
+
 async fn insert(c: &mut Client, device_id: u64, e: p4::Entity) -> Result<(), tonic::Status> {
     c.write(p4::WriteRequest {
         device_id,
@@ -388,8 +405,9 @@ fn thrift_and_p4runtime_reach_devices_on_two_workers_under_traffic() {
 }
 
 /// P4Runtime follows the devices: one added after start-up (on the workers) is served under
-/// its id at once and its tenant's token reaches it (the other tenant's does not); once
-/// removed it answers NOT_FOUND like an id that never existed.
+/// its id at once and its tenant's token reaches it (the other tenant's does not), its
+/// tenant writes entries and pushes pipelines to it there; once removed it answers NOT_FOUND
+/// like an id that never existed.
 #[test]
 fn p4runtime_serves_devices_added_and_removed_live() {
     let mut pool = VirtWorkers::new(
@@ -444,6 +462,33 @@ fn p4runtime_serves_devices_added_and_removed_live() {
     pool.process_batch(&[(5, &frame(2, 1, 7))], &mut o);
     assert_eq!(o.len(), 1);
     assert_eq!((o[0].port, &o[0].data), (6, &frame(2, 1, 7)));
+    // Pipeline pushes on a device of the workers: the router (its tables now, the frame
+    // dropped: a route miss), then the L2 switch again with fresh state, programmed anew.
+    let router =
+        tern_virt::config::load_program(std::path::Path::new(&format!("{ROOT}p4/virt/router.p4")))
+            .unwrap();
+    rt.block_on(async {
+        let mut c = client(addr, "tok-a").await;
+        push(&mut c, 3, &router).await.unwrap();
+    });
+    let tables = get("tok-a", 3).unwrap().tables;
+    assert!(tables
+        .iter()
+        .any(|t| t.preamble.as_ref().unwrap().name.ends_with(".ipv4_lpm")));
+    o.clear();
+    pool.process_batch(&[(5, &frame(2, 1, 8)), (1, &frame(2, 1, 8))], &mut o);
+    assert_eq!(o.len(), 1, "device 3 drops, device 1 forwards");
+    assert_eq!((o[0].port, &o[0].data), (2, &frame(2, 1, 8)));
+    rt.block_on(async {
+        let mut c = client(addr, "tok-a").await;
+        push(&mut c, 3, &l2()).await.unwrap();
+        assert!(read_all(&mut c, 3).await.unwrap().is_empty(), "fresh state");
+        insert(&mut c, 3, dmac(&info, 2, 6)).await.unwrap();
+    });
+    o.clear();
+    pool.process_batch(&[(5, &frame(2, 1, 9))], &mut o);
+    assert_eq!(o.len(), 1);
+    assert_eq!((o[0].port, &o[0].data), (6, &frame(2, 1, 9)));
     // Removed: NOT_FOUND for every client, also before the server is told.
     pool.remove_device(3).unwrap();
     not_found(get("tok-a", 3).unwrap_err(), 3);
