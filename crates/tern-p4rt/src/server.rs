@@ -1252,6 +1252,19 @@ pub struct TlsPem {
     pub key: Vec<u8>,
 }
 
+impl TlsPem {
+    /// Whether the certificate and key parse and belong together (what serving them needs).
+    pub fn check(&self) -> Result<(), String> {
+        tonic::transport::Server::builder()
+            .tls_config(
+                tonic::transport::ServerTlsConfig::new()
+                    .identity(tonic::transport::Identity::from_pem(&self.cert, &self.key)),
+            )
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+}
+
 /// [`serve_devices_async`] for a [`DeviceSet`] that may change while it is served (devices
 /// added and removed, tokens changed), in plain text or over TLS (`tls`).
 pub async fn serve_set_async(

@@ -397,11 +397,7 @@ fn read_tls(cfg: &Config, cert: &Path, key: &Path) -> anyhow::Result<tern_p4rt::
         cert: read(cert, "cert")?,
         key: read(key, "key")?,
     };
-    tonic::transport::Server::builder()
-        .tls_config(
-            tonic::transport::ServerTlsConfig::new()
-                .identity(tonic::transport::Identity::from_pem(&pem.cert, &pem.key)),
-        )
+    pem.check()
         .map_err(|e| anyhow::anyhow!("{}: p4runtime.tls: {e}", cfg.file))?;
     Ok(pem)
 }
