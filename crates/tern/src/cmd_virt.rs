@@ -54,6 +54,7 @@ enum VirtCommand {
 }
 
 #[derive(clap::Args)]
+#[command(after_help = concat!("Commands:\n", include_str!("cmd_virt_ctl_help.txt")))]
 struct CtlArgs {
     /// The admin socket of the running switch (`--admin` of `tern virt run`).
     socket: PathBuf,

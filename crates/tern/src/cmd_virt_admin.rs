@@ -97,26 +97,8 @@ pub(super) struct Control {
     config: Mutex<(Config, PathBuf)>,
 }
 
-pub(super) const HELP: &str = "\
-devices                          the devices (id, owner, quotas)
-stats                            the switch's and every device's counters
-snapshot NAME                    make snapshot NAME the live topology (rules, port maps)
-snapshots                        the stored snapshots
-add ID PROGRAM [owner=T] [thrift_port=P] [max_entries=N] [max_passes=N] [max_register_bytes=N]
-                                 load a device (.p4 compiled by tern, else BMv2 JSON); it gets
-                                 traffic once a rule or link points at it
-remove ID                        remove a device with its rules and port map
-replace ID PROGRAM               new program, table entries carried where the tables match
-rules                            the classifier rules, numbered
-rule add KEY=VALUE...            priority= port= vlan= field= value= mask= device= vport=
-rule del N                       remove rule N (as `rules` numbers them)
-link ID VPORT TARGET             map virtual port VPORT of device ID: phys:P, link:DEV:VPORT,
-                                 cpu, drop, or none (unmapped: drops)
-quota ID KEY=VALUE...            max_entries=N|none max_passes=N max_register_bytes=N|none
-release ID                       put a quarantined device back in service
-reload CONFIG                    apply the difference between CONFIG and the running switch
-help                             this text
-";
+/// The command list (`help`, and `tern virt ctl --help`).
+pub(super) const HELP: &str = include_str!("cmd_virt_ctl_help.txt");
 
 fn parse_id(s: &str) -> Result<DeviceId, String> {
     s.parse()
@@ -170,11 +152,15 @@ impl Control {
             ["help"] => Ok(format!("ok\n{HELP}")),
             ["snapshot", name] => {
                 let t = std::time::Instant::now();
-                self.op(|op| op.activate_snapshot(name))?
+                let pause = self
+                    .op(|op| op.activate_snapshot(name).map(|()| op.last_pause()))?
                     .map_err(|e| format!("snapshot {name}: {e}"))?;
                 Ok(format!(
-                    "ok snapshot {name} active (switched in {} us)",
-                    t.elapsed().as_micros()
+                    "ok snapshot {name} active (switched in {} us{})",
+                    t.elapsed().as_micros(),
+                    pause
+                        .map(|d| format!("; the longest worker stop {} us", d.as_micros()))
+                        .unwrap_or_default()
                 ))
             }
             ["snapshots"] => Ok(format!(
