@@ -12,6 +12,8 @@
 #        switches l2_s1, l2_s2), four hosts in four networks, 14 links
 #
 # Usage: scripts/virt/scenario.sh ex1|ex2|ex3 [path to tern]   (default: target/debug/tern)
+# VIRT_WORKERS=N runs the switch with `--workers N` (devices on N worker threads; the
+# operator's commands and the checks are the same).
 # Needs root, `ip`, `ping` and python3. Exit status: 0 all checks passed, 1 a check failed,
 # 77 skipped (not root or a tool missing). Everything it creates (namespaces, veths, processes,
 # the temporary folder) is removed on exit, also on failure or Ctrl-C.
@@ -99,6 +101,7 @@ host() { # N MAC ADDR/PLEN [GATEWAY]: host hN on switch port N (interface ${P}pN
 start_switch() { # NPORTS
   local args=() i
   for i in $(seq "$1"); do args+=(-i "$i@${P}p$i"); done
+  if [[ -n ${VIRT_WORKERS:-} ]]; then args+=(--workers "$VIRT_WORKERS"); fi
   ip netns exec "$SWNS" "$TERN" virt run "$CFG" --live --admin "$ADMIN" "${args[@]}" \
     >"$TMP/tern.log" 2>&1 &
   SW=$!

@@ -1,6 +1,8 @@
 """p4runtime-shell (PyPI) against `tern virt run --grpc-addr`: each device of a virtual switch
 is its own P4Runtime device id; the shell drives one without touching the other."""
 
+import collections
+import contextlib
 import os
 import socket
 import struct
@@ -23,7 +25,7 @@ def free_port():
         return s.getsockname()[1]
 
 
-def start(d, tokens=""):
+def start(d, tokens="", extra=()):
     (d / "virt.json").write_text(
         '{ "devices": ['
         f' {{ "id": 1, "program": "{L2}", "owner": "alice", "ports": {{ "1": "phys:1", "100": "cpu" }} }},'
@@ -36,7 +38,7 @@ def start(d, tokens=""):
     addr = f"127.0.0.1:{port}"
     proc = subprocess.Popen(
         [os.environ["TERN_BIN"], "virt", "run", str(d / "virt.json"), "-i", "1@p1",
-         "--pcap-dir", str(d), "--wait", "600", "--grpc-addr", addr],
+         "--pcap-dir", str(d), "--wait", "600", "--grpc-addr", addr, *extra],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
@@ -77,6 +79,68 @@ def server_with_tokens(tmp_path_factory):
         yield addr
     finally:
         stop(proc)
+
+
+@pytest.fixture(scope="module")
+def server_on_workers(tmp_path_factory):
+    """Tokens, and the devices on two worker threads (`--workers 2`)."""
+    tokens = ', "p4runtime": { "tokens": { "alice": "tok-a", "bob": "tok-b" } }'
+    proc, addr = start(tmp_path_factory.mktemp("virt-p4rt-w"), tokens, ("--workers", "2"))
+    try:
+        yield addr
+    finally:
+        stop(proc)
+
+
+class _Details(
+    collections.namedtuple(
+        "_Details",
+        ("method", "timeout", "metadata", "credentials", "wait_for_ready", "compression"),
+    ),
+    grpc.ClientCallDetails,
+):
+    pass
+
+
+class BearerToken(
+    grpc.UnaryUnaryClientInterceptor,
+    grpc.UnaryStreamClientInterceptor,
+    grpc.StreamUnaryClientInterceptor,
+    grpc.StreamStreamClientInterceptor,
+):
+    """Adds `authorization: Bearer TOKEN` to every call of a channel (how a p4runtime-shell
+    user presents a tenant's token; see crates/tern-virt/README.md)."""
+
+    def __init__(self, token):
+        self.md = ("authorization", f"Bearer {token}")
+
+    def _d(self, d):
+        return _Details(d.method, d.timeout, list(d.metadata or []) + [self.md],
+                        d.credentials, d.wait_for_ready, d.compression)
+
+    def intercept_unary_unary(self, cont, d, req):
+        return cont(self._d(d), req)
+
+    def intercept_unary_stream(self, cont, d, req):
+        return cont(self._d(d), req)
+
+    def intercept_stream_unary(self, cont, d, it):
+        return cont(self._d(d), it)
+
+    def intercept_stream_stream(self, cont, d, it):
+        return cont(self._d(d), it)
+
+
+@contextlib.contextmanager
+def shell_token(token):
+    """p4runtime-shell opens its channel with grpc.insecure_channel: wrap it with the token."""
+    plain = grpc.insecure_channel
+    grpc.insecure_channel = lambda addr, *a, **k: grpc.intercept_channel(
+        plain(addr, *a, **k), BearerToken(token))
+    try:
+        yield
+    finally:
+        grpc.insecure_channel = plain
 
 
 def dmac_entries():
@@ -134,3 +198,24 @@ def test_tokens_reach_only_the_tenants_device(server_with_tokens):
         with pytest.raises(grpc.RpcError) as e:
             get(stub, 1, "tok-wrong")
         assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+
+def test_shell_with_a_token_on_workers(server_on_workers, caplog):
+    """p4runtime-shell with alice's token (gRPC metadata through a channel interceptor)
+    drives her device on a switch whose devices run on two workers; bob's token does not
+    reach it (the shell's arbitration is refused like for a missing device)."""
+    with shell_token("tok-a"):
+        sh.setup(device_id=1, grpc_addr=server_on_workers, election_id=(0, 1))
+        try:
+            te = sh.TableEntry("L2Ingress.dmac")(action="L2Ingress.forward")
+            te.match["hdr.ethernet.dstAddr"] = "0a:00:00:00:00:07"
+            te.action["port"] = "1"
+            te.insert()
+            got = dmac_entries()
+            assert len(got) == 1 and got[0].action["port"] == te.action["port"]
+        finally:
+            sh.teardown()
+    with shell_token("tok-b"):
+        with pytest.raises(BaseException):
+            sh.setup(device_id=1, grpc_addr=server_on_workers, election_id=(0, 1))
+    assert "P4Runtime RPC error (NOT_FOUND): Invalid device id 1" in caplog.text, caplog.text

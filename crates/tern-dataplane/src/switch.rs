@@ -793,6 +793,12 @@ impl Switch {
         self.clock_us = now_us;
     }
 
+    /// Change the bound on packet instances one input may spawn
+    /// ([`SwitchOptions::max_instances_per_packet`]) from the next packet on.
+    pub fn set_max_instances_per_packet(&mut self, n: usize) {
+        self.opts.max_instances_per_packet = n.max(1);
+    }
+
     /// The switch clock now (microseconds since the switch started, or the fixed value of
     /// [`Switch::set_clock_us`]): read once per batch by loops that feed
     /// [`Switch::process_at`] themselves.

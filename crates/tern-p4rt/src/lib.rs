@@ -23,6 +23,7 @@ pub mod target;
 pub use roles::{Access, Reach, RoleConfig, Roles};
 pub use server::{
     multi_device_service, multi_device_service_with_access, serve, serve_async, serve_devices,
-    serve_devices_async, Handle, Options, OutputSink, Service, Tick, API_VERSION, ERROR_SPACE,
+    serve_devices_async, serve_set, serve_set_async, DeviceSet, Handle, Options, OutputSink,
+    Service, Tick, TlsPem, API_VERSION, ERROR_SPACE,
 };
 pub use target::{DeviceState, Injected, Locked, P4rtTarget, SwitchTarget};

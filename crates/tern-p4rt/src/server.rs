@@ -168,8 +168,8 @@ impl Handle {
     /// The gRPC service to add to a tonic server.
     pub fn service(&self) -> P4RuntimeServer<Service> {
         P4RuntimeServer::new(Service {
-            devices: Arc::new(HashMap::from([(self.opts.device_id, self.clone())])),
-            access: Arc::new(Access::default()),
+            set: DeviceSet::new(vec![self.clone()], Access::default())
+                .expect("one device id is distinct"),
         })
         .max_decoding_message_size(64 << 20)
         .max_encoding_message_size(64 << 20)
@@ -529,8 +529,119 @@ fn announce(inner: &Inner, device_id: u64) {
 
 /// The tonic service: one or more devices (switches), addressed by P4Runtime device id.
 pub struct Service {
-    devices: Arc<HashMap<u64, Handle>>,
-    access: Arc<Access>,
+    set: DeviceSet,
+}
+
+/// The devices a server serves and who reaches them; shared with the server, so devices
+/// and tokens can be added and removed while it runs (a virtual switch's devices added or
+/// removed live). Cloning gives another handle on the same set.
+#[derive(Clone, Default)]
+pub struct DeviceSet {
+    devices: Arc<std::sync::RwLock<HashMap<u64, Handle>>>,
+    access: Arc<std::sync::RwLock<Arc<Access>>>,
+}
+
+impl DeviceSet {
+    /// A set of `handles` (distinct device ids) reached as `access` says.
+    pub fn new(handles: Vec<Handle>, access: Access) -> Result<DeviceSet, String> {
+        let mut devices = HashMap::new();
+        for h in handles {
+            let id = h.opts.device_id;
+            if devices.insert(id, h).is_some() {
+                return Err(format!("device id {id} is used twice"));
+            }
+        }
+        Ok(DeviceSet {
+            devices: Arc::new(std::sync::RwLock::new(devices)),
+            access: Arc::new(std::sync::RwLock::new(Arc::new(access))),
+        })
+    }
+
+    /// Serve `h` under its device id from now on (replacing a handle of the same id).
+    pub fn insert(&self, h: Handle) {
+        let id = h.opts.device_id;
+        self.devices
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, h);
+    }
+
+    /// Stop serving `device_id` (it answers `NOT_FOUND` from now on); its handle, if any.
+    pub fn remove(&self, device_id: u64) -> Option<Handle> {
+        self.devices
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&device_id)
+    }
+
+    /// The handle of `device_id`.
+    pub fn get(&self, device_id: u64) -> Option<Handle> {
+        self.devices
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&device_id)
+            .cloned()
+    }
+
+    /// Every handle (in no particular order).
+    pub fn handles(&self) -> Vec<Handle> {
+        self.devices
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// The served device ids, ascending.
+    pub fn ids(&self) -> Vec<u64> {
+        let mut ids: Vec<u64> = self
+            .devices
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .copied()
+            .collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// Who reaches which device from now on (streams already joined keep their device).
+    pub fn set_access(&self, access: Access) {
+        *self.access.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(access);
+    }
+
+    /// The tokens in force.
+    pub fn access(&self) -> Arc<Access> {
+        Arc::clone(&self.access.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// The device a request names, if the request's token reaches it. With tokens, an
+    /// unknown and an unreachable device get the same answer, which names no other device.
+    fn reach(&self, md: &tonic::metadata::MetadataMap, device_id: u64) -> Result<Handle, Status> {
+        let access = self.access();
+        let found = if access.reaches(md, device_id)? {
+            self.get(device_id).filter(|h| h.present())
+        } else {
+            None
+        };
+        found.ok_or_else(|| {
+            if !access.tokens.is_empty() {
+                return Status::not_found(format!("Invalid device id {device_id}"));
+            }
+            Status::not_found(format!(
+                "Invalid device id {device_id} (this server has devices {:?})",
+                self.ids()
+            ))
+        })
+    }
+
+    /// The gRPC service serving this set.
+    pub fn service(&self) -> P4RuntimeServer<Service> {
+        P4RuntimeServer::new(Service { set: self.clone() })
+            .max_decoding_message_size(64 << 20)
+            .max_encoding_message_size(64 << 20)
+    }
 }
 
 /// A service serving several devices, each its own program instance; the device ids come
@@ -547,40 +658,14 @@ pub fn multi_device_service_with_access(
     handles: Vec<Handle>,
     access: Access,
 ) -> Result<P4RuntimeServer<Service>, String> {
-    let mut devices = HashMap::new();
-    for h in handles {
-        let id = h.opts.device_id;
-        if devices.insert(id, h).is_some() {
-            return Err(format!("device id {id} is used twice"));
-        }
-    }
-    Ok(P4RuntimeServer::new(Service {
-        devices: Arc::new(devices),
-        access: Arc::new(access),
-    })
-    .max_decoding_message_size(64 << 20)
-    .max_encoding_message_size(64 << 20))
+    Ok(DeviceSet::new(handles, access)?.service())
 }
 
 impl Service {
     /// The device a request names, if the request's token reaches it. With tokens, an
     /// unknown and an unreachable device get the same answer, which names no other device.
-    fn device(&self, md: &tonic::metadata::MetadataMap, device_id: u64) -> Result<&Handle, Status> {
-        let found = if self.access.reaches(md, device_id)? {
-            self.devices.get(&device_id).filter(|h| h.present())
-        } else {
-            None
-        };
-        found.ok_or_else(|| {
-            if !self.access.tokens.is_empty() {
-                return Status::not_found(format!("Invalid device id {device_id}"));
-            }
-            let mut ids: Vec<&u64> = self.devices.keys().collect();
-            ids.sort();
-            Status::not_found(format!(
-                "Invalid device id {device_id} (this server has devices {ids:?})"
-            ))
-        })
+    fn device(&self, md: &tonic::metadata::MetadataMap, device_id: u64) -> Result<Handle, Status> {
+        self.set.reach(md, device_id)
     }
 
     /// PI's rule: with arbitrated streams, the request's election id must be the primary's
@@ -838,10 +923,9 @@ impl P4Runtime for Service {
     ) -> Result<Response<Self::StreamChannelStream>, Status> {
         let (md, _, mut inbound) = req.into_parts();
         // A missing or unknown token is refused now; reach is checked at arbitration.
-        self.access.reaches(&md, 0)?;
-        let access = self.access.clone();
+        self.set.access().reaches(&md, 0)?;
+        let set = self.set.clone();
         let (tx, rx) = mpsc::channel(1024);
-        let devices = self.devices.clone();
         tokio::spawn(async move {
             // The stream belongs to the device named by its first arbitration message.
             let mut joined: Option<(Handle, u64)> = None;
@@ -857,9 +941,7 @@ impl P4Runtime for Service {
                         )));
                         continue;
                     };
-                    let reached = access.reaches(&md, a.device_id).unwrap_or(false);
-                    let Some(h) = devices.get(&a.device_id).filter(|h| reached && h.present())
-                    else {
+                    let Ok(h) = set.reach(&md, a.device_id) else {
                         let _ = tx
                             .send(Err(Status::not_found(format!(
                                 "Invalid device id {}",
@@ -1160,10 +1242,50 @@ pub async fn serve_devices_async(
     access: Access,
     tick: Option<Tick>,
 ) -> Result<(), String> {
+    serve_set_async(listener, DeviceSet::new(handles, access)?, tick, None).await
+}
+
+/// TLS for a P4Runtime server: its certificate chain and private key, PEM.
+#[derive(Clone, Debug)]
+pub struct TlsPem {
+    pub cert: Vec<u8>,
+    pub key: Vec<u8>,
+}
+
+impl TlsPem {
+    /// Whether the certificate and key parse and belong together (what serving them needs).
+    pub fn check(&self) -> Result<(), String> {
+        tonic::transport::Server::builder()
+            .tls_config(
+                tonic::transport::ServerTlsConfig::new()
+                    .identity(tonic::transport::Identity::from_pem(&self.cert, &self.key)),
+            )
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// [`serve_devices_async`] for a [`DeviceSet`] that may change while it is served (devices
+/// added and removed, tokens changed), in plain text or over TLS (`tls`).
+pub async fn serve_set_async(
+    listener: tokio::net::TcpListener,
+    set: DeviceSet,
+    tick: Option<Tick>,
+    tls: Option<TlsPem>,
+) -> Result<(), String> {
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(t) = tls {
+        builder = builder
+            .tls_config(
+                tonic::transport::ServerTlsConfig::new()
+                    .identity(tonic::transport::Identity::from_pem(t.cert, t.key)),
+            )
+            .map_err(|e| format!("P4Runtime TLS: {e}"))?;
+    }
     let addr = listener
         .local_addr()
         .map_or_else(|_| "?".to_string(), |a| a.to_string());
-    let svc = multi_device_service_with_access(handles.clone(), access)?;
+    let svc = set.service();
     let sweep = tokio::spawn(async move {
         let mut every = tokio::time::interval(std::time::Duration::from_millis(10));
         for n in 0u64.. {
@@ -1171,7 +1293,7 @@ pub async fn serve_devices_async(
             if let Some(t) = &tick {
                 t();
             }
-            for h in &handles {
+            for h in &set.handles() {
                 h.flush_digests();
                 if n % 100 == 0 {
                     h.sweep_idle();
@@ -1179,7 +1301,7 @@ pub async fn serve_devices_async(
             }
         }
     });
-    let r = tonic::transport::Server::builder()
+    let r = builder
         .add_service(svc)
         .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
         .await
@@ -1202,6 +1324,23 @@ pub fn serve_devices(
         let l = tokio::net::TcpListener::from_std(listener)
             .map_err(|e| format!("gRPC listener: {e}"))?;
         serve_devices_async(l, handles, access, tick).await
+    })
+}
+
+/// Blocking [`serve_set_async`] on a bound std listener, on its own 2-thread runtime.
+pub fn serve_set(
+    listener: std::net::TcpListener,
+    set: DeviceSet,
+    tick: Option<Tick>,
+    tls: Option<TlsPem>,
+) -> Result<(), String> {
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| format!("gRPC listener: {e}"))?;
+    runtime()?.block_on(async {
+        let l = tokio::net::TcpListener::from_std(listener)
+            .map_err(|e| format!("gRPC listener: {e}"))?;
+        serve_set_async(l, set, tick, tls).await
     })
 }
 

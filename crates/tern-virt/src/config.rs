@@ -75,6 +75,9 @@ pub struct P4rtConfig {
     pub tokens: BTreeMap<String, String>,
     /// The operator's token: reaches every device.
     pub operator_token: Option<String>,
+    /// TLS: (PEM certificate chain, PEM private key) files, relative to the config's folder;
+    /// `None`: plain text.
+    pub tls: Option<(PathBuf, PathBuf)>,
 }
 
 /// A parsed configuration file.
@@ -247,7 +250,7 @@ impl Ctx<'_> {
     }
 
     fn p4runtime(&self, v: &Value) -> Result<P4rtConfig, ConfigError> {
-        let o = self.obj(v, "p4runtime", &["addr", "tokens", "operator_token"])?;
+        let o = self.obj(v, "p4runtime", &["addr", "tokens", "operator_token", "tls"])?;
         let mut c = P4rtConfig::default();
         if let Some(a) = o.get("addr") {
             c.addr = Some(self.string(a, "p4runtime.addr")?);
@@ -263,6 +266,18 @@ impl Ctx<'_> {
         }
         if let Some(t) = o.get("operator_token") {
             c.operator_token = Some(self.string(t, "p4runtime.operator_token")?);
+        }
+        if let Some(t) = o.get("tls") {
+            let to = self.obj(t, "p4runtime.tls", &["cert", "key"])?;
+            let file = |k: &str| -> Result<PathBuf, ConfigError> {
+                let v = to.get(k).ok_or_else(|| {
+                    self.err("p4runtime.tls", format!("missing '{k}' (a PEM file)"))
+                })?;
+                Ok(PathBuf::from(
+                    self.string(v, &format!("p4runtime.tls.{k}"))?,
+                ))
+            };
+            c.tls = Some((file("cert")?, file("key")?));
         }
         Ok(c)
     }
@@ -345,6 +360,71 @@ impl Ctx<'_> {
         t.port_maps.extend(ports);
         Ok(t)
     }
+}
+
+/// `KEY=VALUE` words as a JSON object (numbers where the value is an integer).
+fn words_object(words: &[&str]) -> Result<Value, String> {
+    let mut o = serde_json::Map::new();
+    for w in words {
+        let (k, v) = w
+            .split_once('=')
+            .ok_or_else(|| format!("'{w}' is not KEY=VALUE"))?;
+        if k.is_empty() {
+            return Err(format!("'{w}' has no key"));
+        }
+        let v = match v.parse::<i64>() {
+            Ok(n) => Value::from(n),
+            Err(_) => Value::from(v),
+        };
+        if o.insert(k.to_string(), v).is_some() {
+            return Err(format!("'{k}' given twice"));
+        }
+    }
+    Ok(Value::Object(o))
+}
+
+/// A classifier rule from the operator's words (`tern virt ctl SOCKET rule add ...`): the
+/// keys of a config rule as `KEY=VALUE` (`priority=10 port=1 vlan=5 field=ipv4.dst
+/// value=10.0.3.0 mask=255.255.255.0 device=2 vport=1`).
+pub fn parse_rule_words(words: &[&str]) -> Result<Rule, String> {
+    let v = words_object(words)?;
+    Ctx { file: "rule" }.rule(&v, "rule").map_err(|e| e.message)
+}
+
+/// Quotas changed by the operator's words (`max_entries=N|none`, `max_passes=N`,
+/// `max_register_bytes=N|none`), starting from `base`.
+pub fn parse_quota_words(words: &[&str], base: Quotas) -> Result<Quotas, String> {
+    let mut q = base;
+    if words.is_empty() {
+        return Err(
+            "no quota given (max_entries=N|none max_passes=N max_register_bytes=N|none)".into(),
+        );
+    }
+    for w in words {
+        let (k, v) = w
+            .split_once('=')
+            .ok_or_else(|| format!("'{w}' is not KEY=VALUE"))?;
+        let num = || parse_uint(v).ok_or_else(|| format!("{k}: '{v}' is not a number"));
+        match k {
+            "max_entries" if v == "none" => q.max_entries = None,
+            "max_entries" => q.max_entries = Some(num()?),
+            "max_register_bytes" if v == "none" => q.max_register_bytes = None,
+            "max_register_bytes" => q.max_register_bytes = Some(num()?),
+            "max_passes" => {
+                let n = num()?;
+                if n == 0 || n > 1_000_000 {
+                    return Err(format!("max_passes: {n} is not in 1..=1000000"));
+                }
+                q.max_passes = n as usize;
+            }
+            _ => {
+                return Err(format!(
+                    "unknown quota '{k}' (max_entries, max_passes, max_register_bytes)"
+                ))
+            }
+        }
+    }
+    Ok(q)
 }
 
 fn parse_uint(s: &str) -> Option<u64> {

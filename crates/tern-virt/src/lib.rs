@@ -22,9 +22,11 @@
 //! its devices over worker threads (each device on one worker at a time, deficit round robin
 //! between the devices of a worker, devices moved between workers to balance the load).
 
+mod backend;
 pub mod config;
 mod fair;
 mod forward;
+mod operate;
 mod p4rt;
 mod runtime;
 mod shared;
@@ -38,7 +40,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use tern_dataplane::{CompiledProgram, Switch, SwitchOptions};
 use tern_runtime::{Digest, OutputPacket, PacketPath, Port, Runtime, RuntimeError, TableError};
 
+pub use backend::{Lease, Shared, SwitchGuard, WorkerControl};
 pub use fair::{FairScheduler, FairStats};
+pub use operate::Operate;
 pub use p4rt::{tenant_access, VirtP4rt, VirtTarget};
 pub use runtime::DeviceRuntime;
 pub use shared::SharedDevice;
@@ -655,6 +659,15 @@ impl VirtSwitch {
         Switch::from_program(&cp, opts).map_err(err)
     }
 
+    /// Keep `cp` where the next device built from its JSON finds it (see
+    /// [`Shared::precompile`]).
+    pub(crate) fn adopt_program(&mut self, cp: &CompiledProgram) {
+        self.programs.retain(|p| p.holders() > 1);
+        if !self.programs.iter().any(|p| p.json() == cp.json()) {
+            self.programs.push(cp.clone());
+        }
+    }
+
     /// How many distinct compiled programs the devices share (one per distinct JSON).
     pub fn compiled_programs(&self) -> usize {
         self.programs.iter().filter(|p| p.holders() > 1).count()
@@ -766,6 +779,52 @@ impl VirtSwitch {
         dev.quarantine = None;
         dev.fault_in = None;
         Ok(report)
+    }
+
+    /// Change a device's owner (`None`: keep it) and quotas, live. A register quota the
+    /// running program exceeds is refused (nothing changes); an entry quota below the entries
+    /// installed now refuses further adds until enough are deleted.
+    pub fn configure(
+        &mut self,
+        id: DeviceId,
+        owner: Option<String>,
+        quotas: Quotas,
+    ) -> Result<(), VirtError> {
+        let d = self
+            .devices
+            .get_mut(&id)
+            .ok_or(VirtError::NoSuchDevice(id))?;
+        if let Some(max) = quotas.max_register_bytes {
+            let n = register_bytes(d.switch.program());
+            if n > max {
+                return Err(VirtError::Program {
+                    device: id,
+                    message: format!(
+                        "the program's registers take {n} bytes, over the quota of {max}"
+                    ),
+                });
+            }
+        }
+        d.switch
+            .set_max_instances_per_packet(quotas.max_passes.max(1));
+        d.quotas = quotas;
+        if owner.is_some() {
+            d.owner = owner;
+        }
+        Ok(())
+    }
+
+    /// A device's owner and quotas.
+    pub fn device_config(&self, id: DeviceId) -> Result<(Option<String>, Quotas), VirtError> {
+        let d = self.reachable(Caller::Operator, id)?;
+        Ok((d.owner.clone(), d.quotas))
+    }
+
+    /// The names of the stored snapshots, sorted.
+    pub fn snapshot_names(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.snapshots.keys().cloned().collect();
+        v.sort();
+        v
     }
 
     /// The device ids, ascending.
@@ -1442,7 +1501,8 @@ fn panic_message(e: Box<dyn std::any::Any + Send>) -> String {
 }
 
 /// Check a topology against the devices that exist (`exists`).
-fn validate_topology(t: &Topology, exists: impl Fn(DeviceId) -> bool) -> Result<(), VirtError> {
+/// Check `t` (rules, port maps, VLAN tags) against the devices `exists` says are there.
+pub fn validate_topology(t: &Topology, exists: impl Fn(DeviceId) -> bool) -> Result<(), VirtError> {
     for (i, r) in t.rules.iter().enumerate() {
         if !exists(r.device) {
             return Err(VirtError::Topology(format!(

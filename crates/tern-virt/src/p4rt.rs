@@ -15,20 +15,15 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::{Deref, DerefMut};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use tern_dataplane::{CompiledProgram, Switch, SwitchOptions};
 use tern_p4rt::{
-    Access, DeviceState, Handle, Injected, Locked, OutputSink, P4rtTarget, Reach, Roles,
+    Access, DeviceSet, DeviceState, Handle, Injected, Locked, OutputSink, P4rtTarget, Reach, Roles,
 };
 use tern_runtime::*;
 
-use crate::{Caller, DeviceId, Input, Target, VirtError, VirtSwitch};
-
-fn lock(vs: &Mutex<VirtSwitch>) -> MutexGuard<'_, VirtSwitch> {
-    // Device panics are caught inside the switch; a poisoned lock holds a consistent switch.
-    vs.lock().unwrap_or_else(|e| e.into_inner())
-}
+use crate::{Caller, DeviceId, Input, Shared, SwitchGuard, Target, VirtError, VirtSwitch};
 
 fn gone() -> RuntimeError {
     TableError::ERROR.into()
@@ -82,23 +77,35 @@ impl VirtSwitch {
     }
 }
 
-/// One device of a shared [`VirtSwitch`] as a P4Runtime target (acting as the operator: the
-/// gRPC server checks the caller's token before it reaches the target).
+/// One device of a shared [`VirtSwitch`] (one thread or the workers, [`Shared`]) as a
+/// P4Runtime target (acting as the operator: the gRPC server checks the caller's token before
+/// it reaches the target).
 pub struct VirtTarget {
-    vs: Arc<Mutex<VirtSwitch>>,
+    vs: Shared,
     id: DeviceId,
 }
 
 impl VirtTarget {
-    pub fn new(vs: Arc<Mutex<VirtSwitch>>, id: DeviceId) -> VirtTarget {
-        VirtTarget { vs, id }
+    pub fn new(vs: impl Into<Shared>, id: DeviceId) -> VirtTarget {
+        VirtTarget { vs: vs.into(), id }
     }
 }
 
-/// The locked switch, seen as one device.
+/// The locked switch, seen as one device (`None`: the device is on no worker).
 struct VirtLocked<'a> {
-    vs: MutexGuard<'a, VirtSwitch>,
+    vs: Option<SwitchGuard<'a>>,
     id: DeviceId,
+}
+
+impl VirtLocked<'_> {
+    fn dev(&self) -> Option<&crate::Device> {
+        self.vs.as_ref().and_then(|vs| vs.devices.get(&self.id))
+    }
+
+    fn dev_mut(&mut self) -> Option<&mut crate::Device> {
+        let id = self.id;
+        self.vs.as_mut().and_then(|vs| vs.devices.get_mut(&id))
+    }
 }
 
 struct VirtGuard<'a>(VirtLocked<'a>);
@@ -119,15 +126,13 @@ impl DerefMut for VirtGuard<'_> {
 impl DeviceState for VirtLocked<'_> {
     fn program(&self) -> &tern_model::Program {
         static EMPTY: OnceLock<tern_model::Program> = OnceLock::new();
-        match self.vs.devices.get(&self.id) {
+        match self.dev() {
             Some(d) => d.switch.program(),
             None => EMPTY.get_or_init(tern_model::Program::default),
         }
     }
     fn aged_entries(&self) -> Vec<(String, EntryHandle)> {
-        self.vs
-            .devices
-            .get(&self.id)
+        self.dev()
             .map(|d| d.switch.aged_entries())
             .unwrap_or_default()
     }
@@ -136,7 +141,7 @@ impl DeviceState for VirtLocked<'_> {
 macro_rules! locked_method {
     ([ref] $name:ident ($($arg:ident: $ty:ty),*) $(-> $ret:ty)? => $missing:expr) => {
         fn $name(&self, $($arg: $ty),*) $(-> $ret)? {
-            match self.vs.devices.get(&self.id) {
+            match self.dev() {
                 Some(d) => d.switch.$name($($arg),*),
                 None => $missing,
             }
@@ -144,7 +149,7 @@ macro_rules! locked_method {
     };
     ([mut] $name:ident ($($arg:ident: $ty:ty),*) $(-> $ret:ty)? => $missing:expr) => {
         fn $name(&mut self, $($arg: $ty),*) $(-> $ret)? {
-            match self.vs.devices.get_mut(&self.id) {
+            match self.dev_mut() {
                 Some(d) => d.switch.$name($($arg),*),
                 None => $missing,
             }
@@ -152,7 +157,7 @@ macro_rules! locked_method {
     };
     ([quota] $name:ident ($($arg:ident: $ty:ty),*) $(-> $ret:ty)? => $missing:expr) => {
         fn $name(&mut self, $($arg: $ty),*) $(-> $ret)? {
-            match self.vs.devices.get_mut(&self.id) {
+            match self.dev_mut() {
                 Some(d) => {
                     d.check_entry_quota()?;
                     d.switch.$name($($arg),*)
@@ -178,7 +183,7 @@ crate::forward::for_each_runtime_method!(locked_runtime);
 impl P4rtTarget for VirtTarget {
     fn lock(&self) -> Locked<'_> {
         Locked::new(VirtGuard(VirtLocked {
-            vs: lock(&self.vs),
+            vs: self.vs.lock(self.id).ok(),
             id: self.id,
         }))
     }
@@ -188,7 +193,7 @@ impl P4rtTarget for VirtTarget {
     fn build(&self, json: &str, _opts: &SwitchOptions) -> Result<Switch, String> {
         let id = self.id;
         let (quotas, cached) = {
-            let vs = lock(&self.vs);
+            let vs = self.vs.lock(id).map_err(|e| e.to_string())?;
             let d = vs
                 .devices
                 .get(&id)
@@ -225,33 +230,34 @@ impl P4rtTarget for VirtTarget {
                 ));
             }
         }
-        let mut vs = lock(&self.vs);
-        vs.programs.retain(|p| p.holders() > 1);
-        if !vs.programs.iter().any(|p| p.json() == json) {
-            vs.programs.push(cp);
+        if let Ok(mut vs) = self.vs.lock(id) {
+            vs.adopt_program(&cp);
         }
         Ok(sw)
     }
 
     fn install(&self, sw: Switch) -> Result<Switch, String> {
-        lock(&self.vs)
-            .install_switch(self.id, sw)
+        self.vs
+            .lock(self.id)
+            .and_then(|mut vs| vs.install_switch(self.id, sw))
             .map_err(|e| e.to_string())
     }
 
     fn present(&self) -> bool {
-        lock(&self.vs).devices.contains_key(&self.id)
+        self.vs.has_device(self.id)
     }
 
     fn cpu_port(&self) -> Option<u32> {
-        lock(&self.vs)
-            .cpu_port(Caller::Operator, self.id)
+        self.vs
+            .lock(self.id)
             .ok()
-            .flatten()
+            .and_then(|vs| vs.cpu_port(Caller::Operator, self.id).ok().flatten())
     }
 
     fn inject(&self, port: u32, data: &[u8], _cpu_port: Option<u32>) -> Injected {
-        let mut vs = lock(&self.vs);
+        let Ok(mut vs) = self.vs.lock(self.id) else {
+            return Injected::default();
+        };
         let mut outputs = Vec::new();
         if vs
             .inject(Caller::Operator, self.id, port, data, &mut outputs)
@@ -274,82 +280,162 @@ impl P4rtTarget for VirtTarget {
     }
 }
 
-/// One gRPC server's worth of P4Runtime handles over a shared [`VirtSwitch`].
+/// One gRPC server's worth of P4Runtime handles over a shared [`VirtSwitch`] (one thread or
+/// the workers): the served set changes with the switch ([`VirtP4rt::add_device`],
+/// [`VirtP4rt::remove_device`]) and the tenants' tokens follow the devices' owners
+/// ([`VirtP4rt::refresh_access`]).
 pub struct VirtP4rt {
-    vs: Arc<Mutex<VirtSwitch>>,
-    handles: Vec<(DeviceId, Handle)>,
+    vs: Shared,
+    set: DeviceSet,
+    /// The served devices' handles (for [`VirtP4rt::deliver`]) and roles.
+    handles: Mutex<BTreeMap<DeviceId, (Handle, Roles)>>,
+    sink: Mutex<Option<OutputSink>>,
+    /// Tenant → token, and the operator's token.
+    tokens: Mutex<(BTreeMap<String, String>, Option<String>)>,
 }
 
 impl VirtP4rt {
     /// A handle per device of `devices` (id and roles), each starting with the device's
     /// program and a P4Info derived from it (p4c's id scheme), so controllers can connect
-    /// without pushing a pipeline.
+    /// without pushing a pipeline. No tokens until [`VirtP4rt::set_tokens`].
     pub fn new(
-        vs: Arc<Mutex<VirtSwitch>>,
+        vs: impl Into<Shared>,
         devices: &[(DeviceId, Roles)],
     ) -> Result<VirtP4rt, VirtError> {
-        let mut handles = Vec::new();
+        let vs = vs.into();
+        let mut handles = BTreeMap::new();
         for (id, roles) in devices {
-            let (json, info) = {
-                let mut g = lock(&vs);
-                let rt = g.runtime(Caller::Operator, *id)?;
-                (
-                    rt.get_config(),
-                    tern_p4rt::p4info::derive_p4info(rt.program()),
-                )
-            };
-            let h = Handle::with_target(
-                Arc::new(VirtTarget::new(Arc::clone(&vs), *id)),
-                tern_p4rt::Options {
-                    device_id: u64::from(*id),
-                    cpu_port: None,
-                    initial: Some((info.clone(), json)),
-                    switch_options: SwitchOptions::default(),
-                },
-            )
-            .map_err(|message| VirtError::Program {
-                device: *id,
-                message,
-            })?;
-            check_roles(*id, roles, &info)?;
-            h.set_roles(roles.clone());
-            handles.push((*id, h));
+            handles.insert(*id, (make_handle(&vs, *id, roles)?, roles.clone()));
         }
-        Ok(VirtP4rt { vs, handles })
+        let set = DeviceSet::new(
+            handles.values().map(|(h, _)| h.clone()).collect(),
+            Access::default(),
+        )
+        .map_err(VirtError::Topology)?;
+        Ok(VirtP4rt {
+            vs,
+            set,
+            handles: Mutex::new(handles),
+            sink: Mutex::new(None),
+            tokens: Mutex::default(),
+        })
     }
 
-    /// The handles, for [`tern_p4rt::serve_devices`].
+    /// The served set, for [`tern_p4rt::serve_set`].
+    pub fn set(&self) -> DeviceSet {
+        self.set.clone()
+    }
+
+    /// The handles (a snapshot of the served devices).
     pub fn handles(&self) -> Vec<Handle> {
-        self.handles.iter().map(|(_, h)| h.clone()).collect()
+        guard(&self.handles)
+            .values()
+            .map(|(h, _)| h.clone())
+            .collect()
+    }
+
+    /// The served device ids, ascending.
+    pub fn device_ids(&self) -> Vec<DeviceId> {
+        guard(&self.handles).keys().copied().collect()
+    }
+
+    /// Tenant credentials (see [`tenant_access`]): from now on, and after every change of
+    /// the devices, each tenant's token reaches the devices it owns then.
+    pub fn set_tokens(
+        &self,
+        tokens: BTreeMap<String, String>,
+        operator_token: Option<String>,
+    ) -> Result<(), String> {
+        *guard(&self.tokens) = (tokens, operator_token);
+        self.refresh_access()
+    }
+
+    /// Recompute who reaches what from the devices' owners now.
+    pub fn refresh_access(&self) -> Result<(), String> {
+        let (tokens, op) = guard(&self.tokens).clone();
+        let owners: Vec<(DeviceId, Option<String>)> = self
+            .vs
+            .device_ids()
+            .into_iter()
+            .filter_map(|id| {
+                let vs = self.vs.lock(id).ok()?;
+                let d = vs.devices.get(&id)?;
+                Some((id, d.owner.clone()))
+            })
+            .collect();
+        let access = access_of(&owners, &tokens, op.as_deref())?;
+        self.set.set_access(access);
+        Ok(())
+    }
+
+    /// Serve device `id` (added to the switch after start-up) under its id from now on, with
+    /// `roles`; its tenant's token reaches it at once.
+    pub fn add_device(&self, id: DeviceId, roles: &Roles) -> Result<(), VirtError> {
+        let h = make_handle(&self.vs, id, roles)?;
+        if let Some(sink) = guard(&self.sink).clone() {
+            h.set_output_sink(sink);
+        }
+        self.set.insert(h.clone());
+        guard(&self.handles).insert(id, (h, roles.clone()));
+        self.refresh_access().map_err(VirtError::Topology)
+    }
+
+    /// Serve device `id` afresh after the operator replaced its program: a new handle with
+    /// the new program's P4Info and the same roles (controllers connect again).
+    pub fn refresh_device(&self, id: DeviceId) -> Result<(), VirtError> {
+        let roles = guard(&self.handles)
+            .get(&id)
+            .map(|(_, r)| r.clone())
+            .unwrap_or_default();
+        self.add_device(id, &roles)
+    }
+
+    /// Stop serving device `id` (removed from the switch): it answers `NOT_FOUND`.
+    pub fn remove_device(&self, id: DeviceId) {
+        self.set.remove(u64::from(id));
+        guard(&self.handles).remove(&id);
+        let _ = self.refresh_access();
     }
 
     /// Where packet-out traffic to physical ports goes (the owner of the ports sends it).
     pub fn set_output_sink(&self, sink: OutputSink) {
-        for (_, h) in &self.handles {
+        for (h, _) in guard(&self.handles).values() {
             h.set_output_sink(sink.clone());
         }
+        *guard(&self.sink) = Some(sink);
     }
 
     /// Move every served device's CPU-port frames (→ packet-in) and digests (→ digest lists)
     /// to its controllers. Call it after packets ran through the switch (the server also calls
     /// it every 10 ms through [`VirtP4rt::tick`]).
     pub fn deliver(&self) {
+        let handles: Vec<(DeviceId, Handle)> = guard(&self.handles)
+            .iter()
+            .map(|(id, (h, _))| (*id, h.clone()))
+            .collect();
         let mut batch = Vec::new();
-        {
-            let mut vs = lock(&self.vs);
-            for (id, _) in &self.handles {
-                let cpu = vs
-                    .take_cpu_packets(Caller::Operator, *id)
-                    .unwrap_or_default();
-                let dg = vs.take_digests(Caller::Operator, *id).unwrap_or_default();
-                if !cpu.is_empty() || !dg.is_empty() {
-                    batch.push((*id, cpu, dg));
+        match &self.vs {
+            Shared::Locked(_) => {
+                // One lock for all (they are all in the one switch).
+                if let Some((first, _)) = handles.first() {
+                    if let Ok(mut vs) = self.vs.lock(*first) {
+                        for (id, _) in &handles {
+                            take_io(&mut vs, *id, &mut batch);
+                        }
+                    }
+                }
+            }
+            Shared::Workers(_) => {
+                for (id, _) in &handles {
+                    if let Ok(mut vs) = self.vs.lock(*id) {
+                        take_io(&mut vs, *id, &mut batch);
+                    }
                 }
             }
         }
         // Delivered outside the switch lock (handles lock their own state, then the switch).
         for (id, cpu, dg) in batch {
-            if let Some((_, h)) = self.handles.iter().find(|(d, _)| *d == id) {
+            if let Some((_, h)) = handles.iter().find(|(d, _)| *d == id) {
                 h.deliver_packet_ins(cpu.into_iter().map(|(_, f)| f).collect());
                 h.deliver_digests(dg);
             }
@@ -361,6 +447,50 @@ impl VirtP4rt {
         let me = Arc::clone(self);
         Arc::new(move || me.deliver())
     }
+}
+
+type DeviceIo = (DeviceId, Vec<(Port, Vec<u8>)>, Vec<Digest>);
+
+fn take_io(vs: &mut VirtSwitch, id: DeviceId, batch: &mut Vec<DeviceIo>) {
+    let cpu = vs
+        .take_cpu_packets(Caller::Operator, id)
+        .unwrap_or_default();
+    let dg = vs.take_digests(Caller::Operator, id).unwrap_or_default();
+    if !cpu.is_empty() || !dg.is_empty() {
+        batch.push((id, cpu, dg));
+    }
+}
+
+fn guard<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A device's P4Runtime handle: its program and derived P4Info, its roles checked.
+fn make_handle(vs: &Shared, id: DeviceId, roles: &Roles) -> Result<Handle, VirtError> {
+    let (json, info) = {
+        let mut g = vs.lock(id)?;
+        let rt = g.runtime(Caller::Operator, id)?;
+        (
+            rt.get_config(),
+            tern_p4rt::p4info::derive_p4info(rt.program()),
+        )
+    };
+    let h = Handle::with_target(
+        Arc::new(VirtTarget::new(vs.clone(), id)),
+        tern_p4rt::Options {
+            device_id: u64::from(id),
+            cpu_port: None,
+            initial: Some((info.clone(), json)),
+            switch_options: SwitchOptions::default(),
+        },
+    )
+    .map_err(|message| VirtError::Program {
+        device: id,
+        message,
+    })?;
+    check_roles(id, roles, &info)?;
+    h.set_roles(roles.clone());
+    Ok(h)
 }
 
 /// Every entity a role names must be an object of the device's P4Info (a typo would
@@ -404,13 +534,25 @@ pub fn tenant_access(
     tokens: &BTreeMap<String, String>,
     operator_token: Option<&str>,
 ) -> Result<Access, String> {
+    let owners: Vec<(DeviceId, Option<String>)> = vs
+        .devices
+        .values()
+        .map(|d| (d.id, d.owner.clone()))
+        .collect();
+    access_of(&owners, tokens, operator_token)
+}
+
+fn access_of(
+    owners: &[(DeviceId, Option<String>)],
+    tokens: &BTreeMap<String, String>,
+    operator_token: Option<&str>,
+) -> Result<Access, String> {
     let mut access = Access::default();
     for (tenant, token) in tokens {
-        let ids: BTreeSet<u64> = vs
-            .devices
-            .values()
-            .filter(|d| d.owner.as_deref() == Some(tenant.as_str()))
-            .map(|d| u64::from(d.id))
+        let ids: BTreeSet<u64> = owners
+            .iter()
+            .filter(|(_, o)| o.as_deref() == Some(tenant.as_str()))
+            .map(|(id, _)| u64::from(*id))
             .collect();
         if access
             .tokens

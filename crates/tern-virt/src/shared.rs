@@ -1,20 +1,20 @@
-//! A device's runtime API shared across threads: [`SharedDevice`] locks the whole
-//! [`VirtSwitch`] for each call and acts for one caller on one device, so a control server
-//! (BMv2's Thrift API through `tern_thrift::serve`) can be run per tenant while packets flow.
-
-use std::sync::{Arc, Mutex, MutexGuard};
+//! A device's runtime API shared across threads: [`SharedDevice`] acts for one caller on one
+//! device, so a control server (BMv2's Thrift API through `tern_thrift::serve`) can be run per
+//! tenant while packets flow. Each call locks the whole [`VirtSwitch`] (one thread) or leases
+//! the shard of the worker that holds the device ([`crate::VirtWorkers`]; see
+//! [`crate::Shared`]).
 
 use tern_runtime::*;
 
-use crate::{Caller, DeviceId, VirtError, VirtSwitch};
+use crate::{Caller, DeviceId, Shared, SwitchGuard, VirtError};
 
-/// One device's [`Runtime`], for one caller, over a shared [`VirtSwitch`]. Every call
+/// One device's [`Runtime`], for one caller, over a shared switch ([`Shared`]). Every call
 /// re-checks that the caller reaches the device; once the device is gone (or was never the
 /// caller's), calls fail with `TableError::ERROR`-family codes and getters return empty
 /// values, exactly as for a device that does not exist.
 #[derive(Clone, Debug)]
 pub struct SharedDevice {
-    vs: Arc<Mutex<VirtSwitch>>,
+    vs: Shared,
     owner: Option<String>,
     id: DeviceId,
 }
@@ -27,16 +27,17 @@ impl SharedDevice {
     /// A handle for `caller` on device `id`; refused exactly like a missing device when the
     /// caller does not reach it.
     pub fn new(
-        vs: Arc<Mutex<VirtSwitch>>,
+        vs: impl Into<Shared>,
         caller: Caller,
         id: DeviceId,
     ) -> Result<SharedDevice, VirtError> {
+        let vs = vs.into();
         let owner = match caller {
             Caller::Operator => None,
             Caller::Tenant(t) => Some(t.to_string()),
         };
         let h = SharedDevice { vs, owner, id };
-        h.lock().reachable(h.caller(), id)?;
+        h.lock()?.reachable(h.caller(), id)?;
         Ok(h)
     }
 
@@ -52,10 +53,8 @@ impl SharedDevice {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, VirtSwitch> {
-        // Device panics are caught inside the switch; a poisoned lock still holds a
-        // consistent switch.
-        self.vs.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> Result<SwitchGuard<'_>, VirtError> {
+        self.vs.lock(self.id)
     }
 
     fn with<T>(
@@ -63,7 +62,9 @@ impl SharedDevice {
         f: impl FnOnce(&mut crate::DeviceRuntime<'_>) -> T,
         missing: impl FnOnce() -> T,
     ) -> T {
-        let mut vs = self.lock();
+        let Ok(mut vs) = self.lock() else {
+            return missing();
+        };
         match vs.runtime(self.caller(), self.id) {
             Ok(mut rt) => f(&mut rt),
             Err(_) => missing(),

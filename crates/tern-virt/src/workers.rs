@@ -40,12 +40,13 @@
 
 use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
-use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use tern_runtime::{OutputPacket, Port};
 
+use crate::backend::WorkerControl;
 use crate::fair::Queue;
 use crate::{
     validate_topology, CarryReport, Classifier, Device, DeviceId, DeviceSpec, DeviceStats,
@@ -83,7 +84,7 @@ const MAX_SPARE: usize = 4096;
 type Job = Box<dyn FnOnce(&mut VirtSwitch, &mut FairScheduler) + Send>;
 
 /// Devices moving between workers, with their port maps and waiting packets.
-struct Moved {
+pub(crate) struct Moved {
     devices: Vec<Device>,
     maps: BTreeMap<DeviceId, BTreeMap<Port, Target>>,
     queues: Vec<(DeviceId, Queue)>,
@@ -91,7 +92,7 @@ struct Moved {
     took: Duration,
 }
 
-enum Msg {
+pub(crate) enum Msg {
     /// A classified packet: (device, virtual ingress port, frame).
     Packet(DeviceId, Port, Vec<u8>),
     /// The end of one dispatch's packets: the worker runs a round before taking more, so a
@@ -121,7 +122,7 @@ struct Inbox {
 
 /// A worker's inbox with its two wake-ups.
 #[derive(Default)]
-struct Mailbox {
+pub(crate) struct Mailbox {
     inbox: Mutex<Inbox>,
     /// The worker waits here for messages.
     wake: Condvar,
@@ -135,6 +136,9 @@ struct Mailbox {
 struct Outputs {
     frames: VecDeque<OutputPacket>,
     waiting: bool,
+    /// Set by [`VirtWorkers::take_output_channel`]: each round's outputs go down this channel
+    /// (one `Vec` per round) instead of into `frames`.
+    forward: Option<mpsc::Sender<Vec<OutputPacket>>>,
 }
 
 #[derive(Default)]
@@ -143,6 +147,21 @@ struct Outbox {
     /// The front waits here while `waiting` (a worker wakes it only then: no system call per
     /// round otherwise).
     ready: Condvar,
+}
+
+impl Mailbox {
+    /// Queue `m` for the worker (waking it if it waits); `Err` when the worker has ended.
+    pub(crate) fn post(&self, m: Msg) -> Result<(), Msg> {
+        let mut ib = lock(&self.inbox);
+        if ib.gone {
+            return Err(m);
+        }
+        ib.items.push_back(m);
+        if ib.idle {
+            self.wake.notify_one();
+        }
+        Ok(())
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -169,6 +188,9 @@ fn worker(mut vs: VirtSwitch, mut fair: FairScheduler, mb: Arc<Mailbox>, up: Arc
     let send_up = |vs: &mut VirtSwitch, fair: &mut FairScheduler, out: &mut Vec<OutputPacket>| {
         if !out.is_empty() {
             let mut q = lock(&up.q);
+            if let Some(tx) = &q.forward {
+                let _ = tx.send(std::mem::take(out));
+            }
             q.frames.extend(out.drain(..));
             if q.waiting {
                 q.waiting = false;
@@ -318,9 +340,12 @@ pub struct VirtWorkers {
     stats: VirtStats,
     /// Per worker: the packets of the current dispatch (kept for their capacity).
     batches: Vec<Vec<(DeviceId, Port, Vec<u8>)>>,
-    /// Compiles programs and builds devices on the front, off the workers (its cache of
-    /// compiled programs is shared by every device built here).
-    factory: Box<VirtSwitch>,
+    /// Compiles programs and builds devices off the workers (its cache of compiled programs
+    /// is shared by every device built here); shared with [`WorkerControl`], never taken on
+    /// the packet path.
+    factory: Arc<Mutex<VirtSwitch>>,
+    /// `assign` as the control threads see it (see [`WorkerControl`]).
+    routes: Arc<RwLock<BTreeMap<DeviceId, usize>>>,
     /// How long the last control operation held a worker (the longest, when it ran on
     /// several).
     pause: Cell<Duration>,
@@ -347,8 +372,10 @@ impl VirtWorkers {
             }
         }
         // Devices added later share the programs compiled so far.
-        let mut factory = Box::<VirtSwitch>::default();
-        factory.programs = std::mem::take(&mut vs.programs);
+        let factory = VirtSwitch {
+            programs: std::mem::take(&mut vs.programs),
+            ..VirtSwitch::default()
+        };
         let up: Arc<Outbox> = Arc::default();
         let mut boxes = Vec::new();
         let mut handles = Vec::new();
@@ -380,6 +407,7 @@ impl VirtWorkers {
             up,
             spare: Vec::new(),
             cls: Classifier::new(&topo.rules),
+            routes: Arc::new(RwLock::new(assign.clone())),
             topo,
             snapshots,
             max_hops,
@@ -389,9 +417,35 @@ impl VirtWorkers {
             moves: 0,
             stats: VirtStats::default(),
             batches: (0..n).map(|_| Vec::new()).collect(),
-            factory,
+            factory: Arc::new(Mutex::new(factory)),
             pause: Cell::new(Duration::ZERO),
         }
+    }
+
+    /// The handle control threads reach the devices through (leases of the owning worker's
+    /// shard: `Shared::Workers(pool.control())` for `SharedDevice` and `VirtTarget`).
+    pub fn control(&self) -> WorkerControl {
+        WorkerControl {
+            routes: Arc::clone(&self.routes),
+            boxes: self.boxes.clone(),
+            factory: Arc::clone(&self.factory),
+        }
+    }
+
+    /// Hand the workers' output channel to the caller (for a transmit thread of its own, as
+    /// live ports need); [`VirtWorkers::take_outputs`] gives nothing afterwards.
+    pub fn take_output_channel(&mut self) -> mpsc::Receiver<Vec<OutputPacket>> {
+        let (tx, rx) = mpsc::channel();
+        lock(&self.up.q).forward = Some(tx);
+        rx
+    }
+
+    fn factory(&self) -> std::sync::MutexGuard<'_, VirtSwitch> {
+        self.factory.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write_routes(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<DeviceId, usize>> {
+        self.routes.write().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Worker threads.
@@ -510,16 +564,7 @@ impl VirtWorkers {
 
     /// Queue a control message for worker `w`.
     fn send(&self, w: usize, m: Msg) -> Result<(), VirtError> {
-        let mb = &self.boxes[w];
-        let mut ib = lock(&mb.inbox);
-        if ib.gone {
-            return Err(Self::stopped(w));
-        }
-        ib.items.push_back(m);
-        if ib.idle {
-            mb.wake.notify_one();
-        }
-        Ok(())
+        self.boxes[w].post(m).map_err(|_| Self::stopped(w))
     }
 
     /// [`VirtWorkers::dispatch`], wait until it has run, and append its outputs.
@@ -623,11 +668,15 @@ impl VirtWorkers {
         }
         self.pause.set(Duration::ZERO);
         // Compile and build here; the worker only takes the finished device in.
-        self.factory.add_device(id, spec)?;
-        let (devices, maps) = self.factory.take_devices(&[id]);
+        let (devices, maps) = {
+            let mut f = self.factory();
+            f.add_device(id, spec)?;
+            f.take_devices(&[id])
+        };
         let w = self.idlest();
         self.run_on(w, move |vs, _| vs.put_devices(devices, maps))?;
         self.assign.insert(id, w);
+        self.write_routes().insert(id, w);
         Ok(())
     }
 
@@ -648,6 +697,7 @@ impl VirtWorkers {
         }
         self.cls = Classifier::new(&self.topo.rules);
         self.assign.remove(&id);
+        self.write_routes().remove(&id);
         self.load.remove(&id);
         self.run_on(w, move |vs, fair| {
             fair.forget(id);
@@ -666,7 +716,7 @@ impl VirtWorkers {
         }
         self.pause.set(Duration::ZERO);
         // Compile and build here; the worker carries the entries over and swaps.
-        let switch = self.factory.build_switch(id, &spec)?;
+        let switch = self.factory().build_switch(id, &spec)?;
         self.call(id, move |vs| vs.install_replacement(id, switch, spec))?
     }
 
@@ -679,6 +729,9 @@ impl VirtWorkers {
                 _ => {}
             }
         }
+        // Control threads' leases are ordered before or after each hand-over.
+        let routes = Arc::clone(&self.routes);
+        let mut routes = routes.write().unwrap_or_else(|e| e.into_inner());
         for (w, ds) in from {
             let (s, r) = mpsc::channel();
             self.send(w, Msg::Take(ds.clone(), s))?;
@@ -687,6 +740,7 @@ impl VirtWorkers {
             self.send(to, Msg::Put(Box::new(moved)))?;
             for d in ds {
                 self.assign.insert(d, to);
+                routes.insert(d, to);
             }
             self.moves += 1;
         }
@@ -779,6 +833,26 @@ impl VirtWorkers {
         self.set_topology(t)
     }
 
+    /// Forget every stored snapshot.
+    pub fn clear_snapshots(&mut self) {
+        self.snapshots.clear();
+    }
+
+    /// The stored snapshots' names, sorted.
+    pub fn snapshot_names(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.snapshots.keys().cloned().collect();
+        v.sort();
+        v
+    }
+
+    /// Set the hop budget on every worker.
+    pub fn set_max_hops(&mut self, hops: u32) {
+        self.max_hops = hops;
+        for w in 0..self.boxes.len() {
+            let _ = self.run_on(w, move |vs, _| vs.set_max_hops(hops));
+        }
+    }
+
     /// Store the live topology as snapshot `name`.
     pub fn save_snapshot(&mut self, name: &str) {
         self.snapshots.insert(name.to_string(), self.topo.clone());
@@ -853,6 +927,7 @@ impl VirtWorkers {
     pub fn shutdown(mut self, out: &mut Vec<OutputPacket>) -> VirtSwitch {
         let mut vs = VirtSwitch::new();
         vs.set_max_hops(self.max_hops);
+        self.write_routes().clear();
         let replies: Vec<_> = (0..self.boxes.len())
             .map(|w| {
                 let (s, r) = mpsc::channel();
@@ -906,7 +981,9 @@ impl VirtWorkers {
 
 impl Drop for VirtWorkers {
     fn drop(&mut self) {
-        // Closing the inboxes ends each worker once its queues are empty.
+        // Control handles keep the mailboxes alive: the closed flag, not the handles' count,
+        // ends each worker once its queues are empty.
+        self.write_routes().clear();
         for mb in &self.boxes {
             lock(&mb.inbox).closed = true;
             mb.wake.notify_one();

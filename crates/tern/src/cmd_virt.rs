@@ -19,10 +19,14 @@ use tern_runtime::OutputPacket;
 use tern_virt::config::Config;
 use tern_virt::{Caller, VirtSwitch};
 
+#[path = "cmd_virt_admin.rs"]
+mod admin;
 #[path = "cmd_virt_bench.rs"]
 mod bench;
 #[path = "cmd_virt_isolation.rs"]
 mod isolation;
+
+use admin::{ctl, stats_text, AdminSocket, Control, Front};
 
 /// `tern virt …`
 #[derive(clap::Args)]
@@ -40,7 +44,11 @@ enum VirtCommand {
     /// Parse and build a config (programs loaded or compiled, command files run), then exit.
     Check(CheckArgs),
     /// Send one operator command to a running `tern virt run --admin SOCKET` and print the
-    /// answer: `snapshot NAME` (activate it, reports the switch time), `stats`, `devices`.
+    /// answer (exit status 1 on an error answer). Commands: devices, stats, snapshot NAME,
+    /// snapshots, add ID PROGRAM [owner=T] [thrift_port=P] [QUOTA=N...], remove ID,
+    /// replace ID PROGRAM, rules, rule add KEY=VALUE..., rule del N, link ID VPORT TARGET,
+    /// quota ID KEY=VALUE..., release ID, reload CONFIG, help (`help` lists them with their
+    /// arguments).
     Ctl(CtlArgs),
     /// HyPer4's penalty table on tern: tables, passes and entries per packet, native vs
     /// sliced, for the four functions and Example 1 B/C (`--timed` adds packet rates).
@@ -48,6 +56,7 @@ enum VirtCommand {
 }
 
 #[derive(clap::Args)]
+#[command(after_help = concat!("Commands:\n", include_str!("cmd_virt_ctl_help.txt")))]
 struct CtlArgs {
     /// The admin socket of the running switch (`--admin` of `tern virt run`).
     socket: PathBuf,
@@ -89,7 +98,8 @@ struct RunArgs {
     grpc_addr: Option<std::net::SocketAddr>,
     /// Spread the devices over N worker threads (each device on one worker, deficit round
     /// robin between a worker's devices, rebalanced by load). 0: on the receiving thread.
-    /// pcap-file ports only; not with per-device `thrift_port`s, `--admin` or `--live` yet.
+    /// Works with pcap files and `--live`, per-device Thrift, P4Runtime and `--admin`: a
+    /// tenant's control request runs on the worker that holds its device.
     #[arg(long, default_value_t = 0, value_name = "N")]
     workers: usize,
 }
@@ -105,7 +115,7 @@ pub fn run(args: VirtArgs) -> anyhow::Result<std::process::ExitCode> {
         VirtCommand::Run(a) => run_files(a).map(|()| std::process::ExitCode::SUCCESS),
         VirtCommand::Bench(a) => bench::run(a),
         VirtCommand::Ctl(a) => {
-            let answer = ctl(&a.socket, &a.command.join(" "))?;
+            let answer = ctl(&a.socket, &a.command)?;
             print!("{answer}");
             Ok(if answer.starts_with("error") {
                 std::process::ExitCode::FAILURE
@@ -144,7 +154,7 @@ fn build_cfg(path: &Path) -> anyhow::Result<(VirtSwitch, String, Config)> {
 
 /// Start a Thrift server for every device with a `thrift_port`, as the device's owner.
 fn start_servers(
-    vs: &Arc<Mutex<VirtSwitch>>,
+    vs: &tern_virt::Shared,
     cfg: &Config,
 ) -> anyhow::Result<Vec<(tern_virt::DeviceId, std::net::SocketAddr)>> {
     let mut addrs = Vec::new();
@@ -154,16 +164,7 @@ fn start_servers(
             Some(o) => Caller::Tenant(o),
             None => Caller::Operator,
         };
-        let handle = tern_virt::SharedDevice::new(Arc::clone(vs), caller, d.id)?;
-        let (addr, _) = tern_thrift::spawn(("0.0.0.0", port), Arc::new(Mutex::new(handle)))
-            .with_context(|| {
-                format!(
-                    "device {}: cannot start the Thrift server on port {port}",
-                    d.id
-                )
-            })?;
-        println!("device {}: Thrift server on {addr}", d.id);
-        addrs.push((d.id, addr));
+        addrs.push((d.id, admin::start_thrift(vs, caller, d.id, port)?));
     }
     Ok(addrs)
 }
@@ -199,35 +200,35 @@ fn run_files(a: RunArgs) -> anyhow::Result<()> {
                 .with_context(|| format!("opening the pcap ports in {}", a.pcap_dir.display()))?,
         )
     };
-    if a.workers > 0 {
-        if a.live {
-            // The live ports' receive blocks: outputs would wait for the next arrival.
-            anyhow::bail!(
-                "--workers {} is for pcap-file ports only (not --live yet)",
-                a.workers
-            );
-        }
-        let p4rt =
-            a.grpc_addr.is_some() || cfg.p4runtime.as_ref().is_some_and(|p| p.addr.is_some());
-        if p4rt || a.admin.is_some() || cfg.devices.iter().any(|d| d.thrift_port.is_some()) {
-            anyhow::bail!(
-                "--workers {}: per-device thrift_port, P4Runtime and --admin need the switch \
-                 on one thread (run without --workers)",
-                a.workers
-            );
-        }
-        return run_workers(vs, a.workers, ports.as_mut());
-    }
-    let shared = Arc::new(Mutex::new(vs));
-    start_servers(&shared, &cfg)?;
+    let front = if a.workers > 0 {
+        Front::workers(tern_virt::VirtWorkers::new(
+            vs,
+            tern_virt::WorkerOptions {
+                workers: a.workers,
+                ..tern_virt::WorkerOptions::default()
+            },
+        ))
+    } else {
+        Front::One(Arc::new(Mutex::new(vs)))
+    };
+    let shared = front.shared();
+    let thrift = start_servers(&shared, &cfg)?;
     let grpc = start_p4runtime(&shared, &cfg, a.grpc_addr)?;
     let mut packet_outs = grpc.as_ref().map(|g| g.packet_outs.clone());
     if let (true, Some(rx)) = (a.live, packet_outs.take()) {
         // Live ports block in receive: packet-outs leave from a thread of their own.
         crate::cmd_run::spawn_packet_out_sender(&specs, rx.into_inner())?;
     }
+    let base = config_base(&a.config);
+    let control = Arc::new(Control::new(
+        front.clone(),
+        grpc.as_ref().map(|g| Arc::clone(&g.p4rt)),
+        thrift,
+        cfg,
+        base,
+    ));
     let _admin = match &a.admin {
-        Some(path) => Some(AdminSocket::start(path, Arc::clone(&shared))?),
+        Some(path) => Some(AdminSocket::start(path, Arc::clone(&control))?),
         None => None,
     };
     if a.wait > 0 {
@@ -235,25 +236,70 @@ fn run_files(a: RunArgs) -> anyhow::Result<()> {
     }
     if a.live {
         eprintln!(
-            "tern virt run: switching on {} (Ctrl-C or SIGTERM to stop)",
+            "tern virt run: switching on {}{} (Ctrl-C or SIGTERM to stop)",
             specs
                 .iter()
                 .map(|s| format!("{}@{}", s.port, s.name))
                 .collect::<Vec<_>>()
-                .join(", ")
+                .join(", "),
+            if a.workers > 0 {
+                format!(" with {} workers", a.workers)
+            } else {
+                String::new()
+            }
         );
     }
-    let (packets, sent, discarded) = pump(
-        &shared,
-        ports.as_mut(),
-        grpc.as_ref().map(|g| &*g.p4rt),
-        packet_outs.as_ref(),
-    )?;
-    ports.flush()?;
-    let vs = shared.lock().unwrap_or_else(|e| e.into_inner());
-    println!("{packets} packet(s) in, {sent} frame(s) out, {discarded} on unattached ports");
-    print!("{}", stats_text(&vs)?);
+    match &front {
+        Front::One(shared) => {
+            let (packets, sent, discarded) = pump(
+                shared,
+                ports.as_mut(),
+                grpc.as_ref().map(|g| &*g.p4rt),
+                packet_outs.as_ref(),
+            )?;
+            ports.flush()?;
+            let vs = shared.lock().unwrap_or_else(|e| e.into_inner());
+            println!(
+                "{packets} packet(s) in, {sent} frame(s) out, {discarded} on unattached ports"
+            );
+            print!("{}", stats_text(&*vs)?);
+        }
+        Front::Workers(pool, _) => {
+            let transmit = if a.live {
+                // Outputs leave from a thread of their own: the receive loop blocks in poll.
+                let rx = lock_pool(pool)
+                    .as_mut()
+                    .expect("running")
+                    .take_output_channel();
+                crate::cmd_run::spawn_packet_out_sender(&specs, rx)?;
+                false
+            } else {
+                true
+            };
+            run_workers(
+                pool,
+                ports.as_mut(),
+                packet_outs.as_ref(),
+                transmit,
+                grpc.is_some(),
+                a.workers,
+            )?;
+        }
+    }
     Ok(())
+}
+
+fn config_base(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+type Pool = Mutex<Option<tern_virt::VirtWorkers>>;
+
+fn lock_pool(p: &Pool) -> std::sync::MutexGuard<'_, Option<tern_virt::VirtWorkers>> {
+    p.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Packet-out traffic for physical ports, from the P4Runtime server.
@@ -279,7 +325,7 @@ impl OnceRx {
 /// Start the P4Runtime server when `--grpc-addr` or the config's `p4runtime.addr` asks for
 /// one: every device under its own id, with its roles; tokens from the config.
 fn start_p4runtime(
-    vs: &Arc<Mutex<VirtSwitch>>,
+    vs: &tern_virt::Shared,
     cfg: &Config,
     addr: Option<std::net::SocketAddr>,
 ) -> anyhow::Result<Option<Grpc>> {
@@ -296,12 +342,9 @@ fn start_p4runtime(
         .iter()
         .map(|d| (d.id, d.roles.clone()))
         .collect();
-    let access = {
-        let g = vs.lock().unwrap_or_else(|e| e.into_inner());
-        tern_virt::tenant_access(&g, &pc.tokens, pc.operator_token.as_deref())
-            .map_err(|e| anyhow::anyhow!("{}: p4runtime: {e}", cfg.file))?
-    };
-    let p4rt = Arc::new(tern_virt::VirtP4rt::new(Arc::clone(vs), &devices)?);
+    let p4rt = Arc::new(tern_virt::VirtP4rt::new(vs.clone(), &devices)?);
+    p4rt.set_tokens(pc.tokens.clone(), pc.operator_token.clone())
+        .map_err(|e| anyhow::anyhow!("{}: p4runtime: {e}", cfg.file))?;
     let (tx, rx) = std::sync::mpsc::channel::<Vec<OutputPacket>>();
     p4rt.set_output_sink(Arc::new(move |outs| {
         let _ = tx.send(outs);
@@ -309,17 +352,23 @@ fn start_p4runtime(
     let listener = std::net::TcpListener::bind(addr)
         .with_context(|| format!("cannot start the P4Runtime server on {addr}"))?;
     let bound = listener.local_addr()?;
-    let (handles, tick) = (p4rt.handles(), p4rt.tick());
+    let tls = match &pc.tls {
+        None => None,
+        Some((cert, key)) => Some(read_tls(cfg, cert, key)?),
+    };
+    let secure = tls.is_some();
+    let (set, tick) = (p4rt.set(), p4rt.tick());
     std::thread::Builder::new()
         .name("p4runtime".into())
         .spawn(move || {
-            if let Err(e) = tern_p4rt::serve_devices(listener, handles, access, Some(tick)) {
+            if let Err(e) = tern_p4rt::serve_set(listener, set, Some(tick), tls) {
                 eprintln!("P4Runtime server stopped: {e}");
             }
         })
         .context("starting the P4Runtime thread")?;
     println!(
-        "P4Runtime on {bound}: device ids {}{}",
+        "P4Runtime on {bound}{}: device ids {}{}",
+        if secure { " (TLS)" } else { "" },
         devices
             .iter()
             .map(|d| d.0.to_string())
@@ -338,6 +387,24 @@ fn start_p4runtime(
     }))
 }
 
+/// The config's `p4runtime.tls` files (relative to the config's folder), checked now: a
+/// missing file or a certificate and key that do not parse stop the start-up with the file.
+fn read_tls(cfg: &Config, cert: &Path, key: &Path) -> anyhow::Result<tern_p4rt::TlsPem> {
+    let base = config_base(Path::new(&cfg.file));
+    let read = |p: &Path, what: &str| {
+        let p = base.join(p);
+        std::fs::read(&p)
+            .with_context(|| format!("{}: p4runtime.tls.{what}: {}", cfg.file, p.display()))
+    };
+    let pem = tern_p4rt::TlsPem {
+        cert: read(cert, "cert")?,
+        key: read(key, "key")?,
+    };
+    pem.check()
+        .map_err(|e| anyhow::anyhow!("{}: p4runtime.tls: {e}", cfg.file))?;
+    Ok(pem)
+}
+
 /// The running P4Runtime server of `tern virt run`.
 struct Grpc {
     p4rt: Arc<tern_virt::VirtP4rt>,
@@ -347,16 +414,19 @@ struct Grpc {
 }
 
 /// `tern virt run --workers N`: the devices over N worker threads; every input packet is
-/// dispatched in order, outputs are written as the workers produce them (stamped with the
-/// time of the latest input), the counters printed at the end.
-fn run_workers(vs: VirtSwitch, workers: usize, ports: &mut dyn PortIo) -> anyhow::Result<()> {
-    let mut pool = tern_virt::VirtWorkers::new(
-        vs,
-        tern_virt::WorkerOptions {
-            workers,
-            ..tern_virt::WorkerOptions::default()
-        },
-    );
+/// dispatched in order (the pool's lock taken per frame: operator commands get in between),
+/// outputs are written as the workers produce them (stamped with the time of the latest
+/// input) unless a transmit thread of its own sends them (`transmit` false, live ports), the
+/// counters printed at the end. Tenants' control (Thrift, P4Runtime) reaches each device on
+/// its worker directly.
+fn run_workers(
+    pool: &Pool,
+    ports: &mut dyn PortIo,
+    packet_outs: Option<&PacketOuts>,
+    transmit: bool,
+    p4rt: bool,
+    workers: usize,
+) -> anyhow::Result<()> {
     let (mut n, mut sent, mut discarded) = (0u64, 0u64, 0u64);
     let mut buf = Vec::new();
     let mut out: Vec<OutputPacket> = Vec::new();
@@ -374,169 +444,35 @@ fn run_workers(vs: VirtSwitch, workers: usize, ports: &mut dyn PortIo) -> anyhow
     while let Some(meta) = ports.recv(&mut buf)? {
         n += 1;
         ts = meta.ts_ns;
-        pool.dispatch(&[(meta.port, &buf)]);
-        if n % 65_536 == 0 {
-            // Digests nobody listens for are dropped, not hoarded.
-            for id in pool.device_ids() {
-                let _ = pool.call(id, move |vs| vs.take_digests(Caller::Operator, id));
+        if let Some(p) = packet_outs {
+            out.extend(p.drain());
+        }
+        {
+            let mut g = lock_pool(pool);
+            let pool = g.as_mut().expect("the pool runs until the loop ends");
+            pool.dispatch(&[(meta.port, &buf)]);
+            if n % 65_536 == 0 && !p4rt {
+                // Digests nobody listens for are dropped, not hoarded (with P4Runtime the
+                // server's tick delivers them to the controllers).
+                for id in pool.device_ids() {
+                    let _ = pool.call(id, move |vs| vs.take_digests(Caller::Operator, id));
+                }
+            }
+            if transmit {
+                pool.take_outputs(&mut out);
             }
         }
-        pool.take_outputs(&mut out);
         write(&mut out, ports, ts)?;
     }
+    let pool = lock_pool(pool).take().expect("running");
     let vs = pool.shutdown(&mut out);
-    write(&mut out, ports, ts)?;
+    if transmit {
+        write(&mut out, ports, ts)?;
+    }
     ports.flush()?;
     println!("{n} packet(s) in, {sent} frame(s) out, {discarded} on unattached ports ({workers} workers)");
     print!("{}", stats_text(&vs)?);
     Ok(())
-}
-
-/// The switch's and every device's counters, one line each.
-fn stats_text(vs: &VirtSwitch) -> anyhow::Result<String> {
-    use std::fmt::Write;
-    let mut t = String::new();
-    let st = vs.stats();
-    writeln!(
-        t,
-        "unclassified {}, dangling links {}",
-        st.unclassified, st.dangling
-    )?;
-    for id in vs.device_ids() {
-        let s = vs.device_stats(Caller::Operator, id)?;
-        let q = vs.quarantine(Caller::Operator, id)?;
-        writeln!(
-            t,
-            "device {id}: in {}, to ports {}, to links {}, to cpu {}, dropped {}, hop-cut {}, \
-             panics {}, quarantine drops {}{}",
-            s.packets_in,
-            s.to_phys,
-            s.to_links,
-            s.to_cpu,
-            s.dropped,
-            s.hop_cut,
-            s.panics,
-            s.quarantine_drops,
-            q.map(|w| format!(" (QUARANTINED: {w})"))
-                .unwrap_or_default()
-        )?;
-    }
-    Ok(t)
-}
-
-/// The operator's line interface of a running `tern virt run`: a Unix socket; each line is a
-/// command, each answer ends with an empty line. Commands run between packets (they take the
-/// switch lock), so switching a snapshot loses nothing. The socket file goes with the value.
-struct AdminSocket {
-    path: PathBuf,
-}
-
-impl AdminSocket {
-    fn start(path: &Path, vs: Arc<Mutex<VirtSwitch>>) -> anyhow::Result<AdminSocket> {
-        use std::os::unix::fs::FileTypeExt;
-        // A socket file left by a run that was killed is replaced; anything else is an error.
-        if let Ok(m) = std::fs::symlink_metadata(path) {
-            if m.file_type().is_socket() {
-                std::fs::remove_file(path).with_context(|| {
-                    format!("removing the stale admin socket {}", path.display())
-                })?;
-            } else {
-                anyhow::bail!(
-                    "--admin {}: the file exists and is not a socket",
-                    path.display()
-                );
-            }
-        }
-        let listener = std::os::unix::net::UnixListener::bind(path)
-            .with_context(|| format!("--admin: cannot listen on {}", path.display()))?;
-        std::thread::Builder::new()
-            .name("virt-admin".into())
-            .spawn(move || {
-                for conn in listener.incoming().flatten() {
-                    let vs = Arc::clone(&vs);
-                    std::thread::spawn(move || admin_session(conn, &vs));
-                }
-            })
-            .context("starting the admin thread")?;
-        println!("admin socket on {}", path.display());
-        Ok(AdminSocket {
-            path: path.to_path_buf(),
-        })
-    }
-}
-
-impl Drop for AdminSocket {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
-    }
-}
-
-fn admin_session(conn: std::os::unix::net::UnixStream, vs: &Mutex<VirtSwitch>) {
-    use std::io::{BufRead, Write};
-    let Ok(read) = conn.try_clone() else { return };
-    let mut w = conn;
-    for line in std::io::BufReader::new(read).lines() {
-        let Ok(line) = line else { return };
-        let answer = admin_command(vs, line.trim());
-        if w.write_all(format!("{answer}\n").as_bytes()).is_err() {
-            return;
-        }
-    }
-}
-
-/// One operator command; the answer starts with `ok` or `error` (possibly several lines,
-/// always ending with a newline).
-fn admin_command(vs: &Mutex<VirtSwitch>, line: &str) -> String {
-    let words: Vec<&str> = line.split_whitespace().collect();
-    let mut vs = vs.lock().unwrap_or_else(|e| e.into_inner());
-    match words.as_slice() {
-        ["snapshot", name] => {
-            let t = std::time::Instant::now();
-            match vs.activate_snapshot(name) {
-                Ok(()) => format!(
-                    "ok snapshot {name} active (switched in {} us)\n",
-                    t.elapsed().as_micros()
-                ),
-                Err(e) => format!("error: snapshot {name}: {e}\n"),
-            }
-        }
-        ["stats"] => match stats_text(&vs) {
-            Ok(t) => format!("ok\n{t}"),
-            Err(e) => format!("error: {e:#}\n"),
-        },
-        ["devices"] => format!(
-            "ok {}\n",
-            vs.device_ids()
-                .iter()
-                .map(|d| d.to_string())
-                .collect::<Vec<_>>()
-                .join(" ")
-        ),
-        _ => format!("error: unknown command '{line}' (snapshot NAME | stats | devices)\n"),
-    }
-}
-
-/// `tern virt ctl`: send one command line, return the answer (up to its empty line).
-fn ctl(socket: &Path, line: &str) -> anyhow::Result<String> {
-    use std::io::{BufRead, Write};
-    let mut s = std::os::unix::net::UnixStream::connect(socket).with_context(|| {
-        format!(
-            "cannot connect to the admin socket {} (is `tern virt run --admin` running?)",
-            socket.display()
-        )
-    })?;
-    s.set_read_timeout(Some(std::time::Duration::from_secs(30)))?;
-    s.write_all(format!("{line}\n").as_bytes())?;
-    let mut answer = String::new();
-    for l in std::io::BufReader::new(s).lines() {
-        let l = l.context("reading the answer")?;
-        if l.is_empty() {
-            break;
-        }
-        answer.push_str(&l);
-        answer.push('\n');
-    }
-    Ok(answer)
 }
 
 /// Every input packet in timestamp order through the switch; outputs carry the input's
@@ -593,6 +529,10 @@ mod tests {
 
     const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../");
 
+    fn words(s: &str) -> Vec<String> {
+        s.split_whitespace().map(str::to_string).collect()
+    }
+
     fn write_pcap(path: &Path, frames: &[Vec<u8>]) {
         let f = std::fs::File::create(path).unwrap();
         let mut w = PcapWriter::new(f, WriterConfig::bmv2()).unwrap();
@@ -618,9 +558,11 @@ mod tests {
         let dir = tern_fixtures::scratch("virt-run");
         let cfg = format!(
             r#"{{ "devices": [
-                {{ "id": 1, "program": "{ROOT}p4/tutorials/basic.p4", "ports": {{ "0": "phys:2" }} }},
+                {{ "id": 1, "program": "{ROOT}p4/tutorials/basic.p4", "ports": {{ "0": "phys:2" }},
+                   "thrift_port": 0 }},
                 {{ "id": 2, "program": "{ROOT}p4/tutorials/basic.p4", "ports": {{ "0": "phys:4" }} }} ],
-              "rules": [ {{ "port": 1, "device": 1 }}, {{ "port": 3, "device": 2 }} ] }}"#
+              "rules": [ {{ "port": 1, "device": 1 }}, {{ "port": 3, "device": 2 }} ],
+              "p4runtime": {{ "addr": "127.0.0.1:0" }} }}"#
         );
         std::fs::write(dir.join("virt.json"), cfg).unwrap();
         let frame = |b: u8| {
@@ -679,7 +621,7 @@ mod tests {
         std::fs::write(dir.join("virt.json"), cfg).unwrap();
         let (vs, _, cfg) = build_cfg(&dir.join("virt.json")).unwrap();
         let shared = Arc::new(Mutex::new(vs));
-        let addrs = start_servers(&shared, &cfg).unwrap();
+        let addrs = start_servers(&tern_virt::Shared::Locked(Arc::clone(&shared)), &cfg).unwrap();
         assert_eq!(addrs.len(), 1);
         let port = addrs[0].1.port();
         let mut c = tern_thrift::ThriftRuntime::connect(("127.0.0.1", port)).unwrap();
@@ -720,27 +662,35 @@ mod tests {
     #[test]
     fn admin_socket_switches_snapshots() {
         let dir = tern_fixtures::scratch("virt-admin");
-        let (vs, _, _) = build_cfg(&Path::new(ROOT).join("p4/virt/example2/virt.json")).unwrap();
+        let path = Path::new(ROOT).join("p4/virt/example2/virt.json");
+        let (vs, _, cfg) = build_cfg(&path).unwrap();
         let shared = Arc::new(Mutex::new(vs));
         let sock = dir.join("admin.sock");
-        let admin = AdminSocket::start(&sock, Arc::clone(&shared)).unwrap();
-        let a = ctl(&sock, "snapshot l2-only").unwrap();
+        let control = Control::new(
+            Front::One(Arc::clone(&shared)),
+            None,
+            Vec::new(),
+            cfg,
+            config_base(&path),
+        );
+        let admin = AdminSocket::start(&sock, Arc::new(control)).unwrap();
+        let a = ctl(&sock, &words("snapshot l2-only")).unwrap();
         assert!(
             a.starts_with("ok snapshot l2-only active (switched in "),
             "{a}"
         );
         assert_eq!(shared.lock().unwrap().topology().rules.len(), 2);
-        let a = ctl(&sock, "snapshot nope").unwrap();
+        let a = ctl(&sock, &words("snapshot nope")).unwrap();
         assert!(a.starts_with("error: snapshot nope"), "{a}");
-        let a = ctl(&sock, "stats").unwrap();
+        let a = ctl(&sock, &words("stats")).unwrap();
         assert!(a.starts_with("ok\n") && a.contains("device 3: in 0"), "{a}");
-        assert_eq!(ctl(&sock, "devices").unwrap(), "ok 1 2 3\n");
-        assert!(ctl(&sock, "reboot")
+        assert_eq!(ctl(&sock, &words("devices")).unwrap(), "ok 1 2 3\n");
+        assert!(ctl(&sock, &words("reboot"))
             .unwrap()
             .starts_with("error: unknown command"));
         drop(admin);
         assert!(!sock.exists());
-        let e = ctl(&sock, "stats").unwrap_err().to_string();
+        let e = ctl(&sock, &words("stats")).unwrap_err().to_string();
         assert!(e.contains("cannot connect to the admin socket"), "{e}");
     }
 
@@ -762,7 +712,9 @@ mod tests {
         std::fs::write(dir.join("virt.json"), cfg).unwrap();
         let (vs, _, cfg) = build_cfg(&dir.join("virt.json")).unwrap();
         let shared = Arc::new(Mutex::new(vs));
-        let g = start_p4runtime(&shared, &cfg, None).unwrap().unwrap();
+        let g = start_p4runtime(&Arc::clone(&shared).into(), &cfg, None)
+            .unwrap()
+            .unwrap();
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -820,6 +772,460 @@ mod tests {
             e.contains("devices[0].roles.\"r\"") && e.contains("unknown key 'tables'"),
             "{e}"
         );
+    }
+
+    /// L2 frame: destination MAC 0a:00:00:00:00:DST, source ..:SRC, a sequence number.
+    fn l2_frame(dst: u8, src: u8, seq: u8) -> Vec<u8> {
+        let mut f = vec![
+            0x0a, 0, 0, 0, 0, dst, 0x0a, 0, 0, 0, 0, src, 0x08, 0x00, seq,
+        ];
+        f.extend_from_slice(&[0u8; 45]);
+        f
+    }
+
+    /// GetForwardingPipelineConfig with a token: the P4Info's table names, or the status.
+    #[allow(clippy::result_large_err)]
+    fn p4rt_tables(
+        addr: std::net::SocketAddr,
+        tok: &'static str,
+        id: u64,
+    ) -> Result<Vec<String>, tonic::Status> {
+        use tern_p4rt::proto::p4::v1 as p4;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let ch = tonic::transport::Channel::from_shared(format!("http://{addr}"))
+                .unwrap()
+                .connect()
+                .await
+                .unwrap();
+            let mut c = p4::p4_runtime_client::P4RuntimeClient::with_interceptor(
+                ch,
+                move |mut r: tonic::Request<()>| {
+                    r.metadata_mut()
+                        .insert("authorization", format!("Bearer {tok}").parse().unwrap());
+                    Ok(r)
+                },
+            );
+            c.get_forwarding_pipeline_config(p4::GetForwardingPipelineConfigRequest {
+                device_id: id,
+                response_type: 0,
+            })
+            .await
+            .map(|r| {
+                r.into_inner()
+                    .config
+                    .unwrap()
+                    .p4info
+                    .unwrap()
+                    .tables
+                    .iter()
+                    .map(|t| t.preamble.as_ref().unwrap().name.clone())
+                    .collect()
+            })
+        })
+    }
+
+    /// The operator's commands over the admin socket with the devices on two workers, and
+    /// P4Runtime and Thrift following them: a device added live (served at once to its
+    /// tenant's token, its Thrift server started), mapped, classified, its quota changed
+    /// (enforced over Thrift), replaced (entries carried), rules added and deleted, removed
+    /// (NOT_FOUND); clear errors for bad commands; then `reload` of an edited config applies
+    /// the difference (a device removed, one added with its command file and its tenant's
+    /// token, quotas changed, a program replaced) with traffic checked after each step.
+    #[test]
+    fn admin_commands_and_reload_with_workers() {
+        use tern_runtime::Runtime;
+        let dir = tern_fixtures::scratch("virt-admin-workers");
+        let l2 = format!("{ROOT}p4/virt/l2_switch.p4");
+        let write_cfg = |name: &str, devices: &str, rules: &str| {
+            let text = format!(
+                r#"{{ "devices": [ {devices} ], "rules": [ {rules} ],
+                  "p4runtime": {{ "addr": "127.0.0.1:0",
+                                 "tokens": {{ "alice": "tok-a", "bob": "tok-b" }} }} }}"#
+            );
+            std::fs::write(dir.join(name), text).unwrap();
+            dir.join(name)
+        };
+        let dev1 = format!(
+            r#"{{ "id": 1, "program": "{l2}", "owner": "alice", "commands": "d1.txt",
+                 "ports": {{ "1": "phys:1", "2": "phys:2" }} }}"#
+        );
+        let dev2 = format!(
+            r#"{{ "id": 2, "program": "{l2}", "owner": "bob", "ports": {{ "3": "phys:3" }} }}"#
+        );
+        std::fs::write(
+            dir.join("d1.txt"),
+            "table_add L2Ingress.dmac forward 0x0a0000000002 => 2
+             table_add L2Ingress.smac known 0x0a0000000001 =>
+",
+        )
+        .unwrap();
+        let a = write_cfg(
+            "a.json",
+            &format!("{dev1}, {dev2}"),
+            r#"{ "port": 1, "device": 1 }, { "port": 3, "device": 2 }"#,
+        );
+        let (vs, _, cfg) = build_cfg(&a).unwrap();
+        let front = Front::workers(tern_virt::VirtWorkers::new(
+            vs,
+            tern_virt::WorkerOptions {
+                workers: 2,
+                ..Default::default()
+            },
+        ));
+        let shared = front.shared();
+        let grpc = start_p4runtime(&shared, &cfg, None).unwrap().unwrap();
+        let control = Arc::new(Control::new(
+            front.clone(),
+            Some(Arc::clone(&grpc.p4rt)),
+            start_servers(&shared, &cfg).unwrap(),
+            cfg,
+            dir.to_path_buf(),
+        ));
+        let sock = dir.join("admin.sock");
+        let _admin = AdminSocket::start(&sock, Arc::clone(&control)).unwrap();
+        let ok = |cmd: &str| {
+            let a = ctl(&sock, &words(cmd)).unwrap();
+            assert!(a.starts_with("ok"), "{cmd}: {a}");
+            a
+        };
+        let err = |cmd: &str| {
+            let a = ctl(&sock, &words(cmd)).unwrap();
+            assert!(a.starts_with("error: "), "{cmd}: {a}");
+            a
+        };
+        // Traffic through the workers: (port, frame) in, (port, frame) out.
+        let send = |port: u32, f: &[u8]| -> Vec<(u32, Vec<u8>)> {
+            front.with(|_| ()).expect("running");
+            let Front::Workers(pool, _) = &front else {
+                unreachable!()
+            };
+            let mut g = pool.lock().unwrap();
+            let mut out = Vec::new();
+            g.as_mut().unwrap().process_batch(&[(port, f)], &mut out);
+            out.into_iter().map(|o| (o.port, o.data)).collect()
+        };
+        assert_eq!(send(1, &l2_frame(2, 1, 0)), vec![(2, l2_frame(2, 1, 0))]);
+        assert_eq!(ok("devices"), "ok 1 2\n");
+
+        // add: served at once over P4Runtime to alice (not bob) and over Thrift.
+        assert!(p4rt_tables(grpc.addr, "tok-a", 3).is_err());
+        let a = ok(&format!(
+            "add 3 {l2} owner=alice thrift_port=0 max_entries=5"
+        ));
+        assert!(
+            a.contains("Thrift on") && a.contains("P4Runtime device id 3"),
+            "{a}"
+        );
+        assert!(p4rt_tables(grpc.addr, "tok-a", 3)
+            .unwrap()
+            .iter()
+            .any(|t| t.ends_with(".dmac")));
+        assert_eq!(
+            p4rt_tables(grpc.addr, "tok-b", 3).unwrap_err().code(),
+            tonic::Code::NotFound
+        );
+        let thrift3 = control
+            .thrift_addrs()
+            .iter()
+            .find(|(d, _)| *d == 3)
+            .unwrap()
+            .1;
+        let mut t3 = tern_thrift::ThriftRuntime::connect(("127.0.0.1", thrift3.port())).unwrap();
+        let program = tern_model::load(&t3.get_config()).unwrap();
+        let mut cli = tern_control::Cli::new(&program);
+        let out = cli.execute(
+            &mut t3,
+            "table_add L2Ingress.dmac forward 0x0a0000000002 => 1",
+        );
+        assert!(!cli.last_command_failed(), "{out}");
+        // link + rule: port 5 → device 3, its virtual port 1 → physical 6.
+        assert!(ok("link 3 1 phys:6").contains("device 3 port 1 -> phys:6"));
+        ok("rule add priority=5 port=5 device=3");
+        assert_eq!(send(5, &l2_frame(2, 1, 1)), vec![(6, l2_frame(2, 1, 1))]);
+        assert_eq!(ok("rules").lines().count(), 4, "3 rules");
+        // quota: one entry more is refused over Thrift.
+        assert!(ok("quota 3 max_entries=1").contains("max_entries 1,"));
+        let out = cli.execute(
+            &mut t3,
+            "table_add L2Ingress.dmac forward 0x0a0000000003 => 1",
+        );
+        assert!(
+            cli.last_command_failed() && out.contains("TABLE_FULL"),
+            "{out}"
+        );
+        ok("quota 3 max_entries=none");
+        // replace: the entry is carried, the traffic goes on.
+        assert!(ok(&format!("replace 3 {l2}")).contains("1 entries carried"));
+        assert_eq!(send(5, &l2_frame(2, 1, 2)), vec![(6, l2_frame(2, 1, 2))]);
+        ok("rule del 2");
+        assert!(send(5, &l2_frame(2, 1, 3)).is_empty(), "unclassified now");
+        // Errors say what is wrong.
+        assert!(err("remove 9").contains("device 9 not found"));
+        assert!(err("link 9 1 drop").contains("device 9 not found"));
+        assert!(err("link 3 1 wire:2").contains("wire:2"));
+        assert!(err("quota 3 max_fun=2").contains("unknown quota 'max_fun'"));
+        assert!(err("rule add port=1").contains("missing 'device'"));
+        assert!(err("rule del 7").contains("no rule 7"));
+        assert!(err(&format!("add 1 {l2}")).contains("device 1 already exists"));
+        assert!(err("add 4 /no/such.p4").contains("/no/such.p4"));
+        assert!(err("add x y").contains("'x' is not a device id"));
+        assert!(ok("help").contains("reload CONFIG"));
+        // remove: P4Runtime answers NOT_FOUND, the others go on.
+        ok("remove 3");
+        assert_eq!(
+            p4rt_tables(grpc.addr, "tok-a", 3).unwrap_err().code(),
+            tonic::Code::NotFound
+        );
+        assert_eq!(send(1, &l2_frame(2, 1, 4)), vec![(2, l2_frame(2, 1, 4))]);
+
+        // reload: device 2 goes, device 4 (bob's, with a command file) comes, device 1's
+        // quota changes.
+        std::fs::write(
+            dir.join("d4.txt"),
+            "table_add L2Ingress.dmac forward 0x0a0000000009 => 8
+",
+        )
+        .unwrap();
+        let dev1q = dev1.replace(
+            r#""owner": "alice","#,
+            r#""owner": "alice", "quotas": { "max_entries": 50 },"#,
+        );
+        let dev4 = format!(
+            r#"{{ "id": 4, "program": "{l2}", "owner": "bob", "commands": "d4.txt",
+                 "thrift_port": 0, "ports": {{ "8": "phys:8" }} }}"#
+        );
+        let b = write_cfg(
+            "b.json",
+            &format!("{dev1q}, {dev4}"),
+            r#"{ "port": 1, "device": 1 }, { "port": 7, "device": 4 }"#,
+        );
+        let a = ok(&format!("reload {}", b.display()));
+        assert!(
+            a.contains("added [4], removed [2], replaced [] (0 entries carried), reconfigured [1]"),
+            "{a}"
+        );
+        assert_eq!(ok("devices"), "ok 1 4\n");
+        assert!(p4rt_tables(grpc.addr, "tok-b", 4).is_ok());
+        assert_eq!(
+            p4rt_tables(grpc.addr, "tok-b", 2).unwrap_err().code(),
+            tonic::Code::NotFound
+        );
+        assert_eq!(send(7, &l2_frame(9, 1, 5)), vec![(8, l2_frame(9, 1, 5))]);
+        assert!(send(3, &l2_frame(2, 1, 6)).is_empty(), "device 2 is gone");
+        let q = front
+            .with(|op| op.device_config(1).unwrap().1.max_entries)
+            .unwrap();
+        assert_eq!(q, Some(50));
+        // reload with device 1 on another program: replaced, its entries carried where the
+        // tables match (none: the router has other tables), the traffic follows the router.
+        let dev1r = dev1q
+            .replace("l2_switch.p4", "router.p4")
+            .replace(r#""commands": "d1.txt","#, "");
+        let c = write_cfg(
+            "c.json",
+            &format!("{dev1r}, {dev4}"),
+            r#"{ "port": 1, "device": 1 }, { "port": 7, "device": 4 }"#,
+        );
+        let a = ok(&format!("reload {}", c.display()));
+        assert!(a.contains("replaced [1]"), "{a}");
+        assert!(p4rt_tables(grpc.addr, "tok-a", 1)
+            .unwrap()
+            .iter()
+            .any(|t| t.ends_with(".ipv4_lpm")));
+        assert!(
+            send(1, &l2_frame(2, 1, 7)).is_empty(),
+            "the router drops non-IPv4"
+        );
+        // A bad config changes nothing and says where.
+        std::fs::write(dir.join("bad.json"), r#"{ "devices": [ { "id": 1 } ] }"#).unwrap();
+        let e = err(&format!("reload {}", dir.join("bad.json").display()));
+        assert!(e.contains("bad.json") && e.contains("devices[0]"), "{e}");
+        assert_eq!(ok("devices"), "ok 1 4\n");
+        let n = front.with(|op| op.program_json(4).unwrap().len()).unwrap();
+        assert!(n > 0);
+        let Front::Workers(pool, _) = &front else {
+            unreachable!()
+        };
+        let vs = pool
+            .lock()
+            .unwrap()
+            .take()
+            .unwrap()
+            .shutdown(&mut Vec::new());
+        let mut vs = vs;
+        assert_eq!(
+            vs.runtime(Caller::Operator, 4)
+                .unwrap()
+                .mt_get_num_entries("L2Ingress.dmac")
+                .unwrap(),
+            1
+        );
+    }
+
+    /// P4Runtime over TLS (`p4runtime.tls`, a throwaway certificate made with openssl):
+    /// a client trusting the certificate reaches its tenant's device with its token, a wrong
+    /// token is refused, a plain-text client gets nothing; a key that is not one stops the
+    /// start-up naming the config.
+    #[test]
+    #[allow(clippy::result_large_err)]
+    fn p4runtime_over_tls() {
+        use tern_p4rt::proto::p4::v1 as p4;
+        if std::process::Command::new("openssl")
+            .arg("version")
+            .output()
+            .is_err()
+        {
+            eprintln!("skipping: needs openssl to make a throwaway certificate");
+            return;
+        }
+        let dir = tern_fixtures::scratch("virt-p4rt-tls");
+        // A throwaway CA and a server certificate for localhost / 127.0.0.1 signed by it.
+        let openssl = |args: &[&str]| {
+            let o = std::process::Command::new("openssl")
+                .args(args)
+                .current_dir(&dir)
+                .output()
+                .unwrap();
+            assert!(
+                o.status.success(),
+                "openssl {args:?}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        };
+        let ec = [
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+        ];
+        openssl(
+            &[
+                &["req", "-x509"][..],
+                &ec,
+                &["-days", "1", "-subj", "/CN=tern-test-ca"],
+                &["-keyout", "ca.key", "-out", "ca.pem"],
+            ]
+            .concat(),
+        );
+        openssl(
+            &[
+                &["req"][..],
+                &ec,
+                &["-subj", "/CN=localhost"],
+                &["-keyout", "key.pem", "-out", "srv.csr"],
+            ]
+            .concat(),
+        );
+        std::fs::write(
+            dir.join("ext.cnf"),
+            "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
+        )
+        .unwrap();
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            "srv.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "1",
+            "-extfile",
+            "ext.cnf",
+            "-out",
+            "cert.pem",
+        ]);
+        let write = |key: &str| {
+            let cfg = format!(
+                r#"{{ "devices": [
+                    {{ "id": 1, "program": "{ROOT}p4/virt/l2_switch.p4", "owner": "alice" }} ],
+                  "p4runtime": {{ "addr": "127.0.0.1:0", "tokens": {{ "alice": "tok-a" }},
+                                 "tls": {{ "cert": "cert.pem", "key": "{key}" }} }} }}"#
+            );
+            std::fs::write(dir.join("virt.json"), cfg).unwrap();
+            build_cfg(&dir.join("virt.json")).unwrap()
+        };
+        let (vs, _, cfg) = write("key.pem");
+        let shared = Arc::new(Mutex::new(vs));
+        let g = start_p4runtime(&Arc::clone(&shared).into(), &cfg, None)
+            .unwrap()
+            .unwrap();
+        let ca = std::fs::read(dir.join("ca.pem")).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let get = |tls: bool, tok: &'static str| {
+            rt.block_on(async {
+                let ep = if tls {
+                    tonic::transport::Channel::from_shared(format!("https://{}", g.addr))
+                        .unwrap()
+                        .tls_config(
+                            tonic::transport::ClientTlsConfig::new()
+                                .ca_certificate(tonic::transport::Certificate::from_pem(&ca))
+                                .domain_name("localhost"),
+                        )
+                        .unwrap()
+                } else {
+                    tonic::transport::Channel::from_shared(format!("http://{}", g.addr)).unwrap()
+                };
+                let ch = ep
+                    .connect_timeout(std::time::Duration::from_secs(5))
+                    .timeout(std::time::Duration::from_secs(5))
+                    .connect()
+                    .await
+                    .map_err(|e| tonic::Status::unavailable(format!("{e:?}")))?;
+                let mut c = p4::p4_runtime_client::P4RuntimeClient::with_interceptor(
+                    ch,
+                    move |mut r: tonic::Request<()>| {
+                        r.metadata_mut()
+                            .insert("authorization", format!("Bearer {tok}").parse().unwrap());
+                        Ok(r)
+                    },
+                );
+                c.get_forwarding_pipeline_config(p4::GetForwardingPipelineConfigRequest {
+                    device_id: 1,
+                    response_type: 0,
+                })
+                .await
+                .map(|r| r.into_inner().config.unwrap().p4info.unwrap().tables.len())
+            })
+        };
+        assert!(get(true, "tok-a").unwrap() > 0);
+        assert_eq!(
+            get(true, "tok-x").unwrap_err().code(),
+            tonic::Code::Unauthenticated
+        );
+        assert!(
+            get(false, "tok-a").is_err(),
+            "plain text reaches a TLS server"
+        );
+        // A key that is not a key: refused at start-up, naming the config.
+        std::fs::write(dir.join("bad.pem"), "not a key\n").unwrap();
+        let (vs, _, cfg) = write("bad.pem");
+        let e = start_p4runtime(&Arc::new(Mutex::new(vs)).into(), &cfg, None)
+            .err()
+            .expect("a bad key is refused");
+        let e = format!("{e:#}");
+        assert!(
+            e.contains("virt.json") && e.contains("p4runtime.tls"),
+            "{e}"
+        );
+        // A missing file names itself.
+        let (vs, _, mut cfg) = write("key.pem");
+        cfg.p4runtime.as_mut().unwrap().tls = Some(("nope.pem".into(), "key.pem".into()));
+        let e = start_p4runtime(&Arc::new(Mutex::new(vs)).into(), &cfg, None)
+            .err()
+            .expect("a missing certificate is refused");
+        assert!(format!("{e:#}").contains("nope.pem"), "{e:#}");
     }
 
     /// `--live` on an interface that does not exist is a clear error naming it.

@@ -14,12 +14,21 @@ const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 const TERN: &str = env!("CARGO_BIN_EXE_tern");
 
 fn scenario(name: &str) {
+    scenario_with(name, None);
+}
+
+/// The scenario with `--workers N` when `workers` is given (`VIRT_WORKERS`).
+fn scenario_with(name: &str, workers: Option<usize>) {
     if !is_root() || !on_path("ip") || !on_path("ping") || !on_path("python3") {
         eprintln!("skipping: needs root, ip, ping and python3 (network namespaces)");
         return;
     }
     // SIGTERM on a timeout lets the script clean up; SIGKILL only 30 s later.
-    let o = Command::new("timeout")
+    let mut cmd = Command::new("timeout");
+    if let Some(n) = workers {
+        cmd.env("VIRT_WORKERS", n.to_string());
+    }
+    let o = cmd
         .args(["--signal=TERM", "--kill-after=30", "300", "bash"])
         .arg(format!("{ROOT}/scripts/virt/scenario.sh"))
         .args([name, TERN])
@@ -49,6 +58,20 @@ fn hyper4_example2_slicing_and_composition() {
 #[test]
 fn hyper4_example3_virtual_networking() {
     scenario("ex3");
+}
+
+/// Example 1 with the devices on two worker threads (`--live --workers 2 --admin`): the
+/// operator's snapshot switches reach the workers, the ping floods of unaffected flows lose
+/// nothing.
+#[test]
+fn hyper4_example1_on_two_workers() {
+    scenario_with("ex1", Some(2));
+}
+
+/// Example 2 (slices and a chain) with the devices on two worker threads.
+#[test]
+fn hyper4_example2_on_two_workers() {
+    scenario_with("ex2", Some(2));
 }
 
 /// The hand-merged s2 of Example 1 C (the penalty table's native baseline) behaves as the
