@@ -3,27 +3,29 @@
 # quiet machine (1-minute load average checked before and after), runs of the compared variants
 # alternated round by round, min / median / max per variant, one Markdown table at the end.
 #
-#   bench/quiet.sh [--bin PATH] [--rounds N] [--packets N] [--max-load L] [--wait SECONDS]
+#   bench/quiet.sh [--bin PATH]... [--rounds N] [--packets N] [--max-load L] [--wait SECONDS]
 #                  [--out DIR] [--list] [CASE ...]
 #
-# Without CASE it runs every case below. Each run writes `tern bench --json` output to
+# Without CASE it runs every case below. Several --bin compare binaries (e.g. the previous
+# commit's release build and this one's): every round runs each case with each binary in turn,
+# and the table gives each binary's row and its median against the first --bin's. Each run writes `tern bench --json` output to
 # OUT/CASE.roundR.json (OUT defaults to a fresh folder under target/quiet/); the summary goes to
 # standard output and OUT/summary.md. The release binary is built first if --bin is not given.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-bin="" rounds=3 packets="" max_load=1.0 wait_s=600 out="" list=0
+bins=() rounds=3 packets="" max_load=1.0 wait_s=600 out="" list=0
 cases=()
 while [ $# -gt 0 ]; do
     case "$1" in
-    --bin) bin=$2; shift 2 ;;
+    --bin) bins+=("$2"); shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     --packets) packets=$2; shift 2 ;;
     --max-load) max_load=$2; shift 2 ;;
     --wait) wait_s=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --list) list=1; shift ;;
-    -h | --help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "quiet.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) cases+=("$1"); shift ;;
     esac
@@ -56,11 +58,13 @@ for c in "${cases[@]}"; do
 done
 
 cd "$root"
-if [ -z "$bin" ]; then
+if [ ${#bins[@]} -eq 0 ]; then
     cargo build --release -q -p tern
-    bin=$root/target/release/tern
+    bins=("$root/target/release/tern")
 fi
-[ -x "$bin" ] || { echo "quiet.sh: $bin is not an executable" >&2; exit 2; }
+for bin in "${bins[@]}"; do
+    [ -x "$bin" ] || { echo "quiet.sh: $bin is not an executable" >&2; exit 2; }
+done
 out=${out:-$root/target/quiet/$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$out"
 
@@ -88,41 +92,56 @@ echo "load average before: $before" >&2
 
 for r in $(seq 1 "$rounds"); do
     for c in "${cases[@]}"; do
+      for b in "${!bins[@]}"; do
+        bin=${bins[$b]}
+        # One binary keeps the old file names; several get a .binN suffix.
+        f=$c
+        [ ${#bins[@]} -gt 1 ] && f=$c.bin$b
         args=$(table | awk -F'|' -v c="$c" '$1 == c { print $3 }')
         extra=()
         [ -n "$packets" ] && extra=(--packets "$packets")
-        echo "round $r/$rounds: $c" >&2
+        echo "round $r/$rounds: $c ($bin)" >&2
         b0=$(busy)
         # shellcheck disable=SC2086
-        /usr/bin/time -f "%e %U %S" -o "$out/$c.round$r.time" "$bin" bench $args --runs 3 --latency-samples 0 --stage-packets 0 "${extra[@]}" \
-            --json "$out/$c.round$r.json" >"$out/$c.round$r.txt" 2>&1 ||
-            { echo "quiet.sh: $c failed, see $out/$c.round$r.txt" >&2; exit 1; }
+        /usr/bin/time -f "%e %U %S" -o "$out/$f.round$r.time" "$bin" bench $args --runs 3 --latency-samples 0 --stage-packets 0 "${extra[@]}" \
+            --json "$out/$f.round$r.json" >"$out/$f.round$r.txt" 2>&1 ||
+            { echo "quiet.sh: $c failed with $bin, see $out/$f.round$r.txt" >&2; exit 1; }
         b1=$(busy)
-        read -r el us sy <"$out/$c.round$r.time"
+        read -r el us sy <"$out/$f.round$r.time"
         awk -v d=$((b1 - b0)) -v hz="$hz" -v el="$el" -v us="$us" -v sy="$sy" \
-            'BEGIN { printf "%.3f\n", (d / hz - us - sy) / el }' >"$out/$c.round$r.background"
+            'BEGIN { printf "%.3f\n", (d / hz - us - sy) / el }' >"$out/$f.round$r.background"
+      done
     done
 done
 after=$(cut -d' ' -f1-3 /proc/loadavg)
 
-python3 - "$out" "$rounds" "$before" "$after" "$started" "$bin" "${cases[@]}" <<'PY' | tee "$out/summary.md"
+python3 - "$out" "$rounds" "$before" "$after" "$started" "$(IFS='|'; echo "${bins[*]}")" "${cases[@]}" <<'PY' | tee "$out/summary.md"
 import json, statistics, sys
-out, rounds, before, after, started, binary, *cases = sys.argv[1:]
-print(f"Taken {started} with `{binary}`; load average before {before}, after {after}; "
+out, rounds, before, after, started, binaries, *cases = sys.argv[1:]
+binaries = binaries.split("|")
+names = ", ".join(f"`{b}`" + (f" (bin{i})" if len(binaries) > 1 else "") for i, b in enumerate(binaries))
+print(f"Taken {started} with {names}; load average before {before}, after {after}; "
       f"{rounds} alternated rounds, each the median of 3 timed runs.\n")
 print("Background: the CPU something other than the benchmark took while it ran, in CPUs "
       "(the largest of the rounds; above 0.05 the figure is suspect).\n")
-print("| case | Mpps min | median | max | ns/packet (median) | cached GETs/s (median) | background |")
-print("|---|---:|---:|---:|---:|---:|---:|")
+multi = len(binaries) > 1
+print("| case |" + (" binary | vs bin0 |" if multi else "") +
+      " Mpps min | median | max | ns/packet (median) | cached GETs/s (median) | background |")
+print("|---|" + ("---|---:|" if multi else "") + "---:|---:|---:|---:|---:|---:|")
 for c in cases:
-    runs = [json.load(open(f"{out}/{c}.round{r}.json")) for r in range(1, int(rounds) + 1)]
-    mpps = sorted(x["mpps_median"] for x in runs)
-    med = statistics.median(mpps)
-    gets = [x.get("cached_gets_mps_median") for x in runs]
-    gets = f"{statistics.median(gets):.2f} M" if None not in gets else "–"
-    bg = max(max(0.0, float(open(f"{out}/{c}.round{r}.background").read()))
-             for r in range(1, int(rounds) + 1))
-    print(f"| {c} | {mpps[0]:.2f} | {med:.2f} | {mpps[-1]:.2f} | {1000 / med:.0f} | {gets} | {bg:.2f} |")
+    base = None
+    for i in range(len(binaries)):
+        f = f"{c}.bin{i}" if multi else c
+        runs = [json.load(open(f"{out}/{f}.round{r}.json")) for r in range(1, int(rounds) + 1)]
+        mpps = sorted(x["mpps_median"] for x in runs)
+        med = statistics.median(mpps)
+        base = med if base is None else base
+        gets = [x.get("cached_gets_mps_median") for x in runs]
+        gets = f"{statistics.median(gets):.2f} M" if None not in gets else "–"
+        bg = max(max(0.0, float(open(f"{out}/{f}.round{r}.background").read()))
+                 for r in range(1, int(rounds) + 1))
+        cols = f" bin{i} | {med / base:.2f}x |" if multi else ""
+        print(f"| {c} |{cols} {mpps[0]:.2f} | {med:.2f} | {mpps[-1]:.2f} | {1000 / med:.0f} | {gets} | {bg:.2f} |")
 PY
 if ! quiet; then
     echo "quiet.sh: load average rose to $(load1) during the runs: treat the figures as suspect" >&2
