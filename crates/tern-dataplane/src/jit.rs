@@ -111,6 +111,11 @@ impl Native {
         self.pipes.fns.len()
     }
 
+    /// Whether the pipeline starting at `init` runs as native code.
+    pub fn has_pipeline(&self, init: GNode) -> bool {
+        self.pipes.fns.iter().any(|(g, _)| *g == init)
+    }
+
     /// How each table is looked up from native code (by table index).
     pub fn table_paths(&self, eng: &Engine) -> Vec<TablePath> {
         (0..eng.tables.len() as u32)
