@@ -195,6 +195,9 @@ struct Instance {
     immutable: Vec<bool>,
     /// Why this program's packets cannot take the fast lane ([`fast`]); `None`: they can.
     lane_off: Option<String>,
+    /// The lane parses the received frame in place and appends its payload straight to the
+    /// output (no copy into the packet instance): [`fast::direct`].
+    lane_direct: bool,
 }
 
 fn action_bytes(v: &tern_model::Int, width: u32) -> Vec<u8> {
@@ -280,8 +283,10 @@ impl Instance {
             json: cp.json.clone(),
             immutable: Vec::new(),
             lane_off: None,
+            lane_direct: false,
         };
         inst.lane_off = fast::why_not(&inst.engine);
+        inst.lane_direct = fast::direct(&inst.engine);
         inst.immutable = inst
             .engine
             .tables
@@ -750,6 +755,7 @@ impl Switch {
     pub fn use_generic_checksums(&mut self) {
         self.live.engine_mut().csum_plan = None;
         self.live.lane_off = fast::why_not(&self.live.engine);
+        self.live.lane_direct = fast::direct(&self.live.engine);
     }
 
     /// Drop the running program's native code ([`crate::jit`]) so every stage is interpreted:
@@ -758,6 +764,7 @@ impl Switch {
     pub fn use_interpreter(&mut self) {
         self.live.engine_mut().jit = None;
         self.live.lane_off = fast::why_not(&self.live.engine);
+        self.live.lane_direct = fast::direct(&self.live.engine);
     }
 
     /// What of the running program runs as native code, and why the rest does not.

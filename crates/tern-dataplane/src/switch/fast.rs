@@ -45,6 +45,29 @@ pub(super) fn why_not(eng: &Engine) -> Option<String> {
     None
 }
 
+/// Whether the lane may leave the received frame where it is: parse it in place and append
+/// its payload straight to the output, with no copy into the packet instance (copied only
+/// when the packet leaves the lane). Nothing in the lane reads the packet's own bytes but the
+/// parser and the payload, unless a checksum or hash takes the payload as input, or the
+/// deparser runs primitives: then the frame is copied as on the general path.
+pub(super) fn direct(eng: &Engine) -> bool {
+    use crate::compile::CInput;
+    let payload = |c: &crate::compile::CCalc| c.inputs.iter().any(|i| matches!(i, CInput::Payload));
+    eng.jit
+        .as_ref()
+        .is_some_and(|j| j.has_parser() && j.has_emit())
+        && eng
+            .deparser
+            .as_ref()
+            .is_some_and(|(_, prims)| prims.is_empty())
+        && !eng.calcs.iter().any(payload)
+        && !eng
+            .profiles
+            .iter()
+            .filter_map(|p| p.selector.as_ref())
+            .any(payload)
+}
+
 impl Switch {
     /// Turn the fast lane off for this switch: every packet takes the general v1model flow
     /// (for differential tests of the two paths).
@@ -104,11 +127,14 @@ impl Switch {
         st.ext.now_us = now;
         self.lane_counts[0] += 1;
         let len = data.len() as u32;
+        let direct = inst.lane_direct;
         let mut pkt = match self.lane_pkt.take().or_else(|| self.pool.pop()) {
             Some(mut p) => {
                 p.phv.reset(&eng.layout);
                 p.data.clear();
-                p.data.extend_from_slice(data);
+                if !direct {
+                    p.data.extend_from_slice(data);
+                }
                 p.payload_off = 0;
                 p.regs = PktRegs::default();
                 p.enq_ts = 0;
@@ -135,9 +161,22 @@ impl Switch {
 
         // Parse (native: `why_not` checked it at load) and verify.
         let jit = eng.jit.as_ref();
-        let err = match jit.and_then(|j| j.parse(&mut pkt)) {
+        let parsed = if direct {
+            // `direct` implies a native parser; the frame stays in `data`.
+            jit.and_then(|j| j.parse_bytes(&mut pkt.phv, data))
+                .map(|(e, off)| {
+                    pkt.payload_off = off;
+                    e
+                })
+        } else {
+            jit.and_then(|j| j.parse(&mut pkt))
+        };
+        let err = match parsed {
             Some(e) => e,
-            None => eng.parse(st, &mut pkt),
+            None => {
+                copy_in(&mut pkt, data, direct);
+                eng.parse(st, &mut pkt)
+            }
         };
         let bad = eng.std.checksum_error.f.is_some() && eng.verify_checksums(&mut st.ext, &pkt);
         set(eng, &mut pkt.phv, |s| &s.parser_error, err as u64);
@@ -164,6 +203,7 @@ impl Switch {
             // Diverged: the rest of this packet's life on the general path, from ingress's
             // epilogue (the pipeline ran once, above).
             self.lane_counts[1] += 1;
+            copy_in(&mut pkt, data, direct);
             self.jobs.clear();
             let mut flow = Flow {
                 eng,
@@ -229,6 +269,7 @@ impl Switch {
         if pkt.regs.clone.is_some() || pkt.regs.recirculate != 0 {
             // Diverged after egress: clone, deparse, recirculate on the general path.
             self.lane_counts[1] += 1;
+            copy_in(&mut pkt, data, direct);
             self.jobs.clear();
             let mut flow = Flow {
                 eng,
@@ -258,12 +299,36 @@ impl Switch {
         // Deparse (checksums updated over the emitted headers) straight into the output
         // buffer, the payload appended once.
         let mut bytes = self.spare.pop().unwrap_or_default();
-        bytes.reserve(pkt.data.len() + 64);
-        eng.deparse(st, &mut pkt, &mut bytes);
+        bytes.clear();
+        bytes.reserve(data.len() + 64);
+        let emitted = direct && {
+            if eng.csum_plan.is_none() {
+                eng.update_checksums(&mut st.ext, &mut pkt);
+            }
+            jit.is_some_and(|j| j.emit(&pkt.phv, &mut bytes, &mut st.emit_off))
+        };
+        if emitted {
+            if let Some(plan) = &eng.csum_plan {
+                eng.update_checksums_emitted(&mut st.ext, &mut pkt, plan, &st.emit_off, &mut bytes);
+            }
+            bytes.extend_from_slice(&data[pkt.payload_off.min(data.len())..]);
+        } else {
+            copy_in(&mut pkt, data, direct);
+            eng.deparse(st, &mut pkt, &mut bytes);
+        }
         if let Some(t) = pkt.regs.truncate {
             bytes.truncate(t as usize);
         }
         out.push(OutputPacket { port, data: bytes });
         self.lane_pkt = Some(pkt);
+    }
+}
+
+/// Give a `direct` lane packet its frame (before it leaves the lane or meets a stage that
+/// reads the packet's own bytes); nothing to do otherwise (already copied).
+#[inline]
+fn copy_in(pkt: &mut Pkt, data: &[u8], direct: bool) {
+    if direct && pkt.data.is_empty() {
+        pkt.data.extend_from_slice(data);
     }
 }
