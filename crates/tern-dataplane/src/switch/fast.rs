@@ -183,11 +183,11 @@ impl Switch {
         set(eng, &mut pkt.phv, |s| &s.checksum_error, bad as u64);
 
         // Ingress.
-        if let Some(init) = eng.ingress {
-            let r = match init.and_then(|i| jit.and_then(|j| j.run_pipeline(eng, st, &mut pkt, i)))
-            {
+        // An empty pipeline has nothing to run (untraced: the lane never traces).
+        if let Some(Some(init)) = eng.ingress {
+            let r = match jit.and_then(|j| j.run_pipeline(eng, st, &mut pkt, init)) {
                 Some(r) => r,
-                None => eng.run_pipeline(st, &mut pkt, "ingress", init),
+                None => eng.run_pipeline(st, &mut pkt, "ingress", Some(init)),
             };
             if r.is_err() {
                 self.lane_pkt = Some(pkt);
@@ -255,11 +255,11 @@ impl Switch {
         set(eng, phv, |s| &s.packet_length, pkt.length_reg as u64);
 
         // Egress.
-        if let Some(init) = eng.egress {
-            let r = match init.and_then(|i| jit.and_then(|j| j.run_pipeline(eng, st, &mut pkt, i)))
-            {
+        // An empty pipeline has nothing to run (untraced: the lane never traces).
+        if let Some(Some(init)) = eng.egress {
+            let r = match jit.and_then(|j| j.run_pipeline(eng, st, &mut pkt, init)) {
                 Some(r) => r,
-                None => eng.run_pipeline(st, &mut pkt, "egress", init),
+                None => eng.run_pipeline(st, &mut pkt, "egress", Some(init)),
             };
             if r.is_err() {
                 self.lane_pkt = Some(pkt);
