@@ -92,6 +92,13 @@ fn measure(n: usize) -> (u64, usize) {
         sent += out.len();
         sw.recycle_outputs(&mut out);
     }
+    // The packets took the fast lane (one path per packet, `switch/fast.rs`).
+    let (taken, diverged) = sw.lane_counts();
+    assert!(
+        taken >= n as u64 && diverged == 0,
+        "lane {taken}/{diverged}: {}",
+        sw.native_summary()
+    );
     (dhat::HeapStats::get().total_blocks - before, sent)
 }
 

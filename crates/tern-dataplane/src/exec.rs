@@ -943,7 +943,7 @@ impl Engine {
     /// [`Engine::update_checksums`] after the headers are emitted (see [`crate::csum`]): the
     /// same checksums in the same order, planned ones summed over the emitted bytes, every
     /// result stored in the PHV and copied into the emitted target.
-    fn update_checksums_emitted(
+    pub(crate) fn update_checksums_emitted(
         &self,
         ext: &mut ExternState,
         pkt: &mut Pkt,

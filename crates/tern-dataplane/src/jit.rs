@@ -111,6 +111,11 @@ impl Native {
         self.pipes.fns.len()
     }
 
+    /// Whether the pipeline starting at `init` runs as native code.
+    pub fn has_pipeline(&self, init: GNode) -> bool {
+        self.pipes.fns.iter().any(|(g, _)| *g == init)
+    }
+
     /// How each table is looked up from native code (by table index).
     pub fn table_paths(&self, eng: &Engine) -> Vec<TablePath> {
         (0..eng.tables.len() as u32)
@@ -149,8 +154,16 @@ impl Native {
     /// error code; `None` when the parser is not native.
     #[inline]
     pub fn parse(&self, pkt: &mut Pkt) -> Option<i64> {
+        let (err, off) = self.parse_bytes(&mut pkt.phv, &pkt.data)?;
+        pkt.payload_off = off;
+        Some(err)
+    }
+
+    /// [`Native::parse`] over `data` (not the packet's own buffer): the error code and the
+    /// parsed length; `None` when the parser is not native.
+    #[inline]
+    pub fn parse_bytes(&self, phv: &mut Phv, data: &[u8]) -> Option<(i64, usize)> {
         let f = self.parser?;
-        let phv = &mut pkt.phv;
         self.check_phv(phv);
         assert!(
             phv.stack_next.len() == self.stacks,
@@ -161,21 +174,20 @@ impl Native {
         // `headers` (offsets checked when it was generated, sizes checked just above), and
         // stack indexes below `stacks` (stack numbers checked at generation, count just
         // above); it reads packet bytes only below `data.len()` (every read is bounds-checked
-        // against `len`);
+        // against `len`, the length of `data`);
         // `bool` is one byte and the code stores only 0 or 1 into `valid`; `cursor` is a live
         // local. The function is not re-entered and keeps no pointer after returning.
         let err = unsafe {
             f(
                 phv.bytes.as_mut_ptr(),
                 phv.valid.as_mut_ptr().cast::<u8>(),
-                pkt.data.as_ptr(),
-                pkt.data.len() as u64,
+                data.as_ptr(),
+                data.len() as u64,
                 &mut cursor,
                 phv.stack_next.as_mut_ptr(),
             )
         };
-        pkt.payload_off = cursor as usize;
-        Some(err)
+        Some((err, cursor as usize))
     }
 
     /// Append the valid headers in deparser order to `out`, as the deparser's emit loop does,

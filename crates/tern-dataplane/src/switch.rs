@@ -17,6 +17,8 @@ use crate::table::{EntryAction, EntryStore, Profile};
 use tern_model::{ConstKey, LoadError, MatchKind, TableType};
 use tern_runtime::*;
 
+mod fast;
+
 /// What of a program runs as native code ([`Switch::native_summary`]).
 #[derive(Clone, Debug, Default)]
 pub struct NativeSummary {
@@ -31,6 +33,9 @@ pub struct NativeSummary {
     pub tables: Vec<(String, crate::jit::TablePath)>,
     /// For each part left to the interpreter, why.
     pub notes: Vec<String>,
+    /// Why packets do not take the fast lane (one function per packet path, see
+    /// [`Switch::use_slow_path`]); `None`: the common case takes it.
+    pub lane: Option<String>,
 }
 
 impl std::fmt::Display for NativeSummary {
@@ -68,6 +73,10 @@ impl std::fmt::Display for NativeSummary {
             if let TablePath::Helper(why) = t {
                 write!(f, ", {name} via table helper ({why})")?;
             }
+        }
+        match &self.lane {
+            None => write!(f, "; fast lane on")?,
+            Some(why) => write!(f, "; fast lane off ({why})")?,
         }
         for n in &self.notes {
             write!(f, "; {n}")?;
@@ -184,6 +193,11 @@ struct Instance {
     json: Arc<str>,
     /// Const-entry tables.
     immutable: Vec<bool>,
+    /// Why this program's packets cannot take the fast lane ([`fast`]); `None`: they can.
+    lane_off: Option<String>,
+    /// The lane parses the received frame in place and appends its payload straight to the
+    /// output (no copy into the packet instance): [`fast::direct`].
+    lane_direct: bool,
 }
 
 fn action_bytes(v: &tern_model::Int, width: u32) -> Vec<u8> {
@@ -268,7 +282,11 @@ impl Instance {
             state,
             json: cp.json.clone(),
             immutable: Vec::new(),
+            lane_off: None,
+            lane_direct: false,
         };
+        inst.lane_off = fast::why_not(&inst.engine);
+        inst.lane_direct = fast::direct(&inst.engine);
         inst.immutable = inst
             .engine
             .tables
@@ -568,6 +586,13 @@ pub struct Switch {
     shared: Option<std::sync::Arc<std::sync::Mutex<SharedExterns>>>,
     /// The behaviour cache of the live program's ingress pipeline (`opts.bcache`).
     bcache: Option<Box<crate::bcache::Cache>>,
+    /// The fast lane's packet instance ([`fast`]), reused packet after packet.
+    lane_pkt: Option<Box<Pkt>>,
+    /// The fast lane turned off for this switch ([`Switch::use_slow_path`]).
+    slow_only: bool,
+    /// Packets that entered the fast lane, and those of them handed to the general path
+    /// ([`Switch::lane_counts`]).
+    lane_counts: [u64; 2],
 }
 
 /// Default bound of a switch's pending digests ([`Switch::set_digest_queue_cap`]).
@@ -656,6 +681,9 @@ impl Switch {
             spare: Vec::new(),
             clock_us: None,
             shared: None,
+            lane_pkt: None,
+            slow_only: false,
+            lane_counts: [0; 2],
         })
     }
 
@@ -726,6 +754,8 @@ impl Switch {
     /// differential tests of the two paths. The next program loaded plans again.
     pub fn use_generic_checksums(&mut self) {
         self.live.engine_mut().csum_plan = None;
+        self.live.lane_off = fast::why_not(&self.live.engine);
+        self.live.lane_direct = fast::direct(&self.live.engine);
     }
 
     /// Drop the running program's native code ([`crate::jit`]) so every stage is interpreted:
@@ -733,6 +763,8 @@ impl Switch {
     /// for a whole run). The next program loaded compiles again.
     pub fn use_interpreter(&mut self) {
         self.live.engine_mut().jit = None;
+        self.live.lane_off = fast::why_not(&self.live.engine);
+        self.live.lane_direct = fast::direct(&self.live.engine);
     }
 
     /// What of the running program runs as native code, and why the rest does not.
@@ -741,6 +773,7 @@ impl Switch {
         let mut s = NativeSummary {
             actions: e.actions.len(),
             notes: e.jit_notes.clone(),
+            lane: self.lane_why_not(),
             ..NativeSummary::default()
         };
         if let Some(j) = &e.jit {
@@ -1074,6 +1107,14 @@ impl Flow<'_> {
                 return None;
             }
         }
+        self.ingress_tail(pkt)
+    }
+
+    /// Ingress's epilogue (after the pipeline): clone, digest, resubmit, multicast, drop,
+    /// unicast, as [`Flow::ingress`]. The fast lane ([`fast`]) hands a packet over here when
+    /// its ingress asked for anything but plain unicast or drop.
+    fn ingress_tail(&mut self, mut pkt: Box<Pkt>) -> Option<(Box<Pkt>, u32)> {
+        let eng = self.eng;
         pkt.regs.exit = false;
 
         // 1. I2E clone.
@@ -1196,6 +1237,14 @@ impl Flow<'_> {
                 return;
             }
         }
+        self.egress_tail(pkt, port);
+    }
+
+    /// Egress's epilogue (after the pipeline): clone, drop, deparse, recirculate, transmit,
+    /// as [`Flow::egress`]. The fast lane ([`fast`]) hands a packet over here when its egress
+    /// asked for a clone or a recirculation.
+    fn egress_tail(&mut self, mut pkt: Box<Pkt>, port: u32) {
+        let eng = self.eng;
         pkt.regs.exit = false;
 
         // 1. E2E clone.
@@ -1338,6 +1387,10 @@ impl Switch {
     }
 
     fn process_one(&mut self, now: u64, port: Port, data: &[u8], out: &mut Vec<OutputPacket>) {
+        if self.lane_ready() {
+            self.process_lane(now, port, data, out);
+            return;
+        }
         let inst = &mut self.live;
         inst.state.ext.now_us = now;
         if let Some(p) = inst.state.ext.probe.as_deref_mut() {
@@ -1366,10 +1419,19 @@ impl Switch {
         // instance_type is 0 (NORMAL): `new_pkt` zeroed the metadata.
         set(eng, &mut pkt.phv, |s| &s.ingress_ts, now);
         mark(&mut flow.st.ext, stage::RECEIVE);
-        let mut budget = self.opts.max_instances_per_packet;
+        let budget = self.opts.max_instances_per_packet;
+        flow.run_jobs(Some(Job::Ingress(pkt)), budget);
+        mark(&mut flow.st.ext, stage::TRANSMIT);
+    }
+}
+
+impl Flow<'_> {
+    /// The packet's jobs in order, `next` first, then the queue, at most `budget` of them
+    /// (`max_instances_per_packet`; the rest are dropped).
+    fn run_jobs(&mut self, mut next: Option<Job>, mut budget: usize) {
+        let flow = self;
         // `next` is the job at the head of the queue, held outside it: the input packet, then
         // the unicast egress job `ingress` hands back when nothing else is queued.
-        let mut next = Some(Job::Ingress(pkt));
         while let Some(job) = next.take().or_else(|| flow.jobs.pop_front()) {
             if budget == 0 {
                 flow.jobs.clear();
@@ -1381,7 +1443,6 @@ impl Switch {
                 Job::Egress(p, port) => flow.egress(p, port),
             }
         }
-        mark(&mut flow.st.ext, stage::TRANSMIT);
     }
 }
 
@@ -1435,6 +1496,7 @@ impl Runtime for Switch {
             Some(p) => {
                 self.live = p;
                 self.pool.clear();
+                self.lane_pkt = None;
                 self.bc_rebuild();
                 Ok(())
             }
@@ -1451,6 +1513,7 @@ impl Runtime for Switch {
         self.bc_rebuild();
         self.pending = None;
         self.pool.clear();
+        self.lane_pkt = None;
         self.pre = Pre::default();
         self.mirroring.clear();
         self.digests.clear();

@@ -912,6 +912,7 @@ mod tests {
         tut.sort();
         files.extend(tut);
         let mut native_pipelines = 0;
+        let mut lanes = 0;
         let mut rng = 0x2545_f491_4f6c_dd1du64;
         let mut next = move || {
             rng ^= rng >> 12;
@@ -957,6 +958,13 @@ mod tests {
                 churn_entries(sw, &prog);
             }
             compare_traffic(native, interp, &a, &mut next, &name);
+            // The native switch's common packets took the fast lane (`switch/fast.rs`) where
+            // the program has native code for every stage; the interpreter never does.
+            if native.lane_why_not().is_none() {
+                lanes += 1;
+                assert!(native.lane_counts().0 > 0, "{name}: fast lane not taken");
+            }
+            assert_eq!(interp.lane_counts(), (0, 0), "{name}");
             for c in &prog.counter_arrays {
                 for i in 0..c.size {
                     let (x, y) = (
@@ -979,6 +987,8 @@ mod tests {
             native_pipelines >= 10,
             "{native_pipelines} native pipelines"
         );
+        // ... and if the fast lane carried the bench programs' packets.
+        assert!(lanes >= 3, "{lanes} programs on the fast lane");
     }
 
     /// `--traffic case1` installs case1's contents and sends its flows: every flow is

@@ -1,0 +1,334 @@
+//! The fast lane: one lean path per packet for the common case (issue 21, item 1).
+//!
+//! A packet whose program has native code for its parser, pipelines and emit loop, on a
+//! switch with no trace, no stage timing and no behaviour cache, runs parse → ingress →
+//! egress → deparse (with the checksum update) here, straight through: no job queue, no
+//! `Flow` context, no pool traffic (the lane keeps one packet instance of its own), the
+//! standard metadata written in place, the frame deparsed into a recycled output buffer.
+//!
+//! The lane covers plain unicast and drop. When a packet's ingress asks for anything else
+//! (clone, digest, resubmit, multicast) it is handed to the v1model flow of [`super`] *at the
+//! point where it diverged* (`Flow::ingress_tail`, after the ingress pipeline ran once), and
+//! likewise after egress (`Flow::egress_tail`: E2E clone, recirculate): nothing runs twice,
+//! so a counter or register written before the divergence is written once. The results are
+//! those of the general path, packet by packet (`tests/fast_lane.rs` and
+//! `cmd_bench::tests::native_code_matches_the_interpreter` compare them).
+//!
+//! Eligibility is decided when a program loads ([`why_not`]) and shown in the bench's
+//! `native code:` line (`fast lane on` / `fast lane off (why)`).
+
+use super::{set, Flow, Job, Switch};
+use crate::compile::Engine;
+use crate::exec::{Pkt, PktRegs};
+use tern_runtime::{OutputPacket, Port};
+
+/// Why a program's packets cannot take the fast lane; `None` if they can. The lane is for
+/// programs whose every per-packet stage has native code (the interpreted stages would gain
+/// nothing from it).
+pub(super) fn why_not(eng: &Engine) -> Option<String> {
+    let Some(j) = &eng.jit else {
+        return Some("no native code".into());
+    };
+    if !j.has_parser() {
+        return Some("parser interpreted".into());
+    }
+    if !j.has_emit() {
+        return Some("emit interpreted".into());
+    }
+    for (name, init) in [("ingress", eng.ingress), ("egress", eng.egress)] {
+        if let Some(Some(init)) = init {
+            if !j.has_pipeline(init) {
+                return Some(format!("{name} interpreted"));
+            }
+        }
+    }
+    None
+}
+
+/// Whether the lane may leave the received frame where it is: parse it in place and append
+/// its payload straight to the output, with no copy into the packet instance (copied only
+/// when the packet leaves the lane). Nothing in the lane reads the packet's own bytes but the
+/// parser and the payload, unless a checksum or hash takes the payload as input, or the
+/// deparser runs primitives: then the frame is copied as on the general path.
+pub(super) fn direct(eng: &Engine) -> bool {
+    use crate::compile::CInput;
+    let payload = |c: &crate::compile::CCalc| c.inputs.iter().any(|i| matches!(i, CInput::Payload));
+    eng.jit
+        .as_ref()
+        .is_some_and(|j| j.has_parser() && j.has_emit())
+        && eng
+            .deparser
+            .as_ref()
+            .is_some_and(|(_, prims)| prims.is_empty())
+        && !eng.calcs.iter().any(payload)
+        && !eng
+            .profiles
+            .iter()
+            .filter_map(|p| p.selector.as_ref())
+            .any(payload)
+}
+
+impl Switch {
+    /// Turn the fast lane off for this switch: every packet takes the general v1model flow
+    /// (for differential tests of the two paths).
+    pub fn use_slow_path(&mut self) {
+        self.slow_only = true;
+    }
+
+    /// `(packets that entered the fast lane, of which handed to the general path when they
+    /// left the common case)` since the switch was created.
+    pub fn lane_counts(&self) -> (u64, u64) {
+        (self.lane_counts[0], self.lane_counts[1])
+    }
+
+    /// Why this switch's packets do not take the fast lane (`None`: the common case does).
+    pub fn lane_why_not(&self) -> Option<String> {
+        if self.slow_only {
+            return Some("turned off".into());
+        }
+        if let Some(why) = &self.live.lane_off {
+            return Some(why.clone());
+        }
+        if self.bcache.is_some() {
+            return Some("behaviour cache".into());
+        }
+        if self.opts.max_instances_per_packet < 2 {
+            return Some("max_instances_per_packet < 2".into());
+        }
+        None
+    }
+
+    /// Whether the next packet takes the fast lane (checked per packet: the trace and stage
+    /// timing can be turned on at any time).
+    #[inline]
+    pub(super) fn lane_ready(&self) -> bool {
+        let ext = &self.live.state.ext;
+        self.live.lane_off.is_none()
+            && !self.slow_only
+            && self.bcache.is_none()
+            && ext.trace.is_none()
+            && ext.probe.is_none()
+            && ext.rec.is_none()
+            && self.opts.max_instances_per_packet >= 2
+    }
+
+    /// One packet through the fast lane (see the module comment); the same effects and
+    /// outputs as `process_one`'s general path.
+    pub(super) fn process_lane(
+        &mut self,
+        now: u64,
+        port: Port,
+        data: &[u8],
+        out: &mut Vec<OutputPacket>,
+    ) {
+        let inst = &mut self.live;
+        let eng: &Engine = &inst.engine;
+        let st = &mut inst.state;
+        st.ext.now_us = now;
+        self.lane_counts[0] += 1;
+        let len = data.len() as u32;
+        let direct = inst.lane_direct;
+        let mut pkt = match self.lane_pkt.take().or_else(|| self.pool.pop()) {
+            Some(mut p) => {
+                p.phv.reset(&eng.layout);
+                p.data.clear();
+                if !direct {
+                    p.data.extend_from_slice(data);
+                }
+                p.payload_off = 0;
+                p.regs = PktRegs::default();
+                p.enq_ts = 0;
+                p
+            }
+            None => Box::new(Pkt {
+                phv: crate::layout::Phv::new(&eng.layout),
+                data: data.to_vec(),
+                payload_off: 0,
+                ingress_len: len,
+                length_reg: len,
+                ingress_port: port,
+                regs: PktRegs::default(),
+                enq_ts: 0,
+            }),
+        };
+        pkt.ingress_len = len;
+        pkt.length_reg = len;
+        pkt.ingress_port = port;
+        let phv = &mut pkt.phv;
+        set(eng, phv, |s| &s.ingress_port, port as u64);
+        set(eng, phv, |s| &s.packet_length, len as u64);
+        set(eng, phv, |s| &s.ingress_ts, now);
+
+        // Parse (native: `why_not` checked it at load) and verify.
+        let jit = eng.jit.as_ref();
+        let parsed = if direct {
+            // `direct` implies a native parser; the frame stays in `data`.
+            jit.and_then(|j| j.parse_bytes(&mut pkt.phv, data))
+                .map(|(e, off)| {
+                    pkt.payload_off = off;
+                    e
+                })
+        } else {
+            jit.and_then(|j| j.parse(&mut pkt))
+        };
+        let err = match parsed {
+            Some(e) => e,
+            None => {
+                copy_in(&mut pkt, data, direct);
+                eng.parse(st, &mut pkt)
+            }
+        };
+        let bad = eng.std.checksum_error.f.is_some() && eng.verify_checksums(&mut st.ext, &pkt);
+        set(eng, &mut pkt.phv, |s| &s.parser_error, err as u64);
+        set(eng, &mut pkt.phv, |s| &s.checksum_error, bad as u64);
+
+        // Ingress.
+        // An empty pipeline has nothing to run (untraced: the lane never traces).
+        if let Some(Some(init)) = eng.ingress {
+            let r = match jit.and_then(|j| j.run_pipeline(eng, st, &mut pkt, init)) {
+                Some(r) => r,
+                None => eng.run_pipeline(st, &mut pkt, "ingress", Some(init)),
+            };
+            if r.is_err() {
+                self.lane_pkt = Some(pkt);
+                return;
+            }
+        }
+        let regs = &pkt.regs;
+        if regs.clone.is_some()
+            || regs.digest.is_some()
+            || regs.resubmit != 0
+            || eng.get_std(&pkt.phv, |s| &s.mcast_grp) != 0
+        {
+            // Diverged: the rest of this packet's life on the general path, from ingress's
+            // epilogue (the pipeline ran once, above).
+            self.lane_counts[1] += 1;
+            copy_in(&mut pkt, data, direct);
+            self.jobs.clear();
+            let mut flow = Flow {
+                eng,
+                st,
+                pre: &self.pre,
+                mirroring: &self.mirroring,
+                digests: &mut self.digests,
+                jobs: &mut self.jobs,
+                replicas: &mut self.replicas,
+                out,
+                pool: &mut self.pool,
+                spare: &mut self.spare,
+                priority_queues: self.opts.priority_queues.max(1),
+                now,
+                bcache: None,
+            };
+            let next = flow.ingress_tail(pkt).map(|(p, port)| Job::Egress(p, port));
+            flow.run_jobs(next, self.opts.max_instances_per_packet - 1);
+            return;
+        }
+        pkt.regs.exit = false;
+        let spec = eng.get_std(&pkt.phv, |s| &s.egress_spec);
+        // Drop; then the priority check of `Flow::admit` (BMv2 drops a packet whose priority
+        // has no queue).
+        if spec == eng.drop_port as u64
+            || eng.get_std(&pkt.phv, |s| &s.priority) >= self.opts.priority_queues.max(1) as u64
+        {
+            self.lane_pkt = Some(pkt);
+            return;
+        }
+        let port = spec as u32;
+
+        // Enqueue and dequeue at once: the queue is empty (depth 0, no time in it).
+        let phv = &mut pkt.phv;
+        set(eng, phv, |s| &s.instance_type, 0);
+        if let Some([ts, qd, dt, dq]) = eng.std.queueing {
+            crate::exec::store_field_u64(phv, &ts, now);
+            crate::exec::store_field_u64(phv, &qd, 0);
+            crate::exec::store_field_u64(phv, &dt, 0);
+            crate::exec::store_field_u64(phv, &dq, 0);
+            let prio = eng.get_std(phv, |s| &s.priority);
+            set(eng, phv, |s| &s.qid, prio);
+        }
+        pkt.enq_ts = now;
+        let phv = &mut pkt.phv;
+        set(eng, phv, |s| &s.egress_ts, now);
+        set(eng, phv, |s| &s.egress_port, port as u64);
+        set(eng, phv, |s| &s.egress_spec, eng.drop_port as u64 + 1);
+        set(eng, phv, |s| &s.packet_length, pkt.length_reg as u64);
+
+        // Egress.
+        // An empty pipeline has nothing to run (untraced: the lane never traces).
+        if let Some(Some(init)) = eng.egress {
+            let r = match jit.and_then(|j| j.run_pipeline(eng, st, &mut pkt, init)) {
+                Some(r) => r,
+                None => eng.run_pipeline(st, &mut pkt, "egress", Some(init)),
+            };
+            if r.is_err() {
+                self.lane_pkt = Some(pkt);
+                return;
+            }
+        }
+        if pkt.regs.clone.is_some() || pkt.regs.recirculate != 0 {
+            // Diverged after egress: clone, deparse, recirculate on the general path.
+            self.lane_counts[1] += 1;
+            copy_in(&mut pkt, data, direct);
+            self.jobs.clear();
+            let mut flow = Flow {
+                eng,
+                st,
+                pre: &self.pre,
+                mirroring: &self.mirroring,
+                digests: &mut self.digests,
+                jobs: &mut self.jobs,
+                replicas: &mut self.replicas,
+                out,
+                pool: &mut self.pool,
+                spare: &mut self.spare,
+                priority_queues: self.opts.priority_queues.max(1),
+                now,
+                bcache: None,
+            };
+            flow.egress_tail(pkt, port);
+            flow.run_jobs(None, self.opts.max_instances_per_packet - 2);
+            return;
+        }
+        pkt.regs.exit = false;
+        if eng.get_std(&pkt.phv, |s| &s.egress_spec) == eng.drop_port as u64 {
+            self.lane_pkt = Some(pkt);
+            return;
+        }
+
+        // Deparse (checksums updated over the emitted headers) straight into the output
+        // buffer, the payload appended once.
+        let mut bytes = self.spare.pop().unwrap_or_default();
+        bytes.clear();
+        bytes.reserve(data.len() + 64);
+        let emitted = direct && {
+            if eng.csum_plan.is_none() {
+                eng.update_checksums(&mut st.ext, &mut pkt);
+            }
+            jit.is_some_and(|j| j.emit(&pkt.phv, &mut bytes, &mut st.emit_off))
+        };
+        if emitted {
+            if let Some(plan) = &eng.csum_plan {
+                eng.update_checksums_emitted(&mut st.ext, &mut pkt, plan, &st.emit_off, &mut bytes);
+            }
+            bytes.extend_from_slice(&data[pkt.payload_off.min(data.len())..]);
+        } else {
+            copy_in(&mut pkt, data, direct);
+            eng.deparse(st, &mut pkt, &mut bytes);
+        }
+        if let Some(t) = pkt.regs.truncate {
+            bytes.truncate(t as usize);
+        }
+        out.push(OutputPacket { port, data: bytes });
+        self.lane_pkt = Some(pkt);
+    }
+}
+
+/// Give a `direct` lane packet its frame (before it leaves the lane or meets a stage that
+/// reads the packet's own bytes); nothing to do otherwise (already copied).
+#[inline]
+fn copy_in(pkt: &mut Pkt, data: &[u8], direct: bool) {
+    if direct && pkt.data.is_empty() {
+        pkt.data.extend_from_slice(data);
+    }
+}

@@ -1,0 +1,209 @@
+//! The fast lane (one path per packet for the common case, `switch/fast.rs`) against the
+//! general v1model flow and against the interpreter, packet by packet, on `p4/tests/lane.p4`:
+//! plain unicast, and packets that leave the common case in the middle of their life (I2E
+//! clone, digest, multicast, drop, resubmit, E2E clone, recirculate, exit, a priority with no
+//! queue, truncate, table miss, bad checksum, non-IPv4, cut frames). Every output (port and
+//! bytes), every digest, and every counter and register cell must agree; the lane must have
+//! carried the common packets and handed the others over.
+
+use tern_dataplane::{Switch, SwitchOptions};
+use tern_runtime::{MatchParam, MirroringSession, OutputPacket, PacketPath, Runtime};
+
+fn lane_json() -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../p4/tests/lane.p4");
+    match tern_p4::compile_file(&path, &tern_p4::Options::default()) {
+        Ok(c) => c.json,
+        Err(d) => panic!("lane.p4 does not compile: {d:?}"),
+    }
+}
+
+fn setup(sw: &mut Switch) {
+    sw.set_clock_us(Some(5_000));
+    for d in 0..8u8 {
+        let port = [d as u16 % 4 + 1];
+        let key = vec![MatchParam::Exact(vec![10, 0, 0, d])];
+        let mac = vec![0, 0, 0, 0, 0xd0, d];
+        let p = port[0].to_be_bytes().to_vec();
+        sw.mt_add_entry("I.route", &key, "I.fwd", &[p, mac], None)
+            .expect("route entry");
+    }
+    sw.mirroring_session_add(
+        5,
+        MirroringSession {
+            port: Some(9),
+            mgid: None,
+        },
+    )
+    .expect("session 5");
+    sw.mirroring_session_add(
+        6,
+        MirroringSession {
+            port: Some(10),
+            mgid: Some(1),
+        },
+    )
+    .expect("session 6");
+    let g = sw.mc_mgrp_create(1).expect("group");
+    let n = sw.mc_node_create(7, &[2, 3], &[]).expect("node");
+    sw.mc_node_associate(g, n).expect("associate");
+}
+
+/// An Ethernet + IPv4 frame with a correct header checksum (`kind` in diffserv).
+fn frame(kind: u8, dst: u8, src: u32, len: usize) -> Vec<u8> {
+    let mut f = vec![0u8; len.max(34)];
+    f[..6].copy_from_slice(&[0, 0, 0, 0, 0xaa, 1]);
+    f[6..12].copy_from_slice(&[0, 0, 0, 0, 0xbb, 2]);
+    f[12..14].copy_from_slice(&[0x08, 0x00]);
+    let ip = &mut f[14..34];
+    ip[0] = 0x45;
+    ip[1] = kind;
+    ip[2..4].copy_from_slice(&((len - 14) as u16).to_be_bytes());
+    ip[8] = 64;
+    ip[9] = 17;
+    ip[12..16].copy_from_slice(&src.to_be_bytes());
+    ip[16..20].copy_from_slice(&[10, 0, 0, dst]);
+    let mut sum = 0u32;
+    for w in ip.chunks(2) {
+        sum += u16::from_be_bytes([w[0], w[1]]) as u32;
+    }
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    ip[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+    for (i, b) in f[34..].iter_mut().enumerate() {
+        *b = i as u8;
+    }
+    f
+}
+
+fn cells(sw: &Switch) -> Vec<String> {
+    let mut v = Vec::new();
+    for c in ["I.seen", "E.eseen"] {
+        for i in 0..16 {
+            v.push(format!(
+                "{c}[{i}] {:?}",
+                sw.counter_read(c, i).expect("counter")
+            ));
+        }
+    }
+    for r in ["I.hits", "E.ehits"] {
+        v.push(format!(
+            "{r} {:?}",
+            sw.register_read_all(r).expect("register")
+        ));
+    }
+    v
+}
+
+#[test]
+fn fast_lane_matches_the_general_path_and_the_interpreter() {
+    let json = lane_json();
+    let mk = || Switch::from_json(&json, SwitchOptions::default()).expect("load");
+    let (mut lane, mut slow, mut interp) = (mk(), mk(), mk());
+    slow.use_slow_path();
+    interp.use_interpreter();
+    assert_eq!(lane.lane_why_not(), None, "{}", lane.native_summary());
+    assert_eq!(slow.lane_why_not().as_deref(), Some("turned off"));
+    assert!(interp.lane_why_not().is_some());
+    for sw in [&mut lane, &mut slow, &mut interp] {
+        setup(sw);
+    }
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let mut kinds_out = [0u32; 16];
+    let (mut o1, mut o2, mut o3) = (Vec::new(), Vec::new(), Vec::new());
+    for k in 0..3000u32 {
+        let r = next();
+        let kind = (r % 13) as u8; // 12: not a kind of the program (plain unicast)
+        let dst = (r >> 8) as u8 % 10; // 8, 9: table miss
+        let mut f = frame(
+            kind,
+            dst,
+            (r >> 16) as u32,
+            60 + (r >> 48) as usize % 3 * 40,
+        );
+        let mutation = (r >> 40) % 16;
+        match mutation {
+            0 => f[24] ^= 0x40,                            // bad checksum
+            1 => f[12] = 0x86,                             // not IPv4
+            2 => f.truncate(20 + (r >> 52) as usize % 20), // cut inside IPv4
+            _ => {}
+        }
+        let port = (r >> 56) as u32 % 4;
+        lane.process_packet(port, &f, &mut o1);
+        slow.process_packet(port, &f, &mut o2);
+        interp.process_packet(port, &f, &mut o3);
+        let pick = |o: &mut Vec<OutputPacket>| -> Vec<(u32, Vec<u8>)> {
+            o.drain(..).map(|o| (o.port, o.data)).collect()
+        };
+        let (a, b, c) = (pick(&mut o1), pick(&mut o2), pick(&mut o3));
+        assert_eq!(
+            a, b,
+            "packet {k} (kind {kind}): lane vs general path, {f:02x?}"
+        );
+        assert_eq!(
+            a, c,
+            "packet {k} (kind {kind}): lane vs interpreter, {f:02x?}"
+        );
+        if !a.is_empty() && !(1..=2).contains(&mutation) {
+            kinds_out[kind as usize] += 1;
+        }
+        let (da, db, dc) = (
+            lane.take_digests(),
+            slow.take_digests(),
+            interp.take_digests(),
+        );
+        assert_eq!(da, db, "packet {k}: digests");
+        assert_eq!(da, dc, "packet {k}: digests (interpreter)");
+        if k % 97 == 0 {
+            assert_eq!(cells(&lane), cells(&slow), "after packet {k}");
+        }
+    }
+    assert_eq!(cells(&lane), cells(&slow));
+    assert_eq!(cells(&lane), cells(&interp));
+    // Every kind that can transmit did (kind 4 drops, 9 has no queue, 11 drops in egress),
+    // counting whole IPv4 frames only.
+    for (kind, n) in kinds_out.iter().enumerate().take(13) {
+        assert_eq!(
+            *n == 0,
+            [4, 9, 11].contains(&kind),
+            "kind {kind}: {n} outputs"
+        );
+    }
+    let (taken, diverged) = lane.lane_counts();
+    assert_eq!(taken, 3000, "every packet enters the lane");
+    assert!(
+        diverged > 600 && diverged < 2000,
+        "{diverged} of {taken} handed to the general path"
+    );
+    assert_eq!(slow.lane_counts(), (0, 0));
+    assert_eq!(interp.lane_counts(), (0, 0));
+}
+
+/// A trace or stage timing turned on takes the general path (they are per packet, the lane
+/// has neither); turned off, the lane again.
+#[test]
+fn trace_and_stage_timing_leave_the_lane() {
+    let json = lane_json();
+    let mut sw = Switch::from_json(&json, SwitchOptions::default()).expect("load");
+    setup(&mut sw);
+    let f = frame(0, 1, 7, 60);
+    let mut out = Vec::new();
+    sw.process_packet(0, &f, &mut out);
+    sw.set_trace(true);
+    sw.process_packet(0, &f, &mut out);
+    assert!(!sw.take_trace().is_empty());
+    sw.set_trace(false);
+    sw.set_stage_timing(true);
+    sw.process_packet(0, &f, &mut out);
+    sw.set_stage_timing(false);
+    sw.process_packet(0, &f, &mut out);
+    assert_eq!(sw.lane_counts(), (2, 0));
+    assert_eq!(out.len(), 4);
+    assert!(out.windows(2).all(|w| w[0].data.len() == w[1].data.len()));
+}
