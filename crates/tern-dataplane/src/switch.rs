@@ -1454,7 +1454,7 @@ impl Runtime for Switch {
             s.push_str(&format!(
                 "register {} {}\n",
                 r.name,
-                ra.cells
+                ra.cells()
                     .iter()
                     .map(|b| format!("{b:02x}"))
                     .collect::<String>()
@@ -2149,7 +2149,7 @@ impl Runtime for Switch {
     fn register_reset(&mut self, register: &str) -> RtResult<()> {
         let i = self.ctl_mut();
         let ri = i.register(register)?;
-        i.state.ext.regs[ri].cells.fill(0);
+        i.state.ext.regs[ri].cells_mut().fill(0);
         Ok(())
     }
 

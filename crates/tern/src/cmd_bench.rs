@@ -903,6 +903,8 @@ mod tests {
             .collect();
         // Every native operation with its result in an emitted header (see the file).
         files.push(root.join("tests/native.p4"));
+        // Register reads and writes in place, in and out of range, every cell width.
+        files.push(root.join("tests/native_regs.p4"));
         let mut tut: Vec<PathBuf> = std::fs::read_dir(root.join("tutorials"))
             .expect("p4/tutorials")
             .flatten()
@@ -943,11 +945,26 @@ mod tests {
                     "{name}: {ns}"
                 );
             }
+            if name.ends_with("native_regs.p4") {
+                assert!(
+                    ns.pipelines == 2 && ns.actions_inlined == ns.actions,
+                    "{name}: {ns}"
+                );
+            }
             let prog = native.program().clone();
             for sw in [&mut *native, &mut *interp] {
                 sw.set_clock_us(Some(1_000));
                 let (_, failed, first) = install(sw, &prog, &a);
                 assert_eq!(failed, 0, "{name}: {first:?}");
+            }
+            // Random register contents, the same on both (the reads then see every bit).
+            for r in &prog.register_arrays {
+                for i in 0..r.size.min(4_096) {
+                    let v = next();
+                    for sw in [&mut *native, &mut *interp] {
+                        sw.register_write(&r.name, i, v).expect("register write");
+                    }
+                }
             }
             compare_traffic(native, interp, &a, &mut next, &name);
             // Entries changed under the native code's compact records (`HotRec`): every

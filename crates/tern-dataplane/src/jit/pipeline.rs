@@ -37,8 +37,8 @@ use cranelift_frontend::{Switch, Variable};
 use super::{mem, Gen};
 use crate::compile::{Engine, FastBin, FastExpr, FastSrc, GNode, Instr, KeySrc, LVal};
 use crate::exec::{Fault, Pkt, PktRegs, State, TableState};
-use crate::expr::{eval_bool, CExpr, Const, FastBool, FastVal};
-use crate::layout::{be_read, be_write, FieldLoc};
+use crate::expr::{eval_bool, CExpr, Const, FastBool, FastVal, RegArray};
+use crate::layout::{be_read, FieldLoc};
 use crate::table::{Bucket, EntryStore, HotRec, IndexView, INDEX_MUL, INDEX_MUL_HI};
 use tern_model::Op;
 use tern_model::TableType;
@@ -62,8 +62,12 @@ pub struct PipeCtx {
     st: *mut State,
     pkt: *mut Pkt,
     fault: Option<Fault>,
-    /// The value [`h_reg_read`] read.
+    /// The value [`h_rng`] drew.
     scratch: u64,
+    /// The register arrays (`ExternState::regs`) and their number, for the inline register
+    /// accesses (refreshed like `phv`).
+    regs: *const RegArray,
+    nregs: u64,
 }
 
 /// `(context) -> DONE | FAULT | EXIT`.
@@ -165,6 +169,8 @@ impl Pipes {
             pkt,
             fault: None,
             scratch: 0,
+            regs: st.ext.regs.as_ptr(),
+            nregs: st.ext.regs.len() as u64,
         };
         // SAFETY: the code was generated for this engine's layout, and the caller
         // (`Native::run_pipeline`) checked that the PHV has that layout's sizes: every PHV
@@ -205,6 +211,8 @@ unsafe fn with_ctx(
     c.phv = pkt.phv.bytes.as_mut_ptr();
     c.valid = pkt.phv.valid.as_mut_ptr().cast::<u8>();
     c.tables = st.tables.as_ptr();
+    c.regs = st.ext.regs.as_ptr();
+    c.nregs = st.ext.regs.len() as u64;
     match r {
         Ok(Ok(v)) => v,
         Ok(Err(e)) => {
@@ -350,49 +358,12 @@ extern "C" fn h_call(ctx: *mut PipeCtx, c: u32) -> i64 {
     }
 }
 
-/// `register_read` of cell `idx` of register array `a` (≤ 64 bits wide), as the interpreter
-/// does it: 1 with the cell's value in the context's `scratch`, or 0 (nothing read, the
-/// destination keeps its value) when `idx` is out of range. `idx` is the index's exact value
-/// as an `i64` (see [`index_expr`]).
-extern "C" fn h_reg_read(ctx: *mut PipeCtx, a: u32, idx: i64) -> i64 {
-    // SAFETY: called only by generated code with the context `Pipes::run` gave it: the state
-    // is alive and no other reference to it is in use while the helper runs.
-    let c = unsafe { &mut *ctx };
-    let st = unsafe { &*c.st };
-    let Some(r) = st.ext.regs.get(a as usize) else {
-        return 0;
-    };
-    if idx < 0 || idx as u64 >= u64::from(r.size) || r.nbytes > 8 {
-        return 0;
-    }
-    c.scratch = be_read(r.cell(idx as u32));
-    1
-}
-
-/// `register_write` of the low bits of `v` into cell `idx` of register array `a` (≤ 64 bits
-/// wide); out of range: nothing (the interpreter's rule). Returns 0.
-extern "C" fn h_reg_write(ctx: *mut PipeCtx, a: u32, idx: i64, v: u64) -> i64 {
-    // SAFETY: as in `h_reg_read`; the generated code holds no pointer into the registers.
-    let st = unsafe { &mut *(*ctx).st };
-    let Some(r) = st.ext.regs.get_mut(a as usize) else {
-        return 0;
-    };
-    if idx < 0 || idx as u64 >= u64::from(r.size) || r.nbytes > 8 {
-        return 0;
-    }
-    let v = if r.width < 64 {
-        v & ((1u64 << r.width) - 1)
-    } else {
-        v
-    };
-    be_write(r.cell_mut(idx as u32), v);
-    0
-}
-
 /// `count` on cell `idx` of (indirect) counter array `c`: one packet and the packet's
 /// ingress length in bytes; out of range: nothing. Returns 0.
 extern "C" fn h_count(ctx: *mut PipeCtx, c: u32, idx: i64) -> i64 {
-    // SAFETY: as in `h_reg_read`; the packet is only read.
+    // SAFETY: called only by generated code with the context `Pipes::run` gave it: the state
+    // and the packet are alive and no other reference to them is in use while the helper
+    // runs; the packet is only read.
     let (st, pkt) = unsafe { (&mut *(*ctx).st, &*(*ctx).pkt) };
     let Some(cells) = st.ext.counters.get_mut(c as usize) else {
         return 0;
@@ -409,7 +380,7 @@ extern "C" fn h_count(ctx: *mut PipeCtx, c: u32, idx: i64) -> i64 {
 /// `clone3` / `clone_ingress_pkt_to_egress` (and the egress ones): the packet's clone
 /// request, as the interpreter records it (session's low 15 bits, field list). Returns 0.
 extern "C" fn h_clone(ctx: *mut PipeCtx, session: u64, field_list: i64) -> i64 {
-    // SAFETY: as in `h_reg_read`; the generated code holds pointers into the PHV only, which
+    // SAFETY: as in `h_count`; the generated code holds pointers into the PHV only, which
     // this does not touch.
     let pkt = unsafe { &mut *(*ctx).pkt };
     pkt.regs.clone = Some(((session & 0x7fff) as u32, field_list));
@@ -420,7 +391,7 @@ extern "C" fn h_clone(ctx: *mut PipeCtx, session: u64, field_list: i64) -> i64 {
 /// takes them): 1 with the value in the context's `scratch`, or 0 (no value, no draw) when
 /// `lo > hi`. Draws from the switch's generator exactly as the interpreter does.
 extern "C" fn h_rng(ctx: *mut PipeCtx, lo: u64, hi: u64) -> i64 {
-    // SAFETY: as in `h_reg_read`.
+    // SAFETY: as in `h_count`.
     let c = unsafe { &mut *ctx };
     let st = unsafe { &mut *c.st };
     if lo > hi {
@@ -440,7 +411,7 @@ extern "C" fn h_rng(ctx: *mut PipeCtx, lo: u64, hi: u64) -> i64 {
 /// (`Engine::compute_calc`, the interpreter's), modulo `size` (at least 1). A panic becomes
 /// the context's fault (the pipeline then fails as an interpreted one would) and 0.
 extern "C" fn h_hash(ctx: *mut PipeCtx, calc: u32, size: u64) -> u64 {
-    // SAFETY: as in `h_reg_read`; the packet is only read.
+    // SAFETY: as in `h_count`; the packet is only read.
     let c = unsafe { &mut *ctx };
     let (eng, st, pkt) = unsafe { (&*c.eng, &mut *c.st, &*c.pkt) };
     let r = catch_unwind(AssertUnwindSafe(|| {
@@ -483,7 +454,7 @@ fn const_u64(e: &CExpr) -> Option<u64> {
 
 /// Whether the interpreter's value of `e` lies in `[0, 2^64)` (so its low 64 bits are all of
 /// it): unsigned fields, parameters and constants in range, `x & c` with such a constant,
-/// `x >> n` and `c ? a : b` of such operands.
+/// `x >> n`, `x % c`, `x | y`, `x ^ y` and `c ? a : b` of such operands.
 fn in_u64(e: &CExpr) -> bool {
     match e {
         CExpr::Field(_) | CExpr::Local(..) => FastExpr::compile(e).is_some(),
@@ -496,6 +467,8 @@ fn in_u64(e: &CExpr) -> bool {
         } => match op {
             Op::And => c.is_none() && (const_u64(l).is_some() || const_u64(r).is_some()),
             Op::Shr | Op::Mod => c.is_none() && in_u64(l),
+            // Both operands in `[0, 2^64)`: so is the result.
+            Op::Xor | Op::Or => c.is_none() && in_u64(l) && in_u64(r),
             Op::Ternary => in_u64(l) && in_u64(r),
             _ => false,
         },
@@ -577,7 +550,8 @@ fn inline_header(eng: &Engine, e: &CExpr) -> Option<u32> {
         .then_some(*h)
 }
 
-/// A register array the generated code reads and writes through the helpers: ≤ 64 bits.
+/// A register array the generated code reads and writes in place (see `Gen::reg_cell`): ≤ 64
+/// bits.
 fn reg_ok(eng: &Engine, a: u32) -> bool {
     eng.prog
         .register_arrays
@@ -1652,13 +1626,8 @@ impl Gen<'_, '_> {
                 } => {
                     let e = index_expr(index).expect("checked by `plan_action`");
                     let idx = self.nexpr(pb, phv, valid, &e);
-                    let a = self.b.ins().iconst(types::I32, i64::from(*array));
-                    let r = self.helper(h_reg_read as *const () as usize, &[ctx, a, idx]);
-                    let (read, next) = (self.b.create_block(), self.b.create_block());
-                    self.b.ins().brif(r, read, &[], next, &[]);
-                    self.b.switch_to_block(read);
-                    let off = at(offset_of!(PipeCtx, scratch));
-                    let v = self.b.ins().load(types::I64, mem(), ctx, off);
+                    let (cell, nb, next) = self.reg_cell(ctx, *array, idx);
+                    let v = self.load_be(cell, 0, nb);
                     self.write_field(phv, f, v);
                     self.b.ins().jump(next, &[]);
                     self.b.switch_to_block(next);
@@ -1672,8 +1641,16 @@ impl Gen<'_, '_> {
                     let idx = self.nexpr(pb, phv, valid, &e);
                     let e = nexpr(value).expect("checked by `plan_action`");
                     let v = self.nexpr(pb, phv, valid, &e);
-                    let a = self.b.ins().iconst(types::I32, i64::from(*array));
-                    self.helper(h_reg_write as *const () as usize, &[ctx, a, idx, v]);
+                    let width = self.eng.prog.register_arrays[*array as usize].bitwidth;
+                    let v = if width < 64 {
+                        self.b.ins().band_imm(v, ((1u64 << width) - 1) as i64)
+                    } else {
+                        v
+                    };
+                    let (cell, nb, next) = self.reg_cell(ctx, *array, idx);
+                    self.store_be(cell, 0, nb, v);
+                    self.b.ins().jump(next, &[]);
+                    self.b.switch_to_block(next);
                 }
                 Instr::Count { counter, index } => {
                     let e = index_expr(index).expect("checked by `plan_action`");
@@ -1789,6 +1766,53 @@ impl Gen<'_, '_> {
                 self.b.ins().select(c, x, y)
             }
         }
+    }
+
+    /// The address of cell `idx` (an `i64`, see [`index_expr`]) of register array `a` (≤ 64
+    /// bits, see [`reg_ok`]) and its size in bytes, as the interpreter bounds it: the code
+    /// continues in a block where the index is in range (the returned address is then inside
+    /// the array's cells); out of range (or no such array in the state) it jumps to the
+    /// returned `next` block, which the caller must also reach from the in-range block and then
+    /// switch to. Nothing is read or written out of range, as in the interpreter.
+    fn reg_cell(&mut self, ctx: ir::Value, a: u32, idx: ir::Value) -> (ir::Value, u32, ir::Block) {
+        let width = self.eng.prog.register_arrays[a as usize].bitwidth;
+        let nb = width.div_ceil(8).max(1);
+        let (have, inb, next) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        let n = self
+            .b
+            .ins()
+            .load(types::I64, mem(), ctx, at(offset_of!(PipeCtx, nregs)));
+        let ok = self
+            .b
+            .ins()
+            .icmp_imm(IntCC::UnsignedGreaterThan, n, i64::from(a));
+        self.b.ins().brif(ok, have, &[], next, &[]);
+        self.b.switch_to_block(have);
+        let regs = self
+            .b
+            .ins()
+            .load(types::I64, mem(), ctx, at(offset_of!(PipeCtx, regs)));
+        let ra = (a as usize * std::mem::size_of::<RegArray>()) as i32;
+        let size = self
+            .b
+            .ins()
+            .load(types::I32, mem(), regs, ra + at(offset_of!(RegArray, size)));
+        let size = self.b.ins().uextend(types::I64, size);
+        // A negative index is a huge unsigned one: out of range too.
+        let ok = self.b.ins().icmp(IntCC::UnsignedLessThan, idx, size);
+        self.b.ins().brif(ok, inb, &[], next, &[]);
+        self.b.switch_to_block(inb);
+        let base = self
+            .b
+            .ins()
+            .load(types::I64, mem(), regs, ra + at(offset_of!(RegArray, base)));
+        let off = self.b.ins().imul_imm(idx, i64::from(nb));
+        let cell = self.b.ins().iadd(base, off);
+        (cell, nb, next)
     }
 
     /// Call the extern "C" helper at `addr` with `args` (the context pointer, an `i32`, then
