@@ -323,8 +323,9 @@ impl HotRec {
     }
 }
 
-/// One bucket of an [`ExactIndex`]: a packed key (its low 64 bits in `key`, the high ones
-/// in `key_hi`) and the slot it maps to (`used` 0: empty). 32 bytes: two per cache line.
+/// One bucket of an [`ExactIndex`]: a packed key (its low 64 bits in `key`, the next 64 in
+/// `key_hi`, bits 128 to 191 in `key_x`) and the slot it maps to (`used` 0: empty). 32 bytes:
+/// two per cache line.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[repr(C)]
 pub struct Bucket {
@@ -332,8 +333,15 @@ pub struct Bucket {
     pub key_hi: u64,
     pub slot: u32,
     pub used: u32,
-    pad: u64,
+    pub key_x: u64,
 }
+
+/// A packed exact key of at most [`MAX_INDEX_KEY`] bytes, big-endian: its low 128 bits and
+/// bits 128 to 191 (0 for keys of at most 16 bytes).
+pub type PackedKey = (u128, u64);
+
+/// Most key bytes an [`ExactIndex`] holds (three 64-bit words of a [`Bucket`]).
+pub const MAX_INDEX_KEY: u32 = 24;
 
 /// Multiplier of the index's hash (Fibonacci hashing: the bucket is the top bits of
 /// `(lo ^ hi × INDEX_MUL_HI) × INDEX_MUL` for a key of high and low 64 bits; keys of at most
@@ -341,20 +349,25 @@ pub struct Bucket {
 pub const INDEX_MUL: u64 = 0x9E37_79B9_7F4A_7C15;
 /// Multiplier of the high 64 bits of keys of 9 to 16 bytes (see [`INDEX_MUL`]).
 pub const INDEX_MUL_HI: u64 = 0xC2B2_AE3D_27D4_EB4F;
+/// Multiplier of bits 128 to 191 of keys of 17 to 24 bytes: the hash is
+/// `(lo ^ hi × INDEX_MUL_HI ^ x × INDEX_MUL_X) × INDEX_MUL` (unchanged for shorter keys).
+pub const INDEX_MUL_X: u64 = 0x1656_67B1_9E37_79F9;
 
 /// The index's hash of a packed key (see [`INDEX_MUL`]).
 #[inline]
-fn index_hash(key: u128) -> u64 {
+fn index_hash((key, x): PackedKey) -> u64 {
     let (hi, lo) = ((key >> 64) as u64, key as u64);
-    (lo ^ hi.wrapping_mul(INDEX_MUL_HI)).wrapping_mul(INDEX_MUL)
+    (lo ^ hi.wrapping_mul(INDEX_MUL_HI) ^ x.wrapping_mul(INDEX_MUL_X)).wrapping_mul(INDEX_MUL)
 }
 
-/// A packed key of at most 16 bytes, big-endian, as a `u128`.
-fn packed_key(bytes: &[u8]) -> u128 {
-    bytes.iter().fold(0u128, |v, b| (v << 8) | u128::from(*b))
+/// A packed key of at most [`MAX_INDEX_KEY`] bytes, big-endian.
+fn packed_key(bytes: &[u8]) -> PackedKey {
+    let fold = |b: &[u8]| b.iter().fold(0u128, |v, b| (v << 8) | u128::from(*b));
+    let split = bytes.len().saturating_sub(16);
+    (fold(&bytes[split..]), fold(&bytes[..split]) as u64)
 }
 
-/// An exact table's entries by packed key (the key bytes big-endian as a `u128`), in an
+/// An exact table's entries by packed key (the key bytes big-endian, [`PackedKey`]), in an
 /// open-addressing table with linear probing kept at most half full, so that native code can
 /// look a key up with a multiply, a shift and a few loads (see [`IndexView`]). Kept beside the
 /// `tern-match` engine, which stays the reference for every other use.
@@ -368,11 +381,11 @@ struct ExactIndex {
 
 impl ExactIndex {
     #[inline]
-    fn pos(&self, key: u128) -> usize {
+    fn pos(&self, key: PackedKey) -> usize {
         (index_hash(key) >> self.shift) as usize & (self.buckets.len() - 1)
     }
 
-    fn get(&self, key: u128) -> Option<u32> {
+    fn get(&self, key: PackedKey) -> Option<u32> {
         if self.buckets.is_empty() {
             return None;
         }
@@ -391,7 +404,7 @@ impl ExactIndex {
     }
 
     /// Map `key` to `slot` (`key` is not in the index: the matcher refused duplicates).
-    fn insert(&mut self, key: u128, slot: u32) {
+    fn insert(&mut self, key: PackedKey, slot: u32) {
         if (self.len + 1) * 2 > self.buckets.len() {
             let cap = (self.buckets.len() * 2).max(16);
             let old = std::mem::replace(&mut self.buckets, vec![Bucket::default(); cap]);
@@ -407,18 +420,18 @@ impl ExactIndex {
             i = (i + 1) & mask;
         }
         self.buckets[i] = Bucket {
-            key: key as u64,
-            key_hi: (key >> 64) as u64,
+            key: key.0 as u64,
+            key_hi: (key.0 >> 64) as u64,
             slot,
             used: 1,
-            pad: 0,
+            key_x: key.1,
         };
         self.len += 1;
     }
 
     /// Remove `key`, closing the gap by shifting later entries of its probe run back (no
     /// tombstones, so lookups stay short after many deletions).
-    fn remove(&mut self, key: u128) {
+    fn remove(&mut self, key: PackedKey) {
         if self.buckets.is_empty() {
             return;
         }
@@ -469,15 +482,18 @@ static NO_BUCKETS: [Bucket; 1] = [Bucket {
     key_hi: 0,
     slot: 0,
     used: 0,
-    pad: 0,
+    key_x: 0,
 }];
 
 /// The first level of an absent [`LpmIndex`]: one miss.
 static NO_CELLS: [u32; 1] = [0];
 
 impl Bucket {
-    fn packed(&self) -> u128 {
-        (u128::from(self.key_hi) << 64) | u128::from(self.key)
+    fn packed(&self) -> PackedKey {
+        (
+            (u128::from(self.key_hi) << 64) | u128::from(self.key),
+            self.key_x,
+        )
     }
 }
 
@@ -534,7 +550,7 @@ pub struct EntryStore {
     pub slots: Vec<Option<Entry>>,
     /// The compact form of each slot's action (same indexes as `slots`).
     hot: Vec<HotRec>,
-    /// Exact tables with keys of at most 16 bytes: the index native code probes.
+    /// Exact tables with keys of at most [`MAX_INDEX_KEY`] bytes: the index native code probes.
     index: Option<ExactIndex>,
     /// LPM tables keyed by one LPM field of at most 32 bits: the multibit index lookups use.
     lpm: Option<LpmIndex>,
@@ -579,11 +595,11 @@ impl EntryStore {
     pub const VIEW_OFFSET: usize = std::mem::offset_of!(EntryStore, view);
 
     /// Whether a table with this key layout gets an [`ExactIndex`]: exact (and validity)
-    /// fields only, no static masks, at most 16 key bytes.
+    /// fields only, no static masks, at most [`MAX_INDEX_KEY`] key bytes.
     pub fn indexable(spec: &KeySpec) -> bool {
         spec.is_exact()
             && !spec.fields.is_empty()
-            && spec.total <= 16
+            && spec.total <= MAX_INDEX_KEY
             && spec.fields.iter().all(|f| f.static_mask.is_none())
     }
 
@@ -623,7 +639,7 @@ impl EntryStore {
 
     /// The slot the exact index maps a packed key to (what native code finds); `None` when
     /// there is no index or no such entry.
-    pub fn index_get(&self, key: u128) -> Option<u32> {
+    pub fn index_get(&self, key: PackedKey) -> Option<u32> {
         self.index.as_ref()?.get(key)
     }
 
@@ -931,14 +947,21 @@ mod tests {
     /// collide; the view describes the index; a clone gets its own view.
     #[test]
     fn exact_index_agrees_with_the_matcher() {
-        // 2-byte keys, and 16-byte keys (`key << 64 | key * odd`: both halves vary).
-        for width in [16u32, 128] {
+        // 2-byte keys, 16-byte keys (`key << 64 | key * odd`: both halves vary), and 18- and
+        // 24-byte keys (the 16 bytes after a prefix that varies too).
+        for width in [16u32, 128, 144, 192] {
             let t = index_vs_matcher(width);
             check_view(&t);
         }
     }
 
     fn key_bytes(width: u32, k: u16) -> Vec<u8> {
+        if width > 128 {
+            let x = (u64::from(k) * 0x0001_0003_0007_000b).to_be_bytes();
+            let mut b = x[8 - (width - 128).div_ceil(8) as usize..].to_vec();
+            b.extend(key_bytes(128, k));
+            return b;
+        }
         let k = u128::from(k);
         let v = if width > 64 {
             (k << 64) | (k * 0x1_0000_0001)

@@ -39,7 +39,9 @@ use crate::compile::{Engine, FastBin, FastExpr, FastSrc, GNode, Instr, KeySrc, L
 use crate::exec::{Fault, Pkt, PktRegs, State, TableState};
 use crate::expr::{eval_bool, CExpr, Const, FastBool, FastVal, RegArray};
 use crate::layout::{be_read, FieldLoc};
-use crate::table::{Bucket, EntryStore, HotRec, IndexView, INDEX_MUL, INDEX_MUL_HI};
+use crate::table::{
+    Bucket, EntryStore, HotRec, IndexView, INDEX_MUL, INDEX_MUL_HI, INDEX_MUL_X, MAX_INDEX_KEY,
+};
 use tern_model::Op;
 use tern_model::TableType;
 
@@ -728,10 +730,10 @@ pub enum KeyPart {
 /// inline, the others looked up by [`h_find`].
 fn native_key(eng: &Engine, ti: u32) -> Option<Vec<KeyPart>> {
     let t = &eng.tables[ti as usize];
-    if !t.plain_hits() || t.spec.fields.is_empty() || t.spec.total > 16 {
+    if !t.plain_hits() || t.spec.fields.is_empty() || t.spec.total > MAX_INDEX_KEY {
         return None;
     }
-    // Keys of 9 to 16 bytes: exact tables only (probed inline as 128-bit keys).
+    // Keys of 9 to 24 bytes: exact tables only (probed inline as 128- or 192-bit keys).
     if t.spec.total > 8 && !EntryStore::indexable(&t.spec) {
         return None;
     }
@@ -836,8 +838,8 @@ pub fn table_path(eng: &Engine, pipes: &Pipes, ti: u32) -> TablePath {
     if t.spec.fields.is_empty() {
         return TablePath::Helper("keyless");
     }
-    if t.spec.total > 16 {
-        return TablePath::Helper("key wider than 16 bytes");
+    if t.spec.total > MAX_INDEX_KEY {
+        return TablePath::Helper("key wider than 24 bytes");
     }
     if t.spec.total > 8 && !EntryStore::indexable(&t.spec) {
         return TablePath::Helper("key wider than 8 bytes, not exact");
@@ -1267,10 +1269,14 @@ impl Gen<'_, '_> {
     ) {
         let i64t = types::I64;
         // The key: parts concatenated big-endian, as `build_key` lays them out; keys of 9 to
-        // 16 bytes as a 128-bit value, split into halves below.
+        // 16 bytes as a 128-bit value, split into halves below; keys of 17 to 24 bytes as
+        // that value (the low 128 bits) and `key_x` (bits 128 to 191).
         let wide = self.eng.tables[ti as usize].spec.total > 8;
         let kt = if wide { types::I128 } else { i64t };
         let mut key: Option<ir::Value> = None;
+        let mut key_x: Option<ir::Value> = None;
+        // Bits of the key packed so far.
+        let mut bits = 0u32;
         for part in parts {
             let vb = self.b.use_var(v.valid);
             let (val, nbytes) = match part {
@@ -1297,13 +1303,33 @@ impl Gen<'_, '_> {
                     (x, f.nbytes)
                 }
             };
+            let s = 8 * nbytes;
+            if let Some(k) = key.filter(|_| bits + s > 128) {
+                // Bits leave the low 128: the top `s` bits of `k` (all of it when `s` is 128)
+                // move into `key_x`, whose own bits (if any) shift up by `s` (< 64 then, as
+                // the key has at most 192 bits).
+                let carry = if s >= 128 {
+                    k
+                } else {
+                    self.b.ins().ushr_imm(k, i64::from(128 - s))
+                };
+                let carry = self.b.ins().ireduce(i64t, carry);
+                key_x = Some(match key_x {
+                    Some(x) => {
+                        let x = self.b.ins().ishl_imm(x, i64::from(s));
+                        self.b.ins().bor(x, carry)
+                    }
+                    None => carry,
+                });
+            }
             key = Some(match key {
-                None => val,
-                Some(k) => {
-                    let k = self.b.ins().ishl_imm(k, i64::from(8 * nbytes));
+                Some(k) if s < 128 => {
+                    let k = self.b.ins().ishl_imm(k, i64::from(s));
                     self.b.ins().bor(k, val)
                 }
+                _ => val,
             });
+            bits += s;
         }
         let key = key.expect("a native key has parts");
         // `(low 64 bits, high 64 bits)`; the high half is 0 for keys of at most 8 bytes.
@@ -1379,6 +1405,13 @@ impl Gen<'_, '_> {
                 }
                 None => key,
             };
+            let mixed = match key_x {
+                Some(x) => {
+                    let m = self.b.ins().imul_imm(x, INDEX_MUL_X as i64);
+                    self.b.ins().bxor(mixed, m)
+                }
+                None => mixed,
+            };
             let h = self.b.ins().imul_imm(mixed, INDEX_MUL as i64);
             let h = self.b.ins().ushr(h, shift);
             let pos = self.b.ins().band(h, mask);
@@ -1412,6 +1445,15 @@ impl Gen<'_, '_> {
                     let off = at(offset_of!(Bucket, key_hi));
                     let kh = self.b.ins().load(i64t, mem(), addr, off);
                     let eq = self.b.ins().icmp(IntCC::Equal, kh, hi);
+                    self.b.ins().band(same, eq)
+                }
+                None => same,
+            };
+            let same = match key_x {
+                Some(x) => {
+                    let off = at(offset_of!(Bucket, key_x));
+                    let kx = self.b.ins().load(i64t, mem(), addr, off);
+                    let eq = self.b.ins().icmp(IntCC::Equal, kx, x);
                     self.b.ins().band(same, eq)
                 }
                 None => same,
