@@ -53,16 +53,17 @@ impl std::fmt::Display for NativeSummary {
             self.actions
         )?;
         let count = |p: fn(&TablePath) -> bool| self.tables.iter().filter(|(_, t)| p(t)).count();
-        let (inline, lpm, find, consts) = (
+        let (inline, lpm, tuples, find, consts) = (
             count(|t| *t == TablePath::Inline),
             count(|t| *t == TablePath::Lpm),
+            count(|t| *t == TablePath::Tuples),
             count(|t| *t == TablePath::Find),
             count(|t| *t == TablePath::ConstDefault),
         );
         write!(
             f,
-            "; tables: {inline} probed inline, {lpm} LPM index inline, {find} via key helper, \
-             {consts} constant default inlined"
+            "; tables: {inline} probed inline, {lpm} LPM index inline, {tuples} ternary tuples \
+             inline, {find} via key helper, {consts} constant default inlined"
         )?;
         for (name, t) in &self.tables {
             if let TablePath::Helper(why) = t {

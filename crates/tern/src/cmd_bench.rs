@@ -846,6 +846,77 @@ mod tests {
         }
     }
 
+    /// Add `n` entries to every ternary table (the same on every switch in `sws`): keys of the
+    /// bench's flows under masks from `sets` (one mask per field for each set: all ones,
+    /// none, the high half or the low nibble of each byte), priorities -2 to 3 (repeated: ties go to the
+    /// smaller slot; some negative), every action of the table in turn. They overlap each other and the
+    /// bench's full-mask entries (priorities from 1 up), so hits cross tuples and priorities.
+    fn add_overlapping_ternary(
+        sws: [&mut Switch; 2],
+        prog: &Program,
+        a: &BenchArgs,
+        sets: std::ops::Range<u32>,
+        n: u32,
+        next: &mut impl FnMut() -> u64,
+    ) {
+        let [x, y] = sws;
+        for t in prog.pipelines.iter().flat_map(|p| &p.tables) {
+            let ternary = t.key.iter().any(|k| k.match_kind == MatchKind::Ternary);
+            if !ternary || t.entries.is_some() || t.action_profile.is_some() {
+                continue;
+            }
+            for j in 0..n {
+                let r = next();
+                let i = (r % u64::from(a.flows)) as u32;
+                let f = flow(i, a.routes);
+                let set = sets.start + ((r >> 16) as u32 % (sets.end - sets.start));
+                let key: Vec<MatchParam> = t
+                    .key
+                    .iter()
+                    .enumerate()
+                    .map(|(fi, k)| match k.target {
+                        KeyTarget::Valid(_) => MatchParam::Valid(true),
+                        KeyTarget::Field(fr) => {
+                            let w = prog.field_width(fr);
+                            let v = bytes_of(key_value(&prog.field_name(fr), w, &f, i), w);
+                            let nb = v.len();
+                            let m: Vec<u8> = (0..nb)
+                                // Field `fi`'s pattern: digit `fi % 3` of `set` in base 4, so
+                                // sets below 16 have distinct masks when there are two
+                                // fields or more.
+                                .map(|b| match (set >> (2 * (fi as u32 % 3))) & 3 {
+                                    0 => 0xff,
+                                    1 => 0,
+                                    2 if b < nb.div_ceil(2) => 0xff,
+                                    2 => 0,
+                                    _ => 0x0f,
+                                })
+                                .collect();
+                            match k.match_kind {
+                                MatchKind::Ternary => MatchParam::Ternary {
+                                    key: v.iter().zip(&m).map(|(a, b)| a & b).collect(),
+                                    mask: m,
+                                },
+                                _ => MatchParam::Exact(v),
+                            }
+                        }
+                    })
+                    .collect();
+                let ai = t.actions[j as usize % t.actions.len()];
+                let action = &prog.actions[ai as usize];
+                let data: Vec<Vec<u8>> = action
+                    .runtime_data
+                    .iter()
+                    .map(|(n, w)| param_value(n, *w, j + 7))
+                    .collect();
+                let prio = Some((r >> 40) as i32 % 6 - 2);
+                let rx = x.mt_add_entry(&t.name, &key, &action.name, &data, prio);
+                let ry = y.mt_add_entry(&t.name, &key, &action.name, &data, prio);
+                assert_eq!(rx.is_ok(), ry.is_ok(), "{}: entry {j}", t.name);
+            }
+        }
+    }
+
     /// Modify every direct entry's parameters (the storm's alternate values), delete every
     /// third entry, and add the first deleted one back.
     fn churn_entries(sw: &mut Switch, prog: &Program) {
@@ -945,6 +1016,15 @@ mod tests {
                     "{name}: {ns}"
                 );
             }
+            if name.ends_with("l2l3_acl_nat.p4") {
+                // The ACL (13-byte ternary key): tuples probed natively.
+                assert!(
+                    ns.tables
+                        .iter()
+                        .any(|(_, p)| *p == tern_dataplane::jit::TablePath::Tuples),
+                    "{name}: {ns}"
+                );
+            }
             if name.ends_with("native_regs.p4") {
                 assert!(
                     ns.pipelines == 2 && ns.actions_inlined == ns.actions,
@@ -967,12 +1047,33 @@ mod tests {
                 }
             }
             compare_traffic(native, interp, &a, &mut next, &name);
+            // Ternary tables: overlapping entries under up to 6 masks (the native tuple
+            // probes), compared; after the churn below, 6 more masks (more tuples than the
+            // native code probes: the lookup helper at run time).
+            add_overlapping_ternary(
+                [&mut *native, &mut *interp],
+                &prog,
+                &a,
+                0..6,
+                150,
+                &mut next,
+            );
+            compare_traffic(native, interp, &a, &mut next, &name);
             // Entries changed under the native code's compact records (`HotRec`): every
             // entry's parameters modified, every third deleted, then the first deleted one
             // added back (into a reused slot); the same traffic must still agree.
             for sw in [&mut *native, &mut *interp] {
                 churn_entries(sw, &prog);
             }
+            compare_traffic(native, interp, &a, &mut next, &name);
+            add_overlapping_ternary(
+                [&mut *native, &mut *interp],
+                &prog,
+                &a,
+                6..12,
+                150,
+                &mut next,
+            );
             compare_traffic(native, interp, &a, &mut next, &name);
             for c in &prog.counter_arrays {
                 for i in 0..c.size {

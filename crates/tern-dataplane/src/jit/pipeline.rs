@@ -40,7 +40,8 @@ use crate::exec::{Fault, Pkt, PktRegs, State, TableState};
 use crate::expr::{eval_bool, CExpr, Const, FastBool, FastVal, RegArray};
 use crate::layout::{be_read, FieldLoc};
 use crate::table::{
-    Bucket, EntryStore, HotRec, IndexView, INDEX_MUL, INDEX_MUL_HI, INDEX_MUL_X, MAX_INDEX_KEY,
+    Bucket, EntryStore, HotRec, IndexView, TupleView, INDEX_MUL, INDEX_MUL_HI, INDEX_MUL_X,
+    MAX_INDEX_KEY, MAX_NATIVE_TUPLES,
 };
 use tern_model::Op;
 use tern_model::TableType;
@@ -358,6 +359,29 @@ extern "C" fn h_call(ctx: *mut PipeCtx, c: u32) -> i64 {
             Ok(i64::from(pkt.regs.exit))
         })
     }
+}
+
+/// [`h_find`] for keys of up to 24 bytes, given as three 64-bit words (low first; see
+/// `table::PackedKey`): the table's `tern-match` engine on the key bytes.
+extern "C" fn h_find_wide(ctx: *mut PipeCtx, t: u32, lo: u64, hi: u64, x: u64) -> i64 {
+    // SAFETY: as in `h_find`.
+    let r = catch_unwind(|| unsafe {
+        let c = &*ctx;
+        let eng = &*c.eng;
+        let ts = &*c.tables.add(t as usize);
+        let spec = &eng.tables[t as usize].spec;
+        let n = (spec.total as usize).min(24);
+        let mut b = [0u8; 24];
+        b[..8].copy_from_slice(&x.to_be_bytes());
+        b[8..16].copy_from_slice(&hi.to_be_bytes());
+        b[16..].copy_from_slice(&lo.to_be_bytes());
+        ts.store.lookup(spec, &b[24 - n..]).map_or(MISS, i64::from)
+    });
+    r.unwrap_or_else(|_| {
+        // SAFETY: as above; the context outlives the call.
+        unsafe { (*ctx).fault = Some(Fault("internal error in a table lookup".into())) };
+        FIND_FAULT
+    })
 }
 
 /// `count` on cell `idx` of (indirect) counter array `c`: one packet and the packet's
@@ -733,8 +757,9 @@ fn native_key(eng: &Engine, ti: u32) -> Option<Vec<KeyPart>> {
     if !t.plain_hits() || t.spec.fields.is_empty() || t.spec.total > MAX_INDEX_KEY {
         return None;
     }
-    // Keys of 9 to 24 bytes: exact tables only (probed inline as 128- or 192-bit keys).
-    if t.spec.total > 8 && !EntryStore::indexable(&t.spec) {
+    // Keys of 9 to 24 bytes: exact and ternary tables only (probed inline as 128- or 192-bit
+    // keys).
+    if t.spec.total > 8 && !EntryStore::indexable(&t.spec) && !EntryStore::tern_indexable(&t.spec) {
         return None;
     }
     let headers = eng.layout.headers.len();
@@ -815,6 +840,9 @@ pub enum TablePath {
     /// Key packed natively, LPM index ([`crate::lpm::LpmIndex`]) read inline, native
     /// actions inlined.
     Lpm,
+    /// Key packed natively, ternary tuples ([`crate::table::TupleView`]) probed inline (up to
+    /// [`MAX_NATIVE_TUPLES`]; with more, at run time, [`h_find`]), native actions inlined.
+    Tuples,
     /// Key packed natively, slot found by [`h_find`], native actions inlined.
     Find,
     /// Everything through [`h_table`], for the reason given.
@@ -841,8 +869,8 @@ pub fn table_path(eng: &Engine, pipes: &Pipes, ti: u32) -> TablePath {
     if t.spec.total > MAX_INDEX_KEY {
         return TablePath::Helper("key wider than 24 bytes");
     }
-    if t.spec.total > 8 && !EntryStore::indexable(&t.spec) {
-        return TablePath::Helper("key wider than 8 bytes, not exact");
+    if t.spec.total > 8 && !EntryStore::indexable(&t.spec) && !EntryStore::tern_indexable(&t.spec) {
+        return TablePath::Helper("key wider than 8 bytes, not exact or ternary");
     }
     if native_key(eng, ti).is_none() {
         return TablePath::Helper("static key mask or key field out of reach");
@@ -854,6 +882,8 @@ pub fn table_path(eng: &Engine, pipes: &Pipes, ti: u32) -> TablePath {
         TablePath::Inline
     } else if EntryStore::lpm_indexable(&t.spec) {
         TablePath::Lpm
+    } else if EntryStore::tern_indexable(&t.spec) {
+        TablePath::Tuples
     } else {
         TablePath::Find
     }
@@ -1126,7 +1156,13 @@ impl Gen<'_, '_> {
                     // The decision `NativeSummary` reports ([`table_path`]).
                     let path = table_path(eng, pipes, ti);
                     match native_key(eng, ti).filter(|_| {
-                        matches!(path, TablePath::Inline | TablePath::Lpm | TablePath::Find)
+                        matches!(
+                            path,
+                            TablePath::Inline
+                                | TablePath::Lpm
+                                | TablePath::Tuples
+                                | TablePath::Find
+                        )
                     }) {
                         Some(parts) => {
                             let vars = Vars {
@@ -1397,78 +1433,102 @@ impl Gen<'_, '_> {
             let buckets = field(self, offset_of!(IndexView, buckets));
             let mask = field(self, offset_of!(IndexView, mask));
             let shift = field(self, offset_of!(IndexView, shift));
-            // `table::index_hash`.
-            let mixed = match key_hi {
-                Some(hi) => {
-                    let m = self.b.ins().imul_imm(hi, INDEX_MUL_HI as i64);
-                    self.b.ins().bxor(key, m)
-                }
-                None => key,
-            };
-            let mixed = match key_x {
-                Some(x) => {
-                    let m = self.b.ins().imul_imm(x, INDEX_MUL_X as i64);
-                    self.b.ins().bxor(mixed, m)
-                }
-                None => mixed,
-            };
-            let h = self.b.ins().imul_imm(mixed, INDEX_MUL as i64);
-            let h = self.b.ins().ushr(h, shift);
-            let pos = self.b.ins().band(h, mask);
-            // Linear probing: an unused bucket ends the run (the index is at most half full).
-            let probe = self.b.create_block();
-            self.b.append_block_param(probe, i64t);
-            let (check, again, hit) = (
+            let k = [Some(key), key_hi, key_x];
+            self.probe_index(buckets, mask, shift, k, found, miss);
+        } else if path == TablePath::Tuples {
+            // Tuple-space search (`TernIndex::get`): every tuple's index probed with the key
+            // under its mask; the smallest `(priority, slot)` among the hits wins, compared as
+            // one unsigned `(priority ^ 2^31) << 32 | slot`.
+            let tuples = field(self, offset_of!(IndexView, tuples));
+            let ntuples = field(self, offset_of!(IndexView, ntuples));
+            let prio = field(self, offset_of!(IndexView, prio));
+            let (fast, slow) = (self.b.create_block(), self.b.create_block());
+            let zero = self.b.ins().iconst(i64t, 0);
+            let many = self.b.ins().icmp_imm(
+                IntCC::UnsignedGreaterThan,
+                ntuples,
+                MAX_NATIVE_TUPLES as i64,
+            );
+            self.b.ins().brif(many, slow, &[], fast, &[]);
+            // More tuples than the code probes: the engine's pruned search.
+            self.b.switch_to_block(slow);
+            let idx = self.b.ins().iconst(types::I32, i64::from(ti));
+            let r = self.helper(
+                h_find_wide as *const () as usize,
+                &[
+                    v.ctx,
+                    idx,
+                    key,
+                    key_hi.unwrap_or(zero),
+                    key_x.unwrap_or(zero),
+                ],
+            );
+            self.find_result(r, found, miss, x);
+            self.b.switch_to_block(fast);
+            let (tloop, tbody, tnext, tend, thit, tmiss) = (
+                self.b.create_block(),
+                self.b.create_block(),
+                self.b.create_block(),
                 self.b.create_block(),
                 self.b.create_block(),
                 self.b.create_block(),
             );
-            self.b.ins().jump(probe, &[pos.into()]);
-            self.b.switch_to_block(probe);
-            let pos = self.b.block_params(probe)[0];
-            const _: () = assert!(std::mem::size_of::<Bucket>() == 32);
-            let off = self.b.ins().ishl_imm(pos, 5);
-            let addr = self.b.ins().iadd(buckets, off);
-            let used = self
+            self.b.append_block_param(tloop, i64t);
+            self.b.append_block_param(tloop, i64t);
+            self.b.append_block_param(tnext, i64t);
+            self.b.append_block_param(tend, i64t);
+            self.b.append_block_param(thit, i64t);
+            let none = self.b.ins().iconst(i64t, -1);
+            self.b.ins().jump(tloop, &[zero.into(), none.into()]);
+            self.b.switch_to_block(tloop);
+            let (i, best) = (self.b.block_params(tloop)[0], self.b.block_params(tloop)[1]);
+            let done = self
                 .b
                 .ins()
-                .load(types::I32, mem(), addr, at(offset_of!(Bucket, used)));
-            self.b.ins().brif(used, check, &[], miss, &[]);
-            self.b.switch_to_block(check);
-            let k = self
-                .b
-                .ins()
-                .load(i64t, mem(), addr, at(offset_of!(Bucket, key)));
-            let same = self.b.ins().icmp(IntCC::Equal, k, key);
-            let same = match key_hi {
-                Some(hi) => {
-                    let off = at(offset_of!(Bucket, key_hi));
-                    let kh = self.b.ins().load(i64t, mem(), addr, off);
-                    let eq = self.b.ins().icmp(IntCC::Equal, kh, hi);
-                    self.b.ins().band(same, eq)
-                }
-                None => same,
+                .icmp(IntCC::UnsignedGreaterThanOrEqual, i, ntuples);
+            self.b.ins().brif(done, tend, &[best.into()], tbody, &[]);
+            self.b.switch_to_block(tbody);
+            const _: () = assert!(std::mem::size_of::<TupleView>() == 48);
+            let o = self.b.ins().imul_imm(i, 48);
+            let tv = self.b.ins().iadd(tuples, o);
+            let tfield = |g: &mut Self, off: usize| g.b.ins().load(i64t, mem(), tv, at(off));
+            let masked = |g: &mut Self, k: Option<ir::Value>, off: usize| {
+                k.map(|k| {
+                    let m = tfield(g, off);
+                    g.b.ins().band(k, m)
+                })
             };
-            let same = match key_x {
-                Some(x) => {
-                    let off = at(offset_of!(Bucket, key_x));
-                    let kx = self.b.ins().load(i64t, mem(), addr, off);
-                    let eq = self.b.ins().icmp(IntCC::Equal, kx, x);
-                    self.b.ins().band(same, eq)
-                }
-                None => same,
-            };
-            self.b.ins().brif(same, hit, &[], again, &[]);
-            self.b.switch_to_block(again);
-            let p1 = self.b.ins().iadd_imm(pos, 1);
-            let p1 = self.b.ins().band(p1, mask);
-            self.b.ins().jump(probe, &[p1.into()]);
-            self.b.switch_to_block(hit);
-            let slot = self
-                .b
-                .ins()
-                .uload32(mem(), addr, at(offset_of!(Bucket, slot)));
-            self.b.ins().jump(found, &[slot.into()]);
+            let k = [
+                masked(self, Some(key), offset_of!(TupleView, mask)),
+                masked(self, key_hi, offset_of!(TupleView, mask_hi)),
+                masked(self, key_x, offset_of!(TupleView, mask_x)),
+            ];
+            let buckets = tfield(self, offset_of!(TupleView, buckets));
+            let bmask = tfield(self, offset_of!(TupleView, bmask));
+            let shift = tfield(self, offset_of!(TupleView, shift));
+            self.probe_index(buckets, bmask, shift, k, thit, tmiss);
+            // No hit in this tuple: `best` unchanged.
+            self.b.switch_to_block(tmiss);
+            self.b.ins().jump(tnext, &[best.into()]);
+            self.b.switch_to_block(thit);
+            let slot = self.b.block_params(thit)[0];
+            let po = self.b.ins().ishl_imm(slot, 2);
+            let pa = self.b.ins().iadd(prio, po);
+            let p = self.b.ins().uload32(mem(), pa, 0);
+            let p = self.b.ins().bxor_imm(p, 0x8000_0000);
+            let p = self.b.ins().ishl_imm(p, 32);
+            let c = self.b.ins().bor(p, slot);
+            let nb = self.b.ins().umin(best, c);
+            self.b.ins().jump(tnext, &[nb.into()]);
+            self.b.switch_to_block(tnext);
+            let b2 = self.b.block_params(tnext)[0];
+            let i1 = self.b.ins().iadd_imm(i, 1);
+            self.b.ins().jump(tloop, &[i1.into(), b2.into()]);
+            self.b.switch_to_block(tend);
+            let best = self.b.block_params(tend)[0];
+            let slot = self.b.ins().band_imm(best, 0xffff_ffff);
+            let hit = self.b.ins().icmp_imm(IntCC::NotEqual, best, -1);
+            self.b.ins().brif(hit, found, &[slot.into()], miss, &[]);
         } else {
             let callee = self
                 .b
@@ -1480,15 +1540,7 @@ impl Gen<'_, '_> {
                 .ins()
                 .call_indirect(v.find_sig, callee, &[v.ctx, idx, key]);
             let r = self.b.inst_results(inst)[0];
-            let (neg, fault) = (self.b.create_block(), self.b.create_block());
-            let is_slot = self.b.ins().icmp_imm(IntCC::SignedGreaterThanOrEqual, r, 0);
-            self.b.ins().brif(is_slot, found, &[r.into()], neg, &[]);
-            self.b.switch_to_block(neg);
-            let is_miss = self.b.ins().icmp_imm(IntCC::Equal, r, MISS);
-            self.b.ins().brif(is_miss, miss, &[], fault, &[]);
-            self.b.switch_to_block(fault);
-            let c = self.b.ins().iconst(i64t, FAULT);
-            self.b.ins().jump(x.ret, &[c.into()]);
+            self.find_result(r, found, miss, x);
         }
         self.b.switch_to_block(miss);
         let none = self.b.ins().iconst(i64t, MISS);
@@ -1549,6 +1601,94 @@ impl Gen<'_, '_> {
                 self.b.ins().jump(*next, &[]);
             }
         }
+    }
+
+    /// Probe an [`crate::table::ExactIndex`] (`buckets`, `mask`, `shift`) for a packed key
+    /// (`[low 64 bits, bits 64-127, bits 128-191]`, the absent ones 0) as `ExactIndex::get`
+    /// does: `table::index_hash`, then linear probing until the key or an unused bucket.
+    /// Jumps to `hit` with the slot, or to `miss`.
+    fn probe_index(
+        &mut self,
+        buckets: ir::Value,
+        mask: ir::Value,
+        shift: ir::Value,
+        [key, key_hi, key_x]: [Option<ir::Value>; 3],
+        hit: ir::Block,
+        miss: ir::Block,
+    ) {
+        let i64t = types::I64;
+        let key = key.expect("a key has a low word");
+        // `table::index_hash`.
+        let mut mixed = key;
+        for (w, mul) in [(key_hi, INDEX_MUL_HI), (key_x, INDEX_MUL_X)] {
+            if let Some(w) = w {
+                let m = self.b.ins().imul_imm(w, mul as i64);
+                mixed = self.b.ins().bxor(mixed, m);
+            }
+        }
+        let h = self.b.ins().imul_imm(mixed, INDEX_MUL as i64);
+        let h = self.b.ins().ushr(h, shift);
+        let pos = self.b.ins().band(h, mask);
+        // Linear probing: an unused bucket ends the run (the index is at most half full).
+        let probe = self.b.create_block();
+        self.b.append_block_param(probe, i64t);
+        let (check, again, found) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        self.b.ins().jump(probe, &[pos.into()]);
+        self.b.switch_to_block(probe);
+        let pos = self.b.block_params(probe)[0];
+        const _: () = assert!(std::mem::size_of::<Bucket>() == 32);
+        let off = self.b.ins().ishl_imm(pos, 5);
+        let addr = self.b.ins().iadd(buckets, off);
+        let used = self
+            .b
+            .ins()
+            .load(types::I32, mem(), addr, at(offset_of!(Bucket, used)));
+        self.b.ins().brif(used, check, &[], miss, &[]);
+        self.b.switch_to_block(check);
+        let k = self
+            .b
+            .ins()
+            .load(i64t, mem(), addr, at(offset_of!(Bucket, key)));
+        let mut same = self.b.ins().icmp(IntCC::Equal, k, key);
+        for (w, off) in [
+            (key_hi, offset_of!(Bucket, key_hi)),
+            (key_x, offset_of!(Bucket, key_x)),
+        ] {
+            if let Some(w) = w {
+                let kw = self.b.ins().load(i64t, mem(), addr, at(off));
+                let eq = self.b.ins().icmp(IntCC::Equal, kw, w);
+                same = self.b.ins().band(same, eq);
+            }
+        }
+        self.b.ins().brif(same, found, &[], again, &[]);
+        self.b.switch_to_block(again);
+        let p1 = self.b.ins().iadd_imm(pos, 1);
+        let p1 = self.b.ins().band(p1, mask);
+        self.b.ins().jump(probe, &[p1.into()]);
+        self.b.switch_to_block(found);
+        let slot = self
+            .b
+            .ins()
+            .uload32(mem(), addr, at(offset_of!(Bucket, slot)));
+        self.b.ins().jump(hit, &[slot.into()]);
+    }
+
+    /// A lookup helper's answer `r` ([`h_find`]): a slot goes to `found`, [`MISS`] to `miss`,
+    /// anything else ends the pipeline with a fault.
+    fn find_result(&mut self, r: ir::Value, found: ir::Block, miss: ir::Block, x: &Exits) {
+        let (neg, fault) = (self.b.create_block(), self.b.create_block());
+        let is_slot = self.b.ins().icmp_imm(IntCC::SignedGreaterThanOrEqual, r, 0);
+        self.b.ins().brif(is_slot, found, &[r.into()], neg, &[]);
+        self.b.switch_to_block(neg);
+        let is_miss = self.b.ins().icmp_imm(IntCC::Equal, r, MISS);
+        self.b.ins().brif(is_miss, miss, &[], fault, &[]);
+        self.b.switch_to_block(fault);
+        let c = self.b.ins().iconst(types::I64, FAULT);
+        self.b.ins().jump(x.ret, &[c.into()]);
     }
 
     /// A field's value as an i64 (validity byte, or the slot's big-endian value).
