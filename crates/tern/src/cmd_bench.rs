@@ -738,7 +738,7 @@ fn run_single(args: BenchArgs) -> anyhow::Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tern_runtime::ActionEntry;
+    use tern_runtime::{ActionEntry, MeterRate};
 
     fn args(program: Option<PathBuf>) -> BenchArgs {
         BenchArgs {
@@ -976,6 +976,8 @@ mod tests {
         files.push(root.join("tests/native.p4"));
         // Register reads and writes in place, in and out of range, every cell width.
         files.push(root.join("tests/native_regs.p4"));
+        // Direct counters, direct meters and ageing on native hits.
+        files.push(root.join("tests/native_direct.p4"));
         let mut tut: Vec<PathBuf> = std::fs::read_dir(root.join("tutorials"))
             .expect("p4/tutorials")
             .flatten()
@@ -1025,6 +1027,14 @@ mod tests {
                     "{name}: {ns}"
                 );
             }
+            if name.ends_with("native_direct.p4") {
+                assert!(
+                    ns.tables
+                        .iter()
+                        .all(|(_, p)| !matches!(p, tern_dataplane::jit::TablePath::Helper(_))),
+                    "{name}: {ns}"
+                );
+            }
             if name.ends_with("native_regs.p4") {
                 assert!(
                     ns.pipelines == 2 && ns.actions_inlined == ns.actions,
@@ -1036,6 +1046,31 @@ mod tests {
                 sw.set_clock_us(Some(1_000));
                 let (_, failed, first) = install(sw, &prog, &a);
                 assert_eq!(failed, 0, "{name}: {first:?}");
+            }
+            // Direct meters: small rates (60 to 600 bytes per 10 ms, bursts of 1 to 4 frames),
+            // so that with the clock fixed the colours change as the traffic goes on.
+            for t in prog.pipelines.iter().flat_map(|p| &p.tables) {
+                if t.direct_meter.is_none() {
+                    continue;
+                }
+                let entries = native.mt_get_entries(&t.name).expect("entries");
+                for (j, e) in entries.iter().enumerate() {
+                    let j = j as u32;
+                    let rates = [
+                        MeterRate {
+                            units_per_micros: 0.006 * f64::from(j % 10 + 1),
+                            burst_size: 60 * (j % 4 + 1),
+                        },
+                        MeterRate {
+                            units_per_micros: 0.012 * f64::from(j % 10 + 1),
+                            burst_size: 120 * (j % 4 + 1),
+                        },
+                    ];
+                    for sw in [&mut *native, &mut *interp] {
+                        sw.mt_set_meter_rates(&t.name, e.handle, &rates)
+                            .expect("meter rates");
+                    }
+                }
             }
             // Random register contents, the same on both (the reads then see every bit).
             for r in &prog.register_arrays {
@@ -1090,6 +1125,19 @@ mod tests {
                     interp.register_read_all(&r.name),
                 );
                 assert_eq!(x, y, "{name}: register {}", r.name);
+            }
+            // Direct counters of every entry (handles agree: same operations on both).
+            for t in prog.pipelines.iter().flat_map(|p| &p.tables) {
+                let Ok(entries) = native.mt_get_entries(&t.name) else {
+                    continue;
+                };
+                for e in entries {
+                    let (x, y) = (
+                        native.mt_read_counter(&t.name, e.handle).ok(),
+                        interp.mt_read_counter(&t.name, e.handle).ok(),
+                    );
+                    assert_eq!(x, y, "{name}: {} entry {:#x}", t.name, e.handle);
+                }
             }
         }
         // The comparison is only worth something if native pipelines ran.

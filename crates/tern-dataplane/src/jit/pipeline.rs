@@ -361,6 +361,26 @@ extern "C" fn h_call(ctx: *mut PipeCtx, c: u32) -> i64 {
     }
 }
 
+/// A native hit on slot `slot` of table `t` whose hits update the entry (direct counter,
+/// direct meter with its colour stored into the PHV, ageing stamp): those effects, as the
+/// interpreter's `finish_lookup` does them. Returns 0, or -1 with the context's fault.
+extern "C" fn h_hit(ctx: *mut PipeCtx, t: u32, slot: i64) -> i64 {
+    // SAFETY: called only by generated code, with the context it was given.
+    unsafe {
+        with_ctx(ctx, |eng, st, pkt, _| {
+            let now = st.ext.now_us;
+            let e = st.tables[t as usize]
+                .store
+                .slots
+                .get_mut(slot as usize)
+                .and_then(Option::as_mut)
+                .ok_or_else(|| Fault("native hit on an empty slot".into()))?;
+            eng.hit_effects(&eng.tables[t as usize], e, now, pkt);
+            Ok(0)
+        })
+    }
+}
+
 /// [`h_find`] for keys of up to 24 bytes, given as three 64-bit words (low first; see
 /// `table::PackedKey`): the table's `tern-match` engine on the key bytes.
 extern "C" fn h_find_wide(ctx: *mut PipeCtx, t: u32, lo: u64, hi: u64, x: u64) -> i64 {
@@ -754,7 +774,7 @@ pub enum KeyPart {
 /// inline, the others looked up by [`h_find`].
 fn native_key(eng: &Engine, ti: u32) -> Option<Vec<KeyPart>> {
     let t = &eng.tables[ti as usize];
-    if !t.plain_hits() || t.spec.fields.is_empty() || t.spec.total > MAX_INDEX_KEY {
+    if t.profile.is_some() || t.spec.fields.is_empty() || t.spec.total > MAX_INDEX_KEY {
         return None;
     }
     // Keys of 9 to 24 bytes: exact and ternary tables only (probed inline as 128- or 192-bit
@@ -860,8 +880,8 @@ pub fn table_path(eng: &Engine, pipes: &Pipes, ti: u32) -> TablePath {
         return TablePath::ConstDefault;
     }
     let natives = pipes.by_table.get(ti as usize).map_or(0, Vec::len);
-    if !t.plain_hits() {
-        return TablePath::Helper("hits update counters, meters or ageing, or use a profile");
+    if t.profile.is_some() {
+        return TablePath::Helper("action profile");
     }
     if t.spec.fields.is_empty() {
         return TablePath::Helper("keyless");
@@ -1587,6 +1607,19 @@ impl Gen<'_, '_> {
                 );
                 self.b.ins().brif(enough, body, &[], other, &[]);
                 self.b.switch_to_block(body);
+            }
+            if !self.eng.tables[ti as usize].plain_hits() {
+                // The hit's direct counter, meter and ageing stamp (`h_resolve` does them on
+                // the other paths).
+                let idx = self.b.ins().iconst(types::I32, i64::from(ti));
+                let r = self.helper(h_hit as *const () as usize, &[v.ctx, idx, slot]);
+                let (ok, fault) = (self.b.create_block(), self.b.create_block());
+                let bad = self.b.ins().icmp_imm(IntCC::SignedLessThan, r, 0);
+                self.b.ins().brif(bad, fault, &[], ok, &[]);
+                self.b.switch_to_block(fault);
+                let c = self.b.ins().iconst(i64t, FAULT);
+                self.b.ins().jump(x.ret, &[c.into()]);
+                self.b.switch_to_block(ok);
             }
             self.action_body(v.ctx, v.pbase, v.phv, v.valid, a);
             if p.exits {
