@@ -1251,20 +1251,8 @@ mod tests {
                         .map(|i| match m {
                             0 => 0xff,
                             1 => 0xf0,
-                            2 => {
-                                if i % 2 == 0 {
-                                    0xff
-                                } else {
-                                    0
-                                }
-                            }
-                            3 => {
-                                if i == 0 {
-                                    0x0f
-                                } else {
-                                    0
-                                }
-                            }
+                            2 if i % 2 == 0 => 0xff,
+                            3 if i == 0 => 0x0f,
                             _ => 0,
                         })
                         .collect()
