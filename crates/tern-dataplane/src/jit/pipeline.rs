@@ -9,17 +9,20 @@
 //! final jump to the end) are inlined as loads, ALU operations and stores with constant offsets
 //! and masks.
 //!
-//! Tables. When a table's key has at most 8 bytes and its hits need nothing of the entry but
-//! the action ([`native_key`]), the generated code packs the key from the PHV and finds the
+//! Tables. When a table's key has at most 8 bytes (exact and ternary tables: 24) and it has no
+//! action profile ([`native_key`]), the generated code packs the key from the PHV and finds the
 //! winning slot itself: an exact table by probing the store's open-addressing index through its
-//! [`IndexView`] (inline: hash, probe, compare), any other through [`h_find`] (the `tern-match`
-//! engine on the packed key). It then reads the slot's [`HotRec`]: if the action is one of the
-//! table's native actions and the entry has the parameters its body reads, the body runs
-//! inline with its parameters read from the record. Everything else goes to [`h_resolve`] with
-//! the slot (or a miss), and tables outside that shape to [`h_table`] (key, lookup, then the
-//! same [`resolve`]): hit bookkeeping (counters, ageing, meters), default and profile actions;
-//! a native action is handed back with its parameters in [`PipeCtx::params`], any other is run
-//! interpreted.
+//! [`IndexView`] (inline: hash, probe, compare), a one-field LPM table through its DIR-16-8-8
+//! index, a ternary table through its tuples ([`TupleView`]: each tuple's index probed with the
+//! key under its mask, the smallest `(priority, slot)` kept), any other through [`h_find`] (the
+//! `tern-match` engine on the packed key). It then reads the slot's [`HotRec`]: if the action is
+//! one of the table's native actions and the entry has the parameters its body reads, the body
+//! runs inline with its parameters read from the record (after [`h_hit`] for tables whose hits
+//! update a direct counter, a direct meter or an ageing stamp). Everything else goes to
+//! [`h_resolve`] with the slot (or a miss), and tables outside that shape to [`h_table`] (key,
+//! lookup, then the same [`resolve`]): hit bookkeeping (counters, ageing, meters), default and
+//! profile actions; a native action is handed back with its parameters in
+//! [`PipeCtx::params`], any other is run interpreted.
 //!
 //! The rest stays in the interpreter too, called through [`h_cond`] (conditions outside the
 //! fast subset) and [`h_call`] (direct calls of actions with anything else: registers,
