@@ -1327,21 +1327,43 @@ impl Gen<'_, '_> {
         x: &Exits,
     ) {
         let i64t = types::I64;
-        // The key: parts concatenated big-endian, as `build_key` lays them out; keys of 9 to
-        // 16 bytes as a 128-bit value, split into halves below; keys of 17 to 24 bytes as
-        // that value (the low 128 bits) and `key_x` (bits 128 to 191).
-        let wide = self.eng.tables[ti as usize].spec.total > 8;
-        let kt = if wide { types::I128 } else { i64t };
-        let mut key: Option<ir::Value> = None;
-        let mut key_x: Option<ir::Value> = None;
-        // Bits of the key packed so far.
-        let mut bits = 0u32;
+        // The key: parts concatenated big-endian, as `build_key` lays them out, as up to three
+        // 64-bit words (low first: `table::PackedKey`'s low 64 bits, the next 64 for keys of
+        // more than 8 bytes, bits 128 to 191 for keys of more than 16). Each part's bit
+        // position is known here, so it is shifted straight into its word (or the two words
+        // it straddles); a field of 9 to 16 bytes is two parts (its low 8 bytes, the rest).
+        let total = self.eng.tables[ti as usize].spec.total;
+        let nwords = total.div_ceil(8).max(1) as usize;
+        let mut words: Vec<Option<ir::Value>> = vec![None; nwords];
+        // Bit position (from the key's least significant bit) of the part's low end.
+        let mut pos = 8 * total;
+        let mut put = |g: &mut Self, val: ir::Value, nbytes: u32, lo: u32| {
+            let (w, sh) = ((lo / 64) as usize, lo % 64);
+            let mut add = |g: &mut Self, w: usize, x: ir::Value| {
+                words[w] = Some(match words[w] {
+                    Some(o) => g.b.ins().bor(o, x),
+                    None => x,
+                });
+            };
+            let x = if sh > 0 {
+                g.b.ins().ishl_imm(val, i64::from(sh))
+            } else {
+                val
+            };
+            add(g, w, x);
+            if sh > 0 && sh + 8 * nbytes > 64 {
+                let y = g.b.ins().ushr_imm(val, i64::from(64 - sh));
+                add(g, w + 1, y);
+            }
+        };
         for part in parts {
             let vb = self.b.use_var(v.valid);
-            let (val, nbytes) = match part {
+            match part {
                 KeyPart::Valid(h) => {
                     let b = self.b.ins().load(types::I8, mem(), vb, *h as i32);
-                    (self.b.ins().uextend(kt, b), 1)
+                    let b = self.b.ins().uextend(i64t, b);
+                    pos -= 8;
+                    put(self, b, 1, pos);
                 }
                 KeyPart::Field(f) if f.nbytes > 8 => {
                     let p = self.b.use_var(v.phv);
@@ -1351,53 +1373,29 @@ impl Gen<'_, '_> {
                     let zero = self.b.ins().iconst(i64t, 0);
                     let hi = self.b.ins().select(ok, hi, zero);
                     let lo = self.b.ins().select(ok, lo, zero);
-                    (self.b.ins().iconcat(lo, hi), f.nbytes)
+                    pos -= 8 * f.nbytes;
+                    put(self, lo, 8, pos);
+                    put(self, hi, f.nbytes - 8, pos + 64);
                 }
                 KeyPart::Field(f) => {
                     let slot = self.read_field(v.phv, v.valid, f);
                     let ok = self.b.ins().load(types::I8, mem(), vb, f.header as i32);
                     let zero = self.b.ins().iconst(i64t, 0);
                     let x = self.b.ins().select(ok, slot, zero);
-                    let x = if wide { self.b.ins().uextend(kt, x) } else { x };
-                    (x, f.nbytes)
+                    pos -= 8 * f.nbytes;
+                    put(self, x, f.nbytes, pos);
                 }
-            };
-            let s = 8 * nbytes;
-            if let Some(k) = key.filter(|_| bits + s > 128) {
-                // Bits leave the low 128: the top `s` bits of `k` (all of it when `s` is 128)
-                // move into `key_x`, whose own bits (if any) shift up by `s` (< 64 then, as
-                // the key has at most 192 bits).
-                let carry = if s >= 128 {
-                    k
-                } else {
-                    self.b.ins().ushr_imm(k, i64::from(128 - s))
-                };
-                let carry = self.b.ins().ireduce(i64t, carry);
-                key_x = Some(match key_x {
-                    Some(x) => {
-                        let x = self.b.ins().ishl_imm(x, i64::from(s));
-                        self.b.ins().bor(x, carry)
-                    }
-                    None => carry,
-                });
             }
-            key = Some(match key {
-                Some(k) if s < 128 => {
-                    let k = self.b.ins().ishl_imm(k, i64::from(s));
-                    self.b.ins().bor(k, val)
-                }
-                _ => val,
-            });
-            bits += s;
         }
-        let key = key.expect("a native key has parts");
-        // `(low 64 bits, high 64 bits)`; the high half is 0 for keys of at most 8 bytes.
-        let (key, key_hi) = if wide {
-            let (lo, hi) = self.b.ins().isplit(key);
-            (lo, Some(hi))
-        } else {
-            (key, None)
+        debug_assert_eq!(pos, 0, "key parts cover the key");
+        let word = |g: &mut Self, i: usize| {
+            words
+                .get(i)
+                .map(|w| w.unwrap_or_else(|| g.b.ins().iconst(i64t, 0)))
         };
+        let key = word(self, 0).expect("a native key has parts");
+        let key_hi = word(self, 1);
+        let key_x = word(self, 2);
         // The view: this table's `TableState::store.view`.
         let base = std::mem::size_of::<TableState>() * ti as usize
             + offset_of!(TableState, store)
