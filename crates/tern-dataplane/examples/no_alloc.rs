@@ -124,4 +124,158 @@ fn fast_path_does_not_allocate() {
     // Half the frames are routed to port 2 (the LPM hit); the others are dropped.
     assert_eq!(sent, 10_000);
     assert_eq!(blocks, 0, "{blocks} heap blocks allocated on the fast path");
+    native_lookups_registers_and_counters_do_not_allocate();
+}
+
+/// A compiled test program from the repository's `p4/` folder.
+#[cfg(test)]
+fn compiled(file: &str) -> Switch {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../p4")
+        .join(file);
+    let json = match tern_p4::compile_file(&path, &tern_p4::Options::default()) {
+        Ok(c) => c.json,
+        Err(d) => panic!("{file} does not compile: {d:?}"),
+    };
+    Switch::from_json(&json, SwitchOptions::default()).expect("load")
+}
+
+/// Heap blocks allocated while `sw` processes 20,000 of `frames` after warm-up (least of
+/// three measurements, as above), and the packets sent in the last one.
+#[cfg(test)]
+fn measure_on(sw: &mut Switch, frames: &[Vec<u8>]) -> (u64, usize) {
+    let batch: Vec<(u32, &[u8])> = (0..32)
+        .map(|i| (1, frames[i % frames.len()].as_slice()))
+        .collect();
+    let mut out: Vec<OutputPacket> = Vec::with_capacity(64);
+    for _ in 0..8 {
+        sw.process_batch(&batch, &mut out);
+        sw.recycle_outputs(&mut out);
+    }
+    (0..3)
+        .map(|_| {
+            let before = dhat::HeapStats::get().total_blocks;
+            let mut sent = 0;
+            for _ in 0..20_000 / batch.len() {
+                sw.process_batch(&batch, &mut out);
+                sent += out.len();
+                sw.recycle_outputs(&mut out);
+            }
+            (dhat::HeapStats::get().total_blocks - before, sent)
+        })
+        .min_by_key(|m| m.0)
+        .expect("three measurements")
+}
+
+/// UDP frames 10.0.0.1:1024 → 10.0.1.`host`:`dport`, with 18 payload bytes from `seed`.
+#[cfg(test)]
+fn udp_frames() -> Vec<Vec<u8>> {
+    (0..8u8)
+        .map(|k| {
+            let mut f = vec![0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 8, 0];
+            f.extend_from_slice(&[0x45, 0, 0, 46, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1]);
+            f.extend_from_slice(&[10, 0, 1, 10 + k % 2]);
+            f.extend_from_slice(&[4, 0, 0x13, 0x88 + k % 3, 0, 26, 0, 0]);
+            f.extend((0..18u8).map(|i| i.wrapping_mul(37).wrapping_add(k * 11)));
+            f.resize(64, 0);
+            f
+        })
+        .collect()
+}
+
+/// The native paths added for issue 21's lookups allocate nothing per packet either: register
+/// reads and writes in place, hits with a direct counter, a direct meter and ageing, and a
+/// ternary table searched through its tuples (one exact-mask and one wildcard tuple). Run by
+/// `fast_path_does_not_allocate` (one dhat profiler per process).
+#[cfg(test)]
+fn native_lookups_registers_and_counters_do_not_allocate() {
+    let ex = |b: &[u8]| MatchParam::Exact(b.to_vec());
+    let route = |sw: &mut Switch, action: &str, data: &[Vec<u8>]| {
+        let lpm = MatchParam::Lpm {
+            key: vec![10, 0, 1, 0],
+            prefix_len: 24,
+        };
+        sw.mt_add_entry("I.route", &[lpm], action, data, None)
+            .expect("route");
+    };
+    let mut regs = compiled("tests/native_regs.p4");
+    route(&mut regs, "I.fwd", &[vec![0, 2]]);
+    let mut direct = compiled("tests/native_direct.p4");
+    route(&mut direct, "I.fwd", &[vec![0, 2], vec![1]]);
+    direct
+        .mt_add_entry(
+            "I.by_dst",
+            &[ex(&[10, 0, 1, 10])],
+            "I.counted",
+            &[vec![5]],
+            None,
+        )
+        .expect("by_dst");
+    direct
+        .mt_add_entry(
+            "I.by_src",
+            &[ex(&[10, 0, 0, 1])],
+            "I.metered",
+            &[vec![7]],
+            None,
+        )
+        .expect("by_src");
+    direct
+        .mt_add_entry(
+            "I.by_port",
+            &[ex(&[0x13, 0x88])],
+            "I.aged",
+            &[vec![0, 9]],
+            None,
+        )
+        .expect("by_port");
+    let mut acl = compiled("bench/l2l3_acl_nat.p4");
+    acl.mt_add_entry(
+        "NIngress.ipv4_lpm",
+        &[MatchParam::Lpm {
+            key: vec![10, 0, 1, 0],
+            prefix_len: 24,
+        }],
+        "NIngress.set_nhop",
+        &[vec![0, 0, 0, 0, 0, 2], vec![0, 2]],
+        None,
+    )
+    .expect("route");
+    let tern = |k: &[u8], m: &[u8]| MatchParam::Ternary {
+        key: k.to_vec(),
+        mask: m.to_vec(),
+    };
+    for (dst, mask, prio, action) in [
+        ([10, 0, 1, 10], [0xff; 4], 1, "NIngress.deny"),
+        ([10, 0, 1, 0], [0xff, 0xff, 0xff, 0], 2, "NIngress.permit"),
+    ] {
+        let key = [
+            tern(&[10, 0, 0, 1], &[0xff; 4]),
+            tern(&dst, &mask),
+            tern(&[17], &[0xff]),
+            tern(&[0, 0], &[0, 0]),
+            tern(&[0, 0], &[0, 0]),
+        ];
+        acl.mt_add_entry("NIngress.acl", &key, action, &[], Some(prio))
+            .expect("acl");
+    }
+    for (name, sw) in [
+        ("regs", &mut regs),
+        ("direct", &mut direct),
+        ("acl", &mut acl),
+    ] {
+        let ns = sw.native_summary();
+        assert!(
+            ns.tables
+                .iter()
+                .all(|(_, p)| !matches!(p, tern_dataplane::jit::TablePath::Helper(_))),
+            "{name}: {ns}"
+        );
+        let (blocks, sent) = measure_on(sw, &udp_frames());
+        assert!(sent > 0, "{name}: nothing sent");
+        assert_eq!(
+            blocks, 0,
+            "{name}: {blocks} heap blocks allocated on the fast path"
+        );
+    }
 }

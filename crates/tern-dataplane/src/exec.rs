@@ -11,7 +11,7 @@ use crate::expr::{
 use crate::externs::Meter;
 use crate::hash;
 use crate::layout::{bits_to_slot, slot_to_bits, BitPacker, FieldLoc, Phv, StdSlot, WireStep};
-use crate::table::{EntryAction, EntryStore, Profile};
+use crate::table::{Entry, EntryAction, EntryStore, Profile};
 use tern_model::{KeyElem, MatchKind, MeterType};
 use tern_runtime::CounterValue;
 
@@ -1595,22 +1595,7 @@ impl Engine {
                 let Some(e) = ts.store.slots[idx as usize].as_mut() else {
                     return (true, None);
                 };
-                let now = ext.now_us;
-                if t.support_timeout {
-                    e.last_hit_us = now;
-                }
-                if t.with_counters {
-                    e.counter.packets += 1;
-                    e.counter.bytes += pkt.ingress_len as u64;
-                }
-                if let Some((m, f)) = t.direct_meter {
-                    let units = match self.prog.meter_arrays[m as usize].meter_type {
-                        MeterType::Bytes => pkt.ingress_len as u64,
-                        MeterType::Packets => 1,
-                    };
-                    let c = e.meter.execute(units, now);
-                    store_field_u64(&mut pkt.phv, &f, c as u64);
-                }
+                self.hit_effects(t, e, ext.now_us, pkt);
                 &e.action
             }
             None => match &ts.default {
@@ -1625,6 +1610,27 @@ impl Engine {
             }
         }
         (hit.is_some(), action)
+    }
+
+    /// What a hit does to its entry besides choosing the action: the ageing timestamp, the
+    /// direct counter, the direct meter (its colour stored into the table's field).
+    #[inline]
+    pub(crate) fn hit_effects(&self, t: &CTable, e: &mut Entry, now: u64, pkt: &mut Pkt) {
+        if t.support_timeout {
+            e.last_hit_us = now;
+        }
+        if t.with_counters {
+            e.counter.packets += 1;
+            e.counter.bytes += pkt.ingress_len as u64;
+        }
+        if let Some((m, f)) = t.direct_meter {
+            let units = match self.prog.meter_arrays[m as usize].meter_type {
+                MeterType::Bytes => pkt.ingress_len as u64,
+                MeterType::Packets => 1,
+            };
+            let c = e.meter.execute(units, now);
+            store_field_u64(&mut pkt.phv, &f, c as u64);
+        }
     }
 
     fn apply_table<const TRACE: bool>(

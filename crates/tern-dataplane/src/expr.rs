@@ -374,24 +374,56 @@ pub enum Val<N> {
     UnionStack(u32),
 }
 
-/// A register array's storage: cells of `nbytes` bytes.
-#[derive(Clone, Debug)]
+/// A register array's storage: cells of `nbytes` bytes, big-endian.
+///
+/// `repr(C)` with the cells' address in `base`: native pipelines read and write cells in
+/// place (`jit::pipeline`, register access) from a pointer to the array of `RegArray`s. The
+/// cells are private and never reallocated after `new` (only read, written or filled through
+/// [`RegArray::cells`] / [`RegArray::cells_mut`]); `clone` sets the copy's own `base`. So
+/// `base` always addresses `nbytes * size` live bytes.
+#[derive(Debug)]
+#[repr(C)]
 pub struct RegArray {
-    pub width: u32,
-    pub nbytes: u32,
+    /// Address of `cells[0]`.
+    pub base: usize,
     pub size: u32,
-    pub cells: Vec<u8>,
+    pub nbytes: u32,
+    pub width: u32,
+    cells: Vec<u8>,
+}
+
+impl Clone for RegArray {
+    fn clone(&self) -> RegArray {
+        let cells = self.cells.clone();
+        RegArray {
+            base: cells.as_ptr() as usize,
+            size: self.size,
+            nbytes: self.nbytes,
+            width: self.width,
+            cells,
+        }
+    }
 }
 
 impl RegArray {
     pub fn new(width: u32, size: u32) -> RegArray {
         let nbytes = width.div_ceil(8).max(1);
+        let cells = vec![0; (nbytes * size) as usize];
         RegArray {
+            base: cells.as_ptr() as usize,
             width,
             nbytes,
             size,
-            cells: vec![0; (nbytes * size) as usize],
+            cells,
         }
+    }
+    /// Every cell's bytes, in index order.
+    pub fn cells(&self) -> &[u8] {
+        &self.cells
+    }
+    /// Every cell's bytes, writable in place (the storage itself cannot be replaced).
+    pub fn cells_mut(&mut self) -> &mut [u8] {
+        &mut self.cells
     }
     #[inline]
     pub fn cell(&self, i: u32) -> &[u8] {

@@ -58,16 +58,17 @@ impl std::fmt::Display for NativeSummary {
             self.actions
         )?;
         let count = |p: fn(&TablePath) -> bool| self.tables.iter().filter(|(_, t)| p(t)).count();
-        let (inline, lpm, find, consts) = (
+        let (inline, lpm, tuples, find, consts) = (
             count(|t| *t == TablePath::Inline),
             count(|t| *t == TablePath::Lpm),
+            count(|t| *t == TablePath::Tuples),
             count(|t| *t == TablePath::Find),
             count(|t| *t == TablePath::ConstDefault),
         );
         write!(
             f,
-            "; tables: {inline} probed inline, {lpm} LPM index inline, {find} via key helper, \
-             {consts} constant default inlined"
+            "; tables: {inline} probed inline, {lpm} LPM index inline, {tuples} ternary tuples \
+             inline, {find} via key helper, {consts} constant default inlined"
         )?;
         for (name, t) in &self.tables {
             if let TablePath::Helper(why) = t {
@@ -1529,7 +1530,7 @@ impl Runtime for Switch {
             s.push_str(&format!(
                 "register {} {}\n",
                 r.name,
-                ra.cells
+                ra.cells()
                     .iter()
                     .map(|b| format!("{b:02x}"))
                     .collect::<String>()
@@ -2224,7 +2225,7 @@ impl Runtime for Switch {
     fn register_reset(&mut self, register: &str) -> RtResult<()> {
         let i = self.ctl_mut();
         let ri = i.register(register)?;
-        i.state.ext.regs[ri].cells.fill(0);
+        i.state.ext.regs[ri].cells_mut().fill(0);
         Ok(())
     }
 

@@ -738,7 +738,7 @@ fn run_single(args: BenchArgs) -> anyhow::Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tern_runtime::ActionEntry;
+    use tern_runtime::{ActionEntry, MeterRate};
 
     fn args(program: Option<PathBuf>) -> BenchArgs {
         BenchArgs {
@@ -846,6 +846,77 @@ mod tests {
         }
     }
 
+    /// Add `n` entries to every ternary table (the same on every switch in `sws`): keys of the
+    /// bench's flows under masks from `sets` (one mask per field for each set: all ones,
+    /// none, the high half or the low nibble of each byte), priorities -2 to 3 (repeated: ties go to the
+    /// smaller slot; some negative), every action of the table in turn. They overlap each other and the
+    /// bench's full-mask entries (priorities from 1 up), so hits cross tuples and priorities.
+    fn add_overlapping_ternary(
+        sws: [&mut Switch; 2],
+        prog: &Program,
+        a: &BenchArgs,
+        sets: std::ops::Range<u32>,
+        n: u32,
+        next: &mut impl FnMut() -> u64,
+    ) {
+        let [x, y] = sws;
+        for t in prog.pipelines.iter().flat_map(|p| &p.tables) {
+            let ternary = t.key.iter().any(|k| k.match_kind == MatchKind::Ternary);
+            if !ternary || t.entries.is_some() || t.action_profile.is_some() {
+                continue;
+            }
+            for j in 0..n {
+                let r = next();
+                let i = (r % u64::from(a.flows)) as u32;
+                let f = flow(i, a.routes);
+                let set = sets.start + ((r >> 16) as u32 % (sets.end - sets.start));
+                let key: Vec<MatchParam> = t
+                    .key
+                    .iter()
+                    .enumerate()
+                    .map(|(fi, k)| match k.target {
+                        KeyTarget::Valid(_) => MatchParam::Valid(true),
+                        KeyTarget::Field(fr) => {
+                            let w = prog.field_width(fr);
+                            let v = bytes_of(key_value(&prog.field_name(fr), w, &f, i), w);
+                            let nb = v.len();
+                            let m: Vec<u8> = (0..nb)
+                                // Field `fi`'s pattern: digit `fi % 3` of `set` in base 4, so
+                                // sets below 16 have distinct masks when there are two
+                                // fields or more.
+                                .map(|b| match (set >> (2 * (fi as u32 % 3))) & 3 {
+                                    0 => 0xff,
+                                    1 => 0,
+                                    2 if b < nb.div_ceil(2) => 0xff,
+                                    2 => 0,
+                                    _ => 0x0f,
+                                })
+                                .collect();
+                            match k.match_kind {
+                                MatchKind::Ternary => MatchParam::Ternary {
+                                    key: v.iter().zip(&m).map(|(a, b)| a & b).collect(),
+                                    mask: m,
+                                },
+                                _ => MatchParam::Exact(v),
+                            }
+                        }
+                    })
+                    .collect();
+                let ai = t.actions[j as usize % t.actions.len()];
+                let action = &prog.actions[ai as usize];
+                let data: Vec<Vec<u8>> = action
+                    .runtime_data
+                    .iter()
+                    .map(|(n, w)| param_value(n, *w, j + 7))
+                    .collect();
+                let prio = Some((r >> 40) as i32 % 6 - 2);
+                let rx = x.mt_add_entry(&t.name, &key, &action.name, &data, prio);
+                let ry = y.mt_add_entry(&t.name, &key, &action.name, &data, prio);
+                assert_eq!(rx.is_ok(), ry.is_ok(), "{}: entry {j}", t.name);
+            }
+        }
+    }
+
     /// Modify every direct entry's parameters (the storm's alternate values), delete every
     /// third entry, and add the first deleted one back.
     fn churn_entries(sw: &mut Switch, prog: &Program) {
@@ -903,6 +974,10 @@ mod tests {
             .collect();
         // Every native operation with its result in an emitted header (see the file).
         files.push(root.join("tests/native.p4"));
+        // Register reads and writes in place, in and out of range, every cell width.
+        files.push(root.join("tests/native_regs.p4"));
+        // Direct counters, direct meters and ageing on native hits.
+        files.push(root.join("tests/native_direct.p4"));
         let mut tut: Vec<PathBuf> = std::fs::read_dir(root.join("tutorials"))
             .expect("p4/tutorials")
             .flatten()
@@ -944,12 +1019,81 @@ mod tests {
                     "{name}: {ns}"
                 );
             }
+            if name.ends_with("l2l3_acl_nat.p4") {
+                // The ACL (13-byte ternary key): tuples probed natively.
+                assert!(
+                    ns.tables
+                        .iter()
+                        .any(|(_, p)| *p == tern_dataplane::jit::TablePath::Tuples),
+                    "{name}: {ns}"
+                );
+            }
+            if name.ends_with("native_direct.p4") {
+                assert!(
+                    ns.tables
+                        .iter()
+                        .all(|(_, p)| !matches!(p, tern_dataplane::jit::TablePath::Helper(_))),
+                    "{name}: {ns}"
+                );
+            }
+            if name.ends_with("native_regs.p4") {
+                assert!(
+                    ns.pipelines == 2 && ns.actions_inlined == ns.actions,
+                    "{name}: {ns}"
+                );
+            }
             let prog = native.program().clone();
             for sw in [&mut *native, &mut *interp] {
                 sw.set_clock_us(Some(1_000));
                 let (_, failed, first) = install(sw, &prog, &a);
                 assert_eq!(failed, 0, "{name}: {first:?}");
             }
+            // Direct meters: small rates (60 to 600 bytes per 10 ms, bursts of 1 to 4 frames),
+            // so that with the clock fixed the colours change as the traffic goes on.
+            for t in prog.pipelines.iter().flat_map(|p| &p.tables) {
+                if t.direct_meter.is_none() {
+                    continue;
+                }
+                let entries = native.mt_get_entries(&t.name).expect("entries");
+                for (j, e) in entries.iter().enumerate() {
+                    let j = j as u32;
+                    let rates = [
+                        MeterRate {
+                            units_per_micros: 0.006 * f64::from(j % 10 + 1),
+                            burst_size: 60 * (j % 4 + 1),
+                        },
+                        MeterRate {
+                            units_per_micros: 0.012 * f64::from(j % 10 + 1),
+                            burst_size: 120 * (j % 4 + 1),
+                        },
+                    ];
+                    for sw in [&mut *native, &mut *interp] {
+                        sw.mt_set_meter_rates(&t.name, e.handle, &rates)
+                            .expect("meter rates");
+                    }
+                }
+            }
+            // Random register contents, the same on both (the reads then see every bit).
+            for r in &prog.register_arrays {
+                for i in 0..r.size.min(4_096) {
+                    let v = next();
+                    for sw in [&mut *native, &mut *interp] {
+                        sw.register_write(&r.name, i, v).expect("register write");
+                    }
+                }
+            }
+            compare_traffic(native, interp, &a, &mut next, &name);
+            // Ternary tables: overlapping entries under up to 6 masks (the native tuple
+            // probes), compared; after the churn below, 6 more masks (more tuples than the
+            // native code probes: the lookup helper at run time).
+            add_overlapping_ternary(
+                [&mut *native, &mut *interp],
+                &prog,
+                &a,
+                0..6,
+                150,
+                &mut next,
+            );
             compare_traffic(native, interp, &a, &mut next, &name);
             // Entries changed under the native code's compact records (`HotRec`): every
             // entry's parameters modified, every third deleted, then the first deleted one
@@ -957,6 +1101,15 @@ mod tests {
             for sw in [&mut *native, &mut *interp] {
                 churn_entries(sw, &prog);
             }
+            compare_traffic(native, interp, &a, &mut next, &name);
+            add_overlapping_ternary(
+                [&mut *native, &mut *interp],
+                &prog,
+                &a,
+                6..12,
+                150,
+                &mut next,
+            );
             compare_traffic(native, interp, &a, &mut next, &name);
             // The native switch's common packets took the fast lane (`switch/fast.rs`) where
             // the program has native code for every stage; the interpreter never does.
@@ -980,6 +1133,19 @@ mod tests {
                     interp.register_read_all(&r.name),
                 );
                 assert_eq!(x, y, "{name}: register {}", r.name);
+            }
+            // Direct counters of every entry (handles agree: same operations on both).
+            for t in prog.pipelines.iter().flat_map(|p| &p.tables) {
+                let Ok(entries) = native.mt_get_entries(&t.name) else {
+                    continue;
+                };
+                for e in entries {
+                    let (x, y) = (
+                        native.mt_read_counter(&t.name, e.handle).ok(),
+                        interp.mt_read_counter(&t.name, e.handle).ok(),
+                    );
+                    assert_eq!(x, y, "{name}: {} entry {:#x}", t.name, e.handle);
+                }
             }
         }
         // The comparison is only worth something if native pipelines ran.

@@ -570,8 +570,11 @@ mod tests {
                         )
                         .expect("tenant");
                     }
+                    // Every cached key under tenants 1 and 2, none under 3 and 4: the 18-byte
+                    // keys share their low 16 bytes in pairs, so a probe for tenant 3 or 4
+                    // that compared only part of the key would find another tenant's entry.
                     for slot in 0..64u32 {
-                        let (t, id) = (slot % 4 + 1, u64::from(slot) + 1);
+                        let (t, id) = (slot % 2 + 1, u64::from(slot / 2) + 1);
                         let mut key = (t as u16).to_be_bytes().to_vec();
                         key.extend_from_slice(&Key::from_id(id).0);
                         sw.mt_add_entry(
@@ -585,6 +588,26 @@ mod tests {
                             None,
                         )
                         .expect("cache entry");
+                    }
+                    // Keys 1 to 8 also under 64 tenants that send nothing: many entries share
+                    // those keys' low 16 bytes, so a probe for tenant 3 or 4 that compared
+                    // only part of the 18-byte key would often run into one of them.
+                    for t in 100..164u16 {
+                        for id in 1..=8u64 {
+                            let mut key = t.to_be_bytes().to_vec();
+                            key.extend_from_slice(&Key::from_id(id).0);
+                            sw.mt_add_entry(
+                                "MadIngress.cache_lookup",
+                                &[
+                                    MatchParam::Exact(key[..2].to_vec()),
+                                    MatchParam::Exact(key[2..].to_vec()),
+                                ],
+                                "MadIngress.set_slot",
+                                &[(u32::from(t) + 64).to_be_bytes().to_vec()],
+                                None,
+                            )
+                            .expect("cache entry");
+                        }
                     }
                 } else {
                     install_records(sw, 64, 128).expect("install");

@@ -9,17 +9,20 @@
 //! final jump to the end) are inlined as loads, ALU operations and stores with constant offsets
 //! and masks.
 //!
-//! Tables. When a table's key has at most 8 bytes and its hits need nothing of the entry but
-//! the action ([`native_key`]), the generated code packs the key from the PHV and finds the
+//! Tables. When a table's key has at most 8 bytes (exact and ternary tables: 24) and it has no
+//! action profile ([`native_key`]), the generated code packs the key from the PHV and finds the
 //! winning slot itself: an exact table by probing the store's open-addressing index through its
-//! [`IndexView`] (inline: hash, probe, compare), any other through [`h_find`] (the `tern-match`
-//! engine on the packed key). It then reads the slot's [`HotRec`]: if the action is one of the
-//! table's native actions and the entry has the parameters its body reads, the body runs
-//! inline with its parameters read from the record. Everything else goes to [`h_resolve`] with
-//! the slot (or a miss), and tables outside that shape to [`h_table`] (key, lookup, then the
-//! same [`resolve`]): hit bookkeeping (counters, ageing, meters), default and profile actions;
-//! a native action is handed back with its parameters in [`PipeCtx::params`], any other is run
-//! interpreted.
+//! [`IndexView`] (inline: hash, probe, compare), a one-field LPM table through its DIR-16-8-8
+//! index, a ternary table through its tuples ([`TupleView`]: each tuple's index probed with the
+//! key under its mask, the smallest `(priority, slot)` kept), any other through [`h_find`] (the
+//! `tern-match` engine on the packed key). It then reads the slot's [`HotRec`]: if the action is
+//! one of the table's native actions and the entry has the parameters its body reads, the body
+//! runs inline with its parameters read from the record (after [`h_hit`] for tables whose hits
+//! update a direct counter, a direct meter or an ageing stamp). Everything else goes to
+//! [`h_resolve`] with the slot (or a miss), and tables outside that shape to [`h_table`] (key,
+//! lookup, then the same [`resolve`]): hit bookkeeping (counters, ageing, meters), default and
+//! profile actions; a native action is handed back with its parameters in
+//! [`PipeCtx::params`], any other is run interpreted.
 //!
 //! The rest stays in the interpreter too, called through [`h_cond`] (conditions outside the
 //! fast subset) and [`h_call`] (direct calls of actions with anything else: registers,
@@ -37,9 +40,12 @@ use cranelift_frontend::{Switch, Variable};
 use super::{mem, Gen};
 use crate::compile::{Engine, FastBin, FastExpr, FastSrc, GNode, Instr, KeySrc, LVal};
 use crate::exec::{Fault, Pkt, PktRegs, State, TableState};
-use crate::expr::{eval_bool, CExpr, Const, FastBool, FastVal};
-use crate::layout::{be_read, be_write, FieldLoc};
-use crate::table::{Bucket, EntryStore, HotRec, IndexView, INDEX_MUL, INDEX_MUL_HI};
+use crate::expr::{eval_bool, CExpr, Const, FastBool, FastVal, RegArray};
+use crate::layout::{be_read, FieldLoc};
+use crate::table::{
+    Bucket, EntryStore, HotRec, IndexView, TupleView, INDEX_MUL, INDEX_MUL_HI, INDEX_MUL_X,
+    MAX_INDEX_KEY, MAX_NATIVE_TUPLES,
+};
 use tern_model::Op;
 use tern_model::TableType;
 
@@ -62,8 +68,12 @@ pub struct PipeCtx {
     st: *mut State,
     pkt: *mut Pkt,
     fault: Option<Fault>,
-    /// The value [`h_reg_read`] read.
+    /// The value [`h_rng`] drew.
     scratch: u64,
+    /// The register arrays (`ExternState::regs`) and their number, for the inline register
+    /// accesses (refreshed like `phv`).
+    regs: *const RegArray,
+    nregs: u64,
 }
 
 /// `(context) -> DONE | FAULT | EXIT`.
@@ -165,6 +175,8 @@ impl Pipes {
             pkt,
             fault: None,
             scratch: 0,
+            regs: st.ext.regs.as_ptr(),
+            nregs: st.ext.regs.len() as u64,
         };
         // SAFETY: the code was generated for this engine's layout, and the caller
         // (`Native::run_pipeline`) checked that the PHV has that layout's sizes: every PHV
@@ -205,6 +217,8 @@ unsafe fn with_ctx(
     c.phv = pkt.phv.bytes.as_mut_ptr();
     c.valid = pkt.phv.valid.as_mut_ptr().cast::<u8>();
     c.tables = st.tables.as_ptr();
+    c.regs = st.ext.regs.as_ptr();
+    c.nregs = st.ext.regs.len() as u64;
     match r {
         Ok(Ok(v)) => v,
         Ok(Err(e)) => {
@@ -350,49 +364,55 @@ extern "C" fn h_call(ctx: *mut PipeCtx, c: u32) -> i64 {
     }
 }
 
-/// `register_read` of cell `idx` of register array `a` (≤ 64 bits wide), as the interpreter
-/// does it: 1 with the cell's value in the context's `scratch`, or 0 (nothing read, the
-/// destination keeps its value) when `idx` is out of range. `idx` is the index's exact value
-/// as an `i64` (see [`index_expr`]).
-extern "C" fn h_reg_read(ctx: *mut PipeCtx, a: u32, idx: i64) -> i64 {
-    // SAFETY: called only by generated code with the context `Pipes::run` gave it: the state
-    // is alive and no other reference to it is in use while the helper runs.
-    let c = unsafe { &mut *ctx };
-    let st = unsafe { &*c.st };
-    let Some(r) = st.ext.regs.get(a as usize) else {
-        return 0;
-    };
-    if idx < 0 || idx as u64 >= u64::from(r.size) || r.nbytes > 8 {
-        return 0;
+/// A native hit on slot `slot` of table `t` whose hits update the entry (direct counter,
+/// direct meter with its colour stored into the PHV, ageing stamp): those effects, as the
+/// interpreter's `finish_lookup` does them. Returns 0, or -1 with the context's fault.
+extern "C" fn h_hit(ctx: *mut PipeCtx, t: u32, slot: i64) -> i64 {
+    // SAFETY: called only by generated code, with the context it was given.
+    unsafe {
+        with_ctx(ctx, |eng, st, pkt, _| {
+            let now = st.ext.now_us;
+            let e = st.tables[t as usize]
+                .store
+                .slots
+                .get_mut(slot as usize)
+                .and_then(Option::as_mut)
+                .ok_or_else(|| Fault("native hit on an empty slot".into()))?;
+            eng.hit_effects(&eng.tables[t as usize], e, now, pkt);
+            Ok(0)
+        })
     }
-    c.scratch = be_read(r.cell(idx as u32));
-    1
 }
 
-/// `register_write` of the low bits of `v` into cell `idx` of register array `a` (≤ 64 bits
-/// wide); out of range: nothing (the interpreter's rule). Returns 0.
-extern "C" fn h_reg_write(ctx: *mut PipeCtx, a: u32, idx: i64, v: u64) -> i64 {
-    // SAFETY: as in `h_reg_read`; the generated code holds no pointer into the registers.
-    let st = unsafe { &mut *(*ctx).st };
-    let Some(r) = st.ext.regs.get_mut(a as usize) else {
-        return 0;
-    };
-    if idx < 0 || idx as u64 >= u64::from(r.size) || r.nbytes > 8 {
-        return 0;
-    }
-    let v = if r.width < 64 {
-        v & ((1u64 << r.width) - 1)
-    } else {
-        v
-    };
-    be_write(r.cell_mut(idx as u32), v);
-    0
+/// [`h_find`] for keys of up to 24 bytes, given as three 64-bit words (low first; see
+/// `table::PackedKey`): the table's `tern-match` engine on the key bytes.
+extern "C" fn h_find_wide(ctx: *mut PipeCtx, t: u32, lo: u64, hi: u64, x: u64) -> i64 {
+    // SAFETY: as in `h_find`.
+    let r = catch_unwind(|| unsafe {
+        let c = &*ctx;
+        let eng = &*c.eng;
+        let ts = &*c.tables.add(t as usize);
+        let spec = &eng.tables[t as usize].spec;
+        let n = (spec.total as usize).min(24);
+        let mut b = [0u8; 24];
+        b[..8].copy_from_slice(&x.to_be_bytes());
+        b[8..16].copy_from_slice(&hi.to_be_bytes());
+        b[16..].copy_from_slice(&lo.to_be_bytes());
+        ts.store.lookup(spec, &b[24 - n..]).map_or(MISS, i64::from)
+    });
+    r.unwrap_or_else(|_| {
+        // SAFETY: as above; the context outlives the call.
+        unsafe { (*ctx).fault = Some(Fault("internal error in a table lookup".into())) };
+        FIND_FAULT
+    })
 }
 
 /// `count` on cell `idx` of (indirect) counter array `c`: one packet and the packet's
 /// ingress length in bytes; out of range: nothing. Returns 0.
 extern "C" fn h_count(ctx: *mut PipeCtx, c: u32, idx: i64) -> i64 {
-    // SAFETY: as in `h_reg_read`; the packet is only read.
+    // SAFETY: called only by generated code with the context `Pipes::run` gave it: the state
+    // and the packet are alive and no other reference to them is in use while the helper
+    // runs; the packet is only read.
     let (st, pkt) = unsafe { (&mut *(*ctx).st, &*(*ctx).pkt) };
     let Some(cells) = st.ext.counters.get_mut(c as usize) else {
         return 0;
@@ -409,7 +429,7 @@ extern "C" fn h_count(ctx: *mut PipeCtx, c: u32, idx: i64) -> i64 {
 /// `clone3` / `clone_ingress_pkt_to_egress` (and the egress ones): the packet's clone
 /// request, as the interpreter records it (session's low 15 bits, field list). Returns 0.
 extern "C" fn h_clone(ctx: *mut PipeCtx, session: u64, field_list: i64) -> i64 {
-    // SAFETY: as in `h_reg_read`; the generated code holds pointers into the PHV only, which
+    // SAFETY: as in `h_count`; the generated code holds pointers into the PHV only, which
     // this does not touch.
     let pkt = unsafe { &mut *(*ctx).pkt };
     pkt.regs.clone = Some(((session & 0x7fff) as u32, field_list));
@@ -420,7 +440,7 @@ extern "C" fn h_clone(ctx: *mut PipeCtx, session: u64, field_list: i64) -> i64 {
 /// takes them): 1 with the value in the context's `scratch`, or 0 (no value, no draw) when
 /// `lo > hi`. Draws from the switch's generator exactly as the interpreter does.
 extern "C" fn h_rng(ctx: *mut PipeCtx, lo: u64, hi: u64) -> i64 {
-    // SAFETY: as in `h_reg_read`.
+    // SAFETY: as in `h_count`.
     let c = unsafe { &mut *ctx };
     let st = unsafe { &mut *c.st };
     if lo > hi {
@@ -440,7 +460,7 @@ extern "C" fn h_rng(ctx: *mut PipeCtx, lo: u64, hi: u64) -> i64 {
 /// (`Engine::compute_calc`, the interpreter's), modulo `size` (at least 1). A panic becomes
 /// the context's fault (the pipeline then fails as an interpreted one would) and 0.
 extern "C" fn h_hash(ctx: *mut PipeCtx, calc: u32, size: u64) -> u64 {
-    // SAFETY: as in `h_reg_read`; the packet is only read.
+    // SAFETY: as in `h_count`; the packet is only read.
     let c = unsafe { &mut *ctx };
     let (eng, st, pkt) = unsafe { (&*c.eng, &mut *c.st, &*c.pkt) };
     let r = catch_unwind(AssertUnwindSafe(|| {
@@ -483,7 +503,7 @@ fn const_u64(e: &CExpr) -> Option<u64> {
 
 /// Whether the interpreter's value of `e` lies in `[0, 2^64)` (so its low 64 bits are all of
 /// it): unsigned fields, parameters and constants in range, `x & c` with such a constant,
-/// `x >> n` and `c ? a : b` of such operands.
+/// `x >> n`, `x % c`, `x | y`, `x ^ y` and `c ? a : b` of such operands.
 fn in_u64(e: &CExpr) -> bool {
     match e {
         CExpr::Field(_) | CExpr::Local(..) => FastExpr::compile(e).is_some(),
@@ -496,6 +516,8 @@ fn in_u64(e: &CExpr) -> bool {
         } => match op {
             Op::And => c.is_none() && (const_u64(l).is_some() || const_u64(r).is_some()),
             Op::Shr | Op::Mod => c.is_none() && in_u64(l),
+            // Both operands in `[0, 2^64)`: so is the result.
+            Op::Xor | Op::Or => c.is_none() && in_u64(l) && in_u64(r),
             Op::Ternary => in_u64(l) && in_u64(r),
             _ => false,
         },
@@ -577,7 +599,8 @@ fn inline_header(eng: &Engine, e: &CExpr) -> Option<u32> {
         .then_some(*h)
 }
 
-/// A register array the generated code reads and writes through the helpers: ≤ 64 bits.
+/// A register array the generated code reads and writes in place (see `Gen::reg_cell`): ≤ 64
+/// bits.
 fn reg_ok(eng: &Engine, a: u32) -> bool {
     eng.prog
         .register_arrays
@@ -754,11 +777,12 @@ pub enum KeyPart {
 /// inline, the others looked up by [`h_find`].
 fn native_key(eng: &Engine, ti: u32) -> Option<Vec<KeyPart>> {
     let t = &eng.tables[ti as usize];
-    if !t.plain_hits() || t.spec.fields.is_empty() || t.spec.total > 16 {
+    if t.profile.is_some() || t.spec.fields.is_empty() || t.spec.total > MAX_INDEX_KEY {
         return None;
     }
-    // Keys of 9 to 16 bytes: exact tables only (probed inline as 128-bit keys).
-    if t.spec.total > 8 && !EntryStore::indexable(&t.spec) {
+    // Keys of 9 to 24 bytes: exact and ternary tables only (probed inline as 128- or 192-bit
+    // keys).
+    if t.spec.total > 8 && !EntryStore::indexable(&t.spec) && !EntryStore::tern_indexable(&t.spec) {
         return None;
     }
     let headers = eng.layout.headers.len();
@@ -839,6 +863,9 @@ pub enum TablePath {
     /// Key packed natively, LPM index ([`crate::lpm::LpmIndex`]) read inline, native
     /// actions inlined.
     Lpm,
+    /// Key packed natively, ternary tuples ([`crate::table::TupleView`]) probed inline (up to
+    /// [`MAX_NATIVE_TUPLES`]; with more, at run time, [`h_find`]), native actions inlined.
+    Tuples,
     /// Key packed natively, slot found by [`h_find`], native actions inlined.
     Find,
     /// Everything through [`h_table`], for the reason given.
@@ -856,17 +883,17 @@ pub fn table_path(eng: &Engine, pipes: &Pipes, ti: u32) -> TablePath {
         return TablePath::ConstDefault;
     }
     let natives = pipes.by_table.get(ti as usize).map_or(0, Vec::len);
-    if !t.plain_hits() {
-        return TablePath::Helper("hits update counters, meters or ageing, or use a profile");
+    if t.profile.is_some() {
+        return TablePath::Helper("action profile");
     }
     if t.spec.fields.is_empty() {
         return TablePath::Helper("keyless");
     }
-    if t.spec.total > 16 {
-        return TablePath::Helper("key wider than 16 bytes");
+    if t.spec.total > MAX_INDEX_KEY {
+        return TablePath::Helper("key wider than 24 bytes");
     }
-    if t.spec.total > 8 && !EntryStore::indexable(&t.spec) {
-        return TablePath::Helper("key wider than 8 bytes, not exact");
+    if t.spec.total > 8 && !EntryStore::indexable(&t.spec) && !EntryStore::tern_indexable(&t.spec) {
+        return TablePath::Helper("key wider than 8 bytes, not exact or ternary");
     }
     if native_key(eng, ti).is_none() {
         return TablePath::Helper("static key mask or key field out of reach");
@@ -878,6 +905,8 @@ pub fn table_path(eng: &Engine, pipes: &Pipes, ti: u32) -> TablePath {
         TablePath::Inline
     } else if EntryStore::lpm_indexable(&t.spec) {
         TablePath::Lpm
+    } else if EntryStore::tern_indexable(&t.spec) {
+        TablePath::Tuples
     } else {
         TablePath::Find
     }
@@ -1150,7 +1179,13 @@ impl Gen<'_, '_> {
                     // The decision `NativeSummary` reports ([`table_path`]).
                     let path = table_path(eng, pipes, ti);
                     match native_key(eng, ti).filter(|_| {
-                        matches!(path, TablePath::Inline | TablePath::Lpm | TablePath::Find)
+                        matches!(
+                            path,
+                            TablePath::Inline
+                                | TablePath::Lpm
+                                | TablePath::Tuples
+                                | TablePath::Find
+                        )
                     }) {
                         Some(parts) => {
                             let vars = Vars {
@@ -1292,17 +1327,43 @@ impl Gen<'_, '_> {
         x: &Exits,
     ) {
         let i64t = types::I64;
-        // The key: parts concatenated big-endian, as `build_key` lays them out; keys of 9 to
-        // 16 bytes as a 128-bit value, split into halves below.
-        let wide = self.eng.tables[ti as usize].spec.total > 8;
-        let kt = if wide { types::I128 } else { i64t };
-        let mut key: Option<ir::Value> = None;
+        // The key: parts concatenated big-endian, as `build_key` lays them out, as up to three
+        // 64-bit words (low first: `table::PackedKey`'s low 64 bits, the next 64 for keys of
+        // more than 8 bytes, bits 128 to 191 for keys of more than 16). Each part's bit
+        // position is known here, so it is shifted straight into its word (or the two words
+        // it straddles); a field of 9 to 16 bytes is two parts (its low 8 bytes, the rest).
+        let total = self.eng.tables[ti as usize].spec.total;
+        let nwords = total.div_ceil(8).max(1) as usize;
+        let mut words: Vec<Option<ir::Value>> = vec![None; nwords];
+        // Bit position (from the key's least significant bit) of the part's low end.
+        let mut pos = 8 * total;
+        let mut put = |g: &mut Self, val: ir::Value, nbytes: u32, lo: u32| {
+            let (w, sh) = ((lo / 64) as usize, lo % 64);
+            let mut add = |g: &mut Self, w: usize, x: ir::Value| {
+                words[w] = Some(match words[w] {
+                    Some(o) => g.b.ins().bor(o, x),
+                    None => x,
+                });
+            };
+            let x = if sh > 0 {
+                g.b.ins().ishl_imm(val, i64::from(sh))
+            } else {
+                val
+            };
+            add(g, w, x);
+            if sh > 0 && sh + 8 * nbytes > 64 {
+                let y = g.b.ins().ushr_imm(val, i64::from(64 - sh));
+                add(g, w + 1, y);
+            }
+        };
         for part in parts {
             let vb = self.b.use_var(v.valid);
-            let (val, nbytes) = match part {
+            match part {
                 KeyPart::Valid(h) => {
                     let b = self.b.ins().load(types::I8, mem(), vb, *h as i32);
-                    (self.b.ins().uextend(kt, b), 1)
+                    let b = self.b.ins().uextend(i64t, b);
+                    pos -= 8;
+                    put(self, b, 1, pos);
                 }
                 KeyPart::Field(f) if f.nbytes > 8 => {
                     let p = self.b.use_var(v.phv);
@@ -1312,33 +1373,29 @@ impl Gen<'_, '_> {
                     let zero = self.b.ins().iconst(i64t, 0);
                     let hi = self.b.ins().select(ok, hi, zero);
                     let lo = self.b.ins().select(ok, lo, zero);
-                    (self.b.ins().iconcat(lo, hi), f.nbytes)
+                    pos -= 8 * f.nbytes;
+                    put(self, lo, 8, pos);
+                    put(self, hi, f.nbytes - 8, pos + 64);
                 }
                 KeyPart::Field(f) => {
                     let slot = self.read_field(v.phv, v.valid, f);
                     let ok = self.b.ins().load(types::I8, mem(), vb, f.header as i32);
                     let zero = self.b.ins().iconst(i64t, 0);
                     let x = self.b.ins().select(ok, slot, zero);
-                    let x = if wide { self.b.ins().uextend(kt, x) } else { x };
-                    (x, f.nbytes)
+                    pos -= 8 * f.nbytes;
+                    put(self, x, f.nbytes, pos);
                 }
-            };
-            key = Some(match key {
-                None => val,
-                Some(k) => {
-                    let k = self.b.ins().ishl_imm(k, i64::from(8 * nbytes));
-                    self.b.ins().bor(k, val)
-                }
-            });
+            }
         }
-        let key = key.expect("a native key has parts");
-        // `(low 64 bits, high 64 bits)`; the high half is 0 for keys of at most 8 bytes.
-        let (key, key_hi) = if wide {
-            let (lo, hi) = self.b.ins().isplit(key);
-            (lo, Some(hi))
-        } else {
-            (key, None)
+        debug_assert_eq!(pos, 0, "key parts cover the key");
+        let word = |g: &mut Self, i: usize| {
+            words
+                .get(i)
+                .map(|w| w.unwrap_or_else(|| g.b.ins().iconst(i64t, 0)))
         };
+        let key = word(self, 0).expect("a native key has parts");
+        let key_hi = word(self, 1);
+        let key_x = word(self, 2);
         // The view: this table's `TableState::store.view`.
         let base = std::mem::size_of::<TableState>() * ti as usize
             + offset_of!(TableState, store)
@@ -1397,62 +1454,102 @@ impl Gen<'_, '_> {
             let buckets = field(self, offset_of!(IndexView, buckets));
             let mask = field(self, offset_of!(IndexView, mask));
             let shift = field(self, offset_of!(IndexView, shift));
-            // `table::index_hash`.
-            let mixed = match key_hi {
-                Some(hi) => {
-                    let m = self.b.ins().imul_imm(hi, INDEX_MUL_HI as i64);
-                    self.b.ins().bxor(key, m)
-                }
-                None => key,
-            };
-            let h = self.b.ins().imul_imm(mixed, INDEX_MUL as i64);
-            let h = self.b.ins().ushr(h, shift);
-            let pos = self.b.ins().band(h, mask);
-            // Linear probing: an unused bucket ends the run (the index is at most half full).
-            let probe = self.b.create_block();
-            self.b.append_block_param(probe, i64t);
-            let (check, again, hit) = (
+            let k = [Some(key), key_hi, key_x];
+            self.probe_index(buckets, mask, shift, k, found, miss);
+        } else if path == TablePath::Tuples {
+            // Tuple-space search (`TernIndex::get`): every tuple's index probed with the key
+            // under its mask; the smallest `(priority, slot)` among the hits wins, compared as
+            // one unsigned `(priority ^ 2^31) << 32 | slot`.
+            let tuples = field(self, offset_of!(IndexView, tuples));
+            let ntuples = field(self, offset_of!(IndexView, ntuples));
+            let prio = field(self, offset_of!(IndexView, prio));
+            let (fast, slow) = (self.b.create_block(), self.b.create_block());
+            let zero = self.b.ins().iconst(i64t, 0);
+            let many = self.b.ins().icmp_imm(
+                IntCC::UnsignedGreaterThan,
+                ntuples,
+                MAX_NATIVE_TUPLES as i64,
+            );
+            self.b.ins().brif(many, slow, &[], fast, &[]);
+            // More tuples than the code probes: the engine's pruned search.
+            self.b.switch_to_block(slow);
+            let idx = self.b.ins().iconst(types::I32, i64::from(ti));
+            let r = self.helper(
+                h_find_wide as *const () as usize,
+                &[
+                    v.ctx,
+                    idx,
+                    key,
+                    key_hi.unwrap_or(zero),
+                    key_x.unwrap_or(zero),
+                ],
+            );
+            self.find_result(r, found, miss, x);
+            self.b.switch_to_block(fast);
+            let (tloop, tbody, tnext, tend, thit, tmiss) = (
+                self.b.create_block(),
+                self.b.create_block(),
+                self.b.create_block(),
                 self.b.create_block(),
                 self.b.create_block(),
                 self.b.create_block(),
             );
-            self.b.ins().jump(probe, &[pos.into()]);
-            self.b.switch_to_block(probe);
-            let pos = self.b.block_params(probe)[0];
-            const _: () = assert!(std::mem::size_of::<Bucket>() == 32);
-            let off = self.b.ins().ishl_imm(pos, 5);
-            let addr = self.b.ins().iadd(buckets, off);
-            let used = self
+            self.b.append_block_param(tloop, i64t);
+            self.b.append_block_param(tloop, i64t);
+            self.b.append_block_param(tnext, i64t);
+            self.b.append_block_param(tend, i64t);
+            self.b.append_block_param(thit, i64t);
+            let none = self.b.ins().iconst(i64t, -1);
+            self.b.ins().jump(tloop, &[zero.into(), none.into()]);
+            self.b.switch_to_block(tloop);
+            let (i, best) = (self.b.block_params(tloop)[0], self.b.block_params(tloop)[1]);
+            let done = self
                 .b
                 .ins()
-                .load(types::I32, mem(), addr, at(offset_of!(Bucket, used)));
-            self.b.ins().brif(used, check, &[], miss, &[]);
-            self.b.switch_to_block(check);
-            let k = self
-                .b
-                .ins()
-                .load(i64t, mem(), addr, at(offset_of!(Bucket, key)));
-            let same = self.b.ins().icmp(IntCC::Equal, k, key);
-            let same = match key_hi {
-                Some(hi) => {
-                    let off = at(offset_of!(Bucket, key_hi));
-                    let kh = self.b.ins().load(i64t, mem(), addr, off);
-                    let eq = self.b.ins().icmp(IntCC::Equal, kh, hi);
-                    self.b.ins().band(same, eq)
-                }
-                None => same,
+                .icmp(IntCC::UnsignedGreaterThanOrEqual, i, ntuples);
+            self.b.ins().brif(done, tend, &[best.into()], tbody, &[]);
+            self.b.switch_to_block(tbody);
+            const _: () = assert!(std::mem::size_of::<TupleView>() == 48);
+            let o = self.b.ins().imul_imm(i, 48);
+            let tv = self.b.ins().iadd(tuples, o);
+            let tfield = |g: &mut Self, off: usize| g.b.ins().load(i64t, mem(), tv, at(off));
+            let masked = |g: &mut Self, k: Option<ir::Value>, off: usize| {
+                k.map(|k| {
+                    let m = tfield(g, off);
+                    g.b.ins().band(k, m)
+                })
             };
-            self.b.ins().brif(same, hit, &[], again, &[]);
-            self.b.switch_to_block(again);
-            let p1 = self.b.ins().iadd_imm(pos, 1);
-            let p1 = self.b.ins().band(p1, mask);
-            self.b.ins().jump(probe, &[p1.into()]);
-            self.b.switch_to_block(hit);
-            let slot = self
-                .b
-                .ins()
-                .uload32(mem(), addr, at(offset_of!(Bucket, slot)));
-            self.b.ins().jump(found, &[slot.into()]);
+            let k = [
+                masked(self, Some(key), offset_of!(TupleView, mask)),
+                masked(self, key_hi, offset_of!(TupleView, mask_hi)),
+                masked(self, key_x, offset_of!(TupleView, mask_x)),
+            ];
+            let buckets = tfield(self, offset_of!(TupleView, buckets));
+            let bmask = tfield(self, offset_of!(TupleView, bmask));
+            let shift = tfield(self, offset_of!(TupleView, shift));
+            self.probe_index(buckets, bmask, shift, k, thit, tmiss);
+            // No hit in this tuple: `best` unchanged.
+            self.b.switch_to_block(tmiss);
+            self.b.ins().jump(tnext, &[best.into()]);
+            self.b.switch_to_block(thit);
+            let slot = self.b.block_params(thit)[0];
+            let po = self.b.ins().ishl_imm(slot, 2);
+            let pa = self.b.ins().iadd(prio, po);
+            let p = self.b.ins().uload32(mem(), pa, 0);
+            let p = self.b.ins().bxor_imm(p, 0x8000_0000);
+            let p = self.b.ins().ishl_imm(p, 32);
+            let c = self.b.ins().bor(p, slot);
+            let nb = self.b.ins().umin(best, c);
+            self.b.ins().jump(tnext, &[nb.into()]);
+            self.b.switch_to_block(tnext);
+            let b2 = self.b.block_params(tnext)[0];
+            let i1 = self.b.ins().iadd_imm(i, 1);
+            self.b.ins().jump(tloop, &[i1.into(), b2.into()]);
+            self.b.switch_to_block(tend);
+            let best = self.b.block_params(tend)[0];
+            let slot = self.b.ins().band_imm(best, 0xffff_ffff);
+            let hit = self.b.ins().icmp_imm(IntCC::NotEqual, best, -1);
+            self.b.ins().brif(hit, found, &[slot.into()], miss, &[]);
         } else {
             let callee = self
                 .b
@@ -1464,15 +1561,7 @@ impl Gen<'_, '_> {
                 .ins()
                 .call_indirect(v.find_sig, callee, &[v.ctx, idx, key]);
             let r = self.b.inst_results(inst)[0];
-            let (neg, fault) = (self.b.create_block(), self.b.create_block());
-            let is_slot = self.b.ins().icmp_imm(IntCC::SignedGreaterThanOrEqual, r, 0);
-            self.b.ins().brif(is_slot, found, &[r.into()], neg, &[]);
-            self.b.switch_to_block(neg);
-            let is_miss = self.b.ins().icmp_imm(IntCC::Equal, r, MISS);
-            self.b.ins().brif(is_miss, miss, &[], fault, &[]);
-            self.b.switch_to_block(fault);
-            let c = self.b.ins().iconst(i64t, FAULT);
-            self.b.ins().jump(x.ret, &[c.into()]);
+            self.find_result(r, found, miss, x);
         }
         self.b.switch_to_block(miss);
         let none = self.b.ins().iconst(i64t, MISS);
@@ -1520,6 +1609,19 @@ impl Gen<'_, '_> {
                 self.b.ins().brif(enough, body, &[], other, &[]);
                 self.b.switch_to_block(body);
             }
+            if !self.eng.tables[ti as usize].plain_hits() {
+                // The hit's direct counter, meter and ageing stamp (`h_resolve` does them on
+                // the other paths).
+                let idx = self.b.ins().iconst(types::I32, i64::from(ti));
+                let r = self.helper(h_hit as *const () as usize, &[v.ctx, idx, slot]);
+                let (ok, fault) = (self.b.create_block(), self.b.create_block());
+                let bad = self.b.ins().icmp_imm(IntCC::SignedLessThan, r, 0);
+                self.b.ins().brif(bad, fault, &[], ok, &[]);
+                self.b.switch_to_block(fault);
+                let c = self.b.ins().iconst(i64t, FAULT);
+                self.b.ins().jump(x.ret, &[c.into()]);
+                self.b.switch_to_block(ok);
+            }
             self.action_body(v.ctx, v.pbase, v.phv, v.valid, a);
             if p.exits {
                 let c = self.b.ins().iconst(i64t, EXIT);
@@ -1533,6 +1635,94 @@ impl Gen<'_, '_> {
                 self.b.ins().jump(*next, &[]);
             }
         }
+    }
+
+    /// Probe an [`crate::table::ExactIndex`] (`buckets`, `mask`, `shift`) for a packed key
+    /// (`[low 64 bits, bits 64-127, bits 128-191]`, the absent ones 0) as `ExactIndex::get`
+    /// does: `table::index_hash`, then linear probing until the key or an unused bucket.
+    /// Jumps to `hit` with the slot, or to `miss`.
+    fn probe_index(
+        &mut self,
+        buckets: ir::Value,
+        mask: ir::Value,
+        shift: ir::Value,
+        [key, key_hi, key_x]: [Option<ir::Value>; 3],
+        hit: ir::Block,
+        miss: ir::Block,
+    ) {
+        let i64t = types::I64;
+        let key = key.expect("a key has a low word");
+        // `table::index_hash`.
+        let mut mixed = key;
+        for (w, mul) in [(key_hi, INDEX_MUL_HI), (key_x, INDEX_MUL_X)] {
+            if let Some(w) = w {
+                let m = self.b.ins().imul_imm(w, mul as i64);
+                mixed = self.b.ins().bxor(mixed, m);
+            }
+        }
+        let h = self.b.ins().imul_imm(mixed, INDEX_MUL as i64);
+        let h = self.b.ins().ushr(h, shift);
+        let pos = self.b.ins().band(h, mask);
+        // Linear probing: an unused bucket ends the run (the index is at most half full).
+        let probe = self.b.create_block();
+        self.b.append_block_param(probe, i64t);
+        let (check, again, found) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        self.b.ins().jump(probe, &[pos.into()]);
+        self.b.switch_to_block(probe);
+        let pos = self.b.block_params(probe)[0];
+        const _: () = assert!(std::mem::size_of::<Bucket>() == 32);
+        let off = self.b.ins().ishl_imm(pos, 5);
+        let addr = self.b.ins().iadd(buckets, off);
+        let used = self
+            .b
+            .ins()
+            .load(types::I32, mem(), addr, at(offset_of!(Bucket, used)));
+        self.b.ins().brif(used, check, &[], miss, &[]);
+        self.b.switch_to_block(check);
+        let k = self
+            .b
+            .ins()
+            .load(i64t, mem(), addr, at(offset_of!(Bucket, key)));
+        let mut same = self.b.ins().icmp(IntCC::Equal, k, key);
+        for (w, off) in [
+            (key_hi, offset_of!(Bucket, key_hi)),
+            (key_x, offset_of!(Bucket, key_x)),
+        ] {
+            if let Some(w) = w {
+                let kw = self.b.ins().load(i64t, mem(), addr, at(off));
+                let eq = self.b.ins().icmp(IntCC::Equal, kw, w);
+                same = self.b.ins().band(same, eq);
+            }
+        }
+        self.b.ins().brif(same, found, &[], again, &[]);
+        self.b.switch_to_block(again);
+        let p1 = self.b.ins().iadd_imm(pos, 1);
+        let p1 = self.b.ins().band(p1, mask);
+        self.b.ins().jump(probe, &[p1.into()]);
+        self.b.switch_to_block(found);
+        let slot = self
+            .b
+            .ins()
+            .uload32(mem(), addr, at(offset_of!(Bucket, slot)));
+        self.b.ins().jump(hit, &[slot.into()]);
+    }
+
+    /// A lookup helper's answer `r` ([`h_find`]): a slot goes to `found`, [`MISS`] to `miss`,
+    /// anything else ends the pipeline with a fault.
+    fn find_result(&mut self, r: ir::Value, found: ir::Block, miss: ir::Block, x: &Exits) {
+        let (neg, fault) = (self.b.create_block(), self.b.create_block());
+        let is_slot = self.b.ins().icmp_imm(IntCC::SignedGreaterThanOrEqual, r, 0);
+        self.b.ins().brif(is_slot, found, &[r.into()], neg, &[]);
+        self.b.switch_to_block(neg);
+        let is_miss = self.b.ins().icmp_imm(IntCC::Equal, r, MISS);
+        self.b.ins().brif(is_miss, miss, &[], fault, &[]);
+        self.b.switch_to_block(fault);
+        let c = self.b.ins().iconst(types::I64, FAULT);
+        self.b.ins().jump(x.ret, &[c.into()]);
     }
 
     /// A field's value as an i64 (validity byte, or the slot's big-endian value).
@@ -1652,13 +1842,8 @@ impl Gen<'_, '_> {
                 } => {
                     let e = index_expr(index).expect("checked by `plan_action`");
                     let idx = self.nexpr(pb, phv, valid, &e);
-                    let a = self.b.ins().iconst(types::I32, i64::from(*array));
-                    let r = self.helper(h_reg_read as *const () as usize, &[ctx, a, idx]);
-                    let (read, next) = (self.b.create_block(), self.b.create_block());
-                    self.b.ins().brif(r, read, &[], next, &[]);
-                    self.b.switch_to_block(read);
-                    let off = at(offset_of!(PipeCtx, scratch));
-                    let v = self.b.ins().load(types::I64, mem(), ctx, off);
+                    let (cell, nb, next) = self.reg_cell(ctx, *array, idx);
+                    let v = self.load_be(cell, 0, nb);
                     self.write_field(phv, f, v);
                     self.b.ins().jump(next, &[]);
                     self.b.switch_to_block(next);
@@ -1672,8 +1857,16 @@ impl Gen<'_, '_> {
                     let idx = self.nexpr(pb, phv, valid, &e);
                     let e = nexpr(value).expect("checked by `plan_action`");
                     let v = self.nexpr(pb, phv, valid, &e);
-                    let a = self.b.ins().iconst(types::I32, i64::from(*array));
-                    self.helper(h_reg_write as *const () as usize, &[ctx, a, idx, v]);
+                    let width = self.eng.prog.register_arrays[*array as usize].bitwidth;
+                    let v = if width < 64 {
+                        self.b.ins().band_imm(v, ((1u64 << width) - 1) as i64)
+                    } else {
+                        v
+                    };
+                    let (cell, nb, next) = self.reg_cell(ctx, *array, idx);
+                    self.store_be(cell, 0, nb, v);
+                    self.b.ins().jump(next, &[]);
+                    self.b.switch_to_block(next);
                 }
                 Instr::Count { counter, index } => {
                     let e = index_expr(index).expect("checked by `plan_action`");
@@ -1789,6 +1982,53 @@ impl Gen<'_, '_> {
                 self.b.ins().select(c, x, y)
             }
         }
+    }
+
+    /// The address of cell `idx` (an `i64`, see [`index_expr`]) of register array `a` (≤ 64
+    /// bits, see [`reg_ok`]) and its size in bytes, as the interpreter bounds it: the code
+    /// continues in a block where the index is in range (the returned address is then inside
+    /// the array's cells); out of range (or no such array in the state) it jumps to the
+    /// returned `next` block, which the caller must also reach from the in-range block and then
+    /// switch to. Nothing is read or written out of range, as in the interpreter.
+    fn reg_cell(&mut self, ctx: ir::Value, a: u32, idx: ir::Value) -> (ir::Value, u32, ir::Block) {
+        let width = self.eng.prog.register_arrays[a as usize].bitwidth;
+        let nb = width.div_ceil(8).max(1);
+        let (have, inb, next) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        let n = self
+            .b
+            .ins()
+            .load(types::I64, mem(), ctx, at(offset_of!(PipeCtx, nregs)));
+        let ok = self
+            .b
+            .ins()
+            .icmp_imm(IntCC::UnsignedGreaterThan, n, i64::from(a));
+        self.b.ins().brif(ok, have, &[], next, &[]);
+        self.b.switch_to_block(have);
+        let regs = self
+            .b
+            .ins()
+            .load(types::I64, mem(), ctx, at(offset_of!(PipeCtx, regs)));
+        let ra = (a as usize * std::mem::size_of::<RegArray>()) as i32;
+        let size = self
+            .b
+            .ins()
+            .load(types::I32, mem(), regs, ra + at(offset_of!(RegArray, size)));
+        let size = self.b.ins().uextend(types::I64, size);
+        // A negative index is a huge unsigned one: out of range too.
+        let ok = self.b.ins().icmp(IntCC::UnsignedLessThan, idx, size);
+        self.b.ins().brif(ok, inb, &[], next, &[]);
+        self.b.switch_to_block(inb);
+        let base = self
+            .b
+            .ins()
+            .load(types::I64, mem(), regs, ra + at(offset_of!(RegArray, base)));
+        let off = self.b.ins().imul_imm(idx, i64::from(nb));
+        let cell = self.b.ins().iadd(base, off);
+        (cell, nb, next)
     }
 
     /// Call the extern "C" helper at `addr` with `args` (the context pointer, an `i32`, then
