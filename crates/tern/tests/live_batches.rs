@@ -274,9 +274,15 @@ fn io_auto_falls_back_to_af_packet_with_the_reason() {
         child: None,
     };
     assert!(ip(&["-n", &ns, "link", "set", "lo", "up"]));
-    let dir = tern_fixtures::scratch("live-fallback");
+    // The unprivileged user must be able to read the program and write nothing: the folder
+    // lives in /tmp itself, since the test's TMPDIR (the suite's own, mode 0700) is closed to
+    // that user; removed when the test ends, also on failure.
+    let tmp = tempfile::Builder::new()
+        .prefix("tern-live-fallback-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let dir = tmp.path();
     std::fs::write(dir.join("prog.json"), to_port2()).unwrap();
-    // The unprivileged user must be able to read the program and write nothing.
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&*dir, std::fs::Permissions::from_mode(0o755)).unwrap();
     let unprivileged = |io: &str, log: &std::path::Path| {
