@@ -280,6 +280,72 @@ fn drive(
     Ok(())
 }
 
+/// A network after [`warm_up`]: its users, their route's length, every key's latest version,
+/// the users' key generators and the random source, ready for the measured part.
+struct Warmed {
+    ids: Vec<u16>,
+    route_len: usize,
+    latest: HashMap<(u16, u64), u32>,
+    gens: Vec<Gen>,
+    rng: Rng,
+    /// The warm-up's counts (its wrong reads count with the measured part's).
+    warm: Vec<Counts>,
+}
+
+/// Adds users `1..=users` with `pages` pages each under `policy`, loads their records and
+/// runs the unmeasured warm-up (`s.ops / 2` reads in four parts; under the least-loaded policy
+/// each user's pages are rebalanced by load after each part).
+#[allow(clippy::too_many_arguments)]
+fn warm_up(
+    net: &mut Net,
+    s: &Sizes,
+    users: usize,
+    pages: u32,
+    policy: Policy,
+    d: Dist,
+    seed: u64,
+) -> anyhow::Result<Warmed> {
+    let ids: Vec<u16> = (0..users as u16).map(|i| i + 1).collect();
+    for &t in &ids {
+        net.add_tenant(t, 0x7e00_0000 | t as u32, s.threshold, pages, policy)?;
+    }
+    let route_len = net.route_len(ids[0]);
+    let mut latest = HashMap::new();
+    load(net, &ids, KEYS, &mut latest)?;
+    let mut gens: Vec<Gen> = ids
+        .iter()
+        .map(|&t| Gen::new(d, KEYS, seed ^ t as u64))
+        .collect();
+    let mut rng = Rng::new(seed);
+    let mut warm = vec![Counts::default(); users];
+    for _ in 0..4 {
+        drive(
+            net,
+            &ids,
+            &mut gens,
+            s.ops / 8,
+            0.0,
+            &mut rng,
+            &mut latest,
+            &mut warm,
+            route_len,
+        )?;
+        if policy == Policy::LeastLoaded {
+            for &t in &ids {
+                net.rebalance(t)?;
+            }
+        }
+    }
+    Ok(Warmed {
+        ids,
+        route_len,
+        latest,
+        gens,
+        rng,
+        warm,
+    })
+}
+
 /// Loads `KEYS` records for each user straight into its store (as the thesis's store loads
 /// its file) and remembers them as version 1.
 fn load(
@@ -375,38 +441,14 @@ fn run_once(
 ) -> anyhow::Result<(Vec<Counts>, Ctl, Vec<usize>)> {
     let mut bed = Bed::new(topology, switches, 64, users.max(1), s.loss)?;
     let net = bed.net();
-    let ids: Vec<u16> = (0..users as u16).map(|i| i + 1).collect();
-    for &t in &ids {
-        net.add_tenant(t, 0x7e00_0000 | t as u32, s.threshold, pages, policy)?;
-    }
-    let route_len = net.route_len(ids[0]);
-    let mut latest = HashMap::new();
-    load(net, &ids, KEYS, &mut latest)?;
-    let mut gens: Vec<Gen> = ids
-        .iter()
-        .map(|&t| Gen::new(d, KEYS, seed ^ t as u64))
-        .collect();
-    let mut rng = Rng::new(seed);
-    let mut warm = vec![Counts::default(); users];
-    // The warm-up in four parts; by load, each user's pages are rebalanced after each part.
-    for _ in 0..4 {
-        drive(
-            net,
-            &ids,
-            &mut gens,
-            s.ops / 8,
-            0.0,
-            &mut rng,
-            &mut latest,
-            &mut warm,
-            route_len,
-        )?;
-        if policy == Policy::LeastLoaded {
-            for &t in &ids {
-                net.rebalance(t)?;
-            }
-        }
-    }
+    let Warmed {
+        ids,
+        route_len,
+        mut latest,
+        mut gens,
+        mut rng,
+        warm,
+    } = warm_up(net, s, users, pages, policy, d, seed)?;
     let mut counts = vec![Counts::default(); users];
     drive(
         net,
@@ -914,37 +956,12 @@ fn measured_once(
     use std::sync::atomic::{AtomicBool, Ordering};
     let mut bed = Bed::start(topology, switches, 64, users.max(1), s.loss, true)?;
     let net = bed.net();
-    let ids: Vec<u16> = (0..users as u16).map(|i| i + 1).collect();
-    for &u in &ids {
-        net.add_tenant(u, 0x7e00_0000 | u as u32, s.threshold, pages, policy)?;
-    }
-    let route_len = net.route_len(ids[0]);
-    let mut latest = HashMap::new();
-    load(net, &ids, KEYS, &mut latest)?;
-    let mut gens: Vec<Gen> = ids
-        .iter()
-        .map(|&u| Gen::new(d, KEYS, seed ^ u as u64))
-        .collect();
-    let mut rng = Rng::new(seed);
-    let mut warm = vec![Counts::default(); users];
-    for _ in 0..4 {
-        drive(
-            net,
-            &ids,
-            &mut gens,
-            s.ops / 8,
-            0.0,
-            &mut rng,
-            &mut latest,
-            &mut warm,
-            route_len,
-        )?;
-        if policy == Policy::LeastLoaded {
-            for &u in &ids {
-                net.rebalance(u)?;
-            }
-        }
-    }
+    let Warmed {
+        ids,
+        route_len,
+        warm,
+        ..
+    } = warm_up(net, s, users, pages, policy, d, seed)?;
     net.settle(Duration::from_secs(60))?;
     net.set_hop_delay(t.hop);
     let mut clients = Vec::new();

@@ -284,7 +284,7 @@ fn io_auto_falls_back_to_af_packet_with_the_reason() {
     let dir = tmp.path();
     std::fs::write(dir.join("prog.json"), to_port2()).unwrap();
     use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&*dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
     let unprivileged = |io: &str, log: &std::path::Path| {
         Command::new("ip")
             .args([
