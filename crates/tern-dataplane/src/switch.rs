@@ -12,10 +12,34 @@ use crate::exec::{mark, stage, Pkt, PktRegs, Probe, State, TableState};
 use crate::expr::RegArray;
 use crate::externs::{Meter, Pre};
 use crate::hash::Algo;
-use crate::layout::{FieldLoc, Phv, StdSlot};
+use crate::layout::{FieldLoc, Layout, Phv, StdSlot};
 use crate::table::{EntryAction, EntryStore, Profile};
 use tern_model::{ConstKey, LoadError, MatchKind, TableType};
 use tern_runtime::*;
+
+/// The general v1model flow ([`Flow`]) of one arriving packet over switch `$sw`'s queues,
+/// pools and tables (a macro rather than a method: `$eng` and `$st` are borrowed from
+/// `$sw.live` beside the other fields). Used by [`Switch::process_one`] and by the fast
+/// lane's hand-overs.
+macro_rules! general_flow {
+    ($sw:ident, $eng:expr, $st:expr, $out:expr, $now:expr, $bcache:expr) => {
+        Flow {
+            eng: $eng,
+            st: $st,
+            pre: &$sw.pre,
+            mirroring: &$sw.mirroring,
+            digests: &mut $sw.digests,
+            jobs: &mut $sw.jobs,
+            replicas: &mut $sw.replicas,
+            out: $out,
+            pool: &mut $sw.pool,
+            spare: &mut $sw.spare,
+            priority_queues: $sw.opts.priority_queues.max(1),
+            now: $now,
+            bcache: $bcache,
+        }
+    };
+}
 
 mod fast;
 
@@ -971,35 +995,51 @@ struct Flow<'a> {
     bcache: Option<&'a mut crate::bcache::Cache>,
 }
 
+/// `reuse` (a pooled instance) or a new one, made a fresh instance of the `data.len()`-byte
+/// frame arriving on `port`: PHV reset (metadata zero, headers invalid), registers and times
+/// cleared, the frame copied in when `copy` (the fast lane may parse it in place instead).
+#[inline]
+pub(crate) fn fresh_pkt(
+    reuse: Option<Box<Pkt>>,
+    layout: &Layout,
+    data: &[u8],
+    copy: bool,
+    port: u32,
+) -> Box<Pkt> {
+    let len = data.len() as u32;
+    let mut p = match reuse {
+        Some(mut p) => {
+            p.phv.reset(layout);
+            p.data.clear();
+            p.payload_off = 0;
+            p.regs = PktRegs::default();
+            p.enq_ts = 0;
+            p
+        }
+        None => Box::new(Pkt {
+            phv: Phv::new(layout),
+            data: Vec::with_capacity(data.len()),
+            payload_off: 0,
+            ingress_len: len,
+            length_reg: len,
+            ingress_port: port,
+            regs: PktRegs::default(),
+            enq_ts: 0,
+        }),
+    };
+    if copy {
+        p.data.extend_from_slice(data);
+    }
+    p.ingress_len = len;
+    p.length_reg = len;
+    p.ingress_port = port;
+    p
+}
+
 impl Flow<'_> {
     /// A new packet instance over `data`: fresh PHV (metadata zero, headers invalid).
     fn new_pkt(&mut self, data: &[u8], port: u32) -> Box<Pkt> {
-        let len = data.len() as u32;
-        let mut p = match self.pool.pop() {
-            Some(mut p) => {
-                p.phv.reset(&self.eng.layout);
-                p.data.clear();
-                p.data.extend_from_slice(data);
-                p.payload_off = 0;
-                p.regs = PktRegs::default();
-                p.enq_ts = 0;
-                p
-            }
-            None => Box::new(Pkt {
-                phv: Phv::new(&self.eng.layout),
-                data: data.to_vec(),
-                payload_off: 0,
-                ingress_len: len,
-                length_reg: len,
-                ingress_port: port,
-                regs: PktRegs::default(),
-                enq_ts: 0,
-            }),
-        };
-        p.ingress_len = len;
-        p.length_reg = len;
-        p.ingress_port = port;
-        p
+        fresh_pkt(self.pool.pop(), &self.eng.layout, data, true, port)
     }
 
     /// A full copy of `src` (headers, metadata, registers), reusing pooled buffers.
@@ -1399,21 +1439,14 @@ impl Switch {
         }
         let eng = &inst.engine;
         self.jobs.clear();
-        let mut flow = Flow {
+        let mut flow = general_flow!(
+            self,
             eng,
-            st: &mut inst.state,
-            pre: &self.pre,
-            mirroring: &self.mirroring,
-            digests: &mut self.digests,
-            jobs: &mut self.jobs,
-            replicas: &mut self.replicas,
+            &mut inst.state,
             out,
-            pool: &mut self.pool,
-            spare: &mut self.spare,
-            priority_queues: self.opts.priority_queues.max(1),
             now,
-            bcache: self.bcache.as_deref_mut(),
-        };
+            self.bcache.as_deref_mut()
+        );
         let mut pkt = flow.new_pkt(data, port);
         set(eng, &mut pkt.phv, |s| &s.ingress_port, port as u64);
         set(eng, &mut pkt.phv, |s| &s.packet_length, data.len() as u64);

@@ -17,9 +17,9 @@
 //! Eligibility is decided when a program loads ([`why_not`]) and shown in the bench's
 //! `native code:` line (`fast lane on` / `fast lane off (why)`).
 
-use super::{set, Flow, Job, Switch};
+use super::{fresh_pkt, set, Flow, Job, Switch};
 use crate::compile::Engine;
-use crate::exec::{Pkt, PktRegs};
+use crate::exec::Pkt;
 use tern_runtime::{OutputPacket, Port};
 
 /// Why a program's packets cannot take the fast lane; `None` if they can. The lane is for
@@ -128,32 +128,8 @@ impl Switch {
         self.lane_counts[0] += 1;
         let len = data.len() as u32;
         let direct = inst.lane_direct;
-        let mut pkt = match self.lane_pkt.take().or_else(|| self.pool.pop()) {
-            Some(mut p) => {
-                p.phv.reset(&eng.layout);
-                p.data.clear();
-                if !direct {
-                    p.data.extend_from_slice(data);
-                }
-                p.payload_off = 0;
-                p.regs = PktRegs::default();
-                p.enq_ts = 0;
-                p
-            }
-            None => Box::new(Pkt {
-                phv: crate::layout::Phv::new(&eng.layout),
-                data: data.to_vec(),
-                payload_off: 0,
-                ingress_len: len,
-                length_reg: len,
-                ingress_port: port,
-                regs: PktRegs::default(),
-                enq_ts: 0,
-            }),
-        };
-        pkt.ingress_len = len;
-        pkt.length_reg = len;
-        pkt.ingress_port = port;
+        let reuse = self.lane_pkt.take().or_else(|| self.pool.pop());
+        let mut pkt = fresh_pkt(reuse, &eng.layout, data, !direct, port);
         let phv = &mut pkt.phv;
         set(eng, phv, |s| &s.ingress_port, port as u64);
         set(eng, phv, |s| &s.packet_length, len as u64);
@@ -205,21 +181,7 @@ impl Switch {
             self.lane_counts[1] += 1;
             copy_in(&mut pkt, data, direct);
             self.jobs.clear();
-            let mut flow = Flow {
-                eng,
-                st,
-                pre: &self.pre,
-                mirroring: &self.mirroring,
-                digests: &mut self.digests,
-                jobs: &mut self.jobs,
-                replicas: &mut self.replicas,
-                out,
-                pool: &mut self.pool,
-                spare: &mut self.spare,
-                priority_queues: self.opts.priority_queues.max(1),
-                now,
-                bcache: None,
-            };
+            let mut flow = general_flow!(self, eng, st, out, now, None);
             let next = flow.ingress_tail(pkt).map(|(p, port)| Job::Egress(p, port));
             flow.run_jobs(next, self.opts.max_instances_per_packet - 1);
             return;
@@ -271,21 +233,7 @@ impl Switch {
             self.lane_counts[1] += 1;
             copy_in(&mut pkt, data, direct);
             self.jobs.clear();
-            let mut flow = Flow {
-                eng,
-                st,
-                pre: &self.pre,
-                mirroring: &self.mirroring,
-                digests: &mut self.digests,
-                jobs: &mut self.jobs,
-                replicas: &mut self.replicas,
-                out,
-                pool: &mut self.pool,
-                spare: &mut self.spare,
-                priority_queues: self.opts.priority_queues.max(1),
-                now,
-                bcache: None,
-            };
+            let mut flow = general_flow!(self, eng, st, out, now, None);
             flow.egress_tail(pkt, port);
             flow.run_jobs(None, self.opts.max_instances_per_packet - 2);
             return;
