@@ -31,6 +31,9 @@ crate::protocol::op_enum! {
     WRITE_REPLY = 0x0e03,
     /// switch → controller: the (tenant, key) became hot on a switch.
     HOT_REPORT = 0x0e04,
+    /// switch agent → controller: a switch's HOT_REPORT numbered by the agent (its id) for the
+    /// acknowledged control link, so two reports of one item are never taken for one.
+    HOT_REPORT_NUMBERED = 0x0e05,
     /// controller → switch: put an item in a slot.
     CONTROL_INSERT = 0x0e10,
     /// controller → switch: remove the item from its slot.
@@ -89,12 +92,15 @@ pub enum MadBody {
         /// The server index.
         source: u16,
     },
-    /// HOT_REPORT.
+    /// HOT_REPORT (`id` = `None`: as the switch's clone carries it) or HOT_REPORT_NUMBERED
+    /// (`id` = the agent's report number, unique per agent: acknowledged and deduplicated by it).
     HotReport {
         /// The reporting switch.
         switch: u16,
         /// Its count-min estimate when the report was made.
         frequency: u16,
+        /// The switch agent's number for this report on its control link.
+        id: Option<u32>,
     },
     /// CONTROL_INSERT / CONTROL_REPLACE / CONTROL_UPDATE (same layout, told apart by the op).
     Store {
@@ -296,7 +302,8 @@ impl MadBody {
             MadBody::ReadReply { .. } => MadOp::READ_REPLY,
             MadBody::WriteRequest { .. } => MadOp::WRITE_REQUEST,
             MadBody::WriteReply { .. } => MadOp::WRITE_REPLY,
-            MadBody::HotReport { .. } => MadOp::HOT_REPORT,
+            MadBody::HotReport { id: None, .. } => MadOp::HOT_REPORT,
+            MadBody::HotReport { id: Some(_), .. } => MadOp::HOT_REPORT_NUMBERED,
             MadBody::Store { op, .. } => match op {
                 StoreOp::Insert => MadOp::CONTROL_INSERT,
                 StoreOp::Replace => MadOp::CONTROL_REPLACE,
@@ -358,9 +365,16 @@ impl MadMessage {
                 out.push(u8::from(*stored));
                 out.extend_from_slice(&source.to_be_bytes());
             }
-            MadBody::HotReport { switch, frequency } => {
+            MadBody::HotReport {
+                switch,
+                frequency,
+                id,
+            } => {
                 out.extend_from_slice(&switch.to_be_bytes());
                 out.extend_from_slice(&frequency.to_be_bytes());
+                if let Some(id) = id {
+                    out.extend_from_slice(&id.to_be_bytes());
+                }
             }
             MadBody::Store {
                 id,
@@ -453,6 +467,12 @@ impl MadMessage {
             MadOp::HOT_REPORT => MadBody::HotReport {
                 switch: r.u16("hot_report.switch")?,
                 frequency: r.u16("hot_report.frequency")?,
+                id: None,
+            },
+            MadOp::HOT_REPORT_NUMBERED => MadBody::HotReport {
+                switch: r.u16("hot_report.switch")?,
+                frequency: r.u16("hot_report.frequency")?,
+                id: Some(r.u32("hot_report.id")?),
             },
             MadOp::CONTROL_INSERT | MadOp::CONTROL_REPLACE | MadOp::CONTROL_UPDATE => {
                 let id = r.u32("control.id")?;

@@ -6,9 +6,12 @@
 //! owner once. Both can drop a share of what they send (loss injection, deterministic) so a test
 //! shows that a burst loses nothing.
 //!
-//! A message is identified by (op, tenant, key, id, switch); a HOT_REPORT has no id field, so
-//! its id is 0 and a repeated report of one (tenant, key) from one switch is one report until
-//! [`Inbox::new_period`] (a new detection period, when the switch may report it again).
+//! A message is identified by (op, tenant, key, id, switch). A switch's HOT_REPORT clone has no
+//! id field; a [`SwitchAgent`] numbers every report it relays (HOT_REPORT_NUMBERED, the id from
+//! its link's counter), so two reports of one item (one made before a new detection period and
+//! still in flight, one after) are two messages, each handed over once, and a late retry of a
+//! report is a duplicate whatever the period. A bare HOT_REPORT sent on a link is acknowledged
+//! with id 0 and one (tenant, key, switch) is one report until [`Inbox::new_period`].
 
 use crate::madinc::{MadBody, MadMessage, MadOp, ReplyStatus};
 use crate::madinc_auth::{AuthKey, Opener, Refused, Sealer};
@@ -40,7 +43,7 @@ pub struct MsgId {
 /// messages (read/write requests and replies, CONTROL_REPLY itself).
 pub fn msg_id(m: &MadMessage) -> Option<MsgId> {
     let (id, switch) = match &m.body {
-        MadBody::HotReport { switch, .. } => (0, *switch),
+        MadBody::HotReport { switch, id, .. } => (id.unwrap_or(0), *switch),
         MadBody::Store { id, switch, .. }
         | MadBody::Evict { id, switch, .. }
         | MadBody::Arm { id, switch, .. }
@@ -788,11 +791,26 @@ impl SwitchAgent {
         *self.stats.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Sends a HOT_REPORT the switch produced to the controller, until acknowledged.
+    /// Sends a HOT_REPORT the switch produced to the controller, until acknowledged: numbered
+    /// (HOT_REPORT_NUMBERED, a fresh id of the report link) unless it already carries a number.
     pub fn report(&self, m: &MadMessage) -> Result<(), WireError> {
-        match &self.reports {
-            Some(l) => l.send(m),
-            None => Ok(()),
+        let Some(l) = &self.reports else {
+            return Ok(());
+        };
+        match m.body {
+            MadBody::HotReport {
+                switch,
+                frequency,
+                id: None,
+            } => l.send(&MadMessage {
+                body: MadBody::HotReport {
+                    switch,
+                    frequency,
+                    id: Some(l.next_id()),
+                },
+                ..m.clone()
+            }),
+            _ => l.send(m),
         }
     }
 

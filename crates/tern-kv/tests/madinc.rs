@@ -32,6 +32,12 @@ fn all_messages() -> Vec<MadMessage> {
         MadBody::HotReport {
             switch: 2,
             frequency: 9,
+            id: None,
+        },
+        MadBody::HotReport {
+            switch: 3,
+            frequency: 0xFFFF,
+            id: Some(0x0102_0304),
         },
         MadBody::Store {
             op: StoreOp::Insert,
@@ -232,10 +238,10 @@ fn oversized_values_are_refused_both_ways() {
 #[test]
 fn unknown_ops_flags_and_acks_are_refused() {
     let mut b = all_messages()[0].encode().unwrap();
-    b[0..2].copy_from_slice(&0x0e05u16.to_be_bytes());
+    b[0..2].copy_from_slice(&0x0e06u16.to_be_bytes());
     assert_eq!(
         MadMessage::decode(&b).unwrap_err().to_string(),
-        "unknown MADINC op code 0x0e05 at byte 0"
+        "unknown MADINC op code 0x0e06 at byte 0"
     );
     // A FarReach GETREQ is not a MADINC message.
     b[0..2].copy_from_slice(&0x0030u16.to_be_bytes());

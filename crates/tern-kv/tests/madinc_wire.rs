@@ -230,6 +230,7 @@ fn a_uniform_burst_of_hot_reports_loses_none_under_loss() {
                 MadBody::HotReport {
                     switch,
                     frequency: 8,
+                    id: None,
                 },
             );
             link.send(&m).unwrap();
@@ -266,6 +267,7 @@ fn a_uniform_burst_of_hot_reports_loses_none_under_loss() {
         MadBody::HotReport {
             switch: 0,
             frequency: 9,
+            id: None,
         },
     );
     link.send(&again).unwrap();
@@ -326,6 +328,7 @@ fn a_sealed_burst_loses_none_and_forged_or_replayed_reports_are_refused() {
                 MadBody::HotReport {
                     switch: 1,
                     frequency: 8,
+                    id: None,
                 },
             );
             link.send(&m).unwrap();
@@ -354,6 +357,7 @@ fn a_sealed_burst_loses_none_and_forged_or_replayed_reports_are_refused() {
         MadBody::HotReport {
             switch: 2,
             frequency: 9,
+            id: None,
         },
     );
     s.send_to(&fresh.encode().unwrap(), to).unwrap();
@@ -368,4 +372,155 @@ fn a_sealed_burst_loses_none_and_forged_or_replayed_reports_are_refused() {
     s.send_to(&sealed, to).unwrap();
     assert_eq!(inbox.recv(Duration::from_millis(200)).unwrap(), None);
     assert_eq!(inbox.stats().replayed, 1);
+}
+
+/// A switch agent with no switch behind it: these tests only relay reports.
+struct NoSwitch;
+
+impl tern_kv::switchos::SwitchAccess for NoSwitch {
+    fn with(
+        &self,
+        _: &mut dyn FnMut(&mut dyn tern_runtime::Runtime) -> tern_runtime::RtResult<()>,
+    ) -> tern_runtime::RtResult<()> {
+        Ok(())
+    }
+}
+
+/// The race that lost a report in madinc-tenants: a switch reported an item, the report was
+/// still in flight when a new detection period began, and the switch (its Bloom filter
+/// cleared) reported the same item again. Both reports must reach the controller, each once:
+/// the agent numbers every report, so the second is not taken for a copy of the first (a bare
+/// HOT_REPORT's identity is (tenant, key, switch) only, and the second was acknowledged as a
+/// duplicate and never handed over).
+#[test]
+fn an_item_reported_again_while_its_first_report_is_in_flight_is_delivered_twice() {
+    use tern_kv::madinc_wire::SwitchAgent;
+    let mut inbox = Inbox::bind("127.0.0.1:0".parse().unwrap(), Loss::default()).unwrap();
+    let agent = SwitchAgent::start(
+        Arc::new(NoSwitch),
+        Some(inbox.addr().unwrap()),
+        Duration::from_millis(5),
+        Loss::default(),
+    )
+    .unwrap();
+    let report = msg(
+        7,
+        Key::from_id(3),
+        MadBody::HotReport {
+            switch: 1,
+            frequency: 4,
+            id: None,
+        },
+    );
+    // Made in the old period; the controller has not taken it yet.
+    agent.report(&report).unwrap();
+    inbox.new_period();
+    // Made in the new period.
+    agent.report(&report).unwrap();
+    let mut got = Vec::new();
+    while let Some(m) = inbox.recv(Duration::from_secs(2)).unwrap() {
+        got.push(m);
+    }
+    assert_eq!(got.len(), 2, "both reports are delivered: {got:?}");
+    let mut ids = HashSet::new();
+    for m in got {
+        let MadBody::HotReport {
+            switch: 1,
+            frequency: 4,
+            id: Some(id),
+        } = m.body
+        else {
+            panic!("not a numbered report of switch 1: {m:?}");
+        };
+        assert_eq!((m.tenant, m.key), (7, Key::from_id(3)));
+        assert!(ids.insert(id), "report {id} delivered twice");
+    }
+    let link = agent.report_link().unwrap();
+    settle(&mut inbox, link);
+    assert_eq!(inbox.stats().delivered, 2);
+    let ord = std::sync::atomic::Ordering::Relaxed;
+    assert_eq!(link.stats().acked.load(ord), 2);
+    // What the agent relayed before: bare HOT_REPORTs, one identity for both, so the second
+    // was acknowledged as a copy of the first and never handed over (made 2, delivered 1).
+    let bare = Link::start(
+        inbox.addr().unwrap(),
+        Duration::from_millis(5),
+        u32::MAX,
+        Loss::default(),
+    )
+    .unwrap();
+    let mut r = report.clone();
+    r.tenant = 9;
+    bare.send(&r).unwrap();
+    inbox.new_period();
+    bare.send(&r).unwrap();
+    assert_eq!(inbox.recv(Duration::from_secs(2)).unwrap(), Some(r));
+    assert_eq!(inbox.recv(Duration::from_millis(300)).unwrap(), None);
+}
+
+/// The mirror race: a report was delivered but its acknowledgement was lost, and its retry
+/// arrives after a new detection period began. It is the same report (same number): one
+/// delivery, the retry acknowledged as a duplicate.
+#[test]
+fn a_late_retry_of_a_numbered_report_is_a_duplicate_in_any_period() {
+    let mut inbox = Inbox::bind("127.0.0.1:0".parse().unwrap(), Loss::default()).unwrap();
+    let s = client();
+    let to = inbox.addr().unwrap();
+    let report = msg(
+        8,
+        Key::from_id(4),
+        MadBody::HotReport {
+            switch: 2,
+            frequency: 5,
+            id: Some(41),
+        },
+    );
+    let bytes = report.encode().unwrap();
+    s.send_to(&bytes, to).unwrap();
+    assert_eq!(
+        inbox.recv(Duration::from_secs(5)).unwrap(),
+        Some(report.clone())
+    );
+    inbox.new_period();
+    s.send_to(&bytes, to).unwrap();
+    assert_eq!(inbox.recv(Duration::from_millis(200)).unwrap(), None);
+    assert_eq!(inbox.stats().delivered, 1);
+    assert_eq!(inbox.stats().duplicates, 1);
+    // What the agent relayed before, a bare HOT_REPORT: its late retry counted as a second
+    // report (delivered more often than made).
+    let mut bare = report.clone();
+    bare.body = MadBody::HotReport {
+        switch: 2,
+        frequency: 5,
+        id: None,
+    };
+    let b = bare.encode().unwrap();
+    let other = client();
+    other.send_to(&b, to).unwrap();
+    assert_eq!(
+        inbox.recv(Duration::from_secs(5)).unwrap(),
+        Some(bare.clone())
+    );
+    inbox.new_period();
+    other.send_to(&b, to).unwrap();
+    assert_eq!(inbox.recv(Duration::from_secs(5)).unwrap(), Some(bare));
+    // Both copies were acknowledged, with the report's number.
+    s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let mut buf = [0u8; 256];
+    for _ in 0..2 {
+        let n = s.recv(&mut buf).unwrap();
+        let a = MadMessage::decode(&buf[..n]).unwrap();
+        assert!(
+            matches!(
+                a.body,
+                MadBody::Reply {
+                    id: 41,
+                    switch: 2,
+                    status: 0,
+                    ..
+                }
+            ),
+            "{a:?}"
+        );
+    }
 }

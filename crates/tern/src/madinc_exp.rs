@@ -406,12 +406,22 @@ fn modelled(offered: f64, c: &Counts) -> f64 {
     }
 }
 
+/// The control plane's account of a run: every hot report made is delivered to the controller
+/// (taken, or dropped because its tenant had left while it was in flight) or lost.
 struct Ctl {
     made: u64,
     delivered: u64,
+    tenant_gone: u64,
     retries: (u64, u64, u64),
     injected: u64,
+    gave_up: u64,
     settled: bool,
+}
+
+impl Ctl {
+    fn lost(&self) -> u64 {
+        self.made.saturating_sub(self.delivered)
+    }
 }
 
 fn settle(net: &mut Net) -> anyhow::Result<Ctl> {
@@ -420,8 +430,10 @@ fn settle(net: &mut Net) -> anyhow::Result<Ctl> {
     Ok(Ctl {
         made: s.reports_made,
         delivered: s.reports_delivered,
+        tenant_gone: s.reports_tenant_gone,
         retries: net.retries(),
         injected: net.injected_drops(),
+        gave_up: net.gave_up(),
         settled,
     })
 }
@@ -476,7 +488,9 @@ fn control_json(ctls: &[Ctl]) -> serde_json::Value {
     serde_json::json!({
         "reports_made": made,
         "reports_delivered": delivered,
-        "reports_lost": made - delivered.min(made),
+        "reports_dropped_tenant_gone": ctls.iter().map(|c| c.tenant_gone).sum::<u64>(),
+        "reports_lost": ctls.iter().map(Ctl::lost).sum::<u64>(),
+        "messages_given_up": ctls.iter().map(|c| c.gave_up).sum::<u64>(),
         "retries_reports": ctls.iter().map(|c| c.retries.0).sum::<u64>(),
         "retries_notices": ctls.iter().map(|c| c.retries.1).sum::<u64>(),
         "retries_control": ctls.iter().map(|c| c.retries.2).sum::<u64>(),
@@ -738,7 +752,7 @@ fn burst_exp(s: &Sizes, a: &ExperimentArgs) -> anyhow::Result<Report> {
         points.push(point(
             &format!("{} % loss", loss / 10_000),
             "tern",
-            vec![(ctl.made - ctl.delivered.min(ctl.made)) as f64],
+            vec![ctl.lost() as f64],
             vec![hits as f64 / total as f64],
             serde_json::json!({"reports_made": ctl.made, "reports_delivered": ctl.delivered,
                                "admitted": net.stats().admitted, "burst_reads": made_reads,
@@ -1254,6 +1268,18 @@ fn markdown(r: &Report) -> String {
     m += &format!(
         "* Date: {}; machine: {}\n* Command: `{}`\n* Method: {}\n* Scale: `{}`\n* Control plane: `{}`\n\n",
         r.date, r.machine, r.command, r.method_note, r.scale, r.control
+    );
+    let c = &r.control;
+    m += &format!(
+        "## Hot reports\n\n| made | delivered | of which dropped: tenant gone | lost | retries (reports) | injected drops | given up | settled |\n|---|---|---|---|---|---|---|---|\n| {} | {} | {} | {} | {} | {} | {} | {} |\n\n",
+        c["reports_made"],
+        c["reports_delivered"],
+        c["reports_dropped_tenant_gone"],
+        c["reports_lost"],
+        c["retries_reports"],
+        c["injected_drops"],
+        c["messages_given_up"],
+        c["all_links_settled"]
     );
     m += "## Thesis beside tern\n\n| what | thesis | tern | tern / thesis |\n|---|---|---|---|\n";
     for c in &r.compare {

@@ -83,13 +83,18 @@ pub enum Answer {
 pub struct NetStats {
     /// HOT_REPORTs the switches produced.
     pub reports_made: u64,
-    /// HOT_REPORTs the controller received (each once).
+    /// HOT_REPORTs the controller received (each once), `reports_tenant_gone` included.
     pub reports_delivered: u64,
+    /// HOT_REPORTs received after their tenant had left (made while it was there, in flight
+    /// when it left): dropped, not applied, and not lost.
+    pub reports_tenant_gone: u64,
+    /// Write notices received after their tenant had left (dropped).
+    pub notices_tenant_gone: u64,
     /// Items admitted on a report.
     pub admitted: u64,
-    /// Reports absorbed (item already cached) or refused (quota, no page).
+    /// Reports absorbed (item already cached, not in the store) or refused (quota, no page).
     pub absorbed: u64,
-    /// Write notices the controller received.
+    /// Write notices the controller received for tenants present.
     pub notices: u64,
     /// Cached copies refreshed after a write.
     pub refreshed: u64,
@@ -139,6 +144,10 @@ pub struct Net {
     /// Tests: runs between the controller's store read and its refresh (to put a write there).
     #[cfg(test)]
     between: Option<Between>,
+    /// Tests: how long (µs) the receiving thread waits before it queues a message for the
+    /// controller (a descheduled thread on a busy machine).
+    #[cfg(test)]
+    hand_over_delay: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// MADINC's switch program.
@@ -306,27 +315,35 @@ impl Net {
         let inbox = Arc::new(Mutex::new(inbox));
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let (tx, queue) = std::sync::mpsc::channel();
+        #[cfg(test)]
+        let hand_over_delay = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let reader = {
             let (inbox, stop) = (inbox.clone(), stop.clone());
+            #[cfg(test)]
+            let delay = hand_over_delay.clone();
             std::thread::Builder::new()
                 .name("madinc-ctl-rx".into())
                 .spawn(move || {
-                    while !stop.load(std::sync::atomic::Ordering::Acquire) {
-                        let got = inbox
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .recv(Duration::from_millis(2));
-                        match got {
-                            Ok(Some(m)) => {
-                                if tx.send(m).is_err() {
-                                    return;
+                    // A message is queued for the controller before its acknowledgement
+                    // leaves: once a sender's link is idle, all it sent is in the queue
+                    // (`Net::settle` relies on it).
+                    let mut closed = false;
+                    while !closed && !stop.load(std::sync::atomic::Ordering::Acquire) {
+                        let got = inbox.lock().unwrap_or_else(|p| p.into_inner()).serve(
+                            Duration::from_millis(2),
+                            &mut |m| {
+                                #[cfg(test)]
+                                {
+                                    let d = delay.load(std::sync::atomic::Ordering::Relaxed);
+                                    std::thread::sleep(Duration::from_micros(d));
                                 }
-                            }
-                            Ok(None) => {}
-                            Err(e) => {
-                                eprintln!("madinc controller: receive failed: {e}");
-                                std::thread::sleep(Duration::from_millis(2));
-                            }
+                                closed |= tx.send(m.clone()).is_err();
+                                tern_kv::madinc::ReplyStatus::OK
+                            },
+                        );
+                        if let Err(e) = got {
+                            eprintln!("madinc controller: receive failed: {e}");
+                            std::thread::sleep(Duration::from_millis(2));
                         }
                     }
                 })?
@@ -353,6 +370,8 @@ impl Net {
             key,
             #[cfg(test)]
             between: None,
+            #[cfg(test)]
+            hand_over_delay,
         })
     }
 
@@ -538,9 +557,14 @@ impl Net {
             if report {
                 self.stats.reports_delivered += 1;
             }
-            // A report or notice of a tenant that has left since is void.
+            // A report or notice of a tenant that has left since is void: dropped, counted
+            // with that reason.
             let Some(t) = self.tenants.get(&m.tenant) else {
-                self.stats.absorbed += u64::from(report);
+                if report {
+                    self.stats.reports_tenant_gone += 1;
+                } else {
+                    self.stats.notices_tenant_gone += 1;
+                }
                 continue;
             };
             let store = self.servers[t.store].addr();
@@ -654,22 +678,24 @@ impl Net {
         self.ctl.pages_of(id).iter().map(Vec::len).collect()
     }
 
-    /// Pumps until the switches' report links and the servers' notice links are idle (every
-    /// report and notice delivered) or `timeout` passes; false on timeout.
+    /// Pumps until every hot report made has been taken by the controller (made = delivered:
+    /// each report is numbered by its agent and handed over once, so this is exact, for switch
+    /// processes too) and the servers' notice links are idle (every notice acknowledged, hence
+    /// queued: the receiving thread queues before it acknowledges), then takes what is queued;
+    /// false when `timeout` passes first. A report delivered twice is an error (it cannot
+    /// happen by construction; the count would hide a lost one).
     pub fn settle(&mut self, timeout: Duration) -> anyhow::Result<bool> {
         let end = std::time::Instant::now() + timeout;
         loop {
             self.pump(Duration::from_millis(2))?;
-            let busy = self
-                .agents
-                .iter()
-                .filter_map(|a| a.report_link())
-                .map(|l| l.pending())
-                .sum::<usize>()
-                + self._links.iter().map(|l| l.pending()).sum::<usize>()
-                + self.remote_reports_pending();
-            if busy == 0 {
-                self.pump(Duration::from_millis(2))?;
+            let made = self.stats().reports_made;
+            let delivered = self.stats.reports_delivered;
+            if delivered > made {
+                bail!("the controller took {delivered} hot reports but only {made} were made");
+            }
+            let notices: usize = self._links.iter().map(|l| l.pending()).sum();
+            if made == delivered && notices == 0 {
+                self.pump(Duration::ZERO)?;
                 return Ok(true);
             }
             if std::time::Instant::now() >= end {
@@ -678,14 +704,12 @@ impl Net {
         }
     }
 
-    /// Switch processes' reports not yet delivered (their links are in the processes): made
-    /// minus delivered, each report delivered once.
-    fn remote_reports_pending(&self) -> usize {
-        if self.agents.len() == self.sw.len() {
-            return 0;
-        }
+    /// Hot reports made and not yet taken by the controller (in flight on a report link, or
+    /// acknowledged and queued).
+    #[cfg(test)]
+    pub fn reports_in_flight(&self) -> u64 {
         let made = self.stats().reports_made;
-        made.saturating_sub(self.stats.reports_delivered) as usize
+        made.saturating_sub(self.stats.reports_delivered)
     }
 
     /// Reads each switch's count of reads it answered (`mad_ops[0]`) since the last call, gives
@@ -763,6 +787,19 @@ impl Net {
             .map(|i| self.path.link(i).stats().retried.load(Relaxed))
             .sum();
         (r, n, c)
+    }
+
+    /// Messages a control link of this process gave up after its last try (0: the links retry
+    /// without a limit; a switch process's report link is counted by made = delivered).
+    pub fn gave_up(&self) -> u64 {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.agents
+            .iter()
+            .filter_map(|a| a.report_link())
+            .chain(self._links.iter().map(|l| &**l))
+            .chain((0..self.cfg.switches).map(|i| self.path.link(i)))
+            .map(|l| l.stats().gave_up.load(Relaxed))
+            .sum()
     }
 
     /// Datagrams the loss injection dropped on all control links.
@@ -1988,5 +2025,69 @@ mod tests {
             &_d,
         )
         .is_err());
+    }
+
+    /// Reads `k` of tenant `t` until its switch made a hot report (threshold 2: the second
+    /// miss), without giving the controller a turn.
+    fn make_report(n: &mut Net, t: u16, k: Key) {
+        let before = n.stats().reports_made;
+        for _ in 0..4 {
+            assert_eq!(n.read(t, k).unwrap().0, Answer::Store);
+            if n.stats().reports_made > before {
+                return;
+            }
+        }
+        panic!("tenant {t}: no hot report made");
+    }
+
+    /// A report made while its tenant was there and still in flight when it left: delivered
+    /// and dropped with the reason "tenant gone" (nothing admitted), not lost.
+    #[test]
+    fn a_report_in_flight_when_its_tenant_leaves_is_dropped_not_lost() {
+        let (mut n, _d) = net(Topology::Line, 1, 0);
+        n.add_tenant(5, 0x55, 2, 1, Policy::NearClient).unwrap();
+        n.add_tenant(6, 0x66, 2, 1, Policy::NearClient).unwrap();
+        let k = Key::from_id(2);
+        n.load(5, k, b"five").unwrap();
+        n.load(6, k, b"six").unwrap();
+        make_report(&mut n, 5, k);
+        make_report(&mut n, 6, k);
+        assert_eq!(n.reports_in_flight(), 2);
+        n.remove_tenant(5).unwrap();
+        assert!(n.settle(Duration::from_secs(10)).unwrap());
+        let s = n.stats();
+        assert_eq!((s.reports_made, s.reports_delivered), (2, 2));
+        assert_eq!(s.reports_tenant_gone, 1);
+        assert_eq!(s.admitted, 1, "only the present tenant's item is admitted");
+        assert_eq!(n.reports_in_flight(), 0);
+        assert!(n.controller().placement(5, k).is_none());
+        assert_eq!(
+            n.read(6, k).unwrap(),
+            (Answer::Switch(0), Some(b"six".to_vec()))
+        );
+    }
+
+    /// A report acknowledged to its agent while the controller's receiving thread had not yet
+    /// queued it (a descheduled thread on a busy machine): `settle` waits for it (made =
+    /// delivered), and the thread queues before it acknowledges, so an idle link means nothing
+    /// is left to take.
+    #[test]
+    fn settle_waits_for_a_report_not_yet_handed_to_the_controller() {
+        let (mut n, _d) = net(Topology::Line, 1, 0);
+        n.add_tenant(3, 0x33, 2, 1, Policy::NearClient).unwrap();
+        let k = Key::from_id(9);
+        n.load(3, k, b"nine").unwrap();
+        n.hand_over_delay
+            .store(300_000, std::sync::atomic::Ordering::Relaxed);
+        make_report(&mut n, 3, k);
+        assert!(n.settle(Duration::from_secs(10)).unwrap());
+        let s = n.stats();
+        assert_eq!((s.reports_made, s.reports_delivered, s.admitted), (1, 1, 1));
+        // The agent's link went idle only once the report was queued.
+        assert_eq!(n.agents[0].report_link().unwrap().pending(), 0);
+        assert_eq!(
+            n.read(3, k).unwrap(),
+            (Answer::Switch(0), Some(b"nine".to_vec()))
+        );
     }
 }

@@ -387,7 +387,8 @@ fn hot_reports_admit_items_once_and_writes_invalidate_them() {
             key: k,
             body: MadBody::HotReport {
                 switch: 11,
-                frequency: 2
+                frequency: 2,
+                id: None,
             }
         }
     );
