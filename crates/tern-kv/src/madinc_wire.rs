@@ -146,7 +146,15 @@ pub struct LinkStats {
     /// Acknowledgements refused: not sealed with the deployment's key (forged) or a copy of
     /// one already taken (replayed).
     pub forged_acks: AtomicU64,
+    /// Sends that waited for the oldest unacknowledged message to come within [`WINDOW`].
+    pub window_waits: AtomicU64,
 }
+
+/// The span of message ids a receiver remembers per sender (and a link keeps its
+/// unacknowledged messages within): a copy of a message more than this many ids older than
+/// the newest one seen from its sender was acknowledged before (its sender kept it within the
+/// window while it was pending), so it is dropped unanswered.
+pub const WINDOW: u32 = 1 << 15;
 
 /// A message waiting for its acknowledgement.
 struct Pending {
@@ -176,6 +184,8 @@ struct LinkShared {
     outcomes: Mutex<HashMap<MsgId, u8>>,
     /// With a deployment key: seals every send, opens every acknowledgement.
     auth: Option<Mutex<(Sealer, Opener)>>,
+    /// The newest numbered id sent.
+    newest: Mutex<Option<u32>>,
 }
 
 /// The outcome [`Link::call`] reports for a message given up after its last try.
@@ -228,6 +238,17 @@ pub enum WireError {
     /// The message does not encode.
     #[error("madinc link: {0}")]
     Encode(#[from] crate::madinc::MadError),
+    /// A numbered message sent after one [`WINDOW`] ids newer: its receiver could take it for
+    /// an old copy.
+    #[error(
+        "madinc link: message id {id} is {WINDOW} or more older than id {newest}, already sent"
+    )]
+    Window {
+        /// The message's id.
+        id: u32,
+        /// The newest id sent.
+        newest: u32,
+    },
 }
 
 impl Link {
@@ -273,6 +294,7 @@ impl Link {
             next_id: AtomicU32::new(1),
             outcomes: Mutex::new(HashMap::new()),
             auth: auth.map(|k| Mutex::new((Sealer::new(k), Opener::new(k)))),
+            newest: Mutex::new(None),
         });
         let s = shared.clone();
         let thread = std::thread::Builder::new()
@@ -295,17 +317,53 @@ impl Link {
     }
 
     /// Sends `m` now and again until acknowledged. A message with the identity of one still
-    /// pending replaces it (the newer content is what gets retried).
+    /// pending replaces it (the newer content is what gets retried). A numbered message (id ≠ 0)
+    /// waits while a message [`WINDOW`] numbers older is still unacknowledged, and one
+    /// [`WINDOW`] numbers older than the newest sent is refused ([`WireError::Window`]): the
+    /// receiver's duplicate window never loses a message still to deliver.
     pub fn send(&self, m: &MadMessage) -> Result<(), WireError> {
         let id = msg_id(m).ok_or(WireError::NotControl(m.body.op()))?;
         let bytes = m.encode()?;
+        let mut p = loop {
+            let p = self
+                .shared
+                .pending
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            if id.id == 0 {
+                break p;
+            }
+            let mut newest = self.shared.newest.lock().unwrap_or_else(|p| p.into_inner());
+            let lag = newest.map_or(0, |n| n.wrapping_sub(id.id) as i32);
+            if lag >= WINDOW as i32 {
+                return Err(WireError::Window {
+                    id: id.id,
+                    newest: newest.unwrap_or(0),
+                });
+            }
+            // How far behind this message the oldest unacknowledged numbered one is.
+            let behind = p
+                .keys()
+                .filter(|k| k.id != 0)
+                .map(|k| id.id.wrapping_sub(k.id) as i32)
+                .max()
+                .unwrap_or(0);
+            if behind < WINDOW as i32 {
+                if lag <= 0 {
+                    *newest = Some(id.id);
+                }
+                break p;
+            }
+            drop(newest);
+            drop(p);
+            self.shared
+                .stats
+                .window_waits
+                .fetch_add(1, Ordering::Relaxed);
+            std::thread::sleep(Duration::from_micros(500));
+        };
         self.shared.stats.queued.fetch_add(1, Ordering::Relaxed);
         self.shared.put(&bytes);
-        let mut p = self
-            .shared
-            .pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
         p.insert(
             id,
             Pending {
@@ -470,13 +528,60 @@ pub struct InboxStats {
     pub forged: u64,
     /// Sealed datagrams refused because their sequence number was seen before (a replay).
     pub replayed: u64,
+    /// Copies of numbered messages older than their sender's window (delivered and
+    /// acknowledged before): dropped unanswered.
+    pub old_copies: u64,
+}
+
+/// One sender's numbered messages delivered: the newest id and the status of every id
+/// delivered within [`WINDOW`] of it (at most 2 × [`WINDOW`] entries: older ones are pruned).
+struct Window {
+    newest: u32,
+    status: HashMap<u32, u8>,
+}
+
+/// What a receiver makes of a numbered message.
+enum Seen {
+    /// Not delivered before.
+    New,
+    /// Delivered before, acknowledged with this status.
+    Copy(u8),
+    /// Older than the window: delivered and acknowledged before.
+    Old,
+}
+
+impl Window {
+    fn look(&self, id: u32) -> Seen {
+        let back = self.newest.wrapping_sub(id) as i32;
+        if back >= WINDOW as i32 {
+            return Seen::Old;
+        }
+        match self.status.get(&id) {
+            Some(&st) => Seen::Copy(st),
+            None => Seen::New,
+        }
+    }
+
+    fn record(&mut self, id: u32, status: u8) {
+        if (id.wrapping_sub(self.newest) as i32) > 0 {
+            self.newest = id;
+        }
+        self.status.insert(id, status);
+        if self.status.len() > 2 * WINDOW as usize {
+            let newest = self.newest;
+            self.status
+                .retain(|&i, _| (newest.wrapping_sub(i) as i32) < WINDOW as i32);
+        }
+    }
 }
 
 /// The receiving end: acknowledges and deduplicates control messages.
 pub struct Inbox {
     sock: UdpSocket,
-    /// Messages delivered and the status they were acknowledged with.
+    /// Bare HOT_REPORTs (id 0) delivered in this detection period and their status.
     seen: HashMap<MsgId, u8>,
+    /// Numbered messages delivered, per sender: (source address, op, switch) → window.
+    windows: HashMap<(SocketAddr, u16, u16), Window>,
     dropper: Dropper,
     stats: InboxStats,
     buf: Vec<u8>,
@@ -491,6 +596,7 @@ impl Inbox {
         Ok(Inbox {
             sock,
             seen: HashMap::new(),
+            windows: HashMap::new(),
             dropper: Dropper::new(loss),
             stats: InboxStats::default(),
             buf: vec![0u8; 2048],
@@ -513,6 +619,12 @@ impl Inbox {
     /// The counters.
     pub fn stats(&self) -> InboxStats {
         self.stats
+    }
+
+    /// Messages remembered for deduplication (bare reports of this period and every
+    /// sender's window).
+    pub fn remembered(&self) -> usize {
+        self.seen.len() + self.windows.values().map(|w| w.status.len()).sum::<usize>()
     }
 
     /// A new detection period: the switches may report the same items again.
@@ -594,14 +706,36 @@ impl Inbox {
                 self.stats.not_control += 1;
                 continue;
             };
-            let (status, new) = match self.seen.get(&id) {
-                Some(&st) => {
+            let seen = if id.id == 0 {
+                self.seen.get(&id).map_or(Seen::New, |&st| Seen::Copy(st))
+            } else {
+                match self.windows.get(&(from, id.op, id.switch)) {
+                    Some(w) => w.look(id.id),
+                    None => Seen::New,
+                }
+            };
+            let (status, new) = match seen {
+                Seen::Copy(st) => {
                     self.stats.duplicates += 1;
                     (st, false)
                 }
-                None => {
+                Seen::Old => {
+                    self.stats.old_copies += 1;
+                    continue;
+                }
+                Seen::New => {
                     let st = apply(&m);
-                    self.seen.insert(id, st);
+                    if id.id == 0 {
+                        self.seen.insert(id, st);
+                    } else {
+                        self.windows
+                            .entry((from, id.op, id.switch))
+                            .or_insert_with(|| Window {
+                                newest: id.id,
+                                status: HashMap::new(),
+                            })
+                            .record(id.id, st);
+                    }
                     self.stats.delivered += 1;
                     (st, true)
                 }

@@ -524,3 +524,113 @@ fn a_late_retry_of_a_numbered_report_is_a_duplicate_in_any_period() {
         );
     }
 }
+
+fn numbered(id: u32, tenant: u16) -> MadMessage {
+    msg(
+        tenant,
+        Key::from_id(id as u64),
+        MadBody::Store {
+            op: StoreOp::Update,
+            id,
+            switch: 4,
+            slot: u32::MAX,
+            value: b"v".to_vec(),
+        },
+    )
+}
+
+/// The duplicate sets are bounded: a receiver remembers each sender's numbered messages within
+/// a window of ids (at most 2 × WINDOW), a retry inside it is still a duplicate, a copy older
+/// than it is dropped unanswered, and another sender's ids are its own.
+#[test]
+fn duplicate_windows_are_bounded_per_sender() {
+    use tern_kv::madinc_wire::WINDOW;
+    let mut inbox = Inbox::bind("127.0.0.1:0".parse().unwrap(), Loss::default()).unwrap();
+    let to = inbox.addr().unwrap();
+    let s = client();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut buf = [0u8; 256];
+    let total = 2 * WINDOW + 500;
+    for id in 1..=total {
+        s.send_to(&numbered(id, 1).encode().unwrap(), to).unwrap();
+        let m = inbox
+            .recv(Duration::from_secs(5))
+            .unwrap()
+            .expect("delivered");
+        assert!(matches!(m.body, MadBody::Store { id: i, .. } if i == id));
+        let n = s.recv(&mut buf).unwrap();
+        let a = MadMessage::decode(&buf[..n]).unwrap();
+        assert!(matches!(a.body, MadBody::Reply { id: i, .. } if i == id));
+    }
+    assert!(
+        inbox.remembered() <= 2 * WINDOW as usize,
+        "{} remembered",
+        inbox.remembered()
+    );
+    assert_eq!(inbox.stats().delivered, total as u64);
+    // A retry inside the window: a duplicate, acknowledged again.
+    s.send_to(&numbered(total - 10, 1).encode().unwrap(), to)
+        .unwrap();
+    assert_eq!(inbox.recv(Duration::from_millis(200)).unwrap(), None);
+    assert_eq!(inbox.stats().duplicates, 1);
+    // A copy older than the window: acknowledged long ago, dropped unanswered.
+    s.send_to(&numbered(1, 1).encode().unwrap(), to).unwrap();
+    assert_eq!(inbox.recv(Duration::from_millis(200)).unwrap(), None);
+    assert_eq!(inbox.stats().old_copies, 1);
+    // Another sender's id 1 is new.
+    let other = client();
+    other
+        .send_to(&numbered(1, 2).encode().unwrap(), to)
+        .unwrap();
+    assert_eq!(
+        inbox.recv(Duration::from_secs(5)).unwrap(),
+        Some(numbered(1, 2))
+    );
+    // The duplicate was acknowledged again, the old copy not at all.
+    s.set_nonblocking(true).unwrap();
+    let mut acks = Vec::new();
+    while let Ok(n) = s.recv(&mut buf) {
+        acks.push(MadMessage::decode(&buf[..n]).unwrap());
+    }
+    assert_eq!(acks.len(), 1, "{acks:?}");
+    assert!(matches!(acks[0].body, MadBody::Reply { id, .. } if id == total - 10));
+}
+
+/// A link keeps its unacknowledged numbered messages within the window: a message WINDOW ids
+/// newer than one still pending waits for that one's acknowledgement, and one WINDOW ids older
+/// than the newest sent is refused with an error.
+#[test]
+fn a_link_waits_rather_than_outrun_the_receivers_window() {
+    use tern_kv::madinc_wire::{ack_for, WireError, WINDOW};
+    let rx = client();
+    let link = Link::start(
+        rx.local_addr().unwrap(),
+        Duration::from_millis(50),
+        u32::MAX,
+        Loss::default(),
+    )
+    .unwrap();
+    let first = numbered(1, 1);
+    link.send(&first).unwrap();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|sc| {
+        sc.spawn(|| {
+            link.send(&numbered(1 + WINDOW, 1)).unwrap();
+            done.store(true, std::sync::atomic::Ordering::SeqCst);
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(
+            !done.load(std::sync::atomic::Ordering::SeqCst),
+            "sent past the window"
+        );
+        let ack = ack_for(&first, 0).unwrap().encode().unwrap();
+        let (_, from) = rx.recv_from(&mut [0u8; 256]).unwrap();
+        rx.send_to(&ack, from).unwrap();
+    });
+    assert!(done.load(std::sync::atomic::Ordering::SeqCst));
+    let ord = std::sync::atomic::Ordering::Relaxed;
+    assert!(link.stats().window_waits.load(ord) > 0);
+    assert_eq!(link.pending(), 1);
+    let e = link.send(&numbered(1, 3)).unwrap_err();
+    assert!(matches!(e, WireError::Window { id: 1, .. }), "{e}");
+}
