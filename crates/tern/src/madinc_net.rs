@@ -558,8 +558,9 @@ impl Net {
                 self.stats.reports_delivered += 1;
             }
             // A report or notice of a tenant that has left since is void: dropped, counted
-            // with that reason.
-            let Some(t) = self.tenants.get(&m.tenant) else {
+            // with that reason. Its tag tells an id given to a new tenant since (another
+            // secret) from the one that made it.
+            let Some(t) = self.tenants.get(&m.tenant).filter(|t| t.secret == m.tag) else {
                 if report {
                     self.stats.reports_tenant_gone += 1;
                 } else {
@@ -2064,6 +2065,29 @@ mod tests {
         assert_eq!(
             n.read(6, k).unwrap(),
             (Answer::Switch(0), Some(b"six".to_vec()))
+        );
+    }
+
+    /// A tenant id given to a new tenant while a report of the old one is in flight: the
+    /// report (the old secret as its tag) is dropped as its tenant's, not applied to the new
+    /// tenant (nor refused as forged, which stopped the controller).
+    #[test]
+    fn a_report_of_a_departed_tenant_is_not_applied_to_the_next_holder_of_its_id() {
+        let (mut n, _d) = net(Topology::Line, 1, 0);
+        n.add_tenant(5, 0x5001, 2, 1, Policy::NearClient).unwrap();
+        let k = Key::from_id(2);
+        n.load(5, k, b"old").unwrap();
+        make_report(&mut n, 5, k);
+        n.remove_tenant(5).unwrap();
+        n.add_tenant(5, 0x5002, 2, 1, Policy::NearClient).unwrap();
+        assert!(n.settle(Duration::from_secs(10)).unwrap());
+        let s = n.stats();
+        assert_eq!((s.reports_made, s.reports_delivered), (1, 1));
+        assert_eq!((s.reports_tenant_gone, s.admitted), (1, 0));
+        assert!(n.controller().placement(5, k).is_none());
+        assert_eq!(
+            n.read(5, k).unwrap(),
+            (Answer::Store, Some(b"old".to_vec()))
         );
     }
 
