@@ -700,6 +700,17 @@ impl Net {
                 return Ok(true);
             }
             if std::time::Instant::now() >= end {
+                let reports: usize = self
+                    .agents
+                    .iter()
+                    .filter_map(|a| a.report_link())
+                    .map(|l| l.pending())
+                    .sum();
+                eprintln!(
+                    "madinc: not settled after {timeout:?}: {made} hot reports made, {delivered} \
+                     taken by the controller ({reports} unacknowledged on this process's report \
+                     links), {notices} write notices unacknowledged"
+                );
                 return Ok(false);
             }
         }
