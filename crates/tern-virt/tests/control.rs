@@ -591,7 +591,10 @@ fn packet_out_reaches_a_device_on_a_worker_and_packet_in_returns_to_its_tenant()
         let mut cli = tern_control::Cli::new(&program);
         let out = cli.execute(
             &mut rt,
-            &format!("table_add L2Ingress.dmac forward 0x0a0000000009 => {}", CPU + 1),
+            &format!(
+                "table_add L2Ingress.dmac forward 0x0a0000000009 => {}",
+                CPU + 1
+            ),
         );
         assert!(!cli.last_command_failed(), "{out}");
     }

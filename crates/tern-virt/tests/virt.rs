@@ -958,7 +958,10 @@ fn a_panic_inside_a_burst_quarantines_only_its_device_and_the_burst_goes_on() {
     }
     assert_eq!(got, want);
     let s = vs.device_stats(Caller::Operator, 1).unwrap();
-    assert_eq!((s.packets_in, s.panics, s.quarantine_drops, s.to_phys), (3, 1, 7, 2));
+    assert_eq!(
+        (s.packets_in, s.panics, s.quarantine_drops, s.to_phys),
+        (3, 1, 7, 2)
+    );
     let s = vs.device_stats(Caller::Operator, 2).unwrap();
     assert_eq!((s.packets_in, s.panics, s.to_phys), (10, 0, 10));
     assert!(vs.quarantine(Caller::Operator, 2).unwrap().is_none());
@@ -1001,10 +1004,7 @@ fn a_panic_downstream_of_a_link_inside_a_burst_quarantines_the_linked_device() {
     let mut out = Vec::new();
     vs.process_batch(&batch, &mut out);
     let got: Vec<(Port, Vec<u8>)> = out.iter().map(|o| (o.port, o.data.clone())).collect();
-    assert_eq!(
-        got,
-        vec![(12, frames[0].clone()), (12, frames[1].clone())]
-    );
+    assert_eq!(got, vec![(12, frames[0].clone()), (12, frames[1].clone())]);
     let s1 = vs.device_stats(Caller::Operator, 1).unwrap();
     assert_eq!((s1.packets_in, s1.to_links, s1.panics), (10, 10, 0));
     let s2 = vs.device_stats(Caller::Operator, 2).unwrap();
