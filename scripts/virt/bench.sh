@@ -61,13 +61,13 @@ IPERF_SECONDS=${IPERF_SECONDS:-10}
 SIMPLE_SWITCH=${SIMPLE_SWITCH:-simple_switch}
 SIMPLE_SWITCH_CLI=${SIMPLE_SWITCH_CLI:-simple_switch_CLI}
 SC=$ROOT/p4/virt/scenarios
-mkdir -p "$OUT"
-timed_arg=()
-((TIMED && !VETH_ONLY)) && timed_arg=(--timed --packets "${PACKETS:-200000}")
 if ((VETH_ONLY)) && [[ $(id -u) != 0 ]]; then
   echo "veth runs skipped: need root"
   exit 0
 fi
+mkdir -p "$OUT"
+timed_arg=()
+((TIMED && !VETH_ONLY)) && timed_arg=(--timed --packets "${PACKETS:-200000}")
 # The untimed table (also with --veth: the veth rows are appended to its Markdown).
 "$TERN" virt bench --scenarios "$SC" --out "$OUT" "${timed_arg[@]}" || exit 1
 

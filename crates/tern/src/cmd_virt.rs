@@ -998,7 +998,7 @@ mod tests {
             .find(|(d, _)| *d == 3)
             .unwrap()
             .1;
-        let mut t3 = tern_thrift::ThriftRuntime::connect(("127.0.0.1", again.port())).unwrap();
+        let t3 = tern_thrift::ThriftRuntime::connect(("127.0.0.1", again.port())).unwrap();
         assert_eq!(t3.mt_get_num_entries("L2Ingress.dmac").unwrap(), 0);
         drop(t3);
         ok("remove 3");
@@ -1083,7 +1083,7 @@ mod tests {
         assert!(std::net::TcpStream::connect(("127.0.0.1", old4.port())).is_err());
         assert!(ok(&format!("reload {}", c.display())).contains("device 4 Thrift on"));
         let new4 = t4(&control).unwrap();
-        let mut c4 = tern_thrift::ThriftRuntime::connect(("127.0.0.1", new4.port())).unwrap();
+        let c4 = tern_thrift::ThriftRuntime::connect(("127.0.0.1", new4.port())).unwrap();
         assert_eq!(c4.switch_info().device_id, 4);
         let n = front.with(|op| op.program_json(4).unwrap().len()).unwrap();
         assert!(n > 0);
