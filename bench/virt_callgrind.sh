@@ -6,21 +6,21 @@
 #                             (catch-all rule, 1:1 port map), one packet per call;
 #   native32 / slice32      - the same in batches of 32;
 #   pair / chain            - firewall then router as two bare switches vs a chain over a link;
+#   native_l2 / slice_l2    - as native / slice with p4/virt/l2_switch.p4 (source MAC known,
+#                             destination forwarded): the cheapest program, where the slice's
+#                             fixed cost per packet weighs most (also native_l232 / slice_l232);
 # Usage (repository root): bench/virt_callgrind.sh
 #   X   the slice_cost binary (default target/release/examples/slice_cost, build it with
-#       `cargo build --release -p tern-virt --example slice_cost`)
-#   T   a tern binary for `tern compile` (default target/release/tern)
+#       `cargo build --release -p tern-virt --example slice_cost`); it compiles the programs
+#       itself (the same work in both runs of a mode, so it cancels out).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 X=${X:-target/release/examples/slice_cost}
-T=${T:-target/release/tern}
 N1=${N1:-1024}
 N2=${N2:-11264}
-MODES=${MODES:-"native slice native32 slice32 pair chain"}
+MODES=${MODES:-"native slice native32 slice32 pair chain native_l2 slice_l2"}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-"$T" compile p4/tutorials/basic.p4 -o "$tmp/router.json" >/dev/null
-"$T" compile p4/virt/firewall.p4 -o "$tmp/fw.json" >/dev/null
 ir() { grep -E '^(summary|totals):' "$1" | head -1 | awk '{print $2}'; }
 for m in $MODES; do
     mode=${m%32}
@@ -28,7 +28,7 @@ for m in $MODES; do
     [ "$mode" != "$m" ] && batch=32
     for n in $N1 $N2; do
         BATCH=$batch valgrind --tool=callgrind --callgrind-out-file="$tmp/$m.$n.cg" \
-            "$X" "$mode" "$n" "$tmp/router.json" "$tmp/fw.json" >/dev/null 2>&1
+            "$X" "$mode" "$n" p4/tutorials/basic.p4 p4/virt/firewall.p4 p4/virt/l2_switch.p4 >/dev/null 2>&1
     done
     a=$(ir "$tmp/$m.$N1.cg")
     b=$(ir "$tmp/$m.$N2.cg")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # HyPer4's penalty table on tern, one command: writes bench/virt/ (or OUT).
 #
-#   scripts/virt/bench.sh [--timed] [--out DIR] [--tern PATH]
+#   scripts/virt/bench.sh [--timed | --veth] [--out DIR] [--tern PATH]
 #
 # Always: `tern virt bench` (counted per packet: tables, passes, hops; entries, rules, links;
 # native vs sliced, the four functions and Example 1 B/C) -> DIR/virt_bench.{json,md}, and a
@@ -18,6 +18,11 @@
 # packages). When BMv2 is installed (SIMPLE_SWITCH, default `simple_switch`, and
 # SIMPLE_SWITCH_CLI, default `simple_switch_CLI`), the four functions also run on BMv2 (the
 # program compiled by `tern compile`, the same command file) for a BMv2 column; "n/a" without.
+# Latency on veth: besides the flood, every run also sends COUNT pings one at a time
+# (`ping -i 0.001`, root) and keeps each echo's round-trip time: p50 and p99 per run
+# (microseconds), native vs sliced, beside the flood times in veth.json and virt_bench.md.
+# --veth: the veth runs only (no in-memory timing; as root; skipped with a message and exit 0
+# otherwise). Namespaces, veths and switch processes are removed on exit, also on failure.
 # COUNT (default 1000), RUNS (default 10), IPERF_SECONDS (default 10) and PACKETS (in memory,
 # default 200000) shrink the timed runs for a smoke test.
 set -uo pipefail
@@ -25,11 +30,16 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=scripts/virt/common.sh
 . "$ROOT/scripts/virt/common.sh"
 TIMED=0
+VETH_ONLY=0
 OUT=$ROOT/bench/virt
 TERN=$ROOT/target/debug/tern
 while (($#)); do
   case $1 in
   --timed) TIMED=1 ;;
+  --veth)
+    TIMED=1
+    VETH_ONLY=1
+    ;;
   --out)
     OUT=$2
     shift
@@ -39,7 +49,7 @@ while (($#)); do
     shift
     ;;
   *)
-    echo "usage: $0 [--timed] [--out DIR] [--tern PATH]" >&2
+    echo "usage: $0 [--timed | --veth] [--out DIR] [--tern PATH]" >&2
     exit 2
     ;;
   esac
@@ -51,9 +61,14 @@ IPERF_SECONDS=${IPERF_SECONDS:-10}
 SIMPLE_SWITCH=${SIMPLE_SWITCH:-simple_switch}
 SIMPLE_SWITCH_CLI=${SIMPLE_SWITCH_CLI:-simple_switch_CLI}
 SC=$ROOT/p4/virt/scenarios
+if ((VETH_ONLY)) && [[ $(id -u) != 0 ]]; then
+  echo "veth runs skipped: need root"
+  exit 0
+fi
 mkdir -p "$OUT"
 timed_arg=()
-((TIMED)) && timed_arg=(--timed --packets "${PACKETS:-200000}")
+((TIMED && !VETH_ONLY)) && timed_arg=(--timed --packets "${PACKETS:-200000}")
+# The untimed table (also with --veth: the veth rows are appended to its Markdown).
 "$TERN" virt bench --scenarios "$SC" --out "$OUT" "${timed_arg[@]}" || exit 1
 
 plot() {
@@ -225,8 +240,19 @@ ex1_topology() { # PHASE MODE
   fi
 }
 
+# Round-trip times of COUNT pings sent one at a time (every 1 ms) from host a to DST: "p50,p99"
+# in microseconds (null,null when no echo came back).
+rtt_p50_p99() {
+  ip netns exec "$P-a" ping -c "$COUNT" -i 0.001 -W 1 "$DST" 2>/dev/null |
+    sed -n 's/.* time=\([0-9.]*\) ms.*/\1/p' | sort -g |
+    awk '{ v[NR] = $1 * 1000 }
+         END { if (NR == 0) { print "null,null"; exit }
+               i50 = int((NR - 1) * 0.50 + 0.5) + 1; i99 = int((NR - 1) * 0.99 + 0.5) + 1
+               printf "%.0f,%.0f\n", v[i50], v[i99] }'
+}
+
 measure() { # FN MODE(native|sliced): prints one JSON object
-  local fn=$1 mode=$2 pa pb times=() bw=null r t
+  local fn=$1 mode=$2 pa pb times=() p50s=() p99s=() bw=null r t q
   case $fn in
   ex1_B | ex1_C) ex1_topology "${fn#ex1_}" "$mode" || return 1 ;;
   *)
@@ -254,6 +280,9 @@ measure() { # FN MODE(native|sliced): prints one JSON object
   for r in $(seq "$RUNS"); do
     t=$(ip netns exec "$P-a" ping -f -c "$COUNT" -q "$DST" | sed -n 's/.*received, .* time \([0-9]*\)ms.*/\1/p')
     times+=("${t:-null}")
+    q=$(rtt_p50_p99)
+    p50s+=("${q%,*}")
+    p99s+=("${q#*,}")
   done
   if command -v iperf3 >/dev/null; then
     ip netns exec "$P-b" iperf3 -s -1 >/dev/null 2>&1 &
@@ -264,7 +293,7 @@ measure() { # FN MODE(native|sliced): prints one JSON object
   fi
   virt_teardown
   local IFS=,
-  echo "{\"function\": \"$fn\", \"mode\": \"$mode\", \"ping_flood_count\": $COUNT, \"ping_flood_ms\": [${times[*]}], \"iperf3_mbit_s\": $bw}"
+  echo "{\"function\": \"$fn\", \"mode\": \"$mode\", \"ping_flood_count\": $COUNT, \"ping_flood_ms\": [${times[*]}], \"rtt_p50_us\": [${p50s[*]}], \"rtt_p99_us\": [${p99s[*]}], \"iperf3_mbit_s\": $bw}"
 }
 
 {
@@ -305,6 +334,15 @@ for fn in ["l2", "firewall", "router", "arp_proxy", "ex1_B", "ex1_C"]:
     out.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
         fn, hp4[fn][0], na(mn), na(ms), f, na(mb), hp4[fn][1], na(n["iperf3_mbit_s"]),
         na(s["iperf3_mbit_s"]), na(b["iperf3_mbit_s"] if b else None)))
+out += ["", "## On veth, one ping at a time (round-trip µs, p50 / p99 per run, median of %d runs)" % len(rows[0]["ping_flood_ms"]), "",
+        "| function | native p50 / p99 | sliced p50 / p99 | p50 sliced vs native | p99 sliced vs native |",
+        "|---|---|---|---|---|"]
+pct = lambda s, n: "%+.1f %%" % (100.0 * (s / n - 1.0)) if s and n else "-"
+for fn in ["l2", "firewall", "router", "arp_proxy", "ex1_B", "ex1_C"]:
+    n, s = by[(fn, "native")], by[(fn, "sliced")]
+    n50, n99 = med(n.get("rtt_p50_us", [])), med(n.get("rtt_p99_us", []))
+    s50, s99 = med(s.get("rtt_p50_us", [])), med(s.get("rtt_p99_us", []))
+    out.append("| %s | %s / %s | %s / %s | %s | %s |" % (fn, na(n50), na(n99), na(s50), na(s99), pct(s50, n50), pct(s99, n99)))
 open(os.path.join(d, "virt_bench.md"), "a").write("\n".join(out) + "\n")
 PY
 plot

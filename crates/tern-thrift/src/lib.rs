@@ -17,4 +17,4 @@ mod guard;
 mod server;
 
 pub use client::{PreService, ThriftRuntime};
-pub use server::{serve, spawn};
+pub use server::{serve, spawn, spawn_stoppable, Server};

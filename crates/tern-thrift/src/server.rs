@@ -1133,12 +1133,56 @@ pub fn serve<R: Runtime + Send + 'static>(
     listener: TcpListener,
     sw: Arc<Mutex<R>>,
 ) -> io::Result<()> {
+    serve_until(listener, sw, &Arc::new(Stop::default()))
+}
+
+/// What [`Server::stop`] shares with its accept loop: the stop flag and the open
+/// connections (so that stopping also closes them).
+#[derive(Default)]
+struct Stop {
+    stopped: std::sync::atomic::AtomicBool,
+    conns: Mutex<Vec<TcpStream>>,
+}
+
+impl Stop {
+    fn is_set(&self) -> bool {
+        self.stopped.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn conns(&self) -> MutexGuard<'_, Vec<TcpStream>> {
+        self.conns.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// [`serve`] until `stop` is set (checked after every accepted connection: the stopper wakes
+/// the loop by connecting once). Each connection's stream is kept in `stop` while it lives.
+fn serve_until<R: Runtime + Send + 'static>(
+    listener: TcpListener,
+    sw: Arc<Mutex<R>>,
+    stop: &Arc<Stop>,
+) -> io::Result<()> {
     let mux = Arc::new(Mux::new(sw));
     let mut failures = 0u32;
     for stream in listener.incoming() {
+        if stop.is_set() {
+            break;
+        }
         match stream {
             Ok(stream) => {
                 failures = 0;
+                if let Ok(s) = stream.try_clone() {
+                    let mut conns = stop.conns();
+                    // Forget the connections that have ended (their peer address is gone).
+                    conns.retain(|c| c.peer_addr().is_ok());
+                    conns.push(s);
+                    // A stop that drained the list before this push set the flag first.
+                    if stop.is_set() {
+                        for c in conns.drain(..) {
+                            let _ = c.shutdown(std::net::Shutdown::Both);
+                        }
+                        break;
+                    }
+                }
                 let mux = Arc::clone(&mux);
                 // If no thread can be started the stream is dropped, closing the connection.
                 let _ = thread::Builder::new()
@@ -1171,6 +1215,74 @@ pub fn spawn<R: Runtime + Send + 'static>(
         .name("tern-thrift".into())
         .spawn(move || serve(listener, sw))?;
     Ok((local, handle))
+}
+
+/// A Thrift server that can be stopped ([`spawn_stoppable`]): [`Server::stop`] (also on drop)
+/// closes the listener and every open connection, and waits for the accept thread.
+pub struct Server {
+    addr: SocketAddr,
+    stop: Arc<Stop>,
+    thread: Option<JoinHandle<io::Result<()>>>,
+}
+
+impl Server {
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Stop accepting, close the listener and every open connection (their clients see the
+    /// connection closed), and wait for the accept thread to end. Idempotent.
+    pub fn stop(&mut self) {
+        let Some(thread) = self.thread.take() else {
+            return;
+        };
+        self.stop
+            .stopped
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        // Wake the blocking accept with one connection of our own (to loopback when the
+        // listener is bound to every address).
+        let mut wake = self.addr;
+        if wake.ip().is_unspecified() {
+            wake.set_ip(match wake {
+                SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+                SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+            });
+        }
+        let woke = TcpStream::connect_timeout(&wake, std::time::Duration::from_secs(2)).is_ok();
+        for c in self.stop.conns().drain(..) {
+            let _ = c.shutdown(std::net::Shutdown::Both);
+        }
+        if woke {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// [`spawn`], returning a [`Server`] that closes the listener and its connections when
+/// stopped or dropped (a per-device server that must go when its device goes).
+pub fn spawn_stoppable<R: Runtime + Send + 'static>(
+    addr: impl ToSocketAddrs,
+    sw: Arc<Mutex<R>>,
+) -> io::Result<Server> {
+    let listener = TcpListener::bind(addr)?;
+    let local = listener.local_addr()?;
+    let stop = Arc::new(Stop::default());
+    let st = Arc::clone(&stop);
+    let thread = thread::Builder::new()
+        .name("tern-thrift".into())
+        .spawn(move || serve_until(listener, sw, &st))?;
+    Ok(Server {
+        addr: local,
+        stop,
+        thread: Some(thread),
+    })
 }
 
 #[cfg(test)]

@@ -2,10 +2,14 @@
 //! wall-clock timing: runs N IPv4 packets through a router (`basic.p4` JSON, one /32 route)
 //! either natively (a bare `Switch`) or inside a `VirtSwitch` (catch-all classifier rule,
 //! 1:1 port map), or a firewall → router chain over a link versus the two switches applied
-//! one after the other.
+//! one after the other. `native_l2` / `slice_l2` do the same as native / slice with the L2
+//! switch (`p4/virt/l2_switch.p4`, the source MAC known, the destination forwarded), the
+//! cheapest of HyPer4's functions, where the slice's fixed cost weighs most.
 //!
-//! `slice_cost MODE N ROUTER.json [FIREWALL.json]`, MODE = native | slice | chain | pair;
-//! `BATCH=B` in the environment sends the packets in batches of B (native and slice).
+//! `slice_cost MODE N ROUTER [FIREWALL [L2]]`, MODE = native | slice | chain | pair | native_l2 |
+//! slice_l2; each program a `.p4` (compiled at start-up: the same in every run, so it cancels
+//! out of the delta) or BMv2 JSON; `BATCH=B` in the environment sends the packets in batches
+//! of B (native and slice, either program).
 
 use tern_dataplane::{Switch, SwitchOptions};
 use tern_runtime::{MatchParam, OutputPacket, PacketPath, Runtime};
@@ -36,6 +40,25 @@ fn fw(rt: &mut dyn Runtime) {
     .expect("fwd");
 }
 
+fn l2(rt: &mut dyn Runtime) {
+    rt.mt_add_entry(
+        "L2Ingress.smac",
+        &[MatchParam::Exact(vec![0, 0, 0, 0, 1, 1])],
+        "L2Ingress.known",
+        &[],
+        None,
+    )
+    .expect("smac");
+    rt.mt_add_entry(
+        "L2Ingress.dmac",
+        &[MatchParam::Exact(vec![0, 0, 0, 0, 1, 0])],
+        "L2Ingress.forward",
+        &[vec![0, 2]],
+        None,
+    )
+    .expect("dmac");
+}
+
 fn spec(json: &str) -> DeviceSpec {
     DeviceSpec {
         json: json.to_string(),
@@ -47,14 +70,27 @@ fn spec(json: &str) -> DeviceSpec {
 fn main() {
     let a: Vec<String> = std::env::args().collect();
     if a.len() < 4 {
-        eprintln!("usage: slice_cost native|slice|chain|pair N ROUTER.json [FIREWALL.json]");
+        eprintln!(
+            "usage: slice_cost native|slice|chain|pair|native_l2|slice_l2 N ROUTER \
+             [FIREWALL [L2]] (.p4 or BMv2 JSON)"
+        );
         std::process::exit(2);
     }
     let n: usize = a[2].parse().expect("N");
-    let router = std::fs::read_to_string(&a[3]).expect("router json");
-    let firewall = a
-        .get(4)
-        .map(|p| std::fs::read_to_string(p).expect("firewall json"));
+    let load = |p: &str| {
+        tern_virt::config::load_program(std::path::Path::new(p)).unwrap_or_else(|e| {
+            eprintln!("{e}");
+            std::process::exit(2)
+        })
+    };
+    let l2_mode = a[1].ends_with("_l2");
+    // The L2 modes run the L2 switch where the others run the router.
+    let (router, setup): (String, fn(&mut dyn Runtime)) = if l2_mode {
+        (load(a.get(5).expect("L2 program")), l2)
+    } else {
+        (load(&a[3]), route)
+    };
+    let firewall = a.get(4).map(|p| load(p));
     let mut pkt = vec![0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 1, 8, 0];
     pkt.extend_from_slice(&[
         0x45, 0, 0, 0x24, 0, 1, 0, 0, 0x40, 6, 0, 0, 10, 0, 1, 1, 10, 0, 2, 2,
@@ -76,10 +112,10 @@ fn main() {
         device: 1,
         vport: None,
     };
-    match a[1].as_str() {
+    match a[1].trim_end_matches("_l2") {
         "native" => {
             let mut sw = Switch::from_json(&router, SwitchOptions::default()).unwrap();
-            route(&mut sw);
+            setup(&mut sw);
             for _ in 0..n / bsize {
                 sw.process_batch(&batch, &mut out);
                 sent += out.len();
@@ -89,7 +125,7 @@ fn main() {
         "slice" => {
             let mut vs = VirtSwitch::new();
             vs.add_device(1, spec(&router)).unwrap();
-            route(&mut vs.runtime(Caller::Operator, 1).unwrap());
+            setup(&mut vs.runtime(Caller::Operator, 1).unwrap());
             vs.add_rule(rule).unwrap();
             for p in 0..4 {
                 vs.map_port(1, p, Target::Phys(p)).unwrap();

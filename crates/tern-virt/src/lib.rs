@@ -397,6 +397,13 @@ pub struct Device {
     ports: Vec<Target>,
     /// Whether any virtual port links into another device.
     has_links: bool,
+    /// The physical port of each virtual port mapped to one ([`NO_PHYS`] otherwise): the
+    /// one-packet lane's output check and renumbering in one load.
+    phys: Vec<Port>,
+    /// Whether the one-packet fast lane may run this device (no tagged virtual port, not
+    /// quarantined, no fault armed), kept by [`Device::refresh_lane`] whenever one of those
+    /// changes.
+    lane: bool,
     /// VLAN id per virtual port (index = virtual port; 0 = untagged), empty when none is
     /// tagged.
     tags: Vec<u16>,
@@ -436,7 +443,19 @@ impl Device {
 
     fn set_ports(&mut self, ports: Vec<Target>) {
         self.has_links = ports.iter().any(|t| matches!(t, Target::Link { .. }));
+        self.phys = ports
+            .iter()
+            .map(|t| match t {
+                Target::Phys(p) => *p,
+                _ => NO_PHYS,
+            })
+            .collect();
         self.ports = ports;
+    }
+
+    /// Recompute [`Device::lane`] (after a change of the tags, the quarantine or the fault).
+    fn refresh_lane(&mut self) {
+        self.lane = self.tags.is_empty() && self.quarantine.is_none() && self.fault_in.is_none();
     }
 
     /// Compile the device's port map and VLAN tags from `t`.
@@ -453,13 +472,14 @@ impl Device {
             }
             _ => Vec::new(),
         };
+        self.refresh_lane();
     }
 
     /// Whether the one-packet fast lane may run this device: no tagged virtual ports, not
     /// quarantined, no fault armed.
     #[inline(always)]
     fn lane_ok(&self) -> bool {
-        self.tags.is_empty() && self.quarantine.is_none() && self.fault_in.is_none()
+        self.lane
     }
 
     /// The VLAN id of a tagged virtual port (0: untagged).
@@ -505,6 +525,9 @@ struct Hit {
 /// [`Hit::vport`] when the virtual port is the physical port's number (virtual ports are at
 /// most [`MAX_VPORT`]).
 const SAME_PORT: Port = Port::MAX;
+
+/// [`Device::phys`] of a virtual port that is not mapped to a physical port.
+const NO_PHYS: Port = Port::MAX;
 
 impl Hit {
     fn new(device: DeviceId, vport: Option<Port>) -> Hit {
@@ -570,6 +593,11 @@ pub struct VirtSwitch {
     /// back where it came from; `origin_total` frames in all.
     origins: Vec<(DeviceId, u32)>,
     origin_total: usize,
+    /// Inside a burst ([`VirtSwitch::run_burst`]): the device running now and where its
+    /// outputs start in the caller's `out`, so that a panic caught once for the whole burst
+    /// quarantines the right device and takes back only that device pass's frames.
+    running: DeviceId,
+    run_start: usize,
 }
 
 impl Default for VirtSwitch {
@@ -604,6 +632,8 @@ impl VirtSwitch {
             recycle: Vec::new(),
             origins: Vec::new(),
             origin_total: 0,
+            running: 0,
+            run_start: 0,
         }
     }
 
@@ -692,6 +722,8 @@ impl VirtSwitch {
             stats: DeviceStats::default(),
             quarantine: None,
             fault_in: None,
+            phys: Vec::new(),
+            lane: true,
             cpu: Vec::new(),
         };
         // The const entries of the program count towards its quota.
@@ -778,6 +810,7 @@ impl VirtSwitch {
         }
         dev.quarantine = None;
         dev.fault_in = None;
+        dev.refresh_lane();
         Ok(report)
     }
 
@@ -869,6 +902,7 @@ impl VirtSwitch {
             .get_mut(&id)
             .ok_or(VirtError::NoSuchDevice(id))?;
         d.quarantine = None;
+        d.refresh_lane();
         Ok(())
     }
 
@@ -908,6 +942,7 @@ impl VirtSwitch {
             .get_mut(&id)
             .ok_or(VirtError::NoSuchDevice(id))?;
         d.fault_in = Some(after.max(1));
+        d.refresh_lane();
         Ok(())
     }
 
@@ -1028,9 +1063,7 @@ impl VirtSwitch {
                 return;
             }
         }
-        for &(port, data) in pkts {
-            self.process_one(port, data, out);
-        }
+        self.run_burst(None, pkts, out);
     }
 
     /// Run packets already classified to device `id`, each on its virtual ingress port (what a
@@ -1052,9 +1085,7 @@ impl VirtSwitch {
             self.run_device(id, Input::Batch(pkts), 0, out);
             return;
         }
-        for &(vport, data) in pkts {
-            self.run_classified(id, vport, data, out);
-        }
+        self.run_burst(Some(id), pkts, out);
     }
 
     /// Take devices out (state, port map, counters and all) to move them to another
@@ -1096,6 +1127,7 @@ impl VirtSwitch {
             d.set_ports(compile_ports(self.topo.port_maps.get(&d.id)));
             // The VLAN tags travel compiled with the device.
             d.tags = tags;
+            d.refresh_lane();
         }
     }
 
@@ -1215,7 +1247,8 @@ impl VirtSwitch {
         let Some((id, vport)) = t.get(port) else {
             return false;
         };
-        let Some(dev) = self.devices.get_mut(&id) else {
+        // The slot by index (ids past the slots take the general path).
+        let Some(Some(dev)) = self.devices.slots.get_mut(id as usize) else {
             return false;
         };
         if !dev.lane_ok() {
@@ -1229,11 +1262,13 @@ impl VirtSwitch {
             return true;
         }
         if out.len() == start + 1 {
-            if let Some(Target::Phys(p)) = dev.ports.get(out[start].port as usize) {
-                out[start].port = *p;
-                dev.stats.to_phys += 1;
-                self.note_origin(id, 1);
-                return true;
+            if let Some(&p) = dev.phys.get(out[start].port as usize) {
+                if p != NO_PHYS {
+                    out[start].port = p;
+                    dev.stats.to_phys += 1;
+                    self.note_origin(id, 1);
+                    return true;
+                }
             }
         }
         self.fast_hops(id, start, out);
@@ -1282,11 +1317,13 @@ impl VirtSwitch {
             hops += 1;
             if out.len() == start + 1 {
                 let dev = self.devices.get_mut(&id).expect("it ran");
-                if let Some(Target::Phys(p)) = dev.ports.get(out[start].port as usize) {
-                    out[start].port = *p;
-                    dev.stats.to_phys += 1;
-                    self.note_origin(id, 1);
-                    return;
+                if let Some(&p) = dev.phys.get(out[start].port as usize) {
+                    if p != NO_PHYS {
+                        out[start].port = p;
+                        dev.stats.to_phys += 1;
+                        self.note_origin(id, 1);
+                        return;
+                    }
                 }
             }
         }
@@ -1322,6 +1359,7 @@ impl VirtSwitch {
         dev.fault_in = None;
         dev.stats.panics += 1;
         dev.quarantine = Some(format!("panicked while processing a packet: {msg}"));
+        dev.refresh_lane();
         self.recycle.extend(out.drain(start..));
         dev.switch.recycle_outputs(&mut self.recycle);
     }
@@ -1422,6 +1460,102 @@ impl VirtSwitch {
             self.quarantine_after_panic(id, panic_message(e), start, out);
             return;
         }
+        self.map_outputs(id, start, hops, out);
+    }
+
+    /// Run a burst of packets one by one, each with the frames it sends over links, under one
+    /// `catch_unwind` for the whole burst (not one per device pass): on device `on` (already
+    /// classified, `pkts` on its virtual ports) or, with `None`, each where the classifier
+    /// sends it. A panic quarantines the device that was running ([`VirtSwitch::running`]) and
+    /// takes back that device pass's frames, exactly as a catch around the pass would; then
+    /// the burst resumes where it stopped (the panicking lineage's frames still queued on
+    /// links first), so every other packet is forwarded, or counted, as before.
+    fn run_burst(
+        &mut self,
+        on: Option<DeviceId>,
+        pkts: &[(Port, &[u8])],
+        out: &mut Vec<OutputPacket>,
+    ) {
+        let mut next = 0;
+        loop {
+            let r = catch_unwind(AssertUnwindSafe(|| {
+                self.drain_links_raw(out);
+                while let Some(&(port, data)) = pkts.get(next) {
+                    next += 1;
+                    let (id, vport) = match on {
+                        Some(id) => (id, port),
+                        None => match self.classify(port, data) {
+                            Some(hit) => hit,
+                            None => {
+                                self.stats.unclassified += 1;
+                                continue;
+                            }
+                        },
+                    };
+                    self.run_device_raw(id, vport, data, 0, out);
+                    self.drain_links_raw(out);
+                }
+            }));
+            match r {
+                Ok(()) => return,
+                Err(e) => {
+                    let (id, start) = (self.running, self.run_start);
+                    self.quarantine_after_panic(id, panic_message(e), start, out);
+                }
+            }
+        }
+    }
+
+    /// [`VirtSwitch::drain_links`] inside a burst (no catch of its own).
+    fn drain_links_raw(&mut self, out: &mut Vec<OutputPacket>) {
+        while let Some(w) = self.queue.pop_front() {
+            self.run_device_raw(w.device, w.vport, &w.data, w.hops, out);
+            if let Some(d) = self.devices.get_mut(&w.from) {
+                d.switch.recycle_buffer(w.data);
+            }
+        }
+    }
+
+    /// [`VirtSwitch::run_device`] for one packet inside a burst: no catch of its own; it
+    /// records the device and the start of its outputs for the burst's catch.
+    fn run_device_raw(
+        &mut self,
+        id: DeviceId,
+        vport: Port,
+        data: &[u8],
+        hops: u32,
+        out: &mut Vec<OutputPacket>,
+    ) {
+        let Some(dev) = self.devices.get_mut(&id) else {
+            self.stats.dangling += 1;
+            return;
+        };
+        if dev.quarantine.is_some() {
+            dev.stats.quarantine_drops += 1;
+            return;
+        }
+        dev.stats.packets_in += 1;
+        let start = out.len();
+        self.running = id;
+        self.run_start = start;
+        if let Some(n) = dev.fault_in.as_mut() {
+            *n -= 1;
+            if *n == 0 {
+                panic!("injected fault");
+            }
+        }
+        // A frame from the classifier on a tagged virtual port loses its tag (links: hops > 0).
+        let mut data = data;
+        if hops == 0 && !dev.tags.is_empty() {
+            let vid = dev.tag(vport);
+            if vid != 0 && outer_vid(data) == Some(vid) {
+                self.strip.clear();
+                self.strip.extend_from_slice(&data[..12]);
+                self.strip.extend_from_slice(&data[16..]);
+                data = &self.strip;
+            }
+        }
+        dev.switch.process_packet(vport, data, out);
         self.map_outputs(id, start, hops, out);
     }
 

@@ -73,6 +73,7 @@ impl VirtSwitch {
         dev.tables = tables;
         dev.quarantine = None;
         dev.fault_in = None;
+        dev.refresh_lane();
         Ok(std::mem::replace(&mut dev.switch, sw))
     }
 }

@@ -501,3 +501,175 @@ fn p4runtime_serves_devices_added_and_removed_live() {
     // With the workers gone, every device answers like a missing one.
     not_found(get("tok-a", 1).unwrap_err(), 1);
 }
+
+/// A P4Runtime stream of one controller: its requests' sender and its responses.
+struct Stream {
+    tx: tokio::sync::mpsc::Sender<p4::StreamMessageRequest>,
+    rx: tonic::Streaming<p4::StreamMessageResponse>,
+}
+
+type Update = p4::stream_message_response::Update;
+
+impl Stream {
+    /// Open a stream on `device_id` and win its arbitration (election 1, default role).
+    async fn primary(c: &mut Client, device_id: u64) -> Stream {
+        let (tx, rx) = tokio::sync::mpsc::channel(16);
+        let resp = c
+            .stream_channel(tokio_stream::wrappers::ReceiverStream::new(rx))
+            .await
+            .unwrap();
+        let mut s = Stream {
+            tx,
+            rx: resp.into_inner(),
+        };
+        s.send(p4::stream_message_request::Update::Arbitration(
+            p4::MasterArbitrationUpdate {
+                device_id,
+                election_id: Some(p4::Uint128 { high: 0, low: 1 }),
+                role: None,
+                status: None,
+            },
+        ))
+        .await;
+        match s.next().await {
+            Update::Arbitration(a) => assert_eq!(a.status.unwrap().code, 0, "primary"),
+            other => panic!("expected arbitration, got {other:?}"),
+        }
+        s
+    }
+
+    async fn send(&self, u: p4::stream_message_request::Update) {
+        self.tx
+            .send(p4::StreamMessageRequest { update: Some(u) })
+            .await
+            .unwrap();
+    }
+
+    async fn packet_out(&self, payload: Vec<u8>) {
+        self.send(p4::stream_message_request::Update::Packet(p4::PacketOut {
+            payload,
+            metadata: vec![],
+        }))
+        .await;
+    }
+
+    async fn next(&mut self) -> Update {
+        let m = tokio::time::timeout(std::time::Duration::from_secs(5), self.rx.next())
+            .await
+            .expect("a stream message in time")
+            .expect("stream open")
+            .unwrap();
+        m.update.expect("an update")
+    }
+
+    /// The next packet-in's payload (anything else fails the test).
+    async fn packet_in(&mut self) -> Vec<u8> {
+        match self.next().await {
+            Update::Packet(p) => p.payload,
+            other => panic!("expected a packet-in, got {other:?}"),
+        }
+    }
+}
+
+/// Packet-out to devices that live on workers (one device per worker, `--workers 2`): each
+/// tenant's packet-out enters its own device's pipeline on the device's CPU port (leased from
+/// the device's worker); a frame the pipeline sends back to the CPU port comes back as a
+/// packet-in on that tenant's stream only, and a frame it sends to a physical port reaches the
+/// output sink on that port. Still so after the front moved alice's device to bob's worker.
+#[test]
+fn packet_out_reaches_a_device_on_a_worker_and_packet_in_returns_to_its_tenant() {
+    const CPU: u32 = 100;
+    let mut vs = two_tenants();
+    let program = tern_model::load(&l2()).unwrap();
+    for id in [1, 2] {
+        // Packet-outs enter on virtual port 100 (the lowest mapped to cpu); the L2 switch
+        // never sends a frame back out of its ingress port, so MAC 9 goes to virtual port
+        // 101, also mapped to cpu: back to the controller as a packet-in.
+        vs.map_port(id, CPU, Target::Cpu).unwrap();
+        vs.map_port(id, CPU + 1, Target::Cpu).unwrap();
+        let mut rt = vs.runtime(Caller::Operator, id).unwrap();
+        let mut cli = tern_control::Cli::new(&program);
+        let out = cli.execute(
+            &mut rt,
+            &format!(
+                "table_add L2Ingress.dmac forward 0x0a0000000009 => {}",
+                CPU + 1
+            ),
+        );
+        assert!(!cli.last_command_failed(), "{out}");
+    }
+    let mut pool = VirtWorkers::new(
+        vs,
+        WorkerOptions {
+            workers: 2,
+            rebalance_every: 0,
+            ..WorkerOptions::default()
+        },
+    );
+    assert_ne!(
+        pool.worker_of(1),
+        pool.worker_of(2),
+        "one device per worker"
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (p4rt, addr) = serve(&rt, Shared::Workers(pool.control()), &[1, 2]);
+    let (tx, sink) = std::sync::mpsc::channel::<Vec<OutputPacket>>();
+    p4rt.set_output_sink(Arc::new(move |outs| {
+        let _ = tx.send(outs);
+    }));
+    let sunk = || -> Vec<(u32, Vec<u8>)> {
+        sink.recv_timeout(std::time::Duration::from_secs(5))
+            .expect("packet-out output in time")
+            .into_iter()
+            .map(|o| (o.port, o.data))
+            .collect()
+    };
+    let (mut a, mut b) = rt.block_on(async {
+        let mut ca = client(addr, "tok-a").await;
+        let mut cb = client(addr, "tok-b").await;
+        (
+            Stream::primary(&mut ca, 1).await,
+            Stream::primary(&mut cb, 2).await,
+        )
+    });
+    let round = |a: &mut Stream, b: &mut Stream, seq: u32| {
+        rt.block_on(async {
+            // Alice's packet-out to MAC 9 comes back to alice.
+            let fa = frame(9, 1, seq);
+            a.packet_out(fa.clone()).await;
+            assert_eq!(a.packet_in().await, fa);
+            // Bob's comes back to bob, and it is the first thing bob hears: none of alice's
+            // reached him.
+            let fb = frame(9, 3, seq + 1);
+            b.packet_out(fb.clone()).await;
+            assert_eq!(b.packet_in().await, fb);
+            // And the other way round: alice hears her next one, not bob's.
+            let fa2 = frame(9, 1, seq + 2);
+            a.packet_out(fa2.clone()).await;
+            assert_eq!(a.packet_in().await, fa2);
+        });
+        // Packet-outs through the devices' dmac entries to physical ports.
+        let pa = frame(2, 1, seq + 3);
+        rt.block_on(a.packet_out(pa.clone()));
+        assert_eq!(sunk(), vec![(2, pa)]);
+        let pb = frame(4, 3, seq + 4);
+        rt.block_on(b.packet_out(pb.clone()));
+        assert_eq!(sunk(), vec![(4, pb)]);
+    };
+    round(&mut a, &mut b, 0);
+    // The front moves alice's device onto bob's worker: packet-out follows it.
+    let to = pool.worker_of(2).unwrap();
+    pool.move_group(1, to).unwrap();
+    assert_eq!(pool.worker_of(1), Some(to));
+    round(&mut a, &mut b, 10);
+    // The devices' own counters saw the packet-outs (alice 3 per round, bob 2).
+    let (sa, sb) = (pool.device_stats(1).unwrap(), pool.device_stats(2).unwrap());
+    assert_eq!((sa.packets_in, sa.to_cpu, sa.to_phys), (6, 4, 2));
+    assert_eq!((sb.packets_in, sb.to_cpu, sb.to_phys), (4, 2, 2));
+    drop((a, b));
+    drop(pool);
+}

@@ -921,6 +921,98 @@ fn a_panic_quarantines_one_device_and_the_others_go_on() {
     assert_eq!(run_virt(&mut vs, 1, &non_ip()).len(), 1);
 }
 
+/// A batch of packets for two devices runs as one burst under one `catch_unwind` (not one per
+/// device pass): the injected panic in device 1's third packet quarantines device 1 only, takes
+/// back only that pass's frames, and the burst goes on: device 1's first two packets are out,
+/// its last seven counted as quarantine drops, all ten of device 2's out in order.
+#[test]
+fn a_panic_inside_a_burst_quarantines_only_its_device_and_the_burst_goes_on() {
+    let json = basic();
+    let mut vs = VirtSwitch::new();
+    for d in 1..=2 {
+        vs.add_device(d, spec(&json)).unwrap();
+        vs.add_rule(rule(0, Some(d), d, Some(0))).unwrap();
+        vs.map_port(d, 0, Target::Phys(d + 10)).unwrap();
+    }
+    vs.inject_panic(1, 3).unwrap();
+    let frames: Vec<Vec<u8>> = (0..10u8)
+        .map(|i| {
+            let mut f = non_ip();
+            f.push(i);
+            f
+        })
+        .collect();
+    let batch: Vec<(Port, &[u8])> = frames
+        .iter()
+        .flat_map(|f| [(1, f.as_slice()), (2, f.as_slice())])
+        .collect();
+    let mut out = Vec::new();
+    vs.process_batch(&batch, &mut out);
+    let got: Vec<(Port, Vec<u8>)> = out.iter().map(|o| (o.port, o.data.clone())).collect();
+    let mut want = Vec::new();
+    for (i, f) in frames.iter().enumerate() {
+        if i < 2 {
+            want.push((11, f.clone()));
+        }
+        want.push((12, f.clone()));
+    }
+    assert_eq!(got, want);
+    let s = vs.device_stats(Caller::Operator, 1).unwrap();
+    assert_eq!(
+        (s.packets_in, s.panics, s.quarantine_drops, s.to_phys),
+        (3, 1, 7, 2)
+    );
+    let s = vs.device_stats(Caller::Operator, 2).unwrap();
+    assert_eq!((s.packets_in, s.panics, s.to_phys), (10, 0, 10));
+    assert!(vs.quarantine(Caller::Operator, 2).unwrap().is_none());
+    vs.recycle_outputs(&mut out);
+    vs.release(1).unwrap();
+    assert_eq!(run_virt(&mut vs, 1, &non_ip()).len(), 1);
+}
+
+/// Inside a burst the panic is charged to the device that was running: device 1 links every
+/// frame to device 2, whose third pass panics. Device 2 is quarantined (its later frames
+/// counted as quarantine drops), device 1 runs all ten and stays in service; the two frames
+/// device 2 finished are out.
+#[test]
+fn a_panic_downstream_of_a_link_inside_a_burst_quarantines_the_linked_device() {
+    let json = basic();
+    let mut vs = VirtSwitch::new();
+    for d in 1..=2 {
+        vs.add_device(d, spec(&json)).unwrap();
+    }
+    vs.add_rule(rule(0, Some(1), 1, Some(0))).unwrap();
+    vs.map_port(
+        1,
+        0,
+        Target::Link {
+            device: 2,
+            vport: 0,
+        },
+    )
+    .unwrap();
+    vs.map_port(2, 0, Target::Phys(12)).unwrap();
+    vs.inject_panic(2, 3).unwrap();
+    let frames: Vec<Vec<u8>> = (0..10u8)
+        .map(|i| {
+            let mut f = non_ip();
+            f.push(i);
+            f
+        })
+        .collect();
+    let batch: Vec<(Port, &[u8])> = frames.iter().map(|f| (1, f.as_slice())).collect();
+    let mut out = Vec::new();
+    vs.process_batch(&batch, &mut out);
+    let got: Vec<(Port, Vec<u8>)> = out.iter().map(|o| (o.port, o.data.clone())).collect();
+    assert_eq!(got, vec![(12, frames[0].clone()), (12, frames[1].clone())]);
+    let s1 = vs.device_stats(Caller::Operator, 1).unwrap();
+    assert_eq!((s1.packets_in, s1.to_links, s1.panics), (10, 10, 0));
+    let s2 = vs.device_stats(Caller::Operator, 2).unwrap();
+    assert_eq!((s2.packets_in, s2.panics, s2.quarantine_drops), (3, 1, 7));
+    assert!(vs.quarantine(Caller::Operator, 1).unwrap().is_none());
+    assert!(vs.quarantine(Caller::Operator, 2).unwrap().is_some());
+}
+
 #[test]
 fn another_tenants_device_answers_like_a_missing_one() {
     let json = basic();

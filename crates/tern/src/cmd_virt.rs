@@ -156,7 +156,7 @@ fn build_cfg(path: &Path) -> anyhow::Result<(VirtSwitch, String, Config)> {
 fn start_servers(
     vs: &tern_virt::Shared,
     cfg: &Config,
-) -> anyhow::Result<Vec<(tern_virt::DeviceId, std::net::SocketAddr)>> {
+) -> anyhow::Result<Vec<(tern_virt::DeviceId, tern_thrift::Server)>> {
     let mut addrs = Vec::new();
     for d in &cfg.devices {
         let Some(port) = d.thrift_port else { continue };
@@ -623,7 +623,7 @@ mod tests {
         let shared = Arc::new(Mutex::new(vs));
         let addrs = start_servers(&tern_virt::Shared::Locked(Arc::clone(&shared)), &cfg).unwrap();
         assert_eq!(addrs.len(), 1);
-        let port = addrs[0].1.port();
+        let port = addrs[0].1.addr().port();
         let mut c = tern_thrift::ThriftRuntime::connect(("127.0.0.1", port)).unwrap();
         assert_eq!(c.switch_info().device_id, 1);
         c.mt_add_entry(
@@ -974,12 +974,35 @@ mod tests {
         assert!(err("add 4 /no/such.p4").contains("/no/such.p4"));
         assert!(err("add x y").contains("'x' is not a device id"));
         assert!(ok("help").contains("reload CONFIG"));
-        // remove: P4Runtime answers NOT_FOUND, the others go on.
+        // remove: P4Runtime answers NOT_FOUND, the others go on; the device's Thrift
+        // listener is closed (a new connection is refused) and so is the open connection.
         ok("remove 3");
         assert_eq!(
             p4rt_tables(grpc.addr, "tok-a", 3).unwrap_err().code(),
             tonic::Code::NotFound
         );
+        assert!(control.thrift_addrs().iter().all(|(d, _)| *d != 3));
+        assert!(
+            std::net::TcpStream::connect(("127.0.0.1", thrift3.port())).is_err(),
+            "device 3's Thrift listener is closed"
+        );
+        assert!(
+            t3.mt_get_num_entries("L2Ingress.dmac").is_err(),
+            "the open connection is closed"
+        );
+        // Added again: a new listener, serving the new device (no entries).
+        assert!(ok(&format!("add 3 {l2} owner=alice thrift_port=0")).contains("Thrift on"));
+        let again = control
+            .thrift_addrs()
+            .iter()
+            .find(|(d, _)| *d == 3)
+            .unwrap()
+            .1;
+        let t3 = tern_thrift::ThriftRuntime::connect(("127.0.0.1", again.port())).unwrap();
+        assert_eq!(t3.mt_get_num_entries("L2Ingress.dmac").unwrap(), 0);
+        drop(t3);
+        ok("remove 3");
+        assert!(std::net::TcpStream::connect(("127.0.0.1", again.port())).is_err());
         assert_eq!(send(1, &l2_frame(2, 1, 4)), vec![(2, l2_frame(2, 1, 4))]);
 
         // reload: device 2 goes, device 4 (bob's, with a command file) comes, device 1's
@@ -1045,6 +1068,23 @@ mod tests {
         let e = err(&format!("reload {}", dir.join("bad.json").display()));
         assert!(e.contains("bad.json") && e.contains("devices[0]"), "{e}");
         assert_eq!(ok("devices"), "ok 1 4\n");
+        // A reload taking device 4's thrift_port away closes its listener; giving it back
+        // opens a new one.
+        let t4 = |c: &Control| c.thrift_addrs().iter().find(|(d, _)| *d == 4).map(|a| a.1);
+        let old4 = t4(&control).unwrap();
+        let dev4_quiet = dev4.replace(r#""thrift_port": 0,"#, "");
+        let d = write_cfg(
+            "d.json",
+            &format!("{dev1r}, {dev4_quiet}"),
+            r#"{ "port": 1, "device": 1 }, { "port": 7, "device": 4 }"#,
+        );
+        assert!(ok(&format!("reload {}", d.display())).contains("device 4 Thrift closed"));
+        assert!(t4(&control).is_none());
+        assert!(std::net::TcpStream::connect(("127.0.0.1", old4.port())).is_err());
+        assert!(ok(&format!("reload {}", c.display())).contains("device 4 Thrift on"));
+        let new4 = t4(&control).unwrap();
+        let c4 = tern_thrift::ThriftRuntime::connect(("127.0.0.1", new4.port())).unwrap();
+        assert_eq!(c4.switch_info().device_id, 4);
         let n = front.with(|op| op.program_json(4).unwrap().len()).unwrap();
         assert!(n > 0);
         let Front::Workers(pool, _) = &front else {

@@ -91,8 +91,9 @@ pub(super) fn stats_text(op: &dyn Operate) -> anyhow::Result<String> {
 pub(super) struct Control {
     pub(super) front: Front,
     pub(super) p4rt: Option<Arc<VirtP4rt>>,
-    /// Thrift listeners started (device, address).
-    thrift: Mutex<Vec<(DeviceId, std::net::SocketAddr)>>,
+    /// Thrift servers running (device, server); a device's server is stopped (its listener
+    /// and connections closed) when the device is removed.
+    thrift: Mutex<Vec<(DeviceId, tern_thrift::Server)>>,
     /// The configuration in force and the folder its paths are relative to.
     config: Mutex<(Config, PathBuf)>,
 }
@@ -109,7 +110,7 @@ impl Control {
     pub(super) fn new(
         front: Front,
         p4rt: Option<Arc<VirtP4rt>>,
-        thrift: Vec<(DeviceId, std::net::SocketAddr)>,
+        thrift: Vec<(DeviceId, tern_thrift::Server)>,
         cfg: Config,
         base: PathBuf,
     ) -> Control {
@@ -121,13 +122,31 @@ impl Control {
         }
     }
 
-    /// The Thrift listeners (device, address) started so far.
+    /// The Thrift listeners (device, address) open now.
     #[cfg_attr(not(test), allow(dead_code))]
     pub(super) fn thrift_addrs(&self) -> Vec<(DeviceId, std::net::SocketAddr)> {
         self.thrift
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .clone()
+            .iter()
+            .map(|(id, s)| (*id, s.addr()))
+            .collect()
+    }
+
+    /// Stop device `id`'s Thrift server (the device is gone): its listener and connections
+    /// close. The servers are taken out under the lock and stopped outside it.
+    fn stop_thrift(&self, id: DeviceId) {
+        let gone: Vec<tern_thrift::Server> = {
+            let mut v = self.thrift.lock().unwrap_or_else(|e| e.into_inner());
+            let (gone, keep) = std::mem::take(&mut *v)
+                .into_iter()
+                .partition(|(d, _)| *d == id);
+            *v = keep;
+            gone.into_iter().map(|(_, s)| s).collect()
+        };
+        for mut s in gone {
+            s.stop();
+        }
     }
 
     fn op<R>(&self, f: impl FnOnce(&mut dyn Operate) -> R) -> Result<R, String> {
@@ -190,6 +209,7 @@ impl Control {
                 if let Some(p) = &self.p4rt {
                     p.remove_device(id);
                 }
+                self.stop_thrift(id);
                 Ok(format!(
                     "ok device {id} removed (it had {} packets in, {} to ports)",
                     st.packets_in, st.to_phys
@@ -352,12 +372,13 @@ impl Control {
     ) -> Result<(), String> {
         if let Some(port) = thrift_port {
             let caller = owner.map_or(Caller::Operator, Caller::Tenant);
-            let addr = start_thrift(&self.front.shared(), caller, id, port)
+            let server = start_thrift(&self.front.shared(), caller, id, port)
                 .map_err(|e| format!("{e:#}"))?;
+            let addr = server.addr();
             self.thrift
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .push((id, addr));
+                .push((id, server));
             let _ = write!(answer, "; Thrift on {addr}");
         }
         if let Some(p) = &self.p4rt {
@@ -501,6 +522,9 @@ impl Control {
                 run_commands(&shared, d.id, &p).map_err(|e| format!("{answer}; but {e}"))?;
             }
         }
+        for id in &summary.removed {
+            self.stop_thrift(*id);
+        }
         if let Some(p) = &self.p4rt {
             for id in &summary.removed {
                 p.remove_device(*id);
@@ -521,24 +545,32 @@ impl Control {
                 &mut answer,
             )?;
         }
-        let moved_ports: Vec<DeviceId> = cfg
-            .devices
-            .iter()
-            .filter(|d| {
-                !summary.added.contains(&d.id)
-                    && old_cfg
-                        .devices
-                        .iter()
-                        .find(|o| o.id == d.id)
-                        .is_some_and(|o| o.thrift_port != d.thrift_port)
-            })
-            .map(|d| d.id)
-            .collect();
-        if !moved_ports.is_empty() {
-            let _ = write!(
-                answer,
-                "; thrift_port changes of devices {moved_ports:?} need a restart"
-            );
+        // A device kept whose thrift_port changed: its server closes and, with a port, opens
+        // on the new one.
+        for d in cfg.devices.iter().filter(|d| {
+            !summary.added.contains(&d.id)
+                && old_cfg
+                    .devices
+                    .iter()
+                    .find(|o| o.id == d.id)
+                    .is_some_and(|o| o.thrift_port != d.thrift_port)
+        }) {
+            self.stop_thrift(d.id);
+            match d.thrift_port {
+                Some(port) => {
+                    let caller = d.owner.as_deref().map_or(Caller::Operator, Caller::Tenant);
+                    let server = start_thrift(&shared, caller, d.id, port)
+                        .map_err(|e| format!("{answer}; but {e:#}"))?;
+                    let _ = write!(answer, "; device {} Thrift on {}", d.id, server.addr());
+                    self.thrift
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push((d.id, server));
+                }
+                None => {
+                    let _ = write!(answer, "; device {} Thrift closed", d.id);
+                }
+            }
         }
         answer.push_str(&pause_text(summary.pause));
         *self.config.lock().unwrap_or_else(|e| e.into_inner()) = (cfg, base);
@@ -571,18 +603,18 @@ fn target_text(t: Target) -> String {
     }
 }
 
-/// A Thrift server for one device, acting as `caller`.
+/// A Thrift server for one device, acting as `caller` (stopped when the device is removed).
 pub(super) fn start_thrift(
     shared: &Shared,
     caller: Caller,
     id: DeviceId,
     port: u16,
-) -> anyhow::Result<std::net::SocketAddr> {
+) -> anyhow::Result<tern_thrift::Server> {
     let handle = tern_virt::SharedDevice::new(shared.clone(), caller, id)?;
-    let (addr, _) = tern_thrift::spawn(("0.0.0.0", port), Arc::new(Mutex::new(handle)))
+    let server = tern_thrift::spawn_stoppable(("0.0.0.0", port), Arc::new(Mutex::new(handle)))
         .with_context(|| format!("device {id}: cannot start the Thrift server on port {port}"))?;
-    println!("device {id}: Thrift server on {addr}");
-    Ok(addr)
+    println!("device {id}: Thrift server on {}", server.addr());
+    Ok(server)
 }
 
 /// Run a command file (the runtime CLI language) against one device; the first failing
