@@ -62,11 +62,15 @@ pub struct FairStats {
     pub skipped: u64,
 }
 
-/// One device's queue: (virtual ingress port, frame) in arrival order, its credit (negative:
-/// a debt) and its recent work per packet.
+/// Control work queued for a device ([`FairScheduler::enqueue_job`]).
+pub type DeviceJob = Box<dyn FnOnce(&mut VirtSwitch) + Send>;
+
+/// One device's queue: (virtual ingress port, frame) in arrival order, its queued control
+/// work, its credit (negative: a debt) and its recent work per packet.
 #[derive(Default)]
 pub(crate) struct Queue {
     packets: VecDeque<(Port, Vec<u8>)>,
+    jobs: VecDeque<DeviceJob>,
     deficit: i64,
     per_packet: u64,
     stats: FairStats,
@@ -190,9 +194,19 @@ impl FairScheduler {
         self.queues.remove(&id);
     }
 
-    /// Packets waiting, over all devices.
+    /// Packets and control jobs waiting, over all devices.
     pub fn backlog(&self) -> usize {
-        self.queues.values().map(|q| q.packets.len()).sum()
+        self.queues
+            .values()
+            .map(|q| q.packets.len() + q.jobs.len())
+            .sum()
+    }
+
+    /// Queue control work for device `id` (a tenant's posted writes): it runs in the
+    /// device's turn, before its packets, and its work is charged to the device like its
+    /// packets' (so a control flood spends its own share, and waits while in debt).
+    pub fn enqueue_job(&mut self, id: DeviceId, job: DeviceJob) {
+        self.queues.entry(id).or_default().jobs.push_back(job);
     }
 
     /// One DRR round over `vs`: outputs are appended to `out`; returns the packets served.
@@ -219,12 +233,23 @@ impl FairScheduler {
                     vs.process_on(id, pkts, out);
                     pkts.iter().map(|(_, d)| d.len() as u64).sum()
                 },
+                |(vs, _, _), _, job| {
+                    job(vs);
+                    0
+                },
                 |(vs, out, _), spare| flush(vs, out, spare),
             ),
             Cost::Nanos => self.run_round_with(
                 &mut st,
                 |(vs, out, last), id, pkts| {
                     vs.process_on(id, pkts, out);
+                    let now = Instant::now();
+                    let ns = now.duration_since(*last).as_nanos() as u64;
+                    *last = now;
+                    ns.max(1)
+                },
+                |(vs, _, last), _, job| {
+                    job(vs);
                     let now = Instant::now();
                     let ns = now.duration_since(*last).as_nanos() as u64;
                     *last = now;
@@ -240,8 +265,9 @@ impl FairScheduler {
     }
 
     /// One DRR round, the packets run by `run(state, device, packets)`, which returns the work
-    /// they cost (in the unit of the quantum); `done(state, spare)` is called after each
-    /// device's turn. Chunks are cut by frame bytes for [`Cost::Bytes`], by the device's
+    /// they cost (in the unit of the quantum); `job(state, device, job)` runs one queued
+    /// control job and returns its work (jobs run first in a device's turn, one at a time
+    /// while its credit lasts); `done(state, spare)` is called after each device's turn. Chunks are cut by frame bytes for [`Cost::Bytes`], by the device's
     /// recent work per packet otherwise. Every device with packets waiting gets `quantum`
     /// more credit (credit does not pile up past one quantum; a debt carries over even when
     /// the queue empties); the devices with positive credit are served most credit first,
@@ -252,12 +278,13 @@ impl FairScheduler {
         &mut self,
         state: &mut S,
         mut run: impl FnMut(&mut S, DeviceId, &[(Port, &[u8])]) -> u64,
+        mut job: impl FnMut(&mut S, DeviceId, DeviceJob) -> u64,
         mut done: impl FnMut(&mut S, &mut Vec<Vec<u8>>),
     ) -> usize {
         let quantum = self.quantum as i64;
         self.order.clear();
         for (&id, q) in self.queues.iter_mut() {
-            if q.packets.is_empty() {
+            if q.packets.is_empty() && q.jobs.is_empty() {
                 q.deficit = q.deficit.min(0);
                 continue;
             }
@@ -276,7 +303,16 @@ impl FairScheduler {
             let Some(q) = self.queues.get_mut(&id) else {
                 continue;
             };
-            while q.deficit > 0 && !q.packets.is_empty() {
+            while q.deficit > 0 {
+                if let Some(j) = q.jobs.pop_front() {
+                    let work = job(state, id, j);
+                    q.deficit = q.deficit.saturating_sub(work.min(i64::MAX as u64) as i64);
+                    q.stats.work += work;
+                    continue;
+                }
+                if q.packets.is_empty() {
+                    break;
+                }
                 // The chunk the credit covers at the device's recent work per packet.
                 let n = match self.cost {
                     Cost::Bytes => {
@@ -317,7 +353,7 @@ impl FairScheduler {
                     .extend(self.batch.drain(..).map(|(_, d)| d).take(room));
                 self.batch.clear();
             }
-            if q.packets.is_empty() {
+            if q.packets.is_empty() && q.jobs.is_empty() {
                 q.deficit = q.deficit.min(0);
             }
             done(state, &mut self.spare);
@@ -356,6 +392,11 @@ mod tests {
                 let w: u64 = pkts.iter().map(|(_, d)| u64::from(d[0])).sum();
                 log.push((id, pkts.len(), w));
                 w
+            },
+            |log, id, _job| {
+                // A control job costs 50 units (logged as a chunk of 0 packets).
+                log.push((id, 0, 50));
+                50
             },
             |_, _| {},
         );
@@ -421,6 +462,7 @@ mod tests {
                         pkts.iter().map(|(_, d)| u64::from(d[0])).sum::<u64>();
                     pkts.iter().map(|(_, d)| d.len() as u64).sum()
                 },
+                |_, _, _| 0,
                 |_, _| {},
             );
         }
@@ -486,6 +528,35 @@ mod tests {
         assert_eq!(round(&mut f), vec![(ATTACKER, 1, 1)]);
         assert_eq!(f.stats(ATTACKER).skipped, 1);
         assert_eq!(f.stats(ATTACKER).work, 251);
+    }
+
+    /// A control flood is scheduled like packets: an attacker posting 10 jobs of 50 units a
+    /// round beside a backlogged victim runs at most its quantum of them (plus one) a
+    /// round, the rest waiting in its queue, and the victim keeps its quantum.
+    #[test]
+    fn a_control_flood_spends_its_own_share() {
+        const Q: u64 = 100;
+        let mut f = FairScheduler::with_cost(Cost::Nanos, Q, 256);
+        let (mut v_work, mut a_work) = (0u64, 0u64);
+        for r in 0..100 {
+            for _ in 0..10 {
+                f.enqueue_job(ATTACKER, Box::new(|_| {}));
+            }
+            while f.enqueue_to(VICTIM, 0, &frame(1)) {}
+            let log = round(&mut f);
+            let a: u64 = log.iter().filter(|c| c.0 == ATTACKER).map(|c| c.2).sum();
+            assert!(a <= Q + 50, "round {r}: {a}");
+            a_work += a;
+            v_work += log
+                .iter()
+                .filter(|c| c.0 == VICTIM)
+                .map(|c| c.2)
+                .sum::<u64>();
+        }
+        assert_eq!(v_work, 100 * Q);
+        assert!(a_work <= 100 * Q + 50, "{a_work}");
+        // 1000 jobs posted, about 200 run: the rest wait.
+        assert!(f.backlog() >= 700, "{}", f.backlog());
     }
 
     /// A chunk is cut to the credit at the device's recent work per packet: a cheap device

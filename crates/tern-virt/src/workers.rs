@@ -47,7 +47,7 @@ use std::time::{Duration, Instant};
 use tern_runtime::{OutputPacket, Port};
 
 use crate::backend::WorkerControl;
-use crate::fair::{Cost, Queue};
+use crate::fair::{Cost, DeviceJob, Queue};
 use crate::{
     validate_topology, CarryReport, Classifier, Device, DeviceId, DeviceSpec, DeviceStats,
     FairScheduler, FairStats, Target, Topology, VirtError, VirtStats, VirtSwitch,
@@ -110,6 +110,8 @@ pub(crate) enum Msg {
     Round,
     /// A control operation, run between two rounds.
     Call(Job),
+    /// Control work of one device, queued in its fair share ([`VirtWorkers::post`]).
+    Post(DeviceId, DeviceJob),
     Take(Vec<DeviceId>, mpsc::Sender<Moved>),
     Put(Box<Moved>),
     /// Stop and give the shard back.
@@ -239,6 +241,7 @@ fn worker(mut vs: VirtSwitch, mut fair: FairScheduler, mb: Arc<Mailbox>, up: Arc
                     }
                 }
                 Msg::Call(job) => job(&mut vs, &mut fair),
+                Msg::Post(id, job) => fair.enqueue_job(id, job),
                 Msg::Take(ids, reply) => {
                     let t = Instant::now();
                     let (devices, maps) = vs.take_devices(&ids);
@@ -630,13 +633,16 @@ impl VirtWorkers {
     /// Queue `f` to run on the shard holding device `id` without waiting for it (on its worker
     /// between two rounds, after the packets dispatched before): control-plane work that does
     /// not hold the caller, as a controller's stream of writes. What `f` returns is dropped.
+    /// `f` is queued with the device's packets and runs in the device's turn of the fair
+    /// scheduler ([`FairScheduler::enqueue_job`]): its work is charged to the device's share
+    /// (a tenant's control flood spends its own turns, not its neighbours').
     pub fn post(
         &self,
         id: DeviceId,
         f: impl FnOnce(&mut VirtSwitch) + Send + 'static,
     ) -> Result<(), VirtError> {
         let w = *self.assign.get(&id).ok_or(VirtError::NoSuchDevice(id))?;
-        self.send(w, Msg::Call(Box::new(move |vs, _| f(vs))))
+        self.send(w, Msg::Post(id, Box::new(f)))
     }
 
     /// A device's counters (operator view).

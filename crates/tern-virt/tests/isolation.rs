@@ -373,6 +373,7 @@ fn a_storm_charged_by_its_passes_gets_its_share_and_the_victim_waits_one_quantum
                 log.push((id, work));
                 work
             },
+            |_, _, _| 0,
             |_, _| {},
         );
         let victim: Vec<&OutputPacket> = out.iter().filter(|o| o.port == 2).collect();
