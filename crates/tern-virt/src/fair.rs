@@ -267,8 +267,9 @@ impl FairScheduler {
     /// One DRR round, the packets run by `run(state, device, packets)`, which returns the work
     /// they cost (in the unit of the quantum); `job(state, device, job)` runs one queued
     /// control job and returns its work (jobs run first in a device's turn, one at a time
-    /// while its credit lasts); `done(state, spare)` is called after each device's turn. Chunks are cut by frame bytes for [`Cost::Bytes`], by the device's
-    /// recent work per packet otherwise. Every device with packets waiting gets `quantum`
+    /// while its credit lasts); `done(state, spare)` is called after each device's turn.
+    /// Chunks are cut by frame bytes for [`Cost::Bytes`], by the device's recent work per
+    /// packet otherwise. Every device with packets waiting gets `quantum`
     /// more credit (credit does not pile up past one quantum; a debt carries over even when
     /// the queue empties); the devices with positive credit are served most credit first,
     /// each in chunks cut to what its credit covers at its recent work per packet (at least
