@@ -28,7 +28,8 @@ for i, w in enumerate(workers):
     ax.bar(xs, p99, color=colors)
     base = alone["p99_ns"] / 1e3
     ax.axhspan(base * 0.95, base * 1.05, color="tab:blue", alpha=0.15, label="alone ±5 %")
-    ax.set_ylabel("victim p99 latency (µs)")
+    ax.set_yscale("log")
+    ax.set_ylabel("victim p99 latency (µs, log)")
     ax.set_title("%d worker(s): victim p99, offered %.0f kpps (%.0f %% of capacity)"
                  % (w, alone["target_pps"] / 1e3, 100 * rep["victim_share"]))
     ax.set_xticks(list(xs))

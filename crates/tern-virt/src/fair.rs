@@ -297,7 +297,7 @@ impl FairScheduler {
             }
         }
         // Most credit first; ties in device order (the sort is stable).
-        self.order.sort_by(|a, b| b.0.cmp(&a.0));
+        self.order.sort_by_key(|o| std::cmp::Reverse(o.0));
         let mut served = 0;
         for i in 0..self.order.len() {
             let id = self.order[i].1;
