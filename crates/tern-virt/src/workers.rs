@@ -147,8 +147,8 @@ pub(crate) struct Mailbox {
 struct Outputs {
     frames: VecDeque<OutputPacket>,
     waiting: bool,
-    /// Set by [`VirtWorkers::take_output_channel`]: each round's outputs go down this channel
-    /// (one `Vec` per round) instead of into `frames`.
+    /// Set by [`VirtWorkers::take_output_channel`]: each device turn's outputs go down this
+    /// channel (one `Vec` per turn) instead of into `frames`.
     forward: Option<mpsc::Sender<Vec<OutputPacket>>>,
 }
 
