@@ -41,12 +41,12 @@ use tern_dataplane::{CompiledProgram, Switch, SwitchOptions};
 use tern_runtime::{Digest, OutputPacket, PacketPath, Port, Runtime, RuntimeError, TableError};
 
 pub use backend::{Lease, Shared, SwitchGuard, WorkerControl};
-pub use fair::{FairScheduler, FairStats};
+pub use fair::{Cost, DeviceJob, FairScheduler, FairStats, MAX_CHUNK};
 pub use operate::Operate;
 pub use p4rt::{tenant_access, VirtP4rt, VirtTarget};
 pub use runtime::DeviceRuntime;
 pub use shared::SharedDevice;
-pub use workers::{VirtWorkers, WorkerOptions};
+pub use workers::{VirtWorkers, WorkerOptions, DEFAULT_QUANTUM_NS};
 
 /// A device's id (also its `switch_info` device id).
 pub type DeviceId = u32;

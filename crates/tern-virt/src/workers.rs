@@ -47,7 +47,7 @@ use std::time::{Duration, Instant};
 use tern_runtime::{OutputPacket, Port};
 
 use crate::backend::WorkerControl;
-use crate::fair::Queue;
+use crate::fair::{Cost, DeviceJob, Queue};
 use crate::{
     validate_topology, CarryReport, Classifier, Device, DeviceId, DeviceSpec, DeviceStats,
     FairScheduler, FairStats, Target, Topology, VirtError, VirtStats, VirtSwitch,
@@ -58,7 +58,10 @@ use crate::{
 pub struct WorkerOptions {
     /// Worker threads (at least 1).
     pub workers: usize,
-    /// Bytes of credit a backlogged device gets per round ([`FairScheduler::new`]).
+    /// What a device is charged for its packets (default: measured nanoseconds).
+    pub cost: Cost,
+    /// Credit a backlogged device gets per round, in the unit of `cost`
+    /// ([`FairScheduler::with_cost`]).
     pub quantum: u64,
     /// Packets a device's queue holds.
     pub capacity: usize,
@@ -71,12 +74,18 @@ impl Default for WorkerOptions {
     fn default() -> Self {
         WorkerOptions {
             workers: 2,
-            quantum: 16 * 1514,
+            cost: Cost::Nanos,
+            quantum: DEFAULT_QUANTUM_NS,
             capacity: 1024,
             rebalance_every: 65_536,
         }
     }
 }
+
+/// The default quantum: 20 µs of a device's processing per round (a device's turn is cut to
+/// it, plus at most one packet; a waiting device's packets wait at most the other devices'
+/// turns).
+pub const DEFAULT_QUANTUM_NS: u64 = 20_000;
 
 /// Frame buffers the front keeps for arriving packets.
 const MAX_SPARE: usize = 4096;
@@ -101,6 +110,8 @@ pub(crate) enum Msg {
     Round,
     /// A control operation, run between two rounds.
     Call(Job),
+    /// Control work of one device, queued in its fair share ([`VirtWorkers::post`]).
+    Post(DeviceId, DeviceJob),
     Take(Vec<DeviceId>, mpsc::Sender<Moved>),
     Put(Box<Moved>),
     /// Stop and give the shard back.
@@ -136,8 +147,8 @@ pub(crate) struct Mailbox {
 struct Outputs {
     frames: VecDeque<OutputPacket>,
     waiting: bool,
-    /// Set by [`VirtWorkers::take_output_channel`]: each round's outputs go down this channel
-    /// (one `Vec` per round) instead of into `frames`.
+    /// Set by [`VirtWorkers::take_output_channel`]: each device turn's outputs go down this
+    /// channel (one `Vec` per turn) instead of into `frames`.
     forward: Option<mpsc::Sender<Vec<OutputPacket>>>,
 }
 
@@ -185,7 +196,9 @@ fn worker(mut vs: VirtSwitch, mut fair: FairScheduler, mb: Arc<Mailbox>, up: Arc
     let _gone = Gone(mb.clone());
     let mut out: Vec<OutputPacket> = Vec::new();
     let mut local: VecDeque<Msg> = VecDeque::new();
-    let send_up = |vs: &mut VirtSwitch, fair: &mut FairScheduler, out: &mut Vec<OutputPacket>| {
+    // Called after each device's turn in a round: that device's outputs go up at once (a
+    // victim served first does not wait for the rest of the round).
+    let send_up = |vs: &mut VirtSwitch, out: &mut Vec<OutputPacket>, spare: &mut Vec<Vec<u8>>| {
         if !out.is_empty() {
             let mut q = lock(&up.q);
             if let Some(tx) = &q.forward {
@@ -199,7 +212,7 @@ fn worker(mut vs: VirtSwitch, mut fair: FairScheduler, mb: Arc<Mailbox>, up: Arc
         }
         // The frames left the shard for good: each device that sent frames out gets as many
         // served input buffers for its next outputs (a chain's last device, not its first).
-        vs.feed_producers(&mut fair.spare);
+        vs.feed_producers(spare);
     };
     loop {
         if local.is_empty() {
@@ -228,6 +241,7 @@ fn worker(mut vs: VirtSwitch, mut fair: FairScheduler, mb: Arc<Mailbox>, up: Arc
                     }
                 }
                 Msg::Call(job) => job(&mut vs, &mut fair),
+                Msg::Post(id, job) => fair.enqueue_job(id, job),
                 Msg::Take(ids, reply) => {
                     let t = Instant::now();
                     let (devices, maps) = vs.take_devices(&ids);
@@ -252,8 +266,7 @@ fn worker(mut vs: VirtSwitch, mut fair: FairScheduler, mb: Arc<Mailbox>, up: Arc
                 Msg::Stop(reply) => {
                     // Run what is queued, then hand the shard back.
                     while fair.backlog() > 0 {
-                        fair.run_round(&mut vs, &mut out);
-                        send_up(&mut vs, &mut fair, &mut out);
+                        fair.run_round_flushing(&mut vs, &mut out, &send_up);
                     }
                     let _ = reply.send((vs, fair));
                     return;
@@ -261,8 +274,7 @@ fn worker(mut vs: VirtSwitch, mut fair: FairScheduler, mb: Arc<Mailbox>, up: Arc
             }
         }
         if fair.backlog() > 0 {
-            fair.run_round(&mut vs, &mut out);
-            send_up(&mut vs, &mut fair, &mut out);
+            fair.run_round_flushing(&mut vs, &mut out, &send_up);
         }
     }
 }
@@ -389,7 +401,7 @@ impl VirtWorkers {
             let mut shard = VirtSwitch::new();
             shard.set_max_hops(max_hops);
             shard.put_devices(devices, maps);
-            let fair = FairScheduler::new(opts.quantum, opts.capacity);
+            let fair = FairScheduler::with_cost(opts.cost, opts.quantum, opts.capacity);
             let mb: Arc<Mailbox> = Arc::default();
             let (mb2, up2) = (mb.clone(), up.clone());
             handles.push(
@@ -621,13 +633,16 @@ impl VirtWorkers {
     /// Queue `f` to run on the shard holding device `id` without waiting for it (on its worker
     /// between two rounds, after the packets dispatched before): control-plane work that does
     /// not hold the caller, as a controller's stream of writes. What `f` returns is dropped.
+    /// `f` is queued with the device's packets and runs in the device's turn of the fair
+    /// scheduler ([`FairScheduler::enqueue_job`]): its work is charged to the device's share
+    /// (a tenant's control flood spends its own turns, not its neighbours').
     pub fn post(
         &self,
         id: DeviceId,
         f: impl FnOnce(&mut VirtSwitch) + Send + 'static,
     ) -> Result<(), VirtError> {
         let w = *self.assign.get(&id).ok_or(VirtError::NoSuchDevice(id))?;
-        self.send(w, Msg::Call(Box::new(move |vs, _| f(vs))))
+        self.send(w, Msg::Post(id, Box::new(f)))
     }
 
     /// A device's counters (operator view).

@@ -6,7 +6,8 @@
 
 use tern_runtime::{MatchParam, OutputPacket, Runtime};
 use tern_virt::{
-    Caller, DeviceSpec, FairScheduler, Quotas, Rule, Target, VirtSwitch, VirtWorkers, WorkerOptions,
+    Caller, Cost, DeviceSpec, FairScheduler, Quotas, Rule, Target, VirtSwitch, VirtWorkers,
+    WorkerOptions,
 };
 
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../");
@@ -178,6 +179,7 @@ fn with_workers_a_flooding_tenant_on_the_victims_worker_cannot_starve_it() {
             switch(),
             WorkerOptions {
                 workers,
+                cost: Cost::Bytes,
                 quantum: QUANTUM,
                 capacity: CAPACITY,
                 rebalance_every: 0,
@@ -234,6 +236,7 @@ fn rebalancing_moves_a_device_under_traffic_losing_nothing() {
         switch(),
         WorkerOptions {
             workers: 2,
+            cost: Cost::Bytes,
             quantum: QUANTUM,
             capacity: 4096,
             rebalance_every: 100,

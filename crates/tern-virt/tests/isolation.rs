@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 
 use tern_runtime::{MatchParam, OutputPacket, Runtime, RuntimeError, TableError};
 use tern_virt::{
-    register_bytes, Caller, DeviceSpec, DeviceStats, Quotas, Rule, SharedDevice, Target, VirtError,
-    VirtSwitch, VirtWorkers, WorkerOptions,
+    register_bytes, Caller, Cost, DeviceSpec, DeviceStats, FairScheduler, Quotas, Rule,
+    SharedDevice, Target, VirtError, VirtSwitch, VirtWorkers, WorkerOptions,
 };
 
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../");
@@ -322,6 +322,97 @@ fn a_multicast_storm_is_bounded_by_the_pass_quota() {
         let mut free = Drive::new(storm(Quotas::default()), workers);
         assert_eq!(interleave(&mut free, 2), 1024, "{workers} workers");
     }
+}
+
+/// A multicast storm to 512 ports (64 passes a packet under the pass quota) beside an
+/// open-loop victim offering one packet a round, through the fair scheduler for 400 rounds,
+/// with each device charged the passes its packets ran, counted from its own counters (one
+/// ingress pass per packet in, one egress pass per frame out): every victim packet comes out
+/// byte-exact in the round it was offered, the attacker's work per round is its quantum plus
+/// less than one packet, and between two victim packets the attacker ran at most that.
+#[test]
+fn a_storm_charged_by_its_passes_gets_its_share_and_the_victim_waits_one_quantum() {
+    const Q: u64 = 256;
+    const PASSES: u64 = 64;
+    const ROUNDS: u16 = 400;
+    let json = p4(&program(
+        "state start { p.extract(h.eth); transition accept; }",
+        "",
+        "sm.mcast_grp = 1;",
+    ));
+    let quotas = Quotas {
+        max_passes: PASSES as usize,
+        ..Quotas::default()
+    };
+    let mut vs = two_tenants(&json, quotas);
+    let mut rt = vs.runtime(Caller::Tenant("mallory"), ATTACKER).unwrap();
+    let g = rt.mc_mgrp_create(1).unwrap();
+    let ports: Vec<u32> = (0..512).collect();
+    let node = rt.mc_node_create(0, &ports, &[]).unwrap();
+    rt.mc_node_associate(g, node).unwrap();
+    let mut fair = FairScheduler::with_cost(Cost::Nanos, Q, 64);
+    let frame = attacker_frame();
+    // The sequence number (bytes 34..36, past the IPv4 header) is all that differs.
+    let mut want = victim_expected(0);
+    let mut out: Vec<OutputPacket> = Vec::new();
+    // (device, work) of every chunk in the order they ran.
+    let mut log: Vec<(u32, u64)> = Vec::new();
+    let (mut since_victim, mut max_between) = (0u64, 0u64);
+    for seq in 0..ROUNDS {
+        while fair.enqueue(&vs, 10, &frame) {}
+        assert!(fair.enqueue(&vs, 1, &victim_packet(seq)));
+        log.clear();
+        let mut st = (&mut vs, &mut out, &mut log);
+        fair.run_round_with(
+            &mut st,
+            |(vs, out, log), id, pkts| {
+                let b = vs.device_stats(Caller::Operator, id).unwrap();
+                vs.process_on(id, pkts, out);
+                let a = vs.device_stats(Caller::Operator, id).unwrap();
+                let work = (a.packets_in - b.packets_in) + (a.to_phys - b.to_phys);
+                log.push((id, work));
+                work
+            },
+            |_, _, _| 0,
+            |_, _| {},
+        );
+        let victim: Vec<&OutputPacket> = out.iter().filter(|o| o.port == 2).collect();
+        assert_eq!(
+            victim.len(),
+            1,
+            "round {seq}: the victim's packet came out in its round"
+        );
+        want[34..36].copy_from_slice(&seq.to_be_bytes());
+        assert_eq!(victim[0].data, want, "round {seq}");
+        let attacker_work: u64 = log.iter().filter(|c| c.0 == ATTACKER).map(|c| c.1).sum();
+        assert!(
+            attacker_work < Q + PASSES,
+            "round {seq}: attacker ran {attacker_work}"
+        );
+        for &(id, w) in log.iter() {
+            if id == VICTIM {
+                max_between = max_between.max(since_victim);
+                since_victim = 0;
+            } else {
+                since_victim += w;
+            }
+        }
+        vs.recycle_outputs(&mut out);
+    }
+    let a = fair.stats(ATTACKER);
+    let v = fair.stats(VICTIM);
+    assert_eq!((v.served, v.overflow), (u64::from(ROUNDS), 0));
+    // 2 passes per victim packet; the attacker's 64 each, its quantum a round and no more.
+    assert_eq!(v.work, 2 * u64::from(ROUNDS));
+    assert!(a.work <= u64::from(ROUNDS) * Q + PASSES, "{a:?}");
+    assert!(
+        a.work >= u64::from(ROUNDS) * (Q - PASSES),
+        "the attacker got its share: {a:?}"
+    );
+    assert_eq!(a.work, a.served * PASSES);
+    assert!(max_between < Q + PASSES, "{max_between}");
+    let s = vs.device_stats(Caller::Operator, ATTACKER).unwrap();
+    assert_eq!(s.to_phys, a.served * (PASSES - 1));
 }
 
 #[test]

@@ -6,16 +6,22 @@
 //! worker threads (`VirtWorkers`; with 2 the victim and the attacker each have a worker).
 //! Every victim packet is checked byte for byte against what the native program makes of it.
 //!
-//! The load is closed-loop: the front dispatches a batch of the victim's packets together with
-//! the attacker's frames (and, for the control-plane attacks, queues the attacker's control
-//! work on its worker without waiting), then waits until all of the victim's outputs are back.
-//! A victim packet's latency is from its batch's dispatch to the moment the front holds its
-//! output (the front sleeps until a worker hands outputs over: no spinning thread competes
-//! with the workers); the rate is victim packets over the run's wall time. Timings from a shared or busy
-//! machine mean nothing: the figures are for a quiet machine and a release build.
+//! The victim is **open loop**: it offers a fixed rate, `--victim-share` (default 40 %) of
+//! the capacity measured first (the victim alone, closed loop, on the same worker count),
+//! paced by the clock in dispatches of at most `--batch` packets; each packet is timestamped
+//! at the moment it was due to be offered (so a front that falls behind counts as latency),
+//! and its latency runs from there to the moment the front holds its output. The attacker
+//! runs flat out: `--attack-frames` frames with every dispatch, more than its device can
+//! take, so its queue stays full (and overflows); the control-plane attacks also queue their
+//! control work with every dispatch. Reported per row: offered and delivered rate, loss,
+//! p50/p99/p999 latency, the delivered rate and p99 against the victim alone, and the work
+//! the scheduler charged each device (measured nanoseconds: `tern_virt::Cost::Nanos`). The
+//! front sleeps until a worker hands outputs over or the next packet is due (no spinning
+//! thread competes with the workers). Timings from a shared or busy machine mean nothing:
+//! the figures are for a quiet machine and a release build.
 
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use serde_json::json;
@@ -23,7 +29,8 @@ use tern_dataplane::{Switch, SwitchOptions};
 use tern_runtime::{MatchParam, MirroringSession, OutputPacket, PacketPath, Runtime};
 use tern_virt::config::load_program;
 use tern_virt::{
-    Caller, DeviceId, DeviceSpec, Quotas, Rule, Target, VirtSwitch, VirtWorkers, WorkerOptions,
+    Caller, Cost, DeviceId, DeviceSpec, Quotas, Rule, Target, VirtSwitch, VirtWorkers,
+    WorkerOptions,
 };
 
 const VICTIM: DeviceId = 1;
@@ -45,11 +52,17 @@ pub struct IsolationArgs {
     /// Victim packets per timed run.
     pub packets: usize,
     pub runs: usize,
-    /// Victim packets per batch.
+    /// Victim packets per dispatch at most (the pacing batch).
     pub batch: usize,
-    /// Attacker frames sent with each victim batch.
+    /// Attacker frames sent with each dispatch.
     pub attack_frames: usize,
     pub workers: Vec<usize>,
+    /// The victim's offered rate as a share of its measured capacity (0 < share <= 1).
+    pub victim_share: f64,
+    /// The scheduler's quantum (ns of work per device per round).
+    pub quantum_ns: u64,
+    /// Draw isolation.png (matplotlib, scripts/virt/isolation-plot.sh).
+    pub plot: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -155,14 +168,15 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
     )
 }
 
-/// The victim's packet `seq`: IPv4 10.0.1.1 → 10.0.2.2, the sequence number in the payload.
-fn victim_packet(seq: u16) -> Vec<u8> {
+/// The victim's packet `seq`: IPv4 10.0.1.1 → 10.0.2.2, the sequence number in the first
+/// four payload bytes (34..38).
+fn victim_packet(seq: u32) -> Vec<u8> {
     let mut p = vec![0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 1, 8, 0];
     p.extend_from_slice(&[
         0x45, 0, 0, 0x24, 0, 1, 0, 0, 0x40, 6, 0, 0, 10, 0, 1, 1, 10, 0, 2, 2,
     ]);
     p.extend_from_slice(&seq.to_be_bytes());
-    p.extend_from_slice(&[0x5a; 14]);
+    p.extend_from_slice(&[0x5a; 12]);
     p
 }
 
@@ -189,7 +203,7 @@ fn victim_route(rt: &mut dyn Runtime) -> anyhow::Result<()> {
 }
 
 /// The victim's output for packet 0 as the native program makes it (the sequence number at
-/// bytes 34..36 is the only difference between packets).
+/// bytes 34..38 is the only difference between packets).
 fn victim_expected(victim_json: &str) -> anyhow::Result<Vec<u8>> {
     let mut native = Switch::from_json(victim_json, SwitchOptions::default())?;
     victim_route(&mut native)?;
@@ -313,84 +327,206 @@ fn control_work(pool: &VirtWorkers, attack: Attack, batch_no: u64) -> anyhow::Re
 
 /// One timed run's figures.
 struct Run {
-    rate_pps: f64,
+    /// Victim packets offered, and over how long (first due to last dispatched).
+    offered: u64,
+    offered_pps: f64,
+    /// Victim packets out, and their rate (from the start to the last one out).
+    delivered: u64,
+    delivered_pps: f64,
     p50_ns: f64,
     p99_ns: f64,
+    p999_ns: f64,
     attacker_out: u64,
 }
 
-fn percentile(v: &mut [f64], p: f64) -> f64 {
-    v.sort_by(f64::total_cmp);
+/// `p` (0..=1) of sorted `v` (0 when empty).
+fn percentile(v: &[f64], p: f64) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
     v[((v.len() - 1) as f64 * p).round() as usize]
 }
 
-/// Send `packets` victim packets (and the attack) through `pool`; every victim output is
-/// checked against `want`.
-fn run_once(
+/// Packets per capacity probe's dispatch.
+const PROBE_BATCH: usize = 32;
+
+/// The victim alone, closed loop (a batch of 32 dispatched, all its outputs waited for, the
+/// next), through `pool`: its packet rate, the capacity the open-loop victim's share is of.
+fn capacity(pool: &mut VirtWorkers, packets: usize, want: &[u8]) -> anyhow::Result<f64> {
+    let victims: Vec<Vec<u8>> = (0..PROBE_BATCH as u32).map(victim_packet).collect();
+    let pkts: Vec<(u32, &[u8])> = victims.iter().map(|f| (V_IN, f.as_slice())).collect();
+    let batches = packets.div_ceil(PROBE_BATCH).max(1);
+    let mut out = Vec::new();
+    let t = Instant::now();
+    for _ in 0..batches {
+        pool.dispatch(&pkts);
+        let mut got = 0;
+        while got < PROBE_BATCH {
+            pool.take_outputs(&mut out);
+            if out.is_empty() {
+                if !pool.wait_outputs(Duration::from_secs(10)) {
+                    bail!("capacity probe: the victim's packets did not come back");
+                }
+                continue;
+            }
+            for o in &out {
+                if o.port != V_OUT || o.data[..34] != want[..34] {
+                    bail!("capacity probe: the victim's packet came out wrong");
+                }
+                got += 1;
+            }
+            pool.recycle_outputs(&mut out);
+        }
+    }
+    Ok((batches * PROBE_BATCH) as f64 / t.elapsed().as_secs_f64())
+}
+
+/// The front's side of a run: outputs taken, victim packets checked and timed.
+struct Collect {
+    attack: Attack,
+    ns_per: f64,
+    expect: Vec<u8>,
+    lat: Vec<f64>,
+    got: u64,
+    next_seq: u64,
+    attacker_out: u64,
+    last_out_ns: f64,
+}
+
+impl Collect {
+    /// Take what the workers handed over; returns the frames taken.
+    fn take(
+        &mut self,
+        pool: &mut VirtWorkers,
+        out: &mut Vec<OutputPacket>,
+        start: Instant,
+    ) -> anyhow::Result<usize> {
+        pool.take_outputs(out);
+        let k = out.len();
+        if k == 0 {
+            return Ok(0);
+        }
+        let t = start.elapsed().as_nanos() as f64;
+        for o in out.iter() {
+            if o.port != V_OUT {
+                self.attacker_out += 1;
+                continue;
+            }
+            let seq = u32::from_be_bytes([o.data[34], o.data[35], o.data[36], o.data[37]]);
+            self.expect[34..38].copy_from_slice(&seq.to_be_bytes());
+            if o.data[..] != self.expect[..] || u64::from(seq) < self.next_seq {
+                bail!(
+                    "{}: victim packet {seq} came out wrong or out of order",
+                    self.attack.name()
+                );
+            }
+            self.next_seq = u64::from(seq) + 1;
+            self.got += 1;
+            self.lat.push(t - f64::from(seq) * self.ns_per);
+            self.last_out_ns = t;
+        }
+        pool.recycle_outputs(out);
+        Ok(k)
+    }
+}
+
+/// Offer `a.packets` victim packets at `rate_pps` (open loop, paced by the clock) beside the
+/// attack running flat out; every victim output is checked against `want` (its sequence
+/// number patched in) and must come out in order (a lost one is skipped, counted).
+fn run_open(
     pool: &mut VirtWorkers,
     a: &IsolationArgs,
     attack: Attack,
     want: &[u8],
+    rate_pps: f64,
     batch_no: &mut u64,
 ) -> anyhow::Result<Run> {
+    let n = a.packets.max(1) as u64;
     let b = a.batch.max(1);
     let attackers: Vec<Vec<u8>> = if attack == Attack::Alone {
         Vec::new()
     } else {
         (0..a.attack_frames).map(attacker_frame).collect()
     };
-    let victims: Vec<Vec<u8>> = (0..b).map(|i| victim_packet(i as u16)).collect();
-    let mut pkts: Vec<(u32, &[u8])> = Vec::with_capacity(b + attackers.len());
-    // The attacker's frames first: the victim's wait behind them where anything can.
-    pkts.extend(attackers.iter().map(|f| (A_IN, f.as_slice())));
-    pkts.extend(victims.iter().map(|f| (V_IN, f.as_slice())));
-    let batches = a.packets.div_ceil(b);
-    let mut lat: Vec<f64> = Vec::with_capacity(batches * b);
-    let mut out: Vec<OutputPacket> = Vec::with_capacity(4 * (b + attackers.len()));
-    let mut attacker_out = 0u64;
-    let mut expect = want.to_vec();
-    let t = Instant::now();
-    for _ in 0..batches {
-        *batch_no += 1;
-        control_work(pool, attack, *batch_no)?;
-        let sent = Instant::now();
-        pool.dispatch(&pkts);
-        let mut got = 0;
-        while got < b {
-            pool.take_outputs(&mut out);
-            if out.is_empty() {
-                // Sleep until a worker hands outputs over (no spinning on the shared cores).
-                if !pool.wait_outputs(std::time::Duration::from_secs(10)) {
-                    bail!("{}: the victim's packets did not come back", attack.name());
-                }
-                continue;
+    let mut frames: Vec<Vec<u8>> = (0..b).map(|_| victim_packet(0)).collect();
+    let ns_per = 1e9 / rate_pps;
+    let mut c = Collect {
+        attack,
+        ns_per,
+        expect: want.to_vec(),
+        lat: Vec::with_capacity(n as usize),
+        got: 0,
+        next_seq: 0,
+        attacker_out: 0,
+        last_out_ns: 0.0,
+    };
+    let mut out: Vec<OutputPacket> = Vec::new();
+    let mut sent = 0u64;
+    let mut sent_all: Option<(Instant, f64)> = None;
+    let start = Instant::now();
+    loop {
+        let now_ns = start.elapsed().as_nanos() as f64;
+        // Packet i is due at i * ns_per.
+        let due = ((now_ns / ns_per) as u64 + 1).min(n);
+        if sent < due {
+            let k = ((due - sent) as usize).min(b);
+            for (i, f) in frames[..k].iter_mut().enumerate() {
+                f[34..38].copy_from_slice(&((sent + i as u64) as u32).to_be_bytes());
             }
-            let now = sent.elapsed().as_nanos() as f64;
-            for o in &out {
-                if o.port == V_OUT {
-                    let seq = u16::from_be_bytes([o.data[34], o.data[35]]);
-                    expect[34..36].copy_from_slice(&seq.to_be_bytes());
-                    if o.data[..] != expect[..] || usize::from(seq) != got {
-                        bail!(
-                            "{}: victim packet {got} came out wrong or out of order",
-                            attack.name()
-                        );
-                    }
-                    got += 1;
-                    lat.push(now);
-                } else {
-                    attacker_out += 1;
+            *batch_no += 1;
+            control_work(pool, attack, *batch_no)?;
+            let mut pkts: Vec<(u32, &[u8])> = Vec::with_capacity(attackers.len() + k);
+            pkts.extend(attackers.iter().map(|f| (A_IN, f.as_slice())));
+            pkts.extend(frames[..k].iter().map(|f| (V_IN, f.as_slice())));
+            pool.dispatch(&pkts);
+            sent += k as u64;
+            if sent == n {
+                sent_all = Some((Instant::now(), start.elapsed().as_nanos() as f64));
+            }
+        }
+        if c.take(pool, &mut out, start)? > 0 {
+            continue;
+        }
+        if c.got == n {
+            break;
+        }
+        match sent_all {
+            Some((at, _)) if at.elapsed() > Duration::from_secs(2) => {
+                // What is still inside comes out once the workers are idle (measured then);
+                // the rest was lost.
+                pool.wait_idle();
+                c.take(pool, &mut out, start)?;
+                break;
+            }
+            Some(_) => {
+                pool.wait_outputs(Duration::from_millis(20));
+            }
+            None => {
+                let next_due = sent as f64 * ns_per;
+                let now = start.elapsed().as_nanos() as f64;
+                if next_due > now {
+                    pool.wait_outputs(Duration::from_nanos((next_due - now) as u64));
                 }
             }
-            pool.recycle_outputs(&mut out);
         }
     }
-    let secs = t.elapsed().as_secs_f64();
-    let n = lat.len();
+    let Collect {
+        mut lat,
+        got,
+        attacker_out,
+        last_out_ns,
+        ..
+    } = c;
+    lat.sort_by(f64::total_cmp);
+    let offer_ns = sent_all.map(|s| s.1).unwrap_or(1.0).max(1.0);
     Ok(Run {
-        rate_pps: n as f64 / secs,
-        p50_ns: percentile(&mut lat, 0.5),
-        p99_ns: percentile(&mut lat, 0.99),
+        offered: n,
+        offered_pps: n as f64 / offer_ns * 1e9,
+        delivered: got,
+        delivered_pps: got as f64 / last_out_ns.max(1.0) * 1e9,
+        p50_ns: percentile(&lat, 0.5),
+        p99_ns: percentile(&lat, 0.99),
+        p999_ns: percentile(&lat, 0.999),
         attacker_out,
     })
 }
@@ -400,8 +536,41 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// Run the suite; prints the table and writes `isolation.json` and `isolation.md` to `a.out`.
+/// The victim's and the attacker's devices over `workers` workers (with 2 or more, each on
+/// its own worker).
+fn pool_for(
+    victim_json: &str,
+    attack: Attack,
+    workers: usize,
+    quantum_ns: u64,
+) -> anyhow::Result<VirtWorkers> {
+    let vs = build(victim_json, attack)?;
+    let mut pool = VirtWorkers::new(
+        vs,
+        WorkerOptions {
+            workers,
+            cost: Cost::Nanos,
+            quantum: quantum_ns,
+            rebalance_every: 0,
+            ..WorkerOptions::default()
+        },
+    );
+    if workers > 1 {
+        pool.move_group(VICTIM, 0)?;
+        pool.move_group(ATTACKER, 1)?;
+    }
+    Ok(pool)
+}
+
+/// Run the suite; prints the table and writes `isolation.json`, `isolation.md` (and with
+/// `a.plot`, `isolation.png`) to `a.out`.
 pub fn run(a: &IsolationArgs) -> anyhow::Result<serde_json::Value> {
+    if !(a.victim_share > 0.0 && a.victim_share <= 1.0) {
+        bail!(
+            "--victim-share {}: give a share of the capacity in (0, 1]",
+            a.victim_share
+        );
+    }
     let basic = a.p4_dir.join("tutorials/basic.p4");
     let victim_json = load_program(&basic)
         .map_err(|e| anyhow::anyhow!("{e} (give --scenarios p4/virt/scenarios)"))?;
@@ -413,11 +582,15 @@ pub fn run(a: &IsolationArgs) -> anyhow::Result<serde_json::Value> {
     std::panic::set_hook(hook);
     let (rows, md) = result?;
     let report = json!({
-        "what": "the isolation suite timed (tern virt bench --isolation)",
+        "what": "the isolation suite timed (tern virt bench --isolation): an open-loop victim \
+                 beside a flat-out attacker",
         "packets_per_run": a.packets,
         "runs": a.runs,
         "batch": a.batch,
-        "attack_frames_per_batch": a.attack_frames,
+        "attack_frames_per_dispatch": a.attack_frames,
+        "victim_share": a.victim_share,
+        "quantum_ns": a.quantum_ns,
+        "attacker_max_passes": A_PASSES,
         "rows": rows,
     });
     std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
@@ -428,7 +601,29 @@ pub fn run(a: &IsolationArgs) -> anyhow::Result<serde_json::Value> {
     std::fs::write(&mpath, &md).with_context(|| format!("writing {}", mpath.display()))?;
     print!("{md}");
     println!("wrote {} and {}", jpath.display(), mpath.display());
+    if a.plot {
+        plot(&a.out)?;
+    }
     Ok(report)
+}
+
+/// `scripts/virt/isolation-plot.sh DIR` (matplotlib in .venv-plot): DIR/isolation.png.
+fn plot(dir: &Path) -> anyhow::Result<()> {
+    let built =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/virt/isolation-plot.sh");
+    let script = [PathBuf::from("scripts/virt/isolation-plot.sh"), built]
+        .into_iter()
+        .find(|p| p.is_file())
+        .context("scripts/virt/isolation-plot.sh not found (run from a tern checkout)")?;
+    let st = std::process::Command::new("bash")
+        .arg(&script)
+        .arg(dir)
+        .status()
+        .with_context(|| format!("running {}", script.display()))?;
+    if !st.success() {
+        bail!("{} failed ({st})", script.display());
+    }
+    Ok(())
 }
 
 fn suite(
@@ -439,31 +634,44 @@ fn suite(
     let mut rows = Vec::new();
     let mut md = format!(
         "# The isolation suite timed (`tern virt bench --isolation`)\n\n\
-         Victim: `basic.p4` with one /32 route, {} packets per run in batches of {}, each batch \
-         dispatched with {} attacker frames; median of {} runs. Attacker quotas: {} passes per \
-         packet, {} table entries. Latency: from a batch's dispatch to the front holding the \
-         victim's output. Target: the victim's rate and p99 within 5 % of alone.\n\n\
-         | workers | attack | victim kpps | vs alone | p50 µs | p99 µs | p99 vs alone | \
-         attacker frames out | attacker overflow | attacker panics |\n\
-         |---|---|---|---|---|---|---|---|---|---|\n",
-        a.packets, a.batch, a.attack_frames, a.runs, A_PASSES, A_ENTRIES
+         Victim: `basic.p4` with one /32 route, **open loop**: it offers {:.0} % of its \
+         capacity (measured alone, closed loop, on the same worker count), {} packets per run \
+         paced by the clock in dispatches of at most {}, each timestamped when due; latency \
+         from then to the front holding its output. Attacker: flat out, {} frames with every \
+         dispatch (its queue stays full), quotas {} passes per packet and {} table entries. \
+         Scheduler: DRR charged by measured work, quantum {} µs. Median of {} runs. Target: \
+         the victim's rate and p99 within 5 % of alone.\n\n\
+         | workers | attack | offered kpps | delivered kpps | delivered/offered | loss | \
+         rate vs alone | p50 µs | p99 µs | p999 µs | p99 vs alone | victim work ms | \
+         attacker work ms | attacker frames out | attacker overflow | attacker panics |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+        100.0 * a.victim_share,
+        a.packets,
+        a.batch,
+        a.attack_frames,
+        A_PASSES,
+        A_ENTRIES,
+        a.quantum_ns as f64 / 1e3,
+        a.runs
     );
     for &workers in &a.workers {
+        let cap = {
+            let mut pool = pool_for(victim_json, Attack::Alone, workers, a.quantum_ns)?;
+            capacity(&mut pool, a.packets / 10, want)?;
+            let c = capacity(&mut pool, a.packets, want)?;
+            let mut out = Vec::new();
+            drop(pool.shutdown(&mut out));
+            c
+        };
+        let rate = a.victim_share * cap;
+        println!(
+            "{workers} worker(s): victim capacity {:.1} kpps, offering {:.1} kpps",
+            cap / 1e3,
+            rate / 1e3
+        );
         let mut alone: Option<(f64, f64)> = None;
         for attack in ATTACKS {
-            let vs = build(victim_json, attack)?;
-            let mut pool = VirtWorkers::new(
-                vs,
-                WorkerOptions {
-                    workers,
-                    rebalance_every: 0,
-                    ..WorkerOptions::default()
-                },
-            );
-            if workers > 1 {
-                pool.move_group(VICTIM, 0)?;
-                pool.move_group(ATTACKER, 1)?;
-            }
+            let mut pool = pool_for(victim_json, attack, workers, a.quantum_ns)?;
             let mut batch_no = 0;
             // Warm-up (tables, buffers, rings), then the timed runs.
             let warm = IsolationArgs {
@@ -473,52 +681,75 @@ fn suite(
                 workers: Vec::new(),
                 ..*a
             };
-            run_once(&mut pool, &warm, attack, want, &mut batch_no)?;
-            let (mut rates, mut p50s, mut p99s, mut a_out) = (vec![], vec![], vec![], 0);
+            run_open(&mut pool, &warm, attack, want, rate, &mut batch_no)?;
+            let v0 = pool.fair_stats(VICTIM)?;
+            let a0 = pool.fair_stats(ATTACKER)?;
+            let mut runs = Vec::new();
+            let mut a_out = 0;
             for _ in 0..a.runs.max(1) {
-                let r = run_once(&mut pool, a, attack, want, &mut batch_no)?;
-                rates.push(r.rate_pps);
-                p50s.push(r.p50_ns);
-                p99s.push(r.p99_ns);
+                let r = run_open(&mut pool, a, attack, want, rate, &mut batch_no)?;
                 a_out += r.attacker_out;
+                runs.push(r);
             }
+            let v1 = pool.fair_stats(VICTIM)?;
+            let a1 = pool.fair_stats(ATTACKER)?;
             pool.wait_idle();
             let mut rest = Vec::new();
             pool.take_outputs(&mut rest);
             a_out += rest.iter().filter(|o| o.port != V_OUT).count() as u64;
             let vstats = pool.device_stats(VICTIM)?;
             let astats = pool.device_stats(ATTACKER)?;
-            let afair = pool.fair_stats(ATTACKER)?;
-            let (rate, p50, p99) = (median(rates), median(p50s), median(p99s));
-            let (rate0, p990) = *alone.get_or_insert((rate, p99));
-            let rate_pct = 100.0 * (rate / rate0 - 1.0);
+            let m = |f: fn(&Run) -> f64| median(runs.iter().map(f).collect());
+            let (offered, delivered) = (m(|r| r.offered_pps), m(|r| r.delivered_pps));
+            let (p50, p99, p999) = (m(|r| r.p50_ns), m(|r| r.p99_ns), m(|r| r.p999_ns));
+            let lost: u64 = runs.iter().map(|r| r.offered - r.delivered).sum();
+            let total: u64 = runs.iter().map(|r| r.offered).sum();
+            let (rate0, p990) = *alone.get_or_insert((delivered, p99));
+            let rate_pct = 100.0 * (delivered / rate0 - 1.0);
             let p99_pct = 100.0 * (p99 / p990 - 1.0);
+            let (v_work, a_work) = (v1.work - v0.work, a1.work - a0.work);
             if vstats.dropped + vstats.panics + vstats.quarantine_drops > 0 {
                 bail!("{}: the victim lost packets: {vstats:?}", attack.name());
             }
             rows.push(json!({
                 "workers": workers,
                 "attack": attack.name(),
-                "victim_pps_median": rate,
-                "victim_p50_ns": p50,
-                "victim_p99_ns": p99,
+                "capacity_pps": cap,
+                "target_pps": rate,
+                "offered_pps": offered,
+                "delivered_pps": delivered,
+                "delivered_vs_offered": delivered / offered,
+                "lost": lost,
+                "loss_pct": 100.0 * lost as f64 / total as f64,
                 "rate_vs_alone_pct": rate_pct,
+                "p50_ns": p50,
+                "p99_ns": p99,
+                "p999_ns": p999,
                 "p99_vs_alone_pct": p99_pct,
+                "victim_work_ns": v_work,
+                "attacker_work_ns": a_work,
+                "victim_overflow": v1.overflow,
                 "victim_packets_in": vstats.packets_in,
                 "attacker_frames_out": a_out,
                 "attacker_packets_in": astats.packets_in,
-                "attacker_overflow": afair.overflow,
+                "attacker_overflow": a1.overflow,
                 "attacker_panics": astats.panics,
             }));
             md.push_str(&format!(
-                "| {workers} | {} | {:.1} | {:+.1} % | {:.1} | {:.1} | {:+.1} % | {a_out} | {} | {} |\n",
+                "| {workers} | {} | {:.1} | {:.1} | {:.3} | {lost} | {:+.1} % | {:.1} | {:.1} | \
+                 {:.1} | {:+.1} % | {:.1} | {:.1} | {a_out} | {} | {} |\n",
                 attack.name(),
-                rate / 1e3,
+                offered / 1e3,
+                delivered / 1e3,
+                delivered / offered,
                 rate_pct,
                 p50 / 1e3,
                 p99 / 1e3,
+                p999 / 1e3,
                 p99_pct,
-                afair.overflow,
+                v_work as f64 / 1e6,
+                a_work as f64 / 1e6,
+                a1.overflow,
                 astats.panics
             ));
             let mut out = Vec::new();
