@@ -11,7 +11,9 @@
 //! equivalent to running them before emission when nothing else happens in between: the plan
 //! is taken only when the deparser has no primitives, each planned header is emitted exactly
 //! once, and every updated target can be patched in place (whole bytes, byte-aligned on the
-//! wire). Otherwise every checksum keeps the generic path.
+//! wire). Otherwise every checksum keeps the generic path. When every update is planned, with
+//! no condition or a validity test, [`native_list`] gives the form the generated emit function
+//! runs them in (`jit::Native::emit_csum`).
 
 use crate::compile::{CChecksum, CInput, Engine};
 use crate::hash::Algo;

@@ -1,5 +1,6 @@
 //! Native code for the parser, the match-action pipelines (module `pipeline`) and the deparser's
-//! emit loop, generated at load time with Cranelift.
+//! emit loop (also in a second form with the program's checksum updates after it, see
+//! [`Native::emit_csum`]), generated at load time with Cranelift.
 //!
 //! The interpreter in [`crate::exec`] walks the compiled parser ([`CParser`]) op by op and
 //! field by field, reading each field's location and width from the layout at packet time;
