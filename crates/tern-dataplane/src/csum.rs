@@ -11,7 +11,9 @@
 //! equivalent to running them before emission when nothing else happens in between: the plan
 //! is taken only when the deparser has no primitives, each planned header is emitted exactly
 //! once, and every updated target can be patched in place (whole bytes, byte-aligned on the
-//! wire). Otherwise every checksum keeps the generic path.
+//! wire). Otherwise every checksum keeps the generic path. When every update is planned, with
+//! no condition or a validity test, [`native_list`] gives the form the generated emit function
+//! runs them in (`jit::Native::emit_csum`).
 
 use crate::compile::{CChecksum, CInput, Engine};
 use crate::hash::Algo;
@@ -161,6 +163,64 @@ pub fn plan(eng: &Engine) -> Option<CsumPlan> {
             .push(wire_form(eng, c).filter(|w| emitted(w.header) == 1));
     }
     out.wire.iter().any(Option::is_some).then_some(out)
+}
+
+/// One checksum update the generated emit function performs itself (see
+/// `jit::Gen::checksums`): everything it needs, fixed at load.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NativeCsum {
+    /// The update's condition: the header whose validity it tests (`None`: always).
+    pub cond: Option<u32>,
+    /// The summed header's wire form.
+    pub wire: WireCsum,
+    /// PHV byte offset and size (whole bytes, ≤ 8) of the target field's slot.
+    pub target_off: u32,
+    pub target_bytes: u32,
+    /// The target's header and the target's byte position within its emitted bytes, when the
+    /// target is emitted (patched there if that header is valid).
+    pub patch: Option<(u32, u32)>,
+}
+
+/// The checksum updates of `eng`, in program order, in the form the generated emit function
+/// computes (the planned path of [`CsumPlan`], with every decision taken at load): only when
+/// every update is planned over emitted bytes, its condition is absent or one validity test,
+/// and its target is not saturating. Otherwise why not (the Rust path of the plan stays).
+pub fn native_list(eng: &Engine) -> Result<Vec<NativeCsum>, String> {
+    let plan = eng.csum_plan.as_ref().ok_or("no checksum plan")?;
+    let mut out = Vec::new();
+    for (i, c) in eng.checksums.iter().enumerate() {
+        if !c.update {
+            continue;
+        }
+        let wire = plan.wire[i]
+            .clone()
+            .ok_or("a checksum not summed over one emitted header")?;
+        use crate::expr::{FastBool, FastVal};
+        let cond = match (&c.cond, &c.fast_cond) {
+            (None, _) | (Some(_), Some(FastBool::Const(true))) => None,
+            // `isValid()`, or p4c's `d2b` of the `$valid$` field.
+            (Some(_), Some(FastBool::Valid(h))) => Some(*h),
+            (Some(_), Some(FastBool::NonZero(FastVal::Field(f)))) if f.is_valid_bit => {
+                Some(f.header)
+            }
+            _ => return Err("a checksum condition other than a validity test".into()),
+        };
+        let t = &c.target;
+        if t.saturating || t.nbytes > 8 || t.nbytes * 8 != t.width {
+            return Err("a checksum target that is not plain whole bytes".into());
+        }
+        out.push(NativeCsum {
+            cond,
+            wire,
+            target_off: t.off,
+            target_bytes: t.nbytes,
+            patch: plan.patch[i].map(|p| (t.header, p)),
+        });
+    }
+    if out.is_empty() {
+        return Err("no checksum update".into());
+    }
+    Ok(out)
 }
 
 /// `csum16` of `bytes` with the byte ranges `skip` (even-aligned, even length, in order, not

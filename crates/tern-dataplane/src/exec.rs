@@ -843,23 +843,29 @@ impl Engine {
             st.emit_off.resize(self.layout.headers.len(), 0);
         }
         out.clear();
+        let mut csum_done = false;
         if let Some((order, prims)) = &self.deparser {
             if !prims.is_empty() {
                 let _ = self.run_instrs(&mut st.ext, pkt, prims, &[]);
             }
             // Native emit loop when there is one (same bytes, same header offsets); traced
             // packets are interpreted.
-            let native = !TRACE
-                && self
-                    .jit
-                    .as_ref()
-                    .is_some_and(|j| j.emit(&pkt.phv, out, &mut st.emit_off));
+            // With a plan, the emit function with the checksums compiled in when there is one
+            // (`csum_done`: they ran in it).
+            let jit = if TRACE { None } else { self.jit.as_ref() };
+            let compiled = match (jit, plan) {
+                (Some(j), Some(_)) => j.emit_csum(&mut pkt.phv, out, &mut st.emit_off),
+                _ => None,
+            };
+            csum_done = compiled == Some(true);
+            let native =
+                compiled.is_some() || jit.is_some_and(|j| j.emit(&pkt.phv, out, &mut st.emit_off));
             if !native {
                 let offs = plan.is_some().then_some(st.emit_off.as_mut_slice());
                 self.emit_headers::<TRACE>(&mut st.ext, &pkt.phv, order, out, offs);
             }
         }
-        if let Some(plan) = plan {
+        if let Some(plan) = plan.filter(|_| !csum_done) {
             self.update_checksums_emitted(&mut st.ext, pkt, plan, &st.emit_off, out);
         }
         out.extend_from_slice(&pkt.data[pkt.payload_off.min(pkt.data.len())..]);

@@ -1,5 +1,6 @@
 //! Native code for the parser, the match-action pipelines (module `pipeline`) and the deparser's
-//! emit loop, generated at load time with Cranelift.
+//! emit loop (also in a second form with the program's checksum updates after it, see
+//! [`Native::emit_csum`]), generated at load time with Cranelift.
 //!
 //! The interpreter in [`crate::exec`] walks the compiled parser ([`CParser`]) op by op and
 //! field by field, reading each field's location and width from the layout at packet time;
@@ -49,6 +50,16 @@ type ParseFn = unsafe extern "C" fn(*mut u8, *mut u8, *const u8, u64, *mut u64, 
 /// `(phv bytes, validity bytes, output, header start offsets out) -> bytes written`.
 type EmitFn = unsafe extern "C" fn(*const u8, *const u8, *mut u8, *mut u32) -> u64;
 
+/// The emit loop with the checksum updates compiled in: `(phv bytes (the targets are stored),
+/// validity bytes, output, header start offsets out) -> bytes written`, with [`CSUM_LEFT`] set
+/// when the checksums were left to the caller.
+type EmitCsumFn = unsafe extern "C" fn(*mut u8, *const u8, *mut u8, *mut u32) -> u64;
+
+/// Flag of [`EmitCsumFn`]'s result: the headers are emitted, the checksums are not (an update
+/// whose condition holds sums a header that is not valid: the generic value, computed by the
+/// caller).
+const CSUM_LEFT: u64 = 1 << 63;
+
 /// The interpreter's bound on parser states per packet (a parse loop ends there).
 const MAX_STATES: i64 = 100_000;
 
@@ -57,6 +68,8 @@ const MAX_STATES: i64 = 100_000;
 pub struct Native {
     parser: Option<ParseFn>,
     emit: Option<EmitFn>,
+    /// The emit loop followed by the program's checksum updates (see [`Native::emit_csum`]).
+    emit_csum: Option<EmitCsumFn>,
     /// Most bytes the emit loop writes (every header of the deparser's order valid).
     emit_max: usize,
     /// The match-action pipelines (see [`pipeline`]).
@@ -104,6 +117,17 @@ impl Native {
     /// Whether the deparser's emit loop runs as native code.
     pub fn has_emit(&self) -> bool {
         self.emit.is_some()
+    }
+
+    /// Whether the checksum updates are compiled into an emit function ([`Native::emit_csum`]).
+    pub fn has_emit_csum(&self) -> bool {
+        self.emit_csum.is_some()
+    }
+
+    /// Forget the emit function with compiled checksums (the planned Rust path runs them):
+    /// for differential tests.
+    pub fn drop_emit_csum(&mut self) {
+        self.emit_csum = None;
     }
 
     /// How many pipelines (ingress, egress) run as native code.
@@ -230,6 +254,46 @@ impl Native {
         unsafe { out.set_len(start + n) };
         true
     }
+
+    /// [`Native::emit`] followed by the program's checksum updates, as
+    /// [`Engine::update_checksums_emitted`] does them with the program's plan
+    /// ([`crate::csum::native_list`]: every offset, skip and condition fixed at load): each
+    /// result stored in the target's PHV slot and patched into the emitted bytes. `None`
+    /// (nothing appended) when there is no such function; `Some(false)` when the headers were
+    /// emitted but the checksums left to the caller (an update whose condition holds sums a
+    /// header that is not valid), `Some(true)` when both are done.
+    #[inline]
+    pub fn emit_csum(
+        &self,
+        phv: &mut Phv,
+        out: &mut Vec<u8>,
+        emit_off: &mut Vec<u32>,
+    ) -> Option<bool> {
+        let f = self.emit_csum?;
+        self.check_phv(phv);
+        if emit_off.len() < self.headers {
+            emit_off.resize(self.headers, 0);
+        }
+        let start = out.len();
+        out.reserve(self.emit_max);
+        // SAFETY: as in `emit` (same emit loop, same bounds); the checksum code after it reads
+        // only output bytes the loop wrote in this call (each summed header is valid, so it
+        // was emitted, at the offset the loop stored in `emit_off`, `wire.len` bytes long),
+        // stores the target's whole-byte slot inside the PHV (offsets checked at generation)
+        // and patches bytes inside an emitted valid header.
+        let r = unsafe {
+            f(
+                phv.bytes.as_mut_ptr(),
+                phv.valid.as_ptr().cast::<u8>(),
+                out.spare_capacity_mut().as_mut_ptr().cast::<u8>(),
+                emit_off.as_mut_ptr(),
+            )
+        };
+        let n = ((r & !CSUM_LEFT) as usize).min(self.emit_max);
+        // SAFETY: as in `emit`: every byte of `[start, start + n)` was written by the loop.
+        unsafe { out.set_len(start + n) };
+        Some(r & CSUM_LEFT == 0)
+    }
 }
 
 /// Compile what can be compiled of the engine's parser and deparser to native code. Returns
@@ -326,7 +390,22 @@ fn generate(
             &mut module,
             "tern_emit",
             &[ptr, ptr, ptr, ptr],
-            &|b| Gen { eng, b }.emit(o),
+            &|b| Gen { eng, b }.emit(o, None),
+        )?),
+        None => None,
+    };
+    // The same loop with the checksum updates after it, when all of them can be compiled.
+    let csums = order.and_then(|o| {
+        let list = crate::csum::native_list(eng).ok()?;
+        check_csums(eng, o, &list).ok()?;
+        Some((o, list))
+    });
+    let emit_csum_id = match &csums {
+        Some((o, list)) => Some(define(
+            &mut module,
+            "tern_emit_csum",
+            &[ptr, ptr, ptr, ptr],
+            &|b| Gen { eng, b }.emit(o, Some(list)),
         )?),
         None => None,
     };
@@ -348,6 +427,10 @@ fn generate(
     let emit = emit_id.map(|id| unsafe {
         std::mem::transmute::<*const u8, EmitFn>(module.get_finalized_function(id))
     });
+    // SAFETY: as above, with `EmitCsumFn`'s signature (four pointers, returning i64).
+    let emit_csum = emit_csum_id.map(|id| unsafe {
+        std::mem::transmute::<*const u8, EmitCsumFn>(module.get_finalized_function(id))
+    });
     // SAFETY: as above, with the signature `(pointer) -> i64` of `PipeFn`.
     pipes.fns = pipe_ids
         .into_iter()
@@ -368,6 +451,7 @@ fn generate(
     Ok(Native {
         parser,
         emit,
+        emit_csum,
         emit_max,
         pipes,
         phv_bytes: eng.layout.total_bytes as usize,
@@ -464,6 +548,42 @@ fn check_parser(eng: &Engine, p: &CParser) -> Result<(), String> {
 }
 
 /// Big-endian integer of `bytes` (at most 8).
+/// Checksums the generated emit function can run: every summed header and patched target in
+/// the deparser's order (emitted once, the plan's condition) and inside bounds; every target
+/// slot inside the PHV.
+fn check_csums(
+    eng: &Engine,
+    order: &[u32],
+    list: &[crate::csum::NativeCsum],
+) -> Result<(), String> {
+    let emitted = |h: u32| order.iter().filter(|&&x| x == h).count() == 1;
+    for c in list {
+        let hl = eng
+            .layout
+            .headers
+            .get(c.wire.header as usize)
+            .ok_or("unknown header")?;
+        if !emitted(c.wire.header) || c.wire.len != hl.fixed_bits.div_ceil(8) {
+            return Err(format!("checksum over {}: not emitted once", hl.name));
+        }
+        if c.target_off + c.target_bytes > eng.layout.total_bytes {
+            return Err("checksum target outside the PHV".into());
+        }
+        if let Some((h, p)) = c.patch {
+            let th = eng.layout.headers.get(h as usize).ok_or("unknown header")?;
+            if !emitted(h) || p + c.target_bytes > th.fixed_bits.div_ceil(8) {
+                return Err(format!("checksum target in {}: not patchable", th.name));
+            }
+        }
+        if c.cond
+            .is_some_and(|h| h as usize >= eng.layout.headers.len())
+        {
+            return Err("checksum condition on an unknown header".into());
+        }
+    }
+    Ok(())
+}
+
 fn be(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0u64, |a, b| (a << 8) | u64::from(*b))
 }
@@ -815,8 +935,9 @@ impl Gen<'_, '_> {
 }
 
 impl Gen<'_, '_> {
-    /// The deparser's emit loop: `(phv, valid, out, emit offsets) -> bytes written`.
-    fn emit(mut self, order: &[u32]) {
+    /// The deparser's emit loop: `(phv, valid, out, emit offsets) -> bytes written`; with
+    /// `csums`, the checksum updates after it ([`Gen::checksums`]).
+    fn emit(mut self, order: &[u32], csums: Option<&[crate::csum::NativeCsum]>) {
         let entry = self.b.create_block();
         self.b.append_block_params_for_function_params(entry);
         self.b.switch_to_block(entry);
@@ -855,9 +976,136 @@ impl Gen<'_, '_> {
             self.b.switch_to_block(next);
         }
         let written = self.b.use_var(pos);
+        if let Some(list) = csums {
+            self.checksums(phv, valid, out, offs, written, list);
+        }
         self.b.ins().return_(&[written]);
         self.b.seal_all_blocks();
         self.b.finalize();
+    }
+
+    /// The checksum updates of [`crate::csum::native_list`], after the emit loop, as
+    /// `Engine::update_checksums_emitted` runs them: first, if any update whose condition
+    /// holds would sum a header that is not valid, return `written | CSUM_LEFT` (nothing
+    /// stored; the caller computes the generic values). Validity does not change during the
+    /// updates, so this is decided before any of them runs. Then, in program order, each
+    /// update whose condition holds sums its header's emitted bytes (32-bit words where four
+    /// bytes are kept, then 16-bit words, a last odd byte as the high half of a word; the
+    /// weights 2^16 and 1 agree modulo 0xffff, see `csum16_skip`), folds the sum as many times
+    /// as its largest possible value needs, complements it, stores it in the target's PHV slot
+    /// and, if the target's header is valid, into its emitted bytes (where a later update
+    /// reads it).
+    fn checksums(
+        &mut self,
+        phv: ir::Value,
+        valid: ir::Value,
+        out: ir::Value,
+        offs: ir::Value,
+        written: ir::Value,
+        list: &[crate::csum::NativeCsum],
+    ) {
+        // Any update that would leave the compiled form: condition holds, header invalid.
+        let left = self.b.create_block();
+        let go = self.b.create_block();
+        let mut bad: Option<ir::Value> = None;
+        for c in list {
+            let v = self
+                .b
+                .ins()
+                .load(types::I8, mem(), valid, c.wire.header as i32);
+            let invalid = self.b.ins().icmp_imm(IntCC::Equal, v, 0);
+            let b = match c.cond {
+                Some(h) => {
+                    let cv = self.b.ins().load(types::I8, mem(), valid, h as i32);
+                    let holds = self.b.ins().icmp_imm(IntCC::NotEqual, cv, 0);
+                    self.b.ins().band(holds, invalid)
+                }
+                None => invalid,
+            };
+            bad = Some(match bad {
+                None => b,
+                Some(a) => self.b.ins().bor(a, b),
+            });
+        }
+        let bad = bad.unwrap_or_else(|| self.b.ins().iconst(types::I8, 0));
+        self.b.ins().brif(bad, left, &[], go, &[]);
+        self.b.switch_to_block(left);
+        let flagged = self.b.ins().bor_imm(written, CSUM_LEFT as i64);
+        self.b.ins().return_(&[flagged]);
+        self.b.switch_to_block(go);
+        for c in list {
+            let next = self.b.create_block();
+            if let Some(h) = c.cond {
+                let run = self.b.create_block();
+                let cv = self.b.ins().load(types::I8, mem(), valid, h as i32);
+                self.b.ins().brif(cv, run, &[], next, &[]);
+                self.b.switch_to_block(run);
+            }
+            let w = &c.wire;
+            let at = self
+                .b
+                .ins()
+                .load(types::I32, mem(), offs, (w.header * 4) as i32);
+            let at = self.b.ins().uextend(types::I64, at);
+            let base = self.b.ins().iadd(out, at);
+            let kept = |k: u32| !w.skip.iter().any(|&(a, b)| (a..b).contains(&k));
+            let mut sum = self.b.ins().iconst(types::I64, 0);
+            // Largest value the sum can reach (for the number of folds).
+            let mut bound: u128 = 0;
+            let mut k = 0;
+            while k < w.len {
+                let (n, t) = if k + 4 <= w.len && (k..k + 4).all(kept) {
+                    (4, types::I32)
+                } else if k + 2 <= w.len && kept(k) {
+                    (2, types::I16)
+                } else if k + 2 > w.len {
+                    (1, types::I8)
+                } else {
+                    // A left-out 16-bit word (the skip ranges are even-aligned, even length).
+                    k += 2;
+                    continue;
+                };
+                let mut v = self.b.ins().load(t, mem(), base, k as i32);
+                if n > 1 {
+                    v = self.b.ins().bswap(v);
+                }
+                v = self.b.ins().uextend(types::I64, v);
+                if n == 1 {
+                    v = self.b.ins().ishl_imm(v, 8);
+                }
+                sum = self.b.ins().iadd(sum, v);
+                bound += match n {
+                    4 => 0xffff_ffff,
+                    2 => 0xffff,
+                    _ => 0xff00,
+                };
+                k += n;
+            }
+            while bound >> 16 != 0 {
+                let lo = self.b.ins().band_imm(sum, 0xffff);
+                let hi = self.b.ins().ushr_imm(sum, 16);
+                sum = self.b.ins().iadd(lo, hi);
+                // Largest `lo + hi` for a sum ≤ bound: either the top `hi` with the low half
+                // of `bound`, or one less with a full low half.
+                let (h, l) = (bound >> 16, bound & 0xffff);
+                bound = (h + l).max(h - 1 + 0xffff);
+            }
+            let inv = self.b.ins().bnot(sum);
+            let v = self.b.ins().band_imm(inv, 0xffff);
+            self.store_be(phv, c.target_off, c.target_bytes, v);
+            if let Some((th, p)) = c.patch {
+                let store = self.b.create_block();
+                let tv = self.b.ins().load(types::I8, mem(), valid, th as i32);
+                self.b.ins().brif(tv, store, &[], next, &[]);
+                self.b.switch_to_block(store);
+                let at = self.b.ins().load(types::I32, mem(), offs, (th * 4) as i32);
+                let at = self.b.ins().uextend(types::I64, at);
+                let tb = self.b.ins().iadd(out, at);
+                self.store_be(tb, p, c.target_bytes, v);
+            }
+            self.b.ins().jump(next, &[]);
+            self.b.switch_to_block(next);
+        }
     }
 
     /// Pack header `h`'s fields (each ≤ 56 bits) into its wire bytes at `base`: fields are

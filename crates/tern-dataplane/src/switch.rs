@@ -48,6 +48,8 @@ mod fast;
 pub struct NativeSummary {
     pub parser: bool,
     pub emit: bool,
+    /// The checksum updates compiled into the emit function ([`Switch::has_native_checksums`]).
+    pub emit_csum: bool,
     /// Pipelines (ingress, egress) generated as native functions.
     pub pipelines: usize,
     /// Actions in the native subset (inlined where they run), of `actions`.
@@ -76,7 +78,14 @@ impl std::fmt::Display for NativeSummary {
             f,
             "{}, {}, {} native pipeline(s), {} of {} actions inlined",
             part(self.parser, "parser"),
-            part(self.emit, "emit"),
+            part(
+                self.emit,
+                if self.emit_csum {
+                    "emit with checksums"
+                } else {
+                    "emit"
+                }
+            ),
             self.pipelines,
             self.actions_inlined,
             self.actions
@@ -775,6 +784,21 @@ impl Switch {
         self.live.engine.csum_plan.is_some()
     }
 
+    /// Whether the running program's checksum updates are compiled into its native emit
+    /// function ([`crate::csum::native_list`]).
+    pub fn has_native_checksums(&self) -> bool {
+        let e = &self.live.engine;
+        e.csum_plan.is_some() && e.jit.as_ref().is_some_and(|j| j.has_emit_csum())
+    }
+
+    /// Keep the checksum plan but run it in Rust after the emit loop, not compiled into the
+    /// emit function: for differential tests. The next program loaded compiles it again.
+    pub fn use_rust_checksums(&mut self) {
+        if let Some(j) = self.live.engine_mut().jit.as_mut() {
+            j.drop_emit_csum();
+        }
+    }
+
     /// Drop the checksum plan so every checksum takes the generic path (field packing): for
     /// differential tests of the two paths. The next program loaded plans again.
     pub fn use_generic_checksums(&mut self) {
@@ -804,6 +828,7 @@ impl Switch {
         if let Some(j) = &e.jit {
             s.parser = j.has_parser();
             s.emit = j.has_emit();
+            s.emit_csum = self.has_native_checksums();
             s.pipelines = j.pipelines();
             s.actions_inlined = j.native_actions();
             s.tables = e

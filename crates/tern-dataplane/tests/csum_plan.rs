@@ -24,8 +24,14 @@ const IPV4: [(&str, u32); 12] = [
     ("dstAddr", 32),
 ];
 
-/// The program with `list` (IPv4 field names) as the checksum's field list.
+/// The program with `list` (IPv4 field names) as the checksum's field list, no condition.
 fn program(list: &[&str]) -> String {
+    program_with(list, "null", false)
+}
+
+/// The program with `list` as the checksum's field list (the payload after it when
+/// `payload`), `cond` the checksum's `if_cond` JSON.
+fn program_with(list: &[&str], cond: &str, payload: bool) -> String {
     let fields = |fs: &[(&str, u32)]| {
         fs.iter()
             .map(|(n, w)| format!("[\"{n}\", {w}, false]"))
@@ -35,6 +41,7 @@ fn program(list: &[&str]) -> String {
     let input = list
         .iter()
         .map(|f| format!("{{\"type\": \"field\", \"value\": [\"ipv4\", \"{f}\"]}}"))
+        .chain(payload.then(|| "{\"type\": \"payload\", \"value\": null}".to_string()))
         .collect::<Vec<_>>()
         .join(", ");
     let std_fields = fields(&[
@@ -91,7 +98,7 @@ fn program(list: &[&str]) -> String {
   ],
   "calculations": [{{"name": "ipv4_checksum", "id": 0, "input": [{input}], "algo": "csum16"}}],
   "checksums": [{{"name": "ipv4_checksum", "id": 0, "target": ["ipv4", "hdrChecksum"],
-                 "type": "generic", "calculation": "ipv4_checksum", "if_cond": null}}],
+                 "type": "generic", "calculation": "ipv4_checksum", "if_cond": {cond}}}],
   "learn_lists": [], "field_lists": [], "counter_arrays": [], "register_arrays": [],
   "meter_arrays": [], "parse_vsets": []
 }}"#
@@ -125,20 +132,48 @@ fn run(sw: &mut Switch, f: &[u8]) -> Vec<OutputPacket> {
 
 /// Same frames with and without the plan; returns the planned switch's frames.
 fn compare(list: &[&str], planned: bool) -> Vec<Vec<u8>> {
-    let json = program(list);
-    let mut fast = Switch::from_json(&json, SwitchOptions::default()).expect("program loads");
-    let mut slow = Switch::from_json(&json, SwitchOptions::default()).expect("program loads");
+    compare_json(&program(list), list, planned, planned)
+}
+
+/// Same frames three ways: the plan compiled into the native emit function (when `native`),
+/// the plan run in Rust after the emit loop, and the generic path; returns the first's frames.
+fn compare_json(json: &str, list: &[&str], planned: bool, native: bool) -> Vec<Vec<u8>> {
+    let mut fast = Switch::from_json(json, SwitchOptions::default()).expect("program loads");
+    let mut rust = Switch::from_json(json, SwitchOptions::default()).expect("program loads");
+    let mut slow = Switch::from_json(json, SwitchOptions::default()).expect("program loads");
     assert_eq!(fast.has_checksum_plan(), planned, "plan for {list:?}");
+    assert_eq!(fast.has_native_checksums(), native, "compiled for {list:?}");
+    rust.use_rust_checksums();
+    assert!(!rust.has_native_checksums());
+    assert_eq!(rust.has_checksum_plan(), planned);
     slow.use_generic_checksums();
     assert!(!slow.has_checksum_plan());
     let mut r = Rng(0x1234_5678_9abc_def1);
     let mut frames = Vec::new();
     for i in 0..500 {
         let f = frame(&mut r, i % 7);
-        let (a, b) = (run(&mut fast, &f), run(&mut slow, &f));
+        let (a, b, c) = (run(&mut fast, &f), run(&mut rust, &f), run(&mut slow, &f));
         assert_eq!(a.len(), 1, "one output");
         assert_eq!(a[0].port, b[0].port);
-        assert_eq!(a[0].data, b[0].data, "{list:?}: frame {f:02x?}");
+        assert_eq!(
+            a[0].data, b[0].data,
+            "{list:?}: frame {f:02x?} (compiled vs Rust plan)"
+        );
+        assert_eq!(
+            a[0].data, c[0].data,
+            "{list:?}: frame {f:02x?} (vs generic)"
+        );
+        assert_eq!(c.len(), 1);
+        if i % 5 == 0 {
+            // Not IPv4 (the header stays invalid): same frames, unchanged.
+            let mut g = f.clone();
+            g[12] = 0x86;
+            g[13] = 0xdd;
+            let (a, b, c) = (run(&mut fast, &g), run(&mut rust, &g), run(&mut slow, &g));
+            assert_eq!(a[0].data, g, "{list:?}: non-IPv4 frame");
+            assert_eq!(b[0].data, g);
+            assert_eq!(c[0].data, g);
+        }
         // Parsed and re-emitted unchanged but for the checksum (bytes 24..26): the IPv4
         // header's sub-byte fields go through the extract/emit plan both ways.
         let mut want = f.clone();
@@ -200,4 +235,37 @@ fn runs_that_are_not_whole_words_keep_the_generic_path() {
     let mut swapped = all.clone();
     swapped.swap(10, 11);
     compare(&swapped, false);
+}
+
+/// `update_checksum(hdr.ipv4.isValid(), ...)` as p4c writes it (`d2b` of `$valid$`) and as
+/// `isValid()`: compiled into the emit function, same frames as the Rust plan and the generic
+/// path, and a valid IPv4 checksum.
+#[test]
+fn validity_conditions_are_compiled() {
+    let list: Vec<&str> = IPV4
+        .iter()
+        .map(|(n, _)| *n)
+        .filter(|n| *n != "hdrChecksum")
+        .collect();
+    let d2b = r#"{"type": "expression", "value": {"op": "d2b", "left": null,
+        "right": {"type": "field", "value": ["ipv4", "$valid$"]}}}"#;
+    let valid = r#"{"type": "expression", "value": {"op": "valid", "left": null,
+        "right": {"type": "header", "value": "ipv4"}}}"#;
+    for cond in [d2b, valid] {
+        for f in compare_json(&program_with(&list, cond, false), &list, true, true) {
+            assert_eq!(ones_sum(&f[14..34]), 0xffff, "{f:02x?}");
+        }
+    }
+    // A condition that is not a validity test (ttl != 0) keeps the plan in Rust.
+    let ttl = r#"{"type": "expression", "value": {"op": "!=", "left":
+        {"type": "field", "value": ["ipv4", "ttl"]}, "right": {"type": "hexstr", "value": "0x00"}}}"#;
+    compare_json(&program_with(&list, ttl, false), &list, true, false);
+}
+
+/// A checksum over the header and the payload (`update_checksum_with_payload`'s form) is not
+/// planned and not compiled: the generic path, same frames either way.
+#[test]
+fn payload_checksums_keep_the_generic_path() {
+    let all: Vec<&str> = IPV4.iter().map(|(n, _)| *n).collect();
+    compare_json(&program_with(&all, "null", true), &all, false, false);
 }

@@ -103,6 +103,9 @@ fn fast_lane_matches_the_general_path_and_the_interpreter() {
     slow.use_slow_path();
     interp.use_interpreter();
     assert_eq!(lane.lane_why_not(), None, "{}", lane.native_summary());
+    // The IPv4 checksum update runs inside the generated emit function on the native
+    // switches (the interpreter's runs the planned Rust path).
+    assert!(lane.has_native_checksums(), "{}", lane.native_summary());
     assert_eq!(slow.lane_why_not().as_deref(), Some("turned off"));
     assert!(interp.lane_why_not().is_some());
     for sw in [&mut lane, &mut slow, &mut interp] {

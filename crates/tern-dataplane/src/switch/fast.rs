@@ -253,12 +253,43 @@ impl Switch {
             if eng.csum_plan.is_none() {
                 eng.update_checksums(&mut st.ext, &mut pkt);
             }
-            jit.is_some_and(|j| j.emit(&pkt.phv, &mut bytes, &mut st.emit_off))
+            // The emit function with the checksums compiled in, when it applies (it exists only
+            // with a plan); else the emit loop, the planned checksums after it.
+            let done = match (jit, &eng.csum_plan) {
+                (Some(j), Some(_)) => j.emit_csum(&mut pkt.phv, &mut bytes, &mut st.emit_off),
+                _ => None,
+            };
+            match done {
+                Some(true) => true,
+                Some(false) => {
+                    if let Some(plan) = &eng.csum_plan {
+                        eng.update_checksums_emitted(
+                            &mut st.ext,
+                            &mut pkt,
+                            plan,
+                            &st.emit_off,
+                            &mut bytes,
+                        );
+                    }
+                    true
+                }
+                None => {
+                    jit.is_some_and(|j| j.emit(&pkt.phv, &mut bytes, &mut st.emit_off)) && {
+                        if let Some(plan) = &eng.csum_plan {
+                            eng.update_checksums_emitted(
+                                &mut st.ext,
+                                &mut pkt,
+                                plan,
+                                &st.emit_off,
+                                &mut bytes,
+                            );
+                        }
+                        true
+                    }
+                }
+            }
         };
         if emitted {
-            if let Some(plan) = &eng.csum_plan {
-                eng.update_checksums_emitted(&mut st.ext, &mut pkt, plan, &st.emit_off, &mut bytes);
-            }
             bytes.extend_from_slice(&data[pkt.payload_off.min(data.len())..]);
         } else {
             copy_in(&mut pkt, data, direct);
