@@ -92,7 +92,9 @@ impl MappedPcap {
     /// else (a FIFO, an empty file, pcapng: the streaming reader handles and reports those);
     /// `Err`: a classic file whose header is bad (the streaming reader's error).
     pub fn open(f: &File) -> Result<Option<MappedPcap>, PcapError> {
-        let meta = f.metadata().map_err(|error| PcapError::Io { offset: 0, error })?;
+        let meta = f
+            .metadata()
+            .map_err(|error| PcapError::Io { offset: 0, error })?;
         if !meta.is_file() || meta.len() < 4 {
             return Ok(None);
         }

@@ -78,7 +78,10 @@ fn check_same(dir: &Path, bytes: &[u8], what: &str) {
     match mapped_read(&p) {
         Some(got) => assert_eq!(got, want, "{what}"),
         // Only empty files, files shorter than a magic number and pcapng are left unmapped.
-        None => assert!(bytes.len() < 4 || bytes[..4] == [0x0a, 0x0d, 0x0d, 0x0a], "{what}"),
+        None => assert!(
+            bytes.len() < 4 || bytes[..4] == [0x0a, 0x0d, 0x0d, 0x0a],
+            "{what}"
+        ),
     }
 }
 
@@ -158,7 +161,9 @@ fn recv_held_merges_like_recv() {
         std::fs::write(d.join(format!("{name}_in.pcap")), classic(c, f)).unwrap();
     };
     let a: Vec<_> = (0..50u64).map(|k| (k * 1000, vec![k as u8; 60])).collect();
-    let b: Vec<_> = (0..50u64).map(|k| (k * 3000, vec![100 + k as u8; 61])).collect();
+    let b: Vec<_> = (0..50u64)
+        .map(|k| (k * 3000, vec![100 + k as u8; 61]))
+        .collect();
     write("a", cfg(ByteOrder::Little, TsResolution::Nano, 0), &a);
     write("b", cfg(ByteOrder::Big, TsResolution::Micro, 0), &b);
     write("c", cfg(ByteOrder::Little, TsResolution::Micro, 0), &[]);
@@ -213,7 +218,9 @@ fn recv_held_gives_the_packets_before_an_error() {
 fn empty_and_pcapng_inputs_are_streamed() {
     let d = tern_fixtures::scratch("map-empty");
     std::fs::write(d.join("e_in.pcap"), b"").unwrap();
-    let e = FilePorts::open(&d, &[spec(0, "e")]).unwrap_err().to_string();
+    let e = FilePorts::open(&d, &[spec(0, "e")])
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("e_in.pcap") && e.contains("empty file"), "{e}");
 
     // A minimal pcapng file: a section header block and nothing else.
@@ -252,7 +259,10 @@ fn file_writer_is_byte_identical() {
                         w.write_packet(*ts, d).unwrap();
                         if flush {
                             // The record reached the underlying writer at once.
-                            assert_eq!(w.get_ref().len(), before + 16 + d.len().min(snaplen_or(snaplen, d.len())));
+                            assert_eq!(
+                                w.get_ref().len(),
+                                before + 16 + d.len().min(snaplen_or(snaplen, d.len()))
+                            );
                         }
                     }
                     w.flush().unwrap();
@@ -264,7 +274,11 @@ fn file_writer_is_byte_identical() {
     }
     // Outputs of one batch share a timestamp; then the clock moves on.
     let c = cfg(ByteOrder::Little, TsResolution::Micro, 0);
-    let batch = [(7_000_001_000, vec![1u8; 3]), (7_000_001_000, vec![2u8; 4]), (9, vec![3])];
+    let batch = [
+        (7_000_001_000, vec![1u8; 3]),
+        (7_000_001_000, vec![2u8; 4]),
+        (9, vec![3]),
+    ];
     let mut w = PcapFileWriter::new(Vec::new(), c).unwrap();
     for (ts, d) in &batch {
         w.write_packet(*ts, d).unwrap();
