@@ -3,7 +3,9 @@
 //! read packets through copies; logging at info level runs one packet at a time) on a program
 //! with several ports, drops, multicast, resubmit, recirculate and clones to a CPU port; a
 //! truncated input still gets the packets before the cut written; an empty input is a clear
-//! error.
+//! error; `--workers 2` on mapped inputs writes what one worker writes (the L3 router: no
+//! register couples flows, so with `--deterministic` the files are byte-identical, which is
+//! the same multiset per port and the same order within each flow).
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -266,4 +268,86 @@ fn truncated_input_writes_what_came_before_and_fails_clearly() {
         err.contains("p1_in.pcap") && err.contains("empty file"),
         "{err}"
     );
+}
+
+const L3: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../p4/bench/l3_router.p4");
+
+/// Routes 10.0.R.0/24 (R < 4) to port 1 + R; 10.0.4.0/24 has no route (dropped).
+const L3_ROUTES: &str = "\
+table_add RIngress.ipv4_lpm RIngress.set_nhop 10.0.0.0/24 => 02:aa:00:00:00:00 1
+table_add RIngress.ipv4_lpm RIngress.set_nhop 10.0.1.0/24 => 02:aa:00:00:00:01 2
+table_add RIngress.ipv4_lpm RIngress.set_nhop 10.0.2.0/24 => 02:aa:00:00:00:02 3
+table_add RIngress.ipv4_lpm RIngress.set_nhop 10.0.3.0/24 => 02:aa:00:00:00:03 4
+";
+
+/// An IPv4/UDP frame of flow `f` (source address and ports), packet `k` of it (in the IPv4
+/// identification and the payload), towards 10.0.(f % 5).1; every 11th has TTL 1 (dropped).
+fn l3_frame(f: u32, k: u32) -> Vec<u8> {
+    let mut b = vec![2, 0xff, 0, 0, 0, f as u8, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
+    let ttl = if (f + k) % 11 == 0 { 1 } else { 64 };
+    let mut ip = vec![0x45, 0, 0, 46, (k >> 8) as u8, k as u8, 0, 0, ttl, 17, 0, 0];
+    ip.extend_from_slice(&[172, 16, (f >> 8) as u8, f as u8]);
+    ip.extend_from_slice(&[10, 0, (f % 5) as u8, 1]);
+    let mut sum: u32 = ip
+        .chunks(2)
+        .map(|c| u16::from_be_bytes([c[0], c[1]]) as u32)
+        .sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    ip[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+    b.extend_from_slice(&ip);
+    let sport = 1000 + f as u16;
+    b.extend_from_slice(&sport.to_be_bytes());
+    b.extend_from_slice(&[0x13, 0x88, 0, 26, 0, 0]);
+    b.resize(60, k as u8);
+    b
+}
+
+#[test]
+fn two_workers_write_what_one_writes() {
+    tern_fixtures::require!();
+    let d = tern_fixtures::scratch("runfiles-workers");
+    std::fs::write(d.join("routes.txt"), L3_ROUTES).unwrap();
+    // 3,000 packets of 40 flows on p0 and 2,000 of 30 other flows on p1, interleaved in time
+    // (with ties), so that batches, worker chunks and the merge all matter.
+    let a: Vec<_> = (0..3000u32)
+        .map(|k| (1_000 + 2 * k as u64, l3_frame(k % 40, k)))
+        .collect();
+    let b: Vec<_> = (0..2000u32)
+        .map(|k| (1_000 + 3 * k as u64, l3_frame(100 + k % 30, k)))
+        .collect();
+    std::fs::write(d.join("p0_in.pcap"), pcap(&a)).unwrap();
+    std::fs::write(d.join("p1_in.pcap"), pcap(&b)).unwrap();
+    for p in 2..5 {
+        std::fs::write(d.join(format!("p{p}_in.pcap")), pcap(&[])).unwrap();
+    }
+    let run = |extra: &[&str]| {
+        let mut args = vec!["run", L3, "--use-files", "0", "--commands", "routes.txt"];
+        args.extend([
+            "-i", "0@p0", "-i", "1@p1", "-i", "2@p2", "-i", "3@p3", "-i", "4@p4",
+        ]);
+        args.extend(extra);
+        let o = Command::new(env!("CARGO_BIN_EXE_tern"))
+            .current_dir(&d)
+            .args(&args)
+            .output()
+            .expect("run tern");
+        let counts = summary(&o);
+        let files: Vec<Vec<u8>> = (0..5)
+            .map(|p| std::fs::read(d.join(format!("p{p}_out.pcap"))).unwrap())
+            .collect();
+        (counts, files)
+    };
+    let (counts, one) = run(&["--deterministic"]);
+    assert!(counts.contains("5000 packets in"), "{counts}");
+    assert!(!counts.contains(" 0 dropped"), "{counts}");
+    for (p, f) in one.iter().enumerate().skip(1) {
+        assert!(f.len() > 24 + 100 * 76, "port {p}: {} bytes", f.len());
+    }
+    let (counts2, two) = run(&["--deterministic", "--workers", "2"]);
+    assert_eq!(counts2, counts);
+    for (p, (x, y)) in one.iter().zip(&two).enumerate() {
+        assert!(x == y, "port {p}: --workers 2 wrote different bytes");
+    }
 }
