@@ -65,13 +65,13 @@ fn ipv4_frame(k: u32) -> Vec<u8> {
         sum = (sum & 0xffff) + (sum >> 16);
     }
     let mut csum = !(sum as u16);
-    if k % 17 == 0 {
+    if k.is_multiple_of(17) {
         csum ^= 1; // a bad checksum now and then
     }
     ip[10..12].copy_from_slice(&csum.to_be_bytes());
     f.extend_from_slice(&ip);
     f.resize(60 + (k % 30) as usize, k as u8);
-    if k % 23 == 0 {
+    if k.is_multiple_of(23) {
         f[12] = 0x86; // not IPv4
     }
     f
@@ -284,7 +284,7 @@ table_add RIngress.ipv4_lpm RIngress.set_nhop 10.0.3.0/24 => 02:aa:00:00:00:03 4
 /// identification and the payload), towards 10.0.(f % 5).1; every 11th has TTL 1 (dropped).
 fn l3_frame(f: u32, k: u32) -> Vec<u8> {
     let mut b = vec![2, 0xff, 0, 0, 0, f as u8, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
-    let ttl = if (f + k) % 11 == 0 { 1 } else { 64 };
+    let ttl = if (f + k).is_multiple_of(11) { 1 } else { 64 };
     let mut ip = vec![0x45, 0, 0, 46, (k >> 8) as u8, k as u8, 0, 0, ttl, 17, 0, 0];
     ip.extend_from_slice(&[172, 16, (f >> 8) as u8, f as u8]);
     ip.extend_from_slice(&[10, 0, (f % 5) as u8, 1]);
