@@ -3,7 +3,8 @@
 //! as simple_switch `--use-files`), [`MemPorts`] (in memory, for tests) and [`Capture`]
 //! (`--pcap DIR`: a copy of every port's traffic in `DIR/NAME_in.pcap` / `DIR/NAME_out.pcap`).
 
-use crate::pcap::{PcapError, PcapReader, PcapWriter, WriterConfig};
+use crate::pcap::{PcapError, PcapFileWriter, PcapReader, PcapWriter, WriterConfig};
+use crate::pcap_map::MappedPcap;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 use std::fs::File;
@@ -142,6 +143,17 @@ pub struct RxMeta {
     pub ts_ns: u64,
 }
 
+/// A received packet whose bytes the port set still holds (a mapped input file): its metadata
+/// and where its bytes are; [`PortIo::held`] gives them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Held {
+    /// Port and timestamp.
+    pub meta: RxMeta,
+    input: u32,
+    len: u32,
+    start: usize,
+}
+
 /// A set of ports a switch loop reads from and writes to.
 pub trait PortIo {
     /// The attached ports, ascending by number.
@@ -161,6 +173,39 @@ pub trait PortIo {
         Ok(None)
     }
 
+    /// Zero-copy receive: up to `max` next input packets, in [`PortIo::recv`]'s order, left
+    /// where the port set holds them (replacing `out`'s contents; empty when every input is
+    /// exhausted). Their bytes are [`PortIo::held`], valid until the next receive. `Ok(false)`
+    /// (the default): this port set does not hold its inputs in memory; use `recv`. An input
+    /// error met after some packets were gathered is returned by the next call, so the
+    /// packets before it are still processed.
+    fn recv_held(&mut self, _max: usize, _out: &mut Vec<Held>) -> Result<bool, PortError> {
+        Ok(false)
+    }
+
+    /// The bytes of a packet [`PortIo::recv_held`] gave.
+    fn held(&self, _h: &Held) -> &[u8] {
+        &[]
+    }
+
+    /// Send frames out of their ports with record timestamp `ts_ns`: (sent, discarded
+    /// because no such port is attached). The default calls [`PortIo::send`] per frame.
+    fn send_all(
+        &mut self,
+        ts_ns: u64,
+        frames: &[tern_runtime::OutputPacket],
+    ) -> Result<(u64, u64), PortError> {
+        let (mut sent, mut discarded) = (0, 0);
+        for o in frames {
+            if self.send(o.port, ts_ns, &o.data)? {
+                sent += 1;
+            } else {
+                discarded += 1;
+            }
+        }
+        Ok((sent, discarded))
+    }
+
     /// Send a frame out of `port` with record timestamp `ts_ns`. Returns `false` (frame
     /// discarded, as simple_switch does) when no such port is attached.
     fn send(&mut self, port: Port, ts_ns: u64, data: &[u8]) -> Result<bool, PortError>;
@@ -171,22 +216,42 @@ pub trait PortIo {
     }
 }
 
+/// Where an input's packets come from.
+enum Source {
+    /// A regular classic pcap file, mapped: records are read in place.
+    Map(MappedPcap),
+    /// Anything else (FIFO, pcapng): the streaming reader, one copy per record.
+    Stream(PcapReader<BufReader<File>>),
+}
+
 struct FileInput {
     port: Port,
     path: PathBuf,
-    reader: PcapReader<BufReader<File>>,
-    /// Buffered next packet: (timestamp, bytes).
+    src: Source,
+    /// Buffered next packet: its timestamp; its bytes are `head_at` (start, length) of the
+    /// mapping, or `head_buf` for a stream.
     head: Option<u64>,
+    head_at: (usize, usize),
     head_buf: Vec<u8>,
     done: bool,
 }
 
 impl FileInput {
+    #[inline]
     fn load_head(&mut self) -> Result<(), PortError> {
         if self.head.is_some() || self.done {
             return Ok(());
         }
-        match self.reader.next_packet_buffered(&mut self.head_buf) {
+        let res = match &mut self.src {
+            Source::Map(m) => m.next_record().map(|r| {
+                r.map(|(ts, start, len)| {
+                    self.head_at = (start, len);
+                    ts
+                })
+            }),
+            Source::Stream(r) => r.next_packet_buffered(&mut self.head_buf),
+        };
+        match res {
             Ok(Some(ts_ns)) => self.head = Some(ts_ns),
             Ok(None) => self.done = true,
             Err(error) => {
@@ -208,11 +273,20 @@ pub struct FilePorts {
     /// Indices of the inputs not yet exhausted, ascending (so ties go to the lower port).
     active: Vec<usize>,
     /// One output per spec, in the specs' (ascending port) order: found by binary search.
-    outputs: Vec<(PathBuf, PcapWriter<BufWriter<File>>)>,
+    outputs: Vec<(PathBuf, PcapFileWriter<File>)>,
+    /// Output index by port number, for ports below [`PORT_TABLE`] (`u32::MAX`: none).
+    out_index: Vec<u32>,
     /// Some input is a FIFO: its next packet may have to wait for a feeder, so
     /// [`PortIo::try_recv`] never reads ahead.
     fifo: bool,
+    /// Every input is mapped: [`PortIo::recv_held`] works.
+    all_mapped: bool,
+    /// An input error met while gathering packets for `recv_held`, returned by its next call.
+    pending_err: Option<PortError>,
 }
+
+/// Ports below this number find their output by a table lookup (above: binary search).
+const PORT_TABLE: usize = 1024;
 
 impl std::fmt::Debug for FilePorts {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -261,8 +335,17 @@ impl FilePorts {
         let mut outputs = Vec::with_capacity(specs.len());
         for s in &specs {
             let path = port_file(base, &s.name, "out");
-            let w = create_writer(&path, out_cfg)?;
+            let w = create_file_writer(&path, out_cfg)?;
             outputs.push((path, w));
+        }
+        let table = specs
+            .last()
+            .map_or(0, |s| (s.port as usize + 1).min(PORT_TABLE));
+        let mut out_index = vec![u32::MAX; table];
+        for (i, s) in specs.iter().enumerate() {
+            if (s.port as usize) < table {
+                out_index[s.port as usize] = i as u32;
+            }
         }
         // Open every input before reading any header: with FIFOs the writer may open them all
         // (in ascending port order) before it writes anything.
@@ -277,56 +360,47 @@ impl FilePorts {
         }
         let mut inputs = Vec::new();
         for (port, path, f) in opened {
-            let reader =
-                PcapReader::new(BufReader::with_capacity(1 << 16, f)).map_err(|error| {
-                    PortError::Pcap {
-                        path: path.clone(),
-                        error,
-                    }
-                })?;
+            let pcap_err = |error| PortError::Pcap {
+                path: path.clone(),
+                error,
+            };
+            let src = match MappedPcap::open(&f).map_err(pcap_err)? {
+                Some(m) => Source::Map(m),
+                None => Source::Stream(
+                    PcapReader::new(BufReader::with_capacity(1 << 16, f)).map_err(pcap_err)?,
+                ),
+            };
             inputs.push(FileInput {
                 port,
                 path,
-                reader,
+                src,
                 head: None,
+                head_at: (0, 0),
                 head_buf: Vec::new(),
                 done: false,
             });
         }
         Ok(FilePorts {
             fifo: any_fifo_input(base, &specs),
+            all_mapped: inputs.iter().all(|i| matches!(i.src, Source::Map(_))),
             specs,
             active: (0..inputs.len()).collect(),
             inputs,
             outputs,
+            out_index,
+            pending_err: None,
         })
     }
 
-    /// Every file this port set reads or writes.
-    pub fn files(&self) -> Vec<PathBuf> {
-        let mut v: Vec<PathBuf> = self.inputs.iter().map(|i| i.path.clone()).collect();
-        v.extend(self.outputs.iter().map(|(p, _)| p.clone()));
-        v
-    }
-}
-
-fn create_writer(path: &Path, cfg: WriterConfig) -> Result<PcapWriter<BufWriter<File>>, PortError> {
-    let io = |error| PortError::Io {
-        path: path.to_path_buf(),
-        error,
-    };
-    let f = File::create(path).map_err(io)?;
-    // Large writes: one system call per 256 KiB of records (the default 8 KiB would be one
-    // per ~100 small frames). Writers that must show each packet at once flush per packet.
-    PcapWriter::new(BufWriter::with_capacity(1 << 18, f), cfg).map_err(io)
-}
-
-impl PortIo for FilePorts {
-    fn ports(&self) -> &[PortSpec] {
-        &self.specs
+    /// Whether every input is read in place from a mapping (regular classic pcap files).
+    pub fn mapped(&self) -> bool {
+        self.all_mapped
     }
 
-    fn recv(&mut self, buf: &mut Vec<u8>) -> Result<Option<RxMeta>, PortError> {
+    /// The next packet in merge order: (timestamp, input index), its head taken; `None` when
+    /// every input is exhausted.
+    #[inline]
+    fn next_input(&mut self) -> Result<Option<(u64, usize)>, PortError> {
         let mut best: Option<(u64, usize)> = None;
         let mut k = 0;
         while k < self.active.len() {
@@ -347,17 +421,140 @@ impl PortIo for FilePorts {
                 }
             }
         }
-        let Some((ts_ns, i)) = best else {
+        if let Some((_, i)) = best {
+            self.inputs[i].head = None;
+        }
+        Ok(best)
+    }
+
+    /// The output of `port`, if attached.
+    #[inline]
+    fn output(&mut self, port: Port) -> Option<&mut (PathBuf, PcapFileWriter<File>)> {
+        let i = match self.out_index.get(port as usize) {
+            Some(&i) if i != u32::MAX => i as usize,
+            Some(_) => return None,
+            None => self.specs.binary_search_by_key(&port, |s| s.port).ok()?,
+        };
+        Some(&mut self.outputs[i])
+    }
+
+    /// Every file this port set reads or writes.
+    pub fn files(&self) -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = self.inputs.iter().map(|i| i.path.clone()).collect();
+        v.extend(self.outputs.iter().map(|(p, _)| p.clone()));
+        v
+    }
+}
+
+fn create_file_writer(path: &Path, cfg: WriterConfig) -> Result<PcapFileWriter<File>, PortError> {
+    let io = |error| PortError::Io {
+        path: path.to_path_buf(),
+        error,
+    };
+    let f = File::create(path).map_err(io)?;
+    PcapFileWriter::new(f, cfg).map_err(io)
+}
+
+fn create_writer(path: &Path, cfg: WriterConfig) -> Result<PcapWriter<BufWriter<File>>, PortError> {
+    let io = |error| PortError::Io {
+        path: path.to_path_buf(),
+        error,
+    };
+    let f = File::create(path).map_err(io)?;
+    // Large writes: one system call per 256 KiB of records (the default 8 KiB would be one
+    // per ~100 small frames). Writers that must show each packet at once flush per packet.
+    PcapWriter::new(BufWriter::with_capacity(1 << 18, f), cfg).map_err(io)
+}
+
+impl PortIo for FilePorts {
+    fn ports(&self) -> &[PortSpec] {
+        &self.specs
+    }
+
+    fn recv(&mut self, buf: &mut Vec<u8>) -> Result<Option<RxMeta>, PortError> {
+        if let Some(e) = self.pending_err.take() {
+            return Err(e);
+        }
+        let Some((ts_ns, i)) = self.next_input()? else {
             return Ok(None);
         };
         let inp = &mut self.inputs[i];
-        inp.head = None;
-        // Hand the bytes over by swapping buffers: both are reused, nothing is allocated.
-        std::mem::swap(buf, &mut inp.head_buf);
+        match &inp.src {
+            Source::Map(m) => {
+                let (start, len) = inp.head_at;
+                buf.clear();
+                buf.extend_from_slice(&m.bytes()[start..start + len]);
+            }
+            // Hand the bytes over by swapping buffers: both are reused, nothing is allocated.
+            Source::Stream(_) => std::mem::swap(buf, &mut inp.head_buf),
+        }
         Ok(Some(RxMeta {
             port: inp.port,
             ts_ns,
         }))
+    }
+
+    fn recv_held(&mut self, max: usize, out: &mut Vec<Held>) -> Result<bool, PortError> {
+        if !self.all_mapped {
+            return Ok(false);
+        }
+        out.clear();
+        if let Some(e) = self.pending_err.take() {
+            return Err(e);
+        }
+        while out.len() < max {
+            let (ts_ns, i) = match self.next_input() {
+                Ok(Some(x)) => x,
+                Ok(None) => break,
+                Err(e) if out.is_empty() => return Err(e),
+                Err(e) => {
+                    self.pending_err = Some(e);
+                    break;
+                }
+            };
+            let inp = &self.inputs[i];
+            let (start, len) = inp.head_at;
+            out.push(Held {
+                meta: RxMeta {
+                    port: inp.port,
+                    ts_ns,
+                },
+                input: i as u32,
+                // Records are at most `MAX_RECORD` (64 MiB) long.
+                len: len as u32,
+                start,
+            });
+        }
+        Ok(true)
+    }
+
+    #[inline]
+    fn held(&self, h: &Held) -> &[u8] {
+        match &self.inputs[h.input as usize].src {
+            Source::Map(m) => &m.bytes()[h.start..h.start + h.len as usize],
+            Source::Stream(_) => &[],
+        }
+    }
+
+    fn send_all(
+        &mut self,
+        ts_ns: u64,
+        frames: &[tern_runtime::OutputPacket],
+    ) -> Result<(u64, u64), PortError> {
+        let (mut sent, mut discarded) = (0, 0);
+        for o in frames {
+            let Some((path, w)) = self.output(o.port) else {
+                discarded += 1;
+                continue;
+            };
+            w.write_packet(ts_ns, &o.data)
+                .map_err(|error| PortError::Io {
+                    path: path.clone(),
+                    error,
+                })?;
+            sent += 1;
+        }
+        Ok((sent, discarded))
     }
 
     /// Regular files never make the reader wait: the next packet, as `recv` gives it.
@@ -369,10 +566,9 @@ impl PortIo for FilePorts {
     }
 
     fn send(&mut self, port: Port, ts_ns: u64, data: &[u8]) -> Result<bool, PortError> {
-        let Ok(i) = self.specs.binary_search_by_key(&port, |s| s.port) else {
+        let Some((path, w)) = self.output(port) else {
             return Ok(false);
         };
-        let (path, w) = &mut self.outputs[i];
         w.write_packet(ts_ns, data).map_err(|error| PortError::Io {
             path: path.clone(),
             error,

@@ -36,7 +36,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tern_dataplane::{Switch, SwitchOptions};
 use tern_ports::afpacket::install_stop_signals;
 use tern_ports::{
-    AnyLive, Capture, FilePorts, LiveConfig, LivePorts, PortIo, PortSpec, RxMeta, RxRing, XdpPorts,
+    AnyLive, Capture, FilePorts, Held, LiveConfig, LivePorts, PortIo, PortSpec, RxMeta, RxRing,
+    XdpPorts,
 };
 use tern_runtime::{OutputPacket, PacketPath, Runtime};
 
@@ -1088,11 +1089,13 @@ const RUN_BATCH: usize = 32;
 /// [`replay`] without per-packet logging, tracing or a P4Runtime controller (the common case):
 /// packets go through the switch in batches of up to [`RUN_BATCH`], so the switch lock, the
 /// switch clock, the output clock and the recycling of output buffers cost once per batch,
-/// not per packet. A batch is what the ports have ready ([`PortIo::try_recv`] after one
-/// blocking `recv`): a FIFO input or an idle interface never holds packets back. Packets are
-/// processed and their outputs written in input order, as one at a time would; every packet
-/// of a batch has the batch's switch clock (it was read before the first), except with
-/// `--deterministic`, where each packet's clock is its own timestamp, as before.
+/// not per packet. Inputs the ports hold in memory (mapped pcap files, [`PortIo::recv_held`])
+/// go to the switch in place, without a copy; otherwise a batch is what the ports have ready
+/// ([`PortIo::try_recv`] after one blocking `recv`): a FIFO input or an idle interface never
+/// holds packets back. Packets are processed and their outputs written in input order, as one
+/// at a time would; every packet of a batch has the batch's switch clock (it was read before
+/// the first), except with `--deterministic`, where each packet's clock is its own timestamp,
+/// as before. An input error ends the run after the packets read before it are written.
 fn replay_batched(
     sw: &Arc<Mutex<Switch>>,
     ports: &mut dyn PortIo,
@@ -1100,12 +1103,25 @@ fn replay_batched(
     wall_out: bool,
 ) -> anyhow::Result<(Stats, Duration)> {
     let mut st = Stats::default();
-    let mut bufs: Vec<Vec<u8>> = (0..RUN_BATCH).map(|_| Vec::with_capacity(2048)).collect();
-    let mut metas: Vec<RxMeta> = Vec::with_capacity(RUN_BATCH);
     // `ends[i]`: outputs of packets 0..=i of the batch.
     let mut ends: Vec<usize> = Vec::with_capacity(RUN_BATCH);
     let mut out: Vec<OutputPacket> = Vec::new();
+    let det = args.deterministic;
     let start = Instant::now();
+    let mut held: Vec<Held> = Vec::with_capacity(RUN_BATCH);
+    if ports.recv_held(RUN_BATCH, &mut held)? {
+        while !held.is_empty() {
+            let io: &dyn PortIo = ports;
+            let frames = held.iter().map(|h| (h.meta, io.held(h)));
+            st.digests += switch_batch(sw, det, frames, &mut out, &mut ends)?;
+            let metas = held.iter().map(|h| h.meta);
+            write_batch(&mut st, ports, metas, &ends, &out, wall_out)?;
+            ports.recv_held(RUN_BATCH, &mut held)?;
+        }
+        return Ok((st, start.elapsed()));
+    }
+    let mut bufs: Vec<Vec<u8>> = (0..RUN_BATCH).map(|_| Vec::with_capacity(2048)).collect();
+    let mut metas: Vec<RxMeta> = Vec::with_capacity(RUN_BATCH);
     loop {
         metas.clear();
         match ports.recv(&mut bufs[0])? {
@@ -1118,49 +1134,79 @@ fn replay_batched(
                 None => break,
             }
         }
-        ends.clear();
-        let digests = {
-            let mut s = sw
-                .lock()
-                .map_err(|_| anyhow::anyhow!("switch state poisoned by a panic"))?;
-            // The previous batch's output buffers go back to the switch for reuse.
-            s.recycle_outputs(&mut out);
-            let now = s.now_us();
-            for (m, data) in metas.iter().zip(&bufs) {
-                if args.deterministic {
-                    // The switch clock follows packet time: timestamps, meters and ageing repeat.
-                    s.set_clock_us(Some(m.ts_ns / 1000));
-                    s.process_packet(m.port, data, &mut out);
-                } else {
-                    s.process_at(now, m.port, data, &mut out);
-                }
-                ends.push(out.len());
-            }
-            // Nobody reads `log_msg` lines or digests here (logging is off, no controller):
-            // they are dropped per batch so that their queues do not grow.
-            drop(s.take_log());
-            s.take_digests().len() as u64
-        };
-        st.rx += metas.len() as u64;
-        st.digests += digests;
-        let wall = if wall_out { wall_ns() } else { 0 };
-        let mut first = 0;
-        for (m, &end) in metas.iter().zip(&ends) {
-            if end == first {
-                st.dropped += 1;
-            }
-            let ts = if wall_out { wall } else { m.ts_ns };
-            for o in &out[first..end] {
-                if ports.send(o.port, ts, &o.data)? {
-                    st.tx += 1;
-                } else {
-                    st.discarded += 1;
-                }
-            }
-            first = end;
-        }
+        let frames = metas.iter().zip(&bufs).map(|(m, b)| (*m, &b[..]));
+        st.digests += switch_batch(sw, det, frames, &mut out, &mut ends)?;
+        write_batch(&mut st, ports, metas.iter().copied(), &ends, &out, wall_out)?;
     }
     Ok((st, start.elapsed()))
+}
+
+/// One batch through the switch under one lock: the previous batch's output buffers go back
+/// to it, outputs are appended to `out` and `ends[i]` is the end of packet i's outputs.
+/// Returns the digests generated (dropped: nobody listens here).
+fn switch_batch<'a>(
+    sw: &Arc<Mutex<Switch>>,
+    deterministic: bool,
+    frames: impl Iterator<Item = (RxMeta, &'a [u8])>,
+    out: &mut Vec<OutputPacket>,
+    ends: &mut Vec<usize>,
+) -> anyhow::Result<u64> {
+    ends.clear();
+    let mut s = sw
+        .lock()
+        .map_err(|_| anyhow::anyhow!("switch state poisoned by a panic"))?;
+    s.recycle_outputs(out);
+    let now = s.now_us();
+    for (m, data) in frames {
+        if deterministic {
+            // The switch clock follows packet time: timestamps, meters and ageing repeat.
+            s.set_clock_us(Some(m.ts_ns / 1000));
+            s.process_packet(m.port, data, out);
+        } else {
+            s.process_at(now, m.port, data, out);
+        }
+        ends.push(out.len());
+    }
+    // Nobody reads `log_msg` lines or digests here (logging is off, no controller): they are
+    // dropped per batch so that their queues do not grow.
+    drop(s.take_log());
+    Ok(s.take_digests().len() as u64)
+}
+
+/// Write a processed batch's outputs in input order and count it: with wall-clock output
+/// timestamps every output of the batch has the same one (one clock read, one `send_all`);
+/// otherwise (`--deterministic`) each packet's outputs carry its input timestamp.
+fn write_batch(
+    st: &mut Stats,
+    ports: &mut dyn PortIo,
+    metas: impl Iterator<Item = RxMeta>,
+    ends: &[usize],
+    out: &[OutputPacket],
+    wall_out: bool,
+) -> anyhow::Result<()> {
+    st.rx += ends.len() as u64;
+    let mut first = 0;
+    if wall_out {
+        for &end in ends {
+            st.dropped += u64::from(end == first);
+            first = end;
+        }
+        let (sent, discarded) = ports.send_all(wall_ns(), out)?;
+        st.tx += sent;
+        st.discarded += discarded;
+        return Ok(());
+    }
+    for (m, &end) in metas.zip(ends) {
+        if end == first {
+            st.dropped += 1;
+            continue;
+        }
+        let (sent, discarded) = ports.send_all(m.ts_ns, &out[first..end])?;
+        st.tx += sent;
+        st.discarded += discarded;
+        first = end;
+    }
+    Ok(())
 }
 
 /// Open the live interfaces (after installing the SIGINT/SIGTERM handlers that end the run),

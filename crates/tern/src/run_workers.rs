@@ -436,46 +436,25 @@ impl Dispatcher {
         txs: &[SyncSender<Job>],
         done: &Receiver<Done>,
     ) -> anyhow::Result<(Stats, Duration)> {
-        let mut buf = Vec::with_capacity(2048);
         let start = Instant::now();
-        while let Some(m) = ports.recv(&mut buf)? {
-            let id = self.st.rx;
-            self.st.rx += 1;
-            let w = (flow_hash(&buf) % self.n as u64) as usize;
-            self.per_worker[w] += 1;
-            self.order.push_back(w as u32);
-            self.open[w].push(id, m.port, m.ts_ns, &buf);
-            let mut sent = false;
-            if self.open[w].pkts.len() >= BATCH {
-                self.dispatch(w, txs)?;
-                sent = true;
-            }
-            if self.st.rx.is_multiple_of(FLUSH_EVERY) {
-                for w in 0..self.n {
-                    if !self.open[w].pkts.is_empty() {
-                        self.dispatch(w, txs)?;
-                        sent = true;
+        let mut held: Vec<Held> = Vec::with_capacity(BATCH);
+        if ports.recv_held(BATCH, &mut held)? {
+            // Mapped input files: each frame is copied once, from the mapping into its
+            // worker's batch.
+            while !held.is_empty() {
+                for h in &held {
+                    if self.enqueue(h.meta, ports.held(h), txs)? {
+                        self.collect(ports, log, done)?;
                     }
                 }
+                ports.recv_held(BATCH, &mut held)?;
             }
-            // Results are collected when a batch has just been sent (every ~BATCH / N packets),
-            // not after every packet: a channel poll per packet is work of the serial thread.
-            if !sent {
-                continue;
-            }
-            let mut wrote = false;
-            loop {
-                match done.try_recv() {
-                    Ok(d) => {
-                        self.store(d, ports, log)?;
-                        wrote = true;
-                    }
-                    Err(TryRecvError::Empty) => break,
-                    Err(TryRecvError::Disconnected) => anyhow::bail!("the workers ended early"),
+        } else {
+            let mut buf = Vec::with_capacity(2048);
+            while let Some(m) = ports.recv(&mut buf)? {
+                if self.enqueue(m, &buf, txs)? {
+                    self.collect(ports, log, done)?;
                 }
-            }
-            if wrote && self.flush_often {
-                ports.flush()?;
             }
         }
         for w in 0..self.n {
@@ -490,6 +469,63 @@ impl Dispatcher {
             self.store(d, ports, log)?;
         }
         Ok((std::mem::take(&mut self.st), start.elapsed()))
+    }
+
+    /// Give an input packet its id and put it in its worker's open batch; sends the batch when
+    /// it is full (and every open batch every [`FLUSH_EVERY`] packets). `true`: a batch was
+    /// sent, so results may be waiting.
+    fn enqueue(
+        &mut self,
+        m: RxMeta,
+        frame: &[u8],
+        txs: &[SyncSender<Job>],
+    ) -> anyhow::Result<bool> {
+        let id = self.st.rx;
+        self.st.rx += 1;
+        let w = (flow_hash(frame) % self.n as u64) as usize;
+        self.per_worker[w] += 1;
+        self.order.push_back(w as u32);
+        self.open[w].push(id, m.port, m.ts_ns, frame);
+        let mut sent = false;
+        if self.open[w].pkts.len() >= BATCH {
+            self.dispatch(w, txs)?;
+            sent = true;
+        }
+        if self.st.rx.is_multiple_of(FLUSH_EVERY) {
+            for w in 0..self.n {
+                if !self.open[w].pkts.is_empty() {
+                    self.dispatch(w, txs)?;
+                    sent = true;
+                }
+            }
+        }
+        Ok(sent)
+    }
+
+    /// Write the results that are ready. Results are collected when a batch has just been
+    /// sent (every ~BATCH / N packets), not after every packet: a channel poll per packet is
+    /// work of the serial thread.
+    fn collect(
+        &mut self,
+        ports: &mut dyn PortIo,
+        log: &mut Logger,
+        done: &Receiver<Done>,
+    ) -> anyhow::Result<()> {
+        let mut wrote = false;
+        loop {
+            match done.try_recv() {
+                Ok(d) => {
+                    self.store(d, ports, log)?;
+                    wrote = true;
+                }
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => anyhow::bail!("the workers ended early"),
+            }
+        }
+        if wrote && self.flush_often {
+            ports.flush()?;
+        }
+        Ok(())
     }
 
     /// Send worker `w` its open batch, blocking while its queue is full. This cannot

@@ -1,0 +1,353 @@
+//! `tern run --use-files` reading inputs in place (mapped pcap files): the files it writes are
+//! byte-identical to those of the streaming paths (the `--pcap` capture wrapper and FIFO inputs
+//! read packets through copies; logging at info level runs one packet at a time) on a program
+//! with several ports, drops, multicast, resubmit, recirculate and clones to a CPU port; a
+//! truncated input still gets the packets before the cut written; an empty input is a clear
+//! error; `--workers 2` on mapped inputs writes what one worker writes (the L3 router: no
+//! register couples flows, so with `--deterministic` the files are byte-identical, which is
+//! the same multiset per port and the same order within each flow).
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+const LANE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../p4/tests/lane.p4");
+
+/// Routes, a clone session to the CPU port (64) and multicast group 1 (ports 2 and 3).
+const COMMANDS: &str = "\
+table_add route fwd 10.0.0.1 => 2 0x0000000000aa
+table_add route fwd 10.0.0.2 => 3 0x0000000000bb
+table_add route fwd 10.0.0.3 => 4 0x0000000000cc
+table_add route fwd 10.0.0.4 => 9 0x0000000000dd
+mirroring_add 5 64
+mirroring_add 6 64
+mc_mgrp_create 1
+mc_node_create 0 2 3
+mc_node_associate 1 0
+";
+
+/// The port files: inputs on p0 and p1, outputs on every port (64 is the CPU port).
+const PORTS: [(u32, &str); 6] = [
+    (0, "p0"),
+    (1, "p1"),
+    (2, "p2"),
+    (3, "p3"),
+    (4, "p4"),
+    (64, "cpu"),
+];
+
+fn ipv4_frame(k: u32) -> Vec<u8> {
+    let mut f = vec![
+        0x02,
+        0,
+        0,
+        0,
+        0,
+        1,
+        0x02,
+        0,
+        0,
+        0,
+        (k >> 8) as u8,
+        k as u8,
+        0x08,
+        0x00,
+    ];
+    let ds = (k % 13) as u8; // 0..=11 pick the lane's cases, 12 is plain unicast
+    let dst = [10, 0, 0, 1 + (k % 5) as u8]; // 10.0.0.5 misses the table
+    let mut ip = vec![0x45, ds, 0, 46, (k >> 8) as u8, k as u8, 0, 0, 64, 17, 0, 0];
+    ip.extend_from_slice(&[192, 168, 0, k as u8]);
+    ip.extend_from_slice(&dst);
+    let mut sum: u32 = ip
+        .chunks(2)
+        .map(|c| u16::from_be_bytes([c[0], c[1]]) as u32)
+        .sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    let mut csum = !(sum as u16);
+    if k.is_multiple_of(17) {
+        csum ^= 1; // a bad checksum now and then
+    }
+    ip[10..12].copy_from_slice(&csum.to_be_bytes());
+    f.extend_from_slice(&ip);
+    f.resize(60 + (k % 30) as usize, k as u8);
+    if k.is_multiple_of(23) {
+        f[12] = 0x86; // not IPv4
+    }
+    f
+}
+
+/// Classic pcap, host byte order, microseconds.
+fn pcap(frames: &[(u64, Vec<u8>)]) -> Vec<u8> {
+    let mut b = Vec::new();
+    for v in [0xa1b2_c3d4u32, 0x0004_0002, 0, 0, 65535, 1] {
+        b.extend_from_slice(&v.to_ne_bytes());
+    }
+    for (us, d) in frames {
+        for v in [
+            (us / 1_000_000) as u32,
+            (us % 1_000_000) as u32,
+            d.len() as u32,
+            d.len() as u32,
+        ] {
+            b.extend_from_slice(&v.to_ne_bytes());
+        }
+        b.extend_from_slice(d);
+    }
+    b
+}
+
+/// 300 frames on p0 and 200 on p1, interleaved by timestamp (with ties).
+fn inputs() -> [Vec<u8>; 2] {
+    let a: Vec<_> = (0..300u32)
+        .map(|k| (1_000 + 2 * k as u64, ipv4_frame(k)))
+        .collect();
+    let b: Vec<_> = (0..200u32)
+        .map(|k| (1_000 + 3 * k as u64, ipv4_frame(1000 + k)))
+        .collect();
+    [pcap(&a), pcap(&b)]
+}
+
+fn setup(name: &str) -> tern_fixtures::ScratchDir {
+    let d = tern_fixtures::scratch(&format!("runfiles-{name}"));
+    std::fs::write(d.join("commands.txt"), COMMANDS).unwrap();
+    let [a, b] = inputs();
+    std::fs::write(d.join("p0_in.pcap"), a).unwrap();
+    std::fs::write(d.join("p1_in.pcap"), b).unwrap();
+    for (_, n) in &PORTS[2..] {
+        std::fs::write(d.join(format!("{n}_in.pcap")), pcap(&[])).unwrap();
+    }
+    d
+}
+
+fn tern(dir: &Path, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "run",
+        LANE,
+        "--use-files",
+        "0",
+        "--commands",
+        "commands.txt",
+    ];
+    let specs: Vec<String> = PORTS.iter().map(|(p, n)| format!("{p}@{n}")).collect();
+    for s in &specs {
+        args.extend(["-i", s]);
+    }
+    args.extend(extra);
+    Command::new(env!("CARGO_BIN_EXE_tern"))
+        .current_dir(dir)
+        .args(&args)
+        .output()
+        .expect("run tern")
+}
+
+/// Every output file of the last run, by port name.
+fn outputs(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    PORTS
+        .iter()
+        .map(|(_, n)| {
+            let p = dir.join(format!("{n}_out.pcap"));
+            (n.to_string(), std::fs::read(&p).unwrap())
+        })
+        .collect()
+}
+
+fn summary(o: &Output) -> String {
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "stderr: {err}");
+    err.lines()
+        .find(|l| l.contains("packets in"))
+        .unwrap_or_else(|| panic!("no summary: {err}"))
+        .split(", ")
+        .take(5) // counts only (not the time)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[test]
+fn mapped_inputs_write_what_streamed_inputs_write() {
+    tern_fixtures::require!();
+    let d = setup("same");
+    // Mapped inputs, batches of 32 read in place.
+    let o = tern(&d, &["--deterministic"]);
+    let counts = summary(&o);
+    let mapped = outputs(&d);
+    // Every kind of output is there: unicast on 2..4, multicast on 2 and 3, clones on the
+    // CPU port, drops (misses, mark_to_drop) and discards (port 9 has no file).
+    for (name, bytes) in &mapped {
+        if name != "p0" && name != "p1" {
+            assert!(bytes.len() > 24 + 16 * 20, "{name}: {} bytes", bytes.len());
+        }
+    }
+    assert!(counts.contains("500 packets in"), "{counts}");
+    assert!(
+        !counts.contains(" 0 dropped") && !counts.contains(" 0 discarded"),
+        "{counts}"
+    );
+
+    // The streaming port set under the `--pcap` capture (copies, per-frame sends).
+    let cap = d.join("cap");
+    std::fs::create_dir(&cap).unwrap();
+    let o = tern(&d, &["--deterministic", "--pcap", cap.to_str().unwrap()]);
+    assert_eq!(summary(&o), counts);
+    assert_eq!(outputs(&d), mapped, "--pcap run");
+
+    // One packet at a time (logging at info level takes the unbatched loop).
+    let o = tern(
+        &d,
+        &["--deterministic", "--log-file", "run.log", "-L", "info"],
+    );
+    assert_eq!(summary(&o), counts);
+    assert_eq!(outputs(&d), mapped, "per-packet run");
+}
+
+#[test]
+fn fifo_inputs_write_what_mapped_inputs_write() {
+    tern_fixtures::require!();
+    let d = setup("fifo");
+    let o = tern(&d, &["--deterministic"]);
+    let counts = summary(&o);
+    let mapped = outputs(&d);
+    // The same inputs through FIFOs, each fed by its own thread.
+    let [a, b] = inputs();
+    let mut feeders = Vec::new();
+    for (name, bytes) in [("p0", a), ("p1", b)] {
+        let path = d.join(format!("{name}_in.pcap"));
+        std::fs::remove_file(&path).unwrap();
+        let st = Command::new("mkfifo").arg(&path).status().unwrap();
+        assert!(st.success(), "mkfifo");
+        feeders.push(std::thread::spawn(move || {
+            // Blocks until tern opens the FIFO for reading; fails (not hangs) if tern exits.
+            std::fs::write(&path, bytes)
+        }));
+    }
+    let o = tern(&d, &["--deterministic"]);
+    // Checked first: if tern failed before opening a FIFO, its feeder stays blocked (the
+    // thread ends with the test process).
+    assert_eq!(summary(&o), counts);
+    for f in feeders {
+        f.join().unwrap().unwrap();
+    }
+    assert_eq!(outputs(&d), mapped);
+}
+
+#[test]
+fn truncated_input_writes_what_came_before_and_fails_clearly() {
+    tern_fixtures::require!();
+    let d = setup("trunc");
+    let frames: Vec<_> = (0..100u32).map(|k| (k as u64, ipv4_frame(5 * k))).collect();
+    let mut b = pcap(&frames);
+    let whole = b.len();
+    b.extend_from_slice(&pcap(&[(7, ipv4_frame(0))])[24..]);
+    b.truncate(b.len() - 5);
+    std::fs::write(d.join("p0_in.pcap"), &b).unwrap();
+    std::fs::write(d.join("p1_in.pcap"), pcap(&[])).unwrap();
+    let o = tern(&d, &["--deterministic"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("p0_in.pcap") && err.contains(&format!("byte offset {}", whole + 16)),
+        "{err}"
+    );
+    // Frames 5k all go to 10.0.0.1 (port 2), plain unicast or one of the lane's cases: the
+    // 100 packets before the cut were processed and written.
+    let p2 = std::fs::read(d.join("p2_out.pcap")).unwrap();
+    let mut r = tern_ports::PcapReader::new(&p2[..]).unwrap();
+    let mut n = 0;
+    while r.next_packet().unwrap().is_some() {
+        n += 1;
+    }
+    assert!(n >= 60, "{n} frames on port 2");
+
+    // An empty input file is an error naming it.
+    std::fs::write(d.join("p1_in.pcap"), b"").unwrap();
+    let o = tern(&d, &[]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("p1_in.pcap") && err.contains("empty file"),
+        "{err}"
+    );
+}
+
+const L3: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../p4/bench/l3_router.p4");
+
+/// Routes 10.0.R.0/24 (R < 4) to port 1 + R; 10.0.4.0/24 has no route (dropped).
+const L3_ROUTES: &str = "\
+table_add RIngress.ipv4_lpm RIngress.set_nhop 10.0.0.0/24 => 02:aa:00:00:00:00 1
+table_add RIngress.ipv4_lpm RIngress.set_nhop 10.0.1.0/24 => 02:aa:00:00:00:01 2
+table_add RIngress.ipv4_lpm RIngress.set_nhop 10.0.2.0/24 => 02:aa:00:00:00:02 3
+table_add RIngress.ipv4_lpm RIngress.set_nhop 10.0.3.0/24 => 02:aa:00:00:00:03 4
+";
+
+/// An IPv4/UDP frame of flow `f` (source address and ports), packet `k` of it (in the IPv4
+/// identification and the payload), towards 10.0.(f % 5).1; every 11th has TTL 1 (dropped).
+fn l3_frame(f: u32, k: u32) -> Vec<u8> {
+    let mut b = vec![2, 0xff, 0, 0, 0, f as u8, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
+    let ttl = if (f + k).is_multiple_of(11) { 1 } else { 64 };
+    let mut ip = vec![0x45, 0, 0, 46, (k >> 8) as u8, k as u8, 0, 0, ttl, 17, 0, 0];
+    ip.extend_from_slice(&[172, 16, (f >> 8) as u8, f as u8]);
+    ip.extend_from_slice(&[10, 0, (f % 5) as u8, 1]);
+    let mut sum: u32 = ip
+        .chunks(2)
+        .map(|c| u16::from_be_bytes([c[0], c[1]]) as u32)
+        .sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    ip[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+    b.extend_from_slice(&ip);
+    let sport = 1000 + f as u16;
+    b.extend_from_slice(&sport.to_be_bytes());
+    b.extend_from_slice(&[0x13, 0x88, 0, 26, 0, 0]);
+    b.resize(60, k as u8);
+    b
+}
+
+#[test]
+fn two_workers_write_what_one_writes() {
+    tern_fixtures::require!();
+    let d = tern_fixtures::scratch("runfiles-workers");
+    std::fs::write(d.join("routes.txt"), L3_ROUTES).unwrap();
+    // 3,000 packets of 40 flows on p0 and 2,000 of 30 other flows on p1, interleaved in time
+    // (with ties), so that batches, worker chunks and the merge all matter.
+    let a: Vec<_> = (0..3000u32)
+        .map(|k| (1_000 + 2 * k as u64, l3_frame(k % 40, k)))
+        .collect();
+    let b: Vec<_> = (0..2000u32)
+        .map(|k| (1_000 + 3 * k as u64, l3_frame(100 + k % 30, k)))
+        .collect();
+    std::fs::write(d.join("p0_in.pcap"), pcap(&a)).unwrap();
+    std::fs::write(d.join("p1_in.pcap"), pcap(&b)).unwrap();
+    for p in 2..5 {
+        std::fs::write(d.join(format!("p{p}_in.pcap")), pcap(&[])).unwrap();
+    }
+    let run = |extra: &[&str]| {
+        let mut args = vec!["run", L3, "--use-files", "0", "--commands", "routes.txt"];
+        args.extend([
+            "-i", "0@p0", "-i", "1@p1", "-i", "2@p2", "-i", "3@p3", "-i", "4@p4",
+        ]);
+        args.extend(extra);
+        let o = Command::new(env!("CARGO_BIN_EXE_tern"))
+            .current_dir(&d)
+            .args(&args)
+            .output()
+            .expect("run tern");
+        let counts = summary(&o);
+        let files: Vec<Vec<u8>> = (0..5)
+            .map(|p| std::fs::read(d.join(format!("p{p}_out.pcap"))).unwrap())
+            .collect();
+        (counts, files)
+    };
+    let (counts, one) = run(&["--deterministic"]);
+    assert!(counts.contains("5000 packets in"), "{counts}");
+    assert!(!counts.contains(" 0 dropped"), "{counts}");
+    for (p, f) in one.iter().enumerate().skip(1) {
+        assert!(f.len() > 24 + 100 * 76, "port {p}: {} bytes", f.len());
+    }
+    let (counts2, two) = run(&["--deterministic", "--workers", "2"]);
+    assert_eq!(counts2, counts);
+    for (p, (x, y)) in one.iter().zip(&two).enumerate() {
+        assert!(x == y, "port {p}: --workers 2 wrote different bytes");
+    }
+}
