@@ -43,6 +43,7 @@ kv-mix-farreach|farreach.p4, 50 % GETs|p4/kv/farreach.p4 --kv --kv-get-ratio 0.5
 kv-mix-forward|forward.p4 (NoCache), 50 % GETs|p4/kv/forward.p4 --kv --kv-get-ratio 0.5
 case4|B-Cache case #4, own traffic, cache off|p4/bcache/case4.p4 --traffic case4 --flows 4096
 case4-bcache|B-Cache case #4, own traffic, --bcache|p4/bcache/case4.p4 --traffic case4 --flows 4096 --bcache
+p20-bcache|20-table pipeline, --bcache|p4/bench/pipeline20.p4 --bcache
 EOF
 }
 

@@ -42,6 +42,7 @@ macro_rules! general_flow {
 }
 
 mod fast;
+mod fast_cache;
 
 /// What of a program runs as native code ([`Switch::native_summary`]).
 #[derive(Clone, Debug, Default)]

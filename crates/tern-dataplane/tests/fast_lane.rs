@@ -210,3 +210,99 @@ fn trace_and_stage_timing_leave_the_lane() {
     assert_eq!(out.len(), 4);
     assert!(out.windows(2).all(|w| w[0].data.len() == w[1].data.len()));
 }
+
+/// Behaviour-cache hits on the fast lane (`switch/fast_cache.rs`): a switch with the cache
+/// whose packets take the lane, one with the cache on the general path, and one with neither
+/// cache nor lane agree packet by packet (outputs, digests) and on every counter and register
+/// cell, over skewed traffic of every kind (so entries are hit, replayed clones, digests,
+/// multicasts and resubmits hand over to the general path, and register guards fail as the
+/// cells move on), with control-plane changes in between (the barrier).
+#[test]
+fn cache_hits_on_the_lane_match_the_uncached_switch() {
+    use tern_dataplane::bcache::Config;
+    let json = lane_json();
+    let cached = || SwitchOptions {
+        bcache: Some(Config::default()),
+        ..SwitchOptions::default()
+    };
+    let mut lane = Switch::from_json(&json, cached()).expect("load");
+    let mut general = Switch::from_json(&json, cached()).expect("load");
+    general.use_slow_path();
+    let mut plain = Switch::from_json(&json, SwitchOptions::default()).expect("load");
+    plain.use_slow_path();
+    assert_eq!(lane.lane_why_not(), None, "{}", lane.native_summary());
+    for sw in [&mut lane, &mut general, &mut plain] {
+        setup(sw);
+    }
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let (mut o1, mut o2, mut o3) = (Vec::new(), Vec::new(), Vec::new());
+    for k in 0..4000u32 {
+        let r = next();
+        // Few distinct behaviours: 13 kinds x 10 destinations x 2 sources x 2 lengths.
+        let kind = (r % 13) as u8;
+        let dst = (r >> 8) as u8 % 10;
+        let mut f = frame(
+            kind,
+            dst,
+            (r >> 16) as u32 % 2,
+            60 + (r >> 48) as usize % 2 * 40,
+        );
+        if (r >> 40) % 32 == 0 {
+            f[24] ^= 0x40; // bad checksum
+        }
+        let port = (r >> 56) as u32 % 2;
+        if k % 500 == 499 {
+            // The barrier: a changed route must not be replayed from a stale entry.
+            let d = (k / 500) as u8 % 8;
+            let key = vec![MatchParam::Exact(vec![10, 0, 0, d])];
+            for sw in [&mut lane, &mut general, &mut plain] {
+                let h = sw.mt_get_entry_from_key("I.route", &key, None);
+                let h = h.expect("route entry").handle;
+                let p = (k as u16 % 3 + 1).to_be_bytes().to_vec();
+                sw.mt_modify_entry("I.route", h, "I.fwd", &[p, vec![0, 0, 0, 0, 0xe0, d]])
+                    .expect("modify");
+            }
+        }
+        lane.process_packet(port, &f, &mut o1);
+        general.process_packet(port, &f, &mut o2);
+        plain.process_packet(port, &f, &mut o3);
+        let pick = |o: &mut Vec<OutputPacket>| -> Vec<(u32, Vec<u8>)> {
+            o.drain(..).map(|o| (o.port, o.data)).collect()
+        };
+        let (a, b, c) = (pick(&mut o1), pick(&mut o2), pick(&mut o3));
+        assert_eq!(
+            a, c,
+            "packet {k} (kind {kind}): cached lane vs uncached, {f:02x?}"
+        );
+        assert_eq!(b, c, "packet {k} (kind {kind}): cached general vs uncached");
+        let (da, db, dc) = (
+            lane.take_digests(),
+            general.take_digests(),
+            plain.take_digests(),
+        );
+        assert_eq!(da, dc, "packet {k}: digests (cached lane)");
+        assert_eq!(db, dc, "packet {k}: digests (cached general)");
+        if k % 97 == 0 {
+            assert_eq!(cells(&lane), cells(&plain), "after packet {k}");
+        }
+    }
+    assert_eq!(cells(&lane), cells(&plain));
+    assert_eq!(cells(&general), cells(&plain));
+    let (taken, diverged) = lane.lane_counts();
+    assert_eq!(taken, 4000, "every packet enters the lane");
+    assert!(diverged > 0, "replayed divergences hand over");
+    // Every kind writes the register value it read into the packet (a value guard): entries
+    // are inserted, then replaced as the cells move on; the hits are in
+    // `tests/bcache.rs::the_fast_lane_serves_hits_on_the_papers_cases`.
+    let s = lane.bcache_stats().expect("cache on");
+    assert!(s.inserts > 1000 && s.miss_guard > 1000, "{s}");
+    assert!(s.invalidated > 0, "the barrier removed entries: {s}");
+    assert_eq!(general.lane_counts(), (0, 0));
+    assert_eq!(general.bcache_stats().expect("cache on"), s);
+}

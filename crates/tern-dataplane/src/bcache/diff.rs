@@ -53,6 +53,9 @@ pub struct Report {
     pub state_checks: u64,
     /// The cached switch's counters.
     pub stats: Stats,
+    /// Packets the cached switch ran on the fast lane (its hits there are served without the
+    /// general v1model flow, `switch/fast_cache.rs`).
+    pub lane: u64,
 }
 
 /// A value of `width` bits as `ceil(width/8)` big-endian bytes, excess bits cleared.
@@ -749,6 +752,7 @@ impl Diff {
         }
         self.compare_state()?;
         self.report.stats = self.on.bcache_stats().unwrap_or_default();
+        self.report.lane = self.on.lane_counts().0;
         Ok(self.report.clone())
     }
 }

@@ -1,7 +1,7 @@
 //! The fast lane: one lean path per packet for the common case (issue 21, item 1).
 //!
 //! A packet whose program has native code for its parser, pipelines and emit loop, on a
-//! switch with no trace, no stage timing and no behaviour cache, runs parse → ingress →
+//! switch with no trace and no stage timing, runs parse → ingress →
 //! egress → deparse (with the checksum update) here, straight through: no job queue, no
 //! `Flow` context, no pool traffic (the lane keeps one packet instance of its own), the
 //! standard metadata written in place, the frame deparsed into a recycled output buffer.
@@ -14,10 +14,14 @@
 //! those of the general path, packet by packet (`tests/fast_lane.rs` and
 //! `cmd_bench::tests::native_code_matches_the_interpreter` compare them).
 //!
+//! With a behaviour cache the lane runs its pipelines through it (`super::fast_cache`): a
+//! hit replays the cached behaviour in place of the pipeline and the packet goes on in the
+//! lane.
+//!
 //! Eligibility is decided when a program loads ([`why_not`]) and shown in the bench's
 //! `native code:` line (`fast lane on` / `fast lane off (why)`).
 
-use super::{fresh_pkt, set, Flow, Job, Switch};
+use super::{fast_cache, fresh_pkt, set, Flow, Job, Switch};
 use crate::compile::Engine;
 use crate::exec::Pkt;
 use tern_runtime::{OutputPacket, Port};
@@ -89,9 +93,6 @@ impl Switch {
         if let Some(why) = &self.live.lane_off {
             return Some(why.clone());
         }
-        if self.bcache.is_some() {
-            return Some("behaviour cache".into());
-        }
         if self.opts.max_instances_per_packet < 2 {
             return Some("max_instances_per_packet < 2".into());
         }
@@ -105,7 +106,6 @@ impl Switch {
         let ext = &self.live.state.ext;
         self.live.lane_off.is_none()
             && !self.slow_only
-            && self.bcache.is_none()
             && ext.trace.is_none()
             && ext.probe.is_none()
             && ext.rec.is_none()
@@ -158,9 +158,14 @@ impl Switch {
         set(eng, &mut pkt.phv, |s| &s.parser_error, err as u64);
         set(eng, &mut pkt.phv, |s| &s.checksum_error, bad as u64);
 
-        // Ingress.
+        // Ingress, through the behaviour cache when the switch has one (`fast_cache`).
         // An empty pipeline has nothing to run (untraced: the lane never traces).
-        if let Some(Some(init)) = eng.ingress {
+        if let Some(r) = fast_cache::ingress(self.bcache.as_deref_mut(), eng, st, &mut pkt) {
+            if r.is_err() {
+                self.lane_pkt = Some(pkt);
+                return;
+            }
+        } else if let Some(Some(init)) = eng.ingress {
             let r = match jit.and_then(|j| j.run_pipeline(eng, st, &mut pkt, init)) {
                 Some(r) => r,
                 None => eng.run_pipeline(st, &mut pkt, "ingress", Some(init)),
@@ -181,7 +186,7 @@ impl Switch {
             self.lane_counts[1] += 1;
             copy_in(&mut pkt, data, direct);
             self.jobs.clear();
-            let mut flow = general_flow!(self, eng, st, out, now, None);
+            let mut flow = general_flow!(self, eng, st, out, now, self.bcache.as_deref_mut());
             let next = flow.ingress_tail(pkt).map(|(p, port)| Job::Egress(p, port));
             flow.run_jobs(next, self.opts.max_instances_per_packet - 1);
             return;
@@ -216,9 +221,14 @@ impl Switch {
         set(eng, phv, |s| &s.egress_spec, eng.drop_port as u64 + 1);
         set(eng, phv, |s| &s.packet_length, pkt.length_reg as u64);
 
-        // Egress.
+        // Egress (through the egress behaviour cache when there is one).
         // An empty pipeline has nothing to run (untraced: the lane never traces).
-        if let Some(Some(init)) = eng.egress {
+        if let Some(r) = fast_cache::egress(self.bcache.as_deref_mut(), eng, st, &mut pkt) {
+            if r.is_err() {
+                self.lane_pkt = Some(pkt);
+                return;
+            }
+        } else if let Some(Some(init)) = eng.egress {
             let r = match jit.and_then(|j| j.run_pipeline(eng, st, &mut pkt, init)) {
                 Some(r) => r,
                 None => eng.run_pipeline(st, &mut pkt, "egress", Some(init)),
@@ -233,7 +243,7 @@ impl Switch {
             self.lane_counts[1] += 1;
             copy_in(&mut pkt, data, direct);
             self.jobs.clear();
-            let mut flow = general_flow!(self, eng, st, out, now, None);
+            let mut flow = general_flow!(self, eng, st, out, now, self.bcache.as_deref_mut());
             flow.egress_tail(pkt, port);
             flow.run_jobs(None, self.opts.max_instances_per_packet - 2);
             return;
