@@ -1036,10 +1036,11 @@ impl VirtSwitch {
     /// physical ports are appended to `out` (port = physical port). Give them back with
     /// [`VirtSwitch::recycle_outputs`] to reuse their buffers.
     ///
-    /// When every packet of the batch goes to one device on its own port number, and that
-    /// device links nowhere, the batch runs through the device's `Switch::process_batch` in
-    /// one call (outputs in the same order; like a native batch, one clock reading for all;
-    /// a panic then drops the device's whole batch).
+    /// When every packet of the batch goes to one device (on its own port number, or on
+    /// virtual ports a port-only classifier gives), and that device links nowhere, the batch
+    /// runs through the device's `Switch::process_batch`, one call per 32 packets when ports
+    /// are renumbered, else one for all (outputs in the same order; like a native batch, one
+    /// clock reading per call; a panic quarantines the device, dropping the rest of its batch).
     pub fn process_batch(&mut self, pkts: &[(Port, &[u8])], out: &mut Vec<OutputPacket>) {
         if let [(port, data)] = pkts {
             if self.fast_one(*port, data, out) {
@@ -1058,9 +1059,10 @@ impl VirtSwitch {
             return;
         }
         if pkts.len() > 1 {
-            if let Some(id) = self.batch_device(pkts) {
-                self.run_device(id, Input::Batch(pkts), 0, out);
-                return;
+            match self.batch_device(pkts) {
+                Some((id, false)) => return self.run_device(id, Input::Batch(pkts), 0, out),
+                Some((id, true)) => return self.run_renumbered(id, pkts, out),
+                None => {}
             }
         }
         self.run_burst(None, pkts, out);
@@ -1166,20 +1168,33 @@ impl VirtSwitch {
         self.max_hops
     }
 
-    /// The device a whole batch can run on in one call (see [`VirtSwitch::process_batch`]).
-    fn batch_device(&self, pkts: &[(Port, &[u8])]) -> Option<DeviceId> {
+    /// The device a whole batch can run on in one call (see [`VirtSwitch::process_batch`]),
+    /// and whether its packets need their virtual port numbers (they differ from the physical
+    /// ones; only with a port-only classifier, whose table gives them cheaply).
+    fn batch_device(&self, pkts: &[(Port, &[u8])]) -> Option<(DeviceId, bool)> {
         let (port, data) = pkts[0];
         let (id, vport) = self.classify(port, data)?;
-        if vport != port {
-            return None;
-        }
-        let same = match &self.cls.by_port {
+        let (same, renumber) = match &self.cls.by_port {
             // Only a catch-all rule keeping port numbers: every packet goes to `id`.
-            Some(t) if t.ports.is_empty() => true,
-            Some(t) => pkts[1..].iter().all(|&(p, _)| t.get(p) == Some((id, p))),
-            None => pkts[1..]
-                .iter()
-                .all(|&(p, d)| self.classify(p, d) == Some((id, p))),
+            Some(t) if t.ports.is_empty() && vport == port => (true, false),
+            Some(t) => {
+                let mut renumber = vport != port;
+                let same = pkts[1..].iter().all(|&(p, _)| match t.get(p) {
+                    Some((d, v)) => {
+                        renumber |= v != p;
+                        d == id
+                    }
+                    None => false,
+                });
+                (same, renumber)
+            }
+            None => (
+                vport == port
+                    && pkts[1..]
+                        .iter()
+                        .all(|&(p, d)| self.classify(p, d) == Some((id, p))),
+                false,
+            ),
         };
         let dev = self.devices.get(&id)?;
         (same
@@ -1187,7 +1202,27 @@ impl VirtSwitch {
             && dev.tags.is_empty()
             && dev.quarantine.is_none()
             && dev.fault_in.is_none())
-        .then_some(id)
+        .then_some((id, renumber))
+    }
+
+    /// Run a whole batch on device `id` with each packet on its virtual port from the port
+    /// table ([`VirtSwitch::batch_device`] checked that every packet goes to `id`), in chunks
+    /// renumbered on the stack: no allocation.
+    fn run_renumbered(
+        &mut self,
+        id: DeviceId,
+        pkts: &[(Port, &[u8])],
+        out: &mut Vec<OutputPacket>,
+    ) {
+        const CHUNK: usize = 32;
+        for chunk in pkts.chunks(CHUNK) {
+            let mut v: [(Port, &[u8]); CHUNK] = [(0, &[]); CHUNK];
+            let Some(t) = &self.cls.by_port else { return };
+            for (slot, &(p, d)) in v.iter_mut().zip(chunk) {
+                *slot = (t.get(p).map_or(p, |(_, vp)| vp), d);
+            }
+            self.run_device(id, Input::Batch(&v[..chunk.len()]), 0, out);
+        }
     }
 
     /// Give transmitted frames back for reuse (empties `out`). Each buffer returns to the
