@@ -264,40 +264,25 @@ impl Switch {
                 eng.update_checksums(&mut st.ext, &mut pkt);
             }
             // The emit function with the checksums compiled in, when it applies (it exists only
-            // with a plan); else the emit loop, the planned checksums after it.
-            let done = match (jit, &eng.csum_plan) {
+            // with a plan); else the emit loop. Planned checksums it did not do run after it.
+            let compiled = match (jit, &eng.csum_plan) {
                 (Some(j), Some(_)) => j.emit_csum(&mut pkt.phv, &mut bytes, &mut st.emit_off),
                 _ => None,
             };
-            match done {
-                Some(true) => true,
-                Some(false) => {
-                    if let Some(plan) = &eng.csum_plan {
-                        eng.update_checksums_emitted(
-                            &mut st.ext,
-                            &mut pkt,
-                            plan,
-                            &st.emit_off,
-                            &mut bytes,
-                        );
-                    }
-                    true
-                }
-                None => {
-                    jit.is_some_and(|j| j.emit(&pkt.phv, &mut bytes, &mut st.emit_off)) && {
-                        if let Some(plan) = &eng.csum_plan {
-                            eng.update_checksums_emitted(
-                                &mut st.ext,
-                                &mut pkt,
-                                plan,
-                                &st.emit_off,
-                                &mut bytes,
-                            );
-                        }
-                        true
-                    }
+            let native = compiled.is_some()
+                || jit.is_some_and(|j| j.emit(&pkt.phv, &mut bytes, &mut st.emit_off));
+            if native && compiled != Some(true) {
+                if let Some(plan) = &eng.csum_plan {
+                    eng.update_checksums_emitted(
+                        &mut st.ext,
+                        &mut pkt,
+                        plan,
+                        &st.emit_off,
+                        &mut bytes,
+                    );
                 }
             }
+            native
         };
         if emitted {
             bytes.extend_from_slice(&data[pkt.payload_off.min(data.len())..]);
