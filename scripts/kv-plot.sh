@@ -1,15 +1,7 @@
 #!/usr/bin/env bash
 # Draw tern kv JSON reports as PNGs: scripts/kv-plot.sh -o OUT.png REPORT.json
 # (a `tern kv bench` report, a rotation report, or an experiment summary.json).
-# Creates (or reuses) the virtualenv .venv-plot at the repository root with matplotlib.
+# matplotlib from .venv-plot at the repository root (scripts/plot-python.sh).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/.." && pwd)
-VENV="$ROOT/.venv-plot"
-if [ ! -x "$VENV/bin/python" ]; then
-    python3 -m venv "$VENV"
-fi
-if ! "$VENV/bin/python" -c "import matplotlib" 2>/dev/null; then
-    "$VENV/bin/pip" install -q matplotlib
-fi
-exec "$VENV/bin/python" "$HERE/kv-plot.py" "$@"
+exec "$HERE/plot-python.sh" "$HERE/kv-plot.py" "$@"
