@@ -536,27 +536,6 @@ impl PortIo for FilePorts {
         }
     }
 
-    fn send_all(
-        &mut self,
-        ts_ns: u64,
-        frames: &[tern_runtime::OutputPacket],
-    ) -> Result<(u64, u64), PortError> {
-        let (mut sent, mut discarded) = (0, 0);
-        for o in frames {
-            let Some((path, w)) = self.output(o.port) else {
-                discarded += 1;
-                continue;
-            };
-            w.write_packet(ts_ns, &o.data)
-                .map_err(|error| PortError::Io {
-                    path: path.clone(),
-                    error,
-                })?;
-            sent += 1;
-        }
-        Ok((sent, discarded))
-    }
-
     /// Regular files never make the reader wait: the next packet, as `recv` gives it.
     fn try_recv(&mut self, buf: &mut Vec<u8>) -> Result<Option<RxMeta>, PortError> {
         if self.fifo {
@@ -565,6 +544,8 @@ impl PortIo for FilePorts {
         self.recv(buf)
     }
 
+    // `send_all` is the trait's loop over this (statically dispatched, inlined).
+    #[inline]
     fn send(&mut self, port: Port, ts_ns: u64, data: &[u8]) -> Result<bool, PortError> {
         let Some((path, w)) = self.output(port) else {
             return Ok(false);
