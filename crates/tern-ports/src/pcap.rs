@@ -715,6 +715,39 @@ pub struct WriterConfig {
 }
 
 impl WriterConfig {
+    /// A record's (original, captured) lengths for a frame of `len` bytes: captured is cut to
+    /// the snapshot length when there is one; a frame over 4 GiB is an error.
+    #[inline]
+    fn record_lengths(&self, len: usize) -> io::Result<(u32, u32)> {
+        let orig = u32::try_from(len).map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("packet of {len} bytes is too large for pcap"),
+            )
+        })?;
+        let cap = if self.snaplen != 0 {
+            orig.min(self.snaplen)
+        } else {
+            orig
+        };
+        Ok((orig, cap))
+    }
+
+    /// A record's timestamp fields (seconds, then micro- or nanoseconds) for `ts_ns`.
+    #[inline]
+    fn record_ts(&self, ts_ns: u64) -> [u8; 8] {
+        let sec = (ts_ns / 1_000_000_000) as u32;
+        let sub = ts_ns % 1_000_000_000;
+        let frac = match self.resolution {
+            TsResolution::Micro => sub / 1_000,
+            TsResolution::Nano => sub,
+        } as u32;
+        let mut enc = [0u8; 8];
+        enc[..4].copy_from_slice(&self.byte_order.put_u32(sec));
+        enc[4..].copy_from_slice(&self.byte_order.put_u32(frac));
+        enc
+    }
+
     /// What simple_switch writes for `--use-files` outputs: host byte order, microseconds,
     /// version 2.4, snaplen 0, link type 0 (DLT_NULL), flushed after every packet.
     pub fn bmv2() -> WriterConfig {
@@ -813,26 +846,9 @@ impl<W: Write> PcapWriter<W> {
     /// stored modulo 2^32 as the format requires).
     pub fn write_packet(&mut self, ts_ns: u64, data: &[u8]) -> io::Result<()> {
         let o = self.cfg.byte_order;
-        let orig = u32::try_from(data.len()).map_err(|_| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("packet of {} bytes is too large for pcap", data.len()),
-            )
-        })?;
-        let cap = if self.cfg.snaplen != 0 {
-            orig.min(self.cfg.snaplen)
-        } else {
-            orig
-        };
-        let sec = (ts_ns / 1_000_000_000) as u32;
-        let sub = ts_ns % 1_000_000_000;
-        let frac = match self.cfg.resolution {
-            TsResolution::Micro => sub / 1_000,
-            TsResolution::Nano => sub,
-        } as u32;
+        let (orig, cap) = self.cfg.record_lengths(data.len())?;
         let mut h = [0u8; 16];
-        h[0..4].copy_from_slice(&o.put_u32(sec));
-        h[4..8].copy_from_slice(&o.put_u32(frac));
+        h[..8].copy_from_slice(&self.cfg.record_ts(ts_ns));
         h[8..12].copy_from_slice(&o.put_u32(cap));
         h[12..16].copy_from_slice(&o.put_u32(orig));
         self.w.write_all(&h)?;
@@ -915,30 +931,12 @@ impl<W: Write> PcapFileWriter<W> {
     #[inline]
     pub fn write_packet(&mut self, ts_ns: u64, data: &[u8]) -> io::Result<()> {
         let o = self.cfg.byte_order;
-        let Ok(orig) = u32::try_from(data.len()) else {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("packet of {} bytes is too large for pcap", data.len()),
-            ));
-        };
-        let cap = if self.cfg.snaplen != 0 {
-            orig.min(self.cfg.snaplen)
-        } else {
-            orig
-        };
+        let (orig, cap) = self.cfg.record_lengths(data.len())?;
         // Outputs of a batch share their timestamp: its fields are encoded once.
         let ts = match self.last_ts {
             Some((t, enc)) if t == ts_ns => enc,
             _ => {
-                let sec = (ts_ns / 1_000_000_000) as u32;
-                let sub = ts_ns % 1_000_000_000;
-                let frac = match self.cfg.resolution {
-                    TsResolution::Micro => sub / 1_000,
-                    TsResolution::Nano => sub,
-                } as u32;
-                let mut enc = [0u8; 8];
-                enc[..4].copy_from_slice(&o.put_u32(sec));
-                enc[4..].copy_from_slice(&o.put_u32(frac));
+                let enc = self.cfg.record_ts(ts_ns);
                 self.last_ts = Some((ts_ns, enc));
                 enc
             }
