@@ -47,7 +47,8 @@ const KEYS: u64 = 1000;
 /// An experiment's report (`kind` = `kv-madinc-experiment`, read by `scripts/kv-plot.py`).
 #[derive(Serialize)]
 struct Report {
-    kind: &'static str,
+    #[serde(flatten)]
+    stamp: Stamp,
     experiment: String,
     title: String,
     figure: String,
@@ -55,15 +56,32 @@ struct Report {
     metric: String,
     method_note: String,
     scale: serde_json::Value,
-    date: String,
-    machine: String,
-    command: String,
     points: Vec<Point>,
     /// The thesis's figures, as points of the same form (method = `thesis`).
     thesis: Vec<Point>,
     compare: Vec<Compare>,
     /// Counters of the control plane over the whole experiment.
     control: serde_json::Value,
+}
+
+/// What every report says of where and when it was made (flattened into its JSON).
+#[derive(Serialize)]
+struct Stamp {
+    kind: &'static str,
+    date: String,
+    machine: String,
+    command: String,
+}
+
+impl Stamp {
+    fn now() -> Stamp {
+        Stamp {
+            kind: "kv-madinc-experiment",
+            date: super::cmd_kv_exp::now_utc(),
+            machine: super::cmd_kv_exp::machine(),
+            command: std::env::args().collect::<Vec<_>>().join(" "),
+        }
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -551,7 +569,7 @@ fn users_exp(s: &Sizes, a: &ExperimentArgs) -> anyhow::Result<Report> {
         points[9].mean,
     ));
     Ok(Report {
-        kind: "kv-madinc-experiment",
+        stamp: Stamp::now(),
         experiment: "madinc-users".into(),
         title: "user scalability (star, 1–3 users, 25 pages each)".into(),
         figure: "thesis §6, Exp 1".into(),
@@ -559,9 +577,6 @@ fn users_exp(s: &Sizes, a: &ExperimentArgs) -> anyhow::Result<Report> {
         metric: "modelled throughput (QPS)".into(),
         method_note: "star of 3 tern switches (core + 2 leaves), each user's client and store on different leaves; 25 pages per user near-client; 30 kQPS offered split among users; throughput modelled from the counted store share of the measured half (store host 2,400 QPS); reports through a control link with 20 % loss injected each way".into(),
         scale: scale_json(s, a),
-        date: super::cmd_kv_exp::now_utc(),
-        machine: super::cmd_kv_exp::machine(),
-        command: std::env::args().collect::<Vec<_>>().join(" "),
         points,
         thesis: thesis_pts,
         compare,
@@ -613,7 +628,7 @@ fn policies_exp(s: &Sizes, a: &ExperimentArgs) -> anyhow::Result<Report> {
         ),
     ];
     Ok(Report {
-        kind: "kv-madinc-experiment",
+        stamp: Stamp::now(),
         experiment: "madinc-policies".into(),
         title: "allocation policies (line of 2, 1 user, 20 pages)".into(),
         figure: "thesis §6, Exp 2".into(),
@@ -621,9 +636,6 @@ fn policies_exp(s: &Sizes, a: &ExperimentArgs) -> anyhow::Result<Report> {
         metric: "modelled throughput (QPS)".into(),
         method_note: "line of 2 tern switches (client side, store side), 1 user with 20 pages under each policy (least-loaded: tern's fourth policy, pages moved from the switch answering most reads to an idle one after each quarter of the warm-up); 30 kQPS offered; throughput modelled from the counted store share (store host 2,400 QPS); 20 % loss injected on every control link. With no report lost, the policies change which hop answers (mean modelled RTT in the JSON), not the store share: the thesis's differences came from lost reports".into(),
         scale: scale_json(s, a),
-        date: super::cmd_kv_exp::now_utc(),
-        machine: super::cmd_kv_exp::machine(),
-        command: std::env::args().collect::<Vec<_>>().join(" "),
         points,
         thesis: vec![
             thesis("uniform", "even-split", 20_000.0),
@@ -687,7 +699,7 @@ fn distribution_exp(s: &Sizes, a: &ExperimentArgs) -> anyhow::Result<Report> {
         ctls.push(ctl);
     }
     Ok(Report {
-        kind: "kv-madinc-experiment",
+        stamp: Stamp::now(),
         experiment: "madinc-distribution".into(),
         title: "cache distribution over a line of 3 (1 user, 30 pages, even-split)".into(),
         figure: "thesis §6, Exp 3 (reads per switch, RTT CDF)".into(),
@@ -695,9 +707,6 @@ fn distribution_exp(s: &Sizes, a: &ExperimentArgs) -> anyhow::Result<Report> {
         metric: "share of reads answered".into(),
         method_note: "line of 3 tern switches (client at switch 1, store behind switch 3), 1 user, 30 pages even-split; shares counted over the measured half; RTT modelled at 0.4 ms per switch reached (the thesis's CDF step), the store one step beyond switch 3".into(),
         scale: scale_json(s, a),
-        date: super::cmd_kv_exp::now_utc(),
-        machine: super::cmd_kv_exp::machine(),
-        command: std::env::args().collect::<Vec<_>>().join(" "),
         points,
         thesis: vec![
             thesis("zipf-0.99", "switch 1", 0.70),
@@ -764,7 +773,7 @@ fn burst_exp(s: &Sizes, a: &ExperimentArgs) -> anyhow::Result<Report> {
     let lost: f64 = points.iter().map(|p| p.mean).sum();
     let made: u64 = ctls.iter().map(|c| c.made).sum();
     Ok(Report {
-        kind: "kv-madinc-experiment",
+        stamp: Stamp::now(),
         experiment: "madinc-burst".into(),
         title: "uniform burst of hot reports: 64 tenants, loss injected".into(),
         figure: "thesis §6, Exp 1 uniform (≈ 60 % of reports lost)".into(),
@@ -772,9 +781,6 @@ fn burst_exp(s: &Sizes, a: &ExperimentArgs) -> anyhow::Result<Report> {
         metric: "hot reports lost".into(),
         method_note: format!("line of 3 tern switches, {tenants} tenants × {keys} keys, threshold {}; every key read threshold times back to back (all reports in flight at once), then the controller drains; then one more read of every item counts the switch answers", s.threshold),
         scale: scale_json(s, a),
-        date: super::cmd_kv_exp::now_utc(),
-        machine: super::cmd_kv_exp::machine(),
-        command: std::env::args().collect::<Vec<_>>().join(" "),
         points,
         thesis: vec![thesis("uniform", "thesis", 0.6)],
         compare: vec![cmp(
@@ -863,7 +869,7 @@ fn tenants_exp(s: &Sizes, a: &ExperimentArgs) -> anyhow::Result<Report> {
         bail!("{wrong} reads returned a value that was not the tenant's latest write");
     }
     Ok(Report {
-        kind: "kv-madinc-experiment",
+        stamp: Stamp::now(),
         experiment: "madinc-tenants".into(),
         title: format!("{start}–{peak} tenants joining and leaving, 20 % writes"),
         figure: "beyond the thesis (3 users at most, allocation only at start-up, read-only)".into(),
@@ -871,9 +877,6 @@ fn tenants_exp(s: &Sizes, a: &ExperimentArgs) -> anyhow::Result<Report> {
         metric: "tenants present".into(),
         method_note: format!("star of 4 tern switches (core + 3 leaves); {start} tenants of 2 pages, then every round 4 leave and 6 join ({joined} joined, {left} left in all); Zipf 0.99 over {keys} keys per tenant, 20 % writes (write-through: the switch invalidates, the store tells the controller, the controller re-validates); every read checked against the tenant's latest write: {wrong} wrong"),
         scale: scale_json(s, a),
-        date: super::cmd_kv_exp::now_utc(),
-        machine: super::cmd_kv_exp::machine(),
-        command: std::env::args().collect::<Vec<_>>().join(" "),
         points,
         thesis: vec![thesis("thesis", "thesis", 3.0)],
         compare: vec![cmp("most tenants at once", "3 users", Some(3.0), peak as f64)],
@@ -1168,7 +1171,7 @@ fn users_measured(s: &Sizes, a: &ExperimentArgs) -> anyhow::Result<Report> {
         ),
     ];
     Ok(Report {
-        kind: "kv-madinc-experiment",
+        stamp: Stamp::now(),
         experiment: "madinc-users-measured".into(),
         title: "user scalability, measured (star, 1–3 users, 25 pages each)".into(),
         figure: "thesis §6, Exp 1".into(),
@@ -1176,9 +1179,6 @@ fn users_measured(s: &Sizes, a: &ExperimentArgs) -> anyhow::Result<Report> {
         metric: "measured reads/s (closed loop)".into(),
         method_note: format!("star of 3 tern switches (core + 2 leaves), each a `tern kv madinc-switch` process (madinc.p4 and its switch agent) reached over loopback UDP, each user's client and store on different leaves, 25 pages per user near-client; after an unmeasured warm-up, {} closed-loop client threads in all (split equally among the users, as the thesis split its 30 kQPS) read for {} s with a {} ms one-way delay on every link traversal (the thesis's 0.4 ms RTT step per switch hop) while the controller keeps admitting reported items; ops/s and every read's RTT measured by the clients' clocks; on the shared machine, so the absolute rate is this machine's, not a switch's", t.clients, t.secs, t.hop.as_secs_f64() * 1e3),
         scale: timed_scale(s, &t),
-        date: super::cmd_kv_exp::now_utc(),
-        machine: super::cmd_kv_exp::machine(),
-        command: std::env::args().collect::<Vec<_>>().join(" "),
         points,
         thesis: vec![
             thesis("zipf-0.9", "1 user", 30_000.0),
@@ -1235,7 +1235,7 @@ fn policies_measured(s: &Sizes, a: &ExperimentArgs) -> anyhow::Result<Report> {
         ),
     ];
     Ok(Report {
-        kind: "kv-madinc-experiment",
+        stamp: Stamp::now(),
         experiment: "madinc-policies-measured".into(),
         title: "allocation policies, measured (line of 2, 1 user, 20 pages)".into(),
         figure: "thesis §6, Exp 2 (RTT steps of Exp 3)".into(),
@@ -1243,9 +1243,6 @@ fn policies_measured(s: &Sizes, a: &ExperimentArgs) -> anyhow::Result<Report> {
         metric: "measured reads/s (closed loop)".into(),
         method_note: format!("line of 2 tern switches (client side, store side), each a `tern kv madinc-switch` process reached over loopback UDP, 1 user with 20 pages under each policy; after an unmeasured warm-up, {} closed-loop client threads read for {} s with a {} ms one-way delay on every link traversal while other tenants join (2 pages each, their own record read back) and leave every 50 ms; reads/s and RTT measured (p50/p90/p99 and a 20-point CDF per point in the JSON); on the shared machine", t.clients, t.secs, t.hop.as_secs_f64() * 1e3),
         scale: timed_scale(s, &t),
-        date: super::cmd_kv_exp::now_utc(),
-        machine: super::cmd_kv_exp::machine(),
-        command: std::env::args().collect::<Vec<_>>().join(" "),
         points,
         thesis: vec![
             thesis("uniform", "even-split", 20_000.0),
@@ -1267,7 +1264,7 @@ fn markdown(r: &Report) -> String {
     let mut m = format!("# {} — {} ({})\n\n", r.experiment, r.title, r.figure);
     m += &format!(
         "* Date: {}; machine: {}\n* Command: `{}`\n* Method: {}\n* Scale: `{}`\n* Control plane: `{}`\n\n",
-        r.date, r.machine, r.command, r.method_note, r.scale, r.control
+        r.stamp.date, r.stamp.machine, r.stamp.command, r.method_note, r.scale, r.control
     );
     let c = &r.control;
     m += &format!(

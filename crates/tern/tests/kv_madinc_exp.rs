@@ -20,7 +20,13 @@ fn run(dir: &std::path::Path, name: &str) -> serde_json::Value {
     let md = std::fs::read_to_string(dir.join(format!("{name}.md"))).unwrap();
     assert!(md.contains("## Thesis beside tern"), "{md}");
     let text = std::fs::read_to_string(dir.join(format!("{name}.json"))).unwrap();
-    serde_json::from_str(&text).unwrap()
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    // scripts/kv-plot.py picks the plot by `kind`; every report says when, where and how.
+    assert_eq!(v["kind"], "kv-madinc-experiment", "{text}");
+    for k in ["date", "machine", "command"] {
+        assert!(v[k].as_str().is_some_and(|s| !s.is_empty()), "{k}: {text}");
+    }
+    v
 }
 
 #[test]
