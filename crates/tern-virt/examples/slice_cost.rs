@@ -51,8 +51,8 @@ fn native_hop(dir: &std::path::Path, program: &str, commands: &str) -> Switch {
     let mut sw = Switch::from_json(&json, SwitchOptions::default())
         .unwrap_or_else(|e| fail(format!("{}: {e}", p4.display())));
     let cmds = dir.join(commands);
-    let text = std::fs::read_to_string(&cmds)
-        .unwrap_or_else(|e| fail(format!("{}: {e}", cmds.display())));
+    let text =
+        std::fs::read_to_string(&cmds).unwrap_or_else(|e| fail(format!("{}: {e}", cmds.display())));
     let program = sw.program().clone();
     let mut cli = tern_control::Cli::new(&program);
     for line in text.lines().map(str::trim) {
@@ -134,7 +134,9 @@ fn ex1(phase: &str, native: bool, n: usize, bsize: usize) -> usize {
     } else {
         let path = dir.join("ex1/virt.json");
         let cfg = Config::load(&path).unwrap_or_else(|e| fail(e.to_string()));
-        let (mut vs, _) = cfg.build(&dir.join("ex1")).unwrap_or_else(|e| fail(e.to_string()));
+        let (mut vs, _) = cfg
+            .build(&dir.join("ex1"))
+            .unwrap_or_else(|e| fail(e.to_string()));
         vs.activate_snapshot(&phase.to_uppercase())
             .unwrap_or_else(|e| fail(e.to_string()));
         let mut out: Vec<OutputPacket> = Vec::with_capacity(64);
