@@ -1070,8 +1070,20 @@ impl VirtSwitch {
         }
         if pkts.len() > 1 {
             match self.batch_device(pkts) {
-                Some((id, false)) => return self.run_device(id, Input::Batch(pkts), 0, out),
-                Some((id, true)) => return self.run_renumbered(id, pkts, out),
+                Some((id, false, true)) => return self.run_device(id, Input::Batch(pkts), 0, out),
+                Some((id, true, true)) => return self.run_renumbered(id, pkts, out),
+                Some((id, renumber, false)) => {
+                    // One device with links (or a fault armed, or quarantined): its passes,
+                    // then the links hop by hop.
+                    if renumber {
+                        self.run_renumbered(id, pkts, out);
+                    } else {
+                        for c in pkts.chunks(CHUNK) {
+                            self.run_device(id, Input::Batch(c), 0, out);
+                        }
+                    }
+                    return self.drain_links(out);
+                }
                 None => {}
             }
         }
@@ -1170,10 +1182,12 @@ impl VirtSwitch {
         self.max_hops
     }
 
-    /// The device a whole batch can run on in one call (see [`VirtSwitch::process_batch`]),
-    /// and whether its packets need their virtual port numbers (they differ from the physical
-    /// ones; only with a port-only classifier, whose table gives them cheaply).
-    fn batch_device(&self, pkts: &[(Port, &[u8])]) -> Option<(DeviceId, bool)> {
+    /// The device every packet of a batch goes to, if one (see [`VirtSwitch::process_batch`]),
+    /// whether its packets need their virtual port numbers (they differ from the physical
+    /// ones; only with a port-only classifier, whose table gives them cheaply), and whether
+    /// the device is plain (no links, tags, fault or quarantine: the batch is all its work).
+    /// `None` also for a device with VLAN-tagged ports (tags are stripped packet by packet).
+    fn batch_device(&self, pkts: &[(Port, &[u8])]) -> Option<(DeviceId, bool, bool)> {
         let (port, data) = pkts[0];
         let (id, vport) = self.classify(port, data)?;
         let (same, renumber) = match &self.cls.by_port {
@@ -1199,12 +1213,8 @@ impl VirtSwitch {
             ),
         };
         let dev = self.devices.get(&id)?;
-        (same
-            && !dev.has_links
-            && dev.tags.is_empty()
-            && dev.quarantine.is_none()
-            && dev.fault_in.is_none())
-        .then_some((id, renumber))
+        let plain = !dev.has_links && dev.quarantine.is_none() && dev.fault_in.is_none();
+        (same && dev.tags.is_empty()).then_some((id, renumber, plain))
     }
 
     /// Run a whole batch on device `id` with each packet on its virtual port from the port
@@ -1497,9 +1507,16 @@ impl VirtSwitch {
             } else {
                 self.run_wave(&mut wave, out);
             }
-            // The frames' buffers go back to the devices that produced them.
+            // The frames' buffers go back to the devices that produced them (looked up once
+            // per run of frames from one device).
+            let mut from = None;
+            let mut dev = None;
             for w in wave.drain(..) {
-                if let Some(d) = self.devices.get_mut(&w.from) {
+                if from != Some(w.from) {
+                    from = Some(w.from);
+                    dev = self.devices.get_mut(&w.from);
+                }
+                if let Some(d) = dev.as_deref_mut() {
                     d.switch.recycle_buffer(w.data);
                 }
             }
@@ -1510,6 +1527,21 @@ impl VirtSwitch {
     /// One hop of [`VirtSwitch::drain_links`] with several frames: each (device, hop count)
     /// in the order of its first frame runs its frames as batches of up to [`CHUNK`].
     fn run_wave(&mut self, wave: &mut [Work], out: &mut Vec<OutputPacket>) {
+        let (id, hops) = (wave[0].device, wave[0].hops);
+        if wave.iter().all(|w| w.device == id && w.hops == hops) {
+            // A chain: every frame of the hop into one device.
+            for part in wave.chunks(CHUNK) {
+                let mut chunk: [(Port, &[u8]); CHUNK] = [(0, &[]); CHUNK];
+                for (slot, w) in chunk.iter_mut().zip(part) {
+                    *slot = (w.vport, &w.data);
+                }
+                match &chunk[..part.len()] {
+                    [(vport, data)] => self.run_device(id, Input::One(*vport, data), hops, out),
+                    b => self.run_device(id, Input::Batch(b), hops, out),
+                }
+            }
+            return;
+        }
         let mut first = 0;
         while first < wave.len() {
             if wave[first].done {

@@ -371,8 +371,9 @@ fn l2_setup(rt: &mut dyn Runtime, dmac: &[(u16, Port)], flood: &[Port]) {
 ///   to both;
 /// * device 2: dst 3 → link to device 3, dst 4 → its CPU, others flood to device 3, its CPU,
 ///   physical 3 and a dropping port;
-/// * device 3 (also straight from physical 5): dst 3 → physical 4, others flood to physical
-///   4 and its CPU.
+/// * device 3 (from device 2 on its port 4, straight from physical 5 on its port 9): dst 3 →
+///   physical 4, others flood to physical 4, its CPU and its unmapped port 1 (dropped,
+///   counted), so that a wrong ingress port shows in the counters.
 fn three_hops() -> VirtSwitch {
     let l2 = compile("p4/virt/l2_switch.p4");
     let mut vs = VirtSwitch::new();
@@ -385,7 +386,7 @@ fn three_hops() -> VirtSwitch {
         (1, 1, Target::Phys(1)),
         (1, 2, Target::Phys(2)),
         (1, 3, link(2, 1)),
-        (2, 2, link(3, 1)),
+        (2, 2, link(3, 4)),
         (2, 3, Target::Cpu),
         (2, 4, Target::Phys(3)),
         (2, 5, Target::Drop),
