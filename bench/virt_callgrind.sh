@@ -5,7 +5,13 @@
 #   native / slice          - basic.p4 with one /32 route, bare Switch vs inside a VirtSwitch
 #                             (catch-all rule, 1:1 port map), one packet per call;
 #   native32 / slice32      - the same in batches of 32;
-#   pair / chain            - firewall then router as two bare switches vs a chain over a link;
+#   pair / chain            - firewall then router as two bare switches vs a chain over a link
+#                             (also pair32 / chain32: batches of 32, the pair running each
+#                             hop's frames as one batch);
+#   ex1b_native32 / ex1b32  - HyPer4's Example 1 phase B (L2 - FW - L2) in batches of 32: the
+#                             three switches with the scenario's command files in turn, each
+#                             hop's frames as one batch, vs p4/virt/scenarios/ex1 sliced;
+#   ex1c_native32 / ex1c32  - the same for phase C (L2 - [ARP -> FW -> R] - L2, five hops);
 #   native_l2 / slice_l2    - as native / slice with p4/virt/l2_switch.p4 (source MAC known,
 #                             destination forwarded): the cheapest program, where the slice's
 #                             fixed cost per packet weighs most (also native_l232 / slice_l232);
@@ -18,7 +24,7 @@ cd "$(dirname "$0")/.."
 X=${X:-target/release/examples/slice_cost}
 N1=${N1:-1024}
 N2=${N2:-11264}
-MODES=${MODES:-"native slice native32 slice32 pair chain native_l2 slice_l2"}
+MODES=${MODES:-"native slice native32 slice32 pair chain pair32 chain32 native_l2 slice_l2 ex1b_native32 ex1b32 ex1c_native32 ex1c32"}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 ir() { grep -E '^(summary|totals):' "$1" | head -1 | awk '{print $2}'; }

@@ -6,14 +6,148 @@
 //! switch (`p4/virt/l2_switch.p4`, the source MAC known, the destination forwarded), the
 //! cheapest of HyPer4's functions, where the slice's fixed cost weighs most.
 //!
+//! `ex1b` / `ex1c` run HyPer4's Example 1 phases B (L2 – FW – L2, three devices) and C (L2 –
+//! [ARP → FW → R] – L2, five devices) from `p4/virt/scenarios/ex1/virt.json` with the
+//! snapshot active, against `ex1b_native` / `ex1c_native`: the same programs and command files
+//! as bare switches run in turn (in batches, each hop runs the previous hop's frames as one
+//! `process_batch`, as `tern virt bench --timed` does). The packet is the bench's: TCP h1 → h3
+//! port 5001.
+//!
 //! `slice_cost MODE N ROUTER [FIREWALL [L2]]`, MODE = native | slice | chain | pair | native_l2 |
-//! slice_l2; each program a `.p4` (compiled at start-up: the same in every run, so it cancels
-//! out of the delta) or BMv2 JSON; `BATCH=B` in the environment sends the packets in batches
-//! of B (native and slice, either program).
+//! slice_l2 | ex1b | ex1b_native | ex1c | ex1c_native; each program a `.p4` (compiled at
+//! start-up: the same in every run, so it cancels out of the delta) or BMv2 JSON; `BATCH=B` in
+//! the environment sends the packets in batches of B (every mode). The ex1 modes read the
+//! scenario folder `p4/virt/scenarios` (or `SCENARIOS=DIR`) and ignore the program arguments.
 
 use tern_dataplane::{Switch, SwitchOptions};
 use tern_runtime::{MatchParam, OutputPacket, PacketPath, Runtime};
+use tern_virt::config::Config;
 use tern_virt::{Caller, DeviceSpec, Quotas, Rule, Target, VirtSwitch};
+
+/// HyPer4's Example 1 hops as bare switches: program (relative to `p4/virt`), command file
+/// (relative to the scenario folder), ingress port.
+const EX1B: [(&str, &str, u32); 3] = [
+    ("l2_switch.p4", "ex1/s1_l2.txt", 1),
+    ("firewall_l4.p4", "ex1/s2_fw_b.txt", 1),
+    ("l2_switch.p4", "ex1/s3_l2.txt", 3),
+];
+const EX1C: [(&str, &str, u32); 5] = [
+    ("l2_switch.p4", "ex1/s1_l2.txt", 1),
+    ("arp_proxy.p4", "ex1/s2_arp.txt", 1),
+    ("firewall_l4.p4", "ex1/s2_fw_c.txt", 1),
+    ("router.p4", "ex1/s2_router.txt", 1),
+    ("l2_switch.p4", "ex1/s3_l2.txt", 3),
+];
+
+fn fail(msg: String) -> ! {
+    eprintln!("{msg}");
+    std::process::exit(2)
+}
+
+/// A bare switch loaded with its program and command file.
+fn native_hop(dir: &std::path::Path, program: &str, commands: &str) -> Switch {
+    let p4 = dir.join("..").join(program);
+    let json = tern_virt::config::load_program(&p4).unwrap_or_else(|e| fail(e));
+    let mut sw = Switch::from_json(&json, SwitchOptions::default())
+        .unwrap_or_else(|e| fail(format!("{}: {e}", p4.display())));
+    let cmds = dir.join(commands);
+    let text =
+        std::fs::read_to_string(&cmds).unwrap_or_else(|e| fail(format!("{}: {e}", cmds.display())));
+    let program = sw.program().clone();
+    let mut cli = tern_control::Cli::new(&program);
+    for line in text.lines().map(str::trim) {
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let r = cli.execute(&mut sw, line);
+        if cli.last_command_failed() {
+            fail(format!("{}: '{line}' failed: {r}", cmds.display()));
+        }
+    }
+    sw
+}
+
+/// Ethernet h1 → 00:00:00:00:00:03 (Ex. 1 B) or the router's MAC (Ex. 1 C), IPv4 10.0.0.1 →
+/// `dip`, TCP 1234 → 5001 with 64 bytes of data (the bench's packet).
+fn ex1_packet(dst: [u8; 6], dip: [u8; 4]) -> Vec<u8> {
+    let mut f = dst.to_vec();
+    f.extend_from_slice(&[0, 0, 0, 0, 0, 1, 8, 0]);
+    let mut ip = vec![0x45, 0, 0, 104, 0, 1, 0x40, 0, 64, 6, 0, 0, 10, 0, 0, 1];
+    ip.extend_from_slice(&dip);
+    let mut s: u32 = ip
+        .chunks(2)
+        .map(|c| u32::from(c[0]) << 8 | u32::from(c[1]))
+        .sum();
+    while s > 0xffff {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    let c = !(s as u16);
+    ip[10] = (c >> 8) as u8;
+    ip[11] = c as u8;
+    f.extend_from_slice(&ip);
+    f.extend_from_slice(&[
+        0x04, 0xd2, 0x13, 0x89, 0, 0, 0, 1, 0, 0, 0, 0, 0x50, 0x18, 0x20, 0, 0, 0, 0, 0,
+    ]);
+    f.extend_from_slice(&[0x5a; 64]);
+    f
+}
+
+/// `v` emptied, its allocation kept for references of another lifetime.
+fn reuse<'b>(mut v: Vec<(u32, &[u8])>) -> Vec<(u32, &'b [u8])> {
+    v.clear();
+    v.into_iter().map(|_| unreachable!("empty")).collect()
+}
+
+/// Example 1 phase B or C: `native` runs the hops as bare switches in turn (each hop's frames
+/// as one batch into the next), else the scenario's sliced tern. Returns the frames sent.
+fn ex1(phase: &str, native: bool, n: usize, bsize: usize) -> usize {
+    let dir = std::path::PathBuf::from(
+        std::env::var("SCENARIOS").unwrap_or_else(|_| "p4/virt/scenarios".to_string()),
+    );
+    let (hops, pkt): (&[(&str, &str, u32)], Vec<u8>) = if phase == "b" {
+        (&EX1B, ex1_packet([0, 0, 0, 0, 0, 3], [10, 0, 0, 3]))
+    } else {
+        (&EX1C, ex1_packet([0, 0, 0, 0, 0x0a, 0x0a], [10, 0, 1, 3]))
+    };
+    let batch: Vec<(u32, &[u8])> = vec![(1, pkt.as_slice()); bsize];
+    let mut sent = 0;
+    if native {
+        let mut sws: Vec<Switch> = hops.iter().map(|h| native_hop(&dir, h.0, h.1)).collect();
+        let mut outs: Vec<Vec<OutputPacket>> = sws.iter().map(|_| Vec::new()).collect();
+        let mut spare: Vec<(u32, &[u8])> = Vec::with_capacity(bsize);
+        for _ in 0..n / bsize {
+            for i in 0..sws.len() {
+                let (before, rest) = outs.split_at_mut(i);
+                let out = &mut rest[0];
+                sws[i].recycle_outputs(out);
+                if i == 0 {
+                    sws[i].process_batch(&batch, out);
+                } else {
+                    let mut refs = reuse(std::mem::take(&mut spare));
+                    refs.extend(before[i - 1].iter().map(|o| (hops[i].2, o.data.as_slice())));
+                    sws[i].process_batch(&refs, out);
+                    spare = reuse(refs);
+                }
+            }
+            sent += outs.last().map_or(0, Vec::len);
+        }
+    } else {
+        let path = dir.join("ex1/virt.json");
+        let cfg = Config::load(&path).unwrap_or_else(|e| fail(e.to_string()));
+        let (mut vs, _) = cfg
+            .build(&dir.join("ex1"))
+            .unwrap_or_else(|e| fail(e.to_string()));
+        vs.activate_snapshot(&phase.to_uppercase())
+            .unwrap_or_else(|e| fail(e.to_string()));
+        let mut out: Vec<OutputPacket> = Vec::with_capacity(64);
+        for _ in 0..n / bsize {
+            vs.process_batch(&batch, &mut out);
+            sent += out.len();
+            vs.recycle_outputs(&mut out);
+        }
+    }
+    sent
+}
 
 fn route(rt: &mut dyn Runtime) {
     rt.mt_add_entry(
@@ -112,6 +246,19 @@ fn main() {
         device: 1,
         vport: None,
     };
+    if let Some(phase) = a[1].strip_prefix("ex1") {
+        let (phase, native) = match phase.strip_suffix("_native") {
+            Some(p) => (p, true),
+            None => (phase, false),
+        };
+        if phase != "b" && phase != "c" {
+            fail(format!("unknown mode {}", a[1]));
+        }
+        let sent = ex1(phase, native, n, bsize);
+        assert_eq!(sent, n / bsize * bsize, "every packet must be forwarded");
+        println!("{sent} packets forwarded ({})", a[1]);
+        return;
+    }
     match a[1].trim_end_matches("_l2") {
         "native" => {
             let mut sw = Switch::from_json(&router, SwitchOptions::default()).unwrap();
@@ -142,12 +289,25 @@ fn main() {
             fw(&mut a_sw);
             let mut b_sw = Switch::from_json(&router, SwitchOptions::default()).unwrap();
             route(&mut b_sw);
-            let mut mid: Vec<OutputPacket> = Vec::with_capacity(16);
-            for _ in 0..n {
-                a_sw.process_packet(1, &pkt, &mut mid);
-                for m in &mid {
-                    b_sw.process_packet(1, &m.data, &mut out);
+            let mut mid: Vec<OutputPacket> = Vec::with_capacity(64);
+            let mut spare: Vec<(u32, &[u8])> = Vec::with_capacity(bsize);
+            for _ in 0..n / bsize {
+                if bsize == 1 {
+                    // One packet per call: as before batches existed here.
+                    a_sw.process_packet(1, &pkt, &mut mid);
+                    for m in &mid {
+                        b_sw.process_packet(1, &m.data, &mut out);
+                    }
+                    a_sw.recycle_outputs(&mut mid);
+                    sent += out.len();
+                    b_sw.recycle_outputs(&mut out);
+                    continue;
                 }
+                a_sw.process_batch(&batch, &mut mid);
+                let mut refs = reuse(std::mem::take(&mut spare));
+                refs.extend(mid.iter().map(|m| (1, m.data.as_slice())));
+                b_sw.process_batch(&refs, &mut out);
+                spare = reuse(refs);
                 a_sw.recycle_outputs(&mut mid);
                 sent += out.len();
                 b_sw.recycle_outputs(&mut out);
@@ -171,8 +331,8 @@ fn main() {
             )
             .unwrap();
             vs.map_port(2, 2, Target::Phys(2)).unwrap();
-            for _ in 0..n {
-                vs.process_batch(&[(1, &pkt)], &mut out);
+            for _ in 0..n / bsize {
+                vs.process_batch(&batch, &mut out);
                 sent += out.len();
                 vs.recycle_outputs(&mut out);
             }
@@ -182,6 +342,6 @@ fn main() {
             std::process::exit(2);
         }
     }
-    assert_eq!(sent, n, "every packet must be forwarded");
+    assert_eq!(sent, n / bsize * bsize, "every packet must be forwarded");
     println!("{} packets forwarded ({})", sent, a[1]);
 }

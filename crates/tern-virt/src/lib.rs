@@ -5,7 +5,10 @@
 //! link into another device's virtual port, the CPU, or drop. A priority-ordered classifier
 //! maps each packet arriving on a physical port to (device, virtual ingress port), by physical
 //! port, VLAN id and/or one Ethernet/IPv4 header field. Packets run to completion across
-//! links under a hop budget, so a loop between devices is cut and counted, never hangs.
+//! links under a hop budget, so a loop between devices is cut and counted, never hangs. Links
+//! carry batches: the frames one device pass sends over links run in the next device as one
+//! batch, hop by hop; order is kept per flow (input port → output port along one path), not
+//! as one global interleaving of every output (see the crate README, "Order").
 //!
 //! The classifier rules and port maps together form a [`Topology`]; named snapshots of it can
 //! be stored and activated between packets. Devices can be added, removed and replaced between
@@ -32,7 +35,7 @@ mod runtime;
 mod shared;
 mod workers;
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -526,6 +529,10 @@ struct Hit {
 /// most [`MAX_VPORT`]).
 const SAME_PORT: Port = Port::MAX;
 
+/// Packets per device pass when a batch is split on the stack (renumbered, grouped by device,
+/// or one hop of frames over links).
+const CHUNK: usize = 32;
+
 /// [`Device::phys`] of a virtual port that is not mapped to a physical port.
 const NO_PHYS: Port = Port::MAX;
 
@@ -570,6 +577,8 @@ struct Work {
     vport: Port,
     data: Vec<u8>,
     hops: u32,
+    /// Already run in its hop ([`VirtSwitch::run_wave`]).
+    done: bool,
 }
 
 /// Many tenant devices behind one classifier (see the module documentation).
@@ -584,7 +593,13 @@ pub struct VirtSwitch {
     max_hops: u32,
     stats: VirtStats,
     // Scratch, reused across packets.
-    queue: VecDeque<Work>,
+    /// Frames sent over links by the device passes of the current hop, in order: the next hop
+    /// ([`VirtSwitch::drain_links`]).
+    links: Vec<Work>,
+    /// The hop being run (its frames taken out of `links`; empty between calls).
+    wave: Vec<Work>,
+    /// A batch's classifier results (`None`: unclassified or already run).
+    hits: Vec<Option<(DeviceId, Port)>>,
     /// A frame with its VLAN tag stripped.
     strip: Vec<u8>,
     recycle: Vec<OutputPacket>,
@@ -593,11 +608,6 @@ pub struct VirtSwitch {
     /// back where it came from; `origin_total` frames in all.
     origins: Vec<(DeviceId, u32)>,
     origin_total: usize,
-    /// Inside a burst ([`VirtSwitch::run_burst`]): the device running now and where its
-    /// outputs start in the caller's `out`, so that a panic caught once for the whole burst
-    /// quarantines the right device and takes back only that device pass's frames.
-    running: DeviceId,
-    run_start: usize,
 }
 
 impl Default for VirtSwitch {
@@ -627,13 +637,13 @@ impl VirtSwitch {
             programs: Vec::new(),
             max_hops: DEFAULT_MAX_HOPS,
             stats: VirtStats::default(),
-            queue: VecDeque::new(),
+            links: Vec::new(),
+            wave: Vec::new(),
+            hits: Vec::new(),
             strip: Vec::new(),
             recycle: Vec::new(),
             origins: Vec::new(),
             origin_total: 0,
-            running: 0,
-            run_start: 0,
         }
     }
 
@@ -1060,12 +1070,24 @@ impl VirtSwitch {
         }
         if pkts.len() > 1 {
             match self.batch_device(pkts) {
-                Some((id, false)) => return self.run_device(id, Input::Batch(pkts), 0, out),
-                Some((id, true)) => return self.run_renumbered(id, pkts, out),
+                Some((id, false, true)) => return self.run_device(id, Input::Batch(pkts), 0, out),
+                Some((id, true, true)) => return self.run_renumbered(id, pkts, out),
+                Some((id, renumber, false)) => {
+                    // One device with links (or a fault armed, or quarantined): its passes,
+                    // then the links hop by hop.
+                    if renumber {
+                        self.run_renumbered(id, pkts, out);
+                    } else {
+                        for c in pkts.chunks(CHUNK) {
+                            self.run_device(id, Input::Batch(c), 0, out);
+                        }
+                    }
+                    return self.drain_links(out);
+                }
                 None => {}
             }
         }
-        self.run_burst(None, pkts, out);
+        self.run_grouped(pkts, out);
     }
 
     /// Run packets already classified to device `id`, each on its virtual ingress port (what a
@@ -1078,16 +1100,8 @@ impl VirtSwitch {
         pkts: &[(Port, &[u8])],
         out: &mut Vec<OutputPacket>,
     ) {
-        let whole = pkts.len() > 1
-            && self
-                .devices
-                .get(&id)
-                .is_some_and(|d| !d.has_links && d.quarantine.is_none() && d.fault_in.is_none());
-        if whole {
-            self.run_device(id, Input::Batch(pkts), 0, out);
-            return;
-        }
-        self.run_burst(Some(id), pkts, out);
+        self.run_entry(id, pkts, out);
+        self.drain_links(out);
     }
 
     /// Take devices out (state, port map, counters and all) to move them to another
@@ -1168,10 +1182,12 @@ impl VirtSwitch {
         self.max_hops
     }
 
-    /// The device a whole batch can run on in one call (see [`VirtSwitch::process_batch`]),
-    /// and whether its packets need their virtual port numbers (they differ from the physical
-    /// ones; only with a port-only classifier, whose table gives them cheaply).
-    fn batch_device(&self, pkts: &[(Port, &[u8])]) -> Option<(DeviceId, bool)> {
+    /// The device every packet of a batch goes to, if one (see [`VirtSwitch::process_batch`]),
+    /// whether its packets need their virtual port numbers (they differ from the physical
+    /// ones; only with a port-only classifier, whose table gives them cheaply), and whether
+    /// the device is plain (no links, tags, fault or quarantine: the batch is all its work).
+    /// `None` also for a device with VLAN-tagged ports (tags are stripped packet by packet).
+    fn batch_device(&self, pkts: &[(Port, &[u8])]) -> Option<(DeviceId, bool, bool)> {
         let (port, data) = pkts[0];
         let (id, vport) = self.classify(port, data)?;
         let (same, renumber) = match &self.cls.by_port {
@@ -1197,12 +1213,8 @@ impl VirtSwitch {
             ),
         };
         let dev = self.devices.get(&id)?;
-        (same
-            && !dev.has_links
-            && dev.tags.is_empty()
-            && dev.quarantine.is_none()
-            && dev.fault_in.is_none())
-        .then_some((id, renumber))
+        let plain = !dev.has_links && dev.quarantine.is_none() && dev.fault_in.is_none();
+        (same && dev.tags.is_empty()).then_some((id, renumber, plain))
     }
 
     /// Run a whole batch on device `id` with each packet on its virtual port from the port
@@ -1214,7 +1226,6 @@ impl VirtSwitch {
         pkts: &[(Port, &[u8])],
         out: &mut Vec<OutputPacket>,
     ) {
-        const CHUNK: usize = 32;
         for chunk in pkts.chunks(CHUNK) {
             let mut v: [(Port, &[u8]); CHUNK] = [(0, &[]); CHUNK];
             let Some(t) = &self.cls.by_port else { return };
@@ -1422,15 +1433,148 @@ impl VirtSwitch {
         self.drain_links(out);
     }
 
-    /// Run the frames handed over links until none is left.
-    #[inline(always)]
-    fn drain_links(&mut self, out: &mut Vec<OutputPacket>) {
-        while let Some(w) = self.queue.pop_front() {
-            self.run_device(w.device, Input::One(w.vport, &w.data), w.hops, out);
-            // The frame's buffer goes back to the device that produced it.
-            if let Some(d) = self.devices.get_mut(&w.from) {
-                d.switch.recycle_buffer(w.data);
+    /// Run packets that entered from the classifier on device `id` (`pkts` on its virtual
+    /// ports): as one batch, or one by one when the device strips VLAN tags on the way in.
+    /// The frames it sends over links wait in [`VirtSwitch::links`].
+    fn run_entry(&mut self, id: DeviceId, pkts: &[(Port, &[u8])], out: &mut Vec<OutputPacket>) {
+        match pkts {
+            [] => {}
+            [(vport, data)] => self.run_device(id, Input::One(*vport, data), 0, out),
+            _ if self.devices.get(&id).is_some_and(|d| !d.tags.is_empty()) => {
+                for &(vport, data) in pkts {
+                    self.run_device(id, Input::One(vport, data), 0, out);
+                }
             }
+            _ => self.run_device(id, Input::Batch(pkts), 0, out),
+        }
+    }
+
+    /// A batch for several devices (or for a device with links, tags, a fault armed or in
+    /// quarantine): each device, in the order of its first packet, runs all of its packets as
+    /// one batch (chunks of [`CHUNK`] on the stack, in arrival order), then the frames sent
+    /// over links run hop by hop ([`VirtSwitch::drain_links`]).
+    fn run_grouped(&mut self, pkts: &[(Port, &[u8])], out: &mut Vec<OutputPacket>) {
+        let mut hits = std::mem::take(&mut self.hits);
+        hits.clear();
+        for &(port, data) in pkts {
+            let hit = self.classify(port, data);
+            if hit.is_none() {
+                self.stats.unclassified += 1;
+            }
+            hits.push(hit);
+        }
+        let mut first = 0;
+        while first < hits.len() {
+            let Some((id, _)) = hits[first] else {
+                first += 1;
+                continue;
+            };
+            let mut chunk: [(Port, &[u8]); CHUNK] = [(0, &[]); CHUNK];
+            let mut k = 0;
+            for j in first..hits.len() {
+                match hits[j] {
+                    Some((d, vport)) if d == id => {
+                        hits[j] = None;
+                        chunk[k] = (vport, pkts[j].1);
+                        k += 1;
+                        if k == CHUNK {
+                            self.run_entry(id, &chunk, out);
+                            k = 0;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            self.run_entry(id, &chunk[..k], out);
+            first += 1;
+        }
+        self.hits = hits;
+        self.drain_links(out);
+    }
+
+    /// Run the frames sent over links until none is left, **one hop at a time**: the frames
+    /// the passes of one hop sent (in [`VirtSwitch::links`]) form the next hop, where each
+    /// receiving device runs all of its frames as one batch (chunks of [`CHUNK`], in the order
+    /// they were sent), and their outputs form the hop after. Each frame's buffer then goes
+    /// back to the device that produced it. Order is kept per flow: the frames one device
+    /// sends over one link arrive in the order it sent them.
+    fn drain_links(&mut self, out: &mut Vec<OutputPacket>) {
+        while !self.links.is_empty() {
+            let mut wave = std::mem::take(&mut self.wave);
+            std::mem::swap(&mut wave, &mut self.links);
+            if let [w] = &wave[..] {
+                self.run_device(w.device, Input::One(w.vport, &w.data), w.hops, out);
+            } else {
+                self.run_wave(&mut wave, out);
+            }
+            // The frames' buffers go back to the devices that produced them (looked up once
+            // per run of frames from one device).
+            let mut from = None;
+            let mut dev = None;
+            for w in wave.drain(..) {
+                if from != Some(w.from) {
+                    from = Some(w.from);
+                    dev = self.devices.get_mut(&w.from);
+                }
+                if let Some(d) = dev.as_deref_mut() {
+                    d.switch.recycle_buffer(w.data);
+                }
+            }
+            self.wave = wave;
+        }
+    }
+
+    /// One hop of [`VirtSwitch::drain_links`] with several frames: each (device, hop count)
+    /// in the order of its first frame runs its frames as batches of up to [`CHUNK`].
+    fn run_wave(&mut self, wave: &mut [Work], out: &mut Vec<OutputPacket>) {
+        let (id, hops) = (wave[0].device, wave[0].hops);
+        if wave.iter().all(|w| w.device == id && w.hops == hops) {
+            // A chain: every frame of the hop into one device.
+            for part in wave.chunks(CHUNK) {
+                let mut chunk: [(Port, &[u8]); CHUNK] = [(0, &[]); CHUNK];
+                for (slot, w) in chunk.iter_mut().zip(part) {
+                    *slot = (w.vport, &w.data);
+                }
+                match &chunk[..part.len()] {
+                    [(vport, data)] => self.run_device(id, Input::One(*vport, data), hops, out),
+                    b => self.run_device(id, Input::Batch(b), hops, out),
+                }
+            }
+            return;
+        }
+        let mut first = 0;
+        while first < wave.len() {
+            if wave[first].done {
+                first += 1;
+                continue;
+            }
+            let (id, hops) = (wave[first].device, wave[first].hops);
+            let mut at = first;
+            while at < wave.len() {
+                // Pick the next chunk's frames (marked as run), then run them.
+                let mut idx = [0u32; CHUNK];
+                let mut k = 0;
+                while at < wave.len() && k < CHUNK {
+                    let w = &mut wave[at];
+                    if !w.done && w.device == id && w.hops == hops {
+                        w.done = true;
+                        idx[k] = at as u32;
+                        k += 1;
+                    }
+                    at += 1;
+                }
+                let mut chunk: [(Port, &[u8]); CHUNK] = [(0, &[]); CHUNK];
+                for (slot, &i) in chunk.iter_mut().zip(&idx[..k]) {
+                    let w = &wave[i as usize];
+                    *slot = (w.vport, &w.data);
+                }
+                match &chunk[..k] {
+                    [] => {}
+                    [(vport, data)] => self.run_device(id, Input::One(*vport, data), hops, out),
+                    b => self.run_device(id, Input::Batch(b), hops, out),
+                }
+            }
+            first += 1;
         }
     }
 
@@ -1450,7 +1594,7 @@ impl VirtSwitch {
             Input::Batch(b) => b.len() as u64,
         };
         let Some(dev) = self.devices.get_mut(&id) else {
-            self.stats.dangling += 1;
+            self.stats.dangling += n;
             return;
         };
         if dev.quarantine.is_some() {
@@ -1459,12 +1603,15 @@ impl VirtSwitch {
         }
         dev.stats.packets_in += n;
         let start = out.len();
+        // An armed fault fires on its packet: inside a batch, after the packets before it ran
+        // (their outputs are taken back with the rest of the pass, as after a real panic).
         let fault = match dev.fault_in.as_mut() {
-            Some(n) => {
-                *n -= 1;
-                *n == 0
+            Some(k) if *k <= n => Some(*k as usize),
+            Some(k) => {
+                *k -= n;
+                None
             }
-            None => false,
+            None => None,
         };
         // A frame from the classifier on a tagged virtual port loses its tag (links: hops > 0).
         let input = match input {
@@ -1483,7 +1630,10 @@ impl VirtSwitch {
         };
         let sw = &mut dev.switch;
         let r = catch_unwind(AssertUnwindSafe(|| {
-            if fault {
+            if let Some(k) = fault {
+                if let Input::Batch(pkts) = input {
+                    sw.process_batch(&pkts[..k - 1], out);
+                }
                 panic!("injected fault");
             }
             match input {
@@ -1495,102 +1645,6 @@ impl VirtSwitch {
             self.quarantine_after_panic(id, panic_message(e), start, out);
             return;
         }
-        self.map_outputs(id, start, hops, out);
-    }
-
-    /// Run a burst of packets one by one, each with the frames it sends over links, under one
-    /// `catch_unwind` for the whole burst (not one per device pass): on device `on` (already
-    /// classified, `pkts` on its virtual ports) or, with `None`, each where the classifier
-    /// sends it. A panic quarantines the device that was running ([`VirtSwitch::running`]) and
-    /// takes back that device pass's frames, exactly as a catch around the pass would; then
-    /// the burst resumes where it stopped (the panicking lineage's frames still queued on
-    /// links first), so every other packet is forwarded, or counted, as before.
-    fn run_burst(
-        &mut self,
-        on: Option<DeviceId>,
-        pkts: &[(Port, &[u8])],
-        out: &mut Vec<OutputPacket>,
-    ) {
-        let mut next = 0;
-        loop {
-            let r = catch_unwind(AssertUnwindSafe(|| {
-                self.drain_links_raw(out);
-                while let Some(&(port, data)) = pkts.get(next) {
-                    next += 1;
-                    let (id, vport) = match on {
-                        Some(id) => (id, port),
-                        None => match self.classify(port, data) {
-                            Some(hit) => hit,
-                            None => {
-                                self.stats.unclassified += 1;
-                                continue;
-                            }
-                        },
-                    };
-                    self.run_device_raw(id, vport, data, 0, out);
-                    self.drain_links_raw(out);
-                }
-            }));
-            match r {
-                Ok(()) => return,
-                Err(e) => {
-                    let (id, start) = (self.running, self.run_start);
-                    self.quarantine_after_panic(id, panic_message(e), start, out);
-                }
-            }
-        }
-    }
-
-    /// [`VirtSwitch::drain_links`] inside a burst (no catch of its own).
-    fn drain_links_raw(&mut self, out: &mut Vec<OutputPacket>) {
-        while let Some(w) = self.queue.pop_front() {
-            self.run_device_raw(w.device, w.vport, &w.data, w.hops, out);
-            if let Some(d) = self.devices.get_mut(&w.from) {
-                d.switch.recycle_buffer(w.data);
-            }
-        }
-    }
-
-    /// [`VirtSwitch::run_device`] for one packet inside a burst: no catch of its own; it
-    /// records the device and the start of its outputs for the burst's catch.
-    fn run_device_raw(
-        &mut self,
-        id: DeviceId,
-        vport: Port,
-        data: &[u8],
-        hops: u32,
-        out: &mut Vec<OutputPacket>,
-    ) {
-        let Some(dev) = self.devices.get_mut(&id) else {
-            self.stats.dangling += 1;
-            return;
-        };
-        if dev.quarantine.is_some() {
-            dev.stats.quarantine_drops += 1;
-            return;
-        }
-        dev.stats.packets_in += 1;
-        let start = out.len();
-        self.running = id;
-        self.run_start = start;
-        if let Some(n) = dev.fault_in.as_mut() {
-            *n -= 1;
-            if *n == 0 {
-                panic!("injected fault");
-            }
-        }
-        // A frame from the classifier on a tagged virtual port loses its tag (links: hops > 0).
-        let mut data = data;
-        if hops == 0 && !dev.tags.is_empty() {
-            let vid = dev.tag(vport);
-            if vid != 0 && outer_vid(data) == Some(vid) {
-                self.strip.clear();
-                self.strip.extend_from_slice(&data[..12]);
-                self.strip.extend_from_slice(&data[16..]);
-                data = &self.strip;
-            }
-        }
-        dev.switch.process_packet(vport, data, out);
         self.map_outputs(id, start, hops, out);
     }
 
@@ -1626,12 +1680,13 @@ impl VirtSwitch {
                     match target {
                         Target::Link { device, vport } if hops < self.max_hops => {
                             dev.stats.to_links += 1;
-                            self.queue.push_back(Work {
+                            self.links.push(Work {
                                 from: id,
                                 device,
                                 vport,
                                 data,
                                 hops: hops + 1,
+                                done: false,
                             });
                         }
                         Target::Link { .. } => {

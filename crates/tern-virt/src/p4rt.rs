@@ -43,12 +43,7 @@ impl VirtSwitch {
     ) -> Result<(), VirtError> {
         self.reachable(caller, id)?;
         self.run_device(id, Input::One(vport, data), 0, out);
-        while let Some(w) = self.queue.pop_front() {
-            self.run_device(w.device, Input::One(w.vport, &w.data), w.hops, out);
-            if let Some(d) = self.devices.get_mut(&w.from) {
-                d.switch.recycle_buffer(w.data);
-            }
-        }
+        self.drain_links(out);
         Ok(())
     }
 

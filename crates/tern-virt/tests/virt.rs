@@ -921,12 +921,14 @@ fn a_panic_quarantines_one_device_and_the_others_go_on() {
     assert_eq!(run_virt(&mut vs, 1, &non_ip()).len(), 1);
 }
 
-/// A batch of packets for two devices runs as one burst under one `catch_unwind` (not one per
-/// device pass): the injected panic in device 1's third packet quarantines device 1 only, takes
-/// back only that pass's frames, and the burst goes on: device 1's first two packets are out,
-/// its last seven counted as quarantine drops, all ten of device 2's out in order.
+/// A batch of packets for two devices runs as one batch per device (passes of up to 32, in
+/// arrival order), each pass under its own `catch_unwind`: the injected panic in device 1's
+/// 35th packet (inside its second pass) quarantines device 1 only and takes back only that
+/// pass's frames (also those of the two packets before the fault in that pass, as after a
+/// real panic in the middle of `Switch::process_batch`): device 1's first pass of 32 is out,
+/// all 40 of device 2's packets are out in order.
 #[test]
-fn a_panic_inside_a_burst_quarantines_only_its_device_and_the_burst_goes_on() {
+fn a_panic_inside_a_mixed_batch_quarantines_only_its_device_and_the_batch_goes_on() {
     let json = basic();
     let mut vs = VirtSwitch::new();
     for d in 1..=2 {
@@ -934,8 +936,8 @@ fn a_panic_inside_a_burst_quarantines_only_its_device_and_the_burst_goes_on() {
         vs.add_rule(rule(0, Some(d), d, Some(0))).unwrap();
         vs.map_port(d, 0, Target::Phys(d + 10)).unwrap();
     }
-    vs.inject_panic(1, 3).unwrap();
-    let frames: Vec<Vec<u8>> = (0..10u8)
+    vs.inject_panic(1, 35).unwrap();
+    let frames: Vec<Vec<u8>> = (0..40u8)
         .map(|i| {
             let mut f = non_ip();
             f.push(i);
@@ -949,33 +951,40 @@ fn a_panic_inside_a_burst_quarantines_only_its_device_and_the_burst_goes_on() {
     let mut out = Vec::new();
     vs.process_batch(&batch, &mut out);
     let got: Vec<(Port, Vec<u8>)> = out.iter().map(|o| (o.port, o.data.clone())).collect();
-    let mut want = Vec::new();
-    for (i, f) in frames.iter().enumerate() {
-        if i < 2 {
-            want.push((11, f.clone()));
-        }
-        want.push((12, f.clone()));
-    }
+    let mut want: Vec<(Port, Vec<u8>)> = frames[..32].iter().map(|f| (11, f.clone())).collect();
+    want.extend(frames.iter().map(|f| (12, f.clone())));
     assert_eq!(got, want);
     let s = vs.device_stats(Caller::Operator, 1).unwrap();
     assert_eq!(
         (s.packets_in, s.panics, s.quarantine_drops, s.to_phys),
-        (3, 1, 7, 2)
+        (40, 1, 0, 32)
     );
     let s = vs.device_stats(Caller::Operator, 2).unwrap();
-    assert_eq!((s.packets_in, s.panics, s.to_phys), (10, 0, 10));
+    assert_eq!((s.packets_in, s.panics, s.to_phys), (40, 0, 40));
     assert!(vs.quarantine(Caller::Operator, 2).unwrap().is_none());
+    vs.recycle_outputs(&mut out);
+    // Later packets of the quarantined device are counted, the other's forwarded.
+    vs.process_batch(&batch, &mut out);
+    assert_eq!(out.len(), 40);
+    assert!(out.iter().all(|o| o.port == 12));
+    assert_eq!(
+        vs.device_stats(Caller::Operator, 1)
+            .unwrap()
+            .quarantine_drops,
+        40
+    );
     vs.recycle_outputs(&mut out);
     vs.release(1).unwrap();
     assert_eq!(run_virt(&mut vs, 1, &non_ip()).len(), 1);
 }
 
-/// Inside a burst the panic is charged to the device that was running: device 1 links every
-/// frame to device 2, whose third pass panics. Device 2 is quarantined (its later frames
-/// counted as quarantine drops), device 1 runs all ten and stays in service; the two frames
-/// device 2 finished are out.
+/// Over a link the panic is charged to the device that was running: device 1 links every
+/// frame to device 2, which runs the 40 frames of one hop in passes of 32 and 8; the fault
+/// fires on its third frame, in the first pass. Device 2 is quarantined and that pass's
+/// frames are lost with it, the 8 of its next pass are counted as quarantine drops; device 1
+/// runs all 40 and stays in service.
 #[test]
-fn a_panic_downstream_of_a_link_inside_a_burst_quarantines_the_linked_device() {
+fn a_panic_downstream_of_a_link_quarantines_the_linked_device() {
     let json = basic();
     let mut vs = VirtSwitch::new();
     for d in 1..=2 {
@@ -993,7 +1002,7 @@ fn a_panic_downstream_of_a_link_inside_a_burst_quarantines_the_linked_device() {
     .unwrap();
     vs.map_port(2, 0, Target::Phys(12)).unwrap();
     vs.inject_panic(2, 3).unwrap();
-    let frames: Vec<Vec<u8>> = (0..10u8)
+    let frames: Vec<Vec<u8>> = (0..40u8)
         .map(|i| {
             let mut f = non_ip();
             f.push(i);
@@ -1003,14 +1012,22 @@ fn a_panic_downstream_of_a_link_inside_a_burst_quarantines_the_linked_device() {
     let batch: Vec<(Port, &[u8])> = frames.iter().map(|f| (1, f.as_slice())).collect();
     let mut out = Vec::new();
     vs.process_batch(&batch, &mut out);
-    let got: Vec<(Port, Vec<u8>)> = out.iter().map(|o| (o.port, o.data.clone())).collect();
-    assert_eq!(got, vec![(12, frames[0].clone()), (12, frames[1].clone())]);
+    assert!(out.is_empty());
     let s1 = vs.device_stats(Caller::Operator, 1).unwrap();
-    assert_eq!((s1.packets_in, s1.to_links, s1.panics), (10, 10, 0));
+    assert_eq!((s1.packets_in, s1.to_links, s1.panics), (40, 40, 0));
     let s2 = vs.device_stats(Caller::Operator, 2).unwrap();
-    assert_eq!((s2.packets_in, s2.panics, s2.quarantine_drops), (3, 1, 7));
+    assert_eq!(
+        (s2.packets_in, s2.panics, s2.quarantine_drops, s2.to_phys),
+        (32, 1, 8, 0)
+    );
     assert!(vs.quarantine(Caller::Operator, 1).unwrap().is_none());
     assert!(vs.quarantine(Caller::Operator, 2).unwrap().is_some());
+    // Released, the chain forwards every frame again, in order.
+    vs.release(2).unwrap();
+    vs.process_batch(&batch, &mut out);
+    let got: Vec<(Port, Vec<u8>)> = out.iter().map(|o| (o.port, o.data.clone())).collect();
+    let want: Vec<(Port, Vec<u8>)> = frames.iter().map(|f| (12, f.clone())).collect();
+    assert_eq!(got, want);
 }
 
 #[test]

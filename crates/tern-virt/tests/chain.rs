@@ -1,0 +1,665 @@
+//! Chains in batches (issue 17): links carry batches, hop by hop. A batch through a chain must
+//! give what the same packets give one per call, **per flow** — every frame out exactly once,
+//! with unchanged bytes, in the same order per (physical input port → output) — where an
+//! output is a physical port or a device's CPU queue. The global interleaving of outputs of
+//! different flows is not part of the contract (see the crate README, "Order"). Checked on
+//! HyPer4's Example 1 phases B and C, a three-hop chain with multicast, CPU and drop outputs
+//! in the middle (also over worker threads), a loop cut by the hop budget inside a batch, and a
+//! panic in the second hop in the middle of a batch.
+
+use std::collections::{BTreeMap, HashMap};
+
+use tern_runtime::{MatchParam, OutputPacket, Port, Runtime};
+use tern_virt::config::Config;
+use tern_virt::{
+    Caller, DeviceId, DeviceSpec, Quotas, Rule, Target, VirtSwitch, VirtWorkers, WorkerOptions,
+};
+
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../");
+
+fn compile(rel: &str) -> String {
+    tern_p4::compile_file(
+        std::path::Path::new(&format!("{ROOT}{rel}")),
+        &tern_p4::Options::default(),
+    )
+    .unwrap_or_else(|d| panic!("{rel} does not compile:\n{d}"))
+    .json
+}
+
+fn spec(json: &str) -> DeviceSpec {
+    DeviceSpec {
+        json: json.to_string(),
+        owner: None,
+        quotas: Quotas::default(),
+    }
+}
+
+fn rule(port: Port, device: DeviceId, vport: Port) -> Rule {
+    Rule {
+        priority: 0,
+        port: Some(port),
+        vlan: None,
+        field: None,
+        device,
+        vport: Some(vport),
+    }
+}
+
+fn link(device: DeviceId, vport: Port) -> Target {
+    Target::Link { device, vport }
+}
+
+/// A deterministic pseudo-random sequence.
+struct Rng(u32);
+
+impl Rng {
+    fn next(&mut self) -> u32 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 17;
+        self.0 ^= self.0 << 5;
+        self.0
+    }
+}
+
+fn mac(last: u16) -> [u8; 6] {
+    [0, 0, 0, 0, (last >> 8) as u8, last as u8]
+}
+
+/// Ethernet + IPv4 (valid checksum) + TCP `sport` → `dport` + a payload carrying `seq`, so
+/// that every frame is unique.
+fn tcp(
+    dst: [u8; 6],
+    src: [u8; 6],
+    sip: [u8; 4],
+    dip: [u8; 4],
+    ports: (u16, u16),
+    seq: u32,
+) -> Vec<u8> {
+    let mut f = dst.to_vec();
+    f.extend_from_slice(&src);
+    f.extend_from_slice(&[8, 0]);
+    let mut ip = vec![0x45, 0, 0, 48, 0, 1, 0x40, 0, 64, 6, 0, 0];
+    ip.extend_from_slice(&sip);
+    ip.extend_from_slice(&dip);
+    let mut s: u32 = ip
+        .chunks(2)
+        .map(|c| u32::from(c[0]) << 8 | u32::from(c[1]))
+        .sum();
+    while s > 0xffff {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    let c = !(s as u16);
+    ip[10] = (c >> 8) as u8;
+    ip[11] = c as u8;
+    f.extend_from_slice(&ip);
+    f.extend_from_slice(&ports.0.to_be_bytes());
+    f.extend_from_slice(&ports.1.to_be_bytes());
+    f.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 0, 0x50, 0x18, 0x20, 0, 0, 0, 0, 0]);
+    f.extend_from_slice(&seq.to_be_bytes());
+    f.extend_from_slice(&[0x5a; 4]);
+    f
+}
+
+/// An ARP request from (`sha`, `spa`) for `tpa`, padded with `seq` (unique frames).
+fn arp(sha: [u8; 6], spa: [u8; 4], tpa: [u8; 4], seq: u32) -> Vec<u8> {
+    let mut f = vec![0xff; 6];
+    f.extend_from_slice(&sha);
+    f.extend_from_slice(&[8, 6, 0, 1, 8, 0, 6, 4, 0, 1]);
+    f.extend_from_slice(&sha);
+    f.extend_from_slice(&spa);
+    f.extend_from_slice(&[0; 6]);
+    f.extend_from_slice(&tpa);
+    f.extend_from_slice(&seq.to_be_bytes());
+    f.extend_from_slice(&[0; 14]);
+    f
+}
+
+/// An output: a physical port, or the CPU queue of a device (`CPU + device`).
+const CPU: u64 = 1 << 32;
+
+/// Per flow (input port, output) the frames in order.
+type Flows = BTreeMap<(Port, u64), Vec<Vec<u8>>>;
+
+/// Drain every device's CPU queue as outputs.
+fn cpu_outputs(vs: &mut VirtSwitch, devices: &[DeviceId]) -> Vec<(u64, Vec<u8>)> {
+    let mut v = Vec::new();
+    for &d in devices {
+        for (_, f) in vs.take_cpu_packets(Caller::Operator, d).unwrap() {
+            v.push((CPU + u64::from(d), f));
+        }
+    }
+    v
+}
+
+fn phys(out: &[OutputPacket]) -> Vec<(u64, Vec<u8>)> {
+    out.iter()
+        .map(|o| (u64::from(o.port), o.data.clone()))
+        .collect()
+}
+
+/// Run `pkts` one per call: the flows, and which input port each (output, frame) came from
+/// (every frame unique per output, asserted).
+fn one_by_one(
+    vs: &mut VirtSwitch,
+    devices: &[DeviceId],
+    pkts: &[(Port, Vec<u8>)],
+) -> (Flows, HashMap<(u64, Vec<u8>), Port>) {
+    let mut flows = Flows::new();
+    let mut origin = HashMap::new();
+    let mut out = Vec::new();
+    for (port, data) in pkts {
+        vs.process_batch(&[(*port, data)], &mut out);
+        let mut got = phys(&out);
+        vs.recycle_outputs(&mut out);
+        got.extend(cpu_outputs(vs, devices));
+        for (o, f) in got {
+            if let Some(prev) = origin.insert((o, f.clone()), *port) {
+                assert_eq!(
+                    prev, *port,
+                    "one frame from two input ports: ambiguous test data"
+                );
+            }
+            flows.entry((*port, o)).or_default().push(f);
+        }
+    }
+    (flows, origin)
+}
+
+/// Split outputs into flows by their input port.
+fn to_flows(got: Vec<(u64, Vec<u8>)>, origin: &HashMap<(u64, Vec<u8>), Port>) -> Flows {
+    let mut flows = Flows::new();
+    for (o, f) in got {
+        let Some(&port) = origin.get(&(o, f.clone())) else {
+            panic!("a frame on {o} that one per call never sent: {f:02x?}");
+        };
+        flows.entry((port, o)).or_default().push(f);
+    }
+    flows
+}
+
+/// Run `pkts` in batches of the sizes `sizes` cycles through: the outputs (physical ports in
+/// the order given, then each batch's CPU frames).
+fn batched(
+    vs: &mut VirtSwitch,
+    devices: &[DeviceId],
+    pkts: &[(Port, Vec<u8>)],
+    sizes: &[usize],
+) -> Vec<(u64, Vec<u8>)> {
+    let mut got = Vec::new();
+    let mut out = Vec::new();
+    let mut i = 0;
+    for &n in sizes.iter().cycle() {
+        if i >= pkts.len() {
+            break;
+        }
+        let chunk = &pkts[i..(i + n).min(pkts.len())];
+        i += chunk.len();
+        let batch: Vec<(Port, &[u8])> = chunk.iter().map(|(p, d)| (*p, d.as_slice())).collect();
+        vs.process_batch(&batch, &mut out);
+        got.extend(phys(&out));
+        vs.recycle_outputs(&mut out);
+        got.extend(cpu_outputs(vs, devices));
+    }
+    got
+}
+
+fn stats(vs: &VirtSwitch, devices: &[DeviceId]) -> Vec<tern_virt::DeviceStats> {
+    devices
+        .iter()
+        .map(|&d| vs.device_stats(Caller::Operator, d).unwrap())
+        .collect()
+}
+
+/// Two identical switches from `build`: one runs `pkts` one per call, the other in batches;
+/// the flows, every device's counters and the switch's counters must be equal. Returns the
+/// flows.
+fn check_batches_equal_one_by_one(
+    build: impl Fn() -> VirtSwitch,
+    devices: &[DeviceId],
+    pkts: &[(Port, Vec<u8>)],
+) -> Flows {
+    let mut one = build();
+    let (want, origin) = one_by_one(&mut one, devices, pkts);
+    for sizes in [&[32][..], &[7, 32, 1, 64, 3, 100]] {
+        let mut many = build();
+        let got = batched(&mut many, devices, pkts, sizes);
+        let total: usize = want.values().map(Vec::len).sum();
+        assert_eq!(got.len(), total, "every frame out exactly once ({sizes:?})");
+        let got = to_flows(got, &origin);
+        for (k, v) in &want {
+            assert_eq!(got.get(k), Some(v), "flow {k:?} in batches of {sizes:?}");
+        }
+        assert_eq!(got.len(), want.len());
+        assert_eq!(stats(&many, devices), stats(&one, devices), "{sizes:?}");
+        assert_eq!(many.stats(), one.stats());
+    }
+    want
+}
+
+/// HyPer4's Example 1 (`p4/virt/scenarios/ex1`), snapshot `phase` active.
+fn ex1(phase: &str) -> VirtSwitch {
+    let path = std::path::PathBuf::from(format!("{ROOT}p4/virt/scenarios/ex1/virt.json"));
+    let cfg = Config::load(&path).unwrap();
+    let (mut vs, _) = cfg.build(path.parent().unwrap()).unwrap();
+    vs.activate_snapshot(phase).unwrap();
+    vs
+}
+
+/// Example 1's hosts: h1, h2 behind physical ports 1, 2; h3, h4 behind 3, 4.
+fn ex1_traffic(n: usize, routed: bool) -> Vec<(Port, Vec<u8>)> {
+    let mut r = Rng(0x1234_5678);
+    let rmac = mac(0x0a0a);
+    (0..n as u32)
+        .map(|seq| {
+            let x = r.next();
+            let from = 1 + x % 4; // host = port
+            let to = [1, 2, 3, 4][((x >> 4) % 4) as usize];
+            let ip = |h: u32| {
+                if routed && h >= 3 {
+                    [10, 0, 1, h as u8]
+                } else {
+                    [10, 0, 0, h as u8]
+                }
+            };
+            let dst = if routed && (from <= 2) != (to <= 2) {
+                rmac // across the router
+            } else {
+                mac(to as u16)
+            };
+            let sport = if (x >> 8).is_multiple_of(7) {
+                4000
+            } else {
+                1234
+            }; // 4000: blocked
+            let f = match (x >> 12) % 6 {
+                0 => arp(
+                    mac(from as u16),
+                    ip(from),
+                    if from <= 2 {
+                        [10, 0, 0, 5]
+                    } else {
+                        [10, 0, 1, 1]
+                    },
+                    seq,
+                ),
+                1 => {
+                    // Unknown destination: flooded. Routed (phase C), the copy that reaches
+                    // the router goes to the other side, never back to its own.
+                    let to = match (routed, from <= 2) {
+                        (true, true) => 3,
+                        (true, false) => 1,
+                        _ => to,
+                    };
+                    tcp(
+                        mac(0x77),
+                        mac(from as u16),
+                        ip(from),
+                        ip(to),
+                        (1234, 5001),
+                        seq,
+                    )
+                }
+                _ => tcp(dst, mac(from as u16), ip(from), ip(to), (sport, 5001), seq),
+            };
+            (from, f)
+        })
+        .collect()
+}
+
+#[test]
+fn example_1_b_in_batches_equals_one_by_one_per_flow() {
+    let devices = [12, 22, 32];
+    let want = check_batches_equal_one_by_one(|| ex1("B"), &devices, &ex1_traffic(600, false));
+    // The traffic crosses the chain both ways and floods at the edges.
+    assert!(
+        want.get(&(1, 3)).is_some_and(|v| v.len() > 20),
+        "{:?}",
+        want.keys()
+    );
+    assert!(want.get(&(3, 1)).is_some_and(|v| v.len() > 20));
+    assert!(want.get(&(1, 2)).is_some_and(|v| v.len() > 20));
+}
+
+#[test]
+fn example_1_c_in_batches_equals_one_by_one_per_flow() {
+    let devices = [12, 23, 24, 25, 32];
+    let want = check_batches_equal_one_by_one(|| ex1("C"), &devices, &ex1_traffic(600, true));
+    // Routed both ways, and ARP answered by the proxy two hops in (back out of port 1).
+    assert!(
+        want.get(&(1, 3)).is_some_and(|v| v.len() > 20),
+        "{:?}",
+        want.keys()
+    );
+    assert!(want.get(&(4, 2)).is_some_and(|v| v.len() > 10));
+    assert!(want
+        .get(&(1, 1))
+        .is_some_and(|v| v.iter().any(|f| f[12..14] == [8, 6])));
+}
+
+/// L2 switch entries: every source known, `dmac` forwards, the rest floods through group 1
+/// over `flood` (virtual ports).
+fn l2_setup(rt: &mut dyn Runtime, dmac: &[(u16, Port)], flood: &[Port]) {
+    for m in [1u16, 2, 3, 4, 5, 0x0a0a] {
+        rt.mt_add_entry(
+            "L2Ingress.smac",
+            &[MatchParam::Exact(mac(m).to_vec())],
+            "L2Ingress.known",
+            &[],
+            None,
+        )
+        .unwrap();
+    }
+    for &(m, p) in dmac {
+        rt.mt_add_entry(
+            "L2Ingress.dmac",
+            &[MatchParam::Exact(mac(m).to_vec())],
+            "L2Ingress.forward",
+            &[(p as u16).to_be_bytes().to_vec()],
+            None,
+        )
+        .unwrap();
+    }
+    let g = rt.mc_mgrp_create(1).unwrap();
+    for (rid, &p) in flood.iter().enumerate() {
+        let n = rt.mc_node_create(rid as u32, &[p], &[]).unwrap();
+        rt.mc_node_associate(g, n).unwrap();
+    }
+}
+
+/// Three L2 switches in a row, with fan-out in the middle:
+/// * device 1 (from physical 1): dst 3 → link to device 2, dst 2 → physical 2, others flood
+///   to both;
+/// * device 2: dst 3 → link to device 3, dst 4 → its CPU, others flood to device 3, its CPU,
+///   physical 3 and a dropping port;
+/// * device 3 (from device 2 on its port 4, straight from physical 5 on its port 9): dst 3 →
+///   physical 4, others flood to physical 4, its CPU and its unmapped port 1 (dropped,
+///   counted), so that a wrong ingress port shows in the counters.
+fn three_hops() -> VirtSwitch {
+    let l2 = compile("p4/virt/l2_switch.p4");
+    let mut vs = VirtSwitch::new();
+    for d in 1..=3 {
+        vs.add_device(d, spec(&l2)).unwrap();
+    }
+    vs.add_rule(rule(1, 1, 1)).unwrap();
+    vs.add_rule(rule(5, 3, 9)).unwrap();
+    for (d, p, t) in [
+        (1, 1, Target::Phys(1)),
+        (1, 2, Target::Phys(2)),
+        (1, 3, link(2, 1)),
+        (2, 2, link(3, 4)),
+        (2, 3, Target::Cpu),
+        (2, 4, Target::Phys(3)),
+        (2, 5, Target::Drop),
+        (3, 2, Target::Phys(4)),
+        (3, 3, Target::Cpu),
+    ] {
+        vs.map_port(d, p, t).unwrap();
+    }
+    l2_setup(
+        &mut vs.runtime(Caller::Operator, 1).unwrap(),
+        &[(3, 3), (2, 2)],
+        &[1, 2, 3],
+    );
+    l2_setup(
+        &mut vs.runtime(Caller::Operator, 2).unwrap(),
+        &[(3, 2), (4, 3)],
+        &[1, 2, 3, 4, 5],
+    );
+    l2_setup(
+        &mut vs.runtime(Caller::Operator, 3).unwrap(),
+        &[(3, 2)],
+        &[1, 2, 3],
+    );
+    vs
+}
+
+fn three_hop_traffic(n: usize) -> Vec<(Port, Vec<u8>)> {
+    let mut r = Rng(0x9e37_79b9);
+    (0..n as u32)
+        .map(|seq| {
+            let x = r.next();
+            let port = if x.is_multiple_of(5) { 5 } else { 1 };
+            let dst = [2u16, 3, 3, 4, 0x77][((x >> 3) % 5) as usize];
+            let f = tcp(
+                mac(dst),
+                mac(1),
+                [10, 0, 0, 1],
+                [10, 0, 0, 3],
+                (1234, 80),
+                seq,
+            );
+            (port, f)
+        })
+        .collect()
+}
+
+#[test]
+fn three_hops_with_multicast_and_cpu_in_the_middle_in_batches_equal_one_by_one() {
+    let want = check_batches_equal_one_by_one(three_hops, &[1, 2, 3], &three_hop_traffic(500));
+    // Every kind of output took part: physical ports after one, two and three devices, both
+    // CPU queues, and device 3's outputs from two input ports.
+    for k in [
+        (1, 2),
+        (1, 3),
+        (1, 4),
+        (1, CPU + 2),
+        (1, CPU + 3),
+        (5, 4),
+        (5, CPU + 3),
+    ] {
+        assert!(
+            want.get(&k).is_some_and(|v| v.len() > 10),
+            "{k:?}: {:?}",
+            want.keys()
+        );
+    }
+}
+
+/// The same chain over worker threads (the fair scheduler runs each device's share as a
+/// batch, its frames over links hop by hop): each flow's frames as one per call.
+#[test]
+fn three_hops_over_workers_equal_one_by_one_per_flow() {
+    let pkts = three_hop_traffic(400);
+    let mut one = three_hops();
+    let (want, origin) = one_by_one(&mut one, &[2, 3], &pkts);
+    for workers in [1, 2] {
+        let mut pool = VirtWorkers::new(
+            three_hops(),
+            WorkerOptions {
+                workers,
+                rebalance_every: 0,
+                ..WorkerOptions::default()
+            },
+        );
+        let mut got = Vec::new();
+        let mut out = Vec::new();
+        for chunk in pkts.chunks(37) {
+            let batch: Vec<(Port, &[u8])> = chunk.iter().map(|(p, d)| (*p, d.as_slice())).collect();
+            pool.process_batch(&batch, &mut out);
+            got.extend(phys(&out));
+            pool.recycle_outputs(&mut out);
+        }
+        let mut vs = pool.shutdown(&mut out);
+        got.extend(phys(&out));
+        for d in 2..=3 {
+            got.extend(cpu_outputs(&mut vs, &[d]));
+        }
+        // The CPU queues were drained once at the end: per flow, in order, as well.
+        let got = to_flows(got, &origin);
+        for (k, v) in &want {
+            assert_eq!(got.get(k), Some(v), "flow {k:?} over {workers} workers");
+        }
+        assert_eq!(got.len(), want.len());
+        assert_eq!(stats(&vs, &[1, 2, 3]), stats(&one, &[1, 2, 3]));
+    }
+}
+
+/// Two L2 switches linked both ways (device 1's port 3 to device 2's port 1, device 2's port
+/// 2 to device 1's port 4); dst 3 loops between them until the hop budget cuts it, dst 2
+/// leaves on physical 2 from device 1 and dst 4 on physical 4 from device 2, in the same
+/// batches.
+fn looping() -> VirtSwitch {
+    let l2 = compile("p4/virt/l2_switch.p4");
+    let mut vs = VirtSwitch::new();
+    vs.add_device(1, spec(&l2)).unwrap();
+    vs.add_device(2, spec(&l2)).unwrap();
+    vs.set_max_hops(5);
+    vs.add_rule(rule(1, 1, 1)).unwrap();
+    for (d, p, t) in [
+        (1, 2, Target::Phys(2)),
+        (1, 3, link(2, 1)),
+        (2, 2, link(1, 4)),
+        (2, 4, Target::Phys(4)),
+    ] {
+        vs.map_port(d, p, t).unwrap();
+    }
+    l2_setup(
+        &mut vs.runtime(Caller::Operator, 1).unwrap(),
+        &[(2, 2), (3, 3), (4, 3)],
+        &[2],
+    );
+    l2_setup(
+        &mut vs.runtime(Caller::Operator, 2).unwrap(),
+        &[(3, 2), (4, 4)],
+        &[4],
+    );
+    vs
+}
+
+#[test]
+fn the_hop_budget_cuts_a_loop_inside_a_batch_and_the_rest_goes_on() {
+    let mut r = Rng(77);
+    let pkts: Vec<(Port, Vec<u8>)> = (0..300u32)
+        .map(|seq| {
+            let dst = [2u16, 3, 4][(r.next() % 3) as usize];
+            (
+                1,
+                tcp(mac(dst), mac(1), [10, 0, 0, 1], [10, 0, 0, 2], (1, 2), seq),
+            )
+        })
+        .collect();
+    let loops = pkts.iter().filter(|(_, f)| f[5] == 3).count() as u64;
+    assert!(loops > 50);
+    let want = check_batches_equal_one_by_one(looping, &[1, 2], &pkts);
+    assert_eq!(want.keys().copied().collect::<Vec<_>>(), [(1, 2), (1, 4)]);
+    // Each looping frame crossed 5 links (1→2→1→2→1→2) and device 2 cut the sixth.
+    let mut vs = looping();
+    let got = batched(&mut vs, &[], &pkts, &[32]);
+    assert_eq!(got.len() as u64, pkts.len() as u64 - loops);
+    let (s1, s2) = (
+        vs.device_stats(Caller::Operator, 1).unwrap(),
+        vs.device_stats(Caller::Operator, 2).unwrap(),
+    );
+    assert_eq!((s1.hop_cut, s2.hop_cut), (0, loops));
+    assert_eq!(s1.packets_in, pkts.len() as u64 + 2 * loops);
+    assert_eq!(s2.packets_in, 3 * loops + want[&(1, 4)].len() as u64);
+}
+
+/// Device 1 sends dst 2 to physical 2 and dst 3 over a link to device 2 (→ physical 3).
+fn two_hops() -> VirtSwitch {
+    let l2 = compile("p4/virt/l2_switch.p4");
+    let mut vs = VirtSwitch::new();
+    vs.add_device(1, spec(&l2)).unwrap();
+    vs.add_device(2, spec(&l2)).unwrap();
+    vs.add_rule(rule(1, 1, 1)).unwrap();
+    for (d, p, t) in [
+        (1, 2, Target::Phys(2)),
+        (1, 3, link(2, 1)),
+        (2, 3, Target::Phys(3)),
+    ] {
+        vs.map_port(d, p, t).unwrap();
+    }
+    l2_setup(
+        &mut vs.runtime(Caller::Operator, 1).unwrap(),
+        &[(2, 2), (3, 3)],
+        &[2],
+    );
+    l2_setup(
+        &mut vs.runtime(Caller::Operator, 2).unwrap(),
+        &[(3, 3)],
+        &[3],
+    );
+    vs
+}
+
+/// A panic in the second hop in the middle of a batch: device 2 runs the 40 frames device 1
+/// sent it in passes of 32 and 8; the fault fires on its 35th frame, inside the second pass.
+/// Device 2 is quarantined; the frames of its first pass (32) are out, those of the pass that
+/// panicked (the two before the fault included) are taken back and lost with it; device 1's
+/// own frames to physical 2 are all out, in order; device 1 stays in service. The next batch:
+/// device 1 forwards as before, device 2's frames are counted as quarantine drops.
+#[test]
+fn a_panic_in_the_second_hop_mid_batch_quarantines_it_and_the_frames_out_stay_out() {
+    let mut vs = two_hops();
+    let frames = |base: u32| -> Vec<(Port, Vec<u8>)> {
+        (0..80u32)
+            .map(|i| {
+                let dst = if i.is_multiple_of(2) { 2 } else { 3 };
+                let seq = base + i;
+                (
+                    1,
+                    tcp(mac(dst), mac(1), [10, 0, 0, 1], [10, 0, 0, 2], (1, 2), seq),
+                )
+            })
+            .collect()
+    };
+    vs.inject_panic(2, 35).unwrap();
+    let pkts = frames(0);
+    let batch: Vec<(Port, &[u8])> = pkts.iter().map(|(p, d)| (*p, d.as_slice())).collect();
+    let mut out = Vec::new();
+    vs.process_batch(&batch, &mut out);
+    let got = phys(&out);
+    vs.recycle_outputs(&mut out);
+    let to2: Vec<(u64, Vec<u8>)> = pkts
+        .iter()
+        .filter(|(_, f)| f[5] == 2)
+        .map(|(_, f)| (2, f.clone()))
+        .collect();
+    let to3: Vec<(u64, Vec<u8>)> = pkts
+        .iter()
+        .filter(|(_, f)| f[5] == 3)
+        .map(|(_, f)| (3, f.clone()))
+        .collect();
+    assert_eq!(to2.len(), 40);
+    let mut want = to2.clone();
+    want.extend_from_slice(&to3[..32]);
+    assert_eq!(got, want);
+    let s1 = vs.device_stats(Caller::Operator, 1).unwrap();
+    assert_eq!(
+        (s1.packets_in, s1.to_phys, s1.to_links, s1.panics),
+        (80, 40, 40, 0)
+    );
+    let s2 = vs.device_stats(Caller::Operator, 2).unwrap();
+    assert_eq!(
+        (s2.packets_in, s2.to_phys, s2.panics, s2.quarantine_drops),
+        (40, 32, 1, 0)
+    );
+    let why = vs.quarantine(Caller::Operator, 2).unwrap().unwrap();
+    assert!(why.contains("injected fault"), "{why}");
+    assert!(vs.quarantine(Caller::Operator, 1).unwrap().is_none());
+
+    // The next batch: device 1 as before, device 2's 40 frames dropped and counted.
+    let pkts = frames(1000);
+    let batch: Vec<(Port, &[u8])> = pkts.iter().map(|(p, d)| (*p, d.as_slice())).collect();
+    vs.process_batch(&batch, &mut out);
+    let want: Vec<(u64, Vec<u8>)> = pkts
+        .iter()
+        .filter(|(_, f)| f[5] == 2)
+        .map(|(_, f)| (2, f.clone()))
+        .collect();
+    assert_eq!(phys(&out), want);
+    vs.recycle_outputs(&mut out);
+    let s2 = vs.device_stats(Caller::Operator, 2).unwrap();
+    assert_eq!((s2.packets_in, s2.quarantine_drops), (40, 40));
+
+    // Released, the chain forwards again, in batches.
+    vs.release(2).unwrap();
+    vs.process_batch(&batch, &mut out);
+    assert_eq!(out.len(), 80);
+    assert_eq!(
+        out.iter().filter(|o| o.port == 3).count(),
+        40,
+        "device 2 back in service"
+    );
+    vs.recycle_outputs(&mut out);
+}
