@@ -40,6 +40,7 @@
 
 use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -47,7 +48,7 @@ use std::time::{Duration, Instant};
 use tern_runtime::{OutputPacket, Port};
 
 use crate::backend::WorkerControl;
-use crate::fair::{Cost, DeviceJob, Queue};
+use crate::fair::{Arrival, Cost, DeviceJob, Queue};
 use crate::{
     validate_topology, CarryReport, Classifier, Device, DeviceId, DeviceSpec, DeviceStats,
     FairScheduler, FairStats, Target, Topology, VirtError, VirtStats, VirtSwitch,
@@ -58,7 +59,7 @@ use crate::{
 pub struct WorkerOptions {
     /// Worker threads (at least 1).
     pub workers: usize,
-    /// What a device is charged for its packets (default: measured nanoseconds).
+    /// What a device is charged for its packets (default: counted work, [`Cost::Work`]).
     pub cost: Cost,
     /// Credit a backlogged device gets per round, in the unit of `cost`
     /// ([`FairScheduler::with_cost`]).
@@ -68,16 +69,21 @@ pub struct WorkerOptions {
     /// Rebalance after this many dispatched packets (0: only when
     /// [`VirtWorkers::rebalance`] is called).
     pub rebalance_every: u64,
+    /// A worker that still has work queued after a round yields its CPU before the next one
+    /// (`sched_yield`): a worker running flat out lets a thread waiting for that CPU (another
+    /// worker just woken, the front) in at once instead of after the scheduler's time slice.
+    pub yield_when_busy: bool,
 }
 
 impl Default for WorkerOptions {
     fn default() -> Self {
         WorkerOptions {
             workers: 2,
-            cost: Cost::Nanos,
+            cost: Cost::Work,
             quantum: DEFAULT_QUANTUM_NS,
             capacity: 1024,
             rebalance_every: 65_536,
+            yield_when_busy: true,
         }
     }
 }
@@ -135,6 +141,9 @@ struct Inbox {
 #[derive(Default)]
 pub(crate) struct Mailbox {
     inbox: Mutex<Inbox>,
+    /// Set (under the lock) whenever messages are queued, cleared when the worker takes
+    /// them: the worker looks at it between two chunks of a round without taking the lock.
+    pending: AtomicBool,
     /// The worker waits here for messages.
     wake: Condvar,
     /// [`VirtWorkers::wait_idle`] waits here for the worker to become idle.
@@ -168,6 +177,7 @@ impl Mailbox {
             return Err(m);
         }
         ib.items.push_back(m);
+        self.pending.store(true, Ordering::Release);
         if ib.idle {
             self.wake.notify_one();
         }
@@ -192,7 +202,56 @@ impl Drop for Gone {
     }
 }
 
-fn worker(mut vs: VirtSwitch, mut fair: FairScheduler, mb: Arc<Mailbox>, up: Arc<Outbox>) {
+/// Between two chunks of a round: move the packets (and posted control work) of the next
+/// dispatch that arrived since into `arrivals`, in order, up to the first message that must
+/// wait for the round's end (a control call, a device moving, a stop). One dispatch per
+/// round at most (`took` is set once its `Round` marker is taken): a backlog of dispatches
+/// still waits in the inbox, in order, instead of overflowing the device queues at once.
+/// Costs one atomic load when nothing came.
+fn poll_inbox(
+    local: &mut VecDeque<Msg>,
+    mb: &Mailbox,
+    took: &mut bool,
+    arrivals: &mut Vec<Arrival>,
+) {
+    for _ in 0..2 {
+        if *took {
+            return;
+        }
+        if local.is_empty() {
+            if !mb.pending.load(Ordering::Acquire) {
+                return;
+            }
+            let mut ib = lock(&mb.inbox);
+            mb.pending.store(false, Ordering::Relaxed);
+            std::mem::swap(&mut ib.items, local);
+        }
+        while let Some(m) = local.front() {
+            match m {
+                Msg::Packet(..) | Msg::Round | Msg::Post(..) => {}
+                _ => return,
+            }
+            match local.pop_front() {
+                Some(Msg::Packet(id, vport, data)) => {
+                    arrivals.push(Arrival::Packet(id, vport, data));
+                }
+                Some(Msg::Post(id, job)) => arrivals.push(Arrival::Job(id, job)),
+                _ => {
+                    *took = true;
+                    return;
+                }
+            }
+        }
+    }
+}
+
+fn worker(
+    mut vs: VirtSwitch,
+    mut fair: FairScheduler,
+    mb: Arc<Mailbox>,
+    up: Arc<Outbox>,
+    yield_when_busy: bool,
+) {
     let _gone = Gone(mb.clone());
     let mut out: Vec<OutputPacket> = Vec::new();
     let mut local: VecDeque<Msg> = VecDeque::new();
@@ -229,6 +288,7 @@ fn worker(mut vs: VirtSwitch, mut fair: FairScheduler, mb: Arc<Mailbox>, up: Arc
             }
             ib.idle = false;
             // Take everything at once; both rings keep their capacity.
+            mb.pending.store(false, Ordering::Relaxed);
             std::mem::swap(&mut ib.items, &mut local);
         }
         // One dispatch's worth (up to its `Round`), then one round.
@@ -274,7 +334,13 @@ fn worker(mut vs: VirtSwitch, mut fair: FairScheduler, mb: Arc<Mailbox>, up: Arc
             }
         }
         if fair.backlog() > 0 {
-            fair.run_round_flushing(&mut vs, &mut out, &send_up);
+            let mut took = false;
+            fair.run_round_polling(&mut vs, &mut out, &send_up, |arrivals| {
+                poll_inbox(&mut local, &mb, &mut took, arrivals)
+            });
+            if yield_when_busy && fair.backlog() > 0 {
+                std::thread::yield_now();
+            }
         }
     }
 }
@@ -404,10 +470,11 @@ impl VirtWorkers {
             let fair = FairScheduler::with_cost(opts.cost, opts.quantum, opts.capacity);
             let mb: Arc<Mailbox> = Arc::default();
             let (mb2, up2) = (mb.clone(), up.clone());
+            let yield_when_busy = opts.yield_when_busy;
             handles.push(
                 std::thread::Builder::new()
                     .name(format!("tern-virt-{w}"))
-                    .spawn(move || worker(shard, fair, mb2, up2))
+                    .spawn(move || worker(shard, fair, mb2, up2, yield_when_busy))
                     .expect("spawn a worker thread"),
             );
             boxes.push(mb);
@@ -518,6 +585,7 @@ impl VirtWorkers {
             ib.items
                 .extend(b.drain(..).map(|(id, vport, d)| Msg::Packet(id, vport, d)));
             ib.items.push_back(Msg::Round);
+            mb.pending.store(true, Ordering::Release);
             if ib.idle {
                 mb.wake.notify_one();
             }
@@ -732,7 +800,15 @@ impl VirtWorkers {
         self.pause.set(Duration::ZERO);
         // Compile and build here; the worker carries the entries over and swaps.
         let switch = self.factory().build_switch(id, &spec)?;
-        self.call(id, move |vs| vs.install_replacement(id, switch, spec))?
+        let w = *self.assign.get(&id).ok_or(VirtError::NoSuchDevice(id))?;
+        // A new program: the device's work is priced afresh.
+        self.run_on(w, move |vs, fair| {
+            let r = vs.install_replacement(id, switch, spec);
+            if r.is_ok() {
+                fair.recalibrate(id);
+            }
+            r
+        })?
     }
 
     /// Move devices to worker `to` (with their state and waiting packets).

@@ -183,6 +183,7 @@ fn with_workers_a_flooding_tenant_on_the_victims_worker_cannot_starve_it() {
                 quantum: QUANTUM,
                 capacity: CAPACITY,
                 rebalance_every: 0,
+                yield_when_busy: true,
             },
         );
         let w = pool.worker_of(1).unwrap();
@@ -240,6 +241,7 @@ fn rebalancing_moves_a_device_under_traffic_losing_nothing() {
             quantum: QUANTUM,
             capacity: 4096,
             rebalance_every: 100,
+            yield_when_busy: true,
         },
     );
     pool.move_group(1, 0).unwrap();
