@@ -10,12 +10,18 @@
 //! and hands it, already classified, to the worker of its device: each worker has an inbox (a
 //! ring of messages under a lock, one lock per worker per [`VirtWorkers::dispatch`], each
 //! dispatch's packets closed by a round marker). A worker moves everything its inbox holds into
-//! its own ring, then takes one dispatch's packets at a time, queues them per device (bounded
-//! queues: a full one drops that device's packets, counted), runs one deficit-round-robin
-//! round over its devices, and goes on with rounds while packets wait: inside a worker a
-//! flooding device gets its quantum per round like every other device and overflows only its
-//! own queue, and a backlog of dispatches waits in order instead of flooding the queues at
-//! once.
+//! its own ring, then takes one dispatch's packets at a time and *stages* them per device
+//! (`FairScheduler::stage`): each device takes its staged packets one dispatch at a time, at
+//! the start of every round or at once when it has nothing queued, into its bounded queue (a
+//! dispatch bigger than the room left overflows that device's queue, counted). Then it runs
+//! one deficit-round-robin round over its devices, and goes on with rounds while packets
+//! wait. Between two chunks of a round it looks at its inbox (one atomic load when nothing
+//! came) and stages what arrived, up to the first control message: a device with nothing
+//! queued (a victim at its rate) gets its packets at once and, having used less than the
+//! device running, the next chunk. So inside a worker a flooding device gets its quantum per
+//! round like every other device, overflows only its own queue, and its backlog of dispatches
+//! waits in its own staging, not in front of another device's packets. A worker that still
+//! has work after a round yields its CPU (`WorkerOptions::yield_when_busy`).
 //!
 //! No allocation per packet: the rings (the inboxes, the outputs' ring, the device queues)
 //! keep their capacity, and frame buffers go round: the front copies an arriving frame into a
@@ -202,22 +208,13 @@ impl Drop for Gone {
     }
 }
 
-/// Between two chunks of a round: move the packets (and posted control work) of the next
-/// dispatch that arrived since into `arrivals`, in order, up to the first message that must
-/// wait for the round's end (a control call, a device moving, a stop). One dispatch per
-/// round at most (`took` is set once its `Round` marker is taken): a backlog of dispatches
-/// still waits in the inbox, in order, instead of overflowing the device queues at once.
-/// Costs one atomic load when nothing came.
-fn poll_inbox(
-    local: &mut VecDeque<Msg>,
-    mb: &Mailbox,
-    took: &mut bool,
-    arrivals: &mut Vec<Arrival>,
-) {
+/// Between two chunks of a round: move the packets, dispatch ends and posted control work
+/// that arrived since into `arrivals`, in order, up to the first message that must wait for
+/// the round's end (a control call, a device moving, a stop). The scheduler stages the
+/// packets per device, so a backlog of one device's dispatches does not hold another's
+/// packets back ([`FairScheduler::stage`]). Costs one atomic load when nothing came.
+fn poll_inbox(local: &mut VecDeque<Msg>, mb: &Mailbox, arrivals: &mut Vec<Arrival>) {
     for _ in 0..2 {
-        if *took {
-            return;
-        }
         if local.is_empty() {
             if !mb.pending.load(Ordering::Acquire) {
                 return;
@@ -236,10 +233,7 @@ fn poll_inbox(
                     arrivals.push(Arrival::Packet(id, vport, data));
                 }
                 Some(Msg::Post(id, job)) => arrivals.push(Arrival::Job(id, job)),
-                _ => {
-                    *took = true;
-                    return;
-                }
+                _ => arrivals.push(Arrival::Round),
             }
         }
     }
@@ -294,12 +288,11 @@ fn worker(
         // One dispatch's worth (up to its `Round`), then one round.
         while let Some(m) = local.pop_front() {
             match m {
-                Msg::Round => break,
-                Msg::Packet(id, vport, data) => {
-                    if let Err(data) = fair.enqueue_owned(id, vport, data) {
-                        fair.keep_spare(data);
-                    }
+                Msg::Round => {
+                    fair.end_dispatch();
+                    break;
                 }
+                Msg::Packet(id, vport, data) => fair.stage(id, vport, data),
                 Msg::Call(job) => job(&mut vs, &mut fair),
                 Msg::Post(id, job) => fair.enqueue_job(id, job),
                 Msg::Take(ids, reply) => {
@@ -334,9 +327,8 @@ fn worker(
             }
         }
         if fair.backlog() > 0 {
-            let mut took = false;
             fair.run_round_polling(&mut vs, &mut out, &send_up, |arrivals| {
-                poll_inbox(&mut local, &mb, &mut took, arrivals)
+                poll_inbox(&mut local, &mb, arrivals)
             });
             if yield_when_busy && fair.backlog() > 0 {
                 std::thread::yield_now();
