@@ -165,7 +165,16 @@ struct Outputs {
     /// Set by [`VirtWorkers::take_output_channel`]: each device turn's outputs go down this
     /// channel (one `Vec` per turn) instead of into `frames`.
     forward: Option<mpsc::Sender<Vec<OutputPacket>>>,
+    /// Frame buffers the workers hand back to the front: served input buffers no device
+    /// needs for its outputs (a flood that sends nothing out, or overflows its queue), so
+    /// the front's pool does not run dry and allocate per arriving frame.
+    spares: Vec<Vec<u8>>,
 }
+
+/// Served buffers a worker keeps for its devices' outputs; past [`KEEP_HIGH`] it hands the
+/// excess down to this many back to the front.
+const KEEP_LOW: usize = 256;
+const KEEP_HIGH: usize = 1024;
 
 #[derive(Default)]
 struct Outbox {
@@ -266,6 +275,14 @@ fn worker(
         // The frames left the shard for good: each device that sent frames out gets as many
         // served input buffers for its next outputs (a chain's last device, not its first).
         vs.feed_producers(spare);
+        if spare.len() > KEEP_HIGH {
+            let mut q = lock(&up.q);
+            let room = MAX_SPARE.saturating_sub(q.spares.len());
+            let excess = spare.len() - KEEP_LOW;
+            let at = spare.len() - excess.min(room);
+            q.spares.extend(spare.drain(at..));
+            spare.truncate(KEEP_HIGH);
+        }
     };
     loop {
         if local.is_empty() {
@@ -547,6 +564,14 @@ impl VirtWorkers {
     /// Classify packets arriving on physical ports and hand each to its device's worker
     /// (returns at once; outputs come through [`VirtWorkers::take_outputs`]).
     pub fn dispatch(&mut self, pkts: &[(Port, &[u8])]) {
+        if self.spare.len() < pkts.len() {
+            // Buffers the workers handed back (served, not needed for outputs).
+            let mut q = lock(&self.up.q);
+            let room = MAX_SPARE.saturating_sub(self.spare.len());
+            let n = q.spares.len().min(room);
+            let at = q.spares.len() - n;
+            self.spare.extend(q.spares.drain(at..));
+        }
         for &(port, data) in pkts {
             let Some((id, vport)) = self.cls.classify(port, data) else {
                 self.stats.unclassified += 1;
