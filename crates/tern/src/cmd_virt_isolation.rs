@@ -565,6 +565,10 @@ fn pool_for(
     if workers > 1 {
         pool.move_group(VICTIM, 0)?;
         pool.move_group(ATTACKER, 1)?;
+        // No rebalancing (rebalance_every 0): the attacker stays off the victim's worker.
+        if pool.worker_of(VICTIM) == pool.worker_of(ATTACKER) {
+            bail!("the victim and the attacker ended up on one worker");
+        }
     }
     Ok(pool)
 }
