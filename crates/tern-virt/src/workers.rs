@@ -23,7 +23,7 @@
 //! waits in its own staging, not in front of another device's packets. A worker that still
 //! has work after a round yields its CPU (`WorkerOptions::yield_when_busy`).
 //!
-//! No allocation per packet: the rings (the inboxes, the outputs' ring, the device queues)
+//! No allocation per packet: the rings (the inboxes, each worker's outputs' ring, the device queues)
 //! keep their capacity, and frame buffers go round: the front copies an arriving frame into a
 //! buffer of its pool, the buffer travels to the device's queue, once served it becomes a
 //! spare output buffer of a device that sent a frame out in that round (a chain's last
@@ -156,12 +156,10 @@ pub(crate) struct Mailbox {
     idle: Condvar,
 }
 
-/// Outputs of every worker, in the order they ran (a ring that keeps its capacity), and
-/// whether the front waits for some ([`VirtWorkers::wait_outputs`]).
+/// One worker's outputs, in the order they ran (a ring that keeps its capacity).
 #[derive(Default)]
 struct Outputs {
     frames: VecDeque<OutputPacket>,
-    waiting: bool,
     /// Set by [`VirtWorkers::take_output_channel`]: each device turn's outputs go down this
     /// channel (one `Vec` per turn) instead of into `frames`.
     forward: Option<mpsc::Sender<Vec<OutputPacket>>>,
@@ -176,12 +174,35 @@ struct Outputs {
 const KEEP_LOW: usize = 256;
 const KEEP_HIGH: usize = 1024;
 
-#[derive(Default)]
+/// The outputs of every worker: one ring per worker under its own lock, so a worker handing
+/// over a flood's frames never holds up another worker's hand-over (the victim's), and the
+/// front's wake-up.
 struct Outbox {
-    q: Mutex<Outputs>,
-    /// The front waits here while `waiting` (a worker wakes it only then: no system call per
-    /// round otherwise).
+    q: Vec<Mutex<Outputs>>,
+    /// The front waits for outputs ([`VirtWorkers::wait_outputs`]): a worker wakes it only
+    /// then (no system call per round otherwise).
+    waiting: AtomicBool,
+    sig: Mutex<()>,
     ready: Condvar,
+}
+
+impl Outbox {
+    fn new(workers: usize) -> Outbox {
+        Outbox {
+            q: (0..workers).map(|_| Mutex::default()).collect(),
+            waiting: AtomicBool::new(false),
+            sig: Mutex::new(()),
+            ready: Condvar::new(),
+        }
+    }
+
+    /// Wake the front if it waits for outputs (after frames were added: see `wait_outputs`).
+    fn wake(&self) {
+        if self.waiting.load(Ordering::SeqCst) {
+            let _g = lock(&self.sig);
+            self.ready.notify_all();
+        }
+    }
 }
 
 impl Mailbox {
@@ -253,6 +274,7 @@ fn worker(
     mut fair: FairScheduler,
     mb: Arc<Mailbox>,
     up: Arc<Outbox>,
+    me: usize,
     yield_when_busy: bool,
 ) {
     let _gone = Gone(mb.clone());
@@ -262,21 +284,20 @@ fn worker(
     // victim served first does not wait for the rest of the round).
     let send_up = |vs: &mut VirtSwitch, out: &mut Vec<OutputPacket>, spare: &mut Vec<Vec<u8>>| {
         if !out.is_empty() {
-            let mut q = lock(&up.q);
-            if let Some(tx) = &q.forward {
-                let _ = tx.send(std::mem::take(out));
+            {
+                let mut q = lock(&up.q[me]);
+                if let Some(tx) = &q.forward {
+                    let _ = tx.send(std::mem::take(out));
+                }
+                q.frames.extend(out.drain(..));
             }
-            q.frames.extend(out.drain(..));
-            if q.waiting {
-                q.waiting = false;
-                up.ready.notify_all();
-            }
+            up.wake();
         }
         // The frames left the shard for good: each device that sent frames out gets as many
         // served input buffers for its next outputs (a chain's last device, not its first).
         vs.feed_producers(spare);
         if spare.len() > KEEP_HIGH {
-            let mut q = lock(&up.q);
+            let mut q = lock(&up.q[me]);
             let room = MAX_SPARE.saturating_sub(q.spares.len());
             let excess = spare.len() - KEEP_LOW;
             let at = spare.len() - excess.min(room);
@@ -412,6 +433,8 @@ pub struct VirtWorkers {
     boxes: Vec<Arc<Mailbox>>,
     handles: Vec<JoinHandle<()>>,
     up: Arc<Outbox>,
+    /// Outputs collected from the workers' rings before a move, handed out first.
+    held: VecDeque<OutputPacket>,
     /// Frame buffers for arriving packets (given back by [`VirtWorkers::recycle_outputs`]).
     spare: Vec<Vec<u8>>,
     topo: Topology,
@@ -463,7 +486,7 @@ impl VirtWorkers {
             programs: std::mem::take(&mut vs.programs),
             ..VirtSwitch::default()
         };
-        let up: Arc<Outbox> = Arc::default();
+        let up: Arc<Outbox> = Arc::new(Outbox::new(n));
         let mut boxes = Vec::new();
         let mut handles = Vec::new();
         for w in 0..n {
@@ -483,7 +506,7 @@ impl VirtWorkers {
             handles.push(
                 std::thread::Builder::new()
                     .name(format!("tern-virt-{w}"))
-                    .spawn(move || worker(shard, fair, mb2, up2, yield_when_busy))
+                    .spawn(move || worker(shard, fair, mb2, up2, w, yield_when_busy))
                     .expect("spawn a worker thread"),
             );
             boxes.push(mb);
@@ -493,6 +516,7 @@ impl VirtWorkers {
             boxes,
             handles,
             up,
+            held: VecDeque::new(),
             spare: Vec::new(),
             cls: Classifier::new(&topo.rules),
             routes: Arc::new(RwLock::new(assign.clone())),
@@ -524,7 +548,9 @@ impl VirtWorkers {
     /// live ports need); [`VirtWorkers::take_outputs`] gives nothing afterwards.
     pub fn take_output_channel(&mut self) -> mpsc::Receiver<Vec<OutputPacket>> {
         let (tx, rx) = mpsc::channel();
-        lock(&self.up.q).forward = Some(tx);
+        for q in &self.up.q {
+            lock(q).forward = Some(tx.clone());
+        }
         rx
     }
 
@@ -566,11 +592,13 @@ impl VirtWorkers {
     pub fn dispatch(&mut self, pkts: &[(Port, &[u8])]) {
         if self.spare.len() < pkts.len() {
             // Buffers the workers handed back (served, not needed for outputs).
-            let mut q = lock(&self.up.q);
-            let room = MAX_SPARE.saturating_sub(self.spare.len());
-            let n = q.spares.len().min(room);
-            let at = q.spares.len() - n;
-            self.spare.extend(q.spares.drain(at..));
+            for q in &self.up.q {
+                let mut q = lock(q);
+                let room = MAX_SPARE.saturating_sub(self.spare.len());
+                let n = q.spares.len().min(room);
+                let at = q.spares.len() - n;
+                self.spare.extend(q.spares.drain(at..));
+            }
         }
         for &(port, data) in pkts {
             let Some((id, vport)) = self.cls.classify(port, data) else {
@@ -614,30 +642,47 @@ impl VirtWorkers {
     }
 
     /// Append the outputs the workers have produced so far (physical ports; per device in
-    /// order, devices on different workers interleaved as they ran).
+    /// order; worker by worker, each worker's in the order they ran).
     pub fn take_outputs(&mut self, out: &mut Vec<OutputPacket>) {
-        out.extend(lock(&self.up.q).frames.drain(..));
+        out.extend(self.held.drain(..));
+        for q in &self.up.q {
+            out.extend(lock(q).frames.drain(..));
+        }
+    }
+
+    /// Move every worker's outputs so far into `held` (before a device changes worker).
+    fn collect_outputs(&mut self) {
+        for q in &self.up.q {
+            self.held.extend(lock(q).frames.drain(..));
+        }
     }
 
     /// Wait until some outputs are ready for [`VirtWorkers::take_outputs`] (true), or until
     /// `timeout` has passed (false): for a caller that waits for its frames without spinning.
     pub fn wait_outputs(&self, timeout: Duration) -> bool {
         let end = Instant::now() + timeout;
-        let mut q = lock(&self.up.q);
-        while q.frames.is_empty() {
+        let up = &self.up;
+        let mut g = lock(&up.sig);
+        let ready = loop {
+            // Say so first, then look: a worker adding frames after the look sees the flag
+            // and wakes us under `sig`, which we hold until the wait releases it.
+            up.waiting.store(true, Ordering::SeqCst);
+            if !self.held.is_empty() || up.q.iter().any(|q| !lock(q).frames.is_empty()) {
+                break true;
+            }
             let now = Instant::now();
             if now >= end {
-                return false;
+                break false;
             }
-            q.waiting = true;
-            q = self
-                .up
+            g = up
                 .ready
-                .wait_timeout(q, end - now)
+                .wait_timeout(g, end - now)
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
-        }
-        true
+        };
+        up.waiting.store(false, Ordering::SeqCst);
+        drop(g);
+        ready
     }
 
     /// Give transmitted frames back (empties `out`): their buffers carry the next arriving
@@ -844,6 +889,9 @@ impl VirtWorkers {
             let (s, r) = mpsc::channel();
             self.send(w, Msg::Take(ds.clone(), s))?;
             let moved = r.recv().map_err(|_| Self::stopped(w))?;
+            // The devices' outputs from their old worker are all in its ring now: collect
+            // them before the new worker can add later ones to its own (per-device order).
+            self.collect_outputs();
             self.pause.set(self.pause.get().max(moved.took));
             self.send(to, Msg::Put(Box::new(moved)))?;
             for d in ds {
