@@ -15,9 +15,11 @@
 //! slice does not change what a device is charged. The clock stays as a guard ([`GUARD`]): a
 //! device whose chunks keep taking far longer than their counted passes at its calibration
 //! (64×; a parser spinning through 100,000 states counts 2 passes) is charged their
-//! measured time instead. [`Cost::Nanos`] charges the measured time of every chunk (what h-iso measured:
-//! it charges a device for the attacker's cache pollution and for the preemption of the
-//! thread); [`Cost::Bytes`] charges frame bytes before the packet runs (the classic DRR).
+//! measured time instead. [`Cost::Nanos`] charges the measured time of every chunk (h-iso's
+//! model: it bills a device for the attacker's cache pollution and for the preemption of
+//! the thread); [`Cost::Bytes`] charges frame bytes before the packet runs (classic DRR).
+//! The workers stage a packet per device ([`FairScheduler::stage`]) until the device takes
+//! its next dispatch.
 //! The charge comes after the work (it cannot be known before): a device whose credit is
 //! used up goes into debt and sits out rounds until the quanta of later rounds have paid it
 //! back, so over time it gets its quantum per round and no more, whatever one of its packets
