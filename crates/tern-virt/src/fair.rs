@@ -616,6 +616,14 @@ impl FairScheduler {
         served
     }
 
+    /// Every device's packets handed in so far that left (served or overflowed): what the
+    /// workers publish for the front's bound on a device's backlog.
+    pub(crate) fn done_counts(&self) -> impl Iterator<Item = (DeviceId, u64)> + '_ {
+        self.queues
+            .iter()
+            .map(|(&id, q)| (id, q.stats.served + q.stats.overflow))
+    }
+
     /// A device's scheduler counters (zero for a device that never had a packet queued).
     pub fn stats(&self, id: DeviceId) -> FairStats {
         self.queues.get(&id).map(|q| q.stats).unwrap_or_default()

@@ -102,6 +102,19 @@ pub const DEFAULT_QUANTUM_NS: u64 = 20_000;
 /// Frame buffers the front keeps for arriving packets.
 const MAX_SPARE: usize = 4096;
 
+/// Devices whose backlog the front bounds (ids below this; larger ids are not bounded).
+const BOUNDED_IDS: usize = 4096;
+
+/// A device's packets inside the workers (inbox, staging, queue) are bounded by this many
+/// times its queue's capacity: past it the front drops the device's arriving packets before
+/// copying them (counted with its `overflow`). A flood cannot grow memory without bound, nor
+/// make the front copy and hand over frames its worker will only drop.
+const BACKLOG_FACTOR: u64 = 64;
+
+/// Per device id: the packets of the device that left its worker's scheduler (served or
+/// overflowed), as its worker last published them (after every round).
+type DoneCounts = Arc<Vec<std::sync::atomic::AtomicU64>>;
+
 type Job = Box<dyn FnOnce(&mut VirtSwitch, &mut FairScheduler) + Send>;
 
 /// Devices moving between workers, with their port maps and waiting packets.
@@ -275,8 +288,16 @@ fn worker(
     mb: Arc<Mailbox>,
     up: Arc<Outbox>,
     me: usize,
+    done: DoneCounts,
     yield_when_busy: bool,
 ) {
+    let publish = |fair: &FairScheduler| {
+        for (id, n) in fair.done_counts() {
+            if let Some(c) = done.get(id as usize) {
+                c.store(n, Ordering::Release);
+            }
+        }
+    };
     let _gone = Gone(mb.clone());
     let mut out: Vec<OutputPacket> = Vec::new();
     let mut local: VecDeque<Msg> = VecDeque::new();
@@ -368,6 +389,7 @@ fn worker(
             fair.run_round_polling(&mut vs, &mut out, &send_up, |arrivals| {
                 poll_inbox(&mut local, &mb, arrivals)
             });
+            publish(&fair);
             if yield_when_busy && fair.backlog() > 0 {
                 std::thread::yield_now();
             }
@@ -435,6 +457,13 @@ pub struct VirtWorkers {
     up: Arc<Outbox>,
     /// Outputs collected from the workers' rings before a move, handed out first.
     held: VecDeque<OutputPacket>,
+    /// Per device id: packets handed to its worker, and those that left its scheduler
+    /// (published by the workers): the difference bounds its backlog ([`BACKLOG_FACTOR`]).
+    sent: Vec<u64>,
+    done: DoneCounts,
+    backlog_bound: u64,
+    /// Packets the front dropped because their device's backlog was at its bound.
+    front_drops: BTreeMap<DeviceId, u64>,
     /// Frame buffers for arriving packets (given back by [`VirtWorkers::recycle_outputs`]).
     spare: Vec<Vec<u8>>,
     topo: Topology,
@@ -487,6 +516,7 @@ impl VirtWorkers {
             ..VirtSwitch::default()
         };
         let up: Arc<Outbox> = Arc::new(Outbox::new(n));
+        let done: DoneCounts = Arc::new((0..BOUNDED_IDS).map(|_| Default::default()).collect());
         let mut boxes = Vec::new();
         let mut handles = Vec::new();
         for w in 0..n {
@@ -503,10 +533,11 @@ impl VirtWorkers {
             let mb: Arc<Mailbox> = Arc::default();
             let (mb2, up2) = (mb.clone(), up.clone());
             let yield_when_busy = opts.yield_when_busy;
+            let done2 = Arc::clone(&done);
             handles.push(
                 std::thread::Builder::new()
                     .name(format!("tern-virt-{w}"))
-                    .spawn(move || worker(shard, fair, mb2, up2, w, yield_when_busy))
+                    .spawn(move || worker(shard, fair, mb2, up2, w, done2, yield_when_busy))
                     .expect("spawn a worker thread"),
             );
             boxes.push(mb);
@@ -517,6 +548,10 @@ impl VirtWorkers {
             handles,
             up,
             held: VecDeque::new(),
+            sent: vec![0; BOUNDED_IDS],
+            backlog_bound: BACKLOG_FACTOR * opts.capacity.max(1) as u64,
+            done,
+            front_drops: BTreeMap::new(),
             spare: Vec::new(),
             cls: Classifier::new(&topo.rules),
             routes: Arc::new(RwLock::new(assign.clone())),
@@ -609,6 +644,14 @@ impl VirtWorkers {
                 self.stats.dangling += 1;
                 continue;
             };
+            if let Some(sent) = self.sent.get_mut(id as usize) {
+                let done = self.done[id as usize].load(Ordering::Acquire);
+                if sent.saturating_sub(done) >= self.backlog_bound {
+                    *self.front_drops.entry(id).or_default() += 1;
+                    continue;
+                }
+                *sent += 1;
+            }
             *self.load.entry(id).or_default() += data.len() as u64;
             let mut buf = self.spare.pop().unwrap_or_default();
             buf.clear();
@@ -780,10 +823,28 @@ impl VirtWorkers {
         self.call(id, move |vs| vs.device_stats(crate::Caller::Operator, id))?
     }
 
-    /// A device's scheduler counters on its worker.
+    /// A device's scheduler counters on its worker; `overflow` includes the packets the
+    /// front dropped at the device's backlog bound ([`VirtWorkers::front_drops`]).
     pub fn fair_stats(&self, id: DeviceId) -> Result<FairStats, VirtError> {
         let w = *self.assign.get(&id).ok_or(VirtError::NoSuchDevice(id))?;
-        self.run_on(w, move |_, fair| fair.stats(id))
+        let mut s = self.run_on(w, move |_, fair| fair.stats(id))?;
+        s.overflow += self.front_drops(id);
+        Ok(s)
+    }
+
+    /// Packets of device `id` the front dropped before copying them, because the device
+    /// already had its bound of packets inside the workers (64 × its queue's capacity).
+    pub fn front_drops(&self, id: DeviceId) -> u64 {
+        self.front_drops.get(&id).copied().unwrap_or(0)
+    }
+
+    /// A device id starts afresh (added or removed): its backlog count goes to zero.
+    fn reset_backlog(&mut self, id: DeviceId) {
+        if let Some(s) = self.sent.get_mut(id as usize) {
+            *s = 0;
+            self.done[id as usize].store(0, Ordering::Release);
+        }
+        self.front_drops.remove(&id);
     }
 
     /// Whole-switch counters: the front's (unclassified) plus every worker's.
@@ -820,6 +881,7 @@ impl VirtWorkers {
         };
         let w = self.idlest();
         self.run_on(w, move |vs, _| vs.put_devices(devices, maps))?;
+        self.reset_backlog(id);
         self.assign.insert(id, w);
         self.write_routes().insert(id, w);
         Ok(())
@@ -844,10 +906,12 @@ impl VirtWorkers {
         self.assign.remove(&id);
         self.write_routes().remove(&id);
         self.load.remove(&id);
-        self.run_on(w, move |vs, fair| {
+        let r = self.run_on(w, move |vs, fair| {
             fair.forget(id);
             vs.remove_device(id)
-        })?
+        })?;
+        self.reset_backlog(id);
+        r
     }
 
     /// Replace a device's program (as [`VirtSwitch::replace_device`]).
