@@ -792,7 +792,9 @@ impl VirtWorkers {
     }
 
     /// Run `f` on the shard holding device `id`, on its worker between two rounds (after the
-    /// packets dispatched before, in queue order; packets already queued may run after it).
+    /// packets dispatched before, in queue order; packets already staged or queued — a backlog
+    /// of dispatches included — may run after it: use [`VirtWorkers::wait_idle`] first for a
+    /// call that must see them run).
     /// The way to reach a device's runtime: `call(id, move |vs| vs.runtime(caller, id)...)`.
     pub fn call<R: Send + 'static>(
         &self,

@@ -718,6 +718,11 @@ fn suite(
                 ..*a
             };
             run_open(&mut pool, &warm, attack, want, rate, &mut batch_no)?;
+            // The work windows close on idle workers (the attacker's staged dispatches run
+            // after the victim's last packet came out; a control call may pass them).
+            pool.wait_idle();
+            let mut rest = Vec::new();
+            pool.take_outputs(&mut rest);
             let v0 = pool.fair_stats(VICTIM)?;
             let a0 = pool.fair_stats(ATTACKER)?;
             let mut runs = Vec::new();
@@ -727,11 +732,11 @@ fn suite(
                 a_out += r.attacker_out;
                 runs.push(r);
             }
+            pool.wait_idle();
+            rest.clear();
+            pool.take_outputs(&mut rest);
             let v1 = pool.fair_stats(VICTIM)?;
             let a1 = pool.fair_stats(ATTACKER)?;
-            pool.wait_idle();
-            let mut rest = Vec::new();
-            pool.take_outputs(&mut rest);
             a_out += rest.iter().filter(|o| o.port != V_OUT).count() as u64;
             let vstats = pool.device_stats(VICTIM)?;
             let astats = pool.device_stats(ATTACKER)?;
