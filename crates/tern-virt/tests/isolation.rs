@@ -495,7 +495,7 @@ fn a_control_plane_flood_leaves_the_victims_packets_intact() {
 }
 
 /// `Cost::Work` counts what each packet did, from the data plane's pass counter: beside a
-/// resubmit loop and a multicast storm (each cut at the pass quota of 64), the victim's
+/// resubmit loop, a multicast storm and a clone storm (each cut at the pass quota of 64), the victim's
 /// packets count exactly 2 passes each (ingress, egress) and the attacker's exactly 64, on
 /// a real switch through the fair scheduler. The count (not the clock) is what the victim
 /// is charged for; every victim packet still comes out byte-exact.
@@ -510,6 +510,10 @@ fn counted_work_is_the_passes_each_device_ran() {
     let attacks = [
         ("resubmit", "resubmit_preserving_field_list(0);"),
         ("multicast", "sm.mcast_grp = 1;"),
+        (
+            "clone",
+            "clone(CloneType.I2E, 1); resubmit_preserving_field_list(0);",
+        ),
     ];
     for (name, body) in attacks {
         let json = p4(&program(
@@ -524,6 +528,17 @@ fn counted_work_is_the_passes_each_device_ran() {
             let ports: Vec<u32> = (0..512).collect();
             let node = rt.mc_node_create(0, &ports, &[]).unwrap();
             rt.mc_node_associate(g, node).unwrap();
+        }
+        if name == "clone" {
+            let mut rt = vs.runtime(Caller::Tenant("mallory"), ATTACKER).unwrap();
+            rt.mirroring_session_add(
+                1,
+                tern_runtime::MirroringSession {
+                    port: Some(1),
+                    mgid: None,
+                },
+            )
+            .unwrap();
         }
         let mut fair = FairScheduler::with_cost(Cost::Work, 20_000, 4096);
         assert_eq!(fair.cost(), Cost::Work);
