@@ -18,7 +18,7 @@
 //! measured time instead. [`Cost::Nanos`] charges the measured time of every chunk (h-iso's
 //! model: it bills a device for the attacker's cache pollution and for the preemption of
 //! the thread); [`Cost::Bytes`] charges frame bytes before the packet runs (classic DRR).
-//! The workers stage a packet per device ([`FairScheduler::stage`]) until the device takes
+//! The workers stage a packet per device (`FairScheduler::stage`) until the device takes
 //! its next dispatch.
 //! The charge comes after the work (it cannot be known before): a device whose credit is
 //! used up goes into debt and sits out rounds until the quanta of later rounds have paid it
