@@ -628,6 +628,8 @@ pub struct Switch {
     /// Packets that entered the fast lane, and those of them handed to the general path
     /// ([`Switch::lane_counts`]).
     lane_counts: [u64; 2],
+    /// Pipeline passes run so far ([`Switch::passes`]).
+    passes: u64,
 }
 
 /// Default bound of a switch's pending digests ([`Switch::set_digest_queue_cap`]).
@@ -719,6 +721,7 @@ impl Switch {
             lane_pkt: None,
             slow_only: false,
             lane_counts: [0; 2],
+            passes: 0,
         })
     }
 
@@ -1480,29 +1483,33 @@ impl Switch {
         set(eng, &mut pkt.phv, |s| &s.ingress_ts, now);
         mark(&mut flow.st.ext, stage::RECEIVE);
         let budget = self.opts.max_instances_per_packet;
-        flow.run_jobs(Some(Job::Ingress(pkt)), budget);
+        let ran = flow.run_jobs(Some(Job::Ingress(pkt)), budget);
         mark(&mut flow.st.ext, stage::TRANSMIT);
+        self.passes += ran as u64;
     }
 }
 
 impl Flow<'_> {
     /// The packet's jobs in order, `next` first, then the queue, at most `budget` of them
-    /// (`max_instances_per_packet`; the rest are dropped).
-    fn run_jobs(&mut self, mut next: Option<Job>, mut budget: usize) {
+    /// (`max_instances_per_packet`; the rest are dropped). Returns the jobs (pipeline passes)
+    /// run.
+    fn run_jobs(&mut self, mut next: Option<Job>, budget: usize) -> usize {
+        let mut left = budget;
         let flow = self;
         // `next` is the job at the head of the queue, held outside it: the input packet, then
         // the unicast egress job `ingress` hands back when nothing else is queued.
         while let Some(job) = next.take().or_else(|| flow.jobs.pop_front()) {
-            if budget == 0 {
+            if left == 0 {
                 flow.jobs.clear();
                 break;
             }
-            budget -= 1;
+            left -= 1;
             match job {
                 Job::Ingress(p) => next = flow.ingress(p).map(|(p, port)| Job::Egress(p, port)),
                 Job::Egress(p, port) => flow.egress(p, port),
             }
         }
+        budget - left
     }
 }
 

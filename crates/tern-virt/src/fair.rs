@@ -6,23 +6,34 @@
 //! packet is classified once, on arrival, and runs on that device's virtual port when it is
 //! served.
 //!
-//! **Charged by work** ([`Cost`]): by default a device is charged the nanoseconds its packets
-//! took to run, measured with one clock reading per chunk of packets (not per packet), so
-//! everything a packet costs counts: its passes (recirculations, resubmits, clones), its
-//! multicast copies, its parser's loop iterations, a caught panic. The charge comes after the
-//! work (it cannot be known before): a device whose credit is used up goes into debt and sits
-//! out rounds until the quanta of later rounds have paid it back, so over time it gets its
-//! quantum per round and no more, whatever one of its packets costs. A chunk is cut to what
-//! the device's credit covers at its recent cost per packet (an expensive device runs one
-//! packet at a time), so a round overshoots a device's quantum by at most one packet, and one
-//! packet's work is bounded by the device's pass quota. [`Cost::Bytes`] charges frame bytes
-//! before the packet runs (the classic DRR, kept for callers that want it).
+//! **Charged by counted work** ([`Cost::Work`], the workers' default): a device is charged
+//! what its packets *did* — the pipeline passes they ran (inputs, resubmits, recirculations,
+//! clones, multicast replicas: `tern_dataplane::Switch::passes`), at least one per packet —
+//! priced in nanoseconds per pass by the device's own calibration ([`Price`]: the lowest
+//! nanoseconds per pass any of its chunks took, so it only falls towards what the device's
+//! program costs undisturbed). What another device does to the caches or to the thread's time
+//! slice does not change what a device is charged. The clock stays as a guard ([`GUARD`]): a
+//! device whose chunks keep taking far longer than their counted passes at its calibration
+//! (64×; a parser spinning through 100,000 states counts 2 passes) is charged their
+//! measured time instead. [`Cost::Nanos`] charges the measured time of every chunk (h-iso's
+//! model: it bills a device for the attacker's cache pollution and for the preemption of
+//! the thread); [`Cost::Bytes`] charges frame bytes before the packet runs (classic DRR).
+//! The workers stage a packet per device (`FairScheduler::stage`) until the device takes
+//! its next dispatch.
+//! The charge comes after the work (it cannot be known before): a device whose credit is
+//! used up goes into debt and sits out rounds until the quanta of later rounds have paid it
+//! back, so over time it gets its quantum per round and no more, whatever one of its packets
+//! costs.
 //!
-//! **Latency**: in each round the backlogged devices are served most credit first (the device
-//! furthest below its share first), so a device that has been waiting with a full quantum does
-//! not wait behind one in debt; the longest a queued packet waits for its device's turn is the
-//! other devices' quanta plus one packet each. [`FairScheduler::run_round_with`] is the
-//! scheduler with the work done and measured by the caller (what the tests count with).
+//! **Precedence for a device under its share**: inside a round the next chunk always goes to
+//! the backlogged device (with credit left) that has used the *least* work in this round, and
+//! a chunk is at most a quarter of the quantum (at least one packet, at most [`MAX_CHUNK`]).
+//! Between two chunks the caller may hand in packets that arrived meanwhile (the workers
+//! look at their inbox), and a device that had none at the start of the round gets its
+//! quantum on arrival. So a victim's packet that arrives while an attacker is running waits
+//! for at most one attacker chunk (a quarter quantum plus one packet), not for the
+//! attacker's whole quantum or the rest of the round. [`FairScheduler::run_round_with`] is
+//! the scheduler with the work done and measured by the caller (what the tests count with).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Instant;
@@ -40,7 +51,10 @@ pub const MAX_CHUNK: usize = 32;
 /// What a device is charged for the packets it runs (the unit of the quantum).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Cost {
-    /// Nanoseconds of the device's processing, one clock reading per chunk.
+    /// Counted work: the pipeline passes of a chunk priced at the device's calibrated
+    /// nanoseconds per pass ([`Price`]), measured time only as a guard. Quantum in ns.
+    Work,
+    /// Nanoseconds of the device's processing as measured, one clock reading per chunk.
     Nanos,
     /// Frame bytes, charged before the packet runs (classic DRR: blind to passes, copies and
     /// parser loops).
@@ -56,8 +70,12 @@ pub struct FairStats {
     pub overflow: u64,
     /// Packets handed to the device.
     pub served: u64,
-    /// Work charged to the device (in the scheduler's [`Cost`] unit).
+    /// Work charged to the device (in the scheduler's [`Cost`] unit; ns for `Work`).
     pub work: u64,
+    /// Work units counted ([`Cost::Work`]: pipeline passes, at least one per packet).
+    pub units: u64,
+    /// Chunks charged by the guard (measured time far above the calibration).
+    pub guarded: u64,
     /// Rounds the device sat out with packets waiting, paying back a debt.
     pub skipped: u64,
 }
@@ -65,16 +83,112 @@ pub struct FairStats {
 /// Control work queued for a device ([`FairScheduler::enqueue_job`]).
 pub type DeviceJob = Box<dyn FnOnce(&mut VirtSwitch) + Send>;
 
+/// The measured time above the calibration from which a chunk counts as far above it
+/// ([`Price::charge`]): 64×, above what another tenant's cache pollution does to a small
+/// chunk of a device (a debug build on a loaded machine showed victim chunks past 8×), far
+/// below what a parser loop (100,000 states for 2 counted passes) or a panic's unwinding
+/// costs per counted pass.
+pub const GUARD: f64 = 64.0;
+
+/// The share of a device's recent chunks that must be far above its calibration before
+/// those chunks are charged their measured time: 1 in 8 (a sustained pattern, not the
+/// occasional preempted chunk).
+pub const GUARD_SHARE: f64 = 0.125;
+
+/// How [`Cost::Work`] prices one device's counted work in nanoseconds.
+///
+/// * **Calibration**: the lowest nanoseconds per unit any chunk of the device took (the first
+///   chunk sets it; it only falls). A device's undisturbed chunks set it, so neither another
+///   tenant's cache pollution nor the thread's preemption raise it; it is the device's
+///   program's own cost (a parser that loops 100,000 times per packet calibrates at that).
+///   It starts again when the device's program is replaced ([`FairScheduler::recalibrate`]).
+/// * **Charge**: units × calibration.
+/// * **Guard**: a chunk whose measured time is more than [`GUARD`] (64) × its counted charge is
+///   *far above*; the share of far-above chunks is followed as a moving average (weight 1/32
+///   a chunk). While that share is [`GUARD_SHARE`] (1 in 8) or more, each far-above chunk is
+///   charged its measured time (the larger): a device that calibrated on cheap packets and
+///   then sends dear ones (a parser loop) pays their time from its fifth such chunk on, one
+///   that mixes them pays for the dear ones. A chunk stretched now and then by a preemption
+///   (1 in 48, at any factor) never trips it. The limit: a device keeping its far-above
+///   chunks under 1 in 8 has them charged at its counted work.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Price {
+    /// Calibrated ns per unit (0: not calibrated yet).
+    cal: f64,
+    /// Moving share of chunks far above the calibration.
+    far: f64,
+}
+
+impl Price {
+    /// The charge (ns) of a chunk that counted `units` and measured `ns`; the second value
+    /// says whether the guard priced it.
+    pub fn charge(&mut self, units: u64, ns: u64) -> (u64, bool) {
+        let units = units.max(1) as f64;
+        let ratio = ns.max(1) as f64 / units;
+        if self.cal == 0.0 || ratio < self.cal {
+            self.cal = ratio;
+        }
+        let counted = units * self.cal;
+        let above = ns as f64 > GUARD * counted;
+        self.far += (f64::from(u8::from(above)) - self.far) / 32.0;
+        if above && self.far >= GUARD_SHARE {
+            (ns, true)
+        } else {
+            ((counted.round() as u64).max(1), false)
+        }
+    }
+
+    /// The calibration: ns per unit (`None` before the first chunk).
+    pub fn calibration(&self) -> Option<f64> {
+        (self.cal > 0.0).then_some(self.cal)
+    }
+}
+
+/// What one chunk cost, as the caller of [`FairScheduler::run_round_with`] reports it.
+pub(crate) enum Spent {
+    /// Charge this much (in the quantum's unit).
+    Charged(u64),
+    /// Counted units and measured ns, priced by the device's [`Price`].
+    Counted { units: u64, ns: u64 },
+}
+
+/// Work that arrived while a round ran (handed in between two chunks).
+pub(crate) enum Arrival {
+    /// A packet of the current dispatch ([`FairScheduler::stage`]).
+    Packet(DeviceId, Port, Vec<u8>),
+    Job(DeviceId, DeviceJob),
+    /// The end of a dispatch ([`FairScheduler::end_dispatch`]).
+    Round,
+}
+
 /// One device's queue: (virtual ingress port, frame) in arrival order, its queued control
-/// work, its credit (negative: a debt) and its recent work per packet.
+/// work, its credit (negative: a debt), its recent work per packet, the work it used in the
+/// current round and the round it was last credited in, and its price.
 #[derive(Default)]
 pub(crate) struct Queue {
     packets: VecDeque<(Port, Vec<u8>)>,
+    /// Packets handed over by a worker but not released into `packets` yet: (dispatch,
+    /// virtual port, frame), in order ([`FairScheduler::stage`]).
+    staged: VecDeque<(u64, Port, Vec<u8>)>,
     jobs: VecDeque<DeviceJob>,
     deficit: i64,
     per_packet: u64,
+    used: u64,
+    round: u64,
+    price: Price,
     stats: FairStats,
 }
+
+impl Queue {
+    /// Work it can run now (staged packets wait for their release).
+    fn backlogged(&self) -> bool {
+        !(self.packets.is_empty() && self.jobs.is_empty())
+    }
+}
+
+/// Chunks a quantum is cut into at least (a chunk is at most a quarter of the quantum of
+/// work, at least one packet).
+const SLICES: u64 = 4;
 
 /// A deficit-round-robin scheduler over the devices of a [`VirtSwitch`] (see the module
 /// documentation). Packets no rule classifies are not queued (the switch would drop them).
@@ -83,8 +197,12 @@ pub struct FairScheduler {
     capacity: usize,
     cost: Cost,
     queues: BTreeMap<DeviceId, Queue>,
-    /// This round's backlogged devices with their credit (kept for its capacity).
-    order: Vec<(i64, DeviceId)>,
+    /// Rounds run so far.
+    round: u64,
+    /// Dispatches staged so far ([`FairScheduler::end_dispatch`]).
+    dispatch: u64,
+    /// Work handed in between two chunks (kept for its capacity).
+    arrivals: Vec<Arrival>,
     /// Reused buffers of served packets (the workers hand them on to the devices that sent
     /// frames out, see `VirtSwitch::feed_producers`).
     pub(crate) spare: Vec<Vec<u8>>,
@@ -116,7 +234,9 @@ impl FairScheduler {
             capacity: capacity.max(1),
             cost,
             queues: BTreeMap::new(),
-            order: Vec::new(),
+            round: 0,
+            dispatch: 0,
+            arrivals: Vec::new(),
             spare: Vec::new(),
             batch: Vec::new(),
             refs: Vec::new(),
@@ -153,28 +273,49 @@ impl FairScheduler {
         true
     }
 
-    /// Queue a frame already classified to device `id`, virtual ingress port `vport`, by
-    /// value (no copy). A full queue gives the frame back (counted as `overflow`).
-    pub(crate) fn enqueue_owned(
-        &mut self,
-        id: DeviceId,
-        vport: Port,
-        data: Vec<u8>,
-    ) -> Result<(), Vec<u8>> {
-        let q = self.queues.entry(id).or_default();
-        if q.packets.len() >= self.capacity {
-            q.stats.overflow += 1;
-            return Err(data);
-        }
-        q.packets.push_back((vport, data));
-        q.stats.queued += 1;
-        Ok(())
+    /// Stage a packet of the current dispatch for device `id` (a worker's arrivals): it
+    /// joins the device's queue when the device takes its next dispatch — at the start of
+    /// each round, one dispatch per device, or at once when the device has nothing queued
+    /// (past the queue's capacity the rest of that dispatch overflows, counted). So each
+    /// device takes its arrivals one dispatch at a time (a backlog waits, in order, rather
+    /// than overflowing a queue at once), and a device with nothing queued does not wait
+    /// behind another device's backlog of dispatches.
+    pub(crate) fn stage(&mut self, id: DeviceId, vport: Port, data: Vec<u8>) {
+        let seq = self.dispatch;
+        self.queues
+            .entry(id)
+            .or_default()
+            .staged
+            .push_back((seq, vport, data));
     }
 
-    /// Keep a frame buffer for reuse (dropped past the bound).
-    pub(crate) fn keep_spare(&mut self, data: Vec<u8>) {
-        if self.spare.len() < MAX_SPARE {
-            self.spare.push(data);
+    /// The current dispatch is complete: packets staged from now on belong to the next.
+    pub(crate) fn end_dispatch(&mut self) {
+        self.dispatch += 1;
+    }
+
+    /// Move each device's oldest staged dispatch into its queue (`idle_only`: only for the
+    /// devices with no packet queued).
+    fn release(&mut self, idle_only: bool) {
+        for q in self.queues.values_mut() {
+            let Some(&(seq, _, _)) = q.staged.front() else {
+                continue;
+            };
+            if idle_only && !q.packets.is_empty() {
+                continue;
+            }
+            while q.staged.front().is_some_and(|s| s.0 == seq) {
+                let (_, vport, data) = q.staged.pop_front().expect("front");
+                if q.packets.len() >= self.capacity {
+                    q.stats.overflow += 1;
+                    if self.spare.len() < MAX_SPARE {
+                        self.spare.push(data);
+                    }
+                } else {
+                    q.packets.push_back((vport, data));
+                    q.stats.queued += 1;
+                }
+            }
         }
     }
 
@@ -194,11 +335,23 @@ impl FairScheduler {
         self.queues.remove(&id);
     }
 
+    /// Start device `id`'s calibration again (its program was replaced).
+    pub fn recalibrate(&mut self, id: DeviceId) {
+        if let Some(q) = self.queues.get_mut(&id) {
+            q.price = Price::default();
+        }
+    }
+
+    /// A device's price ([`Cost::Work`]), if it has run packets here.
+    pub fn price(&self, id: DeviceId) -> Option<Price> {
+        self.queues.get(&id).map(|q| q.price)
+    }
+
     /// Packets and control jobs waiting, over all devices.
     pub fn backlog(&self) -> usize {
         self.queues
             .values()
-            .map(|q| q.packets.len() + q.jobs.len())
+            .map(|q| q.packets.len() + q.staged.len() + q.jobs.len())
             .sum()
     }
 
@@ -210,8 +363,8 @@ impl FairScheduler {
     }
 
     /// One DRR round over `vs`: outputs are appended to `out`; returns the packets served.
-    /// With [`Cost::Nanos`] the clock is read once before the round's first chunk and once
-    /// after each chunk.
+    /// With [`Cost::Work`] and [`Cost::Nanos`] the clock is read once before the round's
+    /// first chunk and once after each chunk.
     pub fn run_round(&mut self, vs: &mut VirtSwitch, out: &mut Vec<OutputPacket>) -> usize {
         self.run_round_flushing(vs, out, |_, _, _| {})
     }
@@ -223,98 +376,158 @@ impl FairScheduler {
         &mut self,
         vs: &mut VirtSwitch,
         out: &mut Vec<OutputPacket>,
-        mut flush: impl FnMut(&mut VirtSwitch, &mut Vec<OutputPacket>, &mut Vec<Vec<u8>>),
+        flush: impl FnMut(&mut VirtSwitch, &mut Vec<OutputPacket>, &mut Vec<Vec<u8>>),
     ) -> usize {
+        self.run_round_polling(vs, out, flush, |_| {})
+    }
+
+    /// [`FairScheduler::run_round_flushing`], calling `poll(arrivals)` after every chunk:
+    /// work that arrived meanwhile (the worker's inbox) joins the queues at once, and a
+    /// device under its share is served before the running device's next chunk.
+    pub(crate) fn run_round_polling(
+        &mut self,
+        vs: &mut VirtSwitch,
+        out: &mut Vec<OutputPacket>,
+        mut flush: impl FnMut(&mut VirtSwitch, &mut Vec<OutputPacket>, &mut Vec<Vec<u8>>),
+        mut poll: impl FnMut(&mut Vec<Arrival>),
+    ) -> usize {
+        let cost = self.cost;
         let mut st = (vs, out, Instant::now());
-        match self.cost {
-            Cost::Bytes => self.run_round_with(
-                &mut st,
-                |(vs, out, _), id, pkts| {
+        self.round_core(
+            &mut st,
+            |(vs, out, last), id, pkts| match cost {
+                Cost::Bytes => {
                     vs.process_on(id, pkts, out);
-                    pkts.iter().map(|(_, d)| d.len() as u64).sum()
-                },
-                |(vs, _, _), _, job| {
-                    job(vs);
-                    0
-                },
-                |(vs, out, _), spare| flush(vs, out, spare),
-            ),
-            Cost::Nanos => self.run_round_with(
-                &mut st,
-                |(vs, out, last), id, pkts| {
+                    Spent::Charged(pkts.iter().map(|(_, d)| d.len() as u64).sum())
+                }
+                Cost::Nanos => {
                     vs.process_on(id, pkts, out);
                     let now = Instant::now();
                     let ns = now.duration_since(*last).as_nanos() as u64;
                     *last = now;
-                    ns.max(1)
-                },
-                |(vs, _, last), _, job| {
-                    job(vs);
+                    Spent::Charged(ns.max(1))
+                }
+                Cost::Work => {
+                    let before = vs.device_passes(id);
+                    vs.process_on(id, pkts, out);
+                    let units = (vs.device_passes(id).wrapping_sub(before)).max(pkts.len() as u64);
                     let now = Instant::now();
                     let ns = now.duration_since(*last).as_nanos() as u64;
                     *last = now;
-                    ns.max(1)
-                },
-                |(vs, out, last), spare| {
-                    flush(vs, out, spare);
-                    // The hand-over is not the next device's work.
-                    *last = Instant::now();
-                },
-            ),
-        }
+                    Spent::Counted { units, ns }
+                }
+            },
+            |(vs, _, last), _, job| {
+                job(vs);
+                if cost == Cost::Bytes {
+                    return 0;
+                }
+                // Control work has no counter: it is charged its measured time.
+                let now = Instant::now();
+                let ns = now.duration_since(*last).as_nanos() as u64;
+                *last = now;
+                ns.max(1)
+            },
+            |(vs, out, last), spare| {
+                flush(vs, out, spare);
+                // The hand-over is not the next device's work.
+                *last = Instant::now();
+            },
+            |(_, _, last), arrivals| {
+                poll(arrivals);
+                *last = Instant::now();
+            },
+        )
     }
 
     /// One DRR round, the packets run by `run(state, device, packets)`, which returns the work
     /// they cost (in the unit of the quantum); `job(state, device, job)` runs one queued
-    /// control job and returns its work (jobs run first in a device's turn, one at a time
-    /// while its credit lasts); `done(state, spare)` is called after each device's turn.
-    /// Chunks are cut by frame bytes for [`Cost::Bytes`], by the device's recent work per
-    /// packet otherwise. Every device with packets waiting gets `quantum`
-    /// more credit (credit does not pile up past one quantum; a debt carries over even when
-    /// the queue empties); the devices with positive credit are served most credit first,
-    /// each in chunks cut to what its credit covers at its recent work per packet (at least
-    /// one packet, at most [`MAX_CHUNK`]), until its credit is spent or its queue empty; each
-    /// chunk's work is charged after it ran. Returns the packets served.
+    /// control job and returns its work (a device's jobs run before its packets, one at a
+    /// time while its credit lasts); `done(state, spare)` is called whenever the device
+    /// served changes and at the end. Every device with packets waiting gets `quantum` more
+    /// credit (credit does not pile up past one quantum; a debt carries over even when the
+    /// queue empties); the next chunk always goes to the device with credit left that has
+    /// used the least work in this round (ties: most credit, then lowest id), cut to what a
+    /// quarter of the quantum or its credit covers at its recent work per packet (at least one
+    /// packet, at most [`MAX_CHUNK`]; by frame bytes for [`Cost::Bytes`]); each chunk's work
+    /// is charged after it ran. Returns the packets served.
     pub fn run_round_with<S>(
         &mut self,
         state: &mut S,
         mut run: impl FnMut(&mut S, DeviceId, &[(Port, &[u8])]) -> u64,
+        job: impl FnMut(&mut S, DeviceId, DeviceJob) -> u64,
+        done: impl FnMut(&mut S, &mut Vec<Vec<u8>>),
+    ) -> usize {
+        self.round_core(
+            state,
+            |s, id, pkts| Spent::Charged(run(s, id, pkts)),
+            job,
+            done,
+            |_, _| {},
+        )
+    }
+
+    /// Give device `id` its credit for the current round (once per round, when it has work).
+    fn credit(q: &mut Queue, quantum: i64, round: u64) {
+        q.round = round;
+        q.deficit = (q.deficit + quantum).min(quantum);
+        if q.deficit <= 0 {
+            q.stats.skipped += 1;
+        }
+    }
+
+    /// The round itself (see [`FairScheduler::run_round_with`]); `poll(state, arrivals)` is
+    /// called after every chunk and job: what it pushes is queued at once (a device that
+    /// had no work at the start of the round is credited on arrival).
+    pub(crate) fn round_core<S>(
+        &mut self,
+        state: &mut S,
+        mut run: impl FnMut(&mut S, DeviceId, &[(Port, &[u8])]) -> Spent,
         mut job: impl FnMut(&mut S, DeviceId, DeviceJob) -> u64,
         mut done: impl FnMut(&mut S, &mut Vec<Vec<u8>>),
+        mut poll: impl FnMut(&mut S, &mut Vec<Arrival>),
     ) -> usize {
         let quantum = self.quantum as i64;
-        self.order.clear();
-        for (&id, q) in self.queues.iter_mut() {
-            if q.packets.is_empty() && q.jobs.is_empty() {
-                q.deficit = q.deficit.min(0);
-                continue;
-            }
-            q.deficit = (q.deficit + quantum).min(quantum);
-            if q.deficit > 0 {
-                self.order.push((q.deficit, id));
+        let slice = (self.quantum / SLICES).max(1) as i64;
+        self.round += 1;
+        let round = self.round;
+        // Each device takes its next staged dispatch.
+        self.release(false);
+        for q in self.queues.values_mut() {
+            q.used = 0;
+            if q.backlogged() {
+                Self::credit(q, quantum, round);
             } else {
-                q.stats.skipped += 1;
+                q.deficit = q.deficit.min(0);
             }
         }
-        // Most credit first; ties in device order (the sort is stable).
-        self.order.sort_by_key(|o| std::cmp::Reverse(o.0));
         let mut served = 0;
-        for i in 0..self.order.len() {
-            let id = self.order[i].1;
-            let Some(q) = self.queues.get_mut(&id) else {
-                continue;
+        let mut last: Option<DeviceId> = None;
+        loop {
+            // The device under its share: least used this round, credit left.
+            let pick = self
+                .queues
+                .iter()
+                .filter(|(_, q)| q.round == round && q.deficit > 0 && q.backlogged())
+                .min_by_key(|(&id, q)| (q.used, std::cmp::Reverse(q.deficit), id))
+                .map(|(&id, _)| id);
+            let Some(id) = pick else {
+                break;
             };
-            while q.deficit > 0 {
-                if let Some(j) = q.jobs.pop_front() {
-                    let work = job(state, id, j);
-                    q.deficit = q.deficit.saturating_sub(work.min(i64::MAX as u64) as i64);
-                    q.stats.work += work;
-                    continue;
-                }
-                if q.packets.is_empty() {
-                    break;
-                }
-                // The chunk the credit covers at the device's recent work per packet.
+            if last.is_some_and(|l| l != id) {
+                done(state, &mut self.spare);
+            }
+            last = Some(id);
+            let q = self.queues.get_mut(&id).expect("picked");
+            if let Some(j) = q.jobs.pop_front() {
+                let work = job(state, id, j);
+                q.deficit = q.deficit.saturating_sub(work.min(i64::MAX as u64) as i64);
+                q.used = q.used.saturating_add(work);
+                q.stats.work += work;
+            } else {
+                // The chunk a quarter quantum (or the credit) covers at the device's recent
+                // work per packet.
+                let budget = q.deficit.min(slice);
                 let n = match self.cost {
                     Cost::Bytes => {
                         let mut credit = q.deficit;
@@ -329,8 +542,8 @@ impl FairScheduler {
                         n
                     }
                     // Unknown yet: one packet to learn it.
-                    Cost::Nanos if q.per_packet == 0 => 1,
-                    Cost::Nanos => (q.deficit as u64)
+                    _ if q.per_packet == 0 => 1,
+                    _ => (budget as u64)
                         .div_ceil(q.per_packet)
                         .clamp(1, MAX_CHUNK as u64) as usize,
                 };
@@ -338,9 +551,23 @@ impl FairScheduler {
                 self.batch.extend(q.packets.drain(..n));
                 let mut refs = relifetime(std::mem::take(&mut self.refs));
                 refs.extend(self.batch.iter().map(|(p, d)| (*p, d.as_slice())));
-                let work = run(state, id, &refs);
+                let spent = run(state, id, &refs);
                 self.refs = relifetime(refs);
+                let q = self.queues.get_mut(&id).expect("picked");
+                let work = match spent {
+                    Spent::Charged(w) => {
+                        q.stats.units += w;
+                        w
+                    }
+                    Spent::Counted { units, ns } => {
+                        let (w, guarded) = q.price.charge(units, ns);
+                        q.stats.units += units;
+                        q.stats.guarded += u64::from(guarded);
+                        w
+                    }
+                };
                 q.deficit = q.deficit.saturating_sub(work.min(i64::MAX as u64) as i64);
+                q.used = q.used.saturating_add(work);
                 // A decaying maximum: up at once, down by an eighth a chunk (a device cannot
                 // lower it with a few cheap packets and then run a long chunk of dear ones).
                 q.per_packet = (work / n as u64)
@@ -354,12 +581,47 @@ impl FairScheduler {
                     .extend(self.batch.drain(..).map(|(_, d)| d).take(room));
                 self.batch.clear();
             }
-            if q.packets.is_empty() && q.jobs.is_empty() {
-                q.deficit = q.deficit.min(0);
+            // Work that arrived meanwhile joins now.
+            let mut arrivals = std::mem::take(&mut self.arrivals);
+            poll(state, &mut arrivals);
+            let came = !arrivals.is_empty();
+            for a in arrivals.drain(..) {
+                match a {
+                    Arrival::Packet(id, vport, data) => self.stage(id, vport, data),
+                    Arrival::Job(id, j) => self.enqueue_job(id, j),
+                    Arrival::Round => self.end_dispatch(),
+                }
             }
+            self.arrivals = arrivals;
+            if came {
+                // A device with nothing queued takes its arrivals at once; one that had no
+                // work at the start of the round is credited now.
+                self.release(true);
+                for q in self.queues.values_mut() {
+                    if q.round != round && q.backlogged() {
+                        q.used = 0;
+                        Self::credit(q, quantum, round);
+                    }
+                }
+            }
+        }
+        if last.is_some() {
             done(state, &mut self.spare);
         }
+        for q in self.queues.values_mut() {
+            if !q.backlogged() {
+                q.deficit = q.deficit.min(0);
+            }
+        }
         served
+    }
+
+    /// Every device's packets handed in so far that left (served or overflowed): what the
+    /// workers publish for the front's bound on a device's backlog.
+    pub(crate) fn done_counts(&self) -> impl Iterator<Item = (DeviceId, u64)> + '_ {
+        self.queues
+            .iter()
+            .map(|(&id, q)| (id, q.stats.served + q.stats.overflow))
     }
 
     /// A device's scheduler counters (zero for a device that never had a packet queued).
@@ -581,5 +843,245 @@ mod tests {
                 assert_eq!(c.1, 1, "one 64-unit packet per chunk");
             }
         }
+    }
+
+    /// One round with counted work: each chunk's units are its packets' first bytes, and
+    /// its measured ns what `ns(device, units, chunk number)` says (the test plays the
+    /// clock); returns (device, packets, units, charge) per chunk.
+    fn counted_round(
+        f: &mut FairScheduler,
+        chunk: &mut u64,
+        ns: &mut impl FnMut(DeviceId, u64, u64) -> u64,
+    ) -> Vec<(DeviceId, usize, u64)> {
+        let mut log = Vec::new();
+        f.round_core(
+            &mut (&mut log, chunk, ns),
+            |(log, chunk, ns), id, pkts| {
+                let units: u64 = pkts.iter().map(|(_, d)| u64::from(d[0])).sum();
+                **chunk += 1;
+                log.push((id, pkts.len(), units));
+                Spent::Counted {
+                    units,
+                    ns: ns(id, units, **chunk),
+                }
+            },
+            |_, _, _| 0,
+            |_, _| {},
+            |_, _| {},
+        );
+        log
+    }
+
+    /// The victim's charge is its counted work at its own calibration, whatever the attacker
+    /// beside it does to the clock: its chunks measured 1–8× slower after attacker chunks
+    /// (cache pollution) and now and then 4,000× (the thread preempted) are charged exactly
+    /// what they are undisturbed, and the guard never trips for it.
+    #[test]
+    fn counted_work_charges_the_victim_the_same_beside_any_attacker() {
+        const Q: u64 = 4_000;
+        let mut f = FairScheduler::with_cost(Cost::Work, Q, 256);
+        let mut chunk = 0u64;
+        let mut seed = 7u64;
+        // 100 ns per victim unit undisturbed; the attacker's 2-unit packets take 50 µs.
+        let mut clock = |id: DeviceId, units: u64, n: u64| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            match id {
+                VICTIM if n == 1 => units * 100,
+                VICTIM if n.is_multiple_of(97) => units * 100 * 4_000,
+                VICTIM => units * 100 * (1 + (seed >> 61)),
+                _ => units * 25_000,
+            }
+        };
+        let mut units = 0;
+        for _ in 0..500 {
+            while f.enqueue_to(ATTACKER, 0, &frame(2)) {}
+            while f.enqueue_to(VICTIM, 0, &frame(1)) {}
+            for (id, _, u) in counted_round(&mut f, &mut chunk, &mut clock) {
+                if id == VICTIM {
+                    units += u;
+                }
+            }
+        }
+        let v = f.stats(VICTIM);
+        assert_eq!(v.units, units);
+        assert_eq!(v.work, 100 * units, "{v:?}");
+        assert_eq!(v.guarded, 0);
+        assert_eq!(f.price(VICTIM).unwrap().calibration(), Some(100.0));
+        // The attacker's 2-pass packets that take 50 µs calibrate at 25 µs a unit: charged
+        // what they cost, so both get the same work per round.
+        let a = f.stats(ATTACKER);
+        assert_eq!(a.work, 25_000 * a.units);
+        let rounds = 500;
+        assert!(
+            v.work >= rounds * (Q - 100) && v.work <= rounds * Q + 100,
+            "{v:?}"
+        );
+        assert!(a.work <= rounds * Q + 50_000, "{a:?}");
+    }
+
+    /// The guard: a device that calibrated on cheap packets (100 ns a pass) and then parses
+    /// in a loop (2 passes, 200 µs) is charged about its measured time after a few chunks;
+    /// one that mixes the two, chunk by chunk, is charged within 2× of its measured time.
+    #[test]
+    fn the_guard_charges_a_device_far_above_its_calibration_its_measured_time() {
+        let mut p = Price::default();
+        for _ in 0..50 {
+            assert_eq!(p.charge(32, 3_200), (3_200, false));
+        }
+        let (mut charged, mut measured, mut guarded) = (0u64, 0u64, 0);
+        for _ in 0..200 {
+            let (c, g) = p.charge(2, 200_000);
+            charged += c;
+            measured += 200_000;
+            guarded += u64::from(g);
+        }
+        assert!(guarded >= 195, "{guarded}");
+        assert!(charged >= measured * 9 / 10, "{charged} of {measured}");
+        assert!(charged <= measured, "{charged} of {measured}");
+        // Alternating cheap and dear chunks.
+        let mut p = Price::default();
+        let (mut charged, mut measured) = (0u64, 0u64);
+        for i in 0..400u32 {
+            let (u, ns) = if i.is_multiple_of(2) {
+                (32, 3_200)
+            } else {
+                (2, 200_000)
+            };
+            charged += p.charge(u, ns).0;
+            measured += ns;
+        }
+        assert!(
+            charged >= measured / 2 && charged <= measured * 2,
+            "{charged} of {measured}"
+        );
+    }
+
+    /// Sporadic outliers (one chunk in 50 stretched 4,000× by a preemption) never trip the
+    /// guard: the device is charged its counted work only.
+    #[test]
+    fn a_preempted_chunk_now_and_then_does_not_trip_the_guard() {
+        let mut p = Price::default();
+        let mut charged = 0;
+        for i in 1..=1000u64 {
+            let ns = if i.is_multiple_of(50) { 400_000 } else { 100 };
+            let (c, g) = p.charge(1, ns);
+            assert!(!g, "chunk {i}");
+            charged += c;
+        }
+        assert_eq!(charged, 100 * 1000);
+    }
+
+    /// Precedence under the share: victim packets arriving at arbitrary points while a
+    /// flat-out attacker runs (handed in between chunks, as the workers' inbox does) wait
+    /// behind at most one attacker chunk — a quarter quantum plus one packet of attacker work
+    /// units — never behind the attacker's whole quantum or the rest of its round. Counted
+    /// for a cheap attacker (5 units a packet, chunks of many packets) and a dear one (64).
+    #[test]
+    fn a_victim_arriving_mid_round_waits_at_most_one_attacker_chunk() {
+        const Q: u64 = 400;
+        for cost in [5u8, 64] {
+            let mut f = FairScheduler::with_cost(Cost::Work, Q, 1024);
+            // Chunks run so far; the attacker units run since each waiting victim packet
+            // arrived; the largest such wait.
+            let mut chunks = 0u64;
+            // Attacker units of the last chunk (a packet arriving is handed in after the
+            // chunk it arrived during: worst case, it waited for all of it).
+            let mut last = 0u64;
+            let mut waiting: Vec<u64> = Vec::new();
+            let mut max_wait = 0u64;
+            let (mut arrived, mut served) = (0u64, 0u64);
+            let mut seed = 11u64;
+            for _ in 0..300 {
+                while f.enqueue_to(ATTACKER, 0, &frame(cost)) {}
+                let mut st = (
+                    &mut chunks,
+                    &mut waiting,
+                    &mut max_wait,
+                    &mut served,
+                    &mut last,
+                );
+                f.round_core(
+                    &mut st,
+                    |(chunks, waiting, max_wait, served, last), id, pkts| {
+                        **chunks += 1;
+                        let units: u64 = pkts.iter().map(|(_, d)| u64::from(d[0])).sum();
+                        **last = if id == VICTIM { 0 } else { units };
+                        if id == VICTIM {
+                            for _ in pkts {
+                                let w = waiting.remove(0);
+                                **max_wait = (**max_wait).max(w);
+                                **served += 1;
+                            }
+                        } else {
+                            for w in waiting.iter_mut() {
+                                *w += units;
+                            }
+                        }
+                        // Undisturbed: 1 ns a unit (so the charge counts units).
+                        Spent::Counted { units, ns: units }
+                    },
+                    |_, _, _| 0,
+                    |_, _| {},
+                    |(_, waiting, _, _, last), arrivals| {
+                        // A victim packet now and then, at points the test does not choose.
+                        seed = seed
+                            .wrapping_mul(6364136223846793005)
+                            .wrapping_add(1442695040888963407);
+                        if seed >> 62 == 0 {
+                            arrivals.push(Arrival::Packet(VICTIM, 0, frame(1)));
+                            waiting.push(**last);
+                            arrived += 1;
+                        }
+                    },
+                );
+            }
+            assert!(arrived > 100, "{arrived}");
+            // Every victim packet ran (those arriving in a round's last chunk run next round).
+            assert!(served + waiting.len() as u64 == arrived && waiting.len() <= 1);
+            let chunk = Q / SLICES + u64::from(cost);
+            assert!(
+                max_wait <= chunk,
+                "cost {cost}: waited behind {max_wait} > {chunk}"
+            );
+            assert!(max_wait >= u64::from(cost), "cost {cost}: {max_wait}");
+            // And the attacker still got its share: its quantum per round, about.
+            let a = f.stats(ATTACKER);
+            assert!(
+                a.work >= 300 * (Q - u64::from(cost)) && a.work <= 300 * Q + 64,
+                "{a:?}"
+            );
+        }
+    }
+
+    /// A worker's arrivals are staged per device: behind an attacker's backlog of 10
+    /// dispatches (40 packets each, queue of 32), the victim's packet of the last dispatch
+    /// runs in the first round, while the attacker takes one dispatch a round (its excess
+    /// over the queue overflowing, as a dispatch did before) and the rest waits in order.
+    #[test]
+    fn a_backlog_of_attacker_dispatches_does_not_hold_the_victims_packet_back() {
+        let mut f = FairScheduler::with_cost(Cost::Work, 200, 32);
+        for d in 0..10 {
+            for _ in 0..40 {
+                f.stage(ATTACKER, 0, frame(5));
+            }
+            if d == 9 {
+                f.stage(VICTIM, 0, frame(1));
+            }
+            f.end_dispatch();
+        }
+        let log = round(&mut f);
+        assert!(log.iter().any(|c| c.0 == VICTIM), "{log:?}");
+        assert_eq!(f.stats(VICTIM).served, 1);
+        let a = f.stats(ATTACKER);
+        assert_eq!((a.queued, a.overflow, a.served), (32, 8, 32));
+        assert_eq!(f.backlog(), 9 * 40);
+        for r in 2..=10u64 {
+            round(&mut f);
+            let a = f.stats(ATTACKER);
+            assert_eq!((a.queued, a.overflow), (32 * r, 8 * r));
+        }
+        assert_eq!(f.backlog(), 0);
     }
 }

@@ -44,7 +44,7 @@ use tern_dataplane::{CompiledProgram, Switch, SwitchOptions};
 use tern_runtime::{Digest, OutputPacket, PacketPath, Port, Runtime, RuntimeError, TableError};
 
 pub use backend::{Lease, Shared, SwitchGuard, WorkerControl};
-pub use fair::{Cost, DeviceJob, FairScheduler, FairStats, MAX_CHUNK};
+pub use fair::{Cost, DeviceJob, FairScheduler, FairStats, Price, GUARD, GUARD_SHARE, MAX_CHUNK};
 pub use operate::Operate;
 pub use p4rt::{tenant_access, VirtP4rt, VirtTarget};
 pub use runtime::DeviceRuntime;
@@ -898,6 +898,13 @@ impl VirtSwitch {
     /// A device's counters.
     pub fn device_stats(&self, caller: Caller, id: DeviceId) -> Result<DeviceStats, VirtError> {
         Ok(self.reachable(caller, id)?.stats)
+    }
+
+    /// Pipeline passes device `id` has run (`tern_dataplane::Switch::passes`: inputs,
+    /// resubmits, recirculations, clones, multicast replicas), 0 for an unknown device: what
+    /// the fair scheduler's [`Cost::Work`] counts per chunk.
+    pub fn device_passes(&self, id: DeviceId) -> u64 {
+        self.devices.get(&id).map_or(0, |d| d.switch.passes())
     }
 
     /// Why a device is quarantined, if it is.

@@ -10,14 +10,20 @@
 //! and hands it, already classified, to the worker of its device: each worker has an inbox (a
 //! ring of messages under a lock, one lock per worker per [`VirtWorkers::dispatch`], each
 //! dispatch's packets closed by a round marker). A worker moves everything its inbox holds into
-//! its own ring, then takes one dispatch's packets at a time, queues them per device (bounded
-//! queues: a full one drops that device's packets, counted), runs one deficit-round-robin
-//! round over its devices, and goes on with rounds while packets wait: inside a worker a
-//! flooding device gets its quantum per round like every other device and overflows only its
-//! own queue, and a backlog of dispatches waits in order instead of flooding the queues at
-//! once.
+//! its own ring, then takes one dispatch's packets at a time and *stages* them per device
+//! (`FairScheduler::stage`): each device takes its staged packets one dispatch at a time, at
+//! the start of every round or at once when it has nothing queued, into its bounded queue (a
+//! dispatch bigger than the room left overflows that device's queue, counted). Then it runs
+//! one deficit-round-robin round over its devices, and goes on with rounds while packets
+//! wait. Between two chunks of a round it looks at its inbox (one atomic load when nothing
+//! came) and stages what arrived, up to the first control message: a device with nothing
+//! queued (a victim at its rate) gets its packets at once and, having used less than the
+//! device running, the next chunk. So inside a worker a flooding device gets its quantum per
+//! round like every other device, overflows only its own queue, and its backlog of dispatches
+//! waits in its own staging, not in front of another device's packets. A worker that still
+//! has work after a round yields its CPU (`WorkerOptions::yield_when_busy`).
 //!
-//! No allocation per packet: the rings (the inboxes, the outputs' ring, the device queues)
+//! No allocation per packet: the rings (the inboxes, each worker's outputs' ring, the device queues)
 //! keep their capacity, and frame buffers go round: the front copies an arriving frame into a
 //! buffer of its pool, the buffer travels to the device's queue, once served it becomes a
 //! spare output buffer of a device that sent a frame out in that round (a chain's last
@@ -40,6 +46,7 @@
 
 use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -47,7 +54,7 @@ use std::time::{Duration, Instant};
 use tern_runtime::{OutputPacket, Port};
 
 use crate::backend::WorkerControl;
-use crate::fair::{Cost, DeviceJob, Queue};
+use crate::fair::{Arrival, Cost, DeviceJob, Queue};
 use crate::{
     validate_topology, CarryReport, Classifier, Device, DeviceId, DeviceSpec, DeviceStats,
     FairScheduler, FairStats, Target, Topology, VirtError, VirtStats, VirtSwitch,
@@ -58,7 +65,7 @@ use crate::{
 pub struct WorkerOptions {
     /// Worker threads (at least 1).
     pub workers: usize,
-    /// What a device is charged for its packets (default: measured nanoseconds).
+    /// What a device is charged for its packets (default: counted work, [`Cost::Work`]).
     pub cost: Cost,
     /// Credit a backlogged device gets per round, in the unit of `cost`
     /// ([`FairScheduler::with_cost`]).
@@ -68,16 +75,21 @@ pub struct WorkerOptions {
     /// Rebalance after this many dispatched packets (0: only when
     /// [`VirtWorkers::rebalance`] is called).
     pub rebalance_every: u64,
+    /// A worker that still has work queued after a round yields its CPU before the next one
+    /// (`sched_yield`): a worker running flat out lets a thread waiting for that CPU (another
+    /// worker just woken, the front) in at once instead of after the scheduler's time slice.
+    pub yield_when_busy: bool,
 }
 
 impl Default for WorkerOptions {
     fn default() -> Self {
         WorkerOptions {
             workers: 2,
-            cost: Cost::Nanos,
+            cost: Cost::Work,
             quantum: DEFAULT_QUANTUM_NS,
             capacity: 1024,
             rebalance_every: 65_536,
+            yield_when_busy: true,
         }
     }
 }
@@ -89,6 +101,19 @@ pub const DEFAULT_QUANTUM_NS: u64 = 20_000;
 
 /// Frame buffers the front keeps for arriving packets.
 const MAX_SPARE: usize = 4096;
+
+/// Devices whose backlog the front bounds (ids below this; larger ids are not bounded).
+const BOUNDED_IDS: usize = 4096;
+
+/// A device's packets inside the workers (inbox, staging, queue) are bounded by this many
+/// times its queue's capacity: past it the front drops the device's arriving packets before
+/// copying them (counted with its `overflow`). A flood cannot grow memory without bound, nor
+/// make the front copy and hand over frames its worker will only drop.
+const BACKLOG_FACTOR: u64 = 64;
+
+/// Per device id: the packets of the device that left its worker's scheduler (served or
+/// overflowed), as its worker last published them (after every round).
+type DoneCounts = Arc<Vec<std::sync::atomic::AtomicU64>>;
 
 type Job = Box<dyn FnOnce(&mut VirtSwitch, &mut FairScheduler) + Send>;
 
@@ -135,29 +160,62 @@ struct Inbox {
 #[derive(Default)]
 pub(crate) struct Mailbox {
     inbox: Mutex<Inbox>,
+    /// Set (under the lock) whenever messages are queued, cleared when the worker takes
+    /// them: the worker looks at it between two chunks of a round without taking the lock.
+    pending: AtomicBool,
     /// The worker waits here for messages.
     wake: Condvar,
     /// [`VirtWorkers::wait_idle`] waits here for the worker to become idle.
     idle: Condvar,
 }
 
-/// Outputs of every worker, in the order they ran (a ring that keeps its capacity), and
-/// whether the front waits for some ([`VirtWorkers::wait_outputs`]).
+/// One worker's outputs, in the order they ran (a ring that keeps its capacity).
 #[derive(Default)]
 struct Outputs {
     frames: VecDeque<OutputPacket>,
-    waiting: bool,
     /// Set by [`VirtWorkers::take_output_channel`]: each device turn's outputs go down this
     /// channel (one `Vec` per turn) instead of into `frames`.
     forward: Option<mpsc::Sender<Vec<OutputPacket>>>,
+    /// Frame buffers the workers hand back to the front: served input buffers no device
+    /// needs for its outputs (a flood that sends nothing out, or overflows its queue), so
+    /// the front's pool does not run dry and allocate per arriving frame.
+    spares: Vec<Vec<u8>>,
 }
 
-#[derive(Default)]
+/// Served buffers a worker keeps for its devices' outputs; past [`KEEP_HIGH`] it hands the
+/// excess down to this many back to the front.
+const KEEP_LOW: usize = 256;
+const KEEP_HIGH: usize = 1024;
+
+/// The outputs of every worker: one ring per worker under its own lock, so a worker handing
+/// over a flood's frames never holds up another worker's hand-over (the victim's), and the
+/// front's wake-up.
 struct Outbox {
-    q: Mutex<Outputs>,
-    /// The front waits here while `waiting` (a worker wakes it only then: no system call per
-    /// round otherwise).
+    q: Vec<Mutex<Outputs>>,
+    /// The front waits for outputs ([`VirtWorkers::wait_outputs`]): a worker wakes it only
+    /// then (no system call per round otherwise).
+    waiting: AtomicBool,
+    sig: Mutex<()>,
     ready: Condvar,
+}
+
+impl Outbox {
+    fn new(workers: usize) -> Outbox {
+        Outbox {
+            q: (0..workers).map(|_| Mutex::default()).collect(),
+            waiting: AtomicBool::new(false),
+            sig: Mutex::new(()),
+            ready: Condvar::new(),
+        }
+    }
+
+    /// Wake the front if it waits for outputs (after frames were added: see `wait_outputs`).
+    fn wake(&self) {
+        if self.waiting.load(Ordering::SeqCst) {
+            let _g = lock(&self.sig);
+            self.ready.notify_all();
+        }
+    }
 }
 
 impl Mailbox {
@@ -168,6 +226,7 @@ impl Mailbox {
             return Err(m);
         }
         ib.items.push_back(m);
+        self.pending.store(true, Ordering::Release);
         if ib.idle {
             self.wake.notify_one();
         }
@@ -192,7 +251,53 @@ impl Drop for Gone {
     }
 }
 
-fn worker(mut vs: VirtSwitch, mut fair: FairScheduler, mb: Arc<Mailbox>, up: Arc<Outbox>) {
+/// Between two chunks of a round: move the packets, dispatch ends and posted control work
+/// that arrived since into `arrivals`, in order, up to the first message that must wait for
+/// the round's end (a control call, a device moving, a stop). The scheduler stages the
+/// packets per device, so a backlog of one device's dispatches does not hold another's
+/// packets back ([`FairScheduler::stage`]). Costs one atomic load when nothing came.
+fn poll_inbox(local: &mut VecDeque<Msg>, mb: &Mailbox, arrivals: &mut Vec<Arrival>) {
+    for _ in 0..2 {
+        if local.is_empty() {
+            if !mb.pending.load(Ordering::Acquire) {
+                return;
+            }
+            let mut ib = lock(&mb.inbox);
+            mb.pending.store(false, Ordering::Relaxed);
+            std::mem::swap(&mut ib.items, local);
+        }
+        while let Some(m) = local.front() {
+            match m {
+                Msg::Packet(..) | Msg::Round | Msg::Post(..) => {}
+                _ => return,
+            }
+            match local.pop_front() {
+                Some(Msg::Packet(id, vport, data)) => {
+                    arrivals.push(Arrival::Packet(id, vport, data));
+                }
+                Some(Msg::Post(id, job)) => arrivals.push(Arrival::Job(id, job)),
+                _ => arrivals.push(Arrival::Round),
+            }
+        }
+    }
+}
+
+fn worker(
+    mut vs: VirtSwitch,
+    mut fair: FairScheduler,
+    mb: Arc<Mailbox>,
+    up: Arc<Outbox>,
+    me: usize,
+    done: DoneCounts,
+    yield_when_busy: bool,
+) {
+    let publish = |fair: &FairScheduler| {
+        for (id, n) in fair.done_counts() {
+            if let Some(c) = done.get(id as usize) {
+                c.store(n, Ordering::Release);
+            }
+        }
+    };
     let _gone = Gone(mb.clone());
     let mut out: Vec<OutputPacket> = Vec::new();
     let mut local: VecDeque<Msg> = VecDeque::new();
@@ -200,19 +305,26 @@ fn worker(mut vs: VirtSwitch, mut fair: FairScheduler, mb: Arc<Mailbox>, up: Arc
     // victim served first does not wait for the rest of the round).
     let send_up = |vs: &mut VirtSwitch, out: &mut Vec<OutputPacket>, spare: &mut Vec<Vec<u8>>| {
         if !out.is_empty() {
-            let mut q = lock(&up.q);
-            if let Some(tx) = &q.forward {
-                let _ = tx.send(std::mem::take(out));
+            {
+                let mut q = lock(&up.q[me]);
+                if let Some(tx) = &q.forward {
+                    let _ = tx.send(std::mem::take(out));
+                }
+                q.frames.extend(out.drain(..));
             }
-            q.frames.extend(out.drain(..));
-            if q.waiting {
-                q.waiting = false;
-                up.ready.notify_all();
-            }
+            up.wake();
         }
         // The frames left the shard for good: each device that sent frames out gets as many
         // served input buffers for its next outputs (a chain's last device, not its first).
         vs.feed_producers(spare);
+        if spare.len() > KEEP_HIGH {
+            let mut q = lock(&up.q[me]);
+            let room = MAX_SPARE.saturating_sub(q.spares.len());
+            let excess = spare.len() - KEEP_LOW;
+            let at = spare.len() - excess.min(room);
+            q.spares.extend(spare.drain(at..));
+            spare.truncate(KEEP_HIGH);
+        }
     };
     loop {
         if local.is_empty() {
@@ -229,17 +341,17 @@ fn worker(mut vs: VirtSwitch, mut fair: FairScheduler, mb: Arc<Mailbox>, up: Arc
             }
             ib.idle = false;
             // Take everything at once; both rings keep their capacity.
+            mb.pending.store(false, Ordering::Relaxed);
             std::mem::swap(&mut ib.items, &mut local);
         }
         // One dispatch's worth (up to its `Round`), then one round.
         while let Some(m) = local.pop_front() {
             match m {
-                Msg::Round => break,
-                Msg::Packet(id, vport, data) => {
-                    if let Err(data) = fair.enqueue_owned(id, vport, data) {
-                        fair.keep_spare(data);
-                    }
+                Msg::Round => {
+                    fair.end_dispatch();
+                    break;
                 }
+                Msg::Packet(id, vport, data) => fair.stage(id, vport, data),
                 Msg::Call(job) => job(&mut vs, &mut fair),
                 Msg::Post(id, job) => fair.enqueue_job(id, job),
                 Msg::Take(ids, reply) => {
@@ -274,7 +386,13 @@ fn worker(mut vs: VirtSwitch, mut fair: FairScheduler, mb: Arc<Mailbox>, up: Arc
             }
         }
         if fair.backlog() > 0 {
-            fair.run_round_flushing(&mut vs, &mut out, &send_up);
+            fair.run_round_polling(&mut vs, &mut out, &send_up, |arrivals| {
+                poll_inbox(&mut local, &mb, arrivals)
+            });
+            publish(&fair);
+            if yield_when_busy && fair.backlog() > 0 {
+                std::thread::yield_now();
+            }
         }
     }
 }
@@ -337,6 +455,15 @@ pub struct VirtWorkers {
     boxes: Vec<Arc<Mailbox>>,
     handles: Vec<JoinHandle<()>>,
     up: Arc<Outbox>,
+    /// Outputs collected from the workers' rings before a move, handed out first.
+    held: VecDeque<OutputPacket>,
+    /// Per device id: packets handed to its worker, and those that left its scheduler
+    /// (published by the workers): the difference bounds its backlog ([`BACKLOG_FACTOR`]).
+    sent: Vec<u64>,
+    done: DoneCounts,
+    backlog_bound: u64,
+    /// Packets the front dropped because their device's backlog was at its bound.
+    front_drops: BTreeMap<DeviceId, u64>,
     /// Frame buffers for arriving packets (given back by [`VirtWorkers::recycle_outputs`]).
     spare: Vec<Vec<u8>>,
     topo: Topology,
@@ -388,7 +515,8 @@ impl VirtWorkers {
             programs: std::mem::take(&mut vs.programs),
             ..VirtSwitch::default()
         };
-        let up: Arc<Outbox> = Arc::default();
+        let up: Arc<Outbox> = Arc::new(Outbox::new(n));
+        let done: DoneCounts = Arc::new((0..BOUNDED_IDS).map(|_| Default::default()).collect());
         let mut boxes = Vec::new();
         let mut handles = Vec::new();
         for w in 0..n {
@@ -404,10 +532,12 @@ impl VirtWorkers {
             let fair = FairScheduler::with_cost(opts.cost, opts.quantum, opts.capacity);
             let mb: Arc<Mailbox> = Arc::default();
             let (mb2, up2) = (mb.clone(), up.clone());
+            let yield_when_busy = opts.yield_when_busy;
+            let done2 = Arc::clone(&done);
             handles.push(
                 std::thread::Builder::new()
                     .name(format!("tern-virt-{w}"))
-                    .spawn(move || worker(shard, fair, mb2, up2))
+                    .spawn(move || worker(shard, fair, mb2, up2, w, done2, yield_when_busy))
                     .expect("spawn a worker thread"),
             );
             boxes.push(mb);
@@ -417,6 +547,11 @@ impl VirtWorkers {
             boxes,
             handles,
             up,
+            held: VecDeque::new(),
+            sent: vec![0; BOUNDED_IDS],
+            backlog_bound: BACKLOG_FACTOR * opts.capacity.max(1) as u64,
+            done,
+            front_drops: BTreeMap::new(),
             spare: Vec::new(),
             cls: Classifier::new(&topo.rules),
             routes: Arc::new(RwLock::new(assign.clone())),
@@ -448,7 +583,9 @@ impl VirtWorkers {
     /// live ports need); [`VirtWorkers::take_outputs`] gives nothing afterwards.
     pub fn take_output_channel(&mut self) -> mpsc::Receiver<Vec<OutputPacket>> {
         let (tx, rx) = mpsc::channel();
-        lock(&self.up.q).forward = Some(tx);
+        for q in &self.up.q {
+            lock(q).forward = Some(tx.clone());
+        }
         rx
     }
 
@@ -488,6 +625,16 @@ impl VirtWorkers {
     /// Classify packets arriving on physical ports and hand each to its device's worker
     /// (returns at once; outputs come through [`VirtWorkers::take_outputs`]).
     pub fn dispatch(&mut self, pkts: &[(Port, &[u8])]) {
+        if self.spare.len() < pkts.len() {
+            // Buffers the workers handed back (served, not needed for outputs).
+            for q in &self.up.q {
+                let mut q = lock(q);
+                let room = MAX_SPARE.saturating_sub(self.spare.len());
+                let n = q.spares.len().min(room);
+                let at = q.spares.len() - n;
+                self.spare.extend(q.spares.drain(at..));
+            }
+        }
         for &(port, data) in pkts {
             let Some((id, vport)) = self.cls.classify(port, data) else {
                 self.stats.unclassified += 1;
@@ -497,6 +644,14 @@ impl VirtWorkers {
                 self.stats.dangling += 1;
                 continue;
             };
+            if let Some(sent) = self.sent.get_mut(id as usize) {
+                let done = self.done[id as usize].load(Ordering::Acquire);
+                if sent.saturating_sub(done) >= self.backlog_bound {
+                    *self.front_drops.entry(id).or_default() += 1;
+                    continue;
+                }
+                *sent += 1;
+            }
             *self.load.entry(id).or_default() += data.len() as u64;
             let mut buf = self.spare.pop().unwrap_or_default();
             buf.clear();
@@ -518,6 +673,7 @@ impl VirtWorkers {
             ib.items
                 .extend(b.drain(..).map(|(id, vport, d)| Msg::Packet(id, vport, d)));
             ib.items.push_back(Msg::Round);
+            mb.pending.store(true, Ordering::Release);
             if ib.idle {
                 mb.wake.notify_one();
             }
@@ -529,30 +685,47 @@ impl VirtWorkers {
     }
 
     /// Append the outputs the workers have produced so far (physical ports; per device in
-    /// order, devices on different workers interleaved as they ran).
+    /// order; worker by worker, each worker's in the order they ran).
     pub fn take_outputs(&mut self, out: &mut Vec<OutputPacket>) {
-        out.extend(lock(&self.up.q).frames.drain(..));
+        out.extend(self.held.drain(..));
+        for q in &self.up.q {
+            out.extend(lock(q).frames.drain(..));
+        }
+    }
+
+    /// Move every worker's outputs so far into `held` (before a device changes worker).
+    fn collect_outputs(&mut self) {
+        for q in &self.up.q {
+            self.held.extend(lock(q).frames.drain(..));
+        }
     }
 
     /// Wait until some outputs are ready for [`VirtWorkers::take_outputs`] (true), or until
     /// `timeout` has passed (false): for a caller that waits for its frames without spinning.
     pub fn wait_outputs(&self, timeout: Duration) -> bool {
         let end = Instant::now() + timeout;
-        let mut q = lock(&self.up.q);
-        while q.frames.is_empty() {
+        let up = &self.up;
+        let mut g = lock(&up.sig);
+        let ready = loop {
+            // Say so first, then look: a worker adding frames after the look sees the flag
+            // and wakes us under `sig`, which we hold until the wait releases it.
+            up.waiting.store(true, Ordering::SeqCst);
+            if !self.held.is_empty() || up.q.iter().any(|q| !lock(q).frames.is_empty()) {
+                break true;
+            }
             let now = Instant::now();
             if now >= end {
-                return false;
+                break false;
             }
-            q.waiting = true;
-            q = self
-                .up
+            g = up
                 .ready
-                .wait_timeout(q, end - now)
+                .wait_timeout(g, end - now)
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
-        }
-        true
+        };
+        up.waiting.store(false, Ordering::SeqCst);
+        drop(g);
+        ready
     }
 
     /// Give transmitted frames back (empties `out`): their buffers carry the next arriving
@@ -619,7 +792,9 @@ impl VirtWorkers {
     }
 
     /// Run `f` on the shard holding device `id`, on its worker between two rounds (after the
-    /// packets dispatched before, in queue order; packets already queued may run after it).
+    /// packets dispatched before, in queue order; packets already staged or queued — a backlog
+    /// of dispatches included — may run after it: use [`VirtWorkers::wait_idle`] first for a
+    /// call that must see them run).
     /// The way to reach a device's runtime: `call(id, move |vs| vs.runtime(caller, id)...)`.
     pub fn call<R: Send + 'static>(
         &self,
@@ -650,10 +825,28 @@ impl VirtWorkers {
         self.call(id, move |vs| vs.device_stats(crate::Caller::Operator, id))?
     }
 
-    /// A device's scheduler counters on its worker.
+    /// A device's scheduler counters on its worker; `overflow` includes the packets the
+    /// front dropped at the device's backlog bound ([`VirtWorkers::front_drops`]).
     pub fn fair_stats(&self, id: DeviceId) -> Result<FairStats, VirtError> {
         let w = *self.assign.get(&id).ok_or(VirtError::NoSuchDevice(id))?;
-        self.run_on(w, move |_, fair| fair.stats(id))
+        let mut s = self.run_on(w, move |_, fair| fair.stats(id))?;
+        s.overflow += self.front_drops(id);
+        Ok(s)
+    }
+
+    /// Packets of device `id` the front dropped before copying them, because the device
+    /// already had its bound of packets inside the workers (64 × its queue's capacity).
+    pub fn front_drops(&self, id: DeviceId) -> u64 {
+        self.front_drops.get(&id).copied().unwrap_or(0)
+    }
+
+    /// A device id starts afresh (added or removed): its backlog count goes to zero.
+    fn reset_backlog(&mut self, id: DeviceId) {
+        if let Some(s) = self.sent.get_mut(id as usize) {
+            *s = 0;
+            self.done[id as usize].store(0, Ordering::Release);
+        }
+        self.front_drops.remove(&id);
     }
 
     /// Whole-switch counters: the front's (unclassified) plus every worker's.
@@ -690,6 +883,7 @@ impl VirtWorkers {
         };
         let w = self.idlest();
         self.run_on(w, move |vs, _| vs.put_devices(devices, maps))?;
+        self.reset_backlog(id);
         self.assign.insert(id, w);
         self.write_routes().insert(id, w);
         Ok(())
@@ -714,10 +908,12 @@ impl VirtWorkers {
         self.assign.remove(&id);
         self.write_routes().remove(&id);
         self.load.remove(&id);
-        self.run_on(w, move |vs, fair| {
+        let r = self.run_on(w, move |vs, fair| {
             fair.forget(id);
             vs.remove_device(id)
-        })?
+        })?;
+        self.reset_backlog(id);
+        r
     }
 
     /// Replace a device's program (as [`VirtSwitch::replace_device`]).
@@ -732,7 +928,15 @@ impl VirtWorkers {
         self.pause.set(Duration::ZERO);
         // Compile and build here; the worker carries the entries over and swaps.
         let switch = self.factory().build_switch(id, &spec)?;
-        self.call(id, move |vs| vs.install_replacement(id, switch, spec))?
+        let w = *self.assign.get(&id).ok_or(VirtError::NoSuchDevice(id))?;
+        // A new program: the device's work is priced afresh.
+        self.run_on(w, move |vs, fair| {
+            let r = vs.install_replacement(id, switch, spec);
+            if r.is_ok() {
+                fair.recalibrate(id);
+            }
+            r
+        })?
     }
 
     /// Move devices to worker `to` (with their state and waiting packets).
@@ -751,6 +955,9 @@ impl VirtWorkers {
             let (s, r) = mpsc::channel();
             self.send(w, Msg::Take(ds.clone(), s))?;
             let moved = r.recv().map_err(|_| Self::stopped(w))?;
+            // The devices' outputs from their old worker are all in its ring now: collect
+            // them before the new worker can add later ones to its own (per-device order).
+            self.collect_outputs();
             self.pause.set(self.pause.get().max(moved.took));
             self.send(to, Msg::Put(Box::new(moved)))?;
             for d in ds {

@@ -183,6 +183,7 @@ fn with_workers_a_flooding_tenant_on_the_victims_worker_cannot_starve_it() {
                 quantum: QUANTUM,
                 capacity: CAPACITY,
                 rebalance_every: 0,
+                yield_when_busy: true,
             },
         );
         let w = pool.worker_of(1).unwrap();
@@ -240,6 +241,7 @@ fn rebalancing_moves_a_device_under_traffic_losing_nothing() {
             quantum: QUANTUM,
             capacity: 4096,
             rebalance_every: 100,
+            yield_when_busy: true,
         },
     );
     pool.move_group(1, 0).unwrap();
@@ -272,4 +274,121 @@ fn rebalancing_moves_a_device_under_traffic_losing_nothing() {
         let s = pool.device_stats(d).unwrap();
         assert_eq!((s.packets_in, s.to_phys), (u64::from(n), u64::from(n)));
     }
+}
+
+/// On a worker, a victim's packet does not wait behind the attacker's backlog of dispatches:
+/// the worker is held inside a round (a job of an idle third device) while the front
+/// dispatches ten attacker dispatches of 64 frames (twice its queue of 32) and then one victim
+/// packet. Once released, the victim's packet is the first frame out; the attacker still takes
+/// its dispatches one at a time, each overflowing its queue by at least 32. (Taking one
+/// dispatch per round for all devices, as the workers did before, put the victim's packet
+/// behind ten rounds of attacker frames.)
+#[test]
+fn on_a_worker_the_victim_does_not_wait_behind_the_attackers_backlog_of_dispatches() {
+    let mut vs = switch();
+    vs.add_device(
+        3,
+        DeviceSpec {
+            json: basic(),
+            owner: None,
+            quotas: Quotas::default(),
+        },
+    )
+    .unwrap();
+    let mut pool = VirtWorkers::new(
+        vs,
+        WorkerOptions {
+            workers: 1,
+            capacity: 32,
+            rebalance_every: 0,
+            ..WorkerOptions::default()
+        },
+    );
+    let (hold_tx, hold_rx) = std::sync::mpsc::channel::<()>();
+    let (in_tx, in_rx) = std::sync::mpsc::channel::<()>();
+    pool.post(3, move |_| {
+        in_tx.send(()).unwrap();
+        let _ = hold_rx.recv();
+    })
+    .unwrap();
+    in_rx.recv().unwrap();
+    let attack: Vec<Vec<u8>> = (0..64).map(|k| packet(2, k)).collect();
+    let batch: Vec<(u32, &[u8])> = attack.iter().map(|f| (2, f.as_slice())).collect();
+    for _ in 0..10 {
+        pool.dispatch(&batch);
+    }
+    let victim = packet(1, 0);
+    pool.dispatch(&[(1, &victim)]);
+    hold_tx.send(()).unwrap();
+    pool.wait_idle();
+    let mut out: Vec<OutputPacket> = Vec::new();
+    pool.take_outputs(&mut out);
+    let pos = out
+        .iter()
+        .position(|o| o.port == 11)
+        .expect("the victim's packet came out");
+    assert_eq!(pos, 0, "{pos} attacker frames out before the victim's");
+    // Every attacker frame queued or overflowed, each dispatch (64 into a queue of 32)
+    // overflowing by at least 32; every queued one served and out.
+    let a = pool.fair_stats(2).unwrap();
+    assert_eq!(a.queued + a.overflow, 640);
+    assert!(a.overflow >= 320, "{a:?}");
+    assert_eq!(a.served, a.queued);
+    assert_eq!(out.len() as u64, 1 + a.served);
+}
+
+/// A flood's backlog inside the workers is bounded: with the worker held, 40 dispatches of 64
+/// attacker frames (2,560) meet the bound of 64 × its queue of 32 = 2,048 packets inside; the
+/// front drops the other 512 before copying them (counted with the attacker's overflow),
+/// while the victim's packet, dispatched last, goes in and is the first frame out.
+#[test]
+fn the_front_bounds_a_floods_backlog_inside_the_workers() {
+    let mut vs = switch();
+    vs.add_device(
+        3,
+        DeviceSpec {
+            json: basic(),
+            owner: None,
+            quotas: Quotas::default(),
+        },
+    )
+    .unwrap();
+    let mut pool = VirtWorkers::new(
+        vs,
+        WorkerOptions {
+            workers: 1,
+            capacity: 32,
+            rebalance_every: 0,
+            ..WorkerOptions::default()
+        },
+    );
+    let (hold_tx, hold_rx) = std::sync::mpsc::channel::<()>();
+    let (in_tx, in_rx) = std::sync::mpsc::channel::<()>();
+    pool.post(3, move |_| {
+        in_tx.send(()).unwrap();
+        let _ = hold_rx.recv();
+    })
+    .unwrap();
+    in_rx.recv().unwrap();
+    let attack: Vec<Vec<u8>> = (0..64).map(|k| packet(2, k)).collect();
+    let batch: Vec<(u32, &[u8])> = attack.iter().map(|f| (2, f.as_slice())).collect();
+    for _ in 0..40 {
+        pool.dispatch(&batch);
+    }
+    assert_eq!(pool.front_drops(2), 512);
+    let victim = packet(1, 0);
+    pool.dispatch(&[(1, &victim)]);
+    assert_eq!(pool.front_drops(1), 0);
+    hold_tx.send(()).unwrap();
+    pool.wait_idle();
+    let mut out: Vec<OutputPacket> = Vec::new();
+    pool.take_outputs(&mut out);
+    assert_eq!(out.iter().position(|o| o.port == 11), Some(0));
+    let a = pool.fair_stats(2).unwrap();
+    assert_eq!(a.queued + a.overflow, 2_560, "{a:?}");
+    assert_eq!(out.len() as u64, 1 + a.served);
+    // Drained: the bound lets the flood in again.
+    pool.dispatch(&batch);
+    assert_eq!(pool.front_drops(2), 512);
+    pool.wait_idle();
 }

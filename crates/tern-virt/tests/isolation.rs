@@ -493,3 +493,76 @@ fn a_control_plane_flood_leaves_the_victims_packets_intact() {
     assert_eq!(alice.mt_get_num_entries("MyIngress.ipv4_lpm").unwrap(), 1);
     println!("control-plane flood: {calls} calls, {full} refused with TABLE_FULL, victim {n}/{n}");
 }
+
+/// `Cost::Work` counts what each packet did, from the data plane's pass counter: beside a
+/// resubmit loop, a multicast storm and a clone storm (each cut at the pass quota of 64), the victim's
+/// packets count exactly 2 passes each (ingress, egress) and the attacker's exactly 64, on
+/// a real switch through the fair scheduler. The count (not the clock) is what the victim
+/// is charged for; every victim packet still comes out byte-exact.
+#[test]
+fn counted_work_is_the_passes_each_device_ran() {
+    const PASSES: u64 = 64;
+    const N: u16 = 100;
+    let quotas = Quotas {
+        max_passes: PASSES as usize,
+        ..Quotas::default()
+    };
+    let attacks = [
+        ("resubmit", "resubmit_preserving_field_list(0);"),
+        ("multicast", "sm.mcast_grp = 1;"),
+        (
+            "clone",
+            "clone(CloneType.I2E, 1); resubmit_preserving_field_list(0);",
+        ),
+    ];
+    for (name, body) in attacks {
+        let json = p4(&program(
+            "state start { p.extract(h.eth); transition accept; }",
+            "",
+            body,
+        ));
+        let mut vs = two_tenants(&json, quotas);
+        if name == "multicast" {
+            let mut rt = vs.runtime(Caller::Tenant("mallory"), ATTACKER).unwrap();
+            let g = rt.mc_mgrp_create(1).unwrap();
+            let ports: Vec<u32> = (0..512).collect();
+            let node = rt.mc_node_create(0, &ports, &[]).unwrap();
+            rt.mc_node_associate(g, node).unwrap();
+        }
+        if name == "clone" {
+            let mut rt = vs.runtime(Caller::Tenant("mallory"), ATTACKER).unwrap();
+            rt.mirroring_session_add(
+                1,
+                tern_runtime::MirroringSession {
+                    port: Some(1),
+                    mgid: None,
+                },
+            )
+            .unwrap();
+        }
+        let mut fair = FairScheduler::with_cost(Cost::Work, 20_000, 4096);
+        assert_eq!(fair.cost(), Cost::Work);
+        let frame = attacker_frame();
+        for seq in 0..N {
+            assert!(fair.enqueue(&vs, 10, &frame));
+            assert!(fair.enqueue(&vs, 1, &victim_packet(seq)));
+        }
+        let mut out: Vec<OutputPacket> = Vec::new();
+        while fair.backlog() > 0 {
+            fair.run_round(&mut vs, &mut out);
+        }
+        let victim: Vec<&OutputPacket> = out.iter().filter(|o| o.port == 2).collect();
+        assert_eq!(victim.len(), usize::from(N), "{name}");
+        for (seq, o) in victim.iter().enumerate() {
+            assert_eq!(o.data, victim_expected(seq as u16), "{name}: packet {seq}");
+        }
+        let (v, a) = (fair.stats(VICTIM), fair.stats(ATTACKER));
+        assert_eq!(v.units, 2 * u64::from(N), "{name}: {v:?}");
+        assert_eq!(a.units, PASSES * u64::from(N), "{name}: {a:?}");
+        assert_eq!(vs.device_passes(VICTIM), v.units);
+        assert_eq!(vs.device_passes(ATTACKER), a.units);
+        // Priced at the device's own calibration, never more than it was measured.
+        assert!(fair.price(VICTIM).unwrap().calibration().unwrap() > 0.0);
+        assert!(v.work > 0 && a.work > 0);
+    }
+}

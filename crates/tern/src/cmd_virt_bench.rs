@@ -58,9 +58,17 @@ pub struct BenchArgs {
     /// --isolation: the victim's offered rate as a share of its capacity measured alone.
     #[arg(long, default_value_t = 0.4)]
     victim_share: f64,
-    /// --isolation: the fair scheduler's quantum, in ns of measured work per device per round.
+    /// --isolation: the fair scheduler's quantum, in ns of work per device per round.
     #[arg(long, default_value_t = tern_virt::DEFAULT_QUANTUM_NS)]
     quantum_ns: u64,
+    /// --isolation: what the fair scheduler charges: `work` (counted pipeline passes at each
+    /// device's calibrated ns per pass, measured time as a guard), `time` (measured ns per
+    /// chunk) or `bytes` (classic DRR).
+    #[arg(long, default_value = "work", value_parser = ["work", "time", "bytes"])]
+    charge: String,
+    /// --isolation: workers with work left after a round do not yield their CPU.
+    #[arg(long)]
+    no_yield: bool,
     /// --isolation: skip the plot (isolation.png needs matplotlib).
     #[arg(long)]
     no_plot: bool,
@@ -751,6 +759,12 @@ pub fn run(a: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
             workers: a.workers.clone(),
             victim_share: a.victim_share,
             quantum_ns: a.quantum_ns.max(1),
+            cost: match a.charge.as_str() {
+                "time" => tern_virt::Cost::Nanos,
+                "bytes" => tern_virt::Cost::Bytes,
+                _ => tern_virt::Cost::Work,
+            },
+            yield_when_busy: !a.no_yield,
             plot: !a.no_plot,
         })?;
         return Ok(std::process::ExitCode::SUCCESS);
@@ -1007,6 +1021,8 @@ mod tests {
             workers: vec![1, 2],
             victim_share: 0.4,
             quantum_ns: tern_virt::DEFAULT_QUANTUM_NS,
+            charge: "work".into(),
+            no_yield: false,
             no_plot: true,
         })
         .unwrap();
@@ -1089,6 +1105,8 @@ mod tests {
             workers: vec![1, 2],
             victim_share: 0.2,
             quantum_ns: tern_virt::DEFAULT_QUANTUM_NS,
+            charge: "work".into(),
+            no_yield: false,
             no_plot: true,
         })
         .unwrap();
@@ -1103,6 +1121,12 @@ mod tests {
                 .unwrap()
                 .clone()
         };
+        for r in rows {
+            // Charged by counted work: the victim's 64 packets ran 2 passes each (ingress,
+            // egress), whatever the attack beside it.
+            assert_eq!(r["charge"], "work");
+            assert_eq!(r["victim_units"], 2 * 64, "{r}");
+        }
         for w in [1, 2] {
             assert!(row(w, "alone")["delivered_pps"].as_f64().unwrap() > 0.0);
             assert!(row(w, "alone")["capacity_pps"].as_f64().unwrap() > 0.0);

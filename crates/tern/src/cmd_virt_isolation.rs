@@ -15,7 +15,9 @@
 //! take, so its queue stays full (and overflows); the control-plane attacks also queue their
 //! control work with every dispatch. Reported per row: offered and delivered rate, loss,
 //! p50/p99/p999 latency, the delivered rate and p99 against the victim alone, and the work
-//! the scheduler charged each device (measured nanoseconds: `tern_virt::Cost::Nanos`). The
+//! the scheduler charged each device (`--charge work`, the default: counted pipeline passes
+//! at each device's calibrated ns per pass, `tern_virt::Cost::Work`; `time`: measured ns;
+//! `bytes`), the units it counted and the chunks its guard charged by the clock. The
 //! front sleeps until a worker hands outputs over or the next packet is due (no spinning
 //! thread competes with the workers). Timings from a shared or busy machine mean nothing:
 //! the figures are for a quiet machine and a release build.
@@ -61,6 +63,10 @@ pub struct IsolationArgs {
     pub victim_share: f64,
     /// The scheduler's quantum (ns of work per device per round).
     pub quantum_ns: u64,
+    /// What the scheduler charges (`Cost::Work` by default).
+    pub cost: Cost,
+    /// `WorkerOptions::yield_when_busy`.
+    pub yield_when_busy: bool,
     /// Draw isolation.png (matplotlib, scripts/virt/isolation-plot.sh).
     pub plot: bool,
 }
@@ -542,22 +548,27 @@ fn pool_for(
     victim_json: &str,
     attack: Attack,
     workers: usize,
-    quantum_ns: u64,
+    a: &IsolationArgs,
 ) -> anyhow::Result<VirtWorkers> {
     let vs = build(victim_json, attack)?;
     let mut pool = VirtWorkers::new(
         vs,
         WorkerOptions {
             workers,
-            cost: Cost::Nanos,
-            quantum: quantum_ns,
+            cost: a.cost,
+            quantum: a.quantum_ns,
             rebalance_every: 0,
+            yield_when_busy: a.yield_when_busy,
             ..WorkerOptions::default()
         },
     );
     if workers > 1 {
         pool.move_group(VICTIM, 0)?;
         pool.move_group(ATTACKER, 1)?;
+        // No rebalancing (rebalance_every 0): the attacker stays off the victim's worker.
+        if pool.worker_of(VICTIM) == pool.worker_of(ATTACKER) {
+            bail!("the victim and the attacker ended up on one worker");
+        }
     }
     Ok(pool)
 }
@@ -590,6 +601,8 @@ pub fn run(a: &IsolationArgs) -> anyhow::Result<serde_json::Value> {
         "attack_frames_per_dispatch": a.attack_frames,
         "victim_share": a.victim_share,
         "quantum_ns": a.quantum_ns,
+        "charge": charge_name(a.cost),
+        "yield_when_busy": a.yield_when_busy,
         "attacker_max_passes": A_PASSES,
         "rows": rows,
     });
@@ -605,6 +618,15 @@ pub fn run(a: &IsolationArgs) -> anyhow::Result<serde_json::Value> {
         plot(&a.out)?;
     }
     Ok(report)
+}
+
+/// The `--charge` name of a cost.
+fn charge_name(c: Cost) -> &'static str {
+    match c {
+        Cost::Work => "work",
+        Cost::Nanos => "time",
+        Cost::Bytes => "bytes",
+    }
 }
 
 /// `scripts/virt/isolation-plot.sh DIR` (matplotlib in .venv-plot): DIR/isolation.png.
@@ -639,24 +661,38 @@ fn suite(
          paced by the clock in dispatches of at most {}, each timestamped when due; latency \
          from then to the front holding its output. Attacker: flat out, {} frames with every \
          dispatch (its queue stays full), quotas {} passes per packet and {} table entries. \
-         Scheduler: DRR charged by measured work, quantum {} µs. Median of {} runs. Target: \
-         the victim's rate and p99 within 5 % of alone.\n\n\
+         Scheduler: DRR charged by {}, quantum {} µs{}. Median of {} runs. Target: \
+         the victim's rate and p99 within 5 % of alone. Work columns: what the scheduler \
+         charged (ms of priced work), the units it counted (pipeline passes; with \
+         `--charge time` the ns measured) and the chunks the guard charged their measured \
+         time.\n\n\
          | workers | attack | offered kpps | delivered kpps | delivered/offered | loss | \
          rate vs alone | p50 µs | p99 µs | p999 µs | p99 vs alone | victim work ms | \
-         attacker work ms | attacker frames out | attacker overflow | attacker panics |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+         victim units | victim guarded | attacker work ms | attacker units | attacker guarded \
+         | attacker frames out | attacker overflow | attacker panics |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
         100.0 * a.victim_share,
         a.packets,
         a.batch,
         a.attack_frames,
         A_PASSES,
         A_ENTRIES,
+        match a.cost {
+            Cost::Work => "counted work (pipeline passes at each device's calibrated ns per pass)",
+            Cost::Nanos => "measured time",
+            Cost::Bytes => "frame bytes",
+        },
         a.quantum_ns as f64 / 1e3,
+        if a.yield_when_busy {
+            ", busy workers yield"
+        } else {
+            ""
+        },
         a.runs
     );
     for &workers in &a.workers {
         let cap = {
-            let mut pool = pool_for(victim_json, Attack::Alone, workers, a.quantum_ns)?;
+            let mut pool = pool_for(victim_json, Attack::Alone, workers, a)?;
             capacity(&mut pool, a.packets / 10, want)?;
             let c = capacity(&mut pool, a.packets, want)?;
             let mut out = Vec::new();
@@ -671,7 +707,7 @@ fn suite(
         );
         let mut alone: Option<(f64, f64)> = None;
         for attack in ATTACKS {
-            let mut pool = pool_for(victim_json, attack, workers, a.quantum_ns)?;
+            let mut pool = pool_for(victim_json, attack, workers, a)?;
             let mut batch_no = 0;
             // Warm-up (tables, buffers, rings), then the timed runs.
             let warm = IsolationArgs {
@@ -682,6 +718,11 @@ fn suite(
                 ..*a
             };
             run_open(&mut pool, &warm, attack, want, rate, &mut batch_no)?;
+            // The work windows close on idle workers (the attacker's staged dispatches run
+            // after the victim's last packet came out; a control call may pass them).
+            pool.wait_idle();
+            let mut rest = Vec::new();
+            pool.take_outputs(&mut rest);
             let v0 = pool.fair_stats(VICTIM)?;
             let a0 = pool.fair_stats(ATTACKER)?;
             let mut runs = Vec::new();
@@ -691,11 +732,11 @@ fn suite(
                 a_out += r.attacker_out;
                 runs.push(r);
             }
+            pool.wait_idle();
+            rest.clear();
+            pool.take_outputs(&mut rest);
             let v1 = pool.fair_stats(VICTIM)?;
             let a1 = pool.fair_stats(ATTACKER)?;
-            pool.wait_idle();
-            let mut rest = Vec::new();
-            pool.take_outputs(&mut rest);
             a_out += rest.iter().filter(|o| o.port != V_OUT).count() as u64;
             let vstats = pool.device_stats(VICTIM)?;
             let astats = pool.device_stats(ATTACKER)?;
@@ -728,6 +769,11 @@ fn suite(
                 "p99_vs_alone_pct": p99_pct,
                 "victim_work_ns": v_work,
                 "attacker_work_ns": a_work,
+                "charge": charge_name(a.cost),
+                "victim_units": v1.units - v0.units,
+                "attacker_units": a1.units - a0.units,
+                "victim_guarded": v1.guarded - v0.guarded,
+                "attacker_guarded": a1.guarded - a0.guarded,
                 "victim_overflow": v1.overflow,
                 "victim_packets_in": vstats.packets_in,
                 "attacker_frames_out": a_out,
@@ -737,7 +783,7 @@ fn suite(
             }));
             md.push_str(&format!(
                 "| {workers} | {} | {:.1} | {:.1} | {:.3} | {lost} | {:+.1} % | {:.1} | {:.1} | \
-                 {:.1} | {:+.1} % | {:.1} | {:.1} | {a_out} | {} | {} |\n",
+                 {:.1} | {:+.1} % | {:.1} | {} | {} | {:.1} | {} | {} | {a_out} | {} | {} |\n",
                 attack.name(),
                 offered / 1e3,
                 delivered / 1e3,
@@ -748,7 +794,11 @@ fn suite(
                 p999 / 1e3,
                 p99_pct,
                 v_work as f64 / 1e6,
+                v1.units - v0.units,
+                v1.guarded - v0.guarded,
                 a_work as f64 / 1e6,
+                a1.units - a0.units,
+                a1.guarded - a0.guarded,
                 a1.overflow,
                 astats.panics
             ));

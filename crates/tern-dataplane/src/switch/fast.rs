@@ -85,6 +85,14 @@ impl Switch {
         (self.lane_counts[0], self.lane_counts[1])
     }
 
+    /// Pipeline passes (ingress and egress runs: the input's, its resubmits,
+    /// recirculations, clones and multicast replicas) run since the switch was created: a
+    /// count of the work its packets did, for a scheduler that charges work (tern-virt's
+    /// `Cost::Work`).
+    pub fn passes(&self) -> u64 {
+        self.passes
+    }
+
     /// Why this switch's packets do not take the fast lane (`None`: the common case does).
     pub fn lane_why_not(&self) -> Option<String> {
         if self.slow_only {
@@ -126,6 +134,8 @@ impl Switch {
         let st = &mut inst.state;
         st.ext.now_us = now;
         self.lane_counts[0] += 1;
+        // The ingress pass (the egress pass is counted where it runs).
+        self.passes += 1;
         let len = data.len() as u32;
         let direct = inst.lane_direct;
         let reuse = self.lane_pkt.take().or_else(|| self.pool.pop());
@@ -188,7 +198,8 @@ impl Switch {
             self.jobs.clear();
             let mut flow = general_flow!(self, eng, st, out, now, self.bcache.as_deref_mut());
             let next = flow.ingress_tail(pkt).map(|(p, port)| Job::Egress(p, port));
-            flow.run_jobs(next, self.opts.max_instances_per_packet - 1);
+            let ran = flow.run_jobs(next, self.opts.max_instances_per_packet - 1);
+            self.passes += ran as u64;
             return;
         }
         pkt.regs.exit = false;
@@ -221,6 +232,7 @@ impl Switch {
         set(eng, phv, |s| &s.egress_spec, eng.drop_port as u64 + 1);
         set(eng, phv, |s| &s.packet_length, pkt.length_reg as u64);
 
+        self.passes += 1;
         // Egress (through the egress behaviour cache when there is one).
         // An empty pipeline has nothing to run (untraced: the lane never traces).
         if let Some(r) = fast_cache::egress(self.bcache.as_deref_mut(), eng, st, &mut pkt) {
@@ -245,7 +257,8 @@ impl Switch {
             self.jobs.clear();
             let mut flow = general_flow!(self, eng, st, out, now, self.bcache.as_deref_mut());
             flow.egress_tail(pkt, port);
-            flow.run_jobs(None, self.opts.max_instances_per_packet - 2);
+            let ran = flow.run_jobs(None, self.opts.max_instances_per_packet - 2);
+            self.passes += ran as u64;
             return;
         }
         pkt.regs.exit = false;

@@ -1,0 +1,153 @@
+//! A flood that sends nothing out (its packets dropped by its program, and more of them than
+//! its queue holds) costs no allocation per packet either: the workers hand the served and
+//! overflowed buffers back to the front, whose pool would otherwise run dry and allocate one
+//! buffer per arriving frame. A global allocator counts every thread's allocations while a
+//! window is open (this file holds one test, so no other test's allocations run meanwhile).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use tern_runtime::{MatchParam, OutputPacket, Runtime};
+use tern_virt::{Caller, DeviceSpec, Quotas, Rule, Target, VirtSwitch, VirtWorkers, WorkerOptions};
+
+struct Counting;
+
+static COUNTING: AtomicBool = AtomicBool::new(false);
+static COUNT: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: every call is passed to the system allocator unchanged; the counters are atomics,
+// which never allocate.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        if COUNTING.load(Ordering::Relaxed) {
+            COUNT.fetch_add(1, Ordering::Relaxed);
+        }
+        // SAFETY: forwarded with the caller's layout.
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        // SAFETY: `p` came from `System.alloc` with layout `l`.
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        if COUNTING.load(Ordering::Relaxed) {
+            COUNT.fetch_add(1, Ordering::Relaxed);
+        }
+        // SAFETY: forwarded unchanged.
+        unsafe { System.realloc(p, l, n) }
+    }
+}
+
+#[global_allocator]
+static A: Counting = Counting;
+
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../");
+
+fn compile(rel: &str) -> String {
+    tern_p4::compile_file(
+        std::path::Path::new(&format!("{ROOT}{rel}")),
+        &tern_p4::Options::default(),
+    )
+    .unwrap()
+    .json
+}
+
+fn route(rt: &mut dyn Runtime, dst: [u8; 4], port: u8) {
+    rt.mt_add_entry(
+        "MyIngress.ipv4_lpm",
+        &[MatchParam::Lpm {
+            key: dst.to_vec(),
+            prefix_len: 32,
+        }],
+        "MyIngress.ipv4_forward",
+        &[vec![8, 0, 0, 0, 2, 0x22], vec![0, port]],
+        None,
+    )
+    .unwrap();
+}
+
+fn packet(dst: [u8; 4]) -> Vec<u8> {
+    let mut p = vec![0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 1, 8, 0];
+    p.extend_from_slice(&[0x45, 0, 0, 0x24, 0, 1, 0, 0, 0x40, 6, 0, 0, 10, 0, 1, 1]);
+    p.extend_from_slice(&dst);
+    p.extend_from_slice(&[0x5a; 16]);
+    p
+}
+
+/// A victim (basic.p4, routed) and a flooding attacker (basic.p4 without routes: every
+/// packet dropped) on 1 and on 2 workers; each dispatch carries 64 attacker frames, twice
+/// what its queue holds, and 8 victim packets. After a warm-up, 400 dispatches allocate
+/// nothing on any thread, and every victim packet comes out.
+#[test]
+fn a_flood_that_sends_nothing_out_allocates_nothing_per_packet() {
+    let router = compile("p4/tutorials/basic.p4");
+    for workers in [1, 2] {
+        let spec = |owner: &str| DeviceSpec {
+            json: router.clone(),
+            owner: Some(owner.into()),
+            quotas: Quotas::default(),
+        };
+        let mut vs = VirtSwitch::new();
+        vs.add_device(1, spec("alice")).unwrap();
+        vs.add_device(2, spec("mallory")).unwrap();
+        route(
+            &mut vs.runtime(Caller::Operator, 1).unwrap(),
+            [10, 0, 2, 2],
+            2,
+        );
+        let rule = |port, device| Rule {
+            priority: 0,
+            port: Some(port),
+            vlan: None,
+            field: None,
+            device,
+            vport: Some(1),
+        };
+        vs.add_rule(rule(1, 1)).unwrap();
+        vs.add_rule(rule(5, 2)).unwrap();
+        vs.map_port(1, 2, Target::Phys(2)).unwrap();
+        let mut pool = VirtWorkers::new(
+            vs,
+            WorkerOptions {
+                workers,
+                capacity: 32,
+                rebalance_every: 0,
+                ..WorkerOptions::default()
+            },
+        );
+        if workers == 2 {
+            pool.move_group(1, 0).unwrap();
+            pool.move_group(2, 1).unwrap();
+        }
+        let (v, a) = (packet([10, 0, 2, 2]), packet([10, 0, 9, 9]));
+        let mut batch: Vec<(u32, &[u8])> = (0..64).map(|_| (5, &a[..])).collect();
+        batch.extend((0..8).map(|_| (1, &v[..])));
+        let mut out: Vec<OutputPacket> = Vec::with_capacity(64);
+        let run = |pool: &mut VirtWorkers, out: &mut Vec<OutputPacket>| {
+            pool.process_batch(&batch, out);
+            assert_eq!(out.len(), 8);
+            assert!(out.iter().all(|o| o.port == 2));
+            pool.recycle_outputs(out);
+        };
+        for _ in 0..1000 {
+            run(&mut pool, &mut out);
+        }
+        COUNT.store(0, Ordering::SeqCst);
+        COUNTING.store(true, Ordering::SeqCst);
+        for _ in 0..400 {
+            run(&mut pool, &mut out);
+        }
+        COUNTING.store(false, Ordering::SeqCst);
+        let n = COUNT.load(Ordering::SeqCst);
+        assert_eq!(
+            n, 0,
+            "{workers} worker(s): allocations in 400 dispatches of 64 flood frames and 8 victim packets"
+        );
+        let s = pool.fair_stats(2).unwrap();
+        assert!(
+            s.overflow >= 400 * 32,
+            "the flood overflowed its queue: {s:?}"
+        );
+        assert_eq!(pool.device_stats(1).unwrap().to_phys, 1400 * 8);
+    }
+}
