@@ -167,6 +167,27 @@ impl Native {
         self.pipes.run(eng, st, pkt, init)
     }
 
+    /// Where the pipeline starting at `init` is among the native pipelines (resolved once,
+    /// when a program loads, for [`Native::run_pipeline_at`]); `None` when it is interpreted.
+    pub fn pipeline_index(&self, init: GNode) -> Option<usize> {
+        self.pipes.index_of(init)
+    }
+
+    /// [`Native::run_pipeline`] of the pipeline at `index` ([`Native::pipeline_index`]):
+    /// no search by first node; `None` when there is no such native pipeline.
+    #[inline]
+    pub fn run_pipeline_at(
+        &self,
+        eng: &Engine,
+        st: &mut State,
+        pkt: &mut Pkt,
+        index: usize,
+    ) -> Option<Result<(), Fault>> {
+        self.check_phv(&pkt.phv);
+        self.pipes.run_at(index, eng, st, pkt)
+    }
+
+    #[inline]
     fn check_phv(&self, phv: &Phv) {
         assert!(
             phv.bytes.len() == self.phv_bytes && phv.valid.len() == self.headers,

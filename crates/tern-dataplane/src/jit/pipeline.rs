@@ -161,8 +161,33 @@ impl Pipes {
         init: GNode,
     ) -> Option<Result<(), Fault>> {
         let f = self.fns.iter().find(|(i, _)| *i == init)?.1;
+        Some(Self::run_fn(f, eng, st, pkt))
+    }
+
+    /// The index in [`Pipes::fns`] of the pipeline starting at `init` (for callers that
+    /// resolve it once, at load: [`Pipes::run_at`]).
+    pub fn index_of(&self, init: GNode) -> Option<usize> {
+        self.fns.iter().position(|(i, _)| *i == init)
+    }
+
+    /// [`Pipes::run`] of the pipeline at index `i` of [`Pipes::fns`] (no search); `None` if
+    /// there is no such pipeline.
+    #[inline]
+    pub fn run_at(
+        &self,
+        i: usize,
+        eng: &Engine,
+        st: &mut State,
+        pkt: &mut Pkt,
+    ) -> Option<Result<(), Fault>> {
+        let f = self.fns.get(i)?.1;
+        Some(Self::run_fn(f, eng, st, pkt))
+    }
+
+    #[inline]
+    fn run_fn(f: PipeFn, eng: &Engine, st: &mut State, pkt: &mut Pkt) -> Result<(), Fault> {
         if pkt.regs.exit {
-            return Some(Ok(()));
+            return Ok(());
         }
         let mut ctx = PipeCtx {
             phv: pkt.phv.bytes.as_mut_ptr(),
@@ -186,7 +211,7 @@ impl Pipes {
         // pointer it was given and end their borrows before returning.
         let r = unsafe { f(&mut ctx) };
         let fault = ctx.fault.take();
-        Some(match r {
+        match r {
             // A helper that cannot stop the code (`h_hash`) left a fault.
             _ if fault.is_some() && r != FAULT => Err(fault.expect("just checked")),
             DONE => Ok(()),
@@ -195,7 +220,7 @@ impl Pipes {
                 Ok(())
             }
             _ => Err(fault.unwrap_or_else(|| Fault("native pipeline failed".into()))),
-        })
+        }
     }
 }
 
