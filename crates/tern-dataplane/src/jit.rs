@@ -30,7 +30,7 @@ use std::sync::Mutex;
 
 mod pipeline;
 
-pub use pipeline::TablePath;
+pub use pipeline::{BurstCtx, TablePath};
 
 use cranelift_codegen::ir::{self, condcodes::IntCC, types, AbiParam, InstBuilder, MemFlags};
 use cranelift_codegen::settings::{self, Configurable};
@@ -173,18 +173,20 @@ impl Native {
         self.pipes.index_of(init)
     }
 
-    /// [`Native::run_pipeline`] of the pipeline at `index` ([`Native::pipeline_index`]):
-    /// no search by first node; `None` when there is no such native pipeline.
+    /// [`Native::run_pipeline`] of the pipeline at `index` ([`Native::pipeline_index`]) in a
+    /// context kept across the calls of a burst ([`BurstCtx`]): no search by first node, no
+    /// context set-up beyond its pointers; `None` when there is no such native pipeline.
     #[inline]
     pub fn run_pipeline_at(
         &self,
+        ctx: &mut BurstCtx,
         eng: &Engine,
         st: &mut State,
         pkt: &mut Pkt,
         index: usize,
     ) -> Option<Result<(), Fault>> {
         self.check_phv(&pkt.phv);
-        self.pipes.run_at(index, eng, st, pkt)
+        self.pipes.run_at_in(ctx, index, eng, st, pkt)
     }
 
     #[inline]

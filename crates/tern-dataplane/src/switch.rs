@@ -1380,8 +1380,9 @@ impl Switch {
             // Nothing a packet does turns the trace, the stage timing or the lane off, and a
             // packet that leaves the common case is handed over inside `process_lane`: the
             // whole batch goes straight to the lane.
+            let mut ctx = crate::jit::BurstCtx::new();
             for (port, data) in pkts {
-                self.process_lane(now, *port, data, out);
+                self.process_lane(now, *port, data, out, &mut ctx);
             }
             return;
         }
@@ -1473,7 +1474,7 @@ impl Switch {
 
     fn process_one(&mut self, now: u64, port: Port, data: &[u8], out: &mut Vec<OutputPacket>) {
         if self.lane_ready() {
-            self.process_lane(now, port, data, out);
+            self.process_lane(now, port, data, out, &mut crate::jit::BurstCtx::new());
             return;
         }
         let inst = &mut self.live;

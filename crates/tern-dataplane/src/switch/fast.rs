@@ -24,6 +24,7 @@
 use super::{fast_cache, fresh_pkt, Flow, Job, Switch};
 use crate::compile::Engine;
 use crate::exec::Pkt;
+use crate::jit::BurstCtx;
 use crate::layout::{Phv, StdSlot};
 use tern_runtime::{OutputPacket, Port};
 
@@ -200,6 +201,7 @@ impl Switch {
         port: Port,
         data: &[u8],
         out: &mut Vec<OutputPacket>,
+        ctx: &mut BurstCtx,
     ) {
         let inst = &mut self.live;
         let eng: &Engine = &inst.engine;
@@ -248,7 +250,7 @@ impl Switch {
                 return;
             }
         } else if let Some(i) = plan.ingress {
-            let r = match jit.and_then(|j| j.run_pipeline_at(eng, st, &mut pkt, i)) {
+            let r = match jit.and_then(|j| j.run_pipeline_at(ctx, eng, st, &mut pkt, i)) {
                 Some(r) => r,
                 None => eng.run_pipeline(st, &mut pkt, "ingress", eng.ingress.flatten()),
             };
@@ -308,7 +310,7 @@ impl Switch {
                 return;
             }
         } else if let Some(i) = plan.egress {
-            let r = match jit.and_then(|j| j.run_pipeline_at(eng, st, &mut pkt, i)) {
+            let r = match jit.and_then(|j| j.run_pipeline_at(ctx, eng, st, &mut pkt, i)) {
                 Some(r) => r,
                 None => eng.run_pipeline(st, &mut pkt, "egress", eng.egress.flatten()),
             };
