@@ -176,7 +176,7 @@ impl Native {
     /// [`Native::run_pipeline`] of the pipeline at `index` ([`Native::pipeline_index`]) in a
     /// context kept across the calls of a burst ([`BurstCtx`]): no search by first node, no
     /// context set-up beyond its pointers; `None` when there is no such native pipeline.
-    #[inline]
+    #[inline(always)]
     pub fn run_pipeline_at(
         &self,
         ctx: &mut BurstCtx,
@@ -189,7 +189,7 @@ impl Native {
         self.pipes.run_at_in(ctx, index, eng, st, pkt)
     }
 
-    #[inline]
+    #[inline(always)]
     fn check_phv(&self, phv: &Phv) {
         assert!(
             phv.bytes.len() == self.phv_bytes && phv.valid.len() == self.headers,
@@ -285,7 +285,7 @@ impl Native {
     /// (nothing appended) when there is no such function; `Some(false)` when the headers were
     /// emitted but the checksums left to the caller (an update whose condition holds sums a
     /// header that is not valid), `Some(true)` when both are done.
-    #[inline]
+    #[inline(always)]
     pub fn emit_csum(
         &self,
         phv: &mut Phv,

@@ -1041,34 +1041,46 @@ pub(crate) fn fresh_pkt(
     copy: bool,
     port: u32,
 ) -> Box<Pkt> {
-    let len = data.len() as u32;
-    let mut p = match reuse {
+    match reuse {
         Some(mut p) => {
-            p.phv.reset(layout);
-            p.data.clear();
-            p.payload_off = 0;
-            p.regs = PktRegs::default();
-            p.enq_ts = 0;
+            renew_pkt(&mut p, layout, data, copy, port);
             p
         }
-        None => Box::new(Pkt {
-            phv: Phv::new(layout),
-            data: Vec::with_capacity(data.len()),
-            payload_off: 0,
-            ingress_len: len,
-            length_reg: len,
-            ingress_port: port,
-            regs: PktRegs::default(),
-            enq_ts: 0,
-        }),
-    };
+        None => {
+            let len = data.len() as u32;
+            let mut p = Box::new(Pkt {
+                phv: Phv::new(layout),
+                data: Vec::with_capacity(data.len()),
+                payload_off: 0,
+                ingress_len: len,
+                length_reg: len,
+                ingress_port: port,
+                regs: PktRegs::default(),
+                enq_ts: 0,
+            });
+            if copy {
+                p.data.extend_from_slice(data);
+            }
+            p
+        }
+    }
+}
+
+/// [`fresh_pkt`] of an instance at hand (the fast lane's own, inlined there).
+#[inline(always)]
+pub(crate) fn renew_pkt(p: &mut Pkt, layout: &Layout, data: &[u8], copy: bool, port: u32) {
+    let len = data.len() as u32;
+    p.phv.reset(layout);
+    p.data.clear();
+    p.payload_off = 0;
+    p.regs = PktRegs::default();
+    p.enq_ts = 0;
     if copy {
         p.data.extend_from_slice(data);
     }
     p.ingress_len = len;
     p.length_reg = len;
     p.ingress_port = port;
-    p
 }
 
 impl Flow<'_> {

@@ -208,7 +208,7 @@ impl Pipes {
 
     /// [`Pipes::run`] of the pipeline at index `i` of [`Pipes::fns`] (no search), with a
     /// context kept across calls ([`BurstCtx`]); `None` if there is no such pipeline.
-    #[inline]
+    #[inline(always)]
     pub fn run_at_in(
         &self,
         ctx: &mut BurstCtx,
@@ -221,7 +221,7 @@ impl Pipes {
         Some(Self::run_fn_in(ctx, f, eng, st, pkt))
     }
 
-    #[inline]
+    #[inline(always)]
     fn run_fn_in(
         c: &mut BurstCtx,
         f: PipeFn,

@@ -21,7 +21,7 @@
 //! Eligibility is decided when a program loads ([`why_not`]) and shown in the bench's
 //! `native code:` line (`fast lane on` / `fast lane off (why)`).
 
-use super::{fast_cache, fresh_pkt, Flow, Job, Switch};
+use super::{fast_cache, fresh_pkt, renew_pkt, Flow, Job, Switch};
 use crate::compile::Engine;
 use crate::exec::Pkt;
 use crate::jit::BurstCtx;
@@ -212,8 +212,13 @@ impl Switch {
         self.lane_counts[0] += 1;
         let len = data.len() as u32;
         let direct = inst.lane_direct;
-        let reuse = self.lane_pkt.take().or_else(|| self.pool.pop());
-        let mut pkt = fresh_pkt(reuse, &eng.layout, data, !direct, port);
+        let mut pkt = match self.lane_pkt.take() {
+            Some(mut p) => {
+                renew_pkt(&mut p, &eng.layout, data, !direct, port);
+                p
+            }
+            None => fresh_pkt(self.pool.pop(), &eng.layout, data, !direct, port),
+        };
         let phv = &mut pkt.phv;
         put(phv, &s.ingress_port, port as u64);
         put(phv, &s.packet_length, len as u64);
