@@ -326,7 +326,7 @@ impl Phv {
     /// A standard-metadata field's value ([`StdSlot`]): what [`Phv::read_u64`] gives (the
     /// low 8 bytes of a wider slot), 0 if the program has no such field. Always inlined (the
     /// switch reads a few per packet): the window load, or 0 for an absent field; other
-    /// fields take [`Phv::read_std_slow`].
+    /// fields take `Phv::read_std_slow`.
     #[inline(always)]
     pub fn read_std(&self, s: &StdSlot) -> u64 {
         match s.win {

@@ -76,8 +76,8 @@ pub struct PipeCtx {
     nregs: u64,
 }
 
-/// A [`PipeCtx`] built once (parameter words zeroed once) and reused by every pipeline call
-/// of a burst of packets: a call sets only its pointers (see [`Pipes::run_at_in`]).
+/// A `PipeCtx` built once (parameter words zeroed once) and reused by every pipeline call
+/// of a burst of packets: a call sets only its pointers (see `Pipes::run_at_in`).
 pub struct BurstCtx(PipeCtx);
 
 impl BurstCtx {

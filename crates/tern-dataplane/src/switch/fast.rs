@@ -19,7 +19,10 @@
 //! lane.
 //!
 //! Eligibility is decided when a program loads ([`why_not`]) and shown in the bench's
-//! `native code:` line (`fast lane on` / `fast lane off (why)`).
+//! `native code:` line (`fast lane on` / `fast lane off (why)`); so is everything a packet
+//! would otherwise look up ([`LanePlan`]: native pipelines by index, standard-metadata slots,
+//! checksum steps). `Switch::process_batch` hands a whole batch to the lane with one pipeline
+//! context for the burst ([`crate::jit::BurstCtx`]).
 
 use super::{fast_cache, fresh_pkt, renew_pkt, Flow, Job, Switch};
 use crate::compile::Engine;
