@@ -30,7 +30,7 @@ use std::sync::Mutex;
 
 mod pipeline;
 
-pub use pipeline::TablePath;
+pub use pipeline::{BurstCtx, TablePath};
 
 use cranelift_codegen::ir::{self, condcodes::IntCC, types, AbiParam, InstBuilder, MemFlags};
 use cranelift_codegen::settings::{self, Configurable};
@@ -167,6 +167,29 @@ impl Native {
         self.pipes.run(eng, st, pkt, init)
     }
 
+    /// Where the pipeline starting at `init` is among the native pipelines (resolved once,
+    /// when a program loads, for [`Native::run_pipeline_at`]); `None` when it is interpreted.
+    pub fn pipeline_index(&self, init: GNode) -> Option<usize> {
+        self.pipes.index_of(init)
+    }
+
+    /// [`Native::run_pipeline`] of the pipeline at `index` ([`Native::pipeline_index`]) in a
+    /// context kept across the calls of a burst ([`BurstCtx`]): no search by first node, no
+    /// context set-up beyond its pointers; `None` when there is no such native pipeline.
+    #[inline(always)]
+    pub fn run_pipeline_at(
+        &self,
+        ctx: &mut BurstCtx,
+        eng: &Engine,
+        st: &mut State,
+        pkt: &mut Pkt,
+        index: usize,
+    ) -> Option<Result<(), Fault>> {
+        self.check_phv(&pkt.phv);
+        self.pipes.run_at_in(ctx, index, eng, st, pkt)
+    }
+
+    #[inline(always)]
     fn check_phv(&self, phv: &Phv) {
         assert!(
             phv.bytes.len() == self.phv_bytes && phv.valid.len() == self.headers,
@@ -262,7 +285,7 @@ impl Native {
     /// (nothing appended) when there is no such function; `Some(false)` when the headers were
     /// emitted but the checksums left to the caller (an update whose condition holds sums a
     /// header that is not valid), `Some(true)` when both are done.
-    #[inline]
+    #[inline(always)]
     pub fn emit_csum(
         &self,
         phv: &mut Phv,

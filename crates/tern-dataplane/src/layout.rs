@@ -324,8 +324,10 @@ impl Phv {
     }
 
     /// A standard-metadata field's value ([`StdSlot`]): what [`Phv::read_u64`] gives (the
-    /// low 8 bytes of a wider slot), 0 if the program has no such field.
-    #[inline]
+    /// low 8 bytes of a wider slot), 0 if the program has no such field. Always inlined (the
+    /// switch reads a few per packet): the window load, or 0 for an absent field; other
+    /// fields take `Phv::read_std_slow`.
+    #[inline(always)]
     pub fn read_std(&self, s: &StdSlot) -> u64 {
         match s.win {
             Some((start, shift, bmask, _)) => {
@@ -333,20 +335,27 @@ impl Phv {
                 let w: [u8; 8] = self.bytes[st..st + 8].try_into().unwrap();
                 (u64::from_be_bytes(w) >> shift) & bmask
             }
-            None => match &s.f {
-                Some(f) if f.width <= 64 => self.read_u64(f),
-                Some(f) => {
-                    let b = self.slot(f);
-                    be_read(&b[b.len().saturating_sub(8)..])
-                }
-                None => 0,
-            },
+            None if s.f.is_none() => 0,
+            None => self.read_std_slow(s),
+        }
+    }
+
+    #[inline(never)]
+    fn read_std_slow(&self, s: &StdSlot) -> u64 {
+        match &s.f {
+            Some(f) if f.width <= 64 => self.read_u64(f),
+            Some(f) => {
+                let b = self.slot(f);
+                be_read(&b[b.len().saturating_sub(8)..])
+            }
+            None => 0,
         }
     }
 
     /// Store a non-negative value into a standard-metadata field ([`StdSlot`]), exactly as
-    /// `exec::store_field_u64` does; nothing if the program has no such field.
-    #[inline]
+    /// `exec::store_field_u64` does; nothing if the program has no such field. Always inlined
+    /// as [`Phv::read_std`] is: the window's read-modify-write, the rest out of line.
+    #[inline(always)]
     pub fn write_std(&mut self, s: &StdSlot, v: u64) {
         match s.win {
             Some((start, shift, bmask, wmask)) => {
@@ -357,10 +366,15 @@ impl Phv {
             }
             None => {
                 if let Some(f) = &s.f {
-                    crate::exec::store_field_u64(self, f, v);
+                    self.write_std_slow(f, v);
                 }
             }
         }
+    }
+
+    #[inline(never)]
+    fn write_std_slow(&mut self, f: &FieldLoc, v: u64) {
+        crate::exec::store_field_u64(self, f, v);
     }
 
     /// Write the low `width` bits of `v` (unsigned wrap) into a field of at most 64 bits.

@@ -233,6 +233,8 @@ struct Instance {
     /// The lane parses the received frame in place and appends its payload straight to the
     /// output (no copy into the packet instance): [`fast::direct`].
     lane_direct: bool,
+    /// What the lane resolved of the program at load ([`fast::LanePlan`]).
+    lane_plan: fast::LanePlan,
 }
 
 fn action_bytes(v: &tern_model::Int, width: u32) -> Vec<u8> {
@@ -269,6 +271,14 @@ impl Instance {
     /// The engine to change (CRC parameters, Toeplitz keys, test switches): a shared engine is
     /// always as compiled (changes privatize first), so a private copy is compiled again from
     /// its program model before the change; other switches keep the shared one.
+    /// Decide the fast lane for the engine as it is now (after a load, or after a
+    /// differential switch dropped one of its paths).
+    fn plan_lane(&mut self) {
+        self.lane_off = fast::why_not(&self.engine);
+        self.lane_direct = fast::direct(&self.engine);
+        self.lane_plan = fast::LanePlan::new(&self.engine);
+    }
+
     fn engine_mut(&mut self) -> &mut Engine {
         if Arc::get_mut(&mut self.engine).is_none() {
             let mut e = Engine::compile(self.engine.prog.clone())
@@ -319,9 +329,9 @@ impl Instance {
             immutable: Vec::new(),
             lane_off: None,
             lane_direct: false,
+            lane_plan: Default::default(),
         };
-        inst.lane_off = fast::why_not(&inst.engine);
-        inst.lane_direct = fast::direct(&inst.engine);
+        inst.plan_lane();
         inst.immutable = inst
             .engine
             .tables
@@ -801,14 +811,14 @@ impl Switch {
         if let Some(j) = self.live.engine_mut().jit.as_mut() {
             j.drop_emit_csum();
         }
+        self.live.plan_lane();
     }
 
     /// Drop the checksum plan so every checksum takes the generic path (field packing): for
     /// differential tests of the two paths. The next program loaded plans again.
     pub fn use_generic_checksums(&mut self) {
         self.live.engine_mut().csum_plan = None;
-        self.live.lane_off = fast::why_not(&self.live.engine);
-        self.live.lane_direct = fast::direct(&self.live.engine);
+        self.live.plan_lane();
     }
 
     /// Drop the running program's native code ([`crate::jit`]) so every stage is interpreted:
@@ -816,8 +826,7 @@ impl Switch {
     /// for a whole run). The next program loaded compiles again.
     pub fn use_interpreter(&mut self) {
         self.live.engine_mut().jit = None;
-        self.live.lane_off = fast::why_not(&self.live.engine);
-        self.live.lane_direct = fast::direct(&self.live.engine);
+        self.live.plan_lane();
     }
 
     /// What of the running program runs as native code, and why the rest does not.
@@ -1035,34 +1044,46 @@ pub(crate) fn fresh_pkt(
     copy: bool,
     port: u32,
 ) -> Box<Pkt> {
-    let len = data.len() as u32;
-    let mut p = match reuse {
+    match reuse {
         Some(mut p) => {
-            p.phv.reset(layout);
-            p.data.clear();
-            p.payload_off = 0;
-            p.regs = PktRegs::default();
-            p.enq_ts = 0;
+            renew_pkt(&mut p, layout, data, copy, port);
             p
         }
-        None => Box::new(Pkt {
-            phv: Phv::new(layout),
-            data: Vec::with_capacity(data.len()),
-            payload_off: 0,
-            ingress_len: len,
-            length_reg: len,
-            ingress_port: port,
-            regs: PktRegs::default(),
-            enq_ts: 0,
-        }),
-    };
+        None => {
+            let len = data.len() as u32;
+            let mut p = Box::new(Pkt {
+                phv: Phv::new(layout),
+                data: Vec::with_capacity(data.len()),
+                payload_off: 0,
+                ingress_len: len,
+                length_reg: len,
+                ingress_port: port,
+                regs: PktRegs::default(),
+                enq_ts: 0,
+            });
+            if copy {
+                p.data.extend_from_slice(data);
+            }
+            p
+        }
+    }
+}
+
+/// [`fresh_pkt`] of an instance at hand (the fast lane's own, inlined there).
+#[inline(always)]
+pub(crate) fn renew_pkt(p: &mut Pkt, layout: &Layout, data: &[u8], copy: bool, port: u32) {
+    let len = data.len() as u32;
+    p.phv.reset(layout);
+    p.data.clear();
+    p.payload_off = 0;
+    p.regs = PktRegs::default();
+    p.enq_ts = 0;
     if copy {
         p.data.extend_from_slice(data);
     }
     p.ingress_len = len;
     p.length_reg = len;
     p.ingress_port = port;
-    p
 }
 
 impl Flow<'_> {
@@ -1370,6 +1391,16 @@ impl Switch {
     /// the fast path then reuses their buffers and allocates nothing per packet.
     pub fn process_batch(&mut self, pkts: &[(Port, &[u8])], out: &mut Vec<OutputPacket>) {
         let now = self.now_us();
+        if self.shared.is_none() && self.lane_ready() {
+            // Nothing a packet does turns the trace, the stage timing or the lane off, and a
+            // packet that leaves the common case is handed over inside `process_lane`: the
+            // whole batch goes straight to the lane.
+            let mut ctx = crate::jit::BurstCtx::new();
+            for (port, data) in pkts {
+                self.process_lane(now, *port, data, out, &mut ctx);
+            }
+            return;
+        }
         for (port, data) in pkts {
             self.process_at(now, *port, data, out);
         }
@@ -1458,7 +1489,7 @@ impl Switch {
 
     fn process_one(&mut self, now: u64, port: Port, data: &[u8], out: &mut Vec<OutputPacket>) {
         if self.lane_ready() {
-            self.process_lane(now, port, data, out);
+            self.process_lane(now, port, data, out, &mut crate::jit::BurstCtx::new());
             return;
         }
         let inst = &mut self.live;

@@ -100,6 +100,9 @@ fn fast_lane_matches_the_general_path_and_the_interpreter() {
     let json = lane_json();
     let mk = || Switch::from_json(&json, SwitchOptions::default()).expect("load");
     let (mut lane, mut slow, mut interp) = (mk(), mk(), mk());
+    // The same packets again in bursts of 1 to 8 through `process_batch` (the whole burst
+    // on the lane, one pipeline context for it).
+    let mut batched = mk();
     slow.use_slow_path();
     interp.use_interpreter();
     assert_eq!(lane.lane_why_not(), None, "{}", lane.native_summary());
@@ -108,9 +111,11 @@ fn fast_lane_matches_the_general_path_and_the_interpreter() {
     assert!(lane.has_native_checksums(), "{}", lane.native_summary());
     assert_eq!(slow.lane_why_not().as_deref(), Some("turned off"));
     assert!(interp.lane_why_not().is_some());
-    for sw in [&mut lane, &mut slow, &mut interp] {
+    for sw in [&mut lane, &mut slow, &mut interp, &mut batched] {
         setup(sw);
     }
+    let (mut burst, mut burst_out, mut burst_digests) = (Vec::new(), Vec::new(), Vec::new());
+    let mut o4 = Vec::new();
     let mut rng = 0x9e37_79b9_7f4a_7c15u64;
     let mut next = move || {
         rng ^= rng << 13;
@@ -163,10 +168,36 @@ fn fast_lane_matches_the_general_path_and_the_interpreter() {
         );
         assert_eq!(da, db, "packet {k}: digests");
         assert_eq!(da, dc, "packet {k}: digests (interpreter)");
+        burst.push((port, f));
+        burst_out.extend(a);
+        burst_digests.extend(da);
+        if burst.len() > (r >> 61) as usize || k == 2999 {
+            let pkts: Vec<(u32, &[u8])> = burst.iter().map(|(p, f)| (*p, &f[..])).collect();
+            batched.process_batch(&pkts, &mut o4);
+            let got: Vec<(u32, Vec<u8>)> = o4.drain(..).map(|o| (o.port, o.data)).collect();
+            assert_eq!(
+                got, burst_out,
+                "burst ending at packet {k}: batched vs one by one"
+            );
+            assert_eq!(
+                batched.take_digests(),
+                burst_digests,
+                "burst ending at {k}: digests"
+            );
+            burst.clear();
+            burst_out.clear();
+            burst_digests.clear();
+        }
         if k % 97 == 0 {
             assert_eq!(cells(&lane), cells(&slow), "after packet {k}");
         }
     }
+    assert_eq!(cells(&batched), cells(&slow), "batched");
+    assert_eq!(
+        batched.lane_counts(),
+        lane.lane_counts(),
+        "batched lane counts"
+    );
     assert_eq!(cells(&lane), cells(&slow));
     assert_eq!(cells(&lane), cells(&interp));
     // Every kind that can transmit did (kind 4 drops, 9 has no queue, 11 drops in egress),

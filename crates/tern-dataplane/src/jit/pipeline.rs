@@ -76,6 +76,37 @@ pub struct PipeCtx {
     nregs: u64,
 }
 
+/// A `PipeCtx` built once (parameter words zeroed once) and reused by every pipeline call
+/// of a burst of packets: a call sets only its pointers (see `Pipes::run_at_in`).
+pub struct BurstCtx(PipeCtx);
+
+impl BurstCtx {
+    /// A context with no packet yet (every pointer is set by the call that uses it).
+    #[inline]
+    pub fn new() -> BurstCtx {
+        BurstCtx(PipeCtx {
+            phv: std::ptr::null_mut(),
+            valid: std::ptr::null_mut(),
+            drop_port: 0,
+            params: [0; MAX_PARAMS],
+            tables: std::ptr::null(),
+            eng: std::ptr::null(),
+            st: std::ptr::null_mut(),
+            pkt: std::ptr::null_mut(),
+            fault: None,
+            scratch: 0,
+            regs: std::ptr::null(),
+            nregs: 0,
+        })
+    }
+}
+
+impl Default for BurstCtx {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// `(context) -> DONE | FAULT | EXIT`.
 pub type PipeFn = unsafe extern "C" fn(*mut PipeCtx) -> i64;
 
@@ -161,32 +192,70 @@ impl Pipes {
         init: GNode,
     ) -> Option<Result<(), Fault>> {
         let f = self.fns.iter().find(|(i, _)| *i == init)?.1;
+        Some(Self::run_fn(f, eng, st, pkt))
+    }
+
+    /// The index in [`Pipes::fns`] of the pipeline starting at `init` (for callers that
+    /// resolve it once, at load: [`Pipes::run_at_in`]).
+    pub fn index_of(&self, init: GNode) -> Option<usize> {
+        self.fns.iter().position(|(i, _)| *i == init)
+    }
+
+    #[inline]
+    fn run_fn(f: PipeFn, eng: &Engine, st: &mut State, pkt: &mut Pkt) -> Result<(), Fault> {
+        Self::run_fn_in(&mut BurstCtx::new(), f, eng, st, pkt)
+    }
+
+    /// [`Pipes::run`] of the pipeline at index `i` of [`Pipes::fns`] (no search), with a
+    /// context kept across calls ([`BurstCtx`]); `None` if there is no such pipeline.
+    #[inline(always)]
+    pub fn run_at_in(
+        &self,
+        ctx: &mut BurstCtx,
+        i: usize,
+        eng: &Engine,
+        st: &mut State,
+        pkt: &mut Pkt,
+    ) -> Option<Result<(), Fault>> {
+        let f = self.fns.get(i)?.1;
+        Some(Self::run_fn_in(ctx, f, eng, st, pkt))
+    }
+
+    #[inline(always)]
+    fn run_fn_in(
+        c: &mut BurstCtx,
+        f: PipeFn,
+        eng: &Engine,
+        st: &mut State,
+        pkt: &mut Pkt,
+    ) -> Result<(), Fault> {
         if pkt.regs.exit {
-            return Some(Ok(()));
+            return Ok(());
         }
-        let mut ctx = PipeCtx {
-            phv: pkt.phv.bytes.as_mut_ptr(),
-            valid: pkt.phv.valid.as_mut_ptr().cast::<u8>(),
-            drop_port: u64::from(eng.drop_port),
-            params: [0; MAX_PARAMS],
-            tables: st.tables.as_ptr(),
-            eng,
-            st,
-            pkt,
-            fault: None,
-            scratch: 0,
-            regs: st.ext.regs.as_ptr(),
-            nregs: st.ext.regs.len() as u64,
-        };
+        // Every pointer of the context refreshed for this call; the parameter words keep
+        // what the last call left (the code reads a parameter word only after the helper that
+        // resolved the action wrote it), `fault` is `None` (taken after every call).
+        let ctx = &mut c.0;
+        ctx.phv = pkt.phv.bytes.as_mut_ptr();
+        ctx.valid = pkt.phv.valid.as_mut_ptr().cast::<u8>();
+        ctx.drop_port = u64::from(eng.drop_port);
+        ctx.tables = st.tables.as_ptr();
+        ctx.regs = st.ext.regs.as_ptr();
+        ctx.nregs = st.ext.regs.len() as u64;
+        ctx.eng = eng;
+        ctx.st = st;
+        ctx.pkt = pkt;
         // SAFETY: the code was generated for this engine's layout, and the caller
         // (`Native::run_pipeline`) checked that the PHV has that layout's sizes: every PHV
-        // and validity offset the code touches is below them (checked at generation). The
-        // context outlives the call; `st` and `pkt` are exclusively borrowed here and
-        // not touched until the call returns; the helpers the code calls take the context
-        // pointer it was given and end their borrows before returning.
-        let r = unsafe { f(&mut ctx) };
+        // and validity offset the code touches is below them (checked at generation). Every
+        // pointer of the context was set just above from live references; the context
+        // outlives the call; `st` and `pkt` are exclusively borrowed here and not touched
+        // until the call returns; the helpers the code calls take the context pointer it was
+        // given and end their borrows before returning. The pointers left in the context
+        // after the call are not used again before the next call sets them.
+        let r = unsafe { f(ctx) };
         let fault = ctx.fault.take();
-        Some(match r {
+        match r {
             // A helper that cannot stop the code (`h_hash`) left a fault.
             _ if fault.is_some() && r != FAULT => Err(fault.expect("just checked")),
             DONE => Ok(()),
@@ -195,7 +264,7 @@ impl Pipes {
                 Ok(())
             }
             _ => Err(fault.unwrap_or_else(|| Fault("native pipeline failed".into()))),
-        })
+        }
     }
 }
 

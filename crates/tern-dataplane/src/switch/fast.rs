@@ -19,12 +19,96 @@
 //! lane.
 //!
 //! Eligibility is decided when a program loads ([`why_not`]) and shown in the bench's
-//! `native code:` line (`fast lane on` / `fast lane off (why)`).
+//! `native code:` line (`fast lane on` / `fast lane off (why)`); so is everything a packet
+//! would otherwise look up ([`LanePlan`]: native pipelines by index, standard-metadata slots,
+//! checksum steps). `Switch::process_batch` hands a whole batch to the lane with one pipeline
+//! context for the burst ([`crate::jit::BurstCtx`]).
 
-use super::{fast_cache, fresh_pkt, set, Flow, Job, Switch};
+use super::{fast_cache, fresh_pkt, renew_pkt, Flow, Job, Switch};
 use crate::compile::Engine;
 use crate::exec::Pkt;
+use crate::jit::BurstCtx;
+use crate::layout::{Phv, StdSlot};
 use tern_runtime::{OutputPacket, Port};
+
+/// What the lane needs of the running program, resolved once when it loads (or when a
+/// differential switch drops a path), so that a packet does no lookups by name or node: the
+/// native pipelines by index, the standard-metadata slots it stores (copied out of the
+/// engine, the queueing fields as slots too), and which checksum steps apply.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct LanePlan {
+    /// Index of the native ingress / egress pipeline ([`crate::jit::Native::pipeline_index`]);
+    /// `None`: no such control, or an empty one (nothing to run).
+    ingress: Option<usize>,
+    egress: Option<usize>,
+    /// The program reads `checksum_error`: verify the checksums after the parser.
+    verify: bool,
+    /// The checksum updates are planned ([`Engine::csum_plan`]); `emit_csum`: and compiled
+    /// into the emit function.
+    planned: bool,
+    emit_csum: bool,
+    drop_port: u64,
+    s: LaneStd,
+}
+
+/// The standard-metadata slots the lane reads or stores.
+#[derive(Clone, Copy, Debug, Default)]
+struct LaneStd {
+    ingress_port: StdSlot,
+    packet_length: StdSlot,
+    ingress_ts: StdSlot,
+    parser_error: StdSlot,
+    checksum_error: StdSlot,
+    mcast_grp: StdSlot,
+    egress_spec: StdSlot,
+    egress_port: StdSlot,
+    egress_ts: StdSlot,
+    instance_type: StdSlot,
+    priority: StdSlot,
+    qid: StdSlot,
+    /// enq_timestamp, enq_qdepth, deq_timedelta, deq_qdepth (all four or none).
+    queueing: Option<[StdSlot; 4]>,
+}
+
+impl LanePlan {
+    /// The plan of `eng` (meaningful when [`why_not`] says the lane is on).
+    pub(super) fn new(eng: &Engine) -> LanePlan {
+        let jit = eng.jit.as_ref();
+        let index = |init: Option<Option<crate::compile::GNode>>| {
+            jit.and_then(|j| j.pipeline_index(init.flatten()?))
+        };
+        let s = &eng.std;
+        let total = eng.layout.total_bytes;
+        LanePlan {
+            ingress: index(eng.ingress),
+            egress: index(eng.egress),
+            verify: s.checksum_error.f.is_some(),
+            planned: eng.csum_plan.is_some(),
+            emit_csum: eng.csum_plan.is_some() && jit.is_some_and(|j| j.has_emit_csum()),
+            drop_port: eng.drop_port as u64,
+            s: LaneStd {
+                ingress_port: s.ingress_port,
+                packet_length: s.packet_length,
+                ingress_ts: s.ingress_ts,
+                parser_error: s.parser_error,
+                checksum_error: s.checksum_error,
+                mcast_grp: s.mcast_grp,
+                egress_spec: s.egress_spec,
+                egress_port: s.egress_port,
+                egress_ts: s.egress_ts,
+                instance_type: s.instance_type,
+                priority: s.priority,
+                qid: s.qid,
+                queueing: s.queueing.map(|q| q.map(|f| StdSlot::new(Some(f), total))),
+            },
+        }
+    }
+}
+
+#[inline(always)]
+fn put(phv: &mut Phv, s: &StdSlot, v: u64) {
+    phv.write_std(s, v);
+}
 
 /// Why a program's packets cannot take the fast lane; `None` if they can. The lane is for
 /// programs whose every per-packet stage has native code (the interpreted stages would gain
@@ -128,22 +212,30 @@ impl Switch {
         port: Port,
         data: &[u8],
         out: &mut Vec<OutputPacket>,
+        ctx: &mut BurstCtx,
     ) {
         let inst = &mut self.live;
         let eng: &Engine = &inst.engine;
         let st = &mut inst.state;
+        let plan = &inst.lane_plan;
+        let s = &plan.s;
         st.ext.now_us = now;
         self.lane_counts[0] += 1;
         // The ingress pass (the egress pass is counted where it runs).
         self.passes += 1;
         let len = data.len() as u32;
         let direct = inst.lane_direct;
-        let reuse = self.lane_pkt.take().or_else(|| self.pool.pop());
-        let mut pkt = fresh_pkt(reuse, &eng.layout, data, !direct, port);
+        let mut pkt = match self.lane_pkt.take() {
+            Some(mut p) => {
+                renew_pkt(&mut p, &eng.layout, data, !direct, port);
+                p
+            }
+            None => fresh_pkt(self.pool.pop(), &eng.layout, data, !direct, port),
+        };
         let phv = &mut pkt.phv;
-        set(eng, phv, |s| &s.ingress_port, port as u64);
-        set(eng, phv, |s| &s.packet_length, len as u64);
-        set(eng, phv, |s| &s.ingress_ts, now);
+        put(phv, &s.ingress_port, port as u64);
+        put(phv, &s.packet_length, len as u64);
+        put(phv, &s.ingress_ts, now);
 
         // Parse (native: `why_not` checked it at load) and verify.
         let jit = eng.jit.as_ref();
@@ -164,9 +256,9 @@ impl Switch {
                 eng.parse(st, &mut pkt)
             }
         };
-        let bad = eng.std.checksum_error.f.is_some() && eng.verify_checksums(&mut st.ext, &pkt);
-        set(eng, &mut pkt.phv, |s| &s.parser_error, err as u64);
-        set(eng, &mut pkt.phv, |s| &s.checksum_error, bad as u64);
+        let bad = plan.verify && eng.verify_checksums(&mut st.ext, &pkt);
+        put(&mut pkt.phv, &s.parser_error, err as u64);
+        put(&mut pkt.phv, &s.checksum_error, bad as u64);
 
         // Ingress, through the behaviour cache when the switch has one (`fast_cache`).
         // An empty pipeline has nothing to run (untraced: the lane never traces).
@@ -175,10 +267,10 @@ impl Switch {
                 self.lane_pkt = Some(pkt);
                 return;
             }
-        } else if let Some(Some(init)) = eng.ingress {
-            let r = match jit.and_then(|j| j.run_pipeline(eng, st, &mut pkt, init)) {
+        } else if let Some(i) = plan.ingress {
+            let r = match jit.and_then(|j| j.run_pipeline_at(ctx, eng, st, &mut pkt, i)) {
                 Some(r) => r,
-                None => eng.run_pipeline(st, &mut pkt, "ingress", Some(init)),
+                None => eng.run_pipeline(st, &mut pkt, "ingress", eng.ingress.flatten()),
             };
             if r.is_err() {
                 self.lane_pkt = Some(pkt);
@@ -189,7 +281,7 @@ impl Switch {
         if regs.clone.is_some()
             || regs.digest.is_some()
             || regs.resubmit != 0
-            || eng.get_std(&pkt.phv, |s| &s.mcast_grp) != 0
+            || pkt.phv.read_std(&s.mcast_grp) != 0
         {
             // Diverged: the rest of this packet's life on the general path, from ingress's
             // epilogue (the pipeline ran once, above).
@@ -203,34 +295,31 @@ impl Switch {
             return;
         }
         pkt.regs.exit = false;
-        let spec = eng.get_std(&pkt.phv, |s| &s.egress_spec);
+        let phv = &mut pkt.phv;
+        let spec = phv.read_std(&s.egress_spec);
         // Drop; then the priority check of `Flow::admit` (BMv2 drops a packet whose priority
         // has no queue).
-        if spec == eng.drop_port as u64
-            || eng.get_std(&pkt.phv, |s| &s.priority) >= self.opts.priority_queues.max(1) as u64
-        {
+        let prio = phv.read_std(&s.priority);
+        if spec == plan.drop_port || prio >= self.opts.priority_queues.max(1) as u64 {
             self.lane_pkt = Some(pkt);
             return;
         }
         let port = spec as u32;
 
         // Enqueue and dequeue at once: the queue is empty (depth 0, no time in it).
-        let phv = &mut pkt.phv;
-        set(eng, phv, |s| &s.instance_type, 0);
-        if let Some([ts, qd, dt, dq]) = eng.std.queueing {
-            crate::exec::store_field_u64(phv, &ts, now);
-            crate::exec::store_field_u64(phv, &qd, 0);
-            crate::exec::store_field_u64(phv, &dt, 0);
-            crate::exec::store_field_u64(phv, &dq, 0);
-            let prio = eng.get_std(phv, |s| &s.priority);
-            set(eng, phv, |s| &s.qid, prio);
+        put(phv, &s.instance_type, 0);
+        if let Some([ts, qd, dt, dq]) = &s.queueing {
+            put(phv, ts, now);
+            put(phv, qd, 0);
+            put(phv, dt, 0);
+            put(phv, dq, 0);
+            put(phv, &s.qid, prio);
         }
+        put(phv, &s.egress_ts, now);
+        put(phv, &s.egress_port, port as u64);
+        put(phv, &s.egress_spec, plan.drop_port + 1);
+        put(phv, &s.packet_length, pkt.length_reg as u64);
         pkt.enq_ts = now;
-        let phv = &mut pkt.phv;
-        set(eng, phv, |s| &s.egress_ts, now);
-        set(eng, phv, |s| &s.egress_port, port as u64);
-        set(eng, phv, |s| &s.egress_spec, eng.drop_port as u64 + 1);
-        set(eng, phv, |s| &s.packet_length, pkt.length_reg as u64);
 
         self.passes += 1;
         // Egress (through the egress behaviour cache when there is one).
@@ -240,10 +329,10 @@ impl Switch {
                 self.lane_pkt = Some(pkt);
                 return;
             }
-        } else if let Some(Some(init)) = eng.egress {
-            let r = match jit.and_then(|j| j.run_pipeline(eng, st, &mut pkt, init)) {
+        } else if let Some(i) = plan.egress {
+            let r = match jit.and_then(|j| j.run_pipeline_at(ctx, eng, st, &mut pkt, i)) {
                 Some(r) => r,
-                None => eng.run_pipeline(st, &mut pkt, "egress", Some(init)),
+                None => eng.run_pipeline(st, &mut pkt, "egress", eng.egress.flatten()),
             };
             if r.is_err() {
                 self.lane_pkt = Some(pkt);
@@ -262,7 +351,7 @@ impl Switch {
             return;
         }
         pkt.regs.exit = false;
-        if eng.get_std(&pkt.phv, |s| &s.egress_spec) == eng.drop_port as u64 {
+        if pkt.phv.read_std(&s.egress_spec) == plan.drop_port {
             self.lane_pkt = Some(pkt);
             return;
         }
@@ -273,13 +362,15 @@ impl Switch {
         bytes.clear();
         bytes.reserve(data.len() + 64);
         let emitted = direct && {
-            if eng.csum_plan.is_none() {
+            if !plan.planned {
                 eng.update_checksums(&mut st.ext, &mut pkt);
             }
             // The emit function with the checksums compiled in, when it applies (it exists only
             // with a plan); else the emit loop. Planned checksums it did not do run after it.
-            let compiled = match (jit, &eng.csum_plan) {
-                (Some(j), Some(_)) => j.emit_csum(&mut pkt.phv, &mut bytes, &mut st.emit_off),
+            let compiled = match jit {
+                Some(j) if plan.emit_csum => {
+                    j.emit_csum(&mut pkt.phv, &mut bytes, &mut st.emit_off)
+                }
                 _ => None,
             };
             let native = compiled.is_some()
