@@ -17,5 +17,6 @@ pub use afxdp::{AnyLive, XdpPorts};
 pub use pcap::{PcapError, PcapFileWriter, PcapReader, PcapWriter, WriterConfig};
 pub use pcap_map::MappedPcap;
 pub use ports::{
-    any_fifo_input, Capture, FilePorts, Held, MemPorts, PortError, PortIo, PortSpec, RxMeta,
+    any_fifo_input, Capture, FileInputs, FileOutputs, FilePorts, Held, MemPorts, PortError,
+    PortIndex, PortIo, PortSpec, PortWriter, RxMeta,
 };

@@ -214,6 +214,12 @@ pub trait PortIo {
     fn flush(&mut self) -> Result<(), PortError> {
         Ok(())
     }
+
+    /// This port set as plain [`FilePorts`] (not wrapped), for loops that read and write
+    /// files without going through the trait; `None` (the default) for anything else.
+    fn as_files(&mut self) -> Option<&mut FilePorts> {
+        None
+    }
 }
 
 /// Where an input's packets come from.
@@ -427,6 +433,41 @@ impl FilePorts {
         Ok(best)
     }
 
+    /// [`PortIo::recv_held`]'s fast path while one input is left (no merge by timestamp):
+    /// its well-formed records are gathered in a tight loop. Stops, leaving the rest to the
+    /// merging loop, at anything else (several inputs, the end of the input, a record that
+    /// is an error).
+    #[inline]
+    fn held_one_input(&mut self, max: usize, out: &mut Vec<Held>) {
+        let [i] = self.active[..] else {
+            return;
+        };
+        let inp = &mut self.inputs[i];
+        if inp.done {
+            return;
+        }
+        let Source::Map(m) = &mut inp.src else {
+            return;
+        };
+        let port = inp.port;
+        let held = |ts_ns: u64, start: usize, len: usize| Held {
+            meta: RxMeta { port, ts_ns },
+            input: i as u32,
+            // Records are at most `MAX_RECORD` (64 MiB) long.
+            len: len as u32,
+            start,
+        };
+        if let Some(ts) = inp.head.take() {
+            out.push(held(ts, inp.head_at.0, inp.head_at.1));
+        }
+        while out.len() < max {
+            match m.next_ok() {
+                Some((ts, start, len)) => out.push(held(ts, start, len)),
+                None => break,
+            }
+        }
+    }
+
     /// The output of `port`, if attached.
     #[inline]
     fn output(&mut self, port: Port) -> Option<&mut (PathBuf, PcapFileWriter<File>)> {
@@ -438,11 +479,130 @@ impl FilePorts {
         Some(&mut self.outputs[i])
     }
 
+    /// The inputs and the outputs apart, so that frames held in the inputs
+    /// ([`PortIo::recv_held`]) can be written to the outputs without a copy in between.
+    pub fn split(&mut self) -> (FileInputs<'_>, FileOutputs<'_>) {
+        (
+            FileInputs {
+                inputs: &self.inputs,
+            },
+            FileOutputs {
+                index: PortIndex {
+                    specs: &self.specs,
+                    out_index: &self.out_index,
+                },
+                outputs: &mut self.outputs,
+            },
+        )
+    }
+
     /// Every file this port set reads or writes.
     pub fn files(&self) -> Vec<PathBuf> {
         let mut v: Vec<PathBuf> = self.inputs.iter().map(|i| i.path.clone()).collect();
         v.extend(self.outputs.iter().map(|(p, _)| p.clone()));
         v
+    }
+}
+
+/// The inputs of a [`FilePorts`] ([`FilePorts::split`]): the bytes of held packets.
+pub struct FileInputs<'a> {
+    inputs: &'a [FileInput],
+}
+
+impl FileInputs<'_> {
+    /// The bytes of a packet [`PortIo::recv_held`] gave (as [`PortIo::held`]).
+    #[inline]
+    pub fn held(&self, h: &Held) -> &[u8] {
+        match &self.inputs[h.input as usize].src {
+            Source::Map(m) => &m.bytes()[h.start..h.start + h.len as usize],
+            Source::Stream(_) => &[],
+        }
+    }
+}
+
+/// The outputs of a [`FilePorts`] ([`FilePorts::split`]).
+pub struct FileOutputs<'a> {
+    index: PortIndex<'a>,
+    outputs: &'a mut [(PathBuf, PcapFileWriter<File>)],
+}
+
+impl<'a> FileOutputs<'a> {
+    /// Write a frame to `port`'s file, as [`PortIo::send`] does: `false` (discarded) when no
+    /// such port is attached.
+    #[inline]
+    pub fn send(&mut self, port: Port, ts_ns: u64, data: &[u8]) -> Result<bool, PortError> {
+        let Some(i) = self.index.get(port) else {
+            return Ok(false);
+        };
+        let (path, w) = &mut self.outputs[i];
+        w.write_packet(ts_ns, data).map_err(|error| PortError::Io {
+            path: path.clone(),
+            error,
+        })?;
+        Ok(true)
+    }
+
+    /// The port-to-output map and one writer per output (in the map's index order), to be
+    /// used from different threads.
+    pub fn into_parts(self) -> (PortIndex<'a>, Vec<PortWriter<'a>>) {
+        let ws = self
+            .outputs
+            .iter_mut()
+            .map(|(path, w)| PortWriter { path, w })
+            .collect();
+        (self.index, ws)
+    }
+}
+
+/// Which output (index into [`FileOutputs::into_parts`]' writers) a port number writes to.
+#[derive(Clone, Copy)]
+pub struct PortIndex<'a> {
+    specs: &'a [PortSpec],
+    out_index: &'a [u32],
+}
+
+impl PortIndex<'_> {
+    /// The output of `port`; `None`: no file is attached to it.
+    #[inline]
+    pub fn get(&self, port: Port) -> Option<usize> {
+        match self.out_index.get(port as usize) {
+            Some(&i) if i != u32::MAX => Some(i as usize),
+            Some(_) => None,
+            None => self.specs.binary_search_by_key(&port, |s| s.port).ok(),
+        }
+    }
+
+    /// The number of outputs.
+    pub fn len(&self) -> usize {
+        self.specs.len()
+    }
+
+    /// No outputs at all.
+    pub fn is_empty(&self) -> bool {
+        self.specs.is_empty()
+    }
+}
+
+/// One output file of a [`FileOutputs`], on its own.
+pub struct PortWriter<'a> {
+    path: &'a Path,
+    w: &'a mut PcapFileWriter<File>,
+}
+
+impl PortWriter<'_> {
+    /// The configuration records are written with ([`WriterConfig::encode_record`]).
+    pub fn config(&self) -> WriterConfig {
+        self.w.config()
+    }
+
+    /// Append `packets` records encoded with [`PortWriter::config`], as one run.
+    pub fn append_records(&mut self, records: &[u8], packets: u64) -> Result<(), PortError> {
+        self.w
+            .append_records(records, packets)
+            .map_err(|error| PortError::Io {
+                path: self.path.to_path_buf(),
+                error,
+            })
     }
 }
 
@@ -502,6 +662,7 @@ impl PortIo for FilePorts {
         if let Some(e) = self.pending_err.take() {
             return Err(e);
         }
+        self.held_one_input(max, out);
         while out.len() < max {
             let (ts_ns, i) = match self.next_input() {
                 Ok(Some(x)) => x,
@@ -555,6 +716,10 @@ impl PortIo for FilePorts {
             error,
         })?;
         Ok(true)
+    }
+
+    fn as_files(&mut self) -> Option<&mut FilePorts> {
+        Some(self)
     }
 
     fn flush(&mut self) -> Result<(), PortError> {
