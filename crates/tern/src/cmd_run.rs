@@ -44,6 +44,8 @@ use tern_runtime::{OutputPacket, PacketPath, Runtime};
 
 #[path = "run_workers.rs"]
 mod run_workers;
+#[path = "run_files_par.rs"]
+mod run_files_par;
 
 /// Log levels of simple_switch's `-L`.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
