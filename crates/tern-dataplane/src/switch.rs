@@ -1385,7 +1385,8 @@ impl Switch {
     /// packets. Each item is (port, clock, bytes): clock `None` is the batch's clock (read
     /// once, before the first packet); `Some(us)` fixes the switch clock to `us` from that
     /// packet on, as [`Switch::set_clock_us`] does (deterministic replays). `scratch` is
-    /// working space (left empty; reuse it across calls to allocate nothing).
+    /// working space (left empty; reuse it across calls to allocate nothing): the batch's
+    /// outputs are kept there until its end, so a batch's size is bounded by the caller.
     pub fn process_batch_into<'a, S: OutputSink + ?Sized>(
         &mut self,
         pkts: impl IntoIterator<Item = (Port, Option<u64>, &'a [u8])>,
@@ -1402,12 +1403,14 @@ impl Switch {
                 }
                 None => batch_now,
             };
+            let first = scratch.len();
             self.process_at(now, port, data, scratch);
-            for o in scratch.iter() {
+            for o in &scratch[first..] {
                 sink.output(i, o.port, &o.data);
             }
-            self.recycle_outputs(scratch);
         }
+        // The buffers go back once per batch (per packet cost twice as much).
+        self.recycle_outputs(scratch);
     }
 
     /// Turn per-stage timing on (counters zeroed) or off. When on, every stage boundary reads

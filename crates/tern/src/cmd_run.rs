@@ -42,10 +42,10 @@ use tern_ports::{
 };
 use tern_runtime::{OutputPacket, PacketPath, Runtime};
 
-#[path = "run_workers.rs"]
-mod run_workers;
 #[path = "run_files_par.rs"]
 mod run_files_par;
+#[path = "run_workers.rs"]
+mod run_workers;
 
 /// Log levels of simple_switch's `-L`.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
@@ -1195,7 +1195,7 @@ fn replay_mapped(
                 .map_err(|_| anyhow::anyhow!("switch state poisoned by a panic"))?;
             // With --deterministic the switch clock follows packet time.
             let pkts = held.iter().map(|h| {
-                let clock = det.then_some(h.meta.ts_ns / 1000);
+                let clock = det.then(|| h.meta.ts_ns / 1000);
                 (h.meta.port, clock, inputs.held(h))
             });
             s.process_batch_into(pkts, &mut scratch, &mut sink);
