@@ -13,6 +13,7 @@ use crate::pcap::{
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
+use std::sync::Arc;
 
 /// A read-only private mapping of a whole file (never empty).
 struct Mapping {
@@ -70,9 +71,20 @@ impl Drop for Mapping {
     }
 }
 
+/// The bytes of a mapped file, shared ([`MappedPcap::handle`]).
+pub struct MappedBytes(Arc<Mapping>);
+
+impl MappedBytes {
+    /// The whole mapped file.
+    #[inline]
+    pub fn bytes(&self) -> &[u8] {
+        self.0.bytes()
+    }
+}
+
 /// A classic pcap file read in place from a mapping of it.
 pub struct MappedPcap {
-    map: Mapping,
+    map: Arc<Mapping>,
     /// Offset of the next record header.
     pos: usize,
     order: ByteOrder,
@@ -118,7 +130,7 @@ impl MappedPcap {
         };
         let (pos, linktype) = (rd.offset() as usize, rd.header().linktype);
         Ok(Some(MappedPcap {
-            map,
+            map: Arc::new(map),
             pos,
             order: byte_order,
             res: resolution,
@@ -134,6 +146,12 @@ impl MappedPcap {
     /// The whole mapped file: records are `bytes()[start..start + len]`.
     pub fn bytes(&self) -> &[u8] {
         self.map.bytes()
+    }
+
+    /// A handle on the mapped bytes that outlives this reader's borrows (it keeps the
+    /// mapping alive): for threads that read frames while this reader goes on.
+    pub fn handle(&self) -> MappedBytes {
+        MappedBytes(Arc::clone(&self.map))
     }
 
     /// Byte offset of the next record header.

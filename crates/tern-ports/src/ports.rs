@@ -403,6 +403,133 @@ impl FilePorts {
         self.all_mapped
     }
 
+    /// The input side on its own: [`PortIo::recv_held`] while the outputs are used elsewhere
+    /// (e.g. by other threads, through [`FileOutputs`]).
+    pub fn split_reader(&mut self) -> (HeldReader<'_>, FileOutputs<'_>) {
+        (
+            HeldReader {
+                inputs: &mut self.inputs,
+                active: &mut self.active,
+                pending_err: &mut self.pending_err,
+                all_mapped: self.all_mapped,
+            },
+            FileOutputs {
+                index: PortIndex {
+                    specs: &self.specs,
+                    out_index: &self.out_index,
+                },
+                outputs: &mut self.outputs,
+            },
+        )
+    }
+
+    /// The bytes of the mapped inputs, as a handle of their own (it keeps the mappings alive):
+    /// [`Frames::held`] gives what [`PortIo::held`] gives, from any thread, while this port
+    /// set goes on reading.
+    pub fn frames(&self) -> Frames {
+        Frames {
+            maps: self
+                .inputs
+                .iter()
+                .map(|i| match &i.src {
+                    Source::Map(m) => Some(m.handle()),
+                    Source::Stream(_) => None,
+                })
+                .collect(),
+        }
+    }
+
+    #[inline]
+    fn reader(&mut self) -> HeldReader<'_> {
+        HeldReader {
+            inputs: &mut self.inputs,
+            active: &mut self.active,
+            pending_err: &mut self.pending_err,
+            all_mapped: self.all_mapped,
+        }
+    }
+
+    /// The output of `port`, if attached.
+    #[inline]
+    fn output(&mut self, port: Port) -> Option<&mut (PathBuf, PcapFileWriter<File>)> {
+        let i = match self.out_index.get(port as usize) {
+            Some(&i) if i != u32::MAX => i as usize,
+            Some(_) => return None,
+            None => self.specs.binary_search_by_key(&port, |s| s.port).ok()?,
+        };
+        Some(&mut self.outputs[i])
+    }
+
+    /// The inputs and the outputs apart, so that frames held in the inputs
+    /// ([`PortIo::recv_held`]) can be written to the outputs without a copy in between.
+    pub fn split(&mut self) -> (FileInputs<'_>, FileOutputs<'_>) {
+        (
+            FileInputs {
+                inputs: &self.inputs,
+            },
+            FileOutputs {
+                index: PortIndex {
+                    specs: &self.specs,
+                    out_index: &self.out_index,
+                },
+                outputs: &mut self.outputs,
+            },
+        )
+    }
+
+    /// Every file this port set reads or writes.
+    pub fn files(&self) -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = self.inputs.iter().map(|i| i.path.clone()).collect();
+        v.extend(self.outputs.iter().map(|(p, _)| p.clone()));
+        v
+    }
+}
+
+/// The reading side of a [`FilePorts`] ([`FilePorts::split_reader`]).
+pub struct HeldReader<'a> {
+    inputs: &'a mut Vec<FileInput>,
+    active: &'a mut Vec<usize>,
+    pending_err: &'a mut Option<PortError>,
+    all_mapped: bool,
+}
+
+impl HeldReader<'_> {
+    /// [`PortIo::recv_held`]: up to `max` next packets in merge order, left in the mappings.
+    pub fn recv_held(&mut self, max: usize, out: &mut Vec<Held>) -> Result<bool, PortError> {
+        if !self.all_mapped {
+            return Ok(false);
+        }
+        out.clear();
+        if let Some(e) = self.pending_err.take() {
+            return Err(e);
+        }
+        self.held_one_input(max, out);
+        while out.len() < max {
+            let (ts_ns, i) = match self.next_input() {
+                Ok(Some(x)) => x,
+                Ok(None) => break,
+                Err(e) if out.is_empty() => return Err(e),
+                Err(e) => {
+                    *self.pending_err = Some(e);
+                    break;
+                }
+            };
+            let inp = &self.inputs[i];
+            let (start, len) = inp.head_at;
+            out.push(Held {
+                meta: RxMeta {
+                    port: inp.port,
+                    ts_ns,
+                },
+                input: i as u32,
+                // Records are at most `MAX_RECORD` (64 MiB) long.
+                len: len as u32,
+                start,
+            });
+        }
+        Ok(true)
+    }
+
     /// The next packet in merge order: (timestamp, input index), its head taken; `None` when
     /// every input is exhausted.
     #[inline]
@@ -467,40 +594,21 @@ impl FilePorts {
             }
         }
     }
+}
 
-    /// The output of `port`, if attached.
+/// The bytes of a [`FilePorts`]' mapped inputs ([`FilePorts::frames`]).
+pub struct Frames {
+    maps: Vec<Option<crate::pcap_map::MappedBytes>>,
+}
+
+impl Frames {
+    /// The bytes of a packet [`PortIo::recv_held`] gave (empty for a streamed input).
     #[inline]
-    fn output(&mut self, port: Port) -> Option<&mut (PathBuf, PcapFileWriter<File>)> {
-        let i = match self.out_index.get(port as usize) {
-            Some(&i) if i != u32::MAX => i as usize,
-            Some(_) => return None,
-            None => self.specs.binary_search_by_key(&port, |s| s.port).ok()?,
-        };
-        Some(&mut self.outputs[i])
-    }
-
-    /// The inputs and the outputs apart, so that frames held in the inputs
-    /// ([`PortIo::recv_held`]) can be written to the outputs without a copy in between.
-    pub fn split(&mut self) -> (FileInputs<'_>, FileOutputs<'_>) {
-        (
-            FileInputs {
-                inputs: &self.inputs,
-            },
-            FileOutputs {
-                index: PortIndex {
-                    specs: &self.specs,
-                    out_index: &self.out_index,
-                },
-                outputs: &mut self.outputs,
-            },
-        )
-    }
-
-    /// Every file this port set reads or writes.
-    pub fn files(&self) -> Vec<PathBuf> {
-        let mut v: Vec<PathBuf> = self.inputs.iter().map(|i| i.path.clone()).collect();
-        v.extend(self.outputs.iter().map(|(p, _)| p.clone()));
-        v
+    pub fn held(&self, h: &Held) -> &[u8] {
+        match &self.maps[h.input as usize] {
+            Some(m) => &m.bytes()[h.start..h.start + h.len as usize],
+            None => &[],
+        }
     }
 }
 
@@ -635,7 +743,7 @@ impl PortIo for FilePorts {
         if let Some(e) = self.pending_err.take() {
             return Err(e);
         }
-        let Some((ts_ns, i)) = self.next_input()? else {
+        let Some((ts_ns, i)) = self.reader().next_input()? else {
             return Ok(None);
         };
         let inp = &mut self.inputs[i];
@@ -655,38 +763,7 @@ impl PortIo for FilePorts {
     }
 
     fn recv_held(&mut self, max: usize, out: &mut Vec<Held>) -> Result<bool, PortError> {
-        if !self.all_mapped {
-            return Ok(false);
-        }
-        out.clear();
-        if let Some(e) = self.pending_err.take() {
-            return Err(e);
-        }
-        self.held_one_input(max, out);
-        while out.len() < max {
-            let (ts_ns, i) = match self.next_input() {
-                Ok(Some(x)) => x,
-                Ok(None) => break,
-                Err(e) if out.is_empty() => return Err(e),
-                Err(e) => {
-                    self.pending_err = Some(e);
-                    break;
-                }
-            };
-            let inp = &self.inputs[i];
-            let (start, len) = inp.head_at;
-            out.push(Held {
-                meta: RxMeta {
-                    port: inp.port,
-                    ts_ns,
-                },
-                input: i as u32,
-                // Records are at most `MAX_RECORD` (64 MiB) long.
-                len: len as u32,
-                start,
-            });
-        }
-        Ok(true)
+        self.reader().recv_held(max, out)
     }
 
     #[inline]

@@ -2,8 +2,8 @@
 //! capture, no per-packet logging): the main thread is off the per-packet path. The inputs
 //! are read in windows of up to [`WINDOW`] packets (the main thread's only per-packet work:
 //! the record headers, merged by timestamp when several inputs are left; the frames stay in
-//! the read-only mapping), then N threads work on the window in three phases separated by
-//! barriers:
+//! the read-only mapping, read through a [`Frames`] handle), and while N threads work on one
+//! window in three phases separated by barriers, the main thread reads the next:
 //!
 //! 1. each thread hashes the flows of a 1/N slice of the window (which worker owns each
 //!    packet: [`flow_hash`] modulo N, as the dispatching run does);
@@ -22,7 +22,7 @@ use super::*;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Barrier, RwLock};
 use tern_dataplane::workers::{flow_hash, Worker};
-use tern_ports::{FileInputs, PortIndex, PortWriter, WriterConfig};
+use tern_ports::{Frames, PortIndex, PortWriter, WriterConfig};
 
 /// Packets read per window.
 pub(super) const WINDOW: usize = 32 * 1024;
@@ -109,6 +109,7 @@ pub(super) struct ParRun {
 }
 
 /// Replay every input packet of `files` (all mapped) on `ws`; see the module documentation.
+/// While the workers run a window, the main thread reads the next one.
 pub(super) fn replay(
     ws: &mut [Worker],
     files: &mut FilePorts,
@@ -119,49 +120,46 @@ pub(super) fn replay(
     let mut st = Stats::default();
     let mut per_worker = vec![0u64; n];
     let mut cpu_ns: Vec<Option<u64>> = vec![Some(0); n];
-    let mut held: Vec<Held> = Vec::with_capacity(WINDOW);
     let owner: Vec<AtomicU32> = (0..WINDOW).map(|_| AtomicU32::new(0)).collect();
     let parts: Vec<RwLock<Part>> = (0..n).map(|_| RwLock::new(Part::default())).collect();
     let mut scratch: Vec<Vec<OutputPacket>> = (0..n).map(|_| Vec::new()).collect();
-    loop {
-        // An input error after some packets: those are processed and written first.
-        let pending = match files.recv_held(WINDOW, &mut held) {
-            Ok(_) => None,
-            Err(e) => Some(e),
-        };
-        if held.is_empty() {
-            match pending {
-                Some(e) => return Err(e.into()),
-                None => break,
-            }
-        }
-        let wall = (!deterministic).then(wall_ns);
-        let (inputs, outputs) = files.split();
-        let (index, writers) = outputs.into_parts();
-        let Some(cfg) = writers.first().map(PortWriter::config) else {
-            anyhow::bail!("no output files");
-        };
-        // Output port k is merged by thread k mod n.
-        let mut owned: Vec<Vec<(usize, PortWriter)>> = (0..n).map(|_| Vec::new()).collect();
-        for (k, w) in writers.into_iter().enumerate() {
-            owned[k % n].push((k, w));
-        }
+    // The frames are read through their own handle, so that the reader can go on.
+    let frames = files.frames();
+    let (mut reader, outputs) = files.split_reader();
+    let (index, writers) = outputs.into_parts();
+    let Some(cfg) = writers.first().map(PortWriter::config) else {
+        anyhow::bail!("no output files");
+    };
+    // Output port k is merged by thread k mod n.
+    let mut owned: Vec<Vec<(usize, PortWriter)>> = (0..n).map(|_| Vec::new()).collect();
+    for (k, w) in writers.into_iter().enumerate() {
+        owned[k % n].push((k, w));
+    }
+    let mut cur: Vec<Held> = Vec::with_capacity(WINDOW);
+    let mut next: Vec<Held> = Vec::with_capacity(WINDOW);
+    // An input error: the packets read before it are processed and written, then the run
+    // stops with it (`recv_held` returns it on the call after those packets).
+    let mut stop: Option<tern_ports::PortError> = None;
+    if let Err(e) = reader.recv_held(WINDOW, &mut cur) {
+        return Err(e.into());
+    }
+    while !cur.is_empty() {
         let barrier = Barrier::new(n);
         let win = Window {
-            held: &held,
-            inputs: &inputs,
+            held: &cur,
+            frames: &frames,
             index,
             cfg,
-            wall,
+            wall: (!deterministic).then(wall_ns),
             deterministic,
-            owner: &owner[..held.len()],
+            owner: &owner[..cur.len()],
             parts: &parts,
             barrier: &barrier,
         };
-        let results: Vec<anyhow::Result<Option<u64>>> = std::thread::scope(|s| {
+        let (results, read) = std::thread::scope(|s| {
             let hs: Vec<_> = ws
                 .iter_mut()
-                .zip(owned)
+                .zip(owned.iter_mut())
                 .zip(scratch.iter_mut())
                 .enumerate()
                 .map(|(t, ((w, mine), scr))| {
@@ -169,39 +167,43 @@ pub(super) fn replay(
                     s.spawn(move || win.run(t, w, scr, mine))
                 })
                 .collect();
-            hs.into_iter()
+            // Meanwhile the next window.
+            let read = reader.recv_held(WINDOW, &mut next);
+            let results: Vec<anyhow::Result<Option<u64>>> = hs
+                .into_iter()
                 .map(|h| {
                     h.join()
                         .unwrap_or_else(|_| Err(anyhow::anyhow!("a worker thread panicked")))
                 })
-                .collect()
+                .collect();
+            (results, read)
         });
         for (t, r) in results.into_iter().enumerate() {
             let cpu = r?;
             cpu_ns[t] = cpu_ns[t].zip(cpu).map(|(a, b)| a + b);
         }
         for (t, p) in parts.iter().enumerate() {
-            let p = p
-                .read()
-                .map_err(|_| anyhow::anyhow!("a worker thread panicked"))?;
-            per_worker[t] += p.packets;
-            st.tx += p.tx;
-            st.discarded += p.discarded;
-            st.dropped += p.packets - p.with_out;
-            st.digests += p.digests;
-        }
-        st.rx += held.len() as u64;
-        for p in &parts {
             let mut p = p
                 .write()
                 .map_err(|_| anyhow::anyhow!("a worker thread panicked"))?;
             if let Some(e) = p.err.take() {
                 return Err(e.into());
             }
+            per_worker[t] += p.packets;
+            st.tx += p.tx;
+            st.discarded += p.discarded;
+            st.dropped += p.packets - p.with_out;
+            st.digests += p.digests;
         }
-        if let Some(e) = pending {
-            return Err(e.into());
+        st.rx += cur.len() as u64;
+        if let Err(e) = read {
+            stop = Some(e);
+            next.clear();
         }
+        std::mem::swap(&mut cur, &mut next);
+    }
+    if let Some(e) = stop {
+        return Err(e.into());
     }
     Ok(ParRun {
         stats: (st, start.elapsed()),
@@ -213,7 +215,7 @@ pub(super) fn replay(
 /// One window's shared state.
 struct Window<'w> {
     held: &'w [Held],
-    inputs: &'w FileInputs<'w>,
+    frames: &'w Frames,
     index: PortIndex<'w>,
     cfg: WriterConfig,
     wall: Option<u64>,
@@ -231,7 +233,7 @@ impl Window<'_> {
         t: usize,
         w: &mut Worker,
         scratch: &mut Vec<OutputPacket>,
-        mut ports: Vec<(usize, PortWriter)>,
+        ports: &mut [(usize, PortWriter)],
     ) -> anyhow::Result<Option<u64>> {
         let cpu0 = run_workers::thread_cpu_ns();
         let n = self.parts.len();
@@ -239,7 +241,7 @@ impl Window<'_> {
         let len = self.held.len();
         let (a, b) = (len * t / n, len * (t + 1) / n);
         for k in a..b {
-            let w = (flow_hash(self.inputs.held(&self.held[k])) % n as u64) as u32;
+            let w = (flow_hash(self.frames.held(&self.held[k])) % n as u64) as u32;
             // The barrier orders these stores before the other threads' loads.
             self.owner[k].store(w, Ordering::Relaxed);
         }
@@ -261,7 +263,7 @@ impl Window<'_> {
             .iter()
             .map(|p| p.read().map_err(|_| poisoned()))
             .collect::<anyhow::Result<Vec<_>>>()?;
-        for (k, pw) in &mut ports {
+        for (k, pw) in ports.iter_mut() {
             merge_port(*k, &parts, pw)?;
         }
         let cpu1 = run_workers::thread_cpu_ns();
@@ -281,8 +283,8 @@ impl Window<'_> {
         for batch in mine.chunks(RUN_BATCH) {
             let pkts = batch.iter().map(|&k| {
                 let h = &self.held[k as usize];
-                let clock = self.deterministic.then_some(h.meta.ts_ns / 1000);
-                (h.meta.port, clock, self.inputs.held(h))
+                let clock = self.deterministic.then(|| h.meta.ts_ns / 1000);
+                (h.meta.port, clock, self.frames.held(h))
             });
             let mut sink = PartSink {
                 part: &mut *part,

@@ -497,7 +497,13 @@ fn workers_on_mapped_files_write_what_the_dispatcher_writes() {
         }
         let o = tern(
             &d,
-            &["--deterministic", "--workers", w, "--pcap", cap.to_str().unwrap()],
+            &[
+                "--deterministic",
+                "--workers",
+                w,
+                "--pcap",
+                cap.to_str().unwrap(),
+            ],
         );
         assert_eq!(summary(&o), counts, "--workers {w}");
         assert!(
@@ -527,11 +533,96 @@ fn workers_on_mapped_files_write_what_the_dispatcher_writes() {
     assert!(total > 6 * 24 + 150 * 76, "{total} bytes written");
     let o = tern(
         &d,
-        &["--deterministic", "--workers", "2", "--pcap", cap.to_str().unwrap()],
+        &[
+            "--deterministic",
+            "--workers",
+            "2",
+            "--pcap",
+            cap.to_str().unwrap(),
+        ],
     );
     assert!(!o.status.success());
     assert!(
         masked(outputs(&d)) == par,
         "corrupt input: the dispatcher wrote different files"
     );
+}
+
+/// More packets than one window of the workers' file mode (32,768), so that windows follow
+/// each other while the next is read: `--workers 2` and `3` write what one worker writes,
+/// also when a corrupt record in the third window stops the run (everything before it
+/// written).
+#[test]
+fn workers_over_several_windows_write_what_one_writes() {
+    tern_fixtures::require!();
+    let d = tern_fixtures::scratch("runfiles-windows");
+    std::fs::write(d.join("routes.txt"), L3_ROUTES).unwrap();
+    let a: Vec<_> = (0..50_000u32)
+        .map(|k| (1_000 + 3 * k as u64, l3_frame(k % 97, k)))
+        .collect();
+    let b: Vec<_> = (0..30_000u32)
+        .map(|k| (1_000 + 5 * k as u64, l3_frame(200 + k % 31, k)))
+        .collect();
+    std::fs::write(d.join("p1_in.pcap"), pcap(&b)).unwrap();
+    for p in 2..5 {
+        std::fs::write(d.join(format!("p{p}_in.pcap")), pcap(&[])).unwrap();
+    }
+    let run = |extra: &[&str]| {
+        let mut args = vec!["run", L3, "--use-files", "0", "--commands", "routes.txt"];
+        args.extend([
+            "-i", "0@p0", "-i", "1@p1", "-i", "2@p2", "-i", "3@p3", "-i", "4@p4",
+        ]);
+        args.extend(["--deterministic"]);
+        args.extend(extra);
+        let o = Command::new(env!("CARGO_BIN_EXE_tern"))
+            .current_dir(&d)
+            .args(&args)
+            .output()
+            .expect("run tern");
+        let files: Vec<Vec<u8>> = (0..5)
+            .map(|p| std::fs::read(d.join(format!("p{p}_out.pcap"))).unwrap())
+            .collect();
+        (o, files)
+    };
+    std::fs::write(d.join("p0_in.pcap"), pcap(&a)).unwrap();
+    let (o, one) = run(&[]);
+    let counts = summary(&o);
+    assert!(counts.contains("80000 packets in"), "{counts}");
+    for w in ["2", "3"] {
+        let (o, files) = run(&["--workers", w]);
+        assert_eq!(summary(&o), counts, "--workers {w}");
+        for (p, (x, y)) in one.iter().zip(&files).enumerate() {
+            assert!(x == y, "port {p}: --workers {w} wrote different bytes");
+        }
+    }
+
+    // Record 45,000 of p0 claims 100 MiB: about 72,000 packets come before it.
+    let mut bytes = pcap(&a[..45_000]);
+    let bad_at = bytes.len();
+    bytes.extend_from_slice(&pcap(&a[45_000..])[24..]);
+    bytes[bad_at + 8..bad_at + 12].copy_from_slice(&(100u32 << 20).to_ne_bytes());
+    std::fs::write(d.join("p0_in.pcap"), &bytes).unwrap();
+    let (o, one) = run(&[]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(
+        err.contains("p0_in.pcap") && err.contains(&format!("byte offset {}", bad_at + 8)),
+        "{err}"
+    );
+    let total: usize = one.iter().map(|f| f.len()).sum();
+    // (a fifth of the flows have no route and every 11th packet has TTL 1: dropped)
+    assert!(total > 45_000 * 76, "{total} bytes written");
+    let (o, two) = run(&["--workers", "2"]);
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains(&format!("byte offset {}", bad_at + 8)),
+        "--workers 2: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    for (p, (x, y)) in one.iter().zip(&two).enumerate() {
+        assert!(
+            x == y,
+            "port {p}: --workers 2 wrote different bytes (corrupt input)"
+        );
+    }
 }
