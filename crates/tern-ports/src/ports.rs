@@ -650,6 +650,29 @@ impl<'a> FileOutputs<'a> {
         Ok(true)
     }
 
+    /// Which output `port` writes to (see [`FileOutputs::write_at`]).
+    #[inline]
+    pub fn index(&self) -> PortIndex<'_> {
+        self.index
+    }
+
+    /// [`FileOutputs::send`] in two steps, for loops that count discards themselves: write to
+    /// output `i` (from [`FileOutputs::index`]); an error is a plain `io::Error`, made a
+    /// [`PortError`] naming the file by [`FileOutputs::error_at`] (off the per-packet path).
+    #[inline]
+    pub fn write_at(&mut self, i: usize, ts_ns: u64, data: &[u8]) -> std::io::Result<()> {
+        self.outputs[i].1.write_packet(ts_ns, data)
+    }
+
+    /// The error of a failed [`FileOutputs::write_at`] to output `i`, naming its file.
+    #[cold]
+    pub fn error_at(&self, i: usize, error: std::io::Error) -> PortError {
+        PortError::Io {
+            path: self.outputs[i].0.clone(),
+            error,
+        }
+    }
+
     /// The port-to-output map and one writer per output (in the map's index order), to be
     /// used from different threads.
     pub fn into_parts(self) -> (PortIndex<'a>, Vec<PortWriter<'a>>) {

@@ -1240,14 +1240,17 @@ impl OutputSink for FileSink<'_, '_> {
         if self.err.is_some() {
             return;
         }
+        let Some(i) = self.out.index().get(port) else {
+            self.discarded += 1;
+            return;
+        };
         let ts = match self.wall {
             Some(t) => t,
             None => self.held[pkt].meta.ts_ns,
         };
-        match self.out.send(port, ts, data) {
-            Ok(true) => self.tx += 1,
-            Ok(false) => self.discarded += 1,
-            Err(e) => self.err = Some(e),
+        match self.out.write_at(i, ts, data) {
+            Ok(()) => self.tx += 1,
+            Err(e) => self.err = Some(self.out.error_at(i, e)),
         }
     }
 }
