@@ -1195,7 +1195,7 @@ fn replay_mapped(
                 .map_err(|_| anyhow::anyhow!("switch state poisoned by a panic"))?;
             // With --deterministic the switch clock follows packet time.
             let pkts = held.iter().map(|h| {
-                let clock = det.then(|| h.meta.ts_ns / 1000);
+                let clock = if det { Some(h.meta.ts_ns / 1000) } else { None };
                 (h.meta.port, clock, inputs.held(h))
             });
             s.process_batch_into(pkts, &mut scratch, &mut sink);

@@ -283,7 +283,11 @@ impl Window<'_> {
         for batch in mine.chunks(RUN_BATCH) {
             let pkts = batch.iter().map(|&k| {
                 let h = &self.held[k as usize];
-                let clock = self.deterministic.then(|| h.meta.ts_ns / 1000);
+                let clock = if self.deterministic {
+                    Some(h.meta.ts_ns / 1000)
+                } else {
+                    None
+                };
                 (h.meta.port, clock, self.frames.held(h))
             });
             let mut sink = PartSink {
