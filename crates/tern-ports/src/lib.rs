@@ -17,6 +17,6 @@ pub use afxdp::{AnyLive, XdpPorts};
 pub use pcap::{PcapError, PcapFileWriter, PcapReader, PcapWriter, WriterConfig};
 pub use pcap_map::{MappedBytes, MappedPcap};
 pub use ports::{
-    any_fifo_input, Capture, FileInputs, FileOutputs, FilePorts, Frames, Held, HeldReader,
-    MemPorts, PortError, PortIndex, PortIo, PortSpec, PortWriter, RxMeta,
+    any_fifo_input, Capture, FileOutputs, FilePorts, Frames, Held, HeldReader, MemPorts, PortError,
+    PortIndex, PortIo, PortSpec, PortWriter, RxMeta,
 };

@@ -460,23 +460,6 @@ impl FilePorts {
         Some(&mut self.outputs[i])
     }
 
-    /// The inputs and the outputs apart, so that frames held in the inputs
-    /// ([`PortIo::recv_held`]) can be written to the outputs without a copy in between.
-    pub fn split(&mut self) -> (FileInputs<'_>, FileOutputs<'_>) {
-        (
-            FileInputs {
-                inputs: &self.inputs,
-            },
-            FileOutputs {
-                index: PortIndex {
-                    specs: &self.specs,
-                    out_index: &self.out_index,
-                },
-                outputs: &mut self.outputs,
-            },
-        )
-    }
-
     /// Every file this port set reads or writes.
     pub fn files(&self) -> Vec<PathBuf> {
         let mut v: Vec<PathBuf> = self.inputs.iter().map(|i| i.path.clone()).collect();
@@ -612,67 +595,13 @@ impl Frames {
     }
 }
 
-/// The inputs of a [`FilePorts`] ([`FilePorts::split`]): the bytes of held packets.
-pub struct FileInputs<'a> {
-    inputs: &'a [FileInput],
-}
-
-impl FileInputs<'_> {
-    /// The bytes of a packet [`PortIo::recv_held`] gave (as [`PortIo::held`]).
-    #[inline]
-    pub fn held(&self, h: &Held) -> &[u8] {
-        match &self.inputs[h.input as usize].src {
-            Source::Map(m) => &m.bytes()[h.start..h.start + h.len as usize],
-            Source::Stream(_) => &[],
-        }
-    }
-}
-
-/// The outputs of a [`FilePorts`] ([`FilePorts::split`]).
+/// The outputs of a [`FilePorts`] ([`FilePorts::split_reader`]).
 pub struct FileOutputs<'a> {
     index: PortIndex<'a>,
     outputs: &'a mut [(PathBuf, PcapFileWriter<File>)],
 }
 
 impl<'a> FileOutputs<'a> {
-    /// Write a frame to `port`'s file, as [`PortIo::send`] does: `false` (discarded) when no
-    /// such port is attached.
-    #[inline]
-    pub fn send(&mut self, port: Port, ts_ns: u64, data: &[u8]) -> Result<bool, PortError> {
-        let Some(i) = self.index.get(port) else {
-            return Ok(false);
-        };
-        let (path, w) = &mut self.outputs[i];
-        w.write_packet(ts_ns, data).map_err(|error| PortError::Io {
-            path: path.clone(),
-            error,
-        })?;
-        Ok(true)
-    }
-
-    /// Which output `port` writes to (see [`FileOutputs::write_at`]).
-    #[inline]
-    pub fn index(&self) -> PortIndex<'_> {
-        self.index
-    }
-
-    /// [`FileOutputs::send`] in two steps, for loops that count discards themselves: write to
-    /// output `i` (from [`FileOutputs::index`]); an error is a plain `io::Error`, made a
-    /// [`PortError`] naming the file by [`FileOutputs::error_at`] (off the per-packet path).
-    #[inline]
-    pub fn write_at(&mut self, i: usize, ts_ns: u64, data: &[u8]) -> std::io::Result<()> {
-        self.outputs[i].1.write_packet(ts_ns, data)
-    }
-
-    /// The error of a failed [`FileOutputs::write_at`] to output `i`, naming its file.
-    #[cold]
-    pub fn error_at(&self, i: usize, error: std::io::Error) -> PortError {
-        PortError::Io {
-            path: self.outputs[i].0.clone(),
-            error,
-        }
-    }
-
     /// The port-to-output map and one writer per output (in the map's index order), to be
     /// used from different threads.
     pub fn into_parts(self) -> (PortIndex<'a>, Vec<PortWriter<'a>>) {

@@ -33,12 +33,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use tern_dataplane::switch::OutputSink;
 use tern_dataplane::{Switch, SwitchOptions};
 use tern_ports::afpacket::install_stop_signals;
 use tern_ports::{
-    AnyLive, Capture, FileOutputs, FilePorts, Held, LiveConfig, LivePorts, PortIo, PortSpec,
-    RxMeta, RxRing, XdpPorts,
+    AnyLive, Capture, FilePorts, Held, LiveConfig, LivePorts, PortIo, PortSpec, RxMeta, RxRing,
+    XdpPorts,
 };
 use tern_runtime::{OutputPacket, PacketPath, Runtime};
 
@@ -1014,9 +1013,6 @@ fn replay(
             .set_trace(true);
     }
     if !tracing && grpc.is_none() && !log.on(Level::Info) {
-        if let Some(files) = ports.as_files().filter(|f| f.mapped()) {
-            return replay_mapped(sw, files, args, wall_out);
-        }
         return replay_batched(sw, ports, args, wall_out);
     }
     let start = Instant::now();
@@ -1155,104 +1151,6 @@ fn replay_batched(
         }
     }
     Ok((st, start.elapsed()))
-}
-
-/// [`replay_batched`] for file ports whose inputs are all mapped (regular classic pcap files,
-/// no `--pcap` copy): frames go from the mapping into the switch, and each output from the
-/// switch's own buffer into its file's buffer ([`Switch::process_batch_into`] with a
-/// [`FileSink`]): one copy per output, no output `Vec` handed through the loop. Same
-/// outputs, order, timestamps and counters as [`replay_batched`].
-fn replay_mapped(
-    sw: &Arc<Mutex<Switch>>,
-    files: &mut FilePorts,
-    args: &RunArgs,
-    wall_out: bool,
-) -> anyhow::Result<(Stats, Duration)> {
-    let mut st = Stats::default();
-    let det = args.deterministic;
-    let start = Instant::now();
-    let mut held: Vec<Held> = Vec::with_capacity(RUN_BATCH);
-    let mut scratch: Vec<OutputPacket> = Vec::new();
-    loop {
-        files.recv_held(RUN_BATCH, &mut held)?;
-        if held.is_empty() {
-            break;
-        }
-        let (inputs, outputs) = files.split();
-        let mut sink = FileSink {
-            out: outputs,
-            held: &held,
-            wall: wall_out.then(wall_ns),
-            last: usize::MAX,
-            with_out: 0,
-            tx: 0,
-            discarded: 0,
-            err: None,
-        };
-        {
-            let mut s = sw
-                .lock()
-                .map_err(|_| anyhow::anyhow!("switch state poisoned by a panic"))?;
-            // With --deterministic the switch clock follows packet time.
-            let pkts = held.iter().map(|h| {
-                let clock = if det { Some(h.meta.ts_ns / 1000) } else { None };
-                (h.meta.port, clock, inputs.held(h))
-            });
-            s.process_batch_into(pkts, &mut scratch, &mut sink);
-            // As in `switch_batch`: log lines and digests have no reader here.
-            drop(s.take_log());
-            st.digests += s.take_digests().len() as u64;
-        }
-        if let Some(e) = sink.err {
-            return Err(e.into());
-        }
-        st.rx += held.len() as u64;
-        st.dropped += held.len() as u64 - sink.with_out;
-        st.tx += sink.tx;
-        st.discarded += sink.discarded;
-    }
-    Ok((st, start.elapsed()))
-}
-
-/// The outputs of one batch of [`replay_mapped`] written to their files as the switch hands
-/// them over: timestamp `wall` (wall-clock outputs) or the input packet's own
-/// (`--deterministic`); counts what it wrote, discarded and which packets had outputs. After
-/// a write error it writes nothing more (the run stops after the batch with that error).
-struct FileSink<'a, 'b> {
-    out: FileOutputs<'a>,
-    held: &'b [Held],
-    wall: Option<u64>,
-    /// The last packet (index in the batch) that had an output.
-    last: usize,
-    with_out: u64,
-    tx: u64,
-    discarded: u64,
-    err: Option<tern_ports::PortError>,
-}
-
-impl OutputSink for FileSink<'_, '_> {
-    #[inline]
-    fn output(&mut self, pkt: usize, port: tern_runtime::Port, data: &[u8]) {
-        if pkt != self.last {
-            self.last = pkt;
-            self.with_out += 1;
-        }
-        if self.err.is_some() {
-            return;
-        }
-        let Some(i) = self.out.index().get(port) else {
-            self.discarded += 1;
-            return;
-        };
-        let ts = match self.wall {
-            Some(t) => t,
-            None => self.held[pkt].meta.ts_ns,
-        };
-        match self.out.write_at(i, ts, data) {
-            Ok(()) => self.tx += 1,
-            Err(e) => self.err = Some(self.out.error_at(i, e)),
-        }
-    }
 }
 
 /// One batch through the switch under one lock: the previous batch's output buffers go back

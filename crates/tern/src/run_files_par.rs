@@ -21,6 +21,7 @@
 use super::*;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Barrier, RwLock};
+use tern_dataplane::switch::OutputSink;
 use tern_dataplane::workers::{flow_hash, Worker};
 use tern_ports::{Frames, PortIndex, PortWriter, WriterConfig};
 
