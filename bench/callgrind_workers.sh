@@ -7,7 +7,8 @@
 # (its delta over the N2 - N1 packets; for a worker, times W is its cost per packet it
 # handled). A perfectly scaling W-worker run has the same total as W = 1 and W workers each
 # carrying 1/W of it; the main thread of `tern run` (reading, dispatch, in-order writing) is
-# the serial part that bounds the speed-up (Amdahl).
+# the serial part that bounds the speed-up (Amdahl). Each row also gives the main thread
+# (thread 1) and the sum of every other thread (and that sum / W: a worker's share).
 # Usage (repository root): bench/callgrind_workers.sh   (T = binary, default
 # target/release/tern; WORKERS="1 2 4"; N1/N2 packets, default 20,000 / 60,000; ONLY=bench or
 # ONLY=run for one of the two)
@@ -36,6 +37,12 @@ report() { # kind W
             line="$line thread $t: $(( d / (N2 - N1) ));"
         fi
     done
+    # Thread 1 is the main thread; every other thread's delta summed (`tern run` on mapped
+    # files starts its worker threads per window of packets, so they are many short threads).
+    local main_t other
+    main_t=$(( $(ir "$tmp/$1.$2.$N2.cg-01") - $(ir "$tmp/$1.$2.$N1.cg-01") ))
+    other=$(( total - main_t ))
+    line="$line main: $(( main_t / (N2 - N1) )); all other threads: $(( other / (N2 - N1) )), per worker $(( other / (N2 - N1) / $2 ));"
     echo "| $1 | $2 | $(( total / (N2 - N1) )) |$line |"
 }
 echo "| command | workers | instructions/packet, all threads | per thread (share of every packet) |"

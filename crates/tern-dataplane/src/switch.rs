@@ -1382,6 +1382,13 @@ impl Flow<'_> {
     }
 }
 
+/// Where [`Switch::process_batch_into`] hands each output: a writer that copies the bytes
+/// where they go (a pcap file's buffer) while the switch keeps the buffer.
+pub trait OutputSink {
+    /// Packet `pkt` of the batch (counted from 0) sends `data` out of `port`.
+    fn output(&mut self, pkt: usize, port: Port, data: &[u8]);
+}
+
 impl Switch {
     /// Process a batch of packets in order, exactly as that many [`PacketPath::process_packet`]
     /// calls would (outputs appended to `out` in order), except that the clock is read once
@@ -1404,6 +1411,40 @@ impl Switch {
         for (port, data) in pkts {
             self.process_at(now, *port, data, out);
         }
+    }
+
+    /// [`Switch::process_batch`] with the outputs handed to `sink` as slices of the switch's
+    /// own buffers, in the order they leave (packet `i` of the batch is `pkts`' i-th item):
+    /// no output `Vec` goes back to the caller, and the buffers are kept for the next
+    /// packets. Each item is (port, clock, bytes): clock `None` is the batch's clock (read
+    /// once, before the first packet); `Some(us)` fixes the switch clock to `us` from that
+    /// packet on, as [`Switch::set_clock_us`] does (deterministic replays). `scratch` is
+    /// working space (left empty; reuse it across calls to allocate nothing): the batch's
+    /// outputs are kept there until its end, so a batch's size is bounded by the caller.
+    pub fn process_batch_into<'a, S: OutputSink + ?Sized>(
+        &mut self,
+        pkts: impl IntoIterator<Item = (Port, Option<u64>, &'a [u8])>,
+        scratch: &mut Vec<OutputPacket>,
+        sink: &mut S,
+    ) {
+        self.recycle_outputs(scratch);
+        let batch_now = self.now_us();
+        for (i, (port, clock, data)) in pkts.into_iter().enumerate() {
+            let now = match clock {
+                Some(us) => {
+                    self.clock_us = Some(us);
+                    us
+                }
+                None => batch_now,
+            };
+            let first = scratch.len();
+            self.process_at(now, port, data, scratch);
+            for o in &scratch[first..] {
+                sink.output(i, o.port, &o.data);
+            }
+        }
+        // The buffers go back once per batch (per packet cost twice as much).
+        self.recycle_outputs(scratch);
     }
 
     /// Turn per-stage timing on (counters zeroed) or off. When on, every stage boundary reads

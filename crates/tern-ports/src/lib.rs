@@ -15,7 +15,8 @@ pub mod ports;
 pub use afpacket::{LiveConfig, LivePorts, LiveStats, RxRing};
 pub use afxdp::{AnyLive, XdpPorts};
 pub use pcap::{PcapError, PcapFileWriter, PcapReader, PcapWriter, WriterConfig};
-pub use pcap_map::MappedPcap;
+pub use pcap_map::{MappedBytes, MappedPcap};
 pub use ports::{
-    any_fifo_input, Capture, FilePorts, Held, MemPorts, PortError, PortIo, PortSpec, RxMeta,
+    any_fifo_input, Capture, FileOutputs, FilePorts, Frames, Held, HeldReader, MemPorts, PortError,
+    PortIndex, PortIo, PortSpec, PortWriter, RxMeta,
 };

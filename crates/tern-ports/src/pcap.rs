@@ -748,6 +748,22 @@ impl WriterConfig {
         enc
     }
 
+    /// Append one whole record (header and captured bytes) for `data` at `ts_ns` to `buf`,
+    /// byte for byte what a writer with this configuration writes for it: for threads that
+    /// prepare records apart and hand them to [`PcapFileWriter::append_records`].
+    #[inline]
+    pub fn encode_record(&self, buf: &mut Vec<u8>, ts_ns: u64, data: &[u8]) -> io::Result<()> {
+        let (orig, cap) = self.record_lengths(data.len())?;
+        let o = self.byte_order;
+        let mut h = [0u8; 16];
+        h[..8].copy_from_slice(&self.record_ts(ts_ns));
+        h[8..12].copy_from_slice(&o.put_u32(cap));
+        h[12..].copy_from_slice(&o.put_u32(orig));
+        buf.extend_from_slice(&h);
+        buf.extend_from_slice(&data[..cap as usize]);
+        Ok(())
+    }
+
     /// What simple_switch writes for `--use-files` outputs: host byte order, microseconds,
     /// version 2.4, snaplen 0, link type 0 (DLT_NULL), flushed after every packet.
     pub fn bmv2() -> WriterConfig {
@@ -957,6 +973,22 @@ impl<W: Write> PcapFileWriter<W> {
     /// Number of packets written.
     pub fn packets(&self) -> u64 {
         self.packets
+    }
+
+    /// The configuration the records are written with.
+    pub fn config(&self) -> WriterConfig {
+        self.cfg
+    }
+
+    /// Append `packets` whole records already encoded with this writer's configuration
+    /// ([`WriterConfig::encode_record`]), copied as one run.
+    pub fn append_records(&mut self, records: &[u8], packets: u64) -> io::Result<()> {
+        self.buf.extend_from_slice(records);
+        self.packets += packets;
+        if self.cfg.flush_each_packet || self.buf.len() >= FILE_WRITE_CHUNK {
+            self.flush()?;
+        }
+        Ok(())
     }
 
     /// Write out what is buffered and flush the underlying writer.

@@ -7,10 +7,13 @@
 //! data cut short by the end of the file, and a captured length over
 //! [`crate::pcap::MAX_RECORD`], are format errors naming where the file stopped making sense.
 
-use crate::pcap::{decode_record_header, ByteOrder, Format, PcapError, PcapReader, TsResolution};
+use crate::pcap::{
+    decode_record_header, ByteOrder, Format, PcapError, PcapReader, TsResolution, MAX_RECORD,
+};
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
+use std::sync::Arc;
 
 /// A read-only private mapping of a whole file (never empty).
 struct Mapping {
@@ -68,9 +71,20 @@ impl Drop for Mapping {
     }
 }
 
+/// The bytes of a mapped file, shared ([`MappedPcap::handle`]).
+pub struct MappedBytes(Arc<Mapping>);
+
+impl MappedBytes {
+    /// The whole mapped file.
+    #[inline]
+    pub fn bytes(&self) -> &[u8] {
+        self.0.bytes()
+    }
+}
+
 /// A classic pcap file read in place from a mapping of it.
 pub struct MappedPcap {
-    map: Mapping,
+    map: Arc<Mapping>,
     /// Offset of the next record header.
     pos: usize,
     order: ByteOrder,
@@ -116,7 +130,7 @@ impl MappedPcap {
         };
         let (pos, linktype) = (rd.offset() as usize, rd.header().linktype);
         Ok(Some(MappedPcap {
-            map,
+            map: Arc::new(map),
             pos,
             order: byte_order,
             res: resolution,
@@ -134,9 +148,46 @@ impl MappedPcap {
         self.map.bytes()
     }
 
+    /// A handle on the mapped bytes that outlives this reader's borrows (it keeps the
+    /// mapping alive): for threads that read frames while this reader goes on.
+    pub fn handle(&self) -> MappedBytes {
+        MappedBytes(Arc::clone(&self.map))
+    }
+
     /// Byte offset of the next record header.
     pub fn offset(&self) -> u64 {
         self.pos as u64
+    }
+
+    /// [`MappedPcap::next_record`] for a well-formed record: `None` at the end of the file and
+    /// for anything [`MappedPcap::next_record`] would report as an error (the caller asks it
+    /// then, for the error or the end, which leaves the position where it was). No error
+    /// value is built on this path: a record costs a bounds check, four loads and the
+    /// timestamp arithmetic.
+    #[inline(always)]
+    pub fn next_ok(&mut self) -> Option<(u64, usize, usize)> {
+        let b = self.map.bytes();
+        let at = self.pos;
+        let h: &[u8; 16] = b.get(at..at.wrapping_add(16))?.try_into().ok()?;
+        let w = |k: usize| {
+            let v = [h[k], h[k + 1], h[k + 2], h[k + 3]];
+            match self.order {
+                ByteOrder::Little => u32::from_le_bytes(v),
+                ByteOrder::Big => u32::from_be_bytes(v),
+            }
+        };
+        let (sec, frac, caplen) = (w(0) as u64, w(4) as u64, w(8));
+        let start = at + 16;
+        if caplen > MAX_RECORD || caplen as usize > b.len() - start {
+            return None;
+        }
+        let ts_ns = sec * 1_000_000_000
+            + match self.res {
+                TsResolution::Micro => frac * 1_000,
+                TsResolution::Nano => frac,
+            };
+        self.pos = start + caplen as usize;
+        Some((ts_ns, start, caplen as usize))
     }
 
     /// The next record: (timestamp ns, start of its captured bytes in [`MappedPcap::bytes`],

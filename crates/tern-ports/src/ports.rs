@@ -214,6 +214,12 @@ pub trait PortIo {
     fn flush(&mut self) -> Result<(), PortError> {
         Ok(())
     }
+
+    /// This port set as plain [`FilePorts`] (not wrapped), for loops that read and write
+    /// files without going through the trait; `None` (the default) for anything else.
+    fn as_files(&mut self) -> Option<&mut FilePorts> {
+        None
+    }
 }
 
 /// Where an input's packets come from.
@@ -397,6 +403,116 @@ impl FilePorts {
         self.all_mapped
     }
 
+    /// The input side on its own: [`PortIo::recv_held`] while the outputs are used elsewhere
+    /// (e.g. by other threads, through [`FileOutputs`]).
+    pub fn split_reader(&mut self) -> (HeldReader<'_>, FileOutputs<'_>) {
+        (
+            HeldReader {
+                inputs: &mut self.inputs,
+                active: &mut self.active,
+                pending_err: &mut self.pending_err,
+                all_mapped: self.all_mapped,
+            },
+            FileOutputs {
+                index: PortIndex {
+                    specs: &self.specs,
+                    out_index: &self.out_index,
+                },
+                outputs: &mut self.outputs,
+            },
+        )
+    }
+
+    /// The bytes of the mapped inputs, as a handle of their own (it keeps the mappings alive):
+    /// [`Frames::held`] gives what [`PortIo::held`] gives, from any thread, while this port
+    /// set goes on reading.
+    pub fn frames(&self) -> Frames {
+        Frames {
+            maps: self
+                .inputs
+                .iter()
+                .map(|i| match &i.src {
+                    Source::Map(m) => Some(m.handle()),
+                    Source::Stream(_) => None,
+                })
+                .collect(),
+        }
+    }
+
+    #[inline]
+    fn reader(&mut self) -> HeldReader<'_> {
+        HeldReader {
+            inputs: &mut self.inputs,
+            active: &mut self.active,
+            pending_err: &mut self.pending_err,
+            all_mapped: self.all_mapped,
+        }
+    }
+
+    /// The output of `port`, if attached.
+    #[inline]
+    fn output(&mut self, port: Port) -> Option<&mut (PathBuf, PcapFileWriter<File>)> {
+        let i = match self.out_index.get(port as usize) {
+            Some(&i) if i != u32::MAX => i as usize,
+            Some(_) => return None,
+            None => self.specs.binary_search_by_key(&port, |s| s.port).ok()?,
+        };
+        Some(&mut self.outputs[i])
+    }
+
+    /// Every file this port set reads or writes.
+    pub fn files(&self) -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = self.inputs.iter().map(|i| i.path.clone()).collect();
+        v.extend(self.outputs.iter().map(|(p, _)| p.clone()));
+        v
+    }
+}
+
+/// The reading side of a [`FilePorts`] ([`FilePorts::split_reader`]).
+pub struct HeldReader<'a> {
+    inputs: &'a mut Vec<FileInput>,
+    active: &'a mut Vec<usize>,
+    pending_err: &'a mut Option<PortError>,
+    all_mapped: bool,
+}
+
+impl HeldReader<'_> {
+    /// [`PortIo::recv_held`]: up to `max` next packets in merge order, left in the mappings.
+    pub fn recv_held(&mut self, max: usize, out: &mut Vec<Held>) -> Result<bool, PortError> {
+        if !self.all_mapped {
+            return Ok(false);
+        }
+        out.clear();
+        if let Some(e) = self.pending_err.take() {
+            return Err(e);
+        }
+        self.held_one_input(max, out);
+        while out.len() < max {
+            let (ts_ns, i) = match self.next_input() {
+                Ok(Some(x)) => x,
+                Ok(None) => break,
+                Err(e) if out.is_empty() => return Err(e),
+                Err(e) => {
+                    *self.pending_err = Some(e);
+                    break;
+                }
+            };
+            let inp = &self.inputs[i];
+            let (start, len) = inp.head_at;
+            out.push(Held {
+                meta: RxMeta {
+                    port: inp.port,
+                    ts_ns,
+                },
+                input: i as u32,
+                // Records are at most `MAX_RECORD` (64 MiB) long.
+                len: len as u32,
+                start,
+            });
+        }
+        Ok(true)
+    }
+
     /// The next packet in merge order: (timestamp, input index), its head taken; `None` when
     /// every input is exhausted.
     #[inline]
@@ -427,22 +543,126 @@ impl FilePorts {
         Ok(best)
     }
 
-    /// The output of `port`, if attached.
+    /// [`PortIo::recv_held`]'s fast path while one input is left (no merge by timestamp):
+    /// its well-formed records are gathered in a tight loop. Stops, leaving the rest to the
+    /// merging loop, at anything else (several inputs, the end of the input, a record that
+    /// is an error).
     #[inline]
-    fn output(&mut self, port: Port) -> Option<&mut (PathBuf, PcapFileWriter<File>)> {
-        let i = match self.out_index.get(port as usize) {
-            Some(&i) if i != u32::MAX => i as usize,
-            Some(_) => return None,
-            None => self.specs.binary_search_by_key(&port, |s| s.port).ok()?,
+    fn held_one_input(&mut self, max: usize, out: &mut Vec<Held>) {
+        let [i] = self.active[..] else {
+            return;
         };
-        Some(&mut self.outputs[i])
+        let inp = &mut self.inputs[i];
+        if inp.done {
+            return;
+        }
+        let Source::Map(m) = &mut inp.src else {
+            return;
+        };
+        let port = inp.port;
+        let held = |ts_ns: u64, start: usize, len: usize| Held {
+            meta: RxMeta { port, ts_ns },
+            input: i as u32,
+            // Records are at most `MAX_RECORD` (64 MiB) long.
+            len: len as u32,
+            start,
+        };
+        if let Some(ts) = inp.head.take() {
+            out.push(held(ts, inp.head_at.0, inp.head_at.1));
+        }
+        while out.len() < max {
+            match m.next_ok() {
+                Some((ts, start, len)) => out.push(held(ts, start, len)),
+                None => break,
+            }
+        }
+    }
+}
+
+/// The bytes of a [`FilePorts`]' mapped inputs ([`FilePorts::frames`]).
+pub struct Frames {
+    maps: Vec<Option<crate::pcap_map::MappedBytes>>,
+}
+
+impl Frames {
+    /// The bytes of a packet [`PortIo::recv_held`] gave (empty for a streamed input).
+    #[inline]
+    pub fn held(&self, h: &Held) -> &[u8] {
+        match &self.maps[h.input as usize] {
+            Some(m) => &m.bytes()[h.start..h.start + h.len as usize],
+            None => &[],
+        }
+    }
+}
+
+/// The outputs of a [`FilePorts`] ([`FilePorts::split_reader`]).
+pub struct FileOutputs<'a> {
+    index: PortIndex<'a>,
+    outputs: &'a mut [(PathBuf, PcapFileWriter<File>)],
+}
+
+impl<'a> FileOutputs<'a> {
+    /// The port-to-output map and one writer per output (in the map's index order), to be
+    /// used from different threads.
+    pub fn into_parts(self) -> (PortIndex<'a>, Vec<PortWriter<'a>>) {
+        let ws = self
+            .outputs
+            .iter_mut()
+            .map(|(path, w)| PortWriter { path, w })
+            .collect();
+        (self.index, ws)
+    }
+}
+
+/// Which output (index into [`FileOutputs::into_parts`]' writers) a port number writes to.
+#[derive(Clone, Copy)]
+pub struct PortIndex<'a> {
+    specs: &'a [PortSpec],
+    out_index: &'a [u32],
+}
+
+impl PortIndex<'_> {
+    /// The output of `port`; `None`: no file is attached to it.
+    #[inline]
+    pub fn get(&self, port: Port) -> Option<usize> {
+        match self.out_index.get(port as usize) {
+            Some(&i) if i != u32::MAX => Some(i as usize),
+            Some(_) => None,
+            None => self.specs.binary_search_by_key(&port, |s| s.port).ok(),
+        }
     }
 
-    /// Every file this port set reads or writes.
-    pub fn files(&self) -> Vec<PathBuf> {
-        let mut v: Vec<PathBuf> = self.inputs.iter().map(|i| i.path.clone()).collect();
-        v.extend(self.outputs.iter().map(|(p, _)| p.clone()));
-        v
+    /// The number of outputs.
+    pub fn len(&self) -> usize {
+        self.specs.len()
+    }
+
+    /// No outputs at all.
+    pub fn is_empty(&self) -> bool {
+        self.specs.is_empty()
+    }
+}
+
+/// One output file of a [`FileOutputs`], on its own.
+pub struct PortWriter<'a> {
+    path: &'a Path,
+    w: &'a mut PcapFileWriter<File>,
+}
+
+impl PortWriter<'_> {
+    /// The configuration records are written with ([`WriterConfig::encode_record`]).
+    pub fn config(&self) -> WriterConfig {
+        self.w.config()
+    }
+
+    /// Append `packets` records encoded with [`PortWriter::config`], as one run.
+    pub fn append_records(&mut self, records: &[u8], packets: u64) -> Result<(), PortError> {
+        self.w
+            .append_records(records, packets)
+            .map_err(|error| PortError::Io {
+                path: self.path.to_path_buf(),
+                error,
+            })
     }
 }
 
@@ -475,7 +695,7 @@ impl PortIo for FilePorts {
         if let Some(e) = self.pending_err.take() {
             return Err(e);
         }
-        let Some((ts_ns, i)) = self.next_input()? else {
+        let Some((ts_ns, i)) = self.reader().next_input()? else {
             return Ok(None);
         };
         let inp = &mut self.inputs[i];
@@ -495,37 +715,7 @@ impl PortIo for FilePorts {
     }
 
     fn recv_held(&mut self, max: usize, out: &mut Vec<Held>) -> Result<bool, PortError> {
-        if !self.all_mapped {
-            return Ok(false);
-        }
-        out.clear();
-        if let Some(e) = self.pending_err.take() {
-            return Err(e);
-        }
-        while out.len() < max {
-            let (ts_ns, i) = match self.next_input() {
-                Ok(Some(x)) => x,
-                Ok(None) => break,
-                Err(e) if out.is_empty() => return Err(e),
-                Err(e) => {
-                    self.pending_err = Some(e);
-                    break;
-                }
-            };
-            let inp = &self.inputs[i];
-            let (start, len) = inp.head_at;
-            out.push(Held {
-                meta: RxMeta {
-                    port: inp.port,
-                    ts_ns,
-                },
-                input: i as u32,
-                // Records are at most `MAX_RECORD` (64 MiB) long.
-                len: len as u32,
-                start,
-            });
-        }
-        Ok(true)
+        self.reader().recv_held(max, out)
     }
 
     #[inline]
@@ -555,6 +745,10 @@ impl PortIo for FilePorts {
             error,
         })?;
         Ok(true)
+    }
+
+    fn as_files(&mut self) -> Option<&mut FilePorts> {
+        Some(self)
     }
 
     fn flush(&mut self) -> Result<(), PortError> {

@@ -41,6 +41,8 @@ use tern_ports::{
 };
 use tern_runtime::{OutputPacket, PacketPath, Runtime};
 
+#[path = "run_files_par.rs"]
+mod run_files_par;
 #[path = "run_workers.rs"]
 mod run_workers;
 
@@ -1128,15 +1130,25 @@ fn replay_batched(
             Some(m) => metas.push(m),
             None => break,
         }
+        // An input error while filling the batch: the packets before it are processed and
+        // written first (as one at a time), then the run stops with it.
+        let mut pending = None;
         while metas.len() < RUN_BATCH {
-            match ports.try_recv(&mut bufs[metas.len()])? {
-                Some(m) => metas.push(m),
-                None => break,
+            match ports.try_recv(&mut bufs[metas.len()]) {
+                Ok(Some(m)) => metas.push(m),
+                Ok(None) => break,
+                Err(e) => {
+                    pending = Some(e);
+                    break;
+                }
             }
         }
         let frames = metas.iter().zip(&bufs).map(|(m, b)| (*m, &b[..]));
         st.digests += switch_batch(sw, det, frames, &mut out, &mut ends)?;
         write_batch(&mut st, ports, metas.iter().copied(), &ends, &out, wall_out)?;
+        if let Some(e) = pending {
+            return Err(e.into());
+        }
     }
     Ok((st, start.elapsed()))
 }

@@ -139,7 +139,7 @@ fn process(
 }
 
 /// CPU time of the calling thread in nanoseconds (Linux `/proc/thread-self`), if readable.
-fn thread_cpu_ns() -> Option<u64> {
+pub(super) fn thread_cpu_ns() -> Option<u64> {
     if let Ok(s) = std::fs::read_to_string("/proc/thread-self/schedstat") {
         if let Some(ns) = s.split_whitespace().next().and_then(|v| v.parse().ok()) {
             return Some(ns);
@@ -201,9 +201,17 @@ fn apply_commands_workers(ctl: &Arc<Mutex<Control>>, path: &Path) -> anyhow::Res
     run_commands(cli, &mut *g, path)
 }
 
-/// Print each worker's share: packets and CPU seconds (read on the worker's own thread).
-fn worker_summary(ctl: &Arc<Mutex<Control>>, packets: &[u64]) -> anyhow::Result<()> {
-    let cpu = lock(ctl)?.query(|_, _| thread_cpu_ns());
+/// Print each worker's share: packets and CPU seconds (read on the worker's own thread, unless
+/// `cpu` gives them).
+fn worker_summary(
+    ctl: &Arc<Mutex<Control>>,
+    packets: &[u64],
+    cpu: Option<Vec<Option<u64>>>,
+) -> anyhow::Result<()> {
+    let cpu = match cpu {
+        Some(c) => c,
+        None => lock(ctl)?.query(|_, _| thread_cpu_ns()),
+    };
     for line in worker_lines(&cpu, packets, true) {
         eprintln!("{line}");
     }
@@ -306,23 +314,23 @@ fn run_files(
     let n = ws.len();
     let (done_tx, done_rx) = mpsc::channel::<Done>();
     let flags = wake_flags(n);
+    let det = args.deterministic;
+    let spawn = |w: Worker, rx: Receiver<Job>| {
+        let done = done_tx.clone();
+        let flag = flags[w.id].clone();
+        std::thread::Builder::new()
+            .name(format!("worker-{}", w.id))
+            .spawn(move || file_worker(w, rx, done, det, flag))
+            .context("starting a worker thread")
+    };
     let mut txs = Vec::new();
     let mut threads = Vec::new();
     for w in ws {
         let (tx, rx) = mpsc::sync_channel::<Job>(QUEUE);
         txs.push(tx);
-        let done = done_tx.clone();
-        let det = args.deterministic;
-        let flag = flags[w.id].clone();
-        threads.push(
-            std::thread::Builder::new()
-                .name(format!("worker-{}", w.id))
-                .spawn(move || file_worker(w, rx, done, det, flag))
-                .context("starting a worker thread")?,
-        );
+        threads.push(spawn(w, rx)?);
     }
-    drop(done_tx);
-    let ctl = shared_control(ctl, &txs, flags);
+    let ctl = shared_control(ctl, &txs, flags.clone());
 
     if let Some(cmds) = &args.commands {
         apply_commands_workers(&ctl, cmds)?;
@@ -333,13 +341,43 @@ fn run_files(
     }
 
     let fifo = tern_ports::any_fifo_input(Path::new(""), specs);
-    let mut d = Dispatcher::new(n, args, fifo);
-    let res = d.replay(ports.as_mut(), log, &txs, &done_rx);
-    let stats = res?;
+    // Mapped inputs without per-packet logging: the workers read and write the files
+    // themselves (`run_files_par`), the main thread only reads the record headers.
+    let par = !fifo && !log.on(Level::Info) && ports.as_files().is_some_and(|f| f.mapped());
+    let (stats, per_worker, cpu) = if par {
+        // The workers come back from their threads for the run (their queues stay, so
+        // control wake-ups sent meanwhile wait there; the run polls the control itself)
+        // and go back afterwards to keep answering the control plane.
+        let mut back = Vec::with_capacity(n);
+        for tx in &txs {
+            tx.send(Job::Stop)
+                .map_err(|_| anyhow::anyhow!("a worker ended early"))?;
+        }
+        for t in threads.drain(..) {
+            back.push(
+                t.join()
+                    .map_err(|_| anyhow::anyhow!("a worker thread panicked"))?
+                    .ok_or_else(|| anyhow::anyhow!("a worker ended early"))?,
+            );
+        }
+        let (mut ws, rxs): (Vec<Worker>, Vec<Receiver<Job>>) = back.into_iter().unzip();
+        let files = ports.as_files().expect("checked above");
+        let res = run_files_par::replay(&mut ws, files, det);
+        for (w, rx) in ws.into_iter().zip(rxs) {
+            threads.push(spawn(w, rx)?);
+        }
+        let r = res?;
+        (r.stats, r.per_worker, Some(r.cpu_ns))
+    } else {
+        let mut d = Dispatcher::new(n, args, fifo);
+        let stats = d.replay(ports.as_mut(), log, &txs, &done_rx)?;
+        (stats, std::mem::take(&mut d.per_worker), None)
+    };
+    drop(done_tx);
     ports.flush()?;
     log.finish()?;
     summary(&stats);
-    worker_summary(&ctl, &d.per_worker)?;
+    worker_summary(&ctl, &per_worker, cpu)?;
     if let Some(server) = control {
         // As with one worker: keep serving the control plane (the workers stay up to apply
         // changes and answer counter reads).
@@ -358,13 +396,15 @@ fn run_files(
     Ok(ExitCode::SUCCESS)
 }
 
+/// A worker thread of the dispatching run: runs the batches it receives and answers control
+/// wake-ups. On [`Job::Stop`] it gives its worker and queue back; `None`: the dispatcher is gone.
 fn file_worker(
     mut w: Worker,
     rx: Receiver<Job>,
     done: Sender<Done>,
     deterministic: bool,
     flag: WakeFlag,
-) {
+) -> Option<(Worker, Receiver<Job>)> {
     while let Ok(job) = rx.recv() {
         match job {
             Job::Pkts(mut batch) => {
@@ -378,16 +418,17 @@ fn file_worker(
                     per,
                 };
                 if done.send(d).is_err() {
-                    return;
+                    return None;
                 }
             }
             Job::Wake => {
                 woken(&flag);
                 w.poll();
             }
-            Job::Stop => return,
+            Job::Stop => return Some((w, rx)),
         }
     }
+    None
 }
 
 /// File mode's main loop state: open batches, the reorder buffer, counters.
@@ -438,24 +479,43 @@ impl Dispatcher {
     ) -> anyhow::Result<(Stats, Duration)> {
         let start = Instant::now();
         let mut held: Vec<Held> = Vec::with_capacity(BATCH);
-        if ports.recv_held(BATCH, &mut held)? {
-            // Mapped input files: each frame is copied once, from the mapping into its
-            // worker's batch.
-            while !held.is_empty() {
-                for h in &held {
-                    if self.enqueue(h.meta, ports.held(h), txs)? {
-                        self.collect(ports, log, done)?;
+        // An input error ends the reading; the packets read before it are still processed
+        // and written (as with one worker), then the run stops with it.
+        let mut pending: Option<tern_ports::PortError> = None;
+        match ports.recv_held(BATCH, &mut held) {
+            Ok(true) => {
+                // Mapped input files: each frame is copied once, from the mapping into its
+                // worker's batch.
+                while !held.is_empty() {
+                    for h in &held {
+                        if self.enqueue(h.meta, ports.held(h), txs)? {
+                            self.collect(ports, log, done)?;
+                        }
+                    }
+                    if let Err(e) = ports.recv_held(BATCH, &mut held) {
+                        pending = Some(e);
+                        break;
                     }
                 }
-                ports.recv_held(BATCH, &mut held)?;
             }
-        } else {
-            let mut buf = Vec::with_capacity(2048);
-            while let Some(m) = ports.recv(&mut buf)? {
-                if self.enqueue(m, &buf, txs)? {
-                    self.collect(ports, log, done)?;
+            Ok(false) => {
+                let mut buf = Vec::with_capacity(2048);
+                loop {
+                    match ports.recv(&mut buf) {
+                        Ok(Some(m)) => {
+                            if self.enqueue(m, &buf, txs)? {
+                                self.collect(ports, log, done)?;
+                            }
+                        }
+                        Ok(None) => break,
+                        Err(e) => {
+                            pending = Some(e);
+                            break;
+                        }
+                    }
                 }
             }
+            Err(e) => pending = Some(e),
         }
         for w in 0..self.n {
             if !self.open[w].pkts.is_empty() {
@@ -467,6 +527,9 @@ impl Dispatcher {
                 .recv()
                 .map_err(|_| anyhow::anyhow!("the workers ended early"))?;
             self.store(d, ports, log)?;
+        }
+        if let Some(e) = pending {
+            return Err(e.into());
         }
         Ok((std::mem::take(&mut self.st), start.elapsed()))
     }

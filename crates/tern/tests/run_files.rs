@@ -270,6 +270,98 @@ fn truncated_input_writes_what_came_before_and_fails_clearly() {
     );
 }
 
+/// The run of the mapped inputs (one input left for most of the file: the fast path without
+/// the merge) against the `--pcap` capture's (every packet through the merge and a copy):
+/// same files, same counts, also when the input has a corrupt record in the middle (both
+/// stop there with the same error and the packets before it written).
+#[test]
+fn one_input_fast_path_writes_what_the_merge_writes() {
+    tern_fixtures::require!();
+    let d = setup("one-input");
+    // p1 ends after 10 packets; p0 carries 700 more alone.
+    let a: Vec<_> = (0..700u32)
+        .map(|k| (5_000 + k as u64, ipv4_frame(k)))
+        .collect();
+    let b: Vec<_> = (0..10u32)
+        .map(|k| (5_000 + k as u64, ipv4_frame(2000 + k)))
+        .collect();
+    std::fs::write(d.join("p0_in.pcap"), pcap(&a)).unwrap();
+    std::fs::write(d.join("p1_in.pcap"), pcap(&b)).unwrap();
+    let cap = d.join("cap");
+    std::fs::create_dir(&cap).unwrap();
+    let capture = ["--pcap", cap.to_str().unwrap()];
+    for det in [true, false] {
+        let extra: &[&str] = if det { &["--deterministic"] } else { &[] };
+        let o = tern(&d, extra);
+        let counts = summary(&o);
+        assert!(counts.contains("710 packets in"), "{counts}");
+        let mapped = outputs(&d);
+        let o = tern(&d, &[extra, &capture[..]].concat());
+        assert_eq!(summary(&o), counts);
+        if det {
+            assert!(outputs(&d) == mapped, "--pcap run wrote different files");
+        } else {
+            // Wall-clock time (the lane writes it into the frames) differs: same records.
+            let records = |f: &[u8]| {
+                let mut r = tern_ports::PcapReader::new(f).unwrap();
+                let mut n = 0;
+                while r.next_packet().unwrap().is_some() {
+                    n += 1;
+                }
+                n
+            };
+            for ((n, x), (_, y)) in outputs(&d).iter().zip(&mapped) {
+                assert_eq!(records(x), records(y), "{n}");
+            }
+        }
+    }
+
+    // A record claiming 100 MiB after packet 400 of p0: both runs write the outputs of the
+    // 410 packets before it (p0's 400, p1's 10) and fail with the same message.
+    let mut bytes = pcap(&a[..400]);
+    let bad_at = bytes.len();
+    bytes.extend_from_slice(&pcap(&a[400..])[24..]);
+    bytes[bad_at + 8..bad_at + 12].copy_from_slice(&(100u32 << 20).to_ne_bytes());
+    std::fs::write(d.join("p0_in.pcap"), &bytes).unwrap();
+    let o = tern(&d, &["--deterministic"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(
+        err.contains("p0_in.pcap") && err.contains(&format!("byte offset {}", bad_at + 8)),
+        "{err}"
+    );
+    let mapped = outputs(&d);
+    let o = tern(&d, &["--deterministic", "--pcap", cap.to_str().unwrap()]);
+    assert!(!o.status.success());
+    let err2 = String::from_utf8_lossy(&o.stderr).into_owned();
+    let last = |e: &str| e.lines().last().unwrap_or_default().to_string();
+    assert_eq!(last(&err2), last(&err));
+    assert!(
+        outputs(&d) == mapped,
+        "--pcap run, corrupt input: different files"
+    );
+    // And the one-at-a-time loop (info-level logging).
+    let o = tern(
+        &d,
+        &["--deterministic", "--log-file", "run.log", "-L", "info"],
+    );
+    assert!(!o.status.success());
+    assert!(
+        outputs(&d) == mapped,
+        "per-packet run, corrupt input: different files"
+    );
+    // Something was written before the error.
+    let total: usize = mapped.iter().map(|(_, b)| b.len()).sum();
+    assert!(total > 6 * 24 + 300 * 76, "{total} bytes written");
+
+    // A file that is not pcap at all: a clear error naming it.
+    std::fs::write(d.join("p1_in.pcap"), b"this is not a capture file at all").unwrap();
+    let o = tern(&d, &[]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("p1_in.pcap"), "{err}");
+}
+
 const L3: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../p4/bench/l3_router.p4");
 
 /// Routes 10.0.R.0/24 (R < 4) to port 1 + R; 10.0.4.0/24 has no route (dropped).
@@ -345,9 +437,192 @@ fn two_workers_write_what_one_writes() {
     for (p, f) in one.iter().enumerate().skip(1) {
         assert!(f.len() > 24 + 100 * 76, "port {p}: {} bytes", f.len());
     }
-    let (counts2, two) = run(&["--deterministic", "--workers", "2"]);
-    assert_eq!(counts2, counts);
+    for w in ["2", "3"] {
+        let (counts2, two) = run(&["--deterministic", "--workers", w]);
+        assert_eq!(counts2, counts);
+        for (p, (x, y)) in one.iter().zip(&two).enumerate() {
+            assert!(x == y, "port {p}: --workers {w} wrote different bytes");
+        }
+    }
+}
+
+/// The files of a lane run with the bytes its shared registers write masked: the lane counts
+/// packets per IPv4 diffserv value in registers shared by every worker, so with several
+/// workers the counts a packet reads (written into the IPv4 identification and fragment
+/// offset, and so the checksum) depend on how the workers' threads interleave. Everything
+/// else (record headers, which frames, their order per port, the rest of their bytes) is
+/// deterministic.
+fn masked(files: Vec<(String, Vec<u8>)>) -> Vec<(String, Vec<u8>)> {
+    files
+        .into_iter()
+        .map(|(n, mut b)| {
+            let mut i = 24;
+            while i + 16 <= b.len() {
+                let len = u32::from_ne_bytes(b[i + 8..i + 12].try_into().unwrap()) as usize;
+                let f = i + 16;
+                // Truncated frames (the lane's `truncate` case) keep what they have of them.
+                if len >= 14 && b[f + 12..f + 14] == [8, 0] {
+                    for k in [18, 19, 20, 21, 24, 25].into_iter().filter(|&k| k < len) {
+                        b[f + k] = 0;
+                    }
+                }
+                i = f + len;
+            }
+            (n, b)
+        })
+        .collect()
+}
+
+/// `--workers 2` and `3` on mapped inputs (the workers read and write the files themselves)
+/// against the dispatching run (the `--pcap` capture takes it: the main thread reads, hands
+/// packets to the workers and writes in input order) on the lane program: multicast, clones
+/// to the CPU port, drops, discards. Same counts, same files but for the bytes the lane's
+/// shared registers write ([`masked`]). A corrupt record stops both after writing what
+/// came before it.
+#[test]
+fn workers_on_mapped_files_write_what_the_dispatcher_writes() {
+    tern_fixtures::require!();
+    let d = setup("par-lane");
+    let cap = d.join("cap");
+    std::fs::create_dir(&cap).unwrap();
+    for w in ["2", "3"] {
+        let o = tern(&d, &["--deterministic", "--workers", w]);
+        let counts = summary(&o);
+        assert!(counts.contains("500 packets in"), "{counts}");
+        let par = masked(outputs(&d));
+        for (name, bytes) in &par {
+            if name != "p0" && name != "p1" {
+                assert!(bytes.len() > 24 + 16 * 20, "{name}: {} bytes", bytes.len());
+            }
+        }
+        let o = tern(
+            &d,
+            &[
+                "--deterministic",
+                "--workers",
+                w,
+                "--pcap",
+                cap.to_str().unwrap(),
+            ],
+        );
+        assert_eq!(summary(&o), counts, "--workers {w}");
+        assert!(
+            masked(outputs(&d)) == par,
+            "--workers {w}: the dispatcher wrote different files"
+        );
+    }
+
+    let a: Vec<_> = (0..300u32)
+        .map(|k| (1_000 + k as u64, ipv4_frame(k)))
+        .collect();
+    let mut bytes = pcap(&a[..250]);
+    let bad_at = bytes.len();
+    bytes.extend_from_slice(&pcap(&a[250..])[24..]);
+    bytes[bad_at + 8..bad_at + 12].copy_from_slice(&(100u32 << 20).to_ne_bytes());
+    std::fs::write(d.join("p0_in.pcap"), &bytes).unwrap();
+    std::fs::write(d.join("p1_in.pcap"), pcap(&[])).unwrap();
+    let o = tern(&d, &["--deterministic", "--workers", "2"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(
+        err.contains("p0_in.pcap") && err.contains(&format!("byte offset {}", bad_at + 8)),
+        "{err}"
+    );
+    let par = masked(outputs(&d));
+    let total: usize = par.iter().map(|(_, b)| b.len()).sum();
+    assert!(total > 6 * 24 + 150 * 76, "{total} bytes written");
+    let o = tern(
+        &d,
+        &[
+            "--deterministic",
+            "--workers",
+            "2",
+            "--pcap",
+            cap.to_str().unwrap(),
+        ],
+    );
+    assert!(!o.status.success());
+    assert!(
+        masked(outputs(&d)) == par,
+        "corrupt input: the dispatcher wrote different files"
+    );
+}
+
+/// More packets than one window of the workers' file mode (32,768), so that windows follow
+/// each other while the next is read: `--workers 2` and `3` write what one worker writes,
+/// also when a corrupt record in the third window stops the run (everything before it
+/// written).
+#[test]
+fn workers_over_several_windows_write_what_one_writes() {
+    tern_fixtures::require!();
+    let d = tern_fixtures::scratch("runfiles-windows");
+    std::fs::write(d.join("routes.txt"), L3_ROUTES).unwrap();
+    let a: Vec<_> = (0..50_000u32)
+        .map(|k| (1_000 + 3 * k as u64, l3_frame(k % 97, k)))
+        .collect();
+    let b: Vec<_> = (0..30_000u32)
+        .map(|k| (1_000 + 5 * k as u64, l3_frame(200 + k % 31, k)))
+        .collect();
+    std::fs::write(d.join("p1_in.pcap"), pcap(&b)).unwrap();
+    for p in 2..5 {
+        std::fs::write(d.join(format!("p{p}_in.pcap")), pcap(&[])).unwrap();
+    }
+    let run = |extra: &[&str]| {
+        let mut args = vec!["run", L3, "--use-files", "0", "--commands", "routes.txt"];
+        args.extend([
+            "-i", "0@p0", "-i", "1@p1", "-i", "2@p2", "-i", "3@p3", "-i", "4@p4",
+        ]);
+        args.extend(["--deterministic"]);
+        args.extend(extra);
+        let o = Command::new(env!("CARGO_BIN_EXE_tern"))
+            .current_dir(&d)
+            .args(&args)
+            .output()
+            .expect("run tern");
+        let files: Vec<Vec<u8>> = (0..5)
+            .map(|p| std::fs::read(d.join(format!("p{p}_out.pcap"))).unwrap())
+            .collect();
+        (o, files)
+    };
+    std::fs::write(d.join("p0_in.pcap"), pcap(&a)).unwrap();
+    let (o, one) = run(&[]);
+    let counts = summary(&o);
+    assert!(counts.contains("80000 packets in"), "{counts}");
+    for w in ["2", "3"] {
+        let (o, files) = run(&["--workers", w]);
+        assert_eq!(summary(&o), counts, "--workers {w}");
+        for (p, (x, y)) in one.iter().zip(&files).enumerate() {
+            assert!(x == y, "port {p}: --workers {w} wrote different bytes");
+        }
+    }
+
+    // Record 45,000 of p0 claims 100 MiB: about 72,000 packets come before it.
+    let mut bytes = pcap(&a[..45_000]);
+    let bad_at = bytes.len();
+    bytes.extend_from_slice(&pcap(&a[45_000..])[24..]);
+    bytes[bad_at + 8..bad_at + 12].copy_from_slice(&(100u32 << 20).to_ne_bytes());
+    std::fs::write(d.join("p0_in.pcap"), &bytes).unwrap();
+    let (o, one) = run(&[]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(
+        err.contains("p0_in.pcap") && err.contains(&format!("byte offset {}", bad_at + 8)),
+        "{err}"
+    );
+    let total: usize = one.iter().map(|f| f.len()).sum();
+    // (a fifth of the flows have no route and every 11th packet has TTL 1: dropped)
+    assert!(total > 45_000 * 76, "{total} bytes written");
+    let (o, two) = run(&["--workers", "2"]);
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains(&format!("byte offset {}", bad_at + 8)),
+        "--workers 2: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     for (p, (x, y)) in one.iter().zip(&two).enumerate() {
-        assert!(x == y, "port {p}: --workers 2 wrote different bytes");
+        assert!(
+            x == y,
+            "port {p}: --workers 2 wrote different bytes (corrupt input)"
+        );
     }
 }
