@@ -491,6 +491,27 @@ impl Device {
         self.tags.get(vport as usize).copied().unwrap_or(0)
     }
 
+    /// A frame of this device for a link past the hop budget, the CPU or drop (counted; the
+    /// buffer is kept for reuse unless it goes to the CPU queue).
+    #[cold]
+    #[inline(never)]
+    fn take_other(&mut self, target: Target, vport: Port, data: Vec<u8>) {
+        match target {
+            Target::Link { .. } => {
+                self.stats.hop_cut += 1;
+                self.switch.recycle_buffer(data);
+            }
+            Target::Cpu => {
+                self.stats.to_cpu += 1;
+                self.cpu.push((vport, data));
+            }
+            _ => {
+                self.stats.dropped += 1;
+                self.switch.recycle_buffer(data);
+            }
+        }
+    }
+
     fn target(&self, vport: Port) -> Target {
         self.ports
             .get(vport as usize)
@@ -603,6 +624,11 @@ pub struct VirtSwitch {
     /// A frame with its VLAN tag stripped.
     strip: Vec<u8>,
     recycle: Vec<OutputPacket>,
+    /// Per hop count: the frames of a pass that all cross one link, while the device behind
+    /// it runs them ([`VirtSwitch::run_chained`]; kept for their capacity).
+    chained: Vec<Vec<OutputPacket>>,
+    /// [`VirtSwitch::drain_links`] is running a hop (frames of that hop wait in its wave).
+    draining: bool,
     /// The producing devices of the frames appended to the caller's `out` since the last
     /// [`VirtSwitch::recycle_outputs`], as runs (device, frames), so that every buffer goes
     /// back where it came from; `origin_total` frames in all.
@@ -642,6 +668,8 @@ impl VirtSwitch {
             hits: Vec::new(),
             strip: Vec::new(),
             recycle: Vec::new(),
+            chained: Vec::new(),
+            draining: false,
             origins: Vec::new(),
             origin_total: 0,
         }
@@ -1200,6 +1228,8 @@ impl VirtSwitch {
         let (same, renumber) = match &self.cls.by_port {
             // Only a catch-all rule keeping port numbers: every packet goes to `id`.
             Some(t) if t.ports.is_empty() && vport == port => (true, false),
+            // Every packet on the first one's port (a chain's entry): one comparison each.
+            Some(_) if pkts[1..].iter().all(|&(p, _)| p == port) => (true, vport != port),
             Some(t) => {
                 let mut renumber = vport != port;
                 let same = pkts[1..].iter().all(|&(p, _)| match t.get(p) {
@@ -1509,11 +1539,13 @@ impl VirtSwitch {
         while !self.links.is_empty() {
             let mut wave = std::mem::take(&mut self.wave);
             std::mem::swap(&mut wave, &mut self.links);
+            self.draining = true;
             if let [w] = &wave[..] {
                 self.run_device(w.device, Input::One(w.vport, &w.data), w.hops, out);
             } else {
                 self.run_wave(&mut wave, out);
             }
+            self.draining = false;
             // The frames' buffers go back to the devices that produced them (looked up once
             // per run of frames from one device).
             let mut from = None;
@@ -1652,7 +1684,79 @@ impl VirtSwitch {
             self.quarantine_after_panic(id, panic_message(e), start, out);
             return;
         }
-        self.map_outputs(id, start, hops, out);
+        match self.one_link(id, start, hops, out) {
+            Some((next, vport)) => self.run_chained(id, next, vport, start, hops, out),
+            None => self.map_outputs(id, start, hops, out),
+        }
+    }
+
+    /// The link (device, virtual port) every frame device `id` appended to `out` from `start`
+    /// on crosses, when there are at least two, all on one link within the hop budget, the
+    /// device has no tagged ports, and no earlier frame waits on a link or in a hop being run
+    /// (so running them at once overtakes nothing): a chain's pass.
+    #[inline(always)]
+    fn one_link(
+        &self,
+        id: DeviceId,
+        start: usize,
+        hops: u32,
+        out: &[OutputPacket],
+    ) -> Option<(DeviceId, Port)> {
+        let [first, rest @ ..] = out.get(start..)? else {
+            return None;
+        };
+        if rest.is_empty() || hops >= self.max_hops || self.draining || !self.links.is_empty() {
+            return None;
+        }
+        let dev = self.devices.get(&id)?;
+        let t = dev.target(first.port);
+        let Target::Link { device, vport } = t else {
+            return None;
+        };
+        let same = dev.tags.is_empty()
+            && rest
+                .iter()
+                .all(|o| o.port == first.port || dev.target(o.port) == t);
+        same.then_some((device, vport))
+    }
+
+    /// A chain's pass ([`VirtSwitch::one_link`]): device `id`'s frames from `start` on all go
+    /// to `next` on `vport`, which runs them at once (passes of up to [`CHUNK`], in order)
+    /// rather than in the next hop; then their buffers go back to `id` in one call.
+    #[inline(never)]
+    fn run_chained(
+        &mut self,
+        id: DeviceId,
+        next: DeviceId,
+        vport: Port,
+        start: usize,
+        hops: u32,
+        out: &mut Vec<OutputPacket>,
+    ) {
+        let depth = hops as usize;
+        if self.chained.len() <= depth {
+            self.chained.resize_with(depth + 1, Vec::new);
+        }
+        let mut frames = std::mem::take(&mut self.chained[depth]);
+        frames.extend(out.drain(start..));
+        if let Some(d) = self.devices.get_mut(&id) {
+            d.stats.to_links += frames.len() as u64;
+        }
+        for part in frames.chunks(CHUNK) {
+            let mut chunk: [(Port, &[u8]); CHUNK] = [(0, &[]); CHUNK];
+            for (slot, o) in chunk.iter_mut().zip(part) {
+                *slot = (vport, &o.data);
+            }
+            match &chunk[..part.len()] {
+                [(vport, data)] => self.run_device(next, Input::One(*vport, data), hops + 1, out),
+                b => self.run_device(next, Input::Batch(b), hops + 1, out),
+            }
+        }
+        match self.devices.get_mut(&id) {
+            Some(d) => d.switch.recycle_outputs(&mut frames),
+            None => frames.clear(),
+        }
+        self.chained[depth] = frames;
     }
 
     /// Map the frames device `id` appended to `out` from `start` on through its port map: frames
@@ -1663,11 +1767,63 @@ impl VirtSwitch {
         let Some(dev) = self.devices.get_mut(&id) else {
             return;
         };
+        if !dev.tags.is_empty() {
+            return self.map_tagged(id, start, hops, out);
+        }
+        // Untagged ports (the common case): one port-map look-up per frame; the counters
+        // and the hop budget once per pass.
+        let link_ok = hops < self.max_hops;
+        let links = &mut self.links;
+        let (mut keep, mut to_links) = (start, 0u64);
+        for i in start..out.len() {
+            match dev.target(out[i].port) {
+                Target::Phys(p) => {
+                    out[i].port = p;
+                    if keep != i {
+                        out.swap(keep, i);
+                    }
+                    keep += 1;
+                }
+                Target::Link { device, vport } if link_ok => {
+                    to_links += 1;
+                    links.push(Work {
+                        from: id,
+                        device,
+                        vport,
+                        data: std::mem::take(&mut out[i].data),
+                        hops: hops + 1,
+                        done: false,
+                    });
+                }
+                target => {
+                    let vport = out[i].port;
+                    let data = std::mem::take(&mut out[i].data);
+                    dev.take_other(target, vport, data);
+                }
+            }
+        }
+        dev.stats.to_links += to_links;
+        // The taken frames' slots hold empty buffers: truncating frees nothing.
+        out.truncate(keep);
+        let sent = (keep - start) as u32;
+        if sent > 0 {
+            dev.stats.to_phys += u64::from(sent);
+            self.note_origin(id, sent);
+        }
+    }
+
+    /// [`VirtSwitch::map_outputs`] for a device with VLAN-tagged virtual ports: frames for a
+    /// tagged port (physical or link) get its tag pushed.
+    #[inline(never)]
+    fn map_tagged(&mut self, id: DeviceId, start: usize, hops: u32, out: &mut Vec<OutputPacket>) {
+        let Some(dev) = self.devices.get_mut(&id) else {
+            return;
+        };
         // Stable compaction: kept (physical) frames move down over the taken ones.
         let mut keep = start;
         for i in start..out.len() {
             let target = dev.target(out[i].port);
-            if !dev.tags.is_empty() && matches!(target, Target::Phys(_) | Target::Link { .. }) {
+            if matches!(target, Target::Phys(_) | Target::Link { .. }) {
                 let vid = dev.tag(out[i].port);
                 if vid != 0 {
                     push_vlan(&mut out[i].data, vid);
@@ -1681,38 +1837,24 @@ impl VirtSwitch {
                     }
                     keep += 1;
                 }
+                Target::Link { device, vport } if hops < self.max_hops => {
+                    dev.stats.to_links += 1;
+                    self.links.push(Work {
+                        from: id,
+                        device,
+                        vport,
+                        data: std::mem::take(&mut out[i].data),
+                        hops: hops + 1,
+                        done: false,
+                    });
+                }
                 target => {
                     let vport = out[i].port;
                     let data = std::mem::take(&mut out[i].data);
-                    match target {
-                        Target::Link { device, vport } if hops < self.max_hops => {
-                            dev.stats.to_links += 1;
-                            self.links.push(Work {
-                                from: id,
-                                device,
-                                vport,
-                                data,
-                                hops: hops + 1,
-                                done: false,
-                            });
-                        }
-                        Target::Link { .. } => {
-                            dev.stats.hop_cut += 1;
-                            dev.switch.recycle_buffer(data);
-                        }
-                        Target::Cpu => {
-                            dev.stats.to_cpu += 1;
-                            dev.cpu.push((vport, data));
-                        }
-                        _ => {
-                            dev.stats.dropped += 1;
-                            dev.switch.recycle_buffer(data);
-                        }
-                    }
+                    dev.take_other(target, vport, data);
                 }
             }
         }
-        // The taken frames' slots hold empty buffers: truncating frees nothing.
         out.truncate(keep);
         let sent = (keep - start) as u32;
         if sent > 0 {

@@ -1086,7 +1086,7 @@ fn replay(
 }
 
 /// Packets per batch of [`replay_batched`] (as `tern bench` feeds the switch).
-const RUN_BATCH: usize = 32;
+pub(crate) const RUN_BATCH: usize = 32;
 
 /// [`replay`] without per-packet logging, tracing or a P4Runtime controller (the common case):
 /// packets go through the switch in batches of up to [`RUN_BATCH`], so the switch lock, the
@@ -1110,47 +1110,110 @@ fn replay_batched(
     let mut out: Vec<OutputPacket> = Vec::new();
     let det = args.deterministic;
     let start = Instant::now();
-    let mut held: Vec<Held> = Vec::with_capacity(RUN_BATCH);
-    if ports.recv_held(RUN_BATCH, &mut held)? {
-        while !held.is_empty() {
-            let io: &dyn PortIo = ports;
-            let frames = held.iter().map(|h| (h.meta, io.held(h)));
-            st.digests += switch_batch(sw, det, frames, &mut out, &mut ends)?;
-            let metas = held.iter().map(|h| h.meta);
-            write_batch(&mut st, ports, metas, &ends, &out, wall_out)?;
-            ports.recv_held(RUN_BATCH, &mut held)?;
-        }
-        return Ok((st, start.elapsed()));
+    let mut rx = RxBatch::new();
+    while rx.next(ports)? {
+        let io: &dyn PortIo = ports;
+        st.digests += switch_batch(sw, det, rx.frames(io), &mut out, &mut ends)?;
+        write_batch(&mut st, ports, rx.metas(), &ends, &out, wall_out)?;
     }
-    let mut bufs: Vec<Vec<u8>> = (0..RUN_BATCH).map(|_| Vec::with_capacity(2048)).collect();
-    let mut metas: Vec<RxMeta> = Vec::with_capacity(RUN_BATCH);
-    loop {
-        metas.clear();
-        match ports.recv(&mut bufs[0])? {
-            Some(m) => metas.push(m),
-            None => break,
+    Ok((st, start.elapsed()))
+}
+
+/// Input packets received in batches of up to [`RUN_BATCH`] (shared by `tern run` and
+/// `tern virt run`): inputs the ports hold in memory (mapped pcap files,
+/// [`PortIo::recv_held`]) are used in place, without a copy; otherwise a batch is what the
+/// ports have ready ([`PortIo::try_recv`] after one blocking `recv`), so that a FIFO input or
+/// an idle interface never holds packets back.
+pub(crate) struct RxBatch {
+    /// `Some(true)`: the ports hold their inputs (`held`); `Some(false)`: copied into `bufs`.
+    zero_copy: Option<bool>,
+    held: Vec<Held>,
+    bufs: Vec<Vec<u8>>,
+    metas: Vec<RxMeta>,
+    /// An input error met after the packets of the last batch, returned by the next call.
+    pending: Option<tern_ports::PortError>,
+}
+
+impl RxBatch {
+    pub(crate) fn new() -> RxBatch {
+        RxBatch {
+            zero_copy: None,
+            held: Vec::with_capacity(RUN_BATCH),
+            bufs: Vec::new(),
+            metas: Vec::with_capacity(RUN_BATCH),
+            pending: None,
         }
-        // An input error while filling the batch: the packets before it are processed and
-        // written first (as one at a time), then the run stops with it.
-        let mut pending = None;
-        while metas.len() < RUN_BATCH {
-            match ports.try_recv(&mut bufs[metas.len()]) {
-                Ok(Some(m)) => metas.push(m),
+    }
+
+    /// Receive the next batch (at least one packet); `Ok(false)` when every input is
+    /// exhausted (live ports: stopped).
+    pub(crate) fn next(&mut self, ports: &mut dyn PortIo) -> anyhow::Result<bool> {
+        if self.zero_copy != Some(false) {
+            if ports.recv_held(RUN_BATCH, &mut self.held)? {
+                self.zero_copy = Some(true);
+                return Ok(!self.held.is_empty());
+            }
+            self.zero_copy = Some(false);
+            self.bufs = (0..RUN_BATCH).map(|_| Vec::with_capacity(2048)).collect();
+        }
+        if let Some(e) = self.pending.take() {
+            return Err(e.into());
+        }
+        self.metas.clear();
+        match ports.recv(&mut self.bufs[0])? {
+            Some(m) => self.metas.push(m),
+            None => return Ok(false),
+        }
+        // An input error while filling the batch: the packets before it make this batch
+        // (processed and written as one at a time would), the error ends the next call.
+        while self.metas.len() < RUN_BATCH {
+            match ports.try_recv(&mut self.bufs[self.metas.len()]) {
+                Ok(Some(m)) => self.metas.push(m),
                 Ok(None) => break,
                 Err(e) => {
-                    pending = Some(e);
+                    self.pending = Some(e);
                     break;
                 }
             }
         }
-        let frames = metas.iter().zip(&bufs).map(|(m, b)| (*m, &b[..]));
-        st.digests += switch_batch(sw, det, frames, &mut out, &mut ends)?;
-        write_batch(&mut st, ports, metas.iter().copied(), &ends, &out, wall_out)?;
-        if let Some(e) = pending {
-            return Err(e.into());
+        Ok(true)
+    }
+
+    /// The packets of the batch.
+    pub(crate) fn len(&self) -> usize {
+        if self.zero_copy == Some(true) {
+            self.held.len()
+        } else {
+            self.metas.len()
         }
     }
-    Ok((st, start.elapsed()))
+
+    /// The port and timestamp of each packet of the batch, in order.
+    pub(crate) fn metas(&self) -> impl Iterator<Item = RxMeta> + '_ {
+        (0..self.len()).map(|i| self.meta(i))
+    }
+
+    fn meta(&self, i: usize) -> RxMeta {
+        if self.zero_copy == Some(true) {
+            self.held[i].meta
+        } else {
+            self.metas[i]
+        }
+    }
+
+    /// Each packet of the batch with its bytes (`ports`: the port set it came from).
+    pub(crate) fn frames<'a>(
+        &'a self,
+        ports: &'a dyn PortIo,
+    ) -> impl Iterator<Item = (RxMeta, &'a [u8])> + 'a {
+        (0..self.len()).map(move |i| {
+            if self.zero_copy == Some(true) {
+                (self.held[i].meta, ports.held(&self.held[i]))
+            } else {
+                (self.metas[i], &self.bufs[i][..])
+            }
+        })
+    }
 }
 
 /// One batch through the switch under one lock: the previous batch's output buffers go back
