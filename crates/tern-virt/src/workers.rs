@@ -78,6 +78,8 @@ pub struct WorkerOptions {
     /// A worker that still has work queued after a round yields its CPU before the next one
     /// (`sched_yield`): a worker running flat out lets a thread waiting for that CPU (another
     /// worker just woken, the front) in at once instead of after the scheduler's time slice.
+    /// Off by default: on the 2-vCPU machine it made the victim's p99 worse with two workers
+    /// (bench/RESULTS.md, "Isolation, timed, fifth session").
     pub yield_when_busy: bool,
 }
 
@@ -89,7 +91,7 @@ impl Default for WorkerOptions {
             quantum: DEFAULT_QUANTUM_NS,
             capacity: 1024,
             rebalance_every: 65_536,
-            yield_when_busy: true,
+            yield_when_busy: false,
         }
     }
 }
