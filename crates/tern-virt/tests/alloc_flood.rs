@@ -4,75 +4,15 @@
 //! buffer per arriving frame. A global allocator counts every thread's allocations while a
 //! window is open (this file holds one test, so no other test's allocations run meanwhile).
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+mod common;
 
-use tern_runtime::{MatchParam, OutputPacket, Runtime};
+use tern_runtime::OutputPacket;
 use tern_virt::{Caller, DeviceSpec, Quotas, Rule, Target, VirtSwitch, VirtWorkers, WorkerOptions};
 
-struct Counting;
-
-static COUNTING: AtomicBool = AtomicBool::new(false);
-static COUNT: AtomicU64 = AtomicU64::new(0);
-
-// SAFETY: every call is passed to the system allocator unchanged; the counters are atomics,
-// which never allocate.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
-            COUNT.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: forwarded with the caller's layout.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        // SAFETY: `p` came from `System.alloc` with layout `l`.
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
-            COUNT.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: forwarded unchanged.
-        unsafe { System.realloc(p, l, n) }
-    }
-}
+use common::{compile, packet, route};
 
 #[global_allocator]
-static A: Counting = Counting;
-
-const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../");
-
-fn compile(rel: &str) -> String {
-    tern_p4::compile_file(
-        std::path::Path::new(&format!("{ROOT}{rel}")),
-        &tern_p4::Options::default(),
-    )
-    .unwrap()
-    .json
-}
-
-fn route(rt: &mut dyn Runtime, dst: [u8; 4], port: u8) {
-    rt.mt_add_entry(
-        "MyIngress.ipv4_lpm",
-        &[MatchParam::Lpm {
-            key: dst.to_vec(),
-            prefix_len: 32,
-        }],
-        "MyIngress.ipv4_forward",
-        &[vec![8, 0, 0, 0, 2, 0x22], vec![0, port]],
-        None,
-    )
-    .unwrap();
-}
-
-fn packet(dst: [u8; 4]) -> Vec<u8> {
-    let mut p = vec![0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 1, 8, 0];
-    p.extend_from_slice(&[0x45, 0, 0, 0x24, 0, 1, 0, 0, 0x40, 6, 0, 0, 10, 0, 1, 1]);
-    p.extend_from_slice(&dst);
-    p.extend_from_slice(&[0x5a; 16]);
-    p
-}
+static A: common::Counting = common::Counting;
 
 /// A victim (basic.p4, routed) and a flooding attacker (basic.p4 without routes: every
 /// packet dropped) on 1 and on 2 workers; each dispatch carries 64 attacker frames, twice
@@ -132,13 +72,11 @@ fn a_flood_that_sends_nothing_out_allocates_nothing_per_packet() {
         for _ in 0..1000 {
             run(&mut pool, &mut out);
         }
-        COUNT.store(0, Ordering::SeqCst);
-        COUNTING.store(true, Ordering::SeqCst);
+        common::start();
         for _ in 0..400 {
             run(&mut pool, &mut out);
         }
-        COUNTING.store(false, Ordering::SeqCst);
-        let n = COUNT.load(Ordering::SeqCst);
+        let n = common::stop();
         assert_eq!(
             n, 0,
             "{workers} worker(s): allocations in 400 dispatches of 64 flood frames and 8 victim packets"
