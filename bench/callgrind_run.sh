@@ -70,7 +70,9 @@ loop = per(r"cmd_run::replay\b")
 # by the switch itself, no copy).
 read = (per(r"PortIo>::recv\b") + per(r"PortIo>::try_recv\b", a=sa, b=sb)
         + per(r"PortIo>::recv_held\b", r"HeldReader::recv_held\b"))
-switch = per(r"Switch::process_batch\b", r"Switch::process_packet\b", r"Switch::process_at\b")
+# With the batch inlined into the run loop (`process_batch_ends`), the lane is what is left.
+switch = per(r"Switch::process_batch\b", r"Switch::process_batch_ends\b", r"Switch>::process_lane\b",
+             r"Switch::process_packet\b", r"Switch::process_at\b")
 # The output sink (`replay_mapped`, since h-io3) is inlined into the loop: only the record
 # writer itself (`write_packet`, header and copy) is a function of its own there.
 write = max(per(r"run_workers::send_output\b", r"PortIo>::send\b") + per(r"PortIo>::send_all\b"),
@@ -79,7 +81,7 @@ rows = [
     ("whole program (delta of the two runs)", whole),
     ("run loop (`replay`)", loop),
     ("read (`FilePorts` receive or recv_held: pcap decode, merge)", read),
-    ("switch (`Switch::process_at`: the packet's own work)", switch),
+    ("switch (`process_lane` or `process_at`: the packets' own work)", switch),
     ("write (outputs: pcap records into the buffers; sink: `write_packet` only)", write),
     ("driver (`replay` minus read, switch, write)", loop - read - switch - write),
     ("outside the loop (flushes at exit: whole minus loop)", whole - loop),

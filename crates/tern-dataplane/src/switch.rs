@@ -1398,18 +1398,44 @@ impl Switch {
     /// the fast path then reuses their buffers and allocates nothing per packet.
     pub fn process_batch(&mut self, pkts: &[(Port, &[u8])], out: &mut Vec<OutputPacket>) {
         let now = self.now_us();
+        self.run_batch(now, pkts.iter().copied(), out, |_| {});
+    }
+
+    /// [`Switch::process_batch`] for a caller that needs each packet's outputs apart (a run
+    /// loop counting drops): the packets come from `frames`, all at switch time `now`, and
+    /// `ends[i]` is `out.len()` after packet i (pushed, `ends` is not cleared).
+    pub fn process_batch_ends<'a>(
+        &mut self,
+        now: u64,
+        frames: impl Iterator<Item = (Port, &'a [u8])>,
+        out: &mut Vec<OutputPacket>,
+        ends: &mut Vec<usize>,
+    ) {
+        self.run_batch(now, frames, out, |n| ends.push(n));
+    }
+
+    /// The packets of a batch in order at time `now`; `done(out.len())` after each.
+    fn run_batch<'a>(
+        &mut self,
+        now: u64,
+        frames: impl Iterator<Item = (Port, &'a [u8])>,
+        out: &mut Vec<OutputPacket>,
+        mut done: impl FnMut(usize),
+    ) {
         if self.shared.is_none() && self.lane_ready() {
             // Nothing a packet does turns the trace, the stage timing or the lane off, and a
             // packet that leaves the common case is handed over inside `process_lane`: the
             // whole batch goes straight to the lane.
             let mut ctx = crate::jit::BurstCtx::new();
-            for (port, data) in pkts {
-                self.process_lane(now, *port, data, out, &mut ctx);
+            for (port, data) in frames {
+                self.process_lane(now, port, data, out, &mut ctx);
+                done(out.len());
             }
             return;
         }
-        for (port, data) in pkts {
-            self.process_at(now, *port, data, out);
+        for (port, data) in frames {
+            self.process_at(now, port, data, out);
+            done(out.len());
         }
     }
 
