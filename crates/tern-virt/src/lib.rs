@@ -1764,19 +1764,46 @@ impl VirtSwitch {
     /// others (links, CPU, drop) are taken out of `out` in the same pass.
     #[inline(always)]
     fn map_outputs(&mut self, id: DeviceId, start: usize, hops: u32, out: &mut Vec<OutputPacket>) {
+        self.map_frames::<false>(id, start, hops, out);
+    }
+
+    /// [`VirtSwitch::map_outputs`] for a device with VLAN-tagged virtual ports: frames for a
+    /// tagged port (physical or link) get its tag pushed. Out of line: the untagged path is
+    /// the common one.
+    #[inline(never)]
+    fn map_tagged(&mut self, id: DeviceId, start: usize, hops: u32, out: &mut Vec<OutputPacket>) {
+        self.map_frames::<true>(id, start, hops, out);
+    }
+
+    /// The body of both: one port-map look-up per frame (stable compaction: kept, physical
+    /// frames move down over the taken ones); the counters and the hop budget once per pass.
+    /// `TAGGED` false hands a device with tagged ports to [`VirtSwitch::map_tagged`].
+    #[inline(always)]
+    fn map_frames<const TAGGED: bool>(
+        &mut self,
+        id: DeviceId,
+        start: usize,
+        hops: u32,
+        out: &mut Vec<OutputPacket>,
+    ) {
         let Some(dev) = self.devices.get_mut(&id) else {
             return;
         };
-        if !dev.tags.is_empty() {
+        if !TAGGED && !dev.tags.is_empty() {
             return self.map_tagged(id, start, hops, out);
         }
-        // Untagged ports (the common case): one port-map look-up per frame; the counters
-        // and the hop budget once per pass.
         let link_ok = hops < self.max_hops;
         let links = &mut self.links;
         let (mut keep, mut to_links) = (start, 0u64);
         for i in start..out.len() {
-            match dev.target(out[i].port) {
+            let target = dev.target(out[i].port);
+            if TAGGED && matches!(target, Target::Phys(_) | Target::Link { .. }) {
+                let vid = dev.tag(out[i].port);
+                if vid != 0 {
+                    push_vlan(&mut out[i].data, vid);
+                }
+            }
+            match target {
                 Target::Phys(p) => {
                     out[i].port = p;
                     if keep != i {
@@ -1804,57 +1831,6 @@ impl VirtSwitch {
         }
         dev.stats.to_links += to_links;
         // The taken frames' slots hold empty buffers: truncating frees nothing.
-        out.truncate(keep);
-        let sent = (keep - start) as u32;
-        if sent > 0 {
-            dev.stats.to_phys += u64::from(sent);
-            self.note_origin(id, sent);
-        }
-    }
-
-    /// [`VirtSwitch::map_outputs`] for a device with VLAN-tagged virtual ports: frames for a
-    /// tagged port (physical or link) get its tag pushed.
-    #[inline(never)]
-    fn map_tagged(&mut self, id: DeviceId, start: usize, hops: u32, out: &mut Vec<OutputPacket>) {
-        let Some(dev) = self.devices.get_mut(&id) else {
-            return;
-        };
-        // Stable compaction: kept (physical) frames move down over the taken ones.
-        let mut keep = start;
-        for i in start..out.len() {
-            let target = dev.target(out[i].port);
-            if matches!(target, Target::Phys(_) | Target::Link { .. }) {
-                let vid = dev.tag(out[i].port);
-                if vid != 0 {
-                    push_vlan(&mut out[i].data, vid);
-                }
-            }
-            match target {
-                Target::Phys(p) => {
-                    out[i].port = p;
-                    if keep != i {
-                        out.swap(keep, i);
-                    }
-                    keep += 1;
-                }
-                Target::Link { device, vport } if hops < self.max_hops => {
-                    dev.stats.to_links += 1;
-                    self.links.push(Work {
-                        from: id,
-                        device,
-                        vport,
-                        data: std::mem::take(&mut out[i].data),
-                        hops: hops + 1,
-                        done: false,
-                    });
-                }
-                target => {
-                    let vport = out[i].port;
-                    let data = std::mem::take(&mut out[i].data);
-                    dev.take_other(target, vport, data);
-                }
-            }
-        }
         out.truncate(keep);
         let sent = (keep - start) as u32;
         if sent > 0 {
