@@ -276,15 +276,9 @@ fn rebalancing_moves_a_device_under_traffic_losing_nothing() {
     }
 }
 
-/// On a worker, a victim's packet does not wait behind the attacker's backlog of dispatches:
-/// the worker is held inside a round (a job of an idle third device) while the front
-/// dispatches ten attacker dispatches of 64 frames (twice its queue of 32) and then one victim
-/// packet. Once released, the victim's packet is the first frame out; the attacker still takes
-/// its dispatches one at a time, each overflowing its queue by at least 32. (Taking one
-/// dispatch per round for all devices, as the workers did before, put the victim's packet
-/// behind ten rounds of attacker frames.)
-#[test]
-fn on_a_worker_the_victim_does_not_wait_behind_the_attackers_backlog_of_dispatches() {
+/// [`switch`]'s devices plus an idle third (basic.p4) on one worker with queues of 32, the
+/// worker held inside a round (a job of device 3) until the returned sender sends.
+fn held_worker() -> (VirtWorkers, std::sync::mpsc::Sender<()>) {
     let mut vs = switch();
     vs.add_device(
         3,
@@ -295,7 +289,7 @@ fn on_a_worker_the_victim_does_not_wait_behind_the_attackers_backlog_of_dispatch
         },
     )
     .unwrap();
-    let mut pool = VirtWorkers::new(
+    let pool = VirtWorkers::new(
         vs,
         WorkerOptions {
             workers: 1,
@@ -312,6 +306,19 @@ fn on_a_worker_the_victim_does_not_wait_behind_the_attackers_backlog_of_dispatch
     })
     .unwrap();
     in_rx.recv().unwrap();
+    (pool, hold_tx)
+}
+
+/// On a worker, a victim's packet does not wait behind the attacker's backlog of dispatches:
+/// the worker is held inside a round (a job of an idle third device) while the front
+/// dispatches ten attacker dispatches of 64 frames (twice its queue of 32) and then one victim
+/// packet. Once released, the victim's packet is the first frame out; the attacker still takes
+/// its dispatches one at a time, each overflowing its queue by at least 32. (Taking one
+/// dispatch per round for all devices, as the workers did before, put the victim's packet
+/// behind ten rounds of attacker frames.)
+#[test]
+fn on_a_worker_the_victim_does_not_wait_behind_the_attackers_backlog_of_dispatches() {
+    let (mut pool, hold_tx) = held_worker();
     let attack: Vec<Vec<u8>> = (0..64).map(|k| packet(2, k)).collect();
     let batch: Vec<(u32, &[u8])> = attack.iter().map(|f| (2, f.as_slice())).collect();
     for _ in 0..10 {
@@ -343,33 +350,7 @@ fn on_a_worker_the_victim_does_not_wait_behind_the_attackers_backlog_of_dispatch
 /// while the victim's packet, dispatched last, goes in and is the first frame out.
 #[test]
 fn the_front_bounds_a_floods_backlog_inside_the_workers() {
-    let mut vs = switch();
-    vs.add_device(
-        3,
-        DeviceSpec {
-            json: basic(),
-            owner: None,
-            quotas: Quotas::default(),
-        },
-    )
-    .unwrap();
-    let mut pool = VirtWorkers::new(
-        vs,
-        WorkerOptions {
-            workers: 1,
-            capacity: 32,
-            rebalance_every: 0,
-            ..WorkerOptions::default()
-        },
-    );
-    let (hold_tx, hold_rx) = std::sync::mpsc::channel::<()>();
-    let (in_tx, in_rx) = std::sync::mpsc::channel::<()>();
-    pool.post(3, move |_| {
-        in_tx.send(()).unwrap();
-        let _ = hold_rx.recv();
-    })
-    .unwrap();
-    in_rx.recv().unwrap();
+    let (mut pool, hold_tx) = held_worker();
     let attack: Vec<Vec<u8>> = (0..64).map(|k| packet(2, k)).collect();
     let batch: Vec<(u32, &[u8])> = attack.iter().map(|f| (2, f.as_slice())).collect();
     for _ in 0..40 {
