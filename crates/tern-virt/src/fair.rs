@@ -294,27 +294,43 @@ impl FairScheduler {
         self.dispatch += 1;
     }
 
-    /// Move each device's oldest staged dispatch into its queue (`idle_only`: only for the
-    /// devices with no packet queued).
+    /// Move each device's oldest staged dispatch into its queue, and the dispatches after it
+    /// while each fits whole in the room left (`idle_only`: only for the devices with no
+    /// packet queued). The first one moves even when it does not fit (its excess overflows,
+    /// counted); a flood's backlog waits in order, while a device at its rate takes every
+    /// dispatch staged behind another device's backlog at once, instead of one a round.
     fn release(&mut self, idle_only: bool) {
         for q in self.queues.values_mut() {
-            let Some(&(seq, _, _)) = q.staged.front() else {
-                continue;
-            };
-            if idle_only && !q.packets.is_empty() {
+            if q.staged.is_empty() || (idle_only && !q.packets.is_empty()) {
                 continue;
             }
-            while q.staged.front().is_some_and(|s| s.0 == seq) {
-                let (_, vport, data) = q.staged.pop_front().expect("front");
-                if q.packets.len() >= self.capacity {
-                    q.stats.overflow += 1;
-                    if self.spare.len() < MAX_SPARE {
-                        self.spare.push(data);
+            let mut first = true;
+            while let Some(&(seq, _, _)) = q.staged.front() {
+                if !first {
+                    let whole = q.staged.iter().take_while(|s| s.0 == seq).count();
+                    if q.packets.len() + whole > self.capacity {
+                        break;
                     }
-                } else {
-                    q.packets.push_back((vport, data));
-                    q.stats.queued += 1;
                 }
+                first = false;
+                Self::release_one(q, seq, self.capacity, &mut self.spare);
+            }
+        }
+    }
+
+    /// Move dispatch `seq` (at the front of `q.staged`) into `q`'s queue; what does not fit
+    /// overflows.
+    fn release_one(q: &mut Queue, seq: u64, capacity: usize, spare: &mut Vec<Vec<u8>>) {
+        while q.staged.front().is_some_and(|s| s.0 == seq) {
+            let (_, vport, data) = q.staged.pop_front().expect("front");
+            if q.packets.len() >= capacity {
+                q.stats.overflow += 1;
+                if spare.len() < MAX_SPARE {
+                    spare.push(data);
+                }
+            } else {
+                q.packets.push_back((vport, data));
+                q.stats.queued += 1;
             }
         }
     }
@@ -1083,5 +1099,27 @@ mod tests {
             assert_eq!((a.queued, a.overflow), (32 * r, 8 * r));
         }
         assert_eq!(f.backlog(), 0);
+    }
+
+    /// A device at its rate takes every dispatch staged behind a flood's backlog in one go:
+    /// 10 dispatches, each 40 attacker packets (queue of 32) and one victim packet, are all
+    /// staged before a round; the victim runs all 10 of its packets in the first round (it
+    /// took them one dispatch a round, waiting up to 10 rounds, before), while the attacker
+    /// still takes its backlog one dispatch a round, in order.
+    #[test]
+    fn a_device_at_its_rate_takes_all_its_staged_dispatches_at_once() {
+        let mut f = FairScheduler::with_cost(Cost::Work, 200, 32);
+        for _ in 0..10 {
+            for _ in 0..40 {
+                f.stage(ATTACKER, 0, frame(5));
+            }
+            f.stage(VICTIM, 0, frame(1));
+            f.end_dispatch();
+        }
+        round(&mut f);
+        assert_eq!(f.stats(VICTIM).served, 10);
+        let a = f.stats(ATTACKER);
+        assert_eq!((a.queued, a.overflow, a.served), (32, 8, 32));
+        assert_eq!(f.backlog(), 9 * 40);
     }
 }
