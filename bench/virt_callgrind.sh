@@ -15,6 +15,13 @@
 #   native_l2 / slice_l2    - as native / slice with p4/virt/l2_switch.p4 (source MAC known,
 #                             destination forwarded): the cheapest program, where the slice's
 #                             fixed cost per packet weighs most (also native_l232 / slice_l232);
+#   fn_native:F / fn:F         - HyPer4's function F (l2, fw, router, arp, arpfwd) exactly as
+#                             `tern virt bench --timed` runs it: its program and scenario
+#                             command file as a bare switch vs p4/virt/scenarios/functions
+#                             (four devices, virtual ports renumbered); fn_native32:F / fn32:F
+#                             in batches of 32.
+# Only the packet loop is counted (--toggle-collect on the example's `measured`): set-up and
+# compilation, whose counts move between runs with hash seeds, stay out.
 # Usage (repository root): bench/virt_callgrind.sh
 #   X   the slice_cost binary (default target/release/examples/slice_cost, build it with
 #       `cargo build --release -p tern-virt --example slice_cost`); it compiles the programs
@@ -24,19 +31,26 @@ cd "$(dirname "$0")/.."
 X=${X:-target/release/examples/slice_cost}
 N1=${N1:-1024}
 N2=${N2:-11264}
-MODES=${MODES:-"native slice native32 slice32 pair chain pair32 chain32 native_l2 slice_l2 ex1b_native32 ex1b32 ex1c_native32 ex1c32"}
+FNS="fn_native32:l2 fn32:l2 fn_native:l2 fn:l2 fn_native32:fw fn32:fw fn_native:fw fn:fw"
+FNS="$FNS fn_native32:router fn32:router fn_native:router fn:router fn_native32:arp fn32:arp"
+FNS="$FNS fn_native:arp fn:arp"
+MODES=${MODES:-"native slice native32 slice32 pair chain pair32 chain32 native_l2 slice_l2 ex1b_native32 ex1b32 ex1c_native32 ex1c32 $FNS"}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 ir() { grep -E '^(summary|totals):' "$1" | head -1 | awk '{print $2}'; }
 for m in $MODES; do
-    mode=${m%32}
+    name=${m%%:*}
+    func=
+    [ "$name" != "$m" ] && func=${m#*:}
+    mode=${name%32}
     batch=1
-    [ "$mode" != "$m" ] && batch=32
+    [ "$mode" != "$name" ] && batch=32
     for n in $N1 $N2; do
-        BATCH=$batch valgrind --tool=callgrind --callgrind-out-file="$tmp/$m.$n.cg" \
+        env ${func:+FUNC=$func} BATCH=$batch valgrind --tool=callgrind \
+            --toggle-collect=slice_cost::measured --callgrind-out-file="$tmp/$m.$n.cg" \
             "$X" "$mode" "$n" p4/tutorials/basic.p4 p4/virt/firewall.p4 p4/virt/l2_switch.p4 >/dev/null 2>&1
     done
     a=$(ir "$tmp/$m.$N1.cg")
     b=$(ir "$tmp/$m.$N2.cg")
-    printf '%-10s %8d instructions/packet\n' "$m" $(( (b - a) / (N2 - N1) ))
+    printf '%-20s %8d instructions/packet\n' "$m" $(( (b - a) / (N2 - N1) ))
 done

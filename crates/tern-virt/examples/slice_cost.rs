@@ -14,10 +14,16 @@
 //! port 5001.
 //!
 //! `slice_cost MODE N ROUTER [FIREWALL [L2]]`, MODE = native | slice | chain | pair | native_l2 |
-//! slice_l2 | ex1b | ex1b_native | ex1c | ex1c_native; each program a `.p4` (compiled at
+//! slice_l2 | ex1b | ex1b_native | ex1c | ex1c_native | fn | fn_native; each program a `.p4` (compiled at
 //! start-up: the same in every run, so it cancels out of the delta) or BMv2 JSON; `BATCH=B` in
 //! the environment sends the packets in batches of B (every mode). The ex1 modes read the
 //! scenario folder `p4/virt/scenarios` (or `SCENARIOS=DIR`) and ignore the program arguments.
+//!
+//! `fn` / `fn_native` run one of HyPer4's four functions exactly as `tern virt bench --timed`
+//! does (`FUNC=l2|fw|router|arp|arpfwd`, default `l2`): natively, the program with its
+//! scenario command file as a bare switch; sliced, `functions/virt.json` (four devices, each
+//! on its own physical ports, virtual ports renumbered) with the bench's packet on the
+//! device's physical port. The program arguments are ignored.
 
 use tern_dataplane::{Switch, SwitchOptions};
 use tern_runtime::{MatchParam, OutputPacket, PacketPath, Runtime};
@@ -38,6 +44,16 @@ const EX1C: [(&str, &str, u32); 5] = [
     ("router.p4", "ex1/s2_router.txt", 1),
     ("l2_switch.p4", "ex1/s3_l2.txt", 3),
 ];
+
+/// The measured part: `calls` calls of `body` (one batch each). Out of line so that
+/// `bench/virt_callgrind.sh` counts only it (`--toggle-collect`), not the set-up, whose cost
+/// moves between runs with hash seeds.
+#[inline(never)]
+fn measured(calls: usize, body: &mut dyn FnMut()) {
+    for _ in 0..calls {
+        body();
+    }
+}
 
 fn fail(msg: String) -> ! {
     eprintln!("{msg}");
@@ -92,6 +108,117 @@ fn ex1_packet(dst: [u8; 6], dip: [u8; 4]) -> Vec<u8> {
     f
 }
 
+/// `tern virt bench --timed`'s single-function rows: (program, command file, native ingress,
+/// physical ingress of the sliced device).
+fn function_case(name: &str) -> (&'static str, &'static str, u32, u32, Vec<u8>) {
+    let h1 = [0, 0, 0, 0, 0, 1];
+    let arp = |tpa: [u8; 4]| {
+        let mut f = vec![0xff; 6];
+        f.extend_from_slice(&h1);
+        f.extend_from_slice(&[8, 6, 0, 1, 8, 0, 6, 4, 0, 1]);
+        f.extend_from_slice(&h1);
+        f.extend_from_slice(&[10, 0, 0, 1]);
+        f.extend_from_slice(&[0; 6]);
+        f.extend_from_slice(&tpa);
+        f
+    };
+    match name {
+        "l2" => {
+            // ICMP echo h1 -> h2 (known MACs).
+            let mut f = ex1_packet([0, 0, 0, 0, 0, 2], [10, 0, 0, 2]);
+            f.truncate(14 + 20);
+            f[14 + 9] = 1;
+            f[14 + 3] = 28;
+            f[14 + 10] = 0;
+            f[14 + 11] = 0;
+            let c = ip_checksum(&f[14..34]);
+            f[14 + 10] = (c >> 8) as u8;
+            f[14 + 11] = c as u8;
+            f.extend_from_slice(&[8, 0, 0xf7, 0xfe, 0, 1, 0, 0]);
+            ("l2_switch.p4", "ex1/s1_l2.txt", 1, 1, f)
+        }
+        "fw" => (
+            "firewall_l4.p4",
+            "ex1/s2_fw_b.txt",
+            1,
+            4,
+            ex1_packet([0, 0, 0, 0, 0, 3], [10, 0, 0, 3]),
+        ),
+        "router" => (
+            "router.p4",
+            "ex1/s2_router.txt",
+            1,
+            6,
+            ex1_packet([0, 0, 0, 0, 0x0a, 0x0a], [10, 0, 1, 3]),
+        ),
+        "arp" => (
+            "arp_proxy.p4",
+            "functions/arp_proxy.txt",
+            1,
+            8,
+            arp([10, 0, 0, 2]),
+        ),
+        "arpfwd" => (
+            "arp_proxy.p4",
+            "functions/arp_proxy.txt",
+            1,
+            8,
+            arp([10, 0, 0, 9]),
+        ),
+        f => fail(format!("unknown FUNC {f} (l2, fw, router, arp, arpfwd)")),
+    }
+}
+
+fn ip_checksum(h: &[u8]) -> u16 {
+    let mut s: u32 = h
+        .chunks(2)
+        .map(|c| u32::from(c[0]) << 8 | u32::from(c[1]))
+        .sum();
+    while s > 0xffff {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    !(s as u16)
+}
+
+/// One of the four functions (see the module documentation), natively or sliced. Returns the
+/// frames sent.
+fn function(native: bool, n: usize, bsize: usize) -> usize {
+    let dir = std::path::PathBuf::from(
+        std::env::var("SCENARIOS").unwrap_or_else(|_| "p4/virt/scenarios".to_string()),
+    );
+    let func = std::env::var("FUNC").unwrap_or_else(|_| "l2".to_string());
+    let (program, commands, ingress, phys_in, pkt) = function_case(&func);
+    let mut out: Vec<OutputPacket> = Vec::with_capacity(64);
+    let mut sent = 0;
+    if native {
+        let mut sw = native_hop(&dir, program, commands);
+        let batch: Vec<(u32, &[u8])> = vec![(ingress, pkt.as_slice()); bsize];
+        measured(n / bsize, &mut || {
+            if bsize == 1 {
+                // One packet per call as the bench's native side runs it.
+                sw.process_packet(ingress, &pkt, &mut out);
+            } else {
+                sw.process_batch(&batch, &mut out);
+            }
+            sent += out.len();
+            sw.recycle_outputs(&mut out);
+        });
+    } else {
+        let path = dir.join("functions/virt.json");
+        let cfg = Config::load(&path).unwrap_or_else(|e| fail(e.to_string()));
+        let (mut vs, _) = cfg
+            .build(&dir.join("functions"))
+            .unwrap_or_else(|e| fail(e.to_string()));
+        let batch: Vec<(u32, &[u8])> = vec![(phys_in, pkt.as_slice()); bsize];
+        measured(n / bsize, &mut || {
+            vs.process_batch(&batch, &mut out);
+            sent += out.len();
+            vs.recycle_outputs(&mut out);
+        });
+    }
+    sent
+}
+
 /// `v` emptied, its allocation kept for references of another lifetime.
 fn reuse<'b>(mut v: Vec<(u32, &[u8])>) -> Vec<(u32, &'b [u8])> {
     v.clear();
@@ -115,7 +242,7 @@ fn ex1(phase: &str, native: bool, n: usize, bsize: usize) -> usize {
         let mut sws: Vec<Switch> = hops.iter().map(|h| native_hop(&dir, h.0, h.1)).collect();
         let mut outs: Vec<Vec<OutputPacket>> = sws.iter().map(|_| Vec::new()).collect();
         let mut spare: Vec<(u32, &[u8])> = Vec::with_capacity(bsize);
-        for _ in 0..n / bsize {
+        measured(n / bsize, &mut || {
             for i in 0..sws.len() {
                 let (before, rest) = outs.split_at_mut(i);
                 let out = &mut rest[0];
@@ -130,7 +257,7 @@ fn ex1(phase: &str, native: bool, n: usize, bsize: usize) -> usize {
                 }
             }
             sent += outs.last().map_or(0, Vec::len);
-        }
+        });
     } else {
         let path = dir.join("ex1/virt.json");
         let cfg = Config::load(&path).unwrap_or_else(|e| fail(e.to_string()));
@@ -140,11 +267,11 @@ fn ex1(phase: &str, native: bool, n: usize, bsize: usize) -> usize {
         vs.activate_snapshot(&phase.to_uppercase())
             .unwrap_or_else(|e| fail(e.to_string()));
         let mut out: Vec<OutputPacket> = Vec::with_capacity(64);
-        for _ in 0..n / bsize {
+        measured(n / bsize, &mut || {
             vs.process_batch(&batch, &mut out);
             sent += out.len();
             vs.recycle_outputs(&mut out);
-        }
+        });
     }
     sent
 }
@@ -211,6 +338,17 @@ fn main() {
         std::process::exit(2);
     }
     let n: usize = a[2].parse().expect("N");
+    let bsize: usize = std::env::var("BATCH")
+        .ok()
+        .and_then(|b| b.parse().ok())
+        .unwrap_or(1)
+        .max(1);
+    if a[1] == "fn" || a[1] == "fn_native" {
+        let sent = function(a[1] == "fn_native", n, bsize);
+        assert_eq!(sent, n / bsize * bsize, "every packet must be forwarded");
+        println!("{sent} packets forwarded ({})", a[1]);
+        return;
+    }
     let load = |p: &str| {
         tern_virt::config::load_program(std::path::Path::new(p)).unwrap_or_else(|e| {
             eprintln!("{e}");
@@ -232,11 +370,6 @@ fn main() {
     pkt.extend_from_slice(&[0x5a; 16]);
     let mut out: Vec<OutputPacket> = Vec::with_capacity(16);
     let mut sent = 0usize;
-    let bsize: usize = std::env::var("BATCH")
-        .ok()
-        .and_then(|b| b.parse().ok())
-        .unwrap_or(1)
-        .max(1);
     let batch: Vec<(u32, &[u8])> = vec![(1, pkt.as_slice()); bsize];
     let rule = Rule {
         priority: 0,
@@ -263,11 +396,11 @@ fn main() {
         "native" => {
             let mut sw = Switch::from_json(&router, SwitchOptions::default()).unwrap();
             setup(&mut sw);
-            for _ in 0..n / bsize {
+            measured(n / bsize, &mut || {
                 sw.process_batch(&batch, &mut out);
                 sent += out.len();
                 sw.recycle_outputs(&mut out);
-            }
+            });
         }
         "slice" => {
             let mut vs = VirtSwitch::new();
@@ -277,11 +410,11 @@ fn main() {
             for p in 0..4 {
                 vs.map_port(1, p, Target::Phys(p)).unwrap();
             }
-            for _ in 0..n / bsize {
+            measured(n / bsize, &mut || {
                 vs.process_batch(&batch, &mut out);
                 sent += out.len();
                 vs.recycle_outputs(&mut out);
-            }
+            });
         }
         "pair" => {
             let f = firewall.expect("FIREWALL.json");
@@ -291,7 +424,7 @@ fn main() {
             route(&mut b_sw);
             let mut mid: Vec<OutputPacket> = Vec::with_capacity(64);
             let mut spare: Vec<(u32, &[u8])> = Vec::with_capacity(bsize);
-            for _ in 0..n / bsize {
+            measured(n / bsize, &mut || {
                 if bsize == 1 {
                     // One packet per call: as before batches existed here.
                     a_sw.process_packet(1, &pkt, &mut mid);
@@ -301,7 +434,7 @@ fn main() {
                     a_sw.recycle_outputs(&mut mid);
                     sent += out.len();
                     b_sw.recycle_outputs(&mut out);
-                    continue;
+                    return;
                 }
                 a_sw.process_batch(&batch, &mut mid);
                 let mut refs = reuse(std::mem::take(&mut spare));
@@ -311,7 +444,7 @@ fn main() {
                 a_sw.recycle_outputs(&mut mid);
                 sent += out.len();
                 b_sw.recycle_outputs(&mut out);
-            }
+            });
         }
         "chain" => {
             let f = firewall.expect("FIREWALL.json");
@@ -331,11 +464,11 @@ fn main() {
             )
             .unwrap();
             vs.map_port(2, 2, Target::Phys(2)).unwrap();
-            for _ in 0..n / bsize {
+            measured(n / bsize, &mut || {
                 vs.process_batch(&batch, &mut out);
                 sent += out.len();
                 vs.recycle_outputs(&mut out);
-            }
+            });
         }
         m => {
             eprintln!("unknown mode {m}");
