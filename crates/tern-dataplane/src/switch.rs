@@ -1401,6 +1401,17 @@ impl Switch {
         self.run_batch(now, pkts.iter().copied(), out, |_| {});
     }
 
+    /// [`Switch::process_batch`] with the packets from an iterator: for a caller that renumbers
+    /// the ports on the way in (tern-virt's virtual ports) without copying the batch first.
+    pub fn process_batch_iter<'a>(
+        &mut self,
+        frames: impl Iterator<Item = (Port, &'a [u8])>,
+        out: &mut Vec<OutputPacket>,
+    ) {
+        let now = self.now_us();
+        self.run_batch(now, frames, out, |_| {});
+    }
+
     /// [`Switch::process_batch`] for a caller that needs each packet's outputs apart (a run
     /// loop counting drops): the packets come from `frames`, all at switch time `now`, and
     /// `ends[i]` is `out.len()` after packet i (pushed, `ends` is not cleared).

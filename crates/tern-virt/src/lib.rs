@@ -530,8 +530,9 @@ pub struct DeviceSpec {
     pub quotas: Quotas,
 }
 
-/// The classifier as an array by physical port: the winning (device, virtual port) per port,
-/// and the catch-all winner for ports beyond the array.
+/// The classifier as an array by physical port: the winning (device, virtual port) per port
+/// (the virtual port resolved: never [`SAME_PORT`]), and the catch-all winner for ports beyond
+/// the array.
 #[derive(Clone)]
 struct PortTable {
     ports: Vec<Option<Hit>>,
@@ -569,26 +570,88 @@ impl Hit {
 impl PortTable {
     #[inline(always)]
     fn get(&self, port: Port) -> Option<(DeviceId, Port)> {
-        let hit = match self.ports.get(port as usize) {
-            Some(h) => h.as_ref(),
-            None => self.default.as_ref(),
-        }?;
-        Some((
-            hit.device,
-            if hit.vport == SAME_PORT {
-                port
-            } else {
-                hit.vport
-            },
-        ))
+        match self.ports.get(port as usize) {
+            Some(h) => h.map(|h| (h.device, h.vport)),
+            None => self
+                .default
+                .map(|h| (h.device, if h.vport == SAME_PORT { port } else { h.vport })),
+        }
     }
 }
 
-/// What a device runs: one packet on a virtual port, or a whole batch (ports = virtual ports).
+/// What a device runs: one packet on a virtual port, or a whole batch whose virtual ports are
+/// the packets' ports, one port for all, or the classifier's port table's (renumbered on the
+/// way into the switch: the batch is never copied).
 #[derive(Clone, Copy)]
 enum Input<'a> {
     One(Port, &'a [u8]),
     Batch(&'a [(Port, &'a [u8])]),
+    /// Every packet on this virtual port (the ports in the slice are physical).
+    OnPort(Port, &'a [(Port, &'a [u8])]),
+    /// Each packet on the virtual port the port table gives its physical port.
+    ByTable(&'a [(Port, &'a [u8])]),
+}
+
+impl<'a> Input<'a> {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        match self {
+            Input::One(..) => 1,
+            Input::Batch(b) | Input::OnPort(_, b) | Input::ByTable(b) => b.len(),
+        }
+    }
+
+    /// Run the first `limit` packets (`usize::MAX`: all) on `sw`, appending to `out`; `t` is
+    /// the classifier's port table (for [`Input::ByTable`]).
+    #[inline(always)]
+    fn run(
+        self,
+        sw: &mut Switch,
+        t: Option<&PortTable>,
+        limit: usize,
+        out: &mut Vec<OutputPacket>,
+    ) {
+        match self {
+            Input::One(vport, data) => {
+                if limit > 0 {
+                    sw.process_packet(vport, data, out)
+                }
+            }
+            Input::Batch(b) => sw.process_batch(&b[..limit.min(b.len())], out),
+            Input::OnPort(vport, b) => sw.process_batch_iter(
+                b[..limit.min(b.len())].iter().map(|&(_, d)| (vport, d)),
+                out,
+            ),
+            Input::ByTable(b) => sw.process_batch_iter(
+                b[..limit.min(b.len())]
+                    .iter()
+                    .map(|&(p, d)| (t.and_then(|t| t.get(p)).map_or(p, |(_, v)| v), d)),
+                out,
+            ),
+        }
+    }
+}
+
+/// How a batch that goes to one device finds its virtual ports ([`VirtSwitch::batch_device`]).
+#[derive(Clone, Copy)]
+enum Vports {
+    /// The packets' own port numbers.
+    Same,
+    /// Every packet on this one.
+    On(Port),
+    /// The port table's, packet by packet.
+    Table,
+}
+
+impl Vports {
+    #[inline(always)]
+    fn input<'a>(self, pkts: &'a [(Port, &'a [u8])]) -> Input<'a> {
+        match self {
+            Vports::Same => Input::Batch(pkts),
+            Vports::On(v) => Input::OnPort(v, pkts),
+            Vports::Table => Input::ByTable(pkts),
+        }
+    }
 }
 
 struct Work {
@@ -1083,9 +1146,10 @@ impl VirtSwitch {
     ///
     /// When every packet of the batch goes to one device (on its own port number, or on
     /// virtual ports a port-only classifier gives), and that device links nowhere, the batch
-    /// runs through the device's `Switch::process_batch`, one call per 32 packets when ports
-    /// are renumbered, else one for all (outputs in the same order; like a native batch, one
-    /// clock reading per call; a panic quarantines the device, dropping the rest of its batch).
+    /// runs through the device's `Switch::process_batch` in one call, the virtual ports given
+    /// to the switch packet by packet without copying the batch (outputs in the same order;
+    /// like a native batch, one clock reading per call; a panic quarantines the device,
+    /// dropping the rest of its batch).
     pub fn process_batch(&mut self, pkts: &[(Port, &[u8])], out: &mut Vec<OutputPacket>) {
         if let [(port, data)] = pkts {
             if self.fast_one(*port, data, out) {
@@ -1104,22 +1168,16 @@ impl VirtSwitch {
             return;
         }
         if pkts.len() > 1 {
-            match self.batch_device(pkts) {
-                Some((id, false, true)) => return self.run_device(id, Input::Batch(pkts), 0, out),
-                Some((id, true, true)) => return self.run_renumbered(id, pkts, out),
-                Some((id, renumber, false)) => {
-                    // One device with links (or a fault armed, or quarantined): its passes,
-                    // then the links hop by hop.
-                    if renumber {
-                        self.run_renumbered(id, pkts, out);
-                    } else {
-                        for c in pkts.chunks(CHUNK) {
-                            self.run_device(id, Input::Batch(c), 0, out);
-                        }
-                    }
-                    return self.drain_links(out);
+            if let Some((id, vports, plain)) = self.batch_device(pkts) {
+                if plain {
+                    return self.run_device(id, vports.input(pkts), 0, out);
                 }
-                None => {}
+                // One device with links (or a fault armed, or quarantined): its passes of up
+                // to CHUNK, then the links hop by hop.
+                for c in pkts.chunks(CHUNK) {
+                    self.run_device(id, vports.input(c), 0, out);
+                }
+                return self.drain_links(out);
             }
         }
         self.run_grouped(pkts, out);
@@ -1218,18 +1276,25 @@ impl VirtSwitch {
     }
 
     /// The device every packet of a batch goes to, if one (see [`VirtSwitch::process_batch`]),
-    /// whether its packets need their virtual port numbers (they differ from the physical
-    /// ones; only with a port-only classifier, whose table gives them cheaply), and whether
+    /// how its packets find their virtual port numbers (when they differ from the physical
+    /// ones: only with a port-only classifier, whose table gives them cheaply), and whether
     /// the device is plain (no links, tags, fault or quarantine: the batch is all its work).
     /// `None` also for a device with VLAN-tagged ports (tags are stripped packet by packet).
-    fn batch_device(&self, pkts: &[(Port, &[u8])]) -> Option<(DeviceId, bool, bool)> {
+    fn batch_device(&self, pkts: &[(Port, &[u8])]) -> Option<(DeviceId, Vports, bool)> {
         let (port, data) = pkts[0];
         let (id, vport) = self.classify(port, data)?;
-        let (same, renumber) = match &self.cls.by_port {
+        let (same, vports) = match &self.cls.by_port {
             // Only a catch-all rule keeping port numbers: every packet goes to `id`.
-            Some(t) if t.ports.is_empty() && vport == port => (true, false),
+            Some(t) if t.ports.is_empty() && vport == port => (true, Vports::Same),
             // Every packet on the first one's port (a chain's entry): one comparison each.
-            Some(_) if pkts[1..].iter().all(|&(p, _)| p == port) => (true, vport != port),
+            Some(_) if pkts[1..].iter().all(|&(p, _)| p == port) => (
+                true,
+                if vport == port {
+                    Vports::Same
+                } else {
+                    Vports::On(vport)
+                },
+            ),
             Some(t) => {
                 let mut renumber = vport != port;
                 let same = pkts[1..].iter().all(|&(p, _)| match t.get(p) {
@@ -1239,43 +1304,32 @@ impl VirtSwitch {
                     }
                     None => false,
                 });
-                (same, renumber)
+                (
+                    same,
+                    if renumber {
+                        Vports::Table
+                    } else {
+                        Vports::Same
+                    },
+                )
             }
             None => (
                 vport == port
                     && pkts[1..]
                         .iter()
                         .all(|&(p, d)| self.classify(p, d) == Some((id, p))),
-                false,
+                Vports::Same,
             ),
         };
         let dev = self.devices.get(&id)?;
         let plain = !dev.has_links && dev.quarantine.is_none() && dev.fault_in.is_none();
-        (same && dev.tags.is_empty()).then_some((id, renumber, plain))
-    }
-
-    /// Run a whole batch on device `id` with each packet on its virtual port from the port
-    /// table ([`VirtSwitch::batch_device`] checked that every packet goes to `id`), in chunks
-    /// renumbered on the stack: no allocation.
-    fn run_renumbered(
-        &mut self,
-        id: DeviceId,
-        pkts: &[(Port, &[u8])],
-        out: &mut Vec<OutputPacket>,
-    ) {
-        for chunk in pkts.chunks(CHUNK) {
-            let mut v: [(Port, &[u8]); CHUNK] = [(0, &[]); CHUNK];
-            let Some(t) = &self.cls.by_port else { return };
-            for (slot, &(p, d)) in v.iter_mut().zip(chunk) {
-                *slot = (t.get(p).map_or(p, |(_, vp)| vp), d);
-            }
-            self.run_device(id, Input::Batch(&v[..chunk.len()]), 0, out);
-        }
+        (same && dev.tags.is_empty()).then_some((id, vports, plain))
     }
 
     /// Give transmitted frames back for reuse (empties `out`). Each buffer returns to the
     /// device that produced it when `out` holds exactly the frames [`VirtSwitch::process_batch`]
     /// appended since the last call; otherwise they go to one device.
+    #[inline]
     pub fn recycle_outputs(&mut self, out: &mut Vec<OutputPacket>) {
         if let [(id, _)] = self.origins[..] {
             if out.len() == self.origin_total {
@@ -1628,10 +1682,7 @@ impl VirtSwitch {
         hops: u32,
         out: &mut Vec<OutputPacket>,
     ) {
-        let n = match input {
-            Input::One(..) => 1,
-            Input::Batch(b) => b.len() as u64,
-        };
+        let n = input.len() as u64;
         let Some(dev) = self.devices.get_mut(&id) else {
             self.stats.dangling += n;
             return;
@@ -1668,26 +1719,25 @@ impl VirtSwitch {
             _ => input,
         };
         let sw = &mut dev.switch;
+        let links = dev.has_links;
+        let table = self.cls.by_port.as_ref();
         let r = catch_unwind(AssertUnwindSafe(|| {
             if let Some(k) = fault {
-                if let Input::Batch(pkts) = input {
-                    sw.process_batch(&pkts[..k - 1], out);
-                }
+                input.run(sw, table, k - 1, out);
                 panic!("injected fault");
             }
-            match input {
-                Input::One(vport, data) => sw.process_packet(vport, data, out),
-                Input::Batch(pkts) => sw.process_batch(pkts, out),
-            }
+            input.run(sw, table, usize::MAX, out)
         }));
         if let Err(e) = r {
             self.quarantine_after_panic(id, panic_message(e), start, out);
             return;
         }
-        match self.one_link(id, start, hops, out) {
-            Some((next, vport)) => self.run_chained(id, next, vport, start, hops, out),
-            None => self.map_outputs(id, start, hops, out),
+        if links {
+            if let Some((next, vport)) = self.one_link(id, start, hops, out) {
+                return self.run_chained(id, next, vport, start, hops, out);
+            }
         }
+        self.map_outputs(id, start, hops, out);
     }
 
     /// The link (device, virtual port) every frame device `id` appended to `out` from `start`
@@ -1777,7 +1827,9 @@ impl VirtSwitch {
 
     /// The body of both: one port-map look-up per frame (stable compaction: kept, physical
     /// frames move down over the taken ones); the counters and the hop budget once per pass.
-    /// `TAGGED` false hands a device with tagged ports to [`VirtSwitch::map_tagged`].
+    /// Untagged, the leading frames for physical ports (usually all of them) are renumbered
+    /// first by one load each from [`Device::phys`]; the compaction starts at the first other
+    /// frame. `TAGGED` false hands a device with tagged ports to [`VirtSwitch::map_tagged`].
     #[inline(always)]
     fn map_frames<const TAGGED: bool>(
         &mut self,
@@ -1792,10 +1844,25 @@ impl VirtSwitch {
         if !TAGGED && !dev.tags.is_empty() {
             return self.map_tagged(id, start, hops, out);
         }
+        let (mut keep, mut to_links) = (start, 0u64);
+        if !TAGGED {
+            let phys = &dev.phys;
+            let tail = &mut out[start..];
+            keep += tail
+                .iter_mut()
+                .position(|o| match phys.get(o.port as usize) {
+                    Some(&p) if p != NO_PHYS => {
+                        o.port = p;
+                        false
+                    }
+                    _ => true,
+                })
+                .unwrap_or(tail.len());
+        }
         let link_ok = hops < self.max_hops;
         let links = &mut self.links;
-        let (mut keep, mut to_links) = (start, 0u64);
-        for i in start..out.len() {
+        let first = keep;
+        for i in first..out.len() {
             let target = dev.target(out[i].port);
             if TAGGED && matches!(target, Target::Phys(_) | Target::Link { .. }) {
                 let vid = dev.tag(out[i].port);
@@ -1947,7 +2014,14 @@ impl Classifier {
             })
         };
         Some(PortTable {
-            ports: (0..n as Port).map(|p| winner(Some(p))).collect(),
+            ports: (0..n as Port)
+                .map(|p| {
+                    winner(Some(p)).map(|h| Hit {
+                        device: h.device,
+                        vport: if h.vport == SAME_PORT { p } else { h.vport },
+                    })
+                })
+                .collect(),
             default: self.order.iter().find_map(|&i| {
                 rules[i]
                     .port

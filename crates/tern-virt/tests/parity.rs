@@ -208,6 +208,45 @@ fn a_router_in_a_slice_gives_the_native_outputs_packet_by_packet() {
         assert_eq!(frames(&out), expect, "packet {i}, renumbered");
         vs.recycle_outputs(&mut out);
     }
+    // The same in batches: of mixed ports (each packet renumbered by the port table on its
+    // way into the switch) and of one port (all on one virtual port), the outputs mapped
+    // (the unmapped ones dropped in the middle of a batch's physical frames).
+    let expect_of = |sw: &mut Switch, batch: &[(u32, &[u8])]| -> Vec<(u32, Vec<u8>)> {
+        let mut n = Vec::new();
+        for &(port, data) in batch {
+            sw.process_packet(port + 10, data, &mut n);
+        }
+        n.iter()
+            .filter(|o| (11..=13).contains(&o.port))
+            .map(|o| (o.port - 10, o.data.to_vec()))
+            .collect()
+    };
+    let mut i = 0;
+    for size in [2usize, 32, 3, 64, 7, 1, 16].iter().cycle() {
+        if i >= pkts.len() {
+            break;
+        }
+        let end = (i + size).min(pkts.len());
+        let batch: Vec<(u32, &[u8])> = pkts[i..end].iter().map(|(p, d)| (*p, &d[..])).collect();
+        vs.process_batch(&batch, &mut out);
+        assert_eq!(
+            frames(&out),
+            expect_of(&mut sw2, &batch),
+            "renumbered batch of packets {i}..{end}"
+        );
+        vs.recycle_outputs(&mut out);
+        // The batch's packets again, all on one physical port.
+        let port = 1 + (i as u32 % 3);
+        let one: Vec<(u32, &[u8])> = batch.iter().map(|&(_, d)| (port, d)).collect();
+        vs.process_batch(&one, &mut out);
+        assert_eq!(
+            frames(&out),
+            expect_of(&mut sw2, &one),
+            "renumbered batch of packets {i}..{end} on port {port}"
+        );
+        vs.recycle_outputs(&mut out);
+        i = end;
+    }
 }
 
 #[test]

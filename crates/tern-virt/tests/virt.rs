@@ -1774,6 +1774,23 @@ fn renumbered_whole_batch_equals_packet_by_packet() {
         b.device_stats(Caller::Operator, 1).unwrap()
     );
     assert_eq!(a.device_stats(Caller::Operator, 1).unwrap().packets_in, 70);
+    // Batches all on one physical port (every packet on that port's virtual port): each
+    // answer leaves by the port it came in on.
+    for (port, out_port) in [(7, 21), (8, 24)] {
+        let batch: Vec<(Port, &[u8])> = (0..40).map(|i| (port, frames[i % 4].as_slice())).collect();
+        let (mut whole, mut one_by_one) = (Vec::new(), Vec::new());
+        a.process_batch(&batch, &mut whole);
+        for &(p, f) in &batch {
+            b.process_batch(&[(p, f)], &mut one_by_one);
+        }
+        assert_eq!(whole.len(), 30, "port {port}");
+        assert!(whole.iter().all(|o| o.port == out_port), "port {port}");
+        assert_eq!(whole, one_by_one, "port {port}");
+    }
+    assert_eq!(
+        a.device_stats(Caller::Operator, 1).unwrap(),
+        b.device_stats(Caller::Operator, 1).unwrap()
+    );
 }
 
 /// Port-only rule sets are compiled to an array by port; the answers equal the rule scan's
