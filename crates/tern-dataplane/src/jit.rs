@@ -380,6 +380,9 @@ fn generate(
     let mut module = JITModule::new(JITBuilder::with_isa(isa, default_libcall_names()));
     let ptr = module.target_config().pointer_type();
     let mut fbc = FunctionBuilderContext::new();
+    // `TERN_JIT_DISASM=1`: the generated machine code of every function on stderr (a
+    // developer's view of what a table or an action costs).
+    let disasm = std::env::var_os("TERN_JIT_DISASM").is_some_and(|v| v != "0");
     let mut define = |module: &mut JITModule,
                       name: &str,
                       params: &[ir::Type],
@@ -394,9 +397,13 @@ fn generate(
         let id = module
             .declare_function(name, Linkage::Local, &ctx.func.signature)
             .map_err(|e| cl(&e))?;
+        ctx.set_disasm(disasm);
         module
             .define_function(id, &mut ctx)
             .map_err(|e| format!("cranelift: {e:?}"))?;
+        if let Some(text) = ctx.compiled_code().and_then(|c| c.vcode.as_ref()) {
+            eprintln!("== {name}\n{text}");
+        }
         Ok(id)
     };
     let parse_id = match parser {
