@@ -1068,6 +1068,14 @@ pub fn check_graph(eng: &Engine, init: GNode) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether field `s`'s slot can be copied byte for byte into field `d`'s: both plain fields
+/// of the same whole-byte width (no bits above the width to clear), at most 8 bytes.
+fn same_bytes(d: &FieldLoc, s: &FieldLoc) -> bool {
+    let plain =
+        |f: &FieldLoc| !f.is_valid_bit && !f.is_vl && f.nbytes <= 8 && f.width == 8 * f.nbytes;
+    plain(d) && plain(s) && d.nbytes == s.nbytes
+}
+
 /// Whether action `a` leaves every header's validity as it is (then a header known valid
 /// before it is known valid after it): field assignments, jumps, drops, counters and
 /// registers; anything else (header assignments, stacks, add/remove, writes to a validity
@@ -2049,6 +2057,16 @@ impl Gen<'_, '_> {
             match ins {
                 // Ends the action (see `plan_action`).
                 Instr::Jump(t) if *t >= instrs.len() => break,
+                // A field copied to a field of the same whole-byte width: the slot's bytes as
+                // they are (no byte swaps, no mask).
+                Instr::SetU64 {
+                    dst,
+                    src: FastSrc::Field(s),
+                    add: 0,
+                } if same_bytes(dst, s) => {
+                    let p = self.b.use_var(phv);
+                    self.copy(p, dst.off, p, s.off, dst.nbytes);
+                }
                 Instr::SetU64 { dst, src, add } => {
                     let v = self.src(pb, phv, valid, src);
                     let v = if *add != 0 {
