@@ -1408,7 +1408,7 @@ impl Gen<'_, '_> {
                                 ret,
                             };
                             let known = valid_known.get(&n).map_or(&[][..], Vec::as_slice);
-                            self.native_lookup(&vars, ti, path, &parts, known, natives, &exits);
+                            self.native_lookup(&vars, ti, path, (&parts, known), natives, &exits);
                         }
                         None => {
                             self.b.ins().jump(slow, &[]);
@@ -1512,14 +1512,14 @@ impl Gen<'_, '_> {
     /// ([`crate::table::ExactIndex`], through its [`IndexView`]), otherwise [`h_find`]; then
     /// the hit's [`HotRec`] and one of the table's native actions inlined with its parameters
     /// read from the record. A miss, a slot without a record, another action or an entry with
-    /// fewer parameters than the body reads goes to `resolve` with the slot (or -1).
+    /// fewer parameters than the body reads goes to `resolve` with the slot (or -1). The key
+    /// is its parts and the headers known valid there ([`known_valid`]: no validity test).
     fn native_lookup(
         &mut self,
         v: &Vars,
         ti: u32,
         path: TablePath,
-        parts: &[KeyPart],
-        known: &[u32],
+        (parts, known): (&[KeyPart], &[u32]),
         natives: &[(u32, ActPlan)],
         x: &Exits,
     ) {
