@@ -296,7 +296,16 @@ pub struct HotRec {
     pub params: [u64; HOT_PARAMS],
 }
 
-const HOT_SET: u64 = 1 << 63;
+/// [`HotRec`]'s flag of a record in compact form.
+pub(crate) const HOT_SET: u64 = 1 << 63;
+
+impl HotRec {
+    /// The head of a compact record of action `action` with `params` parameters (what
+    /// [`HotRec::of`] writes), for generated code that compares a record's head in one go.
+    pub(crate) const fn head_of(action: u32, params: usize) -> u64 {
+        HOT_SET | (params as u64) << 32 | action as u64
+    }
+}
 
 impl HotRec {
     fn of(ea: &EntryAction) -> HotRec {
@@ -307,7 +316,7 @@ impl HotRec {
             return HotRec::default();
         }
         let mut r = HotRec {
-            head: HOT_SET | (data.len() as u64) << 32 | u64::from(*action),
+            head: HotRec::head_of(*action, data.len()),
             params: [0; HOT_PARAMS],
         };
         for (p, d) in r.params.iter_mut().zip(data) {
@@ -606,7 +615,7 @@ impl TernIndex {
         self.views.clear();
         for t in &self.tuples {
             let (buckets, bmask, shift) = if t.index.buckets.is_empty() {
-                (NO_BUCKETS.as_ptr(), 0, 63)
+                (NO_BUCKETS.as_ptr(), 1, 63)
             } else {
                 (
                     t.index.buckets.as_ptr(),
@@ -626,14 +635,20 @@ impl TernIndex {
     }
 }
 
-/// An empty index for views of stores that have none: every probe misses.
-static NO_BUCKETS: [Bucket; 1] = [Bucket {
+/// An empty bucket.
+const NO_BUCKET: Bucket = Bucket {
     key: 0,
     key_hi: 0,
     slot: 0,
     used: 0,
     key_x: 0,
-}];
+};
+
+/// An empty index for views of stores that have none: every probe misses. Two buckets for a
+/// shift of 63: native code takes a hash's top bits as the first position without masking
+/// them (a shift of `64 - log2(buckets)` leaves nothing to mask), so the first position of an
+/// empty view is bucket 0 or 1.
+static NO_BUCKETS: [Bucket; 2] = [NO_BUCKET; 2];
 
 /// The first level of an absent [`LpmIndex`]: one miss.
 static NO_CELLS: [u32; 1] = [0];
@@ -654,7 +669,7 @@ impl Bucket {
 #[repr(C)]
 pub struct IndexView {
     pub buckets: *const Bucket,
-    /// `buckets.len() - 1` (0 for an empty index: the one bucket of `NO_BUCKETS`).
+    /// `buckets.len() - 1` (1 for an empty index: the two buckets of `NO_BUCKETS`).
     pub mask: u64,
     pub shift: u64,
     pub hot: *const HotRec,
@@ -676,7 +691,7 @@ impl Default for IndexView {
     fn default() -> Self {
         IndexView {
             buckets: NO_BUCKETS.as_ptr(),
-            mask: 0,
+            mask: 1,
             shift: 63,
             hot: std::ptr::null(),
             lpm_l1: NO_CELLS.as_ptr(),

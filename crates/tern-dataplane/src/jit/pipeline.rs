@@ -43,14 +43,18 @@ use crate::exec::{Fault, Pkt, PktRegs, State, TableState};
 use crate::expr::{eval_bool, CExpr, Const, FastBool, FastVal, RegArray};
 use crate::layout::{be_read, FieldLoc};
 use crate::table::{
-    Bucket, EntryStore, HotRec, IndexView, TupleView, INDEX_MUL, INDEX_MUL_HI, INDEX_MUL_X,
-    MAX_INDEX_KEY, MAX_NATIVE_TUPLES,
+    Bucket, EntryStore, HotRec, IndexView, TupleView, HOT_PARAMS, INDEX_MUL, INDEX_MUL_HI,
+    INDEX_MUL_X, MAX_INDEX_KEY, MAX_NATIVE_TUPLES,
 };
 use tern_model::Op;
 use tern_model::TableType;
 
 /// Most action parameters a native action body reads.
 pub const MAX_PARAMS: usize = 16;
+
+/// A native lookup's hit compares the record's head with the expected head of at most this
+/// many of the table's native actions (in the table's order) before the general test.
+const MAX_HEAD_COMPARES: usize = 4;
 
 /// What the generated pipeline code and the helpers it calls share for one packet.
 #[repr(C)]
@@ -1064,6 +1068,126 @@ pub fn check_graph(eng: &Engine, init: GNode) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether field `s`'s slot can be copied byte for byte into field `d`'s: both plain fields
+/// of the same whole-byte width (no bits above the width to clear), at most 8 bytes.
+fn same_bytes(d: &FieldLoc, s: &FieldLoc) -> bool {
+    let plain =
+        |f: &FieldLoc| !f.is_valid_bit && !f.is_vl && f.nbytes <= 8 && f.width == 8 * f.nbytes;
+    plain(d) && plain(s) && d.nbytes == s.nbytes
+}
+
+/// Whether action `a` leaves every header's validity as it is (then a header known valid
+/// before it is known valid after it): field assignments, jumps, drops, counters and
+/// registers; anything else (header assignments, stacks, add/remove, writes to a validity
+/// field, unknown actions) may change one.
+fn keeps_validity(eng: &Engine, a: u32) -> bool {
+    let field = |f: &FieldLoc| !f.is_valid_bit;
+    let lval = |l: &LVal| matches!(l, LVal::Field(f) if field(f));
+    eng.actions.get(a as usize).is_some_and(|act| {
+        act.instrs.iter().all(|i| match i {
+            Instr::SetU64 { dst, .. } | Instr::SetBin { dst, .. } | Instr::SetExpr { dst, .. } => {
+                field(dst)
+            }
+            Instr::Assign { dst, .. } | Instr::RegisterRead { dst, .. } => lval(dst),
+            Instr::Jump(_)
+            | Instr::JumpIfZero { .. }
+            | Instr::Exit
+            | Instr::NoOp
+            | Instr::Drop { .. }
+            | Instr::Count { .. }
+            | Instr::RegisterWrite { .. } => true,
+            _ => false,
+        })
+    })
+}
+
+/// The headers a condition's truth proves valid: the `isValid()` terms of its top-level
+/// conjunction.
+fn proves_valid(b: &FastBool, out: &mut Vec<u32>) {
+    match b {
+        FastBool::Valid(h) => out.push(*h),
+        FastBool::And(x, y) => {
+            proves_valid(x, out);
+            proves_valid(y, out);
+        }
+        _ => {}
+    }
+}
+
+/// For each node of the (acyclic, [`check_graph`]) graph from `init`, the headers valid on
+/// every path to it: proved by a condition's true branch, kept through nodes whose actions
+/// (all of a table's, or a call's) keep validity ([`keeps_validity`]), intersected where
+/// paths meet. A table key field of such a header needs no validity test.
+fn known_valid(eng: &Engine, init: GNode) -> HashMap<GNode, Vec<u32>> {
+    // Reverse post-order: every node after all the nodes that lead to it.
+    let mut order = Vec::new();
+    let mut seen: HashMap<GNode, ()> = HashMap::new();
+    let mut stack: Vec<(GNode, Vec<Option<GNode>>)> = vec![(init, successors(eng, init))];
+    seen.insert(init, ());
+    while let Some((n, succ)) = stack.last_mut() {
+        match succ.pop() {
+            None => {
+                order.push(*n);
+                stack.pop();
+            }
+            Some(Some(m)) if !seen.contains_key(&m) => {
+                seen.insert(m, ());
+                let s = successors(eng, m);
+                stack.push((m, s));
+            }
+            Some(_) => {}
+        }
+    }
+    order.reverse();
+    let mut known: HashMap<GNode, Vec<u32>> = HashMap::new();
+    known.insert(init, Vec::new());
+    let meet = |known: &mut HashMap<GNode, Vec<u32>>, m: Option<GNode>, set: &[u32]| {
+        let Some(m) = m else { return };
+        match known.get_mut(&m) {
+            Some(old) => old.retain(|h| set.contains(h)),
+            None => {
+                known.insert(m, set.to_vec());
+            }
+        }
+    };
+    for n in order {
+        let here = known.get(&n).cloned().unwrap_or_default();
+        match n {
+            GNode::Cond(c) => {
+                let cond = &eng.conds[c as usize];
+                let mut t = here.clone();
+                if let Some(f) = &cond.fast {
+                    proves_valid(f, &mut t);
+                }
+                meet(&mut known, cond.t, &t);
+                meet(&mut known, cond.f, &here);
+            }
+            GNode::Call(c) => {
+                let (a, next) = eng.calls[c as usize];
+                let out = if keeps_validity(eng, a) {
+                    here
+                } else {
+                    Vec::new()
+                };
+                meet(&mut known, next, &out);
+            }
+            GNode::Table(t) => {
+                let ct = &eng.tables[t as usize];
+                let keeps = ct.actions.iter().all(|a| keeps_validity(eng, *a))
+                    && ct
+                        .default_entry
+                        .as_ref()
+                        .is_none_or(|d| keeps_validity(eng, d.action));
+                let out = if keeps { here } else { Vec::new() };
+                for m in successors(eng, n) {
+                    meet(&mut known, m, &out);
+                }
+            }
+        }
+    }
+    known
+}
+
 /// The blocks of a pipeline's nodes, made on first use, and the nodes still to generate.
 struct Nodes {
     blocks: HashMap<GNode, ir::Block>,
@@ -1136,6 +1260,8 @@ impl Gen<'_, '_> {
             .iadd_imm(ctx, offset_of!(PipeCtx, params) as i64);
         self.b.def_var(pbase, p);
 
+        // Headers whose validity a table's key need not test.
+        let valid_known = known_valid(eng, init);
         // Blocks of nodes, made on first use; `None` (end of pipeline) returns DONE.
         let done = self.b.create_block();
         let mut nodes = Nodes {
@@ -1281,7 +1407,8 @@ impl Gen<'_, '_> {
                                 resolve,
                                 ret,
                             };
-                            self.native_lookup(&vars, ti, path, &parts, natives, &exits);
+                            let known = valid_known.get(&n).map_or(&[][..], Vec::as_slice);
+                            self.native_lookup(&vars, ti, path, (&parts, known), natives, &exits);
                         }
                         None => {
                             self.b.ins().jump(slow, &[]);
@@ -1385,13 +1512,14 @@ impl Gen<'_, '_> {
     /// ([`crate::table::ExactIndex`], through its [`IndexView`]), otherwise [`h_find`]; then
     /// the hit's [`HotRec`] and one of the table's native actions inlined with its parameters
     /// read from the record. A miss, a slot without a record, another action or an entry with
-    /// fewer parameters than the body reads goes to `resolve` with the slot (or -1).
+    /// fewer parameters than the body reads goes to `resolve` with the slot (or -1). The key
+    /// is its parts and the headers known valid there ([`known_valid`]: no validity test).
     fn native_lookup(
         &mut self,
         v: &Vars,
         ti: u32,
         path: TablePath,
-        parts: &[KeyPart],
+        (parts, known): (&[KeyPart], &[u32]),
         natives: &[(u32, ActPlan)],
         x: &Exits,
     ) {
@@ -1429,28 +1557,37 @@ impl Gen<'_, '_> {
             let vb = self.b.use_var(v.valid);
             match part {
                 KeyPart::Valid(h) => {
-                    let b = self.b.ins().load(types::I8, mem(), vb, *h as i32);
-                    let b = self.b.ins().uextend(i64t, b);
+                    let b = if known.contains(h) {
+                        self.b.ins().iconst(i64t, 1)
+                    } else {
+                        let b = self.b.ins().load(types::I8, mem(), vb, *h as i32);
+                        self.b.ins().uextend(i64t, b)
+                    };
                     pos -= 8;
                     put(self, b, 1, pos);
                 }
                 KeyPart::Field(f) if f.nbytes > 8 => {
                     let p = self.b.use_var(v.phv);
-                    let hi = self.load_be(p, f.off, f.nbytes - 8);
-                    let lo = self.load_be(p, f.off + f.nbytes - 8, 8);
-                    let ok = self.b.ins().load(types::I8, mem(), vb, f.header as i32);
-                    let zero = self.b.ins().iconst(i64t, 0);
-                    let hi = self.b.ins().select(ok, hi, zero);
-                    let lo = self.b.ins().select(ok, lo, zero);
+                    let mut hi = self.load_be(p, f.off, f.nbytes - 8);
+                    let mut lo = self.load_be(p, f.off + f.nbytes - 8, 8);
+                    if !known.contains(&f.header) {
+                        let ok = self.b.ins().load(types::I8, mem(), vb, f.header as i32);
+                        let zero = self.b.ins().iconst(i64t, 0);
+                        hi = self.b.ins().select(ok, hi, zero);
+                        lo = self.b.ins().select(ok, lo, zero);
+                    }
                     pos -= 8 * f.nbytes;
                     put(self, lo, 8, pos);
                     put(self, hi, f.nbytes - 8, pos + 64);
                 }
                 KeyPart::Field(f) => {
-                    let slot = self.read_field(v.phv, v.valid, f);
-                    let ok = self.b.ins().load(types::I8, mem(), vb, f.header as i32);
-                    let zero = self.b.ins().iconst(i64t, 0);
-                    let x = self.b.ins().select(ok, slot, zero);
+                    let mut x = self.read_field(v.phv, v.valid, f);
+                    // A field of an invalid header is 0 in the key.
+                    if !known.contains(&f.header) {
+                        let ok = self.b.ins().load(types::I8, mem(), vb, f.header as i32);
+                        let zero = self.b.ins().iconst(i64t, 0);
+                        x = self.b.ins().select(ok, x, zero);
+                    }
                     pos -= 8 * f.nbytes;
                     put(self, x, f.nbytes, pos);
                 }
@@ -1521,7 +1658,7 @@ impl Gen<'_, '_> {
             self.b.ins().brif(c, found, &[slot.into()], miss, &[]);
         } else if path == TablePath::Inline {
             let buckets = field(self, offset_of!(IndexView, buckets));
-            let mask = field(self, offset_of!(IndexView, mask));
+            let mask = (tb, at(base + offset_of!(IndexView, mask)));
             let shift = field(self, offset_of!(IndexView, shift));
             let k = [Some(key), key_hi, key_x];
             self.probe_index(buckets, mask, shift, k, found, miss);
@@ -1531,7 +1668,6 @@ impl Gen<'_, '_> {
             // one unsigned `(priority ^ 2^31) << 32 | slot`.
             let tuples = field(self, offset_of!(IndexView, tuples));
             let ntuples = field(self, offset_of!(IndexView, ntuples));
-            let prio = field(self, offset_of!(IndexView, prio));
             let (fast, slow) = (self.b.create_block(), self.b.create_block());
             let zero = self.b.ins().iconst(i64t, 0);
             let many = self.b.ins().icmp_imm(
@@ -1555,6 +1691,30 @@ impl Gen<'_, '_> {
             );
             self.find_result(r, found, miss, x);
             self.b.switch_to_block(fast);
+            // One tuple (one mask, the usual ACL): its index's slot is the winner (the index
+            // maps a masked value to its best `(priority, slot)`), no priorities to compare.
+            let (single, multi) = (self.b.create_block(), self.b.create_block());
+            let one = self.b.ins().icmp_imm(IntCC::Equal, ntuples, 1);
+            self.b.ins().brif(one, single, &[], multi, &[]);
+            self.b.switch_to_block(single);
+            let t0 = |g: &mut Self, off: usize| g.b.ins().load(i64t, mem(), tuples, at(off));
+            let masked0 = |g: &mut Self, k: Option<ir::Value>, off: usize| {
+                k.map(|k| {
+                    let m = t0(g, off);
+                    g.b.ins().band(k, m)
+                })
+            };
+            let k0 = [
+                masked0(self, Some(key), offset_of!(TupleView, mask)),
+                masked0(self, key_hi, offset_of!(TupleView, mask_hi)),
+                masked0(self, key_x, offset_of!(TupleView, mask_x)),
+            ];
+            let buckets0 = t0(self, offset_of!(TupleView, buckets));
+            let shift0 = t0(self, offset_of!(TupleView, shift));
+            let bmask0 = (tuples, at(offset_of!(TupleView, bmask)));
+            self.probe_index(buckets0, bmask0, shift0, k0, found, miss);
+            self.b.switch_to_block(multi);
+            let prio = field(self, offset_of!(IndexView, prio));
             let (tloop, tbody, tnext, tend, thit, tmiss) = (
                 self.b.create_block(),
                 self.b.create_block(),
@@ -1594,7 +1754,7 @@ impl Gen<'_, '_> {
                 masked(self, key_x, offset_of!(TupleView, mask_x)),
             ];
             let buckets = tfield(self, offset_of!(TupleView, buckets));
-            let bmask = tfield(self, offset_of!(TupleView, bmask));
+            let bmask = (tv, at(offset_of!(TupleView, bmask)));
             let shift = tfield(self, offset_of!(TupleView, shift));
             self.probe_index(buckets, bmask, shift, k, thit, tmiss);
             // No hit in this tuple: `best` unchanged.
@@ -1643,6 +1803,32 @@ impl Gen<'_, '_> {
         let roff = self.b.ins().ishl_imm(slot, 5);
         let rec = self.b.ins().iadd(hot, roff);
         let head = self.b.ins().load(i64t, mem(), rec, 0);
+        let params = self
+            .b
+            .ins()
+            .iadd_imm(rec, offset_of!(HotRec, params) as i64);
+        self.b.def_var(v.pbase, params);
+        // Each native action's body (with the hit's bookkeeping first when the table has
+        // any), entered once the record is known to hold that action with enough parameters.
+        let arms: Vec<(u32, ActPlan, ir::Block)> = natives
+            .iter()
+            .map(|(a, p)| (*a, *p, self.b.create_block()))
+            .collect();
+        // The common case in one compare per action: the head an entry of the action with
+        // all its declared parameters has (`HotRec::head_of`; what the control plane's
+        // checked entries hold). Any other head (no compact form, another action, another
+        // parameter count) takes the general test below.
+        for (a, p, run) in arms.iter().take(MAX_HEAD_COMPARES) {
+            let declared = self.eng.actions[*a as usize].param_widths.len();
+            if declared > HOT_PARAMS || declared < p.params as usize {
+                continue;
+            }
+            let expect = HotRec::head_of(*a, declared) as i64;
+            let same = self.b.ins().icmp_imm(IntCC::Equal, head, expect);
+            let next = self.b.create_block();
+            self.b.ins().brif(same, *run, &[], next, &[]);
+            self.b.switch_to_block(next);
+        }
         let set = self.b.ins().icmp_imm(IntCC::SignedLessThan, head, 0);
         let have = self.b.create_block();
         self.b.ins().brif(set, have, &[], other, &[]);
@@ -1652,32 +1838,27 @@ impl Gen<'_, '_> {
         let act = self.b.ins().band_imm(head, 0xffff_ffff);
         let n = self.b.ins().ushr_imm(head, 32);
         let n = self.b.ins().band_imm(n, 0xff);
-        let params = self
-            .b
-            .ins()
-            .iadd_imm(rec, offset_of!(HotRec, params) as i64);
-        self.b.def_var(v.pbase, params);
         let mut sw = Switch::new();
-        let arms: Vec<(u32, ActPlan, ir::Block)> = natives
-            .iter()
-            .map(|(a, p)| (*a, *p, self.b.create_block()))
-            .collect();
-        for (a, _, blk) in &arms {
+        let checks: Vec<ir::Block> = arms.iter().map(|_| self.b.create_block()).collect();
+        for ((a, _, _), blk) in arms.iter().zip(&checks) {
             sw.set_entry(u128::from(*a), *blk);
         }
         sw.emit(&mut self.b, act, other);
-        for (a, p, blk) in arms {
+        for ((_, p, run), blk) in arms.iter().zip(checks) {
             self.b.switch_to_block(blk);
             if p.params > 0 {
-                let body = self.b.create_block();
                 let enough = self.b.ins().icmp_imm(
                     IntCC::UnsignedGreaterThanOrEqual,
                     n,
                     i64::from(p.params),
                 );
-                self.b.ins().brif(enough, body, &[], other, &[]);
-                self.b.switch_to_block(body);
+                self.b.ins().brif(enough, *run, &[], other, &[]);
+            } else {
+                self.b.ins().jump(*run, &[]);
             }
+        }
+        for (a, p, run) in arms {
+            self.b.switch_to_block(run);
             if !self.eng.tables[ti as usize].plain_hits() {
                 // The hit's direct counter, meter and ageing stamp (`h_resolve` does them on
                 // the other paths).
@@ -1709,11 +1890,12 @@ impl Gen<'_, '_> {
     /// Probe an [`crate::table::ExactIndex`] (`buckets`, `mask`, `shift`) for a packed key
     /// (`[low 64 bits, bits 64-127, bits 128-191]`, the absent ones 0) as `ExactIndex::get`
     /// does: `table::index_hash`, then linear probing until the key or an unused bucket.
-    /// Jumps to `hit` with the slot, or to `miss`.
+    /// Jumps to `hit` with the slot, or to `miss`. `mask` is where the bucket mask is
+    /// (pointer, offset): read only when a probe goes past its first bucket.
     fn probe_index(
         &mut self,
         buckets: ir::Value,
-        mask: ir::Value,
+        (mask_at, mask_off): (ir::Value, i32),
         shift: ir::Value,
         [key, key_hi, key_x]: [Option<ir::Value>; 3],
         hit: ir::Block,
@@ -1730,8 +1912,10 @@ impl Gen<'_, '_> {
             }
         }
         let h = self.b.ins().imul_imm(mixed, INDEX_MUL as i64);
-        let h = self.b.ins().ushr(h, shift);
-        let pos = self.b.ins().band(h, mask);
+        // The first position: the hash's top bits, already below the bucket count (the shift
+        // is `64 - log2(buckets)`; an empty view has two buckets and a shift of 63), so not
+        // masked (`ExactIndex::pos` masks; the same value).
+        let pos = self.b.ins().ushr(h, shift);
         // Linear probing: an unused bucket ends the run (the index is at most half full).
         let probe = self.b.create_block();
         self.b.append_block_param(probe, i64t);
@@ -1769,6 +1953,7 @@ impl Gen<'_, '_> {
         }
         self.b.ins().brif(same, found, &[], again, &[]);
         self.b.switch_to_block(again);
+        let mask = self.b.ins().load(i64t, mem(), mask_at, mask_off);
         let p1 = self.b.ins().iadd_imm(pos, 1);
         let p1 = self.b.ins().band(p1, mask);
         self.b.ins().jump(probe, &[p1.into()]);
@@ -1805,7 +1990,8 @@ impl Gen<'_, '_> {
         if f.is_valid_bit {
             return;
         }
-        let v = if f.width < 64 {
+        // The stores keep the low `8 * nbytes` bits: a mask only for narrower fields.
+        let v = if f.width < 64 && f.width < 8 * f.nbytes {
             self.b.ins().band_imm(v, ((1u64 << f.width) - 1) as i64)
         } else {
             v
@@ -1871,6 +2057,16 @@ impl Gen<'_, '_> {
             match ins {
                 // Ends the action (see `plan_action`).
                 Instr::Jump(t) if *t >= instrs.len() => break,
+                // A field copied to a field of the same whole-byte width: the slot's bytes as
+                // they are (no byte swaps, no mask).
+                Instr::SetU64 {
+                    dst,
+                    src: FastSrc::Field(s),
+                    add: 0,
+                } if same_bytes(dst, s) => {
+                    let p = self.b.use_var(phv);
+                    self.copy(p, dst.off, p, s.off, dst.nbytes);
+                }
                 Instr::SetU64 { dst, src, add } => {
                     let v = self.src(pb, phv, valid, src);
                     let v = if *add != 0 {
