@@ -36,6 +36,8 @@
 //! the scheduler with the work done and measured by the caller (what the tests count with).
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 use tern_runtime::{OutputPacket, Port};
@@ -78,6 +80,83 @@ pub struct FairStats {
     pub guarded: u64,
     /// Rounds the device sat out with packets waiting, paying back a debt.
     pub skipped: u64,
+}
+
+/// A stage of a packet's way through a worker's scheduler ([`StageTrace`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// The worker took it from its inbox and staged it ([`FairScheduler::stage`]).
+    Staged = 0,
+    /// Its dispatch was released into the device's queue.
+    Released = 1,
+    /// The chunk it ran in ended.
+    Ran = 2,
+}
+
+/// Where one device's packets wait inside the workers: for the traced device, the time
+/// (ns since `base`) each of its packets was staged, released into its queue, and ran (the
+/// end of its chunk), by the packet's ordinal (the n-th packet of the device handed to the
+/// workers since the trace was set: a device's packets keep their order through every
+/// stage). Only the traced device's packets read the clock (one reading per stage and
+/// batch of them); the others cost one comparison. The ordinals hold while none of the
+/// device's packets overflows its queue (an overflowed packet never reaches `Released`;
+/// [`StageTrace::overflowed`] says whether one did).
+pub struct StageTrace {
+    device: DeviceId,
+    base: Instant,
+    stamps: [Vec<AtomicU64>; 3],
+    next: [AtomicU64; 3],
+    overflow: AtomicU64,
+}
+
+impl StageTrace {
+    /// A trace of device `device`'s next `packets` packets, times measured from `base`.
+    pub fn new(device: DeviceId, base: Instant, packets: usize) -> Arc<StageTrace> {
+        let col = || (0..packets).map(|_| AtomicU64::new(u64::MAX)).collect();
+        Arc::new(StageTrace {
+            device,
+            base,
+            stamps: [col(), col(), col()],
+            next: Default::default(),
+            overflow: AtomicU64::new(0),
+        })
+    }
+
+    /// The traced device.
+    pub fn device(&self) -> DeviceId {
+        self.device
+    }
+
+    /// The next `n` packets of the device reached `stage` now.
+    fn mark(&self, stage: Stage, n: usize) {
+        let ns = self.base.elapsed().as_nanos() as u64;
+        let first = self.next[stage as usize].fetch_add(n as u64, Ordering::Relaxed) as usize;
+        let col = &self.stamps[stage as usize];
+        for s in col.iter().skip(first).take(n) {
+            s.store(ns, Ordering::Relaxed);
+        }
+    }
+
+    /// When packet `ordinal` reached `stage` (ns since `base`), if it did and was traced.
+    /// Read after the packet's output came out (the worker's hand-over of its outputs
+    /// orders the stamps before).
+    pub fn at(&self, stage: Stage, ordinal: usize) -> Option<u64> {
+        let v = self.stamps[stage as usize]
+            .get(ordinal)?
+            .load(Ordering::Relaxed);
+        (v != u64::MAX).then_some(v)
+    }
+
+    /// Packets of the device that reached `stage` so far.
+    pub fn count(&self, stage: Stage) -> u64 {
+        self.next[stage as usize].load(Ordering::Relaxed)
+    }
+
+    /// Whether a packet of the device overflowed its queue (the ordinals of `Released` and
+    /// `Ran` no longer match those of `Staged` after it).
+    pub fn overflowed(&self) -> bool {
+        self.overflow.load(Ordering::Relaxed) > 0
+    }
 }
 
 /// Control work queued for a device ([`FairScheduler::enqueue_job`]).
@@ -209,6 +288,8 @@ pub struct FairScheduler {
     batch: Vec<(Port, Vec<u8>)>,
     /// The batch as the device takes it (kept empty between rounds for its capacity).
     refs: Vec<(Port, &'static [u8])>,
+    /// The device whose packets' stages are timed, if any ([`FairScheduler::set_trace`]).
+    trace: Option<Arc<StageTrace>>,
 }
 
 /// `v`, emptied, as a vector of another lifetime: the allocation is reused (an in-place
@@ -240,7 +321,18 @@ impl FairScheduler {
             spare: Vec::new(),
             batch: Vec::new(),
             refs: Vec::new(),
+            trace: None,
         }
+    }
+
+    /// Time the stages of one device's packets from now on (`None`: stop).
+    pub fn set_trace(&mut self, trace: Option<Arc<StageTrace>>) {
+        self.trace = trace;
+    }
+
+    /// The trace, when it follows device `id`.
+    fn traced(&self, id: DeviceId) -> Option<&StageTrace> {
+        self.trace.as_deref().filter(|t| t.device == id)
     }
 
     /// What the scheduler charges.
@@ -282,6 +374,9 @@ impl FairScheduler {
     /// behind another device's backlog of dispatches.
     pub(crate) fn stage(&mut self, id: DeviceId, vport: Port, data: Vec<u8>) {
         let seq = self.dispatch;
+        if let Some(t) = self.traced(id) {
+            t.mark(Stage::Staged, 1);
+        }
         self.queues
             .entry(id)
             .or_default()
@@ -300,7 +395,8 @@ impl FairScheduler {
     /// counted); a flood's backlog waits in order, while a device at its rate takes every
     /// dispatch staged behind another device's backlog at once, instead of one a round.
     fn release(&mut self, idle_only: bool) {
-        for q in self.queues.values_mut() {
+        for (&id, q) in self.queues.iter_mut() {
+            let trace = self.trace.as_deref().filter(|t| t.device == id);
             if q.staged.is_empty() || (idle_only && !q.packets.is_empty()) {
                 continue;
             }
@@ -313,14 +409,21 @@ impl FairScheduler {
                     }
                 }
                 first = false;
-                Self::release_one(q, seq, self.capacity, &mut self.spare);
+                Self::release_one(q, seq, self.capacity, &mut self.spare, trace);
             }
         }
     }
 
     /// Move dispatch `seq` (at the front of `q.staged`) into `q`'s queue; what does not fit
     /// overflows.
-    fn release_one(q: &mut Queue, seq: u64, capacity: usize, spare: &mut Vec<Vec<u8>>) {
+    fn release_one(
+        q: &mut Queue,
+        seq: u64,
+        capacity: usize,
+        spare: &mut Vec<Vec<u8>>,
+        trace: Option<&StageTrace>,
+    ) {
+        let (queued, overflow) = (q.stats.queued, q.stats.overflow);
         while q.staged.front().is_some_and(|s| s.0 == seq) {
             let (_, vport, data) = q.staged.pop_front().expect("front");
             if q.packets.len() >= capacity {
@@ -332,6 +435,11 @@ impl FairScheduler {
                 q.packets.push_back((vport, data));
                 q.stats.queued += 1;
             }
+        }
+        if let Some(t) = trace {
+            t.mark(Stage::Released, (q.stats.queued - queued) as usize);
+            t.overflow
+                .fetch_add(q.stats.overflow - overflow, Ordering::Relaxed);
         }
     }
 
@@ -569,6 +677,9 @@ impl FairScheduler {
                 refs.extend(self.batch.iter().map(|(p, d)| (*p, d.as_slice())));
                 let spent = run(state, id, &refs);
                 self.refs = relifetime(refs);
+                if let Some(t) = self.traced(id) {
+                    t.mark(Stage::Ran, n);
+                }
                 let q = self.queues.get_mut(&id).expect("picked");
                 let work = match spent {
                     Spent::Charged(w) => {

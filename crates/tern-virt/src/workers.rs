@@ -54,7 +54,7 @@ use std::time::{Duration, Instant};
 use tern_runtime::{OutputPacket, Port};
 
 use crate::backend::WorkerControl;
-use crate::fair::{Arrival, Cost, DeviceJob, Queue};
+use crate::fair::{Arrival, Cost, DeviceJob, Queue, StageTrace};
 use crate::{
     validate_topology, CarryReport, Classifier, Device, DeviceId, DeviceSpec, DeviceStats,
     FairScheduler, FairStats, Target, Topology, VirtError, VirtStats, VirtSwitch,
@@ -820,6 +820,17 @@ impl VirtWorkers {
     ) -> Result<(), VirtError> {
         let w = *self.assign.get(&id).ok_or(VirtError::NoSuchDevice(id))?;
         self.send(w, Msg::Post(id, Box::new(f)))
+    }
+
+    /// Time the stages of device `trace.device()`'s packets on every worker from now on
+    /// ([`StageTrace`]: staged, released into its queue, run); `None` stops. Packets of the
+    /// device dispatched before this call may be counted (wait until they are out first).
+    pub fn set_trace(&self, trace: Option<Arc<StageTrace>>) -> Result<(), VirtError> {
+        for w in 0..self.boxes.len() {
+            let t = trace.clone();
+            self.run_on(w, move |_, fair| fair.set_trace(t))?;
+        }
+        Ok(())
     }
 
     /// A device's counters (operator view).

@@ -23,6 +23,7 @@
 //! the figures are for a quiet machine and a release build.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
@@ -31,8 +32,8 @@ use tern_dataplane::{Switch, SwitchOptions};
 use tern_runtime::{MatchParam, MirroringSession, OutputPacket, PacketPath, Runtime};
 use tern_virt::config::load_program;
 use tern_virt::{
-    Caller, Cost, DeviceId, DeviceSpec, Quotas, Rule, Target, VirtSwitch, VirtWorkers,
-    WorkerOptions,
+    Caller, Cost, DeviceId, DeviceSpec, Quotas, Rule, Stage, StageTrace, Target, VirtSwitch,
+    VirtWorkers, WorkerOptions,
 };
 
 const VICTIM: DeviceId = 1;
@@ -343,6 +344,92 @@ struct Run {
     p99_ns: f64,
     p999_ns: f64,
     attacker_out: u64,
+    /// Where the victim's packets waited (`None`: a packet was lost or overflowed, so the
+    /// stamps do not line up).
+    stages: Option<Breakdown>,
+}
+
+/// The stages of a victim packet's latency, in order; they add up to its latency.
+const STAGES: [&str; 5] = [
+    "front_late",
+    "to_worker",
+    "staged_to_queued",
+    "queued_to_ran",
+    "ran_to_front",
+];
+
+/// What each stage's column means (for the markdown).
+const STAGE_TITLES: [&str; 5] = [
+    "due → dispatch call (front late)",
+    "dispatch call → staged by the worker (the front's dispatch, inbox, local ring)",
+    "staged → released into its queue",
+    "released → its chunk ran (end of chunk)",
+    "ran → the front took its output (turn end, outputs ring, the front's wake-up)",
+];
+
+/// One run's latency breakdown: per stage, p50 and p99 over the victim's packets, and the
+/// mean of each stage over the slowest 1 % (what the p99 is made of); the front's dispatch
+/// call itself (p50, p99).
+#[derive(Clone, Copy, Default)]
+struct Breakdown {
+    p50: [f64; 5],
+    p99: [f64; 5],
+    tail: [f64; 5],
+    dispatch: (f64, f64),
+}
+
+/// The breakdown of one run: `due(seq)` the packet's due time, `call`/`ret` when the front
+/// called `dispatch` with it and when that returned, `took` when the front took its output
+/// (ns since the run's start; NaN: not out), the workers' stamps in `trace` (ns since
+/// `trace_base`, which is `offset` ns before the run's start).
+fn breakdown(
+    n: usize,
+    due: impl Fn(usize) -> f64,
+    call: &[f64],
+    ret: &[f64],
+    took: &[f64],
+    trace: &StageTrace,
+    offset: f64,
+) -> Option<Breakdown> {
+    if trace.overflowed() || trace.count(Stage::Ran) < n as u64 {
+        return None;
+    }
+    let mut per: Vec<[f64; 5]> = Vec::with_capacity(n);
+    for seq in 0..n {
+        let at = |s| trace.at(s, seq).map(|v| v as f64 - offset);
+        let (Some(st), Some(rel), Some(ran)) =
+            (at(Stage::Staged), at(Stage::Released), at(Stage::Ran))
+        else {
+            return None;
+        };
+        if took[seq].is_nan() {
+            return None;
+        }
+        let d = due(seq);
+        per.push([
+            call[seq] - d,
+            st - call[seq],
+            rel - st,
+            ran - rel,
+            took[seq] - ran,
+        ]);
+    }
+    let mut b = Breakdown::default();
+    for i in 0..5 {
+        let mut v: Vec<f64> = per.iter().map(|p| p[i]).collect();
+        v.sort_by(f64::total_cmp);
+        b.p50[i] = percentile(&v, 0.5);
+        b.p99[i] = percentile(&v, 0.99);
+    }
+    per.sort_by(|a, b| f64::total_cmp(&a.iter().sum(), &b.iter().sum()));
+    let tail = &per[per.len() - per.len().div_ceil(100)..];
+    for i in 0..5 {
+        b.tail[i] = tail.iter().map(|p| p[i]).sum::<f64>() / tail.len() as f64;
+    }
+    let mut d: Vec<f64> = (0..n).map(|s| ret[s] - call[s]).collect();
+    d.sort_by(f64::total_cmp);
+    b.dispatch = (percentile(&d, 0.5), percentile(&d, 0.99));
+    Some(b)
 }
 
 /// `p` (0..=1) of sorted `v` (0 when empty).
@@ -397,6 +484,8 @@ struct Collect {
     next_seq: u64,
     attacker_out: u64,
     last_out_ns: f64,
+    /// When the front took each victim packet's output (by sequence number; NaN: not yet).
+    took: Vec<f64>,
 }
 
 impl Collect {
@@ -429,6 +518,9 @@ impl Collect {
             self.next_seq = u64::from(seq) + 1;
             self.got += 1;
             self.lat.push(t - f64::from(seq) * self.ns_per);
+            if let Some(x) = self.took.get_mut(seq as usize) {
+                *x = t;
+            }
             self.last_out_ns = t;
         }
         pool.recycle_outputs(out);
@@ -465,10 +557,16 @@ fn run_open(
         next_seq: 0,
         attacker_out: 0,
         last_out_ns: 0.0,
+        took: vec![f64::NAN; n as usize],
     };
     let mut out: Vec<OutputPacket> = Vec::new();
     let mut sent = 0u64;
     let mut sent_all: Option<(Instant, f64)> = None;
+    // The workers stamp the victim's stages (its packets of earlier runs are all out).
+    let base = Instant::now();
+    let trace = StageTrace::new(VICTIM, base, n as usize);
+    pool.set_trace(Some(Arc::clone(&trace)))?;
+    let (mut call, mut ret) = (vec![f64::NAN; n as usize], vec![f64::NAN; n as usize]);
     let start = Instant::now();
     loop {
         let now_ns = start.elapsed().as_nanos() as f64;
@@ -484,7 +582,11 @@ fn run_open(
             let mut pkts: Vec<(u32, &[u8])> = Vec::with_capacity(attackers.len() + k);
             pkts.extend(attackers.iter().map(|f| (A_IN, f.as_slice())));
             pkts.extend(frames[..k].iter().map(|f| (V_IN, f.as_slice())));
+            let t0 = start.elapsed().as_nanos() as f64;
             pool.dispatch(&pkts);
+            let t1 = start.elapsed().as_nanos() as f64;
+            call[sent as usize..sent as usize + k].fill(t0);
+            ret[sent as usize..sent as usize + k].fill(t1);
             sent += k as u64;
             if sent == n {
                 sent_all = Some((Instant::now(), start.elapsed().as_nanos() as f64));
@@ -516,13 +618,25 @@ fn run_open(
             }
         }
     }
+    pool.set_trace(None)?;
     let Collect {
         mut lat,
         got,
         attacker_out,
         last_out_ns,
+        took,
         ..
     } = c;
+    let offset = start.duration_since(base).as_nanos() as f64;
+    let stages = breakdown(
+        n as usize,
+        |seq| seq as f64 * ns_per,
+        &call,
+        &ret,
+        &took,
+        &trace,
+        offset,
+    );
     lat.sort_by(f64::total_cmp);
     let offer_ns = sent_all.map(|s| s.1).unwrap_or(1.0).max(1.0);
     Ok(Run {
@@ -534,6 +648,7 @@ fn run_open(
         p99_ns: percentile(&lat, 0.99),
         p999_ns: percentile(&lat, 0.999),
         attacker_out,
+        stages,
     })
 }
 
@@ -690,6 +805,27 @@ fn suite(
         },
         a.runs
     );
+    let mut md_stages = String::from(
+        "\n## Where the victim waits\n\n\
+         Each victim packet's latency cut into stages that add up to it (stamped by the front \
+         and, for the victim's packets only, by its worker: `tern_virt::StageTrace`): ",
+    );
+    for (i, t) in STAGE_TITLES.iter().enumerate() {
+        md_stages.push_str(&format!(
+            "**{}** {t}{}",
+            i + 1,
+            if i < 4 { "; " } else { "." }
+        ));
+    }
+    md_stages.push_str(
+        " Per stage p50 / p99 in µs, then the mean of each stage over the slowest 1 % of the \
+         packets (what the p99 is made of), and the front's `dispatch` call itself (p50 / \
+         p99, not a stage: the packets become visible to the worker during it). Median of the \
+         runs. Empty: a victim packet was lost or overflowed (the stamps do not line up).\n\n\
+         | workers | attack | 1 p50/p99 | 2 p50/p99 | 3 p50/p99 | 4 p50/p99 | 5 p50/p99 | \
+         slowest 1 %: 1 / 2 / 3 / 4 / 5 | dispatch call p50/p99 |\n\
+         |---|---|---|---|---|---|---|---|---|\n",
+    );
     for &workers in &a.workers {
         let cap = {
             let mut pool = pool_for(victim_json, Attack::Alone, workers, a)?;
@@ -749,6 +885,53 @@ fn suite(
             let rate_pct = 100.0 * (delivered / rate0 - 1.0);
             let p99_pct = 100.0 * (p99 / p990 - 1.0);
             let (v_work, a_work) = (v1.work - v0.work, a1.work - a0.work);
+            let bd: Vec<Breakdown> = runs.iter().filter_map(|r| r.stages).collect();
+            let stages = (bd.len() == runs.len()).then(|| {
+                let med = |f: &dyn Fn(&Breakdown) -> f64| median(bd.iter().map(f).collect());
+                let mut b = Breakdown::default();
+                for i in 0..5 {
+                    b.p50[i] = med(&|x| x.p50[i]);
+                    b.p99[i] = med(&|x| x.p99[i]);
+                    b.tail[i] = med(&|x| x.tail[i]);
+                }
+                b.dispatch = (med(&|x| x.dispatch.0), med(&|x| x.dispatch.1));
+                b
+            });
+            let us = |v: f64| format!("{:.1}", v / 1e3);
+            md_stages.push_str(&format!("| {workers} | {} |", attack.name()));
+            match &stages {
+                Some(b) => {
+                    for i in 0..5 {
+                        md_stages.push_str(&format!(" {} / {} |", us(b.p50[i]), us(b.p99[i])));
+                    }
+                    let tail: Vec<String> = b.tail.iter().map(|&v| us(v)).collect();
+                    md_stages.push_str(&format!(
+                        " {} | {} / {} |\n",
+                        tail.join(" / "),
+                        us(b.dispatch.0),
+                        us(b.dispatch.1)
+                    ));
+                }
+                None => md_stages.push_str(" | | | | | | |\n"),
+            }
+            let stages_json = stages.map(|b| {
+                let mut o = serde_json::Map::new();
+                for (i, name) in STAGES.iter().enumerate() {
+                    o.insert(
+                        name.to_string(),
+                        json!({
+                            "p50_ns": b.p50[i],
+                            "p99_ns": b.p99[i],
+                            "slowest_1pct_mean_ns": b.tail[i],
+                        }),
+                    );
+                }
+                o.insert(
+                    "dispatch_call".to_string(),
+                    json!({ "p50_ns": b.dispatch.0, "p99_ns": b.dispatch.1 }),
+                );
+                serde_json::Value::Object(o)
+            });
             if vstats.dropped + vstats.panics + vstats.quarantine_drops > 0 {
                 bail!("{}: the victim lost packets: {vstats:?}", attack.name());
             }
@@ -780,6 +963,7 @@ fn suite(
                 "attacker_packets_in": astats.packets_in,
                 "attacker_overflow": a1.overflow,
                 "attacker_panics": astats.panics,
+                "victim_stages": stages_json,
             }));
             md.push_str(&format!(
                 "| {workers} | {} | {:.1} | {:.1} | {:.3} | {lost} | {:+.1} % | {:.1} | {:.1} | \
@@ -806,6 +990,7 @@ fn suite(
             drop(pool.shutdown(&mut out));
         }
     }
+    md.push_str(&md_stages);
     Ok((rows, md))
 }
 
