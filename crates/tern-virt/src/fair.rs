@@ -365,12 +365,12 @@ impl FairScheduler {
         true
     }
 
-    /// Stage a packet of the current dispatch for device `id` (a worker's arrivals): it
-    /// joins the device's queue when the device takes its next dispatch — at the start of
-    /// each round, one dispatch per device, or at once when the device has nothing queued
-    /// (past the queue's capacity the rest of that dispatch overflows, counted). So each
-    /// device takes its arrivals one dispatch at a time (a backlog waits, in order, rather
-    /// than overflowing a queue at once), and a device with nothing queued does not wait
+    /// Stage a packet of the current dispatch for device `id` (a worker's arrivals): its
+    /// dispatch joins the device's queue as soon as it fits whole (at the start of a round
+    /// or between two chunks), or when the device has nothing queued (then past the
+    /// queue's capacity the rest of that dispatch overflows, counted). So a flood takes its
+    /// arrivals a dispatch at a time as its queue drains (its backlog waits, in order,
+    /// rather than overflowing its queue at once), and a device at its rate does not wait
     /// behind another device's backlog of dispatches.
     pub(crate) fn stage(&mut self, id: DeviceId, vport: Port, data: Vec<u8>) {
         let seq = self.dispatch;
@@ -389,26 +389,30 @@ impl FairScheduler {
         self.dispatch += 1;
     }
 
-    /// Move each device's oldest staged dispatch into its queue, and the dispatches after it
-    /// while each fits whole in the room left (`idle_only`: only for the devices with no
-    /// packet queued). The first one moves even when it does not fit (its excess overflows,
-    /// counted); a flood's backlog waits in order, while a device at its rate takes every
-    /// dispatch staged behind another device's backlog at once, instead of one a round.
-    fn release(&mut self, idle_only: bool) {
+    /// Move each device's staged dispatches into its queue, oldest first, while each fits
+    /// whole in the room left; the oldest moves even when it does not fit (its excess
+    /// overflows, counted) when the device has nothing queued. Called at the start of a
+    /// round and after every chunk. So a flood's backlog waits in order, a dispatch at a
+    /// time as its queue drains (a dispatch larger than the queue overflows by its excess),
+    /// while a device at its rate takes every dispatch staged behind another device's backlog
+    /// at once, not one a round nor only when its queue is empty (its packets staged while
+    /// it still had some queued used to wait for the round's end), and never overflows a
+    /// queue it does not fill.
+    fn release(&mut self) {
         for (&id, q) in self.queues.iter_mut() {
-            let trace = self.trace.as_deref().filter(|t| t.device == id);
-            if q.staged.is_empty() || (idle_only && !q.packets.is_empty()) {
+            if q.staged.is_empty() {
                 continue;
             }
-            let mut first = true;
+            let trace = self.trace.as_deref().filter(|t| t.device == id);
+            let mut force = q.packets.is_empty();
             while let Some(&(seq, _, _)) = q.staged.front() {
-                if !first {
+                if !force {
                     let whole = q.staged.iter().take_while(|s| s.0 == seq).count();
                     if q.packets.len() + whole > self.capacity {
                         break;
                     }
                 }
-                first = false;
+                force = false;
                 Self::release_one(q, seq, self.capacity, &mut self.spare, trace);
             }
         }
@@ -615,8 +619,8 @@ impl FairScheduler {
         let slice = (self.quantum / SLICES).max(1) as i64;
         self.round += 1;
         let round = self.round;
-        // Each device takes its next staged dispatch.
-        self.release(false);
+        // Each device takes the staged dispatches that fit (an empty queue its oldest).
+        self.release();
         for q in self.queues.values_mut() {
             q.used = 0;
             if q.backlogged() {
@@ -711,7 +715,6 @@ impl FairScheduler {
             // Work that arrived meanwhile joins now.
             let mut arrivals = std::mem::take(&mut self.arrivals);
             poll(state, &mut arrivals);
-            let came = !arrivals.is_empty();
             for a in arrivals.drain(..) {
                 match a {
                     Arrival::Packet(id, vport, data) => self.stage(id, vport, data),
@@ -720,15 +723,14 @@ impl FairScheduler {
                 }
             }
             self.arrivals = arrivals;
-            if came {
-                // A device with nothing queued takes its arrivals at once; one that had no
-                // work at the start of the round is credited now.
-                self.release(true);
-                for q in self.queues.values_mut() {
-                    if q.round != round && q.backlogged() {
-                        q.used = 0;
-                        Self::credit(q, quantum, round);
-                    }
+            // Staged dispatches that fit join their queues now (a device with nothing queued
+            // takes its oldest whatever its size); a device that had no work at the start of
+            // the round is credited now.
+            self.release();
+            for q in self.queues.values_mut() {
+                if q.round != round && q.backlogged() {
+                    q.used = 0;
+                    Self::credit(q, quantum, round);
                 }
             }
         }
@@ -1182,13 +1184,77 @@ mod tests {
         }
     }
 
+    /// A victim dispatch that arrives while the victim's queue still holds packets (its chunk
+    /// was cut at `MAX_CHUNK`) joins the queue at the next chunk, not at the round's end:
+    /// victim dispatches of 1 to 48 packets, arriving at points the test does not choose
+    /// beside a flat-out attacker, each wait behind at most one attacker chunk of work (a
+    /// quarter quantum plus one packet), counted packet by packet. (Released only into an
+    /// empty queue and only when something arrived, a dispatch staged behind a cut chunk
+    /// waited for the attacker's whole quantum.)
+    #[test]
+    fn a_victim_dispatch_arriving_while_its_queue_is_not_empty_waits_at_most_one_chunk() {
+        const Q: u64 = 400;
+        const COST: u8 = 5;
+        let mut f = FairScheduler::with_cost(Cost::Work, Q, 1024);
+        // Per victim packet arrived and not run: the attacker units run since it arrived.
+        let mut waiting: VecDeque<u64> = VecDeque::new();
+        let (mut max_wait, mut arrived, mut served) = (0u64, 0u64, 0u64);
+        let mut seed = 5u64;
+        for _ in 0..400 {
+            while f.enqueue_to(ATTACKER, 0, &frame(COST)) {}
+            let mut st = (&mut waiting, &mut max_wait, &mut served);
+            f.round_core(
+                &mut st,
+                |(waiting, max_wait, served), id, pkts| {
+                    let units: u64 = pkts.iter().map(|(_, d)| u64::from(d[0])).sum();
+                    if id == VICTIM {
+                        for _ in pkts {
+                            let w = waiting.pop_front().expect("a victim packet waits");
+                            **max_wait = (**max_wait).max(w);
+                            **served += 1;
+                        }
+                    } else {
+                        for w in waiting.iter_mut() {
+                            *w += units;
+                        }
+                    }
+                    Spent::Counted { units, ns: units }
+                },
+                |_, _, _| 0,
+                |_, _| {},
+                |(waiting, _, _), arrivals| {
+                    seed = seed
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    if seed >> 62 == 0 {
+                        let k = 1 + (seed >> 20) % 48;
+                        for _ in 0..k {
+                            arrivals.push(Arrival::Packet(VICTIM, 0, frame(1)));
+                            waiting.push_back(0);
+                        }
+                        arrivals.push(Arrival::Round);
+                        arrived += k;
+                    }
+                },
+            );
+        }
+        assert!(arrived > 1000, "{arrived}");
+        assert_eq!(served + waiting.len() as u64, arrived);
+        let v = f.stats(VICTIM);
+        assert_eq!((v.overflow, v.skipped), (0, 0), "{v:?}");
+        let chunk = Q / SLICES + u64::from(COST);
+        assert!(max_wait <= chunk, "waited behind {max_wait} > {chunk}");
+    }
+
     /// A worker's arrivals are staged per device: behind an attacker's backlog of 10
     /// dispatches (40 packets each, queue of 32), the victim's packet of the last dispatch
     /// runs in the first round, while the attacker takes one dispatch a round (its excess
     /// over the queue overflowing, as a dispatch did before) and the rest waits in order.
+    /// (Quantum 150: 30 attacker packets a round, so its queue never empties mid-round; a
+    /// device whose queue empties with credit left takes its next dispatch at once.)
     #[test]
     fn a_backlog_of_attacker_dispatches_does_not_hold_the_victims_packet_back() {
-        let mut f = FairScheduler::with_cost(Cost::Work, 200, 32);
+        let mut f = FairScheduler::with_cost(Cost::Work, 150, 32);
         for d in 0..10 {
             for _ in 0..40 {
                 f.stage(ATTACKER, 0, frame(5));
@@ -1202,13 +1268,15 @@ mod tests {
         assert!(log.iter().any(|c| c.0 == VICTIM), "{log:?}");
         assert_eq!(f.stats(VICTIM).served, 1);
         let a = f.stats(ATTACKER);
-        assert_eq!((a.queued, a.overflow, a.served), (32, 8, 32));
-        assert_eq!(f.backlog(), 9 * 40);
+        assert_eq!((a.queued, a.overflow, a.served), (32, 8, 30));
+        assert_eq!(f.backlog(), 9 * 40 + 2);
         for r in 2..=10u64 {
             round(&mut f);
             let a = f.stats(ATTACKER);
-            assert_eq!((a.queued, a.overflow), (32 * r, 8 * r));
+            assert_eq!(a.queued + a.overflow, 40 * r, "one dispatch a round");
+            assert_eq!(a.served, 30 * r);
         }
+        round(&mut f);
         assert_eq!(f.backlog(), 0);
     }
 
@@ -1219,7 +1287,7 @@ mod tests {
     /// still takes its backlog one dispatch a round, in order.
     #[test]
     fn a_device_at_its_rate_takes_all_its_staged_dispatches_at_once() {
-        let mut f = FairScheduler::with_cost(Cost::Work, 200, 32);
+        let mut f = FairScheduler::with_cost(Cost::Work, 150, 32);
         for _ in 0..10 {
             for _ in 0..40 {
                 f.stage(ATTACKER, 0, frame(5));
@@ -1230,7 +1298,7 @@ mod tests {
         round(&mut f);
         assert_eq!(f.stats(VICTIM).served, 10);
         let a = f.stats(ATTACKER);
-        assert_eq!((a.queued, a.overflow, a.served), (32, 8, 32));
-        assert_eq!(f.backlog(), 9 * 40);
+        assert_eq!((a.queued, a.overflow, a.served), (32, 8, 30));
+        assert_eq!(f.backlog(), 9 * 40 + 2);
     }
 }

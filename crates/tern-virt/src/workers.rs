@@ -346,16 +346,32 @@ fn worker(
             mb.pending.store(false, Ordering::Relaxed);
             std::mem::swap(&mut ib.items, &mut local);
         }
-        // One dispatch's worth (up to its `Round`), then one round.
-        while let Some(m) = local.pop_front() {
+        // Stage everything up to the first control message, then one round (a control
+        // message runs after the round, so it sees the packets dispatched before it run as
+        // far as their shares allow, as when one dispatch was staged per round). Staging a
+        // backlog of dispatches at once puts each device's packets in its own staging at
+        // once: a victim's packet behind a flood's dispatches waits for no chunk.
+        let mut staged = false;
+        while let Some(m) = local.front() {
+            let control = !matches!(m, Msg::Packet(..) | Msg::Round | Msg::Post(..));
+            if control && staged {
+                break;
+            }
+            let Some(m) = local.pop_front() else { break };
             match m {
                 Msg::Round => {
                     fair.end_dispatch();
-                    break;
+                    staged = true;
                 }
-                Msg::Packet(id, vport, data) => fair.stage(id, vport, data),
+                Msg::Packet(id, vport, data) => {
+                    fair.stage(id, vport, data);
+                    staged = true;
+                }
                 Msg::Call(job) => job(&mut vs, &mut fair),
-                Msg::Post(id, job) => fair.enqueue_job(id, job),
+                Msg::Post(id, job) => {
+                    fair.enqueue_job(id, job);
+                    staged = true;
+                }
                 Msg::Take(ids, reply) => {
                     let t = Instant::now();
                     let (devices, maps) = vs.take_devices(&ids);
@@ -736,6 +752,15 @@ impl VirtWorkers {
         let room = MAX_SPARE.saturating_sub(self.spare.len());
         self.spare.extend(out.drain(..).map(|o| o.data).take(room));
         // `take` stops early: the rest of `drain` is dropped with it.
+    }
+
+    /// Messages waiting in worker `w`'s inbox, not taken by the worker yet (packets, dispatch
+    /// ends, control work): what a test or a monitor sees of a worker's backlog before it is
+    /// staged (0 for a worker that does not exist).
+    pub fn inbox_len(&self, w: usize) -> usize {
+        self.boxes
+            .get(w)
+            .map_or(0, |mb| lock(&mb.inbox).items.len())
     }
 
     /// Wait until every packet dispatched so far has run (and its outputs are in
