@@ -1155,9 +1155,32 @@ mod tests {
                 if r["attack"] != "alone" && r["attack"] != "control-plane flood" {
                     assert!(r["attacker_work_ns"].as_u64().unwrap() > 0, "{r}");
                 }
+                // Where the victim waited: five stages, each in causal order (no negative
+                // stage), whose sum for the slowest packet is its latency (at least the p99).
+                let st = &r["victim_stages"];
+                let mut tail = 0.0;
+                for name in [
+                    "front_late",
+                    "to_worker",
+                    "staged_to_queued",
+                    "queued_to_ran",
+                    "ran_to_front",
+                ] {
+                    let (p50, p99) = (
+                        st[name]["p50_ns"].as_f64().unwrap(),
+                        st[name]["p99_ns"].as_f64().unwrap(),
+                    );
+                    assert!(p50 >= 0.0 && p99 >= p50, "{name}: {r}");
+                    tail += st[name]["slowest_1pct_mean_ns"].as_f64().unwrap();
+                }
+                let p99 = r["p99_ns"].as_f64().unwrap();
+                assert!(tail >= p99 - 1.0, "{tail} < {p99}: {r}");
+                assert!(st["dispatch_call"]["p99_ns"].as_f64().unwrap() > 0.0, "{r}");
             }
         }
+        assert!(j["front_timer_slack_ns"].as_u64().is_some());
         let md = std::fs::read_to_string(dir.join("isolation.md")).unwrap();
         assert!(md.contains("| 2 | control-plane flood |"), "{md}");
+        assert!(md.contains("## Where the victim waits"), "{md}");
     }
 }
