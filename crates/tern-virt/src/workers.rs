@@ -46,7 +46,7 @@
 
 use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -194,9 +194,10 @@ const KEEP_HIGH: usize = 1024;
 /// front's wake-up.
 struct Outbox {
     q: Vec<Mutex<Outputs>>,
-    /// The front waits for outputs ([`VirtWorkers::wait_outputs`]): a worker wakes it only
-    /// then (no system call per round otherwise).
-    waiting: AtomicBool,
+    /// The workers whose outputs the front waits for ([`VirtWorkers::wait_outputs_from`]),
+    /// one bit per worker (workers from 63 on share bit 63): a worker wakes it only then (no
+    /// system call per round otherwise), and a worker the front does not wait for never.
+    waiting: AtomicU64,
     sig: Mutex<()>,
     ready: Condvar,
 }
@@ -205,15 +206,16 @@ impl Outbox {
     fn new(workers: usize) -> Outbox {
         Outbox {
             q: (0..workers).map(|_| Mutex::default()).collect(),
-            waiting: AtomicBool::new(false),
+            waiting: AtomicU64::new(0),
             sig: Mutex::new(()),
             ready: Condvar::new(),
         }
     }
 
-    /// Wake the front if it waits for outputs (after frames were added: see `wait_outputs`).
-    fn wake(&self) {
-        if self.waiting.load(Ordering::SeqCst) {
+    /// Wake the front if it waits for worker `w`'s outputs (after frames were added: see
+    /// `wait_outputs_from`).
+    fn wake(&self, w: usize) {
+        if self.waiting.load(Ordering::SeqCst) & worker_bit(w) != 0 {
             let _g = lock(&self.sig);
             self.ready.notify_all();
         }
@@ -234,6 +236,11 @@ impl Mailbox {
         }
         Ok(())
     }
+}
+
+/// Worker `w`'s bit in [`Outbox::waiting`].
+fn worker_bit(w: usize) -> u64 {
+    1 << w.min(63)
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -314,7 +321,7 @@ fn worker(
                 }
                 q.frames.extend(out.drain(..));
             }
-            up.wake();
+            up.wake(me);
         }
         // The frames left the shard for good: each device that sent frames out gets as many
         // served input buffers for its next outputs (a chain's last device, not its first).
@@ -721,14 +728,31 @@ impl VirtWorkers {
     /// Wait until some outputs are ready for [`VirtWorkers::take_outputs`] (true), or until
     /// `timeout` has passed (false): for a caller that waits for its frames without spinning.
     pub fn wait_outputs(&self, timeout: Duration) -> bool {
+        self.wait_outputs_from(&[], timeout)
+    }
+
+    /// [`VirtWorkers::wait_outputs`] for the outputs of `workers` only (empty: every
+    /// worker): the other workers' hand-overs do not wake the caller (their frames wait in
+    /// their rings for the next [`VirtWorkers::take_outputs`]). For a caller that needs
+    /// some devices' outputs promptly and can collect the rest when it runs anyway — the
+    /// isolation bench's front, which a flooding device's worker woke with every turn.
+    pub fn wait_outputs_from(&self, workers: &[usize], timeout: Duration) -> bool {
         let end = Instant::now() + timeout;
         let up = &self.up;
+        let n = up.q.len();
+        let mask = if workers.is_empty() {
+            (0..n).fold(0, |m, w| m | worker_bit(w))
+        } else {
+            workers.iter().fold(0, |m, &w| m | worker_bit(w))
+        };
         let mut g = lock(&up.sig);
         let ready = loop {
             // Say so first, then look: a worker adding frames after the look sees the flag
             // and wakes us under `sig`, which we hold until the wait releases it.
-            up.waiting.store(true, Ordering::SeqCst);
-            if !self.held.is_empty() || up.q.iter().any(|q| !lock(q).frames.is_empty()) {
+            up.waiting.store(mask, Ordering::SeqCst);
+            if !self.held.is_empty()
+                || (0..n).any(|w| mask & worker_bit(w) != 0 && !lock(&up.q[w]).frames.is_empty())
+            {
                 break true;
             }
             let now = Instant::now();
@@ -741,7 +765,7 @@ impl VirtWorkers {
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
         };
-        up.waiting.store(false, Ordering::SeqCst);
+        up.waiting.store(0, Ordering::SeqCst);
         drop(g);
         ready
     }

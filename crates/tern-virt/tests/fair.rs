@@ -462,3 +462,32 @@ fn a_victims_packets_spread_over_a_floods_backlog_all_run_at_once() {
     assert_eq!(seqs, (0..10).collect::<Vec<_>>());
     assert_eq!(at, [0, 1, 2, 3, 4, 5, 6, 7, 16, 17]);
 }
+
+/// `wait_outputs_from` waits for the named workers' outputs only: with the victim on worker 0
+/// and the attacker on worker 1, the attacker's frames (all out, in worker 1's ring) do not
+/// end a wait for worker 0, end one for worker 1 or for every worker at once, and are all
+/// still there for `take_outputs`.
+#[test]
+fn waiting_for_one_workers_outputs_ignores_the_others() {
+    let mut pool = VirtWorkers::new(
+        switch(),
+        WorkerOptions {
+            workers: 2,
+            rebalance_every: 0,
+            ..WorkerOptions::default()
+        },
+    );
+    pool.move_group(1, 0).unwrap();
+    pool.move_group(2, 1).unwrap();
+    let frames: Vec<Vec<u8>> = (0..16).map(|k| packet(2, k)).collect();
+    let batch: Vec<(u32, &[u8])> = frames.iter().map(|f| (2, f.as_slice())).collect();
+    pool.dispatch(&batch);
+    pool.wait_idle();
+    assert!(!pool.wait_outputs_from(&[0], std::time::Duration::from_millis(20)));
+    assert!(pool.wait_outputs_from(&[1], std::time::Duration::from_secs(10)));
+    assert!(pool.wait_outputs(std::time::Duration::from_secs(10)));
+    let mut out: Vec<OutputPacket> = Vec::new();
+    pool.take_outputs(&mut out);
+    assert_eq!(out.len(), 16);
+    assert!(out.iter().all(|o| o.port == 12));
+}

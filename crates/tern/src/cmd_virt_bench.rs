@@ -70,6 +70,12 @@ pub struct BenchArgs {
     /// off by default (it raised the victim's p99 with two workers on a 2-vCPU machine).
     #[arg(long = "yield")]
     yield_busy: bool,
+    /// --isolation: with 2 or more workers the front sleeps until the *victim's* worker hands
+    /// outputs over (or the next packet is due) and collects the attacker's frames when it
+    /// runs anyway; with this flag every worker's hand-over wakes it (as before: the
+    /// attacker's worker woke it with each of its turns).
+    #[arg(long)]
+    front_wakes_all: bool,
     /// --isolation: skip the plot (isolation.png needs matplotlib).
     #[arg(long)]
     no_plot: bool,
@@ -766,6 +772,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
                 _ => tern_virt::Cost::Work,
             },
             yield_when_busy: a.yield_busy,
+            front_wakes_all: a.front_wakes_all,
             plot: !a.no_plot,
         })?;
         return Ok(std::process::ExitCode::SUCCESS);
@@ -1024,6 +1031,7 @@ mod tests {
             quantum_ns: tern_virt::DEFAULT_QUANTUM_NS,
             charge: "work".into(),
             yield_busy: false,
+            front_wakes_all: false,
             no_plot: true,
         })
         .unwrap();
@@ -1108,6 +1116,7 @@ mod tests {
             quantum_ns: tern_virt::DEFAULT_QUANTUM_NS,
             charge: "work".into(),
             yield_busy: false,
+            front_wakes_all: false,
             no_plot: true,
         })
         .unwrap();

@@ -19,8 +19,17 @@
 //! at each device's calibrated ns per pass, `tern_virt::Cost::Work`; `time`: measured ns;
 //! `bytes`), the units it counted and the chunks its guard charged by the clock. The
 //! front sleeps until a worker hands outputs over or the next packet is due (no spinning
-//! thread competes with the workers). Timings from a shared or busy machine mean nothing:
-//! the figures are for a quiet machine and a release build.
+//! thread competes with the workers): with 2 workers only the victim's worker's hand-overs
+//! wake it (`--front-wakes-all`: every worker's), and its timer slack is 1 ns.
+//!
+//! **Where the victim waits**: each victim packet's latency is cut into five stages that add
+//! up to it — due → the front's dispatch call (front late), → staged by its worker (the
+//! inbox and the worker's local ring, the chunk or job the worker was in), → released into
+//! its device's queue, → the end of the chunk it ran in, → the front holding its output —
+//! from the front's own stamps and the worker's (`tern_virt::StageTrace`, the victim's
+//! packets only), with p50/p99 per stage and the mean of each over the slowest 1 %.
+//! Timings from a shared or busy machine mean nothing: the figures are for a quiet machine
+//! and a release build.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -68,6 +77,9 @@ pub struct IsolationArgs {
     pub cost: Cost,
     /// `WorkerOptions::yield_when_busy`.
     pub yield_when_busy: bool,
+    /// Every worker's hand-over wakes the front (default: with 2 or more workers only the
+    /// victim's worker's; `VirtWorkers::wait_outputs_from`).
+    pub front_wakes_all: bool,
     /// Draw isolation.png (matplotlib, scripts/virt/isolation-plot.sh).
     pub plot: bool,
 }
@@ -562,6 +574,11 @@ fn run_open(
     let mut out: Vec<OutputPacket> = Vec::new();
     let mut sent = 0u64;
     let mut sent_all: Option<(Instant, f64)> = None;
+    // The workers whose hand-overs wake the front (empty: all).
+    let wake_for: Vec<usize> = match pool.worker_of(VICTIM) {
+        Some(w) if pool.workers() > 1 && !a.front_wakes_all => vec![w],
+        _ => Vec::new(),
+    };
     // The workers stamp the victim's stages (its packets of earlier runs are all out).
     let base = Instant::now();
     let trace = StageTrace::new(VICTIM, base, n as usize);
@@ -607,13 +624,16 @@ fn run_open(
                 break;
             }
             Some(_) => {
-                pool.wait_outputs(Duration::from_millis(20));
+                pool.wait_outputs_from(&wake_for, Duration::from_millis(20));
             }
             None => {
                 let next_due = sent as f64 * ns_per;
                 let now = start.elapsed().as_nanos() as f64;
                 if next_due > now {
-                    pool.wait_outputs(Duration::from_nanos((next_due - now) as u64));
+                    pool.wait_outputs_from(
+                        &wake_for,
+                        Duration::from_nanos((next_due - now) as u64),
+                    );
                 }
             }
         }
@@ -721,6 +741,7 @@ pub fn run(a: &IsolationArgs) -> anyhow::Result<serde_json::Value> {
         "yield_when_busy": a.yield_when_busy,
         "attacker_max_passes": A_PASSES,
         "front_timer_slack_ns": slack,
+        "front_wakes_for": if a.front_wakes_all { "every worker" } else { "the victim's worker" },
         "rows": rows,
     });
     std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
