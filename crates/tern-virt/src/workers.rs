@@ -152,6 +152,10 @@ struct Inbox {
     items: VecDeque<Msg>,
     /// The worker waits with nothing queued and nothing to run.
     idle: bool,
+    /// Callers of [`VirtWorkers::wait_idle`] waiting for this worker: the worker signals
+    /// `idle` only then (a condition variable's notify is a system call even with nobody
+    /// waiting, and the victim's worker goes idle after every dispatch).
+    idle_waiters: usize,
     /// The front has gone: the worker ends once its queues are empty.
     closed: bool,
     /// The worker thread has ended (messages are refused).
@@ -344,7 +348,9 @@ fn worker(
                         return;
                     }
                     ib.idle = true;
-                    mb.idle.notify_all();
+                    if ib.idle_waiters > 0 {
+                        mb.idle.notify_all();
+                    }
                     ib = mb.wake.wait(ib).unwrap_or_else(PoisonError::into_inner);
                 }
             }
@@ -793,7 +799,9 @@ impl VirtWorkers {
         for mb in &self.boxes {
             let mut ib = lock(&mb.inbox);
             while !(ib.gone || (ib.idle && ib.items.is_empty())) {
+                ib.idle_waiters += 1;
                 ib = mb.idle.wait(ib).unwrap_or_else(PoisonError::into_inner);
+                ib.idle_waiters -= 1;
             }
         }
     }
