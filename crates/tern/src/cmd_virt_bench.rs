@@ -1185,11 +1185,21 @@ mod tests {
                 let p99 = r["p99_ns"].as_f64().unwrap();
                 assert!(tail >= p99 - 1.0, "{tail} < {p99}: {r}");
                 assert!(st["dispatch_call"]["p99_ns"].as_f64().unwrap() > 0.0, "{r}");
+                // Each thread's CPU time and run-queue wait over the row's runs (Linux).
+                if cfg!(target_os = "linux") {
+                    let th = &r["threads"];
+                    assert!(th["front"]["cpu_ms"].as_f64().unwrap() > 0.0, "{r}");
+                    for k in 0..w {
+                        let t = &th[format!("worker {k}")];
+                        assert!(t["runqueue_wait_ms"].as_f64().unwrap() >= 0.0, "{r}");
+                    }
+                }
             }
         }
         assert!(j["front_timer_slack_ns"].as_u64().is_some());
         let md = std::fs::read_to_string(dir.join("isolation.md")).unwrap();
         assert!(md.contains("| 2 | control-plane flood |"), "{md}");
         assert!(md.contains("## Where the victim waits"), "{md}");
+        assert!(md.contains("## Threads"), "{md}");
     }
 }

@@ -782,6 +782,48 @@ fn front_timer_slack() -> Option<u64> {
     }
 }
 
+/// CPU time and run-queue wait (ns: time runnable but not running, waiting for a CPU) of the
+/// front (this thread) and of each worker thread (`tern-virt-N`), from Linux's
+/// `/proc/.../schedstat` (empty where it cannot be read). What tells the machine's share of
+/// the victim's wait (too few CPUs for the busy threads) from tern's.
+fn sched_times() -> Vec<(String, u64, u64)> {
+    fn read(dir: &Path) -> Option<(u64, u64)> {
+        let s = std::fs::read_to_string(dir.join("schedstat")).ok()?;
+        let mut it = s.split_whitespace();
+        Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
+    }
+    let mut v = Vec::new();
+    if let Some((run, wait)) = read(Path::new("/proc/thread-self")) {
+        v.push(("front".to_string(), run, wait));
+    }
+    if let Ok(rd) = std::fs::read_dir("/proc/self/task") {
+        for e in rd.flatten() {
+            let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
+            if let Some(n) = comm.trim().strip_prefix("tern-virt-") {
+                if let Some((run, wait)) = read(&e.path()) {
+                    v.push((format!("worker {n}"), run, wait));
+                }
+            }
+        }
+    }
+    v.sort();
+    v
+}
+
+/// `after` − `before` per thread name: (name, CPU ns, run-queue wait ns).
+fn sched_delta(
+    before: &[(String, u64, u64)],
+    after: &[(String, u64, u64)],
+) -> Vec<(String, u64, u64)> {
+    after
+        .iter()
+        .filter_map(|(n, r, w)| {
+            let (_, r0, w0) = before.iter().find(|b| &b.0 == n)?;
+            Some((n.clone(), r.saturating_sub(*r0), w.saturating_sub(*w0)))
+        })
+        .collect()
+}
+
 /// The `--charge` name of a cost.
 fn charge_name(c: Cost) -> &'static str {
     match c {
@@ -873,6 +915,14 @@ fn suite(
          slowest 1 %: 1 / 2 / 3 / 4 / 5 | dispatch call p50/p99 |\n\
          |---|---|---|---|---|---|---|---|---|\n",
     );
+    let mut md_sched = String::from(
+        "\n## Threads: CPU time and time waiting for a CPU\n\n\
+         Over the timed runs of each row, per thread: ms on a CPU / ms runnable but waiting \
+         for one (Linux schedstat). With 2 workers the victim is on worker 0 and the attacker \
+         on worker 1; with 1, both on worker 0. Waiting for a CPU is the machine's share of \
+         the victim's wait (more busy threads than CPUs), not the scheduler's.\n\n\
+         | workers | attack | front | worker 0 | worker 1 |\n|---|---|---|---|---|\n",
+    );
     for &workers in &a.workers {
         let cap = {
             let mut pool = pool_for(victim_json, Attack::Alone, workers, a)?;
@@ -910,11 +960,33 @@ fn suite(
             let a0 = pool.fair_stats(ATTACKER)?;
             let mut runs = Vec::new();
             let mut a_out = 0;
+            let sched0 = sched_times();
             for _ in 0..a.runs.max(1) {
                 let r = run_open(&mut pool, a, attack, want, rate, &mut batch_no)?;
                 a_out += r.attacker_out;
                 runs.push(r);
             }
+            let sched = sched_delta(&sched0, &sched_times());
+            let ms = |ns: u64| ns as f64 / 1e6;
+            md_sched.push_str(&format!("| {workers} | {} |", attack.name()));
+            for name in ["front", "worker 0", "worker 1"] {
+                match sched.iter().find(|t| t.0 == name) {
+                    Some((_, run, wait)) => {
+                        md_sched.push_str(&format!(" {:.1} / {:.1} |", ms(*run), ms(*wait)))
+                    }
+                    None => md_sched.push_str(" |"),
+                }
+            }
+            md_sched.push('\n');
+            let sched_json: serde_json::Map<String, serde_json::Value> = sched
+                .iter()
+                .map(|(n, run, wait)| {
+                    (
+                        n.clone(),
+                        json!({ "cpu_ms": ms(*run), "runqueue_wait_ms": ms(*wait) }),
+                    )
+                })
+                .collect();
             pool.wait_idle();
             rest.clear();
             pool.take_outputs(&mut rest);
@@ -1011,6 +1083,7 @@ fn suite(
                 "attacker_overflow": a1.overflow,
                 "attacker_panics": astats.panics,
                 "victim_stages": stages_json,
+                "threads": sched_json,
             }));
             md.push_str(&format!(
                 "| {workers} | {} | {:.1} | {:.1} | {:.3} | {lost} | {:+.1} % | {:.1} | {:.1} | \
@@ -1038,6 +1111,7 @@ fn suite(
         }
     }
     md.push_str(&md_stages);
+    md.push_str(&md_sched);
     Ok((rows, md))
 }
 
