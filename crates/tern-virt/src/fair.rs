@@ -1187,18 +1187,20 @@ mod tests {
     /// A victim dispatch that arrives while the victim's queue still holds packets (its chunk
     /// was cut at `MAX_CHUNK`) joins the queue at the next chunk, not at the round's end:
     /// victim dispatches of 1 to 48 packets, arriving at points the test does not choose
-    /// beside a flat-out attacker, each wait behind at most one attacker chunk of work (a
-    /// quarter quantum plus one packet), counted packet by packet. (Released only into an
-    /// empty queue and only when something arrived, a dispatch staged behind a cut chunk
-    /// waited for the attacker's whole quantum.)
+    /// beside a flat-out attacker that also posts control jobs (80 units each, now and then
+    /// with the arrivals, as a control flood interleaved with dispatches), each wait behind
+    /// at most one attacker chunk of work (a quarter quantum plus one packet) or one job,
+    /// counted packet by packet. (Released only into an empty queue and only when something
+    /// arrived, a dispatch staged behind a cut chunk waited for the attacker's whole quantum.)
     #[test]
     fn a_victim_dispatch_arriving_while_its_queue_is_not_empty_waits_at_most_one_chunk() {
         const Q: u64 = 400;
         const COST: u8 = 5;
+        const JOB: u64 = 80;
         let mut f = FairScheduler::with_cost(Cost::Work, Q, 1024);
         // Per victim packet arrived and not run: the attacker units run since it arrived.
         let mut waiting: VecDeque<u64> = VecDeque::new();
-        let (mut max_wait, mut arrived, mut served) = (0u64, 0u64, 0u64);
+        let (mut max_wait, mut arrived, mut served, mut jobs) = (0u64, 0u64, 0u64, 0u64);
         let mut seed = 5u64;
         for _ in 0..400 {
             while f.enqueue_to(ATTACKER, 0, &frame(COST)) {}
@@ -1220,12 +1222,21 @@ mod tests {
                     }
                     Spent::Counted { units, ns: units }
                 },
-                |_, _, _| 0,
+                |(waiting, _, _), _, _| {
+                    for w in waiting.iter_mut() {
+                        *w += JOB;
+                    }
+                    JOB
+                },
                 |_, _| {},
                 |(waiting, _, _), arrivals| {
                     seed = seed
                         .wrapping_mul(6364136223846793005)
                         .wrapping_add(1442695040888963407);
+                    if (seed >> 40) % 3 == 0 {
+                        arrivals.push(Arrival::Job(ATTACKER, Box::new(|_| {})));
+                        jobs += 1;
+                    }
                     if seed >> 62 == 0 {
                         let k = 1 + (seed >> 20) % 48;
                         for _ in 0..k {
@@ -1238,12 +1249,12 @@ mod tests {
                 },
             );
         }
-        assert!(arrived > 1000, "{arrived}");
+        assert!(arrived > 1000 && jobs > 500, "{arrived} {jobs}");
         assert_eq!(served + waiting.len() as u64, arrived);
         let v = f.stats(VICTIM);
         assert_eq!((v.overflow, v.skipped), (0, 0), "{v:?}");
-        let chunk = Q / SLICES + u64::from(COST);
-        assert!(max_wait <= chunk, "waited behind {max_wait} > {chunk}");
+        let bound = (Q / SLICES + u64::from(COST)).max(JOB);
+        assert!(max_wait <= bound, "waited behind {max_wait} > {bound}");
     }
 
     /// A worker's arrivals are staged per device: behind an attacker's backlog of 10
