@@ -1233,7 +1233,7 @@ mod tests {
                     seed = seed
                         .wrapping_mul(6364136223846793005)
                         .wrapping_add(1442695040888963407);
-                    if (seed >> 40) % 3 == 0 {
+                    if (seed >> 40).is_multiple_of(3) {
                         arrivals.push(Arrival::Job(ATTACKER, Box::new(|_| {})));
                         jobs += 1;
                     }
