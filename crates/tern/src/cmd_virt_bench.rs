@@ -76,6 +76,12 @@ pub struct BenchArgs {
     /// attacker's worker woke it with each of its turns).
     #[arg(long)]
     front_wakes_all: bool,
+    /// --isolation: ask the kernel for a time slice of this many µs for the front and every
+    /// worker thread (EEVDF's custom slice, Linux 6.12+; 0: the kernel's default). A shorter
+    /// slice lets a woken thread (the victim's worker, the front) in sooner when a flat-out
+    /// worker holds the CPU it needs (more threads than CPUs).
+    #[arg(long, default_value_t = 0)]
+    slice_us: u64,
     /// --isolation: skip the plot (isolation.png needs matplotlib).
     #[arg(long)]
     no_plot: bool,
@@ -773,6 +779,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
             },
             yield_when_busy: a.yield_busy,
             front_wakes_all: a.front_wakes_all,
+            slice_us: a.slice_us,
             plot: !a.no_plot,
         })?;
         return Ok(std::process::ExitCode::SUCCESS);
@@ -1032,6 +1039,7 @@ mod tests {
             charge: "work".into(),
             yield_busy: false,
             front_wakes_all: false,
+            slice_us: 0,
             no_plot: true,
         })
         .unwrap();
@@ -1117,6 +1125,7 @@ mod tests {
             charge: "work".into(),
             yield_busy: false,
             front_wakes_all: false,
+            slice_us: 0,
             no_plot: true,
         })
         .unwrap();
