@@ -441,7 +441,10 @@ impl FairScheduler {
             }
         }
         if let Some(t) = trace {
-            t.mark(Stage::Released, (q.stats.queued - queued) as usize);
+            let n = (q.stats.queued - queued) as usize;
+            if n > 0 {
+                t.mark(Stage::Released, n);
+            }
             t.overflow
                 .fetch_add(q.stats.overflow - overflow, Ordering::Relaxed);
         }
