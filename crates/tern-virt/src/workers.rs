@@ -220,7 +220,10 @@ impl Outbox {
     /// `wait_outputs_from`).
     fn wake(&self, w: usize) {
         if self.waiting.load(Ordering::SeqCst) & worker_bit(w) != 0 {
-            let _g = lock(&self.sig);
+            // Taking `sig` orders this after the front's look at the rings (it holds `sig`
+            // from setting the flag until its wait releases it); the notify comes after
+            // `sig` is free again, so the woken front does not wait for this thread's lock.
+            drop(lock(&self.sig));
             self.ready.notify_all();
         }
     }
@@ -705,7 +708,11 @@ impl VirtWorkers {
                 .extend(b.drain(..).map(|(id, vport, d)| Msg::Packet(id, vport, d)));
             ib.items.push_back(Msg::Round);
             mb.pending.store(true, Ordering::Release);
-            if ib.idle {
+            // Woken after the lock is free (an idle worker is inside its wait: it cannot
+            // miss this), so it does not wake only to wait for the inbox's lock.
+            let idle = ib.idle;
+            drop(ib);
+            if idle {
                 mb.wake.notify_one();
             }
         }
