@@ -10,15 +10,16 @@
 //! and hands it, already classified, to the worker of its device: each worker has an inbox (a
 //! ring of messages under a lock, one lock per worker per [`VirtWorkers::dispatch`], each
 //! dispatch's packets closed by a round marker). A worker moves everything its inbox holds into
-//! its own ring, then takes one dispatch's packets at a time and *stages* them per device
-//! (`FairScheduler::stage`): each device takes its staged packets one dispatch at a time, at
-//! the start of every round or at once when it has nothing queued, into its bounded queue (a
-//! dispatch bigger than the room left overflows that device's queue, counted). Then it runs
-//! one deficit-round-robin round over its devices, and goes on with rounds while packets
-//! wait. Between two chunks of a round it looks at its inbox (one atomic load when nothing
-//! came) and stages what arrived, up to the first control message: a device with nothing
-//! queued (a victim at its rate) gets its packets at once and, having used less than the
-//! device running, the next chunk. So inside a worker a flooding device gets its quantum per
+//! its own ring, then *stages* everything up to the first control message per device
+//! (`FairScheduler::stage`): a device's staged dispatch joins its bounded queue as soon as it
+//! fits whole (at a round's start and after every chunk), its oldest whatever its size when
+//! the device has nothing queued (the excess over the room left overflows that device's
+//! queue, counted). Then it runs one deficit-round-robin round over its devices, and goes on
+//! with rounds while packets wait. Between two chunks of a round it looks at its inbox (one
+//! atomic load when nothing came) and stages what arrived, up to the first control message
+//! (an operator's call; a tenant's runtime calls are its device's jobs): a device at its rate
+//! (a victim) gets its packets at once and, having used less than the device running, the
+//! next chunk. So inside a worker a flooding device gets its quantum per
 //! round like every other device, overflows only its own queue, and its backlog of dispatches
 //! waits in its own staging, not in front of another device's packets. A worker that still
 //! has work after a round yields its CPU (`WorkerOptions::yield_when_busy`).
