@@ -1264,8 +1264,8 @@ mod tests {
     /// dispatches (40 packets each, queue of 32), the victim's packet of the last dispatch
     /// runs in the first round, while the attacker takes one dispatch a round (its excess
     /// over the queue overflowing, as a dispatch did before) and the rest waits in order.
-    /// (Quantum 150: 30 attacker packets a round, so its queue never empties mid-round; a
-    /// device whose queue empties with credit left takes its next dispatch at once.)
+    /// (Quantum 150: 30 attacker packets a round; its queue empties once a round, with
+    /// credit left, and then takes its next dispatch at once.)
     #[test]
     fn a_backlog_of_attacker_dispatches_does_not_hold_the_victims_packet_back() {
         let mut f = FairScheduler::with_cost(Cost::Work, 150, 32);

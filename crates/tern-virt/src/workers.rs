@@ -132,9 +132,9 @@ pub(crate) struct Moved {
 pub(crate) enum Msg {
     /// A classified packet: (device, virtual ingress port, frame).
     Packet(DeviceId, Port, Vec<u8>),
-    /// The end of one dispatch's packets: the worker runs a round before taking more, so a
-    /// backlog of dispatches waits in the inbox (in order) rather than overflowing the device
-    /// queues all at once.
+    /// The end of one dispatch's packets: each device's staged packets join its queue a
+    /// dispatch at a time (whole, when they fit), so a backlog of dispatches waits in order
+    /// in its device's staging rather than overflowing the device's queue all at once.
     Round,
     /// A control operation, run between two rounds.
     Call(Job),
