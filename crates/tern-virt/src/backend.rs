@@ -202,8 +202,12 @@ impl WorkerControl {
             .copied()
     }
 
-    /// Lease the shard of the worker that holds device `id` (waits for the worker to finish
-    /// its current round). Never hold two leases at once from one thread.
+    /// Lease the shard of the worker that holds device `id`. The lease is control work of
+    /// device `id` in its fair share (`Msg::Post`): it starts in the device's turn of its
+    /// worker's scheduler and the time it is held is charged to the device, so a tenant's
+    /// flood of runtime calls (Thrift, P4Runtime) waits for its own turns and spends its
+    /// own share, instead of stopping the worker between any two rounds for free. Never hold
+    /// two leases at once from one thread.
     pub fn lease(&self, id: DeviceId) -> Result<Lease, VirtError> {
         let (reply_tx, reply_rx) = mpsc::channel::<(ShardPtr, mpsc::Sender<()>)>();
         {
@@ -211,14 +215,17 @@ impl WorkerControl {
             let routes = self.routes.read().unwrap_or_else(|e| e.into_inner());
             let w = *routes.get(&id).ok_or(VirtError::NoSuchDevice(id))?;
             self.boxes[w]
-                .post(Msg::Call(Box::new(move |vs, _| {
-                    let (release_tx, release_rx) = mpsc::channel::<()>();
-                    let ptr = ShardPtr(NonNull::from(vs));
-                    if reply_tx.send((ptr, release_tx)).is_ok() {
-                        // Lent: wait until the lease is dropped (its sender disconnects).
-                        let _ = release_rx.recv();
-                    }
-                })))
+                .post(Msg::Post(
+                    id,
+                    Box::new(move |vs| {
+                        let (release_tx, release_rx) = mpsc::channel::<()>();
+                        let ptr = ShardPtr(NonNull::from(vs));
+                        if reply_tx.send((ptr, release_tx)).is_ok() {
+                            // Lent: wait until the lease is dropped (its sender disconnects).
+                            let _ = release_rx.recv();
+                        }
+                    }),
+                ))
                 .map_err(|_| VirtError::NoSuchDevice(id))?;
         }
         let (ShardPtr(shard), release) =

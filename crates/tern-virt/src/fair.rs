@@ -36,6 +36,8 @@
 //! the scheduler with the work done and measured by the caller (what the tests count with).
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 use tern_runtime::{OutputPacket, Port};
@@ -78,6 +80,83 @@ pub struct FairStats {
     pub guarded: u64,
     /// Rounds the device sat out with packets waiting, paying back a debt.
     pub skipped: u64,
+}
+
+/// A stage of a packet's way through a worker's scheduler ([`StageTrace`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// The worker took it from its inbox and staged it ([`FairScheduler::stage`]).
+    Staged = 0,
+    /// Its dispatch was released into the device's queue.
+    Released = 1,
+    /// The chunk it ran in ended.
+    Ran = 2,
+}
+
+/// Where one device's packets wait inside the workers: for the traced device, the time
+/// (ns since `base`) each of its packets was staged, released into its queue, and ran (the
+/// end of its chunk), by the packet's ordinal (the n-th packet of the device handed to the
+/// workers since the trace was set: a device's packets keep their order through every
+/// stage). Only the traced device's packets read the clock (one reading per stage and
+/// batch of them); the others cost one comparison. The ordinals hold while none of the
+/// device's packets overflows its queue (an overflowed packet never reaches `Released`;
+/// [`StageTrace::overflowed`] says whether one did).
+pub struct StageTrace {
+    device: DeviceId,
+    base: Instant,
+    stamps: [Vec<AtomicU64>; 3],
+    next: [AtomicU64; 3],
+    overflow: AtomicU64,
+}
+
+impl StageTrace {
+    /// A trace of device `device`'s next `packets` packets, times measured from `base`.
+    pub fn new(device: DeviceId, base: Instant, packets: usize) -> Arc<StageTrace> {
+        let col = || (0..packets).map(|_| AtomicU64::new(u64::MAX)).collect();
+        Arc::new(StageTrace {
+            device,
+            base,
+            stamps: [col(), col(), col()],
+            next: Default::default(),
+            overflow: AtomicU64::new(0),
+        })
+    }
+
+    /// The traced device.
+    pub fn device(&self) -> DeviceId {
+        self.device
+    }
+
+    /// The next `n` packets of the device reached `stage` now.
+    fn mark(&self, stage: Stage, n: usize) {
+        let ns = self.base.elapsed().as_nanos() as u64;
+        let first = self.next[stage as usize].fetch_add(n as u64, Ordering::Relaxed) as usize;
+        let col = &self.stamps[stage as usize];
+        for s in col.iter().skip(first).take(n) {
+            s.store(ns, Ordering::Relaxed);
+        }
+    }
+
+    /// When packet `ordinal` reached `stage` (ns since `base`), if it did and was traced.
+    /// Read after the packet's output came out (the worker's hand-over of its outputs
+    /// orders the stamps before).
+    pub fn at(&self, stage: Stage, ordinal: usize) -> Option<u64> {
+        let v = self.stamps[stage as usize]
+            .get(ordinal)?
+            .load(Ordering::Relaxed);
+        (v != u64::MAX).then_some(v)
+    }
+
+    /// Packets of the device that reached `stage` so far.
+    pub fn count(&self, stage: Stage) -> u64 {
+        self.next[stage as usize].load(Ordering::Relaxed)
+    }
+
+    /// Whether a packet of the device overflowed its queue (the ordinals of `Released` and
+    /// `Ran` no longer match those of `Staged` after it).
+    pub fn overflowed(&self) -> bool {
+        self.overflow.load(Ordering::Relaxed) > 0
+    }
 }
 
 /// Control work queued for a device ([`FairScheduler::enqueue_job`]).
@@ -209,6 +288,8 @@ pub struct FairScheduler {
     batch: Vec<(Port, Vec<u8>)>,
     /// The batch as the device takes it (kept empty between rounds for its capacity).
     refs: Vec<(Port, &'static [u8])>,
+    /// The device whose packets' stages are timed, if any ([`FairScheduler::set_trace`]).
+    trace: Option<Arc<StageTrace>>,
 }
 
 /// `v`, emptied, as a vector of another lifetime: the allocation is reused (an in-place
@@ -240,7 +321,18 @@ impl FairScheduler {
             spare: Vec::new(),
             batch: Vec::new(),
             refs: Vec::new(),
+            trace: None,
         }
+    }
+
+    /// Time the stages of one device's packets from now on (`None`: stop).
+    pub fn set_trace(&mut self, trace: Option<Arc<StageTrace>>) {
+        self.trace = trace;
+    }
+
+    /// The trace, when it follows device `id`.
+    fn traced(&self, id: DeviceId) -> Option<&StageTrace> {
+        self.trace.as_deref().filter(|t| t.device == id)
     }
 
     /// What the scheduler charges.
@@ -273,15 +365,18 @@ impl FairScheduler {
         true
     }
 
-    /// Stage a packet of the current dispatch for device `id` (a worker's arrivals): it
-    /// joins the device's queue when the device takes its next dispatch — at the start of
-    /// each round, one dispatch per device, or at once when the device has nothing queued
-    /// (past the queue's capacity the rest of that dispatch overflows, counted). So each
-    /// device takes its arrivals one dispatch at a time (a backlog waits, in order, rather
-    /// than overflowing a queue at once), and a device with nothing queued does not wait
+    /// Stage a packet of the current dispatch for device `id` (a worker's arrivals): its
+    /// dispatch joins the device's queue as soon as it fits whole (at the start of a round
+    /// or between two chunks), or when the device has nothing queued (then past the
+    /// queue's capacity the rest of that dispatch overflows, counted). So a flood takes its
+    /// arrivals a dispatch at a time as its queue drains (its backlog waits, in order,
+    /// rather than overflowing its queue at once), and a device at its rate does not wait
     /// behind another device's backlog of dispatches.
     pub(crate) fn stage(&mut self, id: DeviceId, vport: Port, data: Vec<u8>) {
         let seq = self.dispatch;
+        if let Some(t) = self.traced(id) {
+            t.mark(Stage::Staged, 1);
+        }
         self.queues
             .entry(id)
             .or_default()
@@ -294,33 +389,45 @@ impl FairScheduler {
         self.dispatch += 1;
     }
 
-    /// Move each device's oldest staged dispatch into its queue, and the dispatches after it
-    /// while each fits whole in the room left (`idle_only`: only for the devices with no
-    /// packet queued). The first one moves even when it does not fit (its excess overflows,
-    /// counted); a flood's backlog waits in order, while a device at its rate takes every
-    /// dispatch staged behind another device's backlog at once, instead of one a round.
-    fn release(&mut self, idle_only: bool) {
-        for q in self.queues.values_mut() {
-            if q.staged.is_empty() || (idle_only && !q.packets.is_empty()) {
+    /// Move each device's staged dispatches into its queue, oldest first, while each fits
+    /// whole in the room left; the oldest moves even when it does not fit (its excess
+    /// overflows, counted) when the device has nothing queued. Called at the start of a
+    /// round and after every chunk. So a flood's backlog waits in order, a dispatch at a
+    /// time as its queue drains (a dispatch larger than the queue overflows by its excess),
+    /// while a device at its rate takes every dispatch staged behind another device's backlog
+    /// at once, not one a round nor only when its queue is empty (its packets staged while
+    /// it still had some queued used to wait for the round's end), and never overflows a
+    /// queue it does not fill.
+    fn release(&mut self) {
+        for (&id, q) in self.queues.iter_mut() {
+            if q.staged.is_empty() {
                 continue;
             }
-            let mut first = true;
+            let trace = self.trace.as_deref().filter(|t| t.device == id);
+            let mut force = q.packets.is_empty();
             while let Some(&(seq, _, _)) = q.staged.front() {
-                if !first {
+                if !force {
                     let whole = q.staged.iter().take_while(|s| s.0 == seq).count();
                     if q.packets.len() + whole > self.capacity {
                         break;
                     }
                 }
-                first = false;
-                Self::release_one(q, seq, self.capacity, &mut self.spare);
+                force = false;
+                Self::release_one(q, seq, self.capacity, &mut self.spare, trace);
             }
         }
     }
 
     /// Move dispatch `seq` (at the front of `q.staged`) into `q`'s queue; what does not fit
     /// overflows.
-    fn release_one(q: &mut Queue, seq: u64, capacity: usize, spare: &mut Vec<Vec<u8>>) {
+    fn release_one(
+        q: &mut Queue,
+        seq: u64,
+        capacity: usize,
+        spare: &mut Vec<Vec<u8>>,
+        trace: Option<&StageTrace>,
+    ) {
+        let (queued, overflow) = (q.stats.queued, q.stats.overflow);
         while q.staged.front().is_some_and(|s| s.0 == seq) {
             let (_, vport, data) = q.staged.pop_front().expect("front");
             if q.packets.len() >= capacity {
@@ -332,6 +439,14 @@ impl FairScheduler {
                 q.packets.push_back((vport, data));
                 q.stats.queued += 1;
             }
+        }
+        if let Some(t) = trace {
+            let n = (q.stats.queued - queued) as usize;
+            if n > 0 {
+                t.mark(Stage::Released, n);
+            }
+            t.overflow
+                .fetch_add(q.stats.overflow - overflow, Ordering::Relaxed);
         }
     }
 
@@ -507,8 +622,8 @@ impl FairScheduler {
         let slice = (self.quantum / SLICES).max(1) as i64;
         self.round += 1;
         let round = self.round;
-        // Each device takes its next staged dispatch.
-        self.release(false);
+        // Each device takes the staged dispatches that fit (an empty queue its oldest).
+        self.release();
         for q in self.queues.values_mut() {
             q.used = 0;
             if q.backlogged() {
@@ -569,6 +684,9 @@ impl FairScheduler {
                 refs.extend(self.batch.iter().map(|(p, d)| (*p, d.as_slice())));
                 let spent = run(state, id, &refs);
                 self.refs = relifetime(refs);
+                if let Some(t) = self.traced(id) {
+                    t.mark(Stage::Ran, n);
+                }
                 let q = self.queues.get_mut(&id).expect("picked");
                 let work = match spent {
                     Spent::Charged(w) => {
@@ -600,7 +718,6 @@ impl FairScheduler {
             // Work that arrived meanwhile joins now.
             let mut arrivals = std::mem::take(&mut self.arrivals);
             poll(state, &mut arrivals);
-            let came = !arrivals.is_empty();
             for a in arrivals.drain(..) {
                 match a {
                     Arrival::Packet(id, vport, data) => self.stage(id, vport, data),
@@ -609,15 +726,14 @@ impl FairScheduler {
                 }
             }
             self.arrivals = arrivals;
-            if came {
-                // A device with nothing queued takes its arrivals at once; one that had no
-                // work at the start of the round is credited now.
-                self.release(true);
-                for q in self.queues.values_mut() {
-                    if q.round != round && q.backlogged() {
-                        q.used = 0;
-                        Self::credit(q, quantum, round);
-                    }
+            // Staged dispatches that fit join their queues now (a device with nothing queued
+            // takes its oldest whatever its size); a device that had no work at the start of
+            // the round is credited now.
+            self.release();
+            for q in self.queues.values_mut() {
+                if q.round != round && q.backlogged() {
+                    q.used = 0;
+                    Self::credit(q, quantum, round);
                 }
             }
         }
@@ -1071,13 +1187,88 @@ mod tests {
         }
     }
 
+    /// A victim dispatch that arrives while the victim's queue still holds packets (its chunk
+    /// was cut at `MAX_CHUNK`) joins the queue at the next chunk, not at the round's end:
+    /// victim dispatches of 1 to 48 packets, arriving at points the test does not choose
+    /// beside a flat-out attacker that also posts control jobs (80 units each, now and then
+    /// with the arrivals, as a control flood interleaved with dispatches), each wait behind
+    /// at most one attacker chunk of work (a quarter quantum plus one packet) or one job,
+    /// counted packet by packet. (Released only into an empty queue and only when something
+    /// arrived, a dispatch staged behind a cut chunk waited for the attacker's whole quantum.)
+    #[test]
+    fn a_victim_dispatch_arriving_while_its_queue_is_not_empty_waits_at_most_one_chunk() {
+        const Q: u64 = 400;
+        const COST: u8 = 5;
+        const JOB: u64 = 80;
+        let mut f = FairScheduler::with_cost(Cost::Work, Q, 1024);
+        // Per victim packet arrived and not run: the attacker units run since it arrived.
+        let mut waiting: VecDeque<u64> = VecDeque::new();
+        let (mut max_wait, mut arrived, mut served, mut jobs) = (0u64, 0u64, 0u64, 0u64);
+        let mut seed = 5u64;
+        for _ in 0..400 {
+            while f.enqueue_to(ATTACKER, 0, &frame(COST)) {}
+            let mut st = (&mut waiting, &mut max_wait, &mut served);
+            f.round_core(
+                &mut st,
+                |(waiting, max_wait, served), id, pkts| {
+                    let units: u64 = pkts.iter().map(|(_, d)| u64::from(d[0])).sum();
+                    if id == VICTIM {
+                        for _ in pkts {
+                            let w = waiting.pop_front().expect("a victim packet waits");
+                            **max_wait = (**max_wait).max(w);
+                            **served += 1;
+                        }
+                    } else {
+                        for w in waiting.iter_mut() {
+                            *w += units;
+                        }
+                    }
+                    Spent::Counted { units, ns: units }
+                },
+                |(waiting, _, _), _, _| {
+                    for w in waiting.iter_mut() {
+                        *w += JOB;
+                    }
+                    JOB
+                },
+                |_, _| {},
+                |(waiting, _, _), arrivals| {
+                    seed = seed
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    if (seed >> 40).is_multiple_of(3) {
+                        arrivals.push(Arrival::Job(ATTACKER, Box::new(|_| {})));
+                        jobs += 1;
+                    }
+                    if seed >> 62 == 0 {
+                        let k = 1 + (seed >> 20) % 48;
+                        for _ in 0..k {
+                            arrivals.push(Arrival::Packet(VICTIM, 0, frame(1)));
+                            waiting.push_back(0);
+                        }
+                        arrivals.push(Arrival::Round);
+                        arrived += k;
+                    }
+                },
+            );
+        }
+        assert!(arrived > 1000 && jobs > 500, "{arrived} {jobs}");
+        assert_eq!(served + waiting.len() as u64, arrived);
+        let v = f.stats(VICTIM);
+        assert_eq!((v.overflow, v.skipped), (0, 0), "{v:?}");
+        let bound = (Q / SLICES + u64::from(COST)).max(JOB);
+        assert!(max_wait <= bound, "waited behind {max_wait} > {bound}");
+    }
+
     /// A worker's arrivals are staged per device: behind an attacker's backlog of 10
     /// dispatches (40 packets each, queue of 32), the victim's packet of the last dispatch
     /// runs in the first round, while the attacker takes one dispatch a round (its excess
     /// over the queue overflowing, as a dispatch did before) and the rest waits in order.
+    /// (Quantum 150: 30 attacker packets a round; its queue empties once a round, with
+    /// credit left, and then takes its next dispatch at once.)
     #[test]
     fn a_backlog_of_attacker_dispatches_does_not_hold_the_victims_packet_back() {
-        let mut f = FairScheduler::with_cost(Cost::Work, 200, 32);
+        let mut f = FairScheduler::with_cost(Cost::Work, 150, 32);
         for d in 0..10 {
             for _ in 0..40 {
                 f.stage(ATTACKER, 0, frame(5));
@@ -1091,13 +1282,15 @@ mod tests {
         assert!(log.iter().any(|c| c.0 == VICTIM), "{log:?}");
         assert_eq!(f.stats(VICTIM).served, 1);
         let a = f.stats(ATTACKER);
-        assert_eq!((a.queued, a.overflow, a.served), (32, 8, 32));
-        assert_eq!(f.backlog(), 9 * 40);
+        assert_eq!((a.queued, a.overflow, a.served), (32, 8, 30));
+        assert_eq!(f.backlog(), 9 * 40 + 2);
         for r in 2..=10u64 {
             round(&mut f);
             let a = f.stats(ATTACKER);
-            assert_eq!((a.queued, a.overflow), (32 * r, 8 * r));
+            assert_eq!(a.queued + a.overflow, 40 * r, "one dispatch a round");
+            assert_eq!(a.served, 30 * r);
         }
+        round(&mut f);
         assert_eq!(f.backlog(), 0);
     }
 
@@ -1108,7 +1301,7 @@ mod tests {
     /// still takes its backlog one dispatch a round, in order.
     #[test]
     fn a_device_at_its_rate_takes_all_its_staged_dispatches_at_once() {
-        let mut f = FairScheduler::with_cost(Cost::Work, 200, 32);
+        let mut f = FairScheduler::with_cost(Cost::Work, 150, 32);
         for _ in 0..10 {
             for _ in 0..40 {
                 f.stage(ATTACKER, 0, frame(5));
@@ -1119,7 +1312,7 @@ mod tests {
         round(&mut f);
         assert_eq!(f.stats(VICTIM).served, 10);
         let a = f.stats(ATTACKER);
-        assert_eq!((a.queued, a.overflow, a.served), (32, 8, 32));
-        assert_eq!(f.backlog(), 9 * 40);
+        assert_eq!((a.queued, a.overflow, a.served), (32, 8, 30));
+        assert_eq!(f.backlog(), 9 * 40 + 2);
     }
 }

@@ -44,7 +44,10 @@ use tern_dataplane::{CompiledProgram, Switch, SwitchOptions};
 use tern_runtime::{Digest, OutputPacket, PacketPath, Port, Runtime, RuntimeError, TableError};
 
 pub use backend::{Lease, Shared, SwitchGuard, WorkerControl};
-pub use fair::{Cost, DeviceJob, FairScheduler, FairStats, Price, GUARD, GUARD_SHARE, MAX_CHUNK};
+pub use fair::{
+    Cost, DeviceJob, FairScheduler, FairStats, Price, Stage, StageTrace, GUARD, GUARD_SHARE,
+    MAX_CHUNK,
+};
 pub use operate::Operate;
 pub use p4rt::{tenant_access, VirtP4rt, VirtTarget};
 pub use runtime::DeviceRuntime;

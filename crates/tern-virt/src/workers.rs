@@ -10,15 +10,16 @@
 //! and hands it, already classified, to the worker of its device: each worker has an inbox (a
 //! ring of messages under a lock, one lock per worker per [`VirtWorkers::dispatch`], each
 //! dispatch's packets closed by a round marker). A worker moves everything its inbox holds into
-//! its own ring, then takes one dispatch's packets at a time and *stages* them per device
-//! (`FairScheduler::stage`): each device takes its staged packets one dispatch at a time, at
-//! the start of every round or at once when it has nothing queued, into its bounded queue (a
-//! dispatch bigger than the room left overflows that device's queue, counted). Then it runs
-//! one deficit-round-robin round over its devices, and goes on with rounds while packets
-//! wait. Between two chunks of a round it looks at its inbox (one atomic load when nothing
-//! came) and stages what arrived, up to the first control message: a device with nothing
-//! queued (a victim at its rate) gets its packets at once and, having used less than the
-//! device running, the next chunk. So inside a worker a flooding device gets its quantum per
+//! its own ring, then *stages* everything up to the first control message per device
+//! (`FairScheduler::stage`): a device's staged dispatch joins its bounded queue as soon as it
+//! fits whole (at a round's start and after every chunk), its oldest whatever its size when
+//! the device has nothing queued (the excess over the room left overflows that device's
+//! queue, counted). Then it runs one deficit-round-robin round over its devices, and goes on
+//! with rounds while packets wait. Between two chunks of a round it looks at its inbox (one
+//! atomic load when nothing came) and stages what arrived, up to the first control message
+//! (an operator's call; a tenant's runtime calls are its device's jobs): a device at its rate
+//! (a victim) gets its packets at once and, having used less than the device running, the
+//! next chunk. So inside a worker a flooding device gets its quantum per
 //! round like every other device, overflows only its own queue, and its backlog of dispatches
 //! waits in its own staging, not in front of another device's packets. A worker that still
 //! has work after a round yields its CPU (`WorkerOptions::yield_when_busy`).
@@ -46,7 +47,7 @@
 
 use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -54,7 +55,7 @@ use std::time::{Duration, Instant};
 use tern_runtime::{OutputPacket, Port};
 
 use crate::backend::WorkerControl;
-use crate::fair::{Arrival, Cost, DeviceJob, Queue};
+use crate::fair::{Arrival, Cost, DeviceJob, Queue, StageTrace};
 use crate::{
     validate_topology, CarryReport, Classifier, Device, DeviceId, DeviceSpec, DeviceStats,
     FairScheduler, FairStats, Target, Topology, VirtError, VirtStats, VirtSwitch,
@@ -131,9 +132,9 @@ pub(crate) struct Moved {
 pub(crate) enum Msg {
     /// A classified packet: (device, virtual ingress port, frame).
     Packet(DeviceId, Port, Vec<u8>),
-    /// The end of one dispatch's packets: the worker runs a round before taking more, so a
-    /// backlog of dispatches waits in the inbox (in order) rather than overflowing the device
-    /// queues all at once.
+    /// The end of one dispatch's packets: each device's staged packets join its queue a
+    /// dispatch at a time (whole, when they fit), so a backlog of dispatches waits in order
+    /// in its device's staging rather than overflowing the device's queue all at once.
     Round,
     /// A control operation, run between two rounds.
     Call(Job),
@@ -152,6 +153,10 @@ struct Inbox {
     items: VecDeque<Msg>,
     /// The worker waits with nothing queued and nothing to run.
     idle: bool,
+    /// Callers of [`VirtWorkers::wait_idle`] waiting for this worker: the worker signals
+    /// `idle` only then (a condition variable's notify is a system call even with nobody
+    /// waiting, and the victim's worker goes idle after every dispatch).
+    idle_waiters: usize,
     /// The front has gone: the worker ends once its queues are empty.
     closed: bool,
     /// The worker thread has ended (messages are refused).
@@ -194,9 +199,10 @@ const KEEP_HIGH: usize = 1024;
 /// front's wake-up.
 struct Outbox {
     q: Vec<Mutex<Outputs>>,
-    /// The front waits for outputs ([`VirtWorkers::wait_outputs`]): a worker wakes it only
-    /// then (no system call per round otherwise).
-    waiting: AtomicBool,
+    /// The workers whose outputs the front waits for ([`VirtWorkers::wait_outputs_from`]),
+    /// one bit per worker (workers from 63 on share bit 63): a worker wakes it only then (no
+    /// system call per round otherwise), and a worker the front does not wait for never.
+    waiting: AtomicU64,
     sig: Mutex<()>,
     ready: Condvar,
 }
@@ -205,16 +211,20 @@ impl Outbox {
     fn new(workers: usize) -> Outbox {
         Outbox {
             q: (0..workers).map(|_| Mutex::default()).collect(),
-            waiting: AtomicBool::new(false),
+            waiting: AtomicU64::new(0),
             sig: Mutex::new(()),
             ready: Condvar::new(),
         }
     }
 
-    /// Wake the front if it waits for outputs (after frames were added: see `wait_outputs`).
-    fn wake(&self) {
-        if self.waiting.load(Ordering::SeqCst) {
-            let _g = lock(&self.sig);
+    /// Wake the front if it waits for worker `w`'s outputs (after frames were added: see
+    /// `wait_outputs_from`).
+    fn wake(&self, w: usize) {
+        if self.waiting.load(Ordering::SeqCst) & worker_bit(w) != 0 {
+            // Taking `sig` orders this after the front's look at the rings (it holds `sig`
+            // from setting the flag until its wait releases it); the notify comes after
+            // `sig` is free again, so the woken front does not wait for this thread's lock.
+            drop(lock(&self.sig));
             self.ready.notify_all();
         }
     }
@@ -234,6 +244,11 @@ impl Mailbox {
         }
         Ok(())
     }
+}
+
+/// Worker `w`'s bit in [`Outbox::waiting`].
+fn worker_bit(w: usize) -> u64 {
+    1 << w.min(63)
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -314,7 +329,7 @@ fn worker(
                 }
                 q.frames.extend(out.drain(..));
             }
-            up.wake();
+            up.wake(me);
         }
         // The frames left the shard for good: each device that sent frames out gets as many
         // served input buffers for its next outputs (a chain's last device, not its first).
@@ -337,7 +352,9 @@ fn worker(
                         return;
                     }
                     ib.idle = true;
-                    mb.idle.notify_all();
+                    if ib.idle_waiters > 0 {
+                        mb.idle.notify_all();
+                    }
                     ib = mb.wake.wait(ib).unwrap_or_else(PoisonError::into_inner);
                 }
             }
@@ -346,16 +363,32 @@ fn worker(
             mb.pending.store(false, Ordering::Relaxed);
             std::mem::swap(&mut ib.items, &mut local);
         }
-        // One dispatch's worth (up to its `Round`), then one round.
-        while let Some(m) = local.pop_front() {
+        // Stage everything up to the first control message, then one round (a control
+        // message runs after the round, so it sees the packets dispatched before it run as
+        // far as their shares allow, as when one dispatch was staged per round). Staging a
+        // backlog of dispatches at once puts each device's packets in its own staging at
+        // once: a victim's packet behind a flood's dispatches waits for no chunk.
+        let mut staged = false;
+        while let Some(m) = local.front() {
+            let control = !matches!(m, Msg::Packet(..) | Msg::Round | Msg::Post(..));
+            if control && staged {
+                break;
+            }
+            let Some(m) = local.pop_front() else { break };
             match m {
                 Msg::Round => {
                     fair.end_dispatch();
-                    break;
+                    staged = true;
                 }
-                Msg::Packet(id, vport, data) => fair.stage(id, vport, data),
+                Msg::Packet(id, vport, data) => {
+                    fair.stage(id, vport, data);
+                    staged = true;
+                }
                 Msg::Call(job) => job(&mut vs, &mut fair),
-                Msg::Post(id, job) => fair.enqueue_job(id, job),
+                Msg::Post(id, job) => {
+                    fair.enqueue_job(id, job);
+                    staged = true;
+                }
                 Msg::Take(ids, reply) => {
                     let t = Instant::now();
                     let (devices, maps) = vs.take_devices(&ids);
@@ -676,7 +709,11 @@ impl VirtWorkers {
                 .extend(b.drain(..).map(|(id, vport, d)| Msg::Packet(id, vport, d)));
             ib.items.push_back(Msg::Round);
             mb.pending.store(true, Ordering::Release);
-            if ib.idle {
+            // Woken after the lock is free (an idle worker is inside its wait: it cannot
+            // miss this), so it does not wake only to wait for the inbox's lock.
+            let idle = ib.idle;
+            drop(ib);
+            if idle {
                 mb.wake.notify_one();
             }
         }
@@ -705,14 +742,31 @@ impl VirtWorkers {
     /// Wait until some outputs are ready for [`VirtWorkers::take_outputs`] (true), or until
     /// `timeout` has passed (false): for a caller that waits for its frames without spinning.
     pub fn wait_outputs(&self, timeout: Duration) -> bool {
+        self.wait_outputs_from(&[], timeout)
+    }
+
+    /// [`VirtWorkers::wait_outputs`] for the outputs of `workers` only (empty: every
+    /// worker): the other workers' hand-overs do not wake the caller (their frames wait in
+    /// their rings for the next [`VirtWorkers::take_outputs`]). For a caller that needs
+    /// some devices' outputs promptly and can collect the rest when it runs anyway — the
+    /// isolation bench's front, which a flooding device's worker woke with every turn.
+    pub fn wait_outputs_from(&self, workers: &[usize], timeout: Duration) -> bool {
         let end = Instant::now() + timeout;
         let up = &self.up;
+        let n = up.q.len();
+        let mask = if workers.is_empty() {
+            (0..n).fold(0, |m, w| m | worker_bit(w))
+        } else {
+            workers.iter().fold(0, |m, &w| m | worker_bit(w))
+        };
         let mut g = lock(&up.sig);
         let ready = loop {
             // Say so first, then look: a worker adding frames after the look sees the flag
             // and wakes us under `sig`, which we hold until the wait releases it.
-            up.waiting.store(true, Ordering::SeqCst);
-            if !self.held.is_empty() || up.q.iter().any(|q| !lock(q).frames.is_empty()) {
+            up.waiting.store(mask, Ordering::SeqCst);
+            if !self.held.is_empty()
+                || (0..n).any(|w| mask & worker_bit(w) != 0 && !lock(&up.q[w]).frames.is_empty())
+            {
                 break true;
             }
             let now = Instant::now();
@@ -725,7 +779,7 @@ impl VirtWorkers {
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
         };
-        up.waiting.store(false, Ordering::SeqCst);
+        up.waiting.store(0, Ordering::SeqCst);
         drop(g);
         ready
     }
@@ -738,13 +792,24 @@ impl VirtWorkers {
         // `take` stops early: the rest of `drain` is dropped with it.
     }
 
+    /// Messages waiting in worker `w`'s inbox, not taken by the worker yet (packets, dispatch
+    /// ends, control work): what a test or a monitor sees of a worker's backlog before it is
+    /// staged (0 for a worker that does not exist).
+    pub fn inbox_len(&self, w: usize) -> usize {
+        self.boxes
+            .get(w)
+            .map_or(0, |mb| lock(&mb.inbox).items.len())
+    }
+
     /// Wait until every packet dispatched so far has run (and its outputs are in
     /// [`VirtWorkers::take_outputs`]).
     pub fn wait_idle(&mut self) {
         for mb in &self.boxes {
             let mut ib = lock(&mb.inbox);
             while !(ib.gone || (ib.idle && ib.items.is_empty())) {
+                ib.idle_waiters += 1;
                 ib = mb.idle.wait(ib).unwrap_or_else(PoisonError::into_inner);
+                ib.idle_waiters -= 1;
             }
         }
     }
@@ -820,6 +885,17 @@ impl VirtWorkers {
     ) -> Result<(), VirtError> {
         let w = *self.assign.get(&id).ok_or(VirtError::NoSuchDevice(id))?;
         self.send(w, Msg::Post(id, Box::new(f)))
+    }
+
+    /// Time the stages of device `trace.device()`'s packets on every worker from now on
+    /// ([`StageTrace`]: staged, released into its queue, run); `None` stops. Packets of the
+    /// device dispatched before this call may be counted (wait until they are out first).
+    pub fn set_trace(&self, trace: Option<Arc<StageTrace>>) -> Result<(), VirtError> {
+        for w in 0..self.boxes.len() {
+            let t = trace.clone();
+            self.run_on(w, move |_, fair| fair.set_trace(t))?;
+        }
+        Ok(())
     }
 
     /// A device's counters (operator view).

@@ -279,6 +279,11 @@ fn rebalancing_moves_a_device_under_traffic_losing_nothing() {
 /// [`switch`]'s devices plus an idle third (basic.p4) on one worker with queues of 32, the
 /// worker held inside a round (a job of device 3) until the returned sender sends.
 fn held_worker() -> (VirtWorkers, std::sync::mpsc::Sender<()>) {
+    held_worker_with(WorkerOptions::default())
+}
+
+/// [`held_worker`] with `opts`' cost and quantum.
+fn held_worker_with(opts: WorkerOptions) -> (VirtWorkers, std::sync::mpsc::Sender<()>) {
     let mut vs = switch();
     vs.add_device(
         3,
@@ -295,7 +300,7 @@ fn held_worker() -> (VirtWorkers, std::sync::mpsc::Sender<()>) {
             workers: 1,
             capacity: 32,
             rebalance_every: 0,
-            ..WorkerOptions::default()
+            ..opts
         },
     );
     let (hold_tx, hold_rx) = std::sync::mpsc::channel::<()>();
@@ -372,4 +377,117 @@ fn the_front_bounds_a_floods_backlog_inside_the_workers() {
     pool.dispatch(&batch);
     assert_eq!(pool.front_drops(2), 512);
     pool.wait_idle();
+}
+
+/// A tenant's runtime calls through leases (how the Thrift and P4Runtime servers reach a
+/// device on a worker) are control work in that device's fair share, not stops of its worker
+/// between two rounds: with the worker held, ten attacker dispatches of 64 frames, each
+/// followed by a lease of the attacker's device requested from a control thread, then one
+/// victim packet. Once the worker goes on, the victim's packet is the first frame out and
+/// every lease was granted (counted in frames: as a call run between rounds, each lease
+/// stopped the worker from looking past it, so the victim's packet waited behind ten rounds
+/// of attacker frames).
+#[test]
+fn leases_interleaved_with_a_flood_do_not_hold_the_victims_packet_back() {
+    let (mut pool, hold_tx) = held_worker();
+    let attack: Vec<Vec<u8>> = (0..64).map(|k| packet(2, k)).collect();
+    let batch: Vec<(u32, &[u8])> = attack.iter().map(|f| (2, f.as_slice())).collect();
+    let ctl = pool.control();
+    let mut leases = Vec::new();
+    for _ in 0..10 {
+        pool.dispatch(&batch);
+        let before = pool.inbox_len(0);
+        let c = ctl.clone();
+        leases.push(std::thread::spawn(move || c.lease(2).map(drop)));
+        // The lease's request is in the inbox behind this dispatch before the next one.
+        while pool.inbox_len(0) == before {
+            std::thread::yield_now();
+        }
+    }
+    let victim = packet(1, 0);
+    pool.dispatch(&[(1, &victim)]);
+    hold_tx.send(()).unwrap();
+    for l in leases {
+        l.join().unwrap().expect("the lease was granted");
+    }
+    pool.wait_idle();
+    let mut out: Vec<OutputPacket> = Vec::new();
+    pool.take_outputs(&mut out);
+    let pos = out
+        .iter()
+        .position(|o| o.port == 11)
+        .expect("the victim's packet came out");
+    assert_eq!(pos, 0, "{pos} attacker frames out before the victim's");
+    let a = pool.fair_stats(2).unwrap();
+    assert_eq!(a.queued + a.overflow, 640);
+    assert_eq!(out.len() as u64, 1 + a.served);
+}
+
+/// A victim at its rate whose packets are spread over a flood's backlog of dispatches takes
+/// them all at once: with the worker held, ten dispatches, each 64 attacker frames (twice its
+/// queue of 32) and one victim packet, charged by bytes (a quantum of 8 of the 50-byte
+/// frames, so the counts do not depend on the clock). Once the worker goes on, the victim
+/// runs its quantum (8 packets), the attacker its quantum, the victim its last 2: at most
+/// one attacker quantum among the victim's ten packets. Taking its staged packets one
+/// dispatch a round, the victim's tenth packet waited for nine rounds of attacker frames.
+#[test]
+fn a_victims_packets_spread_over_a_floods_backlog_all_run_at_once() {
+    let (mut pool, hold_tx) = held_worker_with(WorkerOptions {
+        cost: Cost::Bytes,
+        quantum: QUANTUM,
+        ..WorkerOptions::default()
+    });
+    let frames: Vec<Vec<u8>> = (0..64).map(|k| packet(2, k)).collect();
+    let victims: Vec<Vec<u8>> = (0..10).map(|k| packet(1, k)).collect();
+    for v in &victims {
+        let mut batch: Vec<(u32, &[u8])> = frames.iter().map(|f| (2, f.as_slice())).collect();
+        batch.push((1, v.as_slice()));
+        pool.dispatch(&batch);
+    }
+    hold_tx.send(()).unwrap();
+    pool.wait_idle();
+    let mut out: Vec<OutputPacket> = Vec::new();
+    pool.take_outputs(&mut out);
+    let at: Vec<usize> = out
+        .iter()
+        .enumerate()
+        .filter(|(_, o)| o.port == 11)
+        .map(|(i, _)| i)
+        .collect();
+    let seqs: Vec<u16> = out
+        .iter()
+        .filter(|o| o.port == 11)
+        .map(|o| u16::from_be_bytes([o.data[34], o.data[35]]))
+        .collect();
+    assert_eq!(seqs, (0..10).collect::<Vec<_>>());
+    assert_eq!(at, [0, 1, 2, 3, 4, 5, 6, 7, 16, 17]);
+}
+
+/// `wait_outputs_from` waits for the named workers' outputs only: with the victim on worker 0
+/// and the attacker on worker 1, the attacker's frames (all out, in worker 1's ring) do not
+/// end a wait for worker 0, end one for worker 1 or for every worker at once, and are all
+/// still there for `take_outputs`.
+#[test]
+fn waiting_for_one_workers_outputs_ignores_the_others() {
+    let mut pool = VirtWorkers::new(
+        switch(),
+        WorkerOptions {
+            workers: 2,
+            rebalance_every: 0,
+            ..WorkerOptions::default()
+        },
+    );
+    pool.move_group(1, 0).unwrap();
+    pool.move_group(2, 1).unwrap();
+    let frames: Vec<Vec<u8>> = (0..16).map(|k| packet(2, k)).collect();
+    let batch: Vec<(u32, &[u8])> = frames.iter().map(|f| (2, f.as_slice())).collect();
+    pool.dispatch(&batch);
+    pool.wait_idle();
+    assert!(!pool.wait_outputs_from(&[0], std::time::Duration::from_millis(20)));
+    assert!(pool.wait_outputs_from(&[1], std::time::Duration::from_secs(10)));
+    assert!(pool.wait_outputs(std::time::Duration::from_secs(10)));
+    let mut out: Vec<OutputPacket> = Vec::new();
+    pool.take_outputs(&mut out);
+    assert_eq!(out.len(), 16);
+    assert!(out.iter().all(|o| o.port == 12));
 }

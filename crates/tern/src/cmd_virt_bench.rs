@@ -70,6 +70,18 @@ pub struct BenchArgs {
     /// off by default (it raised the victim's p99 with two workers on a 2-vCPU machine).
     #[arg(long = "yield")]
     yield_busy: bool,
+    /// --isolation: with 2 or more workers the front sleeps until the *victim's* worker hands
+    /// outputs over (or the next packet is due) and collects the attacker's frames when it
+    /// runs anyway; with this flag every worker's hand-over wakes it (as before: the
+    /// attacker's worker woke it with each of its turns).
+    #[arg(long)]
+    front_wakes_all: bool,
+    /// --isolation: ask the kernel for a time slice of this many µs for the front and every
+    /// worker thread (EEVDF's custom slice, Linux 6.12+; 0: the kernel's default). A shorter
+    /// slice lets a woken thread (the victim's worker, the front) in sooner when a flat-out
+    /// worker holds the CPU it needs (more threads than CPUs).
+    #[arg(long, default_value_t = 0)]
+    slice_us: u64,
     /// --isolation: skip the plot (isolation.png needs matplotlib).
     #[arg(long)]
     no_plot: bool,
@@ -766,6 +778,8 @@ pub fn run(a: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
                 _ => tern_virt::Cost::Work,
             },
             yield_when_busy: a.yield_busy,
+            front_wakes_all: a.front_wakes_all,
+            slice_us: a.slice_us,
             plot: !a.no_plot,
         })?;
         return Ok(std::process::ExitCode::SUCCESS);
@@ -1024,6 +1038,8 @@ mod tests {
             quantum_ns: tern_virt::DEFAULT_QUANTUM_NS,
             charge: "work".into(),
             yield_busy: false,
+            front_wakes_all: false,
+            slice_us: 0,
             no_plot: true,
         })
         .unwrap();
@@ -1108,6 +1124,8 @@ mod tests {
             quantum_ns: tern_virt::DEFAULT_QUANTUM_NS,
             charge: "work".into(),
             yield_busy: false,
+            front_wakes_all: false,
+            slice_us: 0,
             no_plot: true,
         })
         .unwrap();
@@ -1155,9 +1173,42 @@ mod tests {
                 if r["attack"] != "alone" && r["attack"] != "control-plane flood" {
                     assert!(r["attacker_work_ns"].as_u64().unwrap() > 0, "{r}");
                 }
+                // Where the victim waited: five stages, each in causal order (no negative
+                // stage), whose sum for the slowest packet is its latency (at least the p99).
+                let st = &r["victim_stages"];
+                let mut tail = 0.0;
+                for name in [
+                    "front_late",
+                    "to_worker",
+                    "staged_to_queued",
+                    "queued_to_ran",
+                    "ran_to_front",
+                ] {
+                    let (p50, p99) = (
+                        st[name]["p50_ns"].as_f64().unwrap(),
+                        st[name]["p99_ns"].as_f64().unwrap(),
+                    );
+                    assert!(p50 >= 0.0 && p99 >= p50, "{name}: {r}");
+                    tail += st[name]["slowest_1pct_mean_ns"].as_f64().unwrap();
+                }
+                let p99 = r["p99_ns"].as_f64().unwrap();
+                assert!(tail >= p99 - 1.0, "{tail} < {p99}: {r}");
+                assert!(st["dispatch_call"]["p99_ns"].as_f64().unwrap() > 0.0, "{r}");
+                // Each thread's CPU time and run-queue wait over the row's runs (Linux).
+                if cfg!(target_os = "linux") {
+                    let th = &r["threads"];
+                    assert!(th["front"]["cpu_ms"].as_f64().unwrap() > 0.0, "{r}");
+                    for k in 0..w {
+                        let t = &th[format!("worker {k}")];
+                        assert!(t["runqueue_wait_ms"].as_f64().unwrap() >= 0.0, "{r}");
+                    }
+                }
             }
         }
+        assert!(j["front_timer_slack_ns"].as_u64().is_some());
         let md = std::fs::read_to_string(dir.join("isolation.md")).unwrap();
         assert!(md.contains("| 2 | control-plane flood |"), "{md}");
+        assert!(md.contains("## Where the victim waits"), "{md}");
+        assert!(md.contains("## Threads"), "{md}");
     }
 }

@@ -19,10 +19,20 @@
 //! at each device's calibrated ns per pass, `tern_virt::Cost::Work`; `time`: measured ns;
 //! `bytes`), the units it counted and the chunks its guard charged by the clock. The
 //! front sleeps until a worker hands outputs over or the next packet is due (no spinning
-//! thread competes with the workers). Timings from a shared or busy machine mean nothing:
-//! the figures are for a quiet machine and a release build.
+//! thread competes with the workers): with 2 workers only the victim's worker's hand-overs
+//! wake it (`--front-wakes-all`: every worker's), and its timer slack is 1 ns.
+//!
+//! **Where the victim waits**: each victim packet's latency is cut into five stages that add
+//! up to it — due → the front's dispatch call (front late), → staged by its worker (the
+//! inbox and the worker's local ring, the chunk or job the worker was in), → released into
+//! its device's queue, → the end of the chunk it ran in, → the front holding its output —
+//! from the front's own stamps and the worker's (`tern_virt::StageTrace`, the victim's
+//! packets only), with p50/p99 per stage and the mean of each over the slowest 1 %.
+//! Timings from a shared or busy machine mean nothing: the figures are for a quiet machine
+//! and a release build.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
@@ -31,8 +41,8 @@ use tern_dataplane::{Switch, SwitchOptions};
 use tern_runtime::{MatchParam, MirroringSession, OutputPacket, PacketPath, Runtime};
 use tern_virt::config::load_program;
 use tern_virt::{
-    Caller, Cost, DeviceId, DeviceSpec, Quotas, Rule, Target, VirtSwitch, VirtWorkers,
-    WorkerOptions,
+    Caller, Cost, DeviceId, DeviceSpec, Quotas, Rule, Stage, StageTrace, Target, VirtSwitch,
+    VirtWorkers, WorkerOptions,
 };
 
 const VICTIM: DeviceId = 1;
@@ -67,6 +77,11 @@ pub struct IsolationArgs {
     pub cost: Cost,
     /// `WorkerOptions::yield_when_busy`.
     pub yield_when_busy: bool,
+    /// Every worker's hand-over wakes the front (default: with 2 or more workers only the
+    /// victim's worker's; `VirtWorkers::wait_outputs_from`).
+    pub front_wakes_all: bool,
+    /// The time slice (µs) asked for the front and the workers (0: the kernel's default).
+    pub slice_us: u64,
     /// Draw isolation.png (matplotlib, scripts/virt/isolation-plot.sh).
     pub plot: bool,
 }
@@ -343,6 +358,92 @@ struct Run {
     p99_ns: f64,
     p999_ns: f64,
     attacker_out: u64,
+    /// Where the victim's packets waited (`None`: a packet was lost or overflowed, so the
+    /// stamps do not line up).
+    stages: Option<Breakdown>,
+}
+
+/// The stages of a victim packet's latency, in order; they add up to its latency.
+const STAGES: [&str; 5] = [
+    "front_late",
+    "to_worker",
+    "staged_to_queued",
+    "queued_to_ran",
+    "ran_to_front",
+];
+
+/// What each stage's column means (for the markdown).
+const STAGE_TITLES: [&str; 5] = [
+    "due → dispatch call (front late)",
+    "dispatch call → staged by the worker (the front's dispatch, inbox, local ring)",
+    "staged → released into its queue",
+    "released → its chunk ran (end of chunk)",
+    "ran → the front took its output (turn end, outputs ring, the front's wake-up)",
+];
+
+/// One run's latency breakdown: per stage, p50 and p99 over the victim's packets, and the
+/// mean of each stage over the slowest 1 % (what the p99 is made of); the front's dispatch
+/// call itself (p50, p99).
+#[derive(Clone, Copy, Default)]
+struct Breakdown {
+    p50: [f64; 5],
+    p99: [f64; 5],
+    tail: [f64; 5],
+    dispatch: (f64, f64),
+}
+
+/// The breakdown of one run: `due(seq)` the packet's due time, `call`/`ret` when the front
+/// called `dispatch` with it and when that returned, `took` when the front took its output
+/// (ns since the run's start; NaN: not out), the workers' stamps in `trace` (ns since
+/// `trace_base`, which is `offset` ns before the run's start).
+fn breakdown(
+    n: usize,
+    due: impl Fn(usize) -> f64,
+    call: &[f64],
+    ret: &[f64],
+    took: &[f64],
+    trace: &StageTrace,
+    offset: f64,
+) -> Option<Breakdown> {
+    if trace.overflowed() || trace.count(Stage::Ran) < n as u64 {
+        return None;
+    }
+    let mut per: Vec<[f64; 5]> = Vec::with_capacity(n);
+    for seq in 0..n {
+        let at = |s| trace.at(s, seq).map(|v| v as f64 - offset);
+        let (Some(st), Some(rel), Some(ran)) =
+            (at(Stage::Staged), at(Stage::Released), at(Stage::Ran))
+        else {
+            return None;
+        };
+        if took[seq].is_nan() {
+            return None;
+        }
+        let d = due(seq);
+        per.push([
+            call[seq] - d,
+            st - call[seq],
+            rel - st,
+            ran - rel,
+            took[seq] - ran,
+        ]);
+    }
+    let mut b = Breakdown::default();
+    for i in 0..5 {
+        let mut v: Vec<f64> = per.iter().map(|p| p[i]).collect();
+        v.sort_by(f64::total_cmp);
+        b.p50[i] = percentile(&v, 0.5);
+        b.p99[i] = percentile(&v, 0.99);
+    }
+    per.sort_by(|a, b| f64::total_cmp(&a.iter().sum(), &b.iter().sum()));
+    let tail = &per[per.len() - per.len().div_ceil(100)..];
+    for i in 0..5 {
+        b.tail[i] = tail.iter().map(|p| p[i]).sum::<f64>() / tail.len() as f64;
+    }
+    let mut d: Vec<f64> = (0..n).map(|s| ret[s] - call[s]).collect();
+    d.sort_by(f64::total_cmp);
+    b.dispatch = (percentile(&d, 0.5), percentile(&d, 0.99));
+    Some(b)
 }
 
 /// `p` (0..=1) of sorted `v` (0 when empty).
@@ -397,6 +498,8 @@ struct Collect {
     next_seq: u64,
     attacker_out: u64,
     last_out_ns: f64,
+    /// When the front took each victim packet's output (by sequence number; NaN: not yet).
+    took: Vec<f64>,
 }
 
 impl Collect {
@@ -429,6 +532,9 @@ impl Collect {
             self.next_seq = u64::from(seq) + 1;
             self.got += 1;
             self.lat.push(t - f64::from(seq) * self.ns_per);
+            if let Some(x) = self.took.get_mut(seq as usize) {
+                *x = t;
+            }
             self.last_out_ns = t;
         }
         pool.recycle_outputs(out);
@@ -465,10 +571,21 @@ fn run_open(
         next_seq: 0,
         attacker_out: 0,
         last_out_ns: 0.0,
+        took: vec![f64::NAN; n as usize],
     };
     let mut out: Vec<OutputPacket> = Vec::new();
     let mut sent = 0u64;
     let mut sent_all: Option<(Instant, f64)> = None;
+    // The workers whose hand-overs wake the front (empty: all).
+    let wake_for: Vec<usize> = match pool.worker_of(VICTIM) {
+        Some(w) if pool.workers() > 1 && !a.front_wakes_all => vec![w],
+        _ => Vec::new(),
+    };
+    // The workers stamp the victim's stages (its packets of earlier runs are all out).
+    let base = Instant::now();
+    let trace = StageTrace::new(VICTIM, base, n as usize);
+    pool.set_trace(Some(Arc::clone(&trace)))?;
+    let (mut call, mut ret) = (vec![f64::NAN; n as usize], vec![f64::NAN; n as usize]);
     let start = Instant::now();
     loop {
         let now_ns = start.elapsed().as_nanos() as f64;
@@ -484,7 +601,11 @@ fn run_open(
             let mut pkts: Vec<(u32, &[u8])> = Vec::with_capacity(attackers.len() + k);
             pkts.extend(attackers.iter().map(|f| (A_IN, f.as_slice())));
             pkts.extend(frames[..k].iter().map(|f| (V_IN, f.as_slice())));
+            let t0 = start.elapsed().as_nanos() as f64;
             pool.dispatch(&pkts);
+            let t1 = start.elapsed().as_nanos() as f64;
+            call[sent as usize..sent as usize + k].fill(t0);
+            ret[sent as usize..sent as usize + k].fill(t1);
             sent += k as u64;
             if sent == n {
                 sent_all = Some((Instant::now(), start.elapsed().as_nanos() as f64));
@@ -505,24 +626,39 @@ fn run_open(
                 break;
             }
             Some(_) => {
-                pool.wait_outputs(Duration::from_millis(20));
+                pool.wait_outputs_from(&wake_for, Duration::from_millis(20));
             }
             None => {
                 let next_due = sent as f64 * ns_per;
                 let now = start.elapsed().as_nanos() as f64;
                 if next_due > now {
-                    pool.wait_outputs(Duration::from_nanos((next_due - now) as u64));
+                    pool.wait_outputs_from(
+                        &wake_for,
+                        Duration::from_nanos((next_due - now) as u64),
+                    );
                 }
             }
         }
     }
+    pool.set_trace(None)?;
     let Collect {
         mut lat,
         got,
         attacker_out,
         last_out_ns,
+        took,
         ..
     } = c;
+    let offset = start.duration_since(base).as_nanos() as f64;
+    let stages = breakdown(
+        n as usize,
+        |seq| seq as f64 * ns_per,
+        &call,
+        &ret,
+        &took,
+        &trace,
+        offset,
+    );
     lat.sort_by(f64::total_cmp);
     let offer_ns = sent_all.map(|s| s.1).unwrap_or(1.0).max(1.0);
     Ok(Run {
@@ -534,6 +670,7 @@ fn run_open(
         p99_ns: percentile(&lat, 0.99),
         p999_ns: percentile(&lat, 0.999),
         attacker_out,
+        stages,
     })
 }
 
@@ -562,6 +699,7 @@ fn pool_for(
             ..WorkerOptions::default()
         },
     );
+    apply_slice(a.slice_us)?;
     if workers > 1 {
         pool.move_group(VICTIM, 0)?;
         pool.move_group(ATTACKER, 1)?;
@@ -586,6 +724,7 @@ pub fn run(a: &IsolationArgs) -> anyhow::Result<serde_json::Value> {
     let victim_json = load_program(&basic)
         .map_err(|e| anyhow::anyhow!("{e} (give --scenarios p4/virt/scenarios)"))?;
     let want = victim_expected(&victim_json)?;
+    let slack = front_timer_slack();
     // Injected panics are caught by the switch; keep the default hook from printing each.
     let hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(|_| {}));
@@ -604,6 +743,9 @@ pub fn run(a: &IsolationArgs) -> anyhow::Result<serde_json::Value> {
         "charge": charge_name(a.cost),
         "yield_when_busy": a.yield_when_busy,
         "attacker_max_passes": A_PASSES,
+        "front_timer_slack_ns": slack,
+        "slice_us": (a.slice_us > 0).then_some(a.slice_us),
+        "front_wakes_for": if a.front_wakes_all { "every worker" } else { "the victim's worker" },
         "rows": rows,
     });
     std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
@@ -618,6 +760,140 @@ pub fn run(a: &IsolationArgs) -> anyhow::Result<serde_json::Value> {
         plot(&a.out)?;
     }
     Ok(report)
+}
+
+/// The front's timer slack: the front sleeps until a worker hands outputs over or the next
+/// victim packet is due (a timed wait), and Linux lets a timed wait end up to the thread's
+/// timer slack late (50 µs by default) — the pacing's own lateness, counted in every victim
+/// packet's latency ("front late"), alone and under attack alike. 1 ns for this thread
+/// (`PR_SET_TIMERSLACK`), so the apparatus adds as little as it can; the workers' waits are
+/// untimed (woken by the front), so their slack does not matter. Returns the slack in
+/// force (ns; `None` where it cannot be read or set).
+fn front_timer_slack() -> Option<u64> {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: prctl with PR_SET_TIMERSLACK / PR_GET_TIMERSLACK takes integer arguments
+        // only and changes the calling thread's timer slack; no memory is passed.
+        let got = unsafe {
+            libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
+            libc::prctl(libc::PR_GET_TIMERSLACK, 0, 0, 0, 0)
+        };
+        u64::try_from(got).ok()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        None
+    }
+}
+
+/// CPU time and run-queue wait (ns: time runnable but not running, waiting for a CPU) of the
+/// front (this thread) and of each worker thread (`tern-virt-N`), from Linux's
+/// `/proc/.../schedstat` (empty where it cannot be read). What tells the machine's share of
+/// the victim's wait (too few CPUs for the busy threads) from tern's.
+fn sched_times() -> Vec<(String, u64, u64)> {
+    fn read(dir: &Path) -> Option<(u64, u64)> {
+        let s = std::fs::read_to_string(dir.join("schedstat")).ok()?;
+        let mut it = s.split_whitespace();
+        Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
+    }
+    let mut v = Vec::new();
+    if let Some((run, wait)) = read(Path::new("/proc/thread-self")) {
+        v.push(("front".to_string(), run, wait));
+    }
+    if let Ok(rd) = std::fs::read_dir("/proc/self/task") {
+        for e in rd.flatten() {
+            let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
+            if let Some(n) = comm.trim().strip_prefix("tern-virt-") {
+                if let Some((run, wait)) = read(&e.path()) {
+                    v.push((format!("worker {n}"), run, wait));
+                }
+            }
+        }
+    }
+    v.sort();
+    v
+}
+
+/// Ask the kernel for a time slice of `ns` for thread `tid` (0: the calling thread): the
+/// custom slice of a normal (`SCHED_OTHER`) task under EEVDF (Linux 6.12+,
+/// `sched_attr.sched_runtime`; the kernel keeps it within 0.1–100 ms). The thread's nice
+/// value is kept.
+#[cfg(target_os = "linux")]
+fn set_slice(tid: libc::pid_t, ns: u64) -> std::io::Result<()> {
+    // SAFETY: getpriority takes integers only; -1 is also a valid nice value, so errno is
+    // not consulted (an error leaves nice 0's neighbour, harmless for a hint).
+    let nice = unsafe { libc::getpriority(libc::PRIO_PROCESS, tid as libc::id_t) };
+    let attr = libc::sched_attr {
+        size: std::mem::size_of::<libc::sched_attr>() as u32,
+        sched_policy: libc::SCHED_OTHER as u32,
+        sched_flags: 0,
+        sched_nice: nice,
+        sched_priority: 0,
+        sched_runtime: ns,
+        sched_deadline: 0,
+        sched_period: 0,
+    };
+    // SAFETY: sched_setattr reads `attr` (a fully initialised sched_attr whose `size` says
+    // how much) for the duration of the call and changes thread `tid`'s scheduling only.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_sched_setattr,
+            tid,
+            &attr as *const libc::sched_attr,
+            0u32,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Give the front (this thread) and every worker thread of the process (`tern-virt-N`) a
+/// time slice of `us` µs (`--slice-us`; nothing for 0).
+fn apply_slice(us: u64) -> anyhow::Result<()> {
+    if us == 0 {
+        return Ok(());
+    }
+    #[cfg(target_os = "linux")]
+    {
+        let ns = us * 1000;
+        let refused = |e: std::io::Error| {
+            anyhow::anyhow!(
+                "--slice-us {us}: the kernel refused a custom time slice ({e}; Linux 6.12 or \
+                 later schedules normal threads with custom slices)"
+            )
+        };
+        set_slice(0, ns).map_err(refused)?;
+        for e in std::fs::read_dir("/proc/self/task")?.flatten() {
+            let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
+            if comm.trim().starts_with("tern-virt-") {
+                if let Some(tid) = e.file_name().to_str().and_then(|t| t.parse().ok()) {
+                    set_slice(tid, ns).map_err(refused)?;
+                }
+            }
+        }
+        Ok(())
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        bail!("--slice-us: custom time slices are a Linux feature")
+    }
+}
+
+/// `after` − `before` per thread name: (name, CPU ns, run-queue wait ns).
+fn sched_delta(
+    before: &[(String, u64, u64)],
+    after: &[(String, u64, u64)],
+) -> Vec<(String, u64, u64)> {
+    after
+        .iter()
+        .filter_map(|(n, r, w)| {
+            let (_, r0, w0) = before.iter().find(|b| &b.0 == n)?;
+            Some((n.clone(), r.saturating_sub(*r0), w.saturating_sub(*w0)))
+        })
+        .collect()
 }
 
 /// The `--charge` name of a cost.
@@ -690,6 +966,35 @@ fn suite(
         },
         a.runs
     );
+    let mut md_stages = String::from(
+        "\n## Where the victim waits\n\n\
+         Each victim packet's latency cut into stages that add up to it (stamped by the front \
+         and, for the victim's packets only, by its worker: `tern_virt::StageTrace`): ",
+    );
+    for (i, t) in STAGE_TITLES.iter().enumerate() {
+        md_stages.push_str(&format!(
+            "**{}** {t}{}",
+            i + 1,
+            if i < 4 { "; " } else { "." }
+        ));
+    }
+    md_stages.push_str(
+        " Per stage p50 / p99 in µs, then the mean of each stage over the slowest 1 % of the \
+         packets (what the p99 is made of), and the front's `dispatch` call itself (p50 / \
+         p99, not a stage: the packets become visible to the worker during it). Median of the \
+         runs. Empty: a victim packet was lost or overflowed (the stamps do not line up).\n\n\
+         | workers | attack | 1 p50/p99 | 2 p50/p99 | 3 p50/p99 | 4 p50/p99 | 5 p50/p99 | \
+         slowest 1 %: 1 / 2 / 3 / 4 / 5 | dispatch call p50/p99 |\n\
+         |---|---|---|---|---|---|---|---|---|\n",
+    );
+    let mut md_sched = String::from(
+        "\n## Threads: CPU time and time waiting for a CPU\n\n\
+         Over the timed runs of each row, per thread: ms on a CPU / ms runnable but waiting \
+         for one (Linux schedstat). With 2 workers the victim is on worker 0 and the attacker \
+         on worker 1; with 1, both on worker 0. Waiting for a CPU is the machine's share of \
+         the victim's wait (more busy threads than CPUs), not the scheduler's.\n\n\
+         | workers | attack | front | worker 0 | worker 1 |\n|---|---|---|---|---|\n",
+    );
     for &workers in &a.workers {
         let cap = {
             let mut pool = pool_for(victim_json, Attack::Alone, workers, a)?;
@@ -727,11 +1032,33 @@ fn suite(
             let a0 = pool.fair_stats(ATTACKER)?;
             let mut runs = Vec::new();
             let mut a_out = 0;
+            let sched0 = sched_times();
             for _ in 0..a.runs.max(1) {
                 let r = run_open(&mut pool, a, attack, want, rate, &mut batch_no)?;
                 a_out += r.attacker_out;
                 runs.push(r);
             }
+            let sched = sched_delta(&sched0, &sched_times());
+            let ms = |ns: u64| ns as f64 / 1e6;
+            md_sched.push_str(&format!("| {workers} | {} |", attack.name()));
+            for name in ["front", "worker 0", "worker 1"] {
+                match sched.iter().find(|t| t.0 == name) {
+                    Some((_, run, wait)) => {
+                        md_sched.push_str(&format!(" {:.1} / {:.1} |", ms(*run), ms(*wait)))
+                    }
+                    None => md_sched.push_str(" |"),
+                }
+            }
+            md_sched.push('\n');
+            let sched_json: serde_json::Map<String, serde_json::Value> = sched
+                .iter()
+                .map(|(n, run, wait)| {
+                    (
+                        n.clone(),
+                        json!({ "cpu_ms": ms(*run), "runqueue_wait_ms": ms(*wait) }),
+                    )
+                })
+                .collect();
             pool.wait_idle();
             rest.clear();
             pool.take_outputs(&mut rest);
@@ -749,6 +1076,53 @@ fn suite(
             let rate_pct = 100.0 * (delivered / rate0 - 1.0);
             let p99_pct = 100.0 * (p99 / p990 - 1.0);
             let (v_work, a_work) = (v1.work - v0.work, a1.work - a0.work);
+            let bd: Vec<Breakdown> = runs.iter().filter_map(|r| r.stages).collect();
+            let stages = (bd.len() == runs.len()).then(|| {
+                let med = |f: &dyn Fn(&Breakdown) -> f64| median(bd.iter().map(f).collect());
+                let mut b = Breakdown::default();
+                for i in 0..5 {
+                    b.p50[i] = med(&|x| x.p50[i]);
+                    b.p99[i] = med(&|x| x.p99[i]);
+                    b.tail[i] = med(&|x| x.tail[i]);
+                }
+                b.dispatch = (med(&|x| x.dispatch.0), med(&|x| x.dispatch.1));
+                b
+            });
+            let us = |v: f64| format!("{:.1}", v / 1e3);
+            md_stages.push_str(&format!("| {workers} | {} |", attack.name()));
+            match &stages {
+                Some(b) => {
+                    for i in 0..5 {
+                        md_stages.push_str(&format!(" {} / {} |", us(b.p50[i]), us(b.p99[i])));
+                    }
+                    let tail: Vec<String> = b.tail.iter().map(|&v| us(v)).collect();
+                    md_stages.push_str(&format!(
+                        " {} | {} / {} |\n",
+                        tail.join(" / "),
+                        us(b.dispatch.0),
+                        us(b.dispatch.1)
+                    ));
+                }
+                None => md_stages.push_str(" | | | | | | |\n"),
+            }
+            let stages_json = stages.map(|b| {
+                let mut o = serde_json::Map::new();
+                for (i, name) in STAGES.iter().enumerate() {
+                    o.insert(
+                        name.to_string(),
+                        json!({
+                            "p50_ns": b.p50[i],
+                            "p99_ns": b.p99[i],
+                            "slowest_1pct_mean_ns": b.tail[i],
+                        }),
+                    );
+                }
+                o.insert(
+                    "dispatch_call".to_string(),
+                    json!({ "p50_ns": b.dispatch.0, "p99_ns": b.dispatch.1 }),
+                );
+                serde_json::Value::Object(o)
+            });
             if vstats.dropped + vstats.panics + vstats.quarantine_drops > 0 {
                 bail!("{}: the victim lost packets: {vstats:?}", attack.name());
             }
@@ -780,6 +1154,8 @@ fn suite(
                 "attacker_packets_in": astats.packets_in,
                 "attacker_overflow": a1.overflow,
                 "attacker_panics": astats.panics,
+                "victim_stages": stages_json,
+                "threads": sched_json,
             }));
             md.push_str(&format!(
                 "| {workers} | {} | {:.1} | {:.1} | {:.3} | {lost} | {:+.1} % | {:.1} | {:.1} | \
@@ -806,10 +1182,56 @@ fn suite(
             drop(pool.shutdown(&mut out));
         }
     }
+    md.push_str(&md_stages);
+    md.push_str(&md_sched);
     Ok((rows, md))
 }
 
 /// The `p4` folder of the repository from the scenarios folder (`p4/virt/scenarios`).
 pub fn p4_dir(scenarios: &Path) -> PathBuf {
     scenarios.join("../..")
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    /// The slice in force for thread `tid` (ns), from `/proc/self/task/TID/sched`.
+    fn slice_of(tid: libc::pid_t) -> Option<u64> {
+        let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/sched")).ok()?;
+        let line = s.lines().find(|l| l.starts_with("se.slice"))?;
+        line.split(':').nth(1)?.trim().parse().ok()
+    }
+
+    /// `--slice-us` reaches the front (the calling thread) and every `tern-virt-N` thread, as
+    /// the kernel reports it; a kernel without custom slices gives a clear error instead.
+    #[test]
+    fn slice_us_reaches_the_front_and_the_workers() {
+        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+        let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+        let worker = std::thread::Builder::new()
+            .name("tern-virt-99".into())
+            .spawn(move || {
+                // SAFETY: gettid takes no arguments and only returns the caller's id.
+                tid_tx.send(unsafe { libc::gettid() }).unwrap();
+                let _ = stop_rx.recv();
+            })
+            .unwrap();
+        let tid = tid_rx.recv().unwrap();
+        // SAFETY: as above.
+        let me = unsafe { libc::gettid() };
+        match apply_slice(300) {
+            Ok(()) => {
+                assert_eq!(slice_of(me), Some(300_000));
+                assert_eq!(slice_of(tid), Some(300_000));
+            }
+            Err(e) => {
+                assert!(e.to_string().contains("--slice-us 300"), "{e}");
+                eprintln!("skipped: {e}");
+            }
+        }
+        assert!(apply_slice(0).is_ok());
+        stop_tx.send(()).unwrap();
+        worker.join().unwrap();
+    }
 }
