@@ -1455,6 +1455,10 @@ impl Switch {
     ) {
         self.recycle_outputs(scratch);
         let batch_now = self.now_us();
+        // As in `run_batch`: nothing a packet does turns the lane off, so the whole batch
+        // goes to the lane as one burst when the first packet would.
+        let lane = self.shared.is_none() && self.lane_ready();
+        let mut ctx = crate::jit::BurstCtx::new();
         for (i, (port, clock, data)) in pkts.into_iter().enumerate() {
             let now = match clock {
                 Some(us) => {
@@ -1464,7 +1468,11 @@ impl Switch {
                 None => batch_now,
             };
             let first = scratch.len();
-            self.process_at(now, port, data, scratch);
+            if lane {
+                self.process_lane(now, port, data, scratch, &mut ctx);
+            } else {
+                self.process_at(now, port, data, scratch);
+            }
             for o in &scratch[first..] {
                 sink.output(i, o.port, &o.data);
             }
@@ -1507,11 +1515,11 @@ impl Switch {
     /// Take the frames of `out` (emptying it) and keep their buffers for reuse by the next
     /// transmitted packets (up to a bounded number; the rest are freed).
     pub fn recycle_outputs(&mut self, out: &mut Vec<OutputPacket>) {
-        for o in out.drain(..) {
-            if self.spare.len() < MAX_SPARE {
-                self.spare.push(o.data);
-            }
-        }
+        // As many as there is room for, moved in one pass (one capacity check); the rest
+        // are freed.
+        let room = MAX_SPARE.saturating_sub(self.spare.len()).min(out.len());
+        self.spare.extend(out.drain(..room).map(|o| o.data));
+        out.clear();
     }
 
     /// Keep one transmitted frame's buffer for reuse (as [`Switch::recycle_outputs`] does for
