@@ -991,6 +991,40 @@ impl<W: Write> PcapFileWriter<W> {
         Ok(())
     }
 
+    /// Write `packets` whole records already encoded with this writer's configuration, lying
+    /// in `runs` in file order, straight from there with vectored writes (what is buffered
+    /// goes first): for threads that encoded records apart, without copying them again.
+    pub fn write_records_vectored(
+        &mut self,
+        mut runs: &mut [io::IoSlice<'_>],
+        packets: u64,
+    ) -> io::Result<()> {
+        if !self.buf.is_empty() {
+            let res = self.w.write_all(&self.buf);
+            self.buf.clear();
+            res?;
+        }
+        io::IoSlice::advance_slices(&mut runs, 0);
+        while !runs.is_empty() {
+            match self.w.write_vectored(runs) {
+                Ok(0) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::WriteZero,
+                        "failed to write whole records",
+                    ))
+                }
+                Ok(n) => io::IoSlice::advance_slices(&mut runs, n),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.packets += packets;
+        if self.cfg.flush_each_packet {
+            self.w.flush()?;
+        }
+        Ok(())
+    }
+
     /// Write out what is buffered and flush the underlying writer.
     pub fn flush(&mut self) -> io::Result<()> {
         if !self.buf.is_empty() {
