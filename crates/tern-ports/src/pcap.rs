@@ -957,12 +957,18 @@ impl<W: Write> PcapFileWriter<W> {
                 enc
             }
         };
+        // Both lengths in one word: one byte-order choice per record.
+        let lens = match o {
+            ByteOrder::Little => (u64::from(cap) | u64::from(orig) << 32).to_le_bytes(),
+            ByteOrder::Big => (u64::from(cap) << 32 | u64::from(orig)).to_be_bytes(),
+        };
         let mut h = [0u8; 16];
         h[..8].copy_from_slice(&ts);
-        h[8..12].copy_from_slice(&o.put_u32(cap));
-        h[12..].copy_from_slice(&o.put_u32(orig));
+        h[8..].copy_from_slice(&lens);
+        let data = &data[..cap as usize];
+        self.buf.reserve(16 + data.len());
         self.buf.extend_from_slice(&h);
-        self.buf.extend_from_slice(&data[..cap as usize]);
+        self.buf.extend_from_slice(data);
         self.packets += 1;
         if self.cfg.flush_each_packet || self.buf.len() >= FILE_WRITE_CHUNK {
             self.flush()?;
