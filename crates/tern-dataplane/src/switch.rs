@@ -1414,6 +1414,23 @@ impl Switch {
         self.run_batch(now, frames, out, |n| ends.push(n));
     }
 
+    /// [`Switch::process_batch_ends`] for a caller that needs only the number of packets
+    /// of the batch that left no output (dropped), which it returns: a run loop writing
+    /// every output of the batch with one timestamp.
+    pub fn process_batch_drops<'a>(
+        &mut self,
+        now: u64,
+        frames: impl Iterator<Item = (Port, &'a [u8])>,
+        out: &mut Vec<OutputPacket>,
+    ) -> u64 {
+        let (mut dropped, mut last) = (0, out.len());
+        self.run_batch(now, frames, out, |n| {
+            dropped += u64::from(n == last);
+            last = n;
+        });
+        dropped
+    }
+
     /// The packets of a batch in order at time `now`; `done(out.len())` after each.
     fn run_batch<'a>(
         &mut self,

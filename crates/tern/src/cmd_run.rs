@@ -1149,17 +1149,33 @@ fn replay_files(
         if held.is_empty() {
             break;
         }
+        st.rx += held.len() as u64;
+        if wall_out {
+            // Every output of the batch has the same timestamp: no per-packet boundaries.
+            let pkts = held.iter().map(|h| (h.meta.port, frames.held(h)));
+            let (digests, dropped) = switch_burst(sw, pkts, &mut out)?;
+            (st.digests, st.dropped) = (st.digests + digests, st.dropped + dropped);
+            let ts = wall_ns();
+            for o in &out {
+                match index.get(o.port) {
+                    Some(k) => {
+                        writers[k].write_packet(ts, &o.data)?;
+                        st.tx += 1;
+                    }
+                    None => st.discarded += 1,
+                }
+            }
+            continue;
+        }
         let pkts = held.iter().map(|h| (h.meta, frames.held(h)));
         st.digests += switch_batch(sw, det, pkts, &mut out, &mut ends)?;
-        st.rx += held.len() as u64;
-        let wall = wall_out.then(wall_ns);
         let mut first = 0;
         for (h, &end) in held.iter().zip(&ends) {
             if end == first {
                 st.dropped += 1;
                 continue;
             }
-            let ts = wall.unwrap_or(h.meta.ts_ns);
+            let ts = h.meta.ts_ns;
             for o in &out[first..end] {
                 match index.get(o.port) {
                     Some(k) => {
@@ -1303,6 +1319,25 @@ fn switch_batch<'a>(
     // dropped per batch so that their queues do not grow.
     drop(s.take_log());
     Ok(s.take_digests().len() as u64)
+}
+
+/// [`switch_batch`] for a batch whose outputs all get one timestamp (wall-clock output
+/// timestamps): one clock reading and one burst, outputs appended to `out` (the previous
+/// batch's buffers go back to the switch first). Returns (digests, packets dropped).
+fn switch_burst<'a>(
+    sw: &Arc<Mutex<Switch>>,
+    frames: impl Iterator<Item = (tern_runtime::Port, &'a [u8])>,
+    out: &mut Vec<OutputPacket>,
+) -> anyhow::Result<(u64, u64)> {
+    let mut s = sw
+        .lock()
+        .map_err(|_| anyhow::anyhow!("switch state poisoned by a panic"))?;
+    s.recycle_outputs(out);
+    let now = s.now_us();
+    let dropped = s.process_batch_drops(now, frames, out);
+    // As in `switch_batch`: nobody reads `log_msg` lines or digests here.
+    drop(s.take_log());
+    Ok((s.take_digests().len() as u64, dropped))
 }
 
 /// Write a processed batch's outputs in input order and count it: with wall-clock output
