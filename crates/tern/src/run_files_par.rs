@@ -70,6 +70,8 @@ struct PartSink<'p> {
     held: &'p [Held],
     wall: Option<u64>,
     last: usize,
+    /// The last timestamp and its encoded fields.
+    ts: (u64, [u8; 8]),
 }
 
 impl OutputSink for PartSink<'_> {
@@ -88,9 +90,13 @@ impl OutputSink for PartSink<'_> {
             Some(t) => t,
             None => self.held[k as usize].meta.ts_ns,
         };
+        // Outputs of a window (wall clock) or of a packet share their timestamp.
+        if ts != self.ts.0 {
+            self.ts = (ts, self.cfg.encode_ts(ts));
+        }
         let buf = &mut self.part.bufs[p];
         let before = buf.len();
-        if let Err(e) = self.cfg.encode_record(buf, ts, data) {
+        if let Err(e) = self.cfg.encode_record_at(buf, self.ts.1, data) {
             if self.part.err.is_none() {
                 self.part.err = Some(tern_ports::PortError::Os {
                     name: format!("output port {port}"),
@@ -371,6 +377,8 @@ impl Pool<'_> {
         w.poll();
         let mine = std::mem::take(&mut part.mine);
         let sw = w.switch_mut();
+        // (any timestamp, its encoding): a cache that any first timestamp replaces or hits.
+        let mut ts = (u64::MAX, self.cfg.encode_ts(u64::MAX));
         for batch in mine.chunks(RUN_BATCH) {
             let pkts = batch.iter().map(|&k| {
                 let h = &held[k as usize];
@@ -389,8 +397,10 @@ impl Pool<'_> {
                 held,
                 wall,
                 last: usize::MAX,
+                ts,
             };
             sw.process_batch_into(pkts, scratch, &mut sink);
+            ts = sink.ts;
             // As with one worker: log lines and digests have no reader here.
             drop(sw.take_log());
             part.digests += sw.take_digests().len() as u64;
