@@ -326,10 +326,10 @@ impl Pool<'_> {
         let step1 = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let len = held.len();
             let (a, b) = (len * t / n, len * (t + 1) / n);
-            for k in a..b {
-                let w = (flow_hash(self.frames.held(&held[k])) % n as u64) as u32;
+            for (h, o) in held[a..b].iter().zip(&self.owner[a..b]) {
+                let w = (flow_hash(self.frames.held(h)) % n as u64) as u32;
                 // The barrier orders these stores before the other threads' loads.
-                self.owner[k].store(w, Ordering::Relaxed);
+                o.store(w, Ordering::Relaxed);
             }
         }));
         self.phase.wait();
