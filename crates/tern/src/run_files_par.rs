@@ -421,7 +421,9 @@ fn merge_port(
     let n = parts.len();
     let mut pos = vec![0usize; n];
     let mut off = vec![0usize; n];
-    let mut runs: Vec<std::io::IoSlice<'_>> = Vec::new();
+    // At most one run per record: no growth while merging.
+    let mut runs: Vec<std::io::IoSlice<'_>> =
+        Vec::with_capacity(parts.iter().map(|p| p.ents[k].len()).sum());
     let mut packets = 0u64;
     loop {
         // The thread with the lowest next packet, and the lowest next packet of the others.
