@@ -1425,6 +1425,23 @@ impl Switch {
         self.run_batch(now, frames, out, |n| ends.push(n));
     }
 
+    /// [`Switch::process_batch_ends`] for a caller that needs only the number of packets
+    /// of the batch that left no output (dropped), which it returns: a run loop writing
+    /// every output of the batch with one timestamp.
+    pub fn process_batch_drops<'a>(
+        &mut self,
+        now: u64,
+        frames: impl Iterator<Item = (Port, &'a [u8])>,
+        out: &mut Vec<OutputPacket>,
+    ) -> u64 {
+        let (mut dropped, mut last) = (0, out.len());
+        self.run_batch(now, frames, out, |n| {
+            dropped += u64::from(n == last);
+            last = n;
+        });
+        dropped
+    }
+
     /// The packets of a batch in order at time `now`; `done(out.len())` after each.
     fn run_batch<'a>(
         &mut self,
@@ -1466,6 +1483,10 @@ impl Switch {
     ) {
         self.recycle_outputs(scratch);
         let batch_now = self.now_us();
+        // As in `run_batch`: nothing a packet does turns the lane off, so the whole batch
+        // goes to the lane as one burst when the first packet would.
+        let lane = self.shared.is_none() && self.lane_ready();
+        let mut ctx = crate::jit::BurstCtx::new();
         for (i, (port, clock, data)) in pkts.into_iter().enumerate() {
             let now = match clock {
                 Some(us) => {
@@ -1475,7 +1496,11 @@ impl Switch {
                 None => batch_now,
             };
             let first = scratch.len();
-            self.process_at(now, port, data, scratch);
+            if lane {
+                self.process_lane(now, port, data, scratch, &mut ctx);
+            } else {
+                self.process_at(now, port, data, scratch);
+            }
             for o in &scratch[first..] {
                 sink.output(i, o.port, &o.data);
             }
@@ -1518,11 +1543,11 @@ impl Switch {
     /// Take the frames of `out` (emptying it) and keep their buffers for reuse by the next
     /// transmitted packets (up to a bounded number; the rest are freed).
     pub fn recycle_outputs(&mut self, out: &mut Vec<OutputPacket>) {
-        for o in out.drain(..) {
-            if self.spare.len() < MAX_SPARE {
-                self.spare.push(o.data);
-            }
-        }
+        // As many as there is room for, moved in one pass (one capacity check); the rest
+        // are freed.
+        let room = MAX_SPARE.saturating_sub(self.spare.len()).min(out.len());
+        self.spare.extend(out.drain(..room).map(|o| o.data));
+        out.clear();
     }
 
     /// Keep one transmitted frame's buffer for reuse (as [`Switch::recycle_outputs`] does for

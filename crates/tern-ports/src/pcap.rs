@@ -117,6 +117,16 @@ impl ByteOrder {
             ByteOrder::Big => v.to_be_bytes(),
         }
     }
+
+    /// A record header's two lengths (captured, original) as one word: one byte-order
+    /// choice per record.
+    #[inline]
+    fn put_lengths(self, cap: u32, orig: u32) -> [u8; 8] {
+        match self {
+            ByteOrder::Little => (u64::from(cap) | u64::from(orig) << 32).to_le_bytes(),
+            ByteOrder::Big => (u64::from(cap) << 32 | u64::from(orig)).to_be_bytes(),
+        }
+    }
 }
 
 /// Timestamp resolution of a classic pcap file.
@@ -753,14 +763,28 @@ impl WriterConfig {
     /// prepare records apart and hand them to [`PcapFileWriter::append_records`].
     #[inline]
     pub fn encode_record(&self, buf: &mut Vec<u8>, ts_ns: u64, data: &[u8]) -> io::Result<()> {
+        self.encode_record_at(buf, self.encode_ts(ts_ns), data)
+    }
+
+    /// A record's encoded timestamp fields for `ts_ns`, for [`WriterConfig::encode_record_at`]
+    /// (records sharing a timestamp encode it once).
+    #[inline]
+    pub fn encode_ts(&self, ts_ns: u64) -> [u8; 8] {
+        self.record_ts(ts_ns)
+    }
+
+    /// [`WriterConfig::encode_record`] with the timestamp fields already encoded
+    /// ([`WriterConfig::encode_ts`]).
+    #[inline]
+    pub fn encode_record_at(&self, buf: &mut Vec<u8>, ts: [u8; 8], data: &[u8]) -> io::Result<()> {
         let (orig, cap) = self.record_lengths(data.len())?;
-        let o = self.byte_order;
         let mut h = [0u8; 16];
-        h[..8].copy_from_slice(&self.record_ts(ts_ns));
-        h[8..12].copy_from_slice(&o.put_u32(cap));
-        h[12..].copy_from_slice(&o.put_u32(orig));
+        h[..8].copy_from_slice(&ts);
+        h[8..].copy_from_slice(&self.byte_order.put_lengths(cap, orig));
+        let data = &data[..cap as usize];
+        buf.reserve(16 + data.len());
         buf.extend_from_slice(&h);
-        buf.extend_from_slice(&data[..cap as usize]);
+        buf.extend_from_slice(data);
         Ok(())
     }
 
@@ -959,10 +983,11 @@ impl<W: Write> PcapFileWriter<W> {
         };
         let mut h = [0u8; 16];
         h[..8].copy_from_slice(&ts);
-        h[8..12].copy_from_slice(&o.put_u32(cap));
-        h[12..].copy_from_slice(&o.put_u32(orig));
+        h[8..].copy_from_slice(&o.put_lengths(cap, orig));
+        let data = &data[..cap as usize];
+        self.buf.reserve(16 + data.len());
         self.buf.extend_from_slice(&h);
-        self.buf.extend_from_slice(&data[..cap as usize]);
+        self.buf.extend_from_slice(data);
         self.packets += 1;
         if self.cfg.flush_each_packet || self.buf.len() >= FILE_WRITE_CHUNK {
             self.flush()?;
@@ -987,6 +1012,40 @@ impl<W: Write> PcapFileWriter<W> {
         self.packets += packets;
         if self.cfg.flush_each_packet || self.buf.len() >= FILE_WRITE_CHUNK {
             self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Write `packets` whole records already encoded with this writer's configuration, lying
+    /// in `runs` in file order, straight from there with vectored writes (what is buffered
+    /// goes first): for threads that encoded records apart, without copying them again.
+    pub fn write_records_vectored(
+        &mut self,
+        mut runs: &mut [io::IoSlice<'_>],
+        packets: u64,
+    ) -> io::Result<()> {
+        if !self.buf.is_empty() {
+            let res = self.w.write_all(&self.buf);
+            self.buf.clear();
+            res?;
+        }
+        io::IoSlice::advance_slices(&mut runs, 0);
+        while !runs.is_empty() {
+            match self.w.write_vectored(runs) {
+                Ok(0) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::WriteZero,
+                        "failed to write whole records",
+                    ))
+                }
+                Ok(n) => io::IoSlice::advance_slices(&mut runs, n),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.packets += packets;
+        if self.cfg.flush_each_packet {
+            self.w.flush()?;
         }
         Ok(())
     }

@@ -655,6 +655,33 @@ impl PortWriter<'_> {
         self.w.config()
     }
 
+    /// Append one record for `data` at `ts_ns` ([`PcapFileWriter::write_packet`]): for a
+    /// loop writing a batch's outputs without going through [`PortIo`].
+    #[inline]
+    pub fn write_packet(&mut self, ts_ns: u64, data: &[u8]) -> Result<(), PortError> {
+        self.w
+            .write_packet(ts_ns, data)
+            .map_err(|error| PortError::Io {
+                path: self.path.to_path_buf(),
+                error,
+            })
+    }
+
+    /// Write `packets` records encoded with [`PortWriter::config`], lying in `runs` in file
+    /// order, without copying them ([`PcapFileWriter::write_records_vectored`]).
+    pub fn write_records_vectored(
+        &mut self,
+        runs: &mut [std::io::IoSlice<'_>],
+        packets: u64,
+    ) -> Result<(), PortError> {
+        self.w
+            .write_records_vectored(runs, packets)
+            .map_err(|error| PortError::Io {
+                path: self.path.to_path_buf(),
+                error,
+            })
+    }
+
     /// Append `packets` records encoded with [`PortWriter::config`], as one run.
     pub fn append_records(&mut self, records: &[u8], packets: u64) -> Result<(), PortError> {
         self.w

@@ -626,3 +626,52 @@ fn workers_over_several_windows_write_what_one_writes() {
         );
     }
 }
+
+/// An output that cannot be written (`p2_out.pcap` is a link to `/dev/full`: every write
+/// fails with ENOSPC) ends the run with an error naming the file, on one thread and with a
+/// pool of 2 or 3 workers (a worker's failure reaches the main thread, which stops the pool:
+/// nothing waits forever at a barrier).
+#[test]
+fn a_failing_output_ends_the_run_with_an_error() {
+    tern_fixtures::require!();
+    if !Path::new("/dev/full").exists() {
+        eprintln!("skipped: no /dev/full");
+        return;
+    }
+    let d = tern_fixtures::scratch("runfiles-full");
+    std::fs::write(d.join("routes.txt"), L3_ROUTES).unwrap();
+    // Two windows of the workers' file mode, most of it routed to port 2.
+    let a: Vec<_> = (0..40_000u32)
+        .map(|k| {
+            (
+                1_000 + k as u64,
+                l3_frame(if k % 4 == 0 { 2 } else { 1 }, k),
+            )
+        })
+        .collect();
+    std::fs::write(d.join("p0_in.pcap"), pcap(&a)).unwrap();
+    for p in 1..5 {
+        std::fs::write(d.join(format!("p{p}_in.pcap")), pcap(&[])).unwrap();
+    }
+    for w in ["1", "2", "3"] {
+        let out = d.join("p2_out.pcap");
+        let _ = std::fs::remove_file(&out);
+        std::os::unix::fs::symlink("/dev/full", &out).unwrap();
+        let o = Command::new(env!("CARGO_BIN_EXE_tern"))
+            .current_dir(&d)
+            .args(["run", L3, "--use-files", "0", "--commands", "routes.txt"])
+            .args([
+                "-i", "0@p0", "-i", "1@p1", "-i", "2@p2", "-i", "3@p3", "-i", "4@p4",
+            ])
+            .args(["--workers", w])
+            .output()
+            .expect("run tern");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "--workers {w}: {err}");
+        assert!(
+            err.contains("p2_out.pcap") && err.contains("No space left"),
+            "--workers {w}: {err}"
+        );
+        std::fs::remove_file(&out).unwrap();
+    }
+}
