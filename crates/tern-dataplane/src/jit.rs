@@ -77,6 +77,8 @@ pub struct Native {
     /// The fast lane's body (see [`lane`]): parser, pipelines and emit called from one
     /// generated function.
     lane: Option<lane::LaneFn>,
+    /// The lane function resets the PHV of a new packet itself.
+    lane_resets: bool,
     /// The match-action pipelines (see [`pipeline`]).
     pipes: pipeline::Pipes,
     /// PHV size, header count and header stack count the code was generated for (checked
@@ -449,6 +451,7 @@ fn generate(
         pipe_ids.push((*init, id));
     }
     // The lane's body, calling the functions above.
+    let mut lane_resets = false;
     let lane_id = match (parse_id, emit_csum_id.or(emit_id)) {
         (Some(parse_id), Some(emit_fn)) => {
             let pipe_of = |g: Option<Option<GNode>>| {
@@ -459,6 +462,7 @@ fn generate(
             let native = |g: Option<Option<GNode>>| g.flatten().is_none() || pipe_of(g).is_some();
             match lane::spec(eng, emit_csum_id.is_some()) {
                 Ok(sp) if native(eng.ingress) && native(eng.egress) => {
+                    lane_resets = sp.reset.is_some();
                     let mut ctx = module.make_context();
                     ctx.func.signature.params.push(AbiParam::new(ptr));
                     ctx.func.signature.returns.push(AbiParam::new(types::I64));
@@ -531,6 +535,7 @@ fn generate(
         emit_csum,
         emit_max,
         lane,
+        lane_resets,
         pipes,
         phv_bytes: eng.layout.total_bytes as usize,
         headers: eng.layout.headers.len(),

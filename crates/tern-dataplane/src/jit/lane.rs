@@ -129,7 +129,22 @@ pub(super) struct LaneSpec {
     priority: Option<FieldLoc>,
     qid: Option<FieldLoc>,
     queueing: Option<[FieldLoc; 4]>,
+    /// The PHV reset of a new packet done in the lane function (`Phv::reset` as constant
+    /// stores), when it is small and has nothing variable (no variable-length fields, no
+    /// header-union stacks).
+    pub(super) reset: Option<Reset>,
 }
+
+/// What [`crate::layout::Phv::reset`] writes, fixed at load: zeroed metadata byte ranges,
+/// the validity template, and the stacks' next indexes (zero).
+pub(super) struct Reset {
+    ranges: Vec<(u32, u32)>,
+    valid: Vec<u8>,
+    stacks: u32,
+}
+
+/// Most bytes the lane function's reset stores (beyond that, `Phv::reset` does it).
+const MAX_RESET_BYTES: u32 = 1024;
 
 /// Whether a lane function can be generated for `eng` (given a native parser and emit
 /// function, the pipelines native or absent): `Err(why not)` when the program has checksum
@@ -166,7 +181,22 @@ pub(super) fn spec(eng: &Engine, emit_csum: bool) -> Result<LaneSpec, String> {
         }
         None => None,
     };
+    let l = &eng.layout;
+    let reset_bytes: u32 = l.metadata_ranges.iter().map(|(a, b)| b - a).sum::<u32>()
+        + l.headers.len() as u32
+        + 4 * l.stacks.len() as u32;
+    let reset = (!l.has_vl
+        && l.union_stacks.is_empty()
+        && reset_bytes <= MAX_RESET_BYTES
+        && l.metadata_ranges.iter().all(|&(a, b)| a <= b && b <= total)
+        && l.valid_template.len() == l.headers.len())
+    .then(|| Reset {
+        ranges: l.metadata_ranges.clone(),
+        valid: l.valid_template.iter().map(|v| u8::from(*v)).collect(),
+        stacks: l.stacks.len() as u32,
+    });
     Ok(LaneSpec {
+        reset,
         ingress_port: plain(s.ingress_port.f)?,
         packet_length: plain(s.packet_length.f)?,
         ingress_ts: plain(s.ingress_ts.f)?,
@@ -194,7 +224,7 @@ pub(super) struct Calls {
     pub csum: bool,
 }
 
-fn lc_off(off: usize) -> i32 {
+fn off32(off: usize) -> i32 {
     i32::try_from(off).expect("context offset fits")
 }
 
@@ -206,7 +236,7 @@ impl Gen<'_, '_> {
         self.b.append_block_params_for_function_params(entry);
         self.b.switch_to_block(entry);
         let lc = self.b.block_params(entry)[0];
-        let ld = |g: &mut Self, off: usize| g.b.ins().load(i64t, mem(), lc, lc_off(off));
+        let ld = |g: &mut Self, off: usize| g.b.ins().load(i64t, mem(), lc, off32(off));
         let phv: Variable = self.b.declare_var(i64t);
         let valid: Variable = self.b.declare_var(i64t);
         let reload = |g: &mut Self| {
@@ -216,6 +246,33 @@ impl Gen<'_, '_> {
             g.b.def_var(valid, v);
         };
         reload(&mut self);
+        if let Some(r) = &sp.reset {
+            // `Phv::reset`: metadata zero, the validity template, stack indexes zero.
+            let p = self.b.use_var(phv);
+            for &(a, b) in &r.ranges {
+                for (o, c) in super::chunks(b - a) {
+                    let z = self.b.ins().iconst(super::int_type(c), 0);
+                    self.b.ins().store(mem(), z, p, off32((a + o) as usize));
+                }
+            }
+            let v = self.b.use_var(valid);
+            for (o, c) in super::chunks(r.valid.len() as u32) {
+                let bytes = &r.valid[o as usize..(o + c) as usize];
+                let x = bytes
+                    .iter()
+                    .rev()
+                    .fold(0i64, |acc, b| (acc << 8) | i64::from(*b));
+                let x = self.b.ins().iconst(super::int_type(c), x);
+                self.b.ins().store(mem(), x, v, off32(o as usize));
+            }
+            if r.stacks > 0 {
+                let sn = ld(&mut self, offset_of!(LaneCtx, stack_next));
+                let z = self.b.ins().iconst(types::I32, 0);
+                for k in 0..r.stacks {
+                    self.b.ins().store(mem(), z, sn, off32(4 * k as usize));
+                }
+            }
+        }
         let put = |g: &mut Self, f: &Option<FieldLoc>, v: ir::Value| {
             if let Some(f) = f {
                 g.write_field(phv, f, v);
@@ -277,7 +334,7 @@ impl Gen<'_, '_> {
             let fault = self.b.ins().iconst(i64t, FAULT);
             self.b
                 .ins()
-                .store(mem(), fault, lc, lc_off(offset_of!(LaneCtx, rc)));
+                .store(mem(), fault, lc, off32(offset_of!(LaneCtx, rc)));
             bail_if(&mut self, failed, ST_INGRESS);
             bad
         } else {
@@ -287,7 +344,7 @@ impl Gen<'_, '_> {
         put(&mut self, &sp.checksum_error, bad);
         self.b
             .ins()
-            .store(mem(), zero, lc, lc_off(offset_of!(PipeCtx, touched)));
+            .store(mem(), zero, lc, off32(offset_of!(PipeCtx, touched)));
 
         // A pipeline: its return code stored; back to Rust with `code` unless it ended
         // normally with no helper touching the packet's registers.
@@ -295,7 +352,7 @@ impl Gen<'_, '_> {
             let call = g.b.ins().call(f, &[lc]);
             let r = g.b.inst_results(call)[0];
             g.b.ins()
-                .store(mem(), r, lc, lc_off(offset_of!(LaneCtx, rc)));
+                .store(mem(), r, lc, off32(offset_of!(LaneCtx, rc)));
             let t = ld(g, offset_of!(PipeCtx, touched));
             let off = g.b.ins().bor(r, t);
             bail_if(g, off, code);
@@ -308,7 +365,7 @@ impl Gen<'_, '_> {
             let m = get(&mut self, &sp.mcast_grp);
             self.b
                 .ins()
-                .store(mem(), zero, lc, lc_off(offset_of!(LaneCtx, rc)));
+                .store(mem(), zero, lc, off32(offset_of!(LaneCtx, rc)));
             bail_if(&mut self, m, ST_INGRESS);
         }
         let drop_port = ld(&mut self, offset_of!(PipeCtx, drop_port));
@@ -327,7 +384,7 @@ impl Gen<'_, '_> {
         let eport = self.b.ins().band_imm(spec, 0xffff_ffff);
         self.b
             .ins()
-            .store(mem(), eport, lc, lc_off(offset_of!(LaneCtx, eport)));
+            .store(mem(), eport, lc, off32(offset_of!(LaneCtx, eport)));
         put(&mut self, &sp.instance_type, zero);
         if let Some([ts, qd, dt, dq]) = &sp.queueing {
             put(&mut self, &Some(*ts), now);
@@ -344,7 +401,7 @@ impl Gen<'_, '_> {
         let lr = self
             .b
             .ins()
-            .load(types::I32, mem(), pkt, lc_off(offset_of!(Pkt, length_reg)));
+            .load(types::I32, mem(), pkt, off32(offset_of!(Pkt, length_reg)));
         let lr = self.b.ins().uextend(i64t, lr);
         put(&mut self, &sp.packet_length, lr);
         if let Some(f) = c.egress {
@@ -369,7 +426,7 @@ impl Gen<'_, '_> {
             let bytes = self.b.ins().band_imm(n, !(CSUM_LEFT as i64));
             self.b
                 .ins()
-                .store(mem(), bytes, lc, lc_off(offset_of!(LaneCtx, n)));
+                .store(mem(), bytes, lc, off32(offset_of!(LaneCtx, n)));
             ret(&mut self, ST_CSUM_LEFT);
             self.b.switch_to_block(ok);
         }
@@ -406,8 +463,14 @@ impl Native {
         self.lane.is_some()
     }
 
+    /// Whether that function resets the PHV itself (its caller then skips `Phv::reset`).
+    pub fn lane_resets_phv(&self) -> bool {
+        self.lane.is_some() && self.lane_resets
+    }
+
     /// One packet through the generated lane (see the module comment): `pkt` is a fresh
-    /// instance of `data` (not copied into it) arriving on `port` at `now`; the output bytes
+    /// instance of `data` (not copied into it) arriving on `port` at `now`, its PHV reset
+    /// unless [`Native::lane_resets_phv`] (then reset here, by the function); the output bytes
     /// go to `out` (cleared here; the payload is not appended). `None` when there is no lane
     /// function. `pkt.payload_off` is set in every case.
     #[inline(always)]

@@ -26,7 +26,7 @@
 
 use super::{fast_cache, fresh_pkt, renew_pkt, Flow, Job, Switch};
 use crate::compile::Engine;
-use crate::exec::Pkt;
+use crate::exec::{Pkt, PktRegs};
 use crate::jit::{BurstCtx, LaneCtx, LaneEnd};
 use crate::layout::{Phv, StdSlot};
 use tern_runtime::{OutputPacket, Port};
@@ -49,6 +49,8 @@ pub(super) struct LanePlan {
     emit_csum: bool,
     /// The lane's body runs as one generated function ([`crate::jit::Native::run_lane`]).
     gen: bool,
+    /// ... and that function resets the PHV of a new packet itself.
+    gen_resets: bool,
     drop_port: u64,
     s: LaneStd,
 }
@@ -88,6 +90,7 @@ impl LanePlan {
             planned: eng.csum_plan.is_some(),
             emit_csum: eng.csum_plan.is_some() && jit.is_some_and(|j| j.has_emit_csum()),
             gen: jit.is_some_and(|j| j.has_lane()) && direct(eng),
+            gen_resets: jit.is_some_and(|j| j.lane_resets_phv()),
             drop_port: eng.drop_port as u64,
             s: LaneStd {
                 ingress_port: s.ingress_port,
@@ -237,7 +240,15 @@ impl Switch {
         self.passes += 1;
         let len = data.len() as u32;
         let direct = inst.lane_direct;
+        // The generated lane (`plan.gen` implies native code, `direct`); not through a
+        // behaviour cache.
+        let gen = plan.gen && self.bcache.is_none();
         let mut pkt = match self.lane_pkt.take() {
+            // The lane function resets the PHV.
+            Some(mut p) if gen && plan.gen_resets => {
+                renew_bare(&mut p, len, port);
+                p
+            }
             Some(mut p) => {
                 renew_pkt(&mut p, &eng.layout, data, !direct, port);
                 p
@@ -246,9 +257,7 @@ impl Switch {
         };
         let jit = eng.jit.as_ref();
 
-        // The generated lane (`plan.gen` implies native code, `direct`); not through a
-        // behaviour cache.
-        if let (true, None, Some(j)) = (plan.gen, &self.bcache, jit) {
+        if let (true, Some(j)) = (gen, jit) {
             let mut bytes = self.spare.pop().unwrap_or_default();
             let mut offs = std::mem::take(&mut st.emit_off);
             let nq = self.opts.priority_queues.max(1) as u64;
@@ -520,6 +529,19 @@ impl Switch {
         out.push(OutputPacket { port, data: bytes });
         self.lane_pkt = Some(pkt);
     }
+}
+
+/// `renew_pkt` of the lane's own `direct` instance but for the PHV, which the generated lane
+/// function resets ([`crate::jit::Native::lane_resets_phv`]).
+#[inline(always)]
+fn renew_bare(p: &mut Pkt, len: u32, port: u32) {
+    p.data.clear();
+    p.payload_off = 0;
+    p.regs = PktRegs::default();
+    p.enq_ts = 0;
+    p.ingress_len = len;
+    p.length_reg = len;
+    p.ingress_port = port;
 }
 
 /// Give a `direct` lane packet its frame (before it leaves the lane or meets a stage that
