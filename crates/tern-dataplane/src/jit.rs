@@ -475,6 +475,7 @@ fn generate(
                         egress: pipe_of(eng.egress).map(&mut import),
                         emit: import(emit_fn),
                         csum: emit_csum_id.is_some(),
+                        target: module.target_config(),
                     };
                     Gen {
                         eng,

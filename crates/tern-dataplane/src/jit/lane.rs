@@ -14,6 +14,7 @@
 use std::mem::offset_of;
 
 use cranelift_codegen::ir::{self, condcodes::IntCC, types, InstBuilder};
+use cranelift_codegen::isa::TargetFrontendConfig;
 use cranelift_frontend::Variable;
 
 use super::pipeline::{BurstCtx, PipeCtx, FAULT};
@@ -95,8 +96,9 @@ impl Default for LaneCtx {
 /// Where one packet of the generated lane stopped.
 #[derive(Debug)]
 pub enum LaneEnd {
-    /// Deparsed into the output (`bytes` appended, payload not yet), to `port`; the
-    /// checksums are done unless `csum_left`.
+    /// Deparsed into the output (`bytes` written), to `port`: the headers, the checksums
+    /// and the payload; or, when `csum_left`, the headers only (the checksums and the
+    /// payload are the caller's).
     Sent {
         bytes: usize,
         port: u32,
@@ -222,6 +224,8 @@ pub(super) struct Calls {
     pub emit: ir::FuncRef,
     /// `emit` is the emit function with the checksums ([`CSUM_LEFT`] in its result).
     pub csum: bool,
+    /// The target (for the payload's `memcpy` call).
+    pub target: TargetFrontendConfig,
 }
 
 fn off32(off: usize) -> i32 {
@@ -430,7 +434,15 @@ impl Gen<'_, '_> {
             ret(&mut self, ST_CSUM_LEFT);
             self.b.switch_to_block(ok);
         }
-        self.b.ins().return_(&[n]);
+        // The payload after the headers: `data[min(cursor, len)..]` (one `memcpy`).
+        let cur = ld(&mut self, offset_of!(LaneCtx, cursor));
+        let cur = self.b.ins().umin(cur, len);
+        let src = self.b.ins().iadd(data, cur);
+        let dst = self.b.ins().iadd(out, n);
+        let size = self.b.ins().isub(len, cur);
+        self.b.call_memcpy(c.target, dst, src, size);
+        let total = self.b.ins().iadd(n, size);
+        self.b.ins().return_(&[total]);
         self.b.seal_all_blocks();
         self.b.finalize();
     }
@@ -498,7 +510,7 @@ impl Native {
             emit_off.resize(self.headers, 0);
         }
         out.clear();
-        out.reserve(self.emit_max);
+        out.reserve(self.emit_max + data.len());
         lc.burst.enter(eng, st, pkt);
         lc.data = data.as_ptr();
         lc.len = data.len() as u64;
@@ -515,7 +527,9 @@ impl Native {
         // reads `data` only below `len`; the pipelines get the context `enter` pointed at live
         // exclusive borrows of `eng`, `st` and `pkt`, untouched until the call returns; the
         // emit function writes at most `emit_max` bytes at `out`'s spare capacity (reserved
-        // above) and `u32`s below `headers` in `emit_off` (at least that long). The lane code
+        // above, with `data.len()` more for the payload the lane code copies after them from
+        // `data`, at most `data.len()` bytes, which cannot overlap the output's own buffer)
+        // and `u32`s below `headers` in `emit_off` (at least that long). The lane code
         // itself stores only inside the PHV (plain standard-metadata slots, checked in
         // `spec`) and into the context's own words, and reads `length_reg` of the packet the
         // context points at.
@@ -523,9 +537,11 @@ impl Native {
         pkt.payload_off = lc.cursor as usize;
         let port = lc.eport as u32;
         let sent = |n: u64, left: bool, out: &mut Vec<u8>| {
-            let n = (n as usize).min(self.emit_max);
-            // SAFETY: as in `Native::emit`: every byte of `[0, n)` was written by the emit
-            // loop, within the reserved capacity.
+            let n = (n as usize).min(self.emit_max + data.len());
+            // SAFETY: as in `Native::emit`: every byte of `[0, n)` was written, within the
+            // reserved capacity: the headers by the emit loop (`[0, e)`, `e <= emit_max`),
+            // then (not `left`) the `len - min(cursor, len) <= data.len()` payload bytes by
+            // the `memcpy` at `e`.
             unsafe { out.set_len(n) };
             LaneEnd::Sent {
                 bytes: n,

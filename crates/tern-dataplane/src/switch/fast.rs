@@ -280,9 +280,9 @@ impl Switch {
                                 &mut bytes,
                             );
                         }
+                        bytes.extend_from_slice(&data[pkt.payload_off.min(data.len())..]);
                     }
                     st.emit_off = offs;
-                    bytes.extend_from_slice(&data[pkt.payload_off.min(data.len())..]);
                     if let Some(t) = pkt.regs.truncate {
                         bytes.truncate(t as usize);
                     }
