@@ -14,6 +14,13 @@
 //! those of the general path, packet by packet (`tests/fast_lane.rs` and
 //! `cmd_bench::tests::native_code_matches_the_interpreter` compare them).
 //!
+//! When the program's native code includes the lane function ([`crate::jit::Native::run_lane`],
+//! `jit/lane.rs`), the common case is one call of that generated function (PHV reset, standard
+//! metadata, parser, pipelines, decisions, emit and payload); a packet it hands back goes on
+//! here from where it stopped (`lane_mid` after ingress, `lane_late` after egress), the same
+//! code as the Rust body below, which stays for the other programs and for a switch with a
+//! behaviour cache.
+//!
 //! With a behaviour cache the lane runs its pipelines through it (`super::fast_cache`): a
 //! hit replays the cached behaviour in place of the pipeline and the packet goes on in the
 //! lane.
