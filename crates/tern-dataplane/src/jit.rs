@@ -28,8 +28,10 @@
 
 use std::sync::Mutex;
 
+mod lane;
 mod pipeline;
 
+pub use lane::{LaneCtx, LaneEnd};
 pub use pipeline::{BurstCtx, TablePath};
 
 use cranelift_codegen::ir::{self, condcodes::IntCC, types, AbiParam, InstBuilder, MemFlags};
@@ -72,6 +74,11 @@ pub struct Native {
     emit_csum: Option<EmitCsumFn>,
     /// Most bytes the emit loop writes (every header of the deparser's order valid).
     emit_max: usize,
+    /// The fast lane's body (see [`lane`]): parser, pipelines and emit called from one
+    /// generated function.
+    lane: Option<lane::LaneFn>,
+    /// The lane function resets the PHV of a new packet itself.
+    lane_resets: bool,
     /// The match-action pipelines (see [`pipeline`]).
     pipes: pipeline::Pipes,
     /// PHV size, header count and header stack count the code was generated for (checked
@@ -90,6 +97,7 @@ impl std::fmt::Debug for Native {
             .field("parser", &self.parser.is_some())
             .field("emit", &self.emit.is_some())
             .field("pipelines", &self.pipes.fns.len())
+            .field("lane", &self.lane.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -128,6 +136,8 @@ impl Native {
     /// for differential tests.
     pub fn drop_emit_csum(&mut self) {
         self.emit_csum = None;
+        // The lane function calls the dropped function.
+        self.lane = None;
     }
 
     /// How many pipelines (ingress, egress) run as native code.
@@ -447,7 +457,56 @@ fn generate(
         })?;
         pipe_ids.push((*init, id));
     }
+    // The lane's body, calling the functions above.
+    let mut lane_resets = false;
+    let lane_id = match (parse_id, emit_csum_id.or(emit_id)) {
+        (Some(parse_id), Some(emit_fn)) => {
+            let pipe_of = |g: Option<Option<GNode>>| {
+                g.flatten()
+                    .and_then(|g| pipe_ids.iter().find(|(i, _)| *i == g))
+                    .map(|(_, id)| *id)
+            };
+            let native = |g: Option<Option<GNode>>| g.flatten().is_none() || pipe_of(g).is_some();
+            match lane::spec(eng, emit_csum_id.is_some()) {
+                Ok(sp) if native(eng.ingress) && native(eng.egress) => {
+                    lane_resets = sp.reset.is_some();
+                    let mut ctx = module.make_context();
+                    ctx.func.signature.params.push(AbiParam::new(ptr));
+                    ctx.func.signature.returns.push(AbiParam::new(types::I64));
+                    let mut import = |id: cranelift_module::FuncId| {
+                        module.declare_func_in_func(id, &mut ctx.func)
+                    };
+                    let calls = lane::Calls {
+                        parser: import(parse_id),
+                        ingress: pipe_of(eng.ingress).map(&mut import),
+                        egress: pipe_of(eng.egress).map(&mut import),
+                        emit: import(emit_fn),
+                        csum: emit_csum_id.is_some(),
+                        target: module.target_config(),
+                    };
+                    Gen {
+                        eng,
+                        b: FunctionBuilder::new(&mut ctx.func, &mut fbc),
+                    }
+                    .lane(&sp, &calls);
+                    let id = module
+                        .declare_function("tern_lane", Linkage::Local, &ctx.func.signature)
+                        .map_err(|e| cl(&e))?;
+                    module
+                        .define_function(id, &mut ctx)
+                        .map_err(|e| format!("cranelift: {e:?}"))?;
+                    Some(id)
+                }
+                _ => None,
+            }
+        }
+        _ => None,
+    };
     module.finalize_definitions().map_err(|e| cl(&e))?;
+    // SAFETY: as below, with `LaneFn`'s signature (one pointer, returning i64).
+    let lane = lane_id.map(|id| unsafe {
+        std::mem::transmute::<*const u8, lane::LaneFn>(module.get_finalized_function(id))
+    });
     // SAFETY (both): the pointer is a finalized function just defined with exactly the type's
     // signature (pointers and i64s in that order, returning i64) in the host's default calling
     // convention, which is `extern "C"`.
@@ -483,6 +542,8 @@ fn generate(
         emit,
         emit_csum,
         emit_max,
+        lane,
+        lane_resets,
         pipes,
         phv_bytes: eng.layout.total_bytes as usize,
         headers: eng.layout.headers.len(),

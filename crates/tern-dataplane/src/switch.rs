@@ -63,6 +63,8 @@ pub struct NativeSummary {
     /// Why packets do not take the fast lane (one function per packet path, see
     /// [`Switch::use_slow_path`]); `None`: the common case takes it.
     pub lane: Option<String>,
+    /// The lane's common case runs as one generated function ([`Switch::lane_generated`]).
+    pub lane_generated: bool,
 }
 
 impl std::fmt::Display for NativeSummary {
@@ -110,6 +112,7 @@ impl std::fmt::Display for NativeSummary {
             }
         }
         match &self.lane {
+            None if self.lane_generated => write!(f, "; fast lane on (one generated function)")?,
             None => write!(f, "; fast lane on")?,
             Some(why) => write!(f, "; fast lane off ({why})")?,
         }
@@ -836,6 +839,7 @@ impl Switch {
             actions: e.actions.len(),
             notes: e.jit_notes.clone(),
             lane: self.lane_why_not(),
+            lane_generated: self.lane_generated(),
             ..NativeSummary::default()
         };
         if let Some(j) = &e.jit {
@@ -1454,7 +1458,7 @@ impl Switch {
             // Nothing a packet does turns the trace, the stage timing or the lane off, and a
             // packet that leaves the common case is handed over inside `process_lane`: the
             // whole batch goes straight to the lane.
-            let mut ctx = crate::jit::BurstCtx::new();
+            let mut ctx = crate::jit::LaneCtx::new();
             for (port, data) in frames {
                 self.process_lane(now, port, data, out, &mut ctx);
                 done(out.len());
@@ -1592,7 +1596,7 @@ impl Switch {
 
     fn process_one(&mut self, now: u64, port: Port, data: &[u8], out: &mut Vec<OutputPacket>) {
         if self.lane_ready() {
-            self.process_lane(now, port, data, out, &mut crate::jit::BurstCtx::new());
+            self.process_lane(now, port, data, out, &mut crate::jit::LaneCtx::new());
             return;
         }
         let inst = &mut self.live;

@@ -106,6 +106,10 @@ fn fast_lane_matches_the_general_path_and_the_interpreter() {
     slow.use_slow_path();
     interp.use_interpreter();
     assert_eq!(lane.lane_why_not(), None, "{}", lane.native_summary());
+    // The common case runs as one generated function (`jit/lane.rs`), the hand-overs from
+    // where it stops.
+    assert!(lane.lane_generated(), "{}", lane.native_summary());
+    assert!(batched.lane_generated(), "{}", batched.native_summary());
     // The IPv4 checksum update runs inside the generated emit function on the native
     // switches (the interpreter's runs the planned Rust path).
     assert!(lane.has_native_checksums(), "{}", lane.native_summary());

@@ -60,29 +60,35 @@ const MAX_HEAD_COMPARES: usize = 4;
 #[repr(C)]
 pub struct PipeCtx {
     /// PHV bytes and validity bytes (refreshed by every helper before it returns).
-    phv: *mut u8,
-    valid: *mut u8,
+    pub(super) phv: *mut u8,
+    pub(super) valid: *mut u8,
     /// The switch's drop port (`mark_to_drop` stores it in `egress_spec`).
-    drop_port: u64,
+    pub(super) drop_port: u64,
     /// The parameters of the action a table helper resolved, as `u64`s.
     params: [u64; MAX_PARAMS],
     /// The table states (`State::tables`), for the inline exact lookups (refreshed like `phv`).
     tables: *const TableState,
-    eng: *const Engine,
-    st: *mut State,
-    pkt: *mut Pkt,
-    fault: Option<Fault>,
+    pub(super) eng: *const Engine,
+    pub(super) st: *mut State,
+    pub(super) pkt: *mut Pkt,
+    pub(super) fault: Option<Fault>,
     /// The value [`h_rng`] drew.
     scratch: u64,
     /// The register arrays (`ExternState::regs`) and their number, for the inline register
     /// accesses (refreshed like `phv`).
     regs: *const RegArray,
     nregs: u64,
+    /// Set (non-zero) by a helper that left the packet off the lane's common case: a clone,
+    /// digest, resubmit or recirculate request, or a fault (the generated lane, `super::lane`,
+    /// then hands the packet back to Rust; cleared by the lane before each packet).
+    pub(super) touched: u64,
 }
 
 /// A `PipeCtx` built once (parameter words zeroed once) and reused by every pipeline call
 /// of a burst of packets: a call sets only its pointers (see `Pipes::run_at_in`).
-pub struct BurstCtx(PipeCtx);
+/// Transparent: the generated lane (`super::lane`) takes a context that starts with one.
+#[repr(transparent)]
+pub struct BurstCtx(pub(super) PipeCtx);
 
 impl BurstCtx {
     /// A context with no packet yet (every pointer is set by the call that uses it).
@@ -101,7 +107,40 @@ impl BurstCtx {
             scratch: 0,
             regs: std::ptr::null(),
             nregs: 0,
+            touched: 0,
         })
+    }
+
+    /// Point the context at this packet, its state and engine (before a pipeline call).
+    #[inline(always)]
+    pub(super) fn enter(&mut self, eng: &Engine, st: &mut State, pkt: &mut Pkt) {
+        let ctx = &mut self.0;
+        ctx.phv = pkt.phv.bytes.as_mut_ptr();
+        ctx.valid = pkt.phv.valid.as_mut_ptr().cast::<u8>();
+        ctx.drop_port = u64::from(eng.drop_port);
+        ctx.tables = st.tables.as_ptr();
+        ctx.regs = st.ext.regs.as_ptr();
+        ctx.nregs = st.ext.regs.len() as u64;
+        ctx.eng = eng;
+        ctx.st = st;
+        ctx.pkt = pkt;
+    }
+
+    /// What a generated pipeline's return code `r` means for `pkt` (its exit flag set on
+    /// an `exit`), the fault a helper left taken out of the context.
+    #[inline(always)]
+    pub(super) fn result(&mut self, r: i64, pkt: &mut Pkt) -> Result<(), Fault> {
+        let fault = self.0.fault.take();
+        match r {
+            // A helper that cannot stop the code (`h_hash`) left a fault.
+            _ if fault.is_some() && r != FAULT => Err(fault.expect("just checked")),
+            DONE => Ok(()),
+            EXIT => {
+                pkt.regs.exit = true;
+                Ok(())
+            }
+            _ => Err(fault.unwrap_or_else(|| Fault("native pipeline failed".into()))),
+        }
     }
 }
 
@@ -116,7 +155,7 @@ pub type PipeFn = unsafe extern "C" fn(*mut PipeCtx) -> i64;
 
 /// Return codes of a generated pipeline.
 const DONE: i64 = 0;
-const FAULT: i64 = 1;
+pub(super) const FAULT: i64 = 1;
 /// An inlined `exit` ran: the caller sets the packet's exit flag.
 const EXIT: i64 = 2;
 
@@ -239,16 +278,8 @@ impl Pipes {
         // Every pointer of the context refreshed for this call; the parameter words keep
         // what the last call left (the code reads a parameter word only after the helper that
         // resolved the action wrote it), `fault` is `None` (taken after every call).
+        c.enter(eng, st, pkt);
         let ctx = &mut c.0;
-        ctx.phv = pkt.phv.bytes.as_mut_ptr();
-        ctx.valid = pkt.phv.valid.as_mut_ptr().cast::<u8>();
-        ctx.drop_port = u64::from(eng.drop_port);
-        ctx.tables = st.tables.as_ptr();
-        ctx.regs = st.ext.regs.as_ptr();
-        ctx.nregs = st.ext.regs.len() as u64;
-        ctx.eng = eng;
-        ctx.st = st;
-        ctx.pkt = pkt;
         // SAFETY: the code was generated for this engine's layout, and the caller
         // (`Native::run_pipeline`) checked that the PHV has that layout's sizes: every PHV
         // and validity offset the code touches is below them (checked at generation). Every
@@ -258,17 +289,7 @@ impl Pipes {
         // given and end their borrows before returning. The pointers left in the context
         // after the call are not used again before the next call sets them.
         let r = unsafe { f(ctx) };
-        let fault = ctx.fault.take();
-        match r {
-            // A helper that cannot stop the code (`h_hash`) left a fault.
-            _ if fault.is_some() && r != FAULT => Err(fault.expect("just checked")),
-            DONE => Ok(()),
-            EXIT => {
-                pkt.regs.exit = true;
-                Ok(())
-            }
-            _ => Err(fault.unwrap_or_else(|| Fault("native pipeline failed".into()))),
-        }
+        c.result(r, pkt)
     }
 }
 
@@ -292,13 +313,20 @@ unsafe fn with_ctx(
     c.tables = st.tables.as_ptr();
     c.regs = st.ext.regs.as_ptr();
     c.nregs = st.ext.regs.len() as u64;
+    let regs = &pkt.regs;
+    if regs.clone.is_some() || regs.digest.is_some() || regs.resubmit != 0 || regs.recirculate != 0
+    {
+        c.touched = 1;
+    }
     match r {
         Ok(Ok(v)) => v,
         Ok(Err(e)) => {
+            c.touched = 1;
             c.fault = Some(e);
             -1
         }
         Err(_) => {
+            c.touched = 1;
             c.fault = Some(Fault("internal error in the pipeline".into()));
             -1
         }
@@ -506,6 +534,8 @@ extern "C" fn h_clone(ctx: *mut PipeCtx, session: u64, field_list: i64) -> i64 {
     // this does not touch.
     let pkt = unsafe { &mut *(*ctx).pkt };
     pkt.regs.clone = Some(((session & 0x7fff) as u32, field_list));
+    // SAFETY: as above; the context is live for the call.
+    unsafe { (*ctx).touched = 1 };
     0
 }
 
@@ -543,6 +573,7 @@ extern "C" fn h_hash(ctx: *mut PipeCtx, calc: u32, size: u64) -> u64 {
     match r {
         Ok(h) => h % size.max(1),
         Err(_) => {
+            c.touched = 1;
             c.fault = Some(Fault("internal error in a hash calculation".into()));
             0
         }

@@ -14,6 +14,13 @@
 //! those of the general path, packet by packet (`tests/fast_lane.rs` and
 //! `cmd_bench::tests::native_code_matches_the_interpreter` compare them).
 //!
+//! When the program's native code includes the lane function ([`crate::jit::Native::run_lane`],
+//! `jit/lane.rs`), the common case is one call of that generated function (PHV reset, standard
+//! metadata, parser, pipelines, decisions, emit and payload); a packet it hands back goes on
+//! here from where it stopped (`lane_mid` after ingress, `lane_late` after egress), the same
+//! code as the Rust body below, which stays for the other programs and for a switch with a
+//! behaviour cache.
+//!
 //! With a behaviour cache the lane runs its pipelines through it (`super::fast_cache`): a
 //! hit replays the cached behaviour in place of the pipeline and the packet goes on in the
 //! lane.
@@ -26,8 +33,8 @@
 
 use super::{fast_cache, fresh_pkt, renew_pkt, Flow, Job, Switch};
 use crate::compile::Engine;
-use crate::exec::Pkt;
-use crate::jit::BurstCtx;
+use crate::exec::{Pkt, PktRegs};
+use crate::jit::{BurstCtx, LaneCtx, LaneEnd};
 use crate::layout::{Phv, StdSlot};
 use tern_runtime::{OutputPacket, Port};
 
@@ -47,6 +54,10 @@ pub(super) struct LanePlan {
     /// into the emit function.
     planned: bool,
     emit_csum: bool,
+    /// The lane's body runs as one generated function ([`crate::jit::Native::run_lane`]).
+    gen: bool,
+    /// ... and that function resets the PHV of a new packet itself.
+    gen_resets: bool,
     drop_port: u64,
     s: LaneStd,
 }
@@ -85,6 +96,8 @@ impl LanePlan {
             verify: s.checksum_error.f.is_some(),
             planned: eng.csum_plan.is_some(),
             emit_csum: eng.csum_plan.is_some() && jit.is_some_and(|j| j.has_emit_csum()),
+            gen: jit.is_some_and(|j| j.has_lane()) && direct(eng),
+            gen_resets: jit.is_some_and(|j| j.lane_resets_phv()),
             drop_port: eng.drop_port as u64,
             s: LaneStd {
                 ingress_port: s.ingress_port,
@@ -177,6 +190,13 @@ impl Switch {
         self.passes
     }
 
+    /// Whether the lane's common case runs as one generated function
+    /// ([`crate::jit::Native::run_lane`]; without a behaviour cache: a switch with one runs
+    /// the lane's Rust body).
+    pub fn lane_generated(&self) -> bool {
+        self.lane_why_not().is_none() && self.live.lane_plan.gen && self.bcache.is_none()
+    }
+
     /// Why this switch's packets do not take the fast lane (`None`: the common case does).
     pub fn lane_why_not(&self) -> Option<String> {
         if self.slow_only {
@@ -205,14 +225,16 @@ impl Switch {
     }
 
     /// One packet through the fast lane (see the module comment); the same effects and
-    /// outputs as `process_one`'s general path.
+    /// outputs as `process_one`'s general path. With a generated lane function
+    /// ([`crate::jit::Native::run_lane`]) the common case is one native call; a packet it
+    /// hands back goes on below from where it stopped.
     pub(super) fn process_lane(
         &mut self,
         now: u64,
         port: Port,
         data: &[u8],
         out: &mut Vec<OutputPacket>,
-        ctx: &mut BurstCtx,
+        ctx: &mut LaneCtx,
     ) {
         let inst = &mut self.live;
         let eng: &Engine = &inst.engine;
@@ -225,20 +247,91 @@ impl Switch {
         self.passes += 1;
         let len = data.len() as u32;
         let direct = inst.lane_direct;
+        // The generated lane (`plan.gen` implies native code, `direct`); not through a
+        // behaviour cache.
+        let gen = plan.gen && self.bcache.is_none();
         let mut pkt = match self.lane_pkt.take() {
+            // The lane function resets the PHV.
+            Some(mut p) if gen && plan.gen_resets => {
+                renew_bare(&mut p, len, port);
+                p
+            }
             Some(mut p) => {
                 renew_pkt(&mut p, &eng.layout, data, !direct, port);
                 p
             }
             None => fresh_pkt(self.pool.pop(), &eng.layout, data, !direct, port),
         };
+        let jit = eng.jit.as_ref();
+
+        if let (true, Some(j)) = (gen, jit) {
+            let mut bytes = self.spare.pop().unwrap_or_default();
+            let mut offs = std::mem::take(&mut st.emit_off);
+            let nq = self.opts.priority_queues.max(1) as u64;
+            let end = j.run_lane(
+                ctx, eng, st, &mut pkt, data, port, now, nq, &mut bytes, &mut offs,
+            );
+            let end = end.expect("plan.gen: the lane function exists");
+            match end {
+                LaneEnd::Sent {
+                    port, csum_left, ..
+                } => {
+                    self.passes += 1;
+                    if csum_left {
+                        if let Some(plan) = &eng.csum_plan {
+                            eng.update_checksums_emitted(
+                                &mut st.ext,
+                                &mut pkt,
+                                plan,
+                                &offs,
+                                &mut bytes,
+                            );
+                        }
+                        bytes.extend_from_slice(&data[pkt.payload_off.min(data.len())..]);
+                    }
+                    st.emit_off = offs;
+                    if let Some(t) = pkt.regs.truncate {
+                        bytes.truncate(t as usize);
+                    }
+                    out.push(OutputPacket { port, data: bytes });
+                    self.lane_pkt = Some(pkt);
+                }
+                LaneEnd::Dropped { passes } => {
+                    st.emit_off = offs;
+                    self.passes += u64::from(passes) - 1;
+                    self.spare.push(bytes);
+                    self.lane_pkt = Some(pkt);
+                }
+                LaneEnd::AfterIngress(r) => {
+                    st.emit_off = offs;
+                    self.spare.push(bytes);
+                    if r.is_err() {
+                        self.lane_pkt = Some(pkt);
+                        return;
+                    }
+                    self.lane_mid(now, data, out, &mut ctx.burst, pkt);
+                }
+                LaneEnd::AfterEgress(r, port) => {
+                    st.emit_off = offs;
+                    self.spare.push(bytes);
+                    self.passes += 1;
+                    pkt.enq_ts = now;
+                    if r.is_err() {
+                        self.lane_pkt = Some(pkt);
+                        return;
+                    }
+                    self.lane_late(now, data, out, pkt, port);
+                }
+            }
+            return;
+        }
+
         let phv = &mut pkt.phv;
         put(phv, &s.ingress_port, port as u64);
         put(phv, &s.packet_length, len as u64);
         put(phv, &s.ingress_ts, now);
 
         // Parse (native: `why_not` checked it at load) and verify.
-        let jit = eng.jit.as_ref();
         let parsed = if direct {
             // `direct` implies a native parser; the frame stays in `data`.
             jit.and_then(|j| j.parse_bytes(&mut pkt.phv, data))
@@ -268,7 +361,8 @@ impl Switch {
                 return;
             }
         } else if let Some(i) = plan.ingress {
-            let r = match jit.and_then(|j| j.run_pipeline_at(ctx, eng, st, &mut pkt, i)) {
+            let r = match jit.and_then(|j| j.run_pipeline_at(&mut ctx.burst, eng, st, &mut pkt, i))
+            {
                 Some(r) => r,
                 None => eng.run_pipeline(st, &mut pkt, "ingress", eng.ingress.flatten()),
             };
@@ -277,6 +371,27 @@ impl Switch {
                 return;
             }
         }
+        self.lane_mid(now, data, out, &mut ctx.burst, pkt);
+    }
+
+    /// The lane after the ingress pipeline ran (normally): the divergence test, the
+    /// after-ingress decision, egress, and on to [`Switch::lane_late`].
+    #[inline(always)]
+    fn lane_mid(
+        &mut self,
+        now: u64,
+        data: &[u8],
+        out: &mut Vec<OutputPacket>,
+        ctx: &mut BurstCtx,
+        mut pkt: Box<Pkt>,
+    ) {
+        let inst = &mut self.live;
+        let eng: &Engine = &inst.engine;
+        let st = &mut inst.state;
+        let plan = &inst.lane_plan;
+        let s = &plan.s;
+        let direct = inst.lane_direct;
+        let jit = eng.jit.as_ref();
         let regs = &pkt.regs;
         if regs.clone.is_some()
             || regs.digest.is_some()
@@ -339,6 +454,27 @@ impl Switch {
                 return;
             }
         }
+        self.lane_late(now, data, out, pkt, port);
+    }
+
+    /// The lane after the egress pipeline ran (normally) for `port`: the divergence test,
+    /// the drop test, the deparser.
+    #[inline(always)]
+    fn lane_late(
+        &mut self,
+        now: u64,
+        data: &[u8],
+        out: &mut Vec<OutputPacket>,
+        mut pkt: Box<Pkt>,
+        port: u32,
+    ) {
+        let inst = &mut self.live;
+        let eng: &Engine = &inst.engine;
+        let st = &mut inst.state;
+        let plan = &inst.lane_plan;
+        let s = &plan.s;
+        let direct = inst.lane_direct;
+        let jit = eng.jit.as_ref();
         if pkt.regs.clone.is_some() || pkt.regs.recirculate != 0 {
             // Diverged after egress: clone, deparse, recirculate on the general path.
             self.lane_counts[1] += 1;
@@ -400,6 +536,19 @@ impl Switch {
         out.push(OutputPacket { port, data: bytes });
         self.lane_pkt = Some(pkt);
     }
+}
+
+/// `renew_pkt` of the lane's own `direct` instance but for the PHV, which the generated lane
+/// function resets ([`crate::jit::Native::lane_resets_phv`]).
+#[inline(always)]
+fn renew_bare(p: &mut Pkt, len: u32, port: u32) {
+    p.data.clear();
+    p.payload_off = 0;
+    p.regs = PktRegs::default();
+    p.enq_ts = 0;
+    p.ingress_len = len;
+    p.length_reg = len;
+    p.ingress_port = port;
 }
 
 /// Give a `direct` lane packet its frame (before it leaves the lane or meets a stage that

@@ -1,0 +1,562 @@
+//! The fast lane's body as one generated function (issue 21, item 1): for the common case
+//! (unicast or drop, no clone, digest, resubmit, recirculate or multicast) one native call
+//! stores the standard metadata at constant PHV offsets, calls the generated parser, the
+//! ingress pipeline, makes the after-ingress decision, stores the egress metadata, calls the
+//! egress pipeline and the emit function (with the checksums compiled in) and returns a status.
+//! Everything else comes back to Rust at the point where it left the common case (after
+//! ingress, after egress, checksums left to the caller), where `switch::fast` goes on exactly as
+//! its Rust lane does.
+//!
+//! This module owns [`LaneCtx`] (what the lane function reads and writes besides the PHV: the
+//! pipeline context first, then the frame, the clock and the outputs), the eligibility check
+//! ([`spec`]), the generator ([`Gen::lane`]) and the safe entry ([`Native::run_lane`]).
+
+use std::mem::offset_of;
+
+use cranelift_codegen::ir::{self, condcodes::IntCC, types, InstBuilder};
+use cranelift_codegen::isa::TargetFrontendConfig;
+use cranelift_frontend::Variable;
+
+use super::pipeline::{BurstCtx, PipeCtx, FAULT};
+use super::{mem, Gen, Native, CSUM_LEFT};
+use crate::compile::Engine;
+use crate::exec::{Fault, Pkt, State};
+use crate::layout::FieldLoc;
+
+/// `(lane context) -> status` (see the `ST_*` codes; `>= 0`: forwarded, that many bytes).
+pub(super) type LaneFn = unsafe extern "C" fn(*mut LaneCtx) -> i64;
+
+/// Dropped before egress (by `egress_spec` or a priority with no queue): one pass.
+const ST_DROP_INGRESS: i64 = -1;
+/// Dropped after egress: two passes.
+const ST_DROP_EGRESS: i64 = -2;
+/// Back to Rust after the ingress pipeline (its return code in [`LaneCtx::rc`]): it did not
+/// end normally, a helper touched the packet's registers, or `mcast_grp` is set.
+const ST_INGRESS: i64 = -3;
+/// Back to Rust after the egress pipeline (return code in [`LaneCtx::rc`]), for the same
+/// reasons; the egress port is in [`LaneCtx::eport`].
+const ST_EGRESS: i64 = -4;
+/// Emitted, the checksums left to the caller ([`CSUM_LEFT`]): bytes in [`LaneCtx::n`].
+const ST_CSUM_LEFT: i64 = -5;
+
+/// What the generated lane reads and writes besides the PHV, kept for a burst: the pipeline
+/// context first (the pipelines and their helpers are handed the same pointer), then the
+/// packet's inputs, then its outputs.
+#[repr(C)]
+pub struct LaneCtx {
+    pub burst: BurstCtx,
+    data: *const u8,
+    len: u64,
+    port: u64,
+    now: u64,
+    /// Priority queues of the switch (at least 1): a higher priority is dropped.
+    nqueues: u64,
+    out: *mut u8,
+    emit_off: *mut u32,
+    stack_next: *mut u32,
+    /// Out: the parsed length.
+    cursor: u64,
+    /// Out: the egress port (`egress_spec` at the after-ingress decision).
+    eport: u64,
+    /// Out: a pipeline's return code ([`ST_INGRESS`], [`ST_EGRESS`]).
+    rc: i64,
+    /// Out: bytes emitted ([`ST_CSUM_LEFT`]).
+    n: u64,
+}
+
+// The pipelines take the lane context as their own: it must start with it.
+const _: () = assert!(offset_of!(LaneCtx, burst) == 0);
+
+impl LaneCtx {
+    pub fn new() -> LaneCtx {
+        LaneCtx {
+            burst: BurstCtx::new(),
+            data: std::ptr::null(),
+            len: 0,
+            port: 0,
+            now: 0,
+            nqueues: 1,
+            out: std::ptr::null_mut(),
+            emit_off: std::ptr::null_mut(),
+            stack_next: std::ptr::null_mut(),
+            cursor: 0,
+            eport: 0,
+            rc: 0,
+            n: 0,
+        }
+    }
+}
+
+impl Default for LaneCtx {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Where one packet of the generated lane stopped.
+#[derive(Debug)]
+pub enum LaneEnd {
+    /// Deparsed into the output (`bytes` written), to `port`: the headers, the checksums
+    /// and the payload; or, when `csum_left`, the headers only (the checksums and the
+    /// payload are the caller's).
+    Sent {
+        bytes: usize,
+        port: u32,
+        csum_left: bool,
+    },
+    /// Dropped after `passes` pipeline passes (1: before egress, 2: after it).
+    Dropped { passes: u8 },
+    /// The ingress pipeline ran (this is its result): the rest is Rust's, from the
+    /// divergence test on.
+    AfterIngress(Result<(), Fault>),
+    /// The egress pipeline ran for `port` (this is its result): the rest is Rust's.
+    AfterEgress(Result<(), Fault>, u32),
+}
+
+/// The standard-metadata fields the lane function stores or reads (absent: `None`).
+pub(super) struct LaneSpec {
+    ingress_port: Option<FieldLoc>,
+    packet_length: Option<FieldLoc>,
+    ingress_ts: Option<FieldLoc>,
+    parser_error: Option<FieldLoc>,
+    checksum_error: Option<FieldLoc>,
+    /// The program reads `checksum_error`: the checksums are verified after the parser
+    /// ([`h_verify`]).
+    verify: bool,
+    mcast_grp: Option<FieldLoc>,
+    egress_spec: Option<FieldLoc>,
+    egress_port: Option<FieldLoc>,
+    egress_ts: Option<FieldLoc>,
+    instance_type: Option<FieldLoc>,
+    priority: Option<FieldLoc>,
+    qid: Option<FieldLoc>,
+    queueing: Option<[FieldLoc; 4]>,
+    /// The PHV reset of a new packet done in the lane function (`Phv::reset` as constant
+    /// stores), when it is small and has nothing variable (no variable-length fields, no
+    /// header-union stacks).
+    pub(super) reset: Option<Reset>,
+}
+
+/// What [`crate::layout::Phv::reset`] writes, fixed at load: zeroed metadata byte ranges,
+/// the validity template, and the stacks' next indexes (zero).
+pub(super) struct Reset {
+    ranges: Vec<(u32, u32)>,
+    valid: Vec<u8>,
+    stacks: u32,
+}
+
+/// Most bytes the lane function's reset stores (beyond that, `Phv::reset` does it).
+const MAX_RESET_BYTES: u32 = 1024;
+
+/// Whether a lane function can be generated for `eng` (given a native parser and emit
+/// function, the pipelines native or absent): `Err(why not)` when the program has checksum
+/// updates the emit function does not compile, or keeps a standard-metadata field the lane
+/// touches in anything but a plain slot of at most 8 bytes.
+pub(super) fn spec(eng: &Engine, emit_csum: bool) -> Result<LaneSpec, String> {
+    let s = &eng.std;
+    if !emit_csum && eng.checksums.iter().any(|c| c.update) {
+        return Err("checksum updates not compiled".into());
+    }
+    let total = eng.layout.total_bytes;
+    let plain = |f: Option<FieldLoc>| -> Result<Option<FieldLoc>, String> {
+        match f {
+            Some(l)
+                if l.is_valid_bit
+                    || l.saturating
+                    || l.is_vl
+                    || l.width > 64
+                    || l.nbytes == 0
+                    || l.nbytes > 8
+                    || l.off + l.nbytes > total =>
+            {
+                Err("a standard-metadata field not in a plain slot".into())
+            }
+            _ => Ok(f),
+        }
+    };
+    let queueing = match s.queueing {
+        Some(q) => {
+            for f in q {
+                plain(Some(f))?;
+            }
+            Some(q)
+        }
+        None => None,
+    };
+    let l = &eng.layout;
+    let reset_bytes: u32 = l.metadata_ranges.iter().map(|(a, b)| b - a).sum::<u32>()
+        + l.headers.len() as u32
+        + 4 * l.stacks.len() as u32;
+    let reset = (!l.has_vl
+        && l.union_stacks.is_empty()
+        && reset_bytes <= MAX_RESET_BYTES
+        && l.metadata_ranges.iter().all(|&(a, b)| a <= b && b <= total)
+        && l.valid_template.len() == l.headers.len())
+    .then(|| Reset {
+        ranges: l.metadata_ranges.clone(),
+        valid: l.valid_template.iter().map(|v| u8::from(*v)).collect(),
+        stacks: l.stacks.len() as u32,
+    });
+    Ok(LaneSpec {
+        reset,
+        ingress_port: plain(s.ingress_port.f)?,
+        packet_length: plain(s.packet_length.f)?,
+        ingress_ts: plain(s.ingress_ts.f)?,
+        parser_error: plain(s.parser_error.f)?,
+        checksum_error: plain(s.checksum_error.f)?,
+        verify: s.checksum_error.f.is_some(),
+        mcast_grp: plain(s.mcast_grp.f)?,
+        egress_spec: plain(s.egress_spec.f)?,
+        egress_port: plain(s.egress_port.f)?,
+        egress_ts: plain(s.egress_ts.f)?,
+        instance_type: plain(s.instance_type.f)?,
+        priority: plain(s.priority.f)?,
+        qid: plain(s.qid.f)?,
+        queueing,
+    })
+}
+
+/// The functions the lane function calls (imported into it).
+pub(super) struct Calls {
+    pub parser: ir::FuncRef,
+    pub ingress: Option<ir::FuncRef>,
+    pub egress: Option<ir::FuncRef>,
+    pub emit: ir::FuncRef,
+    /// `emit` is the emit function with the checksums ([`CSUM_LEFT`] in its result).
+    pub csum: bool,
+    /// The target (for the payload's `memcpy` call).
+    pub target: TargetFrontendConfig,
+}
+
+fn off32(off: usize) -> i32 {
+    i32::try_from(off).expect("context offset fits")
+}
+
+impl Gen<'_, '_> {
+    /// The lane function (see the module comment): `(lane context) -> status`.
+    pub(super) fn lane(mut self, sp: &LaneSpec, c: &Calls) {
+        let i64t = types::I64;
+        let entry = self.b.create_block();
+        self.b.append_block_params_for_function_params(entry);
+        self.b.switch_to_block(entry);
+        let lc = self.b.block_params(entry)[0];
+        let ld = |g: &mut Self, off: usize| g.b.ins().load(i64t, mem(), lc, off32(off));
+        let phv: Variable = self.b.declare_var(i64t);
+        let valid: Variable = self.b.declare_var(i64t);
+        let reload = |g: &mut Self| {
+            let p = ld(g, offset_of!(PipeCtx, phv));
+            let v = ld(g, offset_of!(PipeCtx, valid));
+            g.b.def_var(phv, p);
+            g.b.def_var(valid, v);
+        };
+        reload(&mut self);
+        if let Some(r) = &sp.reset {
+            // `Phv::reset`: metadata zero, the validity template, stack indexes zero.
+            let p = self.b.use_var(phv);
+            for &(a, b) in &r.ranges {
+                for (o, c) in super::chunks(b - a) {
+                    let z = self.b.ins().iconst(super::int_type(c), 0);
+                    self.b.ins().store(mem(), z, p, off32((a + o) as usize));
+                }
+            }
+            let v = self.b.use_var(valid);
+            for (o, c) in super::chunks(r.valid.len() as u32) {
+                let bytes = &r.valid[o as usize..(o + c) as usize];
+                let x = bytes
+                    .iter()
+                    .rev()
+                    .fold(0i64, |acc, b| (acc << 8) | i64::from(*b));
+                let x = self.b.ins().iconst(super::int_type(c), x);
+                self.b.ins().store(mem(), x, v, off32(o as usize));
+            }
+            if r.stacks > 0 {
+                let sn = ld(&mut self, offset_of!(LaneCtx, stack_next));
+                let z = self.b.ins().iconst(types::I32, 0);
+                for k in 0..r.stacks {
+                    self.b.ins().store(mem(), z, sn, off32(4 * k as usize));
+                }
+            }
+        }
+        let put = |g: &mut Self, f: &Option<FieldLoc>, v: ir::Value| {
+            if let Some(f) = f {
+                g.write_field(phv, f, v);
+            }
+        };
+        let get = |g: &mut Self, f: &Option<FieldLoc>| match f {
+            Some(f) => {
+                let (p, v) = (g.b.use_var(phv), g.b.use_var(valid));
+                g.key_field(p, v, f)
+            }
+            None => g.b.ins().iconst(i64t, 0),
+        };
+        // Return `code` (a constant status) from here.
+        let ret = |g: &mut Self, code: i64| {
+            let v = g.b.ins().iconst(i64t, code);
+            g.b.ins().return_(&[v]);
+        };
+        // Continue in a new block when `cond` is zero, else return `code`.
+        let bail_if = |g: &mut Self, cond: ir::Value, code: i64| {
+            let (out, on) = (g.b.create_block(), g.b.create_block());
+            g.b.ins().brif(cond, out, &[], on, &[]);
+            g.b.switch_to_block(out);
+            ret(g, code);
+            g.b.switch_to_block(on);
+        };
+
+        // Ingress metadata, parse.
+        let port = ld(&mut self, offset_of!(LaneCtx, port));
+        put(&mut self, &sp.ingress_port, port);
+        let len = ld(&mut self, offset_of!(LaneCtx, len));
+        put(&mut self, &sp.packet_length, len);
+        let now = ld(&mut self, offset_of!(LaneCtx, now));
+        put(&mut self, &sp.ingress_ts, now);
+        let (p, v) = (self.b.use_var(phv), self.b.use_var(valid));
+        let data = ld(&mut self, offset_of!(LaneCtx, data));
+        let cursor = self
+            .b
+            .ins()
+            .iadd_imm(lc, offset_of!(LaneCtx, cursor) as i64);
+        let stacks = ld(&mut self, offset_of!(LaneCtx, stack_next));
+        let call = self
+            .b
+            .ins()
+            .call(c.parser, &[p, v, data, len, cursor, stacks]);
+        let err = self.b.inst_results(call)[0];
+        let zero = self.b.ins().iconst(i64t, 0);
+        let bad = if sp.verify {
+            // `h_verify(lc)`: 0 or 1, negative on a fault (back to Rust as the ingress
+            // pipeline's fault).
+            let mut sig = ir::Signature::new(self.b.func.signature.call_conv);
+            sig.params.push(ir::AbiParam::new(i64t));
+            sig.returns.push(ir::AbiParam::new(i64t));
+            let sig = self.b.import_signature(sig);
+            let addr = h_verify as *const () as usize;
+            let callee = self.b.ins().iconst(i64t, addr as i64);
+            let call = self.b.ins().call_indirect(sig, callee, &[lc]);
+            let bad = self.b.inst_results(call)[0];
+            let failed = self.b.ins().icmp_imm(IntCC::SignedLessThan, bad, 0);
+            let fault = self.b.ins().iconst(i64t, FAULT);
+            self.b
+                .ins()
+                .store(mem(), fault, lc, off32(offset_of!(LaneCtx, rc)));
+            bail_if(&mut self, failed, ST_INGRESS);
+            bad
+        } else {
+            zero
+        };
+        put(&mut self, &sp.parser_error, err);
+        put(&mut self, &sp.checksum_error, bad);
+        self.b
+            .ins()
+            .store(mem(), zero, lc, off32(offset_of!(PipeCtx, touched)));
+
+        // A pipeline: its return code stored; back to Rust with `code` unless it ended
+        // normally with no helper touching the packet's registers.
+        let pipe = |g: &mut Self, f: ir::FuncRef, code: i64| {
+            let call = g.b.ins().call(f, &[lc]);
+            let r = g.b.inst_results(call)[0];
+            g.b.ins()
+                .store(mem(), r, lc, off32(offset_of!(LaneCtx, rc)));
+            let t = ld(g, offset_of!(PipeCtx, touched));
+            let off = g.b.ins().bor(r, t);
+            bail_if(g, off, code);
+            reload(g);
+        };
+        if let Some(f) = c.ingress {
+            pipe(&mut self, f, ST_INGRESS);
+        }
+        if sp.mcast_grp.is_some() {
+            let m = get(&mut self, &sp.mcast_grp);
+            self.b
+                .ins()
+                .store(mem(), zero, lc, off32(offset_of!(LaneCtx, rc)));
+            bail_if(&mut self, m, ST_INGRESS);
+        }
+        let drop_port = ld(&mut self, offset_of!(PipeCtx, drop_port));
+        let spec = get(&mut self, &sp.egress_spec);
+        let prio = get(&mut self, &sp.priority);
+        let nq = ld(&mut self, offset_of!(LaneCtx, nqueues));
+        let d1 = self.b.ins().icmp(IntCC::Equal, spec, drop_port);
+        let d2 = self
+            .b
+            .ins()
+            .icmp(IntCC::UnsignedGreaterThanOrEqual, prio, nq);
+        let dropped = self.b.ins().bor(d1, d2);
+        bail_if(&mut self, dropped, ST_DROP_INGRESS);
+
+        // Enqueued and dequeued at once (empty queue), the egress metadata.
+        let eport = self.b.ins().band_imm(spec, 0xffff_ffff);
+        self.b
+            .ins()
+            .store(mem(), eport, lc, off32(offset_of!(LaneCtx, eport)));
+        put(&mut self, &sp.instance_type, zero);
+        if let Some([ts, qd, dt, dq]) = &sp.queueing {
+            put(&mut self, &Some(*ts), now);
+            put(&mut self, &Some(*qd), zero);
+            put(&mut self, &Some(*dt), zero);
+            put(&mut self, &Some(*dq), zero);
+            put(&mut self, &sp.qid, prio);
+        }
+        put(&mut self, &sp.egress_ts, now);
+        put(&mut self, &sp.egress_port, eport);
+        let next = self.b.ins().iadd_imm(drop_port, 1);
+        put(&mut self, &sp.egress_spec, next);
+        let pkt = ld(&mut self, offset_of!(PipeCtx, pkt));
+        let lr = self
+            .b
+            .ins()
+            .load(types::I32, mem(), pkt, off32(offset_of!(Pkt, length_reg)));
+        let lr = self.b.ins().uextend(i64t, lr);
+        put(&mut self, &sp.packet_length, lr);
+        if let Some(f) = c.egress {
+            pipe(&mut self, f, ST_EGRESS);
+        }
+        let spec = get(&mut self, &sp.egress_spec);
+        let drop_port = ld(&mut self, offset_of!(PipeCtx, drop_port));
+        let dropped = self.b.ins().icmp(IntCC::Equal, spec, drop_port);
+        bail_if(&mut self, dropped, ST_DROP_EGRESS);
+
+        // Deparse straight into the output.
+        let (p, v) = (self.b.use_var(phv), self.b.use_var(valid));
+        let out = ld(&mut self, offset_of!(LaneCtx, out));
+        let offs = ld(&mut self, offset_of!(LaneCtx, emit_off));
+        let call = self.b.ins().call(c.emit, &[p, v, out, offs]);
+        let n = self.b.inst_results(call)[0];
+        if c.csum {
+            let left = self.b.ins().band_imm(n, CSUM_LEFT as i64);
+            let (l, ok) = (self.b.create_block(), self.b.create_block());
+            self.b.ins().brif(left, l, &[], ok, &[]);
+            self.b.switch_to_block(l);
+            let bytes = self.b.ins().band_imm(n, !(CSUM_LEFT as i64));
+            self.b
+                .ins()
+                .store(mem(), bytes, lc, off32(offset_of!(LaneCtx, n)));
+            ret(&mut self, ST_CSUM_LEFT);
+            self.b.switch_to_block(ok);
+        }
+        // The payload after the headers: `data[min(cursor, len)..]` (one `memcpy`).
+        let cur = ld(&mut self, offset_of!(LaneCtx, cursor));
+        let cur = self.b.ins().umin(cur, len);
+        let src = self.b.ins().iadd(data, cur);
+        let dst = self.b.ins().iadd(out, n);
+        let size = self.b.ins().isub(len, cur);
+        self.b.call_memcpy(c.target, dst, src, size);
+        let total = self.b.ins().iadd(n, size);
+        self.b.ins().return_(&[total]);
+        self.b.seal_all_blocks();
+        self.b.finalize();
+    }
+}
+
+/// The checksum verification of the packet the lane context points at
+/// ([`Engine::verify_checksums`]): 1 if a checksum is wrong, 0 if not; on a panic the fault is
+/// left in the context and the result is -1.
+extern "C" fn h_verify(lc: *mut LaneCtx) -> i64 {
+    // SAFETY: called only by the lane function with the context `Native::run_lane` gave it,
+    // whose engine, state and packet pointers `BurstCtx::enter` set from live exclusive
+    // borrows that nothing else uses during the call; these borrows end before returning.
+    let c = unsafe { &mut (*lc).burst.0 };
+    let (eng, st, pkt) = unsafe { (&*c.eng, &mut *c.st, &*c.pkt) };
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        eng.verify_checksums(&mut st.ext, pkt)
+    }));
+    match r {
+        Ok(bad) => i64::from(bad),
+        Err(_) => {
+            c.fault = Some(Fault("internal error in a checksum verification".into()));
+            -1
+        }
+    }
+}
+
+impl Native {
+    /// Whether the fast lane's body runs as one generated function ([`Native::run_lane`]).
+    pub fn has_lane(&self) -> bool {
+        self.lane.is_some()
+    }
+
+    /// Whether that function resets the PHV itself (its caller then skips `Phv::reset`).
+    pub fn lane_resets_phv(&self) -> bool {
+        self.lane.is_some() && self.lane_resets
+    }
+
+    /// One packet through the generated lane (see the module comment): `pkt` is a fresh
+    /// instance of `data` (not copied into it) arriving on `port` at `now`, its PHV reset
+    /// unless [`Native::lane_resets_phv`] (then reset here, by the function); the output bytes
+    /// go to `out` (cleared here; the payload is not appended). `None` when there is no lane
+    /// function. `pkt.payload_off` is set in every case.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_lane(
+        &self,
+        lc: &mut LaneCtx,
+        eng: &Engine,
+        st: &mut State,
+        pkt: &mut Pkt,
+        data: &[u8],
+        port: u32,
+        now: u64,
+        nqueues: u64,
+        out: &mut Vec<u8>,
+        emit_off: &mut Vec<u32>,
+    ) -> Option<LaneEnd> {
+        let f = self.lane?;
+        self.check_phv(&pkt.phv);
+        assert!(
+            pkt.phv.stack_next.len() == self.stacks,
+            "PHV does not belong to this program"
+        );
+        if emit_off.len() < self.headers {
+            emit_off.resize(self.headers, 0);
+        }
+        out.clear();
+        out.reserve(self.emit_max + data.len());
+        lc.burst.enter(eng, st, pkt);
+        lc.data = data.as_ptr();
+        lc.len = data.len() as u64;
+        lc.port = u64::from(port);
+        lc.now = now;
+        lc.nqueues = nqueues;
+        lc.out = out.spare_capacity_mut().as_mut_ptr().cast::<u8>();
+        lc.emit_off = emit_off.as_mut_ptr();
+        lc.stack_next = pkt.phv.stack_next.as_mut_ptr();
+        // SAFETY: the parser, pipelines and emit function it calls are this module's, generated
+        // for this engine's layout, and the sizes were checked just above (the PHV, validity
+        // and stack-index arrays have the layout's lengths): their own safety arguments hold
+        // (see `Native::parse_bytes`, `Pipes::run_at_in`, `Native::emit_csum`): the parser
+        // reads `data` only below `len`; the pipelines get the context `enter` pointed at live
+        // exclusive borrows of `eng`, `st` and `pkt`, untouched until the call returns; the
+        // emit function writes at most `emit_max` bytes at `out`'s spare capacity (reserved
+        // above, with `data.len()` more for the payload the lane code copies after them from
+        // `data`, at most `data.len()` bytes, which cannot overlap the output's own buffer)
+        // and `u32`s below `headers` in `emit_off` (at least that long). The lane code
+        // itself stores only inside the PHV (plain standard-metadata slots, checked in
+        // `spec`) and into the context's own words, and reads `length_reg` of the packet the
+        // context points at.
+        let r = unsafe { f(lc) };
+        pkt.payload_off = lc.cursor as usize;
+        let port = lc.eport as u32;
+        let sent = |n: u64, left: bool, out: &mut Vec<u8>| {
+            let n = (n as usize).min(self.emit_max + data.len());
+            // SAFETY: as in `Native::emit`: every byte of `[0, n)` was written, within the
+            // reserved capacity: the headers by the emit loop (`[0, e)`, `e <= emit_max`),
+            // then (not `left`) the `len - min(cursor, len) <= data.len()` payload bytes by
+            // the `memcpy` at `e`.
+            unsafe { out.set_len(n) };
+            LaneEnd::Sent {
+                bytes: n,
+                port,
+                csum_left: left,
+            }
+        };
+        Some(match r {
+            n if n >= 0 => sent(n as u64, false, out),
+            ST_DROP_INGRESS => LaneEnd::Dropped { passes: 1 },
+            ST_DROP_EGRESS => LaneEnd::Dropped { passes: 2 },
+            ST_INGRESS => LaneEnd::AfterIngress(lc.burst.result(lc.rc, pkt)),
+            ST_EGRESS => LaneEnd::AfterEgress(lc.burst.result(lc.rc, pkt), port),
+            ST_CSUM_LEFT => sent(lc.n, true, out),
+            _ => unreachable!("lane status {r}"),
+        })
+    }
+}
