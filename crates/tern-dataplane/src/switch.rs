@@ -1490,7 +1490,7 @@ impl Switch {
         // As in `run_batch`: nothing a packet does turns the lane off, so the whole batch
         // goes to the lane as one burst when the first packet would.
         let lane = self.shared.is_none() && self.lane_ready();
-        let mut ctx = crate::jit::BurstCtx::new();
+        let mut ctx = crate::jit::LaneCtx::new();
         for (i, (port, clock, data)) in pkts.into_iter().enumerate() {
             let now = match clock {
                 Some(us) => {
