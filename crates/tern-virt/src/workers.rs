@@ -105,6 +105,10 @@ pub const DEFAULT_QUANTUM_NS: u64 = 20_000;
 /// Frame buffers the front keeps for arriving packets.
 const MAX_SPARE: usize = 4096;
 
+/// Bytes a new frame buffer gets beyond the frame it first carries, for the headers a program
+/// adds when the buffer later carries an output (as a DPDK mbuf's tailroom).
+const FRAME_TAILROOM: usize = 128;
+
 /// Devices whose backlog the front bounds (ids below this; larger ids are not bounded).
 const BOUNDED_IDS: usize = 4096;
 
@@ -688,7 +692,14 @@ impl VirtWorkers {
                 *sent += 1;
             }
             *self.load.entry(id).or_default() += data.len() as u64;
-            let mut buf = self.spare.pop().unwrap_or_default();
+            // A new buffer gets tailroom: it may come back as a device's output buffer, which
+            // the fast lane reserves for the program's largest emit (headers it adds); without
+            // room that reserve would reallocate on the packet path the first time a given
+            // buffer turns into an output (`tests/alloc_flood.rs` caught it).
+            let mut buf = self
+                .spare
+                .pop()
+                .unwrap_or_else(|| Vec::with_capacity(data.len() + FRAME_TAILROOM));
             buf.clear();
             buf.extend_from_slice(data);
             self.batches[w].push((id, vport, buf));
