@@ -119,6 +119,31 @@ struct Pair {
 }
 
 impl Pair {
+    /// Both switches add the same entry; they must give it the same handle (later operations
+    /// name it by that one handle).
+    fn add_both(
+        &mut self,
+        table: &str,
+        key: &[MatchParam],
+        action: &str,
+        data: &[Vec<u8>],
+        priority: Option<i32>,
+    ) -> tern_runtime::EntryHandle {
+        let h = self
+            .native
+            .mt_add_entry(table, key, action, data, priority)
+            .expect("native add");
+        let h2 = self
+            .interp
+            .mt_add_entry(table, key, action, data, priority)
+            .expect("interpreter add");
+        assert_eq!(
+            h, h2,
+            "{table}: the two switches gave the entry different handles"
+        );
+        h
+    }
+
     /// Both switches do the same control-plane operation.
     fn both(&mut self, f: impl Fn(&mut Switch)) {
         f(&mut self.native);
@@ -191,16 +216,7 @@ fn entries_changed_between_packets_are_seen_by_the_next_packet() {
     for k in 0..40u64 {
         let key = vec![ex(0xc0a8_0000 + k, 4)];
         let data = [bytes(k % 4 + 1, 2), bytes(0x0200_0000_0000 + k, 6)];
-        let h = p
-            .native
-            .mt_add_entry("I.route", &key, "I.fwd", &data, None)
-            .expect("add");
-        let h2 = p
-            .interp
-            .mt_add_entry("I.route", &key, "I.fwd", &data, None)
-            .expect("add");
-        assert_eq!(h, h2);
-        handles.push(h);
+        handles.push(p.add_both("I.route", &key, "I.fwd", &data, None));
         let f = frame(true, 1, 1, 0xc0a8_0000 + k as u32, 17, 64);
         let out = p.send(&f, "route added");
         assert_eq!(out.len(), 1, "one output");
@@ -314,43 +330,22 @@ fn entries_changed_between_packets_are_seen_by_the_next_packet() {
         });
     }
     p.sweep(40, "acl, one tuple");
-    let wide = p
-        .native
-        .mt_add_entry(
-            "I.acl",
-            &[
-                MatchParam::Ternary {
-                    key: bytes(0xc0a8_0000, 4),
-                    mask: bytes(0xffff_fff0, 4),
-                },
-                MatchParam::Ternary {
-                    key: vec![0],
-                    mask: vec![0],
-                },
-            ],
-            "I.deny",
-            &[],
-            Some(1),
-        )
-        .expect("acl wide");
-    p.interp
-        .mt_add_entry(
-            "I.acl",
-            &[
-                MatchParam::Ternary {
-                    key: bytes(0xc0a8_0000, 4),
-                    mask: bytes(0xffff_fff0, 4),
-                },
-                MatchParam::Ternary {
-                    key: vec![0],
-                    mask: vec![0],
-                },
-            ],
-            "I.deny",
-            &[],
-            Some(1),
-        )
-        .expect("acl wide");
+    let wide = p.add_both(
+        "I.acl",
+        &[
+            MatchParam::Ternary {
+                key: bytes(0xc0a8_0000, 4),
+                mask: bytes(0xffff_fff0, 4),
+            },
+            MatchParam::Ternary {
+                key: vec![0],
+                mask: vec![0],
+            },
+        ],
+        "I.deny",
+        &[],
+        Some(1),
+    );
     p.sweep(40, "acl, two tuples");
     p.both(|sw| sw.mt_delete_entry("I.acl", wide).expect("delete wide"));
     p.sweep(40, "acl, one tuple again");
