@@ -709,6 +709,87 @@ fn int_type(bytes: u32) -> ir::Type {
     }
 }
 
+/// One piece of a header's wire conversion in generated code (from the layout's
+/// [`crate::layout::WireStep`]s): a run of whole bytes copied as is, or a window of 1 to 8
+/// whole wire bytes holding bit fields (no other piece touches its bytes), read or written
+/// as one big-endian value.
+enum Piece {
+    Copy {
+        wire: u32,
+        slot: u32,
+        len: u32,
+    },
+    /// `len` bytes from wire byte `byte`; each field as (bit within the window, width, slot,
+    /// slot bytes), in wire order and contiguous from bit 0.
+    Bits {
+        byte: u32,
+        len: u32,
+        fields: Vec<(u32, u32, u32, u32)>,
+    },
+}
+
+/// The [`Piece`]s of a header with wire steps, `None` when a run of bit fields crosses no
+/// byte boundary within 64 bits (the field-by-field path then). Bit-field runs are cut at
+/// every byte boundary and adjacent windows merged up to 8 bytes.
+fn pieces(hl: &crate::layout::HeaderLayout) -> Option<Vec<Piece>> {
+    use crate::layout::WireStep;
+    let mut out: Vec<Piece> = Vec::new();
+    // The open window: start bit (a byte boundary) and its fields.
+    let mut open: Option<(u32, Vec<(u32, u32, u32, u32)>)> = None;
+    let close = |out: &mut Vec<Piece>, start: u32, end: u32, fields: Vec<(u32, u32, u32, u32)>| {
+        let (byte, len) = (start / 8, (end - start).div_ceil(8));
+        match out.last_mut() {
+            Some(Piece::Bits {
+                byte: b,
+                len: l,
+                fields: f,
+            }) if *b + *l == byte && *l + len <= 8 => {
+                let shift = *l * 8;
+                f.extend(
+                    fields
+                        .into_iter()
+                        .map(|(bit, w, s, n)| (bit + shift, w, s, n)),
+                );
+                *l += len;
+            }
+            _ => out.push(Piece::Bits { byte, len, fields }),
+        }
+    };
+    let mut end = 0u32;
+    for s in hl.wire.as_ref()? {
+        match *s {
+            WireStep::Copy { wire, slot, len } => {
+                if open.is_some() {
+                    return None;
+                }
+                out.push(Piece::Copy { wire, slot, len });
+                end = (wire + len) * 8;
+            }
+            WireStep::Bits {
+                bit,
+                width,
+                slot,
+                nbytes,
+            } => {
+                let (start, fields) = open.get_or_insert_with(|| (bit, Vec::new()));
+                if bit != end || bit + width - *start > 64 {
+                    return None;
+                }
+                fields.push((bit - *start, width, slot, nbytes));
+                end = bit + width;
+                if end % 8 == 0 {
+                    let (start, fields) = open.take().expect("open");
+                    close(&mut out, start, end, fields);
+                }
+            }
+        }
+    }
+    if let Some((start, fields)) = open {
+        close(&mut out, start, end, fields);
+    }
+    Some(out)
+}
+
 struct Gen<'a, 'f> {
     eng: &'a Engine,
     b: FunctionBuilder<'f>,
@@ -993,6 +1074,30 @@ impl Gen<'_, '_> {
         let hl = &self.eng.layout.headers[h as usize];
         if hl.packed {
             self.copy(phv, hl.off, base, 0, hl.fixed_bits.div_ceil(8));
+        } else if let Some(ps) = pieces(hl) {
+            for p in ps {
+                match p {
+                    Piece::Copy { wire, slot, len } => self.copy(phv, slot, base, wire, len),
+                    Piece::Bits { byte, len, fields } => {
+                        // The window's bytes once, each field shifted and masked out of it.
+                        let x = self.load_be(base, byte, len);
+                        for (bit, w, slot, nbytes) in fields {
+                            let drop = len * 8 - bit - w;
+                            let v = if drop > 0 {
+                                self.b.ins().ushr_imm(x, i64::from(drop))
+                            } else {
+                                x
+                            };
+                            let v = if bit > 0 {
+                                self.b.ins().band_imm(v, ((1u64 << w) - 1) as i64)
+                            } else {
+                                v
+                            };
+                            self.store_be(phv, slot, nbytes, v);
+                        }
+                    }
+                }
+            }
         } else {
             let mut bit = 0u32;
             for f in &hl.fields {
@@ -1057,6 +1162,51 @@ impl Gen<'_, '_> {
             let base = self.b.ins().iadd(out, at);
             if hl.packed {
                 self.copy(base, 0, phv, hl.off, n);
+            } else if let Some(ps) = pieces(hl) {
+                // Every byte of the header's wire size is stored once (see below).
+                let mut stored = 0;
+                for p in ps {
+                    match p {
+                        Piece::Copy { wire, slot, len } => {
+                            self.copy(base, wire, phv, slot, len);
+                            stored += len;
+                        }
+                        Piece::Bits { byte, len, fields } => {
+                            let mut acc: Option<ir::Value> = None;
+                            let mut used = 0;
+                            for (_, w, slot, nbytes) in fields {
+                                let v = self.load_be(phv, slot, nbytes);
+                                let v = if nbytes * 8 > w {
+                                    self.b.ins().band_imm(v, ((1u64 << w) - 1) as i64)
+                                } else {
+                                    v
+                                };
+                                acc = Some(match acc {
+                                    None => v,
+                                    Some(a) => {
+                                        let s = self.b.ins().ishl_imm(a, i64::from(w));
+                                        self.b.ins().bor(s, v)
+                                    }
+                                });
+                                used += w;
+                            }
+                            let a = acc.expect("a window has fields");
+                            let pad = len * 8 - used;
+                            let a = if pad > 0 {
+                                self.b.ins().ishl_imm(a, i64::from(pad))
+                            } else {
+                                a
+                            };
+                            self.store_be(base, byte, len, a);
+                            stored += len;
+                        }
+                    }
+                }
+                assert_eq!(
+                    stored, n,
+                    "emit of {} stores {stored} of {n} bytes",
+                    hl.name
+                );
             } else {
                 // `Native::emit` relies on this (it hands the code uninitialized output
                 // bytes): every byte of the header's wire size is stored.
