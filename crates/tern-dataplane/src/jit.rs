@@ -460,7 +460,7 @@ fn generate(
     // The lane's body, calling the functions above.
     let mut lane_resets = false;
     let lane_id = match (parse_id, emit_csum_id.or(emit_id)) {
-        (Some(parse_id), Some(emit_fn)) => {
+        (Some(_), Some(_)) => {
             let pipe_of = |g: Option<Option<GNode>>| {
                 g.flatten()
                     .and_then(|g| pipe_ids.iter().find(|(i, _)| *i == g))
@@ -477,11 +477,11 @@ fn generate(
                         module.declare_func_in_func(id, &mut ctx.func)
                     };
                     let calls = lane::Calls {
-                        parser: import(parse_id),
+                        parser: parser.expect("a native parser"),
                         ingress: pipe_of(eng.ingress).map(&mut import),
                         egress: pipe_of(eng.egress).map(&mut import),
-                        emit: import(emit_fn),
-                        csum: emit_csum_id.is_some(),
+                        order: order.expect("a native emit"),
+                        csums: csums.as_ref().map(|(_, l)| l.as_slice()),
                         target: module.target_config(),
                     };
                     Gen {
@@ -864,7 +864,6 @@ impl Gen<'_, '_> {
 
     /// The parser: `(phv, valid, data, len, cursor out, stack next indexes) -> error code`.
     fn parser(mut self, p: &CParser) {
-        let eng = self.eng;
         let entry = self.b.create_block();
         self.b.append_block_params_for_function_params(entry);
         self.b.switch_to_block(entry);
@@ -872,6 +871,26 @@ impl Gen<'_, '_> {
         let (phv, valid, data, len, cursor_out, stack_next) = (
             params[0], params[1], params[2], params[3], params[4], params[5],
         );
+        let (code, cur) = self.parse_body(p, phv, valid, data, len, stack_next);
+        self.b.ins().store(mem(), cur, cursor_out, 0);
+        self.b.ins().return_(&[code]);
+        self.b.seal_all_blocks();
+        self.b.finalize();
+    }
+
+    /// The parser's states in the current function, from the current block: returns the
+    /// error code and the parsed length, with the builder at the block where parsing ended
+    /// (the lane function inlines it; [`Gen::parser`] wraps it as a function).
+    fn parse_body(
+        &mut self,
+        p: &CParser,
+        phv: ir::Value,
+        valid: ir::Value,
+        data: ir::Value,
+        len: ir::Value,
+        stack_next: ir::Value,
+    ) -> (ir::Value, ir::Value) {
+        let eng = self.eng;
         // The pipeline generator's expression code works on variables: the PHV, validity and
         // (unused: parser expressions have no action parameters) parameter pointers.
         let (phv_v, valid_v, pb_v) = (
@@ -897,7 +916,7 @@ impl Gen<'_, '_> {
         let no_error = eng.errors.no_error;
         let too_short = eng.errors.packet_too_short;
 
-        let jump_to = |g: &mut Self, next: Option<u32>| match next {
+        let jump_to = |g: &mut Gen<'_, '_>, next: Option<u32>| match next {
             Some(n) => {
                 g.b.ins().jump(states[n as usize], &[]);
             }
@@ -906,7 +925,7 @@ impl Gen<'_, '_> {
                 g.b.ins().jump(exit, &[ok.into()]);
             }
         };
-        jump_to(&mut self, p.init);
+        jump_to(self, p.init);
 
         for (si, s) in p.states.iter().enumerate() {
             self.b.switch_to_block(states[si]);
@@ -1054,19 +1073,16 @@ impl Gen<'_, '_> {
                     }
                 }
                 self.b.switch_to_block(take);
-                jump_to(&mut self, next);
+                jump_to(self, next);
                 self.b.switch_to_block(rest);
             }
-            jump_to(&mut self, default.flatten());
+            jump_to(self, default.flatten());
         }
 
         self.b.switch_to_block(exit);
         let code = self.b.block_params(exit)[0];
         let cur = self.b.use_var(cursor);
-        self.b.ins().store(mem(), cur, cursor_out, 0);
-        self.b.ins().return_(&[code]);
-        self.b.seal_all_blocks();
-        self.b.finalize();
+        (code, cur)
     }
 
     /// Extract header `h` from the packet bytes at `base` (already bounds-checked).
@@ -1145,6 +1161,33 @@ impl Gen<'_, '_> {
         self.b.switch_to_block(entry);
         let params = self.b.block_params(entry).to_vec();
         let (phv, valid, out, offs) = (params[0], params[1], params[2], params[3]);
+        // Checksums left to the caller: the bytes written, flagged.
+        let left = self.b.create_block();
+        self.b.append_block_param(left, types::I64);
+        let written = self.emit_body(order, csums, phv, valid, out, offs, left);
+        self.b.ins().return_(&[written]);
+        self.b.switch_to_block(left);
+        let w = self.b.block_params(left)[0];
+        let flagged = self.b.ins().bor_imm(w, CSUM_LEFT as i64);
+        self.b.ins().return_(&[flagged]);
+        self.b.seal_all_blocks();
+        self.b.finalize();
+    }
+
+    /// The emit loop (and the checksum updates) in the current function, from the current
+    /// block: returns the bytes written, with the builder where the emit ended; when the
+    /// checksums are left to the caller it jumps to `left` with the bytes written instead.
+    #[allow(clippy::too_many_arguments)]
+    fn emit_body(
+        &mut self,
+        order: &[u32],
+        csums: Option<&[crate::csum::NativeCsum]>,
+        phv: ir::Value,
+        valid: ir::Value,
+        out: ir::Value,
+        offs: ir::Value,
+        left: ir::Block,
+    ) -> ir::Value {
         let pos: Variable = self.b.declare_var(types::I64);
         let zero = self.b.ins().iconst(types::I64, 0);
         self.b.def_var(pos, zero);
@@ -1224,16 +1267,14 @@ impl Gen<'_, '_> {
         }
         let written = self.b.use_var(pos);
         if let Some(list) = csums {
-            self.checksums(phv, valid, out, offs, written, list);
+            self.checksums(phv, valid, out, offs, written, list, left);
         }
-        self.b.ins().return_(&[written]);
-        self.b.seal_all_blocks();
-        self.b.finalize();
+        written
     }
 
     /// The checksum updates of [`crate::csum::native_list`], after the emit loop, as
     /// `Engine::update_checksums_emitted` runs them: first, if any update whose condition
-    /// holds would sum a header that is not valid, return `written | CSUM_LEFT` (nothing
+    /// holds would sum a header that is not valid, jump to `left` with `written` (nothing
     /// stored; the caller computes the generic values). Validity does not change during the
     /// updates, so this is decided before any of them runs. Then, in program order, each
     /// update whose condition holds sums its header's emitted bytes (32-bit words where four
@@ -1242,6 +1283,7 @@ impl Gen<'_, '_> {
     /// as its largest possible value needs, complements it, stores it in the target's PHV slot
     /// and, if the target's header is valid, into its emitted bytes (where a later update
     /// reads it).
+    #[allow(clippy::too_many_arguments)]
     fn checksums(
         &mut self,
         phv: ir::Value,
@@ -1250,9 +1292,9 @@ impl Gen<'_, '_> {
         offs: ir::Value,
         written: ir::Value,
         list: &[crate::csum::NativeCsum],
+        left: ir::Block,
     ) {
         // Any update that would leave the compiled form: condition holds, header invalid.
-        let left = self.b.create_block();
         let go = self.b.create_block();
         let mut bad: Option<ir::Value> = None;
         for c in list {
@@ -1275,10 +1317,7 @@ impl Gen<'_, '_> {
             });
         }
         let bad = bad.unwrap_or_else(|| self.b.ins().iconst(types::I8, 0));
-        self.b.ins().brif(bad, left, &[], go, &[]);
-        self.b.switch_to_block(left);
-        let flagged = self.b.ins().bor_imm(written, CSUM_LEFT as i64);
-        self.b.ins().return_(&[flagged]);
+        self.b.ins().brif(bad, left, &[written.into()], go, &[]);
         self.b.switch_to_block(go);
         for c in list {
             let next = self.b.create_block();

@@ -1,8 +1,9 @@
 //! The fast lane's body as one generated function (issue 21, item 1): for the common case
 //! (unicast or drop, no clone, digest, resubmit, recirculate or multicast) one native call
-//! stores the standard metadata at constant PHV offsets, calls the generated parser, the
-//! ingress pipeline, makes the after-ingress decision, stores the egress metadata, calls the
-//! egress pipeline and the emit function (with the checksums compiled in) and returns a status.
+//! stores the standard metadata at constant PHV offsets, runs the generated parser (inlined:
+//! the PHV, validity and packet pointers stay in registers), calls the ingress pipeline, makes
+//! the after-ingress decision, stores the egress metadata, calls the egress pipeline, runs the
+//! emit loop with the checksums compiled in (inlined too) and returns a status.
 //! Everything else comes back to Rust at the point where it left the common case (after
 //! ingress, after egress, checksums left to the caller), where `switch::fast` goes on exactly as
 //! its Rust lane does.
@@ -18,8 +19,9 @@ use cranelift_codegen::isa::TargetFrontendConfig;
 use cranelift_frontend::Variable;
 
 use super::pipeline::{BurstCtx, PipeCtx, FAULT};
-use super::{mem, Gen, Native, CSUM_LEFT};
-use crate::compile::Engine;
+use super::{mem, Gen, Native};
+use crate::compile::{CParser, Engine};
+use crate::csum::NativeCsum;
 use crate::exec::{Fault, Pkt, State};
 use crate::layout::FieldLoc;
 
@@ -216,14 +218,16 @@ pub(super) fn spec(eng: &Engine, emit_csum: bool) -> Result<LaneSpec, String> {
     })
 }
 
-/// The functions the lane function calls (imported into it).
-pub(super) struct Calls {
-    pub parser: ir::FuncRef,
+/// What the lane function inlines (the parser, the emit loop and its checksums) and calls
+/// (the pipelines, imported into it).
+pub(super) struct Calls<'a> {
+    pub parser: &'a CParser,
     pub ingress: Option<ir::FuncRef>,
     pub egress: Option<ir::FuncRef>,
-    pub emit: ir::FuncRef,
-    /// `emit` is the emit function with the checksums ([`CSUM_LEFT`] in its result).
-    pub csum: bool,
+    /// The deparser's emit order.
+    pub order: &'a [u32],
+    /// The compiled checksum updates after the emit loop (else there are none to run).
+    pub csums: Option<&'a [NativeCsum]>,
     /// The target (for the payload's `memcpy` call).
     pub target: TargetFrontendConfig,
 }
@@ -312,16 +316,13 @@ impl Gen<'_, '_> {
         put(&mut self, &sp.ingress_ts, now);
         let (p, v) = (self.b.use_var(phv), self.b.use_var(valid));
         let data = ld(&mut self, offset_of!(LaneCtx, data));
-        let cursor = self
-            .b
-            .ins()
-            .iadd_imm(lc, offset_of!(LaneCtx, cursor) as i64);
+        let cursor = lc;
         let stacks = ld(&mut self, offset_of!(LaneCtx, stack_next));
-        let call = self
-            .b
+        // The parser inlined: the PHV pointers and the packet stay in registers.
+        let (err, parsed) = self.parse_body(c.parser, p, v, data, len, stacks);
+        self.b
             .ins()
-            .call(c.parser, &[p, v, data, len, cursor, stacks]);
-        let err = self.b.inst_results(call)[0];
+            .store(mem(), parsed, cursor, off32(offset_of!(LaneCtx, cursor)));
         let zero = self.b.ins().iconst(i64t, 0);
         let bad = if sp.verify {
             // `h_verify(lc)`: 0 or 1, negative on a fault (back to Rust as the ingress
@@ -420,23 +421,21 @@ impl Gen<'_, '_> {
         let (p, v) = (self.b.use_var(phv), self.b.use_var(valid));
         let out = ld(&mut self, offset_of!(LaneCtx, out));
         let offs = ld(&mut self, offset_of!(LaneCtx, emit_off));
-        let call = self.b.ins().call(c.emit, &[p, v, out, offs]);
-        let n = self.b.inst_results(call)[0];
-        if c.csum {
-            let left = self.b.ins().band_imm(n, CSUM_LEFT as i64);
-            let (l, ok) = (self.b.create_block(), self.b.create_block());
-            self.b.ins().brif(left, l, &[], ok, &[]);
-            self.b.switch_to_block(l);
-            let bytes = self.b.ins().band_imm(n, !(CSUM_LEFT as i64));
-            self.b
-                .ins()
-                .store(mem(), bytes, lc, off32(offset_of!(LaneCtx, n)));
-            ret(&mut self, ST_CSUM_LEFT);
-            self.b.switch_to_block(ok);
-        }
+        // The emit loop and checksums inlined; checksums left to Rust: the bytes in `n`.
+        let left = self.b.create_block();
+        self.b.append_block_param(left, i64t);
+        let n = self.emit_body(c.order, c.csums, p, v, out, offs, left);
+        let ok = self.b.create_block();
+        self.b.ins().jump(ok, &[]);
+        self.b.switch_to_block(left);
+        let bytes = self.b.block_params(left)[0];
+        self.b
+            .ins()
+            .store(mem(), bytes, lc, off32(offset_of!(LaneCtx, n)));
+        ret(&mut self, ST_CSUM_LEFT);
+        self.b.switch_to_block(ok);
         // The payload after the headers: `data[min(cursor, len)..]` (one `memcpy`).
-        let cur = ld(&mut self, offset_of!(LaneCtx, cursor));
-        let cur = self.b.ins().umin(cur, len);
+        let cur = self.b.ins().umin(parsed, len);
         let src = self.b.ins().iadd(data, cur);
         let dst = self.b.ins().iadd(out, n);
         let size = self.b.ins().isub(len, cur);
