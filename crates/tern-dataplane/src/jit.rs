@@ -492,9 +492,13 @@ fn generate(
                     let id = module
                         .declare_function("tern_lane", Linkage::Local, &ctx.func.signature)
                         .map_err(|e| cl(&e))?;
+                    ctx.set_disasm(disasm);
                     module
                         .define_function(id, &mut ctx)
                         .map_err(|e| format!("cranelift: {e:?}"))?;
+                    if let Some(text) = ctx.compiled_code().and_then(|c| c.vcode.as_ref()) {
+                        eprintln!("== tern_lane\n{text}");
+                    }
                     Some(id)
                 }
                 _ => None,
