@@ -1195,6 +1195,15 @@ impl Gen<'_, '_> {
         let pos: Variable = self.b.declare_var(types::I64);
         let zero = self.b.ins().iconst(types::I64, 0);
         self.b.def_var(pos, zero);
+        // Where each header starts in the output, for the checksums (as stored in `offs`).
+        let mut starts: std::collections::HashMap<u32, Variable> = Default::default();
+        for &h in order {
+            starts.entry(h).or_insert_with(|| {
+                let var = self.b.declare_var(types::I64);
+                self.b.def_var(var, zero);
+                var
+            });
+        }
         for &h in order {
             let hl = &self.eng.layout.headers[h as usize];
             let n = hl.fixed_bits.div_ceil(8);
@@ -1206,6 +1215,7 @@ impl Gen<'_, '_> {
             let at = self.b.use_var(pos);
             let at32 = self.b.ins().ireduce(types::I32, at);
             self.b.ins().store(mem(), at32, offs, (h * 4) as i32);
+            self.b.def_var(starts[&h], at);
             let base = self.b.ins().iadd(out, at);
             if hl.packed {
                 self.copy(base, 0, phv, hl.off, n);
@@ -1271,7 +1281,7 @@ impl Gen<'_, '_> {
         }
         let written = self.b.use_var(pos);
         if let Some(list) = csums {
-            self.checksums(phv, valid, out, offs, written, list, left);
+            self.checksums(phv, valid, out, &starts, written, list, left);
         }
         written
     }
@@ -1293,7 +1303,7 @@ impl Gen<'_, '_> {
         phv: ir::Value,
         valid: ir::Value,
         out: ir::Value,
-        offs: ir::Value,
+        starts: &std::collections::HashMap<u32, Variable>,
         written: ir::Value,
         list: &[crate::csum::NativeCsum],
         left: ir::Block,
@@ -1332,11 +1342,8 @@ impl Gen<'_, '_> {
                 self.b.switch_to_block(run);
             }
             let w = &c.wire;
-            let at = self
-                .b
-                .ins()
-                .load(types::I32, mem(), offs, (w.header * 4) as i32);
-            let at = self.b.ins().uextend(types::I64, at);
+            // Summed headers are valid here (checked above): emitted, at `starts`.
+            let at = self.b.use_var(starts[&w.header]);
             let base = self.b.ins().iadd(out, at);
             let kept = |k: u32| !w.skip.iter().any(|&(a, b)| (a..b).contains(&k));
             let mut sum = self.b.ins().iconst(types::I64, 0);
@@ -1388,8 +1395,7 @@ impl Gen<'_, '_> {
                 let tv = self.b.ins().load(types::I8, mem(), valid, th as i32);
                 self.b.ins().brif(tv, store, &[], next, &[]);
                 self.b.switch_to_block(store);
-                let at = self.b.ins().load(types::I32, mem(), offs, (th * 4) as i32);
-                let at = self.b.ins().uextend(types::I64, at);
+                let at = self.b.use_var(starts[&th]);
                 let tb = self.b.ins().iadd(out, at);
                 self.store_be(tb, p, c.target_bytes, v);
             }
