@@ -301,6 +301,8 @@ impl Gen<'_, '_> {
         // Continue in a new block when `cond` is zero, else return `code`.
         let bail_if = |g: &mut Self, cond: ir::Value, code: i64| {
             let (out, on) = (g.b.create_block(), g.b.create_block());
+            // Out of line: the common case falls through.
+            g.b.set_cold_block(out);
             g.b.ins().brif(cond, out, &[], on, &[]);
             g.b.switch_to_block(out);
             ret(g, code);
@@ -423,6 +425,7 @@ impl Gen<'_, '_> {
         let offs = ld(&mut self, offset_of!(LaneCtx, emit_off));
         // The emit loop and checksums inlined; checksums left to Rust: the bytes in `n`.
         let left = self.b.create_block();
+        self.b.set_cold_block(left);
         self.b.append_block_param(left, i64t);
         let n = self.emit_body(c.order, c.csums, p, v, out, offs, left);
         let ok = self.b.create_block();

@@ -1862,6 +1862,9 @@ impl Gen<'_, '_> {
         }
         let set = self.b.ins().icmp_imm(IntCC::SignedLessThan, head, 0);
         let have = self.b.create_block();
+        // The general test: out of line (the head compares above take the common case).
+        self.b.set_cold_block(have);
+        self.b.set_cold_block(other);
         self.b.ins().brif(set, have, &[], other, &[]);
         self.b.switch_to_block(other);
         self.b.ins().jump(x.resolve, &[slot.into()]);
@@ -1870,7 +1873,14 @@ impl Gen<'_, '_> {
         let n = self.b.ins().ushr_imm(head, 32);
         let n = self.b.ins().band_imm(n, 0xff);
         let mut sw = Switch::new();
-        let checks: Vec<ir::Block> = arms.iter().map(|_| self.b.create_block()).collect();
+        let checks: Vec<ir::Block> = arms
+            .iter()
+            .map(|_| {
+                let blk = self.b.create_block();
+                self.b.set_cold_block(blk);
+                blk
+            })
+            .collect();
         for ((a, _, _), blk) in arms.iter().zip(&checks) {
             sw.set_entry(u128::from(*a), *blk);
         }
@@ -1896,6 +1906,7 @@ impl Gen<'_, '_> {
                 let idx = self.b.ins().iconst(types::I32, i64::from(ti));
                 let r = self.helper(h_hit as *const () as usize, &[v.ctx, idx, slot]);
                 let (ok, fault) = (self.b.create_block(), self.b.create_block());
+                self.b.set_cold_block(fault);
                 let bad = self.b.ins().icmp_imm(IntCC::SignedLessThan, r, 0);
                 self.b.ins().brif(bad, fault, &[], ok, &[]);
                 self.b.switch_to_block(fault);
@@ -1982,6 +1993,8 @@ impl Gen<'_, '_> {
                 same = self.b.ins().band(same, eq);
             }
         }
+        // A collision: out of line.
+        self.b.set_cold_block(again);
         self.b.ins().brif(same, found, &[], again, &[]);
         self.b.switch_to_block(again);
         let mask = self.b.ins().load(i64t, mem(), mask_at, mask_off);
@@ -2000,6 +2013,7 @@ impl Gen<'_, '_> {
     /// anything else ends the pipeline with a fault.
     fn find_result(&mut self, r: ir::Value, found: ir::Block, miss: ir::Block, x: &Exits) {
         let (neg, fault) = (self.b.create_block(), self.b.create_block());
+        self.b.set_cold_block(fault);
         let is_slot = self.b.ins().icmp_imm(IntCC::SignedGreaterThanOrEqual, r, 0);
         self.b.ins().brif(is_slot, found, &[r.into()], neg, &[]);
         self.b.switch_to_block(neg);
