@@ -728,9 +728,12 @@ enum Piece {
     Bits {
         byte: u32,
         len: u32,
-        fields: Vec<(u32, u32, u32, u32)>,
+        fields: Vec<BitField>,
     },
 }
+
+/// A bit field of a [`Piece::Bits`] window: (bit within the window, width, slot, slot bytes).
+type BitField = (u32, u32, u32, u32);
 
 /// The [`Piece`]s of a header with wire steps, `None` when a run of bit fields crosses no
 /// byte boundary within 64 bits (the field-by-field path then). Bit-field runs are cut at
@@ -739,8 +742,8 @@ fn pieces(hl: &crate::layout::HeaderLayout) -> Option<Vec<Piece>> {
     use crate::layout::WireStep;
     let mut out: Vec<Piece> = Vec::new();
     // The open window: start bit (a byte boundary) and its fields.
-    let mut open: Option<(u32, Vec<(u32, u32, u32, u32)>)> = None;
-    let close = |out: &mut Vec<Piece>, start: u32, end: u32, fields: Vec<(u32, u32, u32, u32)>| {
+    let mut open: Option<(u32, Vec<BitField>)> = None;
+    let close = |out: &mut Vec<Piece>, start: u32, end: u32, fields: Vec<BitField>| {
         let (byte, len) = (start / 8, (end - start).div_ceil(8));
         match out.last_mut() {
             Some(Piece::Bits {
@@ -781,7 +784,7 @@ fn pieces(hl: &crate::layout::HeaderLayout) -> Option<Vec<Piece>> {
                 }
                 fields.push((bit - *start, width, slot, nbytes));
                 end = bit + width;
-                if end % 8 == 0 {
+                if end.is_multiple_of(8) {
                     let (start, fields) = open.take().expect("open");
                     close(&mut out, start, end, fields);
                 }

@@ -85,7 +85,11 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
 "#;
 
 fn switches() -> (Switch, Switch) {
-    let json = match tern_p4::compile_str(PROGRAM, "native_tables.p4", &Default::default()) {
+    switches_of(PROGRAM)
+}
+
+fn switches_of(program: &str) -> (Switch, Switch) {
+    let json = match tern_p4::compile_str(program, "native_tables.p4", &Default::default()) {
         Ok(c) => c.json,
         Err(d) => panic!("the test program does not compile: {d:?}"),
     };
@@ -362,4 +366,144 @@ fn entries_changed_between_packets_are_seen_by_the_next_packet() {
         p.native.lane_counts().0 > 0,
         "the native switch took its lane"
     );
+}
+
+/// Tables keyed on fields that an earlier table's or statement's action writes: the
+/// generated code keeps a key field's value for the later tables keyed on it only while no
+/// action on the way may write it (`fresh_keys`), so each of these lookups must see the new
+/// value.
+const REKEYED: &str = r#"
+#include <core.p4>
+#include <v1model.p4>
+header ethernet_t { bit<48> dst; bit<48> src; bit<16> etherType; }
+header ipv4_t {
+    bit<4> version; bit<4> ihl; bit<8> diffserv; bit<16> totalLen; bit<16> identification;
+    bit<3> flags; bit<13> fragOffset; bit<8> ttl; bit<8> protocol; bit<16> hdrChecksum;
+    bit<32> srcAddr; bit<32> dstAddr;
+}
+struct metadata { bit<32> k; }
+struct headers { ethernet_t ethernet; ipv4_t ipv4; }
+parser P(packet_in p, out headers h, inout metadata m, inout standard_metadata_t s) {
+    state start {
+        p.extract(h.ethernet);
+        transition select(h.ethernet.etherType) { 0x0800: ip; default: accept; }
+    }
+    state ip { p.extract(h.ipv4); transition accept; }
+}
+control V(inout headers h, inout metadata m) { apply { } }
+control I(inout headers h, inout metadata m, inout standard_metadata_t s) {
+    action nop() { }
+    action rewrite(bit<32> a) { h.ipv4.dstAddr = a; }
+    action to(bit<9> port) { s.egress_spec = port; }
+    action setk(bit<32> v) { m.k = v; s.egress_spec = 1; }
+    table first {
+        key = { h.ipv4.dstAddr: exact; }
+        actions = { rewrite; nop; }
+        default_action = nop();
+    }
+    table second {
+        key = { h.ipv4.dstAddr: exact; }
+        actions = { to; setk; nop; }
+        default_action = nop();
+    }
+    table third {
+        key = { m.k: exact; h.ipv4.dstAddr: exact; }
+        actions = { to; nop; }
+        default_action = nop();
+    }
+    table fourth {
+        key = { h.ipv4.srcAddr: exact; }
+        actions = { to; nop; }
+        default_action = nop();
+    }
+    table fifth {
+        key = { h.ipv4.srcAddr: exact; }
+        actions = { to; nop; }
+        default_action = nop();
+    }
+    apply {
+        if (h.ipv4.isValid()) {
+            fourth.apply();
+            first.apply();
+            second.apply();
+            third.apply();
+            h.ipv4.srcAddr = h.ipv4.srcAddr + 1;
+            fifth.apply();
+        }
+    }
+}
+control E(inout headers h, inout metadata m, inout standard_metadata_t s) { apply { } }
+control C(inout headers h, inout metadata m) { apply { } }
+control D(packet_out p, in headers h) { apply { p.emit(h.ethernet); p.emit(h.ipv4); } }
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"#;
+
+#[test]
+fn a_key_written_by_an_earlier_action_is_read_again() {
+    let (native, interp) = switches_of(REKEYED);
+    let ns = native.native_summary();
+    for (name, path) in &ns.tables {
+        if !name.starts_with("tbl_") {
+            assert_eq!(*path, TablePath::Inline, "{name}: {ns}");
+        }
+    }
+    let mut p = Pair {
+        native,
+        interp,
+        out: Vec::new(),
+        sent: 0,
+    };
+    let (a, b) = (0xc0a8_0001u64, 0xc0a8_0002u64);
+    // `first` rewrites a to b; `second` must look b up (port 5), not a (port 6).
+    p.add_both("I.first", &[ex(a, 4)], "I.rewrite", &[bytes(b, 4)], None);
+    p.add_both("I.second", &[ex(b, 4)], "I.to", &[bytes(5, 2)], None);
+    p.add_both("I.second", &[ex(a, 4)], "I.to", &[bytes(6, 2)], None);
+    let out = p.send(&frame(true, 1, 0x0a00_0001, a as u32, 17, 64), "rewritten");
+    assert_eq!(out[0].0, 5, "second looked up the rewritten address");
+    // `second` sets `m.k`; `third` keys on it (and on the address).
+    p.both(|sw| {
+        sw.mt_modify_entry("I.second", 0, "I.setk", &[bytes(77, 4)])
+            .expect("to setk")
+    });
+    p.add_both(
+        "I.third",
+        &[ex(77, 4), ex(b, 4)],
+        "I.to",
+        &[bytes(7, 2)],
+        None,
+    );
+    p.add_both(
+        "I.third",
+        &[ex(0, 4), ex(b, 4)],
+        "I.to",
+        &[bytes(8, 2)],
+        None,
+    );
+    let out = p.send(&frame(true, 1, 0x0a00_0001, a as u32, 17, 64), "m.k set");
+    assert_eq!(out[0].0, 7, "third looked up the new m.k");
+    // `fourth` and `fifth` key on the source address, incremented between them.
+    p.add_both(
+        "I.fifth",
+        &[ex(0x0a00_0002, 4)],
+        "I.to",
+        &[bytes(9, 2)],
+        None,
+    );
+    p.add_both(
+        "I.fifth",
+        &[ex(0x0a00_0001, 4)],
+        "I.to",
+        &[bytes(10, 2)],
+        None,
+    );
+    p.add_both(
+        "I.fourth",
+        &[ex(0x0a00_0001, 4)],
+        "I.to",
+        &[bytes(11, 2)],
+        None,
+    );
+    let out = p.send(&frame(true, 1, 0x0a00_0001, 0x0101_0101, 17, 64), "src + 1");
+    assert_eq!(out[0].0, 9, "fifth looked up the incremented source");
+    p.sweep(8, "rekeyed");
 }

@@ -1107,6 +1107,156 @@ fn same_bytes(d: &FieldLoc, s: &FieldLoc) -> bool {
     plain(d) && plain(s) && d.nbytes == s.nbytes
 }
 
+/// The PHV fields action `a` may write (`None`: anything, validity included): the
+/// destinations of field assignments, drops and register reads, when it keeps validity
+/// ([`keeps_validity`]) and has only instructions whose writes are known.
+fn action_writes(eng: &Engine, a: u32) -> Option<Vec<FieldLoc>> {
+    if !keeps_validity(eng, a) {
+        return None;
+    }
+    let mut out = Vec::new();
+    for i in &eng.actions.get(a as usize)?.instrs {
+        match i {
+            Instr::SetU64 { dst, .. } | Instr::SetBin { dst, .. } | Instr::SetExpr { dst, .. } => {
+                out.push(*dst)
+            }
+            Instr::Assign {
+                dst: LVal::Field(f),
+                ..
+            }
+            | Instr::RegisterRead {
+                dst: LVal::Field(f),
+                ..
+            } => out.push(*f),
+            Instr::Drop {
+                egress_spec,
+                mcast_grp,
+            } => out.extend(egress_spec.iter().chain(mcast_grp.iter()).copied()),
+            Instr::Jump(_)
+            | Instr::JumpIfZero { .. }
+            | Instr::Exit
+            | Instr::NoOp
+            | Instr::Count { .. }
+            | Instr::RegisterWrite { .. } => {}
+            _ => return None,
+        }
+    }
+    Some(out)
+}
+
+/// For each node of the graph from `init`, the table key fields whose value (as the key
+/// reads it: 0 when the header is invalid) a table before it already loaded on every path to
+/// it, unchanged since: a table's lookup loads its fields ([`key_loads`]); a table or call
+/// whose actions may write an overlapping field takes it out (anything unknown, a direct
+/// meter or counter, or a validity change takes all out); sets meet by intersection. The
+/// generated code keeps those values in variables and reads the PHV once.
+fn fresh_keys(eng: &Engine, pipes: &Pipes, init: GNode) -> HashMap<GNode, Vec<FieldLoc>> {
+    let overlaps =
+        |a: &FieldLoc, b: &FieldLoc| a.off < b.off + b.nbytes && b.off < a.off + a.nbytes;
+    let after = |set: &[FieldLoc], acts: &mut dyn Iterator<Item = u32>| -> Vec<FieldLoc> {
+        let mut out = set.to_vec();
+        for a in acts {
+            match action_writes(eng, a) {
+                None => return Vec::new(),
+                Some(w) => out.retain(|f| !w.iter().any(|d| overlaps(d, f))),
+            }
+        }
+        out
+    };
+    // Reverse post-order, as in `known_valid`.
+    let mut order = Vec::new();
+    let mut seen: HashMap<GNode, ()> = HashMap::new();
+    let mut stack: Vec<(GNode, Vec<Option<GNode>>)> = vec![(init, successors(eng, init))];
+    seen.insert(init, ());
+    while let Some((n, succ)) = stack.last_mut() {
+        match succ.pop() {
+            None => {
+                order.push(*n);
+                stack.pop();
+            }
+            Some(Some(m)) if !seen.contains_key(&m) => {
+                seen.insert(m, ());
+                let s = successors(eng, m);
+                stack.push((m, s));
+            }
+            Some(_) => {}
+        }
+    }
+    order.reverse();
+    let mut fresh: HashMap<GNode, Vec<FieldLoc>> = HashMap::new();
+    fresh.insert(init, Vec::new());
+    let meet = |fresh: &mut HashMap<GNode, Vec<FieldLoc>>, m: Option<GNode>, set: &[FieldLoc]| {
+        let Some(m) = m else { return };
+        match fresh.get_mut(&m) {
+            Some(old) => old.retain(|f| set.contains(f)),
+            None => {
+                fresh.insert(m, set.to_vec());
+            }
+        }
+    };
+    for n in order {
+        let here = fresh.get(&n).cloned().unwrap_or_default();
+        match n {
+            GNode::Cond(c) => {
+                let cond = &eng.conds[c as usize];
+                meet(&mut fresh, cond.t, &here);
+                meet(&mut fresh, cond.f, &here);
+            }
+            GNode::Call(c) => {
+                let (a, next) = eng.calls[c as usize];
+                let out = after(&here, &mut std::iter::once(a));
+                meet(&mut fresh, next, &out);
+            }
+            GNode::Table(t) => {
+                let ct = &eng.tables[t as usize];
+                let mut with = here.clone();
+                for f in key_loads(eng, pipes, t) {
+                    if !with.contains(&f) {
+                        with.push(f);
+                    }
+                }
+                let out = if ct.plain_hits() {
+                    let mut acts = ct
+                        .actions
+                        .iter()
+                        .copied()
+                        .chain(ct.default_entry.as_ref().map(|d| d.action));
+                    after(&with, &mut acts)
+                } else {
+                    Vec::new()
+                };
+                for m in successors(eng, n) {
+                    meet(&mut fresh, m, &out);
+                }
+            }
+        }
+    }
+    fresh
+}
+
+/// The key fields (of at most 8 bytes) table `t`'s generated lookup loads at its start: those
+/// of [`native_key`] on the paths that build the key in generated code.
+fn key_loads(eng: &Engine, pipes: &Pipes, t: u32) -> Vec<FieldLoc> {
+    if pipes.const_defaults[t as usize].is_some() {
+        return Vec::new();
+    }
+    let path = table_path(eng, pipes, t);
+    if !matches!(
+        path,
+        TablePath::Inline | TablePath::Lpm | TablePath::Tuples | TablePath::Find
+    ) {
+        return Vec::new();
+    }
+    native_key(eng, t)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|p| match p {
+            KeyPart::Field(f) if f.nbytes <= 8 => Some(f),
+            _ => None,
+        })
+        .collect()
+}
+
 /// Whether action `a` leaves every header's validity as it is (then a header known valid
 /// before it is known valid after it): field assignments, jumps, drops, counters and
 /// registers; anything else (header assignments, stacks, add/remove, writes to a validity
@@ -1293,6 +1443,9 @@ impl Gen<'_, '_> {
 
         // Headers whose validity a table's key need not test.
         let valid_known = known_valid(eng, init);
+        // Key fields already loaded by an earlier table, and the variables holding them.
+        let fresh = fresh_keys(eng, pipes, init);
+        let mut key_vars: Vec<(FieldLoc, Variable)> = Vec::new();
         // Blocks of nodes, made on first use; `None` (end of pipeline) returns DONE.
         let done = self.b.create_block();
         let mut nodes = Nodes {
@@ -1439,7 +1592,16 @@ impl Gen<'_, '_> {
                                 ret,
                             };
                             let known = valid_known.get(&n).map_or(&[][..], Vec::as_slice);
-                            self.native_lookup(&vars, ti, path, (&parts, known), natives, &exits);
+                            let fresh = fresh.get(&n).map_or(&[][..], Vec::as_slice);
+                            self.native_lookup(
+                                &vars,
+                                ti,
+                                path,
+                                (&parts, known),
+                                (fresh, &mut key_vars),
+                                natives,
+                                &exits,
+                            );
                         }
                         None => {
                             self.b.ins().jump(slow, &[]);
@@ -1545,12 +1707,14 @@ impl Gen<'_, '_> {
     /// read from the record. A miss, a slot without a record, another action or an entry with
     /// fewer parameters than the body reads goes to `resolve` with the slot (or -1). The key
     /// is its parts and the headers known valid there ([`known_valid`]: no validity test).
+    #[allow(clippy::too_many_arguments)]
     fn native_lookup(
         &mut self,
         v: &Vars,
         ti: u32,
         path: TablePath,
         (parts, known): (&[KeyPart], &[u32]),
+        (fresh, key_vars): (&[FieldLoc], &mut Vec<(FieldLoc, Variable)>),
         natives: &[(u32, ActPlan)],
         x: &Exits,
     ) {
@@ -1612,13 +1776,28 @@ impl Gen<'_, '_> {
                     put(self, hi, f.nbytes - 8, pos + 64);
                 }
                 KeyPart::Field(f) => {
-                    let mut x = self.read_field(v.phv, v.valid, f);
-                    // A field of an invalid header is 0 in the key.
-                    if !known.contains(&f.header) {
-                        let ok = self.b.ins().load(types::I8, mem(), vb, f.header as i32);
-                        let zero = self.b.ins().iconst(i64t, 0);
-                        x = self.b.ins().select(ok, x, zero);
-                    }
+                    // The variable of this field's key value ([`fresh_keys`]).
+                    let var = match key_vars.iter().find(|(g, _)| g == f) {
+                        Some((_, var)) => *var,
+                        None => {
+                            let var = self.b.declare_var(i64t);
+                            key_vars.push((*f, var));
+                            var
+                        }
+                    };
+                    let x = if fresh.contains(f) {
+                        self.b.use_var(var)
+                    } else {
+                        let mut x = self.read_field(v.phv, v.valid, f);
+                        // A field of an invalid header is 0 in the key.
+                        if !known.contains(&f.header) {
+                            let ok = self.b.ins().load(types::I8, mem(), vb, f.header as i32);
+                            let zero = self.b.ins().iconst(i64t, 0);
+                            x = self.b.ins().select(ok, x, zero);
+                        }
+                        self.b.def_var(var, x);
+                        x
+                    };
                     pos -= 8 * f.nbytes;
                     put(self, x, f.nbytes, pos);
                 }
