@@ -473,13 +473,11 @@ fn generate(
                     let mut ctx = module.make_context();
                     ctx.func.signature.params.push(AbiParam::new(ptr));
                     ctx.func.signature.returns.push(AbiParam::new(types::I64));
-                    let mut import = |id: cranelift_module::FuncId| {
-                        module.declare_func_in_func(id, &mut ctx.func)
-                    };
                     let calls = lane::Calls {
                         parser: parser.expect("a native parser"),
-                        ingress: pipe_of(eng.ingress).map(&mut import),
-                        egress: pipe_of(eng.egress).map(&mut import),
+                        ingress: eng.ingress.flatten(),
+                        egress: eng.egress.flatten(),
+                        pipes: &pipes,
                         order: order.expect("a native emit"),
                         csums: csums.as_ref().map(|(_, l)| l.as_slice()),
                         target: module.target_config(),

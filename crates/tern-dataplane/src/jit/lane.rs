@@ -1,9 +1,11 @@
 //! The fast lane's body as one generated function (issue 21, item 1): for the common case
 //! (unicast or drop, no clone, digest, resubmit, recirculate or multicast) one native call
-//! stores the standard metadata at constant PHV offsets, runs the generated parser (inlined:
-//! the PHV, validity and packet pointers stay in registers), calls the ingress pipeline, makes
-//! the after-ingress decision, stores the egress metadata, calls the egress pipeline, runs the
-//! emit loop with the checksums compiled in (inlined too) and returns a status.
+//! stores the standard metadata at constant PHV offsets, runs the generated parser, the
+//! ingress pipeline, makes the after-ingress decision, stores the egress metadata, runs the
+//! egress pipeline and the emit loop with the checksums compiled in, and returns a status.
+//! Parser, pipelines and emit are generated inside this one function (no calls: the PHV,
+//! validity and packet pointers stay in registers); the module's standalone parser, pipeline
+//! and emit functions remain for the other paths.
 //! Everything else comes back to Rust at the point where it left the common case (after
 //! ingress, after egress, checksums left to the caller), where `switch::fast` goes on exactly as
 //! its Rust lane does.
@@ -18,9 +20,9 @@ use cranelift_codegen::ir::{self, condcodes::IntCC, types, InstBuilder};
 use cranelift_codegen::isa::TargetFrontendConfig;
 use cranelift_frontend::Variable;
 
-use super::pipeline::{BurstCtx, PipeCtx, FAULT};
+use super::pipeline::{BurstCtx, PipeCtx, Pipes, FAULT};
 use super::{mem, Gen, Native};
-use crate::compile::{CParser, Engine};
+use crate::compile::{CParser, Engine, GNode};
 use crate::csum::NativeCsum;
 use crate::exec::{Fault, Pkt, State};
 use crate::layout::FieldLoc;
@@ -218,12 +220,14 @@ pub(super) fn spec(eng: &Engine, emit_csum: bool) -> Result<LaneSpec, String> {
     })
 }
 
-/// What the lane function inlines (the parser, the emit loop and its checksums) and calls
-/// (the pipelines, imported into it).
+/// What the lane function inlines: the parser, the pipelines, the emit loop and its
+/// checksums.
 pub(super) struct Calls<'a> {
     pub parser: &'a CParser,
-    pub ingress: Option<ir::FuncRef>,
-    pub egress: Option<ir::FuncRef>,
+    /// The pipelines' first nodes (inlined too) and their plans.
+    pub ingress: Option<GNode>,
+    pub egress: Option<GNode>,
+    pub pipes: &'a Pipes,
     /// The deparser's emit order.
     pub order: &'a [u32],
     /// The compiled checksum updates after the emit loop (else there are none to run).
@@ -355,9 +359,8 @@ impl Gen<'_, '_> {
 
         // A pipeline: its return code stored; back to Rust with `code` unless it ended
         // normally with no helper touching the packet's registers.
-        let pipe = |g: &mut Self, f: ir::FuncRef, code: i64| {
-            let call = g.b.ins().call(f, &[lc]);
-            let r = g.b.inst_results(call)[0];
+        let pipe = |g: &mut Self, init: GNode, code: i64| {
+            let r = g.pipeline_body(init, c.pipes, lc);
             g.b.ins()
                 .store(mem(), r, lc, off32(offset_of!(LaneCtx, rc)));
             let t = ld(g, offset_of!(PipeCtx, touched));

@@ -1397,12 +1397,27 @@ fn at(off: usize) -> i32 {
 impl Gen<'_, '_> {
     /// The pipeline from `init`: `(ctx) -> DONE | FAULT | EXIT`.
     pub(super) fn pipeline(mut self, init: GNode, pipes: &Pipes) {
-        let (eng, plans, by_table) = (self.eng, &pipes.actions, &pipes.by_table);
-        let ptr = types::I64;
         let entry = self.b.create_block();
         self.b.append_block_params_for_function_params(entry);
         self.b.switch_to_block(entry);
         let ctx = self.b.block_params(entry)[0];
+        let code = self.pipeline_body(init, pipes, ctx);
+        self.b.ins().return_(&[code]);
+        self.b.seal_all_blocks();
+        self.b.finalize();
+    }
+
+    /// The pipeline from `init` in the current function, from the current block, on the
+    /// context `ctx`: returns its code (`DONE | FAULT | EXIT`) with the builder where it ended
+    /// (the lane function inlines it; [`Gen::pipeline`] wraps it as a function).
+    pub(super) fn pipeline_body(
+        &mut self,
+        init: GNode,
+        pipes: &Pipes,
+        ctx: ir::Value,
+    ) -> ir::Value {
+        let (eng, plans, by_table) = (self.eng, &pipes.actions, &pipes.by_table);
+        let ptr = types::I64;
         let phv: Variable = self.b.declare_var(ptr);
         let valid: Variable = self.b.declare_var(ptr);
         let tabs: Variable = self.b.declare_var(ptr);
@@ -1434,7 +1449,7 @@ impl Gen<'_, '_> {
             g.b.def_var(valid, v);
             g.b.def_var(tabs, t);
         };
-        reload(&mut self);
+        reload(self);
         let p = self
             .b
             .ins()
@@ -1453,7 +1468,7 @@ impl Gen<'_, '_> {
             todo: Vec::new(),
             done,
         };
-        let first = nodes.block(&mut self, Some(init));
+        let first = nodes.block(self, Some(init));
         self.b.ins().jump(first, &[]);
 
         // Call a helper at `addr` with `args`, reload the PHV pointers, and leave on a fault.
@@ -1493,32 +1508,29 @@ impl Gen<'_, '_> {
                     let cond = &eng.conds[c as usize];
                     let v = match cond.fast.as_ref().filter(|f| bool_ok(eng, f)) {
                         Some(f) => self.fast_bool(phv, valid, f),
-                        None => call(&mut self, h_cond, c),
+                        None => call(self, h_cond, c),
                     };
-                    let (t, f) = (
-                        nodes.block(&mut self, cond.t),
-                        nodes.block(&mut self, cond.f),
-                    );
+                    let (t, f) = (nodes.block(self, cond.t), nodes.block(self, cond.f));
                     self.b.ins().brif(v, t, &[], f, &[]);
                 }
                 GNode::Call(c) => {
                     let (a, next) = eng.calls[c as usize];
-                    let next = nodes.block(&mut self, next);
+                    let next = nodes.block(self, next);
                     match plans[a as usize].filter(|p| p.params == 0) {
                         Some(p) => {
                             self.action_body(ctx, pbase, phv, valid, a);
                             if p.exits {
-                                leave(&mut self, EXIT);
+                                leave(self, EXIT);
                             } else {
                                 self.b.ins().jump(next, &[]);
                             }
                         }
                         None => {
-                            let r = call(&mut self, h_call, c);
+                            let r = call(self, h_call, c);
                             let exited = self.b.create_block();
                             self.b.ins().brif(r, exited, &[], next, &[]);
                             self.b.switch_to_block(exited);
-                            leave(&mut self, DONE);
+                            leave(self, DONE);
                         }
                     }
                 }
@@ -1533,9 +1545,9 @@ impl Gen<'_, '_> {
                     self.b.def_var(pbase, pp);
                     self.action_body(ctx, pbase, phv, valid, *a);
                     if p.exits {
-                        leave(&mut self, EXIT);
+                        leave(self, EXIT);
                     } else {
-                        let next = nodes.block(&mut self, t.next(false, Some(*a)));
+                        let next = nodes.block(self, t.next(false, Some(*a)));
                         self.b.ins().jump(next, &[]);
                     }
                 }
@@ -1583,7 +1595,7 @@ impl Gen<'_, '_> {
                                         Some((h, _)) => h,
                                         None => t.next_after(*a),
                                     };
-                                    (*a, nodes.block(&mut self, n))
+                                    (*a, nodes.block(self, n))
                                 })
                                 .collect();
                             let exits = Exits {
@@ -1608,11 +1620,11 @@ impl Gen<'_, '_> {
                         }
                     }
                     self.b.switch_to_block(slow);
-                    let r = call(&mut self, h_table, ti);
+                    let r = call(self, h_table, ti);
                     self.b.ins().jump(post, &[r.into()]);
                     self.b.switch_to_block(resolve);
                     let slot = self.b.block_params(resolve)[0];
-                    let r = call_resolve(&mut self, ti, slot);
+                    let r = call_resolve(self, ti, slot);
                     self.b.ins().jump(post, &[r.into()]);
                     self.b.switch_to_block(post);
                     let r = self.b.block_params(post)[0];
@@ -1621,7 +1633,7 @@ impl Gen<'_, '_> {
                     let (stop, go) = (self.b.create_block(), self.b.create_block());
                     self.b.ins().brif(exited, stop, &[], go, &[]);
                     self.b.switch_to_block(stop);
-                    leave(&mut self, DONE);
+                    leave(self, DONE);
                     self.b.switch_to_block(go);
                     let act = self.b.ins().band_imm(r, NO_ACTION);
                     let hit = self.b.ins().band_imm(r, HIT);
@@ -1653,7 +1665,7 @@ impl Gen<'_, '_> {
                             self.b.switch_to_block(blk);
                             self.action_body(ctx, pbase, phv, valid, a);
                             if plans[a as usize].is_some_and(|p| p.exits) {
-                                leave(&mut self, EXIT);
+                                leave(self, EXIT);
                             } else {
                                 self.b.ins().jump(next, &out);
                             }
@@ -1667,7 +1679,7 @@ impl Gen<'_, '_> {
                     let hit = self.b.block_params(next)[1];
                     match t.hit_miss {
                         Some((h, m)) => {
-                            let (h, m) = (nodes.block(&mut self, h), nodes.block(&mut self, m));
+                            let (h, m) = (nodes.block(self, h), nodes.block(self, m));
                             self.b.ins().brif(hit, h, &[], m, &[]);
                         }
                         None => {
@@ -1676,11 +1688,11 @@ impl Gen<'_, '_> {
                             for (a, n) in &t.per_action {
                                 if !seen.contains(a) {
                                     seen.push(*a);
-                                    let b = nodes.block(&mut self, *n);
+                                    let b = nodes.block(self, *n);
                                     sw.set_entry(u128::from(*a), b);
                                 }
                             }
-                            let none = nodes.block(&mut self, t.base_default_next);
+                            let none = nodes.block(self, t.base_default_next);
                             if !seen.contains(&(NO_ACTION as u32)) {
                                 sw.set_entry(NO_ACTION as u128, none);
                             }
@@ -1692,12 +1704,9 @@ impl Gen<'_, '_> {
         }
 
         self.b.switch_to_block(done);
-        leave(&mut self, DONE);
+        leave(self, DONE);
         self.b.switch_to_block(ret);
-        let code = self.b.block_params(ret)[0];
-        self.b.ins().return_(&[code]);
-        self.b.seal_all_blocks();
-        self.b.finalize();
+        self.b.block_params(ret)[0]
     }
 
     /// Native lookup of table `ti` (see [`native_key`]): the key packed from the PHV as
