@@ -360,13 +360,20 @@ impl Gen<'_, '_> {
         // A pipeline: its return code stored; back to Rust with `code` unless it ended
         // normally with no helper touching the packet's registers.
         let pipe = |g: &mut Self, init: GNode, code: i64| {
-            let r = g.pipeline_body(init, c.pipes, lc);
-            g.b.ins()
-                .store(mem(), r, lc, off32(offset_of!(LaneCtx, rc)));
+            // The PHV pointers stay in `phv` and `valid` (the body reloads them after a
+            // helper call).
+            let r = g.pipeline_body(init, c.pipes, lc, Some((phv, valid)));
             let t = ld(g, offset_of!(PipeCtx, touched));
             let off = g.b.ins().bor(r, t);
-            bail_if(g, off, code);
-            reload(g);
+            // Back to Rust (out of line) with the return code in `rc`.
+            let (out, on) = (g.b.create_block(), g.b.create_block());
+            g.b.set_cold_block(out);
+            g.b.ins().brif(off, out, &[], on, &[]);
+            g.b.switch_to_block(out);
+            g.b.ins()
+                .store(mem(), r, lc, off32(offset_of!(LaneCtx, rc)));
+            ret(g, code);
+            g.b.switch_to_block(on);
         };
         if let Some(f) = c.ingress {
             pipe(&mut self, f, ST_INGRESS);
@@ -391,7 +398,8 @@ impl Gen<'_, '_> {
         bail_if(&mut self, dropped, ST_DROP_INGRESS);
 
         // Enqueued and dequeued at once (empty queue), the egress metadata.
-        let eport = self.b.ins().band_imm(spec, 0xffff_ffff);
+        let eport = self.b.ins().ireduce(types::I32, spec);
+        let eport = self.b.ins().uextend(i64t, eport);
         self.b
             .ins()
             .store(mem(), eport, lc, off32(offset_of!(LaneCtx, eport)));

@@ -1401,7 +1401,7 @@ impl Gen<'_, '_> {
         self.b.append_block_params_for_function_params(entry);
         self.b.switch_to_block(entry);
         let ctx = self.b.block_params(entry)[0];
-        let code = self.pipeline_body(init, pipes, ctx);
+        let code = self.pipeline_body(init, pipes, ctx, None);
         self.b.ins().return_(&[code]);
         self.b.seal_all_blocks();
         self.b.finalize();
@@ -1409,17 +1409,20 @@ impl Gen<'_, '_> {
 
     /// The pipeline from `init` in the current function, from the current block, on the
     /// context `ctx`: returns its code (`DONE | FAULT | EXIT`) with the builder where it ended
-    /// (the lane function inlines it; [`Gen::pipeline`] wraps it as a function).
+    /// (the lane function inlines it; [`Gen::pipeline`] wraps it as a function). `ptrs`: the
+    /// caller's variables holding the context's PHV and validity pointers (kept up to date
+    /// here after every helper call), else they are loaded here.
     pub(super) fn pipeline_body(
         &mut self,
         init: GNode,
         pipes: &Pipes,
         ctx: ir::Value,
+        ptrs: Option<(Variable, Variable)>,
     ) -> ir::Value {
         let (eng, plans, by_table) = (self.eng, &pipes.actions, &pipes.by_table);
         let ptr = types::I64;
-        let phv: Variable = self.b.declare_var(ptr);
-        let valid: Variable = self.b.declare_var(ptr);
+        let (phv, valid): (Variable, Variable) =
+            ptrs.unwrap_or_else(|| (self.b.declare_var(ptr), self.b.declare_var(ptr)));
         let tabs: Variable = self.b.declare_var(ptr);
         // Where the running action's parameters are: the context's array (table helper) or
         // the hit's compact record (inline lookup).
@@ -1449,7 +1452,15 @@ impl Gen<'_, '_> {
             g.b.def_var(valid, v);
             g.b.def_var(tabs, t);
         };
-        reload(self);
+        if ptrs.is_some() {
+            let t = self
+                .b
+                .ins()
+                .load(ptr, mem(), ctx, at(offset_of!(PipeCtx, tables)));
+            self.b.def_var(tabs, t);
+        } else {
+            reload(self);
+        }
         let p = self
             .b
             .ins()
@@ -1838,7 +1849,9 @@ impl Gen<'_, '_> {
             let chunks = field(self, offset_of!(IndexView, lpm_chunks));
             let align = field(self, offset_of!(IndexView, lpm_align));
             let a = self.b.ins().ishl(key, align);
-            let a = self.b.ins().band_imm(a, 0xffff_ffff);
+            // The low 32 bits (a 32-bit move: no mask constant to load).
+            let a = self.b.ins().ireduce(types::I32, a);
+            let a = self.b.ins().uextend(i64t, a);
             let i1 = self.b.ins().ushr(a, sh1);
             let o1 = self.b.ins().ishl_imm(i1, 2);
             let p1 = self.b.ins().iadd(l1, o1);
