@@ -1205,10 +1205,14 @@ impl Gen<'_, '_> {
                 var
             });
         }
+        // Each emitted header's validity byte, loaded once (nothing here changes it).
+        let mut valids: std::collections::HashMap<u32, ir::Value> = Default::default();
         for &h in order {
             let hl = &self.eng.layout.headers[h as usize];
             let n = hl.fixed_bits.div_ceil(8);
-            let v = self.b.ins().load(types::I8, mem(), valid, h as i32);
+            let v = *valids
+                .entry(h)
+                .or_insert_with(|| self.b.ins().load(types::I8, mem(), valid, h as i32));
             let write = self.b.create_block();
             let next = self.b.create_block();
             self.b.ins().brif(v, write, &[], next, &[]);
@@ -1282,7 +1286,7 @@ impl Gen<'_, '_> {
         }
         let written = self.b.use_var(pos);
         if let Some(list) = csums {
-            self.checksums(phv, valid, out, &starts, written, list, left);
+            self.checksums(phv, (valid, &valids), out, &starts, written, list, left);
         }
         written
     }
@@ -1302,25 +1306,27 @@ impl Gen<'_, '_> {
     fn checksums(
         &mut self,
         phv: ir::Value,
-        valid: ir::Value,
+        (valid, valids): (ir::Value, &std::collections::HashMap<u32, ir::Value>),
         out: ir::Value,
         starts: &std::collections::HashMap<u32, Variable>,
         written: ir::Value,
         list: &[crate::csum::NativeCsum],
         left: ir::Block,
     ) {
+        // A header's validity byte: the emit loop's value, else loaded.
+        let valid_of = |g: &mut Self, h: u32| match valids.get(&h) {
+            Some(v) => *v,
+            None => g.b.ins().load(types::I8, mem(), valid, h as i32),
+        };
         // Any update that would leave the compiled form: condition holds, header invalid.
         let go = self.b.create_block();
         let mut bad: Option<ir::Value> = None;
         for c in list {
-            let v = self
-                .b
-                .ins()
-                .load(types::I8, mem(), valid, c.wire.header as i32);
+            let v = valid_of(self, c.wire.header);
             let invalid = self.b.ins().icmp_imm(IntCC::Equal, v, 0);
             let b = match c.cond {
                 Some(h) => {
-                    let cv = self.b.ins().load(types::I8, mem(), valid, h as i32);
+                    let cv = valid_of(self, h);
                     let holds = self.b.ins().icmp_imm(IntCC::NotEqual, cv, 0);
                     self.b.ins().band(holds, invalid)
                 }
@@ -1338,7 +1344,7 @@ impl Gen<'_, '_> {
             let next = self.b.create_block();
             if let Some(h) = c.cond {
                 let run = self.b.create_block();
-                let cv = self.b.ins().load(types::I8, mem(), valid, h as i32);
+                let cv = valid_of(self, h);
                 self.b.ins().brif(cv, run, &[], next, &[]);
                 self.b.switch_to_block(run);
             }
@@ -1393,7 +1399,7 @@ impl Gen<'_, '_> {
             self.store_be(phv, c.target_off, c.target_bytes, v);
             if let Some((th, p)) = c.patch {
                 let store = self.b.create_block();
-                let tv = self.b.ins().load(types::I8, mem(), valid, th as i32);
+                let tv = valid_of(self, th);
                 self.b.ins().brif(tv, store, &[], next, &[]);
                 self.b.switch_to_block(store);
                 let at = self.b.use_var(starts[&th]);

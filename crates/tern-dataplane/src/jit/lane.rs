@@ -314,16 +314,26 @@ impl Gen<'_, '_> {
         };
 
         // Ingress metadata, parse.
-        let port = ld(&mut self, offset_of!(LaneCtx, port));
-        put(&mut self, &sp.ingress_port, port);
+        // (A context word is loaded only where a field needs it: an unused load is not
+        // removed by the code generator.)
+        if sp.ingress_port.is_some() {
+            let port = ld(&mut self, offset_of!(LaneCtx, port));
+            put(&mut self, &sp.ingress_port, port);
+        }
         let len = ld(&mut self, offset_of!(LaneCtx, len));
         put(&mut self, &sp.packet_length, len);
-        let now = ld(&mut self, offset_of!(LaneCtx, now));
-        put(&mut self, &sp.ingress_ts, now);
+        if sp.ingress_ts.is_some() {
+            let now = ld(&mut self, offset_of!(LaneCtx, now));
+            put(&mut self, &sp.ingress_ts, now);
+        }
         let (p, v) = (self.b.use_var(phv), self.b.use_var(valid));
         let data = ld(&mut self, offset_of!(LaneCtx, data));
         let cursor = lc;
-        let stacks = ld(&mut self, offset_of!(LaneCtx, stack_next));
+        let stacks = if self.eng.layout.stacks.is_empty() {
+            self.b.ins().iconst(i64t, 0)
+        } else {
+            ld(&mut self, offset_of!(LaneCtx, stack_next))
+        };
         // The parser inlined: the PHV pointers and the packet stay in registers.
         let (err, parsed) = self.parse_body(c.parser, p, v, data, len, stacks);
         self.b
@@ -404,6 +414,11 @@ impl Gen<'_, '_> {
             .ins()
             .store(mem(), eport, lc, off32(offset_of!(LaneCtx, eport)));
         put(&mut self, &sp.instance_type, zero);
+        let now = if sp.queueing.is_some() || sp.egress_ts.is_some() {
+            ld(&mut self, offset_of!(LaneCtx, now))
+        } else {
+            zero
+        };
         if let Some([ts, qd, dt, dq]) = &sp.queueing {
             put(&mut self, &Some(*ts), now);
             put(&mut self, &Some(*qd), zero);
@@ -415,13 +430,15 @@ impl Gen<'_, '_> {
         put(&mut self, &sp.egress_port, eport);
         let next = self.b.ins().iadd_imm(drop_port, 1);
         put(&mut self, &sp.egress_spec, next);
-        let pkt = ld(&mut self, offset_of!(PipeCtx, pkt));
-        let lr = self
-            .b
-            .ins()
-            .load(types::I32, mem(), pkt, off32(offset_of!(Pkt, length_reg)));
-        let lr = self.b.ins().uextend(i64t, lr);
-        put(&mut self, &sp.packet_length, lr);
+        if sp.packet_length.is_some() {
+            let pkt = ld(&mut self, offset_of!(PipeCtx, pkt));
+            let lr = self
+                .b
+                .ins()
+                .load(types::I32, mem(), pkt, off32(offset_of!(Pkt, length_reg)));
+            let lr = self.b.ins().uextend(i64t, lr);
+            put(&mut self, &sp.packet_length, lr);
+        }
         if let Some(f) = c.egress {
             pipe(&mut self, f, ST_EGRESS);
         }
