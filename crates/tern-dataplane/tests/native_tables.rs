@@ -89,11 +89,18 @@ fn switches() -> (Switch, Switch) {
 }
 
 fn switches_of(program: &str) -> (Switch, Switch) {
-    let json = match tern_p4::compile_str(program, "native_tables.p4", &Default::default()) {
+    switches_from_json(&json_of(program))
+}
+
+fn json_of(program: &str) -> String {
+    match tern_p4::compile_str(program, "native_tables.p4", &Default::default()) {
         Ok(c) => c.json,
         Err(d) => panic!("the test program does not compile: {d:?}"),
-    };
-    let mk = || Switch::from_json(&json, SwitchOptions::default()).expect("load");
+    }
+}
+
+fn switches_from_json(json: &str) -> (Switch, Switch) {
+    let mk = || Switch::from_json(json, SwitchOptions::default()).expect("load");
     let (native, mut interp) = (mk(), mk());
     interp.use_interpreter();
     (native, interp)
@@ -440,7 +447,41 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
 
 #[test]
 fn a_key_written_by_an_earlier_action_is_read_again() {
-    let (native, interp) = switches_of(REKEYED);
+    rekeyed(switches_of(REKEYED));
+}
+
+/// The same with the compiler's keyless table for `srcAddr + 1` turned into an
+/// `action_calls` node (the form newer p4c writes): a call's writes end a kept key too.
+#[test]
+fn a_key_written_by_an_action_call_is_read_again() {
+    let mut v: serde_json::Value = serde_json::from_str(&json_of(REKEYED)).expect("json");
+    let ing = v["pipelines"]
+        .as_array_mut()
+        .expect("pipelines")
+        .iter_mut()
+        .find(|p| p["name"] == "ingress")
+        .expect("ingress");
+    let tables = ing["tables"].as_array_mut().expect("tables");
+    let keyless: Vec<usize> = (0..tables.len())
+        .filter(|&i| {
+            tables[i]["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("tbl_"))
+        })
+        .collect();
+    assert_eq!(keyless.len(), 1, "one statement table");
+    let t = tables.remove(keyless[0]);
+    // Same node name: the nodes that led to the table now lead to the call.
+    ing["action_calls"] = serde_json::json!([{
+        "name": t["name"],
+        "id": 0,
+        "action_id": t["action_ids"][0],
+        "next_node": t["base_default_next"],
+    }]);
+    rekeyed(switches_from_json(&v.to_string()));
+}
+
+fn rekeyed((native, interp): (Switch, Switch)) {
     let ns = native.native_summary();
     for (name, path) in &ns.tables {
         if !name.starts_with("tbl_") {
