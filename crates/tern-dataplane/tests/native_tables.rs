@@ -548,3 +548,50 @@ fn rekeyed((native, interp): (Switch, Switch)) {
     assert_eq!(out[0].0, 9, "fifth looked up the incremented source");
     p.sweep(8, "rekeyed");
 }
+
+/// A parser that never reaches `accept` (it goes round one state): the parser inlined into
+/// the lane function must still stop at the bound on parser states, as the interpreter does,
+/// and the packet go on with the interpreter's outcome.
+#[test]
+fn a_parser_loop_in_the_lane_function_stops_at_the_state_bound() {
+    let program = r#"
+#include <core.p4>
+#include <v1model.p4>
+header ethernet_t { bit<48> dst; bit<48> src; bit<16> etherType; }
+struct metadata { }
+struct headers { ethernet_t ethernet; }
+parser P(packet_in p, out headers h, inout metadata m, inout standard_metadata_t s) {
+    state start { p.extract(h.ethernet); transition spin; }
+    state spin { transition spin; }
+}
+control V(inout headers h, inout metadata m) { apply { } }
+control I(inout headers h, inout metadata m, inout standard_metadata_t s) {
+    apply {
+        s.egress_spec = 2;
+        if (s.parser_error == error.NoError) { h.ethernet.etherType = 7; }
+        if (s.parser_error == error.PacketTooShort) { h.ethernet.etherType = 8; }
+    }
+}
+control E(inout headers h, inout metadata m, inout standard_metadata_t s) { apply { } }
+control C(inout headers h, inout metadata m) { apply { } }
+control D(packet_out p, in headers h) { apply { p.emit(h.ethernet); } }
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"#;
+    let (native, interp) = switches_of(program);
+    assert!(native.lane_generated(), "the lane function is generated");
+    let mut p = Pair {
+        native,
+        interp,
+        out: Vec::new(),
+        sent: 0,
+    };
+    for len in [14usize, 20, 60] {
+        let mut f = frame(false, 3, 0, 0, 0, 0);
+        f.truncate(len);
+        p.send(&f, "parser loop");
+    }
+    assert!(
+        p.native.lane_counts().0 > 0,
+        "the native switch took its lane"
+    );
+}
