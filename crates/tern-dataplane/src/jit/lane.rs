@@ -56,6 +56,10 @@ pub struct LaneCtx {
     stack_next: *mut u32,
     /// Out: the parsed length.
     cursor: u64,
+    /// In: the parser states the packet may enter (the switch's
+    /// [`crate::exec::ParserBudget::max_states`]); out: what is left of them (`u64::MAX`: ran
+    /// out). The parser reads and writes it as the word after `cursor`.
+    states: u64,
     /// Out: the egress port (`egress_spec` at the after-ingress decision).
     eport: u64,
     /// Out: a pipeline's return code ([`ST_INGRESS`], [`ST_EGRESS`]).
@@ -66,6 +70,8 @@ pub struct LaneCtx {
 
 // The pipelines take the lane context as their own: it must start with it.
 const _: () = assert!(offset_of!(LaneCtx, burst) == 0);
+// The parser's fifth argument: the cursor word, then the states word.
+const _: () = assert!(offset_of!(LaneCtx, states) == offset_of!(LaneCtx, cursor) + 8);
 
 impl LaneCtx {
     pub fn new() -> LaneCtx {
@@ -80,6 +86,7 @@ impl LaneCtx {
             emit_off: std::ptr::null_mut(),
             stack_next: std::ptr::null_mut(),
             cursor: 0,
+            states: 0,
             eport: 0,
             rc: 0,
             n: 0,
@@ -511,6 +518,7 @@ impl Native {
         }
         out.clear();
         out.reserve(self.emit_max + data.len());
+        lc.states = st.parser.max_states;
         lc.burst.enter(eng, st, pkt);
         lc.data = data.as_ptr();
         lc.len = data.len() as u64;
@@ -535,6 +543,7 @@ impl Native {
         // context points at.
         let r = unsafe { f(lc) };
         pkt.payload_off = lc.cursor as usize;
+        st.parser.count(lc.states);
         let port = lc.eport as u32;
         let sent = |n: u64, left: bool, out: &mut Vec<u8>| {
             let n = (n as usize).min(self.emit_max + data.len());
