@@ -305,7 +305,22 @@ pub struct Quotas {
     /// `ceil(bitwidth / 8)` bytes), checked when the program is loaded, before any of it is
     /// allocated (`None` = no limit).
     pub max_register_bytes: Option<u64>,
+    /// Parser states one packet may enter in the device ([`DEFAULT_PARSER_STATES`]; 1 to
+    /// [`MAX_PARSER_STATES`]): a packet whose parser would enter one more stops there with
+    /// `error.ParserTimeout` (ingress sees it in `parser_error`, as after any parser error in
+    /// simple_switch; counted, [`VirtSwitch::parser_counts`]). It bounds what one packet of a
+    /// looping parser holds a worker for; each 64 states a packet enters are charged one
+    /// unit of work besides its passes ([`VirtSwitch::device_work`]).
+    pub max_parser_states: u64,
 }
+
+/// Default [`Quotas::max_parser_states`] of a tenant's device: far above any real parse (an
+/// Ethernet/VLAN/IPv4/TCP parser with options enters tens of states), 1 % of a plain switch's
+/// bound.
+pub const DEFAULT_PARSER_STATES: u64 = 1_000;
+
+/// The largest [`Quotas::max_parser_states`]: a plain `tern run` switch's bound.
+pub const MAX_PARSER_STATES: u64 = tern_dataplane::exec::MAX_PARSER_STATES;
 
 impl Default for Quotas {
     fn default() -> Self {
@@ -313,6 +328,7 @@ impl Default for Quotas {
             max_entries: None,
             max_passes: 10_000,
             max_register_bytes: None,
+            max_parser_states: DEFAULT_PARSER_STATES,
         }
     }
 }
@@ -764,6 +780,7 @@ impl VirtSwitch {
         let opts = SwitchOptions {
             device_id: id as u64,
             max_instances_per_packet: spec.quotas.max_passes.max(1),
+            max_parser_states: spec.quotas.max_parser_states.clamp(1, MAX_PARSER_STATES),
             ..SwitchOptions::default()
         };
         let err = |e: tern_dataplane::SwitchError| VirtError::Program {
@@ -944,6 +961,8 @@ impl VirtSwitch {
         }
         d.switch
             .set_max_instances_per_packet(quotas.max_passes.max(1));
+        d.switch
+            .set_max_parser_states(quotas.max_parser_states.clamp(1, MAX_PARSER_STATES));
         d.quotas = quotas;
         if owner.is_some() {
             d.owner = owner;
@@ -999,6 +1018,26 @@ impl VirtSwitch {
     /// the fair scheduler's [`Cost::Work`] counts per chunk.
     pub fn device_passes(&self, id: DeviceId) -> u64 {
         self.devices.get(&id).map_or(0, |d| d.switch.passes())
+    }
+
+    /// The work device `id` has done, in passes: [`VirtSwitch::device_passes`] plus one unit
+    /// for every 64 parser states a packet entered (`ParserBudget::units`: nothing for an
+    /// ordinary parse, 15 for a packet stopped at the default quota of 1,000 states), 0 for
+    /// an unknown device: what the fair scheduler's [`Cost::Work`] charges per chunk.
+    pub fn device_work(&self, id: DeviceId) -> u64 {
+        self.devices
+            .get(&id)
+            .map_or(0, |d| d.switch.passes() + d.switch.parser_counts().units)
+    }
+
+    /// What device `id`'s parser did since its program was loaded: states entered, packets
+    /// stopped by [`Quotas::max_parser_states`] (`ParserTimeout`), work units.
+    pub fn parser_counts(
+        &self,
+        caller: Caller,
+        id: DeviceId,
+    ) -> Result<tern_dataplane::exec::ParserBudget, VirtError> {
+        Ok(self.reachable(caller, id)?.switch.parser_counts())
     }
 
     /// Why a device is quarantined, if it is.
@@ -1083,6 +1122,14 @@ impl VirtSwitch {
     pub fn add_rule(&mut self, rule: Rule) -> Result<(), VirtError> {
         let mut t = self.topo.clone();
         t.rules.push(rule);
+        self.set_topology(t)
+    }
+
+    /// Change the classifier rules in one call ([`with_rules`]: the rules numbered `remove`
+    /// taken out, then `add` appended): one validation and one compile of the classifier for
+    /// the whole batch; on an error nothing changes.
+    pub fn update_rules(&mut self, remove: &[usize], add: &[Rule]) -> Result<(), VirtError> {
+        let t = with_rules(&self.topo, remove, add)?;
         self.set_topology(t)
     }
 
@@ -1984,6 +2031,43 @@ pub(crate) struct Classifier {
     rules: Vec<Rule>,
     order: Vec<usize>,
     by_port: Option<PortTable>,
+    /// Form 2 (VLAN-sliced ports): when the rules look at the port and the VLAN id only.
+    by_vlan: Option<VlanTable>,
+}
+
+/// The classifier's second form (`../shared/reference/virtualization.md` §3.2): when every
+/// rule matches on the physical port and/or the outer 802.1Q VLAN id only (no field), one
+/// array by VLAN id per physical port a rule names (and one for every other port): a load of
+/// the port's array and one of its entry, whatever the number of rules.
+#[derive(Clone)]
+struct VlanTable {
+    /// Physical port → its array in `tables` (ports beyond: `other`).
+    ports: Vec<u16>,
+    other: u16,
+    /// Per array: the winner by VLAN id (0..=4095), then [`UNTAGGED`] for a frame without
+    /// an outer tag. A [`Hit::vport`] of [`SAME_PORT`] is resolved per packet.
+    tables: Vec<Box<[Option<Hit>]>>,
+}
+
+/// [`VlanTable`]'s entry for frames without an 802.1Q tag.
+const UNTAGGED: usize = 4096;
+
+/// Most arrays a [`VlanTable`] builds (ports named by rules, plus one): 64 × 4,097 entries
+/// of 12 bytes ≈ 3 MB; more falls back to the rule list.
+const MAX_VLAN_TABLES: usize = 64;
+
+impl VlanTable {
+    #[inline]
+    fn get(&self, port: Port, pkt: &[u8]) -> Option<(DeviceId, Port)> {
+        let t = *self.ports.get(port as usize).unwrap_or(&self.other);
+        let i = if pkt.len() >= 16 && pkt[12] == 0x81 && pkt[13] == 0x00 {
+            usize::from(u16::from_be_bytes([pkt[14], pkt[15]]) & 0x0fff)
+        } else {
+            UNTAGGED
+        };
+        self.tables[usize::from(t)][i]
+            .map(|h| (h.device, if h.vport == SAME_PORT { port } else { h.vport }))
+    }
 }
 
 impl Classifier {
@@ -1995,9 +2079,59 @@ impl Classifier {
             rules: rules.to_vec(),
             order,
             by_port: None,
+            by_vlan: None,
         };
         c.by_port = c.port_table();
+        if c.by_port.is_none() {
+            c.by_vlan = c.vlan_table();
+        }
         c
+    }
+
+    /// [`VlanTable`] of the rules, when they match on port and VLAN id only (and name fewer
+    /// than [`MAX_VLAN_TABLES`] ports, all below 65,536).
+    fn vlan_table(&self) -> Option<VlanTable> {
+        let rules = &self.rules;
+        if rules
+            .iter()
+            .any(|r| r.field.is_some() || r.vlan.is_some_and(|v| v > 4095))
+        {
+            return None;
+        }
+        let named: std::collections::BTreeSet<Port> = rules.iter().filter_map(|r| r.port).collect();
+        if named.len() >= MAX_VLAN_TABLES || named.last().is_some_and(|&p| p >= 1 << 16) {
+            return None;
+        }
+        // One array per named port, then the other ports': each filled from the lowest
+        // precedence up, so that the rule matching first in `order` writes last.
+        let fill = |port: Option<Port>| {
+            let mut t = vec![None; UNTAGGED + 1].into_boxed_slice();
+            for &i in self.order.iter().rev() {
+                let r = &rules[i];
+                if r.port.is_some() && r.port != port {
+                    continue;
+                }
+                let h = Some(Hit::new(r.device, r.vport));
+                match r.vlan {
+                    Some(v) => t[usize::from(v & 0x0fff)] = h,
+                    None => t.fill(h),
+                }
+            }
+            t
+        };
+        let mut tables: Vec<Box<[Option<Hit>]>> = named.iter().map(|&p| fill(Some(p))).collect();
+        let other = tables.len() as u16;
+        tables.push(fill(None));
+        let n = named.last().map_or(0, |&p| p as usize + 1);
+        let mut ports = vec![other; n];
+        for (k, &p) in named.iter().enumerate() {
+            ports[p as usize] = k as u16;
+        }
+        Some(VlanTable {
+            ports,
+            other,
+            tables,
+        })
     }
 
     fn port_table(&self) -> Option<PortTable> {
@@ -2039,12 +2173,44 @@ impl Classifier {
         if let Some(t) = &self.by_port {
             return t.get(port);
         }
+        if let Some(t) = &self.by_vlan {
+            return t.get(port, pkt);
+        }
+        self.by_list(port, pkt)
+    }
+
+    /// The rules in match order, one by one (forms 3 and 4, and the reference of the tables).
+    fn by_list(&self, port: Port, pkt: &[u8]) -> Option<(DeviceId, Port)> {
         self.order.iter().find_map(|&i| {
             let r = &self.rules[i];
             r.matches(port, pkt)
                 .then(|| (r.device, r.vport.unwrap_or(port)))
         })
     }
+}
+
+/// `t` with the rules numbered `remove` (indexes into `t.rules`, any order, each once) taken
+/// out and `add` appended in order (the batch form of adding and removing rules: the
+/// classifier is compiled once for all of them).
+pub fn with_rules(t: &Topology, remove: &[usize], add: &[Rule]) -> Result<Topology, VirtError> {
+    let n = t.rules.len();
+    let mut gone = vec![false; n];
+    for &i in remove {
+        if i >= n {
+            return Err(VirtError::Topology(format!("no rule {i} ({n} rules)")));
+        }
+        if std::mem::replace(&mut gone[i], true) {
+            return Err(VirtError::Topology(format!("rule {i} named twice")));
+        }
+    }
+    let mut t = t.clone();
+    t.rules = std::mem::take(&mut t.rules)
+        .into_iter()
+        .zip(gone)
+        .filter_map(|(r, g)| (!g).then_some(r))
+        .chain(add.iter().cloned())
+        .collect();
+    Ok(t)
 }
 
 /// `t` with device `id`'s virtual port `vport` tagged `vid` (or untagged).
@@ -2215,4 +2381,113 @@ fn carry_entries(old: &Switch, new: &mut Switch, max_entries: Option<u64>) -> Ca
         report.tables.push(t_old.name.clone());
     }
     report
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// xorshift64*: deterministic test data.
+    struct Rng(u64);
+    impl Rng {
+        fn below(&mut self, n: u64) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n
+        }
+    }
+
+    fn frame(vid: Option<u16>, len: usize) -> Vec<u8> {
+        let mut f = vec![0u8; 12];
+        if let Some(v) = vid {
+            f.extend_from_slice(&[0x81, 0x00]);
+            f.extend_from_slice(&(v | 0x2000).to_be_bytes());
+        }
+        f.extend_from_slice(&[0x08, 0x00]);
+        f.resize(len.max(f.len()), 0x5a);
+        f.truncate(len);
+        f
+    }
+
+    /// The VLAN table (form 2) gives what the rules one by one give, for rule sets of port and
+    /// VLAN rules with shared priorities (ties: the first added), catch-alls, renumbering and
+    /// not, on tagged, untagged and cut-short frames of named and other ports.
+    #[test]
+    fn the_vlan_table_classifies_as_the_rules_in_order() {
+        let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+        let vids = [1u16, 5, 10, 20, 4095, 0];
+        for round in 0..200 {
+            let n = 1 + rng.below(12) as usize;
+            let rules: Vec<Rule> = (0..n)
+                .map(|_| Rule {
+                    priority: rng.below(4) as i32,
+                    port: (rng.below(3) > 0).then(|| rng.below(6) as Port),
+                    vlan: (rng.below(4) > 0).then(|| vids[rng.below(6) as usize]),
+                    field: None,
+                    device: 1 + rng.below(5) as DeviceId,
+                    vport: (rng.below(2) > 0).then(|| rng.below(9) as Port),
+                })
+                .collect();
+            let c = Classifier::new(&rules);
+            let any_vlan = rules.iter().any(|r| r.vlan.is_some());
+            assert_eq!(c.by_vlan.is_some(), any_vlan, "round {round}: {rules:?}");
+            for _ in 0..200 {
+                let port = rng.below(9) as Port;
+                let vid = (rng.below(3) > 0).then(|| vids[rng.below(6) as usize]);
+                let len = [14, 15, 16, 17, 18, 60][rng.below(6) as usize];
+                let f = frame(vid, len);
+                assert_eq!(
+                    c.classify(port, &f),
+                    c.by_list(port, &f),
+                    "round {round}: port {port}, VLAN {vid:?}, {len} bytes, {rules:?}"
+                );
+            }
+        }
+        // A field rule keeps the list; so do too many named ports.
+        let mut r = Rule {
+            priority: 0,
+            port: None,
+            vlan: Some(5),
+            field: None,
+            device: 1,
+            vport: None,
+        };
+        let many: Vec<Rule> = (0..MAX_VLAN_TABLES as Port)
+            .map(|p| Rule {
+                port: Some(p),
+                ..r.clone()
+            })
+            .collect();
+        assert!(Classifier::new(&many).by_vlan.is_none());
+        assert!(Classifier::new(&many[1..]).by_vlan.is_some());
+        r.field = Some(FieldMatch {
+            field: Field::EtherType,
+            value: 0x800,
+            mask: 0xffff,
+        });
+        assert!(Classifier::new(&[r]).by_vlan.is_none());
+    }
+
+    #[test]
+    fn rules_change_in_one_batch_or_not_at_all() {
+        let rule = |vlan, device| Rule {
+            priority: 0,
+            port: Some(1),
+            vlan: Some(vlan),
+            field: None,
+            device,
+            vport: None,
+        };
+        let t = Topology {
+            rules: vec![rule(1, 1), rule(2, 2), rule(3, 3)],
+            ..Topology::default()
+        };
+        let u = with_rules(&t, &[2, 0], &[rule(4, 4), rule(5, 5)]).unwrap();
+        assert_eq!(u.rules, vec![rule(2, 2), rule(4, 4), rule(5, 5)]);
+        let e = with_rules(&t, &[3], &[]).unwrap_err();
+        assert_eq!(e.to_string(), "no rule 3 (3 rules)");
+        let e = with_rules(&t, &[1, 1], &[]).unwrap_err();
+        assert_eq!(e.to_string(), "rule 1 named twice");
+    }
 }
