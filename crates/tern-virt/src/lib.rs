@@ -35,10 +35,12 @@ mod runtime;
 mod shared;
 mod workers;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
+use std::sync::{Arc, Mutex};
 
 use tern_dataplane::{CompiledProgram, Switch, SwitchOptions};
 use tern_runtime::{Digest, OutputPacket, PacketPath, Port, Runtime, RuntimeError, TableError};
@@ -370,6 +372,9 @@ pub struct VirtStats {
     pub unclassified: u64,
     /// Frames sent over a link to a device that does not exist (dropped).
     pub dangling: u64,
+    /// Frames the workers' front dropped before classifying them: every device the rules
+    /// of their physical port lead to is quarantined.
+    pub quarantined_port: u64,
 }
 
 /// Who is calling the control API.
@@ -434,6 +439,39 @@ pub struct Device {
     /// Fault injection: panic when this many more packets have entered.
     fault_in: Option<u64>,
     cpu: Vec<(Port, Vec<u8>)>,
+    /// Where the device reports its quarantine to the workers' front ([`Quarantined`]), and
+    /// what it reported last.
+    board: Option<Arc<Quarantined>>,
+    reported: bool,
+}
+
+/// The devices in quarantine, written by the workers' switches as they quarantine and release
+/// devices and read by the workers' front, which drops the frames of a physical port whose
+/// rules all lead to quarantined devices before classifying them
+/// ([`Classifier::port_states`]).
+#[derive(Debug, Default)]
+pub(crate) struct Quarantined {
+    /// Bumped on every change (the front recomputes its port states when it moved).
+    gen: AtomicU64,
+    ids: Mutex<BTreeSet<DeviceId>>,
+}
+
+impl Quarantined {
+    pub(crate) fn set(&self, id: DeviceId, on: bool) {
+        let mut ids = self.ids.lock().unwrap_or_else(|e| e.into_inner());
+        let changed = if on { ids.insert(id) } else { ids.remove(&id) };
+        if changed {
+            self.gen.fetch_add(1, AtomicOrdering::Release);
+        }
+    }
+
+    pub(crate) fn generation(&self) -> u64 {
+        self.gen.load(AtomicOrdering::Acquire)
+    }
+
+    pub(crate) fn ids(&self) -> BTreeSet<DeviceId> {
+        self.ids.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
 }
 
 impl fmt::Debug for Device {
@@ -478,6 +516,13 @@ impl Device {
     /// Recompute [`Device::lane`] (after a change of the tags, the quarantine or the fault).
     fn refresh_lane(&mut self) {
         self.lane = self.tags.is_empty() && self.quarantine.is_none() && self.fault_in.is_none();
+        let q = self.quarantine.is_some();
+        if q != self.reported {
+            if let Some(b) = &self.board {
+                b.set(self.id, q);
+                self.reported = q;
+            }
+        }
     }
 
     /// Compile the device's port map and VLAN tags from `t`.
@@ -716,6 +761,8 @@ pub struct VirtSwitch {
     /// back where it came from; `origin_total` frames in all.
     origins: Vec<(DeviceId, u32)>,
     origin_total: usize,
+    /// Where its devices report their quarantine (the workers' switches: [`Quarantined`]).
+    pub(crate) board: Option<Arc<Quarantined>>,
 }
 
 impl Default for VirtSwitch {
@@ -754,6 +801,7 @@ impl VirtSwitch {
             draining: false,
             origins: Vec::new(),
             origin_total: 0,
+            board: None,
         }
     }
 
@@ -846,6 +894,8 @@ impl VirtSwitch {
             phys: Vec::new(),
             lane: true,
             cpu: Vec::new(),
+            board: self.board.clone(),
+            reported: false,
         };
         // The const entries of the program count towards its quota.
         if let Some(max) = dev.quotas.max_entries {
@@ -1277,7 +1327,11 @@ impl VirtSwitch {
         devices: Vec<Device>,
         maps: BTreeMap<DeviceId, BTreeMap<Port, Target>>,
     ) {
-        for d in devices {
+        for mut d in devices {
+            if d.board.is_none() && self.board.is_some() {
+                d.board = self.board.clone();
+                d.reported = false;
+            }
             self.devices.insert(d.id, d);
         }
         self.topo.port_maps.extend(maps);
@@ -1299,6 +1353,7 @@ impl VirtSwitch {
     pub(crate) fn add_stats(&mut self, s: VirtStats) {
         self.stats.unclassified += s.unclassified;
         self.stats.dangling += s.dangling;
+        self.stats.quarantined_port += s.quarantined_port;
     }
 
     /// For a caller that hands the frames appended so far to someone else for good (a worker
@@ -2049,6 +2104,39 @@ struct VlanTable {
     tables: Vec<Box<[Option<Hit>]>>,
 }
 
+/// Where the frames of a physical port can go ([`Classifier::port_states`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PortState {
+    /// Some rule leads to a device in service: classify.
+    Live,
+    /// No rule can match: unclassified.
+    NoRule,
+    /// Every rule that can match leads to a quarantined device.
+    Quarantined,
+}
+
+/// [`PortState`] by physical port.
+#[derive(Clone, Debug)]
+pub(crate) struct PortStates {
+    ports: Vec<PortState>,
+    other: PortState,
+}
+
+impl PortStates {
+    /// Every port live (nothing known yet).
+    pub(crate) fn live() -> PortStates {
+        PortStates {
+            ports: Vec::new(),
+            other: PortState::Live,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn get(&self, port: Port) -> PortState {
+        *self.ports.get(port as usize).unwrap_or(&self.other)
+    }
+}
+
 /// [`VlanTable`]'s entry for frames without an 802.1Q tag.
 const UNTAGGED: usize = 4096;
 
@@ -2177,6 +2265,44 @@ impl Classifier {
             return t.get(port, pkt);
         }
         self.by_list(port, pkt)
+    }
+
+    /// What the frames of each physical port can reach, given the devices in quarantine:
+    /// [`PortState::NoRule`] when no rule names the port or matches every port,
+    /// [`PortState::Quarantined`] when every such rule leads to a quarantined device.
+    pub(crate) fn port_states(&self, quarantined: &BTreeSet<DeviceId>) -> PortStates {
+        let state = |port: Option<Port>| {
+            let mut any = false;
+            for r in &self.rules {
+                if r.port.is_none() || r.port == port {
+                    if !quarantined.contains(&r.device) {
+                        return PortState::Live;
+                    }
+                    any = true;
+                }
+            }
+            if any {
+                PortState::Quarantined
+            } else {
+                PortState::NoRule
+            }
+        };
+        let named: BTreeSet<Port> = self.rules.iter().filter_map(|r| r.port).collect();
+        let other = state(None);
+        // Ports beyond the array are `other`; an array past 65,536 ports is not kept.
+        let n = named.last().map_or(0, |&p| p as usize + 1).min(1 << 16);
+        let mut ports = vec![other; n];
+        for &p in named.iter().filter(|&&p| (p as usize) < n) {
+            ports[p as usize] = state(Some(p));
+        }
+        if named.last().is_some_and(|&p| p as usize >= n) {
+            // Too many ports for the array: every port is looked at by classifying.
+            return PortStates {
+                ports: Vec::new(),
+                other: PortState::Live,
+            };
+        }
+        PortStates { ports, other }
     }
 
     /// The rules in match order, one by one (forms 3 and 4, and the reference of the tables).

@@ -388,7 +388,7 @@ fn a_parser_loop_under_its_state_quota_holds_the_victims_worker_for_a_bounded_nu
     assert_eq!(quota.max_parser_states, 1_000);
     let counted = run(quota, |work, _| work);
     // Under a quantum and one packet of work: at most (Q + 16) / 17 = 16 packets.
-    let bound = (Q + PER_PACKET - 1) / PER_PACKET * 1_000;
+    let bound = Q.div_ceil(PER_PACKET) * 1_000;
     assert!(
         counted <= bound,
         "{counted} states between two victim packets"
@@ -407,6 +407,90 @@ fn a_parser_loop_under_its_state_quota_holds_the_victims_worker_for_a_bounded_nu
         "attacker states between two victim packets: {counted} (quota 1,000, charged), \
          {passes_only} (quota 1,000, passes only), 100,000 (plain bound)"
     );
+}
+
+/// The workers' front drops the frames of a physical port whose rules all lead to
+/// quarantined devices before classifying them (counted as `quarantined_port`; the device's
+/// own counters do not move), classifies them again once the device is released, and
+/// counts the frames of a port whose device was removed as unclassified; the victim's
+/// packets come through all along. The attacker's port has a VLAN rule besides its port rule
+/// (a classifier that looks into the frame).
+#[test]
+fn the_front_drops_the_frames_of_a_port_whose_devices_are_all_quarantined() {
+    let json = p4(&program(
+        "state start { p.extract(h.eth); transition accept; }",
+        "",
+        "sm.egress_spec = 1;",
+    ));
+    for workers in [1, 2] {
+        let mut vs = two_tenants(&json, Quotas::default());
+        vs.add_rule(Rule {
+            priority: 5,
+            port: Some(10),
+            vlan: Some(5),
+            field: None,
+            device: ATTACKER,
+            vport: Some(0),
+        })
+        .unwrap();
+        vs.inject_panic(ATTACKER, 1).unwrap();
+        let mut w = VirtWorkers::new(
+            vs,
+            WorkerOptions {
+                workers,
+                ..WorkerOptions::default()
+            },
+        );
+        let mut out: Vec<OutputPacket> = Vec::new();
+        let a = attacker_frame();
+        let mut seq = 0u16;
+        let mut victim = |w: &mut VirtWorkers, out: &mut Vec<OutputPacket>| {
+            let v = victim_packet(seq);
+            w.process_batch(&[(1, &v)], out);
+            let mut want = victim_expected(0);
+            want[34..36].copy_from_slice(&seq.to_be_bytes());
+            assert_eq!(out.len(), 1, "{workers} workers");
+            assert_eq!((out[0].port, &out[0].data), (2, &want), "{workers} workers");
+            out.clear();
+            seq += 1;
+        };
+        // The first attacker frame panics the device: quarantined.
+        w.process_batch(&[(10, &a)], &mut out);
+        assert!(out.is_empty());
+        let s = w.device_stats(ATTACKER).unwrap();
+        assert_eq!((s.packets_in, s.panics), (1, 1), "{workers} workers");
+        victim(&mut w, &mut out);
+        // From now on the front drops the port's frames without classifying them.
+        for _ in 0..5 {
+            w.process_batch(&[(10, &a), (10, &a)], &mut out);
+            assert!(out.is_empty());
+            victim(&mut w, &mut out);
+        }
+        assert_eq!(w.stats().quarantined_port, 10, "{workers} workers");
+        let s = w.device_stats(ATTACKER).unwrap();
+        assert_eq!(
+            (s.packets_in, s.quarantine_drops),
+            (1, 0),
+            "{workers} workers: the worker never saw them"
+        );
+        // Released: classified and forwarded again.
+        w.call(ATTACKER, |vs| vs.release(ATTACKER))
+            .unwrap()
+            .unwrap();
+        w.process_batch(&[(10, &a)], &mut out);
+        assert_eq!(out.len(), 1, "{workers} workers");
+        assert_eq!(out[0].port, 101);
+        out.clear();
+        assert_eq!(w.stats().quarantined_port, 10);
+        assert_eq!(w.device_stats(ATTACKER).unwrap().packets_in, 2);
+        // Removed: its port has no rule left, its frames are unclassified at the front.
+        let before = w.stats().unclassified;
+        w.remove_device(ATTACKER).unwrap();
+        w.process_batch(&[(10, &a)], &mut out);
+        assert!(out.is_empty());
+        assert_eq!(w.stats().unclassified, before + 1, "{workers} workers");
+        victim(&mut w, &mut out);
+    }
 }
 
 #[test]

@@ -62,8 +62,8 @@ pub(super) fn stats_text(op: &dyn Operate) -> anyhow::Result<String> {
     let st = op.stats();
     writeln!(
         t,
-        "unclassified {}, dangling links {}",
-        st.unclassified, st.dangling
+        "unclassified {}, dangling links {}, dropped at quarantined ports {}",
+        st.unclassified, st.dangling, st.quarantined_port
     )?;
     for id in op.device_ids() {
         let s = op.device_stats(id)?;
