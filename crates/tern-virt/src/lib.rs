@@ -1259,6 +1259,82 @@ impl VirtSwitch {
         self.process_general(pkts, out);
     }
 
+    /// One packet per call with the give-back folded in: `out` holds the frames the previous
+    /// call appended (this method's or [`VirtSwitch::process_batch`]'s) and the caller is
+    /// done with; they go back to the devices that produced them (as
+    /// [`VirtSwitch::recycle_outputs`] does), then the packet runs as
+    /// `process_batch(&[(port, data)], out)` would run it (same outputs, same counters). For a
+    /// caller that handles each packet's outputs before the next packet (a receive loop one
+    /// frame at a time), it is the one-packet lane without the separate give-back: when the
+    /// previous call left one frame of the device this packet goes to (the common case), the
+    /// buffer goes back through the device already in hand and the record of where the frames
+    /// came from stays as it is.
+    #[inline]
+    pub fn process_next(&mut self, port: Port, data: &[u8], out: &mut Vec<OutputPacket>) {
+        if let ([(prev, 1)], 1, 1) = (&self.origins[..], self.origin_total, out.len()) {
+            let prev = *prev;
+            if let Some(Some((id, vport))) = self.cls.by_port.as_ref().map(|t| t.get(port)) {
+                if id == prev {
+                    if let Some(Some(dev)) = self.devices.slots.get_mut(id as usize) {
+                        if dev.lane_ok() {
+                            dev.switch.recycle_outputs(out);
+                            return self.lane_again(id, vport, data, out);
+                        }
+                    }
+                }
+            }
+        }
+        self.next_general(port, data, out);
+    }
+
+    /// [`VirtSwitch::process_next`] when the previous frame went back to device `id` (in the
+    /// lane, one frame in the record): the packet runs there; one frame out of a physical
+    /// port leaves the record as it is.
+    #[inline(always)]
+    fn lane_again(&mut self, id: DeviceId, vport: Port, data: &[u8], out: &mut Vec<OutputPacket>) {
+        let Some(Some(dev)) = self.devices.slots.get_mut(id as usize) else {
+            unreachable!("checked by the caller")
+        };
+        dev.stats.packets_in += 1;
+        let sw = &mut dev.switch;
+        let r = catch_unwind(AssertUnwindSafe(|| sw.process_packet(vport, data, out)));
+        if r.is_ok() && out.len() == 1 {
+            if let Some(&p) = dev.phys.get(out[0].port as usize) {
+                if p != NO_PHYS {
+                    out[0].port = p;
+                    dev.stats.to_phys += 1;
+                    return;
+                }
+            }
+        }
+        self.lane_again_other(id, r, out);
+    }
+
+    /// The rest of [`VirtSwitch::lane_again`]: anything but one frame to a physical port (the
+    /// record of origins starts afresh, as after a give-back).
+    #[inline(never)]
+    fn lane_again_other(
+        &mut self,
+        id: DeviceId,
+        r: std::thread::Result<()>,
+        out: &mut Vec<OutputPacket>,
+    ) {
+        self.origins.clear();
+        self.origin_total = 0;
+        match r {
+            Err(e) => self.quarantine_after_panic(id, panic_message(e), 0, out),
+            Ok(()) => self.fast_hops(id, 0, out),
+        }
+    }
+
+    /// [`VirtSwitch::process_next`] outside the lane: give back, then the packet as a batch
+    /// of one.
+    #[inline(never)]
+    fn next_general(&mut self, port: Port, data: &[u8], out: &mut Vec<OutputPacket>) {
+        self.recycle_outputs(out);
+        self.process_batch(&[(port, data)], out);
+    }
+
     /// [`VirtSwitch::process_batch`] past the one-packet fast lane (kept out of line so that
     /// the lane's code stays small).
     #[inline(never)]
