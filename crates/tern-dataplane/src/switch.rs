@@ -1677,9 +1677,6 @@ impl Flow<'_> {
 const MAX_SPARE: usize = 4096;
 
 impl PacketPath for Switch {
-    // Inlined into callers that wrap it (tern-virt's one-packet lane calls it through
-    // `catch_unwind`): a clock read and the call of `process_at`.
-    #[inline]
     fn process_packet(&mut self, port: Port, data: &[u8], out: &mut Vec<OutputPacket>) {
         let now = self.now_us();
         self.process_at(now, port, data, out);

@@ -1277,8 +1277,24 @@ impl VirtSwitch {
                 if id == prev {
                     if let Some(Some(dev)) = self.devices.slots.get_mut(id as usize) {
                         if dev.lane_ok() {
+                            // The previous frame back to this device, then the lane with the
+                            // record of origins left as it is.
                             dev.switch.recycle_outputs(out);
-                            return self.lane_again(id, vport, data, out);
+                            dev.stats.packets_in += 1;
+                            let sw = &mut dev.switch;
+                            let r = catch_unwind(AssertUnwindSafe(|| {
+                                sw.process_packet(vport, data, out)
+                            }));
+                            if r.is_ok() && out.len() == 1 {
+                                if let Some(&p) = dev.phys.get(out[0].port as usize) {
+                                    if p != NO_PHYS {
+                                        out[0].port = p;
+                                        dev.stats.to_phys += 1;
+                                        return;
+                                    }
+                                }
+                            }
+                            return self.lane_again_other(id, r, out);
                         }
                     }
                 }
@@ -1287,31 +1303,8 @@ impl VirtSwitch {
         self.next_general(port, data, out);
     }
 
-    /// [`VirtSwitch::process_next`] when the previous frame went back to device `id` (in the
-    /// lane, one frame in the record): the packet runs there; one frame out of a physical
-    /// port leaves the record as it is.
-    #[inline(always)]
-    fn lane_again(&mut self, id: DeviceId, vport: Port, data: &[u8], out: &mut Vec<OutputPacket>) {
-        let Some(Some(dev)) = self.devices.slots.get_mut(id as usize) else {
-            unreachable!("checked by the caller")
-        };
-        dev.stats.packets_in += 1;
-        let sw = &mut dev.switch;
-        let r = catch_unwind(AssertUnwindSafe(|| sw.process_packet(vport, data, out)));
-        if r.is_ok() && out.len() == 1 {
-            if let Some(&p) = dev.phys.get(out[0].port as usize) {
-                if p != NO_PHYS {
-                    out[0].port = p;
-                    dev.stats.to_phys += 1;
-                    return;
-                }
-            }
-        }
-        self.lane_again_other(id, r, out);
-    }
-
-    /// The rest of [`VirtSwitch::lane_again`]: anything but one frame to a physical port (the
-    /// record of origins starts afresh, as after a give-back).
+    /// The rest of [`VirtSwitch::process_next`]'s lane: anything but one frame to a physical
+    /// port (the record of origins starts afresh, as after a give-back).
     #[inline(never)]
     fn lane_again_other(
         &mut self,
