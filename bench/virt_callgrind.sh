@@ -20,6 +20,9 @@
 #                             command file as a bare switch vs p4/virt/scenarios/functions
 #                             (four devices, virtual ports renumbered); fn_native32:F / fn32:F
 #                             in batches of 32.
+#   slice_next / slice_l2_next / fn_next:F - the sliced side one packet per call through
+#                             VirtSwitch::process_next (the previous call's frame given back
+#                             in the call; NEXT=1) instead of process_batch + recycle_outputs.
 # Only the packet loop is counted (--toggle-collect on the example's `measured`): set-up and
 # compilation, whose counts move between runs with hash seeds, stay out.
 # Usage (repository root): bench/virt_callgrind.sh
@@ -42,11 +45,13 @@ for m in $MODES; do
     name=${m%%:*}
     func=
     [ "$name" != "$m" ] && func=${m#*:}
+    next=
+    case "$name" in *_next) next=1; name=${name%_next};; esac
     mode=${name%32}
     batch=1
     [ "$mode" != "$name" ] && batch=32
     for n in $N1 $N2; do
-        env ${func:+FUNC=$func} BATCH=$batch valgrind --tool=callgrind \
+        env ${func:+FUNC=$func} ${next:+NEXT=1} BATCH=$batch valgrind --tool=callgrind \
             --toggle-collect=slice_cost::measured --callgrind-out-file="$tmp/$m.$n.cg" \
             "$X" "$mode" "$n" p4/tutorials/basic.p4 p4/virt/firewall.p4 p4/virt/l2_switch.p4 >/dev/null 2>&1
     done

@@ -546,6 +546,8 @@ pub struct ErrorCodes {
     pub stack_out_of_bounds: i64,
     pub header_too_short: i64,
     pub invalid_argument: i64,
+    /// `ParserTimeout`: the parser ran out of states ([`crate::exec::ParserBudget`]).
+    pub parser_timeout: i64,
 }
 
 /// An element of a field list (for clone/resubmit/recirculate).
@@ -1107,6 +1109,7 @@ impl Engine {
             stack_out_of_bounds: ev("StackOutOfBounds"),
             header_too_short: ev("HeaderTooShort"),
             invalid_argument: ev("ParserInvalidArgument"),
+            parser_timeout: ev("ParserTimeout"),
         };
 
         let mut actions = Vec::with_capacity(prog.actions.len());

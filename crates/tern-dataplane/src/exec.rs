@@ -163,6 +163,63 @@ pub struct State {
     pub key_buf: Vec<u8>,
     /// Output offset of each header emitted by the current deparse (planned checksums).
     pub emit_off: Vec<u32>,
+    /// The parser's bound on states per packet and what it counted ([`ParserBudget`]).
+    pub parser: ParserBudget,
+}
+
+/// Default of [`ParserBudget::max_states`]: the bound a plain switch has always had.
+pub const MAX_PARSER_STATES: u64 = 100_000;
+
+/// A switch's bound on parser states per packet and the states its parsers ran. A packet
+/// whose parser would enter one state more than `max_states` stops there with
+/// `error.ParserTimeout` (P4-16 core; BMv2 has no bound — a parser loop that extracts
+/// nothing runs forever there): like every parser error in simple_switch it is not dropped,
+/// ingress sees `standard_metadata.parser_error` and the unparsed bytes stay payload.
+/// Both the interpreter and the generated parser read `max_states` per packet (the generated
+/// parser takes it in its cursor word's neighbour: [`crate::jit::Native::parse_bytes`]).
+#[derive(Clone, Copy, Debug)]
+pub struct ParserBudget {
+    /// States one packet may enter (at least 1).
+    pub max_states: u64,
+    /// States entered by every packet parsed so far (a count of work, for a scheduler).
+    pub states: u64,
+    /// Packets whose parser stopped at `max_states` (`error.ParserTimeout`).
+    pub timeouts: u64,
+    /// Work units of long parses: each packet adds its states / [`STATES_PER_UNIT`] (rounded
+    /// down), so an ordinary parse adds nothing and a loop pays for its length
+    /// ([`crate::Switch::parser_counts`]; tern-virt's fair scheduler adds it to the passes).
+    pub units: u64,
+}
+
+/// Parser states charged as one unit of work ([`ParserBudget::units`]), about a pipeline
+/// pass: a state that only selects and moves on is a few instructions, a pass hundreds.
+pub const STATES_PER_UNIT: u64 = 64;
+
+impl Default for ParserBudget {
+    fn default() -> Self {
+        ParserBudget {
+            max_states: MAX_PARSER_STATES,
+            states: 0,
+            timeouts: 0,
+            units: 0,
+        }
+    }
+}
+
+impl ParserBudget {
+    /// Count a packet that entered `max_states - left` states, or, `left == u64::MAX`, ran
+    /// out of them (`ParserTimeout` after `max_states`).
+    #[inline(always)]
+    pub fn count(&mut self, left: u64) {
+        let used = if left == u64::MAX {
+            self.timeouts += 1;
+            self.max_states
+        } else {
+            self.max_states - left
+        };
+        self.states += used;
+        self.units += used / STATES_PER_UNIT;
+    }
 }
 
 impl ExternState {
@@ -441,7 +498,7 @@ impl Engine {
         if let Some(j) = &self.jit {
             // Native code (same semantics); a traced packet takes the interpreter.
             if st.ext.trace.is_none() {
-                if let Some(err) = j.parse(pkt) {
+                if let Some(err) = j.parse(pkt, &mut st.parser) {
                     return err;
                 }
             }
@@ -478,13 +535,17 @@ impl Engine {
     ) -> i64 {
         let mut cursor = 0usize;
         let mut state = p.init;
-        let mut steps = 0;
+        let max = st.parser.max_states;
+        let mut steps = 0u64;
+        let mut timed_out = false;
         let mut err = self.errors.no_error;
         'states: while let Some(si) = state {
-            steps += 1;
-            if steps > 100_000 {
+            if steps == max {
+                err = self.errors.parser_timeout;
+                timed_out = true;
                 break;
             }
+            steps += 1;
             let s = &p.states[si as usize];
             if TRACE {
                 self.trace_state(&mut st.ext, si);
@@ -636,6 +697,8 @@ impl Engine {
             state = next;
         }
         pkt.payload_off = cursor;
+        st.parser
+            .count(if timed_out { u64::MAX } else { max - steps });
         err
     }
 

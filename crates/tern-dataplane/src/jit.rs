@@ -42,11 +42,11 @@ use cranelift_module::{default_libcall_names, Linkage, Module};
 use tern_model::KeyElem;
 
 use crate::compile::{CParser, ETarget, Engine, GNode, PMatch, POp};
-use crate::exec::{Fault, Pkt, State};
+use crate::exec::{Fault, ParserBudget, Pkt, State};
 use crate::layout::{FieldLoc, Phv};
 
-/// `(phv bytes, validity bytes, packet bytes, packet length, parsed length out, header
-/// stacks' next indexes) -> error code`.
+/// `(phv bytes, validity bytes, packet bytes, packet length, [parsed length out, states
+/// allowed in / left out], header stacks' next indexes) -> error code`.
 type ParseFn = unsafe extern "C" fn(*mut u8, *mut u8, *const u8, u64, *mut u64, *mut u32) -> i64;
 
 /// `(phv bytes, validity bytes, output, header start offsets out) -> bytes written`.
@@ -61,9 +61,6 @@ type EmitCsumFn = unsafe extern "C" fn(*mut u8, *const u8, *mut u8, *mut u32) ->
 /// whose condition holds sums a header that is not valid: the generic value, computed by the
 /// caller).
 const CSUM_LEFT: u64 = 1 << 63;
-
-/// The interpreter's bound on parser states per packet (a parse loop ends there).
-const MAX_STATES: i64 = 100_000;
 
 /// A program's native code: the parser and/or the deparser's emit loop, and the code memory
 /// they live in.
@@ -207,44 +204,56 @@ impl Native {
         );
     }
 
-    /// Parse `pkt` as [`Engine::parse`] does (fills the PHV, sets `payload_off`) and return the
-    /// error code; `None` when the parser is not native.
+    /// Parse `pkt` as [`Engine::parse`] does (fills the PHV, sets `payload_off`, counts the
+    /// states in `budget`) and return the error code; `None` when the parser is not native.
     #[inline]
-    pub fn parse(&self, pkt: &mut Pkt) -> Option<i64> {
-        let (err, off) = self.parse_bytes(&mut pkt.phv, &pkt.data)?;
+    pub fn parse(&self, pkt: &mut Pkt, budget: &mut ParserBudget) -> Option<i64> {
+        let (err, off) = self.parse_bytes(&mut pkt.phv, &pkt.data, budget)?;
         pkt.payload_off = off;
         Some(err)
     }
 
     /// [`Native::parse`] over `data` (not the packet's own buffer): the error code and the
-    /// parsed length; `None` when the parser is not native.
+    /// parsed length; `None` when the parser is not native. At most `budget.max_states`
+    /// states are entered (then `ParserTimeout`); the states entered are counted in `budget`.
+    ///
+    /// The generated parser's fifth argument points at two words: the parsed length (out)
+    /// and the states it may enter (in; out: what is left of them, `u64::MAX` when it ran
+    /// out: `ParserTimeout`).
     #[inline]
-    pub fn parse_bytes(&self, phv: &mut Phv, data: &[u8]) -> Option<(i64, usize)> {
+    pub fn parse_bytes(
+        &self,
+        phv: &mut Phv,
+        data: &[u8],
+        budget: &mut ParserBudget,
+    ) -> Option<(i64, usize)> {
         let f = self.parser?;
         self.check_phv(phv);
         assert!(
             phv.stack_next.len() == self.stacks,
             "PHV does not belong to this program"
         );
-        let mut cursor = 0u64;
+        let mut io = [0u64, budget.max_states];
         // SAFETY: the code writes only PHV bytes below `phv_bytes` and validity bytes below
         // `headers` (offsets checked when it was generated, sizes checked just above), and
         // stack indexes below `stacks` (stack numbers checked at generation, count just
         // above); it reads packet bytes only below `data.len()` (every read is bounds-checked
         // against `len`, the length of `data`);
-        // `bool` is one byte and the code stores only 0 or 1 into `valid`; `cursor` is a live
-        // local. The function is not re-entered and keeps no pointer after returning.
+        // `bool` is one byte and the code stores only 0 or 1 into `valid`; `io` is a live
+        // local of two words (the code reads and writes only those two). The function is not
+        // re-entered and keeps no pointer after returning.
         let err = unsafe {
             f(
                 phv.bytes.as_mut_ptr(),
                 phv.valid.as_mut_ptr().cast::<u8>(),
                 data.as_ptr(),
                 data.len() as u64,
-                &mut cursor,
+                io.as_mut_ptr(),
                 phv.stack_next.as_mut_ptr(),
             )
         };
-        Some((err, cursor as usize))
+        budget.count(io[1]);
+        Some((err, io[0] as usize))
     }
 
     /// Append the valid headers in deparser order to `out`, as the deparser's emit loop does,
@@ -876,16 +885,23 @@ impl Gen<'_, '_> {
         let (phv, valid, data, len, cursor_out, stack_next) = (
             params[0], params[1], params[2], params[3], params[4], params[5],
         );
-        let (code, cur) = self.parse_body(p, phv, valid, data, len, stack_next);
+        // The switch's bound on states ([`crate::exec::ParserBudget`]): the word after the
+        // cursor's; what is left of it is stored back there.
+        let max = self.b.ins().load(types::I64, mem(), cursor_out, 8);
+        let (code, cur, left) = self.parse_body(p, phv, valid, data, len, stack_next, max);
         self.b.ins().store(mem(), cur, cursor_out, 0);
+        self.b.ins().store(mem(), left, cursor_out, 8);
         self.b.ins().return_(&[code]);
         self.b.seal_all_blocks();
         self.b.finalize();
     }
 
-    /// The parser's states in the current function, from the current block: returns the
-    /// error code and the parsed length, with the builder at the block where parsing ended
+    /// The parser's states in the current function, from the current block, entering at most
+    /// `max_states` states: returns the error code, the parsed length and the states left
+    /// (`u64::MAX` when it ran out: `ParserTimeout`), with the builder at the block where
+    /// parsing ended
     /// (the lane function inlines it; [`Gen::parser`] wraps it as a function).
+    #[allow(clippy::too_many_arguments)]
     fn parse_body(
         &mut self,
         p: &CParser,
@@ -894,7 +910,8 @@ impl Gen<'_, '_> {
         data: ir::Value,
         len: ir::Value,
         stack_next: ir::Value,
-    ) -> (ir::Value, ir::Value) {
+        max_states: ir::Value,
+    ) -> (ir::Value, ir::Value, ir::Value) {
         let eng = self.eng;
         // The pipeline generator's expression code works on variables: the PHV, validity and
         // (unused: parser expressions have no action parameters) parameter pointers.
@@ -911,8 +928,7 @@ impl Gen<'_, '_> {
         let steps: Variable = self.b.declare_var(types::I64);
         let zero = self.b.ins().iconst(types::I64, 0);
         self.b.def_var(cursor, zero);
-        let max = self.b.ins().iconst(types::I64, MAX_STATES);
-        self.b.def_var(steps, max);
+        self.b.def_var(steps, max_states);
 
         let states: Vec<ir::Block> = p.states.iter().map(|_| self.b.create_block()).collect();
         // Exit with an error code (block parameter); the parsed length is the cursor.
@@ -920,6 +936,9 @@ impl Gen<'_, '_> {
         self.b.append_block_param(exit, types::I64);
         let no_error = eng.errors.no_error;
         let too_short = eng.errors.packet_too_short;
+        // Out of states: ParserTimeout, and `u64::MAX` as the states left (see
+        // `Native::parse_bytes`).
+        let over = self.b.create_block();
 
         let jump_to = |g: &mut Gen<'_, '_>, next: Option<u32>| match next {
             Some(n) => {
@@ -934,11 +953,10 @@ impl Gen<'_, '_> {
 
         for (si, s) in p.states.iter().enumerate() {
             self.b.switch_to_block(states[si]);
-            // The interpreter's bound on states per packet.
+            // The switch's bound on states per packet: none left is ParserTimeout.
             let left = self.b.use_var(steps);
             let body = self.b.create_block();
-            let ok = self.b.ins().iconst(types::I64, no_error);
-            self.b.ins().brif(left, body, &[], exit, &[ok.into()]);
+            self.b.ins().brif(left, body, &[], over, &[]);
             self.b.switch_to_block(body);
             let left = self.b.ins().iadd_imm(left, -1);
             self.b.def_var(steps, left);
@@ -1084,10 +1102,17 @@ impl Gen<'_, '_> {
             jump_to(self, default.flatten());
         }
 
+        self.b.switch_to_block(over);
+        let all = self.b.ins().iconst(types::I64, -1);
+        self.b.def_var(steps, all);
+        let code = self.b.ins().iconst(types::I64, eng.errors.parser_timeout);
+        self.b.ins().jump(exit, &[code.into()]);
+
         self.b.switch_to_block(exit);
         let code = self.b.block_params(exit)[0];
         let cur = self.b.use_var(cursor);
-        (code, cur)
+        let left = self.b.use_var(steps);
+        (code, cur, left)
     }
 
     /// Extract header `h` from the packet bytes at `base` (already bounds-checked).
@@ -1509,7 +1534,7 @@ pub fn compare_with_interpreter<'a>(
             p.data.extend_from_slice(data);
         }
         if j.has_parser() {
-            let ea = j.parse(&mut a).unwrap_or(i64::MIN);
+            let ea = j.parse(&mut a, &mut st.parser).unwrap_or(i64::MIN);
             let eb = eng.parse_interpreted(&mut st, &mut b);
             let differs = if ea != eb {
                 Some(format!("error code {ea} (native) vs {eb} (interpreter)"))

@@ -143,6 +143,9 @@ pub struct SwitchOptions {
     pub priority_queues: u32,
     /// Behaviour-level caching of the ingress pipeline ([`crate::bcache`]); off by default.
     pub bcache: Option<crate::bcache::Config>,
+    /// Parser states one packet may enter (100,000; at least 1): past it the parser stops
+    /// with `error.ParserTimeout` ([`crate::exec::ParserBudget`]).
+    pub max_parser_states: u64,
 }
 
 impl Default for SwitchOptions {
@@ -156,6 +159,7 @@ impl Default for SwitchOptions {
             max_instances_per_packet: 10_000,
             priority_queues: 1,
             bcache: None,
+            max_parser_states: crate::exec::MAX_PARSER_STATES,
         }
     }
 }
@@ -325,6 +329,7 @@ impl Instance {
             .collect();
         state.ext.vsets = vec![Default::default(); p.parse_vsets.len()];
         state.ext.rng = opts.seed | 1;
+        state.parser.max_states = opts.max_parser_states.max(1);
         let mut inst = Instance {
             engine,
             state,
@@ -897,6 +902,23 @@ impl Switch {
     /// ([`SwitchOptions::max_instances_per_packet`]) from the next packet on.
     pub fn set_max_instances_per_packet(&mut self, n: usize) {
         self.opts.max_instances_per_packet = n.max(1);
+    }
+
+    /// Change the bound on parser states per packet ([`SwitchOptions::max_parser_states`],
+    /// at least 1) from the next packet on; it stays when the program is swapped.
+    pub fn set_max_parser_states(&mut self, n: u64) {
+        self.opts.max_parser_states = n.max(1);
+        self.live.state.parser.max_states = n.max(1);
+        if let Some(p) = &mut self.pending {
+            p.state.parser.max_states = n.max(1);
+        }
+    }
+
+    /// What the live program's parser did so far: states entered, packets stopped by the
+    /// bound (`ParserTimeout`) and the work units of long parses (states / 64 per packet),
+    /// as [`crate::exec::ParserBudget`] counts them.
+    pub fn parser_counts(&self) -> crate::exec::ParserBudget {
+        self.live.state.parser
     }
 
     /// The switch clock now (microseconds since the switch started, or the fixed value of

@@ -24,6 +24,10 @@
 //! scenario command file as a bare switch; sliced, `functions/virt.json` (four devices, each
 //! on its own physical ports, virtual ports renumbered) with the bench's packet on the
 //! device's physical port. The program arguments are ignored.
+//!
+//! `NEXT=1` in the environment runs the sliced side of `slice` and `fn` one packet per call
+//! with `VirtSwitch::process_next` (the previous call's frame given back in the call) instead
+//! of `process_batch` followed by `recycle_outputs` (`BATCH` must be 1).
 
 use tern_dataplane::{Switch, SwitchOptions};
 use tern_runtime::{MatchParam, OutputPacket, PacketPath, Runtime};
@@ -210,6 +214,15 @@ fn function(native: bool, n: usize, bsize: usize) -> usize {
             .build(&dir.join("functions"))
             .unwrap_or_else(|e| fail(e.to_string()));
         let batch: Vec<(u32, &[u8])> = vec![(phys_in, pkt.as_slice()); bsize];
+        if next() {
+            assert_eq!(bsize, 1, "NEXT=1 runs one packet per call");
+            measured(n, &mut || {
+                vs.process_next(phys_in, &pkt, &mut out);
+                sent += out.len();
+            });
+            vs.recycle_outputs(&mut out);
+            return sent;
+        }
         measured(n / bsize, &mut || {
             vs.process_batch(&batch, &mut out);
             sent += out.len();
@@ -217,6 +230,11 @@ fn function(native: bool, n: usize, bsize: usize) -> usize {
         });
     }
     sent
+}
+
+/// `NEXT=1`: the sliced side one packet per call through `VirtSwitch::process_next`.
+fn next() -> bool {
+    std::env::var("NEXT").is_ok_and(|v| v == "1")
 }
 
 /// `v` emptied, its allocation kept for references of another lifetime.
@@ -410,11 +428,21 @@ fn main() {
             for p in 0..4 {
                 vs.map_port(1, p, Target::Phys(p)).unwrap();
             }
-            measured(n / bsize, &mut || {
-                vs.process_batch(&batch, &mut out);
-                sent += out.len();
+            if next() {
+                assert_eq!(bsize, 1, "NEXT=1 runs one packet per call");
+                let (port, pkt) = batch[0];
+                measured(n, &mut || {
+                    vs.process_next(port, pkt, &mut out);
+                    sent += out.len();
+                });
                 vs.recycle_outputs(&mut out);
-            });
+            } else {
+                measured(n / bsize, &mut || {
+                    vs.process_batch(&batch, &mut out);
+                    sent += out.len();
+                    vs.recycle_outputs(&mut out);
+                });
+            }
         }
         "pair" => {
             let f = firewall.expect("FIREWALL.json");

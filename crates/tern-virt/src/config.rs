@@ -7,7 +7,8 @@
 //!   "max_hops": 8,
 //!   "devices": [
 //!     { "id": 1, "program": "firewall.p4", "owner": "alice",
-//!       "quotas": { "max_entries": 100, "max_passes": 64, "max_register_bytes": 65536 },
+//!       "quotas": { "max_entries": 100, "max_passes": 64, "max_register_bytes": 65536,
+//!                   "max_parser_states": 1000 },
 //!       "commands": "firewall.txt", "thrift_port": 9091,
 //!       "ports": { "1": "phys:1", "2": "link:2:1", "3": "cpu", "4": "drop" },
 //!       "vlans": { "1": 100 } }
@@ -41,6 +42,7 @@ use tern_runtime::Port;
 
 use crate::{
     Caller, DeviceId, DeviceSpec, Field, FieldMatch, Quotas, Rule, Target, Topology, VirtSwitch,
+    MAX_PARSER_STATES,
 };
 
 /// A configuration error: where (a JSON path such as `devices[1].ports."3"`) and what.
@@ -392,12 +394,14 @@ pub fn parse_rule_words(words: &[&str]) -> Result<Rule, String> {
 }
 
 /// Quotas changed by the operator's words (`max_entries=N|none`, `max_passes=N`,
-/// `max_register_bytes=N|none`), starting from `base`.
+/// `max_register_bytes=N|none`, `max_parser_states=N`), starting from `base`.
 pub fn parse_quota_words(words: &[&str], base: Quotas) -> Result<Quotas, String> {
     let mut q = base;
     if words.is_empty() {
         return Err(
-            "no quota given (max_entries=N|none max_passes=N max_register_bytes=N|none)".into(),
+            "no quota given (max_entries=N|none max_passes=N max_register_bytes=N|none \
+             max_parser_states=N)"
+                .into(),
         );
     }
     for w in words {
@@ -417,9 +421,19 @@ pub fn parse_quota_words(words: &[&str], base: Quotas) -> Result<Quotas, String>
                 }
                 q.max_passes = n as usize;
             }
+            "max_parser_states" => {
+                let n = num()?;
+                if n == 0 || n > MAX_PARSER_STATES {
+                    return Err(format!(
+                        "max_parser_states: {n} is not in 1..={MAX_PARSER_STATES}"
+                    ));
+                }
+                q.max_parser_states = n;
+            }
             _ => {
                 return Err(format!(
-                    "unknown quota '{k}' (max_entries, max_passes, max_register_bytes)"
+                    "unknown quota '{k}' (max_entries, max_passes, max_register_bytes, \
+                     max_parser_states)"
                 ))
             }
         }
@@ -546,7 +560,16 @@ impl Config {
             let mut quotas = Quotas::default();
             if let Some(q) = dobj.get("quotas") {
                 let qp = format!("{place}.quotas");
-                let qo = cx.obj(q, &qp, &["max_entries", "max_passes", "max_register_bytes"])?;
+                let qo = cx.obj(
+                    q,
+                    &qp,
+                    &[
+                        "max_entries",
+                        "max_passes",
+                        "max_register_bytes",
+                        "max_parser_states",
+                    ],
+                )?;
                 if let Some(v) = qo.get("max_entries") {
                     quotas.max_entries =
                         Some(cx.uint(v, &format!("{qp}.max_entries"), u64::MAX)?);
@@ -561,6 +584,14 @@ impl Config {
                         return Err(cx.err(&format!("{qp}.max_passes"), "must be at least 1"));
                     }
                     quotas.max_passes = n as usize;
+                }
+                if let Some(v) = qo.get("max_parser_states") {
+                    let place = format!("{qp}.max_parser_states");
+                    let n = cx.uint(v, &place, MAX_PARSER_STATES)?;
+                    if n == 0 {
+                        return Err(cx.err(&place, "must be at least 1"));
+                    }
+                    quotas.max_parser_states = n;
                 }
             }
             let commands = match dobj.get("commands") {

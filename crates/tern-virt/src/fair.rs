@@ -8,13 +8,15 @@
 //!
 //! **Charged by counted work** ([`Cost::Work`], the workers' default): a device is charged
 //! what its packets *did* — the pipeline passes they ran (inputs, resubmits, recirculations,
-//! clones, multicast replicas: `tern_dataplane::Switch::passes`), at least one per packet —
+//! clones, multicast replicas: `tern_dataplane::Switch::passes`) plus one unit per 64 parser
+//! states a packet entered (`VirtSwitch::device_work`: a parser loop stopped at the tenant
+//! quota of 1,000 states costs its device 15 more), at least one per packet —
 //! priced in nanoseconds per pass by the device's own calibration ([`Price`]: the lowest
 //! nanoseconds per pass any of its chunks took, so it only falls towards what the device's
 //! program costs undisturbed). What another device does to the caches or to the thread's time
 //! slice does not change what a device is charged. The clock stays as a guard ([`GUARD`]): a
 //! device whose chunks keep taking far longer than their counted passes at its calibration
-//! (64×; a parser spinning through 100,000 states counts 2 passes) is charged their
+//! (64×; a parse is counted in whole units of 64 states, the rest is not) is charged their
 //! measured time instead. [`Cost::Nanos`] charges the measured time of every chunk (h-iso's
 //! model: it bills a device for the attacker's cache pollution and for the preemption of
 //! the thread); [`Cost::Bytes`] charges frame bytes before the packet runs (classic DRR).
@@ -539,9 +541,9 @@ impl FairScheduler {
                     Spent::Charged(ns.max(1))
                 }
                 Cost::Work => {
-                    let before = vs.device_passes(id);
+                    let before = vs.device_work(id);
                     vs.process_on(id, pkts, out);
-                    let units = (vs.device_passes(id).wrapping_sub(before)).max(pkts.len() as u64);
+                    let units = (vs.device_work(id).saturating_sub(before)).max(pkts.len() as u64);
                     let now = Instant::now();
                     let ns = now.duration_since(*last).as_nanos() as u64;
                     *last = now;

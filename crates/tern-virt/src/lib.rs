@@ -35,10 +35,12 @@ mod runtime;
 mod shared;
 mod workers;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
+use std::sync::{Arc, Mutex};
 
 use tern_dataplane::{CompiledProgram, Switch, SwitchOptions};
 use tern_runtime::{Digest, OutputPacket, PacketPath, Port, Runtime, RuntimeError, TableError};
@@ -305,7 +307,22 @@ pub struct Quotas {
     /// `ceil(bitwidth / 8)` bytes), checked when the program is loaded, before any of it is
     /// allocated (`None` = no limit).
     pub max_register_bytes: Option<u64>,
+    /// Parser states one packet may enter in the device ([`DEFAULT_PARSER_STATES`]; 1 to
+    /// [`MAX_PARSER_STATES`]): a packet whose parser would enter one more stops there with
+    /// `error.ParserTimeout` (ingress sees it in `parser_error`, as after any parser error in
+    /// simple_switch; counted, [`VirtSwitch::parser_counts`]). It bounds what one packet of a
+    /// looping parser holds a worker for; each 64 states a packet enters are charged one
+    /// unit of work besides its passes ([`VirtSwitch::device_work`]).
+    pub max_parser_states: u64,
 }
+
+/// Default [`Quotas::max_parser_states`] of a tenant's device: far above any real parse (an
+/// Ethernet/VLAN/IPv4/TCP parser with options enters tens of states), 1 % of a plain switch's
+/// bound.
+pub const DEFAULT_PARSER_STATES: u64 = 1_000;
+
+/// The largest [`Quotas::max_parser_states`]: a plain `tern run` switch's bound.
+pub const MAX_PARSER_STATES: u64 = tern_dataplane::exec::MAX_PARSER_STATES;
 
 impl Default for Quotas {
     fn default() -> Self {
@@ -313,6 +330,7 @@ impl Default for Quotas {
             max_entries: None,
             max_passes: 10_000,
             max_register_bytes: None,
+            max_parser_states: DEFAULT_PARSER_STATES,
         }
     }
 }
@@ -354,6 +372,9 @@ pub struct VirtStats {
     pub unclassified: u64,
     /// Frames sent over a link to a device that does not exist (dropped).
     pub dangling: u64,
+    /// Frames the workers' front dropped before classifying them: every device the rules
+    /// of their physical port lead to is quarantined.
+    pub quarantined_port: u64,
 }
 
 /// Who is calling the control API.
@@ -418,6 +439,39 @@ pub struct Device {
     /// Fault injection: panic when this many more packets have entered.
     fault_in: Option<u64>,
     cpu: Vec<(Port, Vec<u8>)>,
+    /// Where the device reports its quarantine to the workers' front ([`Quarantined`]), and
+    /// what it reported last.
+    board: Option<Arc<Quarantined>>,
+    reported: bool,
+}
+
+/// The devices in quarantine, written by the workers' switches as they quarantine and release
+/// devices and read by the workers' front, which drops the frames of a physical port whose
+/// rules all lead to quarantined devices before classifying them
+/// ([`Classifier::port_states`]).
+#[derive(Debug, Default)]
+pub(crate) struct Quarantined {
+    /// Bumped on every change (the front recomputes its port states when it moved).
+    gen: AtomicU64,
+    ids: Mutex<BTreeSet<DeviceId>>,
+}
+
+impl Quarantined {
+    pub(crate) fn set(&self, id: DeviceId, on: bool) {
+        let mut ids = self.ids.lock().unwrap_or_else(|e| e.into_inner());
+        let changed = if on { ids.insert(id) } else { ids.remove(&id) };
+        if changed {
+            self.gen.fetch_add(1, AtomicOrdering::Release);
+        }
+    }
+
+    pub(crate) fn generation(&self) -> u64 {
+        self.gen.load(AtomicOrdering::Acquire)
+    }
+
+    pub(crate) fn ids(&self) -> BTreeSet<DeviceId> {
+        self.ids.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
 }
 
 impl fmt::Debug for Device {
@@ -462,6 +516,13 @@ impl Device {
     /// Recompute [`Device::lane`] (after a change of the tags, the quarantine or the fault).
     fn refresh_lane(&mut self) {
         self.lane = self.tags.is_empty() && self.quarantine.is_none() && self.fault_in.is_none();
+        let q = self.quarantine.is_some();
+        if q != self.reported {
+            if let Some(b) = &self.board {
+                b.set(self.id, q);
+                self.reported = q;
+            }
+        }
     }
 
     /// Compile the device's port map and VLAN tags from `t`.
@@ -700,6 +761,8 @@ pub struct VirtSwitch {
     /// back where it came from; `origin_total` frames in all.
     origins: Vec<(DeviceId, u32)>,
     origin_total: usize,
+    /// Where its devices report their quarantine (the workers' switches: [`Quarantined`]).
+    pub(crate) board: Option<Arc<Quarantined>>,
 }
 
 impl Default for VirtSwitch {
@@ -738,6 +801,7 @@ impl VirtSwitch {
             draining: false,
             origins: Vec::new(),
             origin_total: 0,
+            board: None,
         }
     }
 
@@ -764,6 +828,7 @@ impl VirtSwitch {
         let opts = SwitchOptions {
             device_id: id as u64,
             max_instances_per_packet: spec.quotas.max_passes.max(1),
+            max_parser_states: spec.quotas.max_parser_states.clamp(1, MAX_PARSER_STATES),
             ..SwitchOptions::default()
         };
         let err = |e: tern_dataplane::SwitchError| VirtError::Program {
@@ -829,6 +894,8 @@ impl VirtSwitch {
             phys: Vec::new(),
             lane: true,
             cpu: Vec::new(),
+            board: self.board.clone(),
+            reported: false,
         };
         // The const entries of the program count towards its quota.
         if let Some(max) = dev.quotas.max_entries {
@@ -944,6 +1011,8 @@ impl VirtSwitch {
         }
         d.switch
             .set_max_instances_per_packet(quotas.max_passes.max(1));
+        d.switch
+            .set_max_parser_states(quotas.max_parser_states.clamp(1, MAX_PARSER_STATES));
         d.quotas = quotas;
         if owner.is_some() {
             d.owner = owner;
@@ -999,6 +1068,26 @@ impl VirtSwitch {
     /// the fair scheduler's [`Cost::Work`] counts per chunk.
     pub fn device_passes(&self, id: DeviceId) -> u64 {
         self.devices.get(&id).map_or(0, |d| d.switch.passes())
+    }
+
+    /// The work device `id` has done, in passes: [`VirtSwitch::device_passes`] plus one unit
+    /// for every 64 parser states a packet entered (`ParserBudget::units`: nothing for an
+    /// ordinary parse, 15 for a packet stopped at the default quota of 1,000 states), 0 for
+    /// an unknown device: what the fair scheduler's [`Cost::Work`] charges per chunk.
+    pub fn device_work(&self, id: DeviceId) -> u64 {
+        self.devices
+            .get(&id)
+            .map_or(0, |d| d.switch.passes() + d.switch.parser_counts().units)
+    }
+
+    /// What device `id`'s parser did since its program was loaded: states entered, packets
+    /// stopped by [`Quotas::max_parser_states`] (`ParserTimeout`), work units.
+    pub fn parser_counts(
+        &self,
+        caller: Caller,
+        id: DeviceId,
+    ) -> Result<tern_dataplane::exec::ParserBudget, VirtError> {
+        Ok(self.reachable(caller, id)?.switch.parser_counts())
     }
 
     /// Why a device is quarantined, if it is.
@@ -1086,6 +1175,14 @@ impl VirtSwitch {
         self.set_topology(t)
     }
 
+    /// Change the classifier rules in one call ([`with_rules`]: the rules numbered `remove`
+    /// taken out, then `add` appended): one validation and one compile of the classifier for
+    /// the whole batch; on an error nothing changes.
+    pub fn update_rules(&mut self, remove: &[usize], add: &[Rule]) -> Result<(), VirtError> {
+        let t = with_rules(&self.topo, remove, add)?;
+        self.set_topology(t)
+    }
+
     /// Map one virtual port of a device.
     pub fn map_port(&mut self, id: DeviceId, vport: Port, target: Target) -> Result<(), VirtError> {
         if !self.devices.contains_key(&id) {
@@ -1162,6 +1259,75 @@ impl VirtSwitch {
         self.process_general(pkts, out);
     }
 
+    /// One packet per call with the give-back folded in: `out` holds the frames the previous
+    /// call appended (this method's or [`VirtSwitch::process_batch`]'s) and the caller is
+    /// done with; they go back to the devices that produced them (as
+    /// [`VirtSwitch::recycle_outputs`] does), then the packet runs as
+    /// `process_batch(&[(port, data)], out)` would run it (same outputs, same counters). For a
+    /// caller that handles each packet's outputs before the next packet (a receive loop one
+    /// frame at a time), it is the one-packet lane without the separate give-back: when the
+    /// previous call left one frame of the device this packet goes to (the common case), the
+    /// buffer goes back through the device already in hand and the record of where the frames
+    /// came from stays as it is.
+    #[inline]
+    pub fn process_next(&mut self, port: Port, data: &[u8], out: &mut Vec<OutputPacket>) {
+        if let ([(prev, 1)], 1, 1) = (&self.origins[..], self.origin_total, out.len()) {
+            let prev = *prev;
+            if let Some(Some((id, vport))) = self.cls.by_port.as_ref().map(|t| t.get(port)) {
+                if id == prev {
+                    if let Some(Some(dev)) = self.devices.slots.get_mut(id as usize) {
+                        if dev.lane_ok() {
+                            // The previous frame back to this device, then the lane with the
+                            // record of origins left as it is.
+                            dev.switch.recycle_outputs(out);
+                            dev.stats.packets_in += 1;
+                            let sw = &mut dev.switch;
+                            let r = catch_unwind(AssertUnwindSafe(|| {
+                                sw.process_packet(vport, data, out)
+                            }));
+                            if r.is_ok() && out.len() == 1 {
+                                if let Some(&p) = dev.phys.get(out[0].port as usize) {
+                                    if p != NO_PHYS {
+                                        out[0].port = p;
+                                        dev.stats.to_phys += 1;
+                                        return;
+                                    }
+                                }
+                            }
+                            return self.lane_again_other(id, r, out);
+                        }
+                    }
+                }
+            }
+        }
+        self.next_general(port, data, out);
+    }
+
+    /// The rest of [`VirtSwitch::process_next`]'s lane: anything but one frame to a physical
+    /// port (the record of origins starts afresh, as after a give-back).
+    #[inline(never)]
+    fn lane_again_other(
+        &mut self,
+        id: DeviceId,
+        r: std::thread::Result<()>,
+        out: &mut Vec<OutputPacket>,
+    ) {
+        self.origins.clear();
+        self.origin_total = 0;
+        match r {
+            Err(e) => self.quarantine_after_panic(id, panic_message(e), 0, out),
+            Ok(()) => self.fast_hops(id, 0, out),
+        }
+    }
+
+    /// [`VirtSwitch::process_next`] outside the lane: give back, then the packet as a batch
+    /// of one.
+    #[inline(never)]
+    fn next_general(&mut self, port: Port, data: &[u8], out: &mut Vec<OutputPacket>) {
+        self.recycle_outputs(out);
+        self.process_batch(&[(port, data)], out);
+    }
+
     /// [`VirtSwitch::process_batch`] past the one-packet fast lane (kept out of line so that
     /// the lane's code stays small).
     #[inline(never)]
@@ -1230,7 +1396,11 @@ impl VirtSwitch {
         devices: Vec<Device>,
         maps: BTreeMap<DeviceId, BTreeMap<Port, Target>>,
     ) {
-        for d in devices {
+        for mut d in devices {
+            if d.board.is_none() && self.board.is_some() {
+                d.board = self.board.clone();
+                d.reported = false;
+            }
             self.devices.insert(d.id, d);
         }
         self.topo.port_maps.extend(maps);
@@ -1252,6 +1422,7 @@ impl VirtSwitch {
     pub(crate) fn add_stats(&mut self, s: VirtStats) {
         self.stats.unclassified += s.unclassified;
         self.stats.dangling += s.dangling;
+        self.stats.quarantined_port += s.quarantined_port;
     }
 
     /// For a caller that hands the frames appended so far to someone else for good (a worker
@@ -1984,6 +2155,76 @@ pub(crate) struct Classifier {
     rules: Vec<Rule>,
     order: Vec<usize>,
     by_port: Option<PortTable>,
+    /// Form 2 (VLAN-sliced ports): when the rules look at the port and the VLAN id only.
+    by_vlan: Option<VlanTable>,
+}
+
+/// The classifier's second form (`../shared/reference/virtualization.md` §3.2): when every
+/// rule matches on the physical port and/or the outer 802.1Q VLAN id only (no field), one
+/// array by VLAN id per physical port a rule names (and one for every other port): a load of
+/// the port's array and one of its entry, whatever the number of rules.
+#[derive(Clone)]
+struct VlanTable {
+    /// Physical port → its array in `tables` (ports beyond: `other`).
+    ports: Vec<u16>,
+    other: u16,
+    /// Per array: the winner by VLAN id (0..=4095), then [`UNTAGGED`] for a frame without
+    /// an outer tag. A [`Hit::vport`] of [`SAME_PORT`] is resolved per packet.
+    tables: Vec<Box<[Option<Hit>]>>,
+}
+
+/// Where the frames of a physical port can go ([`Classifier::port_states`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PortState {
+    /// Some rule leads to a device in service: classify.
+    Live,
+    /// No rule can match: unclassified.
+    NoRule,
+    /// Every rule that can match leads to a quarantined device.
+    Quarantined,
+}
+
+/// [`PortState`] by physical port.
+#[derive(Clone, Debug)]
+pub(crate) struct PortStates {
+    ports: Vec<PortState>,
+    other: PortState,
+}
+
+impl PortStates {
+    /// Every port live (nothing known yet).
+    pub(crate) fn live() -> PortStates {
+        PortStates {
+            ports: Vec::new(),
+            other: PortState::Live,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn get(&self, port: Port) -> PortState {
+        *self.ports.get(port as usize).unwrap_or(&self.other)
+    }
+}
+
+/// [`VlanTable`]'s entry for frames without an 802.1Q tag.
+const UNTAGGED: usize = 4096;
+
+/// Most arrays a [`VlanTable`] builds (ports named by rules, plus one): 64 × 4,097 entries
+/// of 12 bytes ≈ 3 MB; more falls back to the rule list.
+const MAX_VLAN_TABLES: usize = 64;
+
+impl VlanTable {
+    #[inline]
+    fn get(&self, port: Port, pkt: &[u8]) -> Option<(DeviceId, Port)> {
+        let t = *self.ports.get(port as usize).unwrap_or(&self.other);
+        let i = if pkt.len() >= 16 && pkt[12] == 0x81 && pkt[13] == 0x00 {
+            usize::from(u16::from_be_bytes([pkt[14], pkt[15]]) & 0x0fff)
+        } else {
+            UNTAGGED
+        };
+        self.tables[usize::from(t)][i]
+            .map(|h| (h.device, if h.vport == SAME_PORT { port } else { h.vport }))
+    }
 }
 
 impl Classifier {
@@ -1995,9 +2236,59 @@ impl Classifier {
             rules: rules.to_vec(),
             order,
             by_port: None,
+            by_vlan: None,
         };
         c.by_port = c.port_table();
+        if c.by_port.is_none() {
+            c.by_vlan = c.vlan_table();
+        }
         c
+    }
+
+    /// [`VlanTable`] of the rules, when they match on port and VLAN id only (and name fewer
+    /// than [`MAX_VLAN_TABLES`] ports, all below 65,536).
+    fn vlan_table(&self) -> Option<VlanTable> {
+        let rules = &self.rules;
+        if rules
+            .iter()
+            .any(|r| r.field.is_some() || r.vlan.is_some_and(|v| v > 4095))
+        {
+            return None;
+        }
+        let named: std::collections::BTreeSet<Port> = rules.iter().filter_map(|r| r.port).collect();
+        if named.len() >= MAX_VLAN_TABLES || named.last().is_some_and(|&p| p >= 1 << 16) {
+            return None;
+        }
+        // One array per named port, then the other ports': each filled from the lowest
+        // precedence up, so that the rule matching first in `order` writes last.
+        let fill = |port: Option<Port>| {
+            let mut t = vec![None; UNTAGGED + 1].into_boxed_slice();
+            for &i in self.order.iter().rev() {
+                let r = &rules[i];
+                if r.port.is_some() && r.port != port {
+                    continue;
+                }
+                let h = Some(Hit::new(r.device, r.vport));
+                match r.vlan {
+                    Some(v) => t[usize::from(v & 0x0fff)] = h,
+                    None => t.fill(h),
+                }
+            }
+            t
+        };
+        let mut tables: Vec<Box<[Option<Hit>]>> = named.iter().map(|&p| fill(Some(p))).collect();
+        let other = tables.len() as u16;
+        tables.push(fill(None));
+        let n = named.last().map_or(0, |&p| p as usize + 1);
+        let mut ports = vec![other; n];
+        for (k, &p) in named.iter().enumerate() {
+            ports[p as usize] = k as u16;
+        }
+        Some(VlanTable {
+            ports,
+            other,
+            tables,
+        })
     }
 
     fn port_table(&self) -> Option<PortTable> {
@@ -2039,12 +2330,82 @@ impl Classifier {
         if let Some(t) = &self.by_port {
             return t.get(port);
         }
+        if let Some(t) = &self.by_vlan {
+            return t.get(port, pkt);
+        }
+        self.by_list(port, pkt)
+    }
+
+    /// What the frames of each physical port can reach, given the devices in quarantine:
+    /// [`PortState::NoRule`] when no rule names the port or matches every port,
+    /// [`PortState::Quarantined`] when every such rule leads to a quarantined device.
+    pub(crate) fn port_states(&self, quarantined: &BTreeSet<DeviceId>) -> PortStates {
+        let state = |port: Option<Port>| {
+            let mut any = false;
+            for r in &self.rules {
+                if r.port.is_none() || r.port == port {
+                    if !quarantined.contains(&r.device) {
+                        return PortState::Live;
+                    }
+                    any = true;
+                }
+            }
+            if any {
+                PortState::Quarantined
+            } else {
+                PortState::NoRule
+            }
+        };
+        let named: BTreeSet<Port> = self.rules.iter().filter_map(|r| r.port).collect();
+        let other = state(None);
+        // Ports beyond the array are `other`; an array past 65,536 ports is not kept.
+        let n = named.last().map_or(0, |&p| p as usize + 1).min(1 << 16);
+        let mut ports = vec![other; n];
+        for &p in named.iter().filter(|&&p| (p as usize) < n) {
+            ports[p as usize] = state(Some(p));
+        }
+        if named.last().is_some_and(|&p| p as usize >= n) {
+            // Too many ports for the array: every port is looked at by classifying.
+            return PortStates {
+                ports: Vec::new(),
+                other: PortState::Live,
+            };
+        }
+        PortStates { ports, other }
+    }
+
+    /// The rules in match order, one by one (forms 3 and 4, and the reference of the tables).
+    fn by_list(&self, port: Port, pkt: &[u8]) -> Option<(DeviceId, Port)> {
         self.order.iter().find_map(|&i| {
             let r = &self.rules[i];
             r.matches(port, pkt)
                 .then(|| (r.device, r.vport.unwrap_or(port)))
         })
     }
+}
+
+/// `t` with the rules numbered `remove` (indexes into `t.rules`, any order, each once) taken
+/// out and `add` appended in order (the batch form of adding and removing rules: the
+/// classifier is compiled once for all of them).
+pub fn with_rules(t: &Topology, remove: &[usize], add: &[Rule]) -> Result<Topology, VirtError> {
+    let n = t.rules.len();
+    let mut gone = vec![false; n];
+    for &i in remove {
+        if i >= n {
+            return Err(VirtError::Topology(format!("no rule {i} ({n} rules)")));
+        }
+        if std::mem::replace(&mut gone[i], true) {
+            return Err(VirtError::Topology(format!("rule {i} named twice")));
+        }
+    }
+    let mut t = t.clone();
+    t.rules = std::mem::take(&mut t.rules)
+        .into_iter()
+        .zip(gone)
+        .filter_map(|(r, g)| (!g).then_some(r))
+        .chain(add.iter().cloned())
+        .collect();
+    Ok(t)
 }
 
 /// `t` with device `id`'s virtual port `vport` tagged `vid` (or untagged).
@@ -2215,4 +2576,113 @@ fn carry_entries(old: &Switch, new: &mut Switch, max_entries: Option<u64>) -> Ca
         report.tables.push(t_old.name.clone());
     }
     report
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// xorshift64*: deterministic test data.
+    struct Rng(u64);
+    impl Rng {
+        fn below(&mut self, n: u64) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n
+        }
+    }
+
+    fn frame(vid: Option<u16>, len: usize) -> Vec<u8> {
+        let mut f = vec![0u8; 12];
+        if let Some(v) = vid {
+            f.extend_from_slice(&[0x81, 0x00]);
+            f.extend_from_slice(&(v | 0x2000).to_be_bytes());
+        }
+        f.extend_from_slice(&[0x08, 0x00]);
+        f.resize(len.max(f.len()), 0x5a);
+        f.truncate(len);
+        f
+    }
+
+    /// The VLAN table (form 2) gives what the rules one by one give, for rule sets of port and
+    /// VLAN rules with shared priorities (ties: the first added), catch-alls, renumbering and
+    /// not, on tagged, untagged and cut-short frames of named and other ports.
+    #[test]
+    fn the_vlan_table_classifies_as_the_rules_in_order() {
+        let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+        let vids = [1u16, 5, 10, 20, 4095, 0];
+        for round in 0..200 {
+            let n = 1 + rng.below(12) as usize;
+            let rules: Vec<Rule> = (0..n)
+                .map(|_| Rule {
+                    priority: rng.below(4) as i32,
+                    port: (rng.below(3) > 0).then(|| rng.below(6) as Port),
+                    vlan: (rng.below(4) > 0).then(|| vids[rng.below(6) as usize]),
+                    field: None,
+                    device: 1 + rng.below(5) as DeviceId,
+                    vport: (rng.below(2) > 0).then(|| rng.below(9) as Port),
+                })
+                .collect();
+            let c = Classifier::new(&rules);
+            let any_vlan = rules.iter().any(|r| r.vlan.is_some());
+            assert_eq!(c.by_vlan.is_some(), any_vlan, "round {round}: {rules:?}");
+            for _ in 0..200 {
+                let port = rng.below(9) as Port;
+                let vid = (rng.below(3) > 0).then(|| vids[rng.below(6) as usize]);
+                let len = [14, 15, 16, 17, 18, 60][rng.below(6) as usize];
+                let f = frame(vid, len);
+                assert_eq!(
+                    c.classify(port, &f),
+                    c.by_list(port, &f),
+                    "round {round}: port {port}, VLAN {vid:?}, {len} bytes, {rules:?}"
+                );
+            }
+        }
+        // A field rule keeps the list; so do too many named ports.
+        let mut r = Rule {
+            priority: 0,
+            port: None,
+            vlan: Some(5),
+            field: None,
+            device: 1,
+            vport: None,
+        };
+        let many: Vec<Rule> = (0..MAX_VLAN_TABLES as Port)
+            .map(|p| Rule {
+                port: Some(p),
+                ..r.clone()
+            })
+            .collect();
+        assert!(Classifier::new(&many).by_vlan.is_none());
+        assert!(Classifier::new(&many[1..]).by_vlan.is_some());
+        r.field = Some(FieldMatch {
+            field: Field::EtherType,
+            value: 0x800,
+            mask: 0xffff,
+        });
+        assert!(Classifier::new(&[r]).by_vlan.is_none());
+    }
+
+    #[test]
+    fn rules_change_in_one_batch_or_not_at_all() {
+        let rule = |vlan, device| Rule {
+            priority: 0,
+            port: Some(1),
+            vlan: Some(vlan),
+            field: None,
+            device,
+            vport: None,
+        };
+        let t = Topology {
+            rules: vec![rule(1, 1), rule(2, 2), rule(3, 3)],
+            ..Topology::default()
+        };
+        let u = with_rules(&t, &[2, 0], &[rule(4, 4), rule(5, 5)]).unwrap();
+        assert_eq!(u.rules, vec![rule(2, 2), rule(4, 4), rule(5, 5)]);
+        let e = with_rules(&t, &[3], &[]).unwrap_err();
+        assert_eq!(e.to_string(), "no rule 3 (3 rules)");
+        let e = with_rules(&t, &[1, 1], &[]).unwrap_err();
+        assert_eq!(e.to_string(), "rule 1 named twice");
+    }
 }

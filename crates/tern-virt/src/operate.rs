@@ -48,6 +48,12 @@ pub trait Operate {
     }
     /// Replace the whole topology (validated first; on error nothing changes).
     fn set_topology(&mut self, t: Topology) -> Result<(), VirtError>;
+    /// Remove the rules numbered `remove` and append `add`, in one change of the topology
+    /// ([`crate::with_rules`]; on error nothing changes).
+    fn update_rules(&mut self, remove: &[usize], add: &[crate::Rule]) -> Result<(), VirtError> {
+        let t = crate::with_rules(&self.topology(), remove, add)?;
+        self.set_topology(t)
+    }
     /// Make snapshot `name` the live topology.
     fn activate_snapshot(&mut self, name: &str) -> Result<(), VirtError>;
     /// Store `t` as snapshot `name` (not activated).

@@ -200,6 +200,7 @@ impl P4rtTarget for VirtTarget {
         let opts = SwitchOptions {
             device_id: id as u64,
             max_instances_per_packet: quotas.max_passes.max(1),
+            max_parser_states: quotas.max_parser_states.clamp(1, crate::MAX_PARSER_STATES),
             ..SwitchOptions::default()
         };
         let cp = match cached {

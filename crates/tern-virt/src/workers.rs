@@ -58,7 +58,8 @@ use crate::backend::WorkerControl;
 use crate::fair::{Arrival, Cost, DeviceJob, Queue, StageTrace};
 use crate::{
     validate_topology, CarryReport, Classifier, Device, DeviceId, DeviceSpec, DeviceStats,
-    FairScheduler, FairStats, Target, Topology, VirtError, VirtStats, VirtSwitch,
+    FairScheduler, FairStats, PortState, PortStates, Quarantined, Target, Topology, VirtError,
+    VirtStats, VirtSwitch,
 };
 
 /// How [`VirtWorkers`] runs.
@@ -507,6 +508,12 @@ pub struct VirtWorkers {
     spare: Vec<Vec<u8>>,
     topo: Topology,
     cls: Classifier,
+    /// The devices in quarantine as the workers report them, and what each physical port's
+    /// frames can reach given them ([`Classifier::port_states`], recomputed when either
+    /// changed: `ports_gen` is the board's generation they were computed at).
+    board: Arc<Quarantined>,
+    ports: PortStates,
+    ports_gen: u64,
     snapshots: HashMap<String, Topology>,
     max_hops: u32,
     /// Device → worker.
@@ -550,8 +557,10 @@ impl VirtWorkers {
             }
         }
         // Devices added later share the programs compiled so far.
+        let board: Arc<Quarantined> = Arc::default();
         let factory = VirtSwitch {
             programs: std::mem::take(&mut vs.programs),
+            board: Some(board.clone()),
             ..VirtSwitch::default()
         };
         let up: Arc<Outbox> = Arc::new(Outbox::new(n));
@@ -566,6 +575,7 @@ impl VirtWorkers {
                 .collect();
             let (devices, maps) = vs.take_devices(&mine);
             let mut shard = VirtSwitch::new();
+            shard.board = Some(board.clone());
             shard.set_max_hops(max_hops);
             shard.put_devices(devices, maps);
             let fair = FairScheduler::with_cost(opts.cost, opts.quantum, opts.capacity);
@@ -593,6 +603,9 @@ impl VirtWorkers {
             front_drops: BTreeMap::new(),
             spare: Vec::new(),
             cls: Classifier::new(&topo.rules),
+            board,
+            ports: PortStates::live(),
+            ports_gen: u64::MAX,
             routes: Arc::new(RwLock::new(assign.clone())),
             topo,
             snapshots,
@@ -674,7 +687,25 @@ impl VirtWorkers {
                 self.spare.extend(q.spares.drain(at..));
             }
         }
+        let gen = self.board.generation();
+        if gen != self.ports_gen {
+            self.ports = self.cls.port_states(&self.board.ids());
+            self.ports_gen = gen;
+        }
         for &(port, data) in pkts {
+            // A port whose rules all lead to quarantined devices (or none) is dropped here,
+            // before classifying (a VLAN or field classifier looks into the frame).
+            match self.ports.get(port) {
+                PortState::Live => {}
+                PortState::NoRule => {
+                    self.stats.unclassified += 1;
+                    continue;
+                }
+                PortState::Quarantined => {
+                    self.stats.quarantined_port += 1;
+                    continue;
+                }
+            }
             let Some((id, vport)) = self.cls.classify(port, data) else {
                 self.stats.unclassified += 1;
                 continue;
@@ -994,6 +1025,7 @@ impl VirtWorkers {
             }
         }
         self.cls = Classifier::new(&self.topo.rules);
+        self.ports_gen = u64::MAX;
         self.assign.remove(&id);
         self.write_routes().remove(&id);
         self.load.remove(&id);
@@ -1001,6 +1033,9 @@ impl VirtWorkers {
             fair.forget(id);
             vs.remove_device(id)
         })?;
+        // Gone from the worker: it reports nothing more (a device added later under this id
+        // starts in service).
+        self.board.set(id, false);
         self.reset_backlog(id);
         r
     }
@@ -1109,6 +1144,7 @@ impl VirtWorkers {
             self.run_on(w, move |vs, _| vs.set_topology(part))??;
         }
         self.cls = Classifier::new(&t.rules);
+        self.ports_gen = u64::MAX;
         self.topo = t;
         Ok(())
     }
@@ -1285,6 +1321,7 @@ impl VirtWorkers {
         vs.add_stats(VirtStats {
             unclassified,
             dangling,
+            quarantined_port: self.stats.quarantined_port,
         });
         vs
     }

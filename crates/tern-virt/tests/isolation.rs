@@ -178,6 +178,16 @@ impl Drive {
         }
     }
 
+    fn parser(&self, id: u32) -> tern_dataplane::exec::ParserBudget {
+        match self {
+            Drive::Direct(vs) => vs.parser_counts(Caller::Operator, id).unwrap(),
+            Drive::Workers(w) => w
+                .call(id, move |vs| vs.parser_counts(Caller::Operator, id))
+                .unwrap()
+                .unwrap(),
+        }
+    }
+
     fn quarantine(&self, id: u32) -> Option<String> {
         match self {
             Drive::Direct(vs) => vs.quarantine(Caller::Operator, id).unwrap(),
@@ -270,23 +280,216 @@ fn register_memory_quota_is_checked_at_load() {
     assert!(e.to_string().contains("134217728 bytes"), "{e}");
 }
 
-#[test]
-fn a_parser_loop_is_contained() {
-    // The parser never reaches accept: it goes round one state until the engine's bound on
-    // parser states ends the packet.
-    let json = p4(&program(
+/// The looping parser: Ethernet, then one state for ever.
+fn spinning_parser() -> String {
+    p4(&program(
         "state start { p.extract(h.eth); transition spin; } state spin { transition spin; }",
         "",
         "sm.egress_spec = 1;",
-    ));
+    ))
+}
+
+#[test]
+fn a_parser_loop_is_contained() {
+    // The parser never reaches accept: it goes round one state until the device's quota of
+    // parser states (the tenants' default, 1,000) ends the packet with ParserTimeout, which
+    // (as any parser error in simple_switch) does not drop it.
+    let json = spinning_parser();
     for workers in [0, 1, 2] {
         let mut vs = Drive::new(two_tenants(&json, Quotas::default()), workers);
         let attacker_out = interleave(&mut vs, 40);
         let s = vs.stats(ATTACKER);
         assert_eq!((s.packets_in, s.panics), (40, 0), "{workers} workers");
         assert_eq!(vs.quarantine(ATTACKER), None);
-        // Whatever the loop ends in, the attacker cannot send more than one frame per packet.
-        assert!(attacker_out <= 40, "{attacker_out}");
+        assert_eq!(attacker_out, 40);
+        let p = vs.parser(ATTACKER);
+        assert_eq!(
+            (p.max_states, p.states, p.timeouts, p.units),
+            (1_000, 40_000, 40, 40 * 15),
+            "{workers} workers"
+        );
+        // The victim's parser is untouched by the attacker's quota: start, parse_ethernet,
+        // parse_ipv4, 3 states a packet.
+        let v = vs.parser(VICTIM);
+        assert_eq!(
+            (v.states, v.timeouts, v.units),
+            (120, 0, 0),
+            "{workers} workers"
+        );
+    }
+}
+
+/// A looping parser with the tenant quota of 1,000 states a packet beside a victim offering
+/// one packet a round, through the fair scheduler on one thread (as one worker runs both),
+/// each chunk charged the work counted by the device (`VirtSwitch::device_work`: passes plus
+/// one unit per 64 parser states a packet entered). Between two victim packets the attacker
+/// runs at most a quantum's worth of packets, each stopped at 1,000 states: at most
+/// 16,000 states with a quantum of 256 units. Charged by its passes only, the same attacker
+/// runs 128,000 states between two victim packets; with a plain switch's bound of 100,000
+/// states a single packet of it would.
+#[test]
+fn a_parser_loop_under_its_state_quota_holds_the_victims_worker_for_a_bounded_number_of_states() {
+    const Q: u64 = 256;
+    const ROUNDS: u16 = 200;
+    // 2 passes and 1,000 / 64 = 15 units of parsing per attacker packet.
+    const PER_PACKET: u64 = 17;
+    let json = spinning_parser();
+    // The largest number of attacker states run between two victim chunks, the attacker's
+    // chunks charged `work(device_work delta, passes delta)`.
+    let run = |quotas: Quotas, work: fn(u64, u64) -> u64| -> u64 {
+        let mut vs = two_tenants(&json, quotas);
+        // Queues of 256: the attacker always has more than a quantum's worth waiting.
+        let mut fair = FairScheduler::with_cost(Cost::Work, Q, 256);
+        let frame = attacker_frame();
+        let mut want = victim_expected(0);
+        let mut out: Vec<OutputPacket> = Vec::new();
+        // (device, parser states) of every chunk in the order they ran.
+        let mut log: Vec<(u32, u64)> = Vec::new();
+        let (mut since_victim, mut max_between) = (0u64, 0u64);
+        for seq in 0..ROUNDS {
+            while fair.enqueue(&vs, 10, &frame) {}
+            assert!(fair.enqueue(&vs, 1, &victim_packet(seq)));
+            log.clear();
+            let mut st = (&mut vs, &mut out, &mut log);
+            fair.run_round_with(
+                &mut st,
+                |(vs, out, log), id, pkts| {
+                    let states = |vs: &VirtSwitch| vs.parser_counts(Caller::Operator, id).unwrap();
+                    let (b, bw, bp) = (states(vs), vs.device_work(id), vs.device_passes(id));
+                    vs.process_on(id, pkts, out);
+                    let a = states(vs);
+                    log.push((id, a.states - b.states));
+                    work(vs.device_work(id) - bw, vs.device_passes(id) - bp)
+                },
+                |_, _, _| 0,
+                |_, _| {},
+            );
+            let victim: Vec<&OutputPacket> = out.iter().filter(|o| o.port == 2).collect();
+            assert_eq!(victim.len(), 1, "round {seq}: the victim's packet came out");
+            want[34..36].copy_from_slice(&seq.to_be_bytes());
+            assert_eq!(victim[0].data, want, "round {seq}");
+            for &(id, n) in log.iter() {
+                if id == VICTIM {
+                    max_between = max_between.max(since_victim);
+                    since_victim = 0;
+                } else {
+                    since_victim += n;
+                }
+            }
+            vs.recycle_outputs(&mut out);
+        }
+        let a = fair.stats(ATTACKER);
+        let p = vs.parser_counts(Caller::Operator, ATTACKER).unwrap();
+        // Every attacker packet served ran exactly its quota of states and timed out.
+        assert_eq!((p.timeouts, p.states), (a.served, a.served * p.max_states));
+        max_between
+    };
+    let quota = Quotas::default();
+    assert_eq!(quota.max_parser_states, 1_000);
+    let counted = run(quota, |work, _| work);
+    // Under a quantum and one packet of work: at most (Q + 16) / 17 = 16 packets.
+    let bound = Q.div_ceil(PER_PACKET) * 1_000;
+    assert!(
+        counted <= bound,
+        "{counted} states between two victim packets"
+    );
+    assert!(counted >= 1_000, "the attacker ran: {counted}");
+    // Blind to the states (its passes only), the attacker gets Q / 2 packets a turn.
+    let passes_only = run(quota, |_, passes| passes);
+    assert_eq!(passes_only, Q / 2 * 1_000);
+    // The plain bound: one packet is 100,000 states (and 1,564 units: a packet a round).
+    let plain = Quotas {
+        max_parser_states: tern_virt::MAX_PARSER_STATES,
+        ..Quotas::default()
+    };
+    assert_eq!(run(plain, |work, _| work), 100_000);
+    println!(
+        "attacker states between two victim packets: {counted} (quota 1,000, charged), \
+         {passes_only} (quota 1,000, passes only), 100,000 (plain bound)"
+    );
+}
+
+/// The workers' front drops the frames of a physical port whose rules all lead to
+/// quarantined devices before classifying them (counted as `quarantined_port`; the device's
+/// own counters do not move), classifies them again once the device is released, and
+/// counts the frames of a port whose device was removed as unclassified; the victim's
+/// packets come through all along. The attacker's port has a VLAN rule besides its port rule
+/// (a classifier that looks into the frame).
+#[test]
+fn the_front_drops_the_frames_of_a_port_whose_devices_are_all_quarantined() {
+    let json = p4(&program(
+        "state start { p.extract(h.eth); transition accept; }",
+        "",
+        "sm.egress_spec = 1;",
+    ));
+    for workers in [1, 2] {
+        let mut vs = two_tenants(&json, Quotas::default());
+        vs.add_rule(Rule {
+            priority: 5,
+            port: Some(10),
+            vlan: Some(5),
+            field: None,
+            device: ATTACKER,
+            vport: Some(0),
+        })
+        .unwrap();
+        vs.inject_panic(ATTACKER, 1).unwrap();
+        let mut w = VirtWorkers::new(
+            vs,
+            WorkerOptions {
+                workers,
+                ..WorkerOptions::default()
+            },
+        );
+        let mut out: Vec<OutputPacket> = Vec::new();
+        let a = attacker_frame();
+        let mut seq = 0u16;
+        let mut victim = |w: &mut VirtWorkers, out: &mut Vec<OutputPacket>| {
+            let v = victim_packet(seq);
+            w.process_batch(&[(1, &v)], out);
+            let mut want = victim_expected(0);
+            want[34..36].copy_from_slice(&seq.to_be_bytes());
+            assert_eq!(out.len(), 1, "{workers} workers");
+            assert_eq!((out[0].port, &out[0].data), (2, &want), "{workers} workers");
+            out.clear();
+            seq += 1;
+        };
+        // The first attacker frame panics the device: quarantined.
+        w.process_batch(&[(10, &a)], &mut out);
+        assert!(out.is_empty());
+        let s = w.device_stats(ATTACKER).unwrap();
+        assert_eq!((s.packets_in, s.panics), (1, 1), "{workers} workers");
+        victim(&mut w, &mut out);
+        // From now on the front drops the port's frames without classifying them.
+        for _ in 0..5 {
+            w.process_batch(&[(10, &a), (10, &a)], &mut out);
+            assert!(out.is_empty());
+            victim(&mut w, &mut out);
+        }
+        assert_eq!(w.stats().quarantined_port, 10, "{workers} workers");
+        let s = w.device_stats(ATTACKER).unwrap();
+        assert_eq!(
+            (s.packets_in, s.quarantine_drops),
+            (1, 0),
+            "{workers} workers: the worker never saw them"
+        );
+        // Released: classified and forwarded again.
+        w.call(ATTACKER, |vs| vs.release(ATTACKER))
+            .unwrap()
+            .unwrap();
+        w.process_batch(&[(10, &a)], &mut out);
+        assert_eq!(out.len(), 1, "{workers} workers");
+        assert_eq!(out[0].port, 101);
+        out.clear();
+        assert_eq!(w.stats().quarantined_port, 10);
+        assert_eq!(w.device_stats(ATTACKER).unwrap().packets_in, 2);
+        // Removed: its port has no rule left, its frames are unclassified at the front.
+        let before = w.stats().unclassified;
+        w.remove_device(ATTACKER).unwrap();
+        w.process_batch(&[(10, &a)], &mut out);
+        assert!(out.is_empty());
+        assert_eq!(w.stats().unclassified, before + 1, "{workers} workers");
+        victim(&mut w, &mut out);
     }
 }
 

@@ -122,6 +122,23 @@ fn native(switches: &mut [Switch], pkts: &[(u32, Vec<u8>)]) -> Vec<Vec<(u32, Vec
         .collect()
 }
 
+/// `VirtSwitch::process_next` (one packet per call, the previous call's frames given back in
+/// the call) gives `want[i]` for packet `i`, whatever the previous packet did; the last
+/// packet's frames are given back with `recycle_outputs`.
+fn one_by_one_with_process_next(
+    vs: &mut VirtSwitch,
+    pkts: &[(u32, Vec<u8>)],
+    want: &[Vec<(u32, Vec<u8>)>],
+) {
+    let mut out = Vec::new();
+    for (i, (port, data)) in pkts.iter().enumerate() {
+        vs.process_next(*port, data, &mut out);
+        assert_eq!(frames(&out), want[i], "packet {i}, process_next");
+    }
+    vs.recycle_outputs(&mut out);
+    assert!(out.is_empty());
+}
+
 #[test]
 fn a_router_in_a_slice_gives_the_native_outputs_packet_by_packet() {
     let json = compile("p4/tutorials/basic.p4");
@@ -160,6 +177,13 @@ fn a_router_in_a_slice_gives_the_native_outputs_packet_by_packet() {
         assert_eq!(frames(&out), want[i], "packet {i}, one per call");
         vs.recycle_outputs(&mut out);
     }
+    let once = vs.device_stats(Caller::Operator, 1).unwrap();
+    one_by_one_with_process_next(&mut vs, &pkts, &want);
+    let twice = vs.device_stats(Caller::Operator, 1).unwrap();
+    assert_eq!(
+        (twice.packets_in, twice.to_phys, twice.dropped),
+        (2 * once.packets_in, 2 * once.to_phys, 2 * once.dropped)
+    );
     let mut i = 0;
     for size in [1usize, 2, 3, 7, 32, 5, 64, 1, 16].iter().cycle() {
         if i >= pkts.len() {
@@ -208,6 +232,18 @@ fn a_router_in_a_slice_gives_the_native_outputs_packet_by_packet() {
         assert_eq!(frames(&out), expect, "packet {i}, renumbered");
         vs.recycle_outputs(&mut out);
     }
+    let renumbered: Vec<Vec<(u32, Vec<u8>)>> = pkts
+        .iter()
+        .map(|(port, data)| {
+            let mut n = Vec::new();
+            sw2.process_packet(port + 10, data, &mut n);
+            n.iter()
+                .filter(|o| (11..=13).contains(&o.port))
+                .map(|o| (o.port - 10, o.data.to_vec()))
+                .collect()
+        })
+        .collect();
+    one_by_one_with_process_next(&mut vs, &pkts, &renumbered);
     // The same in batches: of mixed ports (each packet renumbered by the port table on its
     // way into the switch) and of one port (all on one virtual port), the outputs mapped
     // (the unmapped ones dropped in the middle of a batch's physical frames).
@@ -296,6 +332,7 @@ fn a_chain_gives_the_two_programs_outputs_packet_by_packet() {
         assert_eq!(frames(&out), want[i], "packet {i}, one per call");
         vs.recycle_outputs(&mut out);
     }
+    one_by_one_with_process_next(&mut vs, &pkts, &want);
     for (k, chunk) in pkts.chunks(9).enumerate() {
         let batch: Vec<(u32, &[u8])> = chunk.iter().map(|(p, d)| (*p, &d[..])).collect();
         vs.process_batch(&batch, &mut out);

@@ -1144,6 +1144,29 @@ fn config_errors_say_what_and_where() {
         e.contains(r#"devices[0].vlans."2""#) && e.contains("above 4094"),
         "{e}"
     );
+    // The parser-state quota: 1,000 by default, 1..=100,000.
+    let quotas = |q: &str| {
+        let text = format!(r#"{{"devices": [{{"id": 1, "program": "a.json", "quotas": {q}}}]}}"#);
+        Config::parse(&text, "v.json").map(|c| c.devices[0].quotas)
+    };
+    assert_eq!(quotas("{}").unwrap().max_parser_states, 1_000);
+    let q = quotas(r#"{"max_parser_states": 64}"#).unwrap();
+    assert_eq!(q.max_parser_states, 64);
+    let e = quotas(r#"{"max_parser_states": 0}"#)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("devices[0].quotas.max_parser_states") && e.contains("at least 1"),
+        "{e}"
+    );
+    let e = quotas(r#"{"max_parser_states": 100001}"#)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("100001 is above 100000"), "{e}");
+    let w = |words: &[&str]| tern_virt::config::parse_quota_words(words, Quotas::default());
+    assert_eq!(w(&["max_parser_states=5"]).unwrap().max_parser_states, 5);
+    let e = w(&["max_parser_states=0"]).unwrap_err();
+    assert!(e.contains("not in 1..=100000"), "{e}");
     // Tagged virtual ports are part of the topology and of every snapshot.
     let cfg = Config::parse(
         r#"{"devices": [{"id": 1, "program": "a.json", "vlans": {"2": 100}}],

@@ -1089,11 +1089,26 @@ mod tests {
             "{out}"
         );
         ok("quota 3 max_entries=none");
+        assert!(ok("quota 3 max_parser_states=64").contains("max_parser_states 64"));
+        assert!(err("quota 3 max_parser_states=0").contains("not in 1..=100000"));
         // replace: the entry is carried, the traffic goes on.
         assert!(ok(&format!("replace 3 {l2}")).contains("1 entries carried"));
         assert_eq!(send(5, &l2_frame(2, 1, 2)), vec![(6, l2_frame(2, 1, 2))]);
         ok("rule del 2");
         assert!(send(5, &l2_frame(2, 1, 3)).is_empty(), "unclassified now");
+        // Rules in a batch: two added in one change, then both removed in one.
+        assert_eq!(
+            ok("rule add port=5 vlan=7 device=3 ; port=5 device=3").trim_end(),
+            "ok 2 rules added"
+        );
+        assert_eq!(send(5, &l2_frame(2, 1, 4)), vec![(6, l2_frame(2, 1, 4))]);
+        let n = ok("rules").lines().count() - 1;
+        assert_eq!(
+            ok(&format!("rule del {} {}", n - 2, n - 1)).trim_end(),
+            "ok 2 rules removed"
+        );
+        assert!(send(5, &l2_frame(2, 1, 5)).is_empty(), "unclassified again");
+        assert!(err("rule del 0 0").contains("rule 0 named twice"));
         // Errors say what is wrong.
         assert!(err("remove 9").contains("device 9 not found"));
         assert!(err("link 9 1 drop").contains("device 9 not found"));

@@ -62,8 +62,8 @@ pub(super) fn stats_text(op: &dyn Operate) -> anyhow::Result<String> {
     let st = op.stats();
     writeln!(
         t,
-        "unclassified {}, dangling links {}",
-        st.unclassified, st.dangling
+        "unclassified {}, dangling links {}, dropped at quarantined ports {}",
+        st.unclassified, st.dangling, st.quarantined_port
     )?;
     for id in op.device_ids() {
         let s = op.device_stats(id)?;
@@ -225,28 +225,32 @@ impl Control {
                 Ok(a)
             }
             ["rule", "add", kv @ ..] => {
-                let rule = config::parse_rule_words(kv)?;
-                self.op(|op| {
-                    let mut t = op.topology();
-                    t.rules.push(rule);
-                    op.set_topology(t)
-                })?
-                .map_err(|e| e.to_string())?;
-                Ok("ok rule added".into())
+                // Several rules separated by `;` go in as one change (one classifier compile).
+                let rules = kv
+                    .split(|w| *w == ";")
+                    .map(config::parse_rule_words)
+                    .collect::<Result<Vec<_>, _>>()?;
+                self.op(|op| op.update_rules(&[], &rules))?
+                    .map_err(|e| e.to_string())?;
+                Ok(match rules.len() {
+                    1 => "ok rule added".into(),
+                    n => format!("ok {n} rules added"),
+                })
             }
-            ["rule", "del", n] => {
-                let n: usize = n
-                    .parse()
-                    .map_err(|_| format!("'{n}' is not a rule number (see `rules`)"))?;
-                self.op(|op| {
-                    let mut t = op.topology();
-                    if n >= t.rules.len() {
-                        return Err(format!("no rule {n} ({} rules)", t.rules.len()));
-                    }
-                    t.rules.remove(n);
-                    op.set_topology(t).map_err(|e| e.to_string())
-                })??;
-                Ok(format!("ok rule {n} removed"))
+            ["rule", "del", ns @ ..] if !ns.is_empty() => {
+                let ns = ns
+                    .iter()
+                    .map(|n| {
+                        n.parse::<usize>()
+                            .map_err(|_| format!("'{n}' is not a rule number (see `rules`)"))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                self.op(|op| op.update_rules(&ns, &[]))?
+                    .map_err(|e| e.to_string())?;
+                Ok(match ns.as_slice() {
+                    [n] => format!("ok rule {n} removed"),
+                    _ => format!("ok {} rules removed", ns.len()),
+                })
             }
             ["link", id, vport, target] => {
                 let id = parse_id(id)?;
@@ -289,11 +293,13 @@ impl Control {
                     Ok::<_, String>(q)
                 })??;
                 Ok(format!(
-                    "ok device {id}: max_entries {}, max_passes {}, max_register_bytes {}",
+                    "ok device {id}: max_entries {}, max_passes {}, max_register_bytes {}, \
+                     max_parser_states {}",
                     q.max_entries.map_or("none".into(), |n| n.to_string()),
                     q.max_passes,
                     q.max_register_bytes
-                        .map_or("none".into(), |n| n.to_string())
+                        .map_or("none".into(), |n| n.to_string()),
+                    q.max_parser_states
                 ))
             }
             ["release", id] => {

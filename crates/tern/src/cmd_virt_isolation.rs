@@ -256,6 +256,7 @@ fn build(victim_json: &str, attack: Attack) -> anyhow::Result<VirtSwitch> {
         max_entries: Some(A_ENTRIES),
         max_passes: A_PASSES,
         max_register_bytes: None,
+        max_parser_states: tern_virt::DEFAULT_PARSER_STATES,
     };
     vs.add_device(ATTACKER, spec(&attacker_json, "mallory", quotas))?;
     victim_route(&mut vs.runtime(Caller::Tenant("alice"), VICTIM)?)?;
@@ -743,6 +744,7 @@ pub fn run(a: &IsolationArgs) -> anyhow::Result<serde_json::Value> {
         "charge": charge_name(a.cost),
         "yield_when_busy": a.yield_when_busy,
         "attacker_max_passes": A_PASSES,
+        "attacker_max_parser_states": tern_virt::DEFAULT_PARSER_STATES,
         "front_timer_slack_ns": slack,
         "slice_us": (a.slice_us > 0).then_some(a.slice_us),
         "front_wakes_for": if a.front_wakes_all { "every worker" } else { "the victim's worker" },

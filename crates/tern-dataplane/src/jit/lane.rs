@@ -60,6 +60,10 @@ pub struct LaneCtx {
     stack_next: *mut u32,
     /// Out: the parsed length.
     cursor: u64,
+    /// In: the parser states the packet may enter (the switch's
+    /// [`crate::exec::ParserBudget::max_states`]); out: what is left of them (`u64::MAX`: ran
+    /// out). The parser reads and writes it as the word after `cursor`.
+    states: u64,
     /// Out: the egress port (`egress_spec` at the after-ingress decision).
     eport: u64,
     /// Out: a pipeline's return code ([`ST_INGRESS`], [`ST_EGRESS`]).
@@ -70,6 +74,8 @@ pub struct LaneCtx {
 
 // The pipelines take the lane context as their own: it must start with it.
 const _: () = assert!(offset_of!(LaneCtx, burst) == 0);
+// The parser's fifth argument: the cursor word, then the states word.
+const _: () = assert!(offset_of!(LaneCtx, states) == offset_of!(LaneCtx, cursor) + 8);
 
 impl LaneCtx {
     pub fn new() -> LaneCtx {
@@ -84,6 +90,7 @@ impl LaneCtx {
             emit_off: std::ptr::null_mut(),
             stack_next: std::ptr::null_mut(),
             cursor: 0,
+            states: 0,
             eport: 0,
             rc: 0,
             n: 0,
@@ -335,10 +342,14 @@ impl Gen<'_, '_> {
             ld(&mut self, offset_of!(LaneCtx, stack_next))
         };
         // The parser inlined: the PHV pointers and the packet stay in registers.
-        let (err, parsed) = self.parse_body(c.parser, p, v, data, len, stacks);
+        let max_states = ld(&mut self, offset_of!(LaneCtx, states));
+        let (err, parsed, left) = self.parse_body(c.parser, p, v, data, len, stacks, max_states);
         self.b
             .ins()
             .store(mem(), parsed, cursor, off32(offset_of!(LaneCtx, cursor)));
+        self.b
+            .ins()
+            .store(mem(), left, cursor, off32(offset_of!(LaneCtx, states)));
         let zero = self.b.ins().iconst(i64t, 0);
         let bad = if sp.verify {
             // `h_verify(lc)`: 0 or 1, negative on a fault (back to Rust as the ingress
@@ -541,6 +552,7 @@ impl Native {
         }
         out.clear();
         out.reserve(self.emit_max + data.len());
+        lc.states = st.parser.max_states;
         lc.burst.enter(eng, st, pkt);
         lc.data = data.as_ptr();
         lc.len = data.len() as u64;
@@ -565,6 +577,7 @@ impl Native {
         // context points at.
         let r = unsafe { f(lc) };
         pkt.payload_off = lc.cursor as usize;
+        st.parser.count(lc.states);
         let port = lc.eport as u32;
         let sent = |n: u64, left: bool, out: &mut Vec<u8>| {
             let n = (n as usize).min(self.emit_max + data.len());

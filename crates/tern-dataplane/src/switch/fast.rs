@@ -334,13 +334,13 @@ impl Switch {
         // Parse (native: `why_not` checked it at load) and verify.
         let parsed = if direct {
             // `direct` implies a native parser; the frame stays in `data`.
-            jit.and_then(|j| j.parse_bytes(&mut pkt.phv, data))
+            jit.and_then(|j| j.parse_bytes(&mut pkt.phv, data, &mut st.parser))
                 .map(|(e, off)| {
                     pkt.payload_off = off;
                     e
                 })
         } else {
-            jit.and_then(|j| j.parse(&mut pkt))
+            jit.and_then(|j| j.parse(&mut pkt, &mut st.parser))
         };
         let err = match parsed {
             Some(e) => e,
