@@ -293,6 +293,9 @@ pub struct Topology {
     pub vlans: BTreeMap<DeviceId, BTreeMap<Port, u16>>,
 }
 
+/// Output buffers [`VirtSwitch::feed_producers`] tops a producing device's pool up to.
+const FEED_LOW: usize = 64;
+
 /// Per-device limits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Quotas {
@@ -345,6 +348,10 @@ pub struct DeviceStats {
     pub panics: u64,
     /// Packets dropped because the device is quarantined.
     pub quarantine_drops: u64,
+    /// Copies (clones, multicast replicas, resubmits, recirculations) and frames dropped
+    /// because the device's buffer pool was empty (on workers: `DEVICE_BUFFERS` instances
+    /// and output buffers per device; `tern_dataplane::Switch::buffer_drops`).
+    pub buffer_drops: u64,
 }
 
 /// Whole-switch counters.
@@ -700,6 +707,9 @@ pub struct VirtSwitch {
     /// back where it came from; `origin_total` frames in all.
     origins: Vec<(DeviceId, u32)>,
     origin_total: usize,
+    /// Every device's bound on the instances and output buffers it allocates
+    /// (`Switch::set_buffer_quota`; the workers' shards set it, `None` here).
+    buffer_quota: Option<usize>,
 }
 
 impl Default for VirtSwitch {
@@ -738,6 +748,17 @@ impl VirtSwitch {
             draining: false,
             origins: Vec::new(),
             origin_total: 0,
+            buffer_quota: None,
+        }
+    }
+
+    /// Bound every device's instances and output buffers to `quota` of each, those here and
+    /// those put in later (`tern_dataplane::Switch::set_buffer_quota`): a worker's shard,
+    /// whose devices' frames come back through the front.
+    pub(crate) fn set_buffer_quota(&mut self, quota: Option<usize>) {
+        self.buffer_quota = quota;
+        for d in self.devices.values_mut() {
+            d.switch.set_buffer_quota(quota);
         }
     }
 
@@ -872,7 +893,10 @@ impl VirtSwitch {
             }
         }
         self.reorder();
-        Ok(dev.stats)
+        Ok(DeviceStats {
+            buffer_drops: dev.switch.buffer_drops(),
+            ..dev.stats
+        })
     }
 
     /// Replace a device's program. Its port map, rules, links, owner and counters stay; its
@@ -907,6 +931,7 @@ impl VirtSwitch {
         let tables = table_names(&switch);
         let dev = self.devices.get_mut(&id).expect("checked above");
         dev.switch = switch;
+        dev.switch.set_buffer_quota(self.buffer_quota);
         dev.tables = tables;
         dev.quotas = spec.quotas;
         if spec.owner.is_some() {
@@ -991,7 +1016,11 @@ impl VirtSwitch {
 
     /// A device's counters.
     pub fn device_stats(&self, caller: Caller, id: DeviceId) -> Result<DeviceStats, VirtError> {
-        Ok(self.reachable(caller, id)?.stats)
+        let d = self.reachable(caller, id)?;
+        Ok(DeviceStats {
+            buffer_drops: d.switch.buffer_drops(),
+            ..d.stats
+        })
     }
 
     /// Pipeline passes device `id` has run (`tern_dataplane::Switch::passes`: inputs,
@@ -1230,7 +1259,8 @@ impl VirtSwitch {
         devices: Vec<Device>,
         maps: BTreeMap<DeviceId, BTreeMap<Port, Target>>,
     ) {
-        for d in devices {
+        for mut d in devices {
+            d.switch.set_buffer_quota(self.buffer_quota);
             self.devices.insert(d.id, d);
         }
         self.topo.port_maps.extend(maps);
@@ -1261,7 +1291,12 @@ impl VirtSwitch {
     pub(crate) fn feed_producers(&mut self, pool: &mut Vec<Vec<u8>>) {
         for &(id, n) in &self.origins {
             if let Some(d) = self.devices.get_mut(&id) {
-                for _ in 0..n {
+                // As many as it sent, and its pool topped up to `FEED_LOW` (a device whose
+                // pool ran dry in a storm starts again), up to what its pool takes (a bounded
+                // device's quota): the rest stay in `pool` for the caller to hand on, never
+                // freed here.
+                let top_up = FEED_LOW.saturating_sub(d.switch.spare_buffers() + n as usize);
+                for _ in 0..(n as usize + top_up).min(d.switch.buffer_room()) {
                     match pool.pop() {
                         Some(b) => d.switch.recycle_buffer(b),
                         None => break,

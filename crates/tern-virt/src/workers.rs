@@ -47,7 +47,7 @@
 
 use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -102,8 +102,19 @@ impl Default for WorkerOptions {
 /// turns).
 pub const DEFAULT_QUANTUM_NS: u64 = 20_000;
 
-/// Frame buffers the front keeps for arriving packets.
+/// Frame buffers the front keeps for arriving packets, at most.
 const MAX_SPARE: usize = 4096;
+
+/// ... and at least (see `VirtWorkers::keep`).
+const FRONT_KEEP_MIN: usize = 64;
+
+/// Packet instances and output buffers each device on a worker may allocate
+/// (`tern_dataplane::Switch::set_buffer_quota`, a DPDK mempool's size): its clones, multicast
+/// replicas, resubmits, recirculations and transmitted frames take them from its pools; with
+/// a pool empty past that, the copy is dropped and counted (`DeviceStats::buffer_drops`),
+/// never allocated on the packet path. Output buffers come back to the worker whose devices
+/// sent them ([`VirtWorkers::recycle_outputs`]) and go to the devices that send frames out.
+pub const DEVICE_BUFFERS: usize = 1024;
 
 /// Bytes a new frame buffer gets beyond the frame it first carries, for the headers a program
 /// adds when the buffer later carries an output (as a DPDK mbuf's tailroom).
@@ -191,6 +202,10 @@ struct Outputs {
     /// needs for its outputs (a flood that sends nothing out, or overflows its queue), so
     /// the front's pool does not run dry and allocate per arriving frame.
     spares: Vec<Vec<u8>>,
+    /// Frame buffers the front gives back to this worker (outputs it transmitted beyond
+    /// what its own pool keeps): the worker's devices' next output buffers. Nobody frees a
+    /// frame buffer on the packet path; they go round.
+    back: Vec<Vec<u8>>,
 }
 
 /// Served buffers a worker keeps for its devices' outputs; past [`KEEP_HIGH`] it hands the
@@ -209,6 +224,12 @@ struct Outbox {
     waiting: AtomicU64,
     sig: Mutex<()>,
     ready: Condvar,
+    /// Per worker: frame buffers it handed the front (outputs, spares) less those the
+    /// front handed it (arriving frames, buffers given back): where the front's excess
+    /// goes back to ([`VirtWorkers::recycle_outputs`]).
+    owed: Vec<AtomicI64>,
+    /// Per worker: the front put buffers into its `back` (one load when it did not).
+    returned: Vec<AtomicBool>,
 }
 
 impl Outbox {
@@ -218,6 +239,8 @@ impl Outbox {
             waiting: AtomicU64::new(0),
             sig: Mutex::new(()),
             ready: Condvar::new(),
+            owed: (0..workers).map(|_| AtomicI64::new(0)).collect(),
+            returned: (0..workers).map(|_| AtomicBool::new(false)).collect(),
         }
     }
 
@@ -325,26 +348,34 @@ fn worker(
     // Called after each device's turn in a round: that device's outputs go up at once (a
     // victim served first does not wait for the rest of the round).
     let send_up = |vs: &mut VirtSwitch, out: &mut Vec<OutputPacket>, spare: &mut Vec<Vec<u8>>| {
-        if !out.is_empty() {
+        let returned = up.returned[me].swap(false, Ordering::Acquire);
+        if !out.is_empty() || returned {
+            let sent = out.len();
             {
                 let mut q = lock(&up.q[me]);
                 if let Some(tx) = &q.forward {
                     let _ = tx.send(std::mem::take(out));
                 }
                 q.frames.extend(out.drain(..));
+                // Buffers the front gave back: this shard's devices' next output buffers.
+                spare.append(&mut q.back);
             }
-            up.wake(me);
+            up.owed[me].fetch_add(sent as i64, Ordering::Relaxed);
+            if sent > 0 {
+                up.wake(me);
+            }
         }
         // The frames left the shard for good: each device that sent frames out gets as many
-        // served input buffers for its next outputs (a chain's last device, not its first).
+        // served input buffers for its next outputs (a chain's last device, not its first),
+        // up to what its pool takes ([`DEVICE_BUFFERS`]).
         vs.feed_producers(spare);
         if spare.len() > KEEP_HIGH {
+            // The excess goes to the front (never freed here: a buffer the front allocated
+            // would be freed in this thread's allocator, and the front would allocate anew).
             let mut q = lock(&up.q[me]);
-            let room = MAX_SPARE.saturating_sub(q.spares.len());
-            let excess = spare.len() - KEEP_LOW;
-            let at = spare.len() - excess.min(room);
-            q.spares.extend(spare.drain(at..));
-            spare.truncate(KEEP_HIGH);
+            let n = spare.len() - KEEP_LOW;
+            q.spares.extend(spare.drain(KEEP_LOW..));
+            up.owed[me].fetch_add(n as i64, Ordering::Relaxed);
         }
     };
     loop {
@@ -505,6 +536,10 @@ pub struct VirtWorkers {
     front_drops: BTreeMap<DeviceId, u64>,
     /// Frame buffers for arriving packets (given back by [`VirtWorkers::recycle_outputs`]).
     spare: Vec<Vec<u8>>,
+    /// How many of the transmitted frames' buffers `spare` keeps (twice the largest
+    /// dispatch so far, 64 to [`MAX_SPARE`]); the rest go back to the workers, whose devices
+    /// send the next frames in them ([`VirtWorkers::recycle_outputs`]).
+    keep: usize,
     topo: Topology,
     cls: Classifier,
     snapshots: HashMap<String, Topology>,
@@ -567,6 +602,7 @@ impl VirtWorkers {
             let (devices, maps) = vs.take_devices(&mine);
             let mut shard = VirtSwitch::new();
             shard.set_max_hops(max_hops);
+            shard.set_buffer_quota(Some(DEVICE_BUFFERS));
             shard.put_devices(devices, maps);
             let fair = FairScheduler::with_cost(opts.cost, opts.quantum, opts.capacity);
             let mb: Arc<Mailbox> = Arc::default();
@@ -592,6 +628,7 @@ impl VirtWorkers {
             done,
             front_drops: BTreeMap::new(),
             spare: Vec::new(),
+            keep: FRONT_KEEP_MIN,
             cls: Classifier::new(&topo.rules),
             routes: Arc::new(RwLock::new(assign.clone())),
             topo,
@@ -664,6 +701,7 @@ impl VirtWorkers {
     /// Classify packets arriving on physical ports and hand each to its device's worker
     /// (returns at once; outputs come through [`VirtWorkers::take_outputs`]).
     pub fn dispatch(&mut self, pkts: &[(Port, &[u8])]) {
+        self.keep = self.keep.max(2 * pkts.len()).min(MAX_SPARE);
         if self.spare.len() < pkts.len() {
             // Buffers the workers handed back (served, not needed for outputs).
             for q in &self.up.q {
@@ -716,6 +754,7 @@ impl VirtWorkers {
                 self.spare.extend(b.drain(..).map(|(_, _, d)| d));
                 continue;
             }
+            self.up.owed[w].fetch_sub(b.len() as i64, Ordering::Relaxed);
             ib.items
                 .extend(b.drain(..).map(|(id, vport, d)| Msg::Packet(id, vport, d)));
             ib.items.push_back(Msg::Round);
@@ -797,10 +836,26 @@ impl VirtWorkers {
 
     /// Give transmitted frames back (empties `out`): their buffers carry the next arriving
     /// packets, so the steady state allocates nothing per packet.
+    ///
+    /// The front keeps what its next dispatches need (twice the largest dispatch so far)
+    /// and gives the rest back to
+    /// the worker that handed it the most buffers (a device sending more frames than it
+    /// receives: multicast, clones), whose devices send the next frames in them: the front
+    /// never frees a buffer a worker allocated, and a device's pool refills as its frames are
+    /// transmitted.
     pub fn recycle_outputs(&mut self, out: &mut Vec<OutputPacket>) {
-        let room = MAX_SPARE.saturating_sub(self.spare.len());
-        self.spare.extend(out.drain(..).map(|o| o.data).take(room));
-        // `take` stops early: the rest of `drain` is dropped with it.
+        let keep = self.keep.saturating_sub(self.spare.len()).min(out.len());
+        self.spare.extend(out.drain(..keep).map(|o| o.data));
+        if out.is_empty() {
+            return;
+        }
+        let up = &self.up;
+        let w = (0..up.q.len())
+            .max_by_key(|&w| up.owed[w].load(Ordering::Relaxed))
+            .unwrap_or(0);
+        up.owed[w].fetch_sub(out.len() as i64, Ordering::Relaxed);
+        lock(&up.q[w]).back.extend(out.drain(..).map(|o| o.data));
+        up.returned[w].store(true, Ordering::Release);
     }
 
     /// Messages waiting in worker `w`'s inbox, not taken by the worker yet (packets, dispatch
