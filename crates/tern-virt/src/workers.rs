@@ -58,7 +58,7 @@ use crate::backend::WorkerControl;
 use crate::fair::{Arrival, Cost, DeviceJob, Queue, StageTrace};
 use crate::{
     validate_topology, CarryReport, Classifier, Device, DeviceId, DeviceSpec, DeviceStats,
-    FairScheduler, FairStats, Target, Topology, VirtError, VirtStats, VirtSwitch,
+    FairScheduler, FairStats, Rule, Target, Topology, VirtError, VirtStats, VirtSwitch,
 };
 
 /// How [`VirtWorkers`] runs.
@@ -467,6 +467,32 @@ fn worker(
     }
 }
 
+/// Ports [`sole_devices`] looks at (larger port numbers are always classified).
+const SOLE_PORTS: usize = 1024;
+
+/// Per physical port below [`SOLE_PORTS`], the device every packet arriving on it is
+/// classified to, when the rules make it one: every rule that can match on the port (its
+/// own and the rules for any port) names that device, and one of them matches every packet
+/// (no VLAN, no field). Which rule matches (and the virtual port) may still depend on the
+/// frame, the device does not.
+fn sole_devices(rules: &[Rule]) -> Vec<Option<DeviceId>> {
+    let of = |port: Option<Port>| -> Option<DeviceId> {
+        let mut on = rules.iter().filter(|r| r.port.is_none() || r.port == port);
+        let first = on.clone().next()?.device;
+        let one = on.clone().all(|r| r.device == first);
+        let all = on.any(|r| r.vlan.is_none() && r.field.is_none());
+        (one && all).then_some(first)
+    };
+    // Ports no rule names see only the rules for any port.
+    let mut sole = vec![of(None); SOLE_PORTS];
+    for r in rules {
+        if let Some(p) = r.port.filter(|&p| (p as usize) < SOLE_PORTS) {
+            sole[p as usize] = of(Some(p));
+        }
+    }
+    sole
+}
+
 /// The groups of devices joined by links (in either direction) in any of `topos`.
 fn groups(devices: &[DeviceId], topos: &[&Topology]) -> Vec<Vec<DeviceId>> {
     let index: HashMap<DeviceId, usize> =
@@ -534,6 +560,12 @@ pub struct VirtWorkers {
     backlog_bound: u64,
     /// Packets the front dropped because their device's backlog was at its bound.
     front_drops: BTreeMap<DeviceId, u64>,
+    /// Per physical port (below [`SOLE_PORTS`]): the device every packet arriving on it is
+    /// classified to, when one is ([`sole_devices`]): a frame for it at its backlog bound is
+    /// dropped before it is classified.
+    sole: Vec<Option<DeviceId>>,
+    /// Frames dropped that way ([`VirtWorkers::port_drops`]).
+    port_drops: u64,
     /// Frame buffers for arriving packets (given back by [`VirtWorkers::recycle_outputs`]).
     spare: Vec<Vec<u8>>,
     /// How many of the transmitted frames' buffers `spare` keeps (twice the largest
@@ -627,6 +659,8 @@ impl VirtWorkers {
             backlog_bound: BACKLOG_FACTOR * opts.capacity.max(1) as u64,
             done,
             front_drops: BTreeMap::new(),
+            sole: sole_devices(&topo.rules),
+            port_drops: 0,
             spare: Vec::new(),
             keep: FRONT_KEEP_MIN,
             cls: Classifier::new(&topo.rules),
@@ -713,6 +747,18 @@ impl VirtWorkers {
             }
         }
         for &(port, data) in pkts {
+            // A port whose every packet goes to one device at its backlog bound: dropped
+            // before classifying (and copying) it, counted as below.
+            if let Some(&Some(id)) = self.sole.get(port as usize) {
+                if let Some(&sent) = self.sent.get(id as usize) {
+                    let done = self.done[id as usize].load(Ordering::Acquire);
+                    if sent.saturating_sub(done) >= self.backlog_bound {
+                        *self.front_drops.entry(id).or_default() += 1;
+                        self.port_drops += 1;
+                        continue;
+                    }
+                }
+            }
             let Some((id, vport)) = self.cls.classify(port, data) else {
                 self.stats.unclassified += 1;
                 continue;
@@ -984,6 +1030,13 @@ impl VirtWorkers {
         self.front_drops.get(&id).copied().unwrap_or(0)
     }
 
+    /// Of the front's drops at backlog bounds ([`VirtWorkers::front_drops`]), those made by
+    /// the arriving port alone, before the frame was classified: the port's every packet
+    /// goes to that one device (its rules, [`sole_devices`]).
+    pub fn port_drops(&self) -> u64 {
+        self.port_drops
+    }
+
     /// A device id starts afresh (added or removed): its backlog count goes to zero.
     fn reset_backlog(&mut self, id: DeviceId) {
         if let Some(s) = self.sent.get_mut(id as usize) {
@@ -1049,6 +1102,7 @@ impl VirtWorkers {
             }
         }
         self.cls = Classifier::new(&self.topo.rules);
+        self.sole = sole_devices(&self.topo.rules);
         self.assign.remove(&id);
         self.write_routes().remove(&id);
         self.load.remove(&id);
@@ -1164,6 +1218,7 @@ impl VirtWorkers {
             self.run_on(w, move |vs, _| vs.set_topology(part))??;
         }
         self.cls = Classifier::new(&t.rules);
+        self.sole = sole_devices(&t.rules);
         self.topo = t;
         Ok(())
     }
