@@ -29,7 +29,10 @@
 //! buffer of its pool, the buffer travels to the device's queue, once served it becomes a
 //! spare output buffer of a device that sent a frame out in that round (a chain's last
 //! device), the output frame travels back to the front, and [`VirtWorkers::recycle_outputs`]
-//! puts it into the front's pool again.
+//! puts it into the front's pool again, or gives it back to a worker when the front has
+//! enough. A device that sends more frames than it receives (clones, multicast) takes them
+//! from its bounded pools ([`DEVICE_BUFFERS`]: past them a copy is dropped and counted, never
+//! allocated), and nobody frees a frame buffer on the packet path.
 //!
 //! Across workers the share is kept by the device → worker assignment: the front counts the
 //! bytes it dispatches per device, and [`VirtWorkers::rebalance`] (also run every
