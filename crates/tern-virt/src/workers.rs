@@ -693,11 +693,17 @@ impl VirtWorkers {
     }
 
     /// Hand the workers' output channel to the caller (for a transmit thread of its own, as
-    /// live ports need); [`VirtWorkers::take_outputs`] gives nothing afterwards.
+    /// live ports need); [`VirtWorkers::take_outputs`] gives nothing afterwards. The frames
+    /// sent down the channel do not come back, so the devices' buffer pools are unbounded
+    /// from then on ([`DEVICE_BUFFERS`] would run dry: a multicast's copies would be dropped);
+    /// their extra output buffers are allocated as before h-pool.
     pub fn take_output_channel(&mut self) -> mpsc::Receiver<Vec<OutputPacket>> {
         let (tx, rx) = mpsc::channel();
         for q in &self.up.q {
             lock(q).forward = Some(tx.clone());
+        }
+        for w in 0..self.boxes.len() {
+            let _ = self.run_on(w, |vs, _| vs.set_buffer_quota(None));
         }
         rx
     }
