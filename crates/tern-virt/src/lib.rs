@@ -293,9 +293,6 @@ pub struct Topology {
     pub vlans: BTreeMap<DeviceId, BTreeMap<Port, u16>>,
 }
 
-/// Output buffers [`VirtSwitch::feed_producers`] tops a producing device's pool up to.
-const FEED_LOW: usize = 64;
-
 /// Per-device limits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Quotas {
@@ -710,6 +707,9 @@ pub struct VirtSwitch {
     /// Every device's bound on the instances and output buffers it allocates
     /// (`Switch::set_buffer_quota`; the workers' shards set it, `None` here).
     buffer_quota: Option<usize>,
+    /// Output buffers owed to each device for the frames it sent away for good
+    /// ([`VirtSwitch::feed_producers`]).
+    owed: BTreeMap<DeviceId, usize>,
 }
 
 impl Default for VirtSwitch {
@@ -749,6 +749,7 @@ impl VirtSwitch {
             origins: Vec::new(),
             origin_total: 0,
             buffer_quota: None,
+            owed: BTreeMap::new(),
         }
     }
 
@@ -1285,27 +1286,41 @@ impl VirtSwitch {
     }
 
     /// For a caller that hands the frames appended so far to someone else for good (a worker
-    /// sending them to the front): give each device that produced some of them as many
-    /// buffers from `pool` (its next output buffers, while the pool lasts), and forget the
-    /// frames' origins.
+    /// sending them to the front): each device that produced some of them is owed as many
+    /// buffers, paid from `pool` (its next output buffers) while the pool lasts and the
+    /// device's own pool has room; what cannot be paid now stays owed for a later call (the
+    /// front gives a storm's frames back later than the storm sends them: paid only from the
+    /// buffers at hand, its pool would shrink turn after turn and its copies be dropped). A
+    /// device whose pool is full is owed nothing more. The rest of `pool` is the caller's
+    /// to hand on, never freed here.
     pub(crate) fn feed_producers(&mut self, pool: &mut Vec<Vec<u8>>) {
         for &(id, n) in &self.origins {
-            if let Some(d) = self.devices.get_mut(&id) {
-                // As many as it sent, and its pool topped up to `FEED_LOW` (a device whose
-                // pool ran dry in a storm starts again), up to what its pool takes (a bounded
-                // device's quota): the rest stay in `pool` for the caller to hand on, never
-                // freed here.
-                let top_up = FEED_LOW.saturating_sub(d.switch.spare_buffers() + n as usize);
-                for _ in 0..(n as usize + top_up).min(d.switch.buffer_room()) {
-                    match pool.pop() {
-                        Some(b) => d.switch.recycle_buffer(b),
-                        None => break,
-                    }
-                }
-            }
+            // One entry per device, made the first time it sends: no allocation per packet.
+            *self.owed.entry(id).or_default() += n as usize;
         }
         self.origins.clear();
         self.origin_total = 0;
+        for (id, owed) in self.owed.iter_mut() {
+            if *owed == 0 {
+                continue;
+            }
+            let Some(d) = self.devices.get_mut(id) else {
+                *owed = 0;
+                continue;
+            };
+            let give = (*owed).min(d.switch.buffer_room()).min(pool.len());
+            for b in pool.drain(pool.len() - give..) {
+                d.switch.recycle_buffer(b);
+            }
+            *owed = if d.switch.buffer_room() == 0 {
+                0
+            } else {
+                *owed - give
+            };
+            if pool.is_empty() {
+                break;
+            }
+        }
     }
 
     /// The hop budget.
