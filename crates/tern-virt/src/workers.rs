@@ -368,9 +368,10 @@ fn worker(
                 up.wake(me);
             }
         }
-        // The frames left the shard for good: each device that sent frames out gets as many
-        // served input buffers for its next outputs (a chain's last device, not its first),
-        // up to what its pool takes ([`DEVICE_BUFFERS`]).
+        // The frames left the shard for good: each device that sent frames out is owed as
+        // many buffers for its next outputs (a chain's last device, not its first), paid
+        // from the served input buffers and those the front gave back, up to what its pool
+        // takes ([`DEVICE_BUFFERS`]).
         vs.feed_producers(spare);
         if spare.len() > KEEP_HIGH {
             // The excess goes to the front (never freed here: a buffer the front allocated
