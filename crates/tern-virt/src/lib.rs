@@ -1312,15 +1312,18 @@ impl VirtSwitch {
             for b in pool.drain(pool.len() - give..) {
                 d.switch.recycle_buffer(b);
             }
-            *owed = if d.switch.buffer_room() == 0 {
-                0
-            } else {
-                *owed - give
-            };
+            // Never owed more than its pool takes.
+            *owed = (*owed - give).min(d.switch.buffer_room());
             if pool.is_empty() {
                 break;
             }
         }
+    }
+
+    /// Output buffers owed to this switch's devices and not paid yet (see
+    /// [`VirtSwitch::feed_producers`]).
+    pub(crate) fn buffers_owed(&self) -> usize {
+        self.owed.values().sum()
     }
 
     /// The hop budget.

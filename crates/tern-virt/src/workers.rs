@@ -50,7 +50,7 @@
 
 use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -227,10 +227,10 @@ struct Outbox {
     waiting: AtomicU64,
     sig: Mutex<()>,
     ready: Condvar,
-    /// Per worker: frame buffers it handed the front (outputs, spares) less those the
-    /// front handed it (arriving frames, buffers given back): where the front's excess
-    /// goes back to ([`VirtWorkers::recycle_outputs`]).
-    owed: Vec<AtomicI64>,
+    /// Per worker: the output buffers its devices are owed for the frames they sent away
+    /// and could not be paid yet (published after each device turn): how many of the
+    /// transmitted frames the front gives back to it ([`VirtWorkers::recycle_outputs`]).
+    want: Vec<AtomicUsize>,
     /// Per worker: the front put buffers into its `back` (one load when it did not).
     returned: Vec<AtomicBool>,
 }
@@ -242,7 +242,7 @@ impl Outbox {
             waiting: AtomicU64::new(0),
             sig: Mutex::new(()),
             ready: Condvar::new(),
-            owed: (0..workers).map(|_| AtomicI64::new(0)).collect(),
+            want: (0..workers).map(|_| AtomicUsize::new(0)).collect(),
             returned: (0..workers).map(|_| AtomicBool::new(false)).collect(),
         }
     }
@@ -363,7 +363,6 @@ fn worker(
                 // Buffers the front gave back: this shard's devices' next output buffers.
                 spare.append(&mut q.back);
             }
-            up.owed[me].fetch_add(sent as i64, Ordering::Relaxed);
             if sent > 0 {
                 up.wake(me);
             }
@@ -373,13 +372,11 @@ fn worker(
         // from the served input buffers and those the front gave back, up to what its pool
         // takes ([`DEVICE_BUFFERS`]).
         vs.feed_producers(spare);
+        up.want[me].store(vs.buffers_owed(), Ordering::Relaxed);
         if spare.len() > KEEP_HIGH {
             // The excess goes to the front (never freed here: a buffer the front allocated
             // would be freed in this thread's allocator, and the front would allocate anew).
-            let mut q = lock(&up.q[me]);
-            let n = spare.len() - KEEP_LOW;
-            q.spares.extend(spare.drain(KEEP_LOW..));
-            up.owed[me].fetch_add(n as i64, Ordering::Relaxed);
+            lock(&up.q[me]).spares.extend(spare.drain(KEEP_LOW..));
         }
     };
     loop {
@@ -810,7 +807,6 @@ impl VirtWorkers {
                 self.spare.extend(b.drain(..).map(|(_, _, d)| d));
                 continue;
             }
-            self.up.owed[w].fetch_sub(b.len() as i64, Ordering::Relaxed);
             ib.items
                 .extend(b.drain(..).map(|(id, vport, d)| Msg::Packet(id, vport, d)));
             ib.items.push_back(Msg::Round);
@@ -893,12 +889,12 @@ impl VirtWorkers {
     /// Give transmitted frames back (empties `out`): their buffers carry the next arriving
     /// packets, so the steady state allocates nothing per packet.
     ///
-    /// The front keeps what its next dispatches need (twice the largest dispatch so far)
-    /// and gives the rest back to
-    /// the worker that handed it the most buffers (a device sending more frames than it
-    /// receives: multicast, clones), whose devices send the next frames in them: the front
-    /// never frees a buffer a worker allocated, and a device's pool refills as its frames are
-    /// transmitted.
+    /// The front keeps what its next dispatches need (twice the largest dispatch so far),
+    /// gives the worker whose devices are owed the most buffers (a device sending more
+    /// frames than it receives: multicast, clones) as many as they are owed, and keeps the
+    /// rest for arriving frames: the front never frees a buffer a worker allocated, a
+    /// device's pool refills as its frames are transmitted, and no buffer is handed back
+    /// and forth that no device needs (each move costs both threads).
     pub fn recycle_outputs(&mut self, out: &mut Vec<OutputPacket>) {
         let keep = self.keep.saturating_sub(self.spare.len()).min(out.len());
         self.spare.extend(out.drain(..keep).map(|o| o.data));
@@ -907,11 +903,16 @@ impl VirtWorkers {
         }
         let up = &self.up;
         let w = (0..up.q.len())
-            .max_by_key(|&w| up.owed[w].load(Ordering::Relaxed))
+            .max_by_key(|&w| up.want[w].load(Ordering::Relaxed))
             .unwrap_or(0);
-        up.owed[w].fetch_sub(out.len() as i64, Ordering::Relaxed);
-        lock(&up.q[w]).back.extend(out.drain(..).map(|o| o.data));
-        up.returned[w].store(true, Ordering::Release);
+        let want = up.want[w].load(Ordering::Relaxed);
+        let n = want.min(out.len());
+        if n > 0 {
+            up.want[w].store(want - n, Ordering::Relaxed);
+            lock(&up.q[w]).back.extend(out.drain(..n).map(|o| o.data));
+            up.returned[w].store(true, Ordering::Release);
+        }
+        self.spare.extend(out.drain(..).map(|o| o.data));
     }
 
     /// Messages waiting in worker `w`'s inbox, not taken by the worker yet (packets, dispatch
