@@ -34,6 +34,11 @@ macro_rules! general_flow {
             out: $out,
             pool: &mut $sw.pool,
             spare: &mut $sw.spare,
+            bufs: {
+                // Until `run_jobs` sets it: a hand-over's copies are cut there as before.
+                $sw.bufs.left = $sw.opts.max_instances_per_packet;
+                &mut $sw.bufs
+            },
             priority_queues: $sw.opts.priority_queues.max(1),
             now: $now,
             bcache: $bcache,
@@ -648,7 +653,30 @@ pub struct Switch {
     lane_counts: [u64; 2],
     /// Pipeline passes run so far ([`Switch::passes`]).
     passes: u64,
+    /// The bounded pools of packet instances and output buffers ([`Switch::set_buffer_quota`]).
+    bufs: Buffers,
 }
+
+/// A switch's bound on the packet instances and output buffers it allocates
+/// ([`Switch::set_buffer_quota`]), as a DPDK mempool: the switch allocates an instance or an
+/// output buffer only while fewer than `quota` of each were made (its pools then hold them
+/// all, recycled packet after packet); with the pool empty past that, a copy (clone,
+/// multicast replica, resubmit, recirculation) or a transmitted frame is dropped and counted
+/// (`drops`) instead of allocating on the packet path. `None`: unbounded (the native switch).
+#[derive(Debug, Default)]
+pub(crate) struct Buffers {
+    quota: Option<usize>,
+    pkts_made: usize,
+    bufs_made: usize,
+    drops: u64,
+    /// Jobs the current input may still run after the running one (its instance budget,
+    /// kept by `run_jobs`): a replica queued past it would only be cut, so it is not made.
+    left: usize,
+}
+
+/// Capacity of an output buffer a bounded switch allocates (a DPDK mbuf's data room): a
+/// frame up to it, plus the headers a program adds, never reallocates it.
+const POOL_FRAME: usize = 2048;
 
 /// Default bound of a switch's pending digests ([`Switch::set_digest_queue_cap`]).
 pub const DIGEST_QUEUE_CAP: usize = 65_536;
@@ -740,6 +768,7 @@ impl Switch {
             slow_only: false,
             lane_counts: [0; 2],
             passes: 0,
+            bufs: Buffers::default(),
         })
     }
 
@@ -1054,6 +1083,7 @@ struct Flow<'a> {
     #[allow(clippy::vec_box)]
     pool: &'a mut Vec<Box<Pkt>>,
     spare: &'a mut Vec<Vec<u8>>,
+    bufs: &'a mut Buffers,
     priority_queues: u32,
     now: u64,
     bcache: Option<&'a mut crate::bcache::Cache>,
@@ -1118,9 +1148,63 @@ impl Flow<'_> {
         fresh_pkt(self.pool.pop(), &self.eng.layout, data, true, port)
     }
 
-    /// A full copy of `src` (headers, metadata, registers), reusing pooled buffers.
-    fn dup(&mut self, src: &Pkt) -> Box<Pkt> {
-        match self.pool.pop() {
+    /// A new instance for a copy (clone, resubmit, recirculation) of the `data.len()`-byte
+    /// frame on `port`, as [`Flow::new_pkt`]; `None` (counted) when a bounded switch's pool
+    /// is empty and its quota of instances made ([`Buffers`]).
+    fn new_copy(&mut self, data: &[u8], port: u32) -> Option<Box<Pkt>> {
+        if self.pool.is_empty() && !self.may_make_pkt() {
+            return None;
+        }
+        Some(self.new_pkt(data, port))
+    }
+
+    /// Whether a new instance may be allocated (counted as made), or the copy is dropped
+    /// (counted as a drop).
+    fn may_make_pkt(&mut self) -> bool {
+        match self.bufs.quota {
+            Some(q) if self.bufs.pkts_made >= q => {
+                self.bufs.drops += 1;
+                false
+            }
+            Some(_) => {
+                self.bufs.pkts_made += 1;
+                true
+            }
+            None => true,
+        }
+    }
+
+    /// A buffer for a transmitted or recirculated frame of `len` bytes: a spare one, a new
+    /// one, or `None` (counted) when a bounded switch has none left to give.
+    fn out_buf(&mut self, len: usize) -> Option<Vec<u8>> {
+        if let Some(b) = self.spare.pop() {
+            return Some(b);
+        }
+        match self.bufs.quota {
+            Some(q) if self.bufs.bufs_made >= q => {
+                self.bufs.drops += 1;
+                None
+            }
+            Some(_) => {
+                self.bufs.bufs_made += 1;
+                Some(Vec::with_capacity((len + 64).max(POOL_FRAME)))
+            }
+            None => Some(Vec::new()),
+        }
+    }
+
+    /// Room for one more replica within the input's instance budget (see `Buffers::left`).
+    fn budget_room(&self) -> bool {
+        self.jobs.len() < self.bufs.left
+    }
+
+    /// A full copy of `src` (headers, metadata, registers), reusing pooled buffers; `None`
+    /// when a bounded switch has no instance to give (see [`Flow::new_copy`]).
+    fn dup(&mut self, src: &Pkt) -> Option<Box<Pkt>> {
+        if self.pool.is_empty() && !self.may_make_pkt() {
+            return None;
+        }
+        Some(match self.pool.pop() {
             Some(mut p) => {
                 p.phv.bytes.clone_from(&src.phv.bytes);
                 p.phv.valid.clone_from(&src.phv.valid);
@@ -1137,11 +1221,12 @@ impl Flow<'_> {
                 p
             }
             None => Box::new(src.clone()),
-        }
+        })
     }
 
     fn recycle(&mut self, p: Box<Pkt>) {
-        if self.pool.len() < 64 {
+        // A bounded switch keeps every instance it made (it makes no more than its quota).
+        if self.pool.len() < 64 || self.bufs.quota.is_some() {
             self.pool.push(p);
         }
     }
@@ -1183,7 +1268,10 @@ impl Flow<'_> {
             self.pre.replicate(mgid, self.replicas);
             let reps = std::mem::take(self.replicas);
             for (port, rid) in &reps {
-                let mut c = self.dup(&pkt);
+                if !self.budget_room() {
+                    break;
+                }
+                let Some(mut c) = self.dup(&pkt) else { break };
                 set(self.eng, &mut c.phv, |s| &s.egress_rid, *rid as u64);
                 self.enqueue(c, *port);
             }
@@ -1237,20 +1325,21 @@ impl Flow<'_> {
         // 1. I2E clone.
         if let Some((session, fl)) = pkt.regs.clone.take() {
             if let Some(ms) = self.mirroring.get(&session).copied() {
-                let mut c = self.new_pkt(&pkt.data, pkt.ingress_port);
-                c.ingress_len = pkt.ingress_len;
-                c.length_reg = pkt.ingress_len;
-                set(
-                    eng,
-                    &mut c.phv,
-                    |s| &s.ingress_port,
-                    pkt.ingress_port as u64,
-                );
-                self.parse_and_verify(&mut c);
-                c.phv.reset_metadata(&eng.layout);
-                copy_field_list(eng, fl, &pkt.phv, &mut c.phv);
-                set(eng, &mut c.phv, |s| &s.instance_type, 1);
-                self.mirror(c, &ms);
+                if let Some(mut c) = self.new_copy(&pkt.data, pkt.ingress_port) {
+                    c.ingress_len = pkt.ingress_len;
+                    c.length_reg = pkt.ingress_len;
+                    set(
+                        eng,
+                        &mut c.phv,
+                        |s| &s.ingress_port,
+                        pkt.ingress_port as u64,
+                    );
+                    self.parse_and_verify(&mut c);
+                    c.phv.reset_metadata(&eng.layout);
+                    copy_field_list(eng, fl, &pkt.phv, &mut c.phv);
+                    set(eng, &mut c.phv, |s| &s.instance_type, 1);
+                    self.mirror(c, &ms);
+                }
             }
         }
         // 2. Digest.
@@ -1275,7 +1364,10 @@ impl Flow<'_> {
         }
         // 3. Resubmit.
         if pkt.regs.resubmit != 0 {
-            let mut r = self.new_pkt(&pkt.data, pkt.ingress_port);
+            let Some(mut r) = self.new_copy(&pkt.data, pkt.ingress_port) else {
+                self.recycle(pkt);
+                return None;
+            };
             r.ingress_len = pkt.ingress_len;
             r.length_reg = pkt.ingress_len;
             copy_field_list(eng, pkt.regs.resubmit, &pkt.phv, &mut r.phv);
@@ -1298,7 +1390,11 @@ impl Flow<'_> {
             self.pre.replicate(mgid as u32, self.replicas);
             let reps = std::mem::take(self.replicas);
             for (port, rid) in &reps {
-                let mut c = self.dup(&pkt);
+                // Replicas past the input's instance budget would only be cut: not made.
+                if !self.budget_room() {
+                    break;
+                }
+                let Some(mut c) = self.dup(&pkt) else { break };
                 set(eng, &mut c.phv, |s| &s.egress_rid, *rid as u64);
                 self.enqueue(c, *port);
             }
@@ -1367,12 +1463,13 @@ impl Flow<'_> {
         // 1. E2E clone.
         if let Some((session, fl)) = pkt.regs.clone.take() {
             if let Some(ms) = self.mirroring.get(&session).copied() {
-                let mut c = self.dup(&pkt);
-                c.regs = PktRegs::default();
-                c.phv.reset_metadata(&eng.layout);
-                copy_field_list(eng, fl, &pkt.phv, &mut c.phv);
-                set(eng, &mut c.phv, |s| &s.instance_type, 2);
-                self.mirror(c, &ms);
+                if let Some(mut c) = self.dup(&pkt) {
+                    c.regs = PktRegs::default();
+                    c.phv.reset_metadata(&eng.layout);
+                    copy_field_list(eng, fl, &pkt.phv, &mut c.phv);
+                    set(eng, &mut c.phv, |s| &s.instance_type, 2);
+                    self.mirror(c, &ms);
+                }
             }
         }
         // 2. Drop.
@@ -1382,7 +1479,10 @@ impl Flow<'_> {
         }
         // 3. Deparse.
         // Deparse straight into the output buffer: the transmitted frame is never copied again.
-        let mut bytes = self.spare.pop().unwrap_or_default();
+        let Some(mut bytes) = self.out_buf(pkt.data.len()) else {
+            self.recycle(pkt);
+            return;
+        };
         bytes.reserve(pkt.data.len() + 64);
         eng.deparse(self.st, &mut pkt, &mut bytes);
         if let Some(t) = pkt.regs.truncate {
@@ -1391,7 +1491,13 @@ impl Flow<'_> {
         mark(&mut self.st.ext, stage::DEPARSE);
         // 4. Recirculate.
         if pkt.regs.recirculate != 0 {
-            let mut r = self.new_pkt(&bytes, pkt.ingress_port);
+            let r = self.new_copy(&bytes, pkt.ingress_port);
+            // The deparsed frame was copied into the new instance: its buffer is kept.
+            self.spare.push(bytes);
+            let Some(mut r) = r else {
+                self.recycle(pkt);
+                return;
+            };
             let len = r.data.len() as u32;
             r.ingress_len = len;
             r.length_reg = len;
@@ -1576,6 +1682,38 @@ impl Switch {
         out.clear();
     }
 
+    /// Bound the packet instances and output buffers this switch allocates to `quota` of
+    /// each (`None`: unbounded, the default), as a DPDK mempool of that many buffers: once
+    /// that many were made, a copy (clone, multicast replica, resubmit, recirculation) or a
+    /// transmitted frame that finds its pool empty is dropped and counted
+    /// ([`Switch::buffer_drops`]) instead of allocating on the packet path; the switch keeps
+    /// every instance it made, and output buffers come back through
+    /// [`Switch::recycle_buffer`] / [`Switch::recycle_outputs`]. Replicas past an input's
+    /// instance budget (`max_instances_per_packet`) are never made, bounded or not.
+    pub fn set_buffer_quota(&mut self, quota: Option<usize>) {
+        self.bufs.quota = quota;
+    }
+
+    /// Copies and frames dropped because a bounded switch's pool was empty
+    /// ([`Switch::set_buffer_quota`]).
+    pub fn buffer_drops(&self) -> u64 {
+        self.bufs.drops
+    }
+
+    /// Output buffers in the switch's pool (its next transmitted frames' buffers).
+    pub fn spare_buffers(&self) -> usize {
+        self.spare.len()
+    }
+
+    /// How many more output buffers the switch's pool takes: up to the quota for a bounded
+    /// switch ([`Switch::set_buffer_quota`]), up to the recycling bound otherwise.
+    pub fn buffer_room(&self) -> usize {
+        self.bufs
+            .quota
+            .unwrap_or(MAX_SPARE)
+            .saturating_sub(self.spare.len())
+    }
+
     /// Keep one transmitted frame's buffer for reuse (as [`Switch::recycle_outputs`] does for
     /// a whole batch): for callers that hand frames on one by one (tern-virt's links).
     pub fn recycle_buffer(&mut self, data: Vec<u8>) {
@@ -1660,10 +1798,18 @@ impl Flow<'_> {
         // the unicast egress job `ingress` hands back when nothing else is queued.
         while let Some(job) = next.take().or_else(|| flow.jobs.pop_front()) {
             if left == 0 {
-                flow.jobs.clear();
+                // The instances cut (this job's and the queue's) go back to the pool (a
+                // bounded switch keeps them all).
+                let (Job::Ingress(p) | Job::Egress(p, _)) = job;
+                flow.recycle(p);
+                while let Some(j) = flow.jobs.pop_front() {
+                    let (Job::Ingress(p) | Job::Egress(p, _)) = j;
+                    flow.recycle(p);
+                }
                 break;
             }
             left -= 1;
+            flow.bufs.left = left;
             match job {
                 Job::Ingress(p) => next = flow.ingress(p).map(|(p, port)| Job::Egress(p, port)),
                 Job::Egress(p, port) => flow.egress(p, port),
@@ -1723,6 +1869,7 @@ impl Runtime for Switch {
             Some(p) => {
                 self.live = p;
                 self.pool.clear();
+                self.bufs.pkts_made = 0;
                 self.lane_pkt = None;
                 self.bc_rebuild();
                 Ok(())
@@ -1740,6 +1887,7 @@ impl Runtime for Switch {
         self.bc_rebuild();
         self.pending = None;
         self.pool.clear();
+        self.bufs.pkts_made = 0;
         self.lane_pkt = None;
         self.pre = Pre::default();
         self.mirroring.clear();

@@ -46,9 +46,6 @@ use tern_runtime::{OutputPacket, Port};
 
 use crate::{DeviceId, VirtSwitch};
 
-/// Buffers of served packets kept for reuse.
-const MAX_SPARE: usize = 4096;
-
 /// Packets a device runs in one call at most (its chunk is cut further by its credit).
 pub const MAX_CHUNK: usize = 32;
 
@@ -434,9 +431,9 @@ impl FairScheduler {
             let (_, vport, data) = q.staged.pop_front().expect("front");
             if q.packets.len() >= capacity {
                 q.stats.overflow += 1;
-                if spare.len() < MAX_SPARE {
-                    spare.push(data);
-                }
+                // Kept whatever the pool holds (never freed on the packet path: over
+                // workers the front allocated it); the worker hands the excess back.
+                spare.push(data);
             } else {
                 q.packets.push_back((vport, data));
                 q.stats.queued += 1;
@@ -712,10 +709,8 @@ impl FairScheduler {
                 q.stats.work += work;
                 q.stats.served += n as u64;
                 served += n;
-                let room = MAX_SPARE.saturating_sub(self.spare.len());
-                self.spare
-                    .extend(self.batch.drain(..).map(|(_, d)| d).take(room));
-                self.batch.clear();
+                // Every served buffer is kept (see `release_one`).
+                self.spare.extend(self.batch.drain(..).map(|(_, d)| d));
             }
             // Work that arrived meanwhile joins now.
             let mut arrivals = std::mem::take(&mut self.arrivals);

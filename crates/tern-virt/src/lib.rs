@@ -363,6 +363,10 @@ pub struct DeviceStats {
     pub panics: u64,
     /// Packets dropped because the device is quarantined.
     pub quarantine_drops: u64,
+    /// Copies (clones, multicast replicas, resubmits, recirculations) and frames dropped
+    /// because the device's buffer pool was empty (on workers: `DEVICE_BUFFERS` instances
+    /// and output buffers per device; `tern_dataplane::Switch::buffer_drops`).
+    pub buffer_drops: u64,
 }
 
 /// Whole-switch counters.
@@ -763,6 +767,12 @@ pub struct VirtSwitch {
     origin_total: usize,
     /// Where its devices report their quarantine (the workers' switches: [`Quarantined`]).
     pub(crate) board: Option<Arc<Quarantined>>,
+    /// Every device's bound on the instances and output buffers it allocates
+    /// (`Switch::set_buffer_quota`; the workers' shards set it, `None` here).
+    buffer_quota: Option<usize>,
+    /// Output buffers owed to each device for the frames it sent away for good
+    /// ([`VirtSwitch::feed_producers`]).
+    owed: BTreeMap<DeviceId, usize>,
 }
 
 impl Default for VirtSwitch {
@@ -802,6 +812,18 @@ impl VirtSwitch {
             origins: Vec::new(),
             origin_total: 0,
             board: None,
+            buffer_quota: None,
+            owed: BTreeMap::new(),
+        }
+    }
+
+    /// Bound every device's instances and output buffers to `quota` of each, those here and
+    /// those put in later (`tern_dataplane::Switch::set_buffer_quota`): a worker's shard,
+    /// whose devices' frames come back through the front.
+    pub(crate) fn set_buffer_quota(&mut self, quota: Option<usize>) {
+        self.buffer_quota = quota;
+        for d in self.devices.values_mut() {
+            d.switch.set_buffer_quota(quota);
         }
     }
 
@@ -939,7 +961,10 @@ impl VirtSwitch {
             }
         }
         self.reorder();
-        Ok(dev.stats)
+        Ok(DeviceStats {
+            buffer_drops: dev.switch.buffer_drops(),
+            ..dev.stats
+        })
     }
 
     /// Replace a device's program. Its port map, rules, links, owner and counters stay; its
@@ -974,6 +999,7 @@ impl VirtSwitch {
         let tables = table_names(&switch);
         let dev = self.devices.get_mut(&id).expect("checked above");
         dev.switch = switch;
+        dev.switch.set_buffer_quota(self.buffer_quota);
         dev.tables = tables;
         dev.quotas = spec.quotas;
         if spec.owner.is_some() {
@@ -1060,7 +1086,11 @@ impl VirtSwitch {
 
     /// A device's counters.
     pub fn device_stats(&self, caller: Caller, id: DeviceId) -> Result<DeviceStats, VirtError> {
-        Ok(self.reachable(caller, id)?.stats)
+        let d = self.reachable(caller, id)?;
+        Ok(DeviceStats {
+            buffer_drops: d.switch.buffer_drops(),
+            ..d.stats
+        })
     }
 
     /// Pipeline passes device `id` has run (`tern_dataplane::Switch::passes`: inputs,
@@ -1401,6 +1431,7 @@ impl VirtSwitch {
                 d.board = self.board.clone();
                 d.reported = false;
             }
+            d.switch.set_buffer_quota(self.buffer_quota);
             self.devices.insert(d.id, d);
         }
         self.topo.port_maps.extend(maps);
@@ -1426,22 +1457,44 @@ impl VirtSwitch {
     }
 
     /// For a caller that hands the frames appended so far to someone else for good (a worker
-    /// sending them to the front): give each device that produced some of them as many
-    /// buffers from `pool` (its next output buffers, while the pool lasts), and forget the
-    /// frames' origins.
+    /// sending them to the front): each device that produced some of them is owed as many
+    /// buffers, paid from `pool` (its next output buffers) while the pool lasts and the
+    /// device's own pool has room; what cannot be paid now stays owed for a later call (the
+    /// front gives a storm's frames back later than the storm sends them: paid only from the
+    /// buffers at hand, its pool would shrink turn after turn and its copies be dropped). A
+    /// device whose pool is full is owed nothing more. The rest of `pool` is the caller's
+    /// to hand on, never freed here.
     pub(crate) fn feed_producers(&mut self, pool: &mut Vec<Vec<u8>>) {
         for &(id, n) in &self.origins {
-            if let Some(d) = self.devices.get_mut(&id) {
-                for _ in 0..n {
-                    match pool.pop() {
-                        Some(b) => d.switch.recycle_buffer(b),
-                        None => break,
-                    }
-                }
-            }
+            // One entry per device, made the first time it sends: no allocation per packet.
+            *self.owed.entry(id).or_default() += n as usize;
         }
         self.origins.clear();
         self.origin_total = 0;
+        for (id, owed) in self.owed.iter_mut() {
+            if *owed == 0 {
+                continue;
+            }
+            let Some(d) = self.devices.get_mut(id) else {
+                *owed = 0;
+                continue;
+            };
+            let give = (*owed).min(d.switch.buffer_room()).min(pool.len());
+            for b in pool.drain(pool.len() - give..) {
+                d.switch.recycle_buffer(b);
+            }
+            // Never owed more than its pool takes.
+            *owed = (*owed - give).min(d.switch.buffer_room());
+            if pool.is_empty() {
+                break;
+            }
+        }
+    }
+
+    /// Output buffers owed to this switch's devices and not paid yet (see
+    /// [`VirtSwitch::feed_producers`]).
+    pub(crate) fn buffers_owed(&self) -> usize {
+        self.owed.values().sum()
     }
 
     /// The hop budget.

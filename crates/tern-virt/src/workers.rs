@@ -29,7 +29,10 @@
 //! buffer of its pool, the buffer travels to the device's queue, once served it becomes a
 //! spare output buffer of a device that sent a frame out in that round (a chain's last
 //! device), the output frame travels back to the front, and [`VirtWorkers::recycle_outputs`]
-//! puts it into the front's pool again.
+//! puts it into the front's pool again, or gives it back to a worker when the front has
+//! enough. A device that sends more frames than it receives (clones, multicast) takes them
+//! from its bounded pools ([`DEVICE_BUFFERS`]: past them a copy is dropped and counted, never
+//! allocated), and nobody frees a frame buffer on the packet path.
 //!
 //! Across workers the share is kept by the device → worker assignment: the front counts the
 //! bytes it dispatches per device, and [`VirtWorkers::rebalance`] (also run every
@@ -47,7 +50,7 @@
 
 use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -58,8 +61,8 @@ use crate::backend::WorkerControl;
 use crate::fair::{Arrival, Cost, DeviceJob, Queue, StageTrace};
 use crate::{
     validate_topology, CarryReport, Classifier, Device, DeviceId, DeviceSpec, DeviceStats,
-    FairScheduler, FairStats, PortState, PortStates, Quarantined, Target, Topology, VirtError,
-    VirtStats, VirtSwitch,
+    FairScheduler, FairStats, PortState, PortStates, Quarantined, Rule, Target, Topology,
+    VirtError, VirtStats, VirtSwitch,
 };
 
 /// How [`VirtWorkers`] runs.
@@ -103,8 +106,19 @@ impl Default for WorkerOptions {
 /// turns).
 pub const DEFAULT_QUANTUM_NS: u64 = 20_000;
 
-/// Frame buffers the front keeps for arriving packets.
+/// Frame buffers the front keeps for arriving packets, at most.
 const MAX_SPARE: usize = 4096;
+
+/// ... and at least (see `VirtWorkers::keep`).
+const FRONT_KEEP_MIN: usize = 64;
+
+/// Packet instances and output buffers each device on a worker may allocate
+/// (`tern_dataplane::Switch::set_buffer_quota`, a DPDK mempool's size): its clones, multicast
+/// replicas, resubmits, recirculations and transmitted frames take them from its pools; with
+/// a pool empty past that, the copy is dropped and counted (`DeviceStats::buffer_drops`),
+/// never allocated on the packet path. Output buffers come back to the worker whose devices
+/// sent them ([`VirtWorkers::recycle_outputs`]) and go to the devices that send frames out.
+pub const DEVICE_BUFFERS: usize = 1024;
 
 /// Bytes a new frame buffer gets beyond the frame it first carries, for the headers a program
 /// adds when the buffer later carries an output (as a DPDK mbuf's tailroom).
@@ -192,6 +206,10 @@ struct Outputs {
     /// needs for its outputs (a flood that sends nothing out, or overflows its queue), so
     /// the front's pool does not run dry and allocate per arriving frame.
     spares: Vec<Vec<u8>>,
+    /// Frame buffers the front gives back to this worker (outputs it transmitted beyond
+    /// what its own pool keeps): the worker's devices' next output buffers. Nobody frees a
+    /// frame buffer on the packet path; they go round.
+    back: Vec<Vec<u8>>,
 }
 
 /// Served buffers a worker keeps for its devices' outputs; past [`KEEP_HIGH`] it hands the
@@ -210,6 +228,12 @@ struct Outbox {
     waiting: AtomicU64,
     sig: Mutex<()>,
     ready: Condvar,
+    /// Per worker: the output buffers its devices are owed for the frames they sent away
+    /// and could not be paid yet (published after each device turn): how many of the
+    /// transmitted frames the front gives back to it ([`VirtWorkers::recycle_outputs`]).
+    want: Vec<AtomicUsize>,
+    /// Per worker: the front put buffers into its `back` (one load when it did not).
+    returned: Vec<AtomicBool>,
 }
 
 impl Outbox {
@@ -219,6 +243,8 @@ impl Outbox {
             waiting: AtomicU64::new(0),
             sig: Mutex::new(()),
             ready: Condvar::new(),
+            want: (0..workers).map(|_| AtomicUsize::new(0)).collect(),
+            returned: (0..workers).map(|_| AtomicBool::new(false)).collect(),
         }
     }
 
@@ -326,26 +352,32 @@ fn worker(
     // Called after each device's turn in a round: that device's outputs go up at once (a
     // victim served first does not wait for the rest of the round).
     let send_up = |vs: &mut VirtSwitch, out: &mut Vec<OutputPacket>, spare: &mut Vec<Vec<u8>>| {
-        if !out.is_empty() {
+        let returned = up.returned[me].swap(false, Ordering::Acquire);
+        if !out.is_empty() || returned {
+            let sent = out.len();
             {
                 let mut q = lock(&up.q[me]);
                 if let Some(tx) = &q.forward {
                     let _ = tx.send(std::mem::take(out));
                 }
                 q.frames.extend(out.drain(..));
+                // Buffers the front gave back: this shard's devices' next output buffers.
+                spare.append(&mut q.back);
             }
-            up.wake(me);
+            if sent > 0 {
+                up.wake(me);
+            }
         }
-        // The frames left the shard for good: each device that sent frames out gets as many
-        // served input buffers for its next outputs (a chain's last device, not its first).
+        // The frames left the shard for good: each device that sent frames out is owed as
+        // many buffers for its next outputs (a chain's last device, not its first), paid
+        // from the served input buffers and those the front gave back, up to what its pool
+        // takes ([`DEVICE_BUFFERS`]).
         vs.feed_producers(spare);
+        up.want[me].store(vs.buffers_owed(), Ordering::Relaxed);
         if spare.len() > KEEP_HIGH {
-            let mut q = lock(&up.q[me]);
-            let room = MAX_SPARE.saturating_sub(q.spares.len());
-            let excess = spare.len() - KEEP_LOW;
-            let at = spare.len() - excess.min(room);
-            q.spares.extend(spare.drain(at..));
-            spare.truncate(KEEP_HIGH);
+            // The excess goes to the front (never freed here: a buffer the front allocated
+            // would be freed in this thread's allocator, and the front would allocate anew).
+            lock(&up.q[me]).spares.extend(spare.drain(KEEP_LOW..));
         }
     };
     loop {
@@ -437,6 +469,32 @@ fn worker(
     }
 }
 
+/// Ports [`sole_devices`] looks at (larger port numbers are always classified).
+const SOLE_PORTS: usize = 1024;
+
+/// Per physical port below [`SOLE_PORTS`], the device every packet arriving on it is
+/// classified to, when the rules make it one: every rule that can match on the port (its
+/// own and the rules for any port) names that device, and one of them matches every packet
+/// (no VLAN, no field). Which rule matches (and the virtual port) may still depend on the
+/// frame, the device does not.
+fn sole_devices(rules: &[Rule]) -> Vec<Option<DeviceId>> {
+    let of = |port: Option<Port>| -> Option<DeviceId> {
+        let mut on = rules.iter().filter(|r| r.port.is_none() || r.port == port);
+        let first = on.clone().next()?.device;
+        let one = on.clone().all(|r| r.device == first);
+        let all = on.any(|r| r.vlan.is_none() && r.field.is_none());
+        (one && all).then_some(first)
+    };
+    // Ports no rule names see only the rules for any port.
+    let mut sole = vec![of(None); SOLE_PORTS];
+    for r in rules {
+        if let Some(p) = r.port.filter(|&p| (p as usize) < SOLE_PORTS) {
+            sole[p as usize] = of(Some(p));
+        }
+    }
+    sole
+}
+
 /// The groups of devices joined by links (in either direction) in any of `topos`.
 fn groups(devices: &[DeviceId], topos: &[&Topology]) -> Vec<Vec<DeviceId>> {
     let index: HashMap<DeviceId, usize> =
@@ -504,8 +562,18 @@ pub struct VirtWorkers {
     backlog_bound: u64,
     /// Packets the front dropped because their device's backlog was at its bound.
     front_drops: BTreeMap<DeviceId, u64>,
+    /// Per physical port (below [`SOLE_PORTS`]): the device every packet arriving on it is
+    /// classified to, when one is ([`sole_devices`]): a frame for it at its backlog bound is
+    /// dropped before it is classified.
+    sole: Vec<Option<DeviceId>>,
+    /// Frames dropped that way ([`VirtWorkers::port_drops`]).
+    port_drops: u64,
     /// Frame buffers for arriving packets (given back by [`VirtWorkers::recycle_outputs`]).
     spare: Vec<Vec<u8>>,
+    /// How many of the transmitted frames' buffers `spare` keeps (twice the largest
+    /// dispatch so far, 64 to [`MAX_SPARE`]); the rest go back to the workers, whose devices
+    /// send the next frames in them ([`VirtWorkers::recycle_outputs`]).
+    keep: usize,
     topo: Topology,
     cls: Classifier,
     /// The devices in quarantine as the workers report them, and what each physical port's
@@ -577,6 +645,7 @@ impl VirtWorkers {
             let mut shard = VirtSwitch::new();
             shard.board = Some(board.clone());
             shard.set_max_hops(max_hops);
+            shard.set_buffer_quota(Some(DEVICE_BUFFERS));
             shard.put_devices(devices, maps);
             let fair = FairScheduler::with_cost(opts.cost, opts.quantum, opts.capacity);
             let mb: Arc<Mailbox> = Arc::default();
@@ -601,7 +670,10 @@ impl VirtWorkers {
             backlog_bound: BACKLOG_FACTOR * opts.capacity.max(1) as u64,
             done,
             front_drops: BTreeMap::new(),
+            sole: sole_devices(&topo.rules),
+            port_drops: 0,
             spare: Vec::new(),
+            keep: FRONT_KEEP_MIN,
             cls: Classifier::new(&topo.rules),
             board,
             ports: PortStates::live(),
@@ -632,11 +704,17 @@ impl VirtWorkers {
     }
 
     /// Hand the workers' output channel to the caller (for a transmit thread of its own, as
-    /// live ports need); [`VirtWorkers::take_outputs`] gives nothing afterwards.
+    /// live ports need); [`VirtWorkers::take_outputs`] gives nothing afterwards. The frames
+    /// sent down the channel do not come back, so the devices' buffer pools are unbounded
+    /// from then on ([`DEVICE_BUFFERS`] would run dry: a multicast's copies would be dropped);
+    /// their extra output buffers are allocated as before h-pool.
     pub fn take_output_channel(&mut self) -> mpsc::Receiver<Vec<OutputPacket>> {
         let (tx, rx) = mpsc::channel();
         for q in &self.up.q {
             lock(q).forward = Some(tx.clone());
+        }
+        for w in 0..self.boxes.len() {
+            let _ = self.run_on(w, |vs, _| vs.set_buffer_quota(None));
         }
         rx
     }
@@ -677,6 +755,7 @@ impl VirtWorkers {
     /// Classify packets arriving on physical ports and hand each to its device's worker
     /// (returns at once; outputs come through [`VirtWorkers::take_outputs`]).
     pub fn dispatch(&mut self, pkts: &[(Port, &[u8])]) {
+        self.keep = self.keep.max(2 * pkts.len()).min(MAX_SPARE);
         if self.spare.len() < pkts.len() {
             // Buffers the workers handed back (served, not needed for outputs).
             for q in &self.up.q {
@@ -704,6 +783,18 @@ impl VirtWorkers {
                 PortState::Quarantined => {
                     self.stats.quarantined_port += 1;
                     continue;
+                }
+            }
+            // A port whose every packet goes to one device at its backlog bound: dropped
+            // before classifying (and copying) it, counted as below.
+            if let Some(&Some(id)) = self.sole.get(port as usize) {
+                if let Some(&sent) = self.sent.get(id as usize) {
+                    let done = self.done[id as usize].load(Ordering::Acquire);
+                    if sent.saturating_sub(done) >= self.backlog_bound {
+                        *self.front_drops.entry(id).or_default() += 1;
+                        self.port_drops += 1;
+                        continue;
+                    }
                 }
             }
             let Some((id, vport)) = self.cls.classify(port, data) else {
@@ -828,10 +919,31 @@ impl VirtWorkers {
 
     /// Give transmitted frames back (empties `out`): their buffers carry the next arriving
     /// packets, so the steady state allocates nothing per packet.
+    ///
+    /// The front keeps what its next dispatches need (twice the largest dispatch so far),
+    /// gives the worker whose devices are owed the most buffers (a device sending more
+    /// frames than it receives: multicast, clones) as many as they are owed, and keeps the
+    /// rest for arriving frames: the front never frees a buffer a worker allocated, a
+    /// device's pool refills as its frames are transmitted, and no buffer is handed back
+    /// and forth that no device needs (each move costs both threads).
     pub fn recycle_outputs(&mut self, out: &mut Vec<OutputPacket>) {
-        let room = MAX_SPARE.saturating_sub(self.spare.len());
-        self.spare.extend(out.drain(..).map(|o| o.data).take(room));
-        // `take` stops early: the rest of `drain` is dropped with it.
+        let keep = self.keep.saturating_sub(self.spare.len()).min(out.len());
+        self.spare.extend(out.drain(..keep).map(|o| o.data));
+        if out.is_empty() {
+            return;
+        }
+        let up = &self.up;
+        let w = (0..up.q.len())
+            .max_by_key(|&w| up.want[w].load(Ordering::Relaxed))
+            .unwrap_or(0);
+        let want = up.want[w].load(Ordering::Relaxed);
+        let n = want.min(out.len());
+        if n > 0 {
+            up.want[w].store(want - n, Ordering::Relaxed);
+            lock(&up.q[w]).back.extend(out.drain(..n).map(|o| o.data));
+            up.returned[w].store(true, Ordering::Release);
+        }
+        self.spare.extend(out.drain(..).map(|o| o.data));
     }
 
     /// Messages waiting in worker `w`'s inbox, not taken by the worker yet (packets, dispatch
@@ -960,6 +1072,13 @@ impl VirtWorkers {
         self.front_drops.get(&id).copied().unwrap_or(0)
     }
 
+    /// Of the front's drops at backlog bounds ([`VirtWorkers::front_drops`]), those made by
+    /// the arriving port alone, before the frame was classified: the port's every packet
+    /// goes to that one device (its rules, [`sole_devices`]).
+    pub fn port_drops(&self) -> u64 {
+        self.port_drops
+    }
+
     /// A device id starts afresh (added or removed): its backlog count goes to zero.
     fn reset_backlog(&mut self, id: DeviceId) {
         if let Some(s) = self.sent.get_mut(id as usize) {
@@ -1026,6 +1145,7 @@ impl VirtWorkers {
         }
         self.cls = Classifier::new(&self.topo.rules);
         self.ports_gen = u64::MAX;
+        self.sole = sole_devices(&self.topo.rules);
         self.assign.remove(&id);
         self.write_routes().remove(&id);
         self.load.remove(&id);
@@ -1145,6 +1265,7 @@ impl VirtWorkers {
         }
         self.cls = Classifier::new(&t.rules);
         self.ports_gen = u64::MAX;
+        self.sole = sole_devices(&t.rules);
         self.topo = t;
         Ok(())
     }

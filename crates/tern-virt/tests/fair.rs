@@ -284,7 +284,14 @@ fn held_worker() -> (VirtWorkers, std::sync::mpsc::Sender<()>) {
 
 /// [`held_worker`] with `opts`' cost and quantum.
 fn held_worker_with(opts: WorkerOptions) -> (VirtWorkers, std::sync::mpsc::Sender<()>) {
-    let mut vs = switch();
+    held_worker_on(switch(), opts)
+}
+
+/// [`held_worker_with`] over `vs` (the two devices of [`switch`], maybe more rules).
+fn held_worker_on(
+    mut vs: VirtSwitch,
+    opts: WorkerOptions,
+) -> (VirtWorkers, std::sync::mpsc::Sender<()>) {
     vs.add_device(
         3,
         DeviceSpec {
@@ -362,6 +369,8 @@ fn the_front_bounds_a_floods_backlog_inside_the_workers() {
         pool.dispatch(&batch);
     }
     assert_eq!(pool.front_drops(2), 512);
+    // Port 2's packets all go to device 2 (its one rule): dropped by port, not classified.
+    assert_eq!(pool.port_drops(), 512);
     let victim = packet(1, 0);
     pool.dispatch(&[(1, &victim)]);
     assert_eq!(pool.front_drops(1), 0);
@@ -377,6 +386,44 @@ fn the_front_bounds_a_floods_backlog_inside_the_workers() {
     pool.dispatch(&batch);
     assert_eq!(pool.front_drops(2), 512);
     pool.wait_idle();
+}
+
+/// The front drops a flood's frames by port only where the port's every packet goes to the
+/// flooding device: with a VLAN rule on port 2 for device 1 beside device 2's rule, the
+/// same flood meets the same bound (512 dropped), each frame classified first (no drop by
+/// port), and with the VLAN rule naming device 2 as well, all 512 are dropped by port.
+#[test]
+fn the_front_drops_by_port_only_where_the_port_has_one_device() {
+    for (vlan_device, by_port) in [(1, 0), (2, 512)] {
+        let mut vs = switch();
+        vs.add_rule(Rule {
+            priority: 5,
+            port: Some(2),
+            vlan: Some(10),
+            field: None,
+            device: vlan_device,
+            vport: Some(1),
+        })
+        .unwrap();
+        let (mut pool, hold_tx) = held_worker_on(vs, WorkerOptions::default());
+        let attack: Vec<Vec<u8>> = (0..64).map(|k| packet(2, k)).collect();
+        let batch: Vec<(u32, &[u8])> = attack.iter().map(|f| (2, f.as_slice())).collect();
+        for _ in 0..40 {
+            pool.dispatch(&batch);
+        }
+        assert_eq!(
+            pool.front_drops(2),
+            512,
+            "VLAN rule to device {vlan_device}"
+        );
+        assert_eq!(
+            pool.port_drops(),
+            by_port,
+            "VLAN rule to device {vlan_device}"
+        );
+        hold_tx.send(()).unwrap();
+        pool.wait_idle();
+    }
 }
 
 /// A tenant's runtime calls through leases (how the Thrift and P4Runtime servers reach a

@@ -432,13 +432,20 @@ fn run_workers(
     let mut buf = Vec::new();
     let mut out: Vec<OutputPacket> = Vec::new();
     let mut ts = 0;
-    let mut write = |out: &mut Vec<OutputPacket>, ports: &mut dyn PortIo, ts| {
+    // Frames written since the last dispatch: given back to the pool with the next one, so
+    // their buffers go round (a multicasting device's bounded pool refills).
+    let mut written: Vec<OutputPacket> = Vec::new();
+    let mut write = |out: &mut Vec<OutputPacket>,
+                     written: &mut Vec<OutputPacket>,
+                     ports: &mut dyn PortIo,
+                     ts| {
         for o in out.drain(..) {
             if ports.send(o.port, ts, &o.data)? {
                 sent += 1;
             } else {
                 discarded += 1;
             }
+            written.push(o);
         }
         anyhow::Ok(())
     };
@@ -451,6 +458,7 @@ fn run_workers(
         {
             let mut g = lock_pool(pool);
             let pool = g.as_mut().expect("the pool runs until the loop ends");
+            pool.recycle_outputs(&mut written);
             pool.dispatch(&[(meta.port, &buf)]);
             if n % 65_536 == 0 && !p4rt {
                 // Digests nobody listens for are dropped, not hoarded (with P4Runtime the
@@ -463,12 +471,12 @@ fn run_workers(
                 pool.take_outputs(&mut out);
             }
         }
-        write(&mut out, ports, ts)?;
+        write(&mut out, &mut written, ports, ts)?;
     }
     let pool = lock_pool(pool).take().expect("running");
     let vs = pool.shutdown(&mut out);
     if transmit {
-        write(&mut out, ports, ts)?;
+        write(&mut out, &mut written, ports, ts)?;
     }
     ports.flush()?;
     println!("{n} packet(s) in, {sent} frame(s) out, {discarded} on unattached ports ({workers} workers)");

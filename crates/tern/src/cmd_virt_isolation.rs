@@ -1156,6 +1156,10 @@ fn suite(
                 "attacker_packets_in": astats.packets_in,
                 "attacker_overflow": a1.overflow,
                 "attacker_panics": astats.panics,
+                // Copies the attacker's bounded buffer pool could not take (h-pool), and
+                // frames the front dropped by port before classifying them.
+                "attacker_buffer_drops": astats.buffer_drops,
+                "front_port_drops": pool.port_drops(),
                 "victim_stages": stages_json,
                 "threads": sched_json,
             }));

@@ -1,9 +1,11 @@
 //! What the allocation tests over worker threads share: a global allocator that counts every
-//! thread's allocations while a window is open (each test file using it holds one test, so no
-//! other test's allocations run meanwhile), and basic.p4 set-up.
+//! thread's allocations (and frees) while a window is open, the thread that called
+//! [`start`] (the front) apart from the others (the workers) — each test file using it holds
+//! one test, so no other test's allocations run meanwhile — and basic.p4 set-up.
 #![allow(dead_code)] // each test file uses part of it
 
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use tern_runtime::{MatchParam, Runtime};
@@ -13,11 +15,53 @@ pub struct Counting;
 
 static COUNTING: AtomicBool = AtomicBool::new(false);
 static COUNT: AtomicU64 = AtomicU64::new(0);
+/// In the window: [front allocations, front frees, other threads' allocations, their frees].
+static BY_THREAD: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
 
-/// Open the counting window (from zero).
+thread_local! {
+    /// The thread that opened the window (const-initialised, no destructor: reading it
+    /// inside the allocator allocates nothing).
+    static FRONT: Cell<bool> = const { Cell::new(false) };
+}
+
+/// What a window counted, by thread.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ByThread {
+    pub front_allocs: u64,
+    pub front_frees: u64,
+    pub worker_allocs: u64,
+    pub worker_frees: u64,
+}
+
+fn tally(free: bool) {
+    if COUNTING.load(Ordering::Relaxed) {
+        let front = FRONT.with(Cell::get);
+        let i = usize::from(!front) * 2 + usize::from(free);
+        BY_THREAD[i].fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Open the counting window (from zero); the calling thread is the front.
 pub fn start() {
+    FRONT.with(|f| f.set(true));
     COUNT.store(0, Ordering::SeqCst);
+    for c in &BY_THREAD {
+        c.store(0, Ordering::SeqCst);
+    }
     COUNTING.store(true, Ordering::SeqCst);
+}
+
+/// Close the window: allocations (and reallocations) and frees, the front's and the other
+/// threads' apart.
+pub fn stop_by_thread() -> ByThread {
+    COUNTING.store(false, Ordering::SeqCst);
+    let n = |i: usize| BY_THREAD[i].load(Ordering::SeqCst);
+    ByThread {
+        front_allocs: n(0),
+        front_frees: n(1),
+        worker_allocs: n(2),
+        worker_frees: n(3),
+    }
 }
 
 /// Close the window: the allocations counted in it.
@@ -26,17 +70,19 @@ pub fn stop() -> u64 {
     COUNT.load(Ordering::SeqCst)
 }
 
-// SAFETY: every call is passed to the system allocator unchanged; the counters are atomics,
-// which never allocate.
+// SAFETY: every call is passed to the system allocator unchanged; the counters are atomics
+// and a const-initialised thread-local without destructor, which never allocate.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
         if COUNTING.load(Ordering::Relaxed) {
             COUNT.fetch_add(1, Ordering::Relaxed);
         }
+        tally(false);
         // SAFETY: forwarded with the caller's layout.
         unsafe { System.alloc(l) }
     }
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        tally(true);
         // SAFETY: `p` came from `System.alloc` with layout `l`.
         unsafe { System.dealloc(p, l) }
     }
@@ -44,6 +90,7 @@ unsafe impl GlobalAlloc for Counting {
         if COUNTING.load(Ordering::Relaxed) {
             COUNT.fetch_add(1, Ordering::Relaxed);
         }
+        tally(false);
         // SAFETY: forwarded unchanged.
         unsafe { System.realloc(p, l, n) }
     }
