@@ -103,6 +103,8 @@ fn fast_lane_matches_the_general_path_and_the_interpreter() {
     // The same packets again in bursts of 1 to 8 through `process_batch` (the whole burst
     // on the lane, one pipeline context for it).
     let mut batched = mk();
+    // ... and through `process_burst` (outputs back to back in one buffer, descriptors).
+    let mut bursts = mk();
     slow.use_slow_path();
     interp.use_interpreter();
     assert_eq!(lane.lane_why_not(), None, "{}", lane.native_summary());
@@ -110,16 +112,20 @@ fn fast_lane_matches_the_general_path_and_the_interpreter() {
     // where it stops.
     assert!(lane.lane_generated(), "{}", lane.native_summary());
     assert!(batched.lane_generated(), "{}", batched.native_summary());
+    assert!(bursts.lane_generated(), "{}", bursts.native_summary());
     // The IPv4 checksum update runs inside the generated emit function on the native
     // switches (the interpreter's runs the planned Rust path).
     assert!(lane.has_native_checksums(), "{}", lane.native_summary());
     assert_eq!(slow.lane_why_not().as_deref(), Some("turned off"));
     assert!(interp.lane_why_not().is_some());
-    for sw in [&mut lane, &mut slow, &mut interp, &mut batched] {
+    for sw in [&mut lane, &mut slow, &mut interp, &mut batched, &mut bursts] {
         setup(sw);
     }
     let (mut burst, mut burst_out, mut burst_digests) = (Vec::new(), Vec::new(), Vec::new());
     let mut o4 = Vec::new();
+    // Packet of the burst of each output one by one, packets of the burst that sent none.
+    let (mut burst_of, mut burst_drops) = (Vec::new(), 0u64);
+    let mut o5 = tern_dataplane::BurstOut::new();
     let mut rng = 0x9e37_79b9_7f4a_7c15u64;
     let mut next = move || {
         rng ^= rng << 13;
@@ -172,6 +178,8 @@ fn fast_lane_matches_the_general_path_and_the_interpreter() {
         );
         assert_eq!(da, db, "packet {k}: digests");
         assert_eq!(da, dc, "packet {k}: digests (interpreter)");
+        burst_of.extend(a.iter().map(|_| burst.len() as u32));
+        burst_drops += u64::from(a.is_empty());
         burst.push((port, f));
         burst_out.extend(a);
         burst_digests.extend(da);
@@ -188,6 +196,28 @@ fn fast_lane_matches_the_general_path_and_the_interpreter() {
                 burst_digests,
                 "burst ending at {k}: digests"
             );
+            // Appended after what the buffer holds (cleared every other burst).
+            let before = o5.len();
+            let dropped = bursts.process_burst(&pkts, &mut o5);
+            let got: Vec<(u32, Vec<u8>)> = o5
+                .iter()
+                .skip(before)
+                .map(|(p, _, d)| (p, d.to_vec()))
+                .collect();
+            assert_eq!(got, burst_out, "burst ending at {k}: process_burst");
+            let of: Vec<u32> = o5.iter().skip(before).map(|(_, i, _)| i).collect();
+            assert_eq!(of, burst_of, "burst ending at {k}: packet of each output");
+            assert_eq!(dropped, burst_drops, "burst ending at {k}: packets dropped");
+            assert_eq!(
+                bursts.take_digests(),
+                burst_digests,
+                "burst ending at {k}: digests (process_burst)"
+            );
+            if k % 2 == 0 {
+                o5.clear();
+            }
+            burst_of.clear();
+            burst_drops = 0;
             burst.clear();
             burst_out.clear();
             burst_digests.clear();
@@ -197,6 +227,14 @@ fn fast_lane_matches_the_general_path_and_the_interpreter() {
         }
     }
     assert_eq!(cells(&batched), cells(&slow), "batched");
+    assert_eq!(cells(&bursts), cells(&slow), "process_burst");
+    assert_eq!(
+        bursts.lane_counts(),
+        lane.lane_counts(),
+        "burst lane counts"
+    );
+    assert_eq!(bursts.passes(), lane.passes(), "burst pipeline passes");
+    assert_eq!(batched.passes(), lane.passes(), "batched pipeline passes");
     assert_eq!(
         batched.lane_counts(),
         lane.lane_counts(),

@@ -475,6 +475,11 @@ impl Native {
         self.lane.is_some()
     }
 
+    /// Most bytes the emit function writes (the headers of one packet).
+    pub fn emit_max(&self) -> usize {
+        self.emit_max
+    }
+
     /// Whether that function resets the PHV itself (its caller then skips `Phv::reset`).
     pub fn lane_resets_phv(&self) -> bool {
         self.lane.is_some() && self.lane_resets
@@ -500,6 +505,49 @@ impl Native {
         out: &mut Vec<u8>,
         emit_off: &mut Vec<u32>,
     ) -> Option<LaneEnd> {
+        let entry = self.lane_enter(lc, eng, st, pkt, now, nqueues, emit_off)?;
+        out.clear();
+        out.reserve(entry.room(data.len()));
+        // SAFETY: `lane_enter` just pointed the context at these live borrows of `eng`, `st`,
+        // `pkt` and `emit_off`, untouched until the call returns; `out`'s spare capacity is at
+        // least `entry.room(data.len())` bytes (reserved just above) and cannot overlap `data`
+        // (a shared borrow beside `out`'s exclusive one).
+        let r = unsafe {
+            entry.call(
+                lc,
+                data,
+                port,
+                out.spare_capacity_mut().as_mut_ptr().cast::<u8>(),
+            )
+        };
+        let end = self.lane_status(r, lc, pkt, data.len());
+        if let LaneEnd::Sent { bytes, .. } = end {
+            // SAFETY: `lane_status` bounds `bytes` by the room reserved above; every byte of
+            // `[0, bytes)` was written by the call (`LaneEntry::call`'s contract).
+            unsafe { out.set_len(bytes) };
+        }
+        Some(end)
+    }
+
+    /// Point `lc` at a burst's packet instance, state and engine, once for the burst (the
+    /// lane function's fixed inputs: the pipeline context, the clock, the priority queues,
+    /// the emit offsets, the stack indexes), after the checks that make the later calls
+    /// safe (the PHV and its arrays belong to this program, `emit_off` is long enough).
+    /// `None` when there is no lane function. The context is valid for
+    /// [`LaneEntry::call`] while these borrows are not used otherwise; after anything else
+    /// touched them (a packet handed to the general path, a new packet instance), enter again.
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    pub fn lane_enter(
+        &self,
+        lc: &mut LaneCtx,
+        eng: &Engine,
+        st: &mut State,
+        pkt: &mut Pkt,
+        now: u64,
+        nqueues: u64,
+        emit_off: &mut Vec<u32>,
+    ) -> Option<LaneEntry> {
         let f = self.lane?;
         self.check_phv(&pkt.phv);
         assert!(
@@ -509,54 +557,107 @@ impl Native {
         if emit_off.len() < self.headers {
             emit_off.resize(self.headers, 0);
         }
-        out.clear();
-        out.reserve(self.emit_max + data.len());
         lc.burst.enter(eng, st, pkt);
-        lc.data = data.as_ptr();
-        lc.len = data.len() as u64;
-        lc.port = u64::from(port);
         lc.now = now;
         lc.nqueues = nqueues;
-        lc.out = out.spare_capacity_mut().as_mut_ptr().cast::<u8>();
         lc.emit_off = emit_off.as_mut_ptr();
         lc.stack_next = pkt.phv.stack_next.as_mut_ptr();
-        // SAFETY: the parser, pipelines and emit function it calls are this module's, generated
-        // for this engine's layout, and the sizes were checked just above (the PHV, validity
-        // and stack-index arrays have the layout's lengths): their own safety arguments hold
-        // (see `Native::parse_bytes`, `Pipes::run_at_in`, `Native::emit_csum`): the parser
-        // reads `data` only below `len`; the pipelines get the context `enter` pointed at live
-        // exclusive borrows of `eng`, `st` and `pkt`, untouched until the call returns; the
-        // emit function writes at most `emit_max` bytes at `out`'s spare capacity (reserved
-        // above, with `data.len()` more for the payload the lane code copies after them from
-        // `data`, at most `data.len()` bytes, which cannot overlap the output's own buffer)
-        // and `u32`s below `headers` in `emit_off` (at least that long). The lane code
-        // itself stores only inside the PHV (plain standard-metadata slots, checked in
-        // `spec`) and into the context's own words, and reads `length_reg` of the packet the
-        // context points at.
-        let r = unsafe { f(lc) };
+        Some(LaneEntry {
+            f,
+            emit_max: self.emit_max,
+        })
+    }
+
+    /// What the status `r` of [`LaneEntry::call`] (for a frame of `len` bytes) means; sets
+    /// `pkt.payload_off` (the parsed length). [`LaneEnd::Sent`]'s `bytes` is bounded by
+    /// [`LaneEntry::room`].
+    #[inline(always)]
+    pub fn lane_status(&self, r: i64, lc: &mut LaneCtx, pkt: &mut Pkt, len: usize) -> LaneEnd {
         pkt.payload_off = lc.cursor as usize;
         let port = lc.eport as u32;
-        let sent = |n: u64, left: bool, out: &mut Vec<u8>| {
-            let n = (n as usize).min(self.emit_max + data.len());
-            // SAFETY: as in `Native::emit`: every byte of `[0, n)` was written, within the
-            // reserved capacity: the headers by the emit loop (`[0, e)`, `e <= emit_max`),
-            // then (not `left`) the `len - min(cursor, len) <= data.len()` payload bytes by
-            // the `memcpy` at `e`.
-            unsafe { out.set_len(n) };
-            LaneEnd::Sent {
-                bytes: n,
-                port,
-                csum_left: left,
-            }
+        let sent = |n: u64, left: bool| LaneEnd::Sent {
+            bytes: (n as usize).min(self.emit_max + len),
+            port,
+            csum_left: left,
         };
-        Some(match r {
-            n if n >= 0 => sent(n as u64, false, out),
+        match r {
+            n if n >= 0 => sent(n as u64, false),
             ST_DROP_INGRESS => LaneEnd::Dropped { passes: 1 },
             ST_DROP_EGRESS => LaneEnd::Dropped { passes: 2 },
             ST_INGRESS => LaneEnd::AfterIngress(lc.burst.result(lc.rc, pkt)),
             ST_EGRESS => LaneEnd::AfterEgress(lc.burst.result(lc.rc, pkt), port),
-            ST_CSUM_LEFT => sent(lc.n, true, out),
+            ST_CSUM_LEFT => sent(lc.n, true),
             _ => unreachable!("lane status {r}"),
-        })
+        }
+    }
+}
+
+/// The generated lane function of a program, for the packets of a burst
+/// ([`Native::lane_enter`]).
+#[derive(Clone, Copy)]
+pub struct LaneEntry {
+    f: LaneFn,
+    emit_max: usize,
+}
+
+impl LaneEntry {
+    /// Most bytes one packet of a `len`-byte frame writes at the output (headers and payload).
+    #[inline(always)]
+    pub fn room(&self, len: usize) -> usize {
+        self.emit_max + len
+    }
+
+    /// Whether a status of [`LaneEntry::call`] is "forwarded, this many bytes written".
+    #[inline(always)]
+    pub fn sent(r: i64) -> Option<usize> {
+        (r >= 0).then_some(r as usize)
+    }
+
+    /// Whether a status is a drop, and after how many pipeline passes (1 or 2).
+    #[inline(always)]
+    pub fn dropped(r: i64) -> Option<u64> {
+        match r {
+            ST_DROP_INGRESS => Some(1),
+            ST_DROP_EGRESS => Some(2),
+            _ => None,
+        }
+    }
+
+    /// The egress port of the last packet that went past the after-ingress decision.
+    #[inline(always)]
+    pub fn port(lc: &LaneCtx) -> u32 {
+        lc.eport as u32
+    }
+
+    /// One packet of `data` arriving on `port` through the lane function, its output written
+    /// at `out`: the status (see [`LaneEntry::sent`], [`LaneEntry::dropped`], else
+    /// [`Native::lane_status`]). The packet instance `lc` points at must have been renewed
+    /// for this frame (its registers and lengths; its PHV too unless the function resets it).
+    ///
+    /// # Safety
+    /// `lc` was set by [`Native::lane_enter`] (which returned `self`) over borrows that are
+    /// still live and have not been used otherwise since (nothing else reads or writes the
+    /// engine's state, the packet instance or the emit offsets during the call); `out` is
+    /// valid for writes of [`LaneEntry::room`]`(data.len())` bytes and does not overlap `data`.
+    #[inline(always)]
+    pub unsafe fn call(&self, lc: &mut LaneCtx, data: &[u8], port: u32, out: *mut u8) -> i64 {
+        lc.data = data.as_ptr();
+        lc.len = data.len() as u64;
+        lc.port = u64::from(port);
+        lc.out = out;
+        // SAFETY: the parser, pipelines and emit function it calls are this module's,
+        // generated for this engine's layout, and `lane_enter` checked the sizes (the PHV,
+        // validity and stack-index arrays have the layout's lengths, `emit_off` at least
+        // `headers` long): their own safety arguments hold (see `Native::parse_bytes`,
+        // `Pipes::run_at_in`, `Native::emit_csum`): the parser reads `data` only below `len`;
+        // the pipelines get the context `lane_enter` pointed at live exclusive borrows of the
+        // engine, state and packet, untouched until the call returns (the caller's contract);
+        // the emit function writes at most `emit_max` bytes at `out`, then the lane code copies
+        // at most `data.len()` payload bytes after them from `data` (the caller gave room for
+        // both, not overlapping `data`), and `u32`s below `headers` in `emit_off`. The lane
+        // code itself stores only inside the PHV (plain standard-metadata slots, checked in
+        // `spec`) and into the context's own words, and reads `length_reg` of the packet the
+        // context points at.
+        unsafe { (self.f)(lc) }
     }
 }

@@ -34,7 +34,7 @@
 use super::{fast_cache, fresh_pkt, renew_pkt, Flow, Job, Switch};
 use crate::compile::Engine;
 use crate::exec::{Pkt, PktRegs};
-use crate::jit::{BurstCtx, LaneCtx, LaneEnd};
+use crate::jit::{BurstCtx, LaneCtx, LaneEnd, LaneEntry};
 use crate::layout::{Phv, StdSlot};
 use tern_runtime::{OutputPacket, Port};
 
@@ -272,57 +272,7 @@ impl Switch {
                 ctx, eng, st, &mut pkt, data, port, now, nq, &mut bytes, &mut offs,
             );
             let end = end.expect("plan.gen: the lane function exists");
-            match end {
-                LaneEnd::Sent {
-                    port, csum_left, ..
-                } => {
-                    self.passes += 1;
-                    if csum_left {
-                        if let Some(plan) = &eng.csum_plan {
-                            eng.update_checksums_emitted(
-                                &mut st.ext,
-                                &mut pkt,
-                                plan,
-                                &offs,
-                                &mut bytes,
-                            );
-                        }
-                        bytes.extend_from_slice(&data[pkt.payload_off.min(data.len())..]);
-                    }
-                    st.emit_off = offs;
-                    if let Some(t) = pkt.regs.truncate {
-                        bytes.truncate(t as usize);
-                    }
-                    out.push(OutputPacket { port, data: bytes });
-                    self.lane_pkt = Some(pkt);
-                }
-                LaneEnd::Dropped { passes } => {
-                    st.emit_off = offs;
-                    self.passes += u64::from(passes) - 1;
-                    self.spare.push(bytes);
-                    self.lane_pkt = Some(pkt);
-                }
-                LaneEnd::AfterIngress(r) => {
-                    st.emit_off = offs;
-                    self.spare.push(bytes);
-                    if r.is_err() {
-                        self.lane_pkt = Some(pkt);
-                        return;
-                    }
-                    self.lane_mid(now, data, out, &mut ctx.burst, pkt);
-                }
-                LaneEnd::AfterEgress(r, port) => {
-                    st.emit_off = offs;
-                    self.spare.push(bytes);
-                    self.passes += 1;
-                    pkt.enq_ts = now;
-                    if r.is_err() {
-                        self.lane_pkt = Some(pkt);
-                        return;
-                    }
-                    self.lane_late(now, data, out, pkt, port);
-                }
-            }
+            self.lane_gen_end(end, pkt, bytes, offs, data, now, out, ctx);
             return;
         }
 
@@ -372,6 +322,216 @@ impl Switch {
             }
         }
         self.lane_mid(now, data, out, &mut ctx.burst, pkt);
+    }
+
+    /// The generated lane's packet after the call (`end`): a packet sent with its
+    /// checksums left to Rust, a drop, or one handed back after a pipeline goes on here as the
+    /// Rust lane does. `bytes` holds what the lane function wrote (a spare buffer), `offs`
+    /// the emit offsets taken out of the state (put back here). Counts the packet's passes
+    /// but the first (the caller's).
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn lane_gen_end(
+        &mut self,
+        end: LaneEnd,
+        mut pkt: Box<Pkt>,
+        mut bytes: Vec<u8>,
+        offs: Vec<u32>,
+        data: &[u8],
+        now: u64,
+        out: &mut Vec<OutputPacket>,
+        ctx: &mut LaneCtx,
+    ) {
+        let inst = &mut self.live;
+        let eng: &Engine = &inst.engine;
+        let st = &mut inst.state;
+        match end {
+            LaneEnd::Sent {
+                port, csum_left, ..
+            } => {
+                self.passes += 1;
+                if csum_left {
+                    if let Some(plan) = &eng.csum_plan {
+                        eng.update_checksums_emitted(
+                            &mut st.ext,
+                            &mut pkt,
+                            plan,
+                            &offs,
+                            &mut bytes,
+                        );
+                    }
+                    bytes.extend_from_slice(&data[pkt.payload_off.min(data.len())..]);
+                }
+                st.emit_off = offs;
+                if let Some(t) = pkt.regs.truncate {
+                    bytes.truncate(t as usize);
+                }
+                out.push(OutputPacket { port, data: bytes });
+                self.lane_pkt = Some(pkt);
+            }
+            LaneEnd::Dropped { passes } => {
+                st.emit_off = offs;
+                self.passes += u64::from(passes) - 1;
+                self.spare.push(bytes);
+                self.lane_pkt = Some(pkt);
+            }
+            LaneEnd::AfterIngress(r) => {
+                st.emit_off = offs;
+                self.spare.push(bytes);
+                if r.is_err() {
+                    self.lane_pkt = Some(pkt);
+                    return;
+                }
+                self.lane_mid(now, data, out, &mut ctx.burst, pkt);
+            }
+            LaneEnd::AfterEgress(r, port) => {
+                st.emit_off = offs;
+                self.spare.push(bytes);
+                self.passes += 1;
+                pkt.enq_ts = now;
+                if r.is_err() {
+                    self.lane_pkt = Some(pkt);
+                    return;
+                }
+                self.lane_late(now, data, out, pkt, port);
+            }
+        }
+    }
+
+    /// A burst through the generated lane ([`Switch::lane_generated`], the lane ready, no
+    /// shared externs: the caller checked), the outputs into `out`
+    /// ([`super::burst::BurstOut`]): the context's pointers and constants set once (again
+    /// only after a packet left the common case), the output buffer's room reserved once for
+    /// the whole burst, and per forwarded packet only: renew the lane's packet instance, call
+    /// the lane function with the output's next byte, write the descriptor. A packet the lane
+    /// function does not finish goes on as in [`Switch::process_lane`], its outputs copied.
+    /// Returns the number of packets that left no output.
+    pub(super) fn lane_burst(
+        &mut self,
+        now: u64,
+        pkts: &[(Port, &[u8])],
+        out: &mut super::burst::BurstOut,
+    ) -> u64 {
+        let n = pkts.len();
+        if n == 0 {
+            return 0;
+        }
+        let emit_max = self.live.engine.jit.as_ref().map_or(0, |j| j.emit_max());
+        // The room of the whole burst, checked (and reserved) once: headers and payload of
+        // every packet, and a descriptor each.
+        let room = pkts
+            .iter()
+            .fold(n * emit_max, |a, (_, d)| a.saturating_add(d.len()));
+        out.bytes.reserve(room);
+        out.descs.reserve(n);
+        let nq = self.opts.priority_queues.max(1) as u64;
+        let mut ctx = LaneCtx::new();
+        let mut dropped = 0u64;
+        let mut i = 0usize;
+        loop {
+            let inst = &mut self.live;
+            let eng: &Engine = &inst.engine;
+            let st = &mut inst.state;
+            let resets = inst.lane_plan.gen_resets;
+            let j = eng.jit.as_ref().expect("lane_generated: native code");
+            let mut pkt = match self.lane_pkt.take() {
+                Some(p) => p,
+                None => fresh_pkt(self.pool.pop(), &eng.layout, &[], false, 0),
+            };
+            st.ext.now_us = now;
+            let mut offs = std::mem::take(&mut st.emit_off);
+            let entry = j
+                .lane_enter(&mut ctx, eng, st, &mut pkt, now, nq, &mut offs)
+                .expect("lane_generated: the lane function exists");
+            // The output's next byte and descriptor, kept here (the vectors' lengths are set
+            // once the loop stops).
+            let (mut used, mut nd) = (out.bytes.len(), out.descs.len());
+            let bytes = out.bytes.as_mut_ptr();
+            let descs = out.descs.as_mut_ptr();
+            let (mut sent, mut drop_passes, start) = (0u64, 0u64, i);
+            let mut r = 0;
+            while i < n {
+                let (port, data) = pkts[i];
+                let len = data.len() as u32;
+                if resets {
+                    renew_bare(&mut pkt, len, port);
+                } else {
+                    super::renew_pkt(&mut pkt, &eng.layout, data, false, port);
+                }
+                // SAFETY: `lane_enter` pointed the context at `eng`, `st`, `*pkt` and `offs`,
+                // not used otherwise since (`renew_*` above only stores into the packet's
+                // registers, lengths and PHV bytes, in place, before the call; the PHV's
+                // arrays keep their addresses). `bytes + used` has room for
+                // `entry.room(data.len())` bytes: the room reserved above covers every packet
+                // of the burst, of which those before `i` used at most theirs; it cannot
+                // overlap `data`, a caller's slice beside `out`'s exclusive borrow.
+                r = unsafe { entry.call(&mut ctx, data, port, bytes.add(used)) };
+                let Some(w) = LaneEntry::sent(r) else {
+                    match LaneEntry::dropped(r) {
+                        Some(p) => {
+                            drop_passes += p;
+                            dropped += 1;
+                            i += 1;
+                            continue;
+                        }
+                        None => break,
+                    }
+                };
+                let mut w = w.min(entry.room(data.len()));
+                if let Some(t) = pkt.regs.truncate {
+                    w = w.min(t as usize);
+                }
+                // SAFETY: `nd < out.descs.len() + n` (one descriptor per forwarded packet of
+                // this burst, reserved above); the bytes `[used, used + w)` were written by the
+                // call (`w` bounded by its room).
+                unsafe {
+                    descs.add(nd).write(super::burst::OutDesc {
+                        port: LaneEntry::port(&ctx),
+                        pkt: i as u32,
+                        off: used,
+                        len: w,
+                    });
+                }
+                nd += 1;
+                used += w;
+                sent += 1;
+                i += 1;
+            }
+            // SAFETY: as above: every byte below `used` and every descriptor below `nd` was
+            // written, within the reserved capacity.
+            unsafe {
+                out.bytes.set_len(used);
+                out.descs.set_len(nd);
+            }
+            let ran = (i - start) as u64;
+            self.lane_counts[0] += ran;
+            self.passes += 2 * sent + drop_passes;
+            if i == n {
+                st.emit_off = offs;
+                self.lane_pkt = Some(pkt);
+                return dropped;
+            }
+            // Packet `i` left the common case: it goes on as in `process_lane`, its outputs
+            // copied into `out`.
+            let data = pkts[i].1;
+            let end = j.lane_status(r, &mut ctx, &mut pkt, data.len());
+            let mut spare = self.spare.pop().unwrap_or_default();
+            spare.clear();
+            if let LaneEnd::Sent { bytes: w, .. } = end {
+                spare.extend_from_slice(&out.bytes[used..used + w]);
+            }
+            self.lane_counts[0] += 1;
+            self.passes += 1;
+            let mut scratch = std::mem::take(&mut out.scratch);
+            self.lane_gen_end(end, pkt, spare, offs, data, now, &mut scratch, &mut ctx);
+            dropped += u64::from(out.push_outputs(i as u32, &scratch) == 0);
+            self.recycle_outputs(&mut scratch);
+            out.scratch = scratch;
+            // Room again for the rest (the copied outputs may have used some of it).
+            out.bytes.reserve(room);
+            out.descs.reserve(n - i);
+            i += 1;
+        }
     }
 
     /// The lane after the ingress pipeline ran (normally): the divergence test, the
