@@ -33,7 +33,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use tern_dataplane::{Switch, SwitchOptions};
+use tern_dataplane::{BurstOut, Switch, SwitchOptions};
 use tern_ports::afpacket::install_stop_signals;
 use tern_ports::{
     AnyLive, Capture, FilePorts, Held, LiveConfig, LivePorts, PortIo, PortSpec, RxMeta, RxRing,
@@ -1142,6 +1142,10 @@ fn replay_files(
     let (mut reader, outputs) = files.split_reader();
     let (index, mut writers) = outputs.into_parts();
     let mut held: Vec<Held> = Vec::with_capacity(RUN_BATCH);
+    // On the generated lane: the batch's outputs back to back in one buffer
+    // (`Switch::process_burst`), copied from there into the files' buffers.
+    let mut burst_out = BurstOut::new();
+    let mut pkts: Vec<(tern_runtime::Port, &[u8])> = Vec::with_capacity(RUN_BATCH);
     loop {
         // An input error met after some packets comes back on the next call, after those
         // packets are written (as [`RxBatch`] does).
@@ -1150,6 +1154,27 @@ fn replay_files(
             break;
         }
         st.rx += held.len() as u64;
+        pkts.clear();
+        pkts.extend(held.iter().map(|h| (h.meta.port, frames.held(h))));
+        if let Some((digests, dropped)) = switch_burst_out(sw, det, &held, &pkts, &mut burst_out)? {
+            (st.digests, st.dropped) = (st.digests + digests, st.dropped + dropped);
+            let wall = if wall_out { wall_ns() } else { 0 };
+            for d in burst_out.descs() {
+                match index.get(d.port) {
+                    Some(k) => {
+                        let ts = if wall_out {
+                            wall
+                        } else {
+                            held[d.pkt as usize].meta.ts_ns
+                        };
+                        writers[k].write_packet(ts, burst_out.data(d))?;
+                        st.tx += 1;
+                    }
+                    None => st.discarded += 1,
+                }
+            }
+            continue;
+        }
         if wall_out {
             // Every output of the batch has the same timestamp: no per-packet boundaries.
             let pkts = held.iter().map(|h| (h.meta.port, frames.held(h)));
@@ -1338,6 +1363,51 @@ fn switch_burst<'a>(
     // As in `switch_batch`: nobody reads `log_msg` lines or digests here.
     drop(s.take_log());
     Ok((s.take_digests().len() as u64, dropped))
+}
+
+/// The batch `pkts` (received as `held`) through [`Switch::process_burst_at`] into `out`
+/// (cleared first) when the switch runs the generated lane (`None` otherwise: the caller
+/// takes the `Vec` path): one clock reading for the batch, or with `deterministic` each run
+/// of packets with the same timestamp (in microseconds) as one burst at that clock (the
+/// switch clock follows packet time, as [`switch_batch`] does packet by packet). The outputs'
+/// `pkt` indexes count from the batch's first packet. Returns (digests, packets dropped).
+fn switch_burst_out(
+    sw: &Arc<Mutex<Switch>>,
+    deterministic: bool,
+    held: &[Held],
+    pkts: &[(tern_runtime::Port, &[u8])],
+    out: &mut BurstOut,
+) -> anyhow::Result<Option<(u64, u64)>> {
+    let mut s = sw
+        .lock()
+        .map_err(|_| anyhow::anyhow!("switch state poisoned by a panic"))?;
+    if !s.lane_generated() {
+        return Ok(None);
+    }
+    out.clear();
+    let dropped = if deterministic {
+        let mut dropped = 0;
+        let mut i = 0;
+        while i < pkts.len() {
+            let us = held[i].meta.ts_ns / 1000;
+            let j = i + held[i..]
+                .iter()
+                .take_while(|h| h.meta.ts_ns / 1000 == us)
+                .count();
+            s.set_clock_us(Some(us));
+            let first = out.len();
+            dropped += s.process_burst_at(us, &pkts[i..j], out);
+            out.renumber(first, i as u32);
+            i = j;
+        }
+        dropped
+    } else {
+        let now = s.now_us();
+        s.process_burst_at(now, pkts, out)
+    };
+    // As in `switch_batch`: nobody reads `log_msg` lines or digests here.
+    drop(s.take_log());
+    Ok(Some((s.take_digests().len() as u64, dropped)))
 }
 
 /// Write a processed batch's outputs in input order and count it: with wall-clock output

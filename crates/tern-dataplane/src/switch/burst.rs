@@ -76,6 +76,14 @@ impl BurstOut {
         self.descs.iter().map(|d| (d.port, d.pkt, self.data(d)))
     }
 
+    /// Add `base` to the packet index of the outputs from the `first`-th on (a caller that
+    /// cut its batch into several [`Switch::process_burst`] calls numbers them as one).
+    pub fn renumber(&mut self, first: usize, base: u32) {
+        for d in &mut self.descs[first..] {
+            d.pkt += base;
+        }
+    }
+
     /// Append one output (a copy of `data`).
     pub(super) fn push_copy(&mut self, port: Port, pkt: u32, data: &[u8]) {
         let off = self.bytes.len();
