@@ -31,5 +31,5 @@ pub mod workers;
 pub use tern_hash as hash;
 
 pub use switch::{
-    BurstOut, CompiledProgram, NativeSummary, OutDesc, Switch, SwitchError, SwitchOptions,
+    BurstOut, CompiledProgram, EmitSink, NativeSummary, OutDesc, Switch, SwitchError, SwitchOptions,
 };

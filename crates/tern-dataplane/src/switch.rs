@@ -45,7 +45,7 @@ mod burst;
 mod fast;
 mod fast_cache;
 
-pub use burst::{BurstOut, OutDesc};
+pub use burst::{BurstOut, EmitSink, OutDesc};
 
 /// What of a program runs as native code ([`Switch::native_summary`]).
 #[derive(Clone, Debug, Default)]

@@ -62,6 +62,11 @@ pub struct LaneCtx {
     rc: i64,
     /// Out: bytes emitted ([`ST_CSUM_LEFT`]).
     n: u64,
+    /// Per-port destinations (added for the direct writes of a burst, `switch::burst`): when
+    /// the egress port is below `nport_out` and `port_out[port]` is not null, the packet is
+    /// deparsed there instead of at `out` (same room). Null / 0: always at `out`.
+    port_out: *const *mut u8,
+    nport_out: u64,
 }
 
 // The pipelines take the lane context as their own: it must start with it.
@@ -83,7 +88,20 @@ impl LaneCtx {
             eport: 0,
             rc: 0,
             n: 0,
+            port_out: std::ptr::null(),
+            nport_out: 0,
         }
+    }
+}
+
+impl LaneCtx {
+    /// The per-port destinations of the next packets (`tbl`: `n` pointers indexed by egress
+    /// port, null for none; see the field): a packet to a port with one is deparsed there
+    /// instead of at [`LaneEntry::call`]'s `out`, with the same room (the caller of `call`
+    /// guarantees it for both). Null / 0: none.
+    pub fn set_port_out(&mut self, tbl: *const *mut u8, n: usize) {
+        self.port_out = tbl;
+        self.nport_out = if tbl.is_null() { 0 } else { n as u64 };
     }
 }
 
@@ -418,7 +436,25 @@ impl Gen<'_, '_> {
 
         // Deparse straight into the output.
         let (p, v) = (self.b.use_var(phv), self.b.use_var(valid));
-        let out = ld(&mut self, offset_of!(LaneCtx, out));
+        let out = {
+            // The port's own destination when the context has one for it (`port_out`).
+            let out = ld(&mut self, offset_of!(LaneCtx, out));
+            let np = ld(&mut self, offset_of!(LaneCtx, nport_out));
+            let inr = self.b.ins().icmp(IntCC::UnsignedLessThan, eport, np);
+            let (tb, join) = (self.b.create_block(), self.b.create_block());
+            self.b.append_block_param(join, i64t);
+            self.b.ins().brif(inr, tb, &[], join, &[out.into()]);
+            self.b.switch_to_block(tb);
+            let tbl = ld(&mut self, offset_of!(LaneCtx, port_out));
+            let at = self.b.ins().ishl_imm(eport, 3);
+            let at = self.b.ins().iadd(tbl, at);
+            let d = self.b.ins().load(i64t, mem(), at, 0);
+            let some = self.b.ins().icmp_imm(IntCC::NotEqual, d, 0);
+            let d = self.b.ins().select(some, d, out);
+            self.b.ins().jump(join, &[d.into()]);
+            self.b.switch_to_block(join);
+            self.b.block_params(join)[0]
+        };
         let offs = ld(&mut self, offset_of!(LaneCtx, emit_off));
         let call = self.b.ins().call(c.emit, &[p, v, out, offs]);
         let n = self.b.inst_results(call)[0];
@@ -562,6 +598,8 @@ impl Native {
         lc.nqueues = nqueues;
         lc.emit_off = emit_off.as_mut_ptr();
         lc.stack_next = pkt.phv.stack_next.as_mut_ptr();
+        // No per-port destinations unless the caller sets them again (`set_port_out`).
+        lc.set_port_out(std::ptr::null(), 0);
         Some(LaneEntry {
             f,
             emit_max: self.emit_max,
@@ -638,7 +676,8 @@ impl LaneEntry {
     /// `lc` was set by [`Native::lane_enter`] (which returned `self`) over borrows that are
     /// still live and have not been used otherwise since (nothing else reads or writes the
     /// engine's state, the packet instance or the emit offsets during the call); `out` is
-    /// valid for writes of [`LaneEntry::room`]`(data.len())` bytes and does not overlap `data`.
+    /// valid for writes of [`LaneEntry::room`]`(data.len())` bytes and does not overlap `data`,
+    /// and so is every non-null destination of [`LaneCtx::set_port_out`]'s table.
     #[inline(always)]
     pub unsafe fn call(&self, lc: &mut LaneCtx, data: &[u8], port: u32, out: *mut u8) -> i64 {
         lc.data = data.as_ptr();

@@ -95,14 +95,52 @@ impl BurstOut {
             len: data.len(),
         });
     }
+}
 
-    /// Append copies of `outs` (the outputs of packet `pkt`); returns how many.
-    pub(super) fn push_outputs(&mut self, pkt: u32, outs: &[OutputPacket]) -> usize {
-        for o in outs {
-            self.push_copy(o.port, pkt, &o.data);
-        }
-        outs.len()
+/// Destinations the generated lane deparses into straight, port by port (a pcap file's
+/// buffer, a ring): [`Switch::process_burst_into`] gives the lane function a table of write
+/// positions indexed by egress port, and a packet to a port with one is deparsed there (headers,
+/// checksums, payload), with no intermediate copy; the sink then finishes the record
+/// ([`EmitSink::wrote`]). Outputs not written in place (those of packets that left the lane's
+/// common case) come through [`EmitSink::output`], in order with the others.
+///
+/// # Safety
+/// After `begin(n, room)` returned `(tbl, len)` and until `end`: `tbl` points at `len`
+/// pointers, not moved; each non-null entry points at memory valid for writes of `room` bytes,
+/// touched by nothing else, and so it stays after each of up to `n` `wrote` calls (which may
+/// change the entries); the memory does not overlap the frames of the burst or the switch.
+pub unsafe trait EmitSink {
+    /// Up to `n` packets of at most `room` output bytes each may go out: the table of write
+    /// positions by port (see the trait's contract) and its length; `(null, 0)`: none.
+    fn begin(&mut self, n: usize, room: usize) -> (*const *mut u8, usize);
+    /// Packet `pkt` of the burst wrote its `len`-byte output to `port` at the table's
+    /// position: finish the record, move the position on.
+    fn wrote(&mut self, port: Port, pkt: u32, len: usize);
+    /// An output not written in place (copied): `false` if the sink has no destination for
+    /// `port` (then it is left in the [`BurstOut`]).
+    fn output(&mut self, port: Port, pkt: u32, data: &[u8]) -> bool;
+    /// The table's positions are no longer used (the burst ended, or a packet left the lane).
+    fn end(&mut self);
+}
+
+/// No destinations: every output in the [`BurstOut`].
+struct NoSink;
+
+// SAFETY: no table.
+unsafe impl EmitSink for NoSink {
+    #[inline(always)]
+    fn begin(&mut self, _: usize, _: usize) -> (*const *mut u8, usize) {
+        (std::ptr::null(), 0)
     }
+    fn wrote(&mut self, _: Port, _: u32, _: usize) {
+        unreachable!("no destinations")
+    }
+    #[inline(always)]
+    fn output(&mut self, _: Port, _: u32, _: &[u8]) -> bool {
+        false
+    }
+    #[inline(always)]
+    fn end(&mut self) {}
 }
 
 impl Switch {
@@ -123,19 +161,37 @@ impl Switch {
         pkts: &[(Port, &[u8])],
         out: &mut BurstOut,
     ) -> u64 {
+        self.process_burst_into(now, pkts, out, &mut NoSink)
+    }
+
+    /// [`Switch::process_burst_at`] with the outputs to the ports `sink` has a destination
+    /// for written there ([`EmitSink`]; on the generated lane the lane function deparses into
+    /// it), in order; the others appended to `out`.
+    pub fn process_burst_into<S: EmitSink + ?Sized>(
+        &mut self,
+        now: u64,
+        pkts: &[(Port, &[u8])],
+        out: &mut BurstOut,
+        sink: &mut S,
+    ) -> u64 {
         assert!(
             pkts.len() <= u32::MAX as usize,
             "a burst of more than 2^32 packets"
         );
         if self.shared.is_none() && self.lane_ready() && self.lane_generated() {
-            return self.lane_burst(now, pkts, out);
+            return self.lane_burst(now, pkts, out, sink);
         }
         // Every other switch: `process_batch`'s path, the outputs copied.
         let mut scratch = std::mem::take(&mut out.scratch);
         let mut dropped = 0;
         for (i, &(port, data)) in pkts.iter().enumerate() {
             self.process_at(now, port, data, &mut scratch);
-            dropped += u64::from(out.push_outputs(i as u32, &scratch) == 0);
+            dropped += u64::from(scratch.is_empty());
+            for o in &scratch {
+                if !sink.output(o.port, i as u32, &o.data) {
+                    out.push_copy(o.port, i as u32, &o.data);
+                }
+            }
             self.recycle_outputs(&mut scratch);
         }
         out.scratch = scratch;

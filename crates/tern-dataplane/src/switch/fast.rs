@@ -399,18 +399,21 @@ impl Switch {
     }
 
     /// A burst through the generated lane ([`Switch::lane_generated`], the lane ready, no
-    /// shared externs: the caller checked), the outputs into `out`
-    /// ([`super::burst::BurstOut`]): the context's pointers and constants set once (again
-    /// only after a packet left the common case), the output buffer's room reserved once for
-    /// the whole burst, and per forwarded packet only: renew the lane's packet instance, call
-    /// the lane function with the output's next byte, write the descriptor. A packet the lane
-    /// function does not finish goes on as in [`Switch::process_lane`], its outputs copied.
-    /// Returns the number of packets that left no output.
-    pub(super) fn lane_burst(
+    /// shared externs: the caller checked), the outputs into `sink`'s destinations
+    /// ([`super::burst::EmitSink`]: the lane function deparses straight into the destination
+    /// of the packet's port) or else into `out` ([`super::burst::BurstOut`]): the context's
+    /// pointers and constants set once (again only after a packet left the common case), the
+    /// room reserved once for the whole burst, and per forwarded packet only: renew the lane's
+    /// packet instance, call the lane function, account the output (the sink's `wrote`, or a
+    /// descriptor). A packet the lane function does not finish goes on as in
+    /// [`Switch::process_lane`], its outputs copied (to the sink first, in order). Returns the
+    /// number of packets that left no output.
+    pub(super) fn lane_burst<S: super::burst::EmitSink + ?Sized>(
         &mut self,
         now: u64,
         pkts: &[(Port, &[u8])],
         out: &mut super::burst::BurstOut,
+        sink: &mut S,
     ) -> u64 {
         let n = pkts.len();
         if n == 0 {
@@ -418,10 +421,13 @@ impl Switch {
         }
         let emit_max = self.live.engine.jit.as_ref().map_or(0, |j| j.emit_max());
         // The room of the whole burst, checked (and reserved) once: headers and payload of
-        // every packet, and a descriptor each.
-        let room = pkts
-            .iter()
-            .fold(n * emit_max, |a, (_, d)| a.saturating_add(d.len()));
+        // every packet in `out`, a descriptor each, and the largest packet's room `n` times in
+        // every destination of the sink.
+        let (total, longest) = pkts.iter().fold((0usize, 0usize), |(t, m), (_, d)| {
+            (t.saturating_add(d.len()), m.max(d.len()))
+        });
+        let room = total.saturating_add(n * emit_max);
+        let one = emit_max + longest;
         out.bytes.reserve(room);
         out.descs.reserve(n);
         let nq = self.opts.priority_queues.max(1) as u64;
@@ -443,6 +449,8 @@ impl Switch {
             let entry = j
                 .lane_enter(&mut ctx, eng, st, &mut pkt, now, nq, &mut offs)
                 .expect("lane_generated: the lane function exists");
+            let (tbl, np) = sink.begin(n - i, one);
+            ctx.set_port_out(tbl, np);
             // The output's next byte and descriptor, kept here (the vectors' lengths are set
             // once the loop stops).
             let (mut used, mut nd) = (out.bytes.len(), out.descs.len());
@@ -450,6 +458,7 @@ impl Switch {
             let descs = out.descs.as_mut_ptr();
             let (mut sent, mut drop_passes, start) = (0u64, 0u64, i);
             let mut r = 0;
+            let mut at = bytes;
             while i < n {
                 let (port, data) = pkts[i];
                 let len = data.len() as u32;
@@ -463,9 +472,12 @@ impl Switch {
                 // registers, lengths and PHV bytes, in place, before the call; the PHV's
                 // arrays keep their addresses). `bytes + used` has room for
                 // `entry.room(data.len())` bytes: the room reserved above covers every packet
-                // of the burst, of which those before `i` used at most theirs; it cannot
-                // overlap `data`, a caller's slice beside `out`'s exclusive borrow.
-                r = unsafe { entry.call(&mut ctx, data, port, bytes.add(used)) };
+                // of the burst, of which those before `i` used at most theirs; so does each
+                // non-null entry of the sink's table (`EmitSink`'s contract: room for
+                // `n - start` packets of `one >= entry.room(data.len())` bytes since `begin`).
+                // Neither can overlap `data`, a caller's slice beside these exclusive borrows.
+                at = unsafe { bytes.add(used) };
+                r = unsafe { entry.call(&mut ctx, data, port, at) };
                 let Some(w) = LaneEntry::sent(r) else {
                     match LaneEntry::dropped(r) {
                         Some(p) => {
@@ -481,19 +493,26 @@ impl Switch {
                 if let Some(t) = pkt.regs.truncate {
                     w = w.min(t as usize);
                 }
-                // SAFETY: `nd < out.descs.len() + n` (one descriptor per forwarded packet of
-                // this burst, reserved above); the bytes `[used, used + w)` were written by the
-                // call (`w` bounded by its room).
-                unsafe {
-                    descs.add(nd).write(super::burst::OutDesc {
-                        port: LaneEntry::port(&ctx),
-                        pkt: i as u32,
-                        off: used,
-                        len: w,
-                    });
+                let eport = LaneEntry::port(&ctx);
+                // SAFETY: `tbl` has `np` entries (the sink's contract).
+                if (eport as usize) < np && !unsafe { *tbl.add(eport as usize) }.is_null() {
+                    // Written at the port's destination.
+                    sink.wrote(eport, i as u32, w);
+                } else {
+                    // SAFETY: `nd < out.descs.len() + n` (one descriptor per forwarded packet
+                    // of this burst, reserved above); the bytes `[used, used + w)` were
+                    // written by the call (`w` bounded by its room).
+                    unsafe {
+                        descs.add(nd).write(super::burst::OutDesc {
+                            port: eport,
+                            pkt: i as u32,
+                            off: used,
+                            len: w,
+                        });
+                    }
+                    nd += 1;
+                    used += w;
                 }
-                nd += 1;
-                used += w;
                 sent += 1;
                 i += 1;
             }
@@ -507,24 +526,40 @@ impl Switch {
             self.lane_counts[0] += ran;
             self.passes += 2 * sent + drop_passes;
             if i == n {
+                sink.end();
                 st.emit_off = offs;
                 self.lane_pkt = Some(pkt);
                 return dropped;
             }
             // Packet `i` left the common case: it goes on as in `process_lane`, its outputs
-            // copied into `out`.
+            // copied to the sink or into `out`.
             let data = pkts[i].1;
             let end = j.lane_status(r, &mut ctx, &mut pkt, data.len());
             let mut spare = self.spare.pop().unwrap_or_default();
             spare.clear();
             if let LaneEnd::Sent { bytes: w, .. } = end {
-                spare.extend_from_slice(&out.bytes[used..used + w]);
+                // The headers were emitted where the lane function put them (the port's
+                // destination, or `at`), `w` bytes.
+                let eport = LaneEntry::port(&ctx) as usize;
+                // SAFETY: `tbl` has `np` entries; the destination holds the `w <= room` bytes
+                // the call wrote (checksums left to Rust: nothing else moved it since).
+                let src = match (eport < np).then(|| unsafe { *tbl.add(eport) }) {
+                    Some(d) if !d.is_null() => d,
+                    _ => at,
+                };
+                spare.extend_from_slice(unsafe { std::slice::from_raw_parts(src, w) });
             }
+            sink.end();
             self.lane_counts[0] += 1;
             self.passes += 1;
             let mut scratch = std::mem::take(&mut out.scratch);
             self.lane_gen_end(end, pkt, spare, offs, data, now, &mut scratch, &mut ctx);
-            dropped += u64::from(out.push_outputs(i as u32, &scratch) == 0);
+            dropped += u64::from(scratch.is_empty());
+            for o in &scratch {
+                if !sink.output(o.port, i as u32, &o.data) {
+                    out.push_copy(o.port, i as u32, &o.data);
+                }
+            }
             self.recycle_outputs(&mut scratch);
             out.scratch = scratch;
             // Room again for the rest (the copied outputs may have used some of it).
