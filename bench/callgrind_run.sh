@@ -72,7 +72,7 @@ read = (per(r"PortIo>::recv\b") + per(r"PortIo>::try_recv\b", a=sa, b=sb)
         + per(r"PortIo>::recv_held\b", r"HeldReader::recv_held\b"))
 # With the batch inlined into the run loop (`process_batch_ends`), the lane is what is left.
 switch = per(r"Switch::process_batch\b", r"Switch::process_batch_ends\b", r"Switch>::process_lane\b",
-             r"Switch::process_packet\b", r"Switch::process_at\b", r"Switch::process_burst",
+             r"Switch::process_packet\b", r"Switch::process_at\b", r"Switch>?::process_burst",
              r"Switch>::lane_burst\b")
 # The output sink (`replay_mapped`, since h-io3) is inlined into the loop: only the record
 # writer itself (`write_packet`, header and copy) is a function of its own there.

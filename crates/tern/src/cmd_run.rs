@@ -1476,7 +1476,7 @@ struct FileSink<'a, 'f> {
     wall: Option<u64>,
     /// The first packet of the current burst in `held`.
     base: u32,
-    /// Write positions by port (null: no file), rebuilt by `begin`.
+    /// Write positions by port (null: no file), renewed by `begin` (kept for the run).
     table: &'a mut Vec<*mut u8>,
     tx: u64,
     err: Option<tern_ports::PortError>,
@@ -1512,7 +1512,7 @@ impl<'a, 'f> FileSink<'a, 'f> {
 }
 
 /// Ports above this have no in-place destination (their outputs are copied).
-const MAX_DIRECT_PORT: u32 = 4096;
+const MAX_DIRECT_PORT: u32 = 1024;
 
 // SAFETY: the table is `self.table` (not resized until the next `begin`); each non-null entry
 // is a position `PortWriter::room_in_place` gave for `n` records of `room` bytes, moved on
@@ -1520,7 +1520,7 @@ const MAX_DIRECT_PORT: u32 = 4096;
 // until `end` (`output` is called only after `end`: `Switch::process_burst_into`'s order).
 unsafe impl EmitSink for FileSink<'_, '_> {
     fn begin(&mut self, n: usize, room: usize) -> (*const *mut u8, usize) {
-        self.table.clear();
+        // Sized once per run (ports without a file stay null); the files' entries renewed.
         for (port, k) in self.index.ports() {
             if port >= MAX_DIRECT_PORT {
                 continue;
@@ -1567,9 +1567,7 @@ unsafe impl EmitSink for FileSink<'_, '_> {
         true
     }
 
-    fn end(&mut self) {
-        self.table.clear();
-    }
+    fn end(&mut self) {}
 }
 
 impl BurstSink for FileSink<'_, '_> {
