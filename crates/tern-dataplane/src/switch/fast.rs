@@ -459,11 +459,16 @@ impl Switch {
             let (mut sent, mut drop_passes, start) = (0u64, 0u64, i);
             let mut r = 0;
             let mut at = bytes;
+            if resets {
+                // The whole instance once; per packet below only what a packet the lane
+                // function sent or dropped can have changed (`renew_sent`).
+                renew_bare(&mut pkt, 0, 0);
+            }
             while i < n {
                 let (port, data) = pkts[i];
                 let len = data.len() as u32;
                 if resets {
-                    renew_bare(&mut pkt, len, port);
+                    renew_sent(&mut pkt, len, port);
                 } else {
                     super::renew_pkt(&mut pkt, &eng.layout, data, false, port);
                 }
@@ -741,6 +746,21 @@ fn renew_bare(p: &mut Pkt, len: u32, port: u32) {
     p.payload_off = 0;
     p.regs = PktRegs::default();
     p.enq_ts = 0;
+    p.ingress_len = len;
+    p.length_reg = len;
+    p.ingress_port = port;
+}
+
+/// [`renew_bare`] of the lane's instance after a packet the generated lane function sent or
+/// dropped (or after `renew_bare`): the function stores only into the PHV (which it resets),
+/// the length register and the `len_saturated` and `truncate` registers; every other register
+/// a helper sets (clone, digest, resubmit, recirculate, a fault) or `exit` hands the packet back
+/// to Rust (`with_ctx` sets the context's `touched` word; `exit` is a return code), and the
+/// frame, `payload_off` and `enq_ts` are set on that path only.
+#[inline(always)]
+fn renew_sent(p: &mut Pkt, len: u32, port: u32) {
+    p.regs.truncate = None;
+    p.regs.len_saturated = false;
     p.ingress_len = len;
     p.length_reg = len;
     p.ingress_port = port;
