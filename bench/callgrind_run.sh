@@ -72,11 +72,12 @@ read = (per(r"PortIo>::recv\b") + per(r"PortIo>::try_recv\b", a=sa, b=sb)
         + per(r"PortIo>::recv_held\b", r"HeldReader::recv_held\b"))
 # With the batch inlined into the run loop (`process_batch_ends`), the lane is what is left.
 switch = per(r"Switch::process_batch\b", r"Switch::process_batch_ends\b", r"Switch>::process_lane\b",
-             r"Switch::process_packet\b", r"Switch::process_at\b")
+             r"Switch::process_packet\b", r"Switch::process_at\b", r"Switch>?::process_burst",
+             r"Switch>::lane_burst\b")
 # The output sink (`replay_mapped`, since h-io3) is inlined into the loop: only the record
 # writer itself (`write_packet`, header and copy) is a function of its own there.
 write = max(per(r"run_workers::send_output\b", r"PortIo>::send\b") + per(r"PortIo>::send_all\b"),
-            per(r"PcapFileWriter<W>::write_packet\b"))
+            per(r"PcapFileWriter<W>::write_packet\b") + per(r"PcapFileWriter<W>::commit_in_place\b"))
 rows = [
     ("whole program (delta of the two runs)", whole),
     ("run loop (`replay`)", loop),

@@ -46,14 +46,14 @@ def self_sum(pat):
     return sum((sb[k] - sa.get(k, 0)) / n for k in sb if re.search(pat, k))
 total = per(ia, ib, r"cmd_bench::run_single\b")
 batch = max(per(ia, ib, r"Switch::process_batch\b"), per(ia, ib, r"Switch::process_at\b"),
-            per(ia, ib, r"Switch::process_one\b"))
+            per(ia, ib, r"Switch::process_one\b"), per(ia, ib, r"Switch>?::process_burst"))
 parse = per(ia, ib, r"Flow::parse_and_verify\b")
 pipe = per(ia, ib, r"Engine>::run_pipeline\b")
 deparse = per(ia, ib, r"Engine>::deparse\b")
 csum = self_sum(r"csum\.rs:")
 rows = [
     ("whole timed loop (`run_single`)", total),
-    ("the switch (`process_batch` / `process_at` / `process_one`)", batch),
+    ("the switch (`process_batch` / `process_burst` / `process_at` / `process_one`)", batch),
     ("parser (`parse_and_verify`: native parse, standard metadata)", parse),
     ("ingress + egress pipelines (`run_pipeline`, both calls)", pipe),
     ("deparse (`Engine::deparse`: emit, checksum, payload)", deparse),

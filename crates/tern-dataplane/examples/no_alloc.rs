@@ -73,25 +73,37 @@ fn frames() -> Vec<Vec<u8>> {
     ]
 }
 
-/// (heap blocks allocated while processing `n` packets after warm-up, packets sent).
-fn measure(n: usize) -> (u64, usize) {
+/// (heap blocks allocated while processing `n` packets after warm-up, packets sent), through
+/// `process_batch` or (`burst`) `process_burst` (the outputs in one reused buffer).
+fn measure(n: usize, burst: bool) -> (u64, usize) {
     let mut sw = switch();
     let frames = frames();
     let batch: Vec<(u32, &[u8])> = (0..32)
         .map(|i| (1, frames[i % frames.len()].as_slice()))
         .collect();
     let mut out: Vec<OutputPacket> = Vec::with_capacity(64);
+    let mut bout = tern_dataplane::BurstOut::new();
+    let mut run = |sw: &mut Switch| -> usize {
+        if burst {
+            bout.clear();
+            sw.process_burst(&batch, &mut bout);
+            bout.len()
+        } else {
+            sw.process_batch(&batch, &mut out);
+            let k = out.len();
+            sw.recycle_outputs(&mut out);
+            k
+        }
+    };
     for _ in 0..8 {
-        sw.process_batch(&batch, &mut out);
-        sw.recycle_outputs(&mut out);
+        run(&mut sw);
     }
     let before = dhat::HeapStats::get().total_blocks;
     let mut sent = 0;
     for _ in 0..n / batch.len() {
-        sw.process_batch(&batch, &mut out);
-        sent += out.len();
-        sw.recycle_outputs(&mut out);
+        sent += run(&mut sw);
     }
+    assert!(!burst || sw.lane_generated(), "{}", sw.native_summary());
     // The packets took the fast lane (one path per packet, `switch/fast.rs`).
     let (taken, diverged) = sw.lane_counts();
     assert!(
@@ -105,8 +117,15 @@ fn measure(n: usize) -> (u64, usize) {
 fn main() {
     tern_fixtures::require!();
     let _prof = dhat::Profiler::builder().testing().build();
-    let (blocks, sent) = measure(100_000);
-    println!("100000 packets ({sent} forwarded): {blocks} heap blocks allocated");
+    for burst in [false, true] {
+        let (blocks, sent) = measure(100_000, burst);
+        let api = if burst {
+            "process_burst"
+        } else {
+            "process_batch"
+        };
+        println!("{api}: 100000 packets ({sent} forwarded): {blocks} heap blocks allocated");
+    }
 }
 
 #[test]
@@ -117,13 +136,18 @@ fn fast_path_does_not_allocate() {
     // allocates now and then while a test runs (4 blocks in about one run out of six on a
     // loaded machine, before and after fast path round 3 alike; never in `main` above). An
     // allocation on the fast path would show in every measurement: assert the least of three.
-    let (blocks, sent) = (0..3)
-        .map(|_| measure(20_000))
-        .min_by_key(|m| m.0)
-        .expect("three measurements");
-    // Half the frames are routed to port 2 (the LPM hit); the others are dropped.
-    assert_eq!(sent, 10_000);
-    assert_eq!(blocks, 0, "{blocks} heap blocks allocated on the fast path");
+    for burst in [false, true] {
+        let (blocks, sent) = (0..3)
+            .map(|_| measure(20_000, burst))
+            .min_by_key(|m| m.0)
+            .expect("three measurements");
+        // Half the frames are routed to port 2 (the LPM hit); the others are dropped.
+        assert_eq!(sent, 10_000, "burst {burst}");
+        assert_eq!(
+            blocks, 0,
+            "{blocks} heap blocks allocated on the fast path (burst {burst})"
+        );
+    }
     native_lookups_registers_and_counters_do_not_allocate();
 }
 

@@ -194,6 +194,8 @@ pub struct ParserBudget {
 /// Parser states charged as one unit of work ([`ParserBudget::units`]), about a pipeline
 /// pass: a state that only selects and moves on is a few instructions, a pass hundreds.
 pub const STATES_PER_UNIT: u64 = 64;
+// The generated lane divides by it with a shift.
+const _: () = assert!(STATES_PER_UNIT.is_power_of_two());
 
 impl Default for ParserBudget {
     fn default() -> Self {
@@ -219,6 +221,15 @@ impl ParserBudget {
         };
         self.states += used;
         self.units += used / STATES_PER_UNIT;
+    }
+
+    /// Add counts summed elsewhere (the generated lane's, `LaneCtx::flush_parser`): states
+    /// entered, work units (per packet, as [`ParserBudget::count`] rounds them) and timeouts.
+    #[inline(always)]
+    pub fn add(&mut self, states: u64, units: u64, timeouts: u64) {
+        self.states += states;
+        self.units += units;
+        self.timeouts += timeouts;
     }
 }
 

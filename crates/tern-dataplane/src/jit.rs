@@ -31,7 +31,7 @@ use std::sync::Mutex;
 mod lane;
 mod pipeline;
 
-pub use lane::{LaneCtx, LaneEnd};
+pub use lane::{LaneCtx, LaneEnd, LaneEntry};
 pub use pipeline::{BurstCtx, TablePath};
 
 use cranelift_codegen::ir::{self, condcodes::IntCC, types, AbiParam, InstBuilder, MemFlags};

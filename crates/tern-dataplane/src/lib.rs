@@ -30,4 +30,6 @@ pub mod workers;
 /// The hash algorithms (re-exported from `tern-hash`).
 pub use tern_hash as hash;
 
-pub use switch::{CompiledProgram, NativeSummary, Switch, SwitchError, SwitchOptions};
+pub use switch::{
+    BurstOut, CompiledProgram, EmitSink, NativeSummary, OutDesc, Switch, SwitchError, SwitchOptions,
+};

@@ -46,8 +46,11 @@ macro_rules! general_flow {
     };
 }
 
+mod burst;
 mod fast;
 mod fast_cache;
+
+pub use burst::{BurstOut, EmitSink, OutDesc};
 
 /// What of a program runs as native code ([`Switch::native_summary`]).
 #[derive(Clone, Debug, Default)]

@@ -103,6 +103,11 @@ fn fast_lane_matches_the_general_path_and_the_interpreter() {
     // The same packets again in bursts of 1 to 8 through `process_batch` (the whole burst
     // on the lane, one pipeline context for it).
     let mut batched = mk();
+    // ... and through `process_burst` (outputs back to back in one buffer, descriptors).
+    let mut bursts = mk();
+    // ... and through `process_burst_into`, the lane deparsing straight into the destinations
+    // of ports 1, 2 and 9 (`TestSink`), the other outputs in the burst buffer.
+    let mut direct = mk();
     slow.use_slow_path();
     interp.use_interpreter();
     assert_eq!(lane.lane_why_not(), None, "{}", lane.native_summary());
@@ -110,16 +115,30 @@ fn fast_lane_matches_the_general_path_and_the_interpreter() {
     // where it stops.
     assert!(lane.lane_generated(), "{}", lane.native_summary());
     assert!(batched.lane_generated(), "{}", batched.native_summary());
+    assert!(bursts.lane_generated(), "{}", bursts.native_summary());
+    assert!(direct.lane_generated(), "{}", direct.native_summary());
     // The IPv4 checksum update runs inside the generated emit function on the native
     // switches (the interpreter's runs the planned Rust path).
     assert!(lane.has_native_checksums(), "{}", lane.native_summary());
     assert_eq!(slow.lane_why_not().as_deref(), Some("turned off"));
     assert!(interp.lane_why_not().is_some());
-    for sw in [&mut lane, &mut slow, &mut interp, &mut batched] {
+    for sw in [
+        &mut lane,
+        &mut slow,
+        &mut interp,
+        &mut batched,
+        &mut bursts,
+        &mut direct,
+    ] {
         setup(sw);
     }
     let (mut burst, mut burst_out, mut burst_digests) = (Vec::new(), Vec::new(), Vec::new());
     let mut o4 = Vec::new();
+    // Packet of the burst of each output one by one, packets of the burst that sent none.
+    let (mut burst_of, mut burst_drops) = (Vec::new(), 0u64);
+    let mut o5 = tern_dataplane::BurstOut::new();
+    let (mut o6, mut sink) = (tern_dataplane::BurstOut::new(), TestSink::new(&[1, 2, 9]));
+    let mut in_place = 0;
     let mut rng = 0x9e37_79b9_7f4a_7c15u64;
     let mut next = move || {
         rng ^= rng << 13;
@@ -172,6 +191,8 @@ fn fast_lane_matches_the_general_path_and_the_interpreter() {
         );
         assert_eq!(da, db, "packet {k}: digests");
         assert_eq!(da, dc, "packet {k}: digests (interpreter)");
+        burst_of.extend(a.iter().map(|_| burst.len() as u32));
+        burst_drops += u64::from(a.is_empty());
         burst.push((port, f));
         burst_out.extend(a);
         burst_digests.extend(da);
@@ -188,6 +209,66 @@ fn fast_lane_matches_the_general_path_and_the_interpreter() {
                 burst_digests,
                 "burst ending at {k}: digests"
             );
+            // Appended after what the buffer holds (cleared every other burst).
+            let before = o5.len();
+            let dropped = bursts.process_burst(&pkts, &mut o5);
+            let got: Vec<(u32, Vec<u8>)> = o5
+                .iter()
+                .skip(before)
+                .map(|(p, _, d)| (p, d.to_vec()))
+                .collect();
+            assert_eq!(got, burst_out, "burst ending at {k}: process_burst");
+            let of: Vec<u32> = o5.iter().skip(before).map(|(_, i, _)| i).collect();
+            assert_eq!(of, burst_of, "burst ending at {k}: packet of each output");
+            assert_eq!(dropped, burst_drops, "burst ending at {k}: packets dropped");
+            assert_eq!(
+                bursts.take_digests(),
+                burst_digests,
+                "burst ending at {k}: digests (process_burst)"
+            );
+            if k % 2 == 0 {
+                o5.clear();
+            }
+            // In place: each destination's records, then what was left in the buffer, are
+            // the one-by-one outputs of those ports in order.
+            o6.clear();
+            sink.clear();
+            let now = direct.now_us();
+            let dropped = direct.process_burst_into(now, &pkts, &mut o6, &mut sink);
+            assert_eq!(
+                dropped, burst_drops,
+                "burst ending at {k}: dropped (in place)"
+            );
+            let want = |has: &dyn Fn(u32) -> bool| -> Vec<(u32, u32, Vec<u8>)> {
+                burst_out
+                    .iter()
+                    .zip(&burst_of)
+                    .filter(|((p, _), _)| has(*p))
+                    .map(|((p, d), i)| (*p, *i, d.clone()))
+                    .collect()
+            };
+            for port in [1, 2, 9] {
+                assert_eq!(
+                    sink.records(port),
+                    want(&|p| p == port),
+                    "burst ending at {k}: port {port} in place"
+                );
+            }
+            let rest: Vec<(u32, u32, Vec<u8>)> =
+                o6.iter().map(|(p, i, d)| (p, i, d.to_vec())).collect();
+            assert_eq!(
+                rest,
+                want(&|p| ![1, 2, 9].contains(&p)),
+                "burst ending at {k}: the other ports"
+            );
+            in_place += sink.wrote;
+            assert_eq!(
+                direct.take_digests(),
+                burst_digests,
+                "burst ending at {k}: digests (in place)"
+            );
+            burst_of.clear();
+            burst_drops = 0;
             burst.clear();
             burst_out.clear();
             burst_digests.clear();
@@ -197,6 +278,22 @@ fn fast_lane_matches_the_general_path_and_the_interpreter() {
         }
     }
     assert_eq!(cells(&batched), cells(&slow), "batched");
+    assert_eq!(cells(&bursts), cells(&slow), "process_burst");
+    assert_eq!(
+        bursts.lane_counts(),
+        lane.lane_counts(),
+        "burst lane counts"
+    );
+    assert_eq!(bursts.passes(), lane.passes(), "burst pipeline passes");
+    assert_eq!(cells(&direct), cells(&slow), "in place");
+    assert_eq!(
+        direct.lane_counts(),
+        lane.lane_counts(),
+        "in place lane counts"
+    );
+    assert_eq!(direct.passes(), lane.passes(), "in place pipeline passes");
+    assert!(in_place > 150, "{in_place} outputs deparsed in place");
+    assert_eq!(batched.passes(), lane.passes(), "batched pipeline passes");
     assert_eq!(
         batched.lane_counts(),
         lane.lane_counts(),
@@ -340,4 +437,88 @@ fn cache_hits_on_the_lane_match_the_uncached_switch() {
     assert!(s.invalidated > 0, "the barrier removed entries: {s}");
     assert_eq!(general.lane_counts(), (0, 0));
     assert_eq!(general.bcache_stats().expect("cache on"), s);
+}
+
+/// Destinations for `process_burst_into`: one buffer per port of `ports`, the records (packet,
+/// bytes) in the order they came, whether written in place by the lane or copied.
+struct TestSink {
+    ports: Vec<u32>,
+    bufs: Vec<Vec<u8>>,
+    recs: Vec<Vec<(u32, std::ops::Range<usize>)>>,
+    table: Vec<*mut u8>,
+    /// Outputs written in place.
+    wrote: usize,
+}
+
+impl TestSink {
+    fn new(ports: &[u32]) -> TestSink {
+        TestSink {
+            ports: ports.to_vec(),
+            bufs: vec![Vec::new(); ports.len()],
+            recs: vec![Vec::new(); ports.len()],
+            table: Vec::new(),
+            wrote: 0,
+        }
+    }
+
+    fn slot(&self, port: u32) -> Option<usize> {
+        self.ports.iter().position(|&p| p == port)
+    }
+
+    fn clear(&mut self) {
+        self.bufs.iter_mut().for_each(Vec::clear);
+        self.recs.iter_mut().for_each(Vec::clear);
+        self.wrote = 0;
+    }
+
+    fn records(&self, port: u32) -> Vec<(u32, u32, Vec<u8>)> {
+        let k = self.slot(port).expect("a port of the sink");
+        self.recs[k]
+            .iter()
+            .map(|(i, r)| (port, *i, self.bufs[k][r.clone()].to_vec()))
+            .collect()
+    }
+}
+
+// SAFETY: each table entry is the end of its port's buffer with room for `n` records of
+// `room` bytes reserved in `begin`, moved on by `wrote` only (one record each); `output`
+// (which may reallocate) comes only after `end`.
+unsafe impl tern_dataplane::EmitSink for TestSink {
+    fn begin(&mut self, n: usize, room: usize) -> (*const *mut u8, usize) {
+        let top = *self.ports.iter().max().unwrap_or(&0) as usize;
+        self.table = vec![std::ptr::null_mut(); top + 1];
+        for (k, &p) in self.ports.iter().enumerate() {
+            let b = &mut self.bufs[k];
+            b.reserve(n * room);
+            // SAFETY: within the capacity reserved just above.
+            self.table[p as usize] = unsafe { b.as_mut_ptr().add(b.len()) };
+        }
+        (self.table.as_ptr(), self.table.len())
+    }
+
+    fn wrote(&mut self, port: u32, pkt: u32, len: usize) {
+        let k = self.slot(port).expect("a port with a destination");
+        let b = &mut self.bufs[k];
+        let at = b.len();
+        // SAFETY: the lane wrote `len` bytes at the end of the buffer, within the room.
+        unsafe { b.set_len(at + len) };
+        self.recs[k].push((pkt, at..at + len));
+        // SAFETY: within the room reserved in `begin` (or one past its end).
+        self.table[port as usize] = unsafe { b.as_mut_ptr().add(at + len) };
+        self.wrote += 1;
+    }
+
+    fn output(&mut self, port: u32, pkt: u32, data: &[u8]) -> bool {
+        let Some(k) = self.slot(port) else {
+            return false;
+        };
+        let at = self.bufs[k].len();
+        self.bufs[k].extend_from_slice(data);
+        self.recs[k].push((pkt, at..at + data.len()));
+        true
+    }
+
+    fn end(&mut self) {
+        self.table.clear();
+    }
 }

@@ -196,3 +196,45 @@ fn a_parser_loop_ends_at_the_bound_with_parser_timeout_and_pays_for_it() {
     let c = sw.parser_counts();
     assert_eq!((c.max_states, c.states, c.timeouts), (100_000, 100_000, 1));
 }
+
+/// A burst through the generated lane (`Switch::process_burst`: the lane function runs
+/// packet after packet with its context set once) gives every packet the whole bound and
+/// counts exactly what packet-by-packet calls count: the states the lane function sums in its
+/// context reach the switch's counts once per burst, and nothing of one packet's budget is
+/// left to the next.
+#[test]
+fn a_burst_gives_every_packet_the_whole_bound_and_counts_as_one_by_one() {
+    let json = program(false);
+    // 0..=5 tags, 40 times over: 240 packets in one burst, a bound of 3 states.
+    let frames: Vec<Vec<u8>> = (0..240).map(|i| frame(i % 6)).collect();
+    let mut one = switch(&json, Path::Native, Some(3));
+    let want = run(&mut one, &frames);
+    let mut sw = switch(&json, Path::Native, Some(3));
+    let pkts: Vec<(u32, &[u8])> = frames.iter().map(|f| (0, f.as_slice())).collect();
+    let mut out = tern_dataplane::BurstOut::new();
+    let dropped = sw.process_burst(&pkts, &mut out);
+    assert_eq!(dropped, 0);
+    let got: Vec<(u32, u32, Vec<u8>)> = out.iter().map(|(p, i, d)| (p, i, d.to_vec())).collect();
+    assert_eq!(got.len(), want.len());
+    for (k, ((port, i, data), w)) in got.iter().zip(&want).enumerate() {
+        assert_eq!((*port, *i as usize), (w.port, k));
+        assert_eq!(data, &w.data, "packet {k}");
+    }
+    let (a, b) = (sw.parser_counts(), one.parser_counts());
+    assert_eq!(
+        (a.states, a.timeouts, a.units),
+        (b.states, b.timeouts, b.units)
+    );
+    // 1 + 2 + 3 + 3 × 3 states every six packets, three of them timed out.
+    assert_eq!((a.states, a.timeouts), (40 * 15, 40 * 3));
+    // Long parses: 1,000 states each in a loop (15 units each), in one burst.
+    let json = program(true);
+    let mut sw = switch(&json, Path::Native, Some(1000));
+    let frames: Vec<Vec<u8>> = (0..50).map(|_| frame(0)).collect();
+    let pkts: Vec<(u32, &[u8])> = frames.iter().map(|f| (0, f.as_slice())).collect();
+    out.clear();
+    sw.process_burst(&pkts, &mut out);
+    assert_eq!(out.len(), 50);
+    let c = sw.parser_counts();
+    assert_eq!((c.states, c.timeouts, c.units), (50_000, 50, 750));
+}

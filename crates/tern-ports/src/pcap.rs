@@ -995,6 +995,63 @@ impl<W: Write> PcapFileWriter<W> {
         Ok(())
     }
 
+    /// Room for `n` more records of at most `max` bytes each written in place (a deparser
+    /// writing a frame straight into the file buffer): where the next record's bytes go,
+    /// after the 16 bytes of its header, which [`PcapFileWriter::commit_in_place`] fills. The
+    /// position stays valid (and so do the ones `commit_in_place` returns, for `n` records in
+    /// all) until the writer is used otherwise.
+    pub fn room_in_place(&mut self, n: usize, max: usize) -> *mut u8 {
+        self.buf.reserve(n.saturating_mul(16 + max).max(16));
+        // SAFETY: `len + 16 <= capacity` (reserved just above).
+        unsafe { self.buf.as_mut_ptr().add(self.buf.len() + 16) }
+    }
+
+    /// The record whose `len` bytes were written in place (at the position the last
+    /// [`PcapFileWriter::room_in_place`] or `commit_in_place` gave) becomes one at `ts_ns`:
+    /// its header filled, the bytes cut to the snap length, counted. Returns where the next
+    /// record's bytes go. Not flushed (see [`PcapFileWriter::flush_if_full`]).
+    ///
+    /// # Safety
+    /// `len` bytes were written at that position, within the room `room_in_place` gave (of
+    /// which this is one of its `n` records), and the writer was not used otherwise since.
+    pub unsafe fn commit_in_place(&mut self, ts_ns: u64, len: usize) -> io::Result<*mut u8> {
+        let o = self.cfg.byte_order;
+        let (orig, cap) = self.cfg.record_lengths(len)?;
+        let ts = match self.last_ts {
+            Some((t, enc)) if t == ts_ns => enc,
+            _ => {
+                let enc = self.cfg.record_ts(ts_ns);
+                self.last_ts = Some((ts_ns, enc));
+                enc
+            }
+        };
+        let at = self.buf.len();
+        let mut h = [0u8; 16];
+        h[..8].copy_from_slice(&ts);
+        h[8..].copy_from_slice(&o.put_lengths(cap, orig));
+        // SAFETY: the header's 16 bytes and the record's `cap <= len` bytes after it lie within
+        // the room reserved by `room_in_place` (the caller's contract); those bytes were
+        // written (the caller's contract), the header just now; the next position is within
+        // the room while records remain (else it is only returned, not written).
+        unsafe {
+            let base = self.buf.as_mut_ptr();
+            std::ptr::copy_nonoverlapping(h.as_ptr(), base.add(at), 16);
+            let end = at + 16 + cap as usize;
+            self.buf.set_len(end);
+            self.packets += 1;
+            Ok(base.wrapping_add(end + 16))
+        }
+    }
+
+    /// Write the buffer out if it holds [`FILE_WRITE_CHUNK`] bytes or more (or anything,
+    /// with [`WriterConfig::flush_each_packet`]): after records written in place.
+    pub fn flush_if_full(&mut self) -> io::Result<()> {
+        if self.cfg.flush_each_packet || self.buf.len() >= FILE_WRITE_CHUNK {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
     /// Number of packets written.
     pub fn packets(&self) -> u64 {
         self.packets

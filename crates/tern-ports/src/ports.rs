@@ -637,6 +637,11 @@ impl PortIndex<'_> {
         self.specs.len()
     }
 
+    /// Each output's port and index (as [`PortIndex::get`] gives it), in port order.
+    pub fn ports(&self) -> impl Iterator<Item = (Port, usize)> + '_ {
+        self.specs.iter().enumerate().map(|(i, s)| (s.port, i))
+    }
+
     /// No outputs at all.
     pub fn is_empty(&self) -> bool {
         self.specs.is_empty()
@@ -665,6 +670,34 @@ impl PortWriter<'_> {
                 path: self.path.to_path_buf(),
                 error,
             })
+    }
+
+    /// [`PcapFileWriter::room_in_place`]: where the next record's bytes go, with room for `n`
+    /// records of at most `max` bytes.
+    #[inline]
+    pub fn room_in_place(&mut self, n: usize, max: usize) -> *mut u8 {
+        self.w.room_in_place(n, max)
+    }
+
+    /// [`PcapFileWriter::commit_in_place`].
+    ///
+    /// # Safety
+    /// As [`PcapFileWriter::commit_in_place`]'s.
+    #[inline]
+    pub unsafe fn commit_in_place(&mut self, ts_ns: u64, len: usize) -> Result<*mut u8, PortError> {
+        // SAFETY: the caller's contract is the callee's.
+        unsafe { self.w.commit_in_place(ts_ns, len) }.map_err(|error| PortError::Io {
+            path: self.path.to_path_buf(),
+            error,
+        })
+    }
+
+    /// [`PcapFileWriter::flush_if_full`].
+    pub fn flush_if_full(&mut self) -> Result<(), PortError> {
+        self.w.flush_if_full().map_err(|error| PortError::Io {
+            path: self.path.to_path_buf(),
+            error,
+        })
     }
 
     /// Write `packets` records encoded with [`PortWriter::config`], lying in `runs` in file

@@ -352,3 +352,49 @@ fn vectored_records_are_byte_identical() {
         assert!(w.get_ref().bytes == want, "snaplen {snaplen}");
     }
 }
+
+/// Records written in place (`room_in_place`, the bytes written at the position, then
+/// `commit_in_place`), in bursts of 1 to 5 with copied records (`write_packet`) between them,
+/// flushed when full: `PcapWriter`'s file byte for byte, in both byte orders, both
+/// resolutions, with and without a snap length (the record cut, the next one written over the
+/// rest).
+#[test]
+fn records_written_in_place_are_byte_identical() {
+    let many = frames(2000);
+    for order in [ByteOrder::Little, ByteOrder::Big] {
+        for res in [TsResolution::Micro, TsResolution::Nano] {
+            for snaplen in [0, 100] {
+                let c = cfg(order, res, snaplen);
+                let want = classic(c, &many);
+                let mut w = PcapFileWriter::new(Vec::new(), c).unwrap();
+                let (mut k, mut burst) = (0, 1);
+                while k < many.len() {
+                    let room = many[k..]
+                        .iter()
+                        .take(burst)
+                        .map(|f| f.1.len())
+                        .max()
+                        .unwrap();
+                    let mut at = w.room_in_place(burst, room);
+                    for (ts, d) in many[k..].iter().take(burst) {
+                        // SAFETY: `d.len() <= room`, one of the `burst` records asked for.
+                        unsafe {
+                            std::ptr::copy_nonoverlapping(d.as_ptr(), at, d.len());
+                            at = w.commit_in_place(*ts, d.len()).unwrap();
+                        }
+                    }
+                    k += burst.min(many.len() - k);
+                    if let Some((ts, d)) = many.get(k) {
+                        w.write_packet(*ts, d).unwrap();
+                        k += 1;
+                    }
+                    w.flush_if_full().unwrap();
+                    burst = burst % 5 + 1;
+                }
+                w.flush().unwrap();
+                assert_eq!(w.packets(), many.len() as u64);
+                assert_eq!(w.get_ref(), &want, "{order:?} {res:?} {snaplen}");
+            }
+        }
+    }
+}

@@ -3,7 +3,8 @@
 //! Owns: loading the program (P4-16 through tern's compiler, or BMv2 JSON), generating table
 //! entries and traffic that match each other, the timed runs, and the report (stdout, or JSON
 //! with `--json`). Entries go through [`tern_runtime::Runtime`] like any control plane's;
-//! packets go through [`Switch::process_batch`], with output buffers recycled.
+//! packets go through [`Switch::process_burst`] (outputs back to back in one buffer) when the
+//! switch runs the generated lane, else [`Switch::process_batch`] with output buffers recycled.
 //!
 //! Entries and traffic are derived from the same flow numbers: flow `k` has destination
 //! `10.r.r.h` (route `r = k mod routes`, host `h`), source `172.x.x.x`, UDP ports and MACs
@@ -17,7 +18,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
-use tern_dataplane::{Switch, SwitchOptions};
+use tern_dataplane::{BurstOut, Switch, SwitchOptions};
 use tern_model::{KeyTarget, MatchKind, Program};
 use tern_runtime::{MatchParam, OutputPacket, PacketPath, Runtime};
 
@@ -546,6 +547,10 @@ fn run_single(args: BenchArgs) -> anyhow::Result<ExitCode> {
         .collect();
     let mut mpps = Vec::new();
     let mut sent_total = 0u64;
+    // On the generated lane the outputs of a batch are written back to back into one buffer
+    // (`Switch::process_burst`); every other switch hands back one buffer per output.
+    let burst = sw.lane_generated();
+    let mut burst_out = BurstOut::new();
     for run in 0..args.runs {
         let (mut done, mut sent) = (0u64, 0u64);
         let mut bi = 0usize;
@@ -554,9 +559,15 @@ fn run_single(args: BenchArgs) -> anyhow::Result<ExitCode> {
         while done < args.packets {
             let b = &batches[bi];
             bi = (bi + 1) % batches.len();
-            sw.process_batch(b, &mut out);
-            sent += out.len() as u64;
-            sw.recycle_outputs(&mut out);
+            if burst {
+                sw.process_burst(b, &mut burst_out);
+                sent += burst_out.len() as u64;
+                burst_out.clear();
+            } else {
+                sw.process_batch(b, &mut out);
+                sent += out.len() as u64;
+                sw.recycle_outputs(&mut out);
+            }
             // No digest listener here: the learned samples are dropped, not queued forever.
             sw.discard_digests();
             done += b.len() as u64;

@@ -33,11 +33,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use tern_dataplane::{Switch, SwitchOptions};
+use tern_dataplane::{BurstOut, EmitSink, Switch, SwitchOptions};
 use tern_ports::afpacket::install_stop_signals;
 use tern_ports::{
-    AnyLive, Capture, FilePorts, Held, LiveConfig, LivePorts, PortIo, PortSpec, RxMeta, RxRing,
-    XdpPorts,
+    AnyLive, Capture, FilePorts, Held, LiveConfig, LivePorts, PortIndex, PortIo, PortSpec,
+    PortWriter, RxMeta, RxRing, XdpPorts,
 };
 use tern_runtime::{OutputPacket, PacketPath, Runtime};
 
@@ -1142,6 +1142,14 @@ fn replay_files(
     let (mut reader, outputs) = files.split_reader();
     let (index, mut writers) = outputs.into_parts();
     let mut held: Vec<Held> = Vec::with_capacity(RUN_BATCH);
+    // On the generated lane: the batch's outputs back to back in one buffer
+    // (`Switch::process_burst`), copied from there into the files' buffers.
+    let mut burst_out = BurstOut::new();
+    let mut pkts: Vec<(tern_runtime::Port, &[u8])> = Vec::with_capacity(RUN_BATCH);
+    // Records written in place (`FileSink`) unless an output is written packet by packet
+    // (a FIFO: flushed after each record).
+    let direct = writers.iter().all(|w| !w.config().flush_each_packet);
+    let mut table: Vec<*mut u8> = Vec::new();
     loop {
         // An input error met after some packets comes back on the next call, after those
         // packets are written (as [`RxBatch`] does).
@@ -1150,6 +1158,47 @@ fn replay_files(
             break;
         }
         st.rx += held.len() as u64;
+        pkts.clear();
+        pkts.extend(held.iter().map(|h| (h.meta.port, frames.held(h))));
+        if direct {
+            // The lane deparses straight into the files' buffers (`FileSink`).
+            let mut sink = FileSink::new(&index, &mut writers, &held, wall_out, &mut table);
+            let r = switch_burst_out(sw, det, &held, &pkts, &mut burst_out, &mut sink)?;
+            let (tx, err) = (sink.tx, sink.err.take());
+            if let Some(e) = err {
+                return Err(e.into());
+            }
+            if let Some((digests, dropped)) = r {
+                (st.digests, st.dropped) = (st.digests + digests, st.dropped + dropped);
+                // What is left in `burst_out` went to ports without a file.
+                st.tx += tx;
+                st.discarded += burst_out.len() as u64;
+                for w in writers.iter_mut() {
+                    w.flush_if_full()?;
+                }
+                continue;
+            }
+        }
+        let r = switch_burst_out(sw, det, &held, &pkts, &mut burst_out, &mut NoFiles)?;
+        if let Some((digests, dropped)) = r {
+            (st.digests, st.dropped) = (st.digests + digests, st.dropped + dropped);
+            let wall = if wall_out { wall_ns() } else { 0 };
+            for d in burst_out.descs() {
+                match index.get(d.port) {
+                    Some(k) => {
+                        let ts = if wall_out {
+                            wall
+                        } else {
+                            held[d.pkt as usize].meta.ts_ns
+                        };
+                        writers[k].write_packet(ts, burst_out.data(d))?;
+                        st.tx += 1;
+                    }
+                    None => st.discarded += 1,
+                }
+            }
+            continue;
+        }
         if wall_out {
             // Every output of the batch has the same timestamp: no per-packet boundaries.
             let pkts = held.iter().map(|h| (h.meta.port, frames.held(h)));
@@ -1338,6 +1387,193 @@ fn switch_burst<'a>(
     // As in `switch_batch`: nobody reads `log_msg` lines or digests here.
     drop(s.take_log());
     Ok((s.take_digests().len() as u64, dropped))
+}
+
+/// The batch `pkts` (received as `held`) through [`Switch::process_burst_at`] into `out`
+/// (cleared first) when the switch runs the generated lane (`None` otherwise: the caller
+/// takes the `Vec` path): one clock reading for the batch, or with `deterministic` each run
+/// of packets with the same timestamp (in microseconds) as one burst at that clock (the
+/// switch clock follows packet time, as [`switch_batch`] does packet by packet). The outputs'
+/// `pkt` indexes count from the batch's first packet. Returns (digests, packets dropped).
+fn switch_burst_out<S: BurstSink>(
+    sw: &Arc<Mutex<Switch>>,
+    deterministic: bool,
+    held: &[Held],
+    pkts: &[(tern_runtime::Port, &[u8])],
+    out: &mut BurstOut,
+    sink: &mut S,
+) -> anyhow::Result<Option<(u64, u64)>> {
+    let mut s = sw
+        .lock()
+        .map_err(|_| anyhow::anyhow!("switch state poisoned by a panic"))?;
+    if !s.lane_generated() {
+        return Ok(None);
+    }
+    out.clear();
+    let dropped = if deterministic {
+        let mut dropped = 0;
+        let mut i = 0;
+        while i < pkts.len() {
+            let us = held[i].meta.ts_ns / 1000;
+            let j = i + held[i..]
+                .iter()
+                .take_while(|h| h.meta.ts_ns / 1000 == us)
+                .count();
+            s.set_clock_us(Some(us));
+            let first = out.len();
+            sink.set_base(i as u32);
+            dropped += s.process_burst_into(us, &pkts[i..j], out, sink);
+            out.renumber(first, i as u32);
+            i = j;
+        }
+        dropped
+    } else {
+        let now = s.now_us();
+        s.process_burst_into(now, pkts, out, sink)
+    };
+    // As in `switch_batch`: nobody reads `log_msg` lines or digests here.
+    drop(s.take_log());
+    Ok(Some((s.take_digests().len() as u64, dropped)))
+}
+
+/// An [`EmitSink`] that can start a batch's packet numbering anywhere (a deterministic batch
+/// cut into runs of one timestamp, [`switch_burst_out`]).
+trait BurstSink: EmitSink {
+    fn set_base(&mut self, base: u32);
+}
+
+/// No files: every output in the [`BurstOut`].
+struct NoFiles;
+
+// SAFETY: no table.
+unsafe impl EmitSink for NoFiles {
+    fn begin(&mut self, _: usize, _: usize) -> (*const *mut u8, usize) {
+        (std::ptr::null(), 0)
+    }
+    fn wrote(&mut self, _: tern_runtime::Port, _: u32, _: usize) {
+        unreachable!("no destinations")
+    }
+    fn output(&mut self, _: tern_runtime::Port, _: u32, _: &[u8]) -> bool {
+        false
+    }
+    fn end(&mut self) {}
+}
+
+impl BurstSink for NoFiles {
+    fn set_base(&mut self, _: u32) {}
+}
+
+/// The output files of a [`replay_files`] batch as the generated lane's destinations: the
+/// lane deparses a packet straight into its port's file buffer, after a 16-byte hole that
+/// [`EmitSink::wrote`] fills with the record header (the packet's timestamp, or the batch's
+/// wall clock read once). Outputs copied (those of packets that left the lane) are written
+/// as records in the same order. A write error is kept for the caller (the first one).
+struct FileSink<'a, 'f> {
+    index: &'a PortIndex<'f>,
+    writers: &'a mut [PortWriter<'f>],
+    held: &'a [Held],
+    /// The output timestamp of every record (wall clock), or `None`: the packet's own.
+    wall: Option<u64>,
+    /// The first packet of the current burst in `held`.
+    base: u32,
+    /// Write positions by port (null: no file), renewed by `begin` (kept for the run).
+    table: &'a mut Vec<*mut u8>,
+    tx: u64,
+    err: Option<tern_ports::PortError>,
+}
+
+impl<'a, 'f> FileSink<'a, 'f> {
+    fn new(
+        index: &'a PortIndex<'f>,
+        writers: &'a mut [PortWriter<'f>],
+        held: &'a [Held],
+        wall_out: bool,
+        table: &'a mut Vec<*mut u8>,
+    ) -> Self {
+        FileSink {
+            index,
+            writers,
+            held,
+            wall: wall_out.then(wall_ns),
+            base: 0,
+            table,
+            tx: 0,
+            err: None,
+        }
+    }
+
+    #[inline]
+    fn ts(&self, pkt: u32) -> u64 {
+        match self.wall {
+            Some(t) => t,
+            None => self.held[(self.base + pkt) as usize].meta.ts_ns,
+        }
+    }
+}
+
+/// Ports above this have no in-place destination (their outputs are copied).
+const MAX_DIRECT_PORT: u32 = 1024;
+
+// SAFETY: the table is `self.table` (not resized until the next `begin`); each non-null entry
+// is a position `PortWriter::room_in_place` gave for `n` records of `room` bytes, moved on
+// only by `commit_in_place` (one record each, `wrote`), and nothing else uses the writers
+// until `end` (`output` is called only after `end`: `Switch::process_burst_into`'s order).
+unsafe impl EmitSink for FileSink<'_, '_> {
+    fn begin(&mut self, n: usize, room: usize) -> (*const *mut u8, usize) {
+        // Sized once per run (ports without a file stay null); the files' entries renewed.
+        for (port, k) in self.index.ports() {
+            if port >= MAX_DIRECT_PORT {
+                continue;
+            }
+            let p = port as usize;
+            if self.table.len() <= p {
+                self.table.resize(p + 1, std::ptr::null_mut());
+            }
+            self.table[p] = self.writers[k].room_in_place(n, room);
+        }
+        (self.table.as_ptr(), self.table.len())
+    }
+
+    #[inline]
+    fn wrote(&mut self, port: tern_runtime::Port, pkt: u32, len: usize) {
+        let ts = self.ts(pkt);
+        let Some(k) = self.index.get(port) else {
+            return;
+        };
+        // SAFETY: the lane wrote `len` bytes at this port's position (`table[port]`, given by
+        // this writer's `room_in_place` or last `commit_in_place`), within its room.
+        match unsafe { self.writers[k].commit_in_place(ts, len) } {
+            Ok(next) => {
+                self.table[port as usize] = next;
+                self.tx += 1;
+            }
+            Err(e) => {
+                self.err.get_or_insert(e);
+            }
+        }
+    }
+
+    fn output(&mut self, port: tern_runtime::Port, pkt: u32, data: &[u8]) -> bool {
+        let ts = self.ts(pkt);
+        let Some(k) = self.index.get(port) else {
+            return false;
+        };
+        match self.writers[k].write_packet(ts, data) {
+            Ok(()) => self.tx += 1,
+            Err(e) => {
+                self.err.get_or_insert(e);
+            }
+        }
+        true
+    }
+
+    fn end(&mut self) {}
+}
+
+impl BurstSink for FileSink<'_, '_> {
+    fn set_base(&mut self, base: u32) {
+        self.base = base;
+    }
 }
 
 /// Write a processed batch's outputs in input order and count it: with wall-clock output

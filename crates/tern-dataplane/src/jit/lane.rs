@@ -60,9 +60,8 @@ pub struct LaneCtx {
     stack_next: *mut u32,
     /// Out: the parsed length.
     cursor: u64,
-    /// In: the parser states the packet may enter (the switch's
-    /// [`crate::exec::ParserBudget::max_states`]); out: what is left of them (`u64::MAX`: ran
-    /// out). The parser reads and writes it as the word after `cursor`.
+    /// In: the parser states each packet may enter (the switch's
+    /// [`crate::exec::ParserBudget::max_states`], set once per burst; the code only reads it).
     states: u64,
     /// Out: the egress port (`egress_spec` at the after-ingress decision).
     eport: u64,
@@ -70,12 +69,22 @@ pub struct LaneCtx {
     rc: i64,
     /// Out: bytes emitted ([`ST_CSUM_LEFT`]).
     n: u64,
+    /// Per-port destinations (added for the direct writes of a burst, `switch::burst`): when
+    /// the egress port is below `nport_out` and `port_out[port]` is not null, the packet is
+    /// deparsed there instead of at `out` (same room). Null / 0: always at `out`.
+    port_out: *const *mut u8,
+    nport_out: u64,
+    /// Out, summed over the packets since [`LaneCtx::flush_parser`]: parser states entered,
+    /// work units (each packet's states / [`crate::exec::STATES_PER_UNIT`], rounded down) and
+    /// parses that ran out of states (`ParserTimeout`). The generated code adds to them, so a
+    /// burst's packets need no per-packet Rust for the parser's budget.
+    parsed_states: u64,
+    parser_units: u64,
+    parser_timeouts: u64,
 }
 
 // The pipelines take the lane context as their own: it must start with it.
 const _: () = assert!(offset_of!(LaneCtx, burst) == 0);
-// The parser's fifth argument: the cursor word, then the states word.
-const _: () = assert!(offset_of!(LaneCtx, states) == offset_of!(LaneCtx, cursor) + 8);
 
 impl LaneCtx {
     pub fn new() -> LaneCtx {
@@ -94,7 +103,33 @@ impl LaneCtx {
             eport: 0,
             rc: 0,
             n: 0,
+            port_out: std::ptr::null(),
+            nport_out: 0,
+            parsed_states: 0,
+            parser_units: 0,
+            parser_timeouts: 0,
         }
+    }
+}
+
+impl LaneCtx {
+    /// The per-port destinations of the next packets (`tbl`: `n` pointers indexed by egress
+    /// port, null for none; see the field): a packet to a port with one is deparsed there
+    /// instead of at [`LaneEntry::call`]'s `out`, with the same room (the caller of `call`
+    /// guarantees it for both). Null / 0: none.
+    pub fn set_port_out(&mut self, tbl: *const *mut u8, n: usize) {
+        self.port_out = tbl;
+        self.nport_out = if tbl.is_null() { 0 } else { n as u64 };
+    }
+
+    /// Add the parser's counts of the packets run since the last flush to `budget` and start
+    /// them again (call before anything reads the budget: after a burst, after one packet).
+    #[inline(always)]
+    pub fn flush_parser(&mut self, budget: &mut crate::exec::ParserBudget) {
+        budget.add(self.parsed_states, self.parser_units, self.parser_timeouts);
+        self.parsed_states = 0;
+        self.parser_units = 0;
+        self.parser_timeouts = 0;
     }
 }
 
@@ -347,9 +382,25 @@ impl Gen<'_, '_> {
         self.b
             .ins()
             .store(mem(), parsed, cursor, off32(offset_of!(LaneCtx, cursor)));
-        self.b
-            .ins()
-            .store(mem(), left, cursor, off32(offset_of!(LaneCtx, states)));
+        // The parser's budget, summed in the context (`LaneCtx::flush_parser`): `left` is
+        // `u64::MAX` when the packet ran out of states (it entered all `max_states`).
+        let out_of = self.b.ins().icmp_imm(IntCC::Equal, left, -1);
+        let rest = self.b.ins().isub(max_states, left);
+        let used = self.b.ins().select(out_of, max_states, rest);
+        let units = self.b.ins().ushr_imm(
+            used,
+            i64::from(crate::exec::STATES_PER_UNIT.trailing_zeros()),
+        );
+        let timeout = self.b.ins().uextend(i64t, out_of);
+        for (field, add) in [
+            (offset_of!(LaneCtx, parsed_states), used),
+            (offset_of!(LaneCtx, parser_units), units),
+            (offset_of!(LaneCtx, parser_timeouts), timeout),
+        ] {
+            let sum = ld(&mut self, field);
+            let sum = self.b.ins().iadd(sum, add);
+            self.b.ins().store(mem(), sum, lc, off32(field));
+        }
         let zero = self.b.ins().iconst(i64t, 0);
         let bad = if sp.verify {
             // `h_verify(lc)`: 0 or 1, negative on a fault (back to Rust as the ingress
@@ -460,7 +511,25 @@ impl Gen<'_, '_> {
 
         // Deparse straight into the output.
         let (p, v) = (self.b.use_var(phv), self.b.use_var(valid));
-        let out = ld(&mut self, offset_of!(LaneCtx, out));
+        let out = {
+            // The port's own destination when the context has one for it (`port_out`).
+            let out = ld(&mut self, offset_of!(LaneCtx, out));
+            let np = ld(&mut self, offset_of!(LaneCtx, nport_out));
+            let inr = self.b.ins().icmp(IntCC::UnsignedLessThan, eport, np);
+            let (tb, join) = (self.b.create_block(), self.b.create_block());
+            self.b.append_block_param(join, i64t);
+            self.b.ins().brif(inr, tb, &[], join, &[out.into()]);
+            self.b.switch_to_block(tb);
+            let tbl = ld(&mut self, offset_of!(LaneCtx, port_out));
+            let at = self.b.ins().ishl_imm(eport, 3);
+            let at = self.b.ins().iadd(tbl, at);
+            let d = self.b.ins().load(i64t, mem(), at, 0);
+            let some = self.b.ins().icmp_imm(IntCC::NotEqual, d, 0);
+            let d = self.b.ins().select(some, d, out);
+            self.b.ins().jump(join, &[d.into()]);
+            self.b.switch_to_block(join);
+            self.b.block_params(join)[0]
+        };
         let offs = ld(&mut self, offset_of!(LaneCtx, emit_off));
         // The emit loop and checksums inlined; checksums left to Rust: the bytes in `n`.
         let left = self.b.create_block();
@@ -516,6 +585,11 @@ impl Native {
         self.lane.is_some()
     }
 
+    /// Most bytes the emit function writes (the headers of one packet).
+    pub fn emit_max(&self) -> usize {
+        self.emit_max
+    }
+
     /// Whether that function resets the PHV itself (its caller then skips `Phv::reset`).
     pub fn lane_resets_phv(&self) -> bool {
         self.lane.is_some() && self.lane_resets
@@ -541,6 +615,50 @@ impl Native {
         out: &mut Vec<u8>,
         emit_off: &mut Vec<u32>,
     ) -> Option<LaneEnd> {
+        let entry = self.lane_enter(lc, eng, st, pkt, now, nqueues, emit_off)?;
+        out.clear();
+        out.reserve(entry.room(data.len()));
+        // SAFETY: `lane_enter` just pointed the context at these live borrows of `eng`, `st`,
+        // `pkt` and `emit_off`, untouched until the call returns; `out`'s spare capacity is at
+        // least `entry.room(data.len())` bytes (reserved just above) and cannot overlap `data`
+        // (a shared borrow beside `out`'s exclusive one).
+        let r = unsafe {
+            entry.call(
+                lc,
+                data,
+                port,
+                out.spare_capacity_mut().as_mut_ptr().cast::<u8>(),
+            )
+        };
+        lc.flush_parser(&mut st.parser);
+        let end = self.lane_status(r, lc, pkt, data.len());
+        if let LaneEnd::Sent { bytes, .. } = end {
+            // SAFETY: `lane_status` bounds `bytes` by the room reserved above; every byte of
+            // `[0, bytes)` was written by the call (`LaneEntry::call`'s contract).
+            unsafe { out.set_len(bytes) };
+        }
+        Some(end)
+    }
+
+    /// Point `lc` at a burst's packet instance, state and engine, once for the burst (the
+    /// lane function's fixed inputs: the pipeline context, the clock, the priority queues,
+    /// the emit offsets, the stack indexes), after the checks that make the later calls
+    /// safe (the PHV and its arrays belong to this program, `emit_off` is long enough).
+    /// `None` when there is no lane function. The context is valid for
+    /// [`LaneEntry::call`] while these borrows are not used otherwise; after anything else
+    /// touched them (a packet handed to the general path, a new packet instance), enter again.
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    pub fn lane_enter(
+        &self,
+        lc: &mut LaneCtx,
+        eng: &Engine,
+        st: &mut State,
+        pkt: &mut Pkt,
+        now: u64,
+        nqueues: u64,
+        emit_off: &mut Vec<u32>,
+    ) -> Option<LaneEntry> {
         let f = self.lane?;
         self.check_phv(&pkt.phv);
         assert!(
@@ -550,56 +668,111 @@ impl Native {
         if emit_off.len() < self.headers {
             emit_off.resize(self.headers, 0);
         }
-        out.clear();
-        out.reserve(self.emit_max + data.len());
         lc.states = st.parser.max_states;
         lc.burst.enter(eng, st, pkt);
-        lc.data = data.as_ptr();
-        lc.len = data.len() as u64;
-        lc.port = u64::from(port);
         lc.now = now;
         lc.nqueues = nqueues;
-        lc.out = out.spare_capacity_mut().as_mut_ptr().cast::<u8>();
         lc.emit_off = emit_off.as_mut_ptr();
         lc.stack_next = pkt.phv.stack_next.as_mut_ptr();
-        // SAFETY: the parser, pipelines and emit function it calls are this module's, generated
-        // for this engine's layout, and the sizes were checked just above (the PHV, validity
-        // and stack-index arrays have the layout's lengths): their own safety arguments hold
-        // (see `Native::parse_bytes`, `Pipes::run_at_in`, `Native::emit_csum`): the parser
-        // reads `data` only below `len`; the pipelines get the context `enter` pointed at live
-        // exclusive borrows of `eng`, `st` and `pkt`, untouched until the call returns; the
-        // emit function writes at most `emit_max` bytes at `out`'s spare capacity (reserved
-        // above, with `data.len()` more for the payload the lane code copies after them from
-        // `data`, at most `data.len()` bytes, which cannot overlap the output's own buffer)
-        // and `u32`s below `headers` in `emit_off` (at least that long). The lane code
-        // itself stores only inside the PHV (plain standard-metadata slots, checked in
-        // `spec`) and into the context's own words, and reads `length_reg` of the packet the
-        // context points at.
-        let r = unsafe { f(lc) };
+        // No per-port destinations unless the caller sets them again (`set_port_out`).
+        lc.set_port_out(std::ptr::null(), 0);
+        Some(LaneEntry {
+            f,
+            emit_max: self.emit_max,
+        })
+    }
+
+    /// What the status `r` of [`LaneEntry::call`] (for a frame of `len` bytes) means; sets
+    /// `pkt.payload_off` (the parsed length). [`LaneEnd::Sent`]'s `bytes` is bounded by
+    /// [`LaneEntry::room`].
+    #[inline(always)]
+    pub fn lane_status(&self, r: i64, lc: &mut LaneCtx, pkt: &mut Pkt, len: usize) -> LaneEnd {
         pkt.payload_off = lc.cursor as usize;
-        st.parser.count(lc.states);
         let port = lc.eport as u32;
-        let sent = |n: u64, left: bool, out: &mut Vec<u8>| {
-            let n = (n as usize).min(self.emit_max + data.len());
-            // SAFETY: as in `Native::emit`: every byte of `[0, n)` was written, within the
-            // reserved capacity: the headers by the emit loop (`[0, e)`, `e <= emit_max`),
-            // then (not `left`) the `len - min(cursor, len) <= data.len()` payload bytes by
-            // the `memcpy` at `e`.
-            unsafe { out.set_len(n) };
-            LaneEnd::Sent {
-                bytes: n,
-                port,
-                csum_left: left,
-            }
+        let sent = |n: u64, left: bool| LaneEnd::Sent {
+            bytes: (n as usize).min(self.emit_max + len),
+            port,
+            csum_left: left,
         };
-        Some(match r {
-            n if n >= 0 => sent(n as u64, false, out),
+        match r {
+            n if n >= 0 => sent(n as u64, false),
             ST_DROP_INGRESS => LaneEnd::Dropped { passes: 1 },
             ST_DROP_EGRESS => LaneEnd::Dropped { passes: 2 },
             ST_INGRESS => LaneEnd::AfterIngress(lc.burst.result(lc.rc, pkt)),
             ST_EGRESS => LaneEnd::AfterEgress(lc.burst.result(lc.rc, pkt), port),
-            ST_CSUM_LEFT => sent(lc.n, true, out),
+            ST_CSUM_LEFT => sent(lc.n, true),
             _ => unreachable!("lane status {r}"),
-        })
+        }
+    }
+}
+
+/// The generated lane function of a program, for the packets of a burst
+/// ([`Native::lane_enter`]).
+#[derive(Clone, Copy)]
+pub struct LaneEntry {
+    f: LaneFn,
+    emit_max: usize,
+}
+
+impl LaneEntry {
+    /// Most bytes one packet of a `len`-byte frame writes at the output (headers and payload).
+    #[inline(always)]
+    pub fn room(&self, len: usize) -> usize {
+        self.emit_max + len
+    }
+
+    /// Whether a status of [`LaneEntry::call`] is "forwarded, this many bytes written".
+    #[inline(always)]
+    pub fn sent(r: i64) -> Option<usize> {
+        (r >= 0).then_some(r as usize)
+    }
+
+    /// Whether a status is a drop, and after how many pipeline passes (1 or 2).
+    #[inline(always)]
+    pub fn dropped(r: i64) -> Option<u64> {
+        match r {
+            ST_DROP_INGRESS => Some(1),
+            ST_DROP_EGRESS => Some(2),
+            _ => None,
+        }
+    }
+
+    /// The egress port of the last packet that went past the after-ingress decision.
+    #[inline(always)]
+    pub fn port(lc: &LaneCtx) -> u32 {
+        lc.eport as u32
+    }
+
+    /// One packet of `data` arriving on `port` through the lane function, its output written
+    /// at `out`: the status (see [`LaneEntry::sent`], [`LaneEntry::dropped`], else
+    /// [`Native::lane_status`]). The packet instance `lc` points at must have been renewed
+    /// for this frame (its registers and lengths; its PHV too unless the function resets it).
+    ///
+    /// # Safety
+    /// `lc` was set by [`Native::lane_enter`] (which returned `self`) over borrows that are
+    /// still live and have not been used otherwise since (nothing else reads or writes the
+    /// engine's state, the packet instance or the emit offsets during the call); `out` is
+    /// valid for writes of [`LaneEntry::room`]`(data.len())` bytes and does not overlap `data`,
+    /// and so is every non-null destination of [`LaneCtx::set_port_out`]'s table.
+    #[inline(always)]
+    pub unsafe fn call(&self, lc: &mut LaneCtx, data: &[u8], port: u32, out: *mut u8) -> i64 {
+        lc.data = data.as_ptr();
+        lc.len = data.len() as u64;
+        lc.port = u64::from(port);
+        lc.out = out;
+        // SAFETY: the parser, pipelines and emit function it calls are this module's,
+        // generated for this engine's layout, and `lane_enter` checked the sizes (the PHV,
+        // validity and stack-index arrays have the layout's lengths, `emit_off` at least
+        // `headers` long): their own safety arguments hold (see `Native::parse_bytes`,
+        // `Pipes::run_at_in`, `Native::emit_csum`): the parser reads `data` only below `len`;
+        // the pipelines get the context `lane_enter` pointed at live exclusive borrows of the
+        // engine, state and packet, untouched until the call returns (the caller's contract);
+        // the emit function writes at most `emit_max` bytes at `out`, then the lane code copies
+        // at most `data.len()` payload bytes after them from `data` (the caller gave room for
+        // both, not overlapping `data`), and `u32`s below `headers` in `emit_off`. The lane
+        // code itself stores only inside the PHV (plain standard-metadata slots, checked in
+        // `spec`) and into the context's own words, and reads `length_reg` of the packet the
+        // context points at.
+        unsafe { (self.f)(lc) }
     }
 }

@@ -34,7 +34,7 @@
 use super::{fast_cache, fresh_pkt, renew_pkt, Flow, Job, Switch};
 use crate::compile::Engine;
 use crate::exec::{Pkt, PktRegs};
-use crate::jit::{BurstCtx, LaneCtx, LaneEnd};
+use crate::jit::{BurstCtx, LaneCtx, LaneEnd, LaneEntry};
 use crate::layout::{Phv, StdSlot};
 use tern_runtime::{OutputPacket, Port};
 
@@ -272,57 +272,7 @@ impl Switch {
                 ctx, eng, st, &mut pkt, data, port, now, nq, &mut bytes, &mut offs,
             );
             let end = end.expect("plan.gen: the lane function exists");
-            match end {
-                LaneEnd::Sent {
-                    port, csum_left, ..
-                } => {
-                    self.passes += 1;
-                    if csum_left {
-                        if let Some(plan) = &eng.csum_plan {
-                            eng.update_checksums_emitted(
-                                &mut st.ext,
-                                &mut pkt,
-                                plan,
-                                &offs,
-                                &mut bytes,
-                            );
-                        }
-                        bytes.extend_from_slice(&data[pkt.payload_off.min(data.len())..]);
-                    }
-                    st.emit_off = offs;
-                    if let Some(t) = pkt.regs.truncate {
-                        bytes.truncate(t as usize);
-                    }
-                    out.push(OutputPacket { port, data: bytes });
-                    self.lane_pkt = Some(pkt);
-                }
-                LaneEnd::Dropped { passes } => {
-                    st.emit_off = offs;
-                    self.passes += u64::from(passes) - 1;
-                    self.spare.push(bytes);
-                    self.lane_pkt = Some(pkt);
-                }
-                LaneEnd::AfterIngress(r) => {
-                    st.emit_off = offs;
-                    self.spare.push(bytes);
-                    if r.is_err() {
-                        self.lane_pkt = Some(pkt);
-                        return;
-                    }
-                    self.lane_mid(now, data, out, &mut ctx.burst, pkt);
-                }
-                LaneEnd::AfterEgress(r, port) => {
-                    st.emit_off = offs;
-                    self.spare.push(bytes);
-                    self.passes += 1;
-                    pkt.enq_ts = now;
-                    if r.is_err() {
-                        self.lane_pkt = Some(pkt);
-                        return;
-                    }
-                    self.lane_late(now, data, out, pkt, port);
-                }
-            }
+            self.lane_gen_end(end, pkt, bytes, offs, data, now, out, ctx);
             return;
         }
 
@@ -372,6 +322,257 @@ impl Switch {
             }
         }
         self.lane_mid(now, data, out, &mut ctx.burst, pkt);
+    }
+
+    /// The generated lane's packet after the call (`end`): a packet sent with its
+    /// checksums left to Rust, a drop, or one handed back after a pipeline goes on here as the
+    /// Rust lane does. `bytes` holds what the lane function wrote (a spare buffer), `offs`
+    /// the emit offsets taken out of the state (put back here). Counts the packet's passes
+    /// but the first (the caller's).
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn lane_gen_end(
+        &mut self,
+        end: LaneEnd,
+        mut pkt: Box<Pkt>,
+        mut bytes: Vec<u8>,
+        offs: Vec<u32>,
+        data: &[u8],
+        now: u64,
+        out: &mut Vec<OutputPacket>,
+        ctx: &mut LaneCtx,
+    ) {
+        let inst = &mut self.live;
+        let eng: &Engine = &inst.engine;
+        let st = &mut inst.state;
+        match end {
+            LaneEnd::Sent {
+                port, csum_left, ..
+            } => {
+                self.passes += 1;
+                if csum_left {
+                    if let Some(plan) = &eng.csum_plan {
+                        eng.update_checksums_emitted(
+                            &mut st.ext,
+                            &mut pkt,
+                            plan,
+                            &offs,
+                            &mut bytes,
+                        );
+                    }
+                    bytes.extend_from_slice(&data[pkt.payload_off.min(data.len())..]);
+                }
+                st.emit_off = offs;
+                if let Some(t) = pkt.regs.truncate {
+                    bytes.truncate(t as usize);
+                }
+                out.push(OutputPacket { port, data: bytes });
+                self.lane_pkt = Some(pkt);
+            }
+            LaneEnd::Dropped { passes } => {
+                st.emit_off = offs;
+                self.passes += u64::from(passes) - 1;
+                self.spare.push(bytes);
+                self.lane_pkt = Some(pkt);
+            }
+            LaneEnd::AfterIngress(r) => {
+                st.emit_off = offs;
+                self.spare.push(bytes);
+                if r.is_err() {
+                    self.lane_pkt = Some(pkt);
+                    return;
+                }
+                self.lane_mid(now, data, out, &mut ctx.burst, pkt);
+            }
+            LaneEnd::AfterEgress(r, port) => {
+                st.emit_off = offs;
+                self.spare.push(bytes);
+                self.passes += 1;
+                pkt.enq_ts = now;
+                if r.is_err() {
+                    self.lane_pkt = Some(pkt);
+                    return;
+                }
+                self.lane_late(now, data, out, pkt, port);
+            }
+        }
+    }
+
+    /// A burst through the generated lane ([`Switch::lane_generated`], the lane ready, no
+    /// shared externs: the caller checked), the outputs into `sink`'s destinations
+    /// ([`super::burst::EmitSink`]: the lane function deparses straight into the destination
+    /// of the packet's port) or else into `out` ([`super::burst::BurstOut`]): the context's
+    /// pointers and constants set once (again only after a packet left the common case), the
+    /// room reserved once for the whole burst, and per forwarded packet only: renew the lane's
+    /// packet instance, call the lane function, account the output (the sink's `wrote`, or a
+    /// descriptor). A packet the lane function does not finish goes on as in
+    /// [`Switch::process_lane`], its outputs copied (to the sink first, in order). Returns the
+    /// number of packets that left no output.
+    pub(super) fn lane_burst<S: super::burst::EmitSink + ?Sized>(
+        &mut self,
+        now: u64,
+        pkts: &[(Port, &[u8])],
+        out: &mut super::burst::BurstOut,
+        sink: &mut S,
+    ) -> u64 {
+        let n = pkts.len();
+        if n == 0 {
+            return 0;
+        }
+        let emit_max = self.live.engine.jit.as_ref().map_or(0, |j| j.emit_max());
+        // The room of the whole burst, checked (and reserved) once: headers and payload of
+        // every packet in `out`, a descriptor each, and the largest packet's room `n` times in
+        // every destination of the sink.
+        let (total, longest) = pkts.iter().fold((0usize, 0usize), |(t, m), (_, d)| {
+            (t.saturating_add(d.len()), m.max(d.len()))
+        });
+        let room = total.saturating_add(n * emit_max);
+        let one = emit_max + longest;
+        out.bytes.reserve(room);
+        out.descs.reserve(n);
+        let nq = self.opts.priority_queues.max(1) as u64;
+        let mut ctx = LaneCtx::new();
+        let mut dropped = 0u64;
+        let mut i = 0usize;
+        loop {
+            let inst = &mut self.live;
+            let eng: &Engine = &inst.engine;
+            let st = &mut inst.state;
+            let resets = inst.lane_plan.gen_resets;
+            let j = eng.jit.as_ref().expect("lane_generated: native code");
+            let mut pkt = match self.lane_pkt.take() {
+                Some(p) => p,
+                None => fresh_pkt(self.pool.pop(), &eng.layout, &[], false, 0),
+            };
+            st.ext.now_us = now;
+            let mut offs = std::mem::take(&mut st.emit_off);
+            let entry = j
+                .lane_enter(&mut ctx, eng, st, &mut pkt, now, nq, &mut offs)
+                .expect("lane_generated: the lane function exists");
+            let (tbl, np) = sink.begin(n - i, one);
+            ctx.set_port_out(tbl, np);
+            // The output's next byte and descriptor, kept here (the vectors' lengths are set
+            // once the loop stops).
+            let (mut used, mut nd) = (out.bytes.len(), out.descs.len());
+            let bytes = out.bytes.as_mut_ptr();
+            let descs = out.descs.as_mut_ptr();
+            let (mut sent, mut drop_passes, start) = (0u64, 0u64, i);
+            let mut r = 0;
+            let mut at = bytes;
+            if resets {
+                // The whole instance once; per packet below only what a packet the lane
+                // function sent or dropped can have changed (`renew_sent`).
+                renew_bare(&mut pkt, 0, 0);
+            }
+            while i < n {
+                let (port, data) = pkts[i];
+                let len = data.len() as u32;
+                if resets {
+                    renew_sent(&mut pkt, len, port);
+                } else {
+                    super::renew_pkt(&mut pkt, &eng.layout, data, false, port);
+                }
+                // SAFETY: `lane_enter` pointed the context at `eng`, `st`, `*pkt` and `offs`,
+                // not used otherwise since (`renew_*` above only stores into the packet's
+                // registers, lengths and PHV bytes, in place, before the call; the PHV's
+                // arrays keep their addresses). `bytes + used` has room for
+                // `entry.room(data.len())` bytes: the room reserved above covers every packet
+                // of the burst, of which those before `i` used at most theirs; so does each
+                // non-null entry of the sink's table (`EmitSink`'s contract: room for
+                // `n - start` packets of `one >= entry.room(data.len())` bytes since `begin`).
+                // Neither can overlap `data`, a caller's slice beside these exclusive borrows.
+                at = unsafe { bytes.add(used) };
+                r = unsafe { entry.call(&mut ctx, data, port, at) };
+                let Some(w) = LaneEntry::sent(r) else {
+                    match LaneEntry::dropped(r) {
+                        Some(p) => {
+                            drop_passes += p;
+                            dropped += 1;
+                            i += 1;
+                            continue;
+                        }
+                        None => break,
+                    }
+                };
+                let mut w = w.min(entry.room(data.len()));
+                if let Some(t) = pkt.regs.truncate {
+                    w = w.min(t as usize);
+                }
+                let eport = LaneEntry::port(&ctx);
+                // SAFETY: `tbl` has `np` entries (the sink's contract).
+                if (eport as usize) < np && !unsafe { *tbl.add(eport as usize) }.is_null() {
+                    // Written at the port's destination.
+                    sink.wrote(eport, i as u32, w);
+                } else {
+                    // SAFETY: `nd < out.descs.len() + n` (one descriptor per forwarded packet
+                    // of this burst, reserved above); the bytes `[used, used + w)` were
+                    // written by the call (`w` bounded by its room).
+                    unsafe {
+                        descs.add(nd).write(super::burst::OutDesc {
+                            port: eport,
+                            pkt: i as u32,
+                            off: used,
+                            len: w,
+                        });
+                    }
+                    nd += 1;
+                    used += w;
+                }
+                sent += 1;
+                i += 1;
+            }
+            // SAFETY: as above: every byte below `used` and every descriptor below `nd` was
+            // written, within the reserved capacity.
+            unsafe {
+                out.bytes.set_len(used);
+                out.descs.set_len(nd);
+            }
+            let ran = (i - start) as u64;
+            self.lane_counts[0] += ran;
+            self.passes += 2 * sent + drop_passes;
+            ctx.flush_parser(&mut st.parser);
+            if i == n {
+                sink.end();
+                st.emit_off = offs;
+                self.lane_pkt = Some(pkt);
+                return dropped;
+            }
+            // Packet `i` left the common case: it goes on as in `process_lane`, its outputs
+            // copied to the sink or into `out`.
+            let data = pkts[i].1;
+            let end = j.lane_status(r, &mut ctx, &mut pkt, data.len());
+            let mut spare = self.spare.pop().unwrap_or_default();
+            spare.clear();
+            if let LaneEnd::Sent { bytes: w, .. } = end {
+                // The headers were emitted where the lane function put them (the port's
+                // destination, or `at`), `w` bytes.
+                let eport = LaneEntry::port(&ctx) as usize;
+                // SAFETY: `tbl` has `np` entries; the destination holds the `w <= room` bytes
+                // the call wrote (checksums left to Rust: nothing else moved it since).
+                let src = match (eport < np).then(|| unsafe { *tbl.add(eport) }) {
+                    Some(d) if !d.is_null() => d,
+                    _ => at,
+                };
+                spare.extend_from_slice(unsafe { std::slice::from_raw_parts(src, w) });
+            }
+            sink.end();
+            self.lane_counts[0] += 1;
+            self.passes += 1;
+            let mut scratch = std::mem::take(&mut out.scratch);
+            self.lane_gen_end(end, pkt, spare, offs, data, now, &mut scratch, &mut ctx);
+            dropped += u64::from(scratch.is_empty());
+            for o in &scratch {
+                if !sink.output(o.port, i as u32, &o.data) {
+                    out.push_copy(o.port, i as u32, &o.data);
+                }
+            }
+            self.recycle_outputs(&mut scratch);
+            out.scratch = scratch;
+            // Room again for the rest (the copied outputs may have used some of it).
+            out.bytes.reserve(room);
+            out.descs.reserve(n - i);
+            i += 1;
+        }
     }
 
     /// The lane after the ingress pipeline ran (normally): the divergence test, the
@@ -546,6 +747,21 @@ fn renew_bare(p: &mut Pkt, len: u32, port: u32) {
     p.payload_off = 0;
     p.regs = PktRegs::default();
     p.enq_ts = 0;
+    p.ingress_len = len;
+    p.length_reg = len;
+    p.ingress_port = port;
+}
+
+/// [`renew_bare`] of the lane's instance after a packet the generated lane function sent or
+/// dropped (or after `renew_bare`): the function stores only into the PHV (which it resets),
+/// the length register and the `len_saturated` and `truncate` registers; every other register
+/// a helper sets (clone, digest, resubmit, recirculate, a fault) or `exit` hands the packet back
+/// to Rust (`with_ctx` sets the context's `touched` word; `exit` is a return code), and the
+/// frame, `payload_off` and `enq_ts` are set on that path only.
+#[inline(always)]
+fn renew_sent(p: &mut Pkt, len: u32, port: u32) {
+    p.regs.truncate = None;
+    p.regs.len_saturated = false;
     p.ingress_len = len;
     p.length_reg = len;
     p.ingress_port = port;
