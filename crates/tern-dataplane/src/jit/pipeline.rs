@@ -1144,26 +1144,9 @@ fn action_writes(eng: &Engine, a: u32) -> Option<Vec<FieldLoc>> {
     Some(out)
 }
 
-/// For each node of the graph from `init`, the table key fields whose value (as the key
-/// reads it: 0 when the header is invalid) a table before it already loaded on every path to
-/// it, unchanged since: a table's lookup loads its fields ([`key_loads`]); a table or call
-/// whose actions may write an overlapping field takes it out (anything unknown, a direct
-/// meter or counter, or a validity change takes all out); sets meet by intersection. The
-/// generated code keeps those values in variables and reads the PHV once.
-fn fresh_keys(eng: &Engine, pipes: &Pipes, init: GNode) -> HashMap<GNode, Vec<FieldLoc>> {
-    let overlaps =
-        |a: &FieldLoc, b: &FieldLoc| a.off < b.off + b.nbytes && b.off < a.off + a.nbytes;
-    let after = |set: &[FieldLoc], acts: &mut dyn Iterator<Item = u32>| -> Vec<FieldLoc> {
-        let mut out = set.to_vec();
-        for a in acts {
-            match action_writes(eng, a) {
-                None => return Vec::new(),
-                Some(w) => out.retain(|f| !w.iter().any(|d| overlaps(d, f))),
-            }
-        }
-        out
-    };
-    // Reverse post-order, as in `known_valid`.
+/// The nodes of the (acyclic, [`check_graph`]) graph from `init` in reverse post-order:
+/// every node after all the nodes that lead to it.
+fn reverse_post_order(eng: &Engine, init: GNode) -> Vec<GNode> {
     let mut order = Vec::new();
     let mut seen: HashMap<GNode, ()> = HashMap::new();
     let mut stack: Vec<(GNode, Vec<Option<GNode>>)> = vec![(init, successors(eng, init))];
@@ -1183,17 +1166,43 @@ fn fresh_keys(eng: &Engine, pipes: &Pipes, init: GNode) -> HashMap<GNode, Vec<Fi
         }
     }
     order.reverse();
-    let mut fresh: HashMap<GNode, Vec<FieldLoc>> = HashMap::new();
-    fresh.insert(init, Vec::new());
-    let meet = |fresh: &mut HashMap<GNode, Vec<FieldLoc>>, m: Option<GNode>, set: &[FieldLoc]| {
-        let Some(m) = m else { return };
-        match fresh.get_mut(&m) {
-            Some(old) => old.retain(|f| set.contains(f)),
-            None => {
-                fresh.insert(m, set.to_vec());
+    order
+}
+
+/// A forward data-flow meet: the set reaching node `m` (none: the graph's end) is the
+/// intersection of the sets of every path to it; the first path sets it.
+fn meet<T: PartialEq + Clone>(sets: &mut HashMap<GNode, Vec<T>>, m: Option<GNode>, set: &[T]) {
+    let Some(m) = m else { return };
+    match sets.get_mut(&m) {
+        Some(old) => old.retain(|x| set.contains(x)),
+        None => {
+            sets.insert(m, set.to_vec());
+        }
+    }
+}
+
+/// For each node of the graph from `init`, the table key fields whose value (as the key
+/// reads it: 0 when the header is invalid) a table before it already loaded on every path to
+/// it, unchanged since: a table's lookup loads its fields ([`key_loads`]); a table or call
+/// whose actions may write an overlapping field takes it out (anything unknown, a direct
+/// meter or counter, or a validity change takes all out); sets meet by intersection. The
+/// generated code keeps those values in variables and reads the PHV once.
+fn fresh_keys(eng: &Engine, pipes: &Pipes, init: GNode) -> HashMap<GNode, Vec<FieldLoc>> {
+    let overlaps =
+        |a: &FieldLoc, b: &FieldLoc| a.off < b.off + b.nbytes && b.off < a.off + a.nbytes;
+    let after = |set: &[FieldLoc], acts: &mut dyn Iterator<Item = u32>| -> Vec<FieldLoc> {
+        let mut out = set.to_vec();
+        for a in acts {
+            match action_writes(eng, a) {
+                None => return Vec::new(),
+                Some(w) => out.retain(|f| !w.iter().any(|d| overlaps(d, f))),
             }
         }
+        out
     };
+    let order = reverse_post_order(eng, init);
+    let mut fresh: HashMap<GNode, Vec<FieldLoc>> = HashMap::new();
+    fresh.insert(init, Vec::new());
     for n in order {
         let here = fresh.get(&n).cloned().unwrap_or_default();
         match n {
@@ -1300,37 +1309,9 @@ fn proves_valid(b: &FastBool, out: &mut Vec<u32>) {
 /// (all of a table's, or a call's) keep validity ([`keeps_validity`]), intersected where
 /// paths meet. A table key field of such a header needs no validity test.
 fn known_valid(eng: &Engine, init: GNode) -> HashMap<GNode, Vec<u32>> {
-    // Reverse post-order: every node after all the nodes that lead to it.
-    let mut order = Vec::new();
-    let mut seen: HashMap<GNode, ()> = HashMap::new();
-    let mut stack: Vec<(GNode, Vec<Option<GNode>>)> = vec![(init, successors(eng, init))];
-    seen.insert(init, ());
-    while let Some((n, succ)) = stack.last_mut() {
-        match succ.pop() {
-            None => {
-                order.push(*n);
-                stack.pop();
-            }
-            Some(Some(m)) if !seen.contains_key(&m) => {
-                seen.insert(m, ());
-                let s = successors(eng, m);
-                stack.push((m, s));
-            }
-            Some(_) => {}
-        }
-    }
-    order.reverse();
+    let order = reverse_post_order(eng, init);
     let mut known: HashMap<GNode, Vec<u32>> = HashMap::new();
     known.insert(init, Vec::new());
-    let meet = |known: &mut HashMap<GNode, Vec<u32>>, m: Option<GNode>, set: &[u32]| {
-        let Some(m) = m else { return };
-        match known.get_mut(&m) {
-            Some(old) => old.retain(|h| set.contains(h)),
-            None => {
-                known.insert(m, set.to_vec());
-            }
-        }
-    };
     for n in order {
         let here = known.get(&n).cloned().unwrap_or_default();
         match n {
