@@ -680,6 +680,8 @@ pub(crate) struct Buffers {
 /// Capacity of an output buffer a bounded switch allocates (a DPDK mbuf's data room): a
 /// frame up to it, plus the headers a program adds, never reallocates it.
 const POOL_FRAME: usize = 2048;
+/// Output buffers a bounded switch's pool is filled with when its quota is set.
+const BUFFER_PREFILL: usize = 64;
 
 /// Default bound of a switch's pending digests ([`Switch::set_digest_queue_cap`]).
 pub const DIGEST_QUEUE_CAP: usize = 65_536;
@@ -1695,6 +1697,16 @@ impl Switch {
     /// instance budget (`max_instances_per_packet`) are never made, bounded or not.
     pub fn set_buffer_quota(&mut self, quota: Option<usize>) {
         self.bufs.quota = quota;
+        // A bounded pool starts with some buffers made (counted against the quota), as a
+        // mempool is filled when created: a device whose frames in flight stay below this
+        // never makes one on the packet path, however the hand-back of its buffers is timed.
+        if let Some(q) = quota {
+            let want = q.min(BUFFER_PREFILL);
+            while self.spare.len() < want && self.bufs.bufs_made < q {
+                self.spare.push(Vec::with_capacity(POOL_FRAME));
+                self.bufs.bufs_made += 1;
+            }
+        }
     }
 
     /// Copies and frames dropped because a bounded switch's pool was empty
