@@ -12,7 +12,7 @@ mod common;
 use std::sync::Arc;
 
 use tern_runtime::{MatchParam, OutputPacket, Runtime};
-use tern_virt::{Caller, DeviceSpec, Quotas, Rule, Target, VirtSwitch, VirtWorkers, WorkerOptions};
+use tern_virt::{Caller, DeviceSpec, Quotas, Target, VirtSwitch, VirtWorkers, WorkerOptions};
 
 use common::{compile, packet, route};
 
@@ -82,16 +82,8 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
         [10, 0, 2, 2],
         2,
     );
-    let rule = |port, device| Rule {
-        priority: 0,
-        port: Some(port),
-        vlan: None,
-        field: None,
-        device,
-        vport: Some(1),
-    };
-    vs.add_rule(rule(1, 1)).unwrap();
-    vs.add_rule(rule(5, 2)).unwrap();
+    vs.add_rule(common::port_rule(1, 1)).unwrap();
+    vs.add_rule(common::port_rule(5, 2)).unwrap();
     vs.map_port(1, 2, Target::Phys(2)).unwrap();
     vs.map_port(2, 1, Target::Phys(3)).unwrap();
     let mut pool = VirtWorkers::new(

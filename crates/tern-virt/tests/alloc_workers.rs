@@ -7,7 +7,7 @@
 mod common;
 
 use tern_runtime::{MatchParam, OutputPacket, Runtime};
-use tern_virt::{Caller, DeviceSpec, Quotas, Rule, Target, VirtSwitch, VirtWorkers, WorkerOptions};
+use tern_virt::{Caller, DeviceSpec, Quotas, Target, VirtSwitch, VirtWorkers, WorkerOptions};
 
 use common::{compile, packet, route};
 
@@ -49,16 +49,8 @@ fn steady_state_workers_allocate_nothing_per_packet() {
         [10, 0, 3, 3],
         2,
     );
-    let rule = |port, device| Rule {
-        priority: 0,
-        port: Some(port),
-        vlan: None,
-        field: None,
-        device,
-        vport: Some(1),
-    };
-    vs.add_rule(rule(1, 1)).unwrap();
-    vs.add_rule(rule(5, 3)).unwrap();
+    vs.add_rule(common::port_rule(1, 1)).unwrap();
+    vs.add_rule(common::port_rule(5, 3)).unwrap();
     vs.map_port(
         1,
         2,

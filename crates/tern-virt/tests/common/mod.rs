@@ -129,3 +129,16 @@ pub fn packet(dst: [u8; 4]) -> Vec<u8> {
     p.extend_from_slice(&[0x5a; 16]);
     p
 }
+
+/// The classifier rule the allocation tests use: every packet arriving on physical `port`
+/// goes to `device`'s virtual port 1.
+pub fn port_rule(port: u32, device: tern_virt::DeviceId) -> tern_virt::Rule {
+    tern_virt::Rule {
+        priority: 0,
+        port: Some(port),
+        vlan: None,
+        field: None,
+        device,
+        vport: Some(1),
+    }
+}
