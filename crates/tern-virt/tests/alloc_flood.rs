@@ -7,7 +7,7 @@
 mod common;
 
 use tern_runtime::OutputPacket;
-use tern_virt::{Caller, DeviceSpec, Quotas, Rule, Target, VirtSwitch, VirtWorkers, WorkerOptions};
+use tern_virt::{Caller, DeviceSpec, Quotas, Target, VirtSwitch, VirtWorkers, WorkerOptions};
 
 use common::{compile, packet, route};
 
@@ -35,16 +35,8 @@ fn a_flood_that_sends_nothing_out_allocates_nothing_per_packet() {
             [10, 0, 2, 2],
             2,
         );
-        let rule = |port, device| Rule {
-            priority: 0,
-            port: Some(port),
-            vlan: None,
-            field: None,
-            device,
-            vport: Some(1),
-        };
-        vs.add_rule(rule(1, 1)).unwrap();
-        vs.add_rule(rule(5, 2)).unwrap();
+        vs.add_rule(common::port_rule(1, 1)).unwrap();
+        vs.add_rule(common::port_rule(5, 2)).unwrap();
         vs.map_port(1, 2, Target::Phys(2)).unwrap();
         let mut pool = VirtWorkers::new(
             vs,

@@ -11,7 +11,7 @@
 mod common;
 
 use tern_runtime::{MirroringSession, OutputPacket, Runtime};
-use tern_virt::{Caller, DeviceSpec, Quotas, Rule, Target, VirtSwitch, VirtWorkers, WorkerOptions};
+use tern_virt::{Caller, DeviceSpec, Quotas, Target, VirtSwitch, VirtWorkers, WorkerOptions};
 
 use common::{compile, packet, route};
 
@@ -116,16 +116,8 @@ fn clone_and_multicast_storms_allocate_and_free_nothing_per_packet() {
                     }
                 }
             }
-            let rule = |port, device| Rule {
-                priority: 0,
-                port: Some(port),
-                vlan: None,
-                field: None,
-                device,
-                vport: Some(1),
-            };
-            vs.add_rule(rule(1, 1)).unwrap();
-            vs.add_rule(rule(5, 2)).unwrap();
+            vs.add_rule(common::port_rule(1, 1)).unwrap();
+            vs.add_rule(common::port_rule(5, 2)).unwrap();
             vs.map_port(1, 2, Target::Phys(2)).unwrap();
             for vport in 0..8 {
                 vs.map_port(2, vport, Target::Phys(3)).unwrap();
