@@ -13,9 +13,11 @@
 //!   NETCACHE_CACHE_POP_FINISH → NETCACHE_VALUEUPDATE), then `cache_lookup` gets key → slot and
 //!   validvalue := 1.
 //! * Eviction: FarReach marks the slot being evicted (validvalue 3; reads still served, writes go
-//!   to the server), writes the switch's record back when it is the latest (CACHE_EVICT, applied
-//!   with the seq check), then validvalue := 0 and the entry is removed. NetCache copies are
-//!   clean: validvalue := 0, entry removed.
+//!   to the server), writes the switch's record back whenever the slot holds one (CACHE_EVICT,
+//!   applied with the seq check; not only when latest: a write passing between two runtime
+//!   calls clears latest), then validvalue := 0 and the entry is removed. A write-back nobody
+//!   acknowledges leaves the slot being evicted (never valid again) until the next eviction
+//!   retries it. NetCache copies are clean: validvalue := 0, entry removed.
 //! * Snapshot (FarReach, every `snapshot_period`): set the snapshot token, read every cached
 //!   slot (its shadow record when case 1 copied one), clear the token and the case1 bits.
 //! * Every message to a server is retried until acknowledged (`tries` × `ack_timeout`); a lost
@@ -189,6 +191,9 @@ struct Slot {
     key: Key,
     server: u16,
     handle: EntryHandle,
+    /// FarReach: an eviction's write-back got no acknowledgement and the slot stays being
+    /// evicted (validvalue 3) until a later eviction writes it back (see [`Worker::evict`]).
+    evicting: bool,
 }
 
 struct Shared<A> {
@@ -645,6 +650,7 @@ impl<A: SwitchAccess> Worker<A> {
             key,
             server,
             handle,
+            evicting: false,
         });
         self.used.push(idx);
         if let Ok(mut c) = self.s.cached.lock() {
@@ -693,28 +699,52 @@ impl<A: SwitchAccess> Worker<A> {
     }
 
     /// Frees a slot by sampling; `None` if the victim could not be written back (it stays).
+    ///
+    /// FarReach: a victim whose write-back got no acknowledgement (its server dead) stays being
+    /// evicted (validvalue 3) and is the next eviction's victim. It never goes back to valid 1:
+    /// a write that passed to the server while it was being evicted cleared its latest bit,
+    /// and a valid slot that is not latest sends reads to the server, which may not have the
+    /// switch's record (the write that passed may have been lost with the dead server) — a
+    /// stale read of an acknowledged write. Being evicted, reads get the switch's record while
+    /// no write passed (latest 1) and carry it to the server otherwise
+    /// (GETREQ_BEINGEVICTED_RECORD: the newer wins); writes go to the server.
     fn evict(&mut self) -> Result<Option<u32>, SwitchOsError> {
         if self.used.is_empty() {
             return Ok(None);
         }
-        let picks: Vec<usize> = (0..self.s.cfg.sample)
-            .map(|_| self.rng.below(self.used.len() as u64) as usize)
-            .collect();
-        let mut best = (u64::MAX, 0usize);
-        for p in picks {
-            let idx = self.used[p];
-            let mut f = 0;
-            self.rt(&mut |rt| {
-                f = rt.register_read(&format!("{P}frequency_reg"), idx)?;
-                Ok(())
-            })?;
-            if f < best.0 {
-                best = (f, p);
+        let pending = self.used.iter().position(|&i| {
+            self.slots[i as usize]
+                .as_ref()
+                .is_some_and(|slot| slot.evicting)
+        });
+        let pos = match pending {
+            Some(p) => p,
+            None => {
+                let picks: Vec<usize> = (0..self.s.cfg.sample)
+                    .map(|_| self.rng.below(self.used.len() as u64) as usize)
+                    .collect();
+                let mut best = (u64::MAX, 0usize);
+                for p in picks {
+                    let idx = self.used[p];
+                    let mut f = 0;
+                    self.rt(&mut |rt| {
+                        f = rt.register_read(&format!("{P}frequency_reg"), idx)?;
+                        Ok(())
+                    })?;
+                    if f < best.0 {
+                        best = (f, p);
+                    }
+                }
+                best.1
             }
-        }
-        let pos = best.1;
+        };
         let idx = self.used[pos];
-        let Some(slot) = self.slots[idx as usize].take() else {
+        // Stays in `slots` until it is gone from the switch: a runtime error on the way leaves
+        // it cached (and retried) rather than lost to the switch OS.
+        let Some((key, server, handle)) = self.slots[idx as usize]
+            .as_ref()
+            .map(|slot| (slot.key, slot.server, slot.handle))
+        else {
             return Ok(None);
         };
         if self.s.cfg.kind == CacheKind::FarReach {
@@ -724,15 +754,22 @@ impl<A: SwitchAccess> Worker<A> {
                 latest = rt.register_read(&format!("{P}latest_reg"), idx)?;
                 Ok(())
             })?;
-            if latest != 0 {
-                // The values stay put while validvalue is 3: this is the record to keep.
-                let (value, seq) = self.read_record(idx, false)?;
-                let m = Message::new(Op::CACHE_EVICT, slot.key)
-                    .with_body(evict_body(value.as_deref(), seq));
-                if let Err(e) = self.request(slot.server, m, Op::CACHE_EVICT_ACK) {
-                    // Keep serving from the switch; try another victim next time.
-                    self.rt(&mut |rt| rt.register_write(&format!("{P}validvalue_reg"), idx, 1))?;
-                    self.slots[idx as usize] = Some(slot);
+            // The record stays put while validvalue is 3 (no write or fill changes it).
+            let (value, seq) = self.read_record(idx, false)?;
+            // Written back whenever the slot ever held a record (seq 0: admitted, never
+            // filled), not only when latest: over Thrift every runtime call is its own RPC,
+            // so a write can pass between validvalue := 3 and the read of latest and clear it
+            // (as can a write during an earlier, failed attempt), and if that write is lost
+            // the switch's record is the only copy of an acknowledged write. The seq check
+            // keeps the server's record when it is newer.
+            if latest != 0 || seq != 0 {
+                let m =
+                    Message::new(Op::CACHE_EVICT, key).with_body(evict_body(value.as_deref(), seq));
+                if let Err(e) = self.request(server, m, Op::CACHE_EVICT_ACK) {
+                    // Stays being evicted (see above); written back by the next eviction.
+                    if let Some(slot) = self.slots[idx as usize].as_mut() {
+                        slot.evicting = true;
+                    }
                     eprintln!("switch OS: eviction write-back: {e}");
                     return Ok(None);
                 }
@@ -741,12 +778,13 @@ impl<A: SwitchAccess> Worker<A> {
         }
         self.rt(&mut |rt| {
             rt.register_write(&format!("{P}validvalue_reg"), idx, 0)?;
-            rt.mt_delete_entry(&format!("{P}cache_lookup"), slot.handle)?;
+            rt.mt_delete_entry(&format!("{P}cache_lookup"), handle)?;
             rt.register_write(&format!("{P}latest_reg"), idx, 0)
         })?;
+        self.slots[idx as usize] = None;
         self.used.swap_remove(pos);
         if let Ok(mut c) = self.s.cached.lock() {
-            c.remove(&slot.key);
+            c.remove(&key);
         }
         self.s.stats.evictions.fetch_add(1, Ordering::Relaxed);
         Ok(Some(idx))
@@ -767,7 +805,7 @@ impl<A: SwitchAccess> Worker<A> {
                 let Some(slot) = &self.slots[idx as usize] else {
                     continue;
                 };
-                let (key, server) = (slot.key, slot.server);
+                let (key, server, evicting) = (slot.key, slot.server, slot.evicting);
                 let mut latest = 0;
                 self.rt(&mut |rt| {
                     latest = rt.register_read(&format!("{P}latest_reg"), idx)?;
@@ -783,9 +821,12 @@ impl<A: SwitchAccess> Worker<A> {
                 })?;
                 let rec = if case1 == 1 {
                     Some(self.read_record(idx, true)?)
-                } else if latest != 0 {
+                } else if latest != 0 || (evicting && live.1 != 0) {
                     // 1: the switch's record is the latest; 2 (FarReach): a large write
-                    // followed it, which the seq check sorts out on replay.
+                    // followed it, which the seq check sorts out on replay. A slot whose
+                    // write-back failed keeps its record even when a write passed since (latest
+                    // 0): that write may have been lost, and the seq check drops the record on
+                    // replay if not.
                     Some(live)
                 } else {
                     None

@@ -320,6 +320,10 @@ impl Drop for SimSwitch {
 }
 
 #[cfg(test)]
+#[path = "kv_sim_between.rs"]
+mod between;
+
+#[cfg(test)]
 mod tests {
     //! FarReach's switch OS on the simulated switch with real servers: the snapshot keeps the
     //! state at the snapshot point (case 1 copies the old record, the slot takes the new one),
@@ -327,9 +331,10 @@ mod tests {
 
     use super::*;
     use tern_kv::client::Client;
-    use tern_kv::protocol::Key;
+    use tern_kv::protocol::{Key, Message, Op};
     use tern_kv::router::Router;
     use tern_kv::switchos::{CacheKind, SwitchOs, SwitchOsConfig};
+    use tern_runtime::{PacketPath, Runtime};
 
     struct Dir(std::path::PathBuf);
     impl Drop for Dir {
@@ -346,6 +351,23 @@ mod tests {
         Vec<tern_kv::server::ServerHandle>,
         SimSwitch,
         SwitchOs<SimAccess>,
+        Client,
+    ) {
+        setup_on(tag, capacity, SimSwitch::access, |_| {})
+    }
+
+    /// [`setup`] with the switch OS on the access `access` makes and its settings changed by
+    /// `tune`.
+    fn setup_on<A: tern_kv::switchos::SwitchAccess>(
+        tag: &str,
+        capacity: u32,
+        access: impl FnOnce(&SimSwitch) -> A,
+        tune: impl FnOnce(&mut SwitchOsConfig),
+    ) -> (
+        Dir,
+        Vec<tern_kv::server::ServerHandle>,
+        SimSwitch,
+        SwitchOs<A>,
         Client,
     ) {
         let dir =
@@ -379,7 +401,8 @@ mod tests {
         c.sample_all = true;
         c.snapshot_period = None;
         c.sketch_reset = Duration::from_secs(3600);
-        let os = SwitchOs::start(sim.access(), c).unwrap();
+        tune(&mut c);
+        let os = SwitchOs::start(access(&sim), c).unwrap();
         servers[0].cache_ctl().set_switchos(Some(os.addr()));
         let client = Client::new(
             Router::new(sim.fronts()).unwrap(),
@@ -403,7 +426,7 @@ mod tests {
         }
     }
 
-    fn reg(os: &SwitchOs<SimAccess>, name: &str, i: u32) -> u64 {
+    fn reg<A: tern_kv::switchos::SwitchAccess>(os: &SwitchOs<A>, name: &str, i: u32) -> u64 {
         let mut v = 0;
         os.with_switch(&mut |rt| {
             v = rt.register_read(&format!("KvIngress.{name}"), i)?;
@@ -621,5 +644,142 @@ mod tests {
             Some(&b"k1 while the server is dead"[..])
         );
         assert_ne!(g.served_by, 0xFFFF);
+    }
+
+    /// Waits (10 s at most) until `done` holds, else fails naming `what`.
+    fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !done() {
+            assert!(std::time::Instant::now() < deadline, "{what}");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// Over Thrift (netns and loopback topologies) every runtime call is its own request, so a
+    /// write of the key being evicted can pass between the switch OS's `validvalue := 3` and its
+    /// read of `latest`, and clear latest on its way to the server. When that write is then lost
+    /// (its server dead; its client gives up or its retry comes later), the switch's record is
+    /// the only copy of an acknowledged write: the eviction must still write it back, or the
+    /// server answers the next read with an older value (a stale read).
+    #[test]
+    fn a_write_between_two_runtime_calls_of_an_eviction_loses_nothing() {
+        let hook: Arc<Mutex<Option<super::between::Hook>>> = Arc::new(Mutex::new(None));
+        let h = hook.clone();
+        let (_d, servers, _sim, os, mut c) = setup_on(
+            "between",
+            1,
+            move |sim| super::between::Between {
+                switch: sim.shared.switch.clone(),
+                hook: h,
+            },
+            |_| {},
+        );
+        let k1 = Key::from_id(1);
+        let s1 = until_absorbed(&mut c, k1, b"k1 acknowledged by the switch");
+        let passed: Arc<Mutex<Vec<Op>>> = Arc::new(Mutex::new(Vec::new()));
+        let p = passed.clone();
+        // Right after the runtime call that marks k1's slot being evicted: a PUT of k1 from a
+        // client, whose way to the server is lost.
+        *hook.lock().unwrap() = Some(Box::new(move |sw: &mut Switch| {
+            if sw.register_read("KvIngress.validvalue_reg", 0).unwrap_or(0) != 3 {
+                return false;
+            }
+            let put = Message::new(Op::PUTREQ, k1)
+                .with_value(b"k1 lost on its way".to_vec())
+                .encode()
+                .unwrap();
+            let mut out = Vec::new();
+            sw.process_packet(
+                1,
+                &frame((CLIENT_IP, 7777), (server_ip(0), 1152), &put),
+                &mut out,
+            );
+            let mut p = p.lock().unwrap();
+            for o in &out {
+                if let Some(m) = parse(&o.data).and_then(|f| Message::decode(f.4).ok()) {
+                    p.push(m.op);
+                }
+            }
+            true
+        }));
+        os.admit_later(Key::from_id(2), 0);
+        wait_for("k1 never evicted", || {
+            os.stats().evictions.load(Ordering::Relaxed) == 1
+        });
+        assert_eq!(
+            *passed.lock().unwrap(),
+            [Op::PUTREQ_SEQ_BEINGEVICTED],
+            "the write must have passed while k1 was being evicted"
+        );
+        let stored = servers[0].store().get(&k1).unwrap().unwrap();
+        assert_eq!(
+            (stored.seq, stored.value.as_deref()),
+            (s1, Some(&b"k1 acknowledged by the switch"[..])),
+            "the switch's record of k1 was not written back"
+        );
+        let g = c.get(k1).unwrap();
+        assert_eq!((g.seq, g.served_by), (s1, 0));
+    }
+
+    /// An eviction whose write-back nobody acknowledges (its server dead) while a write of the
+    /// key passes to that server and is lost (the interleaving behind the one stale read of
+    /// `netns_servers_killed_and_restarted`): the slot must not become valid again with latest
+    /// cleared, or reads go to the restarted server, which has neither the switch's record nor
+    /// the lost write, and get an older value than an acknowledged write. It stays being
+    /// evicted: reads carry the switch's record to the server (the newer wins), snapshots keep
+    /// it, and the next eviction writes it back.
+    #[test]
+    fn a_failed_write_back_never_hides_the_switch_record() {
+        let (d, mut servers, sim, os, mut c) =
+            setup_on("failwb", 1, SimSwitch::access, |cfg| cfg.tries = 100);
+        let k1 = Key::from_id(1);
+        let v1 = &b"k1 acknowledged by the switch"[..];
+        let s1 = until_absorbed(&mut c, k1, v1);
+        let addr = servers[0].addr();
+        servers.pop().unwrap().shutdown().unwrap();
+        // k2 needs k1's slot: the write-back goes unanswered for tries × ack_timeout = 2 s.
+        os.admit_later(Key::from_id(2), 0);
+        wait_for("k1 never marked being evicted", || {
+            reg(&os, "validvalue_reg", 0) == 3
+        });
+        // Meanwhile a write of k1 passes to the dead server: lost, never acknowledged.
+        let mut w = Client::new(
+            Router::new(sim.fronts()).unwrap(),
+            Duration::from_millis(50),
+            0,
+        )
+        .unwrap();
+        assert!(w.put(k1, b"k1 lost with the dead server").is_err());
+        assert_eq!(reg(&os, "latest_reg", 0), 0, "the write passed");
+        wait_for("the write-back never gave up", || {
+            os.stats().gave_up.load(Ordering::Relaxed) > 0
+        });
+        // The server comes back with its data on the same address: without k1's record.
+        let mut cfg = tern_kv::server::ServerConfig::new(d.0.join("server0"), addr.port());
+        cfg.switchos = Some(os.addr());
+        servers.push(tern_kv::server::start(&cfg).unwrap());
+        assert!(servers[0].store().get(&k1).unwrap().unwrap().seq < s1);
+        let g = c.get(k1).unwrap();
+        assert_eq!(
+            (g.seq, g.value.as_deref()),
+            (s1, Some(v1)),
+            "stale read: older than the acknowledged write of seq {s1}"
+        );
+        let snap = os.snapshot();
+        assert!(
+            snap.records
+                .iter()
+                .any(|r| r.key == k1 && r.seq == s1 && r.value.as_deref() == Some(v1)),
+            "the snapshot lost k1's record: {snap:?}"
+        );
+        // The next eviction retries k1's write-back.
+        os.admit_later(Key::from_id(2), 0);
+        wait_for("k1 never written back", || {
+            os.stats().writebacks.load(Ordering::Relaxed) > 0
+        });
+        let stored = servers[0].store().get(&k1).unwrap().unwrap();
+        assert_eq!((stored.seq, stored.value.as_deref()), (s1, Some(v1)));
+        let g = c.get(k1).unwrap();
+        assert_eq!((g.seq, g.served_by), (s1, 0));
     }
 }
