@@ -51,9 +51,23 @@ pub struct GetResult {
     pub served_by: u16,
 }
 
+/// How long a socket replaced after a retried request keeps its port (late replies to it are
+/// dropped there instead of reaching a socket that reuses the port).
+const RETIRED_FOR: Duration = Duration::from_secs(10);
+/// Replaced sockets kept at most.
+const RETIRED_MAX: usize = 64;
+
 /// A client bound to one local UDP socket.
+///
+/// Requests carry no id, so a reply is matched by key and op only. After a request that was
+/// sent more than once (or got no reply), a reply to an earlier send may still arrive; the
+/// client then moves to a fresh socket, so such a late reply can never be taken for the answer
+/// to a later request of the same key (a read answered with a value from before a write that
+/// was acknowledged meanwhile: a stale read).
 pub struct Client {
     sock: UdpSocket,
+    /// Sockets replaced after retried requests, with when (kept open for [`RETIRED_FOR`]).
+    retired: std::collections::VecDeque<(UdpSocket, Instant)>,
     router: Router,
     timeout: Duration,
     retries: u32,
@@ -63,6 +77,8 @@ pub struct Client {
     pub sent: Vec<u64>,
     /// Retries made.
     pub retried: u64,
+    /// Times the client moved to a fresh socket after a retried request.
+    pub rebound: u64,
 }
 
 impl Client {
@@ -84,6 +100,7 @@ impl Client {
         let n = router.servers().len();
         Ok(Client {
             sock,
+            retired: std::collections::VecDeque::new(),
             router,
             timeout,
             retries,
@@ -91,6 +108,7 @@ impl Client {
             out: Vec::with_capacity(256),
             sent: vec![0; n],
             retried: 0,
+            rebound: 0,
         })
     }
 
@@ -117,12 +135,32 @@ impl Client {
             })?;
         self.out.clear();
         req.encode_into(&mut self.out)?;
+        let (res, sends) = self.exchange(server, addr, req, accept);
+        if sends > 1 || (sends == 1 && res.is_err()) {
+            // A reply to a send this request no longer waits for may still arrive.
+            self.fresh_socket()?;
+        }
+        res
+    }
+
+    /// The sends of [`Client::request_to`]: the result and how many times the request was sent.
+    fn exchange(
+        &mut self,
+        server: usize,
+        addr: SocketAddr,
+        req: &Message,
+        accept: &[Op],
+    ) -> (Result<Message, ClientError>, u32) {
         let attempts = self.retries + 1;
+        let mut sends = 0;
         for attempt in 0..attempts {
             if attempt > 0 {
                 self.retried += 1;
             }
-            self.sock.send_to(&self.out, addr)?;
+            if let Err(e) = self.sock.send_to(&self.out, addr) {
+                return (Err(e.into()), sends);
+            }
+            sends += 1;
             self.sent[server] += 1;
             let deadline = Instant::now() + self.timeout;
             loop {
@@ -130,7 +168,9 @@ impl Client {
                 if left.is_zero() {
                     break;
                 }
-                self.sock.set_read_timeout(Some(left))?;
+                if let Err(e) = self.sock.set_read_timeout(Some(left)) {
+                    return (Err(e.into()), sends);
+                }
                 let n = match self.sock.recv_from(&mut self.buf) {
                     Ok((n, _)) => n,
                     Err(e)
@@ -144,23 +184,44 @@ impl Client {
                     {
                         continue
                     }
-                    Err(e) => return Err(e.into()),
+                    Err(e) => return (Err(e.into()), sends),
                 };
                 // Late replies to earlier attempts or other keys are skipped.
                 if let Ok(m) = Message::decode(&self.buf[..n]) {
                     if m.key == req.key && accept.contains(&m.op) {
-                        return Ok(m);
+                        return (Ok(m), sends);
                     }
                 }
             }
         }
-        Err(ClientError::Timeout {
+        let err = ClientError::Timeout {
             op: req.op,
             key: req.key,
             server: addr,
             attempts,
             timeout: self.timeout,
-        })
+        };
+        (Err(err), sends)
+    }
+
+    /// Moves to a new socket (another port). The old one stays open for [`RETIRED_FOR`], so its
+    /// port is not handed to another socket while late replies may still arrive at it.
+    fn fresh_socket(&mut self) -> Result<(), ClientError> {
+        let local = self.sock.local_addr()?.ip();
+        let sock = UdpSocket::bind((local, 0))?;
+        let old = std::mem::replace(&mut self.sock, sock);
+        let now = Instant::now();
+        while self.retired.len() >= RETIRED_MAX
+            || self
+                .retired
+                .front()
+                .is_some_and(|(_, at)| now.duration_since(*at) > RETIRED_FOR)
+        {
+            self.retired.pop_front();
+        }
+        self.retired.push_back((old, now));
+        self.rebound += 1;
+        Ok(())
     }
 
     fn request(&mut self, req: &Message, accept: &[Op]) -> Result<Message, ClientError> {
