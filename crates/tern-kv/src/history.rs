@@ -232,6 +232,9 @@ impl CheckReport {
 struct KeyHistory {
     /// `(time the client saw the ack, seq)` of acknowledged writes and deletes.
     acked: Vec<(Instant, u32)>,
+    /// `(client thread, who answered: server index or 0xFFFF for the switch, delete)` of each
+    /// entry of `acked` (for the violation reports).
+    who: Vec<(usize, u16, bool)>,
     /// seq → value (`None` = delete) of acknowledged writes.
     by_seq: HashMap<u32, Option<Vec<u8>>>,
 }
@@ -256,6 +259,49 @@ fn names_key(v: &[u8], id: u64) -> bool {
     v.starts_with(p.as_bytes())
 }
 
+/// The history of a key around a bad read by thread `thread` (sent at `sent`, answered at
+/// `answered`, after `retries` retries): the last acknowledged writes before it and the first
+/// after, each with its seq, client thread, who answered it and when relative to the read's
+/// send (the checker's examples; a violation is rare and these name what happened around it).
+fn around(h: &KeyHistory, thread: usize, sent: Instant, answered: Instant, retries: u64) -> String {
+    let ms = |at: Instant| {
+        if at >= sent {
+            format!("+{:.1}", (at - sent).as_secs_f64() * 1e3)
+        } else {
+            format!("-{:.1}", (sent - at).as_secs_f64() * 1e3)
+        }
+    };
+    let mut order: Vec<usize> = (0..h.acked.len()).collect();
+    order.sort_by_key(|&i| h.acked[i].0);
+    let before = order.iter().filter(|&&i| h.acked[i].0 < sent).count();
+    let lo = before.saturating_sub(4);
+    let hi = (before + 2).min(order.len());
+    let items: Vec<String> = order[lo..hi]
+        .iter()
+        .map(|&i| {
+            let (at, seq) = h.acked[i];
+            let (t, by, del) = h.who.get(i).copied().unwrap_or((usize::MAX, 0, false));
+            let who = if t == usize::MAX {
+                "load".to_string()
+            } else {
+                format!("t{t}")
+            };
+            let by = if by == 0xFFFF {
+                "switch".to_string()
+            } else {
+                format!("server {by}")
+            };
+            let what = if del { "delete" } else { "write" };
+            format!("{what} seq {seq} by {who} acked by {by} at {} ms", ms(at))
+        })
+        .collect();
+    format!(
+        "read by t{thread} answered at {} ms after {retries} retries; writes around it: [{}]",
+        ms(answered),
+        items.join(", ")
+    )
+}
+
 /// Loads the keys, runs the clients and checks every read.
 pub fn run(cfg: &CheckConfig) -> Result<CheckReport, ClientError> {
     let router = Router::new(cfg.servers.clone()).map_err(|e| {
@@ -277,6 +323,7 @@ pub fn run(cfg: &CheckConfig) -> Result<CheckReport, ClientError> {
         let seq = loader.put(Key::from_id(id), &v)?;
         if let Ok(mut h) = hist[id as usize].lock() {
             h.acked.push((Instant::now(), seq));
+            h.who.push((usize::MAX, 0, false));
             h.by_seq.insert(seq, Some(v));
         }
     }
@@ -317,6 +364,7 @@ pub fn run(cfg: &CheckConfig) -> Result<CheckReport, ClientError> {
                             }
                             if let Ok(mut h) = hist[id as usize].lock() {
                                 h.acked.push((now, seq));
+                                h.who.push((t, by, del));
                                 h.by_seq.insert(seq, (!del).then_some(v));
                             }
                             if del {
@@ -329,6 +377,7 @@ pub fn run(cfg: &CheckConfig) -> Result<CheckReport, ClientError> {
                     }
                 } else {
                     let t0 = Instant::now();
+                    let sends_before = c.retried;
                     let g = match c.get(key) {
                         Ok(g) => g,
                         Err(_) => {
@@ -374,12 +423,13 @@ pub fn run(cfg: &CheckConfig) -> Result<CheckReport, ClientError> {
                     if !bad.is_empty() && local.examples.len() < 10 {
                         local.examples.push(format!(
                             "key {id}: read seq {} value {:?} (served by {}), acked before: \
-                             seq {:?}: {}",
+                             seq {:?}: {}; {}",
                             g.seq,
                             g.value.as_deref().map(String::from_utf8_lossy),
                             g.served_by,
                             need,
-                            bad.join("; ")
+                            bad.join("; "),
+                            around(&h, t, t0, Instant::now(), c.retried - sends_before)
                         ));
                     }
                 }

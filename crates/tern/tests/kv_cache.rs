@@ -212,6 +212,16 @@ fn the_checker_finds_stale_reads_of_a_broken_cache() {
         "{}",
         r.out
     );
+    // Each example names the history around the bad read: a write acknowledged (by a server:
+    // NetCache writes through) before the read was sent, at a negative offset from it.
+    let line = r
+        .out
+        .lines()
+        .find(|l| l.contains("stale: older than an acknowledged write"))
+        .unwrap();
+    assert!(line.contains("writes around it: ["), "{line}");
+    assert!(line.contains(" acked by server "), "{line}");
+    assert!(line.contains(" at -"), "{line}");
 }
 
 const CRASHES: &[&str] = &["--crashes", "3", "--crash-period-ms", "300"];
