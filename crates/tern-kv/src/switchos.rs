@@ -16,7 +16,7 @@
 //!   to the server), writes the switch's record back whenever the slot holds one (CACHE_EVICT,
 //!   applied with the seq check; not only when latest: a write passing between two runtime
 //!   calls clears latest), then validvalue := 0 and the entry is removed. A write-back nobody
-//!   acknowledges leaves the slot being evicted (never valid again) until the next eviction
+//!   acknowledges leaves the slot being evicted (never valid again) until a later eviction
 //!   retries it. NetCache copies are clean: validvalue := 0, entry removed.
 //! * Snapshot (FarReach, every `snapshot_period`): set the snapshot token, read every cached
 //!   slot (its shadow record when case 1 copied one), clear the token and the case1 bits.
@@ -194,6 +194,9 @@ struct Slot {
     /// FarReach: an eviction's write-back got no acknowledgement and the slot stays being
     /// evicted (validvalue 3) until a later eviction writes it back (see [`Worker::evict`]).
     evicting: bool,
+    /// When an eviction may try that write-back again (before then evictions take other
+    /// victims, so a dead server does not stop admission for the others).
+    retry_at: Instant,
 }
 
 struct Shared<A> {
@@ -651,6 +654,7 @@ impl<A: SwitchAccess> Worker<A> {
             server,
             handle,
             evicting: false,
+            retry_at: Instant::now(),
         });
         self.used.push(idx);
         if let Ok(mut c) = self.s.cached.lock() {
@@ -701,7 +705,9 @@ impl<A: SwitchAccess> Worker<A> {
     /// Frees a slot by sampling; `None` if the victim could not be written back (it stays).
     ///
     /// FarReach: a victim whose write-back got no acknowledgement (its server dead) stays being
-    /// evicted (validvalue 3) and is the next eviction's victim. It never goes back to valid 1:
+    /// evicted (validvalue 3) and is tried again by the first eviction after as long again as
+    /// the failed attempt took (meanwhile evictions sample the other slots, or retry it at once
+    /// when there is no other). It never goes back to valid 1:
     /// a write that passed to the server while it was being evicted cleared its latest bit,
     /// and a valid slot that is not latest sends reads to the server, which may not have the
     /// switch's record (the write that passed may have been lost with the dead server) — a
@@ -712,16 +718,25 @@ impl<A: SwitchAccess> Worker<A> {
         if self.used.is_empty() {
             return Ok(None);
         }
-        let pending = self.used.iter().position(|&i| {
+        let now = Instant::now();
+        let evicting = |i: u32| {
             self.slots[i as usize]
                 .as_ref()
-                .is_some_and(|slot| slot.evicting)
-        });
-        let pos = match pending {
-            Some(p) => p,
-            None => {
+                .filter(|slot| slot.evicting)
+                .map(|slot| slot.retry_at)
+        };
+        // A failed write-back due again goes first; else a victim sampled among the others;
+        // with no other, the failed one again.
+        let due = (0..self.used.len()).find(|&p| evicting(self.used[p]).is_some_and(|t| t <= now));
+        let others: Vec<usize> = (0..self.used.len())
+            .filter(|&p| evicting(self.used[p]).is_none())
+            .collect();
+        let pos = match (due, others.is_empty()) {
+            (Some(p), _) => p,
+            (None, true) => 0,
+            (None, false) => {
                 let picks: Vec<usize> = (0..self.s.cfg.sample)
-                    .map(|_| self.rng.below(self.used.len() as u64) as usize)
+                    .map(|_| others[self.rng.below(others.len() as u64) as usize])
                     .collect();
                 let mut best = (u64::MAX, 0usize);
                 for p in picks {
@@ -767,8 +782,10 @@ impl<A: SwitchAccess> Worker<A> {
                     Message::new(Op::CACHE_EVICT, key).with_body(evict_body(value.as_deref(), seq));
                 if let Err(e) = self.request(server, m, Op::CACHE_EVICT_ACK) {
                     // Stays being evicted (see above); written back by the next eviction.
+                    let wait = self.s.cfg.ack_timeout * self.s.cfg.tries;
                     if let Some(slot) = self.slots[idx as usize].as_mut() {
                         slot.evicting = true;
+                        slot.retry_at = Instant::now() + wait;
                     }
                     eprintln!("switch OS: eviction write-back: {e}");
                     return Ok(None);

@@ -782,4 +782,41 @@ mod tests {
         let g = c.get(k1).unwrap();
         assert_eq!((g.seq, g.served_by), (s1, 0));
     }
+
+    /// A failed write-back is not retried before as long again as it took: meanwhile an
+    /// admission evicts another victim instead of waiting on the same dead server again, so a
+    /// dead server does not stop admission (here the other victim's server is the same dead
+    /// one, so it fails too and both slots end being evicted, their records kept).
+    #[test]
+    fn a_failed_write_back_waits_while_other_victims_are_taken() {
+        let (_d, mut servers, _sim, os, mut c) = setup_on("failwait", 2, SimSwitch::access, |_| {});
+        let (k1, k3) = (Key::from_id(1), Key::from_id(3));
+        let s1 = until_absorbed(&mut c, k1, b"k1 in the switch");
+        let s3 = until_absorbed(&mut c, k3, b"k3 in the switch");
+        wait_for("two keys cached", || os.cached_count() == 2);
+        servers.pop().unwrap().shutdown().unwrap();
+        os.admit_later(Key::from_id(2), 0);
+        wait_for("the first write-back never gave up", || {
+            os.stats().gave_up.load(Ordering::Relaxed) == 1
+        });
+        let first = (0..2)
+            .filter(|&i| reg(&os, "validvalue_reg", i) == 3)
+            .count();
+        assert_eq!(first, 1, "one victim being evicted");
+        // At once again: the failed victim is not due, the other slot is taken.
+        os.admit_later(Key::from_id(2), 0);
+        wait_for("the second write-back never gave up", || {
+            os.stats().gave_up.load(Ordering::Relaxed) == 2
+        });
+        assert_eq!(
+            (reg(&os, "validvalue_reg", 0), reg(&os, "validvalue_reg", 1)),
+            (3, 3),
+            "the second admission must take the other victim"
+        );
+        assert_eq!(os.cached_count(), 2);
+        let snap = os.snapshot();
+        let mut seqs: Vec<u32> = snap.records.iter().map(|r| r.seq).collect();
+        seqs.sort_unstable();
+        assert_eq!(seqs, [s1.min(s3), s1.max(s3)], "{snap:?}");
+    }
 }
