@@ -26,7 +26,7 @@
 //! slice only at its tick (4 ms here), and a woken worker preempts the running one at once
 //! only when EEVDF finds it *eligible* (it has not run ahead of its share); a victim's
 //! worker woken a few µs after a burst of its own is not, and waits for the next tick
-//! whatever the slices (`perf sched timehist`: every wait over 0.5 ms ended on a tick). A
+//! whatever the slices (`perf sched timehist`: 66 of 70 waits over 0.5 ms ended within 0.2 ms of a tick). A
 //! shorter slice helps where the kernel preempts between ticks (`HZ=1000`, `HRTICK`).
 
 /// The slice [`ThreadSlice::Auto`] asks for: the kernel's shortest, 0.1 ms.
