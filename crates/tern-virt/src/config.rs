@@ -19,7 +19,8 @@
 //!   ],
 //!   "snapshots": { "maintenance": { "rules": [ ... ], "ports": { "1": { "1": "drop" } } } },
 //!   "p4runtime": { "addr": "127.0.0.1:9559", "tokens": { "alice": "alice-secret" },
-//!                  "operator_token": "op-secret" }
+//!                  "operator_token": "op-secret" },
+//!   "worker_slice_us": 100
 //! }
 //! ```
 //!
@@ -30,6 +31,9 @@
 //! ```
 //! `vlans` makes virtual ports tagged (virtual port → VLAN id, `Topology::vlans`: the tag is
 //! stripped on the way in and pushed on the way out); snapshots keep the devices' `vlans`.
+//!
+//! `worker_slice_us` is the time slice (µs) the worker threads of `tern virt run --workers N`
+//! ask the kernel for ([`crate::ThreadSlice`]; 0 or absent: the kernel's default).
 //!
 //! Paths are relative to the configuration file's folder; `.p4` programs are compiled with
 //! tern's compiler, anything else is read as BMv2 JSON.
@@ -93,6 +97,10 @@ pub struct Config {
     pub snapshots: BTreeMap<String, Topology>,
     /// The P4Runtime server, if the file configures one.
     pub p4runtime: Option<P4rtConfig>,
+    /// `"worker_slice_us"`: the time slice the worker threads of `tern virt run --workers N`
+    /// ask the kernel for, in µs (0 or absent: the kernel's default; `--worker-slice-us`
+    /// overrides it; see `crate::sched` for what it does and does not do).
+    pub worker_slice_us: Option<u64>,
 }
 
 struct Ctx<'a> {
@@ -508,7 +516,14 @@ impl Config {
         let o = cx.obj(
             &root,
             "top level",
-            &["max_hops", "devices", "rules", "snapshots", "p4runtime"],
+            &[
+                "max_hops",
+                "devices",
+                "rules",
+                "snapshots",
+                "p4runtime",
+                "worker_slice_us",
+            ],
         )?;
         let max_hops = match o.get("max_hops") {
             None => crate::DEFAULT_MAX_HOPS,
@@ -662,6 +677,11 @@ impl Config {
             topology,
             snapshots,
             p4runtime: o.get("p4runtime").map(|v| cx.p4runtime(v)).transpose()?,
+            // The kernel takes 0.1–100 ms.
+            worker_slice_us: o
+                .get("worker_slice_us")
+                .map(|v| cx.uint(v, "worker_slice_us", 100_000))
+                .transpose()?,
         })
     }
 

@@ -32,6 +32,7 @@ mod forward;
 mod operate;
 mod p4rt;
 mod runtime;
+pub mod sched;
 mod shared;
 mod workers;
 
@@ -53,6 +54,7 @@ pub use fair::{
 pub use operate::Operate;
 pub use p4rt::{tenant_access, VirtP4rt, VirtTarget};
 pub use runtime::DeviceRuntime;
+pub use sched::ThreadSlice;
 pub use shared::SharedDevice;
 pub use workers::{VirtWorkers, WorkerOptions, DEFAULT_QUANTUM_NS};
 

@@ -59,6 +59,7 @@ use tern_runtime::{OutputPacket, Port};
 
 use crate::backend::WorkerControl;
 use crate::fair::{Arrival, Cost, DeviceJob, Queue, StageTrace};
+use crate::sched::{self, ThreadSlice};
 use crate::{
     validate_topology, CarryReport, Classifier, Device, DeviceId, DeviceSpec, DeviceStats,
     FairScheduler, FairStats, PortState, PortStates, Quarantined, Rule, Target, Topology,
@@ -86,6 +87,10 @@ pub struct WorkerOptions {
     /// Off by default: on the 2-vCPU machine it made the victim's p99 worse with two workers
     /// (bench/RESULTS.md, "Isolation, timed, fifth session").
     pub yield_when_busy: bool,
+    /// The time slice each worker thread asks the kernel for ([`ThreadSlice`]; default
+    /// [`ThreadSlice::Kernel`]: measured, a short slice did not shorten the two-worker stall
+    /// on the 2-vCPU machine, see [`crate::sched`]).
+    pub slice: ThreadSlice,
 }
 
 impl Default for WorkerOptions {
@@ -97,6 +102,7 @@ impl Default for WorkerOptions {
             capacity: 1024,
             rebalance_every: 65_536,
             yield_when_busy: false,
+            slice: ThreadSlice::Kernel,
         }
     }
 }
@@ -552,6 +558,10 @@ pub struct VirtWorkers {
     opts: WorkerOptions,
     boxes: Vec<Arc<Mailbox>>,
     handles: Vec<JoinHandle<()>>,
+    /// Per worker: its thread's kernel id.
+    tids: Vec<i32>,
+    /// The slice (ns) the workers asked for (`None`: the kernel's default).
+    slice: Option<u64>,
     up: Arc<Outbox>,
     /// Outputs collected from the workers' rings before a move, handed out first.
     held: VecDeque<OutputPacket>,
@@ -635,6 +645,10 @@ impl VirtWorkers {
         let done: DoneCounts = Arc::new((0..BOUNDED_IDS).map(|_| Default::default()).collect());
         let mut boxes = Vec::new();
         let mut handles = Vec::new();
+        // Each worker asks for its slice itself (a thread sets its own attributes), then says
+        // which thread it is.
+        let slice = opts.slice.resolve(n, sched::cpus());
+        let (tid_tx, tid_rx) = mpsc::channel();
         for w in 0..n {
             let mine: Vec<DeviceId> = assign
                 .iter()
@@ -652,18 +666,34 @@ impl VirtWorkers {
             let (mb2, up2) = (mb.clone(), up.clone());
             let yield_when_busy = opts.yield_when_busy;
             let done2 = Arc::clone(&done);
+            let tid_tx = tid_tx.clone();
             handles.push(
                 std::thread::Builder::new()
                     .name(format!("tern-virt-{w}"))
-                    .spawn(move || worker(shard, fair, mb2, up2, w, done2, yield_when_busy))
+                    .spawn(move || {
+                        // A kernel that refuses keeps its own slice (`thread_slice` tells).
+                        if let Some(ns) = slice {
+                            let _ = sched::set_current_slice(ns);
+                        }
+                        let _ = tid_tx.send((w, sched::current_tid()));
+                        drop(tid_tx);
+                        worker(shard, fair, mb2, up2, w, done2, yield_when_busy)
+                    })
                     .expect("spawn a worker thread"),
             );
             boxes.push(mb);
+        }
+        drop(tid_tx);
+        let mut tids = vec![0; n];
+        for (w, tid) in tid_rx.iter() {
+            tids[w] = tid;
         }
         VirtWorkers {
             opts: WorkerOptions { workers: n, ..opts },
             boxes,
             handles,
+            tids,
+            slice,
             up,
             held: VecDeque::new(),
             sent: vec![0; BOUNDED_IDS],
@@ -730,6 +760,18 @@ impl VirtWorkers {
     /// Worker threads.
     pub fn workers(&self) -> usize {
         self.opts.workers
+    }
+
+    /// Per worker: its thread's kernel id (`gettid`; 0 off Linux): for `taskset`, `chrt`,
+    /// `/proc/PID/task/TID/schedstat`, or [`crate::sched::thread_slice`].
+    pub fn thread_ids(&self) -> &[i32] {
+        &self.tids
+    }
+
+    /// The time slice (ns) the worker threads asked the kernel for when they started
+    /// ([`WorkerOptions::slice`] resolved; `None`: the kernel's default).
+    pub fn slice_ns(&self) -> Option<u64> {
+        self.slice
     }
 
     /// The worker a device runs on.

@@ -184,6 +184,7 @@ fn with_workers_a_flooding_tenant_on_the_victims_worker_cannot_starve_it() {
                 capacity: CAPACITY,
                 rebalance_every: 0,
                 yield_when_busy: true,
+                slice: tern_virt::ThreadSlice::Kernel,
             },
         );
         let w = pool.worker_of(1).unwrap();
@@ -242,6 +243,7 @@ fn rebalancing_moves_a_device_under_traffic_losing_nothing() {
             capacity: 4096,
             rebalance_every: 100,
             yield_when_busy: true,
+            slice: tern_virt::ThreadSlice::Kernel,
         },
     );
     pool.move_group(1, 0).unwrap();

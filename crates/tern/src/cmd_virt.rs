@@ -102,6 +102,13 @@ struct RunArgs {
     /// tenant's control request runs on the worker that holds its device.
     #[arg(long, default_value_t = 0, value_name = "N")]
     workers: usize,
+    /// With `--workers`: the time slice (µs) each worker thread asks the kernel for (EEVDF's
+    /// custom slice, Linux 6.12+, 100–100,000; 0 or absent: the kernel's default). Overrides
+    /// the config's `worker_slice_us`. A short slice lets a woken worker in sooner only where
+    /// the kernel preempts between ticks (HZ=1000, HRTICK); on the 2-vCPU HZ=250 machine it
+    /// did not shorten the two-worker stall (bench/RESULTS.md).
+    #[arg(long, value_name = "US", value_parser = clap::value_parser!(u64).range(0..=100_000))]
+    worker_slice_us: Option<u64>,
 }
 
 #[derive(clap::Args)]
@@ -200,11 +207,16 @@ fn run_files(a: RunArgs) -> anyhow::Result<()> {
                 .with_context(|| format!("opening the pcap ports in {}", a.pcap_dir.display()))?,
         )
     };
+    let slice = a.worker_slice_us.or(cfg.worker_slice_us).map_or(
+        tern_virt::ThreadSlice::Kernel,
+        tern_virt::ThreadSlice::from_us,
+    );
     let front = if a.workers > 0 {
         Front::workers(tern_virt::VirtWorkers::new(
             vs,
             tern_virt::WorkerOptions {
                 workers: a.workers,
+                slice,
                 ..tern_virt::WorkerOptions::default()
             },
         ))
@@ -629,6 +641,7 @@ mod tests {
                 wait: 0,
                 workers,
                 grpc_addr: None,
+                worker_slice_us: None,
             })
             .unwrap();
             assert_eq!(
@@ -1435,6 +1448,7 @@ mod tests {
             wait: 0,
             grpc_addr: None,
             workers: 0,
+            worker_slice_us: None,
         })
         .unwrap_err();
         let e = format!("{e:#}");

@@ -58,6 +58,10 @@ pub struct BenchArgs {
     /// --isolation: the victim's offered rate as a share of its capacity measured alone.
     #[arg(long, default_value_t = 0.4)]
     victim_share: f64,
+    /// --isolation: offer the victim this many kpps instead of `--victim-share` of its
+    /// measured capacity (the same load for every build or setting compared).
+    #[arg(long, value_name = "KPPS")]
+    victim_kpps: Option<f64>,
     /// --isolation: the fair scheduler's quantum, in ns of work per device per round.
     #[arg(long, default_value_t = tern_virt::DEFAULT_QUANTUM_NS)]
     quantum_ns: u64,
@@ -82,6 +86,11 @@ pub struct BenchArgs {
     /// worker holds the CPU it needs (more threads than CPUs).
     #[arg(long, default_value_t = 0)]
     slice_us: u64,
+    /// --isolation: the time slice (µs) the worker threads ask for when they start
+    /// (`WorkerOptions::slice`, as `tern virt run --worker-slice-us`; 0 or absent: the
+    /// kernel's default). `--slice-us` then overrides it for every thread, the front included.
+    #[arg(long, value_name = "US")]
+    worker_slice_us: Option<u64>,
     /// --isolation: skip the plot (isolation.png needs matplotlib).
     #[arg(long)]
     no_plot: bool,
@@ -771,6 +780,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
             attack_frames: a.attack_frames,
             workers: a.workers.clone(),
             victim_share: a.victim_share,
+            victim_pps: a.victim_kpps.filter(|k| *k > 0.0).map(|k| k * 1e3),
             quantum_ns: a.quantum_ns.max(1),
             cost: match a.charge.as_str() {
                 "time" => tern_virt::Cost::Nanos,
@@ -780,6 +790,10 @@ pub fn run(a: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
             yield_when_busy: a.yield_busy,
             front_wakes_all: a.front_wakes_all,
             slice_us: a.slice_us,
+            worker_slice: a.worker_slice_us.map_or(
+                tern_virt::ThreadSlice::Kernel,
+                tern_virt::ThreadSlice::from_us,
+            ),
             plot: !a.no_plot,
         })?;
         return Ok(std::process::ExitCode::SUCCESS);
@@ -1035,11 +1049,13 @@ mod tests {
             attack_frames: 32,
             workers: vec![1, 2],
             victim_share: 0.4,
+            victim_kpps: None,
             quantum_ns: tern_virt::DEFAULT_QUANTUM_NS,
             charge: "work".into(),
             yield_busy: false,
             front_wakes_all: false,
             slice_us: 0,
+            worker_slice_us: None,
             no_plot: true,
         })
         .unwrap();
@@ -1121,11 +1137,13 @@ mod tests {
             attack_frames: 4,
             workers: vec![1, 2],
             victim_share: 0.2,
+            victim_kpps: None,
             quantum_ns: tern_virt::DEFAULT_QUANTUM_NS,
             charge: "work".into(),
             yield_busy: false,
             front_wakes_all: false,
             slice_us: 0,
+            worker_slice_us: None,
             no_plot: true,
         })
         .unwrap();

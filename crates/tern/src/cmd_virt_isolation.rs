@@ -71,6 +71,10 @@ pub struct IsolationArgs {
     pub workers: Vec<usize>,
     /// The victim's offered rate as a share of its measured capacity (0 < share <= 1).
     pub victim_share: f64,
+    /// Offer the victim this many packets per second instead of `victim_share` of its
+    /// measured capacity (the same load for every build and setting compared: the capacity
+    /// probe's figure moves with the machine's load).
+    pub victim_pps: Option<f64>,
     /// The scheduler's quantum (ns of work per device per round).
     pub quantum_ns: u64,
     /// What the scheduler charges (`Cost::Work` by default).
@@ -82,6 +86,8 @@ pub struct IsolationArgs {
     pub front_wakes_all: bool,
     /// The time slice (µs) asked for the front and the workers (0: the kernel's default).
     pub slice_us: u64,
+    /// The time slice the worker threads ask for (`WorkerOptions::slice`).
+    pub worker_slice: tern_virt::ThreadSlice,
     /// Draw isolation.png (matplotlib, scripts/virt/isolation-plot.sh).
     pub plot: bool,
 }
@@ -697,6 +703,7 @@ fn pool_for(
             quantum: a.quantum_ns,
             rebalance_every: 0,
             yield_when_busy: a.yield_when_busy,
+            slice: a.worker_slice,
             ..WorkerOptions::default()
         },
     );
@@ -740,6 +747,7 @@ pub fn run(a: &IsolationArgs) -> anyhow::Result<serde_json::Value> {
         "batch": a.batch,
         "attack_frames_per_dispatch": a.attack_frames,
         "victim_share": a.victim_share,
+        "victim_pps_fixed": a.victim_pps,
         "quantum_ns": a.quantum_ns,
         "charge": charge_name(a.cost),
         "yield_when_busy": a.yield_when_busy,
@@ -1006,7 +1014,7 @@ fn suite(
             drop(pool.shutdown(&mut out));
             c
         };
-        let rate = a.victim_share * cap;
+        let rate = a.victim_pps.unwrap_or(a.victim_share * cap);
         println!(
             "{workers} worker(s): victim capacity {:.1} kpps, offering {:.1} kpps",
             cap / 1e3,
@@ -1162,6 +1170,12 @@ fn suite(
                 "front_port_drops": pool.port_drops(),
                 "victim_stages": stages_json,
                 "threads": sched_json,
+                // The slice in force for each worker thread, as the kernel reports it (ns).
+                "worker_slice_ns": pool
+                    .thread_ids()
+                    .iter()
+                    .map(|&t| tern_virt::sched::thread_slice(t).ok())
+                    .collect::<Vec<_>>(),
             }));
             md.push_str(&format!(
                 "| {workers} | {} | {:.1} | {:.1} | {:.3} | {lost} | {:+.1} % | {:.1} | {:.1} | \
