@@ -217,14 +217,14 @@ impl WorkerControl {
             self.boxes[w]
                 .post(Msg::Post(
                     id,
-                    Box::new(move |vs| {
+                    crate::fair::Job::Once(Box::new(move |vs| {
                         let (release_tx, release_rx) = mpsc::channel::<()>();
                         let ptr = ShardPtr(NonNull::from(vs));
                         if reply_tx.send((ptr, release_tx)).is_ok() {
                             // Lent: wait until the lease is dropped (its sender disconnects).
                             let _ = release_rx.recv();
                         }
-                    }),
+                    })),
                 ))
                 .map_err(|_| VirtError::NoSuchDevice(id))?;
         }

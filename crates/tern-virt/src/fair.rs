@@ -79,6 +79,13 @@ pub struct FairStats {
     pub guarded: u64,
     /// Rounds the device sat out with packets waiting, paying back a debt.
     pub skipped: u64,
+    /// Control jobs and steps run ([`FairScheduler::enqueue_job`],
+    /// [`FairScheduler::enqueue_steps`]).
+    pub jobs: u64,
+    /// Their work counted ([`Cost::Work`]: entries touched, at least one per job or step).
+    pub control_units: u64,
+    /// Times the device's calibration started again because its program was replaced.
+    pub recalibrated: u64,
 }
 
 /// A stage of a packet's way through a worker's scheduler ([`StageTrace`]).
@@ -161,6 +168,16 @@ impl StageTrace {
 /// Control work queued for a device ([`FairScheduler::enqueue_job`]).
 pub type DeviceJob = Box<dyn FnOnce(&mut VirtSwitch) + Send>;
 
+/// A batch of control work cut into steps ([`FairScheduler::enqueue_steps`]): called with
+/// step 0, 1, ... in order, one step per turn of the device.
+pub type StepJob = Box<dyn FnMut(&mut VirtSwitch, usize) + Send>;
+
+/// A device's queued control work: one job, or a batch run a step at a time.
+pub(crate) enum Job {
+    Once(DeviceJob),
+    Steps { f: StepJob, next: usize, end: usize },
+}
+
 /// The measured time above the calibration from which a chunk counts as far above it
 /// ([`Price::charge`]): 64×, above what another tenant's cache pollution does to a small
 /// chunk of a device (a debug build on a loaded machine showed victim chunks past 8×), far
@@ -228,13 +245,37 @@ pub(crate) enum Spent {
     Charged(u64),
     /// Counted units and measured ns, priced by the device's [`Price`].
     Counted { units: u64, ns: u64 },
+    /// [`Spent::Counted`] by a device whose program is in its `epoch`-th version
+    /// ([`VirtSwitch::program_epoch`]): a new epoch starts the device's calibrations again
+    /// (and its chunk size) before the chunk is priced.
+    CountedAt { units: u64, ns: u64, epoch: u64 },
+}
+
+impl Spent {
+    /// The counted form, after starting `q`'s calibration again if the program changed.
+    fn counted(self, q: &mut Queue) -> Spent {
+        match self {
+            Spent::CountedAt { units, ns, epoch } => {
+                if epoch != q.epoch {
+                    q.epoch = epoch;
+                    q.price = Price::default();
+                    q.control_price = Price::default();
+                    // The next chunk learns the new program's work per packet (one packet).
+                    q.per_packet = 0;
+                    q.stats.recalibrated += 1;
+                }
+                Spent::Counted { units, ns }
+            }
+            s => s,
+        }
+    }
 }
 
 /// Work that arrived while a round ran (handed in between two chunks).
 pub(crate) enum Arrival {
     /// A packet of the current dispatch ([`FairScheduler::stage`]).
     Packet(DeviceId, Port, Vec<u8>),
-    Job(DeviceId, DeviceJob),
+    Job(DeviceId, Job),
     /// The end of a dispatch ([`FairScheduler::end_dispatch`]).
     Round,
 }
@@ -248,12 +289,16 @@ pub(crate) struct Queue {
     /// Packets handed over by a worker but not released into `packets` yet: (dispatch,
     /// virtual port, frame), in order ([`FairScheduler::stage`]).
     staged: VecDeque<(u64, Port, Vec<u8>)>,
-    jobs: VecDeque<DeviceJob>,
+    jobs: VecDeque<Job>,
     deficit: i64,
     per_packet: u64,
     used: u64,
     round: u64,
     price: Price,
+    /// The price of its control work (entries touched), calibrated apart from its packets'.
+    control_price: Price,
+    /// The device's program version its prices were calibrated on.
+    epoch: u64,
     stats: FairStats,
 }
 
@@ -489,6 +534,34 @@ impl FairScheduler {
     /// device's turn, before its packets, and its work is charged to the device like its
     /// packets' (so a control flood spends its own share, and waits while in debt).
     pub fn enqueue_job(&mut self, id: DeviceId, job: DeviceJob) {
+        self.queue_job(id, Job::Once(job));
+    }
+
+    /// Queue a batch of control work for device `id` cut into `steps` steps (a tenant's
+    /// batch of table writes, one write a step): `f(vs, i)` runs step `i`, in order, **one
+    /// step per turn** of the device, each charged like a job ([`Cost::Work`]: by the entries
+    /// it touched). So one big batch cannot hold the worker for long: a device under its share
+    /// gets the next chunk after at most one step, and the batch spends the device's own
+    /// credit, step by step, waiting in debt like a packet flood.
+    pub fn enqueue_steps(
+        &mut self,
+        id: DeviceId,
+        steps: usize,
+        f: impl FnMut(&mut VirtSwitch, usize) + Send + 'static,
+    ) {
+        if steps > 0 {
+            self.queue_job(
+                id,
+                Job::Steps {
+                    f: Box::new(f),
+                    next: 0,
+                    end: steps,
+                },
+            );
+        }
+    }
+
+    pub(crate) fn queue_job(&mut self, id: DeviceId, job: Job) {
         self.queues.entry(id).or_default().jobs.push_back(job);
     }
 
@@ -544,19 +617,32 @@ impl FairScheduler {
                     let now = Instant::now();
                     let ns = now.duration_since(*last).as_nanos() as u64;
                     *last = now;
-                    Spent::Counted { units, ns }
+                    Spent::CountedAt {
+                        units,
+                        ns,
+                        epoch: vs.program_epoch(id),
+                    }
                 }
             },
-            |(vs, _, last), _, job| {
+            |(vs, _, last), id, job| {
+                let before = vs.device_control_work(id);
                 job(vs);
-                if cost == Cost::Bytes {
-                    return 0;
-                }
-                // Control work has no counter: it is charged its measured time.
                 let now = Instant::now();
                 let ns = now.duration_since(*last).as_nanos() as u64;
                 *last = now;
-                ns.max(1)
+                match cost {
+                    Cost::Bytes => Spent::Charged(0),
+                    Cost::Nanos => Spent::Charged(ns.max(1)),
+                    // The entries it touched (at least one: a job that wrote nothing still
+                    // ran), priced at the device's own control calibration.
+                    // A job that replaced the program (a P4Runtime pipeline) starts the
+                    // device's calibrations again.
+                    Cost::Work => Spent::CountedAt {
+                        units: vs.device_control_work(id).saturating_sub(before).max(1),
+                        ns,
+                        epoch: vs.program_epoch(id),
+                    },
+                }
             },
             |(vs, out, last), spare| {
                 flush(vs, out, spare);
@@ -585,13 +671,13 @@ impl FairScheduler {
         &mut self,
         state: &mut S,
         mut run: impl FnMut(&mut S, DeviceId, &[(Port, &[u8])]) -> u64,
-        job: impl FnMut(&mut S, DeviceId, DeviceJob) -> u64,
+        mut job: impl FnMut(&mut S, DeviceId, &mut dyn FnMut(&mut VirtSwitch)) -> u64,
         done: impl FnMut(&mut S, &mut Vec<Vec<u8>>),
     ) -> usize {
         self.round_core(
             state,
             |s, id, pkts| Spent::Charged(run(s, id, pkts)),
-            job,
+            |s, id, j| Spent::Charged(job(s, id, j)),
             done,
             |_, _| {},
         )
@@ -613,7 +699,7 @@ impl FairScheduler {
         &mut self,
         state: &mut S,
         mut run: impl FnMut(&mut S, DeviceId, &[(Port, &[u8])]) -> Spent,
-        mut job: impl FnMut(&mut S, DeviceId, DeviceJob) -> u64,
+        mut job: impl FnMut(&mut S, DeviceId, &mut dyn FnMut(&mut VirtSwitch)) -> Spent,
         mut done: impl FnMut(&mut S, &mut Vec<Vec<u8>>),
         mut poll: impl FnMut(&mut S, &mut Vec<Arrival>),
     ) -> usize {
@@ -649,8 +735,41 @@ impl FairScheduler {
             }
             last = Some(id);
             let q = self.queues.get_mut(&id).expect("picked");
-            if let Some(j) = q.jobs.pop_front() {
-                let work = job(state, id, j);
+            if let Some(front) = q.jobs.front_mut() {
+                // One job, or one step of a batch (the rest stays at the front).
+                let spent = match front {
+                    Job::Steps { f, next, end } => {
+                        let i = *next;
+                        *next += 1;
+                        let finished = *next >= *end;
+                        let spent = job(state, id, &mut |vs: &mut VirtSwitch| f(vs, i));
+                        if finished {
+                            q.jobs.pop_front();
+                        }
+                        spent
+                    }
+                    Job::Once(_) => {
+                        let Some(Job::Once(j)) = q.jobs.pop_front() else {
+                            unreachable!("the front is a single job")
+                        };
+                        let mut j = Some(j);
+                        job(state, id, &mut |vs: &mut VirtSwitch| {
+                            if let Some(j) = j.take() {
+                                j(vs)
+                            }
+                        })
+                    }
+                };
+                let work = match spent.counted(q) {
+                    Spent::Charged(w) => w,
+                    Spent::Counted { units, ns } | Spent::CountedAt { units, ns, .. } => {
+                        let (w, guarded) = q.control_price.charge(units, ns);
+                        q.stats.guarded += u64::from(guarded);
+                        q.stats.control_units += units;
+                        w
+                    }
+                };
+                q.stats.jobs += 1;
                 q.deficit = q.deficit.saturating_sub(work.min(i64::MAX as u64) as i64);
                 q.used = q.used.saturating_add(work);
                 q.stats.work += work;
@@ -687,12 +806,12 @@ impl FairScheduler {
                     t.mark(Stage::Ran, n);
                 }
                 let q = self.queues.get_mut(&id).expect("picked");
-                let work = match spent {
+                let work = match spent.counted(q) {
                     Spent::Charged(w) => {
                         q.stats.units += w;
                         w
                     }
-                    Spent::Counted { units, ns } => {
+                    Spent::Counted { units, ns } | Spent::CountedAt { units, ns, .. } => {
                         let (w, guarded) = q.price.charge(units, ns);
                         q.stats.units += units;
                         q.stats.guarded += u64::from(guarded);
@@ -718,7 +837,7 @@ impl FairScheduler {
             for a in arrivals.drain(..) {
                 match a {
                     Arrival::Packet(id, vport, data) => self.stage(id, vport, data),
-                    Arrival::Job(id, j) => self.enqueue_job(id, j),
+                    Arrival::Job(id, j) => self.queue_job(id, j),
                     Arrival::Round => self.end_dispatch(),
                 }
             }
@@ -994,7 +1113,7 @@ mod tests {
                     ns: ns(id, units, **chunk),
                 }
             },
-            |_, _, _| 0,
+            |_, _, _| Spent::Charged(0),
             |_, _| {},
             |_, _| {},
         );
@@ -1151,7 +1270,7 @@ mod tests {
                         // Undisturbed: 1 ns a unit (so the charge counts units).
                         Spent::Counted { units, ns: units }
                     },
-                    |_, _, _| 0,
+                    |_, _, _| Spent::Charged(0),
                     |_, _| {},
                     |(_, waiting, _, _, last), arrivals| {
                         // A victim packet now and then, at points the test does not choose.
@@ -1226,7 +1345,7 @@ mod tests {
                     for w in waiting.iter_mut() {
                         *w += JOB;
                     }
-                    JOB
+                    Spent::Charged(JOB)
                 },
                 |_, _| {},
                 |(waiting, _, _), arrivals| {
@@ -1234,7 +1353,7 @@ mod tests {
                         .wrapping_mul(6364136223846793005)
                         .wrapping_add(1442695040888963407);
                     if (seed >> 40).is_multiple_of(3) {
-                        arrivals.push(Arrival::Job(ATTACKER, Box::new(|_| {})));
+                        arrivals.push(Arrival::Job(ATTACKER, Job::Once(Box::new(|_| {}))));
                         jobs += 1;
                     }
                     if seed >> 62 == 0 {
@@ -1311,5 +1430,130 @@ mod tests {
         let a = f.stats(ATTACKER);
         assert_eq!((a.queued, a.overflow, a.served), (32, 8, 30));
         assert_eq!(f.backlog(), 9 * 40 + 2);
+    }
+
+    /// A tenant's batch of 32 table writes beside a victim whose packets arrive at points the
+    /// test does not choose, also in the middle of a write batch (they are seen at the
+    /// worker's next look at its inbox, after the job or step that was running): posted as
+    /// steps, the batch runs one write per turn of its device, so a victim packet waits
+    /// behind at most one write; the same batch as one job holds it for up to all 32. Every
+    /// write runs once, in order, and each step is charged its writes (8 ns each).
+    #[test]
+    fn a_batch_of_writes_runs_a_step_per_turn_and_the_victim_waits_one_write() {
+        use std::sync::atomic::AtomicUsize;
+        const WRITES: usize = 32;
+        const BATCHES: usize = 300;
+        for as_steps in [true, false] {
+            let mut f = FairScheduler::with_cost(Cost::Work, 400, 64);
+            let done = Arc::new(AtomicUsize::new(0));
+            // Per victim packet waiting: the writes run since it arrived; `early`: packets
+            // that arrived during a job, with the writes they waited for in it.
+            let mut waiting: VecDeque<u64> = VecDeque::new();
+            let mut early: Vec<u64> = Vec::new();
+            let (mut max_wait, mut arrived, mut served) = (0u64, 0u64, 0u64);
+            let mut vs = VirtSwitch::new();
+            let mut seed = 11u64;
+            let mut rnd = move || {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                seed >> 33
+            };
+            for b in 0..BATCHES {
+                let d = Arc::clone(&done);
+                if as_steps {
+                    f.enqueue_steps(ATTACKER, WRITES, move |_, i| {
+                        let n = d.fetch_add(1, Ordering::Relaxed);
+                        assert_eq!(n, b * WRITES + i, "writes run once, in order");
+                    });
+                } else {
+                    f.enqueue_job(
+                        ATTACKER,
+                        Box::new(move |_| {
+                            d.fetch_add(WRITES, Ordering::Relaxed);
+                        }),
+                    );
+                }
+                // Rounds until this batch has run (bounded: a batch run whole in one turn
+                // counts one job and must not loop here).
+                for _ in 0..4 * WRITES {
+                    let mut st = (
+                        &mut waiting,
+                        &mut early,
+                        &mut max_wait,
+                        &mut served,
+                        &mut vs,
+                        &mut rnd,
+                        &mut arrived,
+                    );
+                    let count = Arc::clone(&done);
+                    f.round_core(
+                        &mut st,
+                        |(waiting, _, max_wait, served, ..), id, pkts| {
+                            assert_eq!(id, VICTIM);
+                            for _ in pkts {
+                                let w = waiting.pop_front().expect("a victim packet waits");
+                                **max_wait = (**max_wait).max(w);
+                                **served += 1;
+                            }
+                            Spent::Counted {
+                                units: pkts.len() as u64,
+                                ns: pkts.len() as u64,
+                            }
+                        },
+                        |(waiting, early, _, _, vs, rnd, arrived), _, job| {
+                            let before = count.load(Ordering::Relaxed);
+                            job(vs);
+                            let writes = (count.load(Ordering::Relaxed) - before) as u64;
+                            for w in waiting.iter_mut() {
+                                *w += writes;
+                            }
+                            // A victim packet arrived during the job, before its write `at`.
+                            if rnd() % 4 == 0 {
+                                let at = rnd() % writes.max(1);
+                                early.push(writes - at);
+                                **arrived += 1;
+                            }
+                            // A write costs 8 ns, a victim packet 1 (a table write is
+                            // dearer than forwarding a packet).
+                            Spent::Counted {
+                                units: writes,
+                                ns: 8 * writes,
+                            }
+                        },
+                        |_, _| {},
+                        |(waiting, early, .., rnd, arrived), arrivals| {
+                            // Arrived meanwhile (during the last job), or just now.
+                            if rnd() % 8 == 0 {
+                                early.push(0);
+                                **arrived += 1;
+                            }
+                            for w in early.drain(..) {
+                                arrivals.push(Arrival::Packet(VICTIM, 0, frame(1)));
+                                arrivals.push(Arrival::Round);
+                                waiting.push_back(w);
+                            }
+                        },
+                    );
+                    if f.stats(ATTACKER).jobs as usize
+                        >= (b + 1) * if as_steps { WRITES } else { 1 }
+                    {
+                        break;
+                    }
+                }
+            }
+            assert!(arrived > 100, "{arrived}");
+            assert_eq!(served + waiting.len() as u64 + early.len() as u64, arrived);
+            assert_eq!(done.load(Ordering::Relaxed), WRITES * BATCHES);
+            let a = f.stats(ATTACKER);
+            if as_steps {
+                assert_eq!(a.jobs as usize, WRITES * BATCHES);
+                assert_eq!(a.control_units as usize, WRITES * BATCHES);
+                assert!(max_wait <= 1, "waited behind {max_wait} writes");
+            } else {
+                assert_eq!(a.jobs as usize, BATCHES);
+                assert!(max_wait > 16, "one job holds the victim: {max_wait}");
+            }
+        }
     }
 }

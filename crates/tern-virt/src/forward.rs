@@ -18,7 +18,7 @@ macro_rules! for_each_runtime_method {
             [ref] switch_info() -> SwitchInfo => SwitchInfo::default();
             [ref] get_id_from_name(kind: ResourceType, name: &str) -> RtResult<i32> => Err(gone());
             [ref] mt_get_num_entries(table: &str) -> RtResult<u64> => Err(gone());
-            [mut] mt_clear_entries(table: &str, reset_default_entry: bool) -> RtResult<()> => Err(gone());
+            [clear] mt_clear_entries(table: &str, reset_default_entry: bool) -> RtResult<()> => Err(gone());
             [quota] mt_add_entry(table: &str, key: &[MatchParam], action: &str, data: &[Vec<u8>], priority: Option<i32>) -> RtResult<EntryHandle> => Err(gone());
             [mut] mt_set_default_action(table: &str, action: &str, data: &[Vec<u8>]) -> RtResult<()> => Err(gone());
             [mut] mt_reset_default_entry(table: &str) -> RtResult<()> => Err(gone());

@@ -48,8 +48,8 @@ use tern_runtime::{Digest, OutputPacket, PacketPath, Port, Runtime, RuntimeError
 
 pub use backend::{Lease, Shared, SwitchGuard, WorkerControl};
 pub use fair::{
-    Cost, DeviceJob, FairScheduler, FairStats, Price, Stage, StageTrace, GUARD, GUARD_SHARE,
-    MAX_CHUNK,
+    Cost, DeviceJob, FairScheduler, FairStats, Price, Stage, StageTrace, StepJob, GUARD,
+    GUARD_SHARE, MAX_CHUNK,
 };
 pub use operate::Operate;
 pub use p4rt::{tenant_access, VirtP4rt, VirtTarget};
@@ -369,6 +369,11 @@ pub struct DeviceStats {
     /// because the device's buffer pool was empty (on workers: `DEVICE_BUFFERS` instances
     /// and output buffers per device; `tern_dataplane::Switch::buffer_drops`).
     pub buffer_drops: u64,
+    /// Control-plane work the device's runtime took, in entries touched: one per write call
+    /// through [`VirtSwitch::runtime`] (adds, modifies, deletes, defaults, registers,
+    /// multicast, mirroring ...), a table clear the entries it removed. What the fair
+    /// scheduler's [`Cost::Work`] charges a control job for ([`VirtSwitch::device_control_work`]).
+    pub control_work: u64,
 }
 
 /// Whole-switch counters.
@@ -449,6 +454,10 @@ pub struct Device {
     /// what it reported last.
     board: Option<Arc<Quarantined>>,
     reported: bool,
+    /// Bumped whenever the device's program is replaced (any path: the operator's
+    /// `replace_device`, a tenant's P4Runtime pipeline): the fair scheduler starts the
+    /// device's calibration again when it moves ([`VirtSwitch::program_epoch`]).
+    epoch: u64,
 }
 
 /// The devices in quarantine, written by the workers' switches as they quarantine and release
@@ -920,6 +929,7 @@ impl VirtSwitch {
             cpu: Vec::new(),
             board: self.board.clone(),
             reported: false,
+            epoch: 0,
         };
         // The const entries of the program count towards its quota.
         if let Some(max) = dev.quotas.max_entries {
@@ -1001,6 +1011,7 @@ impl VirtSwitch {
         let tables = table_names(&switch);
         let dev = self.devices.get_mut(&id).expect("checked above");
         dev.switch = switch;
+        dev.epoch += 1;
         dev.switch.set_buffer_quota(self.buffer_quota);
         dev.tables = tables;
         dev.quotas = spec.quotas;
@@ -1100,6 +1111,21 @@ impl VirtSwitch {
     /// the fair scheduler's [`Cost::Work`] counts per chunk.
     pub fn device_passes(&self, id: DeviceId) -> u64 {
         self.devices.get(&id).map_or(0, |d| d.switch.passes())
+    }
+
+    /// How many times device `id`'s program was replaced (0 for an unknown device): the fair
+    /// scheduler prices a device's work by its own calibration, which must start again with
+    /// a new program — a device calibrated on a cheap program and then given a dear one (by
+    /// its tenant, over P4Runtime) would be charged the cheap price for the dear passes.
+    pub fn program_epoch(&self, id: DeviceId) -> u64 {
+        self.devices.get(&id).map_or(0, |d| d.epoch)
+    }
+
+    /// The control-plane work device `id`'s runtime took so far, in entries touched
+    /// ([`DeviceStats::control_work`]), 0 for an unknown device: what the fair scheduler's
+    /// [`Cost::Work`] counts per control job.
+    pub fn device_control_work(&self, id: DeviceId) -> u64 {
+        self.devices.get(&id).map_or(0, |d| d.stats.control_work)
     }
 
     /// The work device `id` has done, in passes: [`VirtSwitch::device_passes`] plus one unit

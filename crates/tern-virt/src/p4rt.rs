@@ -143,10 +143,15 @@ macro_rules! locked_method {
             }
         }
     };
+    // Writes count their entries touched (`DeviceStats::control_work`), as
+    // `DeviceRuntime`'s do: what the fair scheduler charges the lease's job for.
     ([mut] $name:ident ($($arg:ident: $ty:ty),*) $(-> $ret:ty)? => $missing:expr) => {
         fn $name(&mut self, $($arg: $ty),*) $(-> $ret)? {
             match self.dev_mut() {
-                Some(d) => d.switch.$name($($arg),*),
+                Some(d) => {
+                    d.stats.control_work += 1;
+                    d.switch.$name($($arg),*)
+                }
                 None => $missing,
             }
         }
@@ -155,8 +160,21 @@ macro_rules! locked_method {
         fn $name(&mut self, $($arg: $ty),*) $(-> $ret)? {
             match self.dev_mut() {
                 Some(d) => {
+                    d.stats.control_work += 1;
                     d.check_entry_quota()?;
                     d.switch.$name($($arg),*)
+                }
+                None => $missing,
+            }
+        }
+    };
+    ([clear] $name:ident ($t:ident: $tt:ty $(, $arg:ident: $ty:ty)*) $(-> $ret:ty)? => $missing:expr) => {
+        fn $name(&mut self, $t: $tt $(, $arg: $ty)*) $(-> $ret)? {
+            match self.dev_mut() {
+                Some(d) => {
+                    let n = d.switch.mt_get_num_entries($t).unwrap_or(0);
+                    d.stats.control_work += n.max(1);
+                    d.switch.$name($t $(, $arg)*)
                 }
                 None => $missing,
             }

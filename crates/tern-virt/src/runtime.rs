@@ -7,6 +7,10 @@
 //! port and go through the classifier, links and port maps like any other packet, so the
 //! STF runner and the CLI language drive one tenant inside the slice exactly as they drive a
 //! native switch.
+//!
+//! Every write call counts its entries touched in [`crate::DeviceStats::control_work`] (one
+//! per call, a table clear the entries it removes): what the fair scheduler charges a
+//! device's control jobs for.
 
 use tern_runtime::*;
 
@@ -62,13 +66,26 @@ macro_rules! device_method {
     };
     ([mut] $name:ident ($($arg:ident: $ty:ty),*) $(-> $ret:ty)?) => {
         fn $name(&mut self, $($arg: $ty),*) $(-> $ret)? {
-            self.dev_mut().switch.$name($($arg),*)
+            let d = self.dev_mut();
+            d.stats.control_work += 1;
+            d.switch.$name($($arg),*)
         }
     };
     ([quota] $name:ident ($($arg:ident: $ty:ty),*) $(-> $ret:ty)?) => {
         fn $name(&mut self, $($arg: $ty),*) $(-> $ret)? {
+            // Counted refused or not: the quota check is work too.
+            self.dev_mut().stats.control_work += 1;
             self.dev().check_entry_quota()?;
             self.dev_mut().switch.$name($($arg),*)
+        }
+    };
+    ([clear] $name:ident ($t:ident: $tt:ty $(, $arg:ident: $ty:ty)*) $(-> $ret:ty)?) => {
+        fn $name(&mut self, $t: $tt $(, $arg: $ty)*) $(-> $ret)? {
+            // A table clear touches every entry it removes.
+            let d = self.dev_mut();
+            let n = d.switch.mt_get_num_entries($t).unwrap_or(0);
+            d.stats.control_work += n.max(1);
+            d.switch.$name($t $(, $arg)*)
         }
     };
 }

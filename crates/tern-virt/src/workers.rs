@@ -58,7 +58,7 @@ use std::time::{Duration, Instant};
 use tern_runtime::{OutputPacket, Port};
 
 use crate::backend::WorkerControl;
-use crate::fair::{Arrival, Cost, DeviceJob, Queue, StageTrace};
+use crate::fair::{Arrival, Cost, Job as DeviceWork, Queue, StageTrace};
 use crate::sched::{self, ThreadSlice};
 use crate::{
     validate_topology, CarryReport, Classifier, Device, DeviceId, DeviceSpec, DeviceStats,
@@ -164,7 +164,7 @@ pub(crate) enum Msg {
     /// A control operation, run between two rounds.
     Call(Job),
     /// Control work of one device, queued in its fair share ([`VirtWorkers::post`]).
-    Post(DeviceId, DeviceJob),
+    Post(DeviceId, DeviceWork),
     Take(Vec<DeviceId>, mpsc::Sender<Moved>),
     Put(Box<Moved>),
     /// Stop and give the shard back.
@@ -429,7 +429,7 @@ fn worker(
                 }
                 Msg::Call(job) => job(&mut vs, &mut fair),
                 Msg::Post(id, job) => {
-                    fair.enqueue_job(id, job);
+                    fair.queue_job(id, job);
                     staged = true;
                 }
                 Msg::Take(ids, reply) => {
@@ -1080,7 +1080,35 @@ impl VirtWorkers {
         f: impl FnOnce(&mut VirtSwitch) + Send + 'static,
     ) -> Result<(), VirtError> {
         let w = *self.assign.get(&id).ok_or(VirtError::NoSuchDevice(id))?;
-        self.send(w, Msg::Post(id, Box::new(f)))
+        self.send(w, Msg::Post(id, DeviceWork::Once(Box::new(f))))
+    }
+
+    /// [`VirtWorkers::post`] for a batch of control work cut into `steps` steps (a tenant's
+    /// batch of table writes, one write a step): `f(vs, i)` runs step `i`, in order, one
+    /// step per turn of the device in its fair share ([`FairScheduler::enqueue_steps`]), each
+    /// charged by the entries it touched. A device beside it waits for at most one step, not
+    /// for the whole batch.
+    pub fn post_steps(
+        &self,
+        id: DeviceId,
+        steps: usize,
+        f: impl FnMut(&mut VirtSwitch, usize) + Send + 'static,
+    ) -> Result<(), VirtError> {
+        let w = *self.assign.get(&id).ok_or(VirtError::NoSuchDevice(id))?;
+        if steps == 0 {
+            return Ok(());
+        }
+        self.send(
+            w,
+            Msg::Post(
+                id,
+                DeviceWork::Steps {
+                    f: Box::new(f),
+                    next: 0,
+                    end: steps,
+                },
+            ),
+        )
     }
 
     /// Time the stages of device `trace.device()`'s packets on every worker from now on

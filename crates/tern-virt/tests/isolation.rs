@@ -769,3 +769,155 @@ fn counted_work_is_the_passes_each_device_ran() {
         assert!(v.work > 0 && a.work > 0);
     }
 }
+
+/// Control jobs are charged by the entries they touch (`Cost::Work` on a real switch): a
+/// tenant's job of 10 adds counts 10 units, a batch of 32 add + delete pairs posted as 32
+/// steps counts 2 a step (64 in all, one step a turn), an add the entry quota refuses counts
+/// 1, a table clear the entries it removed (and at least 1), a job that writes nothing 1;
+/// the victim's packets beside them all come out byte-exact.
+#[test]
+fn control_jobs_are_counted_by_the_entries_they_touch() {
+    let json = p4(&program(
+        "state start { p.extract(h.eth); transition accept; }",
+        "action fwd(bit<9> port) { sm.egress_spec = port; }
+         table t { key = { h.eth.dst: exact; } actions = { fwd; NoAction; } size = 100000; }",
+        "t.apply();",
+    ));
+    let mut vs = two_tenants(
+        &json,
+        Quotas {
+            max_entries: Some(12),
+            ..Quotas::default()
+        },
+    );
+    let key = |k: u64| vec![MatchParam::Exact(k.to_be_bytes()[2..].to_vec())];
+    let mut fair = FairScheduler::with_cost(Cost::Work, 20_000, 1024);
+    let mut out: Vec<OutputPacket> = Vec::new();
+    let run = |fair: &mut FairScheduler, vs: &mut VirtSwitch, out: &mut Vec<OutputPacket>| {
+        while fair.backlog() > 0 {
+            fair.run_round(vs, out);
+        }
+    };
+    // 10 adds in one job: 10 units.
+    fair.enqueue_job(
+        ATTACKER,
+        Box::new(move |vs| {
+            let mut rt = vs.runtime(Caller::Tenant("mallory"), ATTACKER).unwrap();
+            for k in 0..10 {
+                rt.mt_add_entry("I.t", &key(k), "I.fwd", &[vec![0, 1]], None)
+                    .unwrap();
+            }
+        }),
+    );
+    run(&mut fair, &mut vs, &mut out);
+    let s = fair.stats(ATTACKER);
+    assert_eq!((s.jobs, s.control_units), (1, 10));
+    // 32 steps of an add and a delete: 2 units each.
+    fair.enqueue_steps(ATTACKER, 32, move |vs, i| {
+        let mut rt = vs.runtime(Caller::Tenant("mallory"), ATTACKER).unwrap();
+        let h = rt
+            .mt_add_entry("I.t", &key(100 + i as u64), "I.fwd", &[vec![0, 1]], None)
+            .unwrap();
+        rt.mt_delete_entry("I.t", h).unwrap();
+    });
+    for seq in 0..8u16 {
+        assert!(fair.enqueue(&vs, 1, &victim_packet(seq)));
+    }
+    run(&mut fair, &mut vs, &mut out);
+    let s = fair.stats(ATTACKER);
+    assert_eq!((s.jobs, s.control_units), (33, 10 + 64));
+    let victim: Vec<&OutputPacket> = out.iter().filter(|o| o.port == 2).collect();
+    assert_eq!(victim.len(), 8);
+    for (seq, o) in victim.iter().enumerate() {
+        let mut w = victim_expected(0);
+        w[34..36].copy_from_slice(&(seq as u16).to_be_bytes());
+        assert_eq!(o.data, w, "victim packet {seq}");
+    }
+    // Quota of 12 with 10 in: two adds pass, the third is refused (1 unit all the same).
+    fair.enqueue_job(
+        ATTACKER,
+        Box::new(move |vs| {
+            let mut rt = vs.runtime(Caller::Tenant("mallory"), ATTACKER).unwrap();
+            for k in 200..203 {
+                let r = rt.mt_add_entry("I.t", &key(k), "I.fwd", &[vec![0, 1]], None);
+                assert_eq!(r.is_err(), k == 202, "{r:?}");
+            }
+        }),
+    );
+    run(&mut fair, &mut vs, &mut out);
+    assert_eq!(fair.stats(ATTACKER).control_units, 74 + 3);
+    // A clear of the 12 entries: 12; a job that writes nothing: 1.
+    fair.enqueue_job(
+        ATTACKER,
+        Box::new(|vs| {
+            let mut rt = vs.runtime(Caller::Tenant("mallory"), ATTACKER).unwrap();
+            rt.mt_clear_entries("I.t", false).unwrap();
+        }),
+    );
+    fair.enqueue_job(ATTACKER, Box::new(|_| {}));
+    run(&mut fair, &mut vs, &mut out);
+    let s = fair.stats(ATTACKER);
+    assert_eq!((s.jobs, s.control_units), (36, 77 + 12 + 1));
+    assert_eq!(
+        vs.device_stats(Caller::Operator, ATTACKER)
+            .unwrap()
+            .control_work,
+        10 + 64 + 3 + 12
+    );
+}
+
+/// A device's price starts again when its program is replaced by any path — here a job of
+/// the device replacing it, as a tenant's P4Runtime pipeline does through its lease (the
+/// operator's `VirtWorkers::replace_device` always did): calibrated on a cheap program, a
+/// dear one would otherwise be charged the cheap program's ns per pass for its passes, below
+/// the guard's 64×, for good — more than its share of the worker. Counted: `recalibrated`
+/// is 1 after the replacement (0 before it), and the attacker's packets run on (after the
+/// debt of the replacement's own time).
+#[test]
+fn a_program_replaced_by_a_job_is_calibrated_afresh() {
+    let cheap = p4(&program(
+        "state start { p.extract(h.eth); transition accept; }",
+        "",
+        "mark_to_drop(sm);",
+    ));
+    let dear = p4(&program(
+        "state start { p.extract(h.eth); transition accept; }",
+        "action a() { h.eth.src = h.eth.src + 1; }
+         table t1 { key = { h.eth.dst: exact; } actions = { a; } default_action = a(); }
+         table t2 { key = { h.eth.src: exact; } actions = { a; } default_action = a(); }
+         table t3 { key = { h.eth.dst: exact; } actions = { a; } default_action = a(); }",
+        "t1.apply(); t2.apply(); t3.apply(); mark_to_drop(sm);",
+    ));
+    let mut vs = two_tenants(&cheap, Quotas::default());
+    let mut fair = FairScheduler::with_cost(Cost::Work, 20_000, 64);
+    let mut out: Vec<OutputPacket> = Vec::new();
+    let frame = attacker_frame();
+    for _ in 0..20 {
+        while fair.enqueue(&vs, 10, &frame) {}
+        fair.run_round(&mut vs, &mut out);
+    }
+    assert!(fair.price(ATTACKER).unwrap().calibration().is_some());
+    assert_eq!(fair.stats(ATTACKER).recalibrated, 0);
+    assert_eq!(vs.program_epoch(ATTACKER), 0);
+    fair.enqueue_job(
+        ATTACKER,
+        Box::new(move |vs| {
+            vs.replace_device(ATTACKER, spec(&dear, "mallory", Quotas::default()))
+                .unwrap();
+        }),
+    );
+    let served = fair.stats(ATTACKER).served;
+    // The replacement's own time is the device's work (a debt it sits out first).
+    for _ in 0..100_000 {
+        while fair.enqueue(&vs, 10, &frame) {}
+        fair.run_round(&mut vs, &mut out);
+        if fair.stats(ATTACKER).served > served + 100 {
+            break;
+        }
+        out.clear();
+    }
+    assert_eq!(vs.program_epoch(ATTACKER), 1);
+    let s = fair.stats(ATTACKER);
+    assert_eq!(s.recalibrated, 1, "{s:?}");
+    assert!(s.served > served + 100, "{s:?}");
+}

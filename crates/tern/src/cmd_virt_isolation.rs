@@ -318,33 +318,32 @@ fn control_work(pool: &VirtWorkers, attack: Attack, batch_no: u64) -> anyhow::Re
             let _ = vs.release(ATTACKER);
             let _ = vs.inject_panic(ATTACKER, 1);
         })?,
-        Attack::TableExhaustion => pool.post(ATTACKER, move |vs| {
+        // A tenant's batch of writes, posted as steps of one write (an add, or an add and
+        // its delete): the workers run a step per turn of the device, charged by the entries
+        // it touched (`VirtWorkers::post_steps`).
+        Attack::TableExhaustion => pool.post_steps(ATTACKER, 64, move |vs, i| {
             // Add entries until the quota refuses them, then keep trying.
             if let Ok(mut rt) = vs.runtime(Caller::Tenant("mallory"), ATTACKER) {
-                for i in 0..64 {
-                    let _ = rt.mt_add_entry(
-                        "I.t",
-                        &key(batch_no * 64 + i),
-                        "I.fwd",
-                        &[vec![0, 3]],
-                        None,
-                    );
-                }
+                let _ = rt.mt_add_entry(
+                    "I.t",
+                    &key(batch_no * 64 + i as u64),
+                    "I.fwd",
+                    &[vec![0, 3]],
+                    None,
+                );
             }
         })?,
-        Attack::ControlFlood => pool.post(ATTACKER, move |vs| {
+        Attack::ControlFlood => pool.post_steps(ATTACKER, 32, move |vs, i| {
             // A burst of adds and deletes (within the quota), as a controller hammering writes.
             if let Ok(mut rt) = vs.runtime(Caller::Tenant("mallory"), ATTACKER) {
-                for i in 0..32 {
-                    if let Ok(h) = rt.mt_add_entry(
-                        "I.t",
-                        &key(batch_no * 32 + i),
-                        "I.fwd",
-                        &[vec![0, 3]],
-                        None,
-                    ) {
-                        let _ = rt.mt_delete_entry("I.t", h);
-                    }
+                if let Ok(h) = rt.mt_add_entry(
+                    "I.t",
+                    &key(batch_no * 32 + i as u64),
+                    "I.fwd",
+                    &[vec![0, 3]],
+                    None,
+                ) {
+                    let _ = rt.mt_delete_entry("I.t", h);
                 }
             }
         })?,
