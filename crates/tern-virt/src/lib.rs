@@ -1509,7 +1509,43 @@ impl VirtSwitch {
                 _ => None,
             };
             let Some((next, v)) = next else {
-                self.burst_mixed(id, hops, &rest[0], out);
+                // The pass ends here: renumbered in place while its frames go to physical
+                // ports (a chain's last device usually links back: it has links), the CPU's
+                // and drops taken out; frames for links go on through the general path.
+                let Some(dev) = self.devices.get_mut(&id) else {
+                    break;
+                };
+                let pass = &mut rest[0];
+                let phys = &dev.phys;
+                let other =
+                    pass.descs_mut()
+                        .iter_mut()
+                        .position(|d| match phys.get(d.port as usize) {
+                            Some(&p) if p != NO_PHYS => {
+                                d.port = p;
+                                false
+                            }
+                            _ => true,
+                        });
+                if let Some(k) = other {
+                    let linked = pass.descs()[k..]
+                        .iter()
+                        .any(|d| matches!(dev.target(d.port), Target::Link { .. }));
+                    if linked {
+                        self.burst_mixed(id, hops, k, pass, out);
+                        break;
+                    }
+                    Self::burst_others(dev, k, pass);
+                }
+                dev.stats.to_phys += pass.len() as u64;
+                if out.is_empty() {
+                    // The pass becomes the caller's burst (the memory changes hands).
+                    std::mem::swap(out, pass);
+                } else {
+                    for (p, i, d) in pass.iter() {
+                        out.push_copy(p, i, d);
+                    }
+                }
                 break;
             };
             if let Some(d) = self.devices.get_mut(&id) {
@@ -1526,13 +1562,27 @@ impl VirtSwitch {
     /// ([`VirtSwitch::map_outputs`]: physical ports copied into `out` with `pkt` =
     /// `u32::MAX`, links queued for [`VirtSwitch::burst_drain`], CPU, drop), each copied into
     /// a buffer of its own first (the link frames' buffers then go to the device's pool).
+    /// The pass's first `done` frames are already renumbered to physical ports.
     #[cold]
     #[inline(never)]
-    fn burst_mixed(&mut self, id: DeviceId, hops: u32, pass: &BurstOut, out: &mut BurstOut) {
+    fn burst_mixed(
+        &mut self,
+        id: DeviceId,
+        hops: u32,
+        done: usize,
+        pass: &BurstOut,
+        out: &mut BurstOut,
+    ) {
+        for (port, _, d) in pass.iter().take(done) {
+            out.push_copy(port, u32::MAX, d);
+        }
+        if let Some(d) = self.devices.get_mut(&id) {
+            d.stats.to_phys += done as u64;
+        }
         let origins = std::mem::take(&mut self.origins);
         let total = std::mem::take(&mut self.origin_total);
         let mut frames = std::mem::take(&mut self.burst_frames);
-        frames.extend(pass.iter().map(|(port, _, d)| OutputPacket {
+        frames.extend(pass.iter().skip(done).map(|(port, _, d)| OutputPacket {
             port,
             data: d.to_vec(),
         }));

@@ -565,6 +565,13 @@ fn time_slice(vs: &mut VirtSwitch, c: &Case, n: usize) -> f64 {
 /// Packets per call in the batched rows of `--timed`.
 const BATCH: usize = 32;
 
+/// `v` emptied, its allocation kept for references of another lifetime (so that a batch of
+/// references to the previous hop's frames needs no allocation per batch).
+fn reuse<'b>(mut v: Vec<(u32, &[u8])>) -> Vec<(u32, &'b [u8])> {
+    v.clear();
+    v.into_iter().map(|_| unreachable!("empty")).collect()
+}
+
 /// Packets per second through the native chain in batches of [`BATCH`], each switch through
 /// its best batch path, `Switch::process_burst` (the outputs back to back in one buffer, the
 /// generated lane's context set once per burst): every hop runs the previous hop's frames as
