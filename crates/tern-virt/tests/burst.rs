@@ -143,7 +143,7 @@ fn one_device_traffic(n: usize, mixed: bool) -> Vec<(Port, Vec<u8>)> {
     (0..n as u32)
         .map(|seq| {
             let x = r.next();
-            let port = if mixed && x % 3 == 0 { 12 } else { 11 };
+            let port = if mixed && x.is_multiple_of(3) { 12 } else { 11 };
             let dst = [3u16, 4, 3, 4, 3, 5, 6, 7, 0x77][((x >> 4) % 9) as usize];
             (port, frame(dst, 1 + (x >> 9) as u16 % 6, seq))
         })
