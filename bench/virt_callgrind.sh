@@ -23,6 +23,11 @@
 #   slice_next / slice_l2_next / fn_next:F - the sliced side one packet per call through
 #                             VirtSwitch::process_next (the previous call's frame given back
 #                             in the call; NEXT=1) instead of process_batch + recycle_outputs.
+#   slice_each / fn_each:F   - the same as one VirtSwitch::process_each session (EACH=1: one
+#                             panic boundary for the whole loop).
+#   fn32_burst:F / fn_native32_burst:F / ex1b32_burst / ex1b_native32_burst (and ex1c) - the
+#                             batches through the burst API on both sides (BURST=1):
+#                             Switch::process_burst natively, VirtSwitch::process_burst sliced.
 # Only the packet loop is counted (--toggle-collect on the example's `measured`): set-up and
 # compilation, whose counts move between runs with hash seeds, stay out.
 # Usage (repository root): bench/virt_callgrind.sh
@@ -47,11 +52,15 @@ for m in $MODES; do
     [ "$name" != "$m" ] && func=${m#*:}
     next=
     case "$name" in *_next) next=1; name=${name%_next};; esac
+    each=
+    case "$name" in *_each) each=1; name=${name%_each};; esac
+    burst=
+    case "$name" in *_burst) burst=1; name=${name%_burst};; esac
     mode=${name%32}
     batch=1
     [ "$mode" != "$name" ] && batch=32
     for n in $N1 $N2; do
-        env ${func:+FUNC=$func} ${next:+NEXT=1} BATCH=$batch valgrind --tool=callgrind \
+        env ${func:+FUNC=$func} ${next:+NEXT=1} ${each:+EACH=1} ${burst:+BURST=1} BATCH=$batch valgrind --tool=callgrind \
             --toggle-collect=slice_cost::measured --callgrind-out-file="$tmp/$m.$n.cg" \
             "$X" "$mode" "$n" p4/tutorials/basic.p4 p4/virt/firewall.p4 p4/virt/l2_switch.p4 >/dev/null 2>&1
     done

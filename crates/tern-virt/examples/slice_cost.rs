@@ -27,9 +27,14 @@
 //!
 //! `NEXT=1` in the environment runs the sliced side of `slice` and `fn` one packet per call
 //! with `VirtSwitch::process_next` (the previous call's frame given back in the call) instead
-//! of `process_batch` followed by `recycle_outputs` (`BATCH` must be 1).
+//! of `process_batch` followed by `recycle_outputs` (`BATCH` must be 1); `EACH=1` runs them
+//! as one `VirtSwitch::process_each` session (one panic boundary for the whole loop).
+//!
+//! `BURST=1` runs the batches of `fn`, `fn_native` and the ex1 modes through the burst API:
+//! natively `Switch::process_burst` (each hop of a chain running the previous hop's burst),
+//! sliced `VirtSwitch::process_burst` (`BATCH` > 1).
 
-use tern_dataplane::{Switch, SwitchOptions};
+use tern_dataplane::{BurstOut, Switch, SwitchOptions};
 use tern_runtime::{MatchParam, OutputPacket, PacketPath, Runtime};
 use tern_virt::config::Config;
 use tern_virt::{Caller, DeviceSpec, Quotas, Rule, Target, VirtSwitch};
@@ -194,9 +199,18 @@ fn function(native: bool, n: usize, bsize: usize) -> usize {
     let (program, commands, ingress, phys_in, pkt) = function_case(&func);
     let mut out: Vec<OutputPacket> = Vec::with_capacity(64);
     let mut sent = 0;
+    let mut bout = BurstOut::new();
     if native {
         let mut sw = native_hop(&dir, program, commands);
         let batch: Vec<(u32, &[u8])> = vec![(ingress, pkt.as_slice()); bsize];
+        if burst() && bsize > 1 {
+            measured(n / bsize, &mut || {
+                sw.process_burst(&batch, &mut bout);
+                sent += bout.len();
+                bout.clear();
+            });
+            return sent;
+        }
         measured(n / bsize, &mut || {
             if bsize == 1 {
                 // One packet per call as the bench's native side runs it.
@@ -223,6 +237,26 @@ fn function(native: bool, n: usize, bsize: usize) -> usize {
             vs.recycle_outputs(&mut out);
             return sent;
         }
+        if each() {
+            assert_eq!(bsize, 1, "EACH=1 runs one packet per call");
+            measured(1, &mut || {
+                vs.process_each(
+                    std::iter::repeat_n((phys_in, pkt.as_slice()), n),
+                    &mut out,
+                    |o| sent += o.len(),
+                );
+            });
+            vs.recycle_outputs(&mut out);
+            return sent;
+        }
+        if burst() && bsize > 1 {
+            measured(n / bsize, &mut || {
+                vs.process_burst(&batch, &mut bout);
+                sent += bout.len();
+                bout.clear();
+            });
+            return sent;
+        }
         measured(n / bsize, &mut || {
             vs.process_batch(&batch, &mut out);
             sent += out.len();
@@ -235,6 +269,16 @@ fn function(native: bool, n: usize, bsize: usize) -> usize {
 /// `NEXT=1`: the sliced side one packet per call through `VirtSwitch::process_next`.
 fn next() -> bool {
     std::env::var("NEXT").is_ok_and(|v| v == "1")
+}
+
+/// `EACH=1`: the sliced side one packet per call in one `VirtSwitch::process_each` session.
+fn each() -> bool {
+    std::env::var("EACH").is_ok_and(|v| v == "1")
+}
+
+/// `BURST=1`: batches through the burst API on both sides.
+fn burst() -> bool {
+    std::env::var("BURST").is_ok_and(|v| v == "1")
 }
 
 /// `v` emptied, its allocation kept for references of another lifetime.
@@ -256,7 +300,27 @@ fn ex1(phase: &str, native: bool, n: usize, bsize: usize) -> usize {
     };
     let batch: Vec<(u32, &[u8])> = vec![(1, pkt.as_slice()); bsize];
     let mut sent = 0;
-    if native {
+    if native && burst() && bsize > 1 {
+        let mut sws: Vec<Switch> = hops.iter().map(|h| native_hop(&dir, h.0, h.1)).collect();
+        let mut outs: Vec<BurstOut> = sws.iter().map(|_| BurstOut::new()).collect();
+        let mut spare: Vec<(u32, &[u8])> = Vec::with_capacity(bsize);
+        measured(n / bsize, &mut || {
+            for i in 0..sws.len() {
+                let (before, rest) = outs.split_at_mut(i);
+                let out = &mut rest[0];
+                out.clear();
+                if i == 0 {
+                    sws[i].process_burst(&batch, out);
+                } else {
+                    let mut refs = reuse(std::mem::take(&mut spare));
+                    refs.extend(before[i - 1].iter().map(|(_, _, d)| (hops[i].2, d)));
+                    sws[i].process_burst(&refs, out);
+                    spare = reuse(refs);
+                }
+            }
+            sent += outs.last().map_or(0, BurstOut::len);
+        });
+    } else if native {
         let mut sws: Vec<Switch> = hops.iter().map(|h| native_hop(&dir, h.0, h.1)).collect();
         let mut outs: Vec<Vec<OutputPacket>> = sws.iter().map(|_| Vec::new()).collect();
         let mut spare: Vec<(u32, &[u8])> = Vec::with_capacity(bsize);
@@ -285,7 +349,14 @@ fn ex1(phase: &str, native: bool, n: usize, bsize: usize) -> usize {
         vs.activate_snapshot(&phase.to_uppercase())
             .unwrap_or_else(|e| fail(e.to_string()));
         let mut out: Vec<OutputPacket> = Vec::with_capacity(64);
+        let mut bout = BurstOut::new();
         measured(n / bsize, &mut || {
+            if burst() && bsize > 1 {
+                vs.process_burst(&batch, &mut bout);
+                sent += bout.len();
+                bout.clear();
+                return;
+            }
             vs.process_batch(&batch, &mut out);
             sent += out.len();
             vs.recycle_outputs(&mut out);
@@ -434,6 +505,15 @@ fn main() {
                 measured(n, &mut || {
                     vs.process_next(port, pkt, &mut out);
                     sent += out.len();
+                });
+                vs.recycle_outputs(&mut out);
+            } else if each() {
+                assert_eq!(bsize, 1, "EACH=1 runs one packet per call");
+                let (port, pkt) = batch[0];
+                measured(1, &mut || {
+                    vs.process_each(std::iter::repeat_n((port, pkt), n), &mut out, |o| {
+                        sent += o.len()
+                    });
                 });
                 vs.recycle_outputs(&mut out);
             } else {

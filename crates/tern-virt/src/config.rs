@@ -8,7 +8,7 @@
 //!   "devices": [
 //!     { "id": 1, "program": "firewall.p4", "owner": "alice",
 //!       "quotas": { "max_entries": 100, "max_passes": 64, "max_register_bytes": 65536,
-//!                   "max_parser_states": 1000 },
+//!                   "max_parser_states": 1000, "max_buffers": 256 },
 //!       "commands": "firewall.txt", "thrift_port": 9091,
 //!       "ports": { "1": "phys:1", "2": "link:2:1", "3": "cpu", "4": "drop" },
 //!       "vlans": { "1": 100 } }
@@ -46,7 +46,7 @@ use tern_runtime::Port;
 
 use crate::{
     Caller, DeviceId, DeviceSpec, Field, FieldMatch, Quotas, Rule, Target, Topology, VirtSwitch,
-    MAX_PARSER_STATES,
+    MAX_BUFFERS, MAX_PARSER_STATES,
 };
 
 /// A configuration error: where (a JSON path such as `devices[1].ports."3"`) and what.
@@ -402,13 +402,14 @@ pub fn parse_rule_words(words: &[&str]) -> Result<Rule, String> {
 }
 
 /// Quotas changed by the operator's words (`max_entries=N|none`, `max_passes=N`,
-/// `max_register_bytes=N|none`, `max_parser_states=N`), starting from `base`.
+/// `max_register_bytes=N|none`, `max_parser_states=N`, `max_buffers=N|none`), starting from
+/// `base`.
 pub fn parse_quota_words(words: &[&str], base: Quotas) -> Result<Quotas, String> {
     let mut q = base;
     if words.is_empty() {
         return Err(
             "no quota given (max_entries=N|none max_passes=N max_register_bytes=N|none \
-             max_parser_states=N)"
+             max_parser_states=N max_buffers=N|none)"
                 .into(),
         );
     }
@@ -438,10 +439,18 @@ pub fn parse_quota_words(words: &[&str], base: Quotas) -> Result<Quotas, String>
                 }
                 q.max_parser_states = n;
             }
+            "max_buffers" if v == "none" => q.max_buffers = None,
+            "max_buffers" => {
+                let n = num()?;
+                if n == 0 || n > MAX_BUFFERS as u64 {
+                    return Err(format!("max_buffers: {n} is not in 1..={MAX_BUFFERS}"));
+                }
+                q.max_buffers = Some(n as usize);
+            }
             _ => {
                 return Err(format!(
                     "unknown quota '{k}' (max_entries, max_passes, max_register_bytes, \
-                     max_parser_states)"
+                     max_parser_states, max_buffers)"
                 ))
             }
         }
@@ -583,6 +592,7 @@ impl Config {
                         "max_passes",
                         "max_register_bytes",
                         "max_parser_states",
+                        "max_buffers",
                     ],
                 )?;
                 if let Some(v) = qo.get("max_entries") {
@@ -607,6 +617,14 @@ impl Config {
                         return Err(cx.err(&place, "must be at least 1"));
                     }
                     quotas.max_parser_states = n;
+                }
+                if let Some(v) = qo.get("max_buffers") {
+                    let place = format!("{qp}.max_buffers");
+                    let n = cx.uint(v, &place, MAX_BUFFERS as u64)?;
+                    if n == 0 {
+                        return Err(cx.err(&place, "must be at least 1"));
+                    }
+                    quotas.max_buffers = Some(n as usize);
                 }
             }
             let commands = match dobj.get("commands") {

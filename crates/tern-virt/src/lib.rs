@@ -43,7 +43,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex};
 
-use tern_dataplane::{CompiledProgram, Switch, SwitchOptions};
+use tern_dataplane::{BurstOut, CompiledProgram, Switch, SwitchOptions};
 use tern_runtime::{Digest, OutputPacket, PacketPath, Port, Runtime, RuntimeError, TableError};
 
 pub use backend::{Lease, Shared, SwitchGuard, WorkerControl};
@@ -159,6 +159,30 @@ impl std::ops::Index<&DeviceId> for DeviceTable {
 impl fmt::Debug for DeviceTable {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_list().entries(self.values()).finish()
+    }
+}
+
+/// How a [`VirtSwitch`]'s devices' buffer pools are bounded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum BufferBound {
+    /// The caller's thread: only the devices with a quota of their own
+    /// ([`Quotas::max_buffers`]).
+    Own,
+    /// A worker's shard: every device, by its own quota or this one.
+    Default(usize),
+    /// The frames do not come back (a taken output channel): no device.
+    Unbounded,
+}
+
+impl BufferBound {
+    /// The bound of a device with quotas `q` (`Switch::set_buffer_quota`).
+    fn of(self, q: &Quotas) -> Option<usize> {
+        let own = q.max_buffers.map(|n| n.clamp(1, MAX_BUFFERS));
+        match self {
+            BufferBound::Own => own,
+            BufferBound::Default(d) => Some(own.unwrap_or(d)),
+            BufferBound::Unbounded => None,
+        }
     }
 }
 
@@ -316,7 +340,21 @@ pub struct Quotas {
     /// looping parser holds a worker for; each 64 states a packet enters are charged one
     /// unit of work besides its passes ([`VirtSwitch::device_work`]).
     pub max_parser_states: u64,
+    /// Packet instances and output buffers the device's switch allocates, each
+    /// (`tern_dataplane::Switch::set_buffer_quota`: a DPDK mempool's size): once that many
+    /// were made, a copy (clone, multicast replica, resubmit, recirculation) or a transmitted
+    /// frame that finds the device's pool empty is dropped and counted
+    /// ([`DeviceStats::buffer_drops`]) instead of allocating on the packet path. The buffers
+    /// come back when the caller gives the frames back ([`VirtSwitch::recycle_outputs`], or
+    /// the workers' front). `None`: the default — `DEVICE_BUFFERS` (1,024) on workers,
+    /// unbounded on the caller's thread; 1 to [`MAX_BUFFERS`]. Devices whose frames never come
+    /// back (a taken output channel, [`VirtWorkers::take_output_channel`]) are unbounded
+    /// whatever their quota.
+    pub max_buffers: Option<usize>,
 }
+
+/// The largest [`Quotas::max_buffers`].
+pub const MAX_BUFFERS: usize = 1 << 20;
 
 /// Default [`Quotas::max_parser_states`] of a tenant's device: far above any real parse (an
 /// Ethernet/VLAN/IPv4/TCP parser with options enters tens of states), 1 % of a plain switch's
@@ -333,6 +371,7 @@ impl Default for Quotas {
             max_passes: 10_000,
             max_register_bytes: None,
             max_parser_states: DEFAULT_PARSER_STATES,
+            max_buffers: None,
         }
     }
 }
@@ -778,12 +817,30 @@ pub struct VirtSwitch {
     origin_total: usize,
     /// Where its devices report their quarantine (the workers' switches: [`Quarantined`]).
     pub(crate) board: Option<Arc<Quarantined>>,
-    /// Every device's bound on the instances and output buffers it allocates
-    /// (`Switch::set_buffer_quota`; the workers' shards set it, `None` here).
-    buffer_quota: Option<usize>,
+    /// How the devices' instances and output buffers are bounded (`Switch::set_buffer_quota`;
+    /// the workers' shards set it).
+    buffer_quota: BufferBound,
     /// Output buffers owed to each device for the frames it sent away for good
     /// ([`VirtSwitch::feed_producers`]).
     owed: BTreeMap<DeviceId, usize>,
+    /// A burst's packets on their virtual ports ([`VirtSwitch::process_burst`]; empty between
+    /// calls, kept for its capacity).
+    burst_refs: Vec<(Port, &'static [u8])>,
+    /// The frames of a burst that took `process_batch`'s path (empty between calls).
+    burst_frames: Vec<OutputPacket>,
+    /// Per hop of a burst chain: the pass's frames ([`VirtSwitch::burst_chain`]; kept for
+    /// their capacity).
+    chain_bursts: Vec<BurstOut>,
+    /// A fault was ever armed here ([`VirtSwitch::inject_panic`]): a session's packets off
+    /// the lane check whether theirs fires ([`VirtSwitch::fire_in_session`]).
+    faults_armed: bool,
+}
+
+/// `v`, emptied, as a vector of another lifetime: the allocation is reused (an in-place
+/// collect of an empty vector), so a burst's renumbered packets allocate nothing.
+fn relifetime<'b>(mut v: Vec<(Port, &[u8])>) -> Vec<(Port, &'b [u8])> {
+    v.clear();
+    v.into_iter().map(|_| unreachable!("emptied")).collect()
 }
 
 impl Default for VirtSwitch {
@@ -823,18 +880,28 @@ impl VirtSwitch {
             origins: Vec::new(),
             origin_total: 0,
             board: None,
-            buffer_quota: None,
+            buffer_quota: BufferBound::Own,
             owed: BTreeMap::new(),
+            burst_refs: Vec::new(),
+            burst_frames: Vec::new(),
+            chain_bursts: Vec::new(),
+            faults_armed: false,
         }
     }
 
     /// Bound every device's instances and output buffers to `quota` of each, those here and
     /// those put in later (`tern_dataplane::Switch::set_buffer_quota`): a worker's shard,
     /// whose devices' frames come back through the front.
+    /// A device's own quota ([`Quotas::max_buffers`]) overrides `quota`; `None` (frames that
+    /// do not come back) leaves every device unbounded.
     pub(crate) fn set_buffer_quota(&mut self, quota: Option<usize>) {
-        self.buffer_quota = quota;
+        self.buffer_quota = match quota {
+            Some(q) => BufferBound::Default(q),
+            None => BufferBound::Unbounded,
+        };
+        let bound = self.buffer_quota;
         for d in self.devices.values_mut() {
-            d.switch.set_buffer_quota(quota);
+            d.switch.set_buffer_quota(bound.of(&d.quotas));
         }
     }
 
@@ -942,6 +1009,10 @@ impl VirtSwitch {
             }
         }
         dev.compile(&self.topo);
+        let bound = self.buffer_quota.of(&dev.quotas);
+        if bound.is_some() {
+            dev.switch.set_buffer_quota(bound);
+        }
         self.devices.insert(id, dev);
         Ok(())
     }
@@ -1012,7 +1083,8 @@ impl VirtSwitch {
         let dev = self.devices.get_mut(&id).expect("checked above");
         dev.switch = switch;
         dev.epoch += 1;
-        dev.switch.set_buffer_quota(self.buffer_quota);
+        dev.switch
+            .set_buffer_quota(self.buffer_quota.of(&spec.quotas));
         dev.tables = tables;
         dev.quotas = spec.quotas;
         if spec.owner.is_some() {
@@ -1052,6 +1124,9 @@ impl VirtSwitch {
             .set_max_instances_per_packet(quotas.max_passes.max(1));
         d.switch
             .set_max_parser_states(quotas.max_parser_states.clamp(1, MAX_PARSER_STATES));
+        if quotas.max_buffers != d.quotas.max_buffers {
+            d.switch.set_buffer_quota(self.buffer_quota.of(&quotas));
+        }
         d.quotas = quotas;
         if owner.is_some() {
             d.owner = owner;
@@ -1201,6 +1276,7 @@ impl VirtSwitch {
             .ok_or(VirtError::NoSuchDevice(id))?;
         d.fault_in = Some(after.max(1));
         d.refresh_lane();
+        self.faults_armed = true;
         Ok(())
     }
 
@@ -1317,6 +1393,354 @@ impl VirtSwitch {
         self.process_general(pkts, out);
     }
 
+    /// [`VirtSwitch::process_batch`] with the frames that leave on physical ports appended to
+    /// `out` as one burst ([`BurstOut`]: back to back in one buffer, a descriptor each, port =
+    /// physical port) instead of one `Vec` each: the same frames, in the same order, with the
+    /// same counters; there is nothing to give back (clear `out` once they are sent).
+    ///
+    /// When every packet goes to one device that links nowhere (the case where
+    /// `process_batch` makes one call into the device), the device's switch runs the batch
+    /// as one burst (`Switch::process_burst`: on the generated lane the lane context is set
+    /// once and the frames are deparsed straight into `out`), the virtual ports given to it
+    /// in one pass over the batch, and the descriptors' ports are renumbered virtual →
+    /// physical in place; a descriptor's `pkt` is then its packet's index in `pkts`. A panic
+    /// quarantines the device and takes back the burst's frames. A batch into a chain runs
+    /// hop by hop as bursts while each pass's frames all cross one link
+    /// ([`VirtSwitch::burst_chain`]). Any other batch (several devices, tagged ports, a device
+    /// in quarantine or with a fault armed, a pass with frames for several targets) runs as in
+    /// `process_batch`, its frames then copied into `out`. Past a single device, `pkt` does
+    /// not name the arriving packet (`u32::MAX` for copied frames, the frame's index in the
+    /// last device's pass for a chain's burst).
+    pub fn process_burst(&mut self, pkts: &[(Port, &[u8])], out: &mut BurstOut) {
+        if !pkts.is_empty() {
+            match self.batch_device(pkts) {
+                Some((id, vports, true)) => return self.burst_device(id, vports, pkts, out),
+                Some((id, vports, false)) if self.devices.get(&id).is_some_and(Device::lane_ok) => {
+                    // A chain's entry (links, no tags, fault or quarantine): passes of up to
+                    // CHUNK, as `process_batch` runs it.
+                    for c in pkts.chunks(CHUNK) {
+                        self.burst_chain(id, vports, c, out);
+                    }
+                    if !self.links.is_empty() {
+                        self.burst_drain(out);
+                    }
+                    return;
+                }
+                _ => {}
+            }
+        }
+        self.burst_general(pkts, out);
+    }
+
+    /// [`VirtSwitch::process_burst`] of a batch entering device `id`, which links to others:
+    /// each device runs the previous one's frames as one burst while every frame of a pass
+    /// crosses one link (within the hop budget) into a device with no tags, fault or
+    /// quarantine — a chain's pass, as `process_batch` runs it at once
+    /// ([`VirtSwitch::run_chained`]) — and a device that links nowhere writes its burst into
+    /// `out`, renumbered. A pass with frames for several targets goes on as on the general
+    /// path ([`VirtSwitch::burst_mixed`]).
+    fn burst_chain(
+        &mut self,
+        id: DeviceId,
+        vports: Vports,
+        pkts: &[(Port, &[u8])],
+        out: &mut BurstOut,
+    ) {
+        let mut bursts = std::mem::take(&mut self.chain_bursts);
+        let (mut id, mut vport, mut hops) = (id, 0, 0u32);
+        loop {
+            let depth = hops as usize;
+            if bursts.len() <= depth {
+                bursts.resize_with(depth + 1, BurstOut::new);
+            }
+            let (before, rest) = bursts.split_at_mut(depth);
+            let mut refs = relifetime(std::mem::take(&mut self.burst_refs));
+            let input: &[(Port, &[u8])] = match (depth, vports) {
+                (0, Vports::Same) => pkts,
+                (0, Vports::On(v)) => {
+                    refs.extend(pkts.iter().map(|&(_, d)| (v, d)));
+                    &refs
+                }
+                (0, Vports::Table) => {
+                    let t = self.cls.by_port.as_ref();
+                    refs.extend(
+                        pkts.iter()
+                            .map(|&(p, d)| (t.and_then(|t| t.get(p)).map_or(p, |(_, v)| v), d)),
+                    );
+                    &refs
+                }
+                _ => {
+                    refs.extend(before[depth - 1].iter().map(|(_, _, d)| (vport, d)));
+                    &refs
+                }
+            };
+            let n = input.len() as u64;
+            let Some(dev) = self.devices.get_mut(&id) else {
+                self.stats.dangling += n;
+                self.burst_refs = relifetime(refs);
+                break;
+            };
+            dev.stats.packets_in += n;
+            let last = !dev.has_links;
+            let dst: &mut BurstOut = if last { &mut *out } else { &mut rest[0] };
+            if !last {
+                dst.clear();
+            }
+            let start = dst.len();
+            let sw = &mut dev.switch;
+            let r = catch_unwind(AssertUnwindSafe(|| sw.process_burst(input, dst)));
+            self.burst_refs = relifetime(refs);
+            if let Err(e) = r {
+                dst.truncate(start);
+                self.quarantine_after_panic(id, panic_message(e), 0, &mut Vec::new());
+                break;
+            }
+            if last {
+                // As `burst_device`: renumbered in place, the others taken out.
+                let phys = &dev.phys;
+                let tail = &mut out.descs_mut()[start..];
+                let other = tail
+                    .iter_mut()
+                    .position(|d| match phys.get(d.port as usize) {
+                        Some(&p) if p != NO_PHYS => {
+                            d.port = p;
+                            false
+                        }
+                        _ => true,
+                    });
+                if let Some(k) = other {
+                    Self::burst_others(dev, start + k, out);
+                }
+                dev.stats.to_phys += (out.len() - start) as u64;
+                break;
+            }
+            let pass = &rest[0];
+            let Some(first) = pass.descs().first() else {
+                break;
+            };
+            let t = dev.target(first.port);
+            // `one_link`'s conditions: two frames or more, no frame waiting on a link.
+            let next = match t {
+                Target::Link { device, vport }
+                    if hops < self.max_hops
+                        && pass.len() >= 2
+                        && self.links.is_empty()
+                        && dev.tags.is_empty()
+                        && pass
+                            .descs()
+                            .iter()
+                            .all(|d| d.port == first.port || dev.target(d.port) == t)
+                        && self.devices.get(&device).is_some_and(Device::lane_ok) =>
+                {
+                    Some((device, vport))
+                }
+                _ => None,
+            };
+            let Some((next, v)) = next else {
+                // The pass ends here: renumbered in place while its frames go to physical
+                // ports (a chain's last device usually links back: it has links), the CPU's
+                // and drops taken out; frames for links go on through the general path.
+                let Some(dev) = self.devices.get_mut(&id) else {
+                    break;
+                };
+                let pass = &mut rest[0];
+                let phys = &dev.phys;
+                let other =
+                    pass.descs_mut()
+                        .iter_mut()
+                        .position(|d| match phys.get(d.port as usize) {
+                            Some(&p) if p != NO_PHYS => {
+                                d.port = p;
+                                false
+                            }
+                            _ => true,
+                        });
+                if let Some(k) = other {
+                    let linked = pass.descs()[k..]
+                        .iter()
+                        .any(|d| matches!(dev.target(d.port), Target::Link { .. }));
+                    if linked {
+                        self.burst_mixed(id, hops, k, pass, out);
+                        break;
+                    }
+                    Self::burst_others(dev, k, pass);
+                }
+                dev.stats.to_phys += pass.len() as u64;
+                if out.is_empty() {
+                    // The pass becomes the caller's burst (the memory changes hands).
+                    std::mem::swap(out, pass);
+                } else {
+                    for (p, i, d) in pass.iter() {
+                        out.push_copy(p, i, d);
+                    }
+                }
+                break;
+            };
+            if let Some(d) = self.devices.get_mut(&id) {
+                d.stats.to_links += rest[0].len() as u64;
+            }
+            (id, vport, hops) = (next, v, hops + 1);
+        }
+        self.chain_bursts = bursts;
+    }
+
+    /// A pass of a burst chain that does not go on as one (frames for several targets, a
+    /// single frame, frames already waiting on links, a device the chain does not take):
+    /// device `id`'s frames of hop `hops` mapped as on the general path
+    /// ([`VirtSwitch::map_outputs`]: physical ports copied into `out` with `pkt` =
+    /// `u32::MAX`, links queued for [`VirtSwitch::burst_drain`], CPU, drop), each copied into
+    /// a buffer of its own first (the link frames' buffers then go to the device's pool).
+    /// The pass's first `done` frames are already renumbered to physical ports.
+    #[cold]
+    #[inline(never)]
+    fn burst_mixed(
+        &mut self,
+        id: DeviceId,
+        hops: u32,
+        done: usize,
+        pass: &BurstOut,
+        out: &mut BurstOut,
+    ) {
+        for (port, _, d) in pass.iter().take(done) {
+            out.push_copy(port, u32::MAX, d);
+        }
+        if let Some(d) = self.devices.get_mut(&id) {
+            d.stats.to_phys += done as u64;
+        }
+        let origins = std::mem::take(&mut self.origins);
+        let total = std::mem::take(&mut self.origin_total);
+        let mut frames = std::mem::take(&mut self.burst_frames);
+        frames.extend(pass.iter().skip(done).map(|(port, _, d)| OutputPacket {
+            port,
+            data: d.to_vec(),
+        }));
+        self.map_outputs(id, 0, hops, &mut frames);
+        for o in &frames {
+            out.push_copy(o.port, u32::MAX, &o.data);
+        }
+        self.recycle_outputs(&mut frames);
+        self.burst_frames = frames;
+        self.origins = origins;
+        self.origin_total = total;
+    }
+
+    /// The frames a burst chain left on links, hop by hop as `process_batch` runs them
+    /// ([`VirtSwitch::drain_links`]), the frames that come out copied into `out`.
+    #[cold]
+    #[inline(never)]
+    fn burst_drain(&mut self, out: &mut BurstOut) {
+        let origins = std::mem::take(&mut self.origins);
+        let total = std::mem::take(&mut self.origin_total);
+        let mut frames = std::mem::take(&mut self.burst_frames);
+        self.drain_links(&mut frames);
+        for o in &frames {
+            out.push_copy(o.port, u32::MAX, &o.data);
+        }
+        self.recycle_outputs(&mut frames);
+        self.burst_frames = frames;
+        self.origins = origins;
+        self.origin_total = total;
+    }
+
+    /// [`VirtSwitch::process_burst`] of a batch for one plain device `id`.
+    fn burst_device(
+        &mut self,
+        id: DeviceId,
+        vports: Vports,
+        pkts: &[(Port, &[u8])],
+        out: &mut BurstOut,
+    ) {
+        let mut refs = relifetime(std::mem::take(&mut self.burst_refs));
+        let input: &[(Port, &[u8])] = match vports {
+            Vports::Same => pkts,
+            Vports::On(v) => {
+                refs.extend(pkts.iter().map(|&(_, d)| (v, d)));
+                &refs
+            }
+            Vports::Table => {
+                let t = self.cls.by_port.as_ref();
+                refs.extend(
+                    pkts.iter()
+                        .map(|&(p, d)| (t.and_then(|t| t.get(p)).map_or(p, |(_, v)| v), d)),
+                );
+                &refs
+            }
+        };
+        let Some(dev) = self.devices.get_mut(&id) else {
+            self.stats.dangling += pkts.len() as u64;
+            self.burst_refs = relifetime(refs);
+            return;
+        };
+        dev.stats.packets_in += pkts.len() as u64;
+        let start = out.len();
+        let sw = &mut dev.switch;
+        let r = catch_unwind(AssertUnwindSafe(|| sw.process_burst(input, out)));
+        self.burst_refs = relifetime(refs);
+        if let Err(e) = r {
+            out.truncate(start);
+            self.quarantine_after_panic(id, panic_message(e), 0, &mut Vec::new());
+            return;
+        }
+        // The port map: the leading frames for physical ports (usually all of them)
+        // renumbered by one load each; the others (CPU, drop: the device links nowhere) taken
+        // out from the first of them on.
+        let phys = &dev.phys;
+        let tail = &mut out.descs_mut()[start..];
+        let other = tail
+            .iter_mut()
+            .position(|d| match phys.get(d.port as usize) {
+                Some(&p) if p != NO_PHYS => {
+                    d.port = p;
+                    false
+                }
+                _ => true,
+            });
+        if let Some(k) = other {
+            Self::burst_others(dev, start + k, out);
+        }
+        dev.stats.to_phys += (out.len() - start) as u64;
+    }
+
+    /// The frames of a plain device's burst from the `first`-th on, through the port map:
+    /// physical ports renumbered, the CPU's frames queued (copied), the others dropped
+    /// (counted).
+    #[cold]
+    #[inline(never)]
+    fn burst_others(dev: &mut Device, first: usize, out: &mut BurstOut) {
+        out.retain_from(first, |d, data| match dev.target(d.port) {
+            Target::Phys(p) => {
+                d.port = p;
+                true
+            }
+            Target::Cpu => {
+                dev.stats.to_cpu += 1;
+                dev.cpu.push((d.port, data.to_vec()));
+                false
+            }
+            _ => {
+                dev.stats.dropped += 1;
+                false
+            }
+        });
+    }
+
+    /// [`VirtSwitch::process_burst`] of any other batch: `process_batch`'s path, the frames
+    /// copied into `out` and given back (the record of the caller's own frames kept).
+    #[inline(never)]
+    fn burst_general(&mut self, pkts: &[(Port, &[u8])], out: &mut BurstOut) {
+        let origins = std::mem::take(&mut self.origins);
+        let total = std::mem::take(&mut self.origin_total);
+        let mut frames = std::mem::take(&mut self.burst_frames);
+        self.process_batch(pkts, &mut frames);
+        for o in &frames {
+            out.push_copy(o.port, u32::MAX, &o.data);
+        }
+        self.recycle_outputs(&mut frames);
+        self.burst_frames = frames;
+        self.origins = origins;
+        self.origin_total = total;
+    }
+
     /// One packet per call with the give-back folded in: `out` holds the frames the previous
     /// call appended (this method's or [`VirtSwitch::process_batch`]'s) and the caller is
     /// done with; they go back to the devices that produced them (as
@@ -1329,6 +1753,64 @@ impl VirtSwitch {
     /// came from stays as it is.
     #[inline]
     pub fn process_next(&mut self, port: Port, data: &[u8], out: &mut Vec<OutputPacket>) {
+        self.next_lane::<true>(port, data, out, &mut None);
+    }
+
+    /// Packets one per call, as a loop of [`VirtSwitch::process_next`] calls would run them
+    /// (same outputs, same counters, packet by packet), inside **one** panic boundary for the
+    /// whole loop instead of one per packet: `sent(out)` is called after each packet with
+    /// the frames it left in `out` (given back at the next packet, as `process_next` does;
+    /// the last packet's stay in `out`). A panic inside a device quarantines that device as
+    /// it would in `process_next` (the frames of the packet that panicked are taken back,
+    /// `sent` sees none for it), and the loop goes on with the next packet: the packets before
+    /// it were done, the later ones run (those for the quarantined device are dropped and
+    /// counted). A panic outside a device (in `sent`, or in the iterator) is not caught.
+    /// Returns the number of packets run.
+    pub fn process_each<'a>(
+        &mut self,
+        pkts: impl IntoIterator<Item = (Port, &'a [u8])>,
+        out: &mut Vec<OutputPacket>,
+        mut sent: impl FnMut(&[OutputPacket]),
+    ) -> u64 {
+        let mut pkts = pkts.into_iter();
+        let mut done = 0u64;
+        // The device running a packet on the session's lane (set around the call).
+        let mut running: Option<DeviceId> = None;
+        loop {
+            let r = catch_unwind(AssertUnwindSafe(|| {
+                for (port, data) in pkts.by_ref() {
+                    self.next_lane::<false>(port, data, out, &mut running);
+                    done += 1;
+                    sent(out);
+                }
+            }));
+            let Err(e) = r else {
+                return done;
+            };
+            let Some(id) = running.take() else {
+                std::panic::resume_unwind(e);
+            };
+            // As `process_next`'s lane after a panic: the packet's frames taken back, the
+            // record of origins started afresh.
+            self.origins.clear();
+            self.origin_total = 0;
+            self.quarantine_after_panic(id, panic_message(e), 0, out);
+            done += 1;
+            sent(out);
+        }
+    }
+
+    /// [`VirtSwitch::process_next`] (`GUARD`: with its own panic boundary around the device)
+    /// or one packet of [`VirtSwitch::process_each`] (no boundary: the session's catches the
+    /// panic; `running` holds the device while it runs the packet).
+    #[inline(always)]
+    fn next_lane<const GUARD: bool>(
+        &mut self,
+        port: Port,
+        data: &[u8],
+        out: &mut Vec<OutputPacket>,
+        running: &mut Option<DeviceId>,
+    ) {
         if let ([(prev, 1)], 1, 1) = (&self.origins[..], self.origin_total, out.len()) {
             let prev = *prev;
             if let Some(Some((id, vport))) = self.cls.by_port.as_ref().map(|t| t.get(port)) {
@@ -1340,9 +1822,16 @@ impl VirtSwitch {
                             dev.switch.recycle_outputs(out);
                             dev.stats.packets_in += 1;
                             let sw = &mut dev.switch;
-                            let r = catch_unwind(AssertUnwindSafe(|| {
-                                sw.process_packet(vport, data, out)
-                            }));
+                            let r = if GUARD {
+                                catch_unwind(AssertUnwindSafe(|| {
+                                    sw.process_packet(vport, data, out)
+                                }))
+                            } else {
+                                *running = Some(id);
+                                sw.process_packet(vport, data, out);
+                                *running = None;
+                                Ok(())
+                            };
                             if r.is_ok() && out.len() == 1 {
                                 if let Some(&p) = dev.phys.get(out[0].port as usize) {
                                     if p != NO_PHYS {
@@ -1358,7 +1847,41 @@ impl VirtSwitch {
                 }
             }
         }
+        if !GUARD && self.faults_armed {
+            self.fire_in_session(port, data, out, running);
+        }
         self.next_general(port, data, out);
+    }
+
+    /// An injected fault ([`VirtSwitch::inject_panic`]) that fires on this packet of a
+    /// [`VirtSwitch::process_each`] session panics here, as a panic inside the device on the
+    /// session's lane would (the session's boundary catches it): the previous frames given
+    /// back, the packet counted in, the device marked as running. Returns when the packet's
+    /// device (by the classifier's port table) has no fault firing on it.
+    #[cold]
+    #[inline(never)]
+    fn fire_in_session(
+        &mut self,
+        port: Port,
+        data: &[u8],
+        out: &mut Vec<OutputPacket>,
+        running: &mut Option<DeviceId>,
+    ) {
+        let Some((id, _)) = self.classify(port, data) else {
+            return;
+        };
+        let fires = self
+            .devices
+            .get(&id)
+            .is_some_and(|d| d.fault_in == Some(1) && d.quarantine.is_none() && d.tags.is_empty());
+        if fires {
+            self.recycle_outputs(out);
+            if let Some(d) = self.devices.get_mut(&id) {
+                d.stats.packets_in += 1;
+            }
+            *running = Some(id);
+            panic!("injected fault");
+        }
     }
 
     /// The rest of [`VirtSwitch::process_next`]'s lane: anything but one frame to a physical
@@ -1459,7 +1982,7 @@ impl VirtSwitch {
                 d.board = self.board.clone();
                 d.reported = false;
             }
-            d.switch.set_buffer_quota(self.buffer_quota);
+            d.switch.set_buffer_quota(self.buffer_quota.of(&d.quotas));
             self.devices.insert(d.id, d);
         }
         self.topo.port_maps.extend(maps);

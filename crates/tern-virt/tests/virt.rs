@@ -1167,6 +1167,21 @@ fn config_errors_say_what_and_where() {
     assert_eq!(w(&["max_parser_states=5"]).unwrap().max_parser_states, 5);
     let e = w(&["max_parser_states=0"]).unwrap_err();
     assert!(e.contains("not in 1..=100000"), "{e}");
+    // The buffer quota: none by default (the switch's), 1..=MAX_BUFFERS.
+    assert_eq!(quotas("{}").unwrap().max_buffers, None);
+    assert_eq!(
+        quotas(r#"{"max_buffers": 256}"#).unwrap().max_buffers,
+        Some(256)
+    );
+    let e = quotas(r#"{"max_buffers": 0}"#).unwrap_err().to_string();
+    assert!(
+        e.contains("devices[0].quotas.max_buffers") && e.contains("at least 1"),
+        "{e}"
+    );
+    let e = quotas(r#"{"max_buffers": 2000000}"#)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("is above 1048576"), "{e}");
     // Tagged virtual ports are part of the topology and of every snapshot.
     let cfg = Config::parse(
         r#"{"devices": [{"id": 1, "program": "a.json", "vlans": {"2": 100}}],

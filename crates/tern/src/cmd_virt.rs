@@ -1112,6 +1112,9 @@ mod tests {
         ok("quota 3 max_entries=none");
         assert!(ok("quota 3 max_parser_states=64").contains("max_parser_states 64"));
         assert!(err("quota 3 max_parser_states=0").contains("not in 1..=100000"));
+        assert!(ok("quota 3 max_buffers=256").contains("max_buffers 256"));
+        assert!(ok("quota 3 max_buffers=none").contains("max_buffers none"));
+        assert!(err("quota 3 max_buffers=0").contains("not in 1..="));
         // replace: the entry is carried, the traffic goes on.
         assert!(ok(&format!("replace 3 {l2}")).contains("1 entries carried"));
         assert_eq!(send(5, &l2_frame(2, 1, 2)), vec![(6, l2_frame(2, 1, 2))]);

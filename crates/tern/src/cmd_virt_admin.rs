@@ -294,12 +294,13 @@ impl Control {
                 })??;
                 Ok(format!(
                     "ok device {id}: max_entries {}, max_passes {}, max_register_bytes {}, \
-                     max_parser_states {}",
+                     max_parser_states {}, max_buffers {}",
                     q.max_entries.map_or("none".into(), |n| n.to_string()),
                     q.max_passes,
                     q.max_register_bytes
                         .map_or("none".into(), |n| n.to_string()),
-                    q.max_parser_states
+                    q.max_parser_states,
+                    q.max_buffers.map_or("none".into(), |n| n.to_string())
                 ))
             }
             ["release", id] => {

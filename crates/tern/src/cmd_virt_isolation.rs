@@ -263,6 +263,7 @@ fn build(victim_json: &str, attack: Attack) -> anyhow::Result<VirtSwitch> {
         max_passes: A_PASSES,
         max_register_bytes: None,
         max_parser_states: tern_virt::DEFAULT_PARSER_STATES,
+        max_buffers: None,
     };
     vs.add_device(ATTACKER, spec(&attacker_json, "mallory", quotas))?;
     victim_route(&mut vs.runtime(Caller::Tenant("alice"), VICTIM)?)?;

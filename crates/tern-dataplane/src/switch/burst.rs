@@ -84,8 +84,40 @@ impl BurstOut {
         }
     }
 
+    /// The outputs' descriptors, to change their ports or packet numbers (a caller that
+    /// renumbers ports on the way out: tern-virt's virtual ports).
+    #[inline]
+    pub fn descs_mut(&mut self) -> &mut [OutDesc] {
+        &mut self.descs
+    }
+
+    /// Keep the outputs from the `first`-th on for which `keep(desc, bytes)` is true, in order
+    /// (the closure may change the descriptor's port); the others are forgotten (their bytes
+    /// stay in the buffer until [`BurstOut::clear`]).
+    pub fn retain_from(&mut self, first: usize, mut keep: impl FnMut(&mut OutDesc, &[u8]) -> bool) {
+        let mut at = first;
+        for i in first..self.descs.len() {
+            let mut d = self.descs[i];
+            let (off, len) = (d.off, d.len);
+            if keep(&mut d, &self.bytes[off..off + len]) {
+                self.descs[at] = d;
+                at += 1;
+            }
+        }
+        self.descs.truncate(at);
+    }
+
+    /// Forget the outputs from the `n`-th on (and their bytes, when they are the buffer's
+    /// last: outputs are appended in order).
+    pub fn truncate(&mut self, n: usize) {
+        if let Some(d) = self.descs.get(n) {
+            self.bytes.truncate(d.off);
+        }
+        self.descs.truncate(n);
+    }
+
     /// Append one output (a copy of `data`).
-    pub(super) fn push_copy(&mut self, port: Port, pkt: u32, data: &[u8]) {
+    pub fn push_copy(&mut self, port: Port, pkt: u32, data: &[u8]) {
         let off = self.bytes.len();
         self.bytes.extend_from_slice(data);
         self.descs.push(OutDesc {

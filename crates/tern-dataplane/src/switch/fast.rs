@@ -248,8 +248,15 @@ impl Switch {
         let len = data.len() as u32;
         let direct = inst.lane_direct;
         // The generated lane (`plan.gen` implies native code, `direct`); not through a
-        // behaviour cache.
-        let gen = plan.gen && self.bcache.is_none();
+        // behaviour cache. The lane function deparses into an output buffer taken before the
+        // call, from the pool within a bounded switch's quota (`Switch::set_buffer_quota`);
+        // when there is none to give, the Rust lane below runs the packet instead and its
+        // deparser drops the frame (counted), as the general path's does.
+        let gen_bytes = match plan.gen && self.bcache.is_none() {
+            true => pool_buf(&mut self.spare, &mut self.bufs),
+            false => None,
+        };
+        let gen = gen_bytes.is_some();
         let mut pkt = match self.lane_pkt.take() {
             // The lane function resets the PHV.
             Some(mut p) if gen && plan.gen_resets => {
@@ -264,15 +271,14 @@ impl Switch {
         };
         let jit = eng.jit.as_ref();
 
-        if let (true, Some(j)) = (gen, jit) {
-            let mut bytes = self.spare.pop().unwrap_or_default();
+        if let (Some(mut bytes), Some(j)) = (gen_bytes, jit) {
             let mut offs = std::mem::take(&mut st.emit_off);
             let nq = self.opts.priority_queues.max(1) as u64;
             let end = j.run_lane(
                 ctx, eng, st, &mut pkt, data, port, now, nq, &mut bytes, &mut offs,
             );
             let end = end.expect("plan.gen: the lane function exists");
-            self.lane_gen_end(end, pkt, bytes, offs, data, now, out, ctx);
+            self.lane_gen_end(end, pkt, Some(bytes), offs, data, now, out, ctx);
             return;
         }
 
@@ -335,7 +341,7 @@ impl Switch {
         &mut self,
         end: LaneEnd,
         mut pkt: Box<Pkt>,
-        mut bytes: Vec<u8>,
+        bytes: Option<Vec<u8>>,
         offs: Vec<u32>,
         data: &[u8],
         now: u64,
@@ -350,6 +356,12 @@ impl Switch {
                 port, csum_left, ..
             } => {
                 self.passes += 1;
+                let Some(mut bytes) = bytes else {
+                    // No buffer to give (a bounded switch's pool empty: counted as a drop).
+                    st.emit_off = offs;
+                    self.lane_pkt = Some(pkt);
+                    return;
+                };
                 if csum_left {
                     if let Some(plan) = &eng.csum_plan {
                         eng.update_checksums_emitted(
@@ -372,12 +384,12 @@ impl Switch {
             LaneEnd::Dropped { passes } => {
                 st.emit_off = offs;
                 self.passes += u64::from(passes) - 1;
-                self.spare.push(bytes);
+                self.spare.extend(bytes);
                 self.lane_pkt = Some(pkt);
             }
             LaneEnd::AfterIngress(r) => {
                 st.emit_off = offs;
-                self.spare.push(bytes);
+                self.spare.extend(bytes);
                 if r.is_err() {
                     self.lane_pkt = Some(pkt);
                     return;
@@ -386,7 +398,7 @@ impl Switch {
             }
             LaneEnd::AfterEgress(r, port) => {
                 st.emit_off = offs;
-                self.spare.push(bytes);
+                self.spare.extend(bytes);
                 self.passes += 1;
                 pkt.enq_ts = now;
                 if r.is_err() {
@@ -541,9 +553,15 @@ impl Switch {
             // copied to the sink or into `out`.
             let data = pkts[i].1;
             let end = j.lane_status(r, &mut ctx, &mut pkt, data.len());
-            let mut spare = self.spare.pop().unwrap_or_default();
-            spare.clear();
-            if let LaneEnd::Sent { bytes: w, .. } = end {
+            // A sent frame's buffer from the pool (a bounded switch with none left drops the
+            // frame, counted: `lane_gen_end` with no buffer); the other ends need none here.
+            let mut spare = match end {
+                LaneEnd::Sent { .. } => counted_buf(&mut self.spare, &mut self.bufs),
+                _ => None,
+            };
+            if let (LaneEnd::Sent { bytes: w, .. }, Some(spare)) = (&end, spare.as_mut()) {
+                let w = *w;
+                spare.clear();
                 // The headers were emitted where the lane function put them (the port's
                 // destination, or `at`), `w` bytes.
                 let eport = LaneEntry::port(&ctx) as usize;
@@ -695,7 +713,12 @@ impl Switch {
 
         // Deparse (checksums updated over the emitted headers) straight into the output
         // buffer, the payload appended once.
-        let mut bytes = self.spare.pop().unwrap_or_default();
+        // The output buffer from the pool; a bounded switch with none left drops the frame
+        // (counted), as the general path's deparser does.
+        let Some(mut bytes) = counted_buf(&mut self.spare, &mut self.bufs) else {
+            self.lane_pkt = Some(pkt);
+            return;
+        };
         bytes.clear();
         bytes.reserve(data.len() + 64);
         let emitted = direct && {
@@ -737,6 +760,41 @@ impl Switch {
         out.push(OutputPacket { port, data: bytes });
         self.lane_pkt = Some(pkt);
     }
+}
+
+/// An output buffer for the lane: a spare one from the pool, else a new one within a bounded
+/// switch's quota (counted as made, as `Flow::out_buf` does); `None` (not counted) when the
+/// quota is made and the pool empty.
+#[inline(always)]
+fn pool_buf(spare: &mut Vec<Vec<u8>>, bufs: &mut super::Buffers) -> Option<Vec<u8>> {
+    match spare.pop() {
+        Some(b) => Some(b),
+        None => new_buf(bufs),
+    }
+}
+
+/// [`pool_buf`]'s new buffer (see `Flow::out_buf`).
+#[cold]
+#[inline(never)]
+fn new_buf(bufs: &mut super::Buffers) -> Option<Vec<u8>> {
+    match bufs.quota {
+        Some(q) if bufs.bufs_made >= q => None,
+        Some(_) => {
+            bufs.bufs_made += 1;
+            Some(Vec::with_capacity(super::POOL_FRAME))
+        }
+        None => Some(Vec::new()),
+    }
+}
+
+/// [`pool_buf`] with `None` counted as a dropped frame (`Switch::buffer_drops`).
+#[inline(always)]
+fn counted_buf(spare: &mut Vec<Vec<u8>>, bufs: &mut super::Buffers) -> Option<Vec<u8>> {
+    let b = pool_buf(spare, bufs);
+    if b.is_none() {
+        bufs.drops += 1;
+    }
+    b
 }
 
 /// `renew_pkt` of the lane's own `direct` instance but for the PHV, which the generated lane
