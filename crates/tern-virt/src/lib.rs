@@ -1496,22 +1496,7 @@ impl VirtSwitch {
                 break;
             }
             if last {
-                // As `burst_device`: renumbered in place, the others taken out.
-                let phys = &dev.phys;
-                let tail = &mut out.descs_mut()[start..];
-                let other = tail
-                    .iter_mut()
-                    .position(|d| match phys.get(d.port as usize) {
-                        Some(&p) if p != NO_PHYS => {
-                            d.port = p;
-                            false
-                        }
-                        _ => true,
-                    });
-                if let Some(k) = other {
-                    Self::burst_others(dev, start + k, out);
-                }
-                dev.stats.to_phys += (out.len() - start) as u64;
+                Self::burst_to_phys(dev, start, out);
                 break;
             }
             let pass = &rest[0];
@@ -1681,9 +1666,14 @@ impl VirtSwitch {
             self.quarantine_after_panic(id, panic_message(e), 0, &mut Vec::new());
             return;
         }
-        // The port map: the leading frames for physical ports (usually all of them)
-        // renumbered by one load each; the others (CPU, drop: the device links nowhere) taken
-        // out from the first of them on.
+        Self::burst_to_phys(dev, start, out);
+    }
+
+    /// The port map over a device's frames in `out` from `start` on (its last pass): the
+    /// leading frames for physical ports (usually all of them) renumbered in place by one load
+    /// each; the others (CPU, drop, links) taken out from the first of them on.
+    #[inline(always)]
+    fn burst_to_phys(dev: &mut Device, start: usize, out: &mut BurstOut) {
         let phys = &dev.phys;
         let tail = &mut out.descs_mut()[start..];
         let other = tail

@@ -105,15 +105,21 @@ fn attr_for(tid: i32, ns: u64) -> libc::sched_attr {
 /// kept). An error where the kernel refuses; a kernel older than 6.12 accepts the call and
 /// keeps its own slice ([`thread_slice`] tells).
 pub fn set_current_slice(ns: u64) -> std::io::Result<()> {
+    set_thread_slice(0, ns)
+}
+
+/// [`set_current_slice`] for thread `tid` of this process (0: the calling thread), e.g. one
+/// of [`crate::VirtWorkers::thread_ids`] or a `/proc/self/task` entry.
+pub fn set_thread_slice(tid: i32, ns: u64) -> std::io::Result<()> {
     #[cfg(target_os = "linux")]
     {
-        let attr = attr_for(0, ns);
+        let attr = attr_for(tid, ns);
         // SAFETY: sched_setattr reads `attr`, a fully initialised sched_attr whose `size`
-        // says how much, during the call, and changes the calling thread's scheduling only.
+        // says how much, during the call, and changes thread `tid`'s scheduling only.
         let r = unsafe {
             libc::syscall(
                 libc::SYS_sched_setattr,
-                0,
+                tid,
                 &attr as *const libc::sched_attr,
                 0u32,
             )
@@ -126,7 +132,7 @@ pub fn set_current_slice(ns: u64) -> std::io::Result<()> {
     }
     #[cfg(not(target_os = "linux"))]
     {
-        let _ = ns;
+        let _ = (tid, ns);
         Err(std::io::Error::new(
             std::io::ErrorKind::Unsupported,
             "custom time slices are a Linux feature",

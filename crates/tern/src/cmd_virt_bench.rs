@@ -533,22 +533,29 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// One packet through the native chain: each hop gets its previous frame back and runs the
+/// previous hop's first frame (the case's packet at the first hop).
+#[inline(always)]
+fn native_hops(switches: &mut [Switch], outs: &mut [Vec<OutputPacket>], c: &Case) {
+    for i in 0..switches.len() {
+        let (before, rest) = outs.split_at_mut(i);
+        let out = &mut rest[0];
+        switches[i].recycle_outputs(out);
+        let input: &[u8] = if i == 0 {
+            &c.packet
+        } else {
+            &before[i - 1][0].data
+        };
+        switches[i].process_packet(c.native[i].ingress, input, out);
+    }
+}
+
 /// Packets per second through the native chain (one packet at a time, buffers recycled).
 fn time_native(switches: &mut [Switch], c: &Case, n: usize) -> f64 {
     let mut outs: Vec<Vec<OutputPacket>> = switches.iter().map(|_| Vec::new()).collect();
     let t = Instant::now();
     for _ in 0..n {
-        for i in 0..switches.len() {
-            let (before, rest) = outs.split_at_mut(i);
-            let out = &mut rest[0];
-            switches[i].recycle_outputs(out);
-            let input: &[u8] = if i == 0 {
-                &c.packet
-            } else {
-                &before[i - 1][0].data
-            };
-            switches[i].process_packet(c.native[i].ingress, input, out);
-        }
+        native_hops(switches, &mut outs, c);
     }
     n as f64 / t.elapsed().as_secs_f64()
 }
@@ -672,17 +679,7 @@ fn latency_pair(
             if side == 0 {
                 let t = Instant::now();
                 for _ in 0..LAT_GROUP {
-                    for i in 0..switches.len() {
-                        let (before, rest) = outs.split_at_mut(i);
-                        let out = &mut rest[0];
-                        switches[i].recycle_outputs(out);
-                        let input: &[u8] = if i == 0 {
-                            &c.packet
-                        } else {
-                            &before[i - 1][0].data
-                        };
-                        switches[i].process_packet(c.native[i].ingress, input, out);
-                    }
+                    native_hops(switches, &mut outs, c);
                 }
                 ln.push(per(t.elapsed().as_nanos()));
             } else {

@@ -824,42 +824,6 @@ fn sched_times() -> Vec<(String, u64, u64)> {
     v
 }
 
-/// Ask the kernel for a time slice of `ns` for thread `tid` (0: the calling thread): the
-/// custom slice of a normal (`SCHED_OTHER`) task under EEVDF (Linux 6.12+,
-/// `sched_attr.sched_runtime`; the kernel keeps it within 0.1–100 ms). The thread's nice
-/// value is kept.
-#[cfg(target_os = "linux")]
-fn set_slice(tid: libc::pid_t, ns: u64) -> std::io::Result<()> {
-    // SAFETY: getpriority takes integers only; -1 is also a valid nice value, so errno is
-    // not consulted (an error leaves nice 0's neighbour, harmless for a hint).
-    let nice = unsafe { libc::getpriority(libc::PRIO_PROCESS, tid as libc::id_t) };
-    let attr = libc::sched_attr {
-        size: std::mem::size_of::<libc::sched_attr>() as u32,
-        sched_policy: libc::SCHED_OTHER as u32,
-        sched_flags: 0,
-        sched_nice: nice,
-        sched_priority: 0,
-        sched_runtime: ns,
-        sched_deadline: 0,
-        sched_period: 0,
-    };
-    // SAFETY: sched_setattr reads `attr` (a fully initialised sched_attr whose `size` says
-    // how much) for the duration of the call and changes thread `tid`'s scheduling only.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_sched_setattr,
-            tid,
-            &attr as *const libc::sched_attr,
-            0u32,
-        )
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
-}
-
 /// Give the front (this thread) and every worker thread of the process (`tern-virt-N`) a
 /// time slice of `us` µs (`--slice-us`; nothing for 0).
 fn apply_slice(us: u64) -> anyhow::Result<()> {
@@ -875,12 +839,12 @@ fn apply_slice(us: u64) -> anyhow::Result<()> {
                  later schedules normal threads with custom slices)"
             )
         };
-        set_slice(0, ns).map_err(refused)?;
+        tern_virt::sched::set_thread_slice(0, ns).map_err(refused)?;
         for e in std::fs::read_dir("/proc/self/task")?.flatten() {
             let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
             if comm.trim().starts_with("tern-virt-") {
                 if let Some(tid) = e.file_name().to_str().and_then(|t| t.parse().ok()) {
-                    set_slice(tid, ns).map_err(refused)?;
+                    tern_virt::sched::set_thread_slice(tid, ns).map_err(refused)?;
                 }
             }
         }
