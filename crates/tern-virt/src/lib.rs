@@ -1592,21 +1592,13 @@ impl VirtSwitch {
         if let Some(d) = self.devices.get_mut(&id) {
             d.stats.to_phys += done as u64;
         }
-        let origins = std::mem::take(&mut self.origins);
-        let total = std::mem::take(&mut self.origin_total);
-        let mut frames = std::mem::take(&mut self.burst_frames);
-        frames.extend(pass.iter().skip(done).map(|(port, _, d)| OutputPacket {
-            port,
-            data: d.to_vec(),
-        }));
-        self.map_outputs(id, 0, hops, &mut frames);
-        for o in &frames {
-            out.push_copy(o.port, u32::MAX, &o.data);
-        }
-        self.recycle_outputs(&mut frames);
-        self.burst_frames = frames;
-        self.origins = origins;
-        self.origin_total = total;
+        self.burst_via_frames(out, |vs, frames| {
+            frames.extend(pass.iter().skip(done).map(|(port, _, d)| OutputPacket {
+                port,
+                data: d.to_vec(),
+            }));
+            vs.map_outputs(id, 0, hops, frames);
+        });
     }
 
     /// The frames a burst chain left on links, hop by hop as `process_batch` runs them
@@ -1614,10 +1606,21 @@ impl VirtSwitch {
     #[cold]
     #[inline(never)]
     fn burst_drain(&mut self, out: &mut BurstOut) {
+        self.burst_via_frames(out, |vs, frames| vs.drain_links(frames));
+    }
+
+    /// Frames made the `process_batch` way into `out`: `fill` puts them into the burst's
+    /// frame list (the record of the caller's own frames set aside meanwhile and kept), they
+    /// are copied into `out` with `pkt` = `u32::MAX` and their buffers given back.
+    fn burst_via_frames(
+        &mut self,
+        out: &mut BurstOut,
+        fill: impl FnOnce(&mut Self, &mut Vec<OutputPacket>),
+    ) {
         let origins = std::mem::take(&mut self.origins);
         let total = std::mem::take(&mut self.origin_total);
         let mut frames = std::mem::take(&mut self.burst_frames);
-        self.drain_links(&mut frames);
+        fill(self, &mut frames);
         for o in &frames {
             out.push_copy(o.port, u32::MAX, &o.data);
         }
@@ -1718,17 +1721,7 @@ impl VirtSwitch {
     /// copied into `out` and given back (the record of the caller's own frames kept).
     #[inline(never)]
     fn burst_general(&mut self, pkts: &[(Port, &[u8])], out: &mut BurstOut) {
-        let origins = std::mem::take(&mut self.origins);
-        let total = std::mem::take(&mut self.origin_total);
-        let mut frames = std::mem::take(&mut self.burst_frames);
-        self.process_batch(pkts, &mut frames);
-        for o in &frames {
-            out.push_copy(o.port, u32::MAX, &o.data);
-        }
-        self.recycle_outputs(&mut frames);
-        self.burst_frames = frames;
-        self.origins = origins;
-        self.origin_total = total;
+        self.burst_via_frames(out, |vs, frames| vs.process_batch(pkts, frames));
     }
 
     /// One packet per call with the give-back folded in: `out` holds the frames the previous

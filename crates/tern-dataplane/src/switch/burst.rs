@@ -127,6 +127,22 @@ impl BurstOut {
             len: data.len(),
         });
     }
+
+    /// Packet `pkt`'s outputs made the `process_batch` way: each to `sink`, or copied in
+    /// where the sink has no destination for its port.
+    #[inline]
+    pub(crate) fn take_outputs<S: EmitSink + ?Sized>(
+        &mut self,
+        pkt: u32,
+        outputs: &[OutputPacket],
+        sink: &mut S,
+    ) {
+        for o in outputs {
+            if !sink.output(o.port, pkt, &o.data) {
+                self.push_copy(o.port, pkt, &o.data);
+            }
+        }
+    }
 }
 
 /// Destinations the generated lane deparses into straight, port by port (a pcap file's
@@ -219,11 +235,7 @@ impl Switch {
         for (i, &(port, data)) in pkts.iter().enumerate() {
             self.process_at(now, port, data, &mut scratch);
             dropped += u64::from(scratch.is_empty());
-            for o in &scratch {
-                if !sink.output(o.port, i as u32, &o.data) {
-                    out.push_copy(o.port, i as u32, &o.data);
-                }
-            }
+            out.take_outputs(i as u32, &scratch, sink);
             self.recycle_outputs(&mut scratch);
         }
         out.scratch = scratch;

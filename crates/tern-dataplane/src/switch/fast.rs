@@ -579,11 +579,7 @@ impl Switch {
             let mut scratch = std::mem::take(&mut out.scratch);
             self.lane_gen_end(end, pkt, spare, offs, data, now, &mut scratch, &mut ctx);
             dropped += u64::from(scratch.is_empty());
-            for o in &scratch {
-                if !sink.output(o.port, i as u32, &o.data) {
-                    out.push_copy(o.port, i as u32, &o.data);
-                }
-            }
+            out.take_outputs(i as u32, &scratch, sink);
             self.recycle_outputs(&mut scratch);
             out.scratch = scratch;
             // Room again for the rest (the copied outputs may have used some of it).
