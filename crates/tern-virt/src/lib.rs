@@ -477,6 +477,11 @@ pub struct Device {
     /// The physical port of each virtual port mapped to one ([`NO_PHYS`] otherwise): the
     /// one-packet lane's output check and renumbering in one load.
     phys: Vec<Port>,
+    /// Virtual ports `same_lo .. same_lo + same_len` map to the same physical port numbers
+    /// (the first such run in [`Device::phys`]; `same_len` 0: none): a burst's descriptors on
+    /// them keep their port with one comparison ([`VirtSwitch::burst_to_phys`]).
+    same_lo: Port,
+    same_len: Port,
     /// Whether the one-packet fast lane may run this device (no tagged virtual port, not
     /// quarantined, no fault armed), kept by [`Device::refresh_lane`] whenever one of those
     /// changes.
@@ -564,6 +569,22 @@ impl Device {
                 _ => NO_PHYS,
             })
             .collect();
+        let lo = self
+            .phys
+            .iter()
+            .enumerate()
+            .position(|(v, &p)| v as Port == p);
+        (self.same_lo, self.same_len) = match lo {
+            Some(lo) => {
+                let n = self.phys[lo..]
+                    .iter()
+                    .enumerate()
+                    .take_while(|&(k, &p)| (lo + k) as Port == p)
+                    .count();
+                (lo as Port, n as Port)
+            }
+            None => (0, 0),
+        };
         self.ports = ports;
     }
 
@@ -999,6 +1020,8 @@ impl VirtSwitch {
             quarantine: None,
             fault_in: None,
             phys: Vec::new(),
+            same_lo: 0,
+            same_len: 0,
             lane: true,
             cpu: Vec::new(),
             board: self.board.clone(),
@@ -1686,15 +1709,21 @@ impl VirtSwitch {
     fn burst_to_phys(dev: &mut Device, start: usize, out: &mut BurstOut) {
         let phys = &dev.phys;
         let tail = &mut out.descs_mut()[start..];
-        let other = tail
-            .iter_mut()
-            .position(|d| match phys.get(d.port as usize) {
-                Some(&p) if p != NO_PHYS => {
-                    d.port = p;
-                    false
-                }
-                _ => true,
-            });
+        let renumber = |d: &mut tern_dataplane::OutDesc| match phys.get(d.port as usize) {
+            Some(&p) if p != NO_PHYS => {
+                d.port = p;
+                false
+            }
+            _ => true,
+        };
+        let (lo, n) = (dev.same_lo, dev.same_len);
+        let other = if n > 0 {
+            // Ports that keep their number: one comparison, no load or store.
+            tail.iter_mut()
+                .position(|d| d.port.wrapping_sub(lo) >= n && renumber(d))
+        } else {
+            tail.iter_mut().position(renumber)
+        };
         if let Some(k) = other {
             Self::burst_others(dev, start + k, out);
         }
@@ -1817,7 +1846,7 @@ impl VirtSwitch {
                         // The previous frame back to this device (when it came from it),
                         // then the lane with the record of origins left as it is.
                         if !other {
-                            dev.switch.recycle_outputs(out);
+                            give_back_one(&mut dev.switch, out);
                         }
                         dev.stats.packets_in += 1;
                         let sw = &mut dev.switch;
@@ -1910,7 +1939,7 @@ impl VirtSwitch {
         }
         match slots.get_mut(prev as usize) {
             Some(Some(p)) => {
-                p.switch.recycle_outputs(out);
+                give_back_one(&mut p.switch, out);
                 true
             }
             _ => false,
@@ -2093,7 +2122,8 @@ impl VirtSwitch {
             // Only a catch-all rule keeping port numbers: every packet goes to `id`.
             Some(t) if t.ports.is_empty() && vport == port => (true, Vports::Same),
             // Every packet on the first one's port (a chain's entry): one comparison each.
-            Some(_) if pkts[1..].iter().all(|&(p, _)| p == port) => (
+            // (Or-ed differences: no branch per packet.)
+            Some(_) if pkts[1..].iter().fold(0, |a, &(p, _)| a | (p ^ port)) == 0 => (
                 true,
                 if vport == port {
                     Vports::Same
@@ -2143,7 +2173,10 @@ impl VirtSwitch {
                 self.origins.clear();
                 self.origin_total = 0;
                 if let Some(d) = self.devices.get_mut(&id) {
-                    d.switch.recycle_outputs(out);
+                    match out.len() {
+                        1 => give_back_one(&mut d.switch, out),
+                        _ => d.switch.recycle_outputs(out),
+                    }
                     return;
                 }
             }
@@ -2727,6 +2760,22 @@ impl VirtSwitch {
             dev.stats.to_phys += u64::from(sent);
             self.note_origin(id, sent);
         }
+    }
+}
+
+/// Give the one frame in `out` back to `sw` (empties `out`): what `Switch::recycle_outputs`
+/// does with it, as one `Switch::recycle_buffer` (≈ 10 instructions instead of ≈ 100 for the
+/// general drain of a batch, measured with callgrind: the one-packet lanes' give-back).
+#[inline(always)]
+fn give_back_one(sw: &mut Switch, out: &mut Vec<OutputPacket>) {
+    debug_assert_eq!(out.len(), 1);
+    match out.pop() {
+        Some(o) if out.is_empty() => sw.recycle_buffer(o.data),
+        Some(o) => {
+            out.push(o);
+            sw.recycle_outputs(out);
+        }
+        None => {}
     }
 }
 
