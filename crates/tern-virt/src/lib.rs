@@ -1717,10 +1717,16 @@ impl VirtSwitch {
             _ => true,
         };
         let (lo, n) = (dev.same_lo, dev.same_len);
-        let other = if n > 0 {
-            // Ports that keep their number: one comparison, no load or store.
-            tail.iter_mut()
-                .position(|d| d.port.wrapping_sub(lo) >= n && renumber(d))
+        // Every descriptor on a port that keeps its number: nothing to renumber (one
+        // comparison each, no branch per descriptor); else the renumbering pass (which maps
+        // those ports to themselves).
+        let other = if n > 0
+            && tail
+                .iter()
+                .fold(0u32, |a, d| a | u32::from(d.port.wrapping_sub(lo) >= n))
+                == 0
+        {
+            None
         } else {
             tail.iter_mut().position(renumber)
         };
