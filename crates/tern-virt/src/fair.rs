@@ -38,6 +38,7 @@
 //! the scheduler with the work done and measured by the caller (what the tests count with).
 
 use std::collections::{BTreeMap, VecDeque};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -86,6 +87,9 @@ pub struct FairStats {
     pub control_units: u64,
     /// Times the device's calibration started again because its program was replaced.
     pub recalibrated: u64,
+    /// Control jobs and steps that panicked (each quarantined the device; a batch's later
+    /// steps were dropped).
+    pub job_panics: u64,
 }
 
 /// A stage of a packet's way through a worker's scheduler ([`StageTrace`]).
@@ -171,6 +175,27 @@ pub type DeviceJob = Box<dyn FnOnce(&mut VirtSwitch) + Send>;
 /// A batch of control work cut into steps ([`FairScheduler::enqueue_steps`]): called with
 /// step 0, 1, ... in order, one step per turn of the device.
 pub type StepJob = Box<dyn FnMut(&mut VirtSwitch, usize) + Send>;
+
+/// Run `f`, a control job or step of device `id`, under its own panic boundary: a panic
+/// (a tenant's call tripping an assertion in its device's state) quarantines the device, as
+/// a panic in its packets does, and returns false; the worker and its other devices go on.
+pub(crate) fn guarded(vs: &mut VirtSwitch, id: DeviceId, f: impl FnOnce(&mut VirtSwitch)) -> bool {
+    match catch_unwind(AssertUnwindSafe(|| f(vs))) {
+        Ok(()) => true,
+        Err(e) => {
+            vs.quarantine_after_job_panic(id, &panic_text(&*e));
+            false
+        }
+    }
+}
+
+/// The message of a caught panic, by reference (the payload may be resumed afterwards).
+pub(crate) fn panic_text(e: &(dyn std::any::Any + Send)) -> String {
+    e.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| e.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panic".to_string())
+}
 
 /// A device's queued control work: one job, or a batch run a step at a time.
 pub(crate) enum Job {
@@ -736,14 +761,19 @@ impl FairScheduler {
             last = Some(id);
             let q = self.queues.get_mut(&id).expect("picked");
             if let Some(front) = q.jobs.front_mut() {
-                // One job, or one step of a batch (the rest stays at the front).
+                // One job, or one step of a batch (the rest stays at the front). Each runs
+                // under its own panic boundary: a panic quarantines the device, ends a
+                // batch (its later steps are dropped) and the worker goes on.
+                let mut failed = false;
                 let spent = match front {
                     Job::Steps { f, next, end } => {
                         let i = *next;
                         *next += 1;
                         let finished = *next >= *end;
-                        let spent = job(state, id, &mut |vs: &mut VirtSwitch| f(vs, i));
-                        if finished {
+                        let spent = job(state, id, &mut |vs: &mut VirtSwitch| {
+                            failed = !guarded(vs, id, |vs| f(vs, i));
+                        });
+                        if finished || failed {
                             q.jobs.pop_front();
                         }
                         spent
@@ -755,11 +785,12 @@ impl FairScheduler {
                         let mut j = Some(j);
                         job(state, id, &mut |vs: &mut VirtSwitch| {
                             if let Some(j) = j.take() {
-                                j(vs)
+                                failed = !guarded(vs, id, j);
                             }
                         })
                     }
                 };
+                q.stats.job_panics += u64::from(failed);
                 let work = match spent.counted(q) {
                     Spent::Charged(w) => w,
                     Spent::Counted { units, ns } | Spent::CountedAt { units, ns, .. } => {

@@ -2262,6 +2262,19 @@ impl VirtSwitch {
         dev.switch.recycle_outputs(&mut self.recycle);
     }
 
+    /// A panic caught in a control job or call of device `id` (run on its worker: a
+    /// tenant's posted writes, `VirtWorkers::call`): quarantine it as a packet panic does.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn quarantine_after_job_panic(&mut self, id: DeviceId, msg: &str) {
+        let Some(dev) = self.devices.get_mut(&id) else {
+            return;
+        };
+        dev.stats.panics += 1;
+        dev.quarantine = Some(format!("panicked in a control job: {msg}"));
+        dev.refresh_lane();
+    }
+
     #[inline(always)]
     fn process_one(&mut self, port: Port, data: &[u8], out: &mut Vec<OutputPacket>) {
         let Some((dev, vport)) = self.classify(port, data) else {
