@@ -603,6 +603,27 @@ impl Device {
         self.lane
     }
 
+    /// Whether a burst's fast paths may run this device: no tagged virtual ports, not
+    /// quarantined (an armed fault fires inside them, [`Device::fault_at`]).
+    #[inline(always)]
+    fn burst_ok(&self) -> bool {
+        self.tags.is_empty() && self.quarantine.is_none()
+    }
+
+    /// An armed fault ([`VirtSwitch::inject_panic`]) as `n` more packets enter: the index
+    /// (1-based) of the packet among them it fires on, or `None` (then it counts them).
+    #[inline(always)]
+    fn fault_at(&mut self, n: u64) -> Option<usize> {
+        match self.fault_in.as_mut() {
+            Some(k) if *k <= n => Some(*k as usize),
+            Some(k) => {
+                *k -= n;
+                None
+            }
+            None => None,
+        }
+    }
+
     /// The VLAN id of a tagged virtual port (0: untagged).
     #[inline]
     fn tag(&self, vport: Port) -> u16 {
@@ -1406,8 +1427,10 @@ impl VirtSwitch {
     /// physical in place; a descriptor's `pkt` is then its packet's index in `pkts`. A panic
     /// quarantines the device and takes back the burst's frames. A batch into a chain runs
     /// hop by hop as bursts while each pass's frames all cross one link
-    /// ([`VirtSwitch::burst_chain`]). Any other batch (several devices, tagged ports, a device
-    /// in quarantine or with a fault armed, a pass with frames for several targets) runs as in
+    /// ([`VirtSwitch::burst_chain`]); an armed fault ([`VirtSwitch::inject_panic`]) fires
+    /// inside these fast paths, as a real panic in the switch's burst would. Any other batch
+    /// (several devices, tagged ports, a device in quarantine, a pass with frames for several
+    /// targets) runs as in
     /// `process_batch`, its frames then copied into `out`. Past a single device, `pkt` does
     /// not name the arriving packet (`u32::MAX` for copied frames, the frame's index in the
     /// last device's pass for a chain's burst).
@@ -1415,8 +1438,10 @@ impl VirtSwitch {
         if !pkts.is_empty() {
             match self.batch_device(pkts) {
                 Some((id, vports, true)) => return self.burst_device(id, vports, pkts, out),
-                Some((id, vports, false)) if self.devices.get(&id).is_some_and(Device::lane_ok) => {
-                    // A chain's entry (links, no tags, fault or quarantine): passes of up to
+                Some((id, vports, false))
+                    if self.devices.get(&id).is_some_and(Device::burst_ok) =>
+                {
+                    // A chain's entry (links, no tags or quarantine): passes of up to
                     // CHUNK, as `process_batch` runs it.
                     for c in pkts.chunks(CHUNK) {
                         self.burst_chain(id, vports, c, out);
@@ -1480,6 +1505,12 @@ impl VirtSwitch {
                 self.burst_refs = relifetime(refs);
                 break;
             };
+            if dev.quarantine.is_some() {
+                // A panic in an earlier pass of this burst (the entry's previous chunk).
+                dev.stats.quarantine_drops += n;
+                self.burst_refs = relifetime(refs);
+                break;
+            }
             dev.stats.packets_in += n;
             let last = !dev.has_links;
             let dst: &mut BurstOut = if last { &mut *out } else { &mut rest[0] };
@@ -1487,8 +1518,9 @@ impl VirtSwitch {
                 dst.clear();
             }
             let start = dst.len();
+            let fault = dev.fault_at(n);
             let sw = &mut dev.switch;
-            let r = catch_unwind(AssertUnwindSafe(|| sw.process_burst(input, dst)));
+            let r = catch_unwind(AssertUnwindSafe(|| burst_or_fault(sw, input, dst, fault)));
             self.burst_refs = relifetime(refs);
             if let Err(e) = r {
                 dst.truncate(start);
@@ -1515,7 +1547,7 @@ impl VirtSwitch {
                             .descs()
                             .iter()
                             .all(|d| d.port == first.port || dev.target(d.port) == t)
-                        && self.devices.get(&device).is_some_and(Device::lane_ok) =>
+                        && self.devices.get(&device).is_some_and(Device::burst_ok) =>
                 {
                     Some((device, vport))
                 }
@@ -1661,8 +1693,9 @@ impl VirtSwitch {
         };
         dev.stats.packets_in += pkts.len() as u64;
         let start = out.len();
+        let fault = dev.fault_at(pkts.len() as u64);
         let sw = &mut dev.switch;
-        let r = catch_unwind(AssertUnwindSafe(|| sw.process_burst(input, out)));
+        let r = catch_unwind(AssertUnwindSafe(|| burst_or_fault(sw, input, out, fault)));
         self.burst_refs = relifetime(refs);
         if let Err(e) = r {
             out.truncate(start);
@@ -1905,8 +1938,8 @@ impl VirtSwitch {
                 if plain {
                     return self.run_device(id, vports.input(pkts), 0, out);
                 }
-                // One device with links (or a fault armed, or quarantined): its passes of up
-                // to CHUNK, then the links hop by hop.
+                // One device with links (or quarantined): its passes of up to CHUNK, then the
+                // links hop by hop.
                 for c in pkts.chunks(CHUNK) {
                     self.run_device(id, vports.input(c), 0, out);
                 }
@@ -2083,7 +2116,8 @@ impl VirtSwitch {
             ),
         };
         let dev = self.devices.get(&id)?;
-        let plain = !dev.has_links && dev.quarantine.is_none() && dev.fault_in.is_none();
+        // An armed fault fires inside the device's batch as a real panic would.
+        let plain = !dev.has_links && dev.quarantine.is_none();
         (same && dev.tags.is_empty()).then_some((id, vports, plain))
     }
 
@@ -2469,14 +2503,7 @@ impl VirtSwitch {
         let start = out.len();
         // An armed fault fires on its packet: inside a batch, after the packets before it ran
         // (their outputs are taken back with the rest of the pass, as after a real panic).
-        let fault = match dev.fault_in.as_mut() {
-            Some(k) if *k <= n => Some(*k as usize),
-            Some(k) => {
-                *k -= n;
-                None
-            }
-            None => None,
-        };
+        let fault = dev.fault_at(n);
         // A frame from the classifier on a tagged virtual port loses its tag (links: hops > 0).
         let input = match input {
             Input::One(vport, data) if hops == 0 && !dev.tags.is_empty() => {
@@ -2679,6 +2706,31 @@ impl VirtSwitch {
             self.note_origin(id, sent);
         }
     }
+}
+
+/// `sw.process_burst(input, out)`, or with a fault firing on the `k`-th packet
+/// ([`VirtSwitch::inject_panic`]): the packets before it, then a panic, inside the caller's
+/// panic boundary as a panic in the middle of the switch's burst would be.
+#[inline(always)]
+fn burst_or_fault(
+    sw: &mut Switch,
+    input: &[(Port, &[u8])],
+    out: &mut BurstOut,
+    fault: Option<usize>,
+) {
+    match fault {
+        None => {
+            sw.process_burst(input, out);
+        }
+        Some(k) => fire_in_burst(sw, input, out, k),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn fire_in_burst(sw: &mut Switch, input: &[(Port, &[u8])], out: &mut BurstOut, k: usize) {
+    sw.process_burst(&input[..k - 1], out);
+    panic!("injected fault");
 }
 
 /// The message of a caught panic.
