@@ -48,8 +48,8 @@ use tern_runtime::{Digest, OutputPacket, PacketPath, Port, Runtime, RuntimeError
 
 pub use backend::{Lease, Shared, SwitchGuard, WorkerControl};
 pub use fair::{
-    Cost, DeviceJob, FairScheduler, FairStats, Price, Stage, StageTrace, StepJob, GUARD,
-    GUARD_SHARE, MAX_CHUNK,
+    ControlPrice, Cost, DeviceJob, FairScheduler, FairStats, Price, Stage, StageTrace, StepJob,
+    GUARD, GUARD_SHARE, MAX_CHUNK,
 };
 pub use operate::Operate;
 pub use p4rt::{tenant_access, VirtP4rt, VirtTarget};
@@ -413,6 +413,10 @@ pub struct DeviceStats {
     /// multicast, mirroring ...), a table clear the entries it removed. What the fair
     /// scheduler's [`Cost::Work`] charges a control job for ([`VirtSwitch::device_control_work`]).
     pub control_work: u64,
+    /// Of those, the units of write calls that were refused (an error: past the entry quota,
+    /// a bad table or key ...): priced apart from the applied ones ([`crate::ControlPrice`]), so
+    /// cheap refusals do not lower the price of dear writes.
+    pub control_refused: u64,
 }
 
 /// Whole-switch counters.
@@ -1222,6 +1226,12 @@ impl VirtSwitch {
     /// [`Cost::Work`] counts per control job.
     pub fn device_control_work(&self, id: DeviceId) -> u64 {
         self.devices.get(&id).map_or(0, |d| d.stats.control_work)
+    }
+
+    /// Of [`VirtSwitch::device_control_work`], the refused writes' units
+    /// ([`DeviceStats::control_refused`]).
+    pub fn device_control_refused(&self, id: DeviceId) -> u64 {
+        self.devices.get(&id).map_or(0, |d| d.stats.control_refused)
     }
 
     /// The work device `id` has done, in passes: [`VirtSwitch::device_passes`] plus one unit
