@@ -205,6 +205,16 @@ pub(crate) enum Job {
     Steps { f: StepJob, next: usize, end: usize },
 }
 
+impl Job {
+    /// The turns it still takes: 1 for a job, the steps left of a batch.
+    fn left(&self) -> usize {
+        match self {
+            Job::Once(_) => 1,
+            Job::Steps { next, end, .. } => end.saturating_sub(*next),
+        }
+    }
+}
+
 /// The measured time above the calibration from which a chunk counts as far above it
 /// ([`Price::charge`]): 64×, above what another tenant's cache pollution does to a small
 /// chunk of a device (a debug build on a loaded machine showed victim chunks past 8×), far
@@ -602,11 +612,13 @@ impl FairScheduler {
         self.queues.get(&id).map(|q| q.price)
     }
 
-    /// Packets and control jobs waiting, over all devices.
+    /// Packets, control jobs and steps waiting, over all devices: each packet (queued or
+    /// staged), each job and each step of a batch not run yet counts one (a batch of `n`
+    /// writes is `n` turns of its device, [`FairScheduler::enqueue_steps`]).
     pub fn backlog(&self) -> usize {
         self.queues
             .values()
-            .map(|q| q.packets.len() + q.staged.len() + q.jobs.len())
+            .map(|q| q.packets.len() + q.staged.len() + q.jobs.iter().map(Job::left).sum::<usize>())
             .sum()
     }
 
@@ -1591,6 +1603,40 @@ mod tests {
         assert_eq!(p.calibration(), (Some(1_000.0), Some(100.0)));
         // An applied-only job at that price.
         assert_eq!(p.charge(4, 0, 4_000), (4_000, false));
+    }
+
+    /// The backlog counts a batch's steps left, not the batch: 10 steps and a job are 11,
+    /// then one fewer per round (one step a turn), with packets counted beside them.
+    #[test]
+    fn the_backlog_counts_the_steps_left() {
+        let mut f = FairScheduler::with_cost(Cost::Work, 1_000, 64);
+        f.enqueue_steps(ATTACKER, 10, |_, _| {});
+        f.enqueue_job(ATTACKER, Box::new(|_| {}));
+        assert!(f.enqueue_to(VICTIM, 1, &frame(1)));
+        assert_eq!(f.backlog(), 12);
+        let mut vs = VirtSwitch::new();
+        for left in (1..=10).rev() {
+            // Each step costs a whole quantum: one a round.
+            f.run_round_with(
+                &mut vs,
+                |_, _, p| p.len() as u64,
+                |_, _, j| {
+                    j(&mut VirtSwitch::new());
+                    1_000
+                },
+                |_, _| {},
+            );
+            // A step of the attacker's per round; the victim's packet went in the first.
+            assert_eq!(f.backlog(), left, "after {} rounds", 11 - left);
+        }
+        f.run_round_with(
+            &mut vs,
+            |_, _, p| p.len() as u64,
+            |_, _, _| 1_000,
+            |_, _| {},
+        );
+        assert_eq!(f.backlog(), 0);
+        assert_eq!(f.stats(ATTACKER).jobs, 11);
     }
 
     #[test]
