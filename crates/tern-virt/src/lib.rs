@@ -1469,8 +1469,8 @@ impl VirtSwitch {
 
     /// [`VirtSwitch::process_burst`] of a batch entering device `id`, which links to others:
     /// each device runs the previous one's frames as one burst while every frame of a pass
-    /// crosses one link (within the hop budget) into a device with no tags, fault or
-    /// quarantine — a chain's pass, as `process_batch` runs it at once
+    /// crosses one link (within the hop budget) into a device with no tags or quarantine
+    /// (an armed fault fires inside) — a chain's pass, as `process_batch` runs it at once
     /// ([`VirtSwitch::run_chained`]) — and a device that links nowhere writes its burst into
     /// `out`, renumbered. A pass with frames for several targets goes on as on the general
     /// path ([`VirtSwitch::burst_mixed`]).
@@ -2082,7 +2082,8 @@ impl VirtSwitch {
     /// The device every packet of a batch goes to, if one (see [`VirtSwitch::process_batch`]),
     /// how its packets find their virtual port numbers (when they differ from the physical
     /// ones: only with a port-only classifier, whose table gives them cheaply), and whether
-    /// the device is plain (no links, tags, fault or quarantine: the batch is all its work).
+    /// the device is plain (no links, tags or quarantine: the batch is all its work; an armed
+    /// fault fires inside it).
     /// `None` also for a device with VLAN-tagged ports (tags are stripped packet by packet).
     fn batch_device(&self, pkts: &[(Port, &[u8])]) -> Option<(DeviceId, Vports, bool)> {
         let (port, data) = pkts[0];
@@ -2358,8 +2359,7 @@ impl VirtSwitch {
         }
     }
 
-    /// A batch for several devices (or for a device with links, tags, a fault armed or in
-    /// quarantine): each device, in the order of its first packet, runs all of its packets as
+    /// A batch for several devices (or for a device with links, tags or in quarantine): each device, in the order of its first packet, runs all of its packets as
     /// one batch (chunks of [`CHUNK`] on the stack, in arrival order), then the frames sent
     /// over links run hop by hop ([`VirtSwitch::drain_links`]).
     fn run_grouped(&mut self, pkts: &[(Port, &[u8])], out: &mut Vec<OutputPacket>) {
