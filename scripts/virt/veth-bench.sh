@@ -19,7 +19,12 @@
 # * rate: batches of 64 frames as fast as `sendmmsg` goes, RATE_SECS; delivered frames/s
 #   (the far end's rx_packets), loss, and the switch processes' CPU time per delivered frame;
 # * latency: LAT_PPS frames/s (open loop, each flushed alone), LAT_SECS; the payload carries
-#   the send time, the same process reads it on arrival: one-way p50 / p99 / p99.9.
+#   the send time, the same process reads it on arrival: one-way p50 / p99 / p99.9, each side's
+#   rounds pooled. LAT_WAIT=spin (default): one probe thread sends and polls the ring in a
+#   spinning loop (no probe wake-up in the path; on a busy machine the kernel still takes the
+#   CPU away for its other tasks now and then, a few-ms stall in one run in ten);
+#   LAT_WAIT=sleep: a sending thread sleeps between frames and the receiver blocks in poll()
+#   (adds the probe's wake-up, ~30 µs here, to every delay; leaves the CPU idle between).
 # Every round measures both sides (order A B in odd rounds, B A in even ones: A B B A A B ...);
 # the ratio sliced / native is taken per round. Summary per function: median per side, the
 # median per-round ratio, its min-max and a 95 % bootstrap interval (resampling rounds), and
@@ -28,7 +33,8 @@
 # CPU placement: the probe on GEN_CPU (default 0), every switch process on SW_CPU (default 1),
 # both SCHED_FIFO priority 50 (SCHED=fifo, the default: a busy machine's other tasks cannot
 # preempt them; runs are kept under the kernel's real-time throttle) or nice -20 (SCHED=nice)
-# or as started (SCHED=none).
+# or as started (SCHED=none). Example 1 B's switches (three native on one CPU vs one sliced)
+# run at nice -20 under SCHED=fifo (FIFO tasks of one priority do not share a CPU).
 # CONTROL=1: an A/A run, the "sliced" side is a second native `tern run` on its own veths:
 # its ratios show what the measurement itself spreads (should be 1 within the interval).
 # Defaults: ROUNDS=8 RATE_SECS=0.4 LAT_SECS=0.5 LAT_PPS=20000 WARMUP=0.2,
@@ -71,6 +77,14 @@ GEN_CPU=${GEN_CPU:-0}
 SW_CPU=${SW_CPU:-1}
 FUNCTIONS=${FUNCTIONS:-l2 firewall router arp_proxy ex1_B}
 SCHED=${SCHED:-fifo}
+case ${LAT_WAIT:-spin} in
+spin) LAT_MODE=latency-spin ;;
+sleep) LAT_MODE=latency ;;
+*)
+  echo "LAT_WAIT: spin or sleep" >&2
+  exit 2
+  ;;
+esac
 CONTROL=${CONTROL:-0}
 case $SCHED in
 nice) PRIO=(nice -n -20) ;;
@@ -132,7 +146,7 @@ pair() { # NS_A IF_A NS_B IF_B: a veth pair, both ends up, no GRO
 start() { # NS LOG COMMAND...: a switch pinned to SW_CPU, waited for until it switches
   local ns=$1 log=$2 i pid
   shift 2
-  ip netns exec "$P-$ns" taskset -c "$SW_CPU" "${PRIO[@]}" "$@" >"$log" 2>&1 &
+  ip netns exec "$P-$ns" taskset -c "$SW_CPU" "${SW_PRIO[@]}" "$@" >"$log" 2>&1 &
   pid=$!
   PIDS+=("$pid")
   for i in $(seq 600); do
@@ -160,7 +174,12 @@ setup() { # FN: probe namespace, both switches running
   netns probe || return 1
   netns s || return 1
   pair probe sa s "${P}sa" && pair probe sb s "${P}sb" || return 1
+  SW_PRIO=("${PRIO[@]}")
   if [[ $fn == ex1_B ]]; then
+    # Three SCHED_FIFO switches of one priority on one CPU do not share it (the first one
+    # busy at saturation starves the other two): the chain's switches, on both sides, run
+    # at nice -20 instead.
+    [[ $SCHED == fifo ]] && SW_PRIO=(nice -n -20)
     netns n1 && netns n2 && netns n3 || return 1
     pair probe na n1 "${P}na" && pair probe nb n3 "${P}nb" || return 1
     pair n1 "${P}u1" n2 "${P}d1" && pair n2 "${P}d2" n3 "${P}u3" || return 1
@@ -210,7 +229,7 @@ measure() { # FN SIDE ROUND: one JSON line
   c1=$(cpu_ns ${SIDE_PIDS[$side]})
   # Under SCHED=fifo a spinning probe must leave the kernel's real-time throttle room.
   [[ $SCHED == fifo ]] && sleep 0.2
-  lat=$(probe "$s" latency "$LAT_SECS" "$LAT_PPS" "$fn") || return 1
+  lat=$(probe "$s" "$LAT_MODE" "$LAT_SECS" "$LAT_PPS" "$fn") || return 1
   echo "{\"function\": \"$fn\", \"side\": \"$side\", \"round\": $r, \"switch_cpu_ns\": $((c1 - c0)), \"rate\": $rate, \"latency\": $lat}"
 }
 
@@ -250,5 +269,5 @@ done
 T1=$(date -u +%FT%TZ)
 LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
 mkdir -p "$OUT"
-META="{\"start\": \"$T0\", \"end\": \"$T1\", \"load_start\": \"$LOAD0\", \"load_end\": \"$LOAD1\", \"nproc\": $(nproc), \"rounds\": $ROUNDS, \"rate_seconds\": $RATE_SECS, \"latency_seconds\": $LAT_SECS, \"latency_pps\": $LAT_PPS, \"warmup_seconds\": $WARMUP, \"probe_cpu\": $GEN_CPU, \"sched\": \"$SCHED\", \"control\": $CONTROL, \"switch_cpu\": $SW_CPU, \"kernel\": \"$(uname -r)\"}"
+META="{\"start\": \"$T0\", \"end\": \"$T1\", \"load_start\": \"$LOAD0\", \"load_end\": \"$LOAD1\", \"nproc\": $(nproc), \"rounds\": $ROUNDS, \"rate_seconds\": $RATE_SECS, \"latency_seconds\": $LAT_SECS, \"latency_pps\": $LAT_PPS, \"warmup_seconds\": $WARMUP, \"probe_cpu\": $GEN_CPU, \"sched\": \"$SCHED\", \"latency_probe\": \"$LAT_MODE\", \"control\": $CONTROL, \"switch_cpu\": $SW_CPU, \"kernel\": \"$(uname -r)\"}"
 python3 "$ROOT/scripts/virt/veth_abba.py" "$ROWS" "$META" "$OUT" || exit 1

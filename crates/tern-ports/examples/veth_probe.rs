@@ -3,16 +3,20 @@
 //! One process holds both ends (both in the probe's network namespace), so the clock that
 //! stamps a frame on the way out is the clock that reads it on the way in.
 //!
-//! Usage (root): `veth_probe MODE TX_IFACE RX_IFACE SECONDS RATE DST_MAC DST_IP [WARMUP]`
+//! Usage (root): `veth_probe latency|latency-spin|rate TX_IFACE RX_IFACE SECONDS RATE DST_MAC DST_IP [WARMUP]`
 //!
-//! * `latency`: one frame every 1/RATE s (open loop, paced by a spinning loop; a send that
-//!   falls more than one period behind is skipped, not bunched up), each flushed on its own;
-//!   the payload carries a magic, a sequence number and the send time (ns since the probe
-//!   started, monotonic). The same loop drains the receive ring without blocking and takes
-//!   the one-way delay of every probe frame that arrives on RX_IFACE. Frames sent in the first
+//! * `latency`: one frame every 1/RATE s (open loop: a sending thread sleeps until each send
+//!   time, 1 ns timer slack; a send that falls more than one period behind is skipped, not
+//!   bunched up), each flushed on its own; the payload carries a magic, a sequence number and
+//!   the send time (ns since the probe started, monotonic). The main thread blocks in poll()
+//!   on RX_IFACE's ring and takes the one-way delay of every probe frame that arrives. Frames sent in the first
 //!   WARMUP seconds (default 0.5) are not counted. Prints one JSON object: frames sent and
-//!   received after the warm-up, skipped sends, and the delay's p50 / p90 / p99 / p99.9 / max
-//!   / mean in nanoseconds.
+//!   received after the warm-up, skipped sends, the delay's p50 / p90 / p99 / p99.9 / max
+//!   / mean in nanoseconds, and its histogram (`hist`: `[bucket, count]` pairs, buckets 100 ns
+//!   wide below 200 µs, 10 µs wide below 20 ms, one above) so that runs can be pooled.
+//! * `latency-spin`: the same frames and report, but one thread sends and drains the receive
+//!   ring in a spinning loop: no wake-up of the probe in the measured path, its CPU kept busy
+//!   (on a busy machine the kernel then preempts it for the CPU's other tasks now and then).
 //! * `rate`: batches of 64 frames (`sendmmsg`) as fast as they go (RATE 0) or at RATE frames
 //!   per second (open loop); RX_IFACE is not opened: its kernel counts the frames
 //!   (`rx_packets`) and drops them (their destination MAC is not its own). Prints one JSON
@@ -23,6 +27,7 @@
 //! The frames: source 00:00:00:00:00:01 / 10.0.0.1, UDP 12345 -> 8080, 66 bytes on the wire
 //! (24 bytes of payload), a valid IPv4 header checksum and no UDP checksum.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tern_ports::afpacket::{install_stop_signals, stop_requested, LiveConfig, LivePorts};
@@ -87,6 +92,36 @@ fn unstamp(f: &[u8]) -> Option<(u64, u64)> {
     Some((seq, t))
 }
 
+/// The histogram bucket of a delay: 100 ns wide below 200 µs (0..2000), 10 µs wide below
+/// 20 ms (2000..3980), then one bucket for the rest (3980). scripts/virt/veth_abba.py reads
+/// the same scheme to pool the rounds.
+fn bucket(d_ns: u64) -> usize {
+    if d_ns < 200_000 {
+        (d_ns / 100) as usize
+    } else if d_ns < 20_000_000 {
+        2000 + ((d_ns - 200_000) / 10_000) as usize
+    } else {
+        3980
+    }
+}
+
+/// The non-empty buckets of sorted delays as `[[bucket, count], ...]`.
+fn histogram(sorted: &[u64]) -> String {
+    let mut out = String::from("[");
+    let mut i = 0;
+    while i < sorted.len() {
+        let b = bucket(sorted[i]);
+        let n = sorted[i..].iter().take_while(|&&d| bucket(d) == b).count();
+        if i > 0 {
+            out.push_str(", ");
+        }
+        out.push_str(&format!("[{b}, {n}]"));
+        i += n;
+    }
+    out.push(']');
+    out
+}
+
 /// The q-quantile (nearest rank) of sorted samples.
 fn quantile(sorted: &[u64], q: f64) -> u64 {
     if sorted.is_empty() {
@@ -118,7 +153,133 @@ struct Args {
     frame: Vec<u8>,
 }
 
+/// Print the latency report: `sent` frames counted, `skipped` sends, the delays measured.
+fn report(mode: &str, a: &Args, sent: u64, skipped: u64, mut delays: Vec<u64>) {
+    let received = delays.len() as u64;
+    delays.sort_unstable();
+    let mean = if delays.is_empty() {
+        0.0
+    } else {
+        delays.iter().sum::<u64>() as f64 / delays.len() as f64
+    };
+    println!(
+        "{{\"mode\": \"{mode}\", \"rate_pps\": {}, \"seconds\": {}, \"sent\": {sent}, \"received\": {received}, \
+         \"skipped_sends\": {skipped}, \"p50_ns\": {}, \"p90_ns\": {}, \"p99_ns\": {}, \"p999_ns\": {}, \
+         \"max_ns\": {}, \"mean_ns\": {mean:.0}, \"hist\": {}}}",
+        a.rate,
+        a.secs,
+        quantile(&delays, 0.50),
+        quantile(&delays, 0.90),
+        quantile(&delays, 0.99),
+        quantile(&delays, 0.999),
+        delays.last().copied().unwrap_or(0),
+        histogram(&delays),
+    );
+}
+
 fn latency(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
+    if a.rate <= 0.0 {
+        return Err("latency: RATE must be > 0".into());
+    }
+    let port = |port, name: &str| PortSpec {
+        port,
+        name: name.to_string(),
+    };
+    let tx_cfg = LiveConfig {
+        promisc: false,
+        block_nr: 1,
+        tx_batch: 1,
+        ..LiveConfig::default()
+    };
+    let rx_cfg = LiveConfig {
+        promisc: true,
+        poll_ms: 5,
+        ..LiveConfig::default()
+    };
+    let tx_spec = [port(1, &a.tx)];
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut rx = LivePorts::open(&[port(2, &a.rx)], rx_cfg, stop.clone())?;
+    let period = Duration::from_secs_f64(1.0 / a.rate);
+    let warm = Duration::from_secs_f64(a.warmup);
+    let end = Duration::from_secs_f64(a.warmup + a.secs);
+    // Frames still on their way when the sending stops get this long to arrive.
+    let drain = Duration::from_millis(50);
+    let t0 = Instant::now();
+    let mut f = a.frame.clone();
+    // The sender sleeps between frames and the receiver blocks in poll(): the probe leaves its
+    // CPU idle between frames (a spinning probe starves the CPU's other tasks, and under
+    // SCHED_FIFO the kernel then takes the CPU away for milliseconds to run them).
+    let mut send_all = move || -> Result<(u64, u64, u64), String> {
+        // SAFETY: PR_SET_TIMERSLACK takes an integer argument and changes only this thread's
+        // timer slack (1 ns: sleeps end on time instead of up to 50 µs late).
+        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
+        // Opened here: a LivePorts holds its rings' mappings and stays on one thread.
+        let mut tx =
+            LivePorts::open(&tx_spec, tx_cfg, Arc::default()).map_err(|e| e.to_string())?;
+        let (mut seq, mut first_counted, mut skipped) = (0u64, None, 0u64);
+        let mut next = Duration::ZERO;
+        loop {
+            let now = t0.elapsed();
+            if now >= end || stop_requested() {
+                break;
+            }
+            if now < next {
+                std::thread::sleep(next - now);
+                continue;
+            }
+            if now >= warm && first_counted.is_none() {
+                first_counted = Some(seq);
+            }
+            stamp(&mut f, seq, ns(t0.elapsed()));
+            tx.send(1, 0, &f).map_err(|e| e.to_string())?;
+            tx.flush().map_err(|e| e.to_string())?;
+            seq += 1;
+            next += period;
+            if now > next + period {
+                // Behind by more than a period (preempted): skip, do not bunch frames up.
+                let behind = ((now - next).as_nanos() / period.as_nanos()) as u64;
+                skipped += behind;
+                next += period * behind as u32;
+            }
+        }
+        std::thread::sleep(drain);
+        Ok((first_counted.unwrap_or(seq), seq, skipped))
+    };
+    let sender = std::thread::spawn(move || {
+        let r = send_all();
+        // Also on failure: the receiver stops within its poll timeout.
+        stop.store(true, Ordering::Relaxed);
+        r
+    });
+    let mut buf = Vec::with_capacity(2048);
+    // (sequence, delay) of every probe frame received.
+    let mut got: Vec<(u64, u64)> = Vec::with_capacity((a.rate * (a.warmup + a.secs)) as usize + 16);
+    while let Some(m) = rx.recv(&mut buf)? {
+        let t = ns(t0.elapsed());
+        if m.port != 2 {
+            continue;
+        }
+        if let Some((s, sent)) = unstamp(&buf) {
+            got.push((s, t.saturating_sub(sent)));
+        }
+    }
+    let (first, seq, skipped) = sender
+        .join()
+        .map_err(|_| "the sender panicked")?
+        .map_err(|e| format!("sending: {e}"))?;
+    let delays: Vec<u64> = got
+        .iter()
+        .filter(|(s, _)| (first..seq).contains(s))
+        .map(|&(_, d)| d)
+        .collect();
+    let sent = seq - first;
+    report("latency", a, sent, skipped, delays);
+    Ok(())
+}
+
+/// `latency-spin`: one thread sends and drains the receive ring in a spinning loop (no
+/// wake-up of the probe in the measured path; it keeps its CPU busy).
+fn latency_spin(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
     if a.rate <= 0.0 {
         return Err("latency: RATE must be > 0".into());
     }
@@ -183,25 +344,7 @@ fn latency(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     let sent = seq - first_counted.unwrap_or(seq);
-    let received = delays.len() as u64;
-    delays.sort_unstable();
-    let mean = if delays.is_empty() {
-        0.0
-    } else {
-        delays.iter().sum::<u64>() as f64 / delays.len() as f64
-    };
-    println!(
-        "{{\"mode\": \"latency\", \"rate_pps\": {}, \"seconds\": {}, \"sent\": {sent}, \"received\": {received}, \
-         \"skipped_sends\": {skipped}, \"p50_ns\": {}, \"p90_ns\": {}, \"p99_ns\": {}, \"p999_ns\": {}, \
-         \"max_ns\": {}, \"mean_ns\": {mean:.0}}}",
-        a.rate,
-        a.secs,
-        quantile(&delays, 0.50),
-        quantile(&delays, 0.90),
-        quantile(&delays, 0.99),
-        quantile(&delays, 0.999),
-        delays.last().copied().unwrap_or(0),
-    );
+    report("latency-spin", a, sent, skipped, delays);
     Ok(())
 }
 
@@ -298,6 +441,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     install_stop_signals()?;
     match args[0].as_str() {
         "latency" => latency(&a),
+        "latency-spin" => latency_spin(&a),
         "rate" => rate(&a),
         _ => Err(usage.into()),
     }
@@ -322,6 +466,18 @@ mod tests {
         assert_eq!(unstamp(&f), Some((7, 123_456)));
         f[PAYLOAD] ^= 1;
         assert_eq!(unstamp(&f), None);
+    }
+
+    #[test]
+    fn histogram_counts_every_delay_in_its_bucket() {
+        assert_eq!(bucket(0), 0);
+        assert_eq!(bucket(199_999), 1999);
+        assert_eq!(bucket(200_000), 2000);
+        assert_eq!(bucket(19_999_999), 3979);
+        assert_eq!(bucket(u64::MAX), 3980);
+        let d = [50, 99, 100, 250_000, 250_001, 30_000_000];
+        assert_eq!(histogram(&d), "[[0, 2], [1, 1], [2005, 2], [3980, 1]]");
+        assert_eq!(histogram(&[]), "[]");
     }
 
     #[test]
