@@ -205,6 +205,14 @@ def markdown(summary, meta):
            m["warmup_seconds"], m["probe_cpu"], m["switch_cpu"], m.get("sched", "-"),
            m.get("latency_probe", "-")),
         "",
+    ]
+    if m.get("control"):
+        lines += [
+            "**A/A control run (CONTROL=1): the \"sliced\" column is a second native "
+            "`tern run` on its own veths**; the ratios show the measurement's own spread.",
+            "",
+        ]
+    lines += [
         "Rate and CPU: ratio = sliced / native per round; the median of the rounds, their "
         "min–max and a 95 % bootstrap interval (rounds resampled). Latency: each side's "
         "quantile over all its rounds' delays pooled (histograms, 0.1 µs buckets below "
@@ -253,8 +261,11 @@ def main():
     rows_path, meta, out = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
     rows = [json.loads(line) for line in open(rows_path) if line.strip()]
     summary = summarize(rows)
+    # The rows without their histograms (pooled into the summary already; they would make
+    # the file megabytes).
+    slim = [dict(r, latency={k: v for k, v in r["latency"].items() if k != "hist"}) for r in rows]
     with open(os.path.join(out, "veth_abba.json"), "w") as f:
-        json.dump({"meta": meta, "summary": summary, "rows": rows}, f, indent=1)
+        json.dump({"meta": meta, "summary": summary, "rows": slim}, f, indent=1)
     md = markdown(summary, meta)
     with open(os.path.join(out, "veth_abba.md"), "w") as f:
         f.write(md)
