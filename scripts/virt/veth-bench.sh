@@ -20,9 +20,12 @@
 #   (the far end's rx_packets), loss, and the switch processes' CPU time per delivered frame;
 # * latency: LAT_PPS frames/s (open loop, each flushed alone), LAT_SECS; the payload carries
 #   the send time, the same process reads it on arrival: one-way p50 / p99 / p99.9, each side's
-#   rounds pooled. LAT_WAIT=spin (default): one probe thread sends and polls the ring in a
-#   spinning loop (no probe wake-up in the path; on a busy machine the kernel still takes the
-#   CPU away for its other tasks now and then, a few-ms stall in one run in ten);
+#   rounds pooled. LAT_WAIT=paired (default): in every round one spinning probe sends to both
+#   switches in turn (LAT_PPS each, default 10,000; A B B A ... frame by frame), so a stall
+#   of the machine delays both sides' frames alike (no probe wake-up in the path);
+#   LAT_WAIT=spin: the same spinning probe, one side after the other (on a busy machine the
+#   kernel takes the CPU away for its other tasks now and then, a few-ms stall in one run in
+#   ten, on one side only);
 #   LAT_WAIT=sleep: a sending thread sleeps between frames and the receiver blocks in poll()
 #   (adds the probe's wake-up, ~30 µs here, to every delay; leaves the CPU idle between).
 # Every round measures both sides (order A B in odd rounds, B A in even ones: A B B A A B ...);
@@ -37,7 +40,7 @@
 # run at nice -20 under SCHED=fifo (FIFO tasks of one priority do not share a CPU).
 # CONTROL=1: an A/A run, the "sliced" side is a second native `tern run` on its own veths:
 # its ratios show what the measurement itself spreads (should be 1 within the interval).
-# Defaults: ROUNDS=8 RATE_SECS=0.4 LAT_SECS=0.5 LAT_PPS=20000 WARMUP=0.2,
+# Defaults: ROUNDS=8 RATE_SECS=0.4 LAT_SECS=0.5 LAT_PPS=10000 (paired) WARMUP=0.2,
 # FUNCTIONS="l2 firewall router arp_proxy ex1_B" (about 2.5 minutes).
 # Writes DIR/veth_abba.json (every measurement and the summary) and DIR/veth_abba.md.
 # Namespaces, veths and processes are removed on exit, also on failure and Ctrl-C.
@@ -71,17 +74,20 @@ done
 ROUNDS=${ROUNDS:-8}
 RATE_SECS=${RATE_SECS:-0.4}
 LAT_SECS=${LAT_SECS:-0.5}
-LAT_PPS=${LAT_PPS:-20000}
+LAT_PPS=${LAT_PPS:-}
 WARMUP=${WARMUP:-0.2}
 GEN_CPU=${GEN_CPU:-0}
 SW_CPU=${SW_CPU:-1}
 FUNCTIONS=${FUNCTIONS:-l2 firewall router arp_proxy ex1_B}
 SCHED=${SCHED:-fifo}
-case ${LAT_WAIT:-spin} in
-spin) LAT_MODE=latency-spin ;;
-sleep) LAT_MODE=latency ;;
+# LAT_PPS: frames/s per side (paired: 10,000 each, a frame every 50 µs alternating between
+# the two switches, which share a CPU; one side at a time: 20,000).
+case ${LAT_WAIT:-paired} in
+paired) LAT_MODE=paired LAT_PPS=${LAT_PPS:-10000} ;;
+spin) LAT_MODE=latency-spin LAT_PPS=${LAT_PPS:-20000} ;;
+sleep) LAT_MODE=latency LAT_PPS=${LAT_PPS:-20000} ;;
 *)
-  echo "LAT_WAIT: spin or sleep" >&2
+  echo "LAT_WAIT: paired, spin or sleep" >&2
   exit 2
   ;;
 esac
@@ -169,68 +175,112 @@ declare -A DIP=([l2]=10.0.0.2 [firewall]=10.0.0.2 [router]=10.0.1.3 [arp_proxy]=
 # The switch pids of each side (for CPU time).
 declare -A SIDE_PIDS
 
-setup() { # FN: probe namespace, both switches running
-  local fn=$1 pa pb
+# Which veth set (letter n or s: namespaces P-n / P-s or P-n1..3, the probe's na nb / sa sb)
+# each side runs on; swapped for the second half of the rounds so that a difference between
+# the two sets (creation order, start order) cancels too.
+declare -A L
+setup() { # FN SWAP: probe namespace, both switches running (set n made and started first)
+  local fn=$1 x
+  if (($2)); then
+    L[native]=s L[sliced]=n
+  else
+    L[native]=n L[sliced]=s
+  fi
   netns probe || return 1
-  netns s || return 1
-  pair probe sa s "${P}sa" && pair probe sb s "${P}sb" || return 1
   SW_PRIO=("${PRIO[@]}")
+  # Three SCHED_FIFO switches of one priority on one CPU do not share it (the first one busy
+  # at saturation starves the other two): Example 1 B's switches, both sides, run at nice -20.
+  [[ $fn == ex1_B && $SCHED == fifo ]] && SW_PRIO=(nice -n -20)
+  for x in n s; do
+    if [[ $x == "${L[native]}" ]]; then
+      start_native "$fn" "$x" || return 1
+    else
+      start_sliced "$fn" "$x" || return 1
+    fi
+  done
+}
+start_native() { # FN LETTER
+  local fn=$1 x=$2 before=${#PIDS[@]}
   if [[ $fn == ex1_B ]]; then
-    # Three SCHED_FIFO switches of one priority on one CPU do not share it (the first one
-    # busy at saturation starves the other two): the chain's switches, on both sides, run
-    # at nice -20 instead.
-    [[ $SCHED == fifo ]] && SW_PRIO=(nice -n -20)
-    netns n1 && netns n2 && netns n3 || return 1
-    pair probe na n1 "${P}na" && pair probe nb n3 "${P}nb" || return 1
-    pair n1 "${P}u1" n2 "${P}d1" && pair n2 "${P}d2" n3 "${P}u3" || return 1
-    start n1 "$TMP/n1.log" "$TERN" run -i "1@${P}na" -i "3@${P}u1" \
+    netns "${x}1" && netns "${x}2" && netns "${x}3" || return 1
+    pair probe "${x}a" "${x}1" "${P}${x}a" && pair probe "${x}b" "${x}3" "${P}${x}b" || return 1
+    pair "${x}1" "${P}${x}u1" "${x}2" "${P}${x}d1" && pair "${x}2" "${P}${x}d2" "${x}3" "${P}${x}u3" || return 1
+    start "${x}1" "$TMP/${x}1.log" "$TERN" run -i "1@${P}${x}a" -i "3@${P}${x}u1" \
       --commands "$SC/ex1/s1_l2.txt" "$ROOT/p4/virt/l2_switch.p4" || return 1
-    start n2 "$TMP/n2.log" "$TERN" run -i "1@${P}d1" -i "2@${P}d2" \
+    start "${x}2" "$TMP/${x}2.log" "$TERN" run -i "1@${P}${x}d1" -i "2@${P}${x}d2" \
       --commands "$SC/ex1/s2_fw_b.txt" "$ROOT/p4/virt/firewall_l4.p4" || return 1
-    start n3 "$TMP/n3.log" "$TERN" run -i "1@${P}nb" -i "3@${P}u3" \
+    start "${x}3" "$TMP/${x}3.log" "$TERN" run -i "1@${P}${x}b" -i "3@${P}${x}u3" \
       --commands "$SC/ex1/s3_l2.txt" "$ROOT/p4/virt/l2_switch.p4" || return 1
-    SIDE_PIDS[native]="${PIDS[*]}"
-    start s "$TMP/s.log" "$TERN" virt run "$SC/ex1/virt.json" --live --snapshot B \
-      -i "1@${P}sa" -i "3@${P}sb" || return 1
-    SIDE_PIDS[sliced]=${PIDS[-1]}
+  else
+    netns "$x" || return 1
+    pair probe "${x}a" "$x" "${P}${x}a" && pair probe "${x}b" "$x" "${P}${x}b" || return 1
+    start "$x" "$TMP/$x.log" "$TERN" run -i "1@${P}${x}a" -i "2@${P}${x}b" \
+      --commands "$SC/${CMDS[$fn]}" "$ROOT/p4/virt/${PROG[$fn]}" || return 1
+  fi
+  SIDE_PIDS[native]="${PIDS[*]:before}"
+}
+start_sliced() { # FN LETTER (CONTROL=1: a second native switch)
+  local fn=$1 x=$2 pa pb
+  netns "$x" || return 1
+  pair probe "${x}a" "$x" "${P}${x}a" && pair probe "${x}b" "$x" "${P}${x}b" || return 1
+  if [[ $fn == ex1_B ]] && ((!CONTROL)); then
+    start "$x" "$TMP/$x.log" "$TERN" virt run "$SC/ex1/virt.json" --live --snapshot B \
+      -i "1@${P}${x}a" -i "3@${P}${x}b" || return 1
+  elif ((CONTROL)); then
+    local prog=$ROOT/p4/virt/${PROG[$fn]:-l2_switch.p4} cmds=$SC/${CMDS[$fn]:-ex1/s1_l2.txt}
+    [[ $fn == ex1_B ]] && echo "CONTROL=1 with ex1_B: the control side is one native L2 switch" >&2
+    start "$x" "$TMP/$x.log" "$TERN" run -i "1@${P}${x}a" -i "2@${P}${x}b" \
+      --commands "$cmds" "$prog" || return 1
   else
     read -r pa pb <<<"${PORTS[$fn]}"
-    netns n || return 1
-    pair probe na n "${P}na" && pair probe nb n "${P}nb" || return 1
-    start n "$TMP/n.log" "$TERN" run -i "1@${P}na" -i "2@${P}nb" \
-      --commands "$SC/${CMDS[$fn]}" "$ROOT/p4/virt/${PROG[$fn]}" || return 1
-    SIDE_PIDS[native]=${PIDS[-1]}
-    if ((CONTROL)); then
-      start s "$TMP/s.log" "$TERN" run -i "1@${P}sa" -i "2@${P}sb" \
-        --commands "$SC/${CMDS[$fn]}" "$ROOT/p4/virt/${PROG[$fn]}" || return 1
-    else
-      start s "$TMP/s.log" "$TERN" virt run "$SC/functions/virt.json" --live \
-        -i "$pa@${P}sa" -i "$pb@${P}sb" || return 1
-    fi
-    SIDE_PIDS[sliced]=${PIDS[-1]}
+    start "$x" "$TMP/$x.log" "$TERN" virt run "$SC/functions/virt.json" --live \
+      -i "$pa@${P}${x}a" -i "$pb@${P}${x}b" || return 1
   fi
+  SIDE_PIDS[sliced]=${PIDS[-1]}
 }
 
 cpu_ns() { # PID...: nanoseconds on CPU of every thread of those processes (schedstat)
   local p
   for p in "$@"; do cat /proc/"$p"/task/*/schedstat; done | awk '{t += $1} END {printf "%.0f\n", t}'
 }
-probe() { # SIDE(n|s) MODE SECONDS RATE FN
+probe() { # SIDE(n|s) MODE SECONDS RATE FN: from ${SIDE}a to ${SIDE}b
   ip netns exec "$P-probe" taskset -c "$GEN_CPU" "${PRIO[@]}" "$PROBE" "$2" "${1}a" "${1}b" "$3" "$4" \
     "${DMAC[$5]}" "${DIP[$5]}" "$WARMUP"
 }
-measure() { # FN SIDE ROUND: one JSON line
-  local fn=$1 side=$2 r=$3 s=${2:0:1} c0 c1 rate lat
+probe_paths() { # TX,TX RX,RX FN: the spinning latency probe over two paths, frame by frame
+  ip netns exec "$P-probe" taskset -c "$GEN_CPU" "${PRIO[@]}" "$PROBE" latency-spin "$1" "$2" \
+    "$LAT_SECS" "$LAT_PPS" "${DMAC[$3]}" "${DIP[$3]}" "$WARMUP"
+}
+rate_of() { # FN SIDE: sets RATE[SIDE] (the probe's report) and CPU[SIDE] (switch ns)
+  local fn=$1 side=$2 c0 c1
   # shellcheck disable=SC2086 # a list of pids
   c0=$(cpu_ns ${SIDE_PIDS[$side]})
-  [[ $SCHED == fifo ]] && sleep 0.2
-  rate=$(probe "$s" rate "$RATE_SECS" 0 "$fn") || return 1
-  # shellcheck disable=SC2086
-  c1=$(cpu_ns ${SIDE_PIDS[$side]})
   # Under SCHED=fifo a spinning probe must leave the kernel's real-time throttle room.
   [[ $SCHED == fifo ]] && sleep 0.2
-  lat=$(probe "$s" "$LAT_MODE" "$LAT_SECS" "$LAT_PPS" "$fn") || return 1
-  echo "{\"function\": \"$fn\", \"side\": \"$side\", \"round\": $r, \"switch_cpu_ns\": $((c1 - c0)), \"rate\": $rate, \"latency\": $lat}"
+  RATE[$side]=$(probe "${L[$side]}" rate "$RATE_SECS" 0 "$fn") || return 1
+  # shellcheck disable=SC2086
+  c1=$(cpu_ns ${SIDE_PIDS[$side]})
+  CPU[$side]=$((c1 - c0))
+}
+round() { # FN ROUND SIDE SIDE (in this round's order): two JSON lines
+  local fn=$1 r=$2 first=$3 second=$4 side out
+  declare -A RATE CPU LAT
+  rate_of "$fn" "$first" && rate_of "$fn" "$second" || return 1
+  [[ $SCHED == fifo ]] && sleep 0.2
+  if [[ $LAT_MODE == paired ]]; then
+    # One probe, frames alternating between the two switches (this round's first side first).
+    out=$(probe_paths "${L[$first]}a,${L[$second]}a" "${L[$first]}b,${L[$second]}b" "$fn") || return 1
+    LAT[$first]=$(sed -n 1p <<<"$out")
+    LAT[$second]=$(sed -n 2p <<<"$out")
+  else
+    for side in "$first" "$second"; do
+      LAT[$side]=$(probe "${L[$side]}" "$LAT_MODE" "$LAT_SECS" "$LAT_PPS" "$fn") || return 1
+      [[ $SCHED == fifo ]] && sleep 0.2
+    done
+  fi
+  for side in "$first" "$second"; do
+    echo "{\"function\": \"$fn\", \"side\": \"$side\", \"round\": $r, \"veths\": \"${L[$side]}\", \"switch_cpu_ns\": ${CPU[$side]}, \"rate\": ${RATE[$side]}, \"latency\": ${LAT[$side]}}"
+  done
 }
 
 ROWS=$TMP/rows.jsonl
@@ -242,29 +292,34 @@ for fn in $FUNCTIONS; do
     echo "unknown function $fn (l2 firewall router arp_proxy ex1_B)" >&2
     exit 2
   }
-  echo "== $fn: setting up"
-  setup "$fn" || exit 1
-  # Both paths must forward the probe's frames before anything is timed.
-  for s in n s; do
-    chk=$(ip netns exec "$P-probe" "$PROBE" latency "${s}a" "${s}b" 0.2 2000 "${DMAC[$fn]}" "${DIP[$fn]}" 0.05) || exit 1
-    [[ $chk =~ \"received\":\ ([0-9]+) ]] && ((BASH_REMATCH[1] > 0)) || {
-      echo "$fn: the $s path forwards nothing: $chk" >&2
-      cat "$TMP"/*.log >&2
-      exit 1
-    }
-  done
-  for r in $(seq "$ROUNDS"); do
-    order=(native sliced)
-    ((r % 2 == 0)) && order=(sliced native)
-    for side in "${order[@]}"; do
-      measure "$fn" "$side" "$r" >>"$ROWS" || {
-        echo "$fn $side round $r failed" >&2
+  # Rounds 1 .. ROUNDS/2 with native on veth set n, the rest with the sets swapped.
+  for swap in 0 1; do
+    first_set=native
+    ((swap)) && first_set=sliced
+    echo "== $fn: setting up (veth set n: $first_set)"
+    setup "$fn" "$swap" || exit 1
+    # Both paths must forward the probe's frames before anything is timed.
+    for s in n s; do
+      chk=$(ip netns exec "$P-probe" "$PROBE" latency "${s}a" "${s}b" 0.2 2000 "${DMAC[$fn]}" "${DIP[$fn]}" 0.05) || exit 1
+      [[ $chk =~ \"received\":\ ([0-9]+) ]] && ((BASH_REMATCH[1] > 0)) || {
+        echo "$fn: the $s path forwards nothing: $chk" >&2
+        cat "$TMP"/*.log >&2
         exit 1
       }
     done
-    echo "   round $r/$ROUNDS done (load $(cut -d' ' -f1 /proc/loadavg))"
+    from=1 to=$((ROUNDS / 2))
+    ((swap)) && from=$((ROUNDS / 2 + 1)) to=$ROUNDS
+    for ((r = from; r <= to; r++)); do
+      order=(native sliced)
+      ((r % 2 == 0)) && order=(sliced native)
+      round "$fn" "$r" "${order[@]}" >>"$ROWS" || {
+        echo "$fn round $r failed" >&2
+        exit 1
+      }
+      echo "   round $r/$ROUNDS done (load $(cut -d' ' -f1 /proc/loadavg))"
+    done
+    teardown
   done
-  teardown
 done
 T1=$(date -u +%FT%TZ)
 LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)

@@ -17,6 +17,10 @@
 //! * `latency-spin`: the same frames and report, but one thread sends and drains the receive
 //!   ring in a spinning loop: no wake-up of the probe in the measured path, its CPU kept busy
 //!   (on a busy machine the kernel then preempts it for the CPU's other tasks now and then).
+//!   TX_IFACE and RX_IFACE may be comma-separated lists of K paths: frames go round robin
+//!   over them (RATE per path; every other turn in reverse order: A B B A ...) and one report
+//!   line per path is printed, so that two switches
+//!   are compared frame by frame, a stall of the machine hitting both alike.
 //! * `rate`: batches of 64 frames (`sendmmsg`) as fast as they go (RATE 0) or at RATE frames
 //!   per second (open loop); RX_IFACE is not opened: its kernel counts the frames
 //!   (`rx_packets`) and drops them (their destination MAC is not its own). Prints one JSON
@@ -277,22 +281,50 @@ fn latency(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-/// `latency-spin`: one thread sends and drains the receive ring in a spinning loop (no
-/// wake-up of the probe in the measured path; it keeps its CPU busy).
+/// The path of frame `seq` over `k` paths: turns of one frame per path, every other turn in
+/// reverse (A B, B A, A B, ...), so no path is always first after a pause.
+fn path_of(seq: u64, k: usize) -> usize {
+    let (turn, pos) = (seq / k as u64, (seq % k as u64) as usize);
+    if turn % 2 == 0 {
+        pos
+    } else {
+        k - 1 - pos
+    }
+}
+
+/// `latency-spin`: one thread sends and drains the receive rings in a spinning loop (no
+/// wake-up of the probe in the measured path; it keeps its CPU busy). TX_IFACE and RX_IFACE may
+/// be comma-separated lists of K paths: the frames then go round robin over the paths, RATE
+/// per path (a frame every 1/(K RATE) s), and one report line per path is printed, in order.
+/// A stall of the machine then delays the frames of every path alike.
 fn latency_spin(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
     if a.rate <= 0.0 {
         return Err("latency: RATE must be > 0".into());
     }
-    let specs = [
-        PortSpec {
-            port: 1,
-            name: a.tx.clone(),
-        },
-        PortSpec {
-            port: 2,
-            name: a.rx.clone(),
-        },
-    ];
+    let txs: Vec<&str> = a.tx.split(',').collect();
+    let rxs: Vec<&str> = a.rx.split(',').collect();
+    if txs.len() != rxs.len() {
+        return Err("latency-spin: as many TX as RX interfaces".into());
+    }
+    let k = txs.len();
+    // Path i: frames out of port 2i + 1, back in on port 2i + 2.
+    let specs: Vec<PortSpec> = txs
+        .iter()
+        .zip(&rxs)
+        .enumerate()
+        .flat_map(|(i, (t, r))| {
+            [
+                PortSpec {
+                    port: 2 * i as u32 + 1,
+                    name: t.to_string(),
+                },
+                PortSpec {
+                    port: 2 * i as u32 + 2,
+                    name: r.to_string(),
+                },
+            ]
+        })
+        .collect();
     let cfg = LiveConfig {
         promisc: true,
         tx_batch: 1,
@@ -301,7 +333,7 @@ fn latency_spin(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let mut p = LivePorts::open(&specs, cfg, Arc::default())?;
     let mut f = a.frame.clone();
     let mut buf = Vec::with_capacity(2048);
-    let period = Duration::from_secs_f64(1.0 / a.rate);
+    let period = Duration::from_secs_f64(1.0 / (a.rate * k as f64));
     let warm = Duration::from_secs_f64(a.warmup);
     let end = Duration::from_secs_f64(a.warmup + a.secs);
     // Frames still on their way when the sending stops get this long to arrive.
@@ -309,7 +341,9 @@ fn latency_spin(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let t0 = Instant::now();
     let mut next = Duration::ZERO;
     let (mut seq, mut first_counted, mut skipped) = (0u64, None, 0u64);
-    let mut delays: Vec<u64> = Vec::with_capacity((a.rate * a.secs * 1.1) as usize + 16);
+    let mut delays: Vec<Vec<u64>> = (0..k)
+        .map(|_| Vec::with_capacity((a.rate * a.secs * 1.1) as usize + 16))
+        .collect();
     loop {
         let now = t0.elapsed();
         if now >= end + drain || stop_requested() {
@@ -320,31 +354,37 @@ fn latency_spin(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
                 first_counted = Some(seq);
             }
             stamp(&mut f, seq, ns(t0.elapsed()));
-            p.send(1, 0, &f)?;
+            p.send(2 * path_of(seq, k) as u32 + 1, 0, &f)?;
             p.flush()?;
             seq += 1;
             next += period;
             if now > next + period {
-                // Behind by more than a period (preempted): skip, do not bunch frames up.
-                let behind = ((now - next).as_nanos() / period.as_nanos()) as u64;
-                skipped += behind;
-                next += period * behind as u32;
+                // Behind by more than a period (preempted): skip, do not bunch frames up. Whole
+                // turns of the K paths, so each keeps its place in the rotation.
+                let behind = ((now - next).as_nanos() / period.as_nanos()) as u64 / k as u64;
+                skipped += behind * k as u64;
+                next += period * (behind * k as u64) as u32;
             }
         }
         while let Some(m) = p.try_recv(&mut buf)? {
             let t = ns(t0.elapsed());
-            if m.port != 2 {
+            if m.port % 2 != 0 || m.port as usize > 2 * k {
                 continue;
             }
+            let path = m.port as usize / 2 - 1;
             if let Some((s, sent)) = unstamp(&buf) {
-                if first_counted.is_some_and(|fc| s >= fc) && s < seq {
-                    delays.push(t.saturating_sub(sent));
+                // Counted: sent after the warm-up, and out of this path's own port.
+                if first_counted.is_some_and(|fc| s >= fc) && s < seq && path_of(s, k) == path {
+                    delays[path].push(t.saturating_sub(sent));
                 }
             }
         }
     }
-    let sent = seq - first_counted.unwrap_or(seq);
-    report("latency-spin", a, sent, skipped, delays);
+    let first = first_counted.unwrap_or(seq);
+    for (i, d) in delays.into_iter().enumerate() {
+        let sent = (first..seq).filter(|&s| path_of(s, k) == i).count() as u64;
+        report("latency-spin", a, sent, skipped / k as u64, d);
+    }
     Ok(())
 }
 
@@ -478,6 +518,15 @@ mod tests {
         let d = [50, 99, 100, 250_000, 250_001, 30_000_000];
         assert_eq!(histogram(&d), "[[0, 2], [1, 1], [2005, 2], [3980, 1]]");
         assert_eq!(histogram(&[]), "[]");
+    }
+
+    #[test]
+    fn paths_alternate_their_order_every_turn() {
+        let order: Vec<usize> = (0..8).map(|s| path_of(s, 2)).collect();
+        assert_eq!(order, [0, 1, 1, 0, 0, 1, 1, 0]);
+        assert!((0..9).all(|s| path_of(s, 1) == 0));
+        let order: Vec<usize> = (0..6).map(|s| path_of(s, 3)).collect();
+        assert_eq!(order, [0, 1, 2, 2, 1, 0]);
     }
 
     #[test]
