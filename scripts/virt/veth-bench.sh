@@ -11,10 +11,12 @@
 # Root only (skipped with a message and exit 0 otherwise). Needs release builds:
 #   cargo build --release -p tern --bin tern -p tern-ports --example veth_probe
 #
-# Set-up per function: namespace P-probe holds the hosts' ends of four veth pairs; the native
-# switch (namespace P-n, or P-n1..3 for the chain) owns the other ends of two, the sliced
-# switch (P-s) of the other two. Both switches run for the whole function; the idle one
-# sleeps in poll(). The probe (crates/tern-ports/examples/veth_probe.rs) sends IPv4/UDP
+# Set-up per function: namespace P-probe holds the hosts' ends of four veth pairs, two per
+# veth set (n: na nb, s: sa sb); one switch owns the other ends of set n (namespace P-n, or
+# P-n1..3 for the native chain), the other those of set s. Native runs on set n for the first
+# half of the rounds and on set s for the second (the sets are rebuilt, swapped), so that a
+# difference between the sets cancels. Both switches run throughout; the idle one sleeps in
+# poll(). The probe (crates/tern-ports/examples/veth_probe.rs) sends IPv4/UDP
 # frames out of one host end and sees them arrive on the other:
 # * rate: batches of 64 frames as fast as `sendmmsg` goes, RATE_SECS; delivered frames/s
 #   (the far end's rx_packets), loss, and the switch processes' CPU time per delivered frame;
@@ -28,8 +30,8 @@
 #   ten, on one side only);
 #   LAT_WAIT=sleep: a sending thread sleeps between frames and the receiver blocks in poll()
 #   (adds the probe's wake-up, ~30 µs here, to every delay; leaves the CPU idle between).
-# Every round measures both sides (order A B in odd rounds, B A in even ones: A B B A A B ...);
-# the ratio sliced / native is taken per round. Summary per function: median per side, the
+# Every round measures both sides (rate: order A B in odd rounds, B A in even ones; latency
+# paired, or in that order); the ratio sliced / native is taken per round. Summary per function: median per side, the
 # median per-round ratio, its min-max and a 95 % bootstrap interval (resampling rounds), and
 # a verdict: "within 5 %" when the interval stays on the good side of 5 % (rate >= 0.95x,
 # latency <= 1.05x), "beyond 5 %" when it lies wholly past it, else "unresolved".

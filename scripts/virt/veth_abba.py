@@ -198,7 +198,8 @@ def markdown(summary, meta):
         "%s – %s, %d CPUs, kernel %s, load average %s at the start and %s at the end. "
         "%d rounds per function (A B, then B A, ...); per side and round: %.1f s saturating "
         "(64-frame `sendmmsg` batches) and %.1f s at %d frames/s for the one-way delay "
-        "(payload timestamp), each after %.1f s of warm-up. Probe on CPU %d, every switch "
+        "(payload timestamp; \"paired\": both sides in the same run, frames alternating A B B A), "
+        "each after %.1f s of warm-up; the two veth sets swapped after half the rounds. Probe on CPU %d, every switch "
         "process on CPU %d, scheduling: %s, latency probe: %s."
         % (m["start"], m["end"], m["nproc"], m["kernel"], m["load_start"], m["load_end"],
            m["rounds"], m["rate_seconds"], m["latency_seconds"], m["latency_pps"],
