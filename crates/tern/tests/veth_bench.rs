@@ -2,8 +2,9 @@
 //! rounds of 0.2 s, with this build's `tern` and the `veth_probe` example
 //! (`target/<profile>/examples/veth_probe`, built by `cargo test -p tern-ports` or a
 //! workspace test run). Checks that both paths forwarded the probe's frames, that the summary
-//! holds every figure with a ratio, and that nothing is left behind. Needs root, `ip`,
-//! `taskset`, `chrt` and python3; skipped with a message otherwise. No timing is asserted.
+//! holds every figure with a ratio, and that nothing is left behind (`SCHED=none`: no real-time
+//! priority beside the other tests). Needs root, `ip`, `taskset` and python3; skipped with a
+//! message otherwise. No timing is asserted.
 
 mod common;
 use common::*;
@@ -51,6 +52,8 @@ fn veth_bench_runs_both_sides_and_cleans_up() {
             ("LAT_SECS", "0.2"),
             ("LAT_PPS", "2000"),
             ("WARMUP", "0.1"),
+            // No real-time priority: other tests run beside this one.
+            ("SCHED", "none"),
         ])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
