@@ -142,8 +142,25 @@ impl DerefMut for SwitchGuard<'_> {
 /// A worker's shard, lent to a control thread; the worker waits until this is dropped.
 pub struct Lease {
     shard: NonNull<VirtSwitch>,
+    /// The device the lease was taken for.
+    id: DeviceId,
     /// Dropping it lets the worker go on.
     _release: mpsc::Sender<()>,
+}
+
+impl Drop for Lease {
+    /// A lease dropped while its thread unwinds (a tenant's control call panicked halfway
+    /// through the device's state) quarantines the device, as a panic in a job on the worker
+    /// does; the worker then goes on with its other devices.
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let id = self.id;
+            // SAFETY: as in `deref_mut`: `_release` is dropped after this body, so the
+            // worker still waits and the lease is the shard's only user.
+            unsafe { self.shard.as_mut() }
+                .quarantine_after_job_panic(id, "a control call panicked while holding the lease");
+        }
+    }
 }
 
 /// The shard's address on its way from the worker to the leasing thread.
@@ -232,6 +249,7 @@ impl WorkerControl {
             reply_rx.recv().map_err(|_| VirtError::NoSuchDevice(id))?;
         Ok(Lease {
             shard,
+            id,
             _release: release,
         })
     }

@@ -38,6 +38,7 @@
 //! the scheduler with the work done and measured by the caller (what the tests count with).
 
 use std::collections::{BTreeMap, VecDeque};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -84,8 +85,13 @@ pub struct FairStats {
     pub jobs: u64,
     /// Their work counted ([`Cost::Work`]: entries touched, at least one per job or step).
     pub control_units: u64,
+    /// Of those, refused writes (priced apart, [`ControlPrice`]).
+    pub control_refused: u64,
     /// Times the device's calibration started again because its program was replaced.
     pub recalibrated: u64,
+    /// Control jobs and steps that panicked (each quarantined the device; a batch's later
+    /// steps were dropped).
+    pub job_panics: u64,
 }
 
 /// A stage of a packet's way through a worker's scheduler ([`StageTrace`]).
@@ -172,10 +178,41 @@ pub type DeviceJob = Box<dyn FnOnce(&mut VirtSwitch) + Send>;
 /// step 0, 1, ... in order, one step per turn of the device.
 pub type StepJob = Box<dyn FnMut(&mut VirtSwitch, usize) + Send>;
 
+/// Run `f`, a control job or step of device `id`, under its own panic boundary: a panic
+/// (a tenant's call tripping an assertion in its device's state) quarantines the device, as
+/// a panic in its packets does, and returns false; the worker and its other devices go on.
+pub(crate) fn guarded(vs: &mut VirtSwitch, id: DeviceId, f: impl FnOnce(&mut VirtSwitch)) -> bool {
+    match catch_unwind(AssertUnwindSafe(|| f(vs))) {
+        Ok(()) => true,
+        Err(e) => {
+            vs.quarantine_after_job_panic(id, &panic_text(&*e));
+            false
+        }
+    }
+}
+
+/// The message of a caught panic, by reference (the payload may be resumed afterwards).
+pub(crate) fn panic_text(e: &(dyn std::any::Any + Send)) -> String {
+    e.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| e.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panic".to_string())
+}
+
 /// A device's queued control work: one job, or a batch run a step at a time.
 pub(crate) enum Job {
     Once(DeviceJob),
     Steps { f: StepJob, next: usize, end: usize },
+}
+
+impl Job {
+    /// The turns it still takes: 1 for a job, the steps left of a batch.
+    fn left(&self) -> usize {
+        match self {
+            Job::Once(_) => 1,
+            Job::Steps { next, end, .. } => end.saturating_sub(*next),
+        }
+    }
 }
 
 /// The measured time above the calibration from which a chunk counts as far above it
@@ -239,32 +276,85 @@ impl Price {
     }
 }
 
+/// How [`Cost::Work`] prices a device's control work (entries touched): applied writes and
+/// refused ones (an error: past the entry quota, a bad table or key) each at their own
+/// calibrated [`Price`]. One price for both (the lowest ns per entry seen, h-iso3) let a
+/// tenant's cheap refused writes set the price of its dear applied ones, undercharging them
+/// by up to the guard's 64× (`tests`: `one_price_for_refused_and_applied_writes_undercharges`).
+///
+/// * A job of applied writes only, or of refused ones only, is priced (and calibrates) at
+///   that kind's price.
+/// * A mixed job: its refused units at the refused calibration, the rest of its measured
+///   time priced (and calibrating) as its applied units; before the refused writes have a
+///   calibration of their own, all of its time counts for its applied units. Either way
+///   refusals never lower the applied price below what applied writes took.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ControlPrice {
+    applied: Price,
+    refused: Price,
+}
+
+impl ControlPrice {
+    /// The charge (ns) of a job whose writes touched `applied` entries and were refused
+    /// `refused` times, measured `ns`; the second value says whether the guard priced it.
+    pub fn charge(&mut self, applied: u64, refused: u64, ns: u64) -> (u64, bool) {
+        match (applied, refused) {
+            (a, 0) => self.applied.charge(a.max(1), ns),
+            (0, r) => self.refused.charge(r, ns),
+            (a, r) => match self.refused.calibration() {
+                Some(cal) => {
+                    let r_ns = ((r as f64 * cal).round() as u64).min(ns);
+                    let (w, guarded) = self.applied.charge(a, ns - r_ns);
+                    (w + r_ns, guarded)
+                }
+                None => self.applied.charge(a, ns),
+            },
+        }
+    }
+
+    /// The calibrations (ns per entry) of applied and of refused writes.
+    pub fn calibration(&self) -> (Option<f64>, Option<f64>) {
+        (self.applied.calibration(), self.refused.calibration())
+    }
+}
+
 /// What one chunk cost, as the caller of [`FairScheduler::run_round_with`] reports it.
 pub(crate) enum Spent {
     /// Charge this much (in the quantum's unit).
     Charged(u64),
-    /// Counted units and measured ns, priced by the device's [`Price`].
-    Counted { units: u64, ns: u64 },
+    /// Counted units and measured ns, priced by the device's [`Price`] (a control job: of
+    /// its `units`, `refused` were refused writes, [`ControlPrice`]).
+    Counted { units: u64, refused: u64, ns: u64 },
     /// [`Spent::Counted`] by a device whose program is in its `epoch`-th version
     /// ([`VirtSwitch::program_epoch`]): a new epoch starts the device's calibrations again
     /// (and its chunk size) before the chunk is priced.
-    CountedAt { units: u64, ns: u64, epoch: u64 },
+    CountedAt {
+        units: u64,
+        refused: u64,
+        ns: u64,
+        epoch: u64,
+    },
 }
 
 impl Spent {
     /// The counted form, after starting `q`'s calibration again if the program changed.
     fn counted(self, q: &mut Queue) -> Spent {
         match self {
-            Spent::CountedAt { units, ns, epoch } => {
+            Spent::CountedAt {
+                units,
+                refused,
+                ns,
+                epoch,
+            } => {
                 if epoch != q.epoch {
                     q.epoch = epoch;
                     q.price = Price::default();
-                    q.control_price = Price::default();
+                    q.control_price = ControlPrice::default();
                     // The next chunk learns the new program's work per packet (one packet).
                     q.per_packet = 0;
                     q.stats.recalibrated += 1;
                 }
-                Spent::Counted { units, ns }
+                Spent::Counted { units, refused, ns }
             }
             s => s,
         }
@@ -296,7 +386,7 @@ pub(crate) struct Queue {
     round: u64,
     price: Price,
     /// The price of its control work (entries touched), calibrated apart from its packets'.
-    control_price: Price,
+    control_price: ControlPrice,
     /// The device's program version its prices were calibrated on.
     epoch: u64,
     stats: FairStats,
@@ -522,11 +612,13 @@ impl FairScheduler {
         self.queues.get(&id).map(|q| q.price)
     }
 
-    /// Packets and control jobs waiting, over all devices.
+    /// Packets, control jobs and steps waiting, over all devices: each packet (queued or
+    /// staged), each job and each step of a batch not run yet counts one (a batch of `n`
+    /// writes is `n` turns of its device, [`FairScheduler::enqueue_steps`]).
     pub fn backlog(&self) -> usize {
         self.queues
             .values()
-            .map(|q| q.packets.len() + q.staged.len() + q.jobs.len())
+            .map(|q| q.packets.len() + q.staged.len() + q.jobs.iter().map(Job::left).sum::<usize>())
             .sum()
     }
 
@@ -619,6 +711,7 @@ impl FairScheduler {
                     *last = now;
                     Spent::CountedAt {
                         units,
+                        refused: 0,
                         ns,
                         epoch: vs.program_epoch(id),
                     }
@@ -626,6 +719,7 @@ impl FairScheduler {
             },
             |(vs, _, last), id, job| {
                 let before = vs.device_control_work(id);
+                let refused_before = vs.device_control_refused(id);
                 job(vs);
                 let now = Instant::now();
                 let ns = now.duration_since(*last).as_nanos() as u64;
@@ -639,6 +733,7 @@ impl FairScheduler {
                     // device's calibrations again.
                     Cost::Work => Spent::CountedAt {
                         units: vs.device_control_work(id).saturating_sub(before).max(1),
+                        refused: vs.device_control_refused(id).saturating_sub(refused_before),
                         ns,
                         epoch: vs.program_epoch(id),
                     },
@@ -736,14 +831,19 @@ impl FairScheduler {
             last = Some(id);
             let q = self.queues.get_mut(&id).expect("picked");
             if let Some(front) = q.jobs.front_mut() {
-                // One job, or one step of a batch (the rest stays at the front).
+                // One job, or one step of a batch (the rest stays at the front). Each runs
+                // under its own panic boundary: a panic quarantines the device, ends a
+                // batch (its later steps are dropped) and the worker goes on.
+                let mut failed = false;
                 let spent = match front {
                     Job::Steps { f, next, end } => {
                         let i = *next;
                         *next += 1;
                         let finished = *next >= *end;
-                        let spent = job(state, id, &mut |vs: &mut VirtSwitch| f(vs, i));
-                        if finished {
+                        let spent = job(state, id, &mut |vs: &mut VirtSwitch| {
+                            failed = !guarded(vs, id, |vs| f(vs, i));
+                        });
+                        if finished || failed {
                             q.jobs.pop_front();
                         }
                         spent
@@ -755,17 +855,23 @@ impl FairScheduler {
                         let mut j = Some(j);
                         job(state, id, &mut |vs: &mut VirtSwitch| {
                             if let Some(j) = j.take() {
-                                j(vs)
+                                failed = !guarded(vs, id, j);
                             }
                         })
                     }
                 };
+                q.stats.job_panics += u64::from(failed);
                 let work = match spent.counted(q) {
                     Spent::Charged(w) => w,
-                    Spent::Counted { units, ns } | Spent::CountedAt { units, ns, .. } => {
-                        let (w, guarded) = q.control_price.charge(units, ns);
+                    Spent::Counted { units, refused, ns }
+                    | Spent::CountedAt {
+                        units, refused, ns, ..
+                    } => {
+                        let refused = refused.min(units);
+                        let (w, guarded) = q.control_price.charge(units - refused, refused, ns);
                         q.stats.guarded += u64::from(guarded);
                         q.stats.control_units += units;
+                        q.stats.control_refused += refused;
                         w
                     }
                 };
@@ -811,7 +917,7 @@ impl FairScheduler {
                         q.stats.units += w;
                         w
                     }
-                    Spent::Counted { units, ns } | Spent::CountedAt { units, ns, .. } => {
+                    Spent::Counted { units, ns, .. } | Spent::CountedAt { units, ns, .. } => {
                         let (w, guarded) = q.price.charge(units, ns);
                         q.stats.units += units;
                         q.stats.guarded += u64::from(guarded);
@@ -1110,6 +1216,7 @@ mod tests {
                 log.push((id, pkts.len(), units));
                 Spent::Counted {
                     units,
+                    refused: 0,
                     ns: ns(id, units, **chunk),
                 }
             },
@@ -1268,7 +1375,11 @@ mod tests {
                             }
                         }
                         // Undisturbed: 1 ns a unit (so the charge counts units).
-                        Spent::Counted { units, ns: units }
+                        Spent::Counted {
+                            units,
+                            refused: 0,
+                            ns: units,
+                        }
                     },
                     |_, _, _| Spent::Charged(0),
                     |_, _| {},
@@ -1339,7 +1450,11 @@ mod tests {
                             *w += units;
                         }
                     }
-                    Spent::Counted { units, ns: units }
+                    Spent::Counted {
+                        units,
+                        refused: 0,
+                        ns: units,
+                    }
                 },
                 |(waiting, _, _), _, _| {
                     for w in waiting.iter_mut() {
@@ -1438,6 +1553,92 @@ mod tests {
     /// steps, the batch runs one write per turn of its device, so a victim packet waits
     /// behind at most one write; the same batch as one job holds it for up to all 32. Every
     /// write runs once, in order, and each step is charged its writes (8 ns each).
+    /// A tenant alternating cheap refused writes (adds past its entry quota: 200 ns each) with
+    /// dear applied ones (5,000 ns an entry), in jobs of their own and mixed in one job: one
+    /// price for both (the lowest ns per entry seen, the old rule) charges the applied writes
+    /// 1/25 of what they took (under the guard's 64×, so the guard never steps in) and the
+    /// whole stream 1/11.7; priced apart, every job is charged exactly what it took.
+    #[test]
+    fn one_price_for_refused_and_applied_writes_undercharges() {
+        const REFUSED_NS: u64 = 200;
+        const APPLIED_NS: u64 = 5_000;
+        // (applied entries, refused writes) of each job, repeated.
+        let jobs = [(0, 1), (10, 0), (10, 1), (0, 4), (3, 0), (6, 30)];
+        let (mut old, mut new) = (Price::default(), ControlPrice::default());
+        let (mut took, mut old_charged, mut new_charged) = (0, 0, 0);
+        for _ in 0..100 {
+            for &(a, r) in &jobs {
+                let ns = a * APPLIED_NS + r * REFUSED_NS;
+                took += ns;
+                old_charged += old.charge(a + r, ns).0;
+                new_charged += new.charge(a, r, ns).0;
+            }
+        }
+        assert_eq!(new_charged, took);
+        assert_eq!(
+            new.calibration(),
+            (Some(APPLIED_NS as f64), Some(REFUSED_NS as f64))
+        );
+        // The old rule: everything at 200 ns an entry after the first refused write.
+        assert_eq!(old.calibration(), Some(REFUSED_NS as f64));
+        let applied: u64 = jobs.iter().map(|j| j.0).sum::<u64>() * 100;
+        let refused: u64 = jobs.iter().map(|j| j.1).sum::<u64>() * 100;
+        assert_eq!(old_charged, (applied + refused) * REFUSED_NS);
+        // 15.22 ms of work charged as 1.3 ms: 11.7× under (the applied writes 25×).
+        assert_eq!((took, old_charged), (15_220_000, 1_300_000));
+    }
+
+    /// A mixed job before any job of refused writes alone: all of its time counts for its
+    /// applied entries (never below what they took), and the refused price stays unset.
+    #[test]
+    fn a_mixed_job_never_lowers_the_applied_price() {
+        let mut p = ControlPrice::default();
+        // 2 applied at 1,000 and 50 refused at 100: 7,000 ns.
+        assert_eq!(p.charge(2, 50, 7_000), (7_000, false));
+        assert_eq!(p.calibration(), (Some(3_500.0), None));
+        // Refusals alone calibrate their own price.
+        assert_eq!(p.charge(0, 10, 1_000), (1_000, false));
+        // Now a mixed job: the refusals at their price, the rest as applied work.
+        assert_eq!(p.charge(2, 50, 7_000), (7_000, false));
+        assert_eq!(p.calibration(), (Some(1_000.0), Some(100.0)));
+        // An applied-only job at that price.
+        assert_eq!(p.charge(4, 0, 4_000), (4_000, false));
+    }
+
+    /// The backlog counts a batch's steps left, not the batch: 10 steps and a job are 11,
+    /// then one fewer per round (one step a turn), with packets counted beside them.
+    #[test]
+    fn the_backlog_counts_the_steps_left() {
+        let mut f = FairScheduler::with_cost(Cost::Work, 1_000, 64);
+        f.enqueue_steps(ATTACKER, 10, |_, _| {});
+        f.enqueue_job(ATTACKER, Box::new(|_| {}));
+        assert!(f.enqueue_to(VICTIM, 1, &frame(1)));
+        assert_eq!(f.backlog(), 12);
+        let mut vs = VirtSwitch::new();
+        for left in (1..=10).rev() {
+            // Each step costs a whole quantum: one a round.
+            f.run_round_with(
+                &mut vs,
+                |_, _, p| p.len() as u64,
+                |_, _, j| {
+                    j(&mut VirtSwitch::new());
+                    1_000
+                },
+                |_, _| {},
+            );
+            // A step of the attacker's per round; the victim's packet went in the first.
+            assert_eq!(f.backlog(), left, "after {} rounds", 11 - left);
+        }
+        f.run_round_with(
+            &mut vs,
+            |_, _, p| p.len() as u64,
+            |_, _, _| 1_000,
+            |_, _| {},
+        );
+        assert_eq!(f.backlog(), 0);
+        assert_eq!(f.stats(ATTACKER).jobs, 11);
+    }
+
     #[test]
     fn a_batch_of_writes_runs_a_step_per_turn_and_the_victim_waits_one_write() {
         use std::sync::atomic::AtomicUsize;
@@ -1498,6 +1699,7 @@ mod tests {
                             }
                             Spent::Counted {
                                 units: pkts.len() as u64,
+                                refused: 0,
                                 ns: pkts.len() as u64,
                             }
                         },
@@ -1518,6 +1720,7 @@ mod tests {
                             // dearer than forwarding a packet).
                             Spent::Counted {
                                 units: writes,
+                                refused: 0,
                                 ns: 8 * writes,
                             }
                         },

@@ -48,8 +48,8 @@ use tern_runtime::{Digest, OutputPacket, PacketPath, Port, Runtime, RuntimeError
 
 pub use backend::{Lease, Shared, SwitchGuard, WorkerControl};
 pub use fair::{
-    Cost, DeviceJob, FairScheduler, FairStats, Price, Stage, StageTrace, StepJob, GUARD,
-    GUARD_SHARE, MAX_CHUNK,
+    ControlPrice, Cost, DeviceJob, FairScheduler, FairStats, Price, Stage, StageTrace, StepJob,
+    GUARD, GUARD_SHARE, MAX_CHUNK,
 };
 pub use operate::Operate;
 pub use p4rt::{tenant_access, VirtP4rt, VirtTarget};
@@ -413,6 +413,10 @@ pub struct DeviceStats {
     /// multicast, mirroring ...), a table clear the entries it removed. What the fair
     /// scheduler's [`Cost::Work`] charges a control job for ([`VirtSwitch::device_control_work`]).
     pub control_work: u64,
+    /// Of those, the units of write calls that were refused (an error: past the entry quota,
+    /// a bad table or key ...): priced apart from the applied ones ([`crate::ControlPrice`]), so
+    /// cheap refusals do not lower the price of dear writes.
+    pub control_refused: u64,
 }
 
 /// Whole-switch counters.
@@ -622,6 +626,27 @@ impl Device {
     #[inline(always)]
     fn lane_ok(&self) -> bool {
         self.lane
+    }
+
+    /// Whether a burst's fast paths may run this device: no tagged virtual ports, not
+    /// quarantined (an armed fault fires inside them, [`Device::fault_at`]).
+    #[inline(always)]
+    fn burst_ok(&self) -> bool {
+        self.tags.is_empty() && self.quarantine.is_none()
+    }
+
+    /// An armed fault ([`VirtSwitch::inject_panic`]) as `n` more packets enter: the index
+    /// (1-based) of the packet among them it fires on, or `None` (then it counts them).
+    #[inline(always)]
+    fn fault_at(&mut self, n: u64) -> Option<usize> {
+        match self.fault_in.as_mut() {
+            Some(k) if *k <= n => Some(*k as usize),
+            Some(k) => {
+                *k -= n;
+                None
+            }
+            None => None,
+        }
     }
 
     /// The VLAN id of a tagged virtual port (0: untagged).
@@ -1233,6 +1258,12 @@ impl VirtSwitch {
         self.devices.get(&id).map_or(0, |d| d.stats.control_work)
     }
 
+    /// Of [`VirtSwitch::device_control_work`], the refused writes' units
+    /// ([`DeviceStats::control_refused`]).
+    pub fn device_control_refused(&self, id: DeviceId) -> u64 {
+        self.devices.get(&id).map_or(0, |d| d.stats.control_refused)
+    }
+
     /// The work device `id` has done, in passes: [`VirtSwitch::device_passes`] plus one unit
     /// for every 64 parser states a packet entered (`ParserBudget::units`: nothing for an
     /// ordinary parse, 15 for a packet stopped at the default quota of 1,000 states), 0 for
@@ -1436,8 +1467,10 @@ impl VirtSwitch {
     /// physical in place; a descriptor's `pkt` is then its packet's index in `pkts`. A panic
     /// quarantines the device and takes back the burst's frames. A batch into a chain runs
     /// hop by hop as bursts while each pass's frames all cross one link
-    /// ([`VirtSwitch::burst_chain`]). Any other batch (several devices, tagged ports, a device
-    /// in quarantine or with a fault armed, a pass with frames for several targets) runs as in
+    /// ([`VirtSwitch::burst_chain`]); an armed fault ([`VirtSwitch::inject_panic`]) fires
+    /// inside these fast paths, as a real panic in the switch's burst would. Any other batch
+    /// (several devices, tagged ports, a device in quarantine, a pass with frames for several
+    /// targets) runs as in
     /// `process_batch`, its frames then copied into `out`. Past a single device, `pkt` does
     /// not name the arriving packet (`u32::MAX` for copied frames, the frame's index in the
     /// last device's pass for a chain's burst).
@@ -1445,8 +1478,10 @@ impl VirtSwitch {
         if !pkts.is_empty() {
             match self.batch_device(pkts) {
                 Some((id, vports, true)) => return self.burst_device(id, vports, pkts, out),
-                Some((id, vports, false)) if self.devices.get(&id).is_some_and(Device::lane_ok) => {
-                    // A chain's entry (links, no tags, fault or quarantine): passes of up to
+                Some((id, vports, false))
+                    if self.devices.get(&id).is_some_and(Device::burst_ok) =>
+                {
+                    // A chain's entry (links, no tags or quarantine): passes of up to
                     // CHUNK, as `process_batch` runs it.
                     for c in pkts.chunks(CHUNK) {
                         self.burst_chain(id, vports, c, out);
@@ -1464,8 +1499,8 @@ impl VirtSwitch {
 
     /// [`VirtSwitch::process_burst`] of a batch entering device `id`, which links to others:
     /// each device runs the previous one's frames as one burst while every frame of a pass
-    /// crosses one link (within the hop budget) into a device with no tags, fault or
-    /// quarantine — a chain's pass, as `process_batch` runs it at once
+    /// crosses one link (within the hop budget) into a device with no tags or quarantine
+    /// (an armed fault fires inside) — a chain's pass, as `process_batch` runs it at once
     /// ([`VirtSwitch::run_chained`]) — and a device that links nowhere writes its burst into
     /// `out`, renumbered. A pass with frames for several targets goes on as on the general
     /// path ([`VirtSwitch::burst_mixed`]).
@@ -1510,6 +1545,12 @@ impl VirtSwitch {
                 self.burst_refs = relifetime(refs);
                 break;
             };
+            if dev.quarantine.is_some() {
+                // A panic in an earlier pass of this burst (the entry's previous chunk).
+                dev.stats.quarantine_drops += n;
+                self.burst_refs = relifetime(refs);
+                break;
+            }
             dev.stats.packets_in += n;
             let last = !dev.has_links;
             let dst: &mut BurstOut = if last { &mut *out } else { &mut rest[0] };
@@ -1517,8 +1558,9 @@ impl VirtSwitch {
                 dst.clear();
             }
             let start = dst.len();
+            let fault = dev.fault_at(n);
             let sw = &mut dev.switch;
-            let r = catch_unwind(AssertUnwindSafe(|| sw.process_burst(input, dst)));
+            let r = catch_unwind(AssertUnwindSafe(|| burst_or_fault(sw, input, dst, fault)));
             self.burst_refs = relifetime(refs);
             if let Err(e) = r {
                 dst.truncate(start);
@@ -1545,7 +1587,7 @@ impl VirtSwitch {
                             .descs()
                             .iter()
                             .all(|d| d.port == first.port || dev.target(d.port) == t)
-                        && self.devices.get(&device).is_some_and(Device::lane_ok) =>
+                        && self.devices.get(&device).is_some_and(Device::burst_ok) =>
                 {
                     Some((device, vport))
                 }
@@ -1691,8 +1733,9 @@ impl VirtSwitch {
         };
         dev.stats.packets_in += pkts.len() as u64;
         let start = out.len();
+        let fault = dev.fault_at(pkts.len() as u64);
         let sw = &mut dev.switch;
-        let r = catch_unwind(AssertUnwindSafe(|| sw.process_burst(input, out)));
+        let r = catch_unwind(AssertUnwindSafe(|| burst_or_fault(sw, input, out, fault)));
         self.burst_refs = relifetime(refs);
         if let Err(e) = r {
             out.truncate(start);
@@ -1985,8 +2028,8 @@ impl VirtSwitch {
                 if plain {
                     return self.run_device(id, vports.input(pkts), 0, out);
                 }
-                // One device with links (or a fault armed, or quarantined): its passes of up
-                // to CHUNK, then the links hop by hop.
+                // One device with links (or quarantined): its passes of up to CHUNK, then the
+                // links hop by hop.
                 for c in pkts.chunks(CHUNK) {
                     self.run_device(id, vports.input(c), 0, out);
                 }
@@ -2119,7 +2162,8 @@ impl VirtSwitch {
     /// The device every packet of a batch goes to, if one (see [`VirtSwitch::process_batch`]),
     /// how its packets find their virtual port numbers (when they differ from the physical
     /// ones: only with a port-only classifier, whose table gives them cheaply), and whether
-    /// the device is plain (no links, tags, fault or quarantine: the batch is all its work).
+    /// the device is plain (no links, tags or quarantine: the batch is all its work; an armed
+    /// fault fires inside it).
     /// `None` also for a device with VLAN-tagged ports (tags are stripped packet by packet).
     fn batch_device(&self, pkts: &[(Port, &[u8])]) -> Option<(DeviceId, Vports, bool)> {
         let (port, data) = pkts[0];
@@ -2164,7 +2208,8 @@ impl VirtSwitch {
             ),
         };
         let dev = self.devices.get(&id)?;
-        let plain = !dev.has_links && dev.quarantine.is_none() && dev.fault_in.is_none();
+        // An armed fault fires inside the device's batch as a real panic would.
+        let plain = !dev.has_links && dev.quarantine.is_none();
         (same && dev.tags.is_empty()).then_some((id, vports, plain))
     }
 
@@ -2363,6 +2408,19 @@ impl VirtSwitch {
         dev.switch.recycle_outputs(&mut self.recycle);
     }
 
+    /// A panic caught in a control job or call of device `id` (run on its worker: a
+    /// tenant's posted writes, `VirtWorkers::call`): quarantine it as a packet panic does.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn quarantine_after_job_panic(&mut self, id: DeviceId, msg: &str) {
+        let Some(dev) = self.devices.get_mut(&id) else {
+            return;
+        };
+        dev.stats.panics += 1;
+        dev.quarantine = Some(format!("panicked in a control job: {msg}"));
+        dev.refresh_lane();
+    }
+
     #[inline(always)]
     fn process_one(&mut self, port: Port, data: &[u8], out: &mut Vec<OutputPacket>) {
         let Some((dev, vport)) = self.classify(port, data) else {
@@ -2402,8 +2460,7 @@ impl VirtSwitch {
         }
     }
 
-    /// A batch for several devices (or for a device with links, tags, a fault armed or in
-    /// quarantine): each device, in the order of its first packet, runs all of its packets as
+    /// A batch for several devices (or for a device with links, tags or in quarantine): each device, in the order of its first packet, runs all of its packets as
     /// one batch (chunks of [`CHUNK`] on the stack, in arrival order), then the frames sent
     /// over links run hop by hop ([`VirtSwitch::drain_links`]).
     fn run_grouped(&mut self, pkts: &[(Port, &[u8])], out: &mut Vec<OutputPacket>) {
@@ -2557,14 +2614,7 @@ impl VirtSwitch {
         let start = out.len();
         // An armed fault fires on its packet: inside a batch, after the packets before it ran
         // (their outputs are taken back with the rest of the pass, as after a real panic).
-        let fault = match dev.fault_in.as_mut() {
-            Some(k) if *k <= n => Some(*k as usize),
-            Some(k) => {
-                *k -= n;
-                None
-            }
-            None => None,
-        };
+        let fault = dev.fault_at(n);
         // A frame from the classifier on a tagged virtual port loses its tag (links: hops > 0).
         let input = match input {
             Input::One(vport, data) if hops == 0 && !dev.tags.is_empty() => {
@@ -2783,6 +2833,31 @@ fn give_back_one(sw: &mut Switch, out: &mut Vec<OutputPacket>) {
         }
         None => {}
     }
+}
+
+/// `sw.process_burst(input, out)`, or with a fault firing on the `k`-th packet
+/// ([`VirtSwitch::inject_panic`]): the packets before it, then a panic, inside the caller's
+/// panic boundary as a panic in the middle of the switch's burst would be.
+#[inline(always)]
+fn burst_or_fault(
+    sw: &mut Switch,
+    input: &[(Port, &[u8])],
+    out: &mut BurstOut,
+    fault: Option<usize>,
+) {
+    match fault {
+        None => {
+            sw.process_burst(input, out);
+        }
+        Some(k) => fire_in_burst(sw, input, out, k),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn fire_in_burst(sw: &mut Switch, input: &[(Port, &[u8])], out: &mut BurstOut, k: usize) {
+    sw.process_burst(&input[..k - 1], out);
+    panic!("injected fault");
 }
 
 /// The message of a caught panic.

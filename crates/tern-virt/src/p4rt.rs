@@ -150,7 +150,9 @@ macro_rules! locked_method {
             match self.dev_mut() {
                 Some(d) => {
                     d.stats.control_work += 1;
-                    d.switch.$name($($arg),*)
+                    let r = d.switch.$name($($arg),*);
+                    d.stats.control_refused += u64::from(crate::runtime::Refused::refused(&r));
+                    r
                 }
                 None => $missing,
             }
@@ -161,8 +163,12 @@ macro_rules! locked_method {
             match self.dev_mut() {
                 Some(d) => {
                     d.stats.control_work += 1;
-                    d.check_entry_quota()?;
-                    d.switch.$name($($arg),*)
+                    let r = match d.check_entry_quota() {
+                        Ok(()) => d.switch.$name($($arg),*),
+                        Err(e) => Err(e.into()),
+                    };
+                    d.stats.control_refused += u64::from(crate::runtime::Refused::refused(&r));
+                    r
                 }
                 None => $missing,
             }
@@ -174,7 +180,11 @@ macro_rules! locked_method {
                 Some(d) => {
                     let n = d.switch.mt_get_num_entries($t).unwrap_or(0);
                     d.stats.control_work += n.max(1);
-                    d.switch.$name($t $(, $arg)*)
+                    let r = d.switch.$name($t $(, $arg)*);
+                    if crate::runtime::Refused::refused(&r) {
+                        d.stats.control_refused += n.max(1);
+                    }
+                    r
                 }
                 None => $missing,
             }

@@ -10,11 +10,29 @@
 //!
 //! Every write call counts its entries touched in [`crate::DeviceStats::control_work`] (one
 //! per call, a table clear the entries it removes): what the fair scheduler charges a
-//! device's control jobs for.
+//! device's control jobs for; a call that returns an error also counts in
+//! [`crate::DeviceStats::control_refused`] (refusals are priced apart).
 
 use tern_runtime::*;
 
 use crate::{Device, DeviceId, VirtSwitch};
+
+/// Whether a write call's result is a refusal (an error).
+pub(crate) trait Refused {
+    fn refused(&self) -> bool;
+}
+
+impl<T> Refused for RtResult<T> {
+    fn refused(&self) -> bool {
+        self.is_err()
+    }
+}
+
+impl Refused for () {
+    fn refused(&self) -> bool {
+        false
+    }
+}
 
 /// One device's control and packet handle (see [`VirtSwitch::runtime`]).
 pub struct DeviceRuntime<'a> {
@@ -68,15 +86,22 @@ macro_rules! device_method {
         fn $name(&mut self, $($arg: $ty),*) $(-> $ret)? {
             let d = self.dev_mut();
             d.stats.control_work += 1;
-            d.switch.$name($($arg),*)
+            let r = d.switch.$name($($arg),*);
+            d.stats.control_refused += u64::from(crate::runtime::Refused::refused(&r));
+            r
         }
     };
     ([quota] $name:ident ($($arg:ident: $ty:ty),*) $(-> $ret:ty)?) => {
         fn $name(&mut self, $($arg: $ty),*) $(-> $ret)? {
             // Counted refused or not: the quota check is work too.
-            self.dev_mut().stats.control_work += 1;
-            self.dev().check_entry_quota()?;
-            self.dev_mut().switch.$name($($arg),*)
+            let d = self.dev_mut();
+            d.stats.control_work += 1;
+            let r = match d.check_entry_quota() {
+                Ok(()) => d.switch.$name($($arg),*),
+                Err(e) => Err(e.into()),
+            };
+            d.stats.control_refused += u64::from(crate::runtime::Refused::refused(&r));
+            r
         }
     };
     ([clear] $name:ident ($t:ident: $tt:ty $(, $arg:ident: $ty:ty)*) $(-> $ret:ty)?) => {
@@ -85,7 +110,11 @@ macro_rules! device_method {
             let d = self.dev_mut();
             let n = d.switch.mt_get_num_entries($t).unwrap_or(0);
             d.stats.control_work += n.max(1);
-            d.switch.$name($t $(, $arg)*)
+            let r = d.switch.$name($t $(, $arg)*);
+            if crate::runtime::Refused::refused(&r) {
+                d.stats.control_refused += n.max(1);
+            }
+            r
         }
     };
 }

@@ -174,9 +174,267 @@ pub fn thread_slice(tid: i32) -> std::io::Result<u64> {
     }
 }
 
+/// The CPUs this process may run on by its affinity mask (`sched_getaffinity`; `None` where
+/// it cannot be read).
+pub fn affinity_cpus() -> Option<usize> {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_getaffinity writes at most
+        // `size_of::<cpu_set_t>()` bytes into it during the call, and CPU_COUNT only reads it.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+                return None;
+            }
+            usize::try_from(libc::CPU_COUNT(&set))
+                .ok()
+                .filter(|&n| n > 0)
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        None
+    }
+}
+
+/// What `tern virt run --workers N` tells the operator when the front and `workers` worker
+/// threads are more busy threads than the `cpus` the process may run on (`None` otherwise).
+pub fn oversubscription_warning(workers: usize, cpus: usize) -> Option<String> {
+    if workers == 0 || workers < cpus {
+        return None;
+    }
+    let fewer = cpus.saturating_sub(1).max(1);
+    Some(format!(
+        "--workers {workers}: the front and {workers} worker thread(s) are {} busy threads on \
+         the {cpus} CPU(s) this process may run on (sched_getaffinity). A worker then shares a \
+         CPU with a thread running flat out (another tenant's worker under a flood, or the \
+         front), and when woken for a tenant's packets it can wait for the kernel's next tick \
+         (4 ms at HZ=250) behind it: on a 2-vCPU VM with 2 workers the victim's p99 was about \
+         4 ms under every attack against about 0.1 ms with 1 worker (bench/RESULTS.md, \"Two \
+         workers: the victim's p99 under attack\"). Run --workers {fewer} (or give the process \
+         more CPUs) when a tenant's latency matters.",
+        workers + 1
+    ))
+}
+
+/// One thread's scheduler counters (`/proc/<pid>/task/<tid>/schedstat`): time on a CPU (ns)
+/// and the times it was run on one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ThreadTime {
+    pub tid: u32,
+    /// Its `comm` (kernel threads: `kdamond.0`, `kworker/1:2`, ...).
+    pub name: String,
+    pub run_ns: u64,
+    pub runs: u64,
+}
+
+/// Every thread on the machine that is not this process's (kernel threads included), with
+/// its counters so far; empty where `/proc` cannot be read. Read before and after a timed
+/// run, the difference ([`others_ran`]) is the CPU time the machine's other work (a VM's
+/// housekeeping such as DAMON's `kdamond`) took from the CPUs meanwhile.
+pub fn other_threads() -> Vec<ThreadTime> {
+    let me = std::process::id();
+    let mut v = Vec::new();
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return v;
+    };
+    for p in procs.flatten() {
+        let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let Ok(tasks) = std::fs::read_dir(p.path().join("task")) else {
+            continue;
+        };
+        for t in tasks.flatten() {
+            let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                continue;
+            };
+            let Ok(st) = std::fs::read_to_string(t.path().join("schedstat")) else {
+                continue;
+            };
+            let mut f = st.split_whitespace().map(|x| x.parse::<u64>().ok());
+            let (Some(Some(run_ns)), _, Some(Some(runs))) = (f.next(), f.next(), f.next()) else {
+                continue;
+            };
+            let name = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+            v.push(ThreadTime {
+                tid,
+                name: name.trim().to_string(),
+                run_ns,
+                runs,
+            });
+        }
+    }
+    v
+}
+
+/// What the other threads ran between two [`other_threads`] readings.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OthersRan {
+    /// CPU time of every other thread (ns) and the times they were run.
+    pub run_ns: u64,
+    pub runs: u64,
+    /// Of which DAMON's kernel threads (`kdamond*`).
+    pub kdamond_ns: u64,
+    pub kdamond_runs: u64,
+    /// The busiest names (threads of one name added up), most CPU time first: (name, ns,
+    /// runs), at most five.
+    pub top: Vec<(String, u64, u64)>,
+}
+
+/// `after` − `before` ([`other_threads`]), by thread id (a kernel worker's name changes with
+/// its work item): a thread that started in between counts whole (also under a reused id,
+/// whose counters went backwards), one that ended is lost (its time cannot be read).
+pub fn others_ran(before: &[ThreadTime], after: &[ThreadTime]) -> OthersRan {
+    let old: std::collections::HashMap<u32, (u64, u64)> =
+        before.iter().map(|t| (t.tid, (t.run_ns, t.runs))).collect();
+    let mut r = OthersRan::default();
+    let mut by_name: std::collections::BTreeMap<&str, (u64, u64)> = Default::default();
+    for t in after {
+        let (ns0, runs0) = old
+            .get(&t.tid)
+            .copied()
+            .filter(|&(ns, runs)| ns <= t.run_ns && runs <= t.runs)
+            .unwrap_or((0, 0));
+        let (ns, runs) = (t.run_ns.saturating_sub(ns0), t.runs.saturating_sub(runs0));
+        if runs == 0 && ns == 0 {
+            continue;
+        }
+        r.run_ns += ns;
+        r.runs += runs;
+        if t.name.starts_with("kdamond") {
+            r.kdamond_ns += ns;
+            r.kdamond_runs += runs;
+        }
+        let e = by_name.entry(t.name.as_str()).or_default();
+        e.0 += ns;
+        e.1 += runs;
+    }
+    let mut top: Vec<(String, u64, u64)> = by_name
+        .into_iter()
+        .map(|(n, (ns, runs))| (n.to_string(), ns, runs))
+        .collect();
+    top.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    top.truncate(5);
+    r.top = top;
+    r
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_operator_is_warned_when_the_workers_and_the_front_outnumber_the_cpus() {
+        // Two workers and the front on two CPUs: three busy threads.
+        let w = oversubscription_warning(2, 2).expect("warned");
+        assert!(w.contains("3 busy threads on the 2 CPU(s)"), "{w}");
+        assert!(w.contains("--workers 1") && w.contains("tick"), "{w}");
+        assert!(oversubscription_warning(1, 1).is_some());
+        assert!(oversubscription_warning(4, 4).is_some());
+        // One worker and the front on two CPUs, three on four: a CPU each.
+        assert_eq!(oversubscription_warning(1, 2), None);
+        assert_eq!(oversubscription_warning(3, 4), None);
+        assert_eq!(oversubscription_warning(0, 1), None);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_affinity_mask_gives_the_cpus() {
+        let n = affinity_cpus().expect("sched_getaffinity");
+        assert!((1..=4096).contains(&n), "{n}");
+        assert!(n >= cpus(), "{n} < {}", cpus());
+    }
+
+    fn t(tid: u32, name: &str, run_ns: u64, runs: u64) -> ThreadTime {
+        ThreadTime {
+            tid,
+            name: name.to_string(),
+            run_ns,
+            runs,
+        }
+    }
+
+    #[test]
+    fn other_threads_are_counted_by_what_they_ran_in_between() {
+        let before = [
+            t(77, "kdamond.0", 9_000_000, 100),
+            t(5, "kworker/0:1", 1_000, 10),
+            t(6, "idle_one", 500, 5),
+            t(9, "gone", 100, 1),
+        ];
+        let after = [
+            t(77, "kdamond.0", 13_000_000, 102),
+            t(5, "kworker/0:1", 4_000, 13),
+            t(6, "idle_one", 500, 5),
+            t(8, "kworker/0:1", 2_000, 2), // started in between: counted whole
+            t(9, "reused", 70, 1),         // another thread under a reused id
+        ];
+        let r = others_ran(&before, &after);
+        assert_eq!((r.kdamond_ns, r.kdamond_runs), (4_000_000, 2));
+        assert_eq!(r.run_ns, 4_000_000 + 3_000 + 2_000 + 70);
+        assert_eq!(r.runs, 2 + 3 + 2 + 1);
+        assert_eq!(
+            r.top,
+            vec![
+                ("kdamond.0".to_string(), 4_000_000, 2),
+                ("kworker/0:1".to_string(), 5_000, 5),
+                ("reused".to_string(), 70, 1),
+            ]
+        );
+        // A kernel worker renamed by its work item is the same thread.
+        let renamed = [t(5, "kworker/0:1-events", 4_000, 13)];
+        let r = others_ran(&before[1..2], &renamed);
+        assert_eq!((r.run_ns, r.runs), (3_000, 3));
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn other_threads_are_read_from_proc_and_exclude_this_process() {
+        let v = other_threads();
+        assert!(!v.is_empty(), "no thread read from /proc");
+        let me = std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .collect::<Vec<_>>();
+        assert!(v.iter().all(|t| !me.contains(&t.tid)));
+    }
+
+    /// Another process kept busy between two readings shows in what the others ran.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_busy_process_beside_shows_in_what_the_others_ran() {
+        // Killed even if the test fails.
+        struct Busy(std::process::Child);
+        impl Drop for Busy {
+            fn drop(&mut self) {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
+            }
+        }
+        let busy = Busy(
+            std::process::Command::new("sh")
+                .args(["-c", "while :; do :; done"])
+                .spawn()
+                .unwrap(),
+        );
+        let pid = busy.0.id();
+        let runs = |v: &[ThreadTime]| v.iter().find(|t| t.tid == pid).map_or(0, |t| t.runs);
+        let before = other_threads();
+        // Wait (no time threshold: until it happened) for the loop to be run again.
+        let seen = (0..10_000).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            let after = other_threads();
+            runs(&after) > runs(&before)
+                && others_ran(&before, &after).runs >= runs(&after) - runs(&before)
+        });
+        drop(busy);
+        assert!(seen, "the busy loop (pid {pid}) never showed");
+    }
 
     #[test]
     fn auto_asks_only_when_the_threads_outnumber_the_cpus() {

@@ -50,6 +50,7 @@
 
 use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
 use std::thread::JoinHandle;
@@ -1036,13 +1037,16 @@ impl VirtWorkers {
             w,
             Msg::Call(Box::new(move |vs, fair| {
                 let t = Instant::now();
-                let x = f(vs, fair);
+                // A panic in the operation is the caller's error, not the worker's end (its
+                // other devices go on).
+                let x = catch_unwind(AssertUnwindSafe(|| f(vs, fair)))
+                    .map_err(|e| crate::fair::panic_text(&*e));
                 let _ = s.send((x, t.elapsed()));
             })),
         )?;
         let (x, took) = r.recv().map_err(|_| Self::stopped(w))?;
         self.pause.set(self.pause.get().max(took));
-        Ok(x)
+        x.map_err(|m| VirtError::Topology(format!("worker {w}: the operation panicked: {m}")))
     }
 
     /// How long the last control operation ([`VirtWorkers::add_device`], `replace_device`,
@@ -1065,7 +1069,48 @@ impl VirtWorkers {
         f: impl FnOnce(&mut VirtSwitch) -> R + Send + 'static,
     ) -> Result<R, VirtError> {
         let w = *self.assign.get(&id).ok_or(VirtError::NoSuchDevice(id))?;
-        self.run_on(w, move |vs, _| f(vs))
+        self.run_on(w, move |vs, _| {
+            // A panic quarantines the device (a tenant's call into a device whose state
+            // trips an assertion), as a panic in a posted job does.
+            let mut x = None;
+            crate::fair::guarded(vs, id, |vs| x = Some(f(vs)));
+            x
+        })?
+        .ok_or_else(|| Self::job_panicked(id))
+    }
+
+    /// The answer to a caller whose control work panicked on the worker.
+    fn job_panicked(id: DeviceId) -> VirtError {
+        VirtError::Program {
+            device: id,
+            message: "the control call panicked; the device is quarantined".to_string(),
+        }
+    }
+
+    /// [`VirtWorkers::post`] with an answer: `f` runs as a posted job of device `id` (in its
+    /// turn of the fair share, charged like one) and what it returns comes down the returned
+    /// channel — or, when `f` panics, an error (the device is then quarantined and the
+    /// worker goes on with its other devices). A job dropped before it ran (the device
+    /// removed) closes the channel without an answer.
+    pub fn submit<R: Send + 'static>(
+        &self,
+        id: DeviceId,
+        f: impl FnOnce(&mut VirtSwitch) -> R + Send + 'static,
+    ) -> Result<mpsc::Receiver<Result<R, VirtError>>, VirtError> {
+        let (tx, rx) = mpsc::channel();
+        self.post(id, move |vs| {
+            match catch_unwind(AssertUnwindSafe(|| f(vs))) {
+                Ok(r) => {
+                    let _ = tx.send(Ok(r));
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(Self::job_panicked(id)));
+                    // The scheduler's boundary quarantines the device.
+                    std::panic::resume_unwind(e)
+                }
+            }
+        })?;
+        Ok(rx)
     }
 
     /// Queue `f` to run on the shard holding device `id` without waiting for it (on its worker

@@ -211,6 +211,11 @@ fn run_files(a: RunArgs) -> anyhow::Result<()> {
         tern_virt::ThreadSlice::Kernel,
         tern_virt::ThreadSlice::from_us,
     );
+    if let Some(w) = tern_virt::sched::affinity_cpus()
+        .and_then(|cpus| tern_virt::sched::oversubscription_warning(a.workers, cpus))
+    {
+        eprintln!("tern virt run: warning: {w}");
+    }
     let front = if a.workers > 0 {
         Front::workers(tern_virt::VirtWorkers::new(
             vs,

@@ -966,8 +966,13 @@ fn suite(
          Over the timed runs of each row, per thread: ms on a CPU / ms runnable but waiting \
          for one (Linux schedstat). With 2 workers the victim is on worker 0 and the attacker \
          on worker 1; with 1, both on worker 0. Waiting for a CPU is the machine's share of \
-         the victim's wait (more busy threads than CPUs), not the scheduler's.\n\n\
-         | workers | attack | front | worker 0 | worker 1 |\n|---|---|---|---|---|\n",
+         the victim's wait (more busy threads than CPUs), not the scheduler's. Then every \
+         thread on the machine that is not tern's (`/proc/*/task/*/schedstat` before and after \
+         the row's timed runs): ms on a CPU (times run) in all, of which DAMON's `kdamond` \
+         (the VM's memory monitor: 2–4 ms runs that stall one of the victim's threads when \
+         both CPUs are busy), and the busiest names.\n\n\
+         | workers | attack | front | worker 0 | worker 1 | other threads ms (runs) | kdamond \
+         ms (runs) | busiest others |\n|---|---|---|---|---|---|---|---|\n",
     );
     for &workers in &a.workers {
         let cap = {
@@ -1007,12 +1012,14 @@ fn suite(
             let mut runs = Vec::new();
             let mut a_out = 0;
             let sched0 = sched_times();
+            let others0 = tern_virt::sched::other_threads();
             for _ in 0..a.runs.max(1) {
                 let r = run_open(&mut pool, a, attack, want, rate, &mut batch_no)?;
                 a_out += r.attacker_out;
                 runs.push(r);
             }
             let sched = sched_delta(&sched0, &sched_times());
+            let others = tern_virt::sched::others_ran(&others0, &tern_virt::sched::other_threads());
             let ms = |ns: u64| ns as f64 / 1e6;
             md_sched.push_str(&format!("| {workers} | {} |", attack.name()));
             for name in ["front", "worker 0", "worker 1"] {
@@ -1023,7 +1030,31 @@ fn suite(
                     None => md_sched.push_str(" |"),
                 }
             }
-            md_sched.push('\n');
+            let top: Vec<String> = others
+                .top
+                .iter()
+                .take(3)
+                .map(|(n, ns, runs)| format!("{n} {:.1} ms ({runs})", ms(*ns)))
+                .collect();
+            md_sched.push_str(&format!(
+                " {:.1} ({}) | {:.1} ({}) | {} |\n",
+                ms(others.run_ns),
+                others.runs,
+                ms(others.kdamond_ns),
+                others.kdamond_runs,
+                top.join(", ")
+            ));
+            let others_json = json!({
+                "cpu_ms": ms(others.run_ns),
+                "runs": others.runs,
+                "kdamond_cpu_ms": ms(others.kdamond_ns),
+                "kdamond_runs": others.kdamond_runs,
+                "busiest": others
+                    .top
+                    .iter()
+                    .map(|(n, ns, runs)| json!({ "name": n, "cpu_ms": ms(*ns), "runs": runs }))
+                    .collect::<Vec<_>>(),
+            });
             let sched_json: serde_json::Map<String, serde_json::Value> = sched
                 .iter()
                 .map(|(n, run, wait)| {
@@ -1134,6 +1165,10 @@ fn suite(
                 "front_port_drops": pool.port_drops(),
                 "victim_stages": stages_json,
                 "threads": sched_json,
+                // Every thread on the machine that is not tern's (kernel threads included:
+                // DAMON's kdamond, kworkers), over the same timed runs: the VM's housekeeping
+                // beside the victim's p99.
+                "other_threads": others_json,
                 // The slice in force for each worker thread, as the kernel reports it (ns).
                 "worker_slice_ns": pool
                     .thread_ids()
@@ -1217,5 +1252,61 @@ mod tests {
         assert!(apply_slice(0).is_ok());
         stop_tx.send(()).unwrap();
         worker.join().unwrap();
+    }
+
+    /// Every row reports the other threads of the machine (not tern's) that ran during its
+    /// timed runs, in the JSON and the Markdown (another process kept busy meanwhile, so that
+    /// some did).
+    #[test]
+    fn each_row_reports_the_other_threads_that_ran() {
+        let dir = tern_fixtures::scratch("virt-isolation-others");
+        // Another process busy all along (a shell loop), killed even if the test fails.
+        struct Busy(std::process::Child);
+        impl Drop for Busy {
+            fn drop(&mut self) {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
+            }
+        }
+        let busy = Busy(
+            std::process::Command::new("sh")
+                .args(["-c", "while :; do :; done"])
+                .spawn()
+                .unwrap(),
+        );
+        let r = run(&IsolationArgs {
+            out: dir.to_path_buf(),
+            p4_dir: p4_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../p4/virt/scenarios")),
+            packets: 2000,
+            runs: 1,
+            batch: 8,
+            attack_frames: 4,
+            workers: vec![1],
+            victim_share: 0.2,
+            victim_pps: None,
+            quantum_ns: tern_virt::DEFAULT_QUANTUM_NS,
+            cost: Cost::Work,
+            yield_when_busy: false,
+            front_wakes_all: false,
+            slice_us: 0,
+            worker_slice: tern_virt::ThreadSlice::Kernel,
+            plot: false,
+        });
+        drop(busy);
+        let j = r.unwrap();
+        let rows = j["rows"].as_array().unwrap();
+        assert_eq!(rows.len(), 9);
+        for r in rows {
+            let o = &r["other_threads"];
+            assert!(o["cpu_ms"].as_f64().unwrap() > 0.0, "{r}");
+            assert!(o["runs"].as_u64().unwrap() > 0, "{r}");
+            assert!(o["kdamond_cpu_ms"].as_f64().unwrap() >= 0.0, "{r}");
+            assert!(!o["busiest"].as_array().unwrap().is_empty(), "{r}");
+        }
+        let md = std::fs::read_to_string(dir.join("isolation.md")).unwrap();
+        assert!(
+            md.contains("| other threads ms (runs) | kdamond ms (runs) |"),
+            "{md}"
+        );
     }
 }
