@@ -25,6 +25,10 @@
 #                             in the call; NEXT=1) instead of process_batch + recycle_outputs.
 #   slice_each / fn_each:F   - the same as one VirtSwitch::process_each session (EACH=1: one
 #                             panic boundary for the whole loop).
+#   chain_each / ex1b_each / ex1c_each (and _next) - the chains one packet per call (a
+#                             process_each session; process_next) against pair / ex1b_native /
+#                             ex1c_native (BATCH=1: the bare switches one packet per call, each
+#                             hop's frame passed on, as `tern virt bench --timed` runs them).
 #   fn32_burst:F / fn_native32_burst:F / ex1b32_burst / ex1b_native32_burst (and ex1c) - the
 #                             batches through the burst API on both sides (BURST=1):
 #                             Switch::process_burst natively, VirtSwitch::process_burst sliced.

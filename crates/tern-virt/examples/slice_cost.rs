@@ -30,6 +30,12 @@
 //! of `process_batch` followed by `recycle_outputs` (`BATCH` must be 1); `EACH=1` runs them
 //! as one `VirtSwitch::process_each` session (one panic boundary for the whole loop).
 //!
+//! The chain modes (`chain`, `ex1b`, `ex1c`) take `NEXT=1` / `EACH=1` too (issue 17,
+//! h-chain5): their sliced side one packet per call, against `pair` / `ex1b_native` /
+//! `ex1c_native` with `BATCH=1`, which run the bare switches one packet per call as
+//! `tern virt bench --timed` does (each hop `process_packet` on the previous hop's frame,
+//! its own previous frame given back first).
+//!
 //! `BURST=1` runs the batches of `fn`, `fn_native` and the ex1 modes through the burst API:
 //! natively `Switch::process_burst` (each hop of a chain running the previous hop's burst),
 //! sliced `VirtSwitch::process_burst` (`BATCH` > 1).
@@ -266,6 +272,37 @@ fn function(native: bool, n: usize, bsize: usize) -> usize {
     sent
 }
 
+/// `NEXT=1` / `EACH=1`: `n` packets one per call through `vs` (`process_next`, or one
+/// `process_each` session), the frames counted in `sent`. False (nothing run) otherwise.
+fn one_per_call(
+    vs: &mut VirtSwitch,
+    port: u32,
+    pkt: &[u8],
+    n: usize,
+    bsize: usize,
+    out: &mut Vec<OutputPacket>,
+    sent: &mut usize,
+) -> bool {
+    if next() {
+        assert_eq!(bsize, 1, "NEXT=1 runs one packet per call");
+        measured(n, &mut || {
+            vs.process_next(port, pkt, out);
+            *sent += out.len();
+        });
+    } else if each() {
+        assert_eq!(bsize, 1, "EACH=1 runs one packet per call");
+        measured(1, &mut || {
+            vs.process_each(std::iter::repeat_n((port, pkt), n), out, |o| {
+                *sent += o.len()
+            });
+        });
+    } else {
+        return false;
+    }
+    vs.recycle_outputs(out);
+    true
+}
+
 /// `NEXT=1`: the sliced side one packet per call through `VirtSwitch::process_next`.
 fn next() -> bool {
     std::env::var("NEXT").is_ok_and(|v| v == "1")
@@ -320,6 +357,21 @@ fn ex1(phase: &str, native: bool, n: usize, bsize: usize) -> usize {
             }
             sent += outs.last().map_or(0, BurstOut::len);
         });
+    } else if native && bsize == 1 {
+        // One packet per call as `tern virt bench --timed` runs the native chain: each hop
+        // gets its previous frame back and runs the previous hop's frame.
+        let mut sws: Vec<Switch> = hops.iter().map(|h| native_hop(&dir, h.0, h.1)).collect();
+        let mut outs: Vec<Vec<OutputPacket>> = sws.iter().map(|_| Vec::new()).collect();
+        measured(n, &mut || {
+            for i in 0..sws.len() {
+                let (before, rest) = outs.split_at_mut(i);
+                let out = &mut rest[0];
+                sws[i].recycle_outputs(out);
+                let input: &[u8] = if i == 0 { &pkt } else { &before[i - 1][0].data };
+                sws[i].process_packet(hops[i].2, input, out);
+            }
+            sent += outs.last().map_or(0, Vec::len);
+        });
     } else if native {
         let mut sws: Vec<Switch> = hops.iter().map(|h| native_hop(&dir, h.0, h.1)).collect();
         let mut outs: Vec<Vec<OutputPacket>> = sws.iter().map(|_| Vec::new()).collect();
@@ -350,8 +402,13 @@ fn ex1(phase: &str, native: bool, n: usize, bsize: usize) -> usize {
             .unwrap_or_else(|e| fail(e.to_string()));
         let mut out: Vec<OutputPacket> = Vec::with_capacity(64);
         let mut bout = BurstOut::new();
+        if one_per_call(&mut vs, 1, &pkt, n, bsize, &mut out, &mut sent) {
+            return sent;
+        }
+        // Read once: `std::env::var` inside the loop cost ≈ 450 instructions per call.
+        let bursts = burst() && bsize > 1;
         measured(n / bsize, &mut || {
-            if burst() && bsize > 1 {
+            if bursts {
                 vs.process_burst(&batch, &mut bout);
                 sent += bout.len();
                 bout.clear();
@@ -572,6 +629,12 @@ fn main() {
             )
             .unwrap();
             vs.map_port(2, 2, Target::Phys(2)).unwrap();
+            let (port, p) = batch[0];
+            if one_per_call(&mut vs, port, p, n, bsize, &mut out, &mut sent) {
+                assert_eq!(sent, n, "every packet must be forwarded");
+                println!("{sent} packets forwarded ({})", a[1]);
+                return;
+            }
             measured(n / bsize, &mut || {
                 vs.process_batch(&batch, &mut out);
                 sent += out.len();

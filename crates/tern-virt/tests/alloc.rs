@@ -203,5 +203,30 @@ fn steady_state_chain_allocates_nothing_per_packet() {
             "allocations in 1000 packets with process_next, round {round}"
         );
     }
+    // The same three patterns as one `process_each` session each (issue 17, h-chain5): the
+    // chain's last frame goes back to the router while the next packet enters the firewall.
+    for round in 0..3 {
+        let port = |i: usize| match round {
+            0 => 1,
+            1 if i.is_multiple_of(2) => 1,
+            _ => 3,
+        };
+        let mut sent = 0;
+        vs.process_each((0..100).map(|i| (port(i), pkt.as_slice())), &mut out, |o| {
+            sent += o.len()
+        });
+        COUNT.with(|c| c.set(Some(0)));
+        vs.process_each(
+            (0..1000).map(|i| (port(i), pkt.as_slice())),
+            &mut out,
+            |o| sent += o.len(),
+        );
+        let n = COUNT.with(|c| c.replace(None)).unwrap();
+        assert_eq!(sent, 1100);
+        assert_eq!(
+            n, 0,
+            "allocations in 1000 packets with process_each, round {round}"
+        );
+    }
     vs.recycle_outputs(&mut out);
 }

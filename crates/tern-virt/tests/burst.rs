@@ -113,6 +113,12 @@ impl Rng {
 /// port map, 7 to the unmapped port; the rest flooded to 1, 3, 4, 5, 6, 7 (a multicast with
 /// every kind of output).
 fn one_device() -> VirtSwitch {
+    one_device_mapped(&[(3, 13), (4, 14)])
+}
+
+/// [`one_device`] with virtual ports 3 and 4 on physical `phys` (given as (virtual,
+/// physical)).
+fn one_device_mapped(phys: &[(Port, Port)]) -> VirtSwitch {
     let l2 = compile("p4/virt/l2_switch.p4");
     let mut vs = VirtSwitch::new();
     vs.add_device(1, spec(&l2)).unwrap();
@@ -121,8 +127,8 @@ fn one_device() -> VirtSwitch {
     for (p, t) in [
         (1, Target::Phys(11)),
         (2, Target::Phys(12)),
-        (3, Target::Phys(13)),
-        (4, Target::Phys(14)),
+        (phys[0].0, Target::Phys(phys[0].1)),
+        (phys[1].0, Target::Phys(phys[1].1)),
         (5, Target::Cpu),
         (6, Target::Drop),
     ] {
@@ -306,6 +312,27 @@ fn a_burst_for_one_device_gives_the_frames_of_process_batch() {
         let s = vs.device_stats(Caller::Operator, 1).unwrap();
         assert_eq!(s.packets_in, 600);
         assert!(s.dropped > 20 && s.to_cpu > 20, "{s:?}");
+    }
+}
+
+/// Virtual ports 3 and 4 on physical 3 and 4 (a run that keeps its numbers, issue 17,
+/// h-chain5: one comparison per descriptor), with renumbered ports (1, 2 → 11, 12), the CPU
+/// (5) right after the run and drop and unmapped ports beside it: the same frames as
+/// `process_batch`.
+#[test]
+fn a_burst_for_a_device_keeping_port_numbers_gives_the_frames_of_process_batch() {
+    for mixed in [false, true] {
+        let pkts = one_device_traffic(600, mixed);
+        let got = check_burst_equals_batch(|| one_device_mapped(&[(3, 3), (4, 4)]), &[1], &pkts);
+        let phys: Vec<Port> = got
+            .iter()
+            .flat_map(|(p, _)| p.iter().map(|f| f.0))
+            .collect();
+        for p in [3, 4] {
+            assert!(phys.iter().filter(|&&x| x == p).count() > 20, "port {p}");
+        }
+        assert!(!phys.contains(&5) && !phys.contains(&13));
+        assert!(got.iter().map(|(_, c)| c.len()).sum::<usize>() > 20);
     }
 }
 

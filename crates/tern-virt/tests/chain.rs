@@ -663,3 +663,219 @@ fn a_panic_in_the_second_hop_mid_batch_quarantines_it_and_the_frames_out_stay_ou
     );
     vs.recycle_outputs(&mut out);
 }
+
+// ---------------------------------------------------------------------------------------
+// One packet per call along a chain (issue 17, h-chain5): the lane (`process_batch` of one,
+// `process_next`, `process_each`) against the general path, packet by packet.
+
+/// What one packet left: its frames on physical ports, the CPU frames it queued, every
+/// device's counters and the switch's.
+#[derive(Debug, PartialEq)]
+struct Step {
+    frames: Vec<(u64, Vec<u8>)>,
+    cpu: Vec<(u64, Vec<u8>)>,
+    stats: Vec<tern_virt::DeviceStats>,
+    switch: tern_virt::VirtStats,
+}
+
+fn step(vs: &mut VirtSwitch, devices: &[DeviceId], frames: Vec<(u64, Vec<u8>)>) -> Step {
+    Step {
+        frames,
+        cpu: cpu_outputs(vs, devices),
+        stats: stats(vs, devices),
+        switch: vs.stats(),
+    }
+}
+
+/// Every rule of `vs` given a condition that always holds (the EtherType under mask 0): the
+/// classifier becomes the list of rules, which the one-packet lane never takes, so every
+/// packet runs on the general path (the device's pass, then the links hop by hop).
+fn off_the_lane(vs: &mut VirtSwitch) {
+    let mut t = vs.topology().clone();
+    for r in &mut t.rules {
+        assert!(r.field.is_none(), "the lane needs rules on ports only");
+        r.field = Some(tern_virt::FieldMatch {
+            field: tern_virt::Field::EtherType,
+            value: 0,
+            mask: 0,
+        });
+    }
+    vs.set_topology(t).unwrap();
+}
+
+/// The same traffic one packet per call through four identical switches from `build` (`arm`
+/// is applied to each first): the general path (the reference), `process_batch` of one
+/// packet with `recycle_outputs`, `process_next`, and `process_each` (one session per
+/// packet, then one session for all): each packet's frames, CPU frames and every counter
+/// after it must be the reference's. Returns the reference's steps.
+fn check_lane_equals_general(
+    build: impl Fn() -> VirtSwitch,
+    arm: impl Fn(&mut VirtSwitch),
+    devices: &[DeviceId],
+    pkts: &[(Port, Vec<u8>)],
+) -> Vec<Step> {
+    let mut reference = build();
+    off_the_lane(&mut reference);
+    arm(&mut reference);
+    let mut out = Vec::new();
+    let mut want = Vec::new();
+    for (port, data) in pkts {
+        reference.process_batch(&[(*port, data)], &mut out);
+        let f = phys(&out);
+        reference.recycle_outputs(&mut out);
+        want.push(step(&mut reference, devices, f));
+    }
+
+    let mut vs = build();
+    arm(&mut vs);
+    for (i, (port, data)) in pkts.iter().enumerate() {
+        vs.process_batch(&[(*port, data)], &mut out);
+        let f = phys(&out);
+        vs.recycle_outputs(&mut out);
+        assert_eq!(
+            step(&mut vs, devices, f),
+            want[i],
+            "process_batch, packet {i}"
+        );
+    }
+
+    let mut vs = build();
+    arm(&mut vs);
+    for (i, (port, data)) in pkts.iter().enumerate() {
+        vs.process_next(*port, data, &mut out);
+        let f = phys(&out);
+        assert_eq!(
+            step(&mut vs, devices, f),
+            want[i],
+            "process_next, packet {i}"
+        );
+    }
+    vs.recycle_outputs(&mut out);
+
+    let mut vs = build();
+    arm(&mut vs);
+    for (i, (port, data)) in pkts.iter().enumerate() {
+        let mut f = Vec::new();
+        let n = vs.process_each([(*port, data.as_slice())], &mut out, |o| f = phys(o));
+        assert_eq!(n, 1);
+        assert_eq!(phys(&out), f);
+        assert_eq!(
+            step(&mut vs, devices, f),
+            want[i],
+            "process_each, packet {i}"
+        );
+    }
+    vs.recycle_outputs(&mut out);
+
+    let mut vs = build();
+    arm(&mut vs);
+    let mut got = Vec::new();
+    let n = vs.process_each(
+        pkts.iter().map(|(p, d)| (*p, d.as_slice())),
+        &mut out,
+        |o| got.push(phys(o)),
+    );
+    vs.recycle_outputs(&mut out);
+    assert_eq!(n, pkts.len() as u64);
+    for (i, f) in got.iter().enumerate() {
+        assert_eq!(f, &want[i].frames, "one process_each session, packet {i}");
+    }
+    let cpu: Vec<_> = want.iter().flat_map(|s| s.cpu.iter().cloned()).collect();
+    let mut queued = Vec::new();
+    for &d in devices {
+        queued.extend(cpu_outputs(&mut vs, &[d]));
+    }
+    let mut cpu_sorted = cpu.clone();
+    cpu_sorted.sort();
+    queued.sort();
+    assert_eq!(queued, cpu_sorted, "one process_each session: CPU frames");
+    let last = want.last().expect("traffic");
+    assert_eq!(stats(&vs, devices), last.stats, "one process_each session");
+    assert_eq!(vs.stats(), last.switch);
+    want
+}
+
+#[test]
+fn example_1_b_one_per_call_on_the_lane_equals_the_general_path() {
+    let devices = [12, 22, 32];
+    let want = check_lane_equals_general(|| ex1("B"), |_| {}, &devices, &ex1_traffic(300, false));
+    // Through the whole chain both ways, and flooded at the edges.
+    let through = |o: u64| {
+        want.iter()
+            .filter(|s| s.frames.iter().any(|f| f.0 == o))
+            .count()
+    };
+    assert!(through(3) > 30 && through(1) > 30 && through(2) > 30);
+}
+
+#[test]
+fn example_1_c_one_per_call_on_the_lane_equals_the_general_path() {
+    let devices = [12, 23, 24, 25, 32];
+    let want = check_lane_equals_general(|| ex1("C"), |_| {}, &devices, &ex1_traffic(300, true));
+    // Routed through all five devices, and ARP answered two hops in.
+    assert!(
+        want.iter()
+            .filter(|s| s.frames.iter().any(|f| f.0 == 3 && f.1[12..14] == [8, 0]))
+            .count()
+            > 20
+    );
+    assert!(want
+        .iter()
+        .any(|s| s.frames.iter().any(|f| f.0 == 1 && f.1[12..14] == [8, 6])));
+}
+
+#[test]
+fn three_hops_with_multicast_cpu_and_drop_one_per_call_equal_the_general_path() {
+    let want = check_lane_equals_general(three_hops, |_| {}, &[1, 2, 3], &three_hop_traffic(300));
+    // Single frames along the whole chain (the lane), and floods with CPU and drop outputs
+    // in the middle (the general path from there).
+    assert!(
+        want.iter()
+            .filter(|s| s.frames == [(4, s.frames[0].1.clone())])
+            .count()
+            > 30
+    );
+    assert!(want.iter().filter(|s| s.frames.len() > 1).count() > 30);
+    assert!(want.iter().filter(|s| !s.cpu.is_empty()).count() > 30);
+    assert!(want.last().unwrap().stats[1].dropped > 10);
+}
+
+#[test]
+fn a_loop_one_per_call_is_cut_by_the_hop_budget_as_on_the_general_path() {
+    let mut r = Rng(91);
+    let pkts: Vec<(Port, Vec<u8>)> = (0..200u32)
+        .map(|seq| {
+            let dst = [2u16, 3, 4][(r.next() % 3) as usize];
+            (
+                1,
+                tcp(mac(dst), mac(1), [10, 0, 0, 1], [10, 0, 0, 2], (1, 2), seq),
+            )
+        })
+        .collect();
+    let loops = pkts.iter().filter(|(_, f)| f[5] == 3).count() as u64;
+    assert!(loops > 40);
+    let want = check_lane_equals_general(looping, |_| {}, &[1, 2], &pkts);
+    let last = &want.last().unwrap().stats;
+    assert_eq!((last[0].hop_cut, last[1].hop_cut), (0, loops));
+}
+
+/// Hop 2 of 3 (Ex. 1 B's firewall) panics on its 40th packet: on the lane as on the general
+/// path, the firewall is quarantined, the packet's frames are lost, the later packets for it
+/// are counted as quarantine drops and the first switch forwards the rest. Then the same with
+/// hop 3 (a device with a fault armed leaves the lane: the chain runs on the lane up to it).
+#[test]
+fn a_panic_in_hop_2_of_3_at_packet_k_one_per_call_equals_the_general_path() {
+    let devices = [12, 22, 32];
+    for (hop, k) in [(1, 40), (2, 25)] {
+        let want = check_lane_equals_general(
+            || ex1("B"),
+            |vs| vs.inject_panic(devices[hop], k).unwrap(),
+            &devices,
+            &ex1_traffic(300, false),
+        );
+        let last = &want.last().unwrap().stats;
+        assert_eq!(last[hop].panics, 1);
+        assert!(last[hop].quarantine_drops > 10, "{last:?}");
+        assert!(last[0].to_phys > 10);
+    }
+}
