@@ -38,7 +38,7 @@ pub struct BenchArgs {
     /// Packets per timed run.
     #[arg(long, default_value_t = 200_000)]
     packets: usize,
-    /// Timed runs per case (the median is reported).
+    /// Timed runs per case (the median is reported; native and sliced take turns going first).
     #[arg(long, default_value_t = 3)]
     runs: usize,
     /// Time the isolation suite instead: an open-loop victim's delivered rate, loss and latency
@@ -975,11 +975,22 @@ pub fn run(a: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
             let (mut ln, mut ls) = (Vec::new(), Vec::new());
             let (mut bn, mut bs) = (Vec::new(), Vec::new());
             let clock = clock_cost();
-            for _ in 0..a.runs.max(1) {
-                tn.push(time_native(&mut switches, &c, a.packets));
-                ts.push(time_slice(&mut vs, &c, a.packets));
-                bn.push(time_native_batch(&mut switches, &c, a.packets));
-                bs.push(time_slice_batch(&mut vs, &c, a.packets));
+            for r in 0..a.runs.max(1) {
+                // Which side goes first alternates run by run (native then sliced, then the
+                // other way round), so that a drift within a run (caches and branch
+                // predictors warmed by the side before, the clock's frequency) falls on both
+                // sides alike instead of always on the second.
+                if r % 2 == 0 {
+                    tn.push(time_native(&mut switches, &c, a.packets));
+                    ts.push(time_slice(&mut vs, &c, a.packets));
+                    bn.push(time_native_batch(&mut switches, &c, a.packets));
+                    bs.push(time_slice_batch(&mut vs, &c, a.packets));
+                } else {
+                    ts.push(time_slice(&mut vs, &c, a.packets));
+                    tn.push(time_native(&mut switches, &c, a.packets));
+                    bs.push(time_slice_batch(&mut vs, &c, a.packets));
+                    bn.push(time_native_batch(&mut switches, &c, a.packets));
+                }
                 let (n, s) = latency_pair(&mut switches, &mut vs, &c, a.packets, clock);
                 ln.push(n);
                 ls.push(s);
