@@ -612,9 +612,21 @@ impl FairScheduler {
         self.queues.get(&id).map(|q| q.price)
     }
 
+    /// Whether anything waits: a packet (queued or staged) or control work of any device.
+    /// What a worker asks between rounds: it looks at each device once, never at each
+    /// job, so a control flood's thousands of queued batches cost it nothing
+    /// ([`FairScheduler::backlog`] counts them one by one, for reports).
+    #[inline]
+    pub fn has_work(&self) -> bool {
+        self.queues
+            .values()
+            .any(|q| !q.packets.is_empty() || !q.staged.is_empty() || !q.jobs.is_empty())
+    }
+
     /// Packets, control jobs and steps waiting, over all devices: each packet (queued or
     /// staged), each job and each step of a batch not run yet counts one (a batch of `n`
-    /// writes is `n` turns of its device, [`FairScheduler::enqueue_steps`]).
+    /// writes is `n` turns of its device, [`FairScheduler::enqueue_steps`]). It walks every
+    /// queued job: for reports, not for a loop ([`FairScheduler::has_work`]).
     pub fn backlog(&self) -> usize {
         self.queues
             .values()
@@ -1614,6 +1626,7 @@ mod tests {
         f.enqueue_job(ATTACKER, Box::new(|_| {}));
         assert!(f.enqueue_to(VICTIM, 1, &frame(1)));
         assert_eq!(f.backlog(), 12);
+        assert!(f.has_work());
         let mut vs = VirtSwitch::new();
         for left in (1..=10).rev() {
             // Each step costs a whole quantum: one a round.
@@ -1628,6 +1641,7 @@ mod tests {
             );
             // A step of the attacker's per round; the victim's packet went in the first.
             assert_eq!(f.backlog(), left, "after {} rounds", 11 - left);
+            assert!(f.has_work());
         }
         f.run_round_with(
             &mut vs,
@@ -1636,6 +1650,7 @@ mod tests {
             |_, _| {},
         );
         assert_eq!(f.backlog(), 0);
+        assert!(!f.has_work());
         assert_eq!(f.stats(ATTACKER).jobs, 11);
     }
 

@@ -390,7 +390,7 @@ fn worker(
     loop {
         if local.is_empty() {
             let mut ib = lock(&mb.inbox);
-            if fair.backlog() == 0 {
+            if !fair.has_work() {
                 while ib.items.is_empty() {
                     if ib.closed {
                         return;
@@ -456,7 +456,7 @@ fn worker(
                 }
                 Msg::Stop(reply) => {
                     // Run what is queued, then hand the shard back.
-                    while fair.backlog() > 0 {
+                    while fair.has_work() {
                         fair.run_round_flushing(&mut vs, &mut out, &send_up);
                     }
                     let _ = reply.send((vs, fair));
@@ -464,12 +464,12 @@ fn worker(
                 }
             }
         }
-        if fair.backlog() > 0 {
+        if fair.has_work() {
             fair.run_round_polling(&mut vs, &mut out, &send_up, |arrivals| {
                 poll_inbox(&mut local, &mb, arrivals)
             });
             publish(&fair);
-            if yield_when_busy && fair.backlog() > 0 {
+            if yield_when_busy && fair.has_work() {
                 std::thread::yield_now();
             }
         }
