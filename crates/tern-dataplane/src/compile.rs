@@ -588,6 +588,12 @@ pub struct Engine {
     pub jit: Option<crate::jit::Native>,
     /// Why a part runs interpreted (e.g. `parser: value set`).
     pub jit_notes: Vec<String>,
+    /// The program can observe the switch's clock: it refers to a timestamp of the standard
+    /// metadata (ingress or egress global timestamp, the queueing metadata) or has a meter
+    /// (direct or indirect) or a table with ageing (`support_timeout`). When it cannot, the
+    /// packet paths do not read the clock ([`crate::Switch`]: one `clock_gettime` a packet
+    /// and a hop was about a quarter of a three-hop chain's time one packet per call).
+    pub reads_clock: bool,
 }
 
 /// Compile an expression outside any action (no parameters), e.g. a `length_exp`.
@@ -1373,7 +1379,15 @@ impl Engine {
             .map(|(i, l)| (l.id, (i, l.elements.iter().map(|f| cx.field(*f)).collect())))
             .collect();
 
+        let reads_clock = std.ingress_ts.f.is_some()
+            || std.egress_ts.f.is_some()
+            || std.queueing.is_some()
+            || !prog.meter_arrays.is_empty()
+            || tables
+                .iter()
+                .any(|t| t.support_timeout || t.direct_meter.is_some());
         let mut engine = Engine {
+            reads_clock,
             layout,
             actions,
             parser,

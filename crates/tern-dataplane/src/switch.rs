@@ -963,6 +963,24 @@ impl Switch {
             .unwrap_or_else(|| self.start.elapsed().as_micros() as u64)
     }
 
+    /// Whether the live program can observe the clock (see [`Switch::packet_now_us`]).
+    pub fn reads_clock(&self) -> bool {
+        self.live.engine.reads_clock
+    }
+
+    /// The time the packet paths stamp packets with: [`Switch::now_us`] when the live program
+    /// can observe the clock (`Engine::reads_clock`: timestamps, meters, ageing), else 0
+    /// without reading it (nothing the program does, and nothing the control plane reads of
+    /// it, depends on it then).
+    #[inline]
+    pub fn packet_now_us(&self) -> u64 {
+        if self.live.engine.reads_clock {
+            self.now_us()
+        } else {
+            0
+        }
+    }
+
     /// Tell the behaviour cache about a change to table `table` of the program control
     /// operations address (before the change: an error afterwards only costs entries).
     /// Changes staged for a pending swap do not touch the live program.
@@ -1534,7 +1552,7 @@ impl Switch {
     /// Give `out`'s frames back with [`Switch::recycle_outputs`] once they are transmitted:
     /// the fast path then reuses their buffers and allocates nothing per packet.
     pub fn process_batch(&mut self, pkts: &[(Port, &[u8])], out: &mut Vec<OutputPacket>) {
-        let now = self.now_us();
+        let now = self.packet_now_us();
         self.run_batch(now, pkts.iter().copied(), out, |_| {});
     }
 
@@ -1545,7 +1563,7 @@ impl Switch {
         frames: impl Iterator<Item = (Port, &'a [u8])>,
         out: &mut Vec<OutputPacket>,
     ) {
-        let now = self.now_us();
+        let now = self.packet_now_us();
         self.run_batch(now, frames, out, |_| {});
     }
 
@@ -1619,7 +1637,7 @@ impl Switch {
         sink: &mut S,
     ) {
         self.recycle_outputs(scratch);
-        let batch_now = self.now_us();
+        let batch_now = self.packet_now_us();
         // As in `run_batch`: nothing a packet does turns the lane off, so the whole batch
         // goes to the lane as one burst when the first packet would.
         let lane = self.shared.is_none() && self.lane_ready();
@@ -1839,7 +1857,7 @@ const MAX_SPARE: usize = 4096;
 
 impl PacketPath for Switch {
     fn process_packet(&mut self, port: Port, data: &[u8], out: &mut Vec<OutputPacket>) {
-        let now = self.now_us();
+        let now = self.packet_now_us();
         self.process_at(now, port, data, out);
     }
 

@@ -1361,7 +1361,7 @@ fn switch_batch<'a>(
         }
     } else {
         // One clock reading and one burst through the switch's lane for the whole batch.
-        let now = s.now_us();
+        let now = s.packet_now_us();
         s.process_batch_ends(now, frames.map(|(m, data)| (m.port, data)), out, ends);
     }
     // Nobody reads `log_msg` lines or digests here (logging is off, no controller): they are
@@ -1382,7 +1382,7 @@ fn switch_burst<'a>(
         .lock()
         .map_err(|_| anyhow::anyhow!("switch state poisoned by a panic"))?;
     s.recycle_outputs(out);
-    let now = s.now_us();
+    let now = s.packet_now_us();
     let dropped = s.process_batch_drops(now, frames, out);
     // As in `switch_batch`: nobody reads `log_msg` lines or digests here.
     drop(s.take_log());
@@ -1428,7 +1428,7 @@ fn switch_burst_out<S: BurstSink>(
         }
         dropped
     } else {
-        let now = s.now_us();
+        let now = s.packet_now_us();
         s.process_burst_into(now, pkts, out, sink)
     };
     // As in `switch_batch`: nobody reads `log_msg` lines or digests here.

@@ -197,7 +197,7 @@ impl Switch {
     /// leaving descriptors with `pkt == i`. The clock is read once for the burst. Returns the
     /// number of packets that left no output (dropped). `out` is not cleared.
     pub fn process_burst(&mut self, pkts: &[(Port, &[u8])], out: &mut BurstOut) -> u64 {
-        let now = self.now_us();
+        let now = self.packet_now_us();
         self.process_burst_at(now, pkts, out)
     }
 
