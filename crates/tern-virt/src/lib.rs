@@ -56,7 +56,7 @@ pub use p4rt::{tenant_access, VirtP4rt, VirtTarget};
 pub use runtime::DeviceRuntime;
 pub use sched::ThreadSlice;
 pub use shared::SharedDevice;
-pub use workers::{VirtWorkers, WorkerOptions, DEFAULT_QUANTUM_NS};
+pub use workers::{VirtWorkers, WorkerOptions, DEFAULT_MAX_QUEUED_CONTROL, DEFAULT_QUANTUM_NS};
 
 /// A device's id (also its `switch_info` device id).
 pub type DeviceId = u32;
@@ -417,6 +417,10 @@ pub struct DeviceStats {
     /// a bad table or key ...): priced apart from the applied ones ([`crate::ControlPrice`]), so
     /// cheap refusals do not lower the price of dear writes.
     pub control_refused: u64,
+    /// Posts of control work ([`VirtWorkers::post`], `post_steps`, `submit`) refused because
+    /// the device already had its bound queued ([`WorkerOptions::max_queued_control`],
+    /// [`VirtError::ControlBacklog`]); counted by the workers' front.
+    pub control_backlog_refused: u64,
 }
 
 /// Whole-switch counters.
@@ -454,6 +458,21 @@ pub enum VirtError {
     Topology(String),
     #[error("snapshot '{0}' not found")]
     NoSuchSnapshot(String),
+    /// A device's posted control work is at its bound ([`WorkerOptions::max_queued_control`]):
+    /// the post is refused (counted in [`DeviceStats::control_backlog_refused`]); the device
+    /// may post again once its worker has started some of the queued turns.
+    #[error(
+        "device {device}: {queued} turns of control work already queued, {asked} more would pass \
+         the limit of {limit}; retry once they have run"
+    )]
+    ControlBacklog {
+        device: DeviceId,
+        /// Turns queued (jobs, and steps left of batches) when the post was refused.
+        queued: usize,
+        /// Turns the refused post asked for (1 for a job, its steps for a batch).
+        asked: usize,
+        limit: usize,
+    },
 }
 
 /// What a replace carried over from the old device.
