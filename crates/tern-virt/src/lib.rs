@@ -654,6 +654,13 @@ impl Device {
         self.tags.is_empty() && self.quarantine.is_none()
     }
 
+    /// Whether an armed fault fires on the next packet that enters the device (and the
+    /// device would run it: not quarantined, no tagged port), as [`Device::fault_at`] of one.
+    #[inline]
+    fn fault_fires_next(&self) -> bool {
+        self.fault_in == Some(1) && self.quarantine.is_none() && self.tags.is_empty()
+    }
+
     /// An armed fault ([`VirtSwitch::inject_panic`]) as `n` more packets enter: the index
     /// (1-based) of the packet among them it fires on, or `None` (then it counts them).
     #[inline(always)]
@@ -1358,6 +1365,12 @@ impl VirtSwitch {
         d.refresh_lane();
         self.faults_armed = true;
         Ok(())
+    }
+
+    /// Output buffers in device `id`'s pool (`tern_dataplane::Switch::spare_buffers`): its
+    /// next transmitted frames' buffers. `None` for an unknown device.
+    pub fn spare_buffers(&self, id: DeviceId) -> Option<usize> {
+        self.devices.get(&id).map(|d| d.switch.spare_buffers())
     }
 
     // ------------------------------------------------------------------ topology
@@ -2355,6 +2368,9 @@ impl VirtSwitch {
                 break;
             };
             if !nd.lane_ok() {
+                if self.faults_armed && nd.fault_fires_next() {
+                    return self.fire_in_hop::<GUARD>(id, next, start, out, running);
+                }
                 break;
             }
             cur.stats.to_links += 1;
@@ -2392,6 +2408,44 @@ impl VirtSwitch {
         }
         self.map_outputs(id, start, hops, out);
         self.drain_links(out);
+    }
+
+    /// An injected fault ([`VirtSwitch::inject_panic`]) firing on the packet device `next`
+    /// gets over a link from `id` on the lane ([`VirtSwitch::fast_hops`]): the hop goes as far
+    /// as a real panic inside `next`'s switch would — the frame taken into
+    /// [`VirtSwitch::carry`], the counters moved — and panics there. In a
+    /// [`VirtSwitch::process_each`] session (`!GUARD`) the session's boundary catches it and
+    /// gives the frame back ([`VirtSwitch::give_back_carry`]); with the hop's own boundary
+    /// (`GUARD`) the panic is caught here and handled as the hop handles one. A device with a
+    /// fault armed is otherwise off the lane, so this is the only way a test reaches the
+    /// hop's recovery (`tests/chain.rs`).
+    #[cold]
+    #[inline(never)]
+    fn fire_in_hop<const GUARD: bool>(
+        &mut self,
+        id: DeviceId,
+        next: DeviceId,
+        start: usize,
+        out: &mut Vec<OutputPacket>,
+        running: &mut Option<DeviceId>,
+    ) {
+        let slots = &mut self.devices.slots;
+        let Ok([Some(cur), Some(nd)]) = slots.get_disjoint_mut([id as usize, next as usize]) else {
+            return;
+        };
+        cur.stats.to_links += 1;
+        nd.stats.packets_in += 1;
+        self.carry = out.pop().expect("one frame").data;
+        self.carry_from = id;
+        if !GUARD {
+            *running = Some(next);
+            panic!("injected fault");
+        }
+        let r: std::thread::Result<()> = catch_unwind(|| panic!("injected fault"));
+        cur.switch.recycle_buffer(std::mem::take(&mut self.carry));
+        if let Err(e) = r {
+            self.quarantine_after_panic(next, panic_message(e), start, out);
+        }
     }
 
     /// Frames `sent` appended to the caller's `out` by device `id` (for

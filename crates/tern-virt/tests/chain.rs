@@ -862,7 +862,8 @@ fn a_loop_one_per_call_is_cut_by_the_hop_budget_as_on_the_general_path() {
 /// Hop 2 of 3 (Ex. 1 B's firewall) panics on its 40th packet: on the lane as on the general
 /// path, the firewall is quarantined, the packet's frames are lost, the later packets for it
 /// are counted as quarantine drops and the first switch forwards the rest. Then the same with
-/// hop 3 (a device with a fault armed leaves the lane: the chain runs on the lane up to it).
+/// hop 3 (a device with a fault armed is off the lane; the fault fires inside the lane's hop
+/// into it, `fire_in_hop`, when the link brings the packet it fires on).
 #[test]
 fn a_panic_in_hop_2_of_3_at_packet_k_one_per_call_equals_the_general_path() {
     let devices = [12, 22, 32];
@@ -877,5 +878,105 @@ fn a_panic_in_hop_2_of_3_at_packet_k_one_per_call_equals_the_general_path() {
         assert_eq!(last[hop].panics, 1);
         assert!(last[hop].quarantine_drops > 10, "{last:?}");
         assert!(last[0].to_phys > 10);
+    }
+}
+
+/// The middle device of Example 1 B's chain (the firewall, 22) panics for real **on the
+/// lane**, inside `fast_hops`'s hop (issue 17, h-tidy): the frame it was running (the first
+/// switch's output, kept in `VirtSwitch::carry`) must go back to the pool of the device that
+/// produced it — in a `process_each` session by the session's boundary after the caught panic
+/// (`give_back_carry`), with `process_next` by the hop itself. Every device's pool is bounded
+/// to `POOL` buffers (all made up front), so a buffer lost shows as a pool short of one and a
+/// buffer given twice, or to the wrong device, as a pool past it: after every packet the
+/// buffers in the pools plus the frames in the caller's hands are the 3 × `POOL` made, and
+/// after the last give-back each pool holds exactly `POOL`. Each packet's frames and every
+/// counter equal the general path's with the same fault, packet by packet, before and after
+/// the panic (the first and the last switch go on forwarding), and the firewall is
+/// quarantined with one panic.
+#[test]
+fn a_real_panic_in_the_middle_hop_one_per_call_gives_its_frame_back_and_the_chain_goes_on() {
+    const POOL: usize = 64;
+    let devices = [12, 22, 32];
+    let k = 40;
+    let pkts = ex1_traffic(300, false);
+    let build = || {
+        let mut vs = ex1("B");
+        for d in devices {
+            let (owner, q) = vs.device_config(d).unwrap();
+            vs.configure(
+                d,
+                owner,
+                Quotas {
+                    max_buffers: Some(POOL),
+                    ..q
+                },
+            )
+            .unwrap();
+        }
+        vs.inject_panic(22, k).unwrap();
+        vs
+    };
+    let pools = |vs: &VirtSwitch| -> Vec<usize> {
+        devices
+            .iter()
+            .map(|&d| vs.spare_buffers(d).unwrap())
+            .collect()
+    };
+
+    let mut reference = build();
+    off_the_lane(&mut reference);
+    let mut out = Vec::new();
+    let mut want = Vec::new();
+    for (port, data) in &pkts {
+        reference.process_batch(&[(*port, data)], &mut out);
+        let f = phys(&out);
+        reference.recycle_outputs(&mut out);
+        want.push(step(&mut reference, &devices, f));
+    }
+    // The fault fired at the firewall's k-th packet; afterwards the first and last switches
+    // forwarded packets out of physical ports (to their own hosts, and flooded).
+    let fired = want.iter().position(|s| s.stats[1].panics == 1).unwrap();
+    assert!(
+        want[fired + 1..]
+            .iter()
+            .filter(|s| !s.frames.is_empty())
+            .count()
+            > 50,
+        "the edges forward after the panic"
+    );
+
+    for each in [false, true] {
+        let mode = if each { "process_each" } else { "process_next" };
+        let mut vs = build();
+        assert_eq!(pools(&vs), [POOL; 3]);
+        for (i, (port, data)) in pkts.iter().enumerate() {
+            let f = if each {
+                let mut f = Vec::new();
+                let n = vs.process_each([(*port, data.as_slice())], &mut out, |o| f = phys(o));
+                assert_eq!(n, 1, "{mode}: the session went on past the panic");
+                f
+            } else {
+                vs.process_next(*port, data, &mut out);
+                phys(&out)
+            };
+            assert_eq!(step(&mut vs, &devices, f), want[i], "{mode}, packet {i}");
+            assert_eq!(
+                pools(&vs).iter().sum::<usize>() + out.len(),
+                3 * POOL,
+                "{mode}, packet {i}: a buffer lost or given twice ({:?} pooled, {} out)",
+                pools(&vs),
+                out.len()
+            );
+        }
+        vs.recycle_outputs(&mut out);
+        assert_eq!(
+            pools(&vs),
+            [POOL; 3],
+            "{mode}: each buffer back in its own pool"
+        );
+        let last = stats(&vs, &devices);
+        assert_eq!(last[1].panics, 1, "{mode}");
+        assert_eq!(last.iter().map(|s| s.buffer_drops).sum::<u64>(), 0);
+        assert!(vs.quarantine(Caller::Operator, 22).unwrap().is_some());
     }
 }
