@@ -1277,19 +1277,7 @@ mod tests {
     fn each_row_reports_the_other_threads_that_ran() {
         let dir = tern_fixtures::scratch("virt-isolation-others");
         // Another process busy all along (a shell loop), killed even if the test fails.
-        struct Busy(std::process::Child);
-        impl Drop for Busy {
-            fn drop(&mut self) {
-                let _ = self.0.kill();
-                let _ = self.0.wait();
-            }
-        }
-        let busy = Busy(
-            std::process::Command::new("sh")
-                .args(["-c", "while :; do :; done"])
-                .spawn()
-                .unwrap(),
-        );
+        let busy = tern_fixtures::BusyProcess::spawn();
         let r = run(&IsolationArgs {
             out: dir.to_path_buf(),
             p4_dir: p4_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../p4/virt/scenarios")),
