@@ -9,77 +9,29 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 
-use tern_runtime::{MatchParam, OutputPacket, Runtime};
-use tern_virt::{
-    Caller, DeviceId, DeviceSpec, Quotas, Rule, Target, VirtError, VirtSwitch, VirtWorkers,
-    WorkerOptions,
-};
+use tern_runtime::OutputPacket;
+use tern_virt::{Caller, DeviceId, Target, VirtError, VirtSwitch, VirtWorkers, WorkerOptions};
 
-const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../");
+mod common;
+use common::{compile, packet, port_rule, route, spec};
+
 const OTHER: DeviceId = 1;
 const TENANT: DeviceId = 2;
 const LIMIT: usize = 8;
 
-fn basic() -> String {
-    tern_p4::compile_file(
-        std::path::Path::new(&format!("{ROOT}p4/tutorials/basic.p4")),
-        &tern_p4::Options::default(),
-    )
-    .unwrap()
-    .json
-}
-
-fn route(rt: &mut dyn Runtime, dst: [u8; 4], port: u8) {
-    rt.mt_add_entry(
-        "MyIngress.ipv4_lpm",
-        &[MatchParam::Lpm {
-            key: dst.to_vec(),
-            prefix_len: 32,
-        }],
-        "MyIngress.ipv4_forward",
-        &[vec![8, 0, 0, 0, 2, 0x22], vec![0, port]],
-        None,
-    )
-    .unwrap();
-}
-
-fn packet(dst: [u8; 4]) -> Vec<u8> {
-    let mut p = vec![0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 1, 8, 0];
-    p.extend_from_slice(&[0x45, 0, 0, 0x24, 0, 1, 0, 0, 0x40, 6, 0, 0, 10, 0, 1, 1]);
-    p.extend_from_slice(&dst);
-    p.extend_from_slice(&[0x5a; 16]);
-    p
-}
-
 /// Both devices on ONE worker (the bound is per device, not per worker): OTHER on physical
 /// port 1 (out on 2), TENANT on port 10 (out on 12), basic.p4 with one route each.
 fn pool() -> VirtWorkers {
-    let json = basic();
+    let json = compile("p4/tutorials/basic.p4");
     let mut vs = VirtSwitch::new();
     for (id, port, out) in [(OTHER, 1, 2), (TENANT, 10, 12)] {
-        vs.add_device(
-            id,
-            DeviceSpec {
-                json: json.clone(),
-                owner: None,
-                quotas: Quotas::default(),
-            },
-        )
-        .unwrap();
+        vs.add_device(id, spec(&json)).unwrap();
         route(
             &mut vs.runtime(Caller::Operator, id).unwrap(),
             [10, 0, 2, 2],
             2,
         );
-        vs.add_rule(Rule {
-            priority: 0,
-            port: Some(port),
-            vlan: None,
-            field: None,
-            device: id,
-            vport: Some(1),
-        })
-        .unwrap();
+        vs.add_rule(port_rule(port, id)).unwrap();
         vs.map_port(id, 2, Target::Phys(out)).unwrap();
     }
     VirtWorkers::new(
