@@ -522,3 +522,37 @@ unsafe impl tern_dataplane::EmitSink for TestSink {
         self.table.clear();
     }
 }
+
+/// `Switch::recycle_outputs` of one frame (a caller running one packet per call: tern-virt's
+/// lanes) takes its own short path (`recycle_buffer`, h-tidy): the frame's buffer goes into
+/// the pool and carries the next transmitted frame, as the drain of a batch does with each of
+/// its frames.
+#[test]
+fn one_frame_given_back_carries_the_next_frame_as_a_batch_does() {
+    let json = lane_json();
+    let mut sw = Switch::from_json(&json, SwitchOptions::default()).expect("load");
+    setup(&mut sw);
+    let f = frame(0, 1, 7, 60);
+    let mut out = Vec::new();
+    sw.process_packet(0, &f, &mut out);
+    assert_eq!(out.len(), 1);
+    let (pooled, buf) = (sw.spare_buffers(), out[0].data.as_ptr());
+    sw.recycle_outputs(&mut out);
+    assert!(out.is_empty());
+    assert_eq!(
+        sw.spare_buffers(),
+        pooled + 1,
+        "the one frame's buffer is pooled"
+    );
+    sw.process_packet(0, &f, &mut out);
+    assert_eq!(out[0].data.as_ptr(), buf, "and carries the next frame");
+    // Two frames (the drain): both pooled, the last one given back first out.
+    sw.process_packet(0, &f, &mut out);
+    let second = out[1].data.as_ptr();
+    let pooled = sw.spare_buffers();
+    sw.recycle_outputs(&mut out);
+    assert!(out.is_empty());
+    assert_eq!(sw.spare_buffers(), pooled + 2);
+    sw.process_packet(0, &f, &mut out);
+    assert_eq!(out[0].data.as_ptr(), second);
+}

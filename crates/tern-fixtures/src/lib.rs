@@ -1,5 +1,6 @@
 //! Test support: where tern's tests find the shared BMv2 fixtures, the suite's rule for when they
-//! are missing, and scratch directories ([`scratch`]) that remove themselves when a test ends.
+//! are missing, scratch directories ([`scratch`]) that remove themselves when a test ends, and a
+//! busy process beside a test ([`BusyProcess`]) killed when it is dropped.
 //!
 //! The fixtures (real BMv2 JSON files, P4Info files, pcaps and CLI golden outputs from the BMv2
 //! repository) live in `../shared/fixtures` beside the checkout, not in the repository. A test
@@ -99,9 +100,73 @@ impl AsRef<Path> for ScratchDir {
     }
 }
 
+/// Another process kept busy beside a test: a child `sh` running `while :; do :; done` (a
+/// CPU-bound loop the scheduler sees as any other process's), killed and reaped when this is
+/// dropped — also when the test fails and unwinds, so no loop outlives its test.
+pub struct BusyProcess(std::process::Child);
+
+impl BusyProcess {
+    /// Start the loop (panics when `sh` cannot be started).
+    pub fn spawn() -> BusyProcess {
+        let child = std::process::Command::new("sh")
+            .args(["-c", "while :; do :; done"])
+            .stdin(std::process::Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start a busy `sh` loop: {e}"));
+        BusyProcess(child)
+    }
+
+    /// Its process id (its only thread's id too).
+    pub fn pid(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for BusyProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The loop runs while held (its state in `/proc` is running or runnable), and is gone —
+    /// killed and reaped, no zombie — once dropped, also when dropped by an unwinding panic.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_busy_process_runs_until_dropped_even_by_a_panic() {
+        let state = |pid: u32| -> Option<String> {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            // The state follows the command in parentheses.
+            let after = &stat[stat.rfind(')')? + 2..];
+            after.split(' ').next().map(str::to_string)
+        };
+        let busy = BusyProcess::spawn();
+        let pid = busy.pid();
+        // `sh` is running its loop (R) once it has started; it may be scheduled out (R
+        // still), never sleeping in it.
+        let running = (0..1000).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            state(pid).as_deref() == Some("R")
+        });
+        assert!(running, "the loop never ran: {:?}", state(pid));
+        drop(busy);
+        assert_eq!(state(pid), None, "pid {pid} left behind");
+
+        let (tx, rx) = std::sync::mpsc::channel();
+        let r = std::thread::spawn(move || {
+            let busy = BusyProcess::spawn();
+            tx.send(busy.pid()).unwrap();
+            panic!("a failing test holding the loop");
+        })
+        .join();
+        assert!(r.is_err());
+        let pid = rx.recv().unwrap();
+        assert_eq!(state(pid), None, "pid {pid} left behind by the failed test");
+    }
 
     #[test]
     fn display_removes_parent_steps() {

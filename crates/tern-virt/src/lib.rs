@@ -56,7 +56,7 @@ pub use p4rt::{tenant_access, VirtP4rt, VirtTarget};
 pub use runtime::DeviceRuntime;
 pub use sched::ThreadSlice;
 pub use shared::SharedDevice;
-pub use workers::{VirtWorkers, WorkerOptions, DEFAULT_QUANTUM_NS};
+pub use workers::{VirtWorkers, WorkerOptions, DEFAULT_MAX_QUEUED_CONTROL, DEFAULT_QUANTUM_NS};
 
 /// A device's id (also its `switch_info` device id).
 pub type DeviceId = u32;
@@ -417,6 +417,10 @@ pub struct DeviceStats {
     /// a bad table or key ...): priced apart from the applied ones ([`crate::ControlPrice`]), so
     /// cheap refusals do not lower the price of dear writes.
     pub control_refused: u64,
+    /// Posts of control work ([`VirtWorkers::post`], `post_steps`, `submit`) refused because
+    /// the device already had its bound queued ([`WorkerOptions::max_queued_control`],
+    /// [`VirtError::ControlBacklog`]); counted by the workers' front.
+    pub control_backlog_refused: u64,
 }
 
 /// Whole-switch counters.
@@ -454,6 +458,21 @@ pub enum VirtError {
     Topology(String),
     #[error("snapshot '{0}' not found")]
     NoSuchSnapshot(String),
+    /// A device's posted control work is at its bound ([`WorkerOptions::max_queued_control`]):
+    /// the post is refused (counted in [`DeviceStats::control_backlog_refused`]); the device
+    /// may post again once its worker has started some of the queued turns.
+    #[error(
+        "device {device}: {queued} turns of control work already queued, {asked} more would pass \
+         the limit of {limit}; retry once they have run"
+    )]
+    ControlBacklog {
+        device: DeviceId,
+        /// Turns queued (jobs, and steps left of batches) when the post was refused.
+        queued: usize,
+        /// Turns the refused post asked for (1 for a job, its steps for a batch).
+        asked: usize,
+        limit: usize,
+    },
 }
 
 /// What a replace carried over from the old device.
@@ -633,6 +652,13 @@ impl Device {
     #[inline(always)]
     fn burst_ok(&self) -> bool {
         self.tags.is_empty() && self.quarantine.is_none()
+    }
+
+    /// Whether an armed fault fires on the next packet that enters the device (and the
+    /// device would run it: not quarantined, no tagged port), as [`Device::fault_at`] of one.
+    #[inline]
+    fn fault_fires_next(&self) -> bool {
+        self.fault_in == Some(1) && self.quarantine.is_none() && self.tags.is_empty()
     }
 
     /// An armed fault ([`VirtSwitch::inject_panic`]) as `n` more packets enter: the index
@@ -1341,6 +1367,12 @@ impl VirtSwitch {
         Ok(())
     }
 
+    /// Output buffers in device `id`'s pool (`tern_dataplane::Switch::spare_buffers`): its
+    /// next transmitted frames' buffers. `None` for an unknown device.
+    pub fn spare_buffers(&self, id: DeviceId) -> Option<usize> {
+        self.devices.get(&id).map(|d| d.switch.spare_buffers())
+    }
+
     // ------------------------------------------------------------------ topology
 
     /// The live topology.
@@ -1895,7 +1927,7 @@ impl VirtSwitch {
                         // The previous frame back to this device (when it came from it),
                         // then the lane with the record of origins left as it is.
                         if !other {
-                            give_back_one(&mut dev.switch, out);
+                            dev.switch.recycle_outputs(out);
                         }
                         dev.stats.packets_in += 1;
                         let sw = &mut dev.switch;
@@ -1988,7 +2020,7 @@ impl VirtSwitch {
         }
         match slots.get_mut(prev as usize) {
             Some(Some(p)) => {
-                give_back_one(&mut p.switch, out);
+                p.switch.recycle_outputs(out);
                 true
             }
             _ => false,
@@ -2215,8 +2247,10 @@ impl VirtSwitch {
 
     /// Give transmitted frames back for reuse (empties `out`). Each buffer returns to the
     /// device that produced it when `out` holds exactly the frames [`VirtSwitch::process_batch`]
-    /// appended since the last call; otherwise they go to one device.
-    #[inline]
+    /// appended since the last call; otherwise they go to one device. Inlined into the caller:
+    /// a call of its own cost a one-per-call caller (`process_batch` of one, then this) ≈ 7
+    /// instructions a packet (callgrind, `slice_cost slice`/`fn` with `BATCH=1`).
+    #[inline(always)]
     pub fn recycle_outputs(&mut self, out: &mut Vec<OutputPacket>) {
         if let [(id, _)] = self.origins[..] {
             if out.len() == self.origin_total {
@@ -2224,10 +2258,7 @@ impl VirtSwitch {
                 self.origins.clear();
                 self.origin_total = 0;
                 if let Some(d) = self.devices.get_mut(&id) {
-                    match out.len() {
-                        1 => give_back_one(&mut d.switch, out),
-                        _ => d.switch.recycle_outputs(out),
-                    }
+                    d.switch.recycle_outputs(out);
                     return;
                 }
             }
@@ -2336,6 +2367,9 @@ impl VirtSwitch {
                 break;
             };
             if !nd.lane_ok() {
+                if self.faults_armed && nd.fault_fires_next() {
+                    return self.fire_in_hop::<GUARD>(id, next, start, out, running);
+                }
                 break;
             }
             cur.stats.to_links += 1;
@@ -2373,6 +2407,44 @@ impl VirtSwitch {
         }
         self.map_outputs(id, start, hops, out);
         self.drain_links(out);
+    }
+
+    /// An injected fault ([`VirtSwitch::inject_panic`]) firing on the packet device `next`
+    /// gets over a link from `id` on the lane ([`VirtSwitch::fast_hops`]): the hop goes as far
+    /// as a real panic inside `next`'s switch would — the frame taken into
+    /// [`VirtSwitch::carry`], the counters moved — and panics there. In a
+    /// [`VirtSwitch::process_each`] session (`!GUARD`) the session's boundary catches it and
+    /// gives the frame back ([`VirtSwitch::give_back_carry`]); with the hop's own boundary
+    /// (`GUARD`) the panic is caught here and handled as the hop handles one. A device with a
+    /// fault armed is otherwise off the lane, so this is the only way a test reaches the
+    /// hop's recovery (`tests/chain.rs`).
+    #[cold]
+    #[inline(never)]
+    fn fire_in_hop<const GUARD: bool>(
+        &mut self,
+        id: DeviceId,
+        next: DeviceId,
+        start: usize,
+        out: &mut Vec<OutputPacket>,
+        running: &mut Option<DeviceId>,
+    ) {
+        let slots = &mut self.devices.slots;
+        let Ok([Some(cur), Some(nd)]) = slots.get_disjoint_mut([id as usize, next as usize]) else {
+            return;
+        };
+        cur.stats.to_links += 1;
+        nd.stats.packets_in += 1;
+        self.carry = out.pop().expect("one frame").data;
+        self.carry_from = id;
+        if !GUARD {
+            *running = Some(next);
+            panic!("injected fault");
+        }
+        let r: std::thread::Result<()> = catch_unwind(|| panic!("injected fault"));
+        cur.switch.recycle_buffer(std::mem::take(&mut self.carry));
+        if let Err(e) = r {
+            self.quarantine_after_panic(next, panic_message(e), start, out);
+        }
     }
 
     /// Frames `sent` appended to the caller's `out` by device `id` (for
@@ -2816,22 +2888,6 @@ impl VirtSwitch {
             dev.stats.to_phys += u64::from(sent);
             self.note_origin(id, sent);
         }
-    }
-}
-
-/// Give the one frame in `out` back to `sw` (empties `out`): what `Switch::recycle_outputs`
-/// does with it, as one `Switch::recycle_buffer` (≈ 10 instructions instead of ≈ 100 for the
-/// general drain of a batch, measured with callgrind: the one-packet lanes' give-back).
-#[inline(always)]
-fn give_back_one(sw: &mut Switch, out: &mut Vec<OutputPacket>) {
-    debug_assert_eq!(out.len(), 1);
-    match out.pop() {
-        Some(o) if out.is_empty() => sw.recycle_buffer(o.data),
-        Some(o) => {
-            out.push(o);
-            sw.recycle_outputs(out);
-        }
-        None => {}
     }
 }
 

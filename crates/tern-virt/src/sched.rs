@@ -409,20 +409,8 @@ mod tests {
     #[test]
     fn a_busy_process_beside_shows_in_what_the_others_ran() {
         // Killed even if the test fails.
-        struct Busy(std::process::Child);
-        impl Drop for Busy {
-            fn drop(&mut self) {
-                let _ = self.0.kill();
-                let _ = self.0.wait();
-            }
-        }
-        let busy = Busy(
-            std::process::Command::new("sh")
-                .args(["-c", "while :; do :; done"])
-                .spawn()
-                .unwrap(),
-        );
-        let pid = busy.0.id();
+        let busy = tern_fixtures::BusyProcess::spawn();
+        let pid = busy.pid();
         let runs = |v: &[ThreadTime]| v.iter().find(|t| t.tid == pid).map_or(0, |t| t.runs);
         let before = other_threads();
         // Wait (no time threshold: until it happened) for the loop to be run again.

@@ -92,6 +92,16 @@ pub struct WorkerOptions {
     /// [`ThreadSlice::Kernel`]: measured, a short slice did not shorten the two-worker stall
     /// on the 2-vCPU machine, see [`crate::sched`]).
     pub slice: ThreadSlice,
+    /// Turns of control work one device may have queued on its worker, not started yet
+    /// ([`VirtWorkers::post`] and [`VirtWorkers::submit`]: one each; [`VirtWorkers::post_steps`]:
+    /// one per step): past it the call is refused with [`VirtError::ControlBacklog`] and
+    /// counted in the device's [`DeviceStats::control_backlog_refused`], so a tenant flooding
+    /// its control plane cannot grow its worker's queue (memory) without bound. Each device
+    /// has its own count: the other devices post freely meanwhile. Default
+    /// [`DEFAULT_MAX_QUEUED_CONTROL`]. Leases ([`crate::WorkerControl::lease`], what the
+    /// P4Runtime and Thrift servers take) are not counted: each waits for its turn, holding its
+    /// caller's thread, so a device has at most one queued per calling thread.
+    pub max_queued_control: usize,
 }
 
 impl Default for WorkerOptions {
@@ -104,7 +114,46 @@ impl Default for WorkerOptions {
             rebalance_every: 65_536,
             yield_when_busy: false,
             slice: ThreadSlice::Kernel,
+            max_queued_control: DEFAULT_MAX_QUEUED_CONTROL,
         }
+    }
+}
+
+/// The default [`WorkerOptions::max_queued_control`]: 65,536 turns of control work per
+/// device, as many as the packets the front lets a device have inside the workers with the
+/// default queue (`BACKLOG_FACTOR` × 1,024). A controller's batch of up to that many writes
+/// posted as steps fits whole.
+pub const DEFAULT_MAX_QUEUED_CONTROL: usize = 65_536;
+
+/// One device's control work posted and not started yet, counted by the front against
+/// [`WorkerOptions::max_queued_control`], and the posts refused at that bound.
+#[derive(Debug, Default)]
+struct ControlQueue {
+    queued: AtomicUsize,
+    refused: AtomicU64,
+}
+
+/// Turns of a device's control work reserved in its [`ControlQueue`], carried inside the
+/// posted job: each turn gives one back as it starts ([`Ticket::start`]), and dropping the
+/// job gives back whatever it still holds, however it leaves the queue (run, a batch ended by
+/// a panic, the device removed, the worker gone, the message refused).
+struct Ticket {
+    q: Arc<ControlQueue>,
+    left: usize,
+}
+
+impl Ticket {
+    fn start(&mut self) {
+        if self.left > 0 {
+            self.left -= 1;
+            self.q.queued.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        self.q.queued.fetch_sub(self.left, Ordering::AcqRel);
     }
 }
 
@@ -573,6 +622,8 @@ pub struct VirtWorkers {
     backlog_bound: u64,
     /// Packets the front dropped because their device's backlog was at its bound.
     front_drops: BTreeMap<DeviceId, u64>,
+    /// Per device: its posted control work not started yet ([`WorkerOptions::max_queued_control`]).
+    control: HashMap<DeviceId, Arc<ControlQueue>>,
     /// Per physical port (below [`SOLE_PORTS`]): the device every packet arriving on it is
     /// classified to, when one is ([`sole_devices`]): a frame for it at its backlog bound is
     /// dropped before it is classified.
@@ -701,6 +752,7 @@ impl VirtWorkers {
             backlog_bound: BACKLOG_FACTOR * opts.capacity.max(1) as u64,
             done,
             front_drops: BTreeMap::new(),
+            control: assign.keys().map(|&d| (d, Arc::default())).collect(),
             sole: sole_devices(&topo.rules),
             port_drops: 0,
             spare: Vec::new(),
@@ -1125,7 +1177,58 @@ impl VirtWorkers {
         f: impl FnOnce(&mut VirtSwitch) + Send + 'static,
     ) -> Result<(), VirtError> {
         let w = *self.assign.get(&id).ok_or(VirtError::NoSuchDevice(id))?;
-        self.send(w, Msg::Post(id, DeviceWork::Once(Box::new(f))))
+        let mut t = self.reserve(id, 1)?;
+        self.send(
+            w,
+            Msg::Post(
+                id,
+                DeviceWork::Once(Box::new(move |vs| {
+                    t.start();
+                    f(vs)
+                })),
+            ),
+        )
+    }
+
+    /// Reserve `turns` of device `id`'s control queue ([`WorkerOptions::max_queued_control`]),
+    /// or refuse (counted) when they do not fit.
+    fn reserve(&self, id: DeviceId, turns: usize) -> Result<Ticket, VirtError> {
+        let q = self.control.get(&id).ok_or(VirtError::NoSuchDevice(id))?;
+        let limit = self.opts.max_queued_control;
+        match q
+            .queued
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n.saturating_add(turns) <= limit).then_some(n + turns)
+            }) {
+            Ok(_) => Ok(Ticket {
+                q: Arc::clone(q),
+                left: turns,
+            }),
+            Err(queued) => {
+                q.refused.fetch_add(1, Ordering::Relaxed);
+                Err(VirtError::ControlBacklog {
+                    device: id,
+                    queued,
+                    asked: turns,
+                    limit,
+                })
+            }
+        }
+    }
+
+    /// Turns of device `id`'s posted control work not started yet (jobs, and steps left of
+    /// batches; [`WorkerOptions::max_queued_control`] bounds it); 0 for an unknown device.
+    pub fn control_queued(&self, id: DeviceId) -> usize {
+        self.control
+            .get(&id)
+            .map_or(0, |q| q.queued.load(Ordering::Acquire))
+    }
+
+    /// Posts of device `id` refused at its bound ([`DeviceStats::control_backlog_refused`]).
+    fn control_refused(&self, id: DeviceId) -> u64 {
+        self.control
+            .get(&id)
+            .map_or(0, |q| q.refused.load(Ordering::Relaxed))
     }
 
     /// [`VirtWorkers::post`] for a batch of control work cut into `steps` steps (a tenant's
@@ -1143,12 +1246,17 @@ impl VirtWorkers {
         if steps == 0 {
             return Ok(());
         }
+        let mut t = self.reserve(id, steps)?;
+        let mut f = f;
         self.send(
             w,
             Msg::Post(
                 id,
                 DeviceWork::Steps {
-                    f: Box::new(f),
+                    f: Box::new(move |vs, i| {
+                        t.start();
+                        f(vs, i)
+                    }),
                     next: 0,
                     end: steps,
                 },
@@ -1169,7 +1277,9 @@ impl VirtWorkers {
 
     /// A device's counters (operator view).
     pub fn device_stats(&self, id: DeviceId) -> Result<DeviceStats, VirtError> {
-        self.call(id, move |vs| vs.device_stats(crate::Caller::Operator, id))?
+        let mut s = self.call(id, move |vs| vs.device_stats(crate::Caller::Operator, id))??;
+        s.control_backlog_refused += self.control_refused(id);
+        Ok(s)
     }
 
     /// A device's scheduler counters on its worker; `overflow` includes the packets the
@@ -1238,6 +1348,7 @@ impl VirtWorkers {
         let w = self.idlest();
         self.run_on(w, move |vs, _| vs.put_devices(devices, maps))?;
         self.reset_backlog(id);
+        self.control.insert(id, Arc::default());
         self.assign.insert(id, w);
         self.write_routes().insert(id, w);
         Ok(())
@@ -1272,7 +1383,12 @@ impl VirtWorkers {
         // starts in service).
         self.board.set(id, false);
         self.reset_backlog(id);
-        r
+        let refused = self.control_refused(id);
+        self.control.remove(&id);
+        r.map(|s| DeviceStats {
+            control_backlog_refused: s.control_backlog_refused + refused,
+            ..s
+        })
     }
 
     /// Replace a device's program (as [`VirtSwitch::replace_device`]).

@@ -7,7 +7,7 @@
 mod common;
 
 use tern_runtime::OutputPacket;
-use tern_virt::{Caller, DeviceSpec, Quotas, Target, VirtSwitch, VirtWorkers, WorkerOptions};
+use tern_virt::{Caller, DeviceSpec, Quotas, VirtSwitch, VirtWorkers};
 
 use common::{compile, packet, route};
 
@@ -35,22 +35,7 @@ fn a_flood_that_sends_nothing_out_allocates_nothing_per_packet() {
             [10, 0, 2, 2],
             2,
         );
-        vs.add_rule(common::port_rule(1, 1)).unwrap();
-        vs.add_rule(common::port_rule(5, 2)).unwrap();
-        vs.map_port(1, 2, Target::Phys(2)).unwrap();
-        let mut pool = VirtWorkers::new(
-            vs,
-            WorkerOptions {
-                workers,
-                capacity: 32,
-                rebalance_every: 0,
-                ..WorkerOptions::default()
-            },
-        );
-        if workers == 2 {
-            pool.move_group(1, 0).unwrap();
-            pool.move_group(2, 1).unwrap();
-        }
+        let mut pool = common::victim_and_tenant(vs, workers);
         let (v, a) = (packet([10, 0, 2, 2]), packet([10, 0, 9, 9]));
         let mut batch: Vec<(u32, &[u8])> = (0..64).map(|_| (5, &a[..])).collect();
         batch.extend((0..8).map(|_| (1, &v[..])));

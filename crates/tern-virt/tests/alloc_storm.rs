@@ -11,7 +11,7 @@
 mod common;
 
 use tern_runtime::{MirroringSession, OutputPacket, Runtime};
-use tern_virt::{Caller, DeviceSpec, Quotas, Target, VirtSwitch, VirtWorkers, WorkerOptions};
+use tern_virt::{Caller, DeviceSpec, Quotas, Target, VirtSwitch, VirtWorkers};
 
 use common::{compile, packet, route};
 
@@ -116,25 +116,10 @@ fn clone_and_multicast_storms_allocate_and_free_nothing_per_packet() {
                     }
                 }
             }
-            vs.add_rule(common::port_rule(1, 1)).unwrap();
-            vs.add_rule(common::port_rule(5, 2)).unwrap();
-            vs.map_port(1, 2, Target::Phys(2)).unwrap();
             for vport in 0..8 {
                 vs.map_port(2, vport, Target::Phys(3)).unwrap();
             }
-            let mut pool = VirtWorkers::new(
-                vs,
-                WorkerOptions {
-                    workers,
-                    capacity: 32,
-                    rebalance_every: 0,
-                    ..WorkerOptions::default()
-                },
-            );
-            if workers == 2 {
-                pool.move_group(1, 0).unwrap();
-                pool.move_group(2, 1).unwrap();
-            }
+            let mut pool = common::victim_and_tenant(vs, workers);
             let (v, a) = (packet([10, 0, 2, 2]), packet([10, 0, 9, 9]));
             let mut batch: Vec<(u32, &[u8])> = (0..8).map(|_| (5, &a[..])).collect();
             batch.extend((0..8).map(|_| (1, &v[..])));

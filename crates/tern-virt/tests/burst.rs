@@ -12,41 +12,19 @@
 //!   buffers too: past it a frame is dropped and counted, never allocated.
 
 use tern_dataplane::{BurstOut, Switch, SwitchOptions};
-use tern_runtime::{MatchParam, OutputPacket, Port, Runtime};
-use tern_virt::{Caller, DeviceId, DeviceSpec, DeviceStats, Quotas, Rule, Target, VirtSwitch};
+use tern_runtime::{OutputPacket, Port, Runtime};
+use tern_virt::{Caller, DeviceId, DeviceStats, Quotas, Target, VirtSwitch};
 
-const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../");
+mod common;
+use common::{compile, ex1, ex1_entry_traffic, mac, rule, spec, Rng};
 
-fn compile(rel: &str) -> String {
-    tern_p4::compile_file(
-        std::path::Path::new(&format!("{ROOT}{rel}")),
-        &tern_p4::Options::default(),
-    )
-    .unwrap_or_else(|d| panic!("{rel} does not compile:\n{d}"))
-    .json
-}
+/// The source MACs the L2 devices here know.
+const KNOWN: [u16; 6] = [1, 2, 3, 4, 5, 6];
 
-fn spec(json: &str) -> DeviceSpec {
-    DeviceSpec {
-        json: json.to_string(),
-        owner: None,
-        quotas: Quotas::default(),
-    }
-}
-
-fn rule(port: Port, device: DeviceId, vport: Port) -> Rule {
-    Rule {
-        priority: 0,
-        port: Some(port),
-        vlan: None,
-        field: None,
-        device,
-        vport: Some(vport),
-    }
-}
-
-fn mac(last: u16) -> [u8; 6] {
-    [0, 0, 0, 0, (last >> 8) as u8, last as u8]
+/// The L2 switch's tables: the sources of [`KNOWN`] known, `dmac` forwarded, the rest flooded
+/// to `flood` (multicast group 1).
+fn l2_setup(rt: &mut dyn Runtime, dmac: &[(u16, Port)], flood: &[Port]) {
+    common::l2_setup(rt, &KNOWN, dmac, flood);
 }
 
 /// Ethernet `src` → `dst`, IPv4, TCP, a payload carrying `seq` (every frame unique).
@@ -63,48 +41,6 @@ fn frame(dst: u16, src: u16, seq: u32) -> Vec<u8> {
     f.extend_from_slice(&[0, 0]);
     f.extend_from_slice(&seq.to_be_bytes());
     f
-}
-
-/// The L2 switch's tables: the sources known, `dmac` forwarded, the rest flooded to `flood`
-/// (multicast group 1).
-fn l2_setup(rt: &mut dyn Runtime, dmac: &[(u16, Port)], flood: &[Port]) {
-    for m in 1u16..=6 {
-        rt.mt_add_entry(
-            "L2Ingress.smac",
-            &[MatchParam::Exact(mac(m).to_vec())],
-            "L2Ingress.known",
-            &[],
-            None,
-        )
-        .unwrap();
-    }
-    for &(m, p) in dmac {
-        rt.mt_add_entry(
-            "L2Ingress.dmac",
-            &[MatchParam::Exact(mac(m).to_vec())],
-            "L2Ingress.forward",
-            &[(p as u16).to_be_bytes().to_vec()],
-            None,
-        )
-        .unwrap();
-    }
-    let g = rt.mc_mgrp_create(1).unwrap();
-    for (rid, &p) in flood.iter().enumerate() {
-        let n = rt.mc_node_create(rid as u32, &[p], &[]).unwrap();
-        rt.mc_node_associate(g, n).unwrap();
-    }
-}
-
-/// A deterministic pseudo-random sequence.
-struct Rng(u32);
-
-impl Rng {
-    fn next(&mut self) -> u32 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 17;
-        self.0 ^= self.0 << 5;
-        self.0
-    }
 }
 
 /// One L2 device behind renumbered ports: physical 11 → virtual 1, physical 12 → virtual 2
@@ -159,42 +95,7 @@ fn one_device_traffic(n: usize, mixed: bool) -> Vec<(Port, Vec<u8>)> {
 /// Three L2 devices: 1 (physical 1) → link → 2 → link → 3 → physical 4, with floods to
 /// physical ports, the CPU and drops on the way (the general path: links).
 fn chain() -> VirtSwitch {
-    let l2 = compile("p4/virt/l2_switch.p4");
-    let mut vs = VirtSwitch::new();
-    for d in 1..=3 {
-        vs.add_device(d, spec(&l2)).unwrap();
-    }
-    vs.add_rule(rule(1, 1, 1)).unwrap();
-    let link = |device, vport| Target::Link { device, vport };
-    for (d, p, t) in [
-        (1, 1, Target::Phys(1)),
-        (1, 2, Target::Phys(2)),
-        (1, 3, link(2, 1)),
-        (2, 2, link(3, 4)),
-        (2, 3, Target::Cpu),
-        (2, 4, Target::Phys(3)),
-        (2, 5, Target::Drop),
-        (3, 2, Target::Phys(4)),
-        (3, 3, Target::Cpu),
-    ] {
-        vs.map_port(d, p, t).unwrap();
-    }
-    l2_setup(
-        &mut vs.runtime(Caller::Operator, 1).unwrap(),
-        &[(3, 3), (2, 2)],
-        &[1, 2, 3],
-    );
-    l2_setup(
-        &mut vs.runtime(Caller::Operator, 2).unwrap(),
-        &[(3, 2), (4, 3)],
-        &[1, 2, 3, 4, 5],
-    );
-    l2_setup(
-        &mut vs.runtime(Caller::Operator, 3).unwrap(),
-        &[(3, 2)],
-        &[1, 2, 3],
-    );
-    vs
+    common::three_l2_hops(&KNOWN)
 }
 
 fn chain_traffic(n: usize) -> Vec<(Port, Vec<u8>)> {
@@ -365,64 +266,6 @@ fn a_burst_through_a_chain_gives_the_frames_of_process_batch() {
     for p in [2, 3, 4] {
         assert!(phys.contains(&p), "port {p}");
     }
-}
-
-/// HyPer4's Example 1 (`p4/virt/scenarios/ex1`), snapshot `phase` active.
-fn ex1(phase: &str) -> VirtSwitch {
-    let path = std::path::PathBuf::from(format!("{ROOT}p4/virt/scenarios/ex1/virt.json"));
-    let cfg = tern_virt::config::Config::load(&path).unwrap();
-    let (mut vs, _) = cfg.build(path.parent().unwrap()).unwrap();
-    vs.activate_snapshot(phase).unwrap();
-    vs
-}
-
-/// Ethernet `dst` ← h1, IPv4 10.0.0.1 → `dip` (checksum valid), TCP `sport` → 5001, a payload
-/// carrying `seq`.
-fn tcp_to(dst: [u8; 6], dip: [u8; 4], sport: u16, seq: u32) -> Vec<u8> {
-    let mut f = dst.to_vec();
-    f.extend_from_slice(&[0, 0, 0, 0, 0, 1, 8, 0]);
-    let mut ip = vec![0x45, 0, 0, 48, 0, 1, 0x40, 0, 64, 6, 0, 0, 10, 0, 0, 1];
-    ip.extend_from_slice(&dip);
-    let mut sum: u32 = ip
-        .chunks(2)
-        .map(|c| u32::from(c[0]) << 8 | u32::from(c[1]))
-        .sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    let c = !(sum as u16);
-    ip[10] = (c >> 8) as u8;
-    ip[11] = c as u8;
-    f.extend_from_slice(&ip);
-    f.extend_from_slice(&sport.to_be_bytes());
-    f.extend_from_slice(&[
-        0x13, 0x89, 0, 0, 0, 1, 0, 0, 0, 0, 0x50, 0x18, 0x20, 0, 0, 0, 0, 0,
-    ]);
-    f.extend_from_slice(&seq.to_be_bytes());
-    f
-}
-
-/// Traffic into Example 1's chain from h1 (physical port 1), mostly to h3 across the chain
-/// (the bench's packet; phase C: through the router), some blocked by the firewall, some to an
-/// unknown MAC (flooded: a pass with frames for several targets).
-fn ex1_entry_traffic(n: usize, routed: bool) -> Vec<(Port, Vec<u8>)> {
-    let mut r = Rng(0x0bad_cafe);
-    (0..n as u32)
-        .map(|seq| {
-            let x = r.next();
-            let (dst, dip) = if routed {
-                (mac(0x0a0a), [10, 0, 1, 3])
-            } else {
-                (mac(3), [10, 0, 0, 3])
-            };
-            let f = match x % 16 {
-                0 => tcp_to(mac(0x77), dip, 1234, seq),
-                1 => tcp_to(dst, dip, 4000, seq),
-                _ => tcp_to(dst, dip, 1234, seq),
-            };
-            (1, f)
-        })
-        .collect()
 }
 
 #[test]

@@ -10,73 +10,11 @@
 //! `u32::MAX` (before h-harden every frame of a device with a fault armed did).
 
 use tern_dataplane::BurstOut;
-use tern_runtime::{MatchParam, Port, Runtime};
-use tern_virt::{Caller, DeviceId, DeviceSpec, DeviceStats, Quotas, Rule, Target, VirtSwitch};
+use tern_runtime::Port;
+use tern_virt::{Caller, DeviceId, DeviceStats, Target, VirtSwitch};
 
-const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../");
-
-fn compile(rel: &str) -> String {
-    tern_p4::compile_file(
-        std::path::Path::new(&format!("{ROOT}{rel}")),
-        &tern_p4::Options::default(),
-    )
-    .unwrap_or_else(|d| panic!("{rel} does not compile:\n{d}"))
-    .json
-}
-
-fn mac(last: u16) -> [u8; 6] {
-    [0, 0, 0, 0, (last >> 8) as u8, last as u8]
-}
-
-/// A deterministic pseudo-random sequence.
-struct Rng(u32);
-
-impl Rng {
-    fn next(&mut self) -> u32 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 17;
-        self.0 ^= self.0 << 5;
-        self.0
-    }
-}
-
-/// Ethernet `dst` ← `src`, IPv4 10.0.0.1 → `dip` (checksum valid), TCP `sport` → 5001, a
-/// payload carrying `seq`.
-fn tcp(dst: [u8; 6], src: u16, dip: [u8; 4], sport: u16, seq: u32) -> Vec<u8> {
-    let mut f = dst.to_vec();
-    f.extend_from_slice(&mac(src));
-    f.extend_from_slice(&[8, 0]);
-    let mut ip = vec![0x45, 0, 0, 48, 0, 1, 0x40, 0, 64, 6, 0, 0, 10, 0, 0, 1];
-    ip.extend_from_slice(&dip);
-    let mut sum: u32 = ip
-        .chunks(2)
-        .map(|c| u32::from(c[0]) << 8 | u32::from(c[1]))
-        .sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    let c = !(sum as u16);
-    ip[10] = (c >> 8) as u8;
-    ip[11] = c as u8;
-    f.extend_from_slice(&ip);
-    f.extend_from_slice(&sport.to_be_bytes());
-    f.extend_from_slice(&[
-        0x13, 0x89, 0, 0, 0, 1, 0, 0, 0, 0, 0x50, 0x18, 0x20, 0, 0, 0, 0, 0,
-    ]);
-    f.extend_from_slice(&seq.to_be_bytes());
-    f
-}
-
-fn rule(port: Port, device: DeviceId, vport: Port) -> Rule {
-    Rule {
-        priority: 0,
-        port: Some(port),
-        vlan: None,
-        field: None,
-        device,
-        vport: Some(vport),
-    }
-}
+mod common;
+use common::{compile, ex1, ex1_entry_traffic, mac, rule, spec, tcp, Rng};
 
 /// Add L2 device `id` (`p4/virt/l2_switch.p4`) with its port map, sources 1–6 known, `dmac`
 /// (destination, virtual port) forwarded, the rest flooded to `flood`.
@@ -87,45 +25,18 @@ fn l2(
     dmac: &[(u16, u16)],
     flood: &[Port],
 ) {
-    let json = compile("p4/virt/l2_switch.p4");
-    vs.add_device(
-        id,
-        DeviceSpec {
-            json,
-            owner: None,
-            quotas: Quotas::default(),
-        },
-    )
-    .unwrap();
+    vs.add_device(id, spec(&compile("p4/virt/l2_switch.p4")))
+        .unwrap();
     for &(p, t) in map {
         vs.map_port(id, p, t).unwrap();
     }
-    let rt: &mut dyn Runtime = &mut vs.runtime(Caller::Operator, id).unwrap();
-    for m in 1u16..=6 {
-        rt.mt_add_entry(
-            "L2Ingress.smac",
-            &[MatchParam::Exact(mac(m).to_vec())],
-            "L2Ingress.known",
-            &[],
-            None,
-        )
-        .unwrap();
-    }
-    for &(m, p) in dmac {
-        rt.mt_add_entry(
-            "L2Ingress.dmac",
-            &[MatchParam::Exact(mac(m).to_vec())],
-            "L2Ingress.forward",
-            &[p.to_be_bytes().to_vec()],
-            None,
-        )
-        .unwrap();
-    }
-    let g = rt.mc_mgrp_create(1).unwrap();
-    for (rid, &p) in flood.iter().enumerate() {
-        let n = rt.mc_node_create(rid as u32, &[p], &[]).unwrap();
-        rt.mc_node_associate(g, n).unwrap();
-    }
+    let dmac: Vec<(u16, Port)> = dmac.iter().map(|&(m, p)| (m, Port::from(p))).collect();
+    common::l2_setup(
+        &mut vs.runtime(Caller::Operator, id).unwrap(),
+        &[1, 2, 3, 4, 5, 6],
+        &dmac,
+        flood,
+    );
 }
 
 /// One L2 device behind renumbered ports (physical 11 → virtual 1, 12 → 2; virtual 3, 4 →
@@ -196,37 +107,6 @@ fn one_device_traffic(n: usize) -> Vec<(Port, Vec<u8>)> {
                 port,
                 tcp(mac(dst), 1 + (x >> 9) as u16 % 6, [10, 0, 0, 3], 1234, seq),
             )
-        })
-        .collect()
-}
-
-/// HyPer4's Example 1 (`p4/virt/scenarios/ex1`), snapshot `phase` active: B is L2 → FW → L2,
-/// C is L2 → [ARP → FW → R] → L2.
-fn ex1(phase: &str) -> VirtSwitch {
-    let path = std::path::PathBuf::from(format!("{ROOT}p4/virt/scenarios/ex1/virt.json"));
-    let cfg = tern_virt::config::Config::load(&path).unwrap();
-    let (mut vs, _) = cfg.build(path.parent().unwrap()).unwrap();
-    vs.activate_snapshot(phase).unwrap();
-    vs
-}
-
-/// Into Example 1's chain from h1 (physical 1): mostly to h3 across the chain, some blocked
-/// by the firewall, some flooded (a pass with frames for several targets).
-fn ex1_traffic(n: usize, routed: bool) -> Vec<(Port, Vec<u8>)> {
-    let mut r = Rng(0x0bad_cafe);
-    let (dst, dip) = if routed {
-        (mac(0x0a0a), [10, 0, 1, 3])
-    } else {
-        (mac(3), [10, 0, 0, 3])
-    };
-    (0..n as u32)
-        .map(|seq| {
-            let f = match r.next() % 16 {
-                0 => tcp(mac(0x77), 1, dip, 1234, seq),
-                1 => tcp(dst, 1, dip, 4000, seq),
-                _ => tcp(dst, 1, dip, 1234, seq),
-            };
-            (1, f)
         })
         .collect()
 }
@@ -373,7 +253,7 @@ fn a_fault_inside_a_chains_burst_quarantines_that_device_as_process_batch_does()
     for (phase, routed) in [("B", false), ("C", true)] {
         let build = || ex1(phase);
         let devices = build().device_ids();
-        let pkts = ex1_traffic(200, routed);
+        let pkts = ex1_entry_traffic(200, routed);
         // Every device of the chain in turn (the entry, the middle hops and the last), at
         // its 5th and 70th packet when it takes that many.
         let mut plain = build();

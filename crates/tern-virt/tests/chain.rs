@@ -9,61 +9,11 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use tern_runtime::{MatchParam, OutputPacket, Port, Runtime};
-use tern_virt::config::Config;
-use tern_virt::{
-    Caller, DeviceId, DeviceSpec, Quotas, Rule, Target, VirtSwitch, VirtWorkers, WorkerOptions,
-};
+use tern_runtime::{OutputPacket, Port, Runtime};
+use tern_virt::{Caller, DeviceId, Quotas, Target, VirtSwitch, VirtWorkers, WorkerOptions};
 
-const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../");
-
-fn compile(rel: &str) -> String {
-    tern_p4::compile_file(
-        std::path::Path::new(&format!("{ROOT}{rel}")),
-        &tern_p4::Options::default(),
-    )
-    .unwrap_or_else(|d| panic!("{rel} does not compile:\n{d}"))
-    .json
-}
-
-fn spec(json: &str) -> DeviceSpec {
-    DeviceSpec {
-        json: json.to_string(),
-        owner: None,
-        quotas: Quotas::default(),
-    }
-}
-
-fn rule(port: Port, device: DeviceId, vport: Port) -> Rule {
-    Rule {
-        priority: 0,
-        port: Some(port),
-        vlan: None,
-        field: None,
-        device,
-        vport: Some(vport),
-    }
-}
-
-fn link(device: DeviceId, vport: Port) -> Target {
-    Target::Link { device, vport }
-}
-
-/// A deterministic pseudo-random sequence.
-struct Rng(u32);
-
-impl Rng {
-    fn next(&mut self) -> u32 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 17;
-        self.0 ^= self.0 << 5;
-        self.0
-    }
-}
-
-fn mac(last: u16) -> [u8; 6] {
-    [0, 0, 0, 0, (last >> 8) as u8, last as u8]
-}
+mod common;
+use common::{compile, ex1, link, mac, rule, spec, Rng};
 
 /// Ethernet + IPv4 (valid checksum) + TCP `sport` → `dport` + a payload carrying `seq`, so
 /// that every frame is unique.
@@ -116,6 +66,15 @@ fn arp(sha: [u8; 6], spa: [u8; 4], tpa: [u8; 4], seq: u32) -> Vec<u8> {
 
 /// An output: a physical port, or the CPU queue of a device (`CPU + device`).
 const CPU: u64 = 1 << 32;
+
+/// The source MACs the L2 devices here know.
+const KNOWN: [u16; 6] = [1, 2, 3, 4, 5, 0x0a0a];
+
+/// The L2 switch's tables: the sources of [`KNOWN`] known, `dmac` (destination, virtual port)
+/// forwarded, the rest flooded over `flood` (virtual ports).
+fn l2_setup(rt: &mut dyn Runtime, dmac: &[(u16, Port)], flood: &[Port]) {
+    common::l2_setup(rt, &KNOWN, dmac, flood);
+}
 
 /// Per flow (input port, output) the frames in order.
 type Flows = BTreeMap<(Port, u64), Vec<Vec<u8>>>;
@@ -236,15 +195,6 @@ fn check_batches_equal_one_by_one(
     want
 }
 
-/// HyPer4's Example 1 (`p4/virt/scenarios/ex1`), snapshot `phase` active.
-fn ex1(phase: &str) -> VirtSwitch {
-    let path = std::path::PathBuf::from(format!("{ROOT}p4/virt/scenarios/ex1/virt.json"));
-    let cfg = Config::load(&path).unwrap();
-    let (mut vs, _) = cfg.build(path.parent().unwrap()).unwrap();
-    vs.activate_snapshot(phase).unwrap();
-    vs
-}
-
 /// Example 1's hosts: h1, h2 behind physical ports 1, 2; h3, h4 behind 3, 4.
 fn ex1_traffic(n: usize, routed: bool) -> Vec<(Port, Vec<u8>)> {
     let mut r = Rng(0x1234_5678);
@@ -336,80 +286,12 @@ fn example_1_c_in_batches_equals_one_by_one_per_flow() {
         .is_some_and(|v| v.iter().any(|f| f[12..14] == [8, 6])));
 }
 
-/// L2 switch entries: every source known, `dmac` forwards, the rest floods through group 1
-/// over `flood` (virtual ports).
-fn l2_setup(rt: &mut dyn Runtime, dmac: &[(u16, Port)], flood: &[Port]) {
-    for m in [1u16, 2, 3, 4, 5, 0x0a0a] {
-        rt.mt_add_entry(
-            "L2Ingress.smac",
-            &[MatchParam::Exact(mac(m).to_vec())],
-            "L2Ingress.known",
-            &[],
-            None,
-        )
-        .unwrap();
-    }
-    for &(m, p) in dmac {
-        rt.mt_add_entry(
-            "L2Ingress.dmac",
-            &[MatchParam::Exact(mac(m).to_vec())],
-            "L2Ingress.forward",
-            &[(p as u16).to_be_bytes().to_vec()],
-            None,
-        )
-        .unwrap();
-    }
-    let g = rt.mc_mgrp_create(1).unwrap();
-    for (rid, &p) in flood.iter().enumerate() {
-        let n = rt.mc_node_create(rid as u32, &[p], &[]).unwrap();
-        rt.mc_node_associate(g, n).unwrap();
-    }
-}
-
-/// Three L2 switches in a row, with fan-out in the middle:
-/// * device 1 (from physical 1): dst 3 → link to device 2, dst 2 → physical 2, others flood
-///   to both;
-/// * device 2: dst 3 → link to device 3, dst 4 → its CPU, others flood to device 3, its CPU,
-///   physical 3 and a dropping port;
-/// * device 3 (from device 2 on its port 4, straight from physical 5 on its port 9): dst 3 →
-///   physical 4, others flood to physical 4, its CPU and its unmapped port 1 (dropped,
-///   counted), so that a wrong ingress port shows in the counters.
+/// Three L2 switches in a row, with fan-out in the middle (`common::three_l2_hops`), and
+/// device 3 also straight from physical 5 on its port 9, so that a wrong ingress port shows in
+/// the counters.
 fn three_hops() -> VirtSwitch {
-    let l2 = compile("p4/virt/l2_switch.p4");
-    let mut vs = VirtSwitch::new();
-    for d in 1..=3 {
-        vs.add_device(d, spec(&l2)).unwrap();
-    }
-    vs.add_rule(rule(1, 1, 1)).unwrap();
+    let mut vs = common::three_l2_hops(&KNOWN);
     vs.add_rule(rule(5, 3, 9)).unwrap();
-    for (d, p, t) in [
-        (1, 1, Target::Phys(1)),
-        (1, 2, Target::Phys(2)),
-        (1, 3, link(2, 1)),
-        (2, 2, link(3, 4)),
-        (2, 3, Target::Cpu),
-        (2, 4, Target::Phys(3)),
-        (2, 5, Target::Drop),
-        (3, 2, Target::Phys(4)),
-        (3, 3, Target::Cpu),
-    ] {
-        vs.map_port(d, p, t).unwrap();
-    }
-    l2_setup(
-        &mut vs.runtime(Caller::Operator, 1).unwrap(),
-        &[(3, 3), (2, 2)],
-        &[1, 2, 3],
-    );
-    l2_setup(
-        &mut vs.runtime(Caller::Operator, 2).unwrap(),
-        &[(3, 2), (4, 3)],
-        &[1, 2, 3, 4, 5],
-    );
-    l2_setup(
-        &mut vs.runtime(Caller::Operator, 3).unwrap(),
-        &[(3, 2)],
-        &[1, 2, 3],
-    );
     vs
 }
 
@@ -862,7 +744,8 @@ fn a_loop_one_per_call_is_cut_by_the_hop_budget_as_on_the_general_path() {
 /// Hop 2 of 3 (Ex. 1 B's firewall) panics on its 40th packet: on the lane as on the general
 /// path, the firewall is quarantined, the packet's frames are lost, the later packets for it
 /// are counted as quarantine drops and the first switch forwards the rest. Then the same with
-/// hop 3 (a device with a fault armed leaves the lane: the chain runs on the lane up to it).
+/// hop 3 (a device with a fault armed is off the lane; the fault fires inside the lane's hop
+/// into it, `fire_in_hop`, when the link brings the packet it fires on).
 #[test]
 fn a_panic_in_hop_2_of_3_at_packet_k_one_per_call_equals_the_general_path() {
     let devices = [12, 22, 32];
@@ -877,5 +760,105 @@ fn a_panic_in_hop_2_of_3_at_packet_k_one_per_call_equals_the_general_path() {
         assert_eq!(last[hop].panics, 1);
         assert!(last[hop].quarantine_drops > 10, "{last:?}");
         assert!(last[0].to_phys > 10);
+    }
+}
+
+/// The middle device of Example 1 B's chain (the firewall, 22) panics for real **on the
+/// lane**, inside `fast_hops`'s hop (issue 17, h-tidy): the frame it was running (the first
+/// switch's output, kept in `VirtSwitch::carry`) must go back to the pool of the device that
+/// produced it — in a `process_each` session by the session's boundary after the caught panic
+/// (`give_back_carry`), with `process_next` by the hop itself. Every device's pool is bounded
+/// to `POOL` buffers (all made up front), so a buffer lost shows as a pool short of one and a
+/// buffer given twice, or to the wrong device, as a pool past it: after every packet the
+/// buffers in the pools plus the frames in the caller's hands are the 3 × `POOL` made, and
+/// after the last give-back each pool holds exactly `POOL`. Each packet's frames and every
+/// counter equal the general path's with the same fault, packet by packet, before and after
+/// the panic (the first and the last switch go on forwarding), and the firewall is
+/// quarantined with one panic.
+#[test]
+fn a_real_panic_in_the_middle_hop_one_per_call_gives_its_frame_back_and_the_chain_goes_on() {
+    const POOL: usize = 64;
+    let devices = [12, 22, 32];
+    let k = 40;
+    let pkts = ex1_traffic(300, false);
+    let build = || {
+        let mut vs = ex1("B");
+        for d in devices {
+            let (owner, q) = vs.device_config(d).unwrap();
+            vs.configure(
+                d,
+                owner,
+                Quotas {
+                    max_buffers: Some(POOL),
+                    ..q
+                },
+            )
+            .unwrap();
+        }
+        vs.inject_panic(22, k).unwrap();
+        vs
+    };
+    let pools = |vs: &VirtSwitch| -> Vec<usize> {
+        devices
+            .iter()
+            .map(|&d| vs.spare_buffers(d).unwrap())
+            .collect()
+    };
+
+    let mut reference = build();
+    off_the_lane(&mut reference);
+    let mut out = Vec::new();
+    let mut want = Vec::new();
+    for (port, data) in &pkts {
+        reference.process_batch(&[(*port, data)], &mut out);
+        let f = phys(&out);
+        reference.recycle_outputs(&mut out);
+        want.push(step(&mut reference, &devices, f));
+    }
+    // The fault fired at the firewall's k-th packet; afterwards the first and last switches
+    // forwarded packets out of physical ports (to their own hosts, and flooded).
+    let fired = want.iter().position(|s| s.stats[1].panics == 1).unwrap();
+    assert!(
+        want[fired + 1..]
+            .iter()
+            .filter(|s| !s.frames.is_empty())
+            .count()
+            > 50,
+        "the edges forward after the panic"
+    );
+
+    for each in [false, true] {
+        let mode = if each { "process_each" } else { "process_next" };
+        let mut vs = build();
+        assert_eq!(pools(&vs), [POOL; 3]);
+        for (i, (port, data)) in pkts.iter().enumerate() {
+            let f = if each {
+                let mut f = Vec::new();
+                let n = vs.process_each([(*port, data.as_slice())], &mut out, |o| f = phys(o));
+                assert_eq!(n, 1, "{mode}: the session went on past the panic");
+                f
+            } else {
+                vs.process_next(*port, data, &mut out);
+                phys(&out)
+            };
+            assert_eq!(step(&mut vs, &devices, f), want[i], "{mode}, packet {i}");
+            assert_eq!(
+                pools(&vs).iter().sum::<usize>() + out.len(),
+                3 * POOL,
+                "{mode}, packet {i}: a buffer lost or given twice ({:?} pooled, {} out)",
+                pools(&vs),
+                out.len()
+            );
+        }
+        vs.recycle_outputs(&mut out);
+        assert_eq!(
+            pools(&vs),
+            [POOL; 3],
+            "{mode}: each buffer back in its own pool"
+        );
+        let last = stats(&vs, &devices);
+        assert_eq!(last[1].panics, 1, "{mode}");
+        assert_eq!(last.iter().map(|s| s.buffer_drops).sum::<u64>(), 0);
+        assert!(vs.quarantine(Caller::Operator, 22).unwrap().is_some());
     }
 }

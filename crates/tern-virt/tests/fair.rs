@@ -185,6 +185,7 @@ fn with_workers_a_flooding_tenant_on_the_victims_worker_cannot_starve_it() {
                 rebalance_every: 0,
                 yield_when_busy: true,
                 slice: tern_virt::ThreadSlice::Kernel,
+                ..WorkerOptions::default()
             },
         );
         let w = pool.worker_of(1).unwrap();
@@ -244,6 +245,7 @@ fn rebalancing_moves_a_device_under_traffic_losing_nothing() {
             rebalance_every: 100,
             yield_when_busy: true,
             slice: tern_virt::ThreadSlice::Kernel,
+            ..WorkerOptions::default()
         },
     );
     pool.move_group(1, 0).unwrap();

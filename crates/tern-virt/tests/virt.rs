@@ -491,6 +491,31 @@ fn vlan_tags_are_stripped_in_and_pushed_out_per_virtual_port() {
 
 // ---------------------------------------------------------------------- live change
 
+/// The live-change tests' switch: device 1 (the router `rt_json`, routed) on physical 1 with
+/// virtual ports 0, 2, 3 on the same physical ports; device 2 (the firewall `fw_json`) on
+/// physical 5 (its virtual port 1), its port 2 out on physical 6; snapshot "base" of that, and
+/// "maintenance": device 2's traffic goes to drop, device 1 as in "base".
+fn live_change_switch(rt_json: &str, fw_json: &str) -> VirtSwitch {
+    let mut vs = VirtSwitch::new();
+    vs.add_device(1, spec(rt_json)).unwrap();
+    router_entries(&mut vs.runtime(Caller::Operator, 1).unwrap());
+    vs.add_rule(rule(0, Some(1), 1, None)).unwrap();
+    for p in [0, 2, 3] {
+        vs.map_port(1, p, Target::Phys(p)).unwrap();
+    }
+    vs.add_device(2, spec(fw_json)).unwrap();
+    firewall_entries(&mut vs.runtime(Caller::Operator, 2).unwrap());
+    vs.add_rule(rule(0, Some(5), 2, Some(1))).unwrap();
+    vs.map_port(2, 2, Target::Phys(6)).unwrap();
+    vs.save_snapshot("base");
+    let mut maint = vs.topology().clone();
+    maint
+        .port_maps
+        .insert(2, BTreeMap::from([(2, Target::Drop)]));
+    vs.store_snapshot("maintenance", maint);
+    vs
+}
+
 /// Device A's packets are checked one by one while device B is replaced, added, removed and
 /// the topology switched between snapshots, many times.
 #[test]
@@ -499,24 +524,7 @@ fn live_change_under_traffic_leaves_other_devices_untouched() {
     let mut reference = native(&rt_json);
     router_entries(&mut reference);
 
-    let mut vs = VirtSwitch::new();
-    vs.add_device(1, spec(&rt_json)).unwrap();
-    router_entries(&mut vs.runtime(Caller::Operator, 1).unwrap());
-    vs.add_rule(rule(0, Some(1), 1, None)).unwrap();
-    for p in [0, 2, 3] {
-        vs.map_port(1, p, Target::Phys(p)).unwrap();
-    }
-    vs.add_device(2, spec(&fw_json)).unwrap();
-    firewall_entries(&mut vs.runtime(Caller::Operator, 2).unwrap());
-    vs.add_rule(rule(0, Some(5), 2, Some(1))).unwrap();
-    vs.map_port(2, 2, Target::Phys(6)).unwrap();
-    vs.save_snapshot("base");
-    // "maintenance": device 2's traffic goes to drop; device 1 as in "base".
-    let mut maint = vs.topology().clone();
-    maint
-        .port_maps
-        .insert(2, BTreeMap::from([(2, Target::Drop)]));
-    vs.store_snapshot("maintenance", maint);
+    let mut vs = live_change_switch(&rt_json, &fw_json);
 
     let a_packets = [
         ipv4(1, [10, 0, 2, 2], 6),
@@ -588,23 +596,7 @@ fn live_change_under_traffic_with_two_workers() {
     let mut reference = native(&rt_json);
     router_entries(&mut reference);
 
-    let mut vs = VirtSwitch::new();
-    vs.add_device(1, spec(&rt_json)).unwrap();
-    router_entries(&mut vs.runtime(Caller::Operator, 1).unwrap());
-    vs.add_rule(rule(0, Some(1), 1, None)).unwrap();
-    for p in [0, 2, 3] {
-        vs.map_port(1, p, Target::Phys(p)).unwrap();
-    }
-    vs.add_device(2, spec(&fw_json)).unwrap();
-    firewall_entries(&mut vs.runtime(Caller::Operator, 2).unwrap());
-    vs.add_rule(rule(0, Some(5), 2, Some(1))).unwrap();
-    vs.map_port(2, 2, Target::Phys(6)).unwrap();
-    vs.save_snapshot("base");
-    let mut maint = vs.topology().clone();
-    maint
-        .port_maps
-        .insert(2, BTreeMap::from([(2, Target::Drop)]));
-    vs.store_snapshot("maintenance", maint);
+    let vs = live_change_switch(&rt_json, &fw_json);
     let mut pool = VirtWorkers::new(
         vs,
         WorkerOptions {
