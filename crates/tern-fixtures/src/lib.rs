@@ -102,15 +102,33 @@ impl AsRef<Path> for ScratchDir {
 
 /// Another process kept busy beside a test: a child `sh` running `while :; do :; done` (a
 /// CPU-bound loop the scheduler sees as any other process's), killed and reaped when this is
-/// dropped — also when the test fails and unwinds, so no loop outlives its test.
+/// dropped — also when the test fails and unwinds, so no loop outlives its test. On Linux the
+/// loop also dies with the thread that started it (`PR_SET_PDEATHSIG`): a test process killed
+/// outright (a timeout, `kill -9`), which runs no destructor, leaves no loop spinning behind
+/// it. Keep it on the thread that spawned it.
 pub struct BusyProcess(std::process::Child);
 
 impl BusyProcess {
     /// Start the loop (panics when `sh` cannot be started).
     pub fn spawn() -> BusyProcess {
-        let child = std::process::Command::new("sh")
-            .args(["-c", "while :; do :; done"])
-            .stdin(std::process::Stdio::null())
+        let mut cmd = std::process::Command::new("sh");
+        cmd.args(["-c", "while :; do :; done"])
+            .stdin(std::process::Stdio::null());
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: the closure runs in the child between fork and exec and only calls
+            // prctl (async-signal-safe), with integer arguments.
+            unsafe {
+                cmd.pre_exec(|| {
+                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        let child = cmd
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start a busy `sh` loop: {e}"));
         BusyProcess(child)
@@ -166,6 +184,43 @@ mod tests {
         assert!(r.is_err());
         let pid = rx.recv().unwrap();
         assert_eq!(state(pid), None, "pid {pid} left behind by the failed test");
+    }
+
+    /// A loop whose guard never runs its destructor (forgotten here; a test process killed
+    /// outright in real life) dies with the thread that started it.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_busy_process_dies_with_its_thread_without_a_destructor() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let busy = BusyProcess::spawn();
+            tx.send(busy.pid()).unwrap();
+            std::mem::forget(busy);
+        })
+        .join()
+        .unwrap();
+        let pid = rx.recv().unwrap() as libc::pid_t;
+        let mut status = 0;
+        let reaped = (0..5000).any(|_| {
+            // SAFETY: waitpid on our own child, writing its status into a local.
+            let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+            r == pid || {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+                false
+            }
+        });
+        if !reaped {
+            // SAFETY: kill and reap our own child before failing.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+                libc::waitpid(pid, &mut status, 0);
+            }
+        }
+        assert!(reaped, "pid {pid} outlived the thread that started it");
+        assert!(
+            libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGKILL,
+            "pid {pid} ended otherwise: status {status:#x}"
+        );
     }
 
     #[test]
