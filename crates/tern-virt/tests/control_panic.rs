@@ -10,30 +10,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use tern_runtime::{MatchParam, OutputPacket, Runtime};
-use tern_virt::{
-    Caller, DeviceId, DeviceSpec, Quotas, Rule, Target, VirtSwitch, VirtWorkers, WorkerOptions,
-};
+use tern_virt::{Caller, DeviceId, Rule, Target, VirtSwitch, VirtWorkers, WorkerOptions};
 
-const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../");
+mod common;
+use common::{basic, spec};
+
 const VICTIM: DeviceId = 1;
 const TENANT: DeviceId = 2;
-
-fn basic() -> String {
-    tern_p4::compile_file(
-        std::path::Path::new(&format!("{ROOT}p4/tutorials/basic.p4")),
-        &tern_p4::Options::default(),
-    )
-    .unwrap()
-    .json
-}
-
-fn spec(json: &str) -> DeviceSpec {
-    DeviceSpec {
-        json: json.to_string(),
-        owner: None,
-        quotas: Quotas::default(),
-    }
-}
 
 fn route(rt: &mut dyn Runtime, dst: [u8; 4], port: u8) -> Result<(), String> {
     rt.mt_add_entry(

@@ -7,16 +7,8 @@
 use tern_runtime::{MatchParam, OutputPacket, Runtime};
 use tern_virt::{Caller, Cost, DeviceSpec, FairScheduler, Quotas, VirtSwitch};
 
-const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../");
-
-fn basic() -> String {
-    tern_p4::compile_file(
-        std::path::Path::new(&format!("{ROOT}p4/tutorials/basic.p4")),
-        &tern_p4::Options::default(),
-    )
-    .unwrap()
-    .json
-}
+mod common;
+use common::basic;
 
 fn add(rt: &mut dyn Runtime, last: u8) -> bool {
     rt.mt_add_entry(

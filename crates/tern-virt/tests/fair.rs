@@ -10,16 +10,8 @@ use tern_virt::{
     WorkerOptions,
 };
 
-const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../");
-
-fn basic() -> String {
-    tern_p4::compile_file(
-        std::path::Path::new(&format!("{ROOT}p4/tutorials/basic.p4")),
-        &tern_p4::Options::default(),
-    )
-    .unwrap()
-    .json
-}
+mod common;
+use common::basic;
 
 fn packet(dst: u8, seq: u16) -> Vec<u8> {
     let mut p = vec![0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 1, 8, 0];

@@ -14,7 +14,9 @@ use tern_virt::{
     SharedDevice, Target, VirtError, VirtSwitch, VirtWorkers, WorkerOptions,
 };
 
-const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../");
+mod common;
+use common::basic;
+
 const VICTIM: u32 = 1;
 const ATTACKER: u32 = 2;
 
@@ -22,15 +24,6 @@ fn p4(src: &str) -> String {
     tern_p4::compile_str(src, "attacker.p4", &tern_p4::Options::default())
         .unwrap_or_else(|d| panic!("{d}"))
         .json
-}
-
-fn basic() -> String {
-    tern_p4::compile_file(
-        std::path::Path::new(&format!("{ROOT}p4/tutorials/basic.p4")),
-        &tern_p4::Options::default(),
-    )
-    .unwrap()
-    .json
 }
 
 fn spec(json: &str, owner: &str, quotas: Quotas) -> DeviceSpec {

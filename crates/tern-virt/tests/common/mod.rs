@@ -110,6 +110,11 @@ pub fn compile(rel: &str) -> String {
     .json
 }
 
+/// `p4/tutorials/basic.p4` (the L3 router most tests run) compiled by tern.
+pub fn basic() -> String {
+    compile("p4/tutorials/basic.p4")
+}
+
 /// HyPer4's Example 1 (`p4/virt/scenarios/ex1`), snapshot `phase` active.
 pub fn ex1(phase: &str) -> tern_virt::VirtSwitch {
     let path = std::path::PathBuf::from(format!("{ROOT}p4/virt/scenarios/ex1/virt.json"));
