@@ -1,4 +1,4 @@
-# Shared by scripts/virt/scenario.sh and scripts/virt/bench.sh (sourced): hosts in network
+# Shared by scripts/virt/scenario.sh, scripts/virt/bench.sh and scripts/virt/veth-bench.sh (sourced): hosts in network
 # namespaces on veth pairs, and the teardown of everything a run made. The caller sets P (the
 # prefix of its namespaces), SW (the switch's pid, or empty) and HELPERS (other pids).
 
@@ -16,24 +16,37 @@ attach_host() {
   ip -n "$swns" link set "$swif" up
 }
 
-# virt_teardown: stop the helpers and the switch (TERM, then KILL after 5 s), kill what is
-# left in the run's namespaces and delete them (their veths go with them).
-virt_teardown() {
-  local p ns i
-  for p in "${HELPERS[@]}"; do kill -TERM "$p" 2>/dev/null; done
-  if [[ -n $SW ]]; then
-    kill -TERM "$SW" 2>/dev/null
-    for i in $(seq 50); do
-      kill -0 "$SW" 2>/dev/null || break
-      sleep 0.1
-    done
-    kill -KILL "$SW" 2>/dev/null
-    wait "$SW" 2>/dev/null
-    SW=
-  fi
+# stop_pid PID TENTHS: TERM, up to TENTHS tenths of a second to exit, then KILL; reaped.
+stop_pid() {
+  local p=$1 i
+  kill -TERM "$p" 2>/dev/null
+  for i in $(seq "$2"); do
+    kill -0 "$p" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -KILL "$p" 2>/dev/null
+  wait "$p" 2>/dev/null
+}
+
+# delete_run_netns: kill what is left in the run's namespaces (prefix P) and delete them
+# (their veths go with them).
+delete_run_netns() {
+  local ns
   for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$P-"); do
     ip netns pids "$ns" 2>/dev/null | xargs -r kill -KILL 2>/dev/null
     ip netns del "$ns" 2>/dev/null
   done
+}
+
+# virt_teardown: stop the helpers and the switch (TERM, then KILL after 5 s), kill what is
+# left in the run's namespaces and delete them (their veths go with them).
+virt_teardown() {
+  local p
+  for p in "${HELPERS[@]}"; do kill -TERM "$p" 2>/dev/null; done
+  if [[ -n $SW ]]; then
+    stop_pid "$SW" 50
+    SW=
+  fi
+  delete_run_netns
   HELPERS=()
 }

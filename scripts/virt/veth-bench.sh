@@ -48,6 +48,8 @@
 # Namespaces, veths and processes are removed on exit, also on failure and Ctrl-C.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=scripts/virt/common.sh
+. "$ROOT/scripts/virt/common.sh"
 OUT=$ROOT/bench/virt
 TERN=$ROOT/target/release/tern
 PROBE=$ROOT/target/release/examples/veth_probe
@@ -115,21 +117,11 @@ TMP=$(mktemp -d "${TMPDIR:-/tmp}/tern-veth-bench-XXXXXX")
 PIDS=()
 
 teardown() { # every switch, then every namespace of this run (their veths go with them)
-  local p ns i
+  local p
   for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
-  for p in "${PIDS[@]}"; do
-    for i in $(seq 30); do
-      kill -0 "$p" 2>/dev/null || break
-      sleep 0.1
-    done
-    kill -KILL "$p" 2>/dev/null
-    wait "$p" 2>/dev/null
-  done
+  for p in "${PIDS[@]}"; do stop_pid "$p" 30; done
   PIDS=()
-  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$P-"); do
-    ip netns pids "$ns" 2>/dev/null | xargs -r kill -KILL 2>/dev/null
-    ip netns del "$ns" 2>/dev/null
-  done
+  delete_run_netns
 }
 cleanup() {
   teardown
