@@ -13,7 +13,8 @@ use tern_virt::{
     VirtWorkers, WorkerOptions,
 };
 
-const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../");
+mod common;
+use common::{ipv4_checksum, spec, ROOT};
 
 fn compile(rel: &str, defines: &[&str]) -> String {
     let opts = tern_p4::Options {
@@ -27,14 +28,6 @@ fn compile(rel: &str, defines: &[&str]) -> String {
 
 fn fixture(rel: &str) -> String {
     std::fs::read_to_string(tern_fixtures::bmv2(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
-}
-
-fn spec(json: &str) -> DeviceSpec {
-    DeviceSpec {
-        json: json.to_string(),
-        owner: None,
-        quotas: Quotas::default(),
-    }
 }
 
 fn native(json: &str) -> Switch {
@@ -1276,14 +1269,7 @@ fn ipv4_ok(dmac: u64, smac: u64, src: [u8; 4], dst: [u8; 4], proto: u8, ttl: u8)
     let mut h = vec![0x45, 0, 0, 0x24, 0, 1, 0, 0, ttl, proto, 0, 0];
     h.extend_from_slice(&src);
     h.extend_from_slice(&dst);
-    let mut sum: u32 = h
-        .chunks(2)
-        .map(|c| u32::from(c[0]) << 8 | u32::from(c[1]))
-        .sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    let c = !(sum as u16);
+    let c = ipv4_checksum(&h);
     h[10..12].copy_from_slice(&c.to_be_bytes());
     p.extend_from_slice(&h);
     p.extend_from_slice(&[0x42; 16]);

@@ -302,6 +302,18 @@ pub fn victim_and_tenant(mut vs: tern_virt::VirtSwitch, workers: usize) -> tern_
     pool
 }
 
+/// The checksum of an IPv4 header `h` whose checksum field (bytes 10–11) is zero.
+pub fn ipv4_checksum(h: &[u8]) -> u16 {
+    let mut sum: u32 = h
+        .chunks(2)
+        .map(|c| u32::from(c[0]) << 8 | u32::from(c[1]))
+        .sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
 /// Ethernet `dst` ← `src`, IPv4 10.0.0.1 → `dip` (checksum valid), TCP `sport` → 5001, a
 /// payload carrying `seq`.
 pub fn tcp(dst: [u8; 6], src: u16, dip: [u8; 4], sport: u16, seq: u32) -> Vec<u8> {
@@ -310,16 +322,8 @@ pub fn tcp(dst: [u8; 6], src: u16, dip: [u8; 4], sport: u16, seq: u32) -> Vec<u8
     f.extend_from_slice(&[8, 0]);
     let mut ip = vec![0x45, 0, 0, 48, 0, 1, 0x40, 0, 64, 6, 0, 0, 10, 0, 0, 1];
     ip.extend_from_slice(&dip);
-    let mut sum: u32 = ip
-        .chunks(2)
-        .map(|c| u32::from(c[0]) << 8 | u32::from(c[1]))
-        .sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    let c = !(sum as u16);
-    ip[10] = (c >> 8) as u8;
-    ip[11] = c as u8;
+    let c = ipv4_checksum(&ip);
+    ip[10..12].copy_from_slice(&c.to_be_bytes());
     f.extend_from_slice(&ip);
     f.extend_from_slice(&sport.to_be_bytes());
     f.extend_from_slice(&[
