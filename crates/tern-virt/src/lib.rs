@@ -748,6 +748,32 @@ const CHUNK: usize = 32;
 /// [`Device::phys`] of a virtual port that is not mapped to a physical port.
 const NO_PHYS: Port = Port::MAX;
 
+/// The way a packet of a [`VirtSwitch::process_each`] session took on the one-packet lane
+/// when it ended as one frame on a physical port: the physical port it came in on, the
+/// device and virtual port the classifier's port table gave it, and the device that sent
+/// the frame (itself, or the last of a chain it started). The next packet on the same port
+/// takes the same way in ([`VirtSwitch::memo_lane`]): within a session nothing else runs on
+/// the switch, so the port table and the device's admission to the lane cannot change, and
+/// `out` still holds that one frame.
+#[derive(Clone, Copy)]
+struct LaneMemo {
+    /// The port, widened ([`LaneMemo::NONE`]'s is no port's).
+    port: u64,
+    dev: DeviceId,
+    vport: Port,
+    last: DeviceId,
+}
+
+impl LaneMemo {
+    /// No memo: the next packet asks the classifier ([`VirtSwitch::next_lane`]).
+    const NONE: LaneMemo = LaneMemo {
+        port: u64::MAX,
+        dev: 0,
+        vport: 0,
+        last: 0,
+    };
+}
+
 impl Hit {
     fn new(device: DeviceId, vport: Option<Port>) -> Hit {
         Hit {
@@ -1878,8 +1904,15 @@ impl VirtSwitch {
         let mut running: Option<DeviceId> = None;
         loop {
             let r = catch_unwind(AssertUnwindSafe(|| {
+                // The last packet's way on the lane, while the next ones take the same (made
+                // afresh after a caught panic: this closure runs again).
+                let mut memo = LaneMemo::NONE;
                 for (port, data) in pkts.by_ref() {
-                    self.next_lane::<false>(port, data, out, &mut running);
+                    memo = if u64::from(port) == memo.port {
+                        self.memo_lane(memo, data, out, &mut running)
+                    } else {
+                        self.next_lane::<false>(port, data, out, &mut running)
+                    };
                     done += 1;
                     sent(out);
                 }
@@ -1901,9 +1934,59 @@ impl VirtSwitch {
         }
     }
 
+    /// One packet of a [`VirtSwitch::process_each`] session that came in on the port the
+    /// previous packet came in on, when that one ran on the lane ([`LaneMemo`]): the previous
+    /// frame back to the device (`out` holds it, and the record of origins names that device
+    /// alone), the packet into it, its one frame mapped to the physical port, as
+    /// [`VirtSwitch::next_lane`] does, without asking again what nothing in the session can
+    /// have changed since (the classifier's port table, whether the device takes the lane).
+    #[inline(always)]
+    fn memo_lane(
+        &mut self,
+        m: LaneMemo,
+        data: &[u8],
+        out: &mut Vec<OutputPacket>,
+        running: &mut Option<DeviceId>,
+    ) -> LaneMemo {
+        let chained = m.last != m.dev;
+        if chained {
+            // The frame is the chain's last device's: back to it, and the record of origins
+            // names this packet's device from now on (as `next_lane` does).
+            let Some(Some(last)) = self.devices.slots.get_mut(m.last as usize) else {
+                return self.next_lane::<false>(m.port as Port, data, out, running);
+            };
+            last.switch.recycle_outputs(out);
+            self.origins[0].0 = m.dev;
+        }
+        let Some(Some(dev)) = self.devices.slots.get_mut(m.dev as usize) else {
+            return self.next_lane::<false>(m.port as Port, data, out, running);
+        };
+        if !chained {
+            dev.switch.recycle_outputs(out);
+        }
+        dev.stats.packets_in += 1;
+        *running = Some(m.dev);
+        dev.switch.process_packet(m.vport, data, out);
+        *running = None;
+        if out.len() == 1 {
+            if let Some(&p) = dev.phys.get(out[0].port as usize) {
+                if p != NO_PHYS {
+                    out[0].port = p;
+                    dev.stats.to_phys += 1;
+                    return LaneMemo { last: m.dev, ..m };
+                }
+            }
+        }
+        match self.lane_again_other::<false>(m.dev, Ok(()), out, running) {
+            Some(last) => LaneMemo { last, ..m },
+            None => LaneMemo::NONE,
+        }
+    }
+
     /// [`VirtSwitch::process_next`] (`GUARD`: with its own panic boundary around the device)
     /// or one packet of [`VirtSwitch::process_each`] (no boundary: the session's catches the
-    /// panic; `running` holds the device while it runs the packet).
+    /// panic; `running` holds the device while it runs the packet). Returns the way the packet
+    /// took when it ran on the lane to one frame on a physical port (else [`LaneMemo::NONE`]).
     #[inline(always)]
     fn next_lane<const GUARD: bool>(
         &mut self,
@@ -1911,7 +1994,7 @@ impl VirtSwitch {
         data: &[u8],
         out: &mut Vec<OutputPacket>,
         running: &mut Option<DeviceId>,
-    ) {
+    ) -> LaneMemo {
         if let ([(prev, 1)], 1, 1) = (&self.origins[..], self.origin_total, out.len()) {
             let prev = *prev;
             if let Some(Some((id, vport))) = self.cls.by_port.as_ref().map(|t| t.get(port)) {
@@ -1944,11 +2027,24 @@ impl VirtSwitch {
                                 if p != NO_PHYS {
                                     out[0].port = p;
                                     dev.stats.to_phys += 1;
-                                    return;
+                                    return LaneMemo {
+                                        port: port.into(),
+                                        dev: id,
+                                        vport,
+                                        last: id,
+                                    };
                                 }
                             }
                         }
-                        return self.lane_again_other::<GUARD>(id, r, out, running);
+                        return match self.lane_again_other::<GUARD>(id, r, out, running) {
+                            Some(last) => LaneMemo {
+                                port: port.into(),
+                                dev: id,
+                                vport,
+                                last,
+                            },
+                            None => LaneMemo::NONE,
+                        };
                     }
                     _ => {}
                 }
@@ -1958,6 +2054,7 @@ impl VirtSwitch {
             self.fire_in_session(port, data, out, running);
         }
         self.next_general(port, data, out);
+        LaneMemo::NONE
     }
 
     /// An injected fault ([`VirtSwitch::inject_panic`]) that fires on this packet of a
@@ -1992,7 +2089,9 @@ impl VirtSwitch {
     }
 
     /// The rest of [`VirtSwitch::process_next`]'s lane: anything but one frame to a physical
-    /// port (the record of origins starts afresh, as after a give-back).
+    /// port (the record of origins starts afresh, as after a give-back). Returns the device
+    /// that sent the packet's one frame to a physical port when a chain on the lane ended so
+    /// ([`VirtSwitch::fast_hops`]).
     #[inline(never)]
     fn lane_again_other<const GUARD: bool>(
         &mut self,
@@ -2000,11 +2099,14 @@ impl VirtSwitch {
         r: std::thread::Result<()>,
         out: &mut Vec<OutputPacket>,
         running: &mut Option<DeviceId>,
-    ) {
+    ) -> Option<DeviceId> {
         self.origins.clear();
         self.origin_total = 0;
         match r {
-            Err(e) => self.quarantine_after_panic(id, panic_message(e), 0, out),
+            Err(e) => {
+                self.quarantine_after_panic(id, panic_message(e), 0, out);
+                None
+            }
             Ok(()) => self.fast_hops::<GUARD>(id, 0, out, running),
         }
     }
@@ -2339,7 +2441,8 @@ impl VirtSwitch {
     /// one frame to a physical port ends the lane. Anything else is mapped and its links run
     /// as on the general path. `GUARD`: each hop under its own panic boundary; else (a
     /// [`VirtSwitch::process_each`] session, whose boundary catches the panic) `running` holds
-    /// the device while it runs and the frame waits in [`VirtSwitch::carry`].
+    /// the device while it runs and the frame waits in [`VirtSwitch::carry`]. Returns the
+    /// last device when the lane ended with its one frame to a physical port.
     #[inline(never)]
     fn fast_hops<const GUARD: bool>(
         &mut self,
@@ -2347,28 +2450,36 @@ impl VirtSwitch {
         start: usize,
         out: &mut Vec<OutputPacket>,
         running: &mut Option<DeviceId>,
-    ) {
+    ) -> Option<DeviceId> {
         let mut hops = 0;
-        while out.len() == start + 1 && hops < self.max_hops {
-            let slots = &mut self.devices.slots;
-            let Some(Some(cur)) = slots.get(id as usize) else {
-                break;
-            };
-            let Some(&Target::Link {
-                device: next,
-                vport,
-            }) = cur.ports.get(out[start].port as usize)
-            else {
-                break;
-            };
+        // The link the one frame takes (the device's port map, looked up once per hop: the
+        // next device's own map gives the next link, or the physical port that ends the lane).
+        let first = match self.devices.slots.get(id as usize) {
+            Some(Some(cur)) if out.len() == start + 1 && hops < self.max_hops => {
+                cur.ports.get(out[start].port as usize).copied()
+            }
+            _ => None,
+        };
+        let Some(Target::Link {
+            device: mut next,
+            mut vport,
+        }) = first
+        else {
+            self.map_outputs(id, start, hops, out);
+            self.drain_links(out);
+            return None;
+        };
+        loop {
             // Both devices at once (a device linked to itself takes the general path).
+            let slots = &mut self.devices.slots;
             let Ok([Some(cur), Some(nd)]) = slots.get_disjoint_mut([id as usize, next as usize])
             else {
                 break;
             };
             if !nd.lane_ok() {
                 if self.faults_armed && nd.fault_fires_next() {
-                    return self.fire_in_hop::<GUARD>(id, next, start, out, running);
+                    self.fire_in_hop::<GUARD>(id, next, start, out, running);
+                    return None;
                 }
                 break;
             }
@@ -2390,23 +2501,32 @@ impl VirtSwitch {
             cur.switch.recycle_buffer(std::mem::take(&mut self.carry));
             if let Err(e) = r {
                 self.quarantine_after_panic(next, panic_message(e), start, out);
-                return;
+                return None;
             }
             id = next;
             hops += 1;
-            if out.len() == start + 1 {
-                if let Some(&p) = nd.phys.get(out[start].port as usize) {
-                    if p != NO_PHYS {
-                        out[start].port = p;
-                        nd.stats.to_phys += 1;
-                        self.note_origin(id, 1);
-                        return;
-                    }
+            if out.len() != start + 1 {
+                break;
+            }
+            match nd.ports.get(out[start].port as usize) {
+                Some(&Target::Phys(p)) => {
+                    out[start].port = p;
+                    nd.stats.to_phys += 1;
+                    self.note_origin(id, 1);
+                    return Some(id);
                 }
+                Some(&Target::Link {
+                    device: d,
+                    vport: v,
+                }) if hops < self.max_hops => {
+                    (next, vport) = (d, v);
+                }
+                _ => break,
             }
         }
         self.map_outputs(id, start, hops, out);
         self.drain_links(out);
+        None
     }
 
     /// An injected fault ([`VirtSwitch::inject_panic`]) firing on the packet device `next`

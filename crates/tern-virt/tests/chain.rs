@@ -722,6 +722,101 @@ fn three_hops_with_multicast_cpu_and_drop_one_per_call_equal_the_general_path() 
     assert!(want.last().unwrap().stats[1].dropped > 10);
 }
 
+/// `pkts` in runs of one ingress port: each window of 24 packets ordered by port (stable), so
+/// that a `process_each` session sees long runs of packets on one port, where it takes the
+/// way of the run's last packet again (`LaneMemo`) instead of asking the classifier.
+fn in_runs(mut pkts: Vec<(Port, Vec<u8>)>) -> Vec<(Port, Vec<u8>)> {
+    for w in pkts.chunks_mut(24) {
+        w.sort_by_key(|(p, _)| *p);
+    }
+    pkts
+}
+
+/// One session over runs of one port (the session's memo of the last packet's way): every
+/// packet's frames, the CPU frames and every counter equal the general path's, for a single
+/// device's runs, chains of three and five devices ending on a physical port (the memo names
+/// the chain's last device, whose frame goes back to it), and runs broken by floods, CPU
+/// frames and drops in the middle of a chain.
+#[test]
+fn one_per_call_in_runs_of_one_port_equals_the_general_path() {
+    let want = check_lane_equals_general(
+        || ex1("B"),
+        |_| {},
+        &[12, 22, 32],
+        &in_runs(ex1_traffic(400, false)),
+    );
+    assert!(want.iter().filter(|s| s.frames.len() == 1).count() > 100);
+    check_lane_equals_general(
+        || ex1("C"),
+        |_| {},
+        &[12, 23, 24, 25, 32],
+        &in_runs(ex1_traffic(400, true)),
+    );
+    let want = check_lane_equals_general(
+        three_hops,
+        |_| {},
+        &[1, 2, 3],
+        &in_runs(three_hop_traffic(400)),
+    );
+    assert!(want.iter().filter(|s| s.frames.len() > 1).count() > 30);
+    assert!(want.iter().filter(|s| !s.cpu.is_empty()).count() > 30);
+    // A single device (the first L2 switch alone on its ports), the same packet over and
+    // over: after the first, every packet takes the memo's way.
+    let single = || {
+        let mut vs = ex1("B");
+        for p in 1..=2 {
+            vs.map_port(12, p, Target::Phys(p)).unwrap();
+        }
+        vs
+    };
+    let pkt = tcp(
+        mac(2),
+        mac(1),
+        [10, 0, 0, 1],
+        [10, 0, 0, 2],
+        (1234, 5001),
+        7,
+    );
+    let pkts: Vec<(Port, Vec<u8>)> = (0..50).map(|_| (1, pkt.clone())).collect();
+    let want = check_lane_equals_general(single, |_| {}, &[12, 22, 32], &pkts);
+    assert!(want
+        .iter()
+        .all(|s| s.frames.len() == 1 && s.frames[0].0 == 2));
+
+    // Every buffer back to the device that made it: with each pool bounded to POOL (all made
+    // up front), one session over the runs ends with every pool full again, neither short
+    // (a buffer kept or lost) nor over (a buffer given to the wrong device).
+    const POOL: usize = 64;
+    for (phase, devices, routed) in [
+        ("B", &[12, 22, 32][..], false),
+        ("C", &[12, 23, 24, 25, 32][..], true),
+    ] {
+        let mut vs = ex1(phase);
+        for &d in devices {
+            let (owner, q) = vs.device_config(d).unwrap();
+            let q = Quotas {
+                max_buffers: Some(POOL),
+                ..q
+            };
+            vs.configure(d, owner, q).unwrap();
+        }
+        let pkts = in_runs(ex1_traffic(400, routed));
+        let mut out = Vec::new();
+        let n = vs.process_each(
+            pkts.iter().map(|(p, d)| (*p, d.as_slice())),
+            &mut out,
+            |_| {},
+        );
+        assert_eq!(n, 400);
+        vs.recycle_outputs(&mut out);
+        let pools: Vec<usize> = devices
+            .iter()
+            .map(|&d| vs.spare_buffers(d).unwrap())
+            .collect();
+        assert_eq!(pools, vec![POOL; devices.len()], "phase {phase}");
+    }
+}
+
 #[test]
 fn a_loop_one_per_call_is_cut_by_the_hop_budget_as_on_the_general_path() {
     let mut r = Rng(91);
