@@ -497,6 +497,9 @@ pub struct Device {
     ports: Vec<Target>,
     /// Whether any virtual port links into another device.
     has_links: bool,
+    /// The link the device's last frame took on the lane ([`VirtSwitch::fast_hops`]),
+    /// forgotten whenever the port map changes.
+    link_guess: LinkGuess,
     /// The physical port of each virtual port mapped to one ([`NO_PHYS`] otherwise): the
     /// one-packet lane's output check and renumbering in one load.
     phys: Vec<Port>,
@@ -585,6 +588,7 @@ impl Device {
 
     fn set_ports(&mut self, ports: Vec<Target>) {
         self.has_links = ports.iter().any(|t| matches!(t, Target::Link { .. }));
+        self.link_guess = LinkGuess::NONE;
         self.phys = ports
             .iter()
             .map(|t| match t {
@@ -638,6 +642,37 @@ impl Device {
             _ => Vec::new(),
         };
         self.refresh_lane();
+    }
+
+    /// The link a frame of this device on virtual port `port` takes, or `None` (not a link).
+    /// When `port` is the port of the last link taken, that link is answered without reading
+    /// the port map: the next device is then known from this device alone, and the loads of
+    /// the next hop need not wait for the frame's port to come out of the pipeline, through
+    /// the port map, to the next device's slot (a chain of dependent loads per hop; the
+    /// comparison that checks the guess is a branch the processor predicts past).
+    #[inline(always)]
+    fn link_of(&mut self, port: Port) -> Option<(DeviceId, Port)> {
+        let g = self.link_guess;
+        if u64::from(port) == g.port {
+            return Some((g.next, g.vport));
+        }
+        self.link_miss(port)
+    }
+
+    /// [`Device::link_of`] past the guess: the port map, and the guess for next time.
+    #[inline(always)]
+    fn link_miss(&mut self, port: Port) -> Option<(DeviceId, Port)> {
+        match self.ports.get(port as usize) {
+            Some(&Target::Link { device, vport }) => {
+                self.link_guess = LinkGuess {
+                    port: port.into(),
+                    next: device,
+                    vport,
+                };
+                Some((device, vport))
+            }
+            _ => None,
+        }
     }
 
     /// Whether the one-packet fast lane may run this device: no tagged virtual ports, not
@@ -747,6 +782,23 @@ const CHUNK: usize = 32;
 
 /// [`Device::phys`] of a virtual port that is not mapped to a physical port.
 const NO_PHYS: Port = Port::MAX;
+
+/// A device's last link taken on the lane ([`Device::link_of`]): from virtual port `port`
+/// (widened; [`LinkGuess::NONE`]'s is no port's) into `next` on its virtual port `vport`.
+#[derive(Clone, Copy, Debug)]
+struct LinkGuess {
+    port: u64,
+    next: DeviceId,
+    vport: Port,
+}
+
+impl LinkGuess {
+    const NONE: LinkGuess = LinkGuess {
+        port: u64::MAX,
+        next: 0,
+        vport: 0,
+    };
+}
 
 /// The way a packet of a [`VirtSwitch::process_each`] session took on the one-packet lane
 /// when it ended as one frame on a physical port: the physical port it came in on, the
@@ -1122,6 +1174,7 @@ impl VirtSwitch {
             tables,
             ports: Vec::new(),
             has_links: false,
+            link_guess: LinkGuess::NONE,
             tags: Vec::new(),
             stats: DeviceStats::default(),
             quarantine: None,
@@ -2484,17 +2537,13 @@ impl VirtSwitch {
         let mut hops = 0;
         // The link the one frame takes (the device's port map, looked up once per hop: the
         // next device's own map gives the next link, or the physical port that ends the lane).
-        let first = match self.devices.slots.get(id as usize) {
+        let first = match self.devices.slots.get_mut(id as usize) {
             Some(Some(cur)) if out.len() == start + 1 && hops < self.max_hops => {
-                cur.ports.get(out[start].port as usize).copied()
+                cur.link_of(out[start].port)
             }
             _ => None,
         };
-        let Some(Target::Link {
-            device: mut next,
-            mut vport,
-        }) = first
-        else {
+        let Some((mut next, mut vport)) = first else {
             self.map_outputs(id, start, hops, out);
             self.drain_links(out);
             return None;
@@ -2541,18 +2590,24 @@ impl VirtSwitch {
             if out.len() != start + 1 {
                 break;
             }
-            match nd.ports.get(out[start].port as usize) {
+            let port = out[start].port;
+            let g = nd.link_guess;
+            if u64::from(port) == g.port {
+                if hops >= self.max_hops {
+                    break;
+                }
+                (next, vport) = (g.next, g.vport);
+                continue;
+            }
+            match nd.ports.get(port as usize) {
                 Some(&Target::Phys(p)) => {
                     out[start].port = p;
                     nd.stats.to_phys += 1;
                     self.note_origin(id, 1);
                     return Some(id);
                 }
-                Some(&Target::Link {
-                    device: d,
-                    vport: v,
-                }) if hops < self.max_hops => {
-                    (next, vport) = (d, v);
+                Some(&Target::Link { .. }) if hops < self.max_hops => {
+                    (next, vport) = nd.link_miss(port).expect("a link");
                 }
                 _ => break,
             }

@@ -817,6 +817,51 @@ fn one_per_call_in_runs_of_one_port_equals_the_general_path() {
     }
 }
 
+/// A chain's hop on the lane answers a device's link from the last one it took (`link_of`):
+/// a change of the port map between sessions must be seen at once. Ex. 1 B host 1 → host 3
+/// runs 12 → 22 → 32 → physical 3; then the firewall's way on to 32 becomes physical 9, then
+/// the first switch's way into the firewall becomes physical 8, then both links come back —
+/// each packet comes out where the port map of the moment sends it, through `process_each`
+/// and `process_next` alike.
+#[test]
+fn a_chain_on_the_lane_follows_a_changed_port_map_at_once() {
+    let pkt = tcp(
+        mac(3),
+        mac(1),
+        [10, 0, 0, 1],
+        [10, 0, 0, 3],
+        (1234, 5001),
+        1,
+    );
+    for each in [true, false] {
+        let mut vs = ex1("B");
+        let mut out = Vec::new();
+        let mut ports_out = |vs: &mut VirtSwitch, out: &mut Vec<OutputPacket>| -> Vec<u32> {
+            let mut got = Vec::new();
+            if each {
+                vs.process_each((0..5).map(|_| (1, pkt.as_slice())), out, |o| {
+                    got.extend(o.iter().map(|f| f.port))
+                });
+            } else {
+                for _ in 0..5 {
+                    vs.process_next(1, &pkt, out);
+                    got.extend(out.iter().map(|f| f.port));
+                }
+            }
+            got
+        };
+        assert_eq!(ports_out(&mut vs, &mut out), [3; 5], "each: {each}");
+        vs.map_port(22, 2, Target::Phys(9)).unwrap();
+        assert_eq!(ports_out(&mut vs, &mut out), [9; 5], "each: {each}");
+        vs.map_port(12, 3, Target::Phys(8)).unwrap();
+        assert_eq!(ports_out(&mut vs, &mut out), [8; 5], "each: {each}");
+        vs.map_port(12, 3, link(22, 1)).unwrap();
+        vs.map_port(22, 2, link(32, 3)).unwrap();
+        assert_eq!(ports_out(&mut vs, &mut out), [3; 5], "each: {each}");
+        vs.recycle_outputs(&mut out);
+    }
+}
+
 #[test]
 fn a_loop_one_per_call_is_cut_by_the_hop_budget_as_on_the_general_path() {
     let mut r = Rng(91);
