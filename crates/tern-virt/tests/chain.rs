@@ -836,7 +836,7 @@ fn a_chain_on_the_lane_follows_a_changed_port_map_at_once() {
     for each in [true, false] {
         let mut vs = ex1("B");
         let mut out = Vec::new();
-        let mut ports_out = |vs: &mut VirtSwitch, out: &mut Vec<OutputPacket>| -> Vec<u32> {
+        let ports_out = |vs: &mut VirtSwitch, out: &mut Vec<OutputPacket>| -> Vec<u32> {
             let mut got = Vec::new();
             if each {
                 vs.process_each((0..5).map(|_| (1, pkt.as_slice())), out, |o| {
