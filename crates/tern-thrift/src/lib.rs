@@ -17,4 +17,6 @@ mod guard;
 mod server;
 
 pub use client::{PreService, ThriftRuntime};
-pub use server::{serve, spawn, spawn_stoppable, Server};
+pub use server::{
+    serve, spawn, spawn_stoppable, spawn_stoppable_with, Server, DEFAULT_MAX_CONNECTIONS,
+};

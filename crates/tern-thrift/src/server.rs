@@ -1126,14 +1126,28 @@ fn connection(stream: TcpStream, mux: &Mux) {
     let _ = stream.shutdown(std::net::Shutdown::Both);
 }
 
-/// Serve BMv2's Thrift API for `sw` on `listener`: blocking, one thread per connection.
+/// Connections a server serves at once by default ([`serve`], [`spawn`],
+/// [`spawn_stoppable`]; [`spawn_stoppable_with`] sets another bound). Each connection holds a
+/// thread for as long as its client keeps it open (`simple_switch_CLI` keeps one for its whole
+/// session), so without a bound a client opening connections in a loop would take threads
+/// and memory without end.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 64;
+
+/// Serve BMv2's Thrift API for `sw` on `listener`: blocking, one thread per connection, at most
+/// [`DEFAULT_MAX_CONNECTIONS`] at once (a connection past them is closed at once, and said on
+/// standard error; the others go on).
 ///
 /// Returns only if accepting fails persistently (the listener is unusable).
 pub fn serve<R: Runtime + Send + 'static>(
     listener: TcpListener,
     sw: Arc<Mutex<R>>,
 ) -> io::Result<()> {
-    serve_until(listener, sw, &Arc::new(Stop::default()))
+    serve_until(
+        listener,
+        sw,
+        &Arc::new(Stop::default()),
+        DEFAULT_MAX_CONNECTIONS,
+    )
 }
 
 /// What [`Server::stop`] shares with its accept loop: the stop flag and the open
@@ -1142,6 +1156,19 @@ pub fn serve<R: Runtime + Send + 'static>(
 struct Stop {
     stopped: std::sync::atomic::AtomicBool,
     conns: Mutex<Vec<TcpStream>>,
+    /// Connections being served (each connection's thread holds one [`Served`]).
+    live: Arc<std::sync::atomic::AtomicUsize>,
+    /// Connections closed at once because the bound was reached.
+    refused: std::sync::atomic::AtomicU64,
+}
+
+/// One connection being served: counted in [`Stop::live`] until its thread ends.
+struct Served(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
 }
 
 impl Stop {
@@ -1155,12 +1182,15 @@ impl Stop {
 }
 
 /// [`serve`] until `stop` is set (checked after every accepted connection: the stopper wakes
-/// the loop by connecting once). Each connection's stream is kept in `stop` while it lives.
+/// the loop by connecting once). Each connection's stream is kept in `stop` while it lives;
+/// at most `max_connections` are served at once.
 fn serve_until<R: Runtime + Send + 'static>(
     listener: TcpListener,
     sw: Arc<Mutex<R>>,
     stop: &Arc<Stop>,
+    max_connections: usize,
 ) -> io::Result<()> {
+    use std::sync::atomic::Ordering;
     let mux = Arc::new(Mux::new(sw));
     let mut failures = 0u32;
     for stream in listener.incoming() {
@@ -1170,6 +1200,24 @@ fn serve_until<R: Runtime + Send + 'static>(
         match stream {
             Ok(stream) => {
                 failures = 0;
+                if stop.live.load(Ordering::Acquire) >= max_connections {
+                    // Closed at once (dropped): the client sees the connection end. Said for
+                    // the first refusal and every 1,000th after, not for each.
+                    let n = stop.refused.fetch_add(1, Ordering::Relaxed);
+                    if n % 1000 == 0 {
+                        let peer = stream
+                            .peer_addr()
+                            .map_or_else(|_| "?".to_string(), |a| a.to_string());
+                        eprintln!(
+                            "tern-thrift: {max_connections} connections open, the most served \
+                             at once: closed the one from {peer} ({} refused so far)",
+                            n + 1
+                        );
+                    }
+                    continue;
+                }
+                stop.live.fetch_add(1, Ordering::AcqRel);
+                let served = Served(Arc::clone(&stop.live));
                 if let Ok(s) = stream.try_clone() {
                     let mut conns = stop.conns();
                     // Forget the connections that have ended (their peer address is gone).
@@ -1184,10 +1232,14 @@ fn serve_until<R: Runtime + Send + 'static>(
                     }
                 }
                 let mux = Arc::clone(&mux);
-                // If no thread can be started the stream is dropped, closing the connection.
+                // If no thread can be started the stream is dropped, closing the connection
+                // (and `served` with it, uncounting it).
                 let _ = thread::Builder::new()
                     .name("tern-thrift-conn".into())
-                    .spawn(move || connection(stream, &mux));
+                    .spawn(move || {
+                        let _served = served;
+                        connection(stream, &mux)
+                    });
             }
             Err(e) => {
                 // Transient errors (a client that reset before accept, descriptor exhaustion)
@@ -1231,6 +1283,16 @@ impl Server {
         self.addr
     }
 
+    /// Connections being served now.
+    pub fn connections(&self) -> usize {
+        self.stop.live.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Connections closed at once because the server already served its bound of them.
+    pub fn refused(&self) -> u64 {
+        self.stop.refused.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Stop accepting, close the listener and every open connection (their clients see the
     /// connection closed), and wait for the accept thread to end. Idempotent.
     pub fn stop(&mut self) {
@@ -1271,13 +1333,25 @@ pub fn spawn_stoppable<R: Runtime + Send + 'static>(
     addr: impl ToSocketAddrs,
     sw: Arc<Mutex<R>>,
 ) -> io::Result<Server> {
+    spawn_stoppable_with(addr, sw, DEFAULT_MAX_CONNECTIONS)
+}
+
+/// [`spawn_stoppable`] serving at most `max_connections` connections at once (at least one):
+/// a connection past them is closed as soon as it is accepted, and counted
+/// ([`Server::refused`]).
+pub fn spawn_stoppable_with<R: Runtime + Send + 'static>(
+    addr: impl ToSocketAddrs,
+    sw: Arc<Mutex<R>>,
+    max_connections: usize,
+) -> io::Result<Server> {
     let listener = TcpListener::bind(addr)?;
     let local = listener.local_addr()?;
     let stop = Arc::new(Stop::default());
     let st = Arc::clone(&stop);
+    let max = max_connections.max(1);
     let thread = thread::Builder::new()
         .name("tern-thrift".into())
-        .spawn(move || serve_until(listener, sw, &st))?;
+        .spawn(move || serve_until(listener, sw, &st, max))?;
     Ok(Server {
         addr: local,
         stop,

@@ -192,3 +192,57 @@ fn bad_arguments_get_bmv2_codes_and_the_switch_keeps_running() {
     get_config_on(&s, 4);
     assert_eq!(sw.lock().unwrap().get_config(), fixture(SIMPLE_ROUTER));
 }
+
+/// Wait (at most 5 s) until `f` holds.
+fn eventually(what: &str, f: impl Fn() -> bool) {
+    let until = std::time::Instant::now() + Duration::from_secs(5);
+    while !f() {
+        assert!(
+            std::time::Instant::now() < until,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A server bounded to 3 connections: three clients are served and held open; a fourth
+/// connection is closed at once (counted), while the three still answer; when one of them
+/// leaves, a new client is served again. A client opening connections in a loop cannot take
+/// a thread each without end.
+#[test]
+fn connections_past_the_bound_are_closed_and_the_others_go_on() {
+    let sw = std::sync::Arc::new(std::sync::Mutex::new(
+        tern_dataplane::Switch::from_json(
+            &fixture(SIMPLE_ROUTER),
+            tern_dataplane::SwitchOptions::default(),
+        )
+        .unwrap(),
+    ));
+    let server = tern_thrift::spawn_stoppable_with("127.0.0.1:0", sw, 3).unwrap();
+    let addr = server.addr();
+    let mut held: Vec<ThriftRuntime> = (0..3)
+        .map(|_| {
+            let rt = ThriftRuntime::connect(addr).unwrap();
+            assert_eq!(rt.get_config(), fixture(SIMPLE_ROUTER));
+            rt
+        })
+        .collect();
+    assert_eq!(server.connections(), 3);
+    for k in 1..=2 {
+        assert_closed(connect(addr));
+        eventually("the refusal counted", || server.refused() == k);
+    }
+    for rt in &held {
+        assert_eq!(rt.get_config(), fixture(SIMPLE_ROUTER));
+        assert!(rt.last_error().is_none());
+    }
+    drop(held.pop());
+    eventually("the client's connection to end", || {
+        server.connections() == 2
+    });
+    let rt = ThriftRuntime::connect(addr).unwrap();
+    assert_eq!(rt.get_config(), fixture(SIMPLE_ROUTER));
+    assert!(rt.last_error().is_none());
+    assert_eq!(server.connections(), 3);
+    assert_eq!(server.refused(), 2);
+}
