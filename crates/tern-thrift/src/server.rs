@@ -1204,7 +1204,7 @@ fn serve_until<R: Runtime + Send + 'static>(
                     // Closed at once (dropped): the client sees the connection end. Said for
                     // the first refusal and every 1,000th after, not for each.
                     let n = stop.refused.fetch_add(1, Ordering::Relaxed);
-                    if n % 1000 == 0 {
+                    if n.is_multiple_of(1000) {
                         let peer = stream
                             .peer_addr()
                             .map_or_else(|_| "?".to_string(), |a| a.to_string());
