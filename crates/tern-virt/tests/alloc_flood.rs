@@ -49,20 +49,37 @@ fn a_flood_that_sends_nothing_out_allocates_nothing_per_packet() {
         for _ in 0..1000 {
             run(&mut pool, &mut out);
         }
-        common::start();
-        for _ in 0..400 {
-            run(&mut pool, &mut out);
+        // Windows of 400 dispatches, until one allocates nothing (at most 3). A cost per
+        // packet allocates in every window; what a window may catch once is a queue or ring
+        // growing to a depth the warm-up did not reach, when the threads (front and 2 workers
+        // on 2 vCPUs) are scheduled unusually — seen once in a loaded suite run, 2–3
+        // allocations; the capacity stays, so the next window allocates nothing.
+        let mut counts = Vec::new();
+        for _ in 0..3 {
+            common::start();
+            for _ in 0..400 {
+                run(&mut pool, &mut out);
+            }
+            counts.push(common::stop());
+            if counts.last() == Some(&0) {
+                break;
+            }
         }
-        let n = common::stop();
         assert_eq!(
-            n, 0,
-            "{workers} worker(s): allocations in 400 dispatches of 64 flood frames and 8 victim packets"
+            counts.last(),
+            Some(&0),
+            "{workers} worker(s): allocations in windows of 400 dispatches of 64 flood frames \
+             and 8 victim packets: {counts:?}"
         );
+        let windows = counts.len() as u64;
         let s = pool.fair_stats(2).unwrap();
         assert!(
             s.overflow >= 400 * 32,
             "the flood overflowed its queue: {s:?}"
         );
-        assert_eq!(pool.device_stats(1).unwrap().to_phys, 1400 * 8);
+        assert_eq!(
+            pool.device_stats(1).unwrap().to_phys,
+            (1000 + 400 * windows) * 8
+        );
     }
 }
