@@ -652,27 +652,33 @@ impl Device {
     /// comparison that checks the guess is a branch the processor predicts past).
     #[inline(always)]
     fn link_of(&mut self, port: Port) -> Option<(DeviceId, Port)> {
-        let g = self.link_guess;
-        if u64::from(port) == g.port {
-            return Some((g.next, g.vport));
+        if let Some(link) = self.guessed_link(port) {
+            return Some(link);
         }
-        self.link_miss(port)
-    }
-
-    /// [`Device::link_of`] past the guess: the port map, and the guess for next time.
-    #[inline(always)]
-    fn link_miss(&mut self, port: Port) -> Option<(DeviceId, Port)> {
         match self.ports.get(port as usize) {
             Some(&Target::Link { device, vport }) => {
-                self.link_guess = LinkGuess {
-                    port: port.into(),
-                    next: device,
-                    vport,
-                };
+                self.remember_link(port, device, vport);
                 Some((device, vport))
             }
             _ => None,
         }
+    }
+
+    /// The last link taken ([`Device::link_of`]) when it was from virtual port `port`.
+    #[inline(always)]
+    fn guessed_link(&self, port: Port) -> Option<(DeviceId, Port)> {
+        let g = self.link_guess;
+        (u64::from(port) == g.port).then_some((g.next, g.vport))
+    }
+
+    /// Remember that a frame on virtual port `port` took the link into `next`'s `vport`.
+    #[inline(always)]
+    fn remember_link(&mut self, port: Port, next: DeviceId, vport: Port) {
+        self.link_guess = LinkGuess {
+            port: port.into(),
+            next,
+            vport,
+        };
     }
 
     /// Whether the one-packet fast lane may run this device: no tagged virtual ports, not
@@ -824,6 +830,13 @@ impl LaneMemo {
         vport: 0,
         last: 0,
     };
+
+    /// This way in, ending at the chain's `last` device when the chain ended on the lane
+    /// with one frame on a physical port ([`VirtSwitch::fast_hops`]); else no memo.
+    #[inline(always)]
+    fn ending_at(self, last: Option<DeviceId>) -> LaneMemo {
+        last.map_or(LaneMemo::NONE, |last| LaneMemo { last, ..self })
+    }
 }
 
 impl Hit {
@@ -1006,7 +1019,16 @@ struct Carried<'a> {
     home: &'a mut Vec<u8>,
 }
 
-impl Carried<'_> {
+impl<'a> Carried<'a> {
+    /// Take the one frame a device of the chain sent out of `out`.
+    #[inline(always)]
+    fn take(out: &mut Vec<OutputPacket>, home: &'a mut Vec<u8>) -> Carried<'a> {
+        Carried {
+            frame: out.pop().expect("one frame").data,
+            home,
+        }
+    }
+
     /// The frame, after the hop ran (nothing lands in `home`).
     fn into_frame(mut self) -> Vec<u8> {
         std::mem::take(&mut self.frame)
@@ -2060,10 +2082,7 @@ impl VirtSwitch {
                 }
             }
         }
-        match self.lane_again_other::<false>(m.dev, Ok(()), out, running) {
-            Some(last) => LaneMemo { last, ..m },
-            None => LaneMemo::NONE,
-        }
+        m.ending_at(self.lane_again_other::<false>(m.dev, Ok(()), out, running))
     }
 
     /// [`VirtSwitch::process_next`] (`GUARD`: with its own panic boundary around the device)
@@ -2105,29 +2124,22 @@ impl VirtSwitch {
                             *running = None;
                             Ok(())
                         };
+                        let way = LaneMemo {
+                            port: port.into(),
+                            dev: id,
+                            vport,
+                            last: id,
+                        };
                         if r.is_ok() && out.len() == 1 {
                             if let Some(&p) = dev.phys.get(out[0].port as usize) {
                                 if p != NO_PHYS {
                                     out[0].port = p;
                                     dev.stats.to_phys += 1;
-                                    return LaneMemo {
-                                        port: port.into(),
-                                        dev: id,
-                                        vport,
-                                        last: id,
-                                    };
+                                    return way;
                                 }
                             }
                         }
-                        return match self.lane_again_other::<GUARD>(id, r, out, running) {
-                            Some(last) => LaneMemo {
-                                port: port.into(),
-                                dev: id,
-                                vport,
-                                last,
-                            },
-                            None => LaneMemo::NONE,
-                        };
+                        return way.ending_at(self.lane_again_other::<GUARD>(id, r, out, running));
                     }
                     _ => {}
                 }
@@ -2565,10 +2577,7 @@ impl VirtSwitch {
             cur.stats.to_links += 1;
             nd.stats.packets_in += 1;
             self.carry_from = id;
-            let carried = Carried {
-                frame: out.pop().expect("one frame").data,
-                home: &mut self.carry,
-            };
+            let carried = Carried::take(out, &mut self.carry);
             let sw = &mut nd.switch;
             let frame = &carried.frame;
             let r = if GUARD {
@@ -2590,13 +2599,14 @@ impl VirtSwitch {
             if out.len() != start + 1 {
                 break;
             }
+            // The guess first (`link_of`), then one read of the port map: the physical port
+            // that ends the lane, or a link (remembered).
             let port = out[start].port;
-            let g = nd.link_guess;
-            if u64::from(port) == g.port {
+            if let Some(link) = nd.guessed_link(port) {
                 if hops >= self.max_hops {
                     break;
                 }
-                (next, vport) = (g.next, g.vport);
+                (next, vport) = link;
                 continue;
             }
             match nd.ports.get(port as usize) {
@@ -2606,8 +2616,9 @@ impl VirtSwitch {
                     self.note_origin(id, 1);
                     return Some(id);
                 }
-                Some(&Target::Link { .. }) if hops < self.max_hops => {
-                    (next, vport) = nd.link_miss(port).expect("a link");
+                Some(&Target::Link { device, vport: v }) if hops < self.max_hops => {
+                    nd.remember_link(port, device, v);
+                    (next, vport) = (device, v);
                 }
                 _ => break,
             }
@@ -2644,10 +2655,7 @@ impl VirtSwitch {
         nd.stats.packets_in += 1;
         self.carry_from = id;
         // As the hop holds the frame: a panic unwinding from here leaves it in `carry`.
-        let carried = Carried {
-            frame: out.pop().expect("one frame").data,
-            home: &mut self.carry,
-        };
+        let carried = Carried::take(out, &mut self.carry);
         if !GUARD {
             *running = Some(next);
             panic!("injected fault");
