@@ -105,14 +105,7 @@ fn ex1_packet(dst: [u8; 6], dip: [u8; 4]) -> Vec<u8> {
     f.extend_from_slice(&[0, 0, 0, 0, 0, 1, 8, 0]);
     let mut ip = vec![0x45, 0, 0, 104, 0, 1, 0x40, 0, 64, 6, 0, 0, 10, 0, 0, 1];
     ip.extend_from_slice(&dip);
-    let mut s: u32 = ip
-        .chunks(2)
-        .map(|c| u32::from(c[0]) << 8 | u32::from(c[1]))
-        .sum();
-    while s > 0xffff {
-        s = (s & 0xffff) + (s >> 16);
-    }
-    let c = !(s as u16);
+    let c = ip_checksum(&ip);
     ip[10] = (c >> 8) as u8;
     ip[11] = c as u8;
     f.extend_from_slice(&ip);

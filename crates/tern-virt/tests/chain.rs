@@ -31,14 +31,7 @@ fn tcp(
     let mut ip = vec![0x45, 0, 0, 48, 0, 1, 0x40, 0, 64, 6, 0, 0];
     ip.extend_from_slice(&sip);
     ip.extend_from_slice(&dip);
-    let mut s: u32 = ip
-        .chunks(2)
-        .map(|c| u32::from(c[0]) << 8 | u32::from(c[1]))
-        .sum();
-    while s > 0xffff {
-        s = (s & 0xffff) + (s >> 16);
-    }
-    let c = !(s as u16);
+    let c = common::ipv4_checksum(&ip);
     ip[10] = (c >> 8) as u8;
     ip[11] = c as u8;
     f.extend_from_slice(&ip);
