@@ -997,49 +997,183 @@ pub struct VirtSwitch {
     /// A fault was ever armed here ([`VirtSwitch::inject_panic`]): a session's packets off
     /// the lane check whether theirs fires ([`VirtSwitch::fire_in_session`]).
     faults_armed: bool,
-    /// The frame a device of a one-packet chain was running on its lane when a panic unwound
-    /// through the hop ([`Carried`]; empty otherwise), and the device that produced it
-    /// ([`VirtSwitch::fast_hops`]): a panic caught by a [`VirtSwitch::process_each`] session
-    /// still gives its buffer back.
-    carry: Vec<u8>,
+    /// The second buffer of a one-packet chain on the lane ([`VirtSwitch::fast_hops`]): a
+    /// hop's device reads its frame where the previous device wrote it and writes its own
+    /// into the other buffer, the caller's `out` and this one taking turns (empty between
+    /// calls; kept for its capacity).
+    hop_out: Vec<OutputPacket>,
+    /// Where the frame a chain's device is running on the lane waits while it runs, when a
+    /// [`VirtSwitch::process_each`] session's boundary (not the hop's own) would catch its
+    /// panic ([`HopIn`]), and the device that produced that frame: the session still gives
+    /// its buffer back ([`VirtSwitch::give_back_hop`]).
+    hop_in: HopIn,
     carry_from: DeviceId,
 }
 
-/// The frame a device of a one-packet chain runs on the lane ([`VirtSwitch::fast_hops`]),
-/// taken out of the caller's `out`: when a panic unwinds through the hop (a
-/// [`VirtSwitch::process_each`] session's, caught by the session's boundary), its buffer lands
-/// in `home` ([`VirtSwitch::carry`]), from where the session gives it back to the device that
-/// produced it. Held here rather than stored in `carry` for the call: the hop reads the frame
-/// from the local it just took, not back from the switch's memory it has just written
-/// (`slice_cost` Example 1 B / C one packet per call: callgrind 2887 → 2871 and 6605 → 6571
-/// instructions a packet; user time, the frame in a plain local against storing it in `carry`
-/// first, median of 8 alternated runs −3.2 % / −5.4 % on this noisy VM).
-struct Carried<'a> {
-    frame: Vec<u8>,
-    home: &'a mut Vec<u8>,
+/// Which buffer holds, as its last frame, the frame a chain's device is running on the lane
+/// ([`VirtSwitch::fast_hops`]; the other buffer gets that device's frames).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum HopIn {
+    /// No hop is running.
+    None,
+    /// The caller's `out`.
+    Out,
+    /// [`VirtSwitch::hop_out`].
+    Spare,
 }
 
-impl<'a> Carried<'a> {
-    /// Take the one frame a device of the chain sent out of `out`.
+/// How a one-packet chain on the lane left its loop ([`VirtSwitch::fast_hops`]).
+enum HopEnd {
+    /// One frame to a physical port (mapped).
+    Phys,
+    /// Anything else: the frames are mapped and their links run as on the general path.
+    Other,
+    /// The next device panicked (caught by the hop's own boundary).
+    Panic(DeviceId, Box<dyn std::any::Any + Send>),
+}
+
+/// Where a one-packet chain on the lane is ([`VirtSwitch::fast_hops`]): the device whose
+/// frame is in flight, the device it goes into next and on which virtual port, the hops taken.
+struct Walk {
+    id: DeviceId,
+    next: DeviceId,
+    vport: Port,
+    hops: u32,
+}
+
+/// What of the switch a hop of [`VirtSwitch::fast_hops`] uses (borrowed apart from the two
+/// buffers the hop reads and writes).
+struct HopLane<'a> {
+    slots: &'a mut Vec<Option<Device>>,
+    hop_in: &'a mut HopIn,
+    carry_from: &'a mut DeviceId,
+    faults_armed: bool,
+    max_hops: u32,
+}
+
+impl HopLane<'_> {
+    /// One hop: `w.next` runs the frame in flight (the last of `src`, at `src_base`) and
+    /// writes its frames into `dst` from `dst_base` on (`IN_SPARE`: `dst` is
+    /// [`VirtSwitch::hop_out`]); the
+    /// frame's buffer goes back to `w.id`. `Ok`: the device sent one frame over a link the
+    /// lane takes on (`w` moved on). `Err((end, ran))`: the lane ends, before the device ran
+    /// the frame (`ran` false: the frames are still in `src`) or after (in `dst`).
     #[inline(always)]
-    fn take(out: &mut Vec<OutputPacket>, home: &'a mut Vec<u8>) -> Carried<'a> {
-        Carried {
-            frame: out.pop().expect("one frame").data,
-            home,
+    fn hop<const GUARD: bool, const IN_SPARE: bool>(
+        &mut self,
+        w: &mut Walk,
+        src: &mut Vec<OutputPacket>,
+        src_base: usize,
+        dst: &mut Vec<OutputPacket>,
+        dst_base: usize,
+        running: &mut Option<DeviceId>,
+    ) -> Result<(), (HopEnd, bool)> {
+        // Both devices at once (a device linked to itself takes the general path).
+        let Ok([Some(cur), Some(nd)]) = self
+            .slots
+            .get_disjoint_mut([w.id as usize, w.next as usize])
+        else {
+            return Err((HopEnd::Other, false));
+        };
+        if !nd.lane_ok() {
+            if self.faults_armed && nd.fault_fires_next() {
+                let (hop_in, carry_from) = (&mut *self.hop_in, &mut *self.carry_from);
+                return Err(fire_in_hop::<GUARD, IN_SPARE>(
+                    w, cur, nd, src, hop_in, carry_from, running,
+                ));
+            }
+            return Err((HopEnd::Other, false));
         }
-    }
-
-    /// The frame, after the hop ran (nothing lands in `home`).
-    fn into_frame(mut self) -> Vec<u8> {
-        std::mem::take(&mut self.frame)
+        cur.stats.to_links += 1;
+        nd.stats.packets_in += 1;
+        let sw = &mut nd.switch;
+        let frame = &src[src_base].data;
+        let r = if GUARD {
+            catch_unwind(AssertUnwindSafe(|| sw.process_packet(w.vport, frame, dst)))
+        } else {
+            *self.carry_from = w.id;
+            // Where the frame waits while the device runs it (for the session's give-back):
+            // the buffer that is not `dst`.
+            *self.hop_in = if IN_SPARE { HopIn::Out } else { HopIn::Spare };
+            *running = Some(w.next);
+            sw.process_packet(w.vport, frame, dst);
+            *running = None;
+            *self.hop_in = HopIn::None;
+            Ok(())
+        };
+        // The frame's buffer goes back to the device that produced it; the device's own
+        // frames are in flight now.
+        if let Some(f) = src.pop() {
+            cur.switch.recycle_buffer(f.data);
+        }
+        if let Err(e) = r {
+            return Err((HopEnd::Panic(w.next, e), true));
+        }
+        w.id = w.next;
+        w.hops += 1;
+        if dst.len() != dst_base + 1 {
+            return Err((HopEnd::Other, true));
+        }
+        // The guess first (`link_of`), then one read of the port map: the physical port
+        // that ends the lane, or a link (remembered).
+        let port = dst[dst_base].port;
+        if let Some((next, vport)) = nd.guessed_link(port) {
+            if w.hops >= self.max_hops {
+                return Err((HopEnd::Other, true));
+            }
+            (w.next, w.vport) = (next, vport);
+            return Ok(());
+        }
+        match nd.ports.get(port as usize) {
+            Some(&Target::Phys(p)) => {
+                dst[dst_base].port = p;
+                nd.stats.to_phys += 1;
+                Err((HopEnd::Phys, true))
+            }
+            Some(&Target::Link { device, vport }) if w.hops < self.max_hops => {
+                nd.remember_link(port, device, vport);
+                (w.next, w.vport) = (device, vport);
+                Ok(())
+            }
+            _ => Err((HopEnd::Other, true)),
+        }
     }
 }
 
-impl Drop for Carried<'_> {
-    fn drop(&mut self) {
-        if self.frame.capacity() != 0 {
-            *self.home = std::mem::take(&mut self.frame);
-        }
+/// An injected fault ([`VirtSwitch::inject_panic`]) firing on the frame device `nd` gets
+/// over a link from `cur` on the lane ([`HopLane::hop`]): the hop goes as far as a real
+/// panic inside `nd`'s switch would — the counters moved, the frame waiting as `src`'s last
+/// ([`HopIn`]) — and panics there. In a [`VirtSwitch::process_each`] session (`!GUARD`) the
+/// session's boundary catches it and gives the frame back ([`VirtSwitch::give_back_hop`]);
+/// with the hop's own boundary (`GUARD`) it is caught here and ends the hop as a caught
+/// panic does. A device with a fault armed is otherwise off the lane, so this is the only
+/// way a test reaches the hop's recovery, from either buffer (`tests/chain.rs`).
+#[cold]
+#[inline(never)]
+fn fire_in_hop<const GUARD: bool, const IN_SPARE: bool>(
+    w: &Walk,
+    cur: &mut Device,
+    nd: &mut Device,
+    src: &mut Vec<OutputPacket>,
+    hop_in: &mut HopIn,
+    carry_from: &mut DeviceId,
+    running: &mut Option<DeviceId>,
+) -> (HopEnd, bool) {
+    cur.stats.to_links += 1;
+    nd.stats.packets_in += 1;
+    if !GUARD {
+        *carry_from = w.id;
+        *hop_in = if IN_SPARE { HopIn::Out } else { HopIn::Spare };
+        *running = Some(w.next);
+        panic!("injected fault");
+    }
+    let r: std::thread::Result<()> = catch_unwind(|| panic!("injected fault"));
+    if let Some(f) = src.pop() {
+        cur.switch.recycle_buffer(f.data);
+    }
+    match r {
+        Err(e) => (HopEnd::Panic(w.next, e), true),
+        Ok(()) => unreachable!("the fault panicked"),
     }
 }
 
@@ -1093,7 +1227,8 @@ impl VirtSwitch {
             burst_frames: Vec::new(),
             chain_bursts: Vec::new(),
             faults_armed: false,
-            carry: Vec::new(),
+            hop_out: Vec::new(),
+            hop_in: HopIn::None,
             carry_from: 0,
         }
     }
@@ -2032,7 +2167,7 @@ impl VirtSwitch {
             // record of origins started afresh.
             self.origins.clear();
             self.origin_total = 0;
-            self.give_back_carry();
+            self.give_back_hop(out);
             self.quarantine_after_panic(id, panic_message(e), 0, out);
             done += 1;
             sent(out);
@@ -2053,22 +2188,13 @@ impl VirtSwitch {
         out: &mut Vec<OutputPacket>,
         running: &mut Option<DeviceId>,
     ) -> LaneMemo {
-        let chained = m.last != m.dev;
-        if chained {
-            // The frame is the chain's last device's: back to it, and the record of origins
-            // names this packet's device from now on (as `next_lane` does).
-            let Some(Some(last)) = self.devices.slots.get_mut(m.last as usize) else {
-                return self.next_lane::<false>(m.port as Port, data, out, running);
-            };
-            last.switch.recycle_outputs(out);
-            self.origins[0].0 = m.dev;
+        if m.last != m.dev {
+            return self.memo_chain(m, data, out, running);
         }
         let Some(Some(dev)) = self.devices.slots.get_mut(m.dev as usize) else {
             return self.next_lane::<false>(m.port as Port, data, out, running);
         };
-        if !chained {
-            dev.switch.recycle_outputs(out);
-        }
+        dev.switch.recycle_outputs(out);
         dev.stats.packets_in += 1;
         *running = Some(m.dev);
         dev.switch.process_packet(m.vport, data, out);
@@ -2078,11 +2204,49 @@ impl VirtSwitch {
                 if p != NO_PHYS {
                     out[0].port = p;
                     dev.stats.to_phys += 1;
-                    return LaneMemo { last: m.dev, ..m };
+                    return m;
                 }
             }
         }
         m.ending_at(self.lane_again_other::<false>(m.dev, Ok(()), out, running))
+    }
+
+    /// [`VirtSwitch::memo_lane`] when the previous packet's way was a chain on the lane: its
+    /// frame back to the chain's last device, the packet into the first, and the chain's hops
+    /// straight on ([`VirtSwitch::run_hops`]), without first asking whether the first device's
+    /// frame leaves by a physical port (it left by a link last time; when it does not now,
+    /// the rest of the lane maps it, [`VirtSwitch::lane_again_other`]).
+    #[inline(always)]
+    fn memo_chain(
+        &mut self,
+        m: LaneMemo,
+        data: &[u8],
+        out: &mut Vec<OutputPacket>,
+        running: &mut Option<DeviceId>,
+    ) -> LaneMemo {
+        let Some(Some(last)) = self.devices.slots.get_mut(m.last as usize) else {
+            return self.next_lane::<false>(m.port as Port, data, out, running);
+        };
+        last.switch.recycle_outputs(out);
+        // `out` is empty: the record of origins starts afresh (the chain's end notes its
+        // frame).
+        self.origins.clear();
+        self.origin_total = 0;
+        let Some(Some(dev)) = self.devices.slots.get_mut(m.dev as usize) else {
+            return self.next_lane::<false>(m.port as Port, data, out, running);
+        };
+        dev.stats.packets_in += 1;
+        *running = Some(m.dev);
+        dev.switch.process_packet(m.vport, data, out);
+        *running = None;
+        let link = match out.len() {
+            1 if self.max_hops > 0 => dev.link_of(out[0].port),
+            _ => None,
+        };
+        match link {
+            Some(link) => m.ending_at(self.run_hops::<false>(m.dev, link, 0, out, running)),
+            None => m.ending_at(self.lane_again_other::<false>(m.dev, Ok(()), out, running)),
+        }
     }
 
     /// [`VirtSwitch::process_next`] (`GUARD`: with its own panic boundary around the device)
@@ -2225,15 +2389,20 @@ impl VirtSwitch {
     }
 
     /// The frame a chain's device was running when a [`VirtSwitch::process_each`] session
-    /// caught a panic: its buffer back to the device that produced it.
+    /// caught a panic ([`HopIn`]): its buffer back to the device that produced it, and the
+    /// frames the panicking device had written into [`VirtSwitch::hop_out`] moved to `out`
+    /// (from where they go back to that device with the rest of the packet's).
     #[cold]
-    fn give_back_carry(&mut self) {
-        if self.carry.capacity() != 0 {
-            let frame = std::mem::take(&mut self.carry);
-            if let Some(d) = self.devices.get_mut(&self.carry_from) {
-                d.switch.recycle_buffer(frame);
-            }
+    fn give_back_hop(&mut self, out: &mut Vec<OutputPacket>) {
+        let frame = match std::mem::replace(&mut self.hop_in, HopIn::None) {
+            HopIn::None => return,
+            HopIn::Out => out.pop(),
+            HopIn::Spare => self.hop_out.pop(),
+        };
+        if let (Some(f), Some(d)) = (frame, self.devices.get_mut(&self.carry_from)) {
+            d.switch.recycle_buffer(f.data);
         }
+        out.append(&mut self.hop_out);
     }
 
     /// [`VirtSwitch::process_next`] outside the lane: give back, then the packet as a batch
@@ -2536,135 +2705,103 @@ impl VirtSwitch {
     /// one frame to a physical port ends the lane. Anything else is mapped and its links run
     /// as on the general path. `GUARD`: each hop under its own panic boundary; else (a
     /// [`VirtSwitch::process_each`] session, whose boundary catches the panic) `running` holds
-    /// the device while it runs and the frame waits in [`VirtSwitch::carry`]. Returns the
+    /// the device while it runs and [`VirtSwitch::hop_in`] where its frame waits. Returns the
     /// last device when the lane ended with its one frame to a physical port.
-    #[inline(never)]
+    ///
+    /// No frame is moved on the way: a hop's device reads the frame where the previous device
+    /// wrote it, and writes its own into the other of two buffers (the caller's `out` and
+    /// [`VirtSwitch::hop_out`] take turns), as a native chain's hop reads the previous
+    /// switch's output. Taking the frame out first moved a `Vec` onto the stack and read its
+    /// pointer back for the next pipeline at once, where `perf annotate` put the hop's
+    /// hottest sample (a load of the upper half of a 16-byte store just made).
+    #[inline(always)]
     fn fast_hops<const GUARD: bool>(
         &mut self,
-        mut id: DeviceId,
+        id: DeviceId,
         start: usize,
         out: &mut Vec<OutputPacket>,
         running: &mut Option<DeviceId>,
     ) -> Option<DeviceId> {
-        let mut hops = 0;
         // The link the one frame takes (the device's port map, looked up once per hop: the
         // next device's own map gives the next link, or the physical port that ends the lane).
         let first = match self.devices.slots.get_mut(id as usize) {
-            Some(Some(cur)) if out.len() == start + 1 && hops < self.max_hops => {
+            Some(Some(cur)) if out.len() == start + 1 && self.max_hops > 0 => {
                 cur.link_of(out[start].port)
             }
             _ => None,
         };
-        let Some((mut next, mut vport)) = first else {
-            self.map_outputs(id, start, hops, out);
-            self.drain_links(out);
-            return None;
-        };
-        loop {
-            // Both devices at once (a device linked to itself takes the general path).
-            let slots = &mut self.devices.slots;
-            let Ok([Some(cur), Some(nd)]) = slots.get_disjoint_mut([id as usize, next as usize])
-            else {
-                break;
-            };
-            if !nd.lane_ok() {
-                if self.faults_armed && nd.fault_fires_next() {
-                    self.fire_in_hop::<GUARD>(id, next, start, out, running);
-                    return None;
-                }
-                break;
+        match first {
+            Some(link) => self.run_hops::<GUARD>(id, link, start, out, running),
+            None => {
+                self.map_outputs(id, start, 0, out);
+                self.drain_links(out);
+                None
             }
-            cur.stats.to_links += 1;
-            nd.stats.packets_in += 1;
-            self.carry_from = id;
-            let carried = Carried::take(out, &mut self.carry);
-            let sw = &mut nd.switch;
-            let frame = &carried.frame;
-            let r = if GUARD {
-                catch_unwind(AssertUnwindSafe(|| sw.process_packet(vport, frame, out)))
+        }
+    }
+
+    /// [`VirtSwitch::fast_hops`] once device `id`'s one frame (`out`'s last, at `start`) takes
+    /// `link` (within the hop budget).
+    #[inline(never)]
+    fn run_hops<const GUARD: bool>(
+        &mut self,
+        id: DeviceId,
+        link: (DeviceId, Port),
+        start: usize,
+        out: &mut Vec<OutputPacket>,
+        running: &mut Option<DeviceId>,
+    ) -> Option<DeviceId> {
+        let (next, vport) = link;
+        let mut w = Walk {
+            id,
+            next,
+            vport,
+            hops: 0,
+        };
+        let mut lane = HopLane {
+            slots: &mut self.devices.slots,
+            hop_in: &mut self.hop_in,
+            carry_from: &mut self.carry_from,
+            faults_armed: self.faults_armed,
+            max_hops: self.max_hops,
+        };
+        let spare = &mut self.hop_out;
+        // Two hops a turn, the buffers' roles fixed in each (`out` → `hop_out`, then back):
+        // `in_spare` says where the lane left the frames.
+        let (end, in_spare) = loop {
+            if let Err((end, ran)) = lane.hop::<GUARD, true>(&mut w, out, start, spare, 0, running)
+            {
+                break (end, ran);
+            }
+            if let Err((end, ran)) = lane.hop::<GUARD, false>(&mut w, spare, 0, out, start, running)
+            {
+                break (end, !ran);
+            }
+        };
+        let (id, hops) = (w.id, w.hops);
+        // The frames in flight (or the panicking device's) to the caller's `out`, after the
+        // packet's earlier ones (none: the buffers trade places, no frame is copied).
+        if in_spare {
+            if out.is_empty() {
+                std::mem::swap(out, &mut self.hop_out);
             } else {
-                *running = Some(next);
-                sw.process_packet(vport, frame, out);
-                *running = None;
-                Ok(())
-            };
-            // The frame's buffer goes back to the device that produced it.
-            cur.switch.recycle_buffer(carried.into_frame());
-            if let Err(e) = r {
+                out.append(&mut self.hop_out);
+            }
+        }
+        match end {
+            HopEnd::Phys => {
+                self.note_origin(id, 1);
+                return Some(id);
+            }
+            HopEnd::Other => {}
+            HopEnd::Panic(next, e) => {
                 self.quarantine_after_panic(next, panic_message(e), start, out);
                 return None;
-            }
-            id = next;
-            hops += 1;
-            if out.len() != start + 1 {
-                break;
-            }
-            // The guess first (`link_of`), then one read of the port map: the physical port
-            // that ends the lane, or a link (remembered).
-            let port = out[start].port;
-            if let Some(link) = nd.guessed_link(port) {
-                if hops >= self.max_hops {
-                    break;
-                }
-                (next, vport) = link;
-                continue;
-            }
-            match nd.ports.get(port as usize) {
-                Some(&Target::Phys(p)) => {
-                    out[start].port = p;
-                    nd.stats.to_phys += 1;
-                    self.note_origin(id, 1);
-                    return Some(id);
-                }
-                Some(&Target::Link { device, vport: v }) if hops < self.max_hops => {
-                    nd.remember_link(port, device, v);
-                    (next, vport) = (device, v);
-                }
-                _ => break,
             }
         }
         self.map_outputs(id, start, hops, out);
         self.drain_links(out);
         None
-    }
-
-    /// An injected fault ([`VirtSwitch::inject_panic`]) firing on the packet device `next`
-    /// gets over a link from `id` on the lane ([`VirtSwitch::fast_hops`]): the hop goes as far
-    /// as a real panic inside `next`'s switch would — the frame taken into
-    /// [`VirtSwitch::carry`], the counters moved — and panics there. In a
-    /// [`VirtSwitch::process_each`] session (`!GUARD`) the session's boundary catches it and
-    /// gives the frame back ([`VirtSwitch::give_back_carry`]); with the hop's own boundary
-    /// (`GUARD`) the panic is caught here and handled as the hop handles one. A device with a
-    /// fault armed is otherwise off the lane, so this is the only way a test reaches the
-    /// hop's recovery (`tests/chain.rs`).
-    #[cold]
-    #[inline(never)]
-    fn fire_in_hop<const GUARD: bool>(
-        &mut self,
-        id: DeviceId,
-        next: DeviceId,
-        start: usize,
-        out: &mut Vec<OutputPacket>,
-        running: &mut Option<DeviceId>,
-    ) {
-        let slots = &mut self.devices.slots;
-        let Ok([Some(cur), Some(nd)]) = slots.get_disjoint_mut([id as usize, next as usize]) else {
-            return;
-        };
-        cur.stats.to_links += 1;
-        nd.stats.packets_in += 1;
-        self.carry_from = id;
-        // As the hop holds the frame: a panic unwinding from here leaves it in `carry`.
-        let carried = Carried::take(out, &mut self.carry);
-        if !GUARD {
-            *running = Some(next);
-            panic!("injected fault");
-        }
-        let r: std::thread::Result<()> = catch_unwind(|| panic!("injected fault"));
-        cur.switch.recycle_buffer(carried.into_frame());
-        if let Err(e) = r {
-            self.quarantine_after_panic(next, panic_message(e), start, out);
-        }
     }
 
     /// Frames `sent` appended to the caller's `out` by device `id` (for

@@ -896,24 +896,55 @@ fn a_panic_in_hop_2_of_3_at_packet_k_one_per_call_equals_the_general_path() {
     }
 }
 
-/// The middle device of Example 1 B's chain (the firewall, 22) panics for real **on the
-/// lane**, inside `fast_hops`'s hop (issue 17, h-tidy): the frame it was running (the first
-/// switch's output, kept in `VirtSwitch::carry`) must go back to the pool of the device that
-/// produced it — in a `process_each` session by the session's boundary after the caught panic
-/// (`give_back_carry`), with `process_next` by the hop itself. Every device's pool is bounded
-/// to `POOL` buffers (all made up front), so a buffer lost shows as a pool short of one and a
-/// buffer given twice, or to the wrong device, as a pool past it: after every packet the
-/// buffers in the pools plus the frames in the caller's hands are the 3 × `POOL` made, and
-/// after the last give-back each pool holds exactly `POOL`. Each packet's frames and every
-/// counter equal the general path's with the same fault, packet by packet, before and after
-/// the panic (the first and the last switch go on forwarding), and the firewall is
-/// quarantined with one panic.
+/// A device of Example 1 B's chain panics **on the lane**, inside a hop of `fast_hops`
+/// (issue 17, h-tidy): the middle device (the firewall, 22) in the chain's first hop, and the
+/// last switch (32, entered from the firewall) in its second, where the frame it runs waits
+/// in the other of the hop's two buffers. The frame it was running (the previous device's
+/// output) must go back to the pool of the device that produced it — in a `process_each`
+/// session by the session's boundary after the caught panic (`give_back_hop`), with
+/// `process_next` by the hop itself. Every device's pool is bounded to `POOL` buffers (all
+/// made up front), so a buffer lost shows as a pool short of one and a buffer given twice,
+/// or to the wrong device, as a pool past it: after every packet the buffers in the pools
+/// plus the frames in the caller's hands are the 3 × `POOL` made, and after the last
+/// give-back each pool holds exactly `POOL`. Each packet's frames and every counter equal the
+/// general path's with the same fault, packet by packet, before and after the panic (the
+/// other switches go on forwarding), and the device is quarantined with one panic.
 #[test]
-fn a_real_panic_in_the_middle_hop_one_per_call_gives_its_frame_back_and_the_chain_goes_on() {
+fn a_real_panic_in_a_hop_one_per_call_gives_its_frame_back_and_the_chain_goes_on() {
+    // The firewall's 40th packet (it is entered only over links); the last switch's first
+    // packet past its 40th that comes over the link (from hosts 1 and 2 on ports 1 and 2,
+    // to hosts 3 and 4: the second hop of 12 → 22 → 32) right after a packet that left one
+    // frame.
+    let pkts = ex1_traffic(300, false);
+    let mut probe = ex1("B");
+    let mut out = Vec::new();
+    let mut k32 = None;
+    let mut one_before = false;
+    for (port, data) in &pkts {
+        let before = stats(&probe, &[32])[0].packets_in;
+        probe.process_batch(&[(*port, data)], &mut out);
+        let over_link = *port <= 2 && stats(&probe, &[32])[0].packets_in == before + 1;
+        // The packet before left one frame: this one takes the one-packet lane in a
+        // `process_each` session (the hop with the session's boundary, not its own).
+        if over_link && one_before && before >= 40 {
+            k32 = Some(before + 1);
+            break;
+        }
+        one_before = out.len() == 1;
+        probe.recycle_outputs(&mut out);
+    }
+    let k32 = k32.expect("a packet from ports 1-2 reaches device 32 over the link");
+    for (hop, k) in [(22, 40), (32, k32)] {
+        panic_in_hop(&pkts, hop, k);
+    }
+}
+
+/// [`a_real_panic_in_a_hop_one_per_call_gives_its_frame_back_and_the_chain_goes_on`] with
+/// the fault on device `hop`'s `k`-th packet.
+fn panic_in_hop(pkts: &[(Port, Vec<u8>)], hop: DeviceId, k: u64) {
     const POOL: usize = 64;
     let devices = [12, 22, 32];
-    let k = 40;
-    let pkts = ex1_traffic(300, false);
+    let at = devices.iter().position(|&d| d == hop).unwrap();
     let build = || {
         let mut vs = ex1("B");
         for d in devices {
@@ -928,7 +959,7 @@ fn a_real_panic_in_the_middle_hop_one_per_call_gives_its_frame_back_and_the_chai
             )
             .unwrap();
         }
-        vs.inject_panic(22, k).unwrap();
+        vs.inject_panic(hop, k).unwrap();
         vs
     };
     let pools = |vs: &VirtSwitch| -> Vec<usize> {
@@ -942,15 +973,15 @@ fn a_real_panic_in_the_middle_hop_one_per_call_gives_its_frame_back_and_the_chai
     off_the_lane(&mut reference);
     let mut out = Vec::new();
     let mut want = Vec::new();
-    for (port, data) in &pkts {
+    for (port, data) in pkts {
         reference.process_batch(&[(*port, data)], &mut out);
         let f = phys(&out);
         reference.recycle_outputs(&mut out);
         want.push(step(&mut reference, &devices, f));
     }
-    // The fault fired at the firewall's k-th packet; afterwards the first and last switches
-    // forwarded packets out of physical ports (to their own hosts, and flooded).
-    let fired = want.iter().position(|s| s.stats[1].panics == 1).unwrap();
+    // The fault fired at the device's k-th packet; afterwards the other switches forwarded
+    // packets out of physical ports (to their own hosts, and flooded).
+    let fired = want.iter().position(|s| s.stats[at].panics == 1).unwrap();
     assert!(
         want[fired + 1..]
             .iter()
@@ -959,6 +990,12 @@ fn a_real_panic_in_the_middle_hop_one_per_call_gives_its_frame_back_and_the_chai
             > 50,
         "the edges forward after the panic"
     );
+    let quarantined = |vs: &VirtSwitch, mode: &str| {
+        let last = stats(vs, &devices);
+        assert_eq!(last[at].panics, 1, "{mode}");
+        assert_eq!(last.iter().map(|s| s.buffer_drops).sum::<u64>(), 0);
+        assert!(vs.quarantine(Caller::Operator, hop).unwrap().is_some());
+    };
 
     for each in [false, true] {
         let mode = if each { "process_each" } else { "process_next" };
@@ -989,9 +1026,34 @@ fn a_real_panic_in_the_middle_hop_one_per_call_gives_its_frame_back_and_the_chai
             [POOL; 3],
             "{mode}: each buffer back in its own pool"
         );
-        let last = stats(&vs, &devices);
-        assert_eq!(last[1].panics, 1, "{mode}");
-        assert_eq!(last.iter().map(|s| s.buffer_drops).sum::<u64>(), 0);
-        assert!(vs.quarantine(Caller::Operator, 22).unwrap().is_some());
+        quarantined(&vs, mode);
     }
+
+    // The whole traffic as one `process_each` session: the panic is caught mid-session (and
+    // the packets that come in on the previous one's port take its way again, `LaneMemo`).
+    let mut vs = build();
+    let mut frames = Vec::new();
+    let n = vs.process_each(
+        pkts.iter().map(|(p, d)| (*p, d.as_slice())),
+        &mut out,
+        |o| frames.push(phys(o)),
+    );
+    assert_eq!(n, pkts.len() as u64, "one session: every packet run");
+    for (i, f) in frames.iter().enumerate() {
+        assert_eq!(f, &want[i].frames, "one session, packet {i}");
+    }
+    let end = step(&mut vs, &devices, frames.pop().unwrap());
+    assert_eq!(
+        &end,
+        want.last().unwrap(),
+        "one session: the counters at the end"
+    );
+    assert_eq!(pools(&vs).iter().sum::<usize>() + out.len(), 3 * POOL);
+    vs.recycle_outputs(&mut out);
+    assert_eq!(
+        pools(&vs),
+        [POOL; 3],
+        "one session: each buffer back in its own pool"
+    );
+    quarantined(&vs, "one session");
 }
