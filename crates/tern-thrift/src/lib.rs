@@ -18,5 +18,6 @@ mod server;
 
 pub use client::{PreService, ThriftRuntime};
 pub use server::{
-    serve, spawn, spawn_stoppable, spawn_stoppable_with, Server, DEFAULT_MAX_CONNECTIONS,
+    serve, serve_with, spawn, spawn_stoppable, spawn_stoppable_with, Server,
+    DEFAULT_MAX_CONNECTIONS,
 };

@@ -1142,12 +1142,16 @@ pub fn serve<R: Runtime + Send + 'static>(
     listener: TcpListener,
     sw: Arc<Mutex<R>>,
 ) -> io::Result<()> {
-    serve_until(
-        listener,
-        sw,
-        &Arc::new(Stop::default()),
-        DEFAULT_MAX_CONNECTIONS,
-    )
+    serve_with(listener, sw, DEFAULT_MAX_CONNECTIONS)
+}
+
+/// [`serve`] with at most `max_connections` connections served at once.
+pub fn serve_with<R: Runtime + Send + 'static>(
+    listener: TcpListener,
+    sw: Arc<Mutex<R>>,
+    max_connections: usize,
+) -> io::Result<()> {
+    serve_until(listener, sw, &Arc::new(Stop::default()), max_connections)
 }
 
 /// What [`Server::stop`] shares with its accept loop: the stop flag and the open

@@ -290,6 +290,13 @@ pub struct ControlArgs {
     #[arg(long, value_name = "P")]
     pub thrift_port: Option<u32>,
 
+    /// Thrift connections served at once (each holds a thread while its client keeps it
+    /// open; simple_switch_CLI keeps one for its whole session). A connection past them is
+    /// closed as soon as it is accepted, and said on standard error.
+    #[arg(long, value_name = "N", default_value_t = tern_thrift::DEFAULT_MAX_CONNECTIONS as u32,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub thrift_max_connections: u32,
+
     /// Serve P4Runtime (gRPC) on this address, sharing the switch: table writes apply to the
     /// running switch, packet-out leaves on the attached ports, packets sent to --cpu-port
     /// reach the controller as packet-in, digests as digest lists. Also a target option
@@ -555,15 +562,16 @@ pub fn start_control_server<R: Runtime + Send + 'static>(
     args: &RunArgs,
 ) -> anyhow::Result<Option<std::thread::JoinHandle<()>>> {
     match args.control.thrift_port {
-        Some(port) => serve_thrift(sw, port).map(Some),
+        Some(port) => serve_thrift(sw, port, args.control.thrift_max_connections).map(Some),
         None => Ok(None),
     }
 }
 
 /// Bind `port` and serve BMv2's Thrift API on a new thread.
-fn serve_thrift<R: Runtime + Send + 'static>(
+pub(crate) fn serve_thrift<R: Runtime + Send + 'static>(
     sw: &Arc<Mutex<R>>,
     port: u32,
+    max_connections: u32,
 ) -> anyhow::Result<std::thread::JoinHandle<()>> {
     let port = u16::try_from(port).context("--thrift-port must be below 65536")?;
     let listener = std::net::TcpListener::bind(("0.0.0.0", port)).with_context(|| {
@@ -571,7 +579,7 @@ fn serve_thrift<R: Runtime + Send + 'static>(
     })?;
     let sw = Arc::clone(sw);
     Ok(std::thread::spawn(move || {
-        if let Err(e) = tern_thrift::serve(listener, sw) {
+        if let Err(e) = tern_thrift::serve_with(listener, sw, max_connections as usize) {
             eprintln!("Thrift server stopped: {e}");
         }
     }))
@@ -934,9 +942,10 @@ fn run_live(
     // Like simple_switch on interfaces, serve the Thrift API on 9090 unless told otherwise;
     // a busy default port is a warning (another switch may own it), an explicit one an error.
     // The server thread ends with the process.
+    let max = args.control.thrift_max_connections;
     let _control = match args.control.thrift_port {
-        Some(p) => Some(serve_thrift(sw, p)?),
-        None => match serve_thrift(sw, 9090) {
+        Some(p) => Some(serve_thrift(sw, p, max)?),
+        None => match serve_thrift(sw, 9090, max) {
             Ok(h) => Some(h),
             Err(e) => {
                 eprintln!("tern run: warning: {e:#}; running without a control server");

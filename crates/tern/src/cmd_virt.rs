@@ -87,6 +87,12 @@ struct RunArgs {
     /// Activate this snapshot of the config before the first packet.
     #[arg(long)]
     snapshot: Option<String>,
+    /// Thrift connections each device's server serves at once (each holds a thread while its
+    /// client keeps it open). A connection past them is closed as soon as it is accepted, and
+    /// said on standard error.
+    #[arg(long, value_name = "N", default_value_t = tern_thrift::DEFAULT_MAX_CONNECTIONS as u32,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    thrift_max_connections: u32,
     /// Seconds to wait after start-up (Thrift servers up) before reading the inputs, as
     /// `--use-files N` does.
     #[arg(long, default_value_t = 0)]
@@ -163,6 +169,7 @@ fn build_cfg(path: &Path) -> anyhow::Result<(VirtSwitch, String, Config)> {
 fn start_servers(
     vs: &tern_virt::Shared,
     cfg: &Config,
+    max_connections: usize,
 ) -> anyhow::Result<Vec<(tern_virt::DeviceId, tern_thrift::Server)>> {
     let mut addrs = Vec::new();
     for d in &cfg.devices {
@@ -171,7 +178,10 @@ fn start_servers(
             Some(o) => Caller::Tenant(o),
             None => Caller::Operator,
         };
-        addrs.push((d.id, admin::start_thrift(vs, caller, d.id, port)?));
+        addrs.push((
+            d.id,
+            admin::start_thrift(vs, caller, d.id, port, max_connections)?,
+        ));
     }
     Ok(addrs)
 }
@@ -229,7 +239,8 @@ fn run_files(a: RunArgs) -> anyhow::Result<()> {
         Front::One(Arc::new(Mutex::new(vs)))
     };
     let shared = front.shared();
-    let thrift = start_servers(&shared, &cfg)?;
+    let thrift_max = a.thrift_max_connections as usize;
+    let thrift = start_servers(&shared, &cfg, thrift_max)?;
     let grpc = start_p4runtime(&shared, &cfg, a.grpc_addr)?;
     let mut packet_outs = grpc.as_ref().map(|g| g.packet_outs.clone());
     if let (true, Some(rx)) = (a.live, packet_outs.take()) {
@@ -237,13 +248,16 @@ fn run_files(a: RunArgs) -> anyhow::Result<()> {
         crate::cmd_run::spawn_packet_out_sender(&specs, rx.into_inner())?;
     }
     let base = config_base(&a.config);
-    let control = Arc::new(Control::new(
-        front.clone(),
-        grpc.as_ref().map(|g| Arc::clone(&g.p4rt)),
-        thrift,
-        cfg,
-        base,
-    ));
+    let control = Arc::new(
+        Control::new(
+            front.clone(),
+            grpc.as_ref().map(|g| Arc::clone(&g.p4rt)),
+            thrift,
+            cfg,
+            base,
+        )
+        .with_thrift_max(thrift_max),
+    );
     let _admin = match &a.admin {
         Some(path) => Some(AdminSocket::start(path, Arc::clone(&control))?),
         None => None,
@@ -647,6 +661,7 @@ mod tests {
                 workers,
                 grpc_addr: None,
                 worker_slice_us: None,
+                thrift_max_connections: 64,
             })
             .unwrap();
             assert_eq!(
@@ -778,11 +793,29 @@ mod tests {
         std::fs::write(dir.join("virt.json"), cfg).unwrap();
         let (vs, _, cfg) = build_cfg(&dir.join("virt.json")).unwrap();
         let shared = Arc::new(Mutex::new(vs));
-        let addrs = start_servers(&tern_virt::Shared::Locked(Arc::clone(&shared)), &cfg).unwrap();
+        // At most two connections at once (`--thrift-max-connections 2`).
+        let addrs =
+            start_servers(&tern_virt::Shared::Locked(Arc::clone(&shared)), &cfg, 2).unwrap();
         assert_eq!(addrs.len(), 1);
         let port = addrs[0].1.addr().port();
         let mut c = tern_thrift::ThriftRuntime::connect(("127.0.0.1", port)).unwrap();
         assert_eq!(c.switch_info().device_id, 1);
+        let c2 = tern_thrift::ThriftRuntime::connect(("127.0.0.1", port)).unwrap();
+        assert_eq!(c2.switch_info().device_id, 1);
+        let mut extra = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        extra
+            .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .unwrap();
+        let got = std::io::Read::read(&mut extra, &mut [0u8; 1]);
+        assert!(
+            matches!(&got, Ok(0))
+                || got
+                    .as_ref()
+                    .is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionReset),
+            "the third connection is closed at once: {got:?}"
+        );
+        assert_eq!(addrs[0].1.refused(), 1);
+        drop(c2);
         c.mt_add_entry(
             "MyIngress.ipv4_lpm",
             &[MatchParam::Lpm {
@@ -1038,7 +1071,7 @@ mod tests {
         let control = Arc::new(Control::new(
             front.clone(),
             Some(Arc::clone(&grpc.p4rt)),
-            start_servers(&shared, &cfg).unwrap(),
+            start_servers(&shared, &cfg, tern_thrift::DEFAULT_MAX_CONNECTIONS).unwrap(),
             cfg,
             dir.to_path_buf(),
         ));
@@ -1457,6 +1490,7 @@ mod tests {
             grpc_addr: None,
             workers: 0,
             worker_slice_us: None,
+            thrift_max_connections: 64,
         })
         .unwrap_err();
         let e = format!("{e:#}");

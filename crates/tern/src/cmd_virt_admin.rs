@@ -94,6 +94,8 @@ pub(super) struct Control {
     /// Thrift servers running (device, server); a device's server is stopped (its listener
     /// and connections closed) when the device is removed.
     thrift: Mutex<Vec<(DeviceId, tern_thrift::Server)>>,
+    /// Connections each Thrift server started from here serves at once.
+    thrift_max: usize,
     /// The configuration in force and the folder its paths are relative to.
     config: Mutex<(Config, PathBuf)>,
 }
@@ -118,8 +120,16 @@ impl Control {
             front,
             p4rt,
             thrift: Mutex::new(thrift),
+            thrift_max: tern_thrift::DEFAULT_MAX_CONNECTIONS,
             config: Mutex::new((cfg, base)),
         }
+    }
+
+    /// The Thrift servers of devices added or moved from here serve at most `n` connections
+    /// at once (`--thrift-max-connections`).
+    pub(super) fn with_thrift_max(mut self, n: usize) -> Control {
+        self.thrift_max = n;
+        self
     }
 
     /// The Thrift listeners (device, address) open now.
@@ -379,7 +389,7 @@ impl Control {
     ) -> Result<(), String> {
         if let Some(port) = thrift_port {
             let caller = owner.map_or(Caller::Operator, Caller::Tenant);
-            let server = start_thrift(&self.front.shared(), caller, id, port)
+            let server = start_thrift(&self.front.shared(), caller, id, port, self.thrift_max)
                 .map_err(|e| format!("{e:#}"))?;
             let addr = server.addr();
             self.thrift
@@ -566,7 +576,7 @@ impl Control {
             match d.thrift_port {
                 Some(port) => {
                     let caller = d.owner.as_deref().map_or(Caller::Operator, Caller::Tenant);
-                    let server = start_thrift(&shared, caller, d.id, port)
+                    let server = start_thrift(&shared, caller, d.id, port, self.thrift_max)
                         .map_err(|e| format!("{answer}; but {e:#}"))?;
                     let _ = write!(answer, "; device {} Thrift on {}", d.id, server.addr());
                     self.thrift
@@ -616,10 +626,15 @@ pub(super) fn start_thrift(
     caller: Caller,
     id: DeviceId,
     port: u16,
+    max_connections: usize,
 ) -> anyhow::Result<tern_thrift::Server> {
     let handle = tern_virt::SharedDevice::new(shared.clone(), caller, id)?;
-    let server = tern_thrift::spawn_stoppable(("0.0.0.0", port), Arc::new(Mutex::new(handle)))
-        .with_context(|| format!("device {id}: cannot start the Thrift server on port {port}"))?;
+    let server = tern_thrift::spawn_stoppable_with(
+        ("0.0.0.0", port),
+        Arc::new(Mutex::new(handle)),
+        max_connections,
+    )
+    .with_context(|| format!("device {id}: cannot start the Thrift server on port {port}"))?;
     println!("device {id}: Thrift server on {}", server.addr());
     Ok(server)
 }

@@ -846,8 +846,8 @@ fn run_live(
     }
     // As the single-threaded run: Thrift on 9090 unless told otherwise (busy default: warning).
     let _control = match args.control.thrift_port {
-        Some(p) => Some(serve_thrift(&ctl, p)?),
-        None => match serve_thrift(&ctl, 9090) {
+        Some(p) => Some(serve_thrift(&ctl, p, args.control.thrift_max_connections)?),
+        None => match serve_thrift(&ctl, 9090, args.control.thrift_max_connections) {
             Ok(h) => Some(h),
             Err(e) => {
                 eprintln!("tern run: warning: {e:#}; running without a control server");

@@ -108,3 +108,100 @@ fn cli_over_thrift_configures_a_running_switch() {
     assert_eq!(&got[0][6..12], &[0, 0xaa, 0xbb, 0, 0, 1]);
     assert_eq!(got[0][22], 63);
 }
+
+/// `--thrift-max-connections N` bounds the Thrift connections `tern run` serves at once: with
+/// 1, a held client is served; a second connection is closed as soon as it is accepted (the
+/// client reads the end of the stream) and the refusal is said on standard error; the held
+/// client still answers; when it leaves, a new client is served.
+#[test]
+fn thrift_max_connections_bounds_the_connections_served() {
+    use std::io::Read;
+    use tern_runtime::Runtime;
+    tern_fixtures::require!();
+    let d = tern_fixtures::scratch("thrift-max-conn");
+    let json = format!("{BMV2}/targets/simple_router/simple_router.json");
+    write_pcap(&d.join("p1_in.pcap"), &[]);
+    let port = free_port();
+    let mut switch = Child(
+        Command::new(env!("CARGO_BIN_EXE_tern"))
+            .current_dir(&d)
+            .args(["run", &json, "-i", "1@p1", "--use-files", "0"])
+            .args(["--thrift-port", &port.to_string()])
+            .args(["--thrift-max-connections", "1"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let start = Instant::now();
+    let held = loop {
+        if let Ok(rt) = tern_thrift::ThriftRuntime::connect(("127.0.0.1", port)) {
+            break rt;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "Thrift server never came up"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let config = std::fs::read_to_string(&json).unwrap();
+    // Answered: the server has taken this connection (its one).
+    assert_eq!(held.get_config(), config);
+
+    let mut extra = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    extra
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut b = [0u8; 1];
+    match extra.read(&mut b) {
+        Ok(0) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        r => panic!("the connection past the bound is not closed at once: {r:?}"),
+    }
+    assert_eq!(held.get_config(), config, "the held client still answers");
+    assert!(held.last_error().is_none());
+
+    drop(held);
+    let start = Instant::now();
+    let again = loop {
+        // The held connection's end reaches the server a moment after the client closes it.
+        let rt = tern_thrift::ThriftRuntime::connect(("127.0.0.1", port)).unwrap();
+        if rt.get_config() == config {
+            break rt;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "no client served after the held one left"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(again.last_error().is_none());
+    drop(again);
+
+    let _ = switch.0.kill();
+    let _ = switch.0.wait();
+    let mut err = String::new();
+    switch
+        .0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(
+        err.contains("1 connections open, the most served at once"),
+        "the refusal is said on standard error: {err}"
+    );
+}
+
+/// `--thrift-max-connections 0` is refused with a clear error (a server that serves nobody).
+#[test]
+fn thrift_max_connections_zero_is_refused() {
+    let out = Command::new(env!("CARGO_BIN_EXE_tern"))
+        .args(["run", "x.json", "--thrift-max-connections", "0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--thrift-max-connections"), "{err}");
+}
