@@ -41,6 +41,9 @@ pub struct BenchArgs {
     /// Timed runs per case (the median is reported; native and sliced take turns going first).
     #[arg(long, default_value_t = 3)]
     runs: usize,
+    /// Only the rows whose name contains this text (e.g. "Ex. 1 B"; case-sensitive).
+    #[arg(long, value_name = "TEXT")]
+    only: Option<String>,
     /// Time the isolation suite instead: an open-loop victim's delivered rate, loss and latency
     /// alone and under each attack running flat out, over 1 and 2 workers (writes
     /// isolation.json, isolation.md and isolation.png to --out).
@@ -860,7 +863,22 @@ pub fn run(a: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
     );
     let mut timed_md = String::new();
     let mut batch_md = String::new();
-    for c in cases() {
+    let chosen: Vec<Case> = cases()
+        .into_iter()
+        .filter(|c| a.only.as_ref().is_none_or(|o| c.name.contains(o.as_str())))
+        .collect();
+    if chosen.is_empty() {
+        bail!(
+            "--only {:?}: no row's name contains it (rows: {})",
+            a.only.as_deref().unwrap_or(""),
+            cases()
+                .iter()
+                .map(|c| c.name)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    for c in chosen {
         let (mut switches, nat) = run_native(dir, &c, &c.native)?;
         // What the slice's own devices do natively (the same as `nat` unless the baseline is
         // a merged program).
@@ -1114,6 +1132,50 @@ mod tests {
 
     const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../");
 
+    /// `--only TEXT` runs the rows whose name contains TEXT, and names the rows when none
+    /// does.
+    #[test]
+    fn only_runs_the_rows_named() {
+        let dir = tern_fixtures::scratch("virt-bench-only");
+        let args = |only: &str| BenchArgs {
+            out: dir.to_path_buf(),
+            scenarios: Path::new(ROOT).join("p4/virt/scenarios"),
+            timed: false,
+            packets: 50,
+            runs: 1,
+            only: Some(only.into()),
+            isolation: false,
+            batch: 32,
+            attack_frames: 32,
+            workers: vec![1],
+            victim_share: 0.4,
+            victim_kpps: None,
+            quantum_ns: tern_virt::DEFAULT_QUANTUM_NS,
+            charge: "work".into(),
+            yield_busy: false,
+            front_wakes_all: false,
+            slice_us: 0,
+            worker_slice_us: None,
+            no_plot: true,
+        };
+        run(args("Ex. 1 B")).unwrap();
+        let j: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("virt_bench.json")).unwrap())
+                .unwrap();
+        let names: Vec<&str> = j["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["row"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["Ex. 1 B (L2 - FW - L2)"]);
+        let e = run(args("no such row")).unwrap_err().to_string();
+        assert!(
+            e.contains("no row's name contains it") && e.contains("firewall"),
+            "{e}"
+        );
+    }
+
     /// Every row runs: native and sliced give the same frame; the counts are what the
     /// programs do (no extra passes; the sliced path adds one classifier lookup plus its hops).
     #[test]
@@ -1125,6 +1187,7 @@ mod tests {
             timed: true,
             packets: 50,
             runs: 1,
+            only: None,
             isolation: false,
             batch: 32,
             attack_frames: 32,
@@ -1213,6 +1276,7 @@ mod tests {
             timed: false,
             packets: 64,
             runs: 1,
+            only: None,
             isolation: true,
             batch: 8,
             attack_frames: 4,
