@@ -258,14 +258,7 @@ fn check_forwarded(inp: &[u8], out: &[u8]) -> Result<(), String> {
 
 /// RFC 1071 checksum (0 over a header whose checksum is right).
 fn csum(b: &[u8]) -> u16 {
-    let mut s: u32 = b
-        .chunks(2)
-        .map(|c| u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]) as u32)
-        .sum();
-    while s >> 16 != 0 {
-        s = (s & 0xffff) + (s >> 16);
-    }
-    !(s as u16)
+    tern_dataplane::hash::csum16(b) as u16
 }
 
 fn ip(a: u32) -> String {

@@ -140,15 +140,9 @@ const H2: [u8; 6] = [0, 0, 0, 0, 0, 2];
 const H3: [u8; 6] = [0, 0, 0, 0, 0, 3];
 const RMAC: [u8; 6] = [0, 0, 0, 0, 0x0a, 0x0a];
 
+/// RFC 1071 checksum (the engine's).
 fn csum(b: &[u8]) -> u16 {
-    let mut s: u32 = b
-        .chunks(2)
-        .map(|c| u32::from(c[0]) << 8 | u32::from(*c.get(1).unwrap_or(&0)))
-        .sum();
-    while s > 0xffff {
-        s = (s & 0xffff) + (s >> 16);
-    }
-    !(s as u16)
+    tern_dataplane::hash::csum16(b) as u16
 }
 
 /// Ethernet + IPv4 (valid checksum) + `l4` payload.
