@@ -664,6 +664,22 @@ impl Device {
         }
     }
 
+    /// The link the lane takes from this device when `out` holds its one frame at `start`
+    /// and the hop budget allows a hop ([`Device::link_of`]), else `None`.
+    #[inline(always)]
+    fn lane_link(
+        &mut self,
+        out: &[OutputPacket],
+        start: usize,
+        max_hops: u32,
+    ) -> Option<(DeviceId, Port)> {
+        if out.len() == start + 1 && max_hops > 0 {
+            self.link_of(out[start].port)
+        } else {
+            None
+        }
+    }
+
     /// The last link taken ([`Device::link_of`]) when it was from virtual port `port`.
     #[inline(always)]
     fn guessed_link(&self, port: Port) -> Option<(DeviceId, Port)> {
@@ -1007,7 +1023,7 @@ pub struct VirtSwitch {
     /// panic ([`HopIn`]), and the device that produced that frame: the session still gives
     /// its buffer back ([`VirtSwitch::give_back_hop`]).
     hop_in: HopIn,
-    carry_from: DeviceId,
+    hop_from: DeviceId,
 }
 
 /// Which buffer holds, as its last frame, the frame a chain's device is running on the lane
@@ -1020,6 +1036,18 @@ enum HopIn {
     Out,
     /// [`VirtSwitch::hop_out`].
     Spare,
+}
+
+impl HopIn {
+    /// Where the frame waits while a hop's device writes into [`VirtSwitch::hop_out`]
+    /// (`DST_SPARE`) or into the caller's `out`: the other buffer.
+    const fn beside<const DST_SPARE: bool>() -> HopIn {
+        if DST_SPARE {
+            HopIn::Out
+        } else {
+            HopIn::Spare
+        }
+    }
 }
 
 /// How a one-packet chain on the lane left its loop ([`VirtSwitch::fast_hops`]).
@@ -1046,7 +1074,7 @@ struct Walk {
 struct HopLane<'a> {
     slots: &'a mut Vec<Option<Device>>,
     hop_in: &'a mut HopIn,
-    carry_from: &'a mut DeviceId,
+    hop_from: &'a mut DeviceId,
     faults_armed: bool,
     max_hops: u32,
 }
@@ -1054,10 +1082,10 @@ struct HopLane<'a> {
 impl HopLane<'_> {
     /// One hop: `w.next` runs the frame in flight (the last of `src`, at `src_base`) and
     /// writes its frames into `dst` from `dst_base` on (`IN_SPARE`: `dst` is
-    /// [`VirtSwitch::hop_out`]); the
-    /// frame's buffer goes back to `w.id`. `Ok`: the device sent one frame over a link the
-    /// lane takes on (`w` moved on). `Err((end, ran))`: the lane ends, before the device ran
-    /// the frame (`ran` false: the frames are still in `src`) or after (in `dst`).
+    /// [`VirtSwitch::hop_out`]); the frame's buffer goes back to `w.id`. `Ok`: the device sent
+    /// one frame over a link the lane takes on (`w` moved on). `Err((end, ran))`: the lane
+    /// ends, before the device ran the frame (`ran` false: the frames are still in `src`) or
+    /// after (in `dst`).
     #[inline(always)]
     fn hop<const GUARD: bool, const IN_SPARE: bool>(
         &mut self,
@@ -1077,9 +1105,9 @@ impl HopLane<'_> {
         };
         if !nd.lane_ok() {
             if self.faults_armed && nd.fault_fires_next() {
-                let (hop_in, carry_from) = (&mut *self.hop_in, &mut *self.carry_from);
+                let (hop_in, hop_from) = (&mut *self.hop_in, &mut *self.hop_from);
                 return Err(fire_in_hop::<GUARD, IN_SPARE>(
-                    w, cur, nd, src, hop_in, carry_from, running,
+                    w, cur, nd, src, hop_in, hop_from, running,
                 ));
             }
             return Err((HopEnd::Other, false));
@@ -1091,10 +1119,9 @@ impl HopLane<'_> {
         let r = if GUARD {
             catch_unwind(AssertUnwindSafe(|| sw.process_packet(w.vport, frame, dst)))
         } else {
-            *self.carry_from = w.id;
-            // Where the frame waits while the device runs it (for the session's give-back):
-            // the buffer that is not `dst`.
-            *self.hop_in = if IN_SPARE { HopIn::Out } else { HopIn::Spare };
+            *self.hop_from = w.id;
+            // Where the frame waits while the device runs it (for the session's give-back).
+            *self.hop_in = HopIn::beside::<IN_SPARE>();
             *running = Some(w.next);
             sw.process_packet(w.vport, frame, dst);
             *running = None;
@@ -1156,14 +1183,14 @@ fn fire_in_hop<const GUARD: bool, const IN_SPARE: bool>(
     nd: &mut Device,
     src: &mut Vec<OutputPacket>,
     hop_in: &mut HopIn,
-    carry_from: &mut DeviceId,
+    hop_from: &mut DeviceId,
     running: &mut Option<DeviceId>,
 ) -> (HopEnd, bool) {
     cur.stats.to_links += 1;
     nd.stats.packets_in += 1;
     if !GUARD {
-        *carry_from = w.id;
-        *hop_in = if IN_SPARE { HopIn::Out } else { HopIn::Spare };
+        *hop_from = w.id;
+        *hop_in = HopIn::beside::<IN_SPARE>();
         *running = Some(w.next);
         panic!("injected fault");
     }
@@ -1229,7 +1256,7 @@ impl VirtSwitch {
             faults_armed: false,
             hop_out: Vec::new(),
             hop_in: HopIn::None,
-            carry_from: 0,
+            hop_from: 0,
         }
     }
 
@@ -2239,11 +2266,7 @@ impl VirtSwitch {
         *running = Some(m.dev);
         dev.switch.process_packet(m.vport, data, out);
         *running = None;
-        let link = match out.len() {
-            1 if self.max_hops > 0 => dev.link_of(out[0].port),
-            _ => None,
-        };
-        match link {
+        match dev.lane_link(out, 0, self.max_hops) {
             Some(link) => m.ending_at(self.run_hops::<false>(m.dev, link, 0, out, running)),
             None => m.ending_at(self.lane_again_other::<false>(m.dev, Ok(()), out, running)),
         }
@@ -2399,7 +2422,7 @@ impl VirtSwitch {
             HopIn::Out => out.pop(),
             HopIn::Spare => self.hop_out.pop(),
         };
-        if let (Some(f), Some(d)) = (frame, self.devices.get_mut(&self.carry_from)) {
+        if let (Some(f), Some(d)) = (frame, self.devices.get_mut(&self.hop_from)) {
             d.switch.recycle_buffer(f.data);
         }
         out.append(&mut self.hop_out);
@@ -2725,9 +2748,7 @@ impl VirtSwitch {
         // The link the one frame takes (the device's port map, looked up once per hop: the
         // next device's own map gives the next link, or the physical port that ends the lane).
         let first = match self.devices.slots.get_mut(id as usize) {
-            Some(Some(cur)) if out.len() == start + 1 && self.max_hops > 0 => {
-                cur.link_of(out[start].port)
-            }
+            Some(Some(cur)) => cur.lane_link(out, start, self.max_hops),
             _ => None,
         };
         match first {
@@ -2761,7 +2782,7 @@ impl VirtSwitch {
         let mut lane = HopLane {
             slots: &mut self.devices.slots,
             hop_in: &mut self.hop_in,
-            carry_from: &mut self.carry_from,
+            hop_from: &mut self.hop_from,
             faults_armed: self.faults_armed,
             max_hops: self.max_hops,
         };
