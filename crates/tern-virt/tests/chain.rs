@@ -562,6 +562,20 @@ fn step(vs: &mut VirtSwitch, devices: &[DeviceId], frames: Vec<(u64, Vec<u8>)>) 
     }
 }
 
+/// Bound each of `devices`' pool of frame buffers to `pool` (`Quotas::max_buffers`; the
+/// buffers are made up front), so that a buffer lost, kept or given to the wrong device shows
+/// in `spare_buffers`.
+fn bound_pools(vs: &mut VirtSwitch, devices: &[DeviceId], pool: usize) {
+    for &d in devices {
+        let (owner, q) = vs.device_config(d).unwrap();
+        let q = Quotas {
+            max_buffers: Some(pool),
+            ..q
+        };
+        vs.configure(d, owner, q).unwrap();
+    }
+}
+
 /// Every rule of `vs` given a condition that always holds (the EtherType under mask 0): the
 /// classifier becomes the list of rules, which the one-packet lane never takes, so every
 /// packet runs on the general path (the device's pass, then the links hop by hop).
@@ -785,14 +799,7 @@ fn one_per_call_in_runs_of_one_port_equals_the_general_path() {
         ("C", &[12, 23, 24, 25, 32][..], true),
     ] {
         let mut vs = ex1(phase);
-        for &d in devices {
-            let (owner, q) = vs.device_config(d).unwrap();
-            let q = Quotas {
-                max_buffers: Some(POOL),
-                ..q
-            };
-            vs.configure(d, owner, q).unwrap();
-        }
+        bound_pools(&mut vs, devices, POOL);
         let pkts = in_runs(ex1_traffic(400, routed));
         let mut out = Vec::new();
         let n = vs.process_each(
@@ -947,18 +954,7 @@ fn panic_in_hop(pkts: &[(Port, Vec<u8>)], hop: DeviceId, k: u64) {
     let at = devices.iter().position(|&d| d == hop).unwrap();
     let build = || {
         let mut vs = ex1("B");
-        for d in devices {
-            let (owner, q) = vs.device_config(d).unwrap();
-            vs.configure(
-                d,
-                owner,
-                Quotas {
-                    max_buffers: Some(POOL),
-                    ..q
-                },
-            )
-            .unwrap();
-        }
+        bound_pools(&mut vs, &devices, POOL);
         vs.inject_panic(hop, k).unwrap();
         vs
     };
