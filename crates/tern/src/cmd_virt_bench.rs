@@ -1126,22 +1126,21 @@ mod tests {
 
     const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../");
 
-    /// `--only TEXT` runs the rows whose name contains TEXT, and names the rows when none
-    /// does.
-    #[test]
-    fn only_runs_the_rows_named() {
-        let dir = tern_fixtures::scratch("virt-bench-only");
-        let args = |only: &str| BenchArgs {
+    /// The bench's arguments as the tests run it: writing to `dir`, the repository's
+    /// scenarios, 50 packets and one run, untimed, no plot (the command line's other
+    /// defaults); each test sets what it is about.
+    fn test_args(dir: &Path) -> BenchArgs {
+        BenchArgs {
             out: dir.to_path_buf(),
             scenarios: Path::new(ROOT).join("p4/virt/scenarios"),
             timed: false,
             packets: 50,
             runs: 1,
-            only: Some(only.into()),
+            only: None,
             isolation: false,
             batch: 32,
             attack_frames: 32,
-            workers: vec![1],
+            workers: vec![1, 2],
             victim_share: 0.4,
             victim_kpps: None,
             quantum_ns: tern_virt::DEFAULT_QUANTUM_NS,
@@ -1151,6 +1150,18 @@ mod tests {
             slice_us: 0,
             worker_slice_us: None,
             no_plot: true,
+        }
+    }
+
+    /// `--only TEXT` runs the rows whose name contains TEXT, and names the rows when none
+    /// does.
+    #[test]
+    fn only_runs_the_rows_named() {
+        let dir = tern_fixtures::scratch("virt-bench-only");
+        let args = |only: &str| BenchArgs {
+            only: Some(only.into()),
+            workers: vec![1],
+            ..test_args(&dir)
         };
         run(args("Ex. 1 B")).unwrap();
         let j: serde_json::Value =
@@ -1176,25 +1187,8 @@ mod tests {
     fn counted_table() {
         let dir = tern_fixtures::scratch("virt-bench");
         run(BenchArgs {
-            out: dir.to_path_buf(),
-            scenarios: Path::new(ROOT).join("p4/virt/scenarios"),
             timed: true,
-            packets: 50,
-            runs: 1,
-            only: None,
-            isolation: false,
-            batch: 32,
-            attack_frames: 32,
-            workers: vec![1, 2],
-            victim_share: 0.4,
-            victim_kpps: None,
-            quantum_ns: tern_virt::DEFAULT_QUANTUM_NS,
-            charge: "work".into(),
-            yield_busy: false,
-            front_wakes_all: false,
-            slice_us: 0,
-            worker_slice_us: None,
-            no_plot: true,
+            ..test_args(&dir)
         })
         .unwrap();
         let j: serde_json::Value =
@@ -1265,25 +1259,12 @@ mod tests {
     fn isolation_suite_runs() {
         let dir = tern_fixtures::scratch("virt-isolation");
         run(BenchArgs {
-            out: dir.to_path_buf(),
-            scenarios: Path::new(ROOT).join("p4/virt/scenarios"),
-            timed: false,
             packets: 64,
-            runs: 1,
-            only: None,
             isolation: true,
             batch: 8,
             attack_frames: 4,
-            workers: vec![1, 2],
             victim_share: 0.2,
-            victim_kpps: None,
-            quantum_ns: tern_virt::DEFAULT_QUANTUM_NS,
-            charge: "work".into(),
-            yield_busy: false,
-            front_wakes_all: false,
-            slice_us: 0,
-            worker_slice_us: None,
-            no_plot: true,
+            ..test_args(&dir)
         })
         .unwrap();
         let j: serde_json::Value =
