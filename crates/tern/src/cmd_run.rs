@@ -568,7 +568,7 @@ pub fn start_control_server<R: Runtime + Send + 'static>(
 }
 
 /// Bind `port` and serve BMv2's Thrift API on a new thread.
-pub(crate) fn serve_thrift<R: Runtime + Send + 'static>(
+fn serve_thrift<R: Runtime + Send + 'static>(
     sw: &Arc<Mutex<R>>,
     port: u32,
     max_connections: u32,
