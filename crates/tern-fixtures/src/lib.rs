@@ -1,6 +1,7 @@
 //! Test support: where tern's tests find the shared BMv2 fixtures, the suite's rule for when they
-//! are missing, scratch directories ([`scratch`]) that remove themselves when a test ends, and a
-//! busy process beside a test ([`BusyProcess`]) killed when it is dropped.
+//! are missing, scratch directories ([`scratch`]) that remove themselves when a test ends, a
+//! busy process beside a test ([`BusyProcess`]) killed when it is dropped, and the tests' own
+//! IPv4 header checksum ([`ipv4_checksum`]).
 //!
 //! The fixtures (real BMv2 JSON files, P4Info files, pcaps and CLI golden outputs from the BMv2
 //! repository) live in `../shared/fixtures` beside the checkout, not in the repository. A test
@@ -231,5 +232,44 @@ mod tests {
     #[test]
     fn available_matches_the_folder() {
         assert_eq!(available(), Path::new(BMV2).is_dir());
+    }
+}
+
+/// The RFC 1071 checksum an IPv4 header `h` should carry: the ones' complement of the ones'
+/// complement sum of its 16-bit words, its own checksum field (bytes 10–11) left out, so the
+/// field may hold anything. Written apart from the engine's (`tern_hash::csum16`) on purpose:
+/// the tests that build or check frames with it are an oracle for the engine and must not
+/// share its code.
+pub fn ipv4_checksum(h: &[u8]) -> u16 {
+    let mut sum: u32 = h
+        .chunks(2)
+        .enumerate()
+        .filter(|&(i, _)| i != 5)
+        .map(|(_, c)| u32::from(c[0]) << 8 | u32::from(*c.get(1).unwrap_or(&0)))
+        .sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ipv4_checksum;
+
+    /// The worked example of RFC 1071's common use: a header from a capture, checksum 0xb861,
+    /// gives that checksum whatever its checksum field holds.
+    #[test]
+    fn ipv4_checksum_matches_a_captured_header() {
+        let mut h = [
+            0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0xb8, 0x61, 0xc0, 0xa8,
+            0x00, 0x01, 0xc0, 0xa8, 0x00, 0xc7,
+        ];
+        assert_eq!(ipv4_checksum(&h), 0xb861);
+        h[10] = 0;
+        h[11] = 0;
+        assert_eq!(ipv4_checksum(&h), 0xb861);
+        h[15] ^= 1;
+        assert_ne!(ipv4_checksum(&h), 0xb861);
     }
 }

@@ -37,20 +37,7 @@ fn hex(s: &str) -> Vec<u8> {
         .collect()
 }
 
-/// RFC 1071 checksum over a header with its checksum field zeroed.
-fn ipv4_checksum(h: &[u8]) -> u16 {
-    let mut sum: u32 = 0;
-    for (i, c) in h.chunks(2).enumerate() {
-        if i == 5 {
-            continue;
-        }
-        sum += u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]) as u32;
-    }
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
-}
+use tern_fixtures::ipv4_checksum;
 
 fn ipv4_packet(dst: [u8; 4], ttl: u8, payload: &[u8]) -> Vec<u8> {
     let mut p = hex("000000000001 000000000002 0800");

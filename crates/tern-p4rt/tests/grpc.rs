@@ -1305,16 +1305,7 @@ async fn p4_source_compiled_by_tern_with_its_p4info() {
     let mut ip = vec![
         0x45, 0, 0, 20, 0, 0, 0, 0, 64, 6, 0, 0, 10, 0, 1, 1, 10, 0, 2, 2,
     ];
-    let cks = {
-        let mut s: u32 = ip
-            .chunks(2)
-            .map(|w| u32::from(w[0]) << 8 | u32::from(w[1]))
-            .sum();
-        while s > 0xffff {
-            s = (s & 0xffff) + (s >> 16);
-        }
-        !(s as u16)
-    };
+    let cks = tern_fixtures::ipv4_checksum(&ip);
     ip[10..12].copy_from_slice(&cks.to_be_bytes());
     let frame = [
         vec![0, 0, 0, 0, 1, 1],

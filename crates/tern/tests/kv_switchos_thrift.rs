@@ -67,14 +67,8 @@ fn getreq(key: Key) -> Vec<u8> {
         0x45, 0, 0, 0, 0, 0, 0, 0, 64, 17, 0, 0, 10, 77, 1, 1, 10, 77, 2, 1,
     ];
     ip[2..4].copy_from_slice(&total.to_be_bytes());
-    let mut sum: u32 = ip
-        .chunks(2)
-        .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
-        .sum();
-    while sum >> 16 != 0 {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    ip[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+    let csum = tern_fixtures::ipv4_checksum(&ip);
+    ip[10..12].copy_from_slice(&csum.to_be_bytes());
     f.extend_from_slice(&ip);
     f.extend_from_slice(&8888u16.to_be_bytes());
     f.extend_from_slice(&1152u16.to_be_bytes());

@@ -19,12 +19,7 @@ fn ipv4_frame(dst: [u8; 4]) -> Vec<u8> {
     let mut f = vec![8, 0, 0, 0, 1, 1, 8, 0, 0, 0, 2, 2, 0x08, 0x00];
     let mut ip = vec![0x45, 0, 0, 28, 0, 1, 0, 0, 64, 17, 0, 0, 10, 0, 1, 1];
     ip.extend_from_slice(&dst);
-    let sum: u32 = ip
-        .chunks(2)
-        .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
-        .sum();
-    let sum = (sum & 0xffff) + (sum >> 16);
-    let csum = !((sum & 0xffff) + (sum >> 16)) as u16;
+    let csum = tern_fixtures::ipv4_checksum(&ip);
     ip[10..12].copy_from_slice(&csum.to_be_bytes());
     f.extend_from_slice(&ip);
     f.extend_from_slice(&[0; 8]);

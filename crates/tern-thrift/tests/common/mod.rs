@@ -46,20 +46,9 @@ pub fn ipv4_frame(dst_mac: [u8; 6], src_ip: [u8; 4], dst_ip: [u8; 4], ttl: u8) -
         0x45, 0, 0, 28, 0, 1, 0, 0, ttl, 17, 0, 0, src_ip[0], src_ip[1], src_ip[2], src_ip[3],
         dst_ip[0], dst_ip[1], dst_ip[2], dst_ip[3],
     ];
-    let csum = checksum(&ip);
+    let csum = tern_fixtures::ipv4_checksum(&ip);
     ip[10..12].copy_from_slice(&csum.to_be_bytes());
     f.extend_from_slice(&ip);
     f.extend_from_slice(&[0x12, 0x34, 0x56, 0x78, 0, 8, 0, 0]);
     f
-}
-
-pub fn checksum(hdr: &[u8]) -> u16 {
-    let mut sum: u32 = hdr
-        .chunks(2)
-        .map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)])))
-        .sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
 }

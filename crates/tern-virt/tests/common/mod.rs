@@ -10,6 +10,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+pub use tern_fixtures::ipv4_checksum;
 use tern_runtime::{MatchParam, Runtime};
 
 /// Counts allocations and reallocations on every thread between [`start`] and [`stop`].
@@ -300,18 +301,6 @@ pub fn victim_and_tenant(mut vs: tern_virt::VirtSwitch, workers: usize) -> tern_
         pool.move_group(2, 1).unwrap();
     }
     pool
-}
-
-/// The checksum of an IPv4 header `h` whose checksum field (bytes 10–11) is zero.
-pub fn ipv4_checksum(h: &[u8]) -> u16 {
-    let mut sum: u32 = h
-        .chunks(2)
-        .map(|c| u32::from(c[0]) << 8 | u32::from(c[1]))
-        .sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
 }
 
 /// Ethernet `dst` ← `src`, IPv4 10.0.0.1 → `dip` (checksum valid), TCP `sport` → 5001, a
