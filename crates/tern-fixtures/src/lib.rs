@@ -148,6 +148,24 @@ impl Drop for BusyProcess {
     }
 }
 
+/// The RFC 1071 checksum an IPv4 header `h` should carry: the ones' complement of the ones'
+/// complement sum of its 16-bit words, its own checksum field (bytes 10–11) left out, so the
+/// field may hold anything. Written apart from the engine's (`tern_hash::csum16`) on purpose:
+/// the tests that build or check frames with it are an oracle for the engine and must not
+/// share its code.
+pub fn ipv4_checksum(h: &[u8]) -> u16 {
+    let mut sum: u32 = h
+        .chunks(2)
+        .enumerate()
+        .filter(|&(i, _)| i != 5)
+        .map(|(_, c)| u32::from(c[0]) << 8 | u32::from(*c.get(1).unwrap_or(&0)))
+        .sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -233,29 +251,6 @@ mod tests {
     fn available_matches_the_folder() {
         assert_eq!(available(), Path::new(BMV2).is_dir());
     }
-}
-
-/// The RFC 1071 checksum an IPv4 header `h` should carry: the ones' complement of the ones'
-/// complement sum of its 16-bit words, its own checksum field (bytes 10–11) left out, so the
-/// field may hold anything. Written apart from the engine's (`tern_hash::csum16`) on purpose:
-/// the tests that build or check frames with it are an oracle for the engine and must not
-/// share its code.
-pub fn ipv4_checksum(h: &[u8]) -> u16 {
-    let mut sum: u32 = h
-        .chunks(2)
-        .enumerate()
-        .filter(|&(i, _)| i != 5)
-        .map(|(_, c)| u32::from(c[0]) << 8 | u32::from(*c.get(1).unwrap_or(&0)))
-        .sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::ipv4_checksum;
 
     /// The worked example of RFC 1071's common use: a header from a capture, checksum 0xb861,
     /// gives that checksum whatever its checksum field holds.
