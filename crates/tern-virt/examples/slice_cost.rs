@@ -63,8 +63,11 @@ const EX1C: [(&str, &str, u32); 5] = [
 /// The measured part: `calls` calls of `body` (one batch each). Out of line so that
 /// `bench/virt_callgrind.sh` counts only it (`--toggle-collect`), not the set-up, whose cost
 /// moves between runs with hash seeds.
+/// Generic, not `dyn`: the body is inlined into the loop, so that the bare switches run one
+/// packet per call pay no indirect call per packet, as the bench's native loop does not
+/// (with `dyn` they paid 26 instructions a packet more; `bench/RESULTS.md`).
 #[inline(never)]
-fn measured(calls: usize, body: &mut dyn FnMut()) {
+fn measured(calls: usize, mut body: impl FnMut()) {
     for _ in 0..calls {
         body();
     }

@@ -548,6 +548,9 @@ fn native_hops(switches: &mut [Switch], outs: &mut [Vec<OutputPacket>], c: &Case
 }
 
 /// Packets per second through the native chain (one packet at a time, buffers recycled).
+/// Out of line, as are the other three timed loops, so that `bench/virt_bench_callgrind.sh`
+/// counts each side's instructions in the very code the timed figures come from.
+#[inline(never)]
 fn time_native(switches: &mut [Switch], c: &Case, n: usize) -> f64 {
     let mut outs: Vec<Vec<OutputPacket>> = switches.iter().map(|_| Vec::new()).collect();
     let t = Instant::now();
@@ -560,6 +563,7 @@ fn time_native(switches: &mut [Switch], c: &Case, n: usize) -> f64 {
 /// Packets per second through the sliced tern one packet per call: one
 /// `VirtSwitch::process_each` session over the run (one panic boundary for the loop, each
 /// packet's frame given back at the next, as a receive loop one frame at a time does).
+#[inline(never)]
 fn time_slice(vs: &mut VirtSwitch, c: &Case, n: usize) -> f64 {
     let mut out = Vec::new();
     let mut sent = 0usize;
@@ -589,6 +593,7 @@ fn reuse<'b>(mut v: Vec<(u32, &[u8])>) -> Vec<(u32, &'b [u8])> {
 /// its best batch path, `Switch::process_burst` (the outputs back to back in one buffer, the
 /// generated lane's context set once per burst): every hop runs the previous hop's frames as
 /// one burst.
+#[inline(never)]
 fn time_native_batch(switches: &mut [Switch], c: &Case, n: usize) -> f64 {
     let mut outs: Vec<BurstOut> = switches.iter().map(|_| BurstOut::new()).collect();
     let first: Vec<(u32, &[u8])> = vec![(c.native[0].ingress, c.packet.as_slice()); BATCH];
@@ -615,6 +620,7 @@ fn time_native_batch(switches: &mut [Switch], c: &Case, n: usize) -> f64 {
 
 /// Packets per second through the sliced tern in batches of [`BATCH`] (one
 /// `VirtSwitch::process_burst` per batch).
+#[inline(never)]
 fn time_slice_batch(vs: &mut VirtSwitch, c: &Case, n: usize) -> f64 {
     let mut out = BurstOut::new();
     let batch: Vec<(u32, &[u8])> = vec![(c.phys_in, c.packet.as_slice()); BATCH];
