@@ -1018,35 +1018,41 @@ pub struct VirtSwitch {
     /// into the other buffer, the caller's `out` and this one taking turns (empty between
     /// calls; kept for its capacity).
     hop_out: Vec<OutputPacket>,
-    /// Where the frame a chain's device is running on the lane waits while it runs, when a
-    /// [`VirtSwitch::process_each`] session's boundary (not the hop's own) would catch its
-    /// panic ([`HopIn`]), and the device that produced that frame: the session still gives
-    /// its buffer back ([`VirtSwitch::give_back_hop`]).
-    hop_in: HopIn,
-    hop_from: DeviceId,
+    /// The hop a chain's device is running on the lane, when a [`VirtSwitch::process_each`]
+    /// session's boundary (not the hop's own) would catch its panic ([`HopMark`]): the session
+    /// then quarantines that device and gives the frame's buffer back
+    /// ([`VirtSwitch::give_back_hop`]).
+    hop_mark: HopMark,
 }
 
-/// Which buffer holds, as its last frame, the frame a chain's device is running on the lane
-/// ([`VirtSwitch::fast_hops`]; the other buffer gets that device's frames).
+/// The hop a chain's device is running on the lane, for a [`VirtSwitch::process_each`]
+/// session whose boundary catches its panic ([`VirtSwitch::fast_hops`]): the device running
+/// the frame, the device that produced it, and which buffer holds it as its last frame — the
+/// caller's `out`, or [`VirtSwitch::hop_out`] (the other buffer gets the running device's
+/// frames). One word, set before the device runs and cleared after it: one store each way.
+/// Devices on the lane have dense ids (below [`DENSE_IDS`]), so both fit.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum HopIn {
-    /// No hop is running.
-    None,
-    /// The caller's `out`.
-    Out,
-    /// [`VirtSwitch::hop_out`].
-    Spare,
-}
+struct HopMark(u64);
 
-impl HopIn {
-    /// Where the frame waits while a hop's device writes into [`VirtSwitch::hop_out`]
-    /// (`DST_SPARE`) or into the caller's `out`: the other buffer.
-    const fn beside<const DST_SPARE: bool>() -> HopIn {
-        if DST_SPARE {
-            HopIn::Out
-        } else {
-            HopIn::Spare
-        }
+impl HopMark {
+    /// No hop is running.
+    const NONE: HopMark = HopMark(0);
+
+    /// `next` runs the frame `from` produced, which waits in `out` while `next` writes into
+    /// [`VirtSwitch::hop_out`] (`DST_SPARE`), else in `hop_out`.
+    #[inline(always)]
+    fn new<const DST_SPARE: bool>(from: DeviceId, next: DeviceId) -> HopMark {
+        let in_spare = u64::from(!DST_SPARE);
+        HopMark(1 | in_spare << 1 | u64::from(from) << 2 | u64::from(next) << 33)
+    }
+
+    /// (the running device, the frame's producer, whether the frame waits in `hop_out`).
+    fn get(self) -> Option<(DeviceId, DeviceId, bool)> {
+        (self.0 & 1 == 1).then(|| {
+            let next = (self.0 >> 33) as DeviceId;
+            let from = ((self.0 >> 2) & 0x7fff_ffff) as DeviceId;
+            (next, from, self.0 & 2 != 0)
+        })
     }
 }
 
@@ -1073,8 +1079,7 @@ struct Walk {
 /// buffers the hop reads and writes).
 struct HopLane<'a> {
     slots: &'a mut Vec<Option<Device>>,
-    hop_in: &'a mut HopIn,
-    hop_from: &'a mut DeviceId,
+    mark: &'a mut HopMark,
     faults_armed: bool,
     max_hops: u32,
 }
@@ -1094,7 +1099,6 @@ impl HopLane<'_> {
         src_base: usize,
         dst: &mut Vec<OutputPacket>,
         dst_base: usize,
-        running: &mut Option<DeviceId>,
     ) -> Result<(), (HopEnd, bool)> {
         // Both devices at once (a device linked to itself takes the general path).
         let Ok([Some(cur), Some(nd)]) = self
@@ -1105,10 +1109,7 @@ impl HopLane<'_> {
         };
         if !nd.lane_ok() {
             if self.faults_armed && nd.fault_fires_next() {
-                let (hop_in, hop_from) = (&mut *self.hop_in, &mut *self.hop_from);
-                return Err(fire_in_hop::<GUARD, IN_SPARE>(
-                    w, cur, nd, src, hop_in, hop_from, running,
-                ));
+                return Err(fire_in_hop::<GUARD, IN_SPARE>(w, cur, nd, src, self.mark));
             }
             return Err((HopEnd::Other, false));
         }
@@ -1119,13 +1120,10 @@ impl HopLane<'_> {
         let r = if GUARD {
             catch_unwind(AssertUnwindSafe(|| sw.process_packet(w.vport, frame, dst)))
         } else {
-            *self.hop_from = w.id;
-            // Where the frame waits while the device runs it (for the session's give-back).
-            *self.hop_in = HopIn::beside::<IN_SPARE>();
-            *running = Some(w.next);
+            // The hop, for the session's boundary should the device panic.
+            *self.mark = HopMark::new::<IN_SPARE>(w.id, w.next);
             sw.process_packet(w.vport, frame, dst);
-            *running = None;
-            *self.hop_in = HopIn::None;
+            *self.mark = HopMark::NONE;
             Ok(())
         };
         // The frame's buffer goes back to the device that produced it; the device's own
@@ -1170,7 +1168,7 @@ impl HopLane<'_> {
 /// An injected fault ([`VirtSwitch::inject_panic`]) firing on the frame device `nd` gets
 /// over a link from `cur` on the lane ([`HopLane::hop`]): the hop goes as far as a real
 /// panic inside `nd`'s switch would — the counters moved, the frame waiting as `src`'s last
-/// ([`HopIn`]) — and panics there. In a [`VirtSwitch::process_each`] session (`!GUARD`) the
+/// ([`HopMark`]) — and panics there. In a [`VirtSwitch::process_each`] session (`!GUARD`) the
 /// session's boundary catches it and gives the frame back ([`VirtSwitch::give_back_hop`]);
 /// with the hop's own boundary (`GUARD`) it is caught here and ends the hop as a caught
 /// panic does. A device with a fault armed is otherwise off the lane, so this is the only
@@ -1182,16 +1180,12 @@ fn fire_in_hop<const GUARD: bool, const IN_SPARE: bool>(
     cur: &mut Device,
     nd: &mut Device,
     src: &mut Vec<OutputPacket>,
-    hop_in: &mut HopIn,
-    hop_from: &mut DeviceId,
-    running: &mut Option<DeviceId>,
+    mark: &mut HopMark,
 ) -> (HopEnd, bool) {
     cur.stats.to_links += 1;
     nd.stats.packets_in += 1;
     if !GUARD {
-        *hop_from = w.id;
-        *hop_in = HopIn::beside::<IN_SPARE>();
-        *running = Some(w.next);
+        *mark = HopMark::new::<IN_SPARE>(w.id, w.next);
         panic!("injected fault");
     }
     let r: std::thread::Result<()> = catch_unwind(|| panic!("injected fault"));
@@ -1255,8 +1249,7 @@ impl VirtSwitch {
             chain_bursts: Vec::new(),
             faults_armed: false,
             hop_out: Vec::new(),
-            hop_in: HopIn::None,
-            hop_from: 0,
+            hop_mark: HopMark::NONE,
         }
     }
 
@@ -2187,14 +2180,21 @@ impl VirtSwitch {
             let Err(e) = r else {
                 return done;
             };
-            let Some(id) = running.take() else {
-                std::panic::resume_unwind(e);
+            // The device that panicked: a chain's hop ([`HopMark`]) or the device `running`
+            // names; neither (a panic outside every device) is not caught.
+            let hop = std::mem::replace(&mut self.hop_mark, HopMark::NONE).get();
+            let id = match (hop, running.take()) {
+                (Some((next, _, _)), _) => next,
+                (None, Some(id)) => id,
+                (None, None) => std::panic::resume_unwind(e),
             };
             // As `process_next`'s lane after a panic: the packet's frames taken back, the
             // record of origins started afresh.
             self.origins.clear();
             self.origin_total = 0;
-            self.give_back_hop(out);
+            if let Some((_, from, in_spare)) = hop {
+                self.give_back_hop(out, from, in_spare);
+            }
             self.quarantine_after_panic(id, panic_message(e), 0, out);
             done += 1;
             sent(out);
@@ -2235,7 +2235,7 @@ impl VirtSwitch {
                 }
             }
         }
-        m.ending_at(self.lane_again_other::<false>(m.dev, Ok(()), out, running))
+        m.ending_at(self.lane_again_other::<false>(m.dev, Ok(()), out))
     }
 
     /// [`VirtSwitch::memo_lane`] when the previous packet's way was a chain on the lane: its
@@ -2267,8 +2267,8 @@ impl VirtSwitch {
         dev.switch.process_packet(m.vport, data, out);
         *running = None;
         match dev.lane_link(out, 0, self.max_hops) {
-            Some(link) => m.ending_at(self.run_hops::<false>(m.dev, link, 0, out, running)),
-            None => m.ending_at(self.lane_again_other::<false>(m.dev, Ok(()), out, running)),
+            Some(link) => m.ending_at(self.run_hops::<false>(m.dev, link, 0, out)),
+            None => m.ending_at(self.lane_again_other::<false>(m.dev, Ok(()), out)),
         }
     }
 
@@ -2326,7 +2326,7 @@ impl VirtSwitch {
                                 }
                             }
                         }
-                        return way.ending_at(self.lane_again_other::<GUARD>(id, r, out, running));
+                        return way.ending_at(self.lane_again_other::<GUARD>(id, r, out));
                     }
                     _ => {}
                 }
@@ -2380,7 +2380,6 @@ impl VirtSwitch {
         id: DeviceId,
         r: std::thread::Result<()>,
         out: &mut Vec<OutputPacket>,
-        running: &mut Option<DeviceId>,
     ) -> Option<DeviceId> {
         self.origins.clear();
         self.origin_total = 0;
@@ -2389,7 +2388,7 @@ impl VirtSwitch {
                 self.quarantine_after_panic(id, panic_message(e), 0, out);
                 None
             }
-            Ok(()) => self.fast_hops::<GUARD>(id, 0, out, running),
+            Ok(()) => self.fast_hops::<GUARD>(id, 0, out),
         }
     }
 
@@ -2412,17 +2411,18 @@ impl VirtSwitch {
     }
 
     /// The frame a chain's device was running when a [`VirtSwitch::process_each`] session
-    /// caught a panic ([`HopIn`]): its buffer back to the device that produced it, and the
-    /// frames the panicking device had written into [`VirtSwitch::hop_out`] moved to `out`
-    /// (from where they go back to that device with the rest of the packet's).
+    /// caught a panic ([`HopMark`], `from` and `in_spare` of [`HopMark::get`]): its buffer
+    /// back to the device that produced it, and the frames the panicking device had written
+    /// into [`VirtSwitch::hop_out`] moved to `out` (from where they go back to that device
+    /// with the rest of the packet's).
     #[cold]
-    fn give_back_hop(&mut self, out: &mut Vec<OutputPacket>) {
-        let frame = match std::mem::replace(&mut self.hop_in, HopIn::None) {
-            HopIn::None => return,
-            HopIn::Out => out.pop(),
-            HopIn::Spare => self.hop_out.pop(),
+    fn give_back_hop(&mut self, out: &mut Vec<OutputPacket>, from: DeviceId, in_spare: bool) {
+        let frame = if in_spare {
+            self.hop_out.pop()
+        } else {
+            out.pop()
         };
-        if let (Some(f), Some(d)) = (frame, self.devices.get_mut(&self.hop_from)) {
+        if let (Some(f), Some(d)) = (frame, self.devices.get_mut(&from)) {
             d.switch.recycle_buffer(f.data);
         }
         out.append(&mut self.hop_out);
@@ -2718,7 +2718,7 @@ impl VirtSwitch {
                 }
             }
         }
-        self.fast_hops::<true>(id, start, out, &mut None);
+        self.fast_hops::<true>(id, start, out);
         true
     }
 
@@ -2727,8 +2727,8 @@ impl VirtSwitch {
     /// once (no queue; the frame's buffer then goes back to the device that produced it), and
     /// one frame to a physical port ends the lane. Anything else is mapped and its links run
     /// as on the general path. `GUARD`: each hop under its own panic boundary; else (a
-    /// [`VirtSwitch::process_each`] session, whose boundary catches the panic) `running` holds
-    /// the device while it runs and [`VirtSwitch::hop_in`] where its frame waits. Returns the
+    /// [`VirtSwitch::process_each`] session, whose boundary catches the panic)
+    /// [`VirtSwitch::hop_mark`] says the hop while its device runs. Returns the
     /// last device when the lane ended with its one frame to a physical port.
     ///
     /// No frame is moved on the way: a hop's device reads the frame where the previous device
@@ -2743,7 +2743,6 @@ impl VirtSwitch {
         id: DeviceId,
         start: usize,
         out: &mut Vec<OutputPacket>,
-        running: &mut Option<DeviceId>,
     ) -> Option<DeviceId> {
         // The link the one frame takes (the device's port map, looked up once per hop: the
         // next device's own map gives the next link, or the physical port that ends the lane).
@@ -2752,7 +2751,7 @@ impl VirtSwitch {
             _ => None,
         };
         match first {
-            Some(link) => self.run_hops::<GUARD>(id, link, start, out, running),
+            Some(link) => self.run_hops::<GUARD>(id, link, start, out),
             None => {
                 self.map_outputs(id, start, 0, out);
                 self.drain_links(out);
@@ -2770,7 +2769,6 @@ impl VirtSwitch {
         link: (DeviceId, Port),
         start: usize,
         out: &mut Vec<OutputPacket>,
-        running: &mut Option<DeviceId>,
     ) -> Option<DeviceId> {
         let (next, vport) = link;
         let mut w = Walk {
@@ -2781,8 +2779,7 @@ impl VirtSwitch {
         };
         let mut lane = HopLane {
             slots: &mut self.devices.slots,
-            hop_in: &mut self.hop_in,
-            hop_from: &mut self.hop_from,
+            mark: &mut self.hop_mark,
             faults_armed: self.faults_armed,
             max_hops: self.max_hops,
         };
@@ -2790,12 +2787,10 @@ impl VirtSwitch {
         // Two hops a turn, the buffers' roles fixed in each (`out` → `hop_out`, then back):
         // `in_spare` says where the lane left the frames.
         let (end, in_spare) = loop {
-            if let Err((end, ran)) = lane.hop::<GUARD, true>(&mut w, out, start, spare, 0, running)
-            {
+            if let Err((end, ran)) = lane.hop::<GUARD, true>(&mut w, out, start, spare, 0) {
                 break (end, ran);
             }
-            if let Err((end, ran)) = lane.hop::<GUARD, false>(&mut w, spare, 0, out, start, running)
-            {
+            if let Err((end, ran)) = lane.hop::<GUARD, false>(&mut w, spare, 0, out, start) {
                 break (end, !ran);
             }
         };
@@ -3794,6 +3789,17 @@ fn carry_entries(old: &Switch, new: &mut Switch, max_entries: Option<u64>) -> Ca
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A hop's mark gives back the running device, the frame's producer and the frame's
+    /// buffer for every dense id, and no mark names no hop.
+    #[test]
+    fn a_hop_mark_says_its_hop() {
+        assert_eq!(HopMark::NONE.get(), None);
+        let last = DENSE_IDS - 1;
+        assert_eq!(HopMark::new::<true>(last, 0).get(), Some((0, last, false)));
+        assert_eq!(HopMark::new::<false>(0, last).get(), Some((last, 0, true)));
+        assert_eq!(HopMark::new::<true>(7, 7).get(), Some((7, 7, false)));
+    }
 
     /// xorshift64*: deterministic test data.
     struct Rng(u64);
