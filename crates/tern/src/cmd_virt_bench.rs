@@ -1310,8 +1310,29 @@ mod tests {
             );
             assert!(out > 0 && out <= inp * 63, "{out} {inp}");
             for r in rows.iter().filter(|r| r["workers"] == w) {
-                // Warm-up (8) and the run (64), all of them out.
-                assert_eq!(r["victim_packets_in"].as_u64().unwrap(), 72, "{r}");
+                // Warm-up (8) and the run (64), all of them out; an attack's row also ran the
+                // victim alone once on its pool before the attack (its paired baseline: one
+                // run, the attack's one, split half before and half after), which its
+                // comparisons are made against.
+                let alone_row = r["attack"] == "alone";
+                let paired = &r["alone_paired"];
+                assert_eq!(paired["runs"], if alone_row { 0 } else { 1 }, "{r}");
+                let want_in = if alone_row { 72 } else { 72 + 64 };
+                assert_eq!(r["victim_packets_in"].as_u64().unwrap(), want_in, "{r}");
+                let (p99, p990) = (
+                    r["p99_ns"].as_f64().unwrap(),
+                    paired["p99_ns"].as_f64().unwrap(),
+                );
+                let pct = r["p99_vs_alone_pct"].as_f64().unwrap();
+                assert!((pct - 100.0 * (p99 / p990 - 1.0)).abs() < 1e-6, "{r}");
+                if !alone_row {
+                    // The baseline is the paired run's own figure.
+                    assert_eq!(paired["p99_ns_runs"][0].as_f64().unwrap(), p990, "{r}");
+                    assert_eq!(
+                        paired["delivered_pps_runs"][0], paired["delivered_pps"],
+                        "{r}"
+                    );
+                }
                 assert_eq!(r["lost"], 0, "{r}");
                 assert!(r["victim_work_ns"].as_u64().unwrap() > 0, "{r}");
                 if r["attack"] != "alone" && r["attack"] != "control-plane flood" {

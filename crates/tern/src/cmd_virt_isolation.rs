@@ -3,7 +3,10 @@
 //! the suite's attacks (recirculate loop, resubmit loop, parser loop, multicast storm, clone
 //! storm, table exhaustion, injected panics, control-plane flood); the victim's packet rate and
 //! its per-packet latency (median, p99) are measured alone and under each attack, over 1 and 2
-//! worker threads (`VirtWorkers`; with 2 the victim and the attacker each have a worker).
+//! worker threads (`VirtWorkers`; with 2 the victim and the attacker each have a worker). Each
+//! attack's row is compared with the victim alone on the same pool (the attacker's device
+//! loaded and silent), as many runs as the attack's, half before them and half after: a
+//! baseline beside the row in time, not the suite's alone row measured minutes before.
 //! Every victim packet is checked byte for byte against what the native program makes of it.
 //!
 //! The victim is **open loop**: it offers a fixed rate, `--victim-share` (default 40 %) of
@@ -702,6 +705,16 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 /// The victim's and the attacker's devices over `workers` workers (with 2 or more, each on
 /// its own worker).
+/// Runs of the victim alone paired with an attack's runs: (before, after) the attack's `runs`
+/// (the alone row itself: none).
+fn paired_alone_runs(attack: Attack, runs: usize) -> (usize, usize) {
+    if attack == Attack::Alone {
+        return (0, 0);
+    }
+    let n = runs.max(1);
+    (n.div_ceil(2), n / 2)
+}
+
 fn pool_for(
     victim_json: &str,
     attack: Attack,
@@ -926,15 +939,20 @@ fn suite(
          from then to the front holding its output. Attacker: flat out, {} frames with every \
          dispatch (its queue stays full), quotas {} passes per packet and {} table entries. \
          Scheduler: DRR charged by {}, quantum {} µs{}. Median of {} runs. Target: \
-         the victim's rate and p99 within 5 % of alone. Work columns: what the scheduler \
+         the victim's rate and p99 within 5 % of alone. **Alone**, for an attack's row: the \
+         victim alone on the same pool (the attacker's device loaded and silent), as many \
+         runs, half before the attack's and half after (its p99 in `alone p99 µs`); the \
+         alone row's own runs, measured first, are the `suite alone` column's baseline. \
+         Work columns: what the scheduler \
          charged (ms of priced work), the units it counted (pipeline passes; with \
          `--charge time` the ns measured) and the chunks the guard charged their measured \
          time.\n\n\
          | workers | attack | offered kpps | delivered kpps | delivered/offered | loss | \
-         rate vs alone | p50 µs | p99 µs | p999 µs | p99 vs alone | victim work ms | \
-         victim units | victim guarded | attacker work ms | attacker units | attacker guarded \
-         | attacker frames out | attacker overflow | attacker panics |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+         rate vs alone | p50 µs | p99 µs | p999 µs | alone p99 µs | p99 vs alone | p99 vs \
+         suite alone | victim work ms | victim units | victim guarded | attacker work ms | \
+         attacker units | attacker guarded | attacker frames out | attacker overflow | \
+         attacker panics |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
         100.0 * a.victim_share,
         a.packets,
         a.batch,
@@ -1016,6 +1034,22 @@ fn suite(
                 ..*a
             };
             run_open(&mut pool, &warm, attack, want, rate, &mut batch_no)?;
+            // The victim alone on this very pool (the attacker's device loaded, silent), half
+            // of the runs before the attack's and half after: the row's own baseline, taken
+            // beside it in time, so that a drift of the machine over the suite (the wake-ups
+            // behind an idle worker's p99 come and go) does not fall on one row.
+            let (pre, post) = paired_alone_runs(attack, a.runs);
+            let mut paired = Vec::new();
+            for _ in 0..pre {
+                paired.push(run_open(
+                    &mut pool,
+                    a,
+                    Attack::Alone,
+                    want,
+                    rate,
+                    &mut batch_no,
+                )?);
+            }
             // The work windows close on idle workers (the attacker's staged dispatches run
             // after the victim's last packet came out; a control call may pass them).
             pool.wait_idle();
@@ -1086,12 +1120,29 @@ fn suite(
             a_out += rest.iter().filter(|o| o.port != V_OUT).count() as u64;
             let vstats = pool.device_stats(VICTIM)?;
             let astats = pool.device_stats(ATTACKER)?;
+            for _ in 0..post {
+                paired.push(run_open(
+                    &mut pool,
+                    a,
+                    Attack::Alone,
+                    want,
+                    rate,
+                    &mut batch_no,
+                )?);
+            }
             let m = |f: fn(&Run) -> f64| median(runs.iter().map(f).collect());
             let (offered, delivered) = (m(|r| r.offered_pps), m(|r| r.delivered_pps));
             let (p50, p99, p999) = (m(|r| r.p50_ns), m(|r| r.p99_ns), m(|r| r.p999_ns));
             let lost: u64 = runs.iter().map(|r| r.offered - r.delivered).sum();
             let total: u64 = runs.iter().map(|r| r.offered).sum();
-            let (rate0, p990) = *alone.get_or_insert((delivered, p99));
+            let (rate_s, p99_s) = *alone.get_or_insert((delivered, p99));
+            // Against the row's own alone runs (the alone row: itself).
+            let (rate0, p990) = if paired.is_empty() {
+                (delivered, p99)
+            } else {
+                let mp = |f: fn(&Run) -> f64| median(paired.iter().map(f).collect());
+                (mp(|r| r.delivered_pps), mp(|r| r.p99_ns))
+            };
             let rate_pct = 100.0 * (delivered / rate0 - 1.0);
             let p99_pct = 100.0 * (p99 / p990 - 1.0);
             let (v_work, a_work) = (v1.work - v0.work, a1.work - a0.work);
@@ -1160,6 +1211,20 @@ fn suite(
                 "p99_ns": p99,
                 "p999_ns": p999,
                 "p99_vs_alone_pct": p99_pct,
+                // The row's baseline: the victim alone on the same pool, half of its runs
+                // before the attack's and half after (`rate_vs_alone_pct`,
+                // `p99_vs_alone_pct` compare with it), and the comparison with the suite's
+                // alone row, measured once before every attack, as the suite did until the
+                // 2026-11-27 session.
+                "alone_paired": {
+                    "runs": paired.len(),
+                    "delivered_pps": rate0,
+                    "p99_ns": p990,
+                    "delivered_pps_runs": paired.iter().map(|r| r.delivered_pps).collect::<Vec<_>>(),
+                    "p99_ns_runs": paired.iter().map(|r| r.p99_ns).collect::<Vec<_>>(),
+                },
+                "rate_vs_suite_alone_pct": 100.0 * (delivered / rate_s - 1.0),
+                "p99_vs_suite_alone_pct": 100.0 * (p99 / p99_s - 1.0),
                 "victim_work_ns": v_work,
                 "attacker_work_ns": a_work,
                 "charge": charge_name(a.cost),
@@ -1194,7 +1259,8 @@ fn suite(
             }));
             md.push_str(&format!(
                 "| {workers} | {} | {:.1} | {:.1} | {:.3} | {lost} | {:+.1} % | {:.1} | {:.1} | \
-                 {:.1} | {:+.1} % | {:.1} | {} | {} | {:.1} | {} | {} | {a_out} | {} | {} |\n",
+                 {:.1} | {:.1} | {:+.1} % | {:+.1} % | {:.1} | {} | {} | {:.1} | {} | {} | {a_out} \
+                 | {} | {} |\n",
                 attack.name(),
                 offered / 1e3,
                 delivered / 1e3,
@@ -1203,7 +1269,9 @@ fn suite(
                 p50 / 1e3,
                 p99 / 1e3,
                 p999 / 1e3,
+                p990 / 1e3,
                 p99_pct,
+                100.0 * (p99 / p99_s - 1.0),
                 v_work as f64 / 1e6,
                 v1.units - v0.units,
                 v1.guarded - v0.guarded,
