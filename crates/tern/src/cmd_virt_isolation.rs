@@ -705,6 +705,28 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 /// The victim's and the attacker's devices over `workers` workers (with 2 or more, each on
 /// its own worker).
+/// The machine's counts of the interrupts a thread on the other CPU can cause or suffer
+/// (`/proc/interrupts`, summed over the CPUs): local timer, rescheduling and function-call
+/// IPIs, TLB shootdowns. Empty when the file cannot be read.
+fn interrupts() -> Vec<(String, u64)> {
+    let Ok(text) = std::fs::read_to_string("/proc/interrupts") else {
+        return Vec::new();
+    };
+    text.lines()
+        .filter_map(|l| {
+            let (name, rest) = l.trim_start().split_once(':')?;
+            if !["LOC", "RES", "CAL", "TLB"].contains(&name) {
+                return None;
+            }
+            let n = rest
+                .split_whitespace()
+                .map_while(|w| w.parse::<u64>().ok())
+                .sum();
+            Some((name.to_string(), n))
+        })
+        .collect()
+}
+
 /// Runs of the victim alone paired with an attack's runs: (before, after) the attack's `runs`
 /// (the alone row itself: none).
 fn paired_alone_runs(attack: Attack, runs: usize) -> (usize, usize) {
@@ -1060,6 +1082,7 @@ fn suite(
             let mut runs = Vec::new();
             let mut a_out = 0;
             let sched0 = sched_times();
+            let irq0 = interrupts();
             let others0 = tern_virt::sched::other_threads();
             for _ in 0..a.runs.max(1) {
                 let r = run_open(&mut pool, a, attack, want, rate, &mut batch_no)?;
@@ -1067,6 +1090,13 @@ fn suite(
                 runs.push(r);
             }
             let sched = sched_delta(&sched0, &sched_times());
+            let irqs: serde_json::Map<String, serde_json::Value> = interrupts()
+                .into_iter()
+                .map(|(name, n)| {
+                    let n0 = irq0.iter().find(|i| i.0 == name).map_or(0, |i| i.1);
+                    (name, json!(n.saturating_sub(n0)))
+                })
+                .collect();
             let others = tern_virt::sched::others_ran(&others0, &tern_virt::sched::other_threads());
             let ms = |ns: u64| ns as f64 / 1e6;
             md_sched.push_str(&format!("| {workers} | {} |", attack.name()));
@@ -1250,6 +1280,11 @@ fn suite(
                 // DAMON's kdamond, kworkers), over the same timed runs: the VM's housekeeping
                 // beside the victim's p99.
                 "other_threads": others_json,
+                // The machine's interrupts over the same timed runs, all CPUs (timer,
+                // rescheduling and function-call IPIs, TLB shootdowns: what a worker's
+                // `munmap` or a wake-up sends the other CPU).
+                "interrupts": irqs,
+                "p99_ns_runs": runs.iter().map(|r| r.p99_ns).collect::<Vec<_>>(),
                 // The slice in force for each worker thread, as the kernel reports it (ns).
                 "worker_slice_ns": pool
                     .thread_ids()
