@@ -62,7 +62,7 @@ fn frame(kind: u8, dst: u8, src: u32, len: usize) -> Vec<u8> {
     ip[9] = 17;
     ip[12..16].copy_from_slice(&src.to_be_bytes());
     ip[16..20].copy_from_slice(&[10, 0, 0, dst]);
-    let csum = tern_fixtures::ipv4_checksum(&ip);
+    let csum = tern_fixtures::ipv4_checksum(ip);
     ip[10..12].copy_from_slice(&csum.to_be_bytes());
     for (i, b) in f[34..].iter_mut().enumerate() {
         *b = i as u8;
