@@ -737,6 +737,22 @@ fn paired_alone_runs(attack: Attack, runs: usize) -> (usize, usize) {
     (n.div_ceil(2), n / 2)
 }
 
+/// `n` runs of the victim alone on `pool` (an attack's paired baseline), added to `into`.
+fn alone_runs(
+    pool: &mut VirtWorkers,
+    a: &IsolationArgs,
+    want: &[u8],
+    rate: f64,
+    batch_no: &mut u64,
+    n: usize,
+    into: &mut Vec<Run>,
+) -> anyhow::Result<()> {
+    for _ in 0..n {
+        into.push(run_open(pool, a, Attack::Alone, want, rate, batch_no)?);
+    }
+    Ok(())
+}
+
 fn pool_for(
     victim_json: &str,
     attack: Attack,
@@ -1062,16 +1078,7 @@ fn suite(
             // behind an idle worker's p99 come and go) does not fall on one row.
             let (pre, post) = paired_alone_runs(attack, a.runs);
             let mut paired = Vec::new();
-            for _ in 0..pre {
-                paired.push(run_open(
-                    &mut pool,
-                    a,
-                    Attack::Alone,
-                    want,
-                    rate,
-                    &mut batch_no,
-                )?);
-            }
+            alone_runs(&mut pool, a, want, rate, &mut batch_no, pre, &mut paired)?;
             // The work windows close on idle workers (the attacker's staged dispatches run
             // after the victim's last packet came out; a control call may pass them).
             pool.wait_idle();
@@ -1150,16 +1157,7 @@ fn suite(
             a_out += rest.iter().filter(|o| o.port != V_OUT).count() as u64;
             let vstats = pool.device_stats(VICTIM)?;
             let astats = pool.device_stats(ATTACKER)?;
-            for _ in 0..post {
-                paired.push(run_open(
-                    &mut pool,
-                    a,
-                    Attack::Alone,
-                    want,
-                    rate,
-                    &mut batch_no,
-                )?);
-            }
+            alone_runs(&mut pool, a, want, rate, &mut batch_no, post, &mut paired)?;
             let m = |f: fn(&Run) -> f64| median(runs.iter().map(f).collect());
             let (offered, delivered) = (m(|r| r.offered_pps), m(|r| r.delivered_pps));
             let (p50, p99, p999) = (m(|r| r.p50_ns), m(|r| r.p99_ns), m(|r| r.p999_ns));
