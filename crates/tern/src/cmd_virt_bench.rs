@@ -1326,7 +1326,9 @@ mod tests {
                 // The runs' own p99 (one run here: the median is it), and the machine's
                 // interrupts over them.
                 assert_eq!(r["p99_ns_runs"][0].as_f64().unwrap(), p99, "{r}");
-                assert!(r["interrupts"]["LOC"].is_u64(), "{r}");
+                if std::fs::read_to_string("/proc/interrupts").is_ok_and(|t| t.contains("LOC:")) {
+                    assert!(r["interrupts"]["LOC"].is_u64(), "{r}");
+                }
                 let pct = r["p99_vs_alone_pct"].as_f64().unwrap();
                 assert!((pct - 100.0 * (p99 / p990 - 1.0)).abs() < 1e-6, "{r}");
                 if !alone_row {
