@@ -231,6 +231,9 @@ fn timed_run(
     // The storm starts with the run: its first update is published before the workers are
     // released, so each applies it at its first batch however short the run (a run of a few
     // milliseconds could otherwise end before the controller thread was scheduled at all).
+    // The bench's control runs without the update barrier (`Control::set_barrier` is not
+    // called here): with it, this update would wait for acknowledgements from workers not
+    // yet running.
     if let Some(sm) = storm.as_mut() {
         publish(ctl, sm, 1);
     }
