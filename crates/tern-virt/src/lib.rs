@@ -680,6 +680,40 @@ impl Device {
         }
     }
 
+    /// When `out` holds this device's one frame at `start` (its last) and the frame's virtual
+    /// port maps to a physical port: renumbered to it and counted, and true (the lane ends
+    /// there); else false, nothing changed.
+    #[inline(always)]
+    fn one_to_phys(&mut self, out: &mut [OutputPacket], start: usize) -> bool {
+        if out.len() == start + 1 {
+            if let Some(&p) = self.phys.get(out[start].port as usize) {
+                if p != NO_PHYS {
+                    out[start].port = p;
+                    self.stats.to_phys += 1;
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
+    /// The packet into this device inside a [`VirtSwitch::process_each`] session: counted in,
+    /// and `running` names the device while it runs (the session's boundary catches a panic
+    /// and quarantines it).
+    #[inline(always)]
+    fn run_in_session(
+        &mut self,
+        vport: Port,
+        data: &[u8],
+        out: &mut Vec<OutputPacket>,
+        running: &mut Option<DeviceId>,
+    ) {
+        self.stats.packets_in += 1;
+        *running = Some(self.id);
+        self.switch.process_packet(vport, data, out);
+        *running = None;
+    }
+
     /// The last link taken ([`Device::link_of`]) when it was from virtual port `port`.
     #[inline(always)]
     fn guessed_link(&self, port: Port) -> Option<(DeviceId, Port)> {
@@ -2222,18 +2256,9 @@ impl VirtSwitch {
             return self.next_lane::<false>(m.port as Port, data, out, running);
         };
         dev.switch.recycle_outputs(out);
-        dev.stats.packets_in += 1;
-        *running = Some(m.dev);
-        dev.switch.process_packet(m.vport, data, out);
-        *running = None;
-        if out.len() == 1 {
-            if let Some(&p) = dev.phys.get(out[0].port as usize) {
-                if p != NO_PHYS {
-                    out[0].port = p;
-                    dev.stats.to_phys += 1;
-                    return m;
-                }
-            }
+        dev.run_in_session(m.vport, data, out, running);
+        if dev.one_to_phys(out, 0) {
+            return m;
         }
         m.ending_at(self.lane_again_other::<false>(m.dev, Ok(()), out))
     }
@@ -2262,10 +2287,7 @@ impl VirtSwitch {
         let Some(Some(dev)) = self.devices.slots.get_mut(m.dev as usize) else {
             return self.next_lane::<false>(m.port as Port, data, out, running);
         };
-        dev.stats.packets_in += 1;
-        *running = Some(m.dev);
-        dev.switch.process_packet(m.vport, data, out);
-        *running = None;
+        dev.run_in_session(m.vport, data, out, running);
         match dev.lane_link(out, 0, self.max_hops) {
             Some(link) => m.ending_at(self.run_hops::<false>(m.dev, link, 0, out)),
             None => m.ending_at(self.lane_again_other::<false>(m.dev, Ok(()), out)),
@@ -2301,14 +2323,12 @@ impl VirtSwitch {
                         if !other {
                             dev.switch.recycle_outputs(out);
                         }
-                        dev.stats.packets_in += 1;
-                        let sw = &mut dev.switch;
                         let r = if GUARD {
+                            dev.stats.packets_in += 1;
+                            let sw = &mut dev.switch;
                             catch_unwind(AssertUnwindSafe(|| sw.process_packet(vport, data, out)))
                         } else {
-                            *running = Some(id);
-                            sw.process_packet(vport, data, out);
-                            *running = None;
+                            dev.run_in_session(vport, data, out, running);
                             Ok(())
                         };
                         let way = LaneMemo {
@@ -2317,14 +2337,8 @@ impl VirtSwitch {
                             vport,
                             last: id,
                         };
-                        if r.is_ok() && out.len() == 1 {
-                            if let Some(&p) = dev.phys.get(out[0].port as usize) {
-                                if p != NO_PHYS {
-                                    out[0].port = p;
-                                    dev.stats.to_phys += 1;
-                                    return way;
-                                }
-                            }
+                        if r.is_ok() && dev.one_to_phys(out, 0) {
+                            return way;
                         }
                         return way.ending_at(self.lane_again_other::<GUARD>(id, r, out));
                     }
@@ -2708,15 +2722,9 @@ impl VirtSwitch {
             self.quarantine_after_panic(id, panic_message(e), start, out);
             return true;
         }
-        if out.len() == start + 1 {
-            if let Some(&p) = dev.phys.get(out[start].port as usize) {
-                if p != NO_PHYS {
-                    out[start].port = p;
-                    dev.stats.to_phys += 1;
-                    self.note_origin(id, 1);
-                    return true;
-                }
-            }
+        if dev.one_to_phys(out, start) {
+            self.note_origin(id, 1);
+            return true;
         }
         self.fast_hops::<true>(id, start, out);
         true
