@@ -3,6 +3,8 @@
 //! reported key, and the GETREQ replayed afterwards is turned into GETREQ_NLATEST by the entry
 //! and registers the switch OS installed.
 
+mod common;
+
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -12,17 +14,8 @@ use tern_kv::protocol::{Key, Message, Op};
 use tern_kv::switchos::{CacheKind, SwitchOs, SwitchOsConfig};
 use tern_ports::pcap::{PcapReader, PcapWriter, WriterConfig};
 use tern_runtime::{MatchParam, Runtime};
-use tern_thrift::ThriftRuntime;
 
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// Kills the switch and removes the directory even when an assertion fails.
 struct Guard(std::process::Child, std::path::PathBuf);
@@ -95,7 +88,7 @@ fn switch_os_admits_a_key_over_thrift() {
     let key = Key::from_id(42);
     write_pcap(&d.join("p1_in.pcap"), &[getreq(key)]);
     write_pcap(&d.join("p2_in.pcap"), &[]);
-    let port = free_port();
+    let port = common::free_port();
     let child = Command::new(env!("CARGO_BIN_EXE_tern"))
         .current_dir(&d)
         .arg("run")
@@ -107,17 +100,7 @@ fn switch_os_admits_a_key_over_thrift() {
         .spawn()
         .unwrap();
     let _guard = Guard(child, d.clone());
-    let start = Instant::now();
-    let rt = loop {
-        if let Ok(rt) = ThriftRuntime::connect(("127.0.0.1", port)) {
-            break rt;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "no Thrift server"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let rt = common::thrift_client(port, 20);
     let rt = Mutex::new(rt);
     {
         let mut r = rt.lock().unwrap();

@@ -3,6 +3,8 @@
 //! control-plane changes over Thrift reach every worker while counters read back summed.
 //! Self-contained: the program is P4 source compiled by tern, the traffic is generated here.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -334,14 +336,6 @@ impl Drop for Child {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// Routes installed over Thrift while the run waits reach both workers (every routed flow is
 /// forwarded, whichever worker it hashes to); the per-port counter read over Thrift is the sum
 /// over workers (every input frame), a write sets the sum, a reset clears every worker; a
@@ -351,7 +345,7 @@ fn thrift_updates_reach_every_worker_and_counters_are_summed() {
     let d = tmpdir("thrift");
     std::fs::write(d.join("router.p4"), ROUTER).unwrap();
     let inputs = write_inputs(&d);
-    let port = free_port();
+    let port = common::free_port();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_tern"));
     cmd.current_dir(&d)
         .args(["run", "router.p4", "--use-files", "2", "--workers", "2"])
@@ -365,17 +359,7 @@ fn thrift_updates_reach_every_worker_and_counters_are_summed() {
             .spawn()
             .unwrap(),
     );
-    let start = Instant::now();
-    let mut rt = loop {
-        if let Ok(rt) = tern_thrift::ThriftRuntime::connect(("127.0.0.1", port)) {
-            break rt;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "Thrift server never came up"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let mut rt = common::thrift_client(port, 30);
     let mut handles = Vec::new();
     for (net, mac) in [(1u8, 0x11u8), (2, 0x22), (3, 0x33)] {
         let h = rt

@@ -3,20 +3,14 @@
 //! it (downloading the program with `bm_get_config`, as simple_switch_CLI does), and the
 //! packets replayed after the wait are forwarded by those routes.
 
+mod common;
+
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use tern_ports::pcap::{PcapReader, PcapWriter, WriterConfig};
 
 const BMV2: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/fixtures/bmv2");
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 fn write_pcap(path: &Path, frames: &[Vec<u8>]) {
     let f = std::fs::File::create(path).unwrap();
@@ -61,7 +55,7 @@ fn cli_over_thrift_configures_a_running_switch() {
     write_pcap(&d.join("p1_in.pcap"), &[frame]);
     write_pcap(&d.join("p2_in.pcap"), &[]);
 
-    let port = free_port();
+    let port = common::free_port();
     let switch = Child(
         Command::new(env!("CARGO_BIN_EXE_tern"))
             .current_dir(&d)
@@ -121,7 +115,7 @@ fn thrift_max_connections_bounds_the_connections_served() {
     let d = tern_fixtures::scratch("thrift-max-conn");
     let json = format!("{BMV2}/targets/simple_router/simple_router.json");
     write_pcap(&d.join("p1_in.pcap"), &[]);
-    let port = free_port();
+    let port = common::free_port();
     let mut switch = Child(
         Command::new(env!("CARGO_BIN_EXE_tern"))
             .current_dir(&d)
@@ -133,17 +127,7 @@ fn thrift_max_connections_bounds_the_connections_served() {
             .spawn()
             .unwrap(),
     );
-    let start = Instant::now();
-    let held = loop {
-        if let Ok(rt) = tern_thrift::ThriftRuntime::connect(("127.0.0.1", port)) {
-            break rt;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "Thrift server never came up"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let held = common::thrift_client(port, 20);
     let config = std::fs::read_to_string(&json).unwrap();
     // Answered: the server has taken this connection (its one).
     assert_eq!(held.get_config(), config);

@@ -1,5 +1,6 @@
-//! Helpers shared by the tests that build network namespaces and run tern on live interfaces:
-//! privilege and tool checks, `ip`, free ports, bounded waits, and a topology removed on drop.
+//! Helpers shared by the tests that run tern as a process: privilege and tool checks, `ip`,
+//! free ports, bounded waits (for a child, for its Thrift server), and a network-namespace
+//! topology removed on drop.
 #![allow(dead_code)] // each test binary uses a subset
 
 use std::path::Path;
@@ -48,6 +49,22 @@ pub fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
+}
+
+/// A Thrift client of the switch serving on 127.0.0.1:`port`, retried every 50 ms while the
+/// server comes up; fails the test after `secs` seconds.
+pub fn thrift_client(port: u16, secs: u64) -> tern_thrift::ThriftRuntime {
+    let start = Instant::now();
+    loop {
+        if let Ok(rt) = tern_thrift::ThriftRuntime::connect(("127.0.0.1", port)) {
+            return rt;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(secs),
+            "the Thrift server on port {port} never came up"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// Wait for a child, killing it after `secs` seconds.
