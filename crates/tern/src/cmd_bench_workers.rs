@@ -213,8 +213,7 @@ fn timed_run(
     let mut err = None;
     let mut next = 0usize;
     // Publish updates until `due` have been sent, flipping entries round-robin.
-    let mut publish = |ctl: &mut Control, storm: &mut (&StormTable, u64, &mut Vec<bool>), due| {
-        let (st, _, state) = storm;
+    let mut publish = |ctl: &mut Control, st: &StormTable, state: &mut [bool], due| {
         while updates < due && !st.handles.is_empty() {
             let i = next;
             next = (next + 1) % st.handles.len();
@@ -234,8 +233,8 @@ fn timed_run(
     // The bench's control runs without the update barrier (`Control::set_barrier` is not
     // called here): with it, this update would wait for acknowledgements from workers not
     // yet running.
-    if let Some(sm) = storm.as_mut() {
-        publish(ctl, sm, 1);
+    if let Some((st, _, state)) = storm.as_mut() {
+        publish(ctl, st, state, 1);
     }
     let (stats, wall) = std::thread::scope(|s| {
         let handles: Vec<_> = ws
@@ -253,11 +252,10 @@ fn timed_run(
             .collect();
         start.wait();
         let t = Instant::now();
-        if let Some(sm) = storm.as_mut() {
-            let rate = sm.1;
+        if let Some((st, rate, state)) = storm.as_mut() {
             while finished.load(Ordering::Acquire) < n {
-                let due = 1 + (t.elapsed().as_secs_f64() * rate as f64) as u64;
-                publish(ctl, sm, due);
+                let due = 1 + (t.elapsed().as_secs_f64() * *rate as f64) as u64;
+                publish(ctl, st, state, due);
                 // Updates are paced in bursts of ~rate/1000 every millisecond, as a controller
                 // batches writes: waking every 100 µs (one update each) cost the shared vCPUs
                 // 13-14 % of the workers' throughput in scheduling alone (bench/RESULTS.md).

@@ -703,8 +703,6 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// The victim's and the attacker's devices over `workers` workers (with 2 or more, each on
-/// its own worker).
 /// The machine's counts of the interrupts a thread on the other CPU can cause or suffer
 /// (`/proc/interrupts`, summed over the CPUs): local timer, rescheduling and function-call
 /// IPIs, TLB shootdowns. Empty when the file cannot be read.
@@ -753,6 +751,8 @@ fn alone_runs(
     Ok(())
 }
 
+/// The victim's and the attacker's devices over `workers` workers (with 2 or more, each on
+/// its own worker).
 fn pool_for(
     victim_json: &str,
     attack: Attack,
@@ -1158,7 +1158,8 @@ fn suite(
             let vstats = pool.device_stats(VICTIM)?;
             let astats = pool.device_stats(ATTACKER)?;
             alone_runs(&mut pool, a, want, rate, &mut batch_no, post, &mut paired)?;
-            let m = |f: fn(&Run) -> f64| median(runs.iter().map(f).collect());
+            let med = |v: &[Run], f: fn(&Run) -> f64| median(v.iter().map(f).collect());
+            let m = |f: fn(&Run) -> f64| med(&runs, f);
             let (offered, delivered) = (m(|r| r.offered_pps), m(|r| r.delivered_pps));
             let (p50, p99, p999) = (m(|r| r.p50_ns), m(|r| r.p99_ns), m(|r| r.p999_ns));
             let lost: u64 = runs.iter().map(|r| r.offered - r.delivered).sum();
@@ -1168,11 +1169,14 @@ fn suite(
             let (rate0, p990) = if paired.is_empty() {
                 (delivered, p99)
             } else {
-                let mp = |f: fn(&Run) -> f64| median(paired.iter().map(f).collect());
-                (mp(|r| r.delivered_pps), mp(|r| r.p99_ns))
+                (
+                    med(&paired, |r| r.delivered_pps),
+                    med(&paired, |r| r.p99_ns),
+                )
             };
             let rate_pct = 100.0 * (delivered / rate0 - 1.0);
             let p99_pct = 100.0 * (p99 / p990 - 1.0);
+            let p99_suite_pct = 100.0 * (p99 / p99_s - 1.0);
             let (v_work, a_work) = (v1.work - v0.work, a1.work - a0.work);
             let bd: Vec<Breakdown> = runs.iter().filter_map(|r| r.stages).collect();
             let stages = (bd.len() == runs.len()).then(|| {
@@ -1252,7 +1256,7 @@ fn suite(
                     "p99_ns_runs": paired.iter().map(|r| r.p99_ns).collect::<Vec<_>>(),
                 },
                 "rate_vs_suite_alone_pct": 100.0 * (delivered / rate_s - 1.0),
-                "p99_vs_suite_alone_pct": 100.0 * (p99 / p99_s - 1.0),
+                "p99_vs_suite_alone_pct": p99_suite_pct,
                 "victim_work_ns": v_work,
                 "attacker_work_ns": a_work,
                 "charge": charge_name(a.cost),
@@ -1304,7 +1308,7 @@ fn suite(
                 p999 / 1e3,
                 p990 / 1e3,
                 p99_pct,
-                100.0 * (p99 / p99_s - 1.0),
+                p99_suite_pct,
                 v_work as f64 / 1e6,
                 v1.units - v0.units,
                 v1.guarded - v0.guarded,
