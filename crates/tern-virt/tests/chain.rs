@@ -288,6 +288,18 @@ fn three_hops() -> VirtSwitch {
     vs
 }
 
+/// TCP from host 1 (10.0.0.1) to 10.0.0.3 port 80, to the MAC of `dst`, carrying `seq`.
+fn from_h1(dst: u16, seq: u32) -> Vec<u8> {
+    tcp(
+        mac(dst),
+        mac(1),
+        [10, 0, 0, 1],
+        [10, 0, 0, 3],
+        (1234, 80),
+        seq,
+    )
+}
+
 fn three_hop_traffic(n: usize) -> Vec<(Port, Vec<u8>)> {
     let mut r = Rng(0x9e37_79b9);
     (0..n as u32)
@@ -295,15 +307,7 @@ fn three_hop_traffic(n: usize) -> Vec<(Port, Vec<u8>)> {
             let x = r.next();
             let port = if x.is_multiple_of(5) { 5 } else { 1 };
             let dst = [2u16, 3, 3, 4, 0x77][((x >> 3) % 5) as usize];
-            let f = tcp(
-                mac(dst),
-                mac(1),
-                [10, 0, 0, 1],
-                [10, 0, 0, 3],
-                (1234, 80),
-                seq,
-            );
-            (port, f)
+            (port, from_h1(dst, seq))
         })
         .collect()
 }
@@ -576,6 +580,14 @@ fn bound_pools(vs: &mut VirtSwitch, devices: &[DeviceId], pool: usize) {
     }
 }
 
+/// The buffers in each of `devices`' pools (`spare_buffers`).
+fn pools(vs: &VirtSwitch, devices: &[DeviceId]) -> Vec<usize> {
+    devices
+        .iter()
+        .map(|&d| vs.spare_buffers(d).unwrap())
+        .collect()
+}
+
 /// Every rule of `vs` given a condition that always holds (the EtherType under mask 0): the
 /// classifier becomes the list of rules, which the one-packet lane never takes, so every
 /// packet runs on the general path (the device's pass, then the links hop by hop).
@@ -828,11 +840,11 @@ fn one_per_call_in_runs_of_one_port_equals_the_general_path() {
         );
         assert_eq!(n, 400);
         vs.recycle_outputs(&mut out);
-        let pools: Vec<usize> = devices
-            .iter()
-            .map(|&d| vs.spare_buffers(d).unwrap())
-            .collect();
-        assert_eq!(pools, vec![POOL; devices.len()], "phase {phase}");
+        assert_eq!(
+            pools(&vs, devices),
+            vec![POOL; devices.len()],
+            "phase {phase}"
+        );
     }
 }
 
@@ -901,15 +913,7 @@ fn a_compiled_chain_left_at_each_step_goes_on_as_the_general_path() {
             } else {
                 3
             };
-            let f = tcp(
-                mac(dst),
-                mac(1),
-                [10, 0, 0, 1],
-                [10, 0, 0, 3],
-                (1234, 80),
-                i,
-            );
-            (1, f)
+            (1, from_h1(dst, i))
         })
         .collect();
     let devices = [1, 2, 3];
@@ -931,12 +935,6 @@ fn a_compiled_chain_left_at_each_step_goes_on_as_the_general_path() {
     // With pools bounded, each pool ends as the general path's (frames kept in CPU queues
     // hold their buffers there): a buffer lost, kept or given to another device shows.
     const POOL: usize = 64;
-    let pools = |vs: &VirtSwitch| -> Vec<usize> {
-        devices
-            .iter()
-            .map(|&d| vs.spare_buffers(d).unwrap())
-            .collect()
-    };
     let mut reference = build();
     off_the_lane(&mut reference);
     bound_pools(&mut reference, &devices, POOL);
@@ -958,7 +956,7 @@ fn a_compiled_chain_left_at_each_step_goes_on_as_the_general_path() {
     }
     assert_eq!(vs.compiled_chains(), (40, 40));
     vs.recycle_outputs(&mut out);
-    assert_eq!(pools(&vs), pools(&reference));
+    assert_eq!(pools(&vs, &devices), pools(&reference, &devices));
 }
 
 /// A chain that runs one device twice: firewalls A → B → A → C to physical port 9 (A
@@ -997,19 +995,7 @@ fn a_chain_through_one_device_twice_is_not_compiled() {
         }
         vs
     };
-    let pkts: Vec<(Port, Vec<u8>)> = (0..30)
-        .map(|seq| {
-            let f = tcp(
-                mac(3),
-                mac(1),
-                [10, 0, 0, 1],
-                [10, 0, 0, 3],
-                (1234, 80),
-                seq,
-            );
-            (1, f)
-        })
-        .collect();
+    let pkts: Vec<(Port, Vec<u8>)> = (0..30).map(|seq| (1, from_h1(3, seq))).collect();
     let want = check_lane_equals_general(build, |_| {}, &[1, 2, 3], &pkts);
     assert!(want
         .iter()
@@ -1171,12 +1157,7 @@ fn panic_in_hop(pkts: &[(Port, Vec<u8>)], hop: DeviceId, k: u64) {
         vs.inject_panic(hop, k).unwrap();
         vs
     };
-    let pools = |vs: &VirtSwitch| -> Vec<usize> {
-        devices
-            .iter()
-            .map(|&d| vs.spare_buffers(d).unwrap())
-            .collect()
-    };
+    let pools = |vs: &VirtSwitch| pools(vs, &devices);
 
     let mut reference = build();
     off_the_lane(&mut reference);
