@@ -1057,29 +1057,19 @@ pub struct VirtSwitch {
     /// then quarantines that device and gives the frame's buffer back
     /// ([`VirtSwitch::give_back_hop`]).
     hop_mark: HopMark,
-    /// The chain a [`VirtSwitch::process_each`] session's packets from one port take, once
-    /// compiled ([`ChainRun`]).
-    chain: ChainRun,
-    /// The hops of the last chain [`VirtSwitch::run_hops`] ended on a physical port (what
-    /// [`VirtSwitch::compile_chain`] checks its walk against).
-    lane_hops: u32,
-    /// Chains compiled, and packets that turned off a compiled chain
-    /// ([`VirtSwitch::compiled_chains`]).
-    chain_counts: (u64, u64),
 }
 
-/// The device a chain on the lane is running, for a [`VirtSwitch::process_each`] session
-/// whose boundary catches its panic ([`VirtSwitch::fast_hops`], [`VirtSwitch::run_chain`]):
-/// the running device and, when it runs a frame another device produced (a hop), that
-/// device and which buffer holds the frame as its last — the caller's `out`, or
-/// [`VirtSwitch::hop_out`] (the other buffer gets the running device's frames). One word,
-/// one store to set and one to clear. Devices on the lane have dense ids (below
-/// [`DENSE_IDS`]), so both fit.
+/// The hop a chain's device is running on the lane, for a [`VirtSwitch::process_each`]
+/// session whose boundary catches its panic ([`VirtSwitch::fast_hops`]): the device running
+/// the frame, the device that produced it, and which buffer holds it as its last frame — the
+/// caller's `out`, or [`VirtSwitch::hop_out`] (the other buffer gets the running device's
+/// frames). One word, set before the device runs and cleared after it: one store each way.
+/// Devices on the lane have dense ids (below [`DENSE_IDS`]), so both fit.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 struct HopMark(u64);
 
 impl HopMark {
-    /// No device of a chain is running.
+    /// No hop is running.
     const NONE: HopMark = HopMark(0);
 
     /// `next` runs the frame `from` produced, which waits in `out` while `next` writes into
@@ -1087,123 +1077,17 @@ impl HopMark {
     #[inline(always)]
     fn new<const DST_SPARE: bool>(from: DeviceId, next: DeviceId) -> HopMark {
         let in_spare = u64::from(!DST_SPARE);
-        HopMark(1 | in_spare << 1 | 1 << 2 | u64::from(from) << 3 | u64::from(next) << 33)
+        HopMark(1 | in_spare << 1 | u64::from(from) << 2 | u64::from(next) << 33)
     }
 
-    /// `dev` runs the packet itself (the chain's first device: no frame to give back).
-    fn entry(dev: DeviceId) -> HopMark {
-        HopMark(1 | u64::from(dev) << 33)
-    }
-
-    /// The running device, and (for a hop) the frame's producer and whether the frame
-    /// waits in `hop_out`.
-    #[allow(clippy::type_complexity)]
-    fn get(self) -> Option<(DeviceId, Option<(DeviceId, bool)>)> {
+    /// (the running device, the frame's producer, whether the frame waits in `hop_out`).
+    fn get(self) -> Option<(DeviceId, DeviceId, bool)> {
         (self.0 & 1 == 1).then(|| {
             let next = (self.0 >> 33) as DeviceId;
-            let from = ((self.0 >> 3) & 0x3fff_ffff) as DeviceId;
-            (next, (self.0 & 4 != 0).then_some((from, self.0 & 2 != 0)))
+            let from = ((self.0 >> 2) & 0x7fff_ffff) as DeviceId;
+            (next, from, self.0 & 2 != 0)
         })
     }
-}
-
-/// Most devices a [`ChainRun`] holds (a longer chain runs hop by hop,
-/// [`VirtSwitch::run_hops`]).
-const CHAIN_MAX: usize = 8;
-
-/// One device of a [`ChainRun`].
-#[derive(Clone, Copy)]
-struct ChainStep {
-    /// The device (a dense id: its slot).
-    dev: DeviceId,
-    /// The virtual port its frame comes in on.
-    vport: Port,
-    /// The virtual port its one frame leaves by: the link to the next step, or (the last
-    /// step) the port mapped to [`ChainRun::phys`].
-    out: Port,
-    /// Its mark while it runs.
-    mark: HopMark,
-}
-
-impl ChainStep {
-    const NONE: ChainStep = ChainStep {
-        dev: 0,
-        vport: 0,
-        out: 0,
-        mark: HopMark::NONE,
-    };
-}
-
-/// A chain on the lane that a [`VirtSwitch::process_each`] session's packets from one
-/// physical port took twice running, to one frame on a physical port, compiled for the next
-/// ones from that port ([`VirtSwitch::run_chain`]): its devices, the virtual ports between
-/// them and the physical port it ends on. Within a session nothing else runs on the switch,
-/// so the devices, their port maps and their admission to the lane cannot change (a caught
-/// panic starts the session's lane afresh, this included); what a packet's pipelines decide
-/// can, and each device's one frame is checked to leave by its step's port.
-struct ChainRun {
-    /// The physical port in ([`LaneMemo::port`]; `u64::MAX`: no chain).
-    port: u64,
-    /// The device that ends the chain ([`LaneMemo::last`]).
-    last: DeviceId,
-    /// The physical port the last step's frame leaves on.
-    phys: Port,
-    len: usize,
-    steps: [ChainStep; CHAIN_MAX],
-}
-
-impl ChainRun {
-    const NONE: ChainRun = ChainRun {
-        port: u64::MAX,
-        last: 0,
-        phys: 0,
-        len: 0,
-        steps: [ChainStep::NONE; CHAIN_MAX],
-    };
-}
-
-/// Device `dev` of a [`ChainRun`] (there by the run's invariant: compiled in the session).
-#[inline(always)]
-fn chain_dev(slots: &mut [Option<Device>], dev: DeviceId) -> &mut Device {
-    match slots.get_mut(dev as usize) {
-        Some(Some(d)) => d,
-        _ => unreachable!("a compiled chain's device left during its session"),
-    }
-}
-
-/// Step `k` (past the first) of a [`ChainRun`]: its device runs the frame in flight (`src`'s
-/// one frame) into `dst` (`DST_SPARE`: [`VirtSwitch::hop_out`]), and the frame's buffer goes
-/// back to the previous step's device. True when the device sent one frame by the step's
-/// port (counted, and renumbered to the physical port at the last step).
-#[inline(always)]
-fn chain_step<const DST_SPARE: bool>(
-    slots: &mut [Option<Device>],
-    c: &ChainRun,
-    k: usize,
-    src: &mut Vec<OutputPacket>,
-    dst: &mut Vec<OutputPacket>,
-    mark: &mut HopMark,
-) -> bool {
-    let s = &c.steps[k];
-    let nd = chain_dev(slots, s.dev);
-    nd.stats.packets_in += 1;
-    *mark = s.mark;
-    nd.switch.process_packet(s.vport, &src[0].data, dst);
-    let ok = dst.len() == 1 && dst[0].port == s.out;
-    if ok {
-        if k + 1 == c.len {
-            dst[0].port = c.phys;
-            nd.stats.to_phys += 1;
-        } else {
-            nd.stats.to_links += 1;
-        }
-    }
-    if let Some(f) = src.pop() {
-        chain_dev(slots, c.steps[k - 1].dev)
-            .switch
-            .recycle_buffer(f.data);
-    }
-    ok
 }
 
 /// How a one-packet chain on the lane left its loop ([`VirtSwitch::fast_hops`]).
@@ -1400,9 +1284,6 @@ impl VirtSwitch {
             faults_armed: false,
             hop_out: Vec::new(),
             hop_mark: HopMark::NONE,
-            chain: ChainRun::NONE,
-            lane_hops: 0,
-            chain_counts: (0, 0),
         }
     }
 
@@ -1804,16 +1685,6 @@ impl VirtSwitch {
         d.refresh_lane();
         self.faults_armed = true;
         Ok(())
-    }
-
-    /// How many chains [`VirtSwitch::process_each`] sessions compiled for the packets of one
-    /// port that take the same way (a chain on the lane ending on a physical port, compiled
-    /// at its second packet and taken from the third), and how many packets then left that
-    /// way (a device's frame elsewhere: the chain is forgotten, and compiled again when two
-    /// packets take a way again). A diagnostic of the one-packet lane, which counts nothing
-    /// per packet.
-    pub fn compiled_chains(&self) -> (u64, u64) {
-        self.chain_counts
     }
 
     /// Output buffers in device `id`'s pool (`tern_dataplane::Switch::spare_buffers`): its
@@ -2328,23 +2199,14 @@ impl VirtSwitch {
         loop {
             let r = catch_unwind(AssertUnwindSafe(|| {
                 // The last packet's way on the lane, while the next ones take the same (made
-                // afresh after a caught panic: this closure runs again), and the chain compiled
-                // from it (made afresh too: a device in it may be quarantined now).
+                // afresh after a caught panic: this closure runs again).
                 let mut memo = LaneMemo::NONE;
-                self.chain.port = u64::MAX;
                 for (port, data) in pkts.by_ref() {
-                    let port = u64::from(port);
-                    if port == self.chain.port && memo.port == port && memo.last == self.chain.last
-                    {
-                        // The way compiled: the memo stays (unless the chain turns off it).
-                        if !self.run_chain(data, out) {
-                            memo = LaneMemo::NONE;
-                        }
-                    } else if port == memo.port {
-                        memo = self.memo_lane(memo, data, out, &mut running);
+                    memo = if u64::from(port) == memo.port {
+                        self.memo_lane(memo, data, out, &mut running)
                     } else {
-                        memo = self.next_lane::<false>(port as Port, data, out, &mut running);
-                    }
+                        self.next_lane::<false>(port, data, out, &mut running)
+                    };
                     done += 1;
                     sent(out);
                 }
@@ -2356,7 +2218,7 @@ impl VirtSwitch {
             // names; neither (a panic outside every device) is not caught.
             let hop = std::mem::replace(&mut self.hop_mark, HopMark::NONE).get();
             let id = match (hop, running.take()) {
-                (Some((next, _)), _) => next,
+                (Some((next, _, _)), _) => next,
                 (None, Some(id)) => id,
                 (None, None) => std::panic::resume_unwind(e),
             };
@@ -2364,7 +2226,7 @@ impl VirtSwitch {
             // record of origins started afresh.
             self.origins.clear();
             self.origin_total = 0;
-            if let Some((_, Some((from, in_spare)))) = hop {
+            if let Some((_, from, in_spare)) = hop {
                 self.give_back_hop(out, from, in_spare);
             }
             self.quarantine_after_panic(id, panic_message(e), 0, out);
@@ -2426,148 +2288,9 @@ impl VirtSwitch {
             return self.next_lane::<false>(m.port as Port, data, out, running);
         };
         dev.run_in_session(m.vport, data, out, running);
-        let end = match dev.lane_link(out, 0, self.max_hops) {
-            Some(link) => self.run_hops::<false>(m.dev, link, 0, out),
-            None => self.lane_again_other::<false>(m.dev, Ok(()), out),
-        };
-        let m = m.ending_at(end);
-        if m.last != m.dev {
-            // The second packet on this way: compiled for the next ones.
-            self.compile_chain(m, out[0].port);
-        }
-        m
-    }
-
-    /// [`VirtSwitch::memo_chain`] once its way is compiled ([`ChainRun`]): the previous
-    /// frame back to the chain's last device, then each device in turn on the frame in
-    /// flight (the caller's `out` and [`VirtSwitch::hop_out`] taking turns, as
-    /// [`VirtSwitch::run_hops`]), with nothing asked of a device but that its one frame leave
-    /// by its step's port; the last one's renumbered to the physical port. The record of
-    /// origins, which names the last device for one frame, stays as it is. The first frame
-    /// that leaves otherwise ends the run there ([`VirtSwitch::chain_off`]): false (the way
-    /// is no longer the memo's).
-    #[inline(always)]
-    fn run_chain(&mut self, data: &[u8], out: &mut Vec<OutputPacket>) -> bool {
-        let c = &self.chain;
-        let slots = &mut self.devices.slots[..];
-        let spare = &mut self.hop_out;
-        let mark = &mut self.hop_mark;
-        chain_dev(slots, c.last).switch.recycle_outputs(out);
-        let s = &c.steps[0];
-        let d = chain_dev(slots, s.dev);
-        d.stats.packets_in += 1;
-        *mark = s.mark;
-        d.switch.process_packet(s.vport, data, out);
-        if out.len() != 1 || out[0].port != s.out {
-            return self.chain_off(0, out);
-        }
-        d.stats.to_links += 1;
-        let n = c.len;
-        let mut k = 1;
-        loop {
-            if !chain_step::<true>(slots, c, k, out, spare, mark) {
-                return self.chain_off(k, out);
-            }
-            k += 1;
-            if k == n {
-                // The frame is in `hop_out`, and `out` empty: they trade places.
-                std::mem::swap(out, spare);
-                break;
-            }
-            if !chain_step::<false>(slots, c, k, spare, out, mark) {
-                return self.chain_off(k, out);
-            }
-            k += 1;
-            if k == n {
-                break;
-            }
-        }
-        *mark = HopMark::NONE;
-        true
-    }
-
-    /// A compiled chain's step `k` whose device did not send one frame by the step's port:
-    /// its frames (in `out`, or in [`VirtSwitch::hop_out`] with `out` empty) are mapped and
-    /// their links run as on the general path, after `k` hops (as [`VirtSwitch::run_hops`]
-    /// ends a chain that turns off the lane); the record of origins starts afresh, and the
-    /// chain is forgotten (the next packets on the port find their way again).
-    #[cold]
-    #[inline(never)]
-    fn chain_off(&mut self, k: usize, out: &mut Vec<OutputPacket>) -> bool {
-        self.hop_mark = HopMark::NONE;
-        let id = self.chain.steps[k].dev;
-        self.chain.port = u64::MAX;
-        self.chain_counts.1 += 1;
-        if out.is_empty() {
-            std::mem::swap(out, &mut self.hop_out);
-        }
-        self.origins.clear();
-        self.origin_total = 0;
-        self.map_outputs(id, 0, k as u32, out);
-        self.drain_links(out);
-        false
-    }
-
-    /// Compile the way `m` a chain on the lane took (its one frame left on physical port
-    /// `phys`) into [`VirtSwitch::chain`]: from the first device, each device's last link
-    /// taken ([`Device::link_of`]: this packet's) names the next, up to `m.last`. Nothing is
-    /// compiled (the packets take [`VirtSwitch::memo_chain`]'s way) when that walk does not
-    /// reach `m.last` within [`CHAIN_MAX`] devices and the hop budget, or a device on it is
-    /// off the lane, or it took another number of hops than the packet
-    /// ([`VirtSwitch::lane_hops`]: a device the packet ran twice remembers only its second
-    /// link, and the walk skips what lay between).
-    #[inline(never)]
-    fn compile_chain(&mut self, m: LaneMemo, phys: Port) {
-        self.chain.port = u64::MAX;
-        let slots = &self.devices.slots;
-        let mut steps = [ChainStep::NONE; CHAIN_MAX];
-        let (mut id, mut vport) = (m.dev, m.vport);
-        for k in 0..CHAIN_MAX.min(self.max_hops as usize + 1) {
-            let Some(Some(d)) = slots.get(id as usize) else {
-                return;
-            };
-            if !d.lane_ok() {
-                return;
-            }
-            let mark = match k {
-                0 => HopMark::entry(id),
-                _ if k % 2 == 1 => HopMark::new::<true>(steps[k - 1].dev, id),
-                _ => HopMark::new::<false>(steps[k - 1].dev, id),
-            };
-            if id == m.last {
-                let Some(v) = d.phys.iter().position(|&p| p == phys) else {
-                    return;
-                };
-                if k != self.lane_hops as usize {
-                    return;
-                }
-                steps[k] = ChainStep {
-                    dev: id,
-                    vport,
-                    out: v as Port,
-                    mark,
-                };
-                self.chain = ChainRun {
-                    port: m.port,
-                    last: m.last,
-                    phys,
-                    len: k + 1,
-                    steps,
-                };
-                self.chain_counts.0 += 1;
-                return;
-            }
-            let g = d.link_guess;
-            if g.port == LinkGuess::NONE.port || g.next == id {
-                return;
-            }
-            steps[k] = ChainStep {
-                dev: id,
-                vport,
-                out: g.port as Port,
-                mark,
-            };
-            (id, vport) = (g.next, g.vport);
+        match dev.lane_link(out, 0, self.max_hops) {
+            Some(link) => m.ending_at(self.run_hops::<false>(m.dev, link, 0, out)),
+            None => m.ending_at(self.lane_again_other::<false>(m.dev, Ok(()), out)),
         }
     }
 
@@ -3092,7 +2815,6 @@ impl VirtSwitch {
         match end {
             HopEnd::Phys => {
                 self.note_origin(id, 1);
-                self.lane_hops = hops;
                 return Some(id);
             }
             HopEnd::Other => {}
@@ -4082,59 +3804,9 @@ mod tests {
     fn a_hop_mark_says_its_hop() {
         assert_eq!(HopMark::NONE.get(), None);
         let last = DENSE_IDS - 1;
-        assert_eq!(
-            HopMark::new::<true>(last, 0).get(),
-            Some((0, Some((last, false))))
-        );
-        assert_eq!(
-            HopMark::new::<false>(0, last).get(),
-            Some((last, Some((0, true))))
-        );
-        assert_eq!(
-            HopMark::new::<true>(7, 7).get(),
-            Some((7, Some((7, false))))
-        );
-        assert_eq!(HopMark::entry(last).get(), Some((last, None)));
-        assert_eq!(HopMark::entry(0).get(), Some((0, None)));
-    }
-
-    /// A chain compiled in a session marks each step for the session's boundary as the loop
-    /// runs it (`run_chain`, `chain_step`): the first device with no frame to give back, then
-    /// each device the frame of the one before, waiting in `out` at odd steps (which write
-    /// into `hop_out`) and in `hop_out` at even ones (which write into `out`). Example 1 B,
-    /// host 1 → host 3: 12 → 22 → 32, out on physical port 3.
-    #[test]
-    fn a_compiled_chain_marks_each_step_for_the_session() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../p4/virt/scenarios/ex1/virt.json");
-        let (mut vs, _) = config::Config::load(&path)
-            .unwrap()
-            .build(path.parent().unwrap())
-            .unwrap();
-        vs.activate_snapshot("B").unwrap();
-        // Not IPv4 (the firewall passes it), to the MAC of host 3.
-        let mut f = vec![0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 1, 0x88, 0xb5];
-        f.resize(64, 0x5a);
-        let mut out = Vec::new();
-        let mut sent = Vec::new();
-        let n = vs.process_each(std::iter::repeat_n((1, f.as_slice()), 5), &mut out, |o| {
-            sent.push(o.iter().map(|o| o.port).collect::<Vec<_>>())
-        });
-        assert_eq!(n, 5);
-        assert_eq!(sent, vec![vec![3]; 5]);
-        assert_eq!(vs.compiled_chains(), (1, 0));
-        let c = &vs.chain;
-        assert_eq!((c.port, c.last, c.phys, c.len), (1, 32, 3, 3));
-        let steps: Vec<_> = c.steps[..3].iter().map(|s| (s.dev, s.mark.get())).collect();
-        assert_eq!(
-            steps,
-            [
-                (12, Some((12, None))),
-                (22, Some((22, Some((12, false))))),
-                (32, Some((32, Some((22, true))))),
-            ]
-        );
-        assert_eq!(vs.hop_mark, HopMark::NONE, "no mark left after the session");
+        assert_eq!(HopMark::new::<true>(last, 0).get(), Some((0, last, false)));
+        assert_eq!(HopMark::new::<false>(0, last).get(), Some((last, 0, true)));
+        assert_eq!(HopMark::new::<true>(7, 7).get(), Some((7, 7, false)));
     }
 
     /// xorshift64*: deterministic test data.

@@ -802,25 +802,6 @@ fn one_per_call_in_runs_of_one_port_equals_the_general_path() {
         .iter()
         .all(|s| s.frames.len() == 1 && s.frames[0].0 == 2));
 
-    // The runs took compiled chains (`ChainRun`) and left them at every step of the chain
-    // (a flood at the first switch, a drop at the firewall, another host at the last switch):
-    // the equality above covers both.
-    for (phase, routed) in [("B", false), ("C", true)] {
-        let mut vs = ex1(phase);
-        let pkts = in_runs(ex1_traffic(400, routed));
-        let mut out = Vec::new();
-        vs.process_each(
-            pkts.iter().map(|(p, d)| (*p, d.as_slice())),
-            &mut out,
-            |_| {},
-        );
-        let (compiled, off) = vs.compiled_chains();
-        assert!(
-            compiled > 10 && off > 10,
-            "phase {phase}: {compiled} compiled, {off} off"
-        );
-    }
-
     // Every buffer back to the device that made it: with each pool bounded to POOL (all made
     // up front), one session over the runs ends with every pool full again, neither short
     // (a buffer kept or lost) nor over (a buffer given to the wrong device).
@@ -848,47 +829,16 @@ fn one_per_call_in_runs_of_one_port_equals_the_general_path() {
     }
 }
 
-/// A run of one flow in a `process_each` session takes the compiled chain (`ChainRun`) from its
-/// third packet on: Example 1 B host 1 → host 3 (12 → 22 → 32, two hops) and Example 1 C host
-/// 1 → host 3 routed (12 → 23 → 24 → 25 → 32, four hops), 60 packets each: one chain compiled
-/// and no packet off it, and each packet's frame and every counter as on the general path.
+/// A session's chain memo left at each device of the chain, every way a device can leave it:
+/// three L2 switches (`common::three_l2_hops`, device 1 also sending destinations 4, 5 and 6
+/// on to device 2, device 2 also 5 on to device 3), runs of four packets for destination 3
+/// (1 → 2 → 3, the memo's way) each followed by a packet that leaves it — flooded by device 1
+/// (0x77: frames in `out`), sent to device 2's CPU (4: one frame to another port, in the
+/// hop's second buffer) or flooded by it (6: several frames there), or flooded by device 3
+/// (5: back in `out`). Every packet's frames, CPU frames and counters equal the general
+/// path's, and with pools bounded each pool ends as the general path's.
 #[test]
-fn a_run_of_one_flow_takes_the_compiled_chain() {
-    for (phase, devices, dmac, dip) in [
-        ("B", &[12, 22, 32][..], mac(3), [10, 0, 0, 3]),
-        ("C", &[12, 23, 24, 25, 32][..], mac(0x0a0a), [10, 0, 1, 3]),
-    ] {
-        let pkts: Vec<(Port, Vec<u8>)> = (0..60)
-            .map(|seq| (1, tcp(dmac, mac(1), [10, 0, 0, 1], dip, (1234, 5001), seq)))
-            .collect();
-        let want = check_lane_equals_general(|| ex1(phase), |_| {}, devices, &pkts);
-        assert!(
-            want.iter()
-                .all(|s| s.frames.len() == 1 && s.frames[0].0 == 3),
-            "phase {phase}: every packet to host 3"
-        );
-        let mut vs = ex1(phase);
-        let mut out = Vec::new();
-        vs.process_each(
-            pkts.iter().map(|(p, d)| (*p, d.as_slice())),
-            &mut out,
-            |_| {},
-        );
-        assert_eq!(vs.compiled_chains(), (1, 0), "phase {phase}");
-    }
-}
-
-/// A compiled chain left at each of its steps, every way a step can leave it: three L2
-/// switches (`common::three_l2_hops`, device 1 also sending destinations 4, 5 and 6 on to
-/// device 2, device 2 also 5 on to device 3), the chain 1 → 2 → 3 for destination 3
-/// compiled by runs of four packets, each run followed by a packet that leaves it — flooded
-/// by device 1 (0x77, step 0: frames in `out`), sent to device 2's CPU (4, step 1: one frame
-/// to another port, in the second buffer) or flooded by it (6, step 1: several frames there),
-/// or flooded by device 3 (5, step 2: back in `out`). Every packet's frames, CPU frames and
-/// counters equal the general path's; each leaving packet is counted and the chain compiled
-/// again by the next run; with pools bounded, every buffer ends in its own pool.
-#[test]
-fn a_compiled_chain_left_at_each_step_goes_on_as_the_general_path() {
+fn a_chain_memo_left_at_each_device_goes_on_as_the_general_path() {
     let build = || {
         let mut vs = common::three_l2_hops(&KNOWN);
         for (d, dst) in [(1, 4), (1, 5), (1, 6), (2, 5)] {
@@ -954,18 +904,15 @@ fn a_compiled_chain_left_at_each_step_goes_on_as_the_general_path() {
     for (i, f) in got.iter().enumerate() {
         assert_eq!(f, &want[i].frames, "packet {i}");
     }
-    assert_eq!(vs.compiled_chains(), (40, 40));
     vs.recycle_outputs(&mut out);
     assert_eq!(pools(&vs, &devices), pools(&reference, &devices));
 }
 
 /// A chain that runs one device twice: firewalls A → B → A → C to physical port 9 (A
-/// forwards 1 → 2 and 3 → 4). A remembers only the link it took second (to C), so a walk of
-/// the links last taken from A would skip B (A → C, one hop where the packet took three): no
-/// chain is compiled, and every packet runs the chain hop by hop, each frame and counter as
-/// on the general path.
+/// forwards 1 → 2 and 3 → 4; A's remembered link, `LinkGuess`, changes twice a packet). Each
+/// packet's frame and every counter equal the general path's, one per call and in a session.
 #[test]
-fn a_chain_through_one_device_twice_is_not_compiled() {
+fn a_chain_through_one_device_twice_equals_the_general_path() {
     let build = || {
         let fw = compile("p4/virt/firewall.p4");
         let mut vs = VirtSwitch::new();
@@ -1006,14 +953,6 @@ fn a_chain_through_one_device_twice_is_not_compiled() {
         (60, 30, 30),
         "A runs each packet twice"
     );
-    let mut vs = build();
-    let mut out = Vec::new();
-    vs.process_each(
-        pkts.iter().map(|(p, d)| (*p, d.as_slice())),
-        &mut out,
-        |_| {},
-    );
-    assert_eq!(vs.compiled_chains(), (0, 0));
 }
 
 /// A chain's hop on the lane answers a device's link from the last one it took (`link_of`):
