@@ -841,8 +841,9 @@ fn one_per_call_in_runs_of_one_port_equals_the_general_path() {
 fn a_chain_memo_left_at_each_device_goes_on_as_the_general_path() {
     let build = || {
         let mut vs = common::three_l2_hops(&KNOWN);
-        for (d, dst) in [(1, 4), (1, 5), (1, 6), (2, 5)] {
-            let p = if d == 1 { 3 } else { 2 };
+        // (device, destination, virtual port): device 1's link to device 2 is its port 3,
+        // device 2's to device 3 its port 2.
+        for (d, dst, p) in [(1, 4, 3), (1, 5, 3), (1, 6, 3), (2, 5, 2)] {
             vs.runtime(Caller::Operator, d)
                 .unwrap()
                 .mt_add_entry(
