@@ -17,7 +17,9 @@
 //! slice does not change what a device is charged. The clock stays as a guard ([`GUARD`]): a
 //! device whose chunks keep taking far longer than their counted passes at its calibration
 //! (64×; a parse is counted in whole units of 64 states, the rest is not) is charged their
-//! measured time instead. [`Cost::Nanos`] charges the measured time of every chunk (h-iso's
+//! measured time instead. A chunk or control job in which the device panicked is charged its
+//! measured time whatever its share ([`Spent::Faulted`]): unwinding is no counted pass.
+//! [`Cost::Nanos`] charges the measured time of every chunk (h-iso's
 //! model: it bills a device for the attacker's cache pollution and for the preemption of
 //! the thread); [`Cost::Bytes`] charges frame bytes before the packet runs (classic DRR).
 //! The workers stage a packet per device (`FairScheduler::stage`) until the device takes
@@ -92,6 +94,9 @@ pub struct FairStats {
     /// Control jobs and steps that panicked (each quarantined the device; a batch's later
     /// steps were dropped).
     pub job_panics: u64,
+    /// Chunks and control jobs in which the device panicked, charged their measured time
+    /// ([`Cost::Work`]: [`Spent::Faulted`]).
+    pub faulted: u64,
 }
 
 /// A stage of a packet's way through a worker's scheduler ([`StageTrace`]).
@@ -334,6 +339,12 @@ pub(crate) enum Spent {
         ns: u64,
         epoch: u64,
     },
+    /// A chunk or control job in which the device panicked: charged its measured time `ns`
+    /// (at least 1), not its `units` at its calibration, and left out of the calibration.
+    /// The unwinding is the device's own doing and no pass counts it: at the calibration of
+    /// its cheap quarantined chunks (about 1 ns a packet) a panicking tenant was charged
+    /// some 30 ns for a chunk that took 3–14 µs, under the guard's notice (issue 17).
+    Faulted { units: u64, ns: u64 },
 }
 
 impl Spent {
@@ -716,22 +727,28 @@ impl FairScheduler {
                 }
                 Cost::Work => {
                     let before = vs.device_work(id);
+                    let panics = vs.device_panics(id);
                     vs.process_on(id, pkts, out);
                     let units = (vs.device_work(id).saturating_sub(before)).max(pkts.len() as u64);
                     let now = Instant::now();
                     let ns = now.duration_since(*last).as_nanos() as u64;
                     *last = now;
-                    Spent::CountedAt {
-                        units,
-                        refused: 0,
-                        ns,
-                        epoch: vs.program_epoch(id),
+                    if vs.device_panics(id) != panics {
+                        Spent::Faulted { units, ns }
+                    } else {
+                        Spent::CountedAt {
+                            units,
+                            refused: 0,
+                            ns,
+                            epoch: vs.program_epoch(id),
+                        }
                     }
                 }
             },
             |(vs, _, last), id, job| {
                 let before = vs.device_control_work(id);
                 let refused_before = vs.device_control_refused(id);
+                let panics = vs.device_panics(id);
                 job(vs);
                 let now = Instant::now();
                 let ns = now.duration_since(*last).as_nanos() as u64;
@@ -739,6 +756,10 @@ impl FairScheduler {
                 match cost {
                     Cost::Bytes => Spent::Charged(0),
                     Cost::Nanos => Spent::Charged(ns.max(1)),
+                    Cost::Work if vs.device_panics(id) != panics => Spent::Faulted {
+                        units: vs.device_control_work(id).saturating_sub(before).max(1),
+                        ns,
+                    },
                     // The entries it touched (at least one: a job that wrote nothing still
                     // ran), priced at the device's own control calibration.
                     // A job that replaced the program (a P4Runtime pipeline) starts the
@@ -875,6 +896,11 @@ impl FairScheduler {
                 q.stats.job_panics += u64::from(failed);
                 let work = match spent.counted(q) {
                     Spent::Charged(w) => w,
+                    Spent::Faulted { units, ns } => {
+                        q.stats.faulted += 1;
+                        q.stats.control_units += units;
+                        ns.max(1)
+                    }
                     Spent::Counted { units, refused, ns }
                     | Spent::CountedAt {
                         units, refused, ns, ..
@@ -928,6 +954,11 @@ impl FairScheduler {
                     Spent::Charged(w) => {
                         q.stats.units += w;
                         w
+                    }
+                    Spent::Faulted { units, ns } => {
+                        q.stats.units += units;
+                        q.stats.faulted += 1;
+                        ns.max(1)
                     }
                     Spent::Counted { units, ns, .. } | Spent::CountedAt { units, ns, .. } => {
                         let (w, guarded) = q.price.charge(units, ns);
@@ -1286,6 +1317,62 @@ mod tests {
             "{v:?}"
         );
         assert!(a.work <= rounds * Q + 50_000, "{a:?}");
+    }
+
+    /// A chunk in which the device panicked ([`Spent::Faulted`]) is charged its measured time,
+    /// counted in `faulted`, and left out of the calibration. The tenant it is written
+    /// against: quarantined chunks at 1 ns a packet, and one chunk in 10 a panic of 3 µs
+    /// (released and armed again each time). One in 10 is under the guard's share of 1 in
+    /// 8, so priced as counted work those panics would cost it 32 ns each.
+    #[test]
+    fn a_chunk_that_panicked_is_charged_its_measured_time() {
+        const Q: u64 = 20_000;
+        let mut f = FairScheduler::with_cost(Cost::Work, Q, 256);
+        let mut chunk = 0u64;
+        let (mut faulted, mut counted_units, mut panic_ns) = (0u64, 0u64, 0u64);
+        for _ in 0..300 {
+            while f.enqueue_to(ATTACKER, 0, &frame(1)) {}
+            f.round_core(
+                &mut (),
+                |_, _, pkts| {
+                    chunk += 1;
+                    let units = pkts.len() as u64;
+                    if chunk.is_multiple_of(10) {
+                        faulted += 1;
+                        panic_ns += 3_000;
+                        Spent::Faulted { units, ns: 3_000 }
+                    } else {
+                        counted_units += units;
+                        Spent::Counted {
+                            units,
+                            refused: 0,
+                            ns: units,
+                        }
+                    }
+                },
+                |_, _, _| Spent::Charged(0),
+                |_, _| {},
+                |_, _| {},
+            );
+        }
+        let a = f.stats(ATTACKER);
+        assert!(faulted >= 100, "{faulted} panics");
+        assert_eq!(a.faulted, faulted, "{a:?}");
+        assert_eq!(a.guarded, 0, "{a:?}");
+        assert_eq!(a.work, counted_units + panic_ns, "{a:?}");
+        // The panicking chunks did not move its calibration.
+        assert_eq!(f.price(ATTACKER).unwrap().calibration(), Some(1.0));
+        // What the same chunks cost it priced as counted work (the flaw this fixes): under
+        // the guard's share, 1 ns a unit.
+        let mut p = Price::default();
+        let mut as_counted = 0;
+        for i in 1..=1_000u64 {
+            let ns = if i.is_multiple_of(10) { 3_000 } else { 32 };
+            let (w, g) = p.charge(32, ns);
+            assert!(!g, "chunk {i}");
+            as_counted += w;
+        }
+        assert_eq!(as_counted, 32 * 1_000);
     }
 
     /// The guard: a device that calibrated on cheap packets (100 ns a pass) and then parses

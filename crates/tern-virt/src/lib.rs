@@ -1582,6 +1582,13 @@ impl VirtSwitch {
         })
     }
 
+    /// Panics device `id` has had (in its packets and in its control jobs), 0 for an unknown
+    /// device: the fair scheduler charges a chunk or job in which one happened its measured
+    /// time ([`crate::fair`]).
+    pub fn device_panics(&self, id: DeviceId) -> u64 {
+        self.devices.get(&id).map_or(0, |d| d.stats.panics)
+    }
+
     /// Pipeline passes device `id` has run (`tern_dataplane::Switch::passes`: inputs,
     /// resubmits, recirculations, clones, multicast replicas), 0 for an unknown device: what
     /// the fair scheduler's [`Cost::Work`] counts per chunk.

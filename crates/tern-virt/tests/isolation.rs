@@ -763,6 +763,71 @@ fn counted_work_is_the_passes_each_device_ran() {
     }
 }
 
+/// A panic is charged what it took (`Cost::Work` on a real switch): every chunk of packets
+/// and every control job in which the attacker panicked is counted in `faulted`
+/// (`fair::Spent::Faulted`: charged its measured time, not its counted passes at the price
+/// of its cheap quarantined chunks), the chunks and jobs that did not are not, and the
+/// victim's packets beside them all come out byte-exact.
+#[test]
+fn every_chunk_and_job_that_panicked_is_charged_as_faulted() {
+    const N: u16 = 50;
+    let json = p4(&program(
+        "state start { p.extract(h.eth); transition accept; }",
+        "",
+        "sm.egress_spec = 1;",
+    ));
+    let mut vs = two_tenants(&json, Quotas::default());
+    let mut fair = FairScheduler::with_cost(Cost::Work, 20_000, 4096);
+    let frame = attacker_frame();
+    let mut out: Vec<OutputPacket> = Vec::new();
+    let mut victim = 0;
+    for seq in 0..N {
+        // Released and armed: its next packet panics; every fifth round released and the
+        // job itself panics (its packets then meet the quarantine).
+        if seq % 5 == 4 {
+            fair.enqueue_job(
+                ATTACKER,
+                Box::new(|vs| {
+                    vs.release(ATTACKER).unwrap();
+                    panic!("a tenant's job trips");
+                }),
+            );
+        } else {
+            fair.enqueue_job(
+                ATTACKER,
+                Box::new(|vs| {
+                    vs.release(ATTACKER).unwrap();
+                    vs.inject_panic(ATTACKER, 1).unwrap();
+                }),
+            );
+        }
+        for _ in 0..8 {
+            assert!(fair.enqueue(&vs, 10, &frame));
+        }
+        assert!(fair.enqueue(&vs, 1, &victim_packet(seq)));
+        while fair.backlog() > 0 {
+            fair.run_round(&mut vs, &mut out);
+        }
+        for o in out.drain(..) {
+            assert_eq!(
+                o.port, 2,
+                "round {seq}: the quarantined attacker sent nothing"
+            );
+            assert_eq!(o.data, victim_expected(seq), "round {seq}");
+            victim += 1;
+        }
+    }
+    assert_eq!(victim, usize::from(N));
+    let a = fair.stats(ATTACKER);
+    let panics = vs.device_panics(ATTACKER);
+    assert_eq!(panics, u64::from(N), "{a:?}");
+    assert_eq!(a.job_panics, u64::from(N / 5), "{a:?}");
+    assert_eq!(a.faulted, panics, "{a:?}");
+    assert_eq!(fair.stats(VICTIM).faulted, 0);
+    // The quarantined chunks after each panic were served and not counted as faulted.
+    assert_eq!(a.served, 8 * u64::from(N), "{a:?}");
+}
+
 /// Control jobs are charged by the entries they touch (`Cost::Work` on a real switch): a
 /// tenant's job of 10 adds counts 10 units, a batch of 32 add + delete pairs posted as 32
 /// steps counts 2 a step (64 in all, one step a turn), an add the entry quota refuses counts

@@ -1264,6 +1264,8 @@ fn suite(
                 "attacker_units": a1.units - a0.units,
                 "victim_guarded": v1.guarded - v0.guarded,
                 "attacker_guarded": a1.guarded - a0.guarded,
+                // Chunks and jobs in which it panicked, charged their measured time.
+                "attacker_faulted": a1.faulted - a0.faulted,
                 "victim_overflow": v1.overflow,
                 "victim_packets_in": vstats.packets_in,
                 "attacker_frames_out": a_out,
