@@ -18,7 +18,7 @@
 //! device whose chunks keep taking far longer than their counted passes at its calibration
 //! (64×; a parse is counted in whole units of 64 states, the rest is not) is charged their
 //! measured time instead. A chunk or control job in which the device panicked is charged its
-//! measured time whatever its share ([`Spent::Faulted`]): unwinding is no counted pass.
+//! measured time whatever its share (`Spent::Faulted`): unwinding is no counted pass.
 //! [`Cost::Nanos`] charges the measured time of every chunk (h-iso's
 //! model: it bills a device for the attacker's cache pollution and for the preemption of
 //! the thread); [`Cost::Bytes`] charges frame bytes before the packet runs (classic DRR).
@@ -95,7 +95,7 @@ pub struct FairStats {
     /// steps were dropped).
     pub job_panics: u64,
     /// Chunks and control jobs in which the device panicked, charged their measured time
-    /// ([`Cost::Work`]: [`Spent::Faulted`]).
+    /// ([`Cost::Work`]; `Spent::Faulted` inside the scheduler).
     pub faulted: u64,
 }
 
