@@ -44,6 +44,12 @@ pub struct BenchArgs {
     /// Only the rows whose name contains this text (e.g. "Ex. 1 B"; case-sensitive).
     #[arg(long, value_name = "TEXT")]
     only: Option<String>,
+    /// --timed: time in this many processes, one after the other (this one and N − 1 fresh
+    /// runs of this binary), and report per row the median over the processes of each
+    /// one's median, with their range. Each process has its own address-space layout,
+    /// which moves a row's figures by a few points, more than the runs of one process do.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    processes: usize,
     /// Time the isolation suite instead: an open-loop victim's delivered rate, loss and latency
     /// alone and under each attack running flat out, over 1 and 2 workers (writes
     /// isolation.json, isolation.md and isolation.png to --out).
@@ -530,6 +536,175 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// One row's timed figures: of one process (medians of its runs), or the medians over
+/// processes (`--processes`) with each process's own figures in `processes`.
+#[derive(Clone, Default)]
+struct Timed {
+    /// Packets per second one per call, native and sliced.
+    n: f64,
+    s: f64,
+    /// Latency p50 / p99 in ns, native and sliced.
+    n50: f64,
+    n99: f64,
+    s50: f64,
+    s99: f64,
+    /// Packets per second in batches, native and sliced.
+    nb: f64,
+    sb: f64,
+    /// Rate lost one per call, p99 added and rate lost in batches, sliced vs native (%).
+    loss: f64,
+    p99_added: f64,
+    batch_loss: f64,
+    processes: Vec<Timed>,
+}
+
+impl Timed {
+    /// One process's figures: the medians of its runs.
+    fn of_runs(
+        tn: Vec<f64>,
+        ts: Vec<f64>,
+        ln: Vec<(f64, f64)>,
+        ls: Vec<(f64, f64)>,
+        bn: Vec<f64>,
+        bs: Vec<f64>,
+    ) -> Timed {
+        let (n, s, nb, sb) = (median(tn), median(ts), median(bn), median(bs));
+        let p = |v: &[(f64, f64)], f: fn(&(f64, f64)) -> f64| median(v.iter().map(f).collect());
+        let (n99, s99) = (p(&ln, |l| l.1), p(&ls, |l| l.1));
+        Timed {
+            n,
+            s,
+            n50: p(&ln, |l| l.0),
+            n99,
+            s50: p(&ls, |l| l.0),
+            s99,
+            nb,
+            sb,
+            loss: 100.0 * (1.0 - s / n),
+            p99_added: 100.0 * (s99 / n99 - 1.0),
+            batch_loss: 100.0 * (1.0 - sb / nb),
+            processes: Vec::new(),
+        }
+    }
+
+    /// The same figures as another process wrote them in its `virt_bench.json`.
+    fn of_json(t: &serde_json::Value) -> Option<Timed> {
+        let f = |k: &str| t[k].as_f64();
+        Some(Timed {
+            n: f("native_mpps_median")? * 1e6,
+            s: f("sliced_mpps_median")? * 1e6,
+            n50: f("native_latency_p50_ns")?,
+            n99: f("native_latency_p99_ns")?,
+            s50: f("sliced_latency_p50_ns")?,
+            s99: f("sliced_latency_p99_ns")?,
+            nb: f("native_batch_mpps_median")? * 1e6,
+            sb: f("sliced_batch_mpps_median")? * 1e6,
+            loss: f("rate_loss_pct")?,
+            p99_added: f("p99_added_pct")?,
+            batch_loss: f("batch_rate_loss_pct")?,
+            processes: Vec::new(),
+        })
+    }
+
+    /// `own` and row `name` of each of the `others` processes' rows: every figure the
+    /// median over the processes (the losses too: each process's own, paired within it).
+    fn across(own: Timed, others: &[Vec<serde_json::Value>], name: &str) -> anyhow::Result<Timed> {
+        let mut all = vec![own];
+        for (i, rows) in others.iter().enumerate() {
+            let t = rows
+                .iter()
+                .find(|r| r["row"] == name)
+                .and_then(|r| Timed::of_json(&r["tern"]["timed"]))
+                .with_context(|| format!("process {}: no timed figures for {name}", i + 2))?;
+            all.push(t);
+        }
+        let m = |f: fn(&Timed) -> f64| median(all.iter().map(f).collect());
+        Ok(Timed {
+            n: m(|t| t.n),
+            s: m(|t| t.s),
+            n50: m(|t| t.n50),
+            n99: m(|t| t.n99),
+            s50: m(|t| t.s50),
+            s99: m(|t| t.s99),
+            nb: m(|t| t.nb),
+            sb: m(|t| t.sb),
+            loss: m(|t| t.loss),
+            p99_added: m(|t| t.p99_added),
+            batch_loss: m(|t| t.batch_loss),
+            processes: all,
+        })
+    }
+}
+
+/// `--processes N`: the timed bench in N − 1 fresh processes of this binary, one after the
+/// other (the same rows, packets and runs; each into a folder of its own, removed after),
+/// before this one times its own; their rows.
+fn other_processes(a: &BenchArgs) -> anyhow::Result<Vec<Vec<serde_json::Value>>> {
+    let exe = std::env::current_exe().context("finding this binary to run it again")?;
+    let tmp = TempDir::new()?;
+    let mut all = Vec::new();
+    for i in 2..=a.processes {
+        eprintln!(
+            "tern virt bench: process {i} of {} (then this one) ...",
+            a.processes
+        );
+        let out = tmp.0.join(format!("process-{i}"));
+        let mut cmd = std::process::Command::new(&exe);
+        cmd.args(["virt", "bench", "--timed", "--processes", "1"])
+            .arg("--packets")
+            .arg(a.packets.to_string())
+            .arg("--runs")
+            .arg(a.runs.to_string())
+            .arg("--scenarios")
+            .arg(&a.scenarios)
+            .arg("--out")
+            .arg(&out)
+            .stdout(std::process::Stdio::null());
+        if let Some(o) = &a.only {
+            cmd.arg("--only").arg(o);
+        }
+        let st = cmd
+            .status()
+            .with_context(|| format!("running {}", exe.display()))?;
+        if !st.success() {
+            bail!("process {i} of the timed bench failed ({st})");
+        }
+        let j = out.join("virt_bench.json");
+        let v: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(&j).with_context(|| format!("reading {}", j.display()))?,
+        )
+        .with_context(|| format!("parsing {}", j.display()))?;
+        all.push(v["rows"].as_array().cloned().unwrap_or_default());
+    }
+    eprintln!(
+        "tern virt bench: process 1 of {} (this one) ...",
+        a.processes
+    );
+    Ok(all)
+}
+
+/// A folder of its own under the system's temporary folder, removed when dropped (also on
+/// an error or a panic on the way).
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> anyhow::Result<TempDir> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let p =
+            std::env::temp_dir().join(format!("tern-virt-bench-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&p).with_context(|| format!("creating {}", p.display()))?;
+        Ok(TempDir(p))
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// One packet through the native chain: each hop gets its previous frame back and runs the
 /// previous hop's first frame (the case's packet at the first hop).
 #[inline(always)]
@@ -849,6 +1024,9 @@ pub fn run(a: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
         })?;
         return Ok(std::process::ExitCode::SUCCESS);
     }
+    if a.processes == 0 {
+        bail!("--processes: give at least 1 (the processes the timed rows are measured in)");
+    }
     if !dir.join("ex1/virt.json").is_file() {
         bail!(
             "{}: no scenario configs here (give --scenarios p4/virt/scenarios of the repository)",
@@ -878,6 +1056,11 @@ pub fn run(a: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
                 .join(", ")
         );
     }
+    let others = if a.timed && a.processes > 1 {
+        other_processes(&a)?
+    } else {
+        Vec::new()
+    };
     for c in chosen {
         let (mut switches, nat) = run_native(dir, &c, &c.native)?;
         // What the slice's own devices do natively (the same as `nat` unless the baseline is
@@ -1013,60 +1196,72 @@ pub fn run(a: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
                 ln.push(n);
                 ls.push(s);
             }
-            let (n, s) = (median(tn), median(ts));
-            let (n50, n99) = (
-                median(ln.iter().map(|l| l.0).collect()),
-                median(ln.iter().map(|l| l.1).collect()),
-            );
-            let (s50, s99) = (
-                median(ls.iter().map(|l| l.0).collect()),
-                median(ls.iter().map(|l| l.1).collect()),
-            );
-            let loss = 100.0 * (1.0 - s / n);
-            let (nb, sb) = (median(bn), median(bs));
+            let own = Timed::of_runs(tn, ts, ln, ls, bn, bs);
+            let t = Timed::across(own, &others, c.name)?;
+            let k = t.processes.len();
+            // Per process: its rate loss, p99 added and batch loss (paired within it).
+            let each = |f: fn(&Timed) -> f64| t.processes.iter().map(f).collect::<Vec<_>>();
             row["tern"]["timed"] = json!({
                 "packets_per_run": a.packets,
                 "runs": a.runs,
-                "native_mpps_median": n / 1e6,
-                "sliced_mpps_median": s / 1e6,
-                "rate_loss_pct": loss,
-                "ns_added_per_packet": 1e9 / s - 1e9 / n,
-                "native_latency_p50_ns": n50,
-                "native_latency_p99_ns": n99,
-                "sliced_latency_p50_ns": s50,
-                "sliced_latency_p99_ns": s99,
-                "p99_added_pct": 100.0 * (s99 / n99 - 1.0),
+                "processes": k,
+                "native_mpps_median": t.n / 1e6,
+                "sliced_mpps_median": t.s / 1e6,
+                "rate_loss_pct": t.loss,
+                "ns_added_per_packet": 1e9 / t.s - 1e9 / t.n,
+                "native_latency_p50_ns": t.n50,
+                "native_latency_p99_ns": t.n99,
+                "sliced_latency_p50_ns": t.s50,
+                "sliced_latency_p99_ns": t.s99,
+                "p99_added_pct": t.p99_added,
                 "latency_method": LATENCY_METHOD,
                 "latency_group": LAT_GROUP,
                 "latency_samples_per_run": (a.packets / LAT_GROUP).max(1),
                 "clock_cost_ns": clock,
                 "batch": BATCH,
-                "native_batch_mpps_median": nb / 1e6,
-                "sliced_batch_mpps_median": sb / 1e6,
-                "batch_rate_loss_pct": 100.0 * (1.0 - sb / nb),
+                "native_batch_mpps_median": t.nb / 1e6,
+                "sliced_batch_mpps_median": t.sb / 1e6,
+                "batch_rate_loss_pct": t.batch_loss,
+                "per_process": {
+                    "rate_loss_pct": each(|p| p.loss),
+                    "p99_added_pct": each(|p| p.p99_added),
+                    "batch_rate_loss_pct": each(|p| p.batch_loss),
+                },
             });
+            // With several processes, each figure's range over them beside it.
+            let range = |f: fn(&Timed) -> f64, sign: f64| {
+                if k < 2 {
+                    return String::new();
+                }
+                let v = each(f).into_iter().map(|x| sign * x);
+                let (lo, hi) = v.fold((f64::MAX, f64::MIN), |(l, h), x| (l.min(x), h.max(x)));
+                format!(" ({lo:+.1} … {hi:+.1})")
+            };
             batch_md.push_str(&format!(
-                "| {} | {:.3} | {:.3} | {:+.1} % | {:+.1} |\n",
+                "| {} | {:.3} | {:.3} | {:+.1} %{} | {:+.1} |\n",
                 c.name,
-                nb / 1e6,
-                sb / 1e6,
-                100.0 * (sb / nb - 1.0),
-                1e9 / sb - 1e9 / nb
+                t.nb / 1e6,
+                t.sb / 1e6,
+                -t.batch_loss,
+                range(|p| p.batch_loss, -1.0),
+                1e9 / t.sb - 1e9 / t.nb
             ));
             timed_md.push_str(&format!(
-                "| {} | {} | {:.3} | {:.3} | {:+.1} % | {:+.0} | {:.0} / {:.0} | {:.0} / {:.0} | \
-                 {:+.1} % |\n",
+                "| {} | {} | {:.3} | {:.3} | {:+.1} %{} | {:+.0} | {:.0} / {:.0} | {:.0} / {:.0} | \
+                 {:+.1} %{} |\n",
                 c.name,
                 cell(h.bandwidth_loss_pct.map(|b| format!("−{b} %"))),
-                n / 1e6,
-                s / 1e6,
-                -loss,
-                1e9 / s - 1e9 / n,
-                n50,
-                n99,
-                s50,
-                s99,
-                100.0 * (s99 / n99 - 1.0)
+                t.n / 1e6,
+                t.s / 1e6,
+                -t.loss,
+                range(|p| p.loss, -1.0),
+                1e9 / t.s - 1e9 / t.n,
+                t.n50,
+                t.n99,
+                t.s50,
+                t.s99,
+                t.p99_added,
+                range(|p| p.p99_added, 1.0)
             ));
         }
         println!(
@@ -1084,6 +1279,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
     let mut report = json!({
         "what": "HyPer4's penalty table on tern (tern virt bench)",
         "timed": a.timed,
+        "processes": if a.timed { a.processes.max(1) } else { 1 },
         "rows": rows,
     });
     if a.timed {
@@ -1101,6 +1297,16 @@ pub fn run(a: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
     );
     text.push_str(&md);
     if a.timed {
+        if a.processes > 1 {
+            text.push_str(&format!(
+                "\nTimed in {} processes one after the other, {} run(s) each: every figure is \
+                 the median over the processes of each one's median; a ratio's median is of \
+                 each process's own ratio (native and sliced timed in the same process), in \
+                 brackets its range over the processes.\n",
+                a.processes,
+                a.runs.max(1)
+            ));
+        }
         text.push_str(
             "\n## Packet rate in memory (one core, one packet per call, median; native \
              `process_packet`, sliced one `VirtSwitch::process_each` session)\n\n\
@@ -1143,6 +1349,7 @@ mod tests {
             packets: 50,
             runs: 1,
             only: None,
+            processes: 1,
             isolation: false,
             batch: 32,
             attack_frames: 32,
