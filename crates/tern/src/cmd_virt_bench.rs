@@ -538,7 +538,6 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 /// One row's timed figures: of one process (medians of its runs), or the medians over
 /// processes (`--processes`) with each process's own figures in `processes`.
-#[derive(Clone, Default)]
 struct Timed {
     /// Packets per second one per call, native and sliced.
     n: f64,
