@@ -753,19 +753,17 @@ impl FairScheduler {
                 let now = Instant::now();
                 let ns = now.duration_since(*last).as_nanos() as u64;
                 *last = now;
+                // The entries it touched (at least one: a job that wrote nothing still ran).
+                let units = vs.device_control_work(id).saturating_sub(before).max(1);
                 match cost {
                     Cost::Bytes => Spent::Charged(0),
                     Cost::Nanos => Spent::Charged(ns.max(1)),
-                    Cost::Work if vs.device_panics(id) != panics => Spent::Faulted {
-                        units: vs.device_control_work(id).saturating_sub(before).max(1),
-                        ns,
-                    },
-                    // The entries it touched (at least one: a job that wrote nothing still
-                    // ran), priced at the device's own control calibration.
-                    // A job that replaced the program (a P4Runtime pipeline) starts the
-                    // device's calibrations again.
+                    Cost::Work if vs.device_panics(id) != panics => Spent::Faulted { units, ns },
+                    // Priced at the device's own control calibration. A job that replaced
+                    // the program (a P4Runtime pipeline) starts the device's calibrations
+                    // again.
                     Cost::Work => Spent::CountedAt {
-                        units: vs.device_control_work(id).saturating_sub(before).max(1),
+                        units,
                         refused: vs.device_control_refused(id).saturating_sub(refused_before),
                         ns,
                         epoch: vs.program_epoch(id),
